@@ -1,0 +1,23 @@
+package fastpath
+
+import "errors"
+
+// ErrFull is returned by Consume when the payload cannot be admitted now: the queue is at its
+// byte limit. The caller answers with backpressure (FailedRetryable, UNAVAILABLE, a throttle) and
+// counts it; it must not retry in a loop.
+var ErrFull = errors.New("fastpath: queue full")
+
+// ErrTooLarge is returned by Consume when a single payload exceeds the admission limit and can
+// never be admitted.
+var ErrTooLarge = errors.New("fastpath: payload exceeds queue size")
+
+// Consumer takes telemetry into the data path. Intakes that have no end-to-end acknowledgement
+// (the UDS and Kafka intakes) hand their output to a Consumer.
+type Consumer interface {
+	// Consume admits body, the encoded body of a v1 Export{Trace,Metrics,Logs}ServiceRequest
+	// (a run of field-1 resource entries), carrying items spans, data points or log records.
+	// body is only read during the call: Consume copies what it keeps, so the caller may reuse
+	// it at once. It returns ErrFull or ErrTooLarge when the payload is not admitted.
+	// Safe for concurrent use.
+	Consume(sig Signal, body []byte, items int) error
+}
