@@ -1,0 +1,138 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config of the admin listener.
+type Config struct {
+	// Listen is the address of the HTTP listener (-admin.listen, default 127.0.0.1:8888); empty
+	// turns the admin endpoints off.
+	Listen string
+	// ReadHeaderTimeout bounds slow clients (-admin.read-header-timeout, default 5s).
+	ReadHeaderTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8888", ReadHeaderTimeout: 5 * time.Second}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("admin: bad listen address %q: %w", c.Listen, err)
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		return errors.New("admin: read header timeout must be positive")
+	}
+	return nil
+}
+
+func init() {
+	// The default registry already carries the Go and process collectors; add the runtime/metrics
+	// based ones (scheduler latencies, GC pauses, heap classes) that the hot-path work is judged by.
+	prometheus.DefaultRegisterer.Unregister(collectors.NewGoCollector())
+	prometheus.DefaultRegisterer.MustRegister(collectors.NewGoCollector(
+		collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll),
+	))
+}
+
+// Server is the admin HTTP server.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	srv   *http.Server
+	ln    net.Listener
+	ready atomic.Pointer[func() error]
+	done  chan struct{}
+}
+
+// New returns a server for cfg. ready, when not nil, is asked by /readyz; a nil error means ready.
+func New(cfg Config, log *slog.Logger, ready func() error) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+	if ready != nil {
+		s.ready.Store(&ready)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", s.readyz)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout}
+	return s, nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if f := s.ready.Load(); f != nil {
+		if err := (*f)(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// Start listens and serves in the background; it returns once the listener is bound.
+// Safe to call once, from any goroutine.
+func (s *Server) Start() error {
+	if s.cfg.Listen == "" {
+		close(s.done)
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("admin: cannot listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server stopped", "err", err)
+		}
+	}()
+	s.log.Info("admin listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// Addr is the bound address, or nil before Start or when turned off.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops the server, waiting for open requests up to ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.ln == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
