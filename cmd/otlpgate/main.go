@@ -1,26 +1,174 @@
-// Command otlpgate is the telemetry edge proxy. See the README for its flags.
+// Command otlpgate is the telemetry edge proxy. `otlpgate -help` lists its flags; the README
+// explains them.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/otlpgate/otlpgate/client/filedest"
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/server/admin"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
+// config is everything the flags set.
+type config struct {
+	grpc      grpcserver.Config
+	pipeline  fastpath.Config
+	file      filedest.Config
+	admin     admin.Config
+	dests     []string
+	ack       string
+	scanDepth string
+	logLevel  string
+	logFormat string
+	shutdown  time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		grpc:      grpcserver.DefaultConfig(),
+		pipeline:  fastpath.DefaultConfig(),
+		file:      filedest.DefaultConfig(),
+		admin:     admin.DefaultConfig(),
+		ack:       "accept",
+		scanDepth: "full",
+		logLevel:  "info",
+		logFormat: "text",
+		shutdown:  30 * time.Second,
+	}
+}
+
 func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr *os.File) int {
+	cfg := defaultConfig()
 	fs := flag.NewFlagSet("otlpgate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: otlpgate [flags]\n\nIntakes: OTLP/gRPC (v1 and OTEP unary/stream), OpenCensus daemon (UDS), Kafka KIP-714.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			os.Exit(0)
+	fs.SetOutput(stderr)
+	registerFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
-		os.Exit(2)
+		return 2
 	}
+	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "otlpgate:", err)
+		return 2
+	}
+	if err := finishConfig(&cfg); err != nil {
+		log.Error("bad configuration", "err", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("otlpgate failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(level, format string, w *os.File) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("bad -log.level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("bad -log.format %q (want text or json)", format)
+}
+
+// finishConfig turns the string-valued flags into typed settings and validates everything.
+func finishConfig(cfg *config) error {
+	var err error
+	if cfg.pipeline.Ack, err = fastpath.ParseAckMode(cfg.ack); err != nil {
+		return err
+	}
+	if cfg.grpc.ScanDepth, err = fastpath.ParseDepth(cfg.scanDepth); err != nil {
+		return err
+	}
+	if len(cfg.dests) > 0 {
+		return errors.New("-dest: network destinations are not available in this build; without -dest otlpgate writes to -file.path")
+	}
+	if cfg.shutdown <= 0 {
+		return errors.New("-shutdown.timeout must be positive")
+	}
+	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate())
+}
+
+// serve runs otlpgate until ctx ends, then shuts it down in order: intakes stop taking data,
+// open batches are sealed, destinations drain up to -shutdown.timeout.
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
-	slog.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "intakes", "grpc,uds,kafka (wired in later releases)")
+	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
+		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
+	codec.RegisterCompressors()
+
+	file, err := filedest.New(cfg.file, log)
+	if err != nil {
+		return err
+	}
+	dests := []fastpath.Destination{file}
+	log.Info("destination", "name", "file", "path", cfg.file.Path)
+
+	p, err := fastpath.New(cfg.pipeline, dests)
+	if err != nil {
+		return err
+	}
+	gs, err := grpcserver.New(cfg.grpc, p, log)
+	if err != nil {
+		return err
+	}
+	adm, err := admin.New(cfg.admin, log, func() error {
+		if gs.Addr() == nil && cfg.grpc.Listen != "" {
+			return errors.New("grpc intake not listening")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := adm.Start(); err != nil {
+		return err
+	}
+	if err := gs.Start(); err != nil {
+		adm.Shutdown(context.Background())
+		return err
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down", "timeout", cfg.shutdown)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
+	defer cancel()
+	gs.Shutdown(sctx)
+	p.Close()
+	var errs []error
+	if err := file.Shutdown(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if q := p.QueuedBytes(); q > 0 {
+		log.Warn("bytes not delivered at shutdown", "bytes", q)
+	}
+	adm.Shutdown(sctx)
+	log.Info("stopped")
+	return errors.Join(errs...)
 }

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+)
+
+// registerFlags defines every flag on fs, writing into cfg. Each help text names its default
+// (printed by -help) and, where it limits something, the metric that counts what it refuses.
+func registerFlags(fs *flag.FlagSet, cfg *config) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: otlpgate [flags]
+
+otlpgate is a telemetry edge proxy. It takes OTLP over gRPC (v1 services and the OTEP unary and
+streaming exporters) and delivers it to the destinations given by -dest, or, with none, to a
+local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	g := &cfg.grpc
+	fs.StringVar(&g.Listen, "grpc.listen", g.Listen, "OTLP/gRPC intake address; empty turns it off")
+	fs.Var(intSize{&g.MaxRecvMsgSize}, "grpc.max-recv-msg-size", "largest request accepted; larger ones get RESOURCE_EXHAUSTED")
+	fs.Func("grpc.max-concurrent-streams", fmt.Sprintf("HTTP/2 streams per connection (default %d)", g.MaxConcurrentStreams), func(s string) error {
+		_, err := fmt.Sscan(s, &g.MaxConcurrentStreams)
+		return err
+	})
+	fs.Var(int32Size{&g.InitialWindowSize}, "grpc.http2.stream-window", "HTTP/2 flow-control window per stream")
+	fs.Var(int32Size{&g.InitialConnWindowSize}, "grpc.http2.conn-window", "HTTP/2 flow-control window per connection")
+	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")
+	fs.Var(intSize{&g.WriteBufferSize}, "grpc.write-buffer", "write buffer per connection")
+	fs.DurationVar(&g.KeepaliveTime, "grpc.keepalive.time", g.KeepaliveTime, "ping an idle client after this long")
+	fs.DurationVar(&g.KeepaliveTimeout, "grpc.keepalive.timeout", g.KeepaliveTimeout, "close a connection whose ping is not answered in this time")
+	fs.DurationVar(&g.KeepaliveMinTime, "grpc.keepalive.min-time", g.KeepaliveMinTime, "shortest client ping interval tolerated")
+	fs.DurationVar(&g.MaxConnectionIdle, "grpc.max-connection-idle", g.MaxConnectionIdle, "close connections without calls after this long (0: never)")
+	fs.DurationVar(&g.StreamMaxAge, "grpc.stream.max-age", g.StreamMaxAge, "end an OTEP stream after this long, once its requests are answered (re-balancing; 0: never; otlpgate_grpc_rebalanced_streams_total)")
+	fs.Int64Var(&g.StreamMaxRequests, "grpc.stream.max-requests", g.StreamMaxRequests, "end an OTEP stream after this many requests (0: never)")
+	fs.IntVar(&g.StreamWindow, "grpc.stream.window", g.StreamWindow, "requests of one stream awaiting upstream acks at once (-ack=upstream)")
+	fs.DurationVar(&g.OverloadAfter, "grpc.overload-after", g.OverloadAfter, "refusals lasting this long end calls and streams with UNAVAILABLE + RetryInfo (otlpgate_grpc_overload_terminations_total)")
+	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth: top, resource or full (otlpgate_grpc_refused_requests_total{reason=\"invalid\"})")
+	fs.StringVar(&g.TLSCert, "grpc.tls.cert", "", "server certificate file (PEM); turns TLS on")
+	fs.StringVar(&g.TLSKey, "grpc.tls.key", "", "server key file (PEM)")
+	fs.StringVar(&g.TLSClientCA, "grpc.tls.client-ca", "", "CA file for client certificates; turns mutual TLS on")
+	fs.StringVar(&g.AuthTokenFile, "grpc.auth.token-file", "", "file holding a bearer token every gRPC call must present")
+
+	p := &cfg.pipeline
+	fs.Var(byteSize{&p.QueueMaxBytes}, "queue.max-bytes", "bytes admitted and not yet delivered by every destination; past it requests are refused (otlpgate_fastpath_refused_items_total{reason=\"queue_full\"})")
+	fs.Var(intSize{&p.BatchMaxBytes}, "batch.max-bytes", "seal a batch before it grows past this size")
+	fs.IntVar(&p.BatchMaxItems, "batch.max-items", p.BatchMaxItems, "seal a batch once it holds this many spans, points or log records")
+	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request")
+	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
+	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...'")
+
+	f := &cfg.file
+	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")
+	fs.Var(byteSize{&f.MaxBytes}, "file.max-bytes", "rotate the file before it grows past this size")
+	fs.IntVar(&f.MaxBackups, "file.max-backups", f.MaxBackups, "rotated files kept (path.1 is the newest)")
+	fs.Var(byteSize{&f.QueueBytes}, "file.queue-bytes", "batches waiting to be written; past it they are dropped (otlpgate_fastpath_destination_refused_batches_total{destination=\"file\"})")
+	fs.DurationVar(&f.SummaryInterval, "file.summary-interval", f.SummaryInterval, "log a one-line summary this often (0: never)")
+
+	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /debug/pprof/, /healthz, /readyz; empty turns it off")
+	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")
+	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "how long destinations may drain at shutdown; what is left is counted as lost")
+}

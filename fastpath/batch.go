@@ -1,0 +1,103 @@
+package fastpath
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// Batch is a sealed run of requests of one signal: the concatenated bodies of v1 export requests
+// in one Payload, shared by every destination.
+//
+// Invariants:
+//  1. Payload is immutable once the batch is sealed; each destination holds one reference until
+//     it calls Done.
+//  2. pending counts destinations that have not called Done; when it reaches zero the batch's
+//     bytes leave the admission budget and upstream waiters are woken, exactly once.
+//  3. refs counts holders of the Batch struct itself (the fan-out, waiters); the struct returns
+//     to its pool when refs reaches zero, never before pending does.
+type Batch struct {
+	// Signal of every request in the batch.
+	Signal Signal
+	// Items is the number of spans, data points or log records.
+	Items int
+	// Payload holds the v1 export request body. Valid until Done.
+	Payload *pool.Payload
+
+	p        *Pipeline
+	size     int   // payload length, fixed at seal: the payload may be gone when the budget is settled
+	born     int64 // nanotime of the first request, for BatchMaxAge
+	pending  atomic.Int32
+	failures atomic.Int32
+	refs     atomic.Int32
+	finished chan struct{} // AckUpstream only: closed once pending reaches zero
+}
+
+var batchPool = sync.Pool{New: func() any { return new(Batch) }}
+
+func getBatch(p *Pipeline, sig Signal, size int) *Batch {
+	b := batchPool.Get().(*Batch)
+	b.Signal = sig
+	b.p = p
+	b.Payload = pool.NewPayload(size)
+	b.refs.Store(1)
+	if p.cfg.Ack == AckUpstream {
+		b.finished = make(chan struct{})
+	}
+	return b
+}
+
+func (b *Batch) unref() {
+	switch n := b.refs.Add(-1); {
+	case n == 0:
+		*b = Batch{} // atomics are zero too; nothing else holds b
+		batchPool.Put(b)
+	case n < 0:
+		panic("BUG: fastpath: batch released too often")
+	}
+}
+
+// Len is the size of the batch's payload in bytes.
+func (b *Batch) Len() int { return b.size }
+
+// Done reports that one destination is finished with the batch: delivered is true when its
+// upstream acknowledged it, false when it was dropped (rejected, timed out, shut down). It
+// releases the destination's payload reference; the destination must not touch b afterwards.
+// Safe for concurrent use; exactly once per destination the batch was enqueued to.
+func (b *Batch) Done(delivered bool) {
+	if !delivered {
+		b.failures.Add(1)
+	}
+	b.Payload.Release()
+	b.finishOne()
+}
+
+func (b *Batch) finishOne() {
+	switch n := b.pending.Add(-1); {
+	case n == 0:
+		b.p.finished(b)
+		if b.finished != nil {
+			close(b.finished)
+		}
+		b.unref()
+	case n < 0:
+		panic("BUG: fastpath: batch Done called more often than it was enqueued")
+	}
+}
+
+// Wait blocks until every destination finished the batch (AckUpstream) or ctx ends, and reports
+// whether every destination delivered it. The caller must call Unref afterwards. Safe for
+// concurrent use; only for batches returned by Pipeline.Admit in AckUpstream mode.
+func (b *Batch) Wait(ctx context.Context) (delivered bool, err error) {
+	select {
+	case <-b.finished:
+		return b.failures.Load() == 0, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// Unref drops the reference Pipeline.Admit returned the batch with.
+func (b *Batch) Unref() { b.unref() }

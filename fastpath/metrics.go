@@ -1,0 +1,110 @@
+package fastpath
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+const (
+	reasonQueueFull = iota
+	reasonTooLarge
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"queue_full", "too_large"}
+
+var (
+	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_admitted_items_total",
+		Help: "Spans, data points and log records admitted into the pipeline.",
+	}, []string{"signal"})
+	admittedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_admitted_bytes_total",
+		Help: "Request bytes admitted into the pipeline.",
+	}, []string{"signal"})
+	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_refused_items_total",
+		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it).",
+	}, []string{"signal", "reason"})
+	queueBytes = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "otlpgate_fastpath_queue_bytes",
+		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
+	})
+	batchBytes = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "otlpgate_fastpath_batch_bytes",
+		Help:    "Size of sealed batches.",
+		Buckets: prometheus.ExponentialBuckets(1024, 4, 8),
+	}, []string{"signal"})
+	batchItems = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "otlpgate_fastpath_batch_items",
+		Help:    "Items in sealed batches.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+	}, []string{"signal"})
+	destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_destination_refused_batches_total",
+		Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
+	}, []string{"destination", "reason"})
+	undeliveredItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_undelivered_items_total",
+		Help: "Items in batches that at least one destination did not deliver (see the destination's own drop counters for why).",
+	}, []string{"signal"})
+)
+
+// pipelineMetrics holds the label children a pipeline touches, resolved once so that the hot
+// path never formats a label.
+type pipelineMetrics struct {
+	admittedItems, admittedBytes [numSignals]prometheus.Counter
+	refused                      [numSignals][numReasons]prometheus.Counter
+	batchBytes, batchItems       [numSignals]prometheus.Observer
+	undelivered                  [numSignals]prometheus.Counter
+	destFull, destClosed         []prometheus.Counter
+}
+
+func newPipelineMetrics(dests []Destination) *pipelineMetrics {
+	m := &pipelineMetrics{}
+	for s := Signal(0); s < numSignals; s++ {
+		n := s.String()
+		m.admittedItems[s] = admittedItems.WithLabelValues(n)
+		m.admittedBytes[s] = admittedBytes.WithLabelValues(n)
+		for r := range numReasons {
+			m.refused[s][r] = refusedItems.WithLabelValues(n, reasonNames[r])
+		}
+		m.batchBytes[s] = batchBytes.WithLabelValues(n)
+		m.batchItems[s] = batchItems.WithLabelValues(n)
+		m.undelivered[s] = undeliveredItems.WithLabelValues(n)
+	}
+	for _, d := range dests {
+		m.destFull = append(m.destFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
+		m.destClosed = append(m.destClosed, destRefused.WithLabelValues(d.Name(), "closed"))
+	}
+	return m
+}
+
+func (m *pipelineMetrics) admitted(s Signal, items, bytes int, queued int64) {
+	m.admittedItems[s].Add(float64(items))
+	m.admittedBytes[s].Add(float64(bytes))
+	queueBytes.Add(float64(queued))
+}
+
+func (m *pipelineMetrics) refused(s Signal, reason, items int) {
+	m.refused[s][reason].Add(float64(items))
+}
+
+func (m *pipelineMetrics) sealed(b *Batch) {
+	m.batchBytes[b.Signal].Observe(float64(b.size))
+	m.batchItems[b.Signal].Observe(float64(b.Items))
+}
+
+func (m *pipelineMetrics) destRefused(i int, err error) {
+	if errors.Is(err, ErrClosed) {
+		m.destClosed[i].Inc()
+		return
+	}
+	m.destFull[i].Inc()
+}
+
+func (m *pipelineMetrics) undelivered(b *Batch) {
+	m.undelivered[b.Signal].Add(float64(b.Items))
+}

@@ -1,0 +1,254 @@
+package fastpath
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pipeline admits requests, batches them per signal and fans sealed batches out to every
+// destination.
+//
+// Admission is byte-bounded: a request's bytes count against Config.QueueMaxBytes from the moment
+// it is admitted until every destination called Done on the batch that holds it. Memory is
+// therefore bounded by the budget plus one open batch buffer per signal, whatever the
+// destinations do; a destination that cannot keep up drops for itself (its own queue limit) and
+// never stalls the others.
+type Pipeline struct {
+	cfg   Config
+	dests []Destination
+	m     *pipelineMetrics
+
+	queued  atomic.Int64 // admitted bytes not yet finished by every destination
+	drained atomic.Int64 // bytes finished so far, for the drain rate
+	rate    atomic.Int64 // drained bytes per second, smoothed by the flusher
+
+	sig [numSignals]struct {
+		mu struct {
+			sync.Mutex
+			open   *Batch
+			closed bool // set by Close: nothing may open a batch after the final flush
+		}
+	}
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// New returns a running pipeline feeding dests. Close stops it.
+func New(cfg Config, dests []Destination) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(dests) == 0 {
+		return nil, errors.New("fastpath: no destination")
+	}
+	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	p.wg.Add(1)
+	go p.flusher()
+	return p, nil
+}
+
+// Config returns the configuration the pipeline runs with.
+func (p *Pipeline) Config() Config { return p.cfg }
+
+// Consume admits body as a v1 request body. It implements Consumer. Safe for concurrent use.
+func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
+	_, err := p.admit(sig, body, items, LayoutV1, false)
+	return err
+}
+
+// Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
+// batch). With AckUpstream it returns the batch holding the request, with a reference for the
+// caller, who waits on it and then calls Unref; with AckAccept it returns nil. Safe for
+// concurrent use.
+func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
+	return p.admit(sig, req, items, layout, p.cfg.Ack == AckUpstream)
+}
+
+func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (*Batch, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if sig >= numSignals {
+		return nil, errBadSignal
+	}
+	n := int64(len(req))
+	if n > p.cfg.QueueMaxBytes {
+		p.m.refused(sig, reasonTooLarge, items)
+		return nil, ErrTooLarge
+	}
+	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
+		p.queued.Add(-n)
+		p.m.refused(sig, reasonQueueFull, items)
+		return nil, ErrFull
+	}
+
+	s := &p.sig[sig]
+	var sealed *Batch
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		return nil, ErrClosed
+	}
+	b := s.mu.open
+	if b != nil && b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes {
+		sealed, b = b, nil
+		s.mu.open = nil
+	}
+	if b == nil {
+		b = getBatch(p, sig, max(p.cfg.BatchMaxBytes, len(req)))
+		b.born = time.Now().UnixNano()
+		s.mu.open = b
+	}
+	buf := b.Payload.Buf()
+	before := len(*buf)
+	var err error
+	if layout == LayoutOTEP {
+		*buf, _, err = AppendV1(*buf, req)
+	} else {
+		*buf = append(*buf, req...)
+	}
+	if err != nil {
+		*buf = (*buf)[:before]
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		if sealed != nil {
+			p.seal(sealed)
+		}
+		return nil, err
+	}
+	// The budget was charged for the request as received; the batch holds its v1 form.
+	added := int64(len(*buf) - before)
+	if added != n {
+		p.queued.Add(added - n)
+	}
+	b.Items += items
+	if wait {
+		b.refs.Add(1)
+	}
+	var full *Batch
+	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes {
+		full = b
+		s.mu.open = nil
+	}
+	s.mu.Unlock()
+
+	p.m.admitted(sig, items, len(req), added)
+	if sealed != nil {
+		p.seal(sealed)
+	}
+	if full != nil {
+		p.seal(full)
+	}
+	if wait {
+		return b, nil
+	}
+	return nil, nil
+}
+
+var errBadSignal = errors.New("fastpath: unknown signal")
+
+// seal hands b to every destination. It runs without the signal's lock: destinations may finish
+// the batch synchronously, inside Enqueue.
+func (p *Pipeline) seal(b *Batch) {
+	b.size = b.Payload.Len()
+	p.m.sealed(b)
+	b.pending.Store(int32(len(p.dests)))
+	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
+	for i, d := range p.dests {
+		b.Payload.Retain()
+		if err := d.Enqueue(b); err != nil {
+			p.m.destRefused(i, err)
+			b.Done(false)
+		}
+	}
+	b.Payload.Release() // the reference the batch was built with
+	b.unref()
+}
+
+// finished settles the budget of a batch every destination is done with.
+func (p *Pipeline) finished(b *Batch) {
+	n := int64(b.size)
+	p.queued.Add(-n)
+	queueBytes.Sub(float64(n))
+	p.drained.Add(n)
+	if b.failures.Load() > 0 {
+		p.m.undelivered(b)
+	}
+}
+
+// flusher seals batches that reached BatchMaxAge and keeps the drain rate current.
+func (p *Pipeline) flusher() {
+	defer p.wg.Done()
+	tick := min(max(p.cfg.BatchMaxAge/4, time.Millisecond), 100*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	lastDrained, lastAt := p.drained.Load(), time.Now()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case now := <-t.C:
+			p.sealOlder(now.UnixNano()-int64(p.cfg.BatchMaxAge), false)
+			if dt := now.Sub(lastAt); dt >= time.Second {
+				d := p.drained.Load()
+				cur := int64(float64(d-lastDrained) / dt.Seconds())
+				// Smooth over about four seconds so one quiet second does not read as a stall.
+				p.rate.Store((p.rate.Load()*3 + cur) / 4)
+				lastDrained, lastAt = d, now
+			}
+		}
+	}
+}
+
+// sealOlder seals every open batch born at or before cutoff (unix nanoseconds); with closing set
+// it also shuts each signal for good.
+func (p *Pipeline) sealOlder(cutoff int64, closing bool) {
+	for i := range p.sig {
+		s := &p.sig[i]
+		s.mu.Lock()
+		s.mu.closed = s.mu.closed || closing
+		b := s.mu.open
+		if b == nil || b.born > cutoff {
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.open = nil
+		s.mu.Unlock()
+		p.seal(b)
+	}
+}
+
+// Flush seals every open batch now. Safe for concurrent use.
+func (p *Pipeline) Flush() { p.sealOlder(1<<63-1, false) }
+
+// QueuedBytes is the admitted bytes not yet finished by every destination. Safe for concurrent use.
+func (p *Pipeline) QueuedBytes() int64 { return p.queued.Load() }
+
+// RetryDelay is how long a refused client should wait before trying again: the time the
+// destinations need to drain the current queue at their recent rate, between 100ms and 30s.
+// Safe for concurrent use.
+func (p *Pipeline) RetryDelay() time.Duration {
+	const lo, hi = 100 * time.Millisecond, 30 * time.Second
+	rate := p.rate.Load()
+	if rate <= 0 {
+		return 5 * time.Second
+	}
+	d := time.Duration(float64(p.queued.Load()) / float64(rate) * float64(time.Second))
+	return min(max(d, lo), hi)
+}
+
+// Close refuses new requests, seals the open batches and stops the flusher. Destinations drain
+// on their own schedule (see client/); Close does not wait for them.
+func (p *Pipeline) Close() {
+	if p.closed.Swap(true) {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	p.sealOlder(1<<63-1, true)
+}

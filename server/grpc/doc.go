@@ -1,0 +1,13 @@
+// Package grpcserver (directory server/grpc) is otlpgate's OTLP/gRPC intake. One gRPC server
+// serves the standard v1 collector services (opentelemetry.proto.collector.{trace,metrics,logs}.v1)
+// and the original proposal's otlpgate.otep.v1 UnaryExporter and StreamExporter.
+//
+// Requests are never decoded: the handlers receive the request bytes through codec.Raw, scan
+// them with fastpath.ScanRequest (validation and item counts), and admit them into the
+// fastpath.Pipeline, OTEP requests being re-tagged to the v1 layout on the way into the batch.
+// Responses are small typed messages marshalled by the vtprotobuf codec.
+//
+// It imports fastpath/, codec/, pool/ and proto/; never client/ or cmd/. gRPC runs each call on
+// its own goroutine; a stream's requests are read on the handler's goroutine, and in -ack=upstream
+// mode answered by up to -grpc.stream.window waiter goroutines.
+package grpcserver

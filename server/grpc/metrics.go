@@ -1,0 +1,102 @@
+package grpcserver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// kind is the protocol a request came in by.
+type kind uint8
+
+const (
+	kindV1 kind = iota
+	kindOTEPUnary
+	kindOTEPStream
+	numKinds
+)
+
+var kindNames = [numKinds]string{"v1", "otep_unary", "otep_stream"}
+
+// Why a request was not accepted.
+const (
+	refusedInvalid  = iota // the scanner rejected it
+	refusedFull            // no queue space now
+	refusedTooLarge        // larger than the whole queue
+	refusedClosed          // shutting down
+	refusedUpstream        // -ack=upstream: a destination did not deliver it
+	refusedTimeout         // -ack=upstream: the client gave up waiting
+	numRefused
+)
+
+var refusedNames = [numRefused]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
+
+var (
+	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_received_items_total",
+		Help: "Items in well-formed requests received by the gRPC intake, by protocol and signal.",
+	}, []string{"protocol", "signal"})
+	receivedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_received_bytes_total",
+		Help: "Request bytes received by the gRPC intake, by protocol and signal.",
+	}, []string{"protocol", "signal"})
+	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_refused_requests_total",
+		Help: "Requests not accepted, by protocol, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled).",
+	}, []string{"protocol", "signal", "reason"})
+	refusedItemsCounter = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_refused_items_total",
+		Help: "Items in requests not accepted (unknown for invalid requests), by protocol, signal and reason.",
+	}, []string{"protocol", "signal", "reason"})
+	partialRejected = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_partially_rejected_entries_total",
+		Help: "Malformed resource entries dropped from otherwise valid v1 requests (answered with partial_success).",
+	}, []string{"signal"})
+	overloadEnds = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_overload_terminations_total",
+		Help: "Calls and streams ended with UNAVAILABLE and RetryInfo after -grpc.overload-after of sustained refusals.",
+	}, []string{"protocol"})
+	rebalancedStreams = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_rebalanced_streams_total",
+		Help: "OTEP streams the server ended to re-balance, by reason (max_age, max_requests).",
+	}, []string{"reason"})
+)
+
+type counters struct {
+	items, bytes [numKinds][3]prometheus.Counter
+	refused      [numKinds][3][numRefused]prometheus.Counter
+	refusedItems [numKinds][3][numRefused]prometheus.Counter
+	partial      [3]prometheus.Counter
+	overload     [numKinds]prometheus.Counter
+	rebalanceAge prometheus.Counter
+	rebalanceReq prometheus.Counter
+}
+
+var ctr = func() *counters {
+	c := &counters{}
+	for k := range numKinds {
+		for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+			c.items[k][s] = receivedItems.WithLabelValues(kindNames[k], s.String())
+			c.bytes[k][s] = receivedBytes.WithLabelValues(kindNames[k], s.String())
+			for r := range numRefused {
+				c.refused[k][s][r] = refusedRequests.WithLabelValues(kindNames[k], s.String(), refusedNames[r])
+				c.refusedItems[k][s][r] = refusedItemsCounter.WithLabelValues(kindNames[k], s.String(), refusedNames[r])
+			}
+		}
+		c.overload[k] = overloadEnds.WithLabelValues(kindNames[k])
+	}
+	for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+		c.partial[s] = partialRejected.WithLabelValues(s.String())
+	}
+	c.rebalanceAge = rebalancedStreams.WithLabelValues("max_age")
+	c.rebalanceReq = rebalancedStreams.WithLabelValues("max_requests")
+	return c
+}()
+
+func (c *counters) refuse(k kind, s fastpath.Signal, reason, items int) {
+	c.refused[k][s][reason].Inc()
+	if items > 0 {
+		c.refusedItems[k][s][reason].Add(float64(items))
+	}
+}

@@ -1,0 +1,180 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// resultOf maps a refusal reason to the OTEP result code.
+func resultOf(reason int) otepv1.ResultCode {
+	switch reason {
+	case -1:
+		return otepv1.ResultCode_Success
+	case refusedInvalid, refusedTooLarge:
+		return otepv1.ResultCode_FailedNoneRetryable
+	}
+	return otepv1.ResultCode_FailedRetryable
+}
+
+// peekID finds the id (field 1) of an OTEP request the scanner rejected, so that the
+// FailedNoneRetryable answer still names the request. 0 when there is none to be found.
+func peekID(b []byte) uint64 {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return 0
+			}
+			return v
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return 0
+		}
+		b = b[m:]
+	}
+	return 0
+}
+
+// otepUnary handles otlpgate.otep.v1.UnaryExporter for one signal.
+func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
+	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		if err := s.authorize(ctx); err != nil {
+			return nil, err
+		}
+		var raw codec.Raw
+		if err := dec(&raw); err != nil {
+			return nil, err
+		}
+		defer raw.Release()
+		req := raw.Bytes()
+		sc, b, reason := s.admit(kindOTEPUnary, sig, req, fastpath.LayoutOTEP)
+		id := sc.ID
+		if reason == refusedInvalid {
+			id = peekID(req)
+		}
+		if reason == -1 {
+			reason = await(ctx, b)
+		}
+		if reason == refusedFull && s.overloaded() {
+			ctr.overload[kindOTEPUnary].Inc()
+			return nil, s.unavailable()
+		}
+		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason)}, nil
+	}
+}
+
+// otepStream handles otlpgate.otep.v1.StreamExporter for one signal.
+//
+// Requests are read and admitted on the handler's goroutine. With -ack=accept the answer is
+// sent at once, so answers leave in request order; with -ack=upstream each admitted request is
+// answered by a waiter goroutine when its batch is delivered, up to StreamWindow at once, in
+// whatever order batches complete.
+//
+// The stream ends (after every accepted request was answered) when the client closes its side,
+// at StreamMaxAge or StreamMaxRequests (the client re-opens: re-balancing), under sustained
+// overload (UNAVAILABLE with RetryInfo), or at shutdown. The age is checked as requests arrive:
+// an idle stream past its age ends at its next request, which is still answered.
+func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
+	return func(_ any, stream grpc.ServerStream) error {
+		ctx := stream.Context()
+		if err := s.authorize(ctx); err != nil {
+			return err
+		}
+		st := streamState{stream: stream}
+		defer st.wg.Wait()
+		var expired atomic.Bool
+		if s.cfg.StreamMaxAge > 0 {
+			t := time.AfterFunc(s.cfg.StreamMaxAge, func() { expired.Store(true) })
+			defer t.Stop()
+		}
+		var window chan struct{}
+		if s.p.Config().Ack == fastpath.AckUpstream {
+			window = make(chan struct{}, s.cfg.StreamWindow)
+		}
+		var raw codec.Raw
+		for n := int64(1); ; n++ {
+			raw.Release()
+			if err := stream.RecvMsg(&raw); err != nil {
+				if errors.Is(err, io.EOF) {
+					return st.finish(nil)
+				}
+				return st.finish(err)
+			}
+			req := raw.Bytes()
+			sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
+			id := sc.ID
+			if reason == refusedInvalid {
+				id = peekID(req)
+			}
+			if b != nil {
+				window <- struct{}{}
+				st.wg.Add(1)
+				go func() {
+					defer st.wg.Done()
+					st.send(id, resultOf(await(ctx, b)))
+					<-window
+				}()
+			} else if err := st.send(id, resultOf(reason)); err != nil {
+				return st.finish(err)
+			}
+			switch {
+			case reason == refusedFull && s.overloaded():
+				ctr.overload[kindOTEPStream].Inc()
+				return st.finish(s.unavailable())
+			case s.draining.Load():
+				return st.finish(nil)
+			case s.cfg.StreamMaxRequests > 0 && n >= s.cfg.StreamMaxRequests:
+				ctr.rebalanceReq.Inc()
+				return st.finish(nil)
+			case expired.Load():
+				ctr.rebalanceAge.Inc()
+				return st.finish(nil)
+			}
+		}
+	}
+}
+
+// streamState serialises the answers of one stream: gRPC allows one SendMsg at a time.
+type streamState struct {
+	stream grpc.ServerStream
+	wg     sync.WaitGroup
+	mu     struct {
+		sync.Mutex
+		resp otepv1.ExportResponse
+		err  error
+	}
+}
+
+func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.err != nil {
+		return st.mu.err
+	}
+	st.mu.resp.Id, st.mu.resp.ResultCode = id, code
+	st.mu.err = st.stream.SendMsg(&st.mu.resp)
+	return st.mu.err
+}
+
+// finish waits for the answers still owed and returns the stream's final status.
+func (st *streamState) finish(err error) error {
+	st.wg.Wait()
+	return err
+}

@@ -1,0 +1,258 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// Server is the gRPC intake.
+type Server struct {
+	cfg   Config
+	p     *fastpath.Pipeline
+	log   *slog.Logger
+	gs    *grpc.Server
+	ln    net.Listener
+	token string // expected "Bearer ..." value; empty: no check
+
+	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
+	// requests are admitted. Shared by every call: the queue is shared too.
+	refusingSince atomic.Int64
+	draining      atomic.Bool
+	served        chan struct{}
+}
+
+// New builds the server for cfg in front of p. Start listens.
+func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{})}
+	if cfg.AuthTokenFile != "" {
+		tok, err := os.ReadFile(cfg.AuthTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: cannot read token file: %w", err)
+		}
+		t := string(trimSpace(tok))
+		if t == "" {
+			return nil, errors.New("grpc: token file is empty")
+		}
+		s.token = "Bearer " + t
+	}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec.New(nil)),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.InitialWindowSize(cfg.InitialWindowSize),
+		grpc.InitialConnWindowSize(cfg.InitialConnWindowSize),
+		grpc.ReadBufferSize(cfg.ReadBufferSize),
+		grpc.WriteBufferSize(cfg.WriteBufferSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+	}
+	if cfg.TLSCert != "" {
+		tc, err := serverTLS(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	s.gs = grpc.NewServer(opts...)
+	for _, d := range s.serviceDescs() {
+		s.gs.RegisterService(d, s)
+	}
+	return s, nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}
+
+func serverTLS(cfg Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("grpc: cannot load TLS key pair: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: cannot read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("grpc: client CA file holds no PEM certificate")
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// Start listens and serves in the background; it returns once the listener is bound.
+func (s *Server) Start() error {
+	if s.cfg.Listen == "" {
+		close(s.served)
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("grpc: cannot listen on %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve serves on ln in the background (tests pass their own listener).
+func (s *Server) Serve(ln net.Listener) error {
+	s.ln = ln
+	go func() {
+		defer close(s.served)
+		if err := s.gs.Serve(ln); err != nil {
+			s.log.Error("grpc server stopped", "err", err)
+		}
+	}()
+	s.log.Info("grpc intake listening", "addr", ln.Addr().String(), "tls", s.cfg.TLSCert != "", "mtls", s.cfg.TLSClientCA != "")
+	return nil
+}
+
+// Addr is the bound address, nil before Start.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops taking calls: streams end after answering what they accepted, at their next
+// request, and unary calls finish. Connections still open when ctx ends are closed; requests on
+// them that were not answered are the client's to re-send.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.ln == nil {
+		return nil
+	}
+	s.draining.Store(true)
+	stopped := make(chan struct{})
+	go func() {
+		s.gs.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.gs.Stop()
+		<-stopped
+	}
+	<-s.served
+	return nil
+}
+
+// authorize checks the bearer token when one is configured.
+func (s *Server) authorize(ctx context.Context) error {
+	if s.token == "" {
+		return nil
+	}
+	if checkToken(ctx, s.token) {
+		return nil
+	}
+	return errUnauthenticated
+}
+
+var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+
+// overloaded records a refusal for want of space and reports whether refusals have now lasted
+// longer than OverloadAfter.
+func (s *Server) overloaded() bool {
+	now := time.Now().UnixNano()
+	since := s.refusingSince.Load()
+	if since == 0 {
+		s.refusingSince.CompareAndSwap(0, now)
+		return s.cfg.OverloadAfter == 0
+	}
+	return time.Duration(now-since) >= s.cfg.OverloadAfter
+}
+
+// unavailable is the status that ends a call or stream under sustained overload, with the delay
+// the client should wait, sized from the queue's drain rate.
+func (s *Server) unavailable() error {
+	st := status.New(codes.Unavailable, "otlpgate is overloaded: retry after the given delay")
+	if d, err := st.WithDetails(retryInfo(s.p.RetryDelay())); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// admit scans req and admits it. reason is -1 when the request was admitted (or empty).
+func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason int) {
+	ctr.bytes[k][sig].Add(float64(len(req)))
+	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
+	if err != nil {
+		ctr.refuse(k, sig, refusedInvalid, 0)
+		return sc, nil, refusedInvalid
+	}
+	items := max(sc.Items, 0)
+	ctr.items[k][sig].Add(float64(items))
+	if sc.Resources == 0 {
+		return sc, nil, -1
+	}
+	b, err = s.p.Admit(sig, req, items, layout)
+	switch {
+	case err == nil:
+		if s.refusingSince.Load() != 0 {
+			s.refusingSince.Store(0)
+		}
+		return sc, b, -1
+	case errors.Is(err, fastpath.ErrFull):
+		reason = refusedFull
+	case errors.Is(err, fastpath.ErrTooLarge):
+		reason = refusedTooLarge
+	case errors.Is(err, fastpath.ErrClosed):
+		reason = refusedClosed
+	default: // the re-tag found what the scan at a shallower depth let through
+		reason = refusedInvalid
+	}
+	ctr.refuse(k, sig, reason, items)
+	return sc, nil, reason
+}
+
+// await waits for an upstream batch and reports the refusal reason, -1 when delivered.
+func await(ctx context.Context, b *fastpath.Batch) int {
+	if b == nil {
+		return -1
+	}
+	ok, err := b.Wait(ctx)
+	b.Unref()
+	switch {
+	case err != nil:
+		return refusedTimeout
+	case !ok:
+		return refusedUpstream
+	}
+	return -1
+}
+
+var _ sync.Locker = (*sync.Mutex)(nil)
