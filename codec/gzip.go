@@ -1,0 +1,103 @@
+package codec
+
+import (
+	"bufio"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// gzipCompressor is the "gzip" encoding.Compressor, with pooled writers and readers.
+type gzipCompressor struct {
+	level   int
+	writers sync.Pool // *gzipWriter
+	readers sync.Pool // *gzipReader
+	corrupt prometheus.Counter
+}
+
+func newGzipCompressor(level int) *gzipCompressor {
+	return &gzipCompressor{level: level, corrupt: decompressErrors.WithLabelValues(Gzip)}
+}
+
+// Name returns "gzip".
+func (c *gzipCompressor) Name() string { return Gzip }
+
+type gzipWriter struct {
+	z   *gzip.Writer
+	dst sink
+	c   *gzipCompressor
+}
+
+// Compress returns a writer that compresses one message into w; its Close returns it to the
+// pool. Safe for concurrent use.
+func (c *gzipCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
+	gw, _ := c.writers.Get().(*gzipWriter)
+	if gw == nil {
+		gw = &gzipWriter{c: c}
+		z, err := gzip.NewWriterLevel(&gw.dst, c.level)
+		if err != nil {
+			return nil, err // Config.Validate admits only valid levels
+		}
+		gw.z = z
+	} else {
+		gw.z.Reset(&gw.dst)
+	}
+	gw.dst.w = w
+	return gw, nil
+}
+
+func (w *gzipWriter) Write(p []byte) (int, error) { return w.z.Write(p) }
+
+// Close ends the gzip member and returns the writer to the pool; the caller must not use it
+// again.
+func (w *gzipWriter) Close() error {
+	err := w.z.Close()
+	w.dst.w = nil
+	w.c.writers.Put(w)
+	return err
+}
+
+type gzipReader struct {
+	z   gzip.Reader
+	br  *bufio.Reader // flate reads bytes one at a time; it has a fast path for *bufio.Reader
+	src source
+	c   *gzipCompressor
+}
+
+// Decompress returns a reader of the message compressed in r; gRPC calls its Close, which
+// returns it to the pool. Safe for concurrent use.
+func (c *gzipCompressor) Decompress(r io.Reader) (io.Reader, error) {
+	gr, _ := c.readers.Get().(*gzipReader)
+	if gr == nil {
+		gr = &gzipReader{c: c}
+		gr.br = bufio.NewReader(&gr.src)
+	}
+	gr.src.r = r
+	gr.br.Reset(&gr.src)
+	if err := gr.z.Reset(gr.br); err != nil {
+		c.corrupt.Inc()
+		gr.release()
+		return nil, err
+	}
+	return gr, nil
+}
+
+func (r *gzipReader) Read(p []byte) (int, error) {
+	n, err := r.z.Read(p)
+	countCorrupt(r.c.corrupt, err)
+	return n, err
+}
+
+// Close returns the reader to the pool; gRPC calls it exactly once.
+func (r *gzipReader) Close() error {
+	r.release()
+	return nil
+}
+
+func (r *gzipReader) release() {
+	r.src.r = nil
+	r.br.Reset(&r.src) // drop bytes read ahead of the message's end
+	r.c.readers.Put(r)
+}

@@ -1,0 +1,119 @@
+package codec
+
+import (
+	"google.golang.org/grpc/mem"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// Raw is a gRPC message carried as its encoded bytes, never decoded: the proxy path. Send one
+// by setting a payload or bytes and passing it to SendMsg or Invoke; receive one by passing an
+// empty Raw to RecvMsg (or as the reply of Invoke) on a connection that uses this package's
+// codec.
+//
+// A Raw owns what it holds and gives it back on Release:
+//
+//   - SetPayload hands it one reference to a pool.Payload. Marshal takes a further reference for
+//     gRPC, which the transport releases once it has written the bytes, so the Raw (and the
+//     caller's own references) may be released as soon as SendMsg returns; the payload goes back
+//     to its pool when the last of them is released, whichever that is.
+//   - SetBytes lends it a plain slice. It is sent without a copy when it is larger than 1 KiB,
+//     and gRPC may still be writing it after SendMsg returns, so the slice must stay unmodified
+//     until the call completes; use a Payload to learn exactly when the bytes are free.
+//   - A received Raw keeps gRPC's receive buffer by reference when the message arrived in one
+//     buffer (it fits one HTTP/2 frame, or was decompressed into one chunk) and a copy in a
+//     pooled Payload otherwise. Either way its bytes stay valid until Release; a reference pins
+//     the whole frame buffer it is a view of, so release promptly.
+//
+// The zero Raw is empty and ready to use. A Raw must not be copied once it holds something
+// (the copy would own the same reference), and it belongs to one goroutine at a time.
+type Raw struct {
+	b       []byte
+	payload *pool.Payload // a reference owned by the Raw, or nil
+	held    mem.Buffer    // a reference to gRPC's receive buffer owned by the Raw, or nil
+}
+
+// SetPayload releases what r held and makes it carry p, taking over one reference the caller
+// holds (typically `r.SetPayload(p.Retain())`).
+func (r *Raw) SetPayload(p *pool.Payload) {
+	r.Release()
+	r.payload = p
+	r.b = p.Bytes()
+}
+
+// SetBytes releases what r held and makes it carry b, which r borrows: b must stay unmodified
+// until the call that sends it completes, and r never frees it.
+func (r *Raw) SetBytes(b []byte) {
+	r.Release()
+	r.b = b
+}
+
+// Bytes returns the encoded message. It is valid until r is released or reused, and must not be
+// modified.
+func (r *Raw) Bytes() []byte { return r.b }
+
+// Len returns the length of the encoded message.
+func (r *Raw) Len() int { return len(r.b) }
+
+// Payload returns the payload r carries, or nil when it carries plain bytes or a received buffer
+// held by reference. The reference stays r's: Retain it to keep the payload beyond r's Release.
+func (r *Raw) Payload() *pool.Payload { return r.payload }
+
+// Release gives back what r holds (the payload reference, or the receive buffer reference) and
+// leaves r empty and reusable. Releasing an empty Raw does nothing.
+func (r *Raw) Release() {
+	if r.payload != nil {
+		r.payload.Release()
+	}
+	if r.held != nil {
+		r.held.Free()
+	}
+	*r = Raw{}
+}
+
+// Reset is Release, under the name decoders use for "empty, ready to reuse". A Raw is never
+// emptied without giving back what it holds, so reusing one cannot leak a pooled buffer.
+func (r *Raw) Reset() { r.Release() }
+
+// receive replaces r's content with data, which gRPC frees when Unmarshal returns.
+func (r *Raw) receive(data mem.BufferSlice) {
+	r.Release()
+	switch len(data) {
+	case 0:
+		return
+	case 1:
+		// Our own reference keeps the bytes alive after gRPC frees its own. Free is atomic, so it
+		// may run on any goroutine, whichever of the two references goes last.
+		data[0].Ref()
+		r.held = data[0]
+		r.b = data[0].ReadOnlyData()
+		return
+	}
+	// The buffers are frames of the connection's receive pool. Keeping references to all of them
+	// would work too, but the bytes must be contiguous for anyone to scan them, so copy once.
+	n := data.Len()
+	p := pool.NewPayload(n)
+	b := p.Buf()
+	*b = (*b)[:n]
+	data.CopyTo(*b)
+	r.payload = p
+	r.b = *b
+}
+
+// marshalRaw hands r's bytes to gRPC. A payload is shared, with a reference for gRPC; plain
+// bytes are lent; either is copied instead into a pooled buffer when its capacity is too small
+// for mem to track (see minTracked), which costs a copy of at most 1 KiB.
+func (c *grpcCodec) marshalRaw(r *Raw) mem.BufferSlice {
+	if len(r.b) == 0 {
+		return nil
+	}
+	if cap(r.b) < minTracked {
+		buf := c.pool.Get(minTracked)
+		*buf = append((*buf)[:0], r.b...)
+		return sendPooled(buf, c.pool)
+	}
+	if r.payload != nil {
+		return sendShared(r.b, r.payload.Retain())
+	}
+	return sendShared(r.b, nil)
+}

@@ -1,0 +1,154 @@
+package fastpath
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
+	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	logsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/logs/v1"
+	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
+	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// schemaMessages names the generated message behind each table of the schema.
+var schemaMessages = [numMsgs]proto.Message{
+	mAnyValue:        &commonv1.AnyValue{},
+	mArrayValue:      &commonv1.ArrayValue{},
+	mKeyValueList:    &commonv1.KeyValueList{},
+	mKeyValue:        &commonv1.KeyValue{},
+	mScope:           &commonv1.InstrumentationScope{},
+	mEntityRef:       &commonv1.EntityRef{},
+	mResource:        &resourcev1.Resource{},
+	mResourceSpans:   &tracev1.ResourceSpans{},
+	mScopeSpans:      &tracev1.ScopeSpans{},
+	mSpan:            &tracev1.Span{},
+	mSpanEvent:       &tracev1.Span_Event{},
+	mSpanLink:        &tracev1.Span_Link{},
+	mStatus:          &tracev1.Status{},
+	mResourceMetrics: &metricsv1.ResourceMetrics{},
+	mScopeMetrics:    &metricsv1.ScopeMetrics{},
+	mMetric:          &metricsv1.Metric{},
+	mGauge:           &metricsv1.Gauge{},
+	mSum:             &metricsv1.Sum{},
+	mHistogram:       &metricsv1.Histogram{},
+	mExpHistogram:    &metricsv1.ExponentialHistogram{},
+	mSummary:         &metricsv1.Summary{},
+	mNumberDP:        &metricsv1.NumberDataPoint{},
+	mHistogramDP:     &metricsv1.HistogramDataPoint{},
+	mExpHistogramDP:  &metricsv1.ExponentialHistogramDataPoint{},
+	mBuckets:         &metricsv1.ExponentialHistogramDataPoint_Buckets{},
+	mSummaryDP:       &metricsv1.SummaryDataPoint{},
+	mQuantile:        &metricsv1.SummaryDataPoint_ValueAtQuantile{},
+	mExemplar:        &metricsv1.Exemplar{},
+	mResourceLogs:    &logsv1.ResourceLogs{},
+	mScopeLogs:       &logsv1.ScopeLogs{},
+	mLogRecord:       &logsv1.LogRecord{},
+}
+
+// wantKind is the wire kind the schema must give a field of the generated descriptor.
+func wantKind(fd protoreflect.FieldDescriptor) wireKind {
+	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		return kMessage
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return kBytes
+	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
+		protoreflect.Uint32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
+		if fd.IsList() {
+			return kPackedVarint
+		}
+		return kVarint
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		if fd.IsList() {
+			return kPackedFixed64
+		}
+		return kFixed64
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		if fd.IsList() {
+			return kUnknown // no such field in OTLP; the scanner would need a packed fixed32 kind
+		}
+		return kFixed32
+	}
+	return kUnknown
+}
+
+// TestSchemaMatchesDescriptors checks the hand-written tables against the descriptors compiled
+// from the .proto files: every field known to one is known to the other, with the same wire
+// kind and, for messages, the same message type.
+func TestSchemaMatchesDescriptors(t *testing.T) {
+	byName := map[protoreflect.FullName]msgID{}
+	for id, m := range schemaMessages {
+		if m == nil {
+			t.Fatalf("message %d has no descriptor", id)
+		}
+		byName[m.ProtoReflect().Descriptor().FullName()] = msgID(id)
+	}
+	for id, m := range schemaMessages {
+		md := m.ProtoReflect().Descriptor()
+		fields := schema[id]
+		t.Run(string(md.Name()), func(t *testing.T) {
+			fds := md.Fields()
+			for i := range fds.Len() {
+				fd := fds.Get(i)
+				num := int(fd.Number())
+				if num >= len(fields) || fields[num].kind == kUnknown {
+					t.Fatalf("field %s (%d) missing from the schema", fd.Name(), num)
+				}
+				f := fields[num]
+				if want := wantKind(fd); f.kind != want {
+					t.Fatalf("field %s (%d): kind %d, want %d", fd.Name(), num, f.kind, want)
+				}
+				if f.kind == kMessage {
+					sub, ok := byName[fd.Message().FullName()]
+					if !ok || sub != f.msg {
+						t.Fatalf("field %s (%d): message %d, want %s", fd.Name(), num, f.msg, fd.Message().FullName())
+					}
+				}
+				if f.flags&fOneof != 0 && fd.ContainingOneof() == nil {
+					t.Fatalf("field %s (%d) is marked oneof but is not in one", fd.Name(), num)
+				}
+			}
+			for num, f := range fields {
+				if f.kind != kUnknown && fds.ByNumber(protoreflect.FieldNumber(num)) == nil {
+					t.Fatalf("schema field %d is not in %s", num, md.FullName())
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaRequests checks the request layouts ScanRequest and the converters assume: v1 has
+// only the entries at field 1; OTEP has a uint64 id at 1 and the entries at 2.
+func TestSchemaRequests(t *testing.T) {
+	tests := []struct {
+		sig  Signal
+		v1   proto.Message
+		otep proto.Message
+	}{
+		{Traces, &coltracev1.ExportTraceServiceRequest{}, &otepv1.TraceExportRequest{}},
+		{Metrics, &colmetricsv1.ExportMetricsServiceRequest{}, &otepv1.MetricExportRequest{}},
+		{Logs, &collogsv1.ExportLogsServiceRequest{}, &otepv1.LogExportRequest{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			entry := schemaMessages[resourceMsg[tt.sig]].ProtoReflect().Descriptor().FullName()
+			v1 := tt.v1.ProtoReflect().Descriptor().Fields()
+			if v1.Len() != 1 || v1.Get(0).Number() != 1 || !v1.Get(0).IsList() || v1.Get(0).Message().FullName() != entry {
+				t.Fatalf("v1 request is not one repeated %s at field 1", entry)
+			}
+			otep := tt.otep.ProtoReflect().Descriptor().Fields()
+			id, entries := otep.ByNumber(1), otep.ByNumber(2)
+			if otep.Len() != 2 || id == nil || id.Kind() != protoreflect.Uint64Kind || id.IsList() ||
+				entries == nil || !entries.IsList() || entries.Message().FullName() != entry {
+				t.Fatalf("OTEP request is not uint64 id = 1, repeated %s = 2", entry)
+			}
+		})
+	}
+}

@@ -1,0 +1,113 @@
+package fastpath
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Errors of the raw scanner and of the layout conversion. They are pre-made so that rejecting a
+// request costs no allocation; the caller counts the rejection under its own protocol label.
+var (
+	// ErrTruncated: a varint (tag, length or value) or a fixed-size value runs past the end of
+	// its message.
+	ErrTruncated = errors.New("fastpath: truncated varint or fixed-size value")
+	// ErrLengthOverflow: a length prefix claims more bytes than its enclosing message holds.
+	ErrLengthOverflow = errors.New("fastpath: length exceeds the enclosing message")
+	// ErrVarintOverflow: a varint does not fit in 64 bits.
+	ErrVarintOverflow = errors.New("fastpath: varint overflows 64 bits")
+	// ErrFieldNumber: a tag carries field number 0 or one above 2^29-1.
+	ErrFieldNumber = errors.New("fastpath: invalid field number")
+	// ErrWireType: a field the schema knows arrives with another wire type.
+	ErrWireType = errors.New("fastpath: wrong wire type for a known field")
+	// ErrGroup: a group or reserved wire type (3, 4, 6, 7). No proto3 schema produces groups,
+	// so OTLP never carries them, not even in fields a newer schema may add.
+	ErrGroup = errors.New("fastpath: group or reserved wire type")
+	// ErrPacked: a packed repeated field does not hold a whole number of elements.
+	ErrPacked = errors.New("fastpath: packed field does not end on an element boundary")
+	// ErrNesting: messages nest deeper than MaxNesting.
+	ErrNesting = errors.New("fastpath: messages nested too deep")
+	// ErrSignal, ErrLayout, ErrDepth: the caller passed a value outside its enum.
+	ErrSignal = errors.New("fastpath: unknown signal")
+	ErrLayout = errors.New("fastpath: unknown layout")
+	ErrDepth  = errors.New("fastpath: unknown depth")
+	// ErrFieldCollision: a v1 request carries a top-level field 2, which no v1 schema defines
+	// and which OTEP uses for resource entries; carrying it over would invent an entry.
+	ErrFieldCollision = errors.New("fastpath: v1 request has a top-level field 2")
+)
+
+// varintErr maps a protowire error code from ConsumeVarint, which reports only truncation and
+// overflow, to our sentinel.
+func varintErr(n int) error {
+	if protowire.ParseError(n) == io.ErrUnexpectedEOF {
+		return ErrTruncated
+	}
+	return ErrVarintOverflow
+}
+
+// consumeTag reads a field tag. It returns n > 0 bytes consumed, or an error.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int, error) {
+	v, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return 0, 0, 0, varintErr(n)
+	}
+	num, typ := protowire.DecodeTag(v)
+	if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
+		return 0, 0, 0, ErrFieldNumber
+	}
+	return num, typ, n, nil
+}
+
+// consumeLen reads a length prefix and returns the n bytes consumed by prefix and payload
+// together. The payload is b[n-l:n] where l is the length; callers that need it use
+// consumeBytes.
+func consumeLen(b []byte) (int, error) {
+	l, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return 0, varintErr(n)
+	}
+	if l > uint64(len(b)-n) {
+		return 0, ErrLengthOverflow
+	}
+	return n + int(l), nil
+}
+
+// consumeBytes reads a length-delimited value and returns its payload and the bytes consumed.
+func consumeBytes(b []byte) ([]byte, int, error) {
+	l, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return nil, 0, varintErr(n)
+	}
+	if l > uint64(len(b)-n) {
+		return nil, 0, ErrLengthOverflow
+	}
+	end := n + int(l)
+	return b[n:end], end, nil
+}
+
+// skipValue returns how many bytes the value of a field of wire type typ takes at the start
+// of b, checking only that it is well-formed.
+func skipValue(b []byte, typ protowire.Type) (int, error) {
+	switch typ {
+	case protowire.VarintType:
+		_, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return 0, varintErr(n)
+		}
+		return n, nil
+	case protowire.Fixed64Type:
+		if len(b) < 8 {
+			return 0, ErrTruncated
+		}
+		return 8, nil
+	case protowire.Fixed32Type:
+		if len(b) < 4 {
+			return 0, ErrTruncated
+		}
+		return 4, nil
+	case protowire.BytesType:
+		return consumeLen(b)
+	}
+	return 0, ErrGroup
+}

@@ -1,0 +1,75 @@
+package pool
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+const (
+	minShift = 10 // smallest tier: 1 KiB
+	maxShift = 24 // largest tier: 16 MiB
+	numTiers = maxShift - minShift + 1
+
+	// MinSize is the capacity of the smallest tier; every pooled buffer has at least this.
+	MinSize = 1 << minShift
+	// MaxSize is the capacity of the largest tier. Larger requests are allocated and never
+	// pooled.
+	MaxSize = 1 << maxShift
+)
+
+// tiers[i] holds *[]byte whose capacity is at least 1<<(minShift+i) and below twice that.
+var tiers [numTiers]sync.Pool
+
+var oversizedGets = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "otlpgate_pool_oversized_gets_total",
+	Help: "Byte buffer requests above the largest pool tier (16 MiB), served by a plain allocation.",
+})
+
+// GetBytes returns an empty buffer (len 0) with capacity of at least size, from the smallest
+// tier that fits. A size above MaxSize is allocated and counted in
+// otlpgate_pool_oversized_gets_total; PutBytes drops such a buffer. Safe for concurrent use.
+func GetBytes(size int) *[]byte {
+	if size > MaxSize {
+		oversizedGets.Inc()
+		b := make([]byte, 0, size)
+		return &b
+	}
+	i := getTier(size)
+	if v := tiers[i].Get(); v != nil {
+		return v.(*[]byte)
+	}
+	b := make([]byte, 0, 1<<(minShift+i))
+	return &b
+}
+
+// PutBytes returns b to the tier its capacity covers, emptied. Buffers below MinSize or above
+// MaxSize, and nil, are dropped. The caller must not touch *b, nor any slice of it, afterwards.
+// Safe for concurrent use.
+func PutBytes(b *[]byte) {
+	if b == nil {
+		return
+	}
+	c := cap(*b)
+	if c < MinSize || c > MaxSize {
+		return
+	}
+	*b = (*b)[:0]
+	tiers[putTier(c)].Put(b)
+}
+
+// getTier is the smallest tier whose capacity is at least size (size <= MaxSize).
+func getTier(size int) int {
+	if size <= MinSize {
+		return 0
+	}
+	return bits.Len(uint(size-1)) - minShift
+}
+
+// putTier is the largest tier whose capacity is at most c (MinSize <= c <= MaxSize), so that
+// every buffer a tier hands out honours the tier's promise.
+func putTier(c int) int {
+	return bits.Len(uint(c)) - 1 - minShift
+}
