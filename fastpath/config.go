@@ -83,3 +83,13 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// ParseDepth reads a scan depth flag value: top, resource or full.
+func ParseDepth(s string) (Depth, error) {
+	for d := DepthTop; d <= DepthFull; d++ {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("fastpath: unknown scan depth %q (want top, resource or full)", s)
+}

@@ -56,9 +56,9 @@ var (
 // path never formats a label.
 type pipelineMetrics struct {
 	admittedItems, admittedBytes [numSignals]prometheus.Counter
-	refused                      [numSignals][numReasons]prometheus.Counter
+	refusedC                     [numSignals][numReasons]prometheus.Counter
 	batchBytes, batchItems       [numSignals]prometheus.Observer
-	undelivered                  [numSignals]prometheus.Counter
+	undeliveredC                 [numSignals]prometheus.Counter
 	destFull, destClosed         []prometheus.Counter
 }
 
@@ -69,11 +69,11 @@ func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 		m.admittedItems[s] = admittedItems.WithLabelValues(n)
 		m.admittedBytes[s] = admittedBytes.WithLabelValues(n)
 		for r := range numReasons {
-			m.refused[s][r] = refusedItems.WithLabelValues(n, reasonNames[r])
+			m.refusedC[s][r] = refusedItems.WithLabelValues(n, reasonNames[r])
 		}
 		m.batchBytes[s] = batchBytes.WithLabelValues(n)
 		m.batchItems[s] = batchItems.WithLabelValues(n)
-		m.undelivered[s] = undeliveredItems.WithLabelValues(n)
+		m.undeliveredC[s] = undeliveredItems.WithLabelValues(n)
 	}
 	for _, d := range dests {
 		m.destFull = append(m.destFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
@@ -89,7 +89,7 @@ func (m *pipelineMetrics) admitted(s Signal, items, bytes int, queued int64) {
 }
 
 func (m *pipelineMetrics) refused(s Signal, reason, items int) {
-	m.refused[s][reason].Add(float64(items))
+	m.refusedC[s][reason].Add(float64(items))
 }
 
 func (m *pipelineMetrics) sealed(b *Batch) {
@@ -106,5 +106,5 @@ func (m *pipelineMetrics) destRefused(i int, err error) {
 }
 
 func (m *pipelineMetrics) undelivered(b *Batch) {
-	m.undelivered[b.Signal].Add(float64(b.Items))
+	m.undeliveredC[b.Signal].Add(float64(b.Items))
 }

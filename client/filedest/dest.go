@@ -234,7 +234,7 @@ func (d *Dest) write(b *fastpath.Batch) {
 	}
 	d.size += int64(len(d.line))
 	d.batches[b.Signal]++
-	d.items[b.Signal]+= int64(b.Items)
+	d.items[b.Signal] += int64(b.Items)
 	d.bytes += n
 	writtenItems.WithLabelValues(b.Signal.String()).Add(float64(b.Items))
 	b.Done(true)

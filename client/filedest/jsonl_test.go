@@ -40,8 +40,8 @@ func TestJSONLineTraces(t *testing.T) {
 			ScopeSpans []struct {
 				Spans []struct {
 					TraceID, SpanID, ParentSpanID, Name, StartTimeUnixNano string
-					Kind                                                    int
-					Attributes                                              []struct {
+					Kind                                                   int
+					Attributes                                             []struct {
 						Key   string
 						Value map[string]string
 					}

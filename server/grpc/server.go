@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,23 +219,29 @@ func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.
 		return sc, nil, -1
 	}
 	b, err = s.p.Admit(sig, req, items, layout)
-	switch {
-	case err == nil:
+	if err == nil {
 		if s.refusingSince.Load() != 0 {
 			s.refusingSince.Store(0)
 		}
 		return sc, b, -1
-	case errors.Is(err, fastpath.ErrFull):
-		reason = refusedFull
-	case errors.Is(err, fastpath.ErrTooLarge):
-		reason = refusedTooLarge
-	case errors.Is(err, fastpath.ErrClosed):
-		reason = refusedClosed
-	default: // the re-tag found what the scan at a shallower depth let through
-		reason = refusedInvalid
 	}
+	reason = reasonOf(err)
 	ctr.refuse(k, sig, reason, items)
 	return sc, nil, reason
+}
+
+// reasonOf maps an admission error to a refusal reason.
+func reasonOf(err error) int {
+	switch {
+	case errors.Is(err, fastpath.ErrFull):
+		return refusedFull
+	case errors.Is(err, fastpath.ErrTooLarge):
+		return refusedTooLarge
+	case errors.Is(err, fastpath.ErrClosed):
+		return refusedClosed
+	}
+	// The re-tag found what a scan at a shallower depth let through.
+	return refusedInvalid
 }
 
 // await waits for an upstream batch and reports the refusal reason, -1 when delivered.
@@ -255,4 +260,3 @@ func await(ctx context.Context, b *fastpath.Batch) int {
 	return -1
 }
 
-var _ sync.Locker = (*sync.Mutex)(nil)

@@ -134,7 +134,9 @@ func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath
 	ctr.partial[sig].Add(float64(bad))
 	b, err := s.p.Admit(sig, *buf, items, fastpath.LayoutV1)
 	if err != nil {
-		return nil, 0, "", refusedFull
+		reason := reasonOf(err)
+		ctr.refuse(kindV1, sig, reason, items)
+		return nil, 0, "", reason
 	}
 	return b, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), -1
 }

@@ -1,0 +1,360 @@
+package fastpath
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// recorder is a destination that keeps a copy of every batch and, unless hold is set, finishes
+// it at once with result ok.
+type recorder struct {
+	name   string
+	hold   bool
+	ok     bool
+	refuse error
+	mu     sync.Mutex
+	got    []recorded
+	held   []*Batch
+}
+
+type recorded struct {
+	sig   Signal
+	items int
+	body  []byte
+}
+
+func (r *recorder) Name() string { return r.name }
+
+func (r *recorder) Enqueue(b *Batch) error {
+	if r.refuse != nil {
+		return r.refuse
+	}
+	r.mu.Lock()
+	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes())})
+	if r.hold {
+		r.held = append(r.held, b)
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	b.Done(r.ok)
+	return nil
+}
+
+func (r *recorder) release(ok bool) int {
+	r.mu.Lock()
+	held := r.held
+	r.held = nil
+	r.mu.Unlock()
+	for _, b := range held {
+		b.Done(ok)
+	}
+	return len(held)
+}
+
+func (r *recorder) batches() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.got...)
+}
+
+// entry is a well-formed v1 request body of one resource entry with n payload bytes.
+func entry(n int, fill byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte{fill}, n))
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.BatchMaxAge = time.Hour // tests seal by size, count or Flush unless they say otherwise
+	return c
+}
+
+func newTestPipeline(t *testing.T, cfg Config, dests ...Destination) *Pipeline {
+	t.Helper()
+	p, err := New(cfg, dests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestBatchingConcatenates(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxBytes = 1000
+	cfg.BatchMaxItems = 7
+	a, b := &recorder{name: "a", ok: true}, &recorder{name: "b", ok: true}
+	p := newTestPipeline(t, cfg, a, b)
+
+	var all []byte
+	for i := range 20 {
+		body := entry(100+i, byte(i))
+		all = append(all, body...)
+		if err := p.Consume(Traces, body, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Flush()
+	for _, r := range []*recorder{a, b} {
+		var joined []byte
+		items := 0
+		for i, got := range r.batches() {
+			if len(got.body) > cfg.BatchMaxBytes {
+				t.Errorf("%s batch %d: %d bytes > max %d", r.name, i, len(got.body), cfg.BatchMaxBytes)
+			}
+			if got.items > cfg.BatchMaxItems {
+				t.Errorf("%s batch %d: %d items > max %d", r.name, i, got.items, cfg.BatchMaxItems)
+			}
+			joined = append(joined, got.body...)
+			items += got.items
+		}
+		if !bytes.Equal(joined, all) {
+			t.Fatalf("%s: batches do not concatenate to the requests (%d vs %d bytes)", r.name, len(joined), len(all))
+		}
+		if items != 20 {
+			t.Fatalf("%s: %d items, want 20", r.name, items)
+		}
+	}
+	// 7 items per batch seals at 7 and 14; the bytes limit (about 9 entries) never binds first.
+	if n := len(a.batches()); n != 3 {
+		t.Fatalf("%d batches, want 3", n)
+	}
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d bytes after every destination finished", q)
+	}
+}
+
+func TestOversizedRequestTravelsAlone(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxBytes = 100
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	small, big := entry(10, 1), entry(500, 2)
+	p.Consume(Logs, small, 1)
+	p.Consume(Logs, big, 3)
+	p.Flush()
+	got := r.batches()
+	if len(got) != 2 || !bytes.Equal(got[0].body, small) || !bytes.Equal(got[1].body, big) || got[1].items != 3 {
+		t.Fatalf("got %d batches: %+v", len(got), got)
+	}
+}
+
+func TestSignalsBatchApart(t *testing.T) {
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, testConfig(), r)
+	p.Consume(Traces, entry(5, 1), 1)
+	p.Consume(Metrics, entry(6, 2), 2)
+	p.Consume(Traces, entry(7, 3), 3)
+	p.Flush()
+	got := map[Signal]recorded{}
+	for _, b := range r.batches() {
+		got[b.sig] = b
+	}
+	if !bytes.Equal(got[Traces].body, append(entry(5, 1), entry(7, 3)...)) || got[Traces].items != 4 {
+		t.Fatalf("traces batch %+v", got[Traces])
+	}
+	if !bytes.Equal(got[Metrics].body, entry(6, 2)) || got[Metrics].items != 2 {
+		t.Fatalf("metrics batch %+v", got[Metrics])
+	}
+}
+
+func TestAdmitOTEPRetags(t *testing.T) {
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, testConfig(), r)
+	v1 := append(entry(20, 7), entry(3, 8)...)
+	otep, err := AppendOTEP(nil, 42, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Admit(Metrics, otep, 2, LayoutOTEP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Admit(Metrics, []byte{0x08}, 0, LayoutOTEP); err == nil {
+		t.Fatal("truncated OTEP request admitted")
+	}
+	p.Flush()
+	got := r.batches()
+	if len(got) != 1 || !bytes.Equal(got[0].body, v1) {
+		t.Fatalf("got %+v, want the v1 body", got)
+	}
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d after delivery: the budget was not settled in v1 size", q)
+	}
+}
+
+func TestQueueBound(t *testing.T) {
+	cfg := testConfig()
+	cfg.QueueMaxBytes = 10_000
+	cfg.BatchMaxBytes = 1000
+	r := &recorder{name: "slow", hold: true}
+	p := newTestPipeline(t, cfg, r)
+	body := entry(250, 1)
+	admitted := 0
+	var err error
+	for range 1000 {
+		if err = p.Consume(Traces, body, 1); err != nil {
+			break
+		}
+		admitted++
+		if q := p.QueuedBytes(); q > cfg.QueueMaxBytes {
+			t.Fatalf("queued %d > max %d", q, cfg.QueueMaxBytes)
+		}
+	}
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("admission never refused: %v", err)
+	}
+	if want := int(cfg.QueueMaxBytes) / len(body); admitted != want {
+		t.Fatalf("admitted %d, want %d", admitted, want)
+	}
+	if err := p.Consume(Traces, entry(20_000, 1), 1); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized request: %v", err)
+	}
+	p.Flush()
+	r.release(true)
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d after the destination drained", q)
+	}
+	if err := p.Consume(Traces, body, 1); err != nil {
+		t.Fatalf("after draining: %v", err)
+	}
+	items := 0
+	for _, b := range r.batches() {
+		items += b.items
+	}
+	if items != admitted {
+		t.Fatalf("delivered %d items, admitted %d", items, admitted)
+	}
+}
+
+func TestUpstreamAck(t *testing.T) {
+	cfg := testConfig()
+	cfg.Ack = AckUpstream
+	a, b := &recorder{name: "a", hold: true}, &recorder{name: "b", hold: true}
+	p := newTestPipeline(t, cfg, a, b)
+
+	batch, err := p.Admit(Traces, entry(10, 1), 1, LayoutV1)
+	if err != nil || batch == nil {
+		t.Fatalf("Admit: %v, %v", batch, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	if _, err := batch.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait before sealing: %v", err)
+	}
+	cancel()
+	p.Flush()
+	a.release(true)
+	done := make(chan bool)
+	go func() {
+		ok, err := batch.Wait(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		batch.Unref()
+		done <- ok
+	}()
+	b.release(false) // one destination gave up: the request was not delivered end to end
+	if ok := <-done; ok {
+		t.Fatal("Wait reported delivery though destination b failed")
+	}
+
+	batch, _ = p.Admit(Traces, entry(10, 2), 1, LayoutV1)
+	p.Flush()
+	a.release(true)
+	b.release(true)
+	if ok, err := batch.Wait(context.Background()); !ok || err != nil {
+		t.Fatalf("Wait = %v, %v; want delivered", ok, err)
+	}
+	batch.Unref()
+}
+
+func TestDestinationRefusalDoesNotBlockOthers(t *testing.T) {
+	full := &recorder{name: "full", refuse: ErrFull}
+	closed := &recorder{name: "closed", refuse: ErrClosed}
+	ok := &recorder{name: "ok", ok: true}
+	p := newTestPipeline(t, testConfig(), full, closed, ok)
+	p.Consume(Logs, entry(10, 1), 1)
+	p.Flush()
+	if n := len(ok.batches()); n != 1 {
+		t.Fatalf("healthy destination got %d batches", n)
+	}
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d: refused hand-overs must settle the budget", q)
+	}
+}
+
+func TestAgeSealsBatches(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxAge = 5 * time.Millisecond
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	p.Consume(Traces, entry(10, 1), 1)
+	for range 2000 { // bounded: 10 s at most, normally a few milliseconds
+		if len(r.batches()) == 1 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the open batch was never sealed by age")
+}
+
+func TestClose(t *testing.T) {
+	r := &recorder{name: "r", ok: true}
+	p, err := New(testConfig(), []Destination{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Consume(Traces, entry(10, 1), 1)
+	p.Close()
+	if len(r.batches()) != 1 {
+		t.Fatal("Close did not seal the open batch")
+	}
+	if err := p.Consume(Traces, entry(10, 1), 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	p.Close() // idempotent
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mut := range []func(*Config){
+		func(c *Config) { c.QueueMaxBytes = 0 },
+		func(c *Config) { c.BatchMaxBytes = 0 },
+		func(c *Config) { c.BatchMaxBytes = int(c.QueueMaxBytes) + 1 },
+		func(c *Config) { c.BatchMaxItems = 0 },
+		func(c *Config) { c.BatchMaxAge = 0 },
+		func(c *Config) { c.Ack = 9 },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		if c.Validate() == nil {
+			t.Errorf("invalid config accepted: %+v", c)
+		}
+	}
+	if _, err := New(DefaultConfig(), nil); err == nil {
+		t.Error("pipeline without destinations accepted")
+	}
+	for _, s := range []string{"accept", "upstream"} {
+		if m, err := ParseAckMode(s); err != nil || m.String() != s {
+			t.Errorf("ParseAckMode(%q) = %v, %v", s, m, err)
+		}
+	}
+	if _, err := ParseAckMode("x"); err == nil {
+		t.Error("bad ack mode accepted")
+	}
+	for _, s := range []string{"top", "resource", "full"} {
+		if d, err := ParseDepth(s); err != nil || d.String() != s {
+			t.Errorf("ParseDepth(%q) = %v, %v", s, d, err)
+		}
+	}
+	if _, err := ParseDepth("deep"); err == nil {
+		t.Error("bad depth accepted")
+	}
+}
