@@ -6,15 +6,6 @@ import (
 	"testing"
 )
 
-// sink finishes every batch at once without keeping anything: the fan-out's own cost.
-type sink struct{}
-
-func (sink) Name() string { return "sink" }
-func (sink) Enqueue(b *Batch) error {
-	b.Done(true)
-	return nil
-}
-
 func TestPipelineZeroAlloc(t *testing.T) {
 	cfg := testConfig()
 	cfg.BatchMaxBytes = 64 << 10

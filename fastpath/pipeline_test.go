@@ -64,6 +64,15 @@ func (r *recorder) batches() []recorded {
 	return append([]recorded(nil), r.got...)
 }
 
+// sink finishes every batch at once without keeping anything: the fan-out's own cost.
+type sink struct{}
+
+func (sink) Name() string { return "sink" }
+func (sink) Enqueue(b *Batch) error {
+	b.Done(true)
+	return nil
+}
+
 // entry is a well-formed v1 request body of one resource entry with n payload bytes.
 func entry(n int, fill byte) []byte {
 	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte{fill}, n))
