@@ -1,0 +1,176 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"go.uber.org/goleak"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is a destination that keeps a copy of each batch; with hold set it keeps the batches
+// unfinished until release, like an upstream that does not drain.
+type recorder struct {
+	mu    sync.Mutex
+	hold  bool
+	got   [][]byte
+	items int
+	held  []*fastpath.Batch
+}
+
+func (r *recorder) Name() string { return "recorder" }
+
+func (r *recorder) Enqueue(b *fastpath.Batch) error {
+	r.mu.Lock()
+	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
+	r.items += b.Items
+	if r.hold {
+		r.held = append(r.held, b)
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	b.Done(true)
+	return nil
+}
+
+// release finishes the held batches (newest first when reverse is set) and stops holding.
+func (r *recorder) release(reverse bool) {
+	r.mu.Lock()
+	held := r.held
+	r.held, r.hold = nil, false
+	r.mu.Unlock()
+	for i := range held {
+		if reverse {
+			i = len(held) - 1 - i
+		}
+		if held[i] != nil {
+			held[i].Done(true)
+		}
+	}
+}
+
+// releaseOne finishes the i-th held batch.
+func (r *recorder) releaseOne(i int) {
+	r.mu.Lock()
+	b := r.held[i]
+	r.held[i] = nil
+	r.mu.Unlock()
+	b.Done(true)
+}
+
+func (r *recorder) totals() (batches [][]byte, items int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.got...), r.items
+}
+
+type env struct {
+	p    *fastpath.Pipeline
+	srv  *Server
+	rec  *recorder
+	conn *grpc.ClientConn // typed messages, default codec
+	raw  *grpc.ClientConn // codec.Raw requests
+}
+
+func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
+	t.Helper()
+	if rec == nil {
+		rec = &recorder{}
+	}
+	p, err := fastpath.New(pc, []fastpath.Destination{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Listen = "127.0.0.1:0"
+	srv, err := New(sc, p, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Serve(ln)
+	e := &env{p: p, srv: srv, rec: rec}
+	e.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.raw, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.conn.Close()
+		e.raw.Close()
+		rec.release(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		p.Close()
+	})
+	return e
+}
+
+func testPipelineConfig() fastpath.Config {
+	c := fastpath.DefaultConfig()
+	c.BatchMaxAge = time.Hour // tests flush explicitly
+	return c
+}
+
+// rawStream opens an OTEP trace stream that sends raw bytes and receives typed responses.
+func (e *env) rawStream(t *testing.T, ctx context.Context) grpc.ClientStream {
+	t.Helper()
+	s, err := e.raw.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/otlpgate.otep.v1.StreamExporter/ExportTraces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func sendRaw(t *testing.T, s grpc.ClientStream, b []byte) {
+	t.Helper()
+	var r codec.Raw
+	r.SetBytes(b)
+	if err := s.SendMsg(&r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recvResp(t *testing.T, s grpc.ClientStream) (*otepv1.ExportResponse, error) {
+	t.Helper()
+	resp := &otepv1.ExportResponse{}
+	if err := s.RecvMsg(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// drainEOF reads what is left of a stream and returns its final error (nil for a clean end).
+func drainEOF(s grpc.ClientStream) (extra int, err error) {
+	for {
+		if err := s.RecvMsg(&otepv1.ExportResponse{}); err != nil {
+			if err == io.EOF {
+				return extra, nil
+			}
+			return extra, err
+		}
+		extra++
+	}
+}
