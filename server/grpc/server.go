@@ -259,4 +259,3 @@ func await(ctx context.Context, b *fastpath.Batch) int {
 	}
 	return -1
 }
-

@@ -443,4 +443,3 @@ func TestValidate(t *testing.T) {
 		t.Error("missing token file accepted")
 	}
 }
-
