@@ -80,7 +80,7 @@ func TestSDKExportersToFile(t *testing.T) {
 	reader := sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(time.Hour))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	counter, _ := mp.Meter("otlpgate-test").Int64Counter("orders.placed")
-	counter.Add(ctx, 5, /* twice, one series */)
+	counter.Add(ctx, 5) // two adds, one series
 	counter.Add(ctx, 2)
 	hist, _ := mp.Meter("otlpgate-test").Float64Histogram("order.value")
 	hist.Record(ctx, 12.5)
