@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// freePort returns a loopback address nobody listens on right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "otlpgate")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestHelpIsReadable(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "-help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("-help: %v", err)
+	}
+	for _, want := range []string{"-grpc.listen", "(default \"127.0.0.1:4317\")", "-queue.max-bytes", "(default 256MiB)",
+		"-batch.max-age", "-ack", "-dest", "-file.path", "-admin.listen", "-shutdown.timeout", "queue_full"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-help lacks %q", want)
+		}
+	}
+	if out, err := exec.Command(bin, "-queue.max-bytes=lots").CombinedOutput(); err == nil || !strings.Contains(string(out), "bad size") {
+		t.Errorf("bad size accepted: %v %s", err, out)
+	}
+}
+
+// The binary with its defaults (ports moved for the test) takes an OTEP stream and writes the
+// spans to its file; SIGTERM shuts it down cleanly with everything written.
+func TestBinaryEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	grpcAddr, adminAddr := freePort(t), freePort(t)
+	path := filepath.Join(dir, "out", "otlp.jsonl")
+	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := otepv1.NewUnaryExporterClient(conn)
+	req := &otepv1.TraceExportRequest{Id: 7, ResourceSpans: otlpgen.New(1).Spans(otlpgen.Shape{Spans: 3, Attrs: 2}).ResourceSpans}
+	var resp *otepv1.ExportResponse
+	for range 200 { // the process needs a moment to listen; bounded
+		if resp, err = c.ExportTraces(ctx, req, grpc.WaitForReady(true)); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	logs := stderr.String()
+	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "shutting down", "stopped"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		if n := strings.Count(sc.Text(), `"name":"load-generator-span"`); n != 3 {
+			t.Errorf("line has %d spans, want 3", n)
+		}
+		if !strings.Contains(sc.Text(), `"traceId":"00000000000000000000000000000001"`) {
+			t.Errorf("trace id not hex-encoded: %.200s", sc.Text())
+		}
+	}
+	if lines != 1 {
+		t.Fatalf("%d lines, want 1", lines)
+	}
+}
