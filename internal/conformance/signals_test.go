@@ -41,6 +41,8 @@ type signal struct {
 	reuse func(v1 []byte) error
 	// otep checks the OTEP request built from the entries of v1 and the given id.
 	otep func(id uint64, v1 []byte) error
+	// equalVT decodes two request encodings with ours and compares them with EqualVT.
+	equalVT func(a, b []byte) (bool, error)
 }
 
 func (s signal) request(g *gen) ([]byte, error) { return s.check(s.newRequest(g), g.r) }
@@ -69,7 +71,8 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[coltracev1.ExportTraceServiceRequest](&rcoltrace.ExportTraceServiceRequest{}, a, b)
 			},
-			reuse: reuser[coltracev1.ExportTraceServiceRequest](),
+			reuse:   reuser[coltracev1.ExportTraceServiceRequest](),
+			equalVT: vtEqual[coltracev1.ExportTraceServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*tracev1.ResourceSpans) *otepv1.TraceExportRequest {
@@ -100,13 +103,16 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[colmetricsv1.ExportMetricsServiceRequest](&rcolmetrics.ExportMetricsServiceRequest{}, a, b)
 			},
-			reuse: reuser[colmetricsv1.ExportMetricsServiceRequest](),
+			reuse:   reuser[colmetricsv1.ExportMetricsServiceRequest](),
+			equalVT: vtEqual[colmetricsv1.ExportMetricsServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*metricsv1.ResourceMetrics) *otepv1.MetricExportRequest {
 						return &otepv1.MetricExportRequest{Id: id, ResourceMetrics: es}
 					},
-					func(m *otepv1.MetricExportRequest) (uint64, []*metricsv1.ResourceMetrics) { return m.Id, m.ResourceMetrics })
+					func(m *otepv1.MetricExportRequest) (uint64, []*metricsv1.ResourceMetrics) {
+						return m.Id, m.ResourceMetrics
+					})
 			},
 		},
 		{
@@ -131,7 +137,8 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[collogsv1.ExportLogsServiceRequest](&rcollogs.ExportLogsServiceRequest{}, a, b)
 			},
-			reuse: reuser[collogsv1.ExportLogsServiceRequest](),
+			reuse:   reuser[collogsv1.ExportLogsServiceRequest](),
+			equalVT: vtEqual[collogsv1.ExportLogsServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*logsv1.ResourceLogs) *otepv1.LogExportRequest {
@@ -177,4 +184,15 @@ func reuser[T any, P resettable[T]]() func([]byte) error {
 		}
 		return sameBytes("MarshalVT of a reset and reused message", md, got, v1)
 	}
+}
+
+func vtEqual[T any, P vtMessage[T]](a, b []byte) (bool, error) {
+	var x, y P = new(T), new(T)
+	if err := x.UnmarshalVT(a); err != nil {
+		return false, fmt.Errorf("UnmarshalVT: %w", err)
+	}
+	if err := y.UnmarshalVT(b); err != nil {
+		return false, fmt.Errorf("UnmarshalVT: %w", err)
+	}
+	return x.EqualVT(y), nil
 }
