@@ -43,6 +43,9 @@ type signal struct {
 	otep func(id uint64, v1 []byte) error
 	// equalVT decodes two request encodings with ours and compares them with EqualVT.
 	equalVT func(a, b []byte) (bool, error)
+	// decodeVT decodes a request with UnmarshalVT and returns its MarshalVT and protobuf-go
+	// encodings.
+	decodeVT func(b []byte) (vt, viaProto []byte, err error)
 }
 
 func (s signal) request(g *gen) ([]byte, error) { return s.check(s.newRequest(g), g.r) }
@@ -71,8 +74,9 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[coltracev1.ExportTraceServiceRequest](&rcoltrace.ExportTraceServiceRequest{}, a, b)
 			},
-			reuse:   reuser[coltracev1.ExportTraceServiceRequest](),
-			equalVT: vtEqual[coltracev1.ExportTraceServiceRequest],
+			reuse:    reuser[coltracev1.ExportTraceServiceRequest](),
+			equalVT:  vtEqual[coltracev1.ExportTraceServiceRequest],
+			decodeVT: decodeVT[coltracev1.ExportTraceServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*tracev1.ResourceSpans) *otepv1.TraceExportRequest {
@@ -103,8 +107,9 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[colmetricsv1.ExportMetricsServiceRequest](&rcolmetrics.ExportMetricsServiceRequest{}, a, b)
 			},
-			reuse:   reuser[colmetricsv1.ExportMetricsServiceRequest](),
-			equalVT: vtEqual[colmetricsv1.ExportMetricsServiceRequest],
+			reuse:    reuser[colmetricsv1.ExportMetricsServiceRequest](),
+			equalVT:  vtEqual[colmetricsv1.ExportMetricsServiceRequest],
+			decodeVT: decodeVT[colmetricsv1.ExportMetricsServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*metricsv1.ResourceMetrics) *otepv1.MetricExportRequest {
@@ -137,8 +142,9 @@ func signals() []signal {
 			concat: func(a, b []byte) error {
 				return concatenated[collogsv1.ExportLogsServiceRequest](&rcollogs.ExportLogsServiceRequest{}, a, b)
 			},
-			reuse:   reuser[collogsv1.ExportLogsServiceRequest](),
-			equalVT: vtEqual[collogsv1.ExportLogsServiceRequest],
+			reuse:    reuser[collogsv1.ExportLogsServiceRequest](),
+			equalVT:  vtEqual[collogsv1.ExportLogsServiceRequest],
+			decodeVT: decodeVT[collogsv1.ExportLogsServiceRequest],
 			otep: func(id uint64, v1 []byte) error {
 				return otepRoundTrip(id, v1,
 					func(id uint64, es []*logsv1.ResourceLogs) *otepv1.LogExportRequest {
