@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	rcollogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	rlogs "go.opentelemetry.io/proto/otlp/logs/v1"
 )

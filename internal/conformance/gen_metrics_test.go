@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	rcolmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	rmetrics "go.opentelemetry.io/proto/otlp/metrics/v1"
 )

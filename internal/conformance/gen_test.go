@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	rcommon "go.opentelemetry.io/proto/otlp/common/v1"
 	rresource "go.opentelemetry.io/proto/otlp/resource/v1"
 )

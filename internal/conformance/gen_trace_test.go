@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	rcoltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	rtrace "go.opentelemetry.io/proto/otlp/trace/v1"
 )

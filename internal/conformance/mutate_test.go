@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 

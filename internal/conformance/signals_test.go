@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
