@@ -23,7 +23,7 @@ const (
 	numDepths
 )
 
-// String returns the depth's name as used in flags and logs.
+// String returns the depth's name as used in flags and logs. Safe for concurrent use.
 func (d Depth) String() string {
 	switch d {
 	case DepthTop:
@@ -48,7 +48,7 @@ const (
 	numLayouts
 )
 
-// String returns the layout's name as used in flags and logs.
+// String returns the layout's name as used in flags and logs. Safe for concurrent use.
 func (l Layout) String() string {
 	switch l {
 	case LayoutV1:
