@@ -47,7 +47,7 @@ func AppendOTEP(dst []byte, id uint64, v1 []byte) ([]byte, error) {
 			if typ != protowire.BytesType {
 				return dst[:start], ErrWireType
 			}
-			vn, err := consumeLen(b[n:])
+			_, vn, err := consumeLen(b[n:])
 			if err != nil {
 				return dst[:start], err
 			}
@@ -131,7 +131,7 @@ func AppendV1(dst []byte, otep []byte) ([]byte, uint64, error) {
 			if typ != protowire.BytesType {
 				return dst[:start], 0, ErrWireType
 			}
-			vn, err := consumeLen(b[n:])
+			_, vn, err := consumeLen(b[n:])
 			if err != nil {
 				return dst[:start], 0, err
 			}

@@ -4,4 +4,17 @@
 //
 // It does no I/O and must not import server/, client/, cmd/ or bench/. Its functions run on the
 // caller's goroutine; types that are shared say so on each method.
+//
+// # Raw scanning
+//
+// ScanRequest checks an Export request without decoding it, to the depth the intake chooses,
+// and counts its resource entries and items; AppendOTEP and AppendV1 move a request between
+// the v1 layout (entries at field 1) and the OTEP layout (id at field 1, entries at field 2) by
+// rewriting top-level tags. None of them allocates or keeps a reference to its input, and all
+// are safe for concurrent use. They return pre-made errors (ErrTruncated, ErrWireType, ...) and
+// count nothing themselves: the intake that calls them knows the protocol and counts the
+// rejection under its own label.
+//
+// The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
+// under proto/ and tested against their compiled descriptors.
 package fastpath

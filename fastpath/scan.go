@@ -23,7 +23,7 @@ const (
 	numDepths
 )
 
-// String returns the depth's name as used in flags and logs.
+// String returns the depth's name as used in flags and logs. Safe for concurrent use.
 func (d Depth) String() string {
 	switch d {
 	case DepthTop:
@@ -48,7 +48,7 @@ const (
 	numLayouts
 )
 
-// String returns the layout's name as used in flags and logs.
+// String returns the layout's name as used in flags and logs. Safe for concurrent use.
 func (l Layout) String() string {
 	switch l {
 	case LayoutV1:
@@ -124,10 +124,11 @@ func ScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, error)
 			if typ != protowire.BytesType {
 				return Scan{}, ErrWireType
 			}
-			entry, n, err := consumeBytes(b)
+			p, n, err := consumeLen(b)
 			if err != nil {
 				return Scan{}, err
 			}
+			entry := b[p:n]
 			b = b[n:]
 			s.Resources++
 			if depth > DepthTop {
@@ -171,15 +172,28 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 	var oneofNum protowire.Number
 	oneofItems := 0
 	for len(b) > 0 {
-		num, typ, n, err := consumeTag(b)
-		if err != nil {
-			return 0, err
+		// Nearly every tag of OTLP is one byte (field numbers below 16) and nearly every
+		// length below 128: those are decided here, without a call; anything longer, and every
+		// error, goes through protowire.
+		var num protowire.Number
+		var typ protowire.Type
+		if c := b[0]; c >= 1<<3 && c < 0x80 {
+			num, typ = protowire.Number(c>>3), protowire.Type(c&7)
+			b = b[1:]
+		} else {
+			var n int
+			var err error
+			if num, typ, n, err = consumeTag(b); err != nil {
+				return 0, err
+			}
+			b = b[n:]
 		}
-		b = b[n:]
 		var f schemaField
 		if int(num) < len(fields) {
 			f = fields[num]
 		}
+		var n int
+		var err error
 		switch f.kind {
 		case kUnknown:
 			n, err = skipValue(b, typ)
@@ -187,22 +201,34 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 			if typ != protowire.VarintType {
 				return 0, ErrWireType
 			}
-			n, err = skipValue(b, typ)
+			if len(b) > 0 && b[0] < 0x80 {
+				n = 1
+			} else {
+				n, err = skipValue(b, typ)
+			}
 		case kFixed64:
 			if typ != protowire.Fixed64Type {
 				return 0, ErrWireType
 			}
-			n, err = skipValue(b, typ)
+			if n = 8; len(b) < n {
+				return 0, ErrTruncated
+			}
 		case kFixed32:
 			if typ != protowire.Fixed32Type {
 				return 0, ErrWireType
 			}
-			n, err = skipValue(b, typ)
+			if n = 4; len(b) < n {
+				return 0, ErrTruncated
+			}
 		case kBytes:
 			if typ != protowire.BytesType {
 				return 0, ErrWireType
 			}
-			n, err = consumeLen(b)
+			if len(b) > 0 && int(b[0]) < len(b) && b[0] < 0x80 {
+				n = 1 + int(b[0])
+			} else {
+				_, n, err = consumeLen(b)
+			}
 		case kPackedFixed64:
 			n, err = packedFixed64(b, typ)
 		case kPackedVarint:
@@ -211,9 +237,10 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 			if typ != protowire.BytesType {
 				return 0, ErrWireType
 			}
-			var sub []byte
-			sub, n, err = consumeBytes(b)
-			if err != nil {
+			p := 1
+			if len(b) > 0 && int(b[0]) < len(b) && b[0] < 0x80 {
+				n = 1 + int(b[0])
+			} else if p, n, err = consumeLen(b); err != nil {
 				return 0, err
 			}
 			got := 0
@@ -221,7 +248,7 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 				if nest >= MaxNesting {
 					return 0, ErrNesting
 				}
-				got, err = walk(f.msg, sub, nest+1, full)
+				got, err = walk(f.msg, b[p:n], nest+1, full)
 				if err != nil {
 					return 0, err
 				}
@@ -255,11 +282,11 @@ func packedFixed64(b []byte, typ protowire.Type) (int, error) {
 	case protowire.Fixed64Type:
 		return skipValue(b, typ)
 	case protowire.BytesType:
-		run, n, err := consumeBytes(b)
+		p, n, err := consumeLen(b)
 		if err != nil {
 			return 0, err
 		}
-		if len(run)%8 != 0 {
+		if (n-p)%8 != 0 {
 			return 0, ErrPacked
 		}
 		return n, nil
@@ -274,11 +301,11 @@ func packedVarint(b []byte, typ protowire.Type) (int, error) {
 	case protowire.VarintType:
 		return skipValue(b, typ)
 	case protowire.BytesType:
-		run, n, err := consumeBytes(b)
+		p, n, err := consumeLen(b)
 		if err != nil {
 			return 0, err
 		}
-		for len(run) > 0 {
+		for run := b[p:n]; len(run) > 0; {
 			_, vn := protowire.ConsumeVarint(run)
 			if vn < 0 {
 				if err := varintErr(vn); err != ErrTruncated {

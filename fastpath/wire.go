@@ -59,31 +59,17 @@ func consumeTag(b []byte) (protowire.Number, protowire.Type, int, error) {
 	return num, typ, n, nil
 }
 
-// consumeLen reads a length prefix and returns the n bytes consumed by prefix and payload
-// together. The payload is b[n-l:n] where l is the length; callers that need it use
-// consumeBytes.
-func consumeLen(b []byte) (int, error) {
-	l, n := protowire.ConsumeVarint(b)
-	if n < 0 {
-		return 0, varintErr(n)
+// consumeLen reads a length-delimited value: its payload is b[p:n], where p is the size of
+// the length prefix and n the size of prefix and payload together.
+func consumeLen(b []byte) (p, n int, err error) {
+	l, p := protowire.ConsumeVarint(b)
+	if p < 0 {
+		return 0, 0, varintErr(p)
 	}
-	if l > uint64(len(b)-n) {
-		return 0, ErrLengthOverflow
+	if l > uint64(len(b)-p) {
+		return 0, 0, ErrLengthOverflow
 	}
-	return n + int(l), nil
-}
-
-// consumeBytes reads a length-delimited value and returns its payload and the bytes consumed.
-func consumeBytes(b []byte) ([]byte, int, error) {
-	l, n := protowire.ConsumeVarint(b)
-	if n < 0 {
-		return nil, 0, varintErr(n)
-	}
-	if l > uint64(len(b)-n) {
-		return nil, 0, ErrLengthOverflow
-	}
-	end := n + int(l)
-	return b[n:end], end, nil
+	return p, p + int(l), nil
 }
 
 // skipValue returns how many bytes the value of a field of wire type typ takes at the start
@@ -107,7 +93,8 @@ func skipValue(b []byte, typ protowire.Type) (int, error) {
 		}
 		return 4, nil
 	case protowire.BytesType:
-		return consumeLen(b)
+		_, n, err := consumeLen(b)
+		return n, err
 	}
 	return 0, ErrGroup
 }

@@ -1,0 +1,98 @@
+package fastpath_test
+
+import (
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+)
+
+// benchBatches are the Appendix B span batches: small (100 spans, 4 attributes) and large (500
+// spans, 10 attributes), as v1 request bodies.
+func benchBatches(b *testing.B) []fixture {
+	return []fixture{
+		{name: "small", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Small))},
+		{name: "large", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Large))},
+	}
+}
+
+func BenchmarkScanRequest(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		for _, depth := range depths {
+			b.Run(fx.name+"/"+depth.String(), func(b *testing.B) {
+				b.SetBytes(int64(len(fx.v1)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := fastpath.ScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, depth); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkAppendOTEP(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		b.Run(fx.name, func(b *testing.B) {
+			dst := make([]byte, 0, fastpath.OTEPSize(1<<40, fx.v1))
+			b.SetBytes(int64(len(fx.v1)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if dst, err = fastpath.AppendOTEP(dst[:0], 1<<40, fx.v1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAppendV1(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		b.Run(fx.name, func(b *testing.B) {
+			otep, err := fastpath.AppendOTEP(nil, 1<<40, fx.v1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]byte, 0, len(otep))
+			b.SetBytes(int64(len(otep)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if dst, _, err = fastpath.AppendV1(dst[:0], otep); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUnmarshalVT decodes the same bytes, for comparison with ScanRequest: "new" into a
+// fresh message each time, "pool" into a message from the vtprotobuf pool, whose slices are
+// reused.
+func BenchmarkUnmarshalVT(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		b.Run(fx.name+"/new", func(b *testing.B) {
+			b.SetBytes(int64(len(fx.v1)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var m coltracev1.ExportTraceServiceRequest
+				if err := m.UnmarshalVT(fx.v1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fx.name+"/pool", func(b *testing.B) {
+			b.SetBytes(int64(len(fx.v1)))
+			b.ReportAllocs()
+			for b.Loop() {
+				m := coltracev1.ExportTraceServiceRequestFromVTPool()
+				if err := m.UnmarshalVT(fx.v1); err != nil {
+					b.Fatal(err)
+				}
+				m.ReturnToVTPool()
+			}
+		})
+	}
+}
