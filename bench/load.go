@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// LoadConfig is one load run.
+type LoadConfig struct {
+	Target   string        // host:port of the receiver
+	Protocol string        // "v1" (TraceService/Export, unary) or "otep" (StreamExporter, pipelined)
+	Shape    otlpgen.Shape // spans and attributes per batch
+	Batches  int           // batches to send
+	InFlight int           // requests awaiting an answer at once (workers for v1, window for otep)
+	Rate     float64       // batches per second; 0 is a closed loop (send as fast as answers allow)
+	Seed     uint64
+}
+
+// LoadResult is what a run did.
+type LoadResult struct {
+	Sent, Acked, Failed int
+	Wall                time.Duration
+}
+
+// template is a pre-built request with the offset of its time stamp.
+type template struct {
+	b   []byte
+	off int
+}
+
+// templates builds n distinct batches (so that the receiver does not see one repeated payload)
+// in the wire layout of protocol.
+func templates(cfg LoadConfig, n int) ([]template, error) {
+	g := otlpgen.New(cfg.Seed)
+	out := make([]template, n)
+	for i := range out {
+		req := g.Spans(cfg.Shape)
+		start := req.ResourceSpans[0].ScopeSpans[0].Spans[0].StartTimeUnixNano
+		b, err := req.MarshalVT()
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Protocol == "otep" {
+			if b, err = fastpath.AppendOTEP(nil, 1, b); err != nil {
+				return nil, err
+			}
+		}
+		off := StampOffset(b, start)
+		if off < 0 {
+			return nil, errors.New("bench: no span start time to stamp")
+		}
+		out[i] = template{b, off}
+	}
+	return out, nil
+}
+
+// RunLoad sends cfg.Batches batches to cfg.Target and waits for their answers.
+func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
+	if cfg.InFlight <= 0 || cfg.Batches <= 0 {
+		return LoadResult{}, errors.New("bench: in-flight and batches must be positive")
+	}
+	tmpl, err := templates(cfg, min(cfg.Batches, 16))
+	if err != nil {
+		return LoadResult{}, err
+	}
+	conn, err := grpc.NewClient(cfg.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil)), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
+	if err != nil {
+		return LoadResult{}, err
+	}
+	defer conn.Close()
+	var pace <-chan time.Time
+	if cfg.Rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+		defer t.Stop()
+		pace = t.C
+	}
+	start := time.Now()
+	var res LoadResult
+	switch cfg.Protocol {
+	case "v1":
+		res, err = loadUnary(ctx, conn, cfg, tmpl, pace)
+	case "otep":
+		res, err = loadStream(ctx, conn, cfg, tmpl, pace)
+	default:
+		return LoadResult{}, fmt.Errorf("bench: unknown protocol %q", cfg.Protocol)
+	}
+	res.Wall = time.Since(start)
+	return res, err
+}
+
+func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
+	var next, acked, failed atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Pointer[error]
+	for range cfg.InFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each worker stamps its own copy: a request's bytes must not change while in flight.
+			own := make([]template, len(tmpl))
+			for i, t := range tmpl {
+				own[i] = template{append([]byte(nil), t.b...), t.off}
+			}
+			var r codec.Raw
+			resp := new(otepv1.ExportResponse) // any message: the v1 response is empty or partial
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(cfg.Batches) {
+					return
+				}
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-ctx.Done():
+						return
+					}
+				}
+				t := own[i%int64(len(own))]
+				Stamp(t.b, t.off, time.Now().UnixNano())
+				r.SetBytes(t.b)
+				err := conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				acked.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load())}
+	if e := firstErr.Load(); e != nil {
+		return res, *e
+	}
+	return res, ctx.Err()
+}
+
+func loadStream(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/otlpgate.otep.v1.StreamExporter/ExportTraces")
+	if err != nil {
+		return LoadResult{}, err
+	}
+	// One buffer per window slot: slot k is reused only after its previous request was answered.
+	slots := make([][]byte, cfg.InFlight)
+	window := make(chan int, cfg.InFlight)
+	for k := range slots {
+		window <- k
+	}
+	inflight := make(map[uint64]int, cfg.InFlight)
+	var mu sync.Mutex
+	var res LoadResult
+	recvDone := make(chan error, 1)
+	go func() {
+		resp := new(otepv1.ExportResponse)
+		for n := 0; n < cfg.Batches; n++ {
+			if err := st.RecvMsg(resp); err != nil {
+				recvDone <- err
+				return
+			}
+			mu.Lock()
+			k, ok := inflight[resp.Id]
+			delete(inflight, resp.Id)
+			if resp.ResultCode == otepv1.ResultCode_Success {
+				res.Acked++
+			} else {
+				res.Failed++
+			}
+			mu.Unlock()
+			if ok {
+				window <- k
+			}
+		}
+		recvDone <- nil
+	}()
+	var r codec.Raw
+	for id := uint64(1); id <= uint64(cfg.Batches); id++ {
+		var k int
+		select {
+		case k = <-window:
+		case err := <-recvDone:
+			return res, fmt.Errorf("bench: stream ended early: %w", err)
+		}
+		if pace != nil {
+			<-pace
+		}
+		t := tmpl[int(id)%len(tmpl)]
+		slots[k] = otepWithID(slots[k][:0], t.b, id)
+		off := t.off + (len(slots[k]) - len(t.b))
+		mu.Lock()
+		inflight[id] = k
+		mu.Unlock()
+		Stamp(slots[k], off, time.Now().UnixNano())
+		r.SetBytes(slots[k])
+		if err := st.SendMsg(&r); err != nil {
+			return res, err
+		}
+		res.Sent++
+	}
+	st.CloseSend()
+	err = <-recvDone
+	return res, err
+}
+
+// otepWithID copies an OTEP template (built with id 1) with its id replaced.
+func otepWithID(dst, tmpl []byte, id uint64) []byte {
+	// The template starts with field 1 = 1: tag 0x08, varint 0x01.
+	dst = append(dst, 0x08)
+	for id >= 0x80 {
+		dst = append(dst, byte(id)|0x80)
+		id >>= 7
+	}
+	dst = append(dst, byte(id))
+	return append(dst, tmpl[2:]...)
+}
