@@ -1,0 +1,48 @@
+// Command otlpbench is otlpgate's benchmark and load tool:
+//
+//	otlpbench appendix   the OTLP specification's Appendix B on otlpgate's client and server
+//	otlpbench proxy      load -> otlpgate -> sink, against load -> sink, and optionally a peer proxy
+//	otlpbench load       an OTLP trace load generator (v1 unary or OTEP stream)
+//	otlpbench sink       a counting OTLP trace receiver
+//	otlpbench delay      a TCP delay line on loopback (used by appendix, in its own process)
+//
+// `otlpbench COMMAND -help` lists a command's flags.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var commands = map[string]func(args []string) error{
+	"load":  cmdLoad,
+	"sink":  cmdSink,
+	"delay": cmdDelay,
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: otlpbench COMMAND [flags]
+
+commands:
+  appendix   the OTLP specification's Appendix B on otlpgate's client and server
+  proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
+  load       an OTLP trace load generator (v1 unary or OTEP stream)
+  sink       a counting OTLP trace receiver
+  delay      a TCP delay line on loopback`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	run, ok := commands[os.Args[1]]
+	if !ok {
+		usage()
+		os.Exit(2)
+	}
+	if err := run(os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "otlpbench:", err)
+		os.Exit(1)
+	}
+}
