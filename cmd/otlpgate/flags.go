@@ -26,6 +26,7 @@ Flags:
 		_, err := fmt.Sscan(s, &g.MaxConcurrentStreams)
 		return err
 	})
+	fs.IntVar(&g.MaxConnections, "grpc.max-connections", g.MaxConnections, "connections open at once; further clients wait in the accept backlog")
 	fs.Var(int32Size{&g.InitialWindowSize}, "grpc.http2.stream-window", "HTTP/2 flow-control window per stream")
 	fs.Var(int32Size{&g.InitialConnWindowSize}, "grpc.http2.conn-window", "HTTP/2 flow-control window per connection")
 	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")

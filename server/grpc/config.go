@@ -30,6 +30,9 @@ type Config struct {
 	// (-grpc.keepalive.timeout, default 20s); KeepaliveMinTime is the shortest client ping
 	// interval tolerated (-grpc.keepalive.min-time, default 10s).
 	KeepaliveTime, KeepaliveTimeout, KeepaliveMinTime time.Duration
+	// MaxConnections caps the connections open at once (-grpc.max-connections, default 4096);
+	// further clients wait in the accept backlog until one closes.
+	MaxConnections int
 	// MaxConnectionIdle closes connections without streams after this long
 	// (-grpc.max-connection-idle, default 0: never).
 	MaxConnectionIdle time.Duration
@@ -65,6 +68,7 @@ func DefaultConfig() Config {
 		Listen:                "127.0.0.1:4317",
 		MaxRecvMsgSize:        16 << 20,
 		MaxConcurrentStreams:  1024,
+		MaxConnections:        4096,
 		InitialWindowSize:     1 << 20,
 		InitialConnWindowSize: 8 << 20,
 		ReadBufferSize:        256 << 10,
@@ -93,6 +97,8 @@ func (c Config) Validate() error {
 		return errors.New("grpc: max receive message size must be positive")
 	case c.MaxConcurrentStreams == 0:
 		return errors.New("grpc: max concurrent streams must be positive")
+	case c.MaxConnections <= 0:
+		return errors.New("grpc: max connections must be positive")
 	case c.InitialWindowSize < 64<<10 || c.InitialConnWindowSize < 64<<10:
 		return errors.New("grpc: HTTP/2 windows must be at least 64KiB")
 	case c.StreamWindow <= 0:

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -128,6 +129,7 @@ func (s *Server) Start() error {
 
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
+	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	s.ln = ln
 	go func() {
 		defer close(s.served)
