@@ -8,11 +8,10 @@ import (
 	"github.com/klauspost/compress/snappy"
 )
 
-// xerialMagic starts the framing written by the xerial snappy-java SnappyOutputStream, which
-// Java Kafka clients use; librdkafka sends a raw snappy block instead. The magic cannot start a
-// valid raw block of a size Kafka accepts: as a varint it announces a length the limit rejects
-// only after framing is tried first, so framing wins when the magic is present, as in the
-// Java and librdkafka readers.
+// xerialMagic starts the framing written by snappy-java's SnappyOutputStream, which Java Kafka
+// clients use; librdkafka sends a raw snappy block instead. No valid raw block starts with these
+// bytes: after the two-byte length varint, 'N' (0x4e) is a copy tag, and a block cannot open
+// with a copy. So testing for the magic first never misreads a raw block.
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 // xerialHeaderLen is the magic plus the version and minimum compatible version (int32 each).
