@@ -43,10 +43,13 @@ type instance struct {
 	plan  *plan
 	subID int32
 
-	lastGet     time.Time // last GetTelemetrySubscriptions
-	lastPush    time.Time // last push that passed the throttle
-	lastSeen    time.Time // last request of either kind
-	terminating bool      // a push with Terminating set was accepted
+	lastPush time.Time // last push that passed the throttle
+	lastSeen time.Time // last request of either kind
+	// fetched is set by a GetTelemetrySubscriptions and cleared by the next push that passes
+	// the throttle: a push right after a (re-)fetch is never early. An order, not a timestamp
+	// comparison, so that a fetch within the clock's resolution of the push still counts.
+	fetched     bool
+	terminating bool // a push with Terminating set was accepted
 
 	prev, next *instance // recency list, most recent at the head
 }
@@ -103,7 +106,7 @@ func (r *registry) get(c *conn, lbl *clientLabels, id [16]byte, set *subscriptio
 		in = r.createLocked(id)
 	}
 	r.refreshLocked(in, c, lbl, set)
-	in.lastGet = now
+	in.fetched = true
 	r.touchLocked(in, now)
 	return subscriptionAnswer{id: in.id, subID: in.subID, plan: in.plan}
 }
@@ -151,10 +154,11 @@ func (r *registry) admitPush(c *conn, lbl *clientLabels, id [16]byte, subID int3
 	if in.terminating {
 		return pushVerdict{code: errInvalidRequest, reason: pushAfterTerminating}
 	}
-	if !terminating && !in.lastGet.After(in.lastPush) && now.Sub(in.lastPush) < in.plan.interval {
+	if !terminating && !in.fetched && now.Sub(in.lastPush) < in.plan.interval {
 		return pushVerdict{code: errThrottlingQuotaExceeded, reason: pushThrottled}
 	}
 	in.lastPush = now
+	in.fetched = false
 	if subID != in.subID {
 		return pushVerdict{code: errUnknownSubscriptionID, reason: pushStaleSubscription}
 	}
