@@ -152,7 +152,7 @@ func (c *conn) handle(req []byte) (resp []byte, ok bool) {
 		badUnsupported.Inc()
 		return nil, false
 	}
-	if err := parseHeader(req, h, flexibleRequest(h.key, h.version)); err != nil {
+	if err := parseHeader(req, h, flexibleRequest(h.key, h.version)); err != nil || !checkBody(h.key, h.version, h.body) {
 		badMalformed.Inc()
 		return nil, false
 	}
