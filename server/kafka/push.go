@@ -103,7 +103,10 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 	start := time.Now()
 	data := r.Metrics
 	if codec != kafkacompress.None {
-		bp := getBuf(min(s.cfg.TelemetryMaxBytes, max(4*len(r.Metrics), smallBufSize)))
+		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
+		// none) is decoded into the capacity it is given, and one size keeps the buffer in
+		// one pool class.
+		bp := getBuf(s.cfg.TelemetryMaxBytes)
 		defer putBuf(bp)
 		out, err := s.dec.Decompress((*bp)[:0], codec, r.Metrics)
 		*bp = out[:0] // keep what the decoder grew, for the pool
