@@ -63,12 +63,13 @@ const (
 type Decompressor struct {
 	limit int
 
-	zstd sync.Pool // *zstdDecoder
+	zstd sync.Pool // *zstd.Decoder, concurrency 1
 	gzip sync.Pool // *gzipDecoder
 	lz4  sync.Pool // *lz4Decoder
 }
 
-// New returns a Decompressor whose output is capped at limit bytes per call.
+// New returns a Decompressor whose output is capped at limit bytes per call. Safe for
+// concurrent use.
 func New(limit int) (*Decompressor, error) {
 	if limit < MinLimit || limit > MaxLimit {
 		return nil, errors.New("kafkacompress: limit out of range")
@@ -76,7 +77,7 @@ func New(limit int) (*Decompressor, error) {
 	return &Decompressor{limit: limit}, nil
 }
 
-// Limit returns the output cap given to New.
+// Limit returns the output cap given to New. Safe for concurrent use.
 func (d *Decompressor) Limit() int { return d.limit }
 
 // Decompress appends the decoded form of src to dst and returns the extended slice. The bytes

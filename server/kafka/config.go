@@ -58,7 +58,7 @@ type Config struct {
 	DeltaTemporality bool
 }
 
-// DefaultConfig returns the defaults documented on Config.
+// DefaultConfig returns the defaults documented on Config. Safe for concurrent use.
 func DefaultConfig() Config {
 	return Config{
 		MaxRequestBytes:   4 << 20,
@@ -78,7 +78,8 @@ func DefaultConfig() Config {
 const maxRequestBytesLimit = 1 << 30
 
 // Validate reports a configuration that cannot work. An empty Listen is valid (off); the rest is
-// checked anyway so that a bad flag is reported even when the listener is off.
+// checked anyway so that a bad flag is reported even when the listener is off. Safe for
+// concurrent use.
 func (c Config) Validate() error {
 	if c.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {

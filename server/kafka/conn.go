@@ -116,14 +116,12 @@ func (c *conn) serve() {
 			badTooLarge.Inc()
 			return
 		}
-		bp := getBuf(int(n))
-		req := (*bp)[:n]
-		if _, err := io.ReadFull(c.nc, req); err != nil {
+		bp, err := readRequest(c.nc, int(n))
+		if err != nil {
 			putBuf(bp)
 			return
 		}
-		resp, ok := c.handle(req)
-		var err error
+		resp, ok := c.handle(*bp)
 		if ok {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err = c.nc.Write(resp)
@@ -133,6 +131,34 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// readRequest reads a request body of n bytes into a pooled buffer. A large request grows its
+// buffer as bytes arrive rather than reserving n up front, so a client that announces the
+// maximum and then trickles holds memory in proportion to what it sent.
+func readRequest(r io.Reader, n int) (*[]byte, error) {
+	bp := getBuf(min(n, smallBufSize+1))
+	buf := *bp
+	if cap(buf) >= n {
+		_, err := io.ReadFull(r, buf[:n])
+		*bp = buf[:n]
+		return bp, err
+	}
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			*bp = buf
+			return bp, err
+		}
+	}
+	*bp = buf
+	return bp, nil
 }
 
 // handle answers one request (without its size prefix). It returns the whole response, size

@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"log/slog"
 	"net"
 	"strconv"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -246,5 +248,29 @@ func TestMetadataTopicCap(t *testing.T) {
 		if resp := c.request(md).(*kmsg.MetadataResponse); len(resp.Topics) != maxMetadataTopics {
 			t.Fatalf("v%d: %d topics answered", v, len(resp.Topics))
 		}
+	}
+}
+
+func TestReadRequest(t *testing.T) {
+	for _, n := range []int{8, smallBufSize, smallBufSize + 1, 300_000} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(i * 7)
+		}
+		bp, err := readRequest(iotest.HalfReader(bytes.NewReader(want)), n)
+		if err != nil || !bytes.Equal(*bp, want) {
+			t.Fatalf("n=%d: err %v, %d bytes", n, err, len(*bp))
+		}
+		putBuf(bp)
+	}
+	// A client announcing 4 MiB and sending 100 KB holds about that (or a buffer the pool
+	// already had), not 4 MiB.
+	sent := make([]byte, 100_000)
+	bp, err := readRequest(iotest.HalfReader(bytes.NewReader(sent)), 4<<20)
+	if err == nil {
+		t.Fatal("short request read without error")
+	}
+	if len(*bp) != len(sent) || cap(*bp) > 512<<10 {
+		t.Fatalf("read %d bytes into a buffer of %d", len(*bp), cap(*bp))
 	}
 }

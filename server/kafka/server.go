@@ -58,7 +58,7 @@ type Server struct {
 }
 
 // New validates cfg, loads the subscriptions and returns a server that hands accepted pushes to
-// next. log may be nil (slog.Default).
+// next. log may be nil (slog.Default). It starts nothing; safe to call from any goroutine.
 func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (s *Server) Reload() error {
 
 // Shutdown stops accepting, closes every connection and waits for their goroutines until ctx
 // ends. A request being handled completes first; its response may not be written. Safe for
-// concurrent use; calls after the first return nil at once.
+// concurrent use, once Start returned; calls after the first return nil at once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.mu.closed {
