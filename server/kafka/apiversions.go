@@ -1,6 +1,10 @@
 package kafka
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // apiKeys is the ApiKeys list of every ApiVersions response; read-only.
 var apiKeys = func() []kmsg.ApiVersionsResponseApiKey {
@@ -56,8 +60,8 @@ func (c *conn) noteSoftware(name, version string) {
 		return
 	}
 	l := *c.lbl
-	l.softwareName = string([]byte(name))
-	l.softwareVersion = string([]byte(version))
+	l.softwareName = strings.Clone(name)
+	l.softwareVersion = strings.Clone(version)
 	c.lbl = &l
 }
 
