@@ -22,7 +22,7 @@ var (
 // minRequestSize is the smallest request: key, version and correlation id.
 const minRequestSize = 8
 
-// header is a parsed request header. Reset by parseHeader.
+// header is a parsed request header; parsePrefix resets it.
 type header struct {
 	key         int16
 	version     int16
