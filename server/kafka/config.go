@@ -1,0 +1,138 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/otlpgate/otlpgate/codec/kafkacompress"
+)
+
+// Config of the Kafka KIP-714 intake. cmd/ maps each field to the flag named in its comment.
+type Config struct {
+	// Listen is the TCP address Kafka clients connect to (-kafka.listen, default "": the
+	// listener is off; e.g. 127.0.0.1:9093).
+	Listen string
+	// AdvertisedAddress is the host:port this listener lists as the cluster's only broker in
+	// Metadata; clients reconnect there and push their telemetry on that connection
+	// (-kafka.advertised-address, default "": the local address each client connected to).
+	AdvertisedAddress string
+	// MaxRequestBytes caps one request; a larger one closes the connection, counted in
+	// otlpgate_kafka_bad_requests_total{reason="too_large"} (-kafka.max-request-bytes, default
+	// 4MiB). It must exceed TelemetryMaxBytes so that an oversized push is answered
+	// TELEMETRY_TOO_LARGE rather than disconnected.
+	MaxRequestBytes int
+	// IdleTimeout closes a connection that sends nothing for this long, and the client
+	// instances that pushed on it (-kafka.idle-timeout, default 10m). Every push interval must
+	// be shorter.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds the write of one response (-kafka.write-timeout, default 10s).
+	WriteTimeout time.Duration
+	// MaxConnections caps concurrent connections; more are closed at once, counted in
+	// otlpgate_kafka_rejected_connections_total (-kafka.max-connections, default 1024).
+	MaxConnections int
+	// MaxInstances caps the client instances remembered; past it the least recently seen is
+	// evicted, counted in otlpgate_kafka_instances_removed_total{reason="evicted"}
+	// (-kafka.max-instances, default 10000).
+	MaxInstances int
+	// SubscriptionsFile is a YAML (or .json) file of subscriptions, re-read by Reload on
+	// SIGHUP (-kafka.subscriptions, default "": only the default subscription).
+	SubscriptionsFile string
+	// DefaultMetrics are the metric name prefixes of the default subscription, which matches
+	// every client; "*" is every metric, empty disables the default subscription
+	// (-kafka.default-metrics, comma-separated, default "*").
+	DefaultMetrics []string
+	// DefaultInterval is the push interval of the default subscription and of file
+	// subscriptions without one, and how often a client no subscription matches asks again
+	// (-kafka.default-interval, default 1m; 100ms to 1h).
+	DefaultInterval time.Duration
+	// TelemetryMaxBytes is the largest push accepted, compressed and decompressed alike;
+	// larger ones are answered TELEMETRY_TOO_LARGE and counted in
+	// otlpgate_kafka_export_errors_total{reason="too_large"} (-kafka.telemetry-max-bytes,
+	// default 1MiB).
+	TelemetryMaxBytes int
+	// DeltaTemporality asks clients for delta sums and histograms instead of cumulative ones
+	// (-kafka.delta-temporality, default true).
+	DeltaTemporality bool
+}
+
+// DefaultConfig returns the defaults documented on Config. Safe for concurrent use.
+func DefaultConfig() Config {
+	return Config{
+		MaxRequestBytes:   4 << 20,
+		IdleTimeout:       10 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+		MaxConnections:    1024,
+		MaxInstances:      10000,
+		DefaultMetrics:    []string{allMetrics},
+		DefaultInterval:   time.Minute,
+		TelemetryMaxBytes: 1 << 20,
+		DeltaTemporality:  true,
+	}
+}
+
+// maxRequestBytesLimit bounds MaxRequestBytes: Kafka sizes are int32, and one request is held
+// in memory whole.
+const maxRequestBytesLimit = 1 << 30
+
+// Validate reports a configuration that cannot work. An empty Listen is valid (off); the rest is
+// checked anyway so that a bad flag is reported even when the listener is off. Safe for
+// concurrent use.
+func (c Config) Validate() error {
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("kafka: bad listen address %q: %w", c.Listen, err)
+		}
+	}
+	if c.AdvertisedAddress != "" {
+		if _, _, err := splitAdvertised(c.AdvertisedAddress); err != nil {
+			return err
+		}
+	}
+	if c.TelemetryMaxBytes < 1024 || c.TelemetryMaxBytes > kafkacompress.MaxLimit {
+		return fmt.Errorf("kafka: telemetry max bytes %d outside [1KiB, %d]", c.TelemetryMaxBytes, kafkacompress.MaxLimit)
+	}
+	if c.MaxRequestBytes <= c.TelemetryMaxBytes || c.MaxRequestBytes > maxRequestBytesLimit {
+		return fmt.Errorf("kafka: max request bytes %d must exceed telemetry max bytes %d and be at most %d", c.MaxRequestBytes, c.TelemetryMaxBytes, maxRequestBytesLimit)
+	}
+	if c.IdleTimeout <= 0 {
+		return errors.New("kafka: idle timeout must be positive")
+	}
+	if c.WriteTimeout <= 0 {
+		return errors.New("kafka: write timeout must be positive")
+	}
+	if c.MaxConnections < 1 {
+		return errors.New("kafka: max connections must be at least 1")
+	}
+	if c.MaxInstances < 1 {
+		return errors.New("kafka: max instances must be at least 1")
+	}
+	if c.DefaultInterval < MinInterval || c.DefaultInterval > MaxInterval {
+		return fmt.Errorf("kafka: default interval %v outside [%v, %v]", c.DefaultInterval, MinInterval, MaxInterval)
+	}
+	if c.DefaultInterval >= c.IdleTimeout {
+		return fmt.Errorf("kafka: default interval %v must be shorter than the idle timeout %v", c.DefaultInterval, c.IdleTimeout)
+	}
+	// The default subscription goes through the same checks as a file's.
+	if len(c.DefaultMetrics) > 0 {
+		if _, err := compileSubscription(subscriptionEntry{Name: defaultSubscriptionName, Metrics: c.DefaultMetrics}, c.DefaultInterval); err != nil {
+			return fmt.Errorf("kafka: default metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// splitAdvertised parses host:port with a numeric port in 1..65535.
+func splitAdvertised(addr string) (string, int32, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("kafka: bad advertised address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || host == "" {
+		return "", 0, fmt.Errorf("kafka: bad advertised address %q: want host:port", addr)
+	}
+	return host, int32(p), nil
+}

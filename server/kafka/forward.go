@@ -1,0 +1,137 @@
+package kafka
+
+import (
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
+	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
+)
+
+var errNotMetricsData = errors.New("kafka: payload is not OTLP MetricsData")
+
+// forward decodes a decompressed MetricsData, keeps the metrics plan subscribes to, sets the
+// client labels on every resource and hands the result to next. It returns the data points
+// handed over and whether anything was (a push whose metrics are all filtered out sends
+// nothing). errNotMetricsData means the payload does not decode; any other error is next's.
+//
+// MetricsData and ExportMetricsServiceRequest share field 1 (resource_metrics), so the payload
+// decodes as the request type, whose pool keeps the top-level objects between pushes.
+func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
+	req := colmetricsv1.ExportMetricsServiceRequestFromVTPool()
+	defer req.ReturnToVTPool()
+	if err := req.UnmarshalVT(data); err != nil {
+		return 0, false, errNotMetricsData
+	}
+	// Fields other than resource_metrics mean the bytes merely parse as protobuf.
+	if len(req.ProtoReflect().GetUnknown()) > 0 {
+		return 0, false, errNotMetricsData
+	}
+
+	points, size := 0, 0
+	for _, rm := range req.ResourceMetrics {
+		n := filterScopes(rm, p)
+		if len(rm.ScopeMetrics) == 0 {
+			continue
+		}
+		points += n
+		relabel(rm, attrs)
+		sz := rm.SizeVT()
+		size += 1 + protowire.SizeVarint(uint64(sz)) + sz
+	}
+	if size == 0 {
+		return 0, false, nil
+	}
+
+	// Encode as the body of an ExportMetricsServiceRequest: one field-1 entry per resource
+	// that kept something. The pooled request's slice is skipped over, never compacted: its
+	// backing array is reused by the next decode.
+	bp := getBuf(size)
+	defer putBuf(bp)
+	body := (*bp)[:0]
+	for _, rm := range req.ResourceMetrics {
+		if len(rm.ScopeMetrics) == 0 {
+			continue
+		}
+		sz := rm.SizeVT()
+		body = protowire.AppendTag(body, 1, protowire.BytesType)
+		body = protowire.AppendVarint(body, uint64(sz))
+		at := len(body)
+		body = body[:at+sz]
+		if _, err := rm.MarshalToSizedBufferVT(body[at:]); err != nil {
+			panic("BUG: marshal into a buffer of SizeVT bytes failed: " + err.Error())
+		}
+	}
+	*bp = body
+	if len(body) != size {
+		panic("BUG: encoded resource metrics size differs from SizeVT")
+	}
+	if err := next.Consume(fastpath.Metrics, body, points); err != nil {
+		return points, false, err
+	}
+	return points, true, nil
+}
+
+// filterScopes drops the metrics p does not subscribe to, and the scopes left empty. It
+// returns the data points kept.
+func filterScopes(rm *metricsv1.ResourceMetrics, p *plan) int {
+	points := 0
+	scopes := rm.ScopeMetrics[:0]
+	for _, sm := range rm.ScopeMetrics {
+		if sm == nil {
+			continue
+		}
+		kept := sm.Metrics[:0]
+		for _, m := range sm.Metrics {
+			if m != nil && p.keep(m.Name) {
+				kept = append(kept, m)
+				points += dataPoints(m)
+			}
+		}
+		clear(sm.Metrics[len(kept):])
+		sm.Metrics = kept
+		if len(kept) > 0 {
+			scopes = append(scopes, sm)
+		}
+	}
+	clear(rm.ScopeMetrics[len(scopes):])
+	rm.ScopeMetrics = scopes
+	return points
+}
+
+// relabel replaces any client-sent attribute named like one of the client labels and appends
+// the labels. attrs is shared between pushes: it is referenced, never modified.
+func relabel(rm *metricsv1.ResourceMetrics, attrs []*commonv1.KeyValue) {
+	if rm.Resource == nil {
+		rm.Resource = &resourcev1.Resource{}
+	}
+	kept := rm.Resource.Attributes[:0]
+	for _, kv := range rm.Resource.Attributes {
+		if kv != nil && labelIndex(kv.Key) < 0 {
+			kept = append(kept, kv)
+		}
+	}
+	clear(rm.Resource.Attributes[len(kept):])
+	rm.Resource.Attributes = append(kept, attrs...)
+}
+
+// dataPoints counts the points of m, the item count of a metrics payload.
+func dataPoints(m *metricsv1.Metric) int {
+	switch d := m.Data.(type) {
+	case *metricsv1.Metric_Gauge:
+		return len(d.Gauge.GetDataPoints())
+	case *metricsv1.Metric_Sum:
+		return len(d.Sum.GetDataPoints())
+	case *metricsv1.Metric_Histogram:
+		return len(d.Histogram.GetDataPoints())
+	case *metricsv1.Metric_ExponentialHistogram:
+		return len(d.ExponentialHistogram.GetDataPoints())
+	case *metricsv1.Metric_Summary:
+		return len(d.Summary.GetDataPoints())
+	}
+	return 0
+}

@@ -1,0 +1,147 @@
+package kafka
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/codec/kafkacompress"
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+var (
+	unknownSubscriptionRequests = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_unknown_subscription_requests_total",
+		Help: "Pushes answered UNKNOWN_SUBSCRIPTION_ID: from an instance not known (after a restart, an eviction or an expiry; it is re-created) or with a stale subscription id. The client re-fetches at once.",
+	})
+	throttledPushes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_throttled_pushes_total",
+		Help: "Pushes answered THROTTLING_QUOTA_EXCEEDED for arriving before the push interval had passed.",
+	})
+	exportedPushes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_exported_pushes_total",
+		Help: "Pushes whose metrics were handed to the pipeline.",
+	})
+	exportedPoints = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_exported_points_total",
+		Help: "Data points handed to the pipeline.",
+	})
+	emptyPushes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_empty_pushes_total",
+		Help: "Accepted pushes with nothing to forward (no metrics, or none subscribed).",
+	})
+	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_export_errors_total",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full (THROTTLING_QUOTA_EXCEEDED), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
+	}, []string{"reason"})
+	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
+	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
+	errUnsupportedCodec    = exportErrors.WithLabelValues("unsupported_compression")
+	errTooLarge            = exportErrors.WithLabelValues("too_large")
+	errCorruptCompression  = exportErrors.WithLabelValues("corrupt_compression")
+	errInvalidRecordMetric = exportErrors.WithLabelValues("invalid_record")
+	errQueueFull           = exportErrors.WithLabelValues("queue_full")
+	errQueueTooLarge       = exportErrors.WithLabelValues("queue_too_large")
+	errConsume             = exportErrors.WithLabelValues("consume_error")
+
+	exportSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "otlpgate_kafka_export_duration_seconds",
+		Help:    "Time from an admitted push to its hand-over to the pipeline: decompression, decoding, filtering, labelling, encoding.",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 14), // 25µs .. 200ms
+	})
+)
+
+// pushTelemetry answers PushTelemetry.
+func (c *conn) pushTelemetry() ([]byte, bool) {
+	requestsPush.Inc()
+	r := &c.pushReq
+	r.Version = c.hdr.version
+	if err := r.UnsafeReadFrom(c.hdr.body); err != nil {
+		badMalformed.Inc()
+		return nil, false
+	}
+	c.telemetry = true
+	resp := &c.pushResp
+	*resp = kmsg.NewPushTelemetryResponse()
+	resp.Version = c.hdr.version
+	resp.ErrorCode = c.s.push(c, r)
+	return c.respond(resp, true), true
+}
+
+// push runs the checks of a push in order (instance checks under the registry lock, then the
+// payload's), forwards what passes and returns the error code to answer.
+func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
+	v := s.reg.admitPush(c, c.lbl, r.ClientInstanceID, r.SubscriptionID, r.Terminating, s.subs.Load(), s.now())
+	switch v.reason {
+	case pushOK:
+	case pushInvalidInstance:
+		errInvalidInstance.Inc()
+		return v.code
+	case pushAfterTerminating:
+		errAfterTerminating.Inc()
+		return v.code
+	case pushUnknownInstance, pushStaleSubscription:
+		unknownSubscriptionRequests.Inc()
+		return v.code
+	case pushThrottled:
+		throttledPushes.Inc()
+		return v.code
+	}
+
+	codec := kafkacompress.Codec(r.CompressionType)
+	if !codec.Supported() {
+		errUnsupportedCodec.Inc()
+		return errUnsupportedCompressionType
+	}
+	if len(r.Metrics) > s.cfg.TelemetryMaxBytes {
+		errTooLarge.Inc()
+		return errTelemetryTooLarge
+	}
+	start := time.Now()
+	data := r.Metrics
+	if codec != kafkacompress.None {
+		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
+		// none) is decoded into the capacity it is given, and one size keeps the buffer in
+		// one pool class.
+		bp := getBuf(s.cfg.TelemetryMaxBytes)
+		defer putBuf(bp)
+		out, err := s.dec.Decompress((*bp)[:0], codec, r.Metrics)
+		*bp = out[:0] // keep what the decoder grew, for the pool
+		switch {
+		case errors.Is(err, kafkacompress.ErrTooLarge):
+			errTooLarge.Inc()
+			return errTelemetryTooLarge
+		case err != nil:
+			errCorruptCompression.Inc()
+			return errInvalidRecord
+		}
+		data = out
+	}
+	points, sent, err := forward(s.next, data, v.plan, v.attrs)
+	exportSeconds.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil && !sent:
+		emptyPushes.Inc()
+		return errNone
+	case err == nil:
+		exportedPushes.Inc()
+		exportedPoints.Add(float64(points))
+		return errNone
+	case errors.Is(err, errNotMetricsData):
+		errInvalidRecordMetric.Inc()
+		return errInvalidRecord
+	case errors.Is(err, fastpath.ErrFull):
+		// Backpressure: the client re-fetches after one interval and pushes again then.
+		errQueueFull.Inc()
+		return errThrottlingQuotaExceeded
+	case errors.Is(err, fastpath.ErrTooLarge):
+		errQueueTooLarge.Inc()
+		return errTelemetryTooLarge
+	default:
+		errConsume.Inc()
+		return errUnknownServerError
+	}
+}

@@ -1,0 +1,217 @@
+package kafka
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// TestPushErrors drives every way a push can fail over TCP and checks the exact code, that
+// nothing was forwarded, and the one counter that must record it.
+func TestPushErrors(t *testing.T) {
+	valid := func(t testing.TB) []byte {
+		b, err := testMetrics("a.gauge", "a.sum").MarshalVT()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	bigZstd := func(t testing.TB) []byte {
+		names := make([]string, 200)
+		for i := range names {
+			names[i] = "org.apache.kafka.producer.some.long.metric.name"
+		}
+		return zstdPayload(t, testMetrics(names...)) // well over 1 KiB once decompressed
+	}
+	consumeErr := errors.New("downstream broke")
+
+	type pushArgs struct {
+		id          [16]byte
+		subID       int32
+		codec       int8
+		payload     []byte
+		terminating bool
+	}
+	cases := []struct {
+		name string
+		// prepare may push first (on the same instance) and returns the push under test.
+		prepare func(t *testing.T, c *client, clk *fakeClock, rec *recorder, p pushArgs) pushArgs
+		code    int16
+		counter prometheus.Collector
+	}{
+		{"zero instance id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.id = [16]byte{}
+			return p
+		}, errInvalidRequest, errInvalidInstance},
+		{"reserved instance id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.id = [16]byte{15: 1}
+			return p
+		}, errInvalidRequest, errInvalidInstance},
+		{"unknown instance", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.id = newID()
+			return p
+		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
+		{"push after terminating", func(t *testing.T, c *client, clk *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			if code := c.push(p.id, p.subID, p.codec, p.payload, true); code != errNone {
+				t.Fatalf("terminating push: %d", code)
+			}
+			clk.advance(2 * time.Second)
+			return p
+		}, errInvalidRequest, errAfterTerminating},
+		{"too early", func(t *testing.T, c *client, clk *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			if code := c.push(p.id, p.subID, p.codec, p.payload, false); code != errNone {
+				t.Fatalf("first push: %d", code)
+			}
+			clk.advance(999 * time.Millisecond)
+			return p
+		}, errThrottlingQuotaExceeded, throttledPushes},
+		{"too early beats unsupported codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			if code := c.push(p.id, p.subID, p.codec, p.payload, false); code != errNone {
+				t.Fatalf("first push: %d", code)
+			}
+			p.codec = 9
+			return p
+		}, errThrottlingQuotaExceeded, throttledPushes},
+		{"stale subscription id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.subID++
+			return p
+		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
+		{"stale subscription beats unsupported codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.subID++
+			p.codec = 9
+			return p
+		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
+		{"unknown codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.codec = 5
+			return p
+		}, errUnsupportedCompressionType, errUnsupportedCodec},
+		{"negative codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.codec = -1
+			return p
+		}, errUnsupportedCompressionType, errUnsupportedCodec},
+		{"compressed over the limit", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.payload = make([]byte, 1025)
+			return p
+		}, errTelemetryTooLarge, errTooLarge},
+		{"decompressed over the limit", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.codec, p.payload = 4, bigZstd(t)
+			if len(p.payload) > 1024 {
+				t.Fatalf("compressed test payload is %d bytes, must fit the limit", len(p.payload))
+			}
+			return p
+		}, errTelemetryTooLarge, errTooLarge},
+		{"not protobuf", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.payload = []byte{0xff, 0xff, 0xff}
+			return p
+		}, errInvalidRecord, errInvalidRecordMetric},
+		{"protobuf but not MetricsData", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.payload = []byte{0x10, 0x01} // field 2, varint
+			return p
+		}, errInvalidRecord, errInvalidRecordMetric},
+		{"corrupt zstd", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.codec, p.payload = 4, []byte{0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3, 4, 5, 6}
+			return p
+		}, errInvalidRecord, errCorruptCompression},
+		{"pipeline full", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
+			rec.setErr(fastpath.ErrFull)
+			return p
+		}, errThrottlingQuotaExceeded, errQueueFull},
+		{"pipeline refuses the size", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
+			rec.setErr(fastpath.ErrTooLarge)
+			return p
+		}, errTelemetryTooLarge, errQueueTooLarge},
+		{"pipeline error", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
+			rec.setErr(consumeErr)
+			return p
+		}, errUnknownServerError, errConsume},
+		{"empty payload is accepted", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			p.payload = nil
+			return p
+		}, errNone, emptyPushes},
+		{"valid push", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+			return p
+		}, errNone, exportedPushes},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.TelemetryMaxBytes = 1024
+			cfg.MaxRequestBytes = 64 << 10
+			rec := &recorder{}
+			s, clk := startServer(t, cfg, rec)
+			c := dial(t, s, "errors")
+			sub := c.get([16]byte{})
+			p := tc.prepare(t, c, clk, rec, pushArgs{id: sub.ClientInstanceID, subID: sub.SubscriptionID, payload: valid(t)})
+			forwarded := rec.count()
+			before := counterValue(t, tc.counter)
+			if code := c.push(p.id, p.subID, p.codec, p.payload, p.terminating); code != tc.code {
+				t.Fatalf("code %d, want %d", code, tc.code)
+			}
+			if got := counterValue(t, tc.counter) - before; got != 1 {
+				t.Fatalf("counter moved by %v, want 1", got)
+			}
+			wantForwarded := forwarded
+			if tc.counter == exportedPushes {
+				wantForwarded++
+			}
+			if rec.count() != wantForwarded {
+				t.Fatalf("%d payloads forwarded, want %d", rec.count(), wantForwarded)
+			}
+		})
+	}
+}
+
+func counterValue(t testing.TB, c prometheus.Collector) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}
+
+// TestPushUnknownInstanceRecreated checks that the instance a push did not know is re-created
+// under the client's id, so the immediate re-fetch and push succeed.
+func TestPushUnknownInstanceRecreated(t *testing.T) {
+	rec := &recorder{}
+	s, _ := startServer(t, testConfig(), rec)
+	c := dial(t, s, "restarted")
+	id := newID()
+	payload, _ := testMetrics("m").MarshalVT()
+	created := counterValue(t, instancesCreated)
+	if code := c.push(id, 12345, 0, payload, false); code != errUnknownSubscriptionID {
+		t.Fatalf("code %d", code)
+	}
+	if s.reg.len() != 1 || counterValue(t, instancesCreated)-created != 1 {
+		t.Fatalf("instance not re-created: %d instances", s.reg.len())
+	}
+	sub := c.get(id)
+	if sub.ClientInstanceID != id {
+		t.Fatalf("re-fetch gave id %x, want %x", sub.ClientInstanceID, id)
+	}
+	if code := c.push(id, sub.SubscriptionID, 0, payload, false); code != errNone {
+		t.Fatalf("push after re-fetch: code %d", code)
+	}
+	if rec.count() != 1 {
+		t.Fatalf("%d payloads forwarded", rec.count())
+	}
+}
+
+// TestPushAllFiltered: a push none of whose metrics is subscribed sends nothing downstream.
+func TestPushAllFiltered(t *testing.T) {
+	cfg := testConfig()
+	cfg.DefaultMetrics = []string{"org.apache.kafka.consumer."}
+	rec := &recorder{}
+	s, _ := startServer(t, cfg, rec)
+	c := dial(t, s, "filtered")
+	sub := c.get([16]byte{})
+	payload, _ := testMetrics("org.apache.kafka.producer.x", "org.apache.kafka.producer.y").MarshalVT()
+	before := counterValue(t, emptyPushes)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
+		t.Fatalf("code %d", code)
+	}
+	if rec.count() != 0 || counterValue(t, emptyPushes)-before != 1 {
+		t.Fatalf("forwarded %d, empty pushes +%v", rec.count(), counterValue(t, emptyPushes)-before)
+	}
+}
