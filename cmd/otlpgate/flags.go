@@ -60,6 +60,20 @@ Flags:
 	fs.Var(byteSize{&f.QueueBytes}, "file.queue-bytes", "batches waiting to be written; past it they are dropped (otlpgate_fastpath_destination_refused_batches_total{destination=\"file\"})")
 	fs.DurationVar(&f.SummaryInterval, "file.summary-interval", f.SummaryInterval, "log a one-line summary this often (0: never)")
 
+	k := &cfg.kafka
+	fs.StringVar(&k.Listen, "kafka.listen", k.Listen, "Kafka KIP-714 client telemetry listener, e.g. 127.0.0.1:9093; empty turns it off")
+	fs.StringVar(&k.AdvertisedAddress, "kafka.advertised-address", k.AdvertisedAddress, "host:port listed as the only broker in Metadata (default: the address each client connected to)")
+	fs.Var(intSize{&k.MaxRequestBytes}, "kafka.max-request-bytes", "largest Kafka request; larger ones close the connection (otlpgate_kafka_bad_requests_total{reason=\"too_large\"})")
+	fs.DurationVar(&k.IdleTimeout, "kafka.idle-timeout", k.IdleTimeout, "close Kafka connections idle this long; every push interval must be shorter")
+	fs.DurationVar(&k.WriteTimeout, "kafka.write-timeout", k.WriteTimeout, "bound on writing one Kafka response")
+	fs.IntVar(&k.MaxConnections, "kafka.max-connections", k.MaxConnections, "Kafka connections at once; more are closed (otlpgate_kafka_rejected_connections_total)")
+	fs.IntVar(&k.MaxInstances, "kafka.max-instances", k.MaxInstances, "client instances remembered; the least recently seen is evicted past it")
+	fs.StringVar(&k.SubscriptionsFile, "kafka.subscriptions", k.SubscriptionsFile, "YAML or JSON subscriptions file, re-read on SIGHUP")
+	fs.StringVar(&cfg.kafkaMets, "kafka.default-metrics", cfg.kafkaMets, "comma-separated metric name prefixes of the default subscription (\"*\": all; empty: no default subscription)")
+	fs.DurationVar(&k.DefaultInterval, "kafka.default-interval", k.DefaultInterval, "push interval of the default subscription (100ms to 1h)")
+	fs.Var(intSize{&k.TelemetryMaxBytes}, "kafka.telemetry-max-bytes", "largest push, compressed or not; larger ones get TELEMETRY_TOO_LARGE")
+	fs.BoolVar(&k.DeltaTemporality, "kafka.delta-temporality", k.DeltaTemporality, "ask clients for delta temporality")
+
 	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /debug/pprof/, /healthz, /readyz; empty turns it off")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")

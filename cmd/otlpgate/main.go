@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+	"github.com/otlpgate/otlpgate/server/kafka"
 )
 
 // config is everything the flags set.
@@ -27,6 +29,8 @@ type config struct {
 	pipeline  fastpath.Config
 	file      filedest.Config
 	admin     admin.Config
+	kafka     kafka.Config
+	kafkaMets string
 	dests     []string
 	ack       string
 	scanDepth string
@@ -41,6 +45,8 @@ func defaultConfig() config {
 		pipeline:  fastpath.DefaultConfig(),
 		file:      filedest.DefaultConfig(),
 		admin:     admin.DefaultConfig(),
+		kafka:     kafka.DefaultConfig(),
+		kafkaMets: "*",
 		ack:       "accept",
 		scanDepth: "full",
 		logLevel:  "info",
@@ -106,13 +112,26 @@ func finishConfig(cfg *config) error {
 	if cfg.grpc.ScanDepth, err = fastpath.ParseDepth(cfg.scanDepth); err != nil {
 		return err
 	}
+	cfg.kafka.DefaultMetrics = splitList(cfg.kafkaMets)
 	if len(cfg.dests) > 0 {
 		return errors.New("-dest: network destinations are not available in this build; without -dest otlpgate writes to -file.path")
 	}
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
-	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate())
+	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
+		cfg.kafka.Validate())
+}
+
+// splitList splits a comma-separated flag value, dropping empty elements.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // serve runs otlpgate until ctx ends, then shuts it down in order: intakes stop taking data,
@@ -150,16 +169,40 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := adm.Start(); err != nil {
 		return err
 	}
+	ks, err := kafka.New(cfg.kafka, p, log)
+	if err != nil {
+		return err
+	}
 	if err := gs.Start(); err != nil {
 		adm.Shutdown(context.Background())
 		return err
 	}
+	if err := ks.Start(ctx); err != nil {
+		gs.Shutdown(context.Background())
+		adm.Shutdown(context.Background())
+		return err
+	}
 
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-hup:
+			if err := ks.Reload(); err != nil {
+				log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
+			} else {
+				log.Info("reloaded the Kafka subscriptions")
+			}
+		}
+	}
 	log.Info("shutting down", "timeout", cfg.shutdown)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
 	gs.Shutdown(sctx)
+	ks.Shutdown(sctx)
 	p.Close()
 	var errs []error
 	if err := file.Shutdown(sctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,8 +66,11 @@ func TestBinaryEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	grpcAddr, adminAddr := freePort(t), freePort(t)
 	path := filepath.Join(dir, "out", "otlp.jsonl")
-	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms")
-	var stderr bytes.Buffer
+	subs := filepath.Join(dir, "subs.yaml")
+	os.WriteFile(subs, []byte("subscriptions:\n  - name: all\n    metrics: [\"*\"]\n    interval: 30s\n"), 0o644)
+	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms",
+		"-kafka.listen", freePort(t), "-kafka.subscriptions", subs)
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -92,12 +96,19 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("%v, %v", resp, err)
 	}
+	cmd.Process.Signal(syscall.SIGHUP) // re-reads the Kafka subscriptions
+	for range 400 {
+		if strings.Contains(stderrText(&stderr), "reloaded the Kafka subscriptions") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v\n%s", err, stderr.String())
 	}
 	logs := stderr.String()
-	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "shutting down", "stopped"} {
+	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "reloaded the Kafka subscriptions", "shutting down", "stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
@@ -123,3 +134,23 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("%d lines, want 1", lines)
 	}
 }
+
+// lockedBuffer is a bytes.Buffer the child's output goroutine and the test may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func stderrText(l *lockedBuffer) string { return l.String() }
