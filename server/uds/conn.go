@@ -41,7 +41,7 @@ var (
 )
 
 func countDiscard(r ocdaemon.Reason) { discarded[r].Inc() }
-func countSkip(n int)                 { skippedBytes.Add(float64(n)) }
+func countSkip(n int)                { skippedBytes.Add(float64(n)) }
 
 // conn is the state of one client connection. It is owned by the connection's event loop:
 // messages of one connection are handled one after another, in order.
