@@ -58,6 +58,12 @@ func (r *recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
 	return nil
 }
 
+func (r *recorder) setErr(err error) {
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+}
+
 func (r *recorder) snapshot() []payload {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -96,7 +102,28 @@ func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
 		return ch, func() {}
 	}
 	c.waiters = append(c.waiters, fakeWaiter{at: t, ch: ch})
-	return ch, func() {}
+	return ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, w := range c.waiters {
+			if w.ch == ch {
+				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// waitingAt reports whether a timer waits for exactly t: the exporter's next deadline.
+func (c *fakeClock) waitingAt(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
