@@ -380,7 +380,7 @@ func TestConcurrentConnections(t *testing.T) {
 	h := start(t, func(c *Config) { c.Loops = 4 })
 	streams := make([][]byte, conns)
 	for i := range conns {
-		s := newStream(uint64(1000 + i)).init().measure("seq", ocdaemon.MeasureInt).
+		s := newStream(uint64(1000+i)).init().measure("seq", ocdaemon.MeasureInt).
 			view("seq_last", "seq", ocdaemon.AggregationLastValue).view("seq_count", "seq", ocdaemon.AggregationCount)
 		for j := range perConn {
 			s.recordInt("seq", uint64(j)).spans(fmt.Sprintf("c%d-%d", i, j))
