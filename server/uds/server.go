@@ -220,11 +220,17 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen runs on the connection's event loop.
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if h.s.conns.Load() >= int64(h.s.cfg.MaxConnections) {
-		connectionsRejected.Inc()
-		return nil, gnet.Close
+	// Loops accept in parallel: claim a slot atomically so the limit holds exactly.
+	for {
+		n := h.s.conns.Load()
+		if n >= int64(h.s.cfg.MaxConnections) {
+			connectionsRejected.Inc()
+			return nil, gnet.Close
+		}
+		if h.s.conns.CompareAndSwap(n, n+1) {
+			break
+		}
 	}
-	h.s.conns.Add(1)
 	connectionsActive.Inc()
 	c.SetContext(newConn(h.s))
 	return nil, gnet.None
