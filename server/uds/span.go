@@ -45,6 +45,103 @@ type spanConverter struct {
 	spans   []*tracev1.Span
 	dropped int
 	stack   []byte
+
+	// The objects of an export are carved from chunks instead of allocated one by one. An
+	// object is handed out once and never reused, so the spans of an earlier export stay intact
+	// for as long as anyone holds them.
+	spanC chunk[tracev1.Span]
+	kvC   chunk[commonv1.KeyValue]
+	avC   chunk[commonv1.AnyValue]
+	svC   chunk[commonv1.AnyValue_StringValue]
+	ivC   chunk[commonv1.AnyValue_IntValue]
+	evC   chunk[tracev1.Span_Event]
+	idC   chunk[byte]
+
+	// Every string of an export is gathered in text and becomes one Go string at the end;
+	// patches say which string fields point where into it.
+	text    []byte
+	patches []patch
+}
+
+type patch struct {
+	dst      *string
+	off, end int
+}
+
+// chunk hands out fresh values from arrays allocated chunkLen at a time.
+type chunk[T any] struct{ free []T }
+
+const chunkLen = 64
+
+func (c *chunk[T]) next() *T {
+	if len(c.free) == 0 {
+		c.free = make([]T, chunkLen)
+	}
+	p := &c.free[0]
+	c.free = c.free[1:]
+	return p
+}
+
+// bytes returns n fresh zero bytes.
+func (c *chunk[T]) bytes(n int) []T {
+	if len(c.free) < n {
+		c.free = make([]T, max(n, 1024))
+	}
+	b := c.free[:n:n]
+	c.free = c.free[n:]
+	return b
+}
+
+// setString makes *dst the text of b, valid UTF-8, once convert finishes.
+func (c *spanConverter) setString(dst *string, b []byte) {
+	off := len(c.text)
+	if utf8.Valid(b) {
+		c.text = append(c.text, b...)
+	} else {
+		c.text = append(c.text, strings.ToValidUTF8(string(b), "\uFFFD")...)
+	}
+	c.patches = append(c.patches, patch{dst: dst, off: off, end: len(c.text)})
+}
+
+// applyStrings turns the gathered text into one string and points the patched fields into it.
+func (c *spanConverter) applyStrings() {
+	all := string(c.text)
+	for _, p := range c.patches {
+		*p.dst = all[p.off:p.end]
+	}
+	clear(c.patches)
+	c.patches, c.text = c.patches[:0], c.text[:0]
+}
+
+// kv returns a key/value with a constant key and the given value.
+func (c *spanConverter) kv(key string, v *commonv1.AnyValue) *commonv1.KeyValue {
+	kv := c.kvC.next()
+	kv.Key, kv.Value = key, v
+	return kv
+}
+
+// kvKey is kv with a key taken from the payload.
+func (c *spanConverter) kvKey(key []byte, v *commonv1.AnyValue) *commonv1.KeyValue {
+	kv := c.kvC.next()
+	c.setString(&kv.Key, key)
+	kv.Value = v
+	return kv
+}
+
+func (c *spanConverter) anyString(b []byte) *commonv1.AnyValue {
+	sv := c.svC.next()
+	c.setString(&sv.StringValue, b)
+	av := c.avC.next()
+	av.Value = sv
+	return av
+}
+
+func (c *spanConverter) anyInt(v int64) *commonv1.AnyValue {
+	iv := c.ivC.next()
+	iv.IntValue = v
+	av := c.avC.next()
+	av.Value = iv
+	return av
 }
 
 // convert parses payload and fills c.spans; spans that cannot be converted are counted in
@@ -53,6 +150,8 @@ type spanConverter struct {
 func (c *spanConverter) convert(payload []byte, tid uint64) error {
 	c.js.reset(payload)
 	c.spans, c.dropped = c.spans[:0], 0
+	clear(c.patches)
+	c.patches, c.text = c.patches[:0], c.text[:0]
 	js := &c.js
 	js.expect('[')
 	for first := true; js.elem(&first); {
@@ -70,7 +169,7 @@ func (c *spanConverter) convert(payload []byte, tid uint64) error {
 			continue
 		}
 		if tid != 0 {
-			sp.Attributes = append(sp.Attributes, intKV(attrThreadID, int64(tid)))
+			sp.Attributes = append(sp.Attributes, c.kv(attrThreadID, c.anyInt(int64(tid))))
 		}
 		c.spans = append(c.spans, sp)
 	}
@@ -78,15 +177,18 @@ func (c *spanConverter) convert(payload []byte, tid uint64) error {
 		js.fail()
 	}
 	if js.err != nil {
-		c.spans = c.spans[:0]
+		clear(c.patches)
+		c.spans, c.patches, c.text = c.spans[:0], c.patches[:0], c.text[:0]
+		return js.err
 	}
-	return js.err
+	c.applyStrings()
+	return nil
 }
 
 func (c *spanConverter) span() (*tracev1.Span, bool) {
 	js := &c.js
 	js.expect('{')
-	sp := &tracev1.Span{}
+	sp := c.spanC.next()
 	ok := true
 	var haveTrace, haveSpan, haveStart, haveEnd, hasParent, sameProcess bool
 	c.stack = c.stack[:0]
@@ -106,14 +208,14 @@ func (c *spanConverter) span() (*tracev1.Span, bool) {
 			}
 			if s, isStr := c.strValue(); isStr && len(s) == 0 {
 				continue
-			} else if id, good := decodeID(s, 8); isStr && good {
+			} else if id, good := c.decodeID(s, 8); isStr && good {
 				sp.ParentSpanId, hasParent = id, true
 			} else {
 				ok = false
 			}
 		case "name":
 			if s, isStr := c.strValue(); isStr {
-				sp.Name = toString(s)
+				c.setString(&sp.Name, s)
 			}
 		case "kind":
 			if s, isStr := c.strValue(); isStr {
@@ -140,7 +242,7 @@ func (c *spanConverter) span() (*tracev1.Span, bool) {
 		}
 	}
 	if len(c.stack) > 0 {
-		sp.Attributes = append(sp.Attributes, stringKV(attrStackTrace, toString(c.stack)))
+		sp.Attributes = append(sp.Attributes, c.kv(attrStackTrace, c.anyString(c.stack)))
 	}
 	if hasParent {
 		sp.Flags = uint32(tracev1.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
@@ -157,10 +259,29 @@ func (c *spanConverter) id(n int) ([]byte, bool) {
 	if !isStr {
 		return nil, false
 	}
-	return decodeID(s, n)
+	return c.decodeID(s, n)
 }
 
+// decodeID is decodeID with the id's bytes carved from the converter's chunk.
+func (c *spanConverter) decodeID(s []byte, n int) ([]byte, bool) {
+	var buf [16]byte
+	id, ok := decodeIDInto(buf[:n], s)
+	if !ok {
+		return nil, false
+	}
+	out := c.idC.bytes(n)
+	copy(out, id)
+	return out, true
+}
+
+// decodeID reads a hex id of up to 2*n digits, left-padded with zeros to n bytes; all-zero ids
+// are invalid.
 func decodeID(s []byte, n int) ([]byte, bool) {
+	return decodeIDInto(make([]byte, n), s)
+}
+
+func decodeIDInto(id, s []byte) ([]byte, bool) {
+	n := len(id)
 	if len(s) == 0 || len(s) > 2*n {
 		return nil, false
 	}
@@ -170,7 +291,6 @@ func decodeID(s []byte, n int) ([]byte, bool) {
 		digits[i] = '0'
 	}
 	copy(digits[pad:], s)
-	id := make([]byte, n)
 	if _, err := hex.Decode(id, digits[:2*n]); err != nil {
 		return nil, false
 	}
@@ -380,10 +500,11 @@ func (c *spanConverter) status(sp *tracev1.Span) {
 	if !haveCode {
 		return
 	}
-	sp.Status = &tracev1.Status{Message: toString(msg), Code: tracev1.Status_STATUS_CODE_OK}
+	sp.Status = &tracev1.Status{Code: tracev1.Status_STATUS_CODE_OK}
+	c.setString(&sp.Status.Message, msg)
 	if code != 0 {
 		sp.Status.Code = tracev1.Status_STATUS_CODE_ERROR
-		sp.Attributes = append(sp.Attributes, intKV(attrStatusCode, code))
+		sp.Attributes = append(sp.Attributes, c.kv(attrStatusCode, c.anyInt(code)))
 	}
 }
 
@@ -400,9 +521,9 @@ func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyVal
 			if !more {
 				break
 			}
-			key := toString(k)
+			// The key's bytes may sit in the scanner's arena, which later strings only append to.
 			if v := c.anyValue(); v != nil {
-				dst = append(dst, &commonv1.KeyValue{Key: key, Value: v})
+				dst = append(dst, c.kvKey(k, v))
 			} else {
 				dropped++
 			}
@@ -412,7 +533,7 @@ func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyVal
 		js.i++
 		for i, first := 0, true; js.elem(&first); i++ {
 			if v := c.anyValue(); v != nil {
-				dst = append(dst, &commonv1.KeyValue{Key: strconv.Itoa(i), Value: v})
+				dst = append(dst, c.kv(strconv.Itoa(i), v))
 			} else {
 				dropped++
 			}
@@ -431,19 +552,19 @@ func (c *spanConverter) anyValue() *commonv1.AnyValue {
 	js := &c.js
 	switch js.peek() {
 	case '"':
-		return &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: toString(js.str())}}
+		return c.anyString(js.str())
 	case 't', 'f':
 		return &commonv1.AnyValue{Value: &commonv1.AnyValue_BoolValue{BoolValue: js.literal() == 't'}}
 	case 'n':
 		js.literal()
 		return nil
 	case '{', '[':
-		return &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: toString(js.skip())}}
+		return c.anyString(js.skip())
 	}
 	text, isInt := js.number()
 	if isInt {
 		if v, err := strconv.ParseInt(string(text), 10, 64); err == nil {
-			return &commonv1.AnyValue{Value: &commonv1.AnyValue_IntValue{IntValue: v}}
+			return c.anyInt(v)
 		}
 	}
 	v, _ := strconv.ParseFloat(string(text), 64)
@@ -464,7 +585,7 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 			continue
 		}
 		js.i++
-		ev := &tracev1.Span_Event{}
+		ev := c.evC.next()
 		var haveTime, annotation, message bool
 		var typ, id []byte
 		var uncompressed, compressed int64
@@ -479,7 +600,8 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 				ev.TimeUnixNano, haveTime = c.time()
 			case "description":
 				if s, ok := c.strValue(); ok {
-					ev.Name, annotation = toString(s), true
+					c.setString(&ev.Name, s)
+					annotation = true
 				}
 			case "attributes":
 				ev.Attributes, ev.DroppedAttributesCount = c.attributes(ev.Attributes)
@@ -507,15 +629,15 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 		}
 		if !annotation {
 			ev.Name = messageEventName
-			ev.Attributes = append(ev.Attributes, stringKV(attrMessageType, toString(typ)))
+			ev.Attributes = append(ev.Attributes, c.kv(attrMessageType, c.anyString(typ)))
 			if len(id) > 0 {
-				ev.Attributes = append(ev.Attributes, stringKV(attrMessageID, toString(id)))
+				ev.Attributes = append(ev.Attributes, c.kv(attrMessageID, c.anyString(id)))
 			}
 			if haveUncompressed {
-				ev.Attributes = append(ev.Attributes, intKV(attrUncompressed, uncompressed))
+				ev.Attributes = append(ev.Attributes, c.kv(attrUncompressed, c.anyInt(uncompressed)))
 			}
 			if haveCompressed {
-				ev.Attributes = append(ev.Attributes, intKV(attrCompressed, compressed))
+				ev.Attributes = append(ev.Attributes, c.kv(attrCompressed, c.anyInt(compressed)))
 			}
 		}
 		sp.Events = append(sp.Events, ev)
@@ -550,7 +672,7 @@ func (c *spanConverter) links(sp *tracev1.Span) {
 				l.SpanId, haveSpan = c.id(8)
 			case "type":
 				if s, ok := c.strValue(); ok && len(s) > 0 && string(s) != "TYPE_UNSPECIFIED" {
-					l.Attributes = append(l.Attributes, stringKV(attrLinkType, toString(s)))
+					l.Attributes = append(l.Attributes, c.kv(attrLinkType, c.anyString(s)))
 				}
 			case "attributes":
 				var dropped uint32
