@@ -23,7 +23,8 @@ const (
 )
 
 // Valid reports whether t is a message type of the protocol. A header with any other type byte
-// is not a header: the Splitter treats it as garbage and resynchronises.
+// is not a header: the Splitter treats it as garbage and resynchronises. Safe for concurrent
+// use, as are all functions of this file.
 func (t Type) Valid() bool {
 	switch t {
 	case ProcInit, ProcShutdown, ReqInit, ReqShutdown, TraceExport,

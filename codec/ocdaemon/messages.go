@@ -11,6 +11,9 @@ var (
 	errAggregation = errors.New("ocdaemon: unknown aggregation")
 )
 
+// Decode methods fill their receiver, which belongs to the caller's goroutine; Append functions
+// only touch their arguments and are safe for concurrent use.
+
 // MeasureType is the value type of a measure, as a MEASURE_CREATE and every STATS_RECORD
 // measurement carry it.
 type MeasureType uint8

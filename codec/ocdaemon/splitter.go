@@ -21,7 +21,7 @@ const (
 	NumReasons
 )
 
-// String returns the reason as used in metric labels.
+// String returns the reason as used in metric labels. Safe for concurrent use.
 func (r Reason) String() string {
 	switch r {
 	case ReasonTruncated:
@@ -90,14 +90,16 @@ type Splitter struct {
 	rejected bool
 }
 
-// NewSplitter returns a Splitter that rejects payloads longer than maxPayload bytes.
+// NewSplitter returns a Splitter that rejects payloads longer than maxPayload bytes. Safe for
+// concurrent use.
 func NewSplitter(maxPayload int) *Splitter {
 	s := &Splitter{}
 	s.Init(maxPayload)
 	return s
 }
 
-// Init prepares s for a new stream with the payload limit maxPayload, dropping any state.
+// Init prepares s for a new stream with the payload limit maxPayload, dropping any state. Like
+// every Splitter method, it must be called by the Splitter's owner only.
 func (s *Splitter) Init(maxPayload int) {
 	s.releaseCarry()
 	d, k := s.Discard, s.Skip
@@ -105,13 +107,13 @@ func (s *Splitter) Init(maxPayload int) {
 }
 
 // Feed hands the Splitter the next bytes of the stream. in must stay unmodified until Next
-// returns false.
+// returns false. Owner only.
 func (s *Splitter) Feed(in []byte) {
 	s.in = in
 	s.inPos = 0
 }
 
-// Buffered returns the number of bytes held in the carry buffer.
+// Buffered returns the number of bytes held in the carry buffer. Owner only.
 func (s *Splitter) Buffered() int {
 	if s.carry == nil {
 		return 0
@@ -120,7 +122,7 @@ func (s *Splitter) Buffered() int {
 }
 
 // Reject marks the frame last returned by Next as undecodable. The next call to Next discards
-// it and resynchronises from the byte after its first.
+// it and resynchronises from the byte after its first. Owner only.
 func (s *Splitter) Reject() {
 	if s.pending > 0 {
 		s.rejected = true
@@ -128,7 +130,7 @@ func (s *Splitter) Reject() {
 }
 
 // Close ends the stream: a partial message still buffered is discarded as truncated, and the
-// carry buffer goes back to its pool. The Splitter may then be re-used after Init.
+// carry buffer goes back to its pool. The Splitter may then be re-used after Init. Owner only.
 func (s *Splitter) Close() {
 	s.finishPending()
 	if w := s.window(); len(w) > 0 {
@@ -143,7 +145,8 @@ func (s *Splitter) Close() {
 }
 
 // Next stores the next complete frame in f and reports whether there was one. It returns false
-// when the fed bytes are exhausted; the rest of an incomplete frame is then awaited.
+// when the fed bytes are exhausted; the rest of an incomplete frame is then awaited. Owner
+// only.
 func (s *Splitter) Next(f *Frame) bool {
 	s.finishPending()
 	for {

@@ -47,7 +47,7 @@ type Config struct {
 	DefaultReportingPeriod time.Duration
 }
 
-// DefaultConfig returns the defaults documented on Config.
+// DefaultConfig returns the defaults documented on Config. Safe for concurrent use.
 func DefaultConfig() Config {
 	return Config{
 		Listen:                 "/tmp/oc-daemon.sock",
@@ -76,7 +76,7 @@ const (
 	maxMessageBytesLimit = 256 << 20
 )
 
-// Validate reports a configuration that cannot work.
+// Validate reports a configuration that cannot work. Safe for concurrent use.
 func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil

@@ -65,7 +65,9 @@ type Server struct {
 	}
 }
 
-// New returns a server for cfg that hands what it receives to next. It does not listen yet.
+// New returns a server for cfg that hands what it receives to next, which must be safe for
+// concurrent use (event loops and the exporter call it). It does not listen yet. Safe for
+// concurrent use.
 func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -179,7 +179,7 @@ func (c *spanConverter) id(n int) ([]byte, bool) {
 	return c.decodeID(s, n)
 }
 
-// decodeID is decodeID with the id's bytes carved from the converter's chunk.
+// decodeID decodes like the function decodeID, into bytes carved from the converter's chunk.
 func (c *spanConverter) decodeID(s []byte, n int) ([]byte, bool) {
 	var buf [16]byte
 	id, ok := decodeIDInto(buf[:n], s)

@@ -7,6 +7,7 @@ import (
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 )
 
+// patch points a string field at text[off:end] once the export's text becomes one string.
 type patch struct {
 	dst      *string
 	off, end int
