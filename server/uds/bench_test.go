@@ -109,3 +109,27 @@ func BenchmarkTraceExport(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.N*spans)/b.Elapsed().Seconds(), "spans/s")
 }
+
+// BenchmarkSocketStatsRecord measures the whole intake on one event loop: a client writes
+// STATS_RECORDs over a real unix socket in 64 KiB writes, the loop splits, decodes and aggregates
+// them.
+func BenchmarkSocketStatsRecord(b *testing.B) {
+	_, record := statsConn(b)
+	data := readFile(b, "stats_basic.bin")
+	h := start(b, func(c *Config) { c.Loops = 1 })
+	conn := h.dial()
+	defer conn.Close()
+	write(b, conn, data[:795], 0) // definitions up to VIEW_UNREGISTER
+	perWrite := (64 << 10) / len(record)
+	batch := bytes.Repeat(record, perWrite)
+	before := counter(messagesByType[ocdaemon.StatsRecord])
+	b.ReportAllocs()
+	b.SetBytes(int64(len(batch)))
+	b.ResetTimer()
+	for range b.N {
+		write(b, conn, batch, 0)
+	}
+	want := before + 2 + float64(b.N*perWrite)
+	waitFor(b, "the records", func() bool { return counter(messagesByType[ocdaemon.StatsRecord]) >= want })
+	b.ReportMetric(float64(b.N*perWrite)/b.Elapsed().Seconds(), "msgs/s")
+}
