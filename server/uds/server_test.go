@@ -554,3 +554,36 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("New with a nil consumer succeeded")
 	}
 }
+
+// TestNegativeIntRecord sends what the client writes for a measurement of -1 (the lone byte
+// 0xff): that record is rejected, the connection and the records after it are kept.
+func TestNegativeIntRecord(t *testing.T) {
+	undecodable := counter(discarded[ocdaemon.ReasonUndecodable])
+	h := start(t, nil)
+	s := newStream(11).init().measure("m", ocdaemon.MeasureInt).view("m_sum", "m", ocdaemon.AggregationSum).
+		recordInt("m", 4).
+		add(ocdaemon.StatsRecord, []byte{1, 1, 'm', byte(ocdaemon.MeasureInt), 0xff, 0, 0}).
+		recordInt("m", 6)
+	h.replay(s.buf, 0)
+	h.shutdown()
+	if p := metricPoints(t, h.rec.snapshot())["11 m_sum {}"]; len(p) != 1 || p[0].value != 10 {
+		t.Fatalf("sum %v, want 10 from the two valid records", p)
+	}
+	if d := counter(discarded[ocdaemon.ReasonUndecodable]) - undecodable; d != 1 {
+		t.Fatalf("undecodable %v, want 1", d)
+	}
+}
+
+func TestMaxMessageBytes(t *testing.T) {
+	tooLarge := counter(discarded[ocdaemon.ReasonTooLarge])
+	h := start(t, func(c *Config) { c.MaxMessageBytes = 600 })
+	s := newStream(12).init().spans("small").spans("a", "b", "c", "d", "e", "f").spans("after")
+	h.replay(s.buf, 0)
+	h.shutdown()
+	if got := spanNames(t, h.rec.snapshot())[12]; !slices.Equal(got, []string{"small", "after"}) {
+		t.Fatalf("spans %v", got)
+	}
+	if d := counter(discarded[ocdaemon.ReasonTooLarge]) - tooLarge; d != 1 {
+		t.Fatalf("too large %v, want 1", d)
+	}
+}
