@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,10 @@ const liveProbeTimeout = time.Second
 
 // Server is the OpenCensus daemon intake: a gnet event loop on a unix socket.
 type Server struct {
-	cfg    Config
+	cfg Config
+	// path is cfg.Listen made absolute: gnet takes the socket as a URL, whose host part would
+	// swallow the start of a relative path.
+	path   string
 	next   fastpath.Consumer
 	log    *slog.Logger
 	limits processLimits
@@ -81,8 +85,20 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 	if cfg.Loops == 0 {
 		cfg.Loops = runtime.GOMAXPROCS(0)
 	}
+	var path string
+	if cfg.Listen != "" {
+		abs, err := filepath.Abs(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("uds: socket path %q: %w", cfg.Listen, err)
+		}
+		if len(abs) > maxSocketPath {
+			return nil, fmt.Errorf("uds: socket path %q longer than %d bytes", abs, maxSocketPath)
+		}
+		path = abs
+	}
 	s := &Server{
 		cfg:        cfg,
+		path:       path,
 		next:       next,
 		log:        log.With("intake", "uds"),
 		limits:     processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries},
@@ -108,7 +124,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.mu.started || s.mu.shutdown {
 		return errors.New("uds: Start called twice or after Shutdown")
 	}
-	if err := prepareSocket(ctx, s.cfg.Listen); err != nil {
+	if err := prepareSocket(ctx, s.path); err != nil {
 		return err
 	}
 	h := &handler{s: s, booted: make(chan gnet.Engine, 1)}
@@ -116,7 +132,7 @@ func (s *Server) Start(ctx context.Context) error {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
-		runErr <- gnet.Run(h, "unix://"+s.cfg.Listen,
+		runErr <- gnet.Run(h, "unix://"+s.path,
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithLoadBalancing(gnet.LeastConnections),
 			gnet.WithLogger(gnetLogger{s.log}),
@@ -129,10 +145,10 @@ func (s *Server) Start(ctx context.Context) error {
 		if err == nil {
 			err = h.bootErr
 		}
-		return fmt.Errorf("uds: cannot listen on %s: %w", s.cfg.Listen, err)
+		return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
 	}
 	go s.runExporter()
-	s.log.Info("listening", "socket", s.cfg.Listen, "mode", s.cfg.Mode, "loops", s.cfg.Loops)
+	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "loops", s.cfg.Loops)
 	return nil
 }
 
@@ -212,7 +228,7 @@ type handler struct {
 // OnBoot runs on gnet.Run's goroutine once the socket listens and before any connection is
 // accepted: the moment to set the socket file's permissions.
 func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
-	if err := os.Chmod(h.s.cfg.Listen, h.s.cfg.Mode); err != nil {
+	if err := os.Chmod(h.s.path, h.s.cfg.Mode); err != nil {
 		h.bootErr = fmt.Errorf("cannot set mode %v: %w", h.s.cfg.Mode, err)
 		return gnet.Shutdown
 	}

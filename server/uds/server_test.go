@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -495,6 +496,17 @@ func TestSocketLifecycle(t *testing.T) {
 				t.Fatalf("mode %v, want socket %v", fi.Mode(), mode)
 			}
 			h.shutdown()
+		}
+	})
+	t.Run("relative path", func(t *testing.T) {
+		dir := filepath.Dir(socketPath(t))
+		t.Chdir(dir)
+		h := start(t, func(c *Config) { c.Listen = "oc b.sock" })
+		h.path = filepath.Join(dir, "oc b.sock")
+		h.replay(newStream(1).init().spans("rel").buf, 0)
+		h.shutdown()
+		if got := spanNames(t, h.rec.snapshot())[1]; len(got) != 1 {
+			t.Fatalf("spans %v", got)
 		}
 	})
 	t.Run("empty listen turns the intake off", func(t *testing.T) {
