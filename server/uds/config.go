@@ -1,0 +1,113 @@
+package uds
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config of the OpenCensus daemon intake. Flag names are those cmd/otlpgate defines.
+type Config struct {
+	// Listen is the path of the unix socket (-uds.listen, default /tmp/oc-daemon.sock, where
+	// OpenCensus PHP's DaemonClient connects by default). Empty turns the intake off.
+	Listen string
+	// Mode is the permission of the socket file (-uds.mode, default 0660). PHP processes need
+	// write permission to connect.
+	Mode os.FileMode
+	// Loops is the number of gnet event loops (-uds.loops, default 0: one per GOMAXPROCS).
+	// Connections are spread over them; each connection stays on one.
+	Loops int
+	// MaxMessageBytes caps the payload length a header may declare (-uds.max-message-bytes,
+	// default 4MiB). Longer messages are discarded and counted in
+	// otlpgate_uds_discarded_messages_total{reason="too_large"}.
+	MaxMessageBytes int
+	// MaxSeries caps the tag sets of one view (-uds.max-series, default 2000). Measurements for
+	// further tag sets aggregate into one series marked otel.metric.overflow=true and are
+	// counted in otlpgate_uds_series_overflow_total.
+	MaxSeries int
+	// MaxProcesses caps the PHP processes with stats state (-uds.max-processes, default 10000);
+	// stats messages of further processes are counted in
+	// otlpgate_uds_stats_rejected_total{reason="process_limit"}.
+	MaxProcesses int
+	// MaxMeasures and MaxViews cap the definitions of one process (-uds.max-measures,
+	// -uds.max-views, default 1000 each); further ones are counted in
+	// otlpgate_uds_stats_rejected_total{reason="definition_limit"}.
+	MaxMeasures int
+	MaxViews    int
+	// MaxConnections caps concurrent client connections (-uds.max-connections, default 10000);
+	// further ones are closed at once and counted in otlpgate_uds_connections_rejected_total.
+	MaxConnections int
+	// ServiceName becomes the service.name resource attribute of everything the intake emits
+	// (-uds.service-name, default "unknown_service:php"); empty leaves it out.
+	ServiceName string
+	// DefaultReportingPeriod is how often a process's views are exported until the process
+	// sends VIEW_REPORTING_PERIOD (-uds.reporting-period, default 10s).
+	DefaultReportingPeriod time.Duration
+}
+
+// DefaultConfig returns the defaults documented on Config. Safe for concurrent use.
+func DefaultConfig() Config {
+	return Config{
+		Listen:                 "/tmp/oc-daemon.sock",
+		Mode:                   0o660,
+		Loops:                  0,
+		MaxMessageBytes:        4 << 20,
+		MaxSeries:              2000,
+		MaxProcesses:           10000,
+		MaxMeasures:            1000,
+		MaxViews:               1000,
+		MaxConnections:         10000,
+		ServiceName:            "unknown_service:php",
+		DefaultReportingPeriod: 10 * time.Second,
+	}
+}
+
+const (
+	// maxSocketPath is the longest unix socket path every supported OS accepts (sun_path is
+	// 104 bytes on the BSDs, 108 on Linux, both including the terminating NUL).
+	maxSocketPath = 103
+	// minReportingPeriod and maxReportingPeriod bound the export period; the client itself never
+	// sends less than one second.
+	minReportingPeriod = time.Second
+	maxReportingPeriod = 24 * time.Hour
+	// maxMessageBytesLimit keeps a single connection's reassembly buffer bounded.
+	maxMessageBytesLimit = 256 << 20
+)
+
+// Validate reports a configuration that cannot work. Safe for concurrent use.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return nil
+	}
+	var errs []error
+	if len(c.Listen) > maxSocketPath {
+		errs = append(errs, fmt.Errorf("uds: socket path %q longer than %d bytes", c.Listen, maxSocketPath))
+	}
+	if strings.ContainsAny(c.Listen, "?#\x00") {
+		errs = append(errs, fmt.Errorf("uds: socket path %q contains '?', '#' or NUL", c.Listen))
+	}
+	if c.Mode&^os.ModePerm != 0 {
+		errs = append(errs, fmt.Errorf("uds: mode %v has bits beyond the permissions", c.Mode))
+	}
+	if c.Loops < 0 {
+		errs = append(errs, errors.New("uds: loops must not be negative"))
+	}
+	if c.MaxMessageBytes <= 0 || c.MaxMessageBytes > maxMessageBytesLimit {
+		errs = append(errs, fmt.Errorf("uds: max message bytes must be in 1..%d", maxMessageBytesLimit))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"max series", c.MaxSeries}, {"max processes", c.MaxProcesses}, {"max measures", c.MaxMeasures},
+		{"max views", c.MaxViews}, {"max connections", c.MaxConnections}} {
+		if v.n <= 0 {
+			errs = append(errs, fmt.Errorf("uds: %s must be positive", v.name))
+		}
+	}
+	if c.DefaultReportingPeriod < minReportingPeriod || c.DefaultReportingPeriod > maxReportingPeriod {
+		errs = append(errs, fmt.Errorf("uds: reporting period must be in %v..%v", minReportingPeriod, maxReportingPeriod))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package uds
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// consumeOutcome indexes what became of a payload handed to the data path.
+type consumeOutcome uint8
+
+const (
+	consumeAccepted consumeOutcome = iota
+	consumeFull
+	consumeTooLarge
+	consumeError
+	numConsumeOutcomes
+)
+
+var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error"}
+
+var (
+	itemsVec = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_uds_items_total",
+		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error).",
+	}, []string{"signal", "outcome"})
+	// itemsCounters[signal][outcome], resolved once: no label formatting on the hot path.
+	itemsCounters = func() (c [2][numConsumeOutcomes]prometheus.Counter) {
+		for i, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics} {
+			for o := range c[i] {
+				c[i][o] = itemsVec.WithLabelValues(sig.String(), consumeNames[o])
+			}
+		}
+		return c
+	}()
+)
+
+// countConsume counts the items of one Consume call by its result.
+func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
+	o := consumeAccepted
+	switch {
+	case err == nil:
+	case errors.Is(err, fastpath.ErrFull):
+		o = consumeFull
+	case errors.Is(err, fastpath.ErrTooLarge):
+		o = consumeTooLarge
+	default:
+		o = consumeError
+	}
+	i := 0
+	if sig == fastpath.Metrics {
+		i = 1
+	}
+	itemsCounters[i][o].Add(float64(items))
+}

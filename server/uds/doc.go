@@ -1,0 +1,30 @@
+// Package uds serves the OpenCensus daemon protocol on a unix socket, as the real OpenCensus PHP
+// DaemonClient speaks it, and turns what arrives into OTLP for the data path.
+//
+// It owns the intake's gnet event loops (one connection stays on one loop, so its messages are
+// handled in order; connections run in parallel across loops), the per-process stats registry
+// (measures, views, reporting period), the aggregation of STATS_RECORD measurements per view and
+// tag set, the periodic export of the aggregates as cumulative OTLP metrics, and the conversion
+// of TRACE_EXPORT JSON spans into OTLP spans. Both outputs are marshalled with the vtprotobuf
+// types into pooled buffers and handed to a fastpath.Consumer. Wire framing and payload
+// decoding live in codec/ocdaemon.
+//
+// Goroutines: gnet's event loops run the connection handlers (non-blocking: decoding,
+// aggregation under short per-view locks, span conversion and Consume, which never blocks); one
+// exporter goroutine wakes every reporting period and when a process ends. Shutdown stops both
+// and flushes every process's metrics.
+//
+// Semantics beyond the protocol text:
+//   - A process's state lives while a connection of its pid is open (or until PROC_SHUTDOWN);
+//     when it ends, its views are exported once more and dropped.
+//   - VIEW_UNREGISTER stops aggregation at once; the view is exported one last time with what it
+//     holds. Registering an identical view before that final export revives it with its
+//     aggregates, so the per-request register/unregister cycle of PHP keeps one cumulative
+//     series.
+//   - Series start times and exemplar times are the client's message times; export times come
+//     from the server clock.
+//   - Distribution buckets follow OTLP: bucket i holds bounds[i-1] < v <= bounds[i].
+//
+// It imports codec/ocdaemon, fastpath (the Consumer contract) and proto/; it must not import
+// client/, the other servers, cmd/ or bench/.
+package uds

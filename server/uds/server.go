@@ -1,0 +1,291 @@
+package uds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+var (
+	connectionsActive = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "otlpgate_uds_connections",
+		Help: "Open OpenCensus client connections.",
+	})
+	connectionsRejected = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_connections_rejected_total",
+		Help: "Client connections closed at once because -uds.max-connections were open.",
+	})
+	receivedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_received_bytes_total",
+		Help: "Bytes read from OpenCensus client connections.",
+	})
+)
+
+// liveProbeTimeout bounds the dial that tells a live socket from a stale one.
+const liveProbeTimeout = time.Second
+
+// Server is the OpenCensus daemon intake: a gnet event loop on a unix socket.
+type Server struct {
+	cfg Config
+	// path is cfg.Listen made absolute: gnet takes the socket as a URL, whose host part would
+	// swallow the start of a relative path.
+	path   string
+	next   fastpath.Consumer
+	log    *slog.Logger
+	limits processLimits
+	reg    *registry
+	clock  clock
+
+	conns atomic.Int64
+	// closed counts connections whose close was handled (tests synchronise on it).
+	closed atomic.Int64
+
+	exportWake chan struct{}
+	exportStop chan struct{}
+	exportDone chan struct{}
+
+	mu struct {
+		sync.Mutex
+		started  bool
+		shutdown bool
+		engine   gnet.Engine
+		// runDone is closed when gnet.Run returned.
+		runDone chan struct{}
+	}
+}
+
+// New returns a server for cfg that hands what it receives to next, which must be safe for
+// concurrent use (event loops and the exporter call it). It does not listen yet. Safe for
+// concurrent use.
+func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if next == nil {
+		return nil, errors.New("uds: nil consumer")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Loops == 0 {
+		cfg.Loops = runtime.GOMAXPROCS(0)
+	}
+	var path string
+	if cfg.Listen != "" {
+		abs, err := filepath.Abs(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("uds: socket path %q: %w", cfg.Listen, err)
+		}
+		if len(abs) > maxSocketPath {
+			return nil, fmt.Errorf("uds: socket path %q longer than %d bytes", abs, maxSocketPath)
+		}
+		path = abs
+	}
+	s := &Server{
+		cfg:        cfg,
+		path:       path,
+		next:       next,
+		log:        log.With("intake", "uds"),
+		limits:     processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries},
+		clock:      realClock{},
+		exportWake: make(chan struct{}, 1),
+		exportStop: make(chan struct{}),
+		exportDone: make(chan struct{}),
+	}
+	s.reg = newRegistry(cfg.MaxProcesses, cfg.DefaultReportingPeriod, s.wakeExporter)
+	return s, nil
+}
+
+// Start listens on the socket and returns once connections are accepted; the event loops and
+// the metric exporter then run on their own goroutines until Shutdown. A stale socket file is
+// removed; a socket another process listens on is an error. With an empty Listen it does
+// nothing. Start may be called once; safe for concurrent use with Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	if s.cfg.Listen == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started || s.mu.shutdown {
+		return errors.New("uds: Start called twice or after Shutdown")
+	}
+	if err := prepareSocket(ctx, s.path); err != nil {
+		return err
+	}
+	h := &handler{s: s, booted: make(chan gnet.Engine, 1)}
+	runErr := make(chan error, 1)
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		runErr <- gnet.Run(h, "unix://"+s.path,
+			gnet.WithNumEventLoop(s.cfg.Loops),
+			gnet.WithLoadBalancing(gnet.LeastConnections),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+	}()
+	select {
+	case eng := <-h.booted:
+		s.mu.started, s.mu.engine, s.mu.runDone = true, eng, runDone
+	case err := <-runErr:
+		if err == nil {
+			err = h.bootErr
+		}
+		return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
+	}
+	go s.runExporter()
+	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "loops", s.cfg.Loops)
+	return nil
+}
+
+// Shutdown stops accepting, closes every connection (a message cut short is counted as
+// truncated), hands the pending metrics of every process to the consumer and removes the socket
+// file. It returns ctx's error if that takes too long. Safe for concurrent use.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.shutdown || !s.mu.started {
+		s.mu.shutdown = true
+		return nil
+	}
+	s.mu.shutdown = true
+	// Engine.Stop polls for completion every 500 ms; stopping with a cancelled context only
+	// triggers the shutdown, and runDone tells when gnet.Run has returned.
+	trigger, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.mu.engine.Stop(trigger); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("uds: stopping the event loops: %w", err)
+	}
+	var err error
+	select {
+	case <-s.mu.runDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	// Even when the event loops are slow to stop, the exporter flushes what it has and ends.
+	close(s.exportStop)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-s.exportDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// prepareSocket makes room for the socket: a stale file (nobody accepts on it) is removed, a live
+// one is an error, and anything that is not a socket is left alone.
+func prepareSocket(ctx context.Context, path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("uds: cannot inspect %s: %w", path, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("uds: %s exists and is not a socket", path)
+	}
+	d := net.Dialer{Timeout: liveProbeTimeout}
+	c, err := d.DialContext(ctx, "unix", path)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("uds: another process is listening on %s", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("uds: cannot tell whether %s is in use: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("uds: cannot remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// handler is the gnet event handler. Its callbacks run on the event loops and never block.
+type handler struct {
+	gnet.BuiltinEventEngine
+	s       *Server
+	booted  chan gnet.Engine
+	bootErr error
+}
+
+// OnBoot runs on gnet.Run's goroutine once the socket listens and before any connection is
+// accepted: the moment to set the socket file's permissions.
+func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
+	if err := os.Chmod(h.s.path, h.s.cfg.Mode); err != nil {
+		h.bootErr = fmt.Errorf("cannot set mode %v: %w", h.s.cfg.Mode, err)
+		return gnet.Shutdown
+	}
+	h.booted <- eng
+	return gnet.None
+}
+
+// OnOpen runs on the connection's event loop.
+func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	// Loops accept in parallel: claim a slot atomically so the limit holds exactly.
+	for {
+		n := h.s.conns.Load()
+		if n >= int64(h.s.cfg.MaxConnections) {
+			connectionsRejected.Inc()
+			return nil, gnet.Close
+		}
+		if h.s.conns.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	connectionsActive.Inc()
+	c.SetContext(newConn(h.s))
+	return nil, gnet.None
+}
+
+// OnTraffic runs on the connection's event loop. It consumes every buffered byte: what belongs
+// to an incomplete message is copied into the connection's carry buffer, so gnet's inbound
+// buffer stays empty and every read is handed over as the loop's own read buffer.
+func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
+	cs, ok := c.Context().(*conn)
+	if !ok {
+		return gnet.Close
+	}
+	in, _ := c.Next(-1)
+	receivedBytes.Add(float64(len(in)))
+	cs.feed(in)
+	return gnet.None
+}
+
+// OnClose runs on the connection's event loop.
+func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
+	if cs, ok := c.Context().(*conn); ok {
+		cs.close()
+		c.SetContext(nil)
+		h.s.conns.Add(-1)
+		connectionsActive.Dec()
+		h.s.closed.Add(1)
+	}
+	return gnet.None
+}
+
+// gnetLogger routes gnet's logging to slog. gnet's Fatalf is only used where a poller cannot
+// be created; it is logged as an error, never exits.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...)) }

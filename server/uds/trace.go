@@ -1,0 +1,50 @@
+package uds
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+)
+
+var spansDropped = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "otlpgate_uds_spans_dropped_total",
+	Help: "Spans of TRACE_EXPORT messages that could not be converted (bad ids or times); the other spans of the export are kept.",
+})
+
+var converterPool = sync.Pool{New: func() any { return new(spanConverter) }}
+
+// exportSpans converts the JSON of a TRACE_EXPORT and hands the spans to the data path under one
+// resource. It returns errJSON when the payload is not a JSON array of spans; then nothing of
+// it was used. Runs on the connection's event loop.
+func (c *conn) exportSpans(payload []byte, pid, tid uint64) error {
+	conv := converterPool.Get().(*spanConverter)
+	defer converterPool.Put(conv)
+	if err := conv.convert(payload, tid); err != nil {
+		return err
+	}
+	spansDropped.Add(float64(conv.dropped))
+	if len(conv.spans) == 0 {
+		return nil
+	}
+	req := coltracev1.ExportTraceServiceRequestFromVTPool()
+	defer req.ReturnToVTPool()
+	req.ResourceSpans = append(req.ResourceSpans, &tracev1.ResourceSpans{
+		Resource:   c.resource(pid),
+		ScopeSpans: []*tracev1.ScopeSpans{{Scope: scope, Spans: conv.spans}},
+	})
+	buf := getBody(req.SizeVT())
+	defer putBody(buf)
+	if _, err := req.MarshalToSizedBufferVT(*buf); err != nil {
+		panic("BUG: marshal of a built trace request: " + err.Error())
+	}
+	n := len(conv.spans)
+	// Drop the converter's references to this export's spans before it goes back to the pool.
+	clear(conv.spans)
+	c.s.countConsume(fastpath.Traces, c.s.next.Consume(fastpath.Traces, *buf, n), n)
+	return nil
+}
