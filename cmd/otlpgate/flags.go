@@ -74,6 +74,19 @@ Flags:
 	fs.Var(intSize{&k.TelemetryMaxBytes}, "kafka.telemetry-max-bytes", "largest push, compressed or not; larger ones get TELEMETRY_TOO_LARGE")
 	fs.BoolVar(&k.DeltaTemporality, "kafka.delta-temporality", k.DeltaTemporality, "ask clients for delta temporality")
 
+	u := &cfg.uds
+	fs.StringVar(&u.Listen, "uds.listen", u.Listen, "OpenCensus daemon unix socket (where OpenCensus PHP looks); empty turns it off")
+	fs.StringVar(&cfg.udsMode, "uds.mode", cfg.udsMode, "permissions of the socket file, octal")
+	fs.IntVar(&u.Loops, "uds.loops", u.Loops, "gnet event loops serving the socket")
+	fs.Var(intSize{&u.MaxMessageBytes}, "uds.max-message-bytes", "largest daemon message; larger ones are discarded (otlpgate_uds_discarded_messages_total)")
+	fs.IntVar(&u.MaxSeries, "uds.max-series", u.MaxSeries, "tag sets per view; more fold into an overflow series (otlpgate_uds_series_overflow_total)")
+	fs.IntVar(&u.MaxProcesses, "uds.max-processes", u.MaxProcesses, "PHP processes tracked at once")
+	fs.IntVar(&u.MaxMeasures, "uds.max-measures", u.MaxMeasures, "measures per process")
+	fs.IntVar(&u.MaxViews, "uds.max-views", u.MaxViews, "views per process")
+	fs.IntVar(&u.MaxConnections, "uds.max-connections", u.MaxConnections, "socket connections at once")
+	fs.StringVar(&u.ServiceName, "uds.service-name", u.ServiceName, "service.name resource attribute of what arrives on the socket")
+	fs.DurationVar(&u.DefaultReportingPeriod, "uds.reporting-period", u.DefaultReportingPeriod, "stats export period until a client sets one")
+
 	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /debug/pprof/, /healthz, /readyz; empty turns it off")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")

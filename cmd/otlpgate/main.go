@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/uds"
 )
 
 // config is everything the flags set.
@@ -30,6 +32,8 @@ type config struct {
 	file      filedest.Config
 	admin     admin.Config
 	kafka     kafka.Config
+	uds       uds.Config
+	udsMode   string
 	kafkaMets string
 	dests     []string
 	ack       string
@@ -46,6 +50,8 @@ func defaultConfig() config {
 		file:      filedest.DefaultConfig(),
 		admin:     admin.DefaultConfig(),
 		kafka:     kafka.DefaultConfig(),
+		uds:       uds.DefaultConfig(),
+		udsMode:   "0660",
 		kafkaMets: "*",
 		ack:       "accept",
 		scanDepth: "full",
@@ -113,6 +119,11 @@ func finishConfig(cfg *config) error {
 		return err
 	}
 	cfg.kafka.DefaultMetrics = splitList(cfg.kafkaMets)
+	mode, err := strconv.ParseUint(cfg.udsMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return fmt.Errorf("bad -uds.mode %q (want octal permissions such as 0660)", cfg.udsMode)
+	}
+	cfg.uds.Mode = os.FileMode(mode)
 	if len(cfg.dests) > 0 {
 		return errors.New("-dest: network destinations are not available in this build; without -dest otlpgate writes to -file.path")
 	}
@@ -120,7 +131,7 @@ func finishConfig(cfg *config) error {
 		return errors.New("-shutdown.timeout must be positive")
 	}
 	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
-		cfg.kafka.Validate())
+		cfg.kafka.Validate(), cfg.uds.Validate())
 }
 
 // splitList splits a comma-separated flag value, dropping empty elements.
@@ -182,6 +193,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		adm.Shutdown(context.Background())
 		return err
 	}
+	us, err := uds.New(cfg.uds, p, log)
+	if err == nil {
+		err = us.Start(ctx)
+	}
+	if err != nil {
+		ks.Shutdown(context.Background())
+		gs.Shutdown(context.Background())
+		adm.Shutdown(context.Background())
+		return err
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -203,6 +224,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer cancel()
 	gs.Shutdown(sctx)
 	ks.Shutdown(sctx)
+	us.Shutdown(sctx) // flushes the stats aggregated so far into the pipeline
 	p.Close()
 	var errs []error
 	if err := file.Shutdown(sctx); err != nil {

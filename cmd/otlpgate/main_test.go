@@ -69,7 +69,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	subs := filepath.Join(dir, "subs.yaml")
 	os.WriteFile(subs, []byte("subscriptions:\n  - name: all\n    metrics: [\"*\"]\n    interval: 30s\n"), 0o644)
 	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms",
-		"-kafka.listen", freePort(t), "-kafka.subscriptions", subs)
+		"-kafka.listen", freePort(t), "-kafka.subscriptions", subs, "-uds.listen", filepath.Join(dir, "oc.sock"))
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -96,6 +96,18 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("%v, %v", resp, err)
 	}
+	// A real OpenCensus PHP capture through the unix socket.
+	capture, err := os.ReadFile("../../server/uds/testdata/trace_minimal.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := net.Dial("unix", filepath.Join(dir, "oc.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc.Write(capture)
+	uc.Close()
+
 	cmd.Process.Signal(syscall.SIGHUP) // re-reads the Kafka subscriptions
 	for range 400 {
 		if strings.Contains(stderrText(&stderr), "reloaded the Kafka subscriptions") {
@@ -120,18 +132,18 @@ func TestBinaryEndToEnd(t *testing.T) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
-	lines := 0
+	var all string
 	for sc.Scan() {
-		lines++
-		if n := strings.Count(sc.Text(), `"name":"load-generator-span"`); n != 3 {
-			t.Errorf("line has %d spans, want 3", n)
-		}
-		if !strings.Contains(sc.Text(), `"traceId":"00000000000000000000000000000001"`) {
-			t.Errorf("trace id not hex-encoded: %.200s", sc.Text())
-		}
+		all += sc.Text() + "\n"
 	}
-	if lines != 1 {
-		t.Fatalf("%d lines, want 1", lines)
+	if n := strings.Count(all, `"name":"load-generator-span"`); n != 3 {
+		t.Errorf("file has %d gRPC spans, want 3", n)
+	}
+	if !strings.Contains(all, `"traceId":"00000000000000000000000000000001"`) {
+		t.Errorf("trace id not hex-encoded: %.300s", all)
+	}
+	if !strings.Contains(all, `"stringValue":"php"`) || !strings.Contains(all, `"name":"main"`) {
+		t.Errorf("the OpenCensus span did not arrive: %.300s", all)
 	}
 }
 
