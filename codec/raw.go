@@ -25,6 +25,9 @@ import (
 //     pooled Payload otherwise. Either way its bytes stay valid until Release; a reference pins
 //     the whole frame buffer it is a view of, so release promptly.
 //
+// grpc.PreparedMsg keeps its encoding for reuse and never frees it: a Raw payload encoded that
+// way is never released, so do not prepare Raw messages.
+//
 // The zero Raw is empty and ready to use. A Raw must not be copied once it holds something
 // (the copy would own the same reference), and it belongs to one goroutine at a time.
 type Raw struct {
