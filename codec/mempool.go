@@ -15,12 +15,13 @@ type MemPool struct{}
 
 var _ mem.BufferPool = MemPool{}
 
-// Get returns a buffer of length n, with whatever bytes its last user left in it.
+// Get returns a buffer of length n, with whatever bytes its last user left in it. Safe for
+// concurrent use.
 func (MemPool) Get(n int) *[]byte {
 	b := pool.GetBytes(n)
 	*b = (*b)[:n]
 	return b
 }
 
-// Put returns b to its tier.
+// Put returns b to its tier. Safe for concurrent use.
 func (MemPool) Put(b *[]byte) { pool.PutBytes(b) }
