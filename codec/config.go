@@ -27,7 +27,7 @@ type Config struct {
 	ZstdMaxWindow int
 }
 
-// DefaultConfig returns the configuration RegisterCompressors uses.
+// DefaultConfig returns the configuration RegisterCompressors uses. Safe for concurrent use.
 func DefaultConfig() Config {
 	return Config{
 		GzipLevel:     gzip.DefaultCompression,
@@ -37,7 +37,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first setting out of its range.
+// Validate reports the first setting out of its range. Safe for concurrent use.
 func (c Config) Validate() error {
 	if c.GzipLevel != gzip.DefaultCompression && (c.GzipLevel < gzip.BestSpeed || c.GzipLevel > gzip.BestCompression) {
 		return fmt.Errorf("codec: gzip level %d outside -1 or 1..9", c.GzipLevel)

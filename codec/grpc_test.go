@@ -43,6 +43,13 @@ func (s *traceSink) Export(_ context.Context, req *coltracev1.ExportTraceService
 	}}, nil
 }
 
+// reset forgets what was received, for benchmarks that send many requests.
+func (s *traceSink) reset() {
+	s.mu.Lock()
+	s.got = s.got[:0]
+	s.mu.Unlock()
+}
+
 func (s *traceSink) received() []*coltracev1.ExportTraceServiceRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,7 +117,7 @@ type harness struct {
 
 // start serves on 127.0.0.1 and dials it. stop (registered as cleanup, also callable early)
 // waits for every handler to return, so refcounts checked after it are final.
-func start(t *testing.T, serverOpts ...grpc.ServerOption) *harness {
+func start(t testing.TB, serverOpts ...grpc.ServerOption) *harness {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

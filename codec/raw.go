@@ -17,13 +17,16 @@ import (
 //     gRPC, which the transport releases once it has written the bytes, so the Raw (and the
 //     caller's own references) may be released as soon as SendMsg returns; the payload goes back
 //     to its pool when the last of them is released, whichever that is.
-//   - SetBytes lends it a plain slice. It is sent without a copy when it is larger than 1 KiB,
+//   - SetBytes lends it a plain slice. It is sent without a copy when its capacity exceeds 1 KiB,
 //     and gRPC may still be writing it after SendMsg returns, so the slice must stay unmodified
 //     until the call completes; use a Payload to learn exactly when the bytes are free.
 //   - A received Raw keeps gRPC's receive buffer by reference when the message arrived in one
 //     buffer (it fits one HTTP/2 frame, or was decompressed into one chunk) and a copy in a
 //     pooled Payload otherwise. Either way its bytes stay valid until Release; a reference pins
 //     the whole frame buffer it is a view of, so release promptly.
+//
+// grpc.PreparedMsg keeps its encoding for reuse and never frees it: a Raw payload encoded that
+// way is never released, so do not prepare Raw messages.
 //
 // The zero Raw is empty and ready to use. A Raw must not be copied once it holds something
 // (the copy would own the same reference), and it belongs to one goroutine at a time.
@@ -34,7 +37,7 @@ type Raw struct {
 }
 
 // SetPayload releases what r held and makes it carry p, taking over one reference the caller
-// holds (typically `r.SetPayload(p.Retain())`).
+// holds (typically `r.SetPayload(p.Retain())`). Owning goroutine only.
 func (r *Raw) SetPayload(p *pool.Payload) {
 	r.Release()
 	r.payload = p
@@ -42,25 +45,27 @@ func (r *Raw) SetPayload(p *pool.Payload) {
 }
 
 // SetBytes releases what r held and makes it carry b, which r borrows: b must stay unmodified
-// until the call that sends it completes, and r never frees it.
+// until the call that sends it completes, and r never frees it. Owning goroutine only.
 func (r *Raw) SetBytes(b []byte) {
 	r.Release()
 	r.b = b
 }
 
 // Bytes returns the encoded message. It is valid until r is released or reused, and must not be
-// modified.
+// modified. Owning goroutine only.
 func (r *Raw) Bytes() []byte { return r.b }
 
-// Len returns the length of the encoded message.
+// Len returns the length of the encoded message. Owning goroutine only.
 func (r *Raw) Len() int { return len(r.b) }
 
 // Payload returns the payload r carries, or nil when it carries plain bytes or a received buffer
 // held by reference. The reference stays r's: Retain it to keep the payload beyond r's Release.
+// Owning goroutine only.
 func (r *Raw) Payload() *pool.Payload { return r.payload }
 
 // Release gives back what r holds (the payload reference, or the receive buffer reference) and
-// leaves r empty and reusable. Releasing an empty Raw does nothing.
+// leaves r empty and reusable. Releasing an empty Raw does nothing. Owning goroutine only; the
+// references it drops may be shared with other goroutines.
 func (r *Raw) Release() {
 	if r.payload != nil {
 		r.payload.Release()
@@ -73,6 +78,7 @@ func (r *Raw) Release() {
 
 // Reset is Release, under the name decoders use for "empty, ready to reuse". A Raw is never
 // emptied without giving back what it holds, so reusing one cannot leak a pooled buffer.
+// Owning goroutine only.
 func (r *Raw) Reset() { r.Release() }
 
 // receive replaces r's content with data, which gRPC frees when Unmarshal returns.

@@ -1,0 +1,123 @@
+package codec
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// split cuts b into two mem buffers at cut (clamped), as a message straddling two frames.
+func split(b []byte, cut uint16) mem.BufferSlice {
+	at := min(int(cut), len(b))
+	return mem.BufferSlice{mem.SliceBuffer(b[:at]), mem.SliceBuffer(b[at:])}
+}
+
+func fuzzSeeds(f *testing.F) {
+	gen := otlpgen.New(11)
+	for _, sh := range []otlpgen.Shape{{Spans: 1, Attrs: 2}, {Spans: 3, Attrs: 4}, otlpgen.Small} {
+		enc, _ := gen.Spans(sh).MarshalVT()
+		f.Add(enc, uint16(len(enc)/3))
+	}
+	otep, _ := (&otepv1.TraceExportRequest{Id: 9, ResourceSpans: gen.Spans(otlpgen.Shape{Spans: 2, Attrs: 3}).ResourceSpans}).MarshalVT()
+	f.Add(otep, uint16(1))
+	f.Add([]byte{}, uint16(0))
+}
+
+// FuzzUnmarshalTraces feeds arbitrary bytes to the typed path, whole and split across two
+// buffers. Both must agree, never panic, and whatever decodes must survive a round trip through
+// the codec.
+func FuzzUnmarshalTraces(f *testing.F) {
+	fuzzSeeds(f)
+	c := New(MemPool{})
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		whole := &coltracev1.ExportTraceServiceRequest{}
+		errWhole := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, whole)
+		pieces := coltracev1.ExportTraceServiceRequestFromVTPool()
+		defer pieces.ReturnToVTPool()
+		errPieces := c.Unmarshal(split(data, cut), pieces)
+		if (errWhole == nil) != (errPieces == nil) {
+			t.Fatalf("whole: %v, split at %d: %v", errWhole, cut, errPieces)
+		}
+		if errWhole != nil {
+			return
+		}
+		if !whole.EqualVT(pieces) {
+			t.Fatal("whole and split decodes differ")
+		}
+		out, err := c.Marshal(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := &coltracev1.ExportTraceServiceRequest{}
+		err = c.Unmarshal(out, again)
+		out.Free()
+		if err != nil || !again.EqualVT(whole) {
+			t.Fatalf("re-encoded message does not decode to itself: %v", err)
+		}
+	})
+}
+
+// FuzzRawReceive checks that a Raw holds exactly the bytes received, however they are split,
+// and that sending it back yields them again.
+func FuzzRawReceive(f *testing.F) {
+	fuzzSeeds(f)
+	c := New(MemPool{})
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		var r Raw
+		defer r.Release()
+		for _, in := range []mem.BufferSlice{{mem.SliceBuffer(data)}, split(data, cut)} {
+			if err := c.Unmarshal(in, &r); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(r.Bytes(), data) {
+				t.Fatal("Raw holds different bytes")
+			}
+			out, err := c.Marshal(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out.Materialize(), data) {
+				t.Fatal("Raw sends different bytes")
+			}
+			out.Free()
+		}
+	})
+}
+
+// FuzzDecompress feeds arbitrary bytes to each decompressor (which must fail cleanly, with a
+// bounded output) and checks that the same bytes survive a compress/decompress round trip.
+func FuzzDecompress(f *testing.F) {
+	cs := compressors(f)
+	names := []string{Gzip, Zstd, Snappy}
+	enc, _ := otlpgen.New(12).Spans(otlpgen.Shape{Spans: 5, Attrs: 4}).MarshalVT()
+	for i, name := range names {
+		z, err := tryCompress(cs[name], enc)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(z, uint8(i))
+		f.Add(z[:len(z)/2], uint8(i))
+	}
+	const limit = 4 << 20 // gRPC's default receive limit, as it applies it
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		c := cs[names[int(which)%len(names)]]
+		if r, err := c.Decompress(bytes.NewReader(data)); err == nil {
+			io.Copy(io.Discard, io.LimitReader(r, limit+1))
+			r.(io.Closer).Close()
+		}
+		z, err := tryCompress(c, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decompress(c, z)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s round trip: %v", c.Name(), err)
+		}
+	})
+}
