@@ -14,6 +14,7 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -116,7 +117,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 				own[i] = template{append([]byte(nil), t.b...), t.off}
 			}
 			var r codec.Raw
-			resp := new(otepv1.ExportResponse) // any message: the v1 response is empty or partial
+			resp := new(coltracev1.ExportTraceServiceResponse)
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(cfg.Batches) {
