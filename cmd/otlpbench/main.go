@@ -18,6 +18,7 @@ var commands = map[string]func(args []string) error{
 	"load":  cmdLoad,
 	"sink":  cmdSink,
 	"delay": cmdDelay,
+	"proxy": cmdProxy,
 }
 
 func usage() {

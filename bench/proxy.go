@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+)
+
+// ProxyConfig is an `otlpbench proxy` run.
+type ProxyConfig struct {
+	Gate     string   // otlpgate binary
+	GateArgs []string // extra flags for otlpgate
+	Peer     string   // another proxy binary to measure in the same run, or ""
+	PeerArgs []string // its arguments; it gets PEER_LISTEN and PEER_TARGET in its environment
+	Shape    otlpgen.Shape
+	InFlight int
+	Batches  int     // closed-loop batches per target
+	Rate     float64 // batches per second of the latency phase
+	RateN    int     // batches of the latency phase
+	Dir      string  // where the children's logs go
+}
+
+// ProxyResult is one target's measurements.
+type ProxyResult struct {
+	Target            string
+	Spans             int
+	Wall              time.Duration
+	CPU               time.Duration // the proxy process's user+system time in the closed-loop phase
+	AllocsPerBatch    float64       // -1 when unknown
+	PeakRSS           int64
+	P50, P99, P999    time.Duration // end to end, latency phase
+	Received, Refused int
+}
+
+// CPUPerSpan is the proxy's CPU time per forwarded span.
+func (r ProxyResult) CPUPerSpan() time.Duration {
+	if r.Spans == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Spans)
+}
+
+// RunProxy measures load -> sink directly, then through otlpgate, then through the peer.
+func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]ProxyResult, error) {
+	sink, err := StartSink("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+	var out []ProxyResult
+
+	run := func(name, target string, proc *Proc, metricsURL string) (ProxyResult, error) {
+		res := ProxyResult{Target: name, AllocsPerBatch: -1}
+		load := LoadConfig{Target: target, Protocol: "v1", Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
+		// Warm up: connections, pools, the peer's JIT-free but cache-cold start.
+		load.Batches = max(cfg.Batches/20, 10)
+		if _, err := RunLoad(ctx, load); err != nil {
+			return res, fmt.Errorf("%s warm-up: %w", name, err)
+		}
+		waitSink(sink, load.Batches)
+		sink.Reset()
+
+		var cpu0 Usage
+		var mallocs0 float64
+		if proc != nil {
+			cpu0, _ = ProcUsage(proc.Pid())
+		}
+		if metricsURL != "" {
+			mallocs0, _ = ScrapeCounter(metricsURL, "go_memstats_mallocs_total")
+		}
+		load.Batches = cfg.Batches
+		fmt.Fprintf(progress, "%s: %d batches, %d in flight, closed loop\n", name, cfg.Batches, cfg.InFlight)
+		lr, err := RunLoad(ctx, load)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+		waitSink(sink, cfg.Batches)
+		res.Wall = lr.Wall
+		if proc != nil {
+			cpu1, _ := ProcUsage(proc.Pid())
+			res.CPU = cpu1.Sub(cpu0).Total()
+			res.PeakRSS, _ = PeakRSS(proc.Pid())
+		}
+		if metricsURL != "" {
+			if m1, err := ScrapeCounter(metricsURL, "go_memstats_mallocs_total"); err == nil {
+				res.AllocsPerBatch = (m1 - mallocs0) / float64(cfg.Batches)
+			}
+		}
+		_, spans, _ := sink.Counts()
+		res.Spans = int(spans)
+		res.Received, res.Refused = lr.Acked, lr.Failed
+
+		sink.Reset()
+		load.Batches, load.Rate = cfg.RateN, cfg.Rate
+		fmt.Fprintf(progress, "%s: %d batches at %.0f/s for latency\n", name, cfg.RateN, cfg.Rate)
+		if _, err := RunLoad(ctx, load); err != nil {
+			return res, fmt.Errorf("%s latency: %w", name, err)
+		}
+		waitSink(sink, cfg.RateN)
+		lat := sink.Latencies()
+		res.P50, res.P99, res.P999 = Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999)
+		sink.Reset()
+		return res, nil
+	}
+
+	direct, err := run("direct", sink.Addr(), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, direct)
+
+	// otlpgate, forwarding to the sink over a pipelined OTEP stream.
+	listen, _ := FreeAddr()
+	admin, _ := FreeAddr()
+	args := append([]string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "",
+		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}, cfg.GateArgs...)
+	gate, err := StartProc("otlpgate", cfg.Gate, args, nil, filepath.Join(cfg.Dir, "otlpgate.log"))
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = WaitListening(wctx, listen)
+	cancel()
+	if err != nil {
+		gate.Stop()
+		return nil, err
+	}
+	r, err := run("otlpgate", listen, gate, "http://"+admin+"/metrics")
+	gate.Stop()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, r)
+
+	if cfg.Peer != "" {
+		listen, _ := FreeAddr()
+		peer, err := StartProc("peer", cfg.Peer, cfg.PeerArgs,
+			[]string{"PEER_LISTEN=" + listen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
+		if err != nil {
+			return out, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = WaitListening(wctx, listen)
+		cancel()
+		if err != nil {
+			peer.Stop()
+			return out, err
+		}
+		r, err := run(filepath.Base(cfg.Peer), listen, peer, "")
+		peer.Stop()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// waitSink waits (bounded) until the sink has seen n batches' worth of stamps: a proxy may merge
+// requests, so it counts latencies, one per request.
+func waitSink(s *Sink, n int) {
+	for range 3000 {
+		s.mu.Lock()
+		got := len(s.mu.lat)
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WriteProxy prints the results and, for every proxy, its added latency over the direct run;
+// with a peer, the ratio of the peer's CPU per span to otlpgate's.
+func WriteProxy(w io.Writer, rs []ProxyResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\t\n")
+	var direct ProxyResult
+	for i, r := range rs {
+		if i == 0 {
+			direct = r
+		}
+		allocs := "-"
+		if r.AllocsPerBatch >= 0 {
+			allocs = fmt.Sprintf("%.0f", r.AllocsPerBatch)
+		}
+		cpu, rss := "-", "-"
+		if r.CPU > 0 {
+			cpu = fmt.Sprintf("%.3f", float64(r.CPUPerSpan())/1e3)
+			rss = fmt.Sprintf("%.0f", float64(r.PeakRSS)/(1<<20))
+		}
+		bps := float64(r.Received) / r.Wall.Seconds()
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t\n", r.Target, r.Spans, bps, cpu, allocs, rss,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond),
+			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond))
+	}
+	tw.Flush()
+	if len(rs) == 3 && rs[1].CPU > 0 {
+		fmt.Fprintf(w, "\n%s uses %.2fx otlpgate's CPU per span (otlpgate: %.3f µs, %s: %.3f µs)\n", rs[2].Target,
+			float64(rs[2].CPUPerSpan())/float64(rs[1].CPUPerSpan()), float64(rs[1].CPUPerSpan())/1e3, rs[2].Target, float64(rs[2].CPUPerSpan())/1e3)
+	}
+}

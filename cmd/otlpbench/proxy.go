@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/otlpgate/otlpgate/bench"
+)
+
+func cmdProxy(args []string) error {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
+	gateArgs := fs.String("gate-args", "-batch.max-age=5ms", "extra otlpgate flags (space-separated)")
+	peer := fs.String("peer", "", "another proxy to run the same load through, e.g. ./peer/otelcol/otelcol-peer")
+	peerArgs := fs.String("peer-args", "", "the peer's arguments (space-separated); it gets PEER_LISTEN and PEER_TARGET")
+	shape := shapeFlag(fs)
+	inflight := fs.Int("inflight", 8, "requests in flight in the closed-loop phase")
+	batches := fs.Int("batches", 0, "closed-loop batches per target (default 20000 small, 2000 large)")
+	rate := fs.Float64("rate", 0, "batches per second of the latency phase (default 200 small, 20 large)")
+	rateN := fs.Int("rate-batches", 0, "batches of the latency phase (default 10 s worth)")
+	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sh, err := parseShape(*shape)
+	if err != nil {
+		return err
+	}
+	if *batches == 0 {
+		*batches = map[string]int{"small": 20000, "large": 2000}[*shape]
+	}
+	if *rate == 0 {
+		*rate = map[string]float64{"small": 200, "large": 20}[*shape]
+	}
+	if *rateN == 0 {
+		*rateN = int(*rate * 10)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
+		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
+		Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
+	}, os.Stderr)
+	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes), %d in flight, latency at %.0f batches/s\n",
+		*shape, sh.Spans, sh.Attrs, *inflight, *rate)
+	bench.WriteProxy(os.Stdout, res)
+	return err
+}
