@@ -179,12 +179,12 @@ func stoppedTimer() *time.Timer {
 // QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
 // Safe for concurrent use.
 func (d *Dest) Enqueue(b *fastpath.Batch) error {
-	n := int64(b.Len())
 	d.q.mu.Lock()
 	if d.q.mu.closed {
 		d.q.mu.Unlock()
 		return fastpath.ErrClosed
 	}
+	n := int64(b.Len())
 	if d.held.Load()+n > d.cfg.QueueBytes {
 		d.q.mu.Unlock()
 		return fastpath.ErrFull
@@ -208,13 +208,10 @@ func (d *Dest) next(t *time.Timer) *request {
 			return nil
 		default:
 		}
-		now := nanotime()
-		if p := d.pausedUntil.Load(); p > now {
-			if !d.sleep(t, time.Duration(p-now), false) {
-				return nil
-			}
-			continue
+		if !d.waitPause(t) {
+			return nil
 		}
+		now := nanotime()
 		d.q.mu.Lock()
 		r, wait := d.q.popLocked(now)
 		d.q.mu.Unlock()
@@ -231,6 +228,21 @@ func (d *Dest) next(t *time.Timer) *request {
 		}
 		if !d.sleep(t, wait, true) {
 			return nil
+		}
+	}
+}
+
+// waitPause waits on t while the destination is paused by a throttle. It reports false when
+// the destination stops meanwhile.
+func (d *Dest) waitPause(t *time.Timer) bool {
+	for {
+		p := d.pausedUntil.Load()
+		now := nanotime()
+		if p <= now {
+			return true
+		}
+		if !d.sleep(t, time.Duration(p-now), false) {
+			return false
 		}
 	}
 }

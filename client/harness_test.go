@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -198,6 +201,10 @@ type upstream struct {
 	onUnary func(g received) (otepv1.ResultCode, error)
 	// window is the client's window, to catch a stream with more requests unanswered.
 	window int
+	// srvCtxHook, when set, sees the metadata of every unary call.
+	srvCtxHook func(metadata.MD)
+	// v1Rejected, when set, is reported as rejected in every v1 response (partial success).
+	v1Rejected int64
 
 	mu         sync.Mutex
 	got        []received
@@ -206,6 +213,7 @@ type upstream struct {
 	inCall     int
 	maxInCall  int
 	violations []string
+	compressed []string // grpc-encoding of every call, in arrival order
 	changed    chan struct{} // closed and replaced on every change, for waiters
 }
 
@@ -225,7 +233,8 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) serve(ln net.Listener) {
 	u.ln = ln
-	u.srv = grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.UnknownServiceHandler(u.handle))
+	u.srv = grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.UnknownServiceHandler(u.handle),
+		grpc.StatsHandler(compressionStats{u}))
 	u.done = make(chan struct{})
 	go func() {
 		defer close(u.done)
@@ -296,8 +305,14 @@ func (u *upstream) received() []received {
 
 // tags lists the tags received, in arrival order.
 func (u *upstream) tags() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tagsLocked()
+}
+
+func (u *upstream) tagsLocked() []string {
 	var out []string
-	for _, g := range u.received() {
+	for _, g := range u.got {
 		out = append(out, g.tag)
 	}
 	return out
@@ -345,6 +360,10 @@ func (u *upstream) serveUnary(ss grpc.ServerStream, method string, otep bool) er
 		return err
 	}
 	g := u.decode(raw.Bytes(), otep, 0, method)
+	if u.srvCtxHook != nil {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		u.srvCtxHook(md)
+	}
 	u.mu.Lock()
 	u.inCall++
 	u.maxInCall = max(u.maxInCall, u.inCall)
@@ -365,7 +384,11 @@ func (u *upstream) serveUnary(ss grpc.ServerStream, method string, otep bool) er
 	if otep {
 		return ss.SendMsg(&otepv1.ExportResponse{Id: g.id, ResultCode: code})
 	}
-	return ss.SendMsg(&coltracev1.ExportTraceServiceResponse{})
+	resp := &coltracev1.ExportTraceServiceResponse{}
+	if u.v1Rejected > 0 {
+		resp.PartialSuccess = &coltracev1.ExportTracePartialSuccess{RejectedSpans: u.v1Rejected, ErrorMessage: "some"}
+	}
+	return ss.SendMsg(resp)
 }
 
 // srvStream is the upstream's side of one OTEP stream.
@@ -468,11 +491,15 @@ func throttleErr(d time.Duration) error {
 
 // ---- destinations -----------------------------------------------------------------------
 
+var destSeq atomic.Int64
+
 // testConfig is a destination for upstream u with short retry delays and no timeouts that a
 // slow machine could reach by accident.
 func testConfig(t *testing.T, addr string) Config {
 	c := DefaultConfig()
-	c.Name = strings.NewReplacer("/", "_", " ", "_", ",", "_", "=", "_").Replace(t.Name())
+	// Unique per run: metrics are per destination name, and -count reruns a test.
+	c.Name = strings.NewReplacer("/", "_", " ", "_", ",", "_", "=", "_").Replace(t.Name()) +
+		"_" + strconv.FormatInt(destSeq.Add(1), 10)
 	c.Endpoint = addr
 	c.AckTimeout = waitFor * 2
 	c.RetryInitial = 5 * time.Millisecond
@@ -538,4 +565,18 @@ func allTrue(ok []bool) bool {
 		}
 	}
 	return true
+}
+
+// compressionStats records the grpc-encoding each call arrived with.
+type compressionStats struct{ u *upstream }
+
+func (compressionStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (compressionStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (compressionStats) HandleConn(context.Context, stats.ConnStats)                       {}
+func (c compressionStats) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok && !h.Client {
+		c.u.mu.Lock()
+		c.u.compressed = append(c.u.compressed, h.Compression)
+		c.u.mu.Unlock()
+	}
 }

@@ -97,6 +97,12 @@ func (l *lane) send(r *request) {
 			d.lose(r)
 			return
 		}
+		// A throttle may have come while this request waited for the stream or the window.
+		if !d.waitPause(l.timer) {
+			<-s.slots
+			d.lose(r)
+			return
+		}
 		// Build the frame while r is ours: once r is in the table an answer may finish it.
 		f, err := newFrame(r.id, r.b.Payload)
 		if err != nil {
@@ -255,6 +261,11 @@ func (s *stream) recv() {
 // the server's status says sending again cannot help.
 func (s *stream) end(err error) {
 	d := s.d
+	v, delay := classify(err, true)
+	if v == verdictThrottle && !d.stopping.Load() {
+		// Before the lane can see the end: it must find the pause when it opens the next stream.
+		d.throttle(delay)
+	}
 	s.broken.Store(true)
 	close(s.done)
 	s.cancel()
@@ -272,10 +283,6 @@ func (s *stream) end(err error) {
 		d.m.streamsEnded[endClosed].Inc()
 	default:
 		d.m.streamsEnded[endBroken].Inc()
-	}
-	v, delay := classify(err, true)
-	if v == verdictThrottle {
-		d.throttle(delay)
 	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.

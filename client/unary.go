@@ -38,6 +38,10 @@ func (w *worker) call(r *request) {
 		d.drop(r, dropInvalid)
 		return
 	}
+	if !d.waitPause(w.timer) { // a throttle may have come since next returned r
+		d.lose(r)
+		return
+	}
 	var msg, reply any
 	var f *frame
 	if d.cfg.Protocol == ProtocolOTEP {
