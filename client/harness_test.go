@@ -27,8 +27,8 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
-	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -213,7 +213,7 @@ type upstream struct {
 	inCall     int
 	maxInCall  int
 	violations []string
-	compressed []string // grpc-encoding of every call, in arrival order
+	compressed []string      // grpc-encoding of every call, in arrival order
 	changed    chan struct{} // closed and replaced on every change, for waiters
 }
 
@@ -570,9 +570,11 @@ func allTrue(ok []bool) bool {
 // compressionStats records the grpc-encoding each call arrived with.
 type compressionStats struct{ u *upstream }
 
-func (compressionStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (compressionStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (compressionStats) HandleConn(context.Context, stats.ConnStats)                       {}
+func (compressionStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (compressionStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (compressionStats) HandleConn(context.Context, stats.ConnStats) {}
 func (c compressionStats) HandleRPC(_ context.Context, s stats.RPCStats) {
 	if h, ok := s.(*stats.InHeader); ok && !h.Client {
 		c.u.mu.Lock()

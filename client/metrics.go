@@ -7,15 +7,15 @@ import (
 
 // Why a request was dropped: given up on for good, its batch finished with Done(false).
 const (
-	dropRejected       = iota // FailedNoneRetryable, or a status that retrying cannot fix
-	dropAckTimeout            // no answer within AckTimeout; not re-sent
-	dropRetryExhausted        // still failing RetryMaxElapsed after its first send
-	dropStreamBroken          // pending on a stream that broke, with RetryOnReconnect off
-	dropTooLarge              // larger than MaxSendMsgSize
-	dropInvalid               // the payload is not a v1 body (cannot be framed)
-	dropShutdownQueued        // still queued (never sent) when Shutdown gave up
-	dropShutdownPending       // sent, not yet answered, when Shutdown gave up
-	dropShutdownRetry         // waiting for a retry or re-send when Shutdown gave up
+	dropRejected        = iota // FailedNoneRetryable, or a status that retrying cannot fix
+	dropAckTimeout             // no answer within AckTimeout; not re-sent
+	dropRetryExhausted         // still failing RetryMaxElapsed after its first send
+	dropStreamBroken           // pending on a stream that broke, with RetryOnReconnect off
+	dropTooLarge               // larger than MaxSendMsgSize
+	dropInvalid                // the payload is not a v1 body (cannot be framed)
+	dropShutdownQueued         // still queued (never sent) when Shutdown gave up
+	dropShutdownPending        // sent, not yet answered, when Shutdown gave up
+	dropShutdownRetry          // waiting for a retry or re-send when Shutdown gave up
 	numDropReasons
 )
 

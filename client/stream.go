@@ -31,14 +31,14 @@ type stream struct {
 	sig    fastpath.Signal
 	cs     grpc.ClientStream
 	cancel context.CancelFunc
-	slots  chan struct{}  // the window: one token per pending request
-	done   chan struct{}  // closed by the receiver when the stream is over
-	opened int64          // nanotime
-	sent   int64          // requests sent; lane only
-	pend   atomic.Int32   // requests in the ack table for this stream
-	acked  atomic.Bool    // an answer came: the lane's reconnect backoff resets
-	broken atomic.Bool    // no more sends: a send failed or the stream ended
-	half   atomic.Int64   // nanotime of the client's half-close, 0 while open for sends
+	slots  chan struct{} // the window: one token per pending request
+	done   chan struct{} // closed by the receiver when the stream is over
+	opened int64         // nanotime
+	sent   int64         // requests sent; lane only
+	pend   atomic.Int32  // requests in the ack table for this stream
+	acked  atomic.Bool   // an answer came: the lane's reconnect backoff resets
+	broken atomic.Bool   // no more sends: a send failed or the stream ended
+	half   atomic.Int64  // nanotime of the client's half-close, 0 while open for sends
 }
 
 // settle gives back the window token of a request taken out of the ack table.
