@@ -1,0 +1,235 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Protocols a destination speaks.
+const (
+	// ProtocolOTEP is otlpgate.otep.v1: UnaryExporter or StreamExporter, requests carry ids.
+	ProtocolOTEP = "otep"
+	// ProtocolV1 is the standard opentelemetry.proto.collector.*.v1 Export services.
+	ProtocolV1 = "v1"
+)
+
+// Modes a destination sends in.
+const (
+	// ModeStream pipelines requests over Streams streams, each with Window unacknowledged
+	// requests at most, acknowledged by id in any order. OTEP only.
+	ModeStream = "stream"
+	// ModeUnary runs Concurrency workers, each with one call in flight.
+	ModeUnary = "unary"
+)
+
+// TLS configures the transport security of one destination.
+type TLS struct {
+	// Insecure sends in plaintext (tls=false or insecure=true in -dest). Default true, because
+	// otlpgate's own intake listens in plaintext unless given a certificate; any tls-* key
+	// turns TLS on.
+	Insecure bool
+	// CAFile verifies the server with these roots instead of the system pool (tls-ca).
+	CAFile string
+	// CertFile and KeyFile are the client certificate for mutual TLS (tls-cert, tls-key).
+	CertFile, KeyFile string
+	// ServerName overrides the name checked against the server certificate (tls-server-name).
+	ServerName string
+	// InsecureSkipVerify accepts any server certificate (tls-insecure-skip-verify). Tests only.
+	InsecureSkipVerify bool
+}
+
+// Config of one destination, set by one -dest flag. The -dest key of each field is given in
+// parentheses; ParseDest reads them.
+type Config struct {
+	// Name labels the destination in metrics and logs (name). Required, unique per process.
+	Name string
+	// Endpoint is host:port, or a gRPC target such as dns:///host:port (endpoint). Required.
+	Endpoint string
+	// Protocol is ProtocolOTEP or ProtocolV1 (protocol, default otep).
+	Protocol string
+	// Mode is ModeStream or ModeUnary (mode, default stream). v1 has no streaming service.
+	Mode string
+	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
+	Streams int
+	// Window is how many requests one stream may have unacknowledged (window, default 64).
+	Window int
+	// Concurrency is how many unary calls may be in flight at once (concurrency, default 8).
+	Concurrency int
+	// Compression is "", gzip, zstd or snappy (compression, default none). The compressor must
+	// be registered (codec.RegisterCompressors) before New.
+	Compression string
+	// QueueBytes bounds the bytes the destination holds: queued, in flight and waiting for a
+	// retry (queue-bytes, default 128MiB). Past it Enqueue refuses batches with fastpath.ErrFull,
+	// counted in otlpgate_fastpath_destination_refused_batches_total.
+	QueueBytes int64
+	// AckTimeout is how long a sent request may wait for its answer; then it is dropped, not
+	// re-sent (the server may be why), and counted in
+	// otlpgate_client_dropped_requests_total{reason="ack_timeout"} (ack-timeout, default 30s).
+	AckTimeout time.Duration
+	// RetryInitial, RetryMax and RetryMaxElapsed shape the exponential backoff, with jitter, of
+	// FailedRetryable answers and transport errors: the first delay, the largest delay, and how
+	// long after its first send a request may still be retried (retry-initial, default 500ms;
+	// retry-max, default 30s; retry-max-elapsed, default 5m, 0: no limit). Requests past it
+	// are counted in otlpgate_client_dropped_requests_total{reason="retry_exhausted"}.
+	RetryInitial, RetryMax, RetryMaxElapsed time.Duration
+	// RebalanceTimeout and RebalanceRequests half-close a stream after this long or this many
+	// requests, so that load balancers can spread the new one (rebalance-timeout, default 5m;
+	// rebalance-requests, default 100000; 0 turns a limit off). Both are below the server's
+	// defaults (-grpc.stream.max-age 15m, -grpc.stream.max-requests 1000000), so that the
+	// client re-balances first, without losing the requests in flight.
+	RebalanceTimeout  time.Duration
+	RebalanceRequests int64
+	// RetryOnReconnect re-sends the requests pending on a stream that broke (retry-on-reconnect,
+	// default true). The server may have received them: the re-sends are counted in
+	// otlpgate_client_resent_requests_total as possible duplicates. When false they are dropped
+	// with reason "stream_broken".
+	RetryOnReconnect bool
+	// WaitOnShutdown lets Shutdown wait for pending acknowledgements until its context ends
+	// (wait-on-shutdown, default true).
+	WaitOnShutdown bool
+	// TLS of the connection.
+	TLS TLS
+	// InitialWindowSize and InitialConnWindowSize are the HTTP/2 flow-control windows per stream
+	// and per connection (http2-stream-window, default 1MiB; http2-conn-window, default 8MiB).
+	// Pipelined streams on long round trips need windows of about window × batch size.
+	InitialWindowSize, InitialConnWindowSize int32
+	// MaxSendMsgSize is the largest request sent (max-send-msg-size, default 16MiB, the
+	// default -grpc.max-recv-msg-size of otlpgate). Larger batches are dropped with reason
+	// "too_large".
+	MaxSendMsgSize int
+	// KeepaliveTime pings the server after this long without activity, KeepaliveTimeout drops
+	// the connection when the ping is not answered (keepalive-time, default 30s;
+	// keepalive-timeout, default 10s). 0 turns pings off.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// Headers are sent with every call (header=key:value, repeatable).
+	Headers map[string]string
+	// BearerTokenFile holds a token sent as "authorization: Bearer <token>"
+	// (bearer-token-file). Read once, by New.
+	BearerTokenFile string
+}
+
+// DefaultConfig returns the defaults documented on Config. Name and Endpoint are empty.
+func DefaultConfig() Config {
+	return Config{
+		Protocol:              ProtocolOTEP,
+		Mode:                  ModeStream,
+		Streams:               2,
+		Window:                64,
+		Concurrency:           8,
+		QueueBytes:            128 << 20,
+		AckTimeout:            30 * time.Second,
+		RetryInitial:          500 * time.Millisecond,
+		RetryMax:              30 * time.Second,
+		RetryMaxElapsed:       5 * time.Minute,
+		RebalanceTimeout:      5 * time.Minute,
+		RebalanceRequests:     100_000,
+		RetryOnReconnect:      true,
+		WaitOnShutdown:        true,
+		TLS:                   TLS{Insecure: true},
+		InitialWindowSize:     1 << 20,
+		InitialConnWindowSize: 8 << 20,
+		MaxSendMsgSize:        16 << 20,
+		KeepaliveTime:         30 * time.Second,
+		KeepaliveTimeout:      10 * time.Second,
+	}
+}
+
+// Validate reports the first setting that cannot work, naming the destination.
+func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		if c.Name == "" {
+			return fmt.Errorf("client: %w", err)
+		}
+		return fmt.Errorf("client: destination %q: %w", c.Name, err)
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("name is required")
+	case strings.ContainsAny(c.Name, ",= \t\n"):
+		return fmt.Errorf("name %q holds a comma, an equals sign or a space", c.Name)
+	case c.Endpoint == "":
+		return errors.New("endpoint is required")
+	}
+	if !strings.Contains(c.Endpoint, ":///") {
+		if _, _, err := net.SplitHostPort(c.Endpoint); err != nil {
+			return fmt.Errorf("endpoint %q is not host:port: %w", c.Endpoint, err)
+		}
+	}
+	switch c.Protocol {
+	case ProtocolOTEP, ProtocolV1:
+	default:
+		return fmt.Errorf("protocol %q (want otep or v1)", c.Protocol)
+	}
+	switch c.Mode {
+	case ModeStream, ModeUnary:
+	default:
+		return fmt.Errorf("mode %q (want stream or unary)", c.Mode)
+	}
+	switch c.Compression {
+	case "", "none", "gzip", "zstd", "snappy":
+	default:
+		return fmt.Errorf("compression %q (want gzip, zstd, snappy or none)", c.Compression)
+	}
+	switch {
+	case c.Protocol == ProtocolV1 && c.Mode == ModeStream:
+		return errors.New("protocol v1 has no streaming service: use mode=unary with concurrency")
+	case c.Streams < 1 || c.Streams > 1024:
+		return fmt.Errorf("streams %d outside 1..1024", c.Streams)
+	case c.Window < 1 || c.Window > 1<<16:
+		return fmt.Errorf("window %d outside 1..65536", c.Window)
+	case c.Concurrency < 1 || c.Concurrency > 4096:
+		return fmt.Errorf("concurrency %d outside 1..4096", c.Concurrency)
+	case c.QueueBytes <= 0:
+		return errors.New("queue bytes must be positive")
+	case c.AckTimeout <= 0:
+		return errors.New("ack timeout must be positive")
+	case c.RetryInitial <= 0:
+		return errors.New("retry initial must be positive")
+	case c.RetryMax < c.RetryInitial:
+		return fmt.Errorf("retry max %v is below retry initial %v", c.RetryMax, c.RetryInitial)
+	case c.RetryMaxElapsed < 0:
+		return errors.New("retry max elapsed must not be negative (0: no limit)")
+	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0:
+		return errors.New("rebalance limits must not be negative (0: off)")
+	case c.InitialWindowSize < 64<<10 || c.InitialConnWindowSize < 64<<10:
+		return errors.New("HTTP/2 windows must be at least 64KiB")
+	case c.MaxSendMsgSize <= 0:
+		return errors.New("max send message size must be positive")
+	case c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0:
+		return errors.New("keepalive durations must not be negative")
+	case c.KeepaliveTime > 0 && c.KeepaliveTime < 10*time.Second:
+		// gRPC raises shorter intervals to 10s anyway; otlpgate servers reject them by default.
+		return fmt.Errorf("keepalive time %v is below 10s", c.KeepaliveTime)
+	}
+	t := c.TLS
+	switch {
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		return errors.New("TLS needs both tls-cert and tls-key")
+	case t.Insecure && (t.CAFile != "" || t.CertFile != "" || t.ServerName != "" || t.InsecureSkipVerify):
+		return errors.New("tls-* options given for a plaintext destination (insecure=true)")
+	}
+	for k := range c.Headers {
+		if k == "" || strings.ToLower(k) != k || strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") {
+			return fmt.Errorf("header %q: names must be lower case and not reserved", k)
+		}
+	}
+	return nil
+}
+
+// stream reports whether the destination pipelines over streams.
+func (c Config) stream() bool { return c.Mode == ModeStream }
+
+// compressor is the grpc-encoding name, "" for none.
+func (c Config) compressor() string {
+	if c.Compression == "none" {
+		return ""
+	}
+	return c.Compression
+}

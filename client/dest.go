@@ -1,0 +1,440 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
+	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// numSignals is the number of fastpath signals (traces, metrics, logs).
+const numSignals = 3
+
+// ackShardBits sets 32 shards: more than the cores otlpgate runs on, so that senders and
+// receivers rarely meet on a lock (acktable_bench_test.go measures it).
+const ackShardBits = 5
+
+// Dest delivers batches to one upstream (one -dest). It implements fastpath.Destination.
+//
+// Goroutines: stream mode runs one sender per stream slot (a lane: Streams of them), one
+// receiver per open stream and one sweeper for ack timeouts; unary mode runs Concurrency
+// workers. All of them start in Start and have returned when Shutdown returns.
+type Dest struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *destMetrics
+	conn    *grpc.ClientConn
+	methods [numSignals]string
+	// streamOpts and unaryOpts are the call options: streams wait for the connection to be
+	// ready (a lane has nothing else to do), unary calls fail fast and back off.
+	streamOpts, unaryOpts []grpc.CallOption
+
+	acks *ackTable
+	q    queue
+
+	nextID      atomic.Uint64 // last id given; advanced under q.mu so ids follow queue order
+	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
+	outstanding atomic.Int64  // requests not yet finished
+	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
+	throttled   atomic.Int32  // throttles since the last success
+
+	streams struct {
+		mu  sync.Mutex
+		set map[*stream]struct{} // open streams, for the sweeper
+	}
+
+	ctx       context.Context // carries the outgoing metadata; canceled when stopping
+	cancel    context.CancelFunc
+	stop      chan struct{} // closed when Shutdown stops waiting: senders give up
+	drained   chan struct{} // closed once nothing is outstanding after Shutdown began
+	drainOnce sync.Once
+	started   atomic.Bool
+	shut      atomic.Bool
+	closing   atomic.Bool // Shutdown began
+	stopping  atomic.Bool // Shutdown stopped waiting: failures are losses, not retries
+	wg        sync.WaitGroup
+}
+
+var _ fastpath.Destination = (*Dest)(nil)
+
+var streamDesc = grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+
+// New checks cfg, reads its files (TLS, token) and prepares the connection without dialling:
+// the first stream or call dials, so a dead endpoint does not fail New or Start.
+func New(cfg Config, log *slog.Logger) (*Dest, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c := cfg.compressor(); c != "" && encoding.GetCompressor(c) == nil {
+		return nil, fmt.Errorf("client: destination %q: compressor %q is not registered (codec.RegisterCompressors)", cfg.Name, c)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	md, err := outgoingMD(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := dialOptions(cfg, newFrameCodec())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(cfg.Endpoint, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
+	}
+	d := &Dest{
+		cfg:     cfg,
+		log:     log.With("destination", cfg.Name),
+		m:       newDestMetrics(cfg.Name),
+		conn:    conn,
+		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*numSignals),
+		stop:    make(chan struct{}),
+		drained: make(chan struct{}),
+	}
+	d.streams.set = map[*stream]struct{}{}
+	ctx := context.Background()
+	if len(md) > 0 {
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
+	d.ctx, d.cancel = context.WithCancel(ctx)
+	d.streamOpts = []grpc.CallOption{grpc.WaitForReady(true)}
+	if c := cfg.compressor(); c != "" {
+		d.streamOpts = append(d.streamOpts, grpc.UseCompressor(c))
+		d.unaryOpts = append(d.unaryOpts, grpc.UseCompressor(c))
+	}
+	switch {
+	case cfg.Protocol == ProtocolV1:
+		d.methods = [numSignals]string{coltracev1.TraceService_Export_FullMethodName,
+			colmetricsv1.MetricsService_Export_FullMethodName, collogsv1.LogsService_Export_FullMethodName}
+	case cfg.stream():
+		d.methods = [numSignals]string{otepv1.StreamExporter_ExportTraces_FullMethodName,
+			otepv1.StreamExporter_ExportMetrics_FullMethodName, otepv1.StreamExporter_ExportLogs_FullMethodName}
+	default:
+		d.methods = [numSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
+			otepv1.UnaryExporter_ExportMetrics_FullMethodName, otepv1.UnaryExporter_ExportLogs_FullMethodName}
+	}
+	senders := cfg.Concurrency
+	if cfg.stream() {
+		senders = cfg.Streams
+	}
+	d.q.init(senders)
+	return d, nil
+}
+
+// Name implements fastpath.Destination.
+func (d *Dest) Name() string { return d.cfg.Name }
+
+// Config returns the configuration the destination runs with.
+func (d *Dest) Config() Config { return d.cfg }
+
+// Start starts the senders. It does not dial: the first send does, and an unreachable
+// upstream only delays delivery (batches queue up to QueueBytes). Call it once, before
+// Shutdown; safe for concurrent use.
+func (d *Dest) Start() {
+	if d.started.Swap(true) || d.closing.Load() {
+		return
+	}
+	d.log.Info("destination starting", "endpoint", d.cfg.Endpoint, "protocol", d.cfg.Protocol,
+		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
+		"concurrency", d.cfg.Concurrency, "compression", d.cfg.compressor(), "tls", !d.cfg.TLS.Insecure)
+	if d.cfg.stream() {
+		for range d.cfg.Streams {
+			l := &lane{d: d, timer: stoppedTimer()}
+			d.wg.Add(1)
+			go l.run()
+		}
+		d.wg.Add(1)
+		go d.sweep()
+		return
+	}
+	for range d.cfg.Concurrency {
+		w := &worker{d: d, timer: stoppedTimer()}
+		d.wg.Add(1)
+		go w.run()
+	}
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// Enqueue implements fastpath.Destination: it takes the batch into the destination's queue, or
+// refuses it with fastpath.ErrFull when the bytes the destination holds would exceed
+// QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
+// Safe for concurrent use.
+func (d *Dest) Enqueue(b *fastpath.Batch) error {
+	d.q.mu.Lock()
+	if d.q.mu.closed {
+		d.q.mu.Unlock()
+		return fastpath.ErrClosed
+	}
+	n := int64(b.Len())
+	if d.held.Load()+n > d.cfg.QueueBytes {
+		d.q.mu.Unlock()
+		return fastpath.ErrFull
+	}
+	d.held.Add(n)
+	d.outstanding.Add(1)
+	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
+	d.q.mu.Unlock()
+	d.m.queueBytes.Add(float64(n))
+	d.q.notify()
+	return nil
+}
+
+// next blocks until a request may be sent (the destination is not paused and one is queued or
+// due) and returns it, or returns nil once the destination stops. t is the caller's own timer.
+// Called by the senders only.
+func (d *Dest) next(t *time.Timer) *request {
+	for {
+		select {
+		case <-d.stop:
+			return nil
+		default:
+		}
+		if !d.waitPause(t) {
+			return nil
+		}
+		now := nanotime()
+		d.q.mu.Lock()
+		r, wait := d.q.popLocked(now)
+		d.q.mu.Unlock()
+		if r != nil {
+			return r
+		}
+		if wait < 0 {
+			select {
+			case <-d.q.wake:
+			case <-d.stop:
+				return nil
+			}
+			continue
+		}
+		if !d.sleep(t, wait, true) {
+			return nil
+		}
+	}
+}
+
+// waitPause waits on t while the destination is paused by a throttle. It reports false when
+// the destination stops meanwhile.
+func (d *Dest) waitPause(t *time.Timer) bool {
+	for {
+		p := d.pausedUntil.Load()
+		now := nanotime()
+		if p <= now {
+			return true
+		}
+		if !d.sleep(t, time.Duration(p-now), false) {
+			return false
+		}
+	}
+}
+
+// sleep waits for dur on t, or less when woken is set and the queue is notified. It reports
+// false when the destination stops meanwhile.
+func (d *Dest) sleep(t *time.Timer, dur time.Duration, woken bool) bool {
+	t.Reset(dur)
+	defer t.Stop()
+	var wake chan struct{}
+	if woken {
+		wake = d.q.wake
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-wake:
+		return true
+	case <-d.stop:
+		return false
+	}
+}
+
+// deliver finishes r as acknowledged by the upstream.
+func (d *Dest) deliver(r *request) {
+	d.m.ackedRequests.Inc()
+	d.m.ackedItem.Add(float64(r.items))
+	if d.throttled.Load() != 0 {
+		d.throttled.Store(0)
+	}
+	d.finish(r, true)
+}
+
+// drop finishes r as given up on, counted by reason.
+func (d *Dest) drop(r *request, reason int) {
+	d.m.dropped[reason].Inc()
+	d.m.droppedItems[reason].Add(float64(r.items))
+	d.finish(r, false)
+}
+
+// lose drops a request a sender held when the destination stopped.
+func (d *Dest) lose(r *request) {
+	if r.attempt == 0 {
+		d.drop(r, dropShutdownQueued)
+		return
+	}
+	d.drop(r, dropShutdownRetry)
+}
+
+func (d *Dest) finish(r *request, delivered bool) {
+	b, n := r.b, r.size
+	putRequest(r)
+	d.held.Add(-int64(n))
+	d.m.queueBytes.Sub(float64(n))
+	b.Done(delivered)
+	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
+		d.drainOnce.Do(d.closeDrained)
+	}
+}
+
+func (d *Dest) closeDrained() { close(d.drained) }
+
+// result acts on an OTEP result code.
+func (d *Dest) result(r *request, code otepv1.ResultCode) {
+	switch code {
+	case otepv1.ResultCode_Success:
+		d.deliver(r)
+	case otepv1.ResultCode_FailedNoneRetryable:
+		d.drop(r, dropRejected)
+	default: // FailedRetryable, and codes this build does not know
+		d.retry(r, retryFailed)
+	}
+}
+
+// expired reports whether r would be retried later than RetryMaxElapsed after its first send.
+func (d *Dest) expired(r *request, delay time.Duration) bool {
+	return d.cfg.RetryMaxElapsed > 0 && r.first > 0 &&
+		nanotime()+int64(delay)-r.first > int64(d.cfg.RetryMaxElapsed)
+}
+
+// retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.
+func (d *Dest) retry(r *request, why int) {
+	delay := d.cfg.backoff(r.attempt)
+	if d.expired(r, delay) {
+		d.drop(r, dropRetryExhausted)
+		return
+	}
+	d.m.retried[why].Inc()
+	r.due = nanotime() + int64(delay)
+	d.q.pushDelayed(r)
+}
+
+// retryAfterPause sends r again once the destination's throttle pause is over.
+func (d *Dest) retryAfterPause(r *request) {
+	if d.expired(r, time.Duration(d.pausedUntil.Load()-nanotime())) {
+		d.drop(r, dropRetryExhausted)
+		return
+	}
+	d.m.retried[retryThrottled].Inc()
+	d.q.pushReady(r)
+}
+
+// resend sends r again at once: the stream it was pending on ended without answering it.
+func (d *Dest) resend(r *request) {
+	switch {
+	case !d.cfg.RetryOnReconnect:
+		d.drop(r, dropStreamBroken)
+	case d.expired(r, 0):
+		d.drop(r, dropRetryExhausted)
+	default:
+		d.m.resent.Inc()
+		d.q.pushReady(r)
+	}
+}
+
+// throttle pauses every sender of the destination for at least delay (the server's
+// RetryInfo), longer when throttles follow each other without a success in between.
+func (d *Dest) throttle(delay time.Duration) {
+	n := d.throttled.Add(1)
+	pause := d.cfg.throttlePause(delay, n)
+	until := nanotime() + int64(pause)
+	for {
+		cur := d.pausedUntil.Load()
+		if cur >= until || d.pausedUntil.CompareAndSwap(cur, until) {
+			break
+		}
+	}
+	d.m.throttles.Inc()
+	d.log.Warn("upstream asked to pause", "retry_delay", delay, "pause", pause, "in_a_row", n)
+}
+
+// Shutdown stops accepting batches (Enqueue returns fastpath.ErrClosed), waits while ctx
+// allows for every held request to be acknowledged (WaitOnShutdown), then stops every
+// goroutine and closes the connection. What was not delivered is finished with Done(false) and
+// counted in otlpgate_client_dropped_requests_total with reason shutdown_queued (never sent),
+// shutdown_pending (sent, not answered) or shutdown_retry (waiting to be sent again); the
+// error says how much. Call it once; safe for concurrent use with everything else.
+func (d *Dest) Shutdown(ctx context.Context) error {
+	if d.shut.Swap(true) {
+		return errors.New("client: Shutdown called twice")
+	}
+	d.q.mu.Lock()
+	d.q.mu.closed = true
+	d.q.mu.Unlock()
+	d.closing.Store(true)
+	if d.outstanding.Load() == 0 {
+		d.drainOnce.Do(d.closeDrained)
+	}
+	if d.cfg.WaitOnShutdown && d.started.Load() {
+		select {
+		case <-d.drained:
+		case <-ctx.Done():
+		}
+	}
+	d.stopping.Store(true)
+	close(d.stop)
+	d.cancel()
+	d.wg.Wait()
+	d.conn.Close()
+
+	// Every goroutine is gone: what is left is in the ack table or the queue.
+	var lost, items int
+	for _, r := range d.acks.takeIf(func(*request) bool { return true }, nil) {
+		d.m.inFlight.Dec()
+		lost, items = lost+1, items+r.items
+		d.drop(r, dropShutdownPending)
+	}
+	d.q.mu.Lock()
+	var left []*request
+	for r := d.q.mu.ready.pop(); r != nil; r = d.q.mu.ready.pop() {
+		left = append(left, r)
+	}
+	for len(d.q.mu.delayed) > 0 {
+		left = append(left, d.q.mu.delayed.pop())
+	}
+	var fresh []*request
+	for r := d.q.mu.fresh.pop(); r != nil; r = d.q.mu.fresh.pop() {
+		fresh = append(fresh, r)
+	}
+	d.q.mu.Unlock()
+	for _, r := range left {
+		lost, items = lost+1, items+r.items
+		d.drop(r, dropShutdownRetry)
+	}
+	for _, r := range fresh {
+		lost, items = lost+1, items+r.items
+		d.drop(r, dropShutdownQueued)
+	}
+	if lost > 0 {
+		d.log.Warn("destination stopped with undelivered requests", "requests", lost, "items", items)
+		return fmt.Errorf("client: destination %q: %d requests (%d items) not delivered before shutdown", d.cfg.Name, lost, items)
+	}
+	d.log.Info("destination stopped")
+	return nil
+}

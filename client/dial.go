@@ -1,0 +1,94 @@
+package client
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+)
+
+// dialOptions builds the connection options of a destination. The connection's own reconnect
+// backoff follows the retry settings, so that a stream re-opens as soon as the upstream is back
+// and no later than RetryMax after.
+func dialOptions(cfg Config, cc *frameCodec) ([]grpc.DialOption, error) {
+	creds, err := transportCredentials(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.MaxCallSendMsgSize(cfg.MaxSendMsgSize)),
+		grpc.WithInitialWindowSize(cfg.InitialWindowSize),
+		grpc.WithInitialConnWindowSize(cfg.InitialConnWindowSize),
+		// gRPC's transparent retry would keep references to sent payloads in its replay
+		// buffer; retries and re-sends are this package's business.
+		grpc.WithDisableRetry(),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: cfg.RetryInitial, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.RetryMax},
+			MinConnectTimeout: 20 * time.Second,
+		}),
+		grpc.WithUserAgent("otlpgate"),
+	}
+	if cfg.KeepaliveTime > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
+		}))
+	}
+	return opts, nil
+}
+
+func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
+	if t.Insecure {
+		return insecure.NewCredentials(), nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: cannot read tls-ca: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client: tls-ca %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = roots
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: cannot load tls-cert/tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// outgoingMD is the metadata sent with every call: the configured headers and the bearer token.
+func outgoingMD(cfg Config) (metadata.MD, error) {
+	md := metadata.MD{}
+	for k, v := range cfg.Headers {
+		md.Append(k, v)
+	}
+	if cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: cannot read bearer-token-file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, errors.New("client: bearer-token-file is empty")
+		}
+		md.Set("authorization", "Bearer "+tok)
+	}
+	return md, nil
+}

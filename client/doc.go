@@ -1,0 +1,58 @@
+// Package client owns upstream delivery: one Dest per -dest, each with its own byte-bounded
+// queue, request ids, ack table, retry and throttle state, speaking otlpgate.otep.v1
+// (UnaryExporter, StreamExporter) or the standard OTLP/gRPC v1 Export services.
+//
+// # Modes
+//
+// Stream mode (OTEP only) keeps Streams lanes; each lane holds one stream per signal and
+// sends on it while fewer than Window of its requests wait for an answer. Answers carry the
+// request id and may come in any order; the ack table (acktable.go) matches them. Unary mode
+// runs Concurrency workers with one call in flight each, the call's answer or error coming
+// before the next call.
+//
+// # What happens to a request
+//
+// Ids are sequential per destination, given in Enqueue order, and kept across attempts, so
+// that an upstream can recognise a re-send. The OTEP result codes decide: Success finishes the
+// batch with Done(true); FailedNoneRetryable drops it (counted); FailedRetryable sends it again
+// after an exponential backoff with jitter (RetryInitial, RetryMax) unless that lands past
+// RetryMaxElapsed. v1 calls and stream ends map gRPC codes the same way (retry.go).
+// UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo pauses the whole destination for at least
+// the retry delay, doubling while throttles follow each other; other destinations are not
+// affected. A request not answered within AckTimeout is dropped, not re-sent: the upstream may
+// be what makes it slow. When a stream breaks, its unanswered requests are sent again at once on
+// a new stream (RetryOnReconnect); the upstream may have received them, so they are counted as
+// possible duplicates, and nothing is lost. A lane whose streams keep breaking before any answer
+// backs off before opening the next one; otherwise a stream re-opens as soon as the connection
+// allows.
+//
+// Re-balancing: after RebalanceTimeout or RebalanceRequests a lane half-closes its stream,
+// opens a new one for the next requests, and the old stream's receiver keeps reading answers
+// until the server closes it. Pending requests stay bound to the stream they went out on, so
+// the switch neither loses nor repeats any.
+//
+// Shutdown refuses new batches, waits while its context allows for every request to be
+// answered (WaitOnShutdown), then stops, and finishes the rest with Done(false), counted by
+// reason (queued, pending, waiting for a retry).
+//
+// # Payloads are shared, never copied per destination
+//
+// A v1 request is the payload itself, sent as a codec.Raw holding a reference that gRPC's
+// transport releases once written. An OTEP request differs from the payload by its id and by
+// one tag byte per resource entry (0x12 instead of 0x0a); frame.go sends it as a
+// mem.BufferSlice of small header buffers interleaved with views of the payload, so the body is
+// not copied either. Payloads whose entries average under 256 bytes, or that are too small for
+// gRPC to track by reference (1 KiB), are copied once per attempt into a pooled buffer instead:
+// for them a copy is cheaper than the views (frame_bench_test.go).
+//
+// # Goroutines and rules
+//
+// Enqueue runs on the pipeline's goroutines and never blocks. Start launches the senders
+// (lanes or workers), one receiver per open stream and, in stream mode, one sweeper for ack
+// timeouts; all of them have returned when Shutdown returns. Each request is owned by one
+// place at a time (request.go); the ack table decides races between a receiver, the sweeper
+// and a failing sender.
+//
+// It imports fastpath/, codec/, pool/ and proto/; never server/, cmd/ or bench/ (its tests
+// use server/grpc as a real upstream).
+package client

@@ -1,0 +1,223 @@
+package client
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// An OTEP request is the v1 body with the id at field 1 in front and every resource entry
+// re-tagged from field 1 (tag byte 0x0a) to field 2 (0x12). Only those tag bytes differ, so
+// the request is sent as a mem.BufferSlice that interleaves small header buffers with views of
+// the shared payload:
+//
+//	[08 <id varint> 12] [len+entry 1] [12] [len+entry 2] ... [12] [len+entry n]
+//
+// The views point into the payload's own bytes: nothing of the body is copied, however many
+// destinations send the same payload. A view costs a pooled mem.Buffer, which is more than
+// copying a few dozen bytes, so payloads whose entries average under viewMinEntry bytes are
+// copied once into a pooled buffer with fastpath.AppendOTEP instead, as are payloads too small
+// for gRPC to track by reference (at most 1 KiB) and the non-canonical ones whose field-1 tags
+// take more than one byte. frame_bench_test.go measures both paths.
+const viewMinEntry = 256
+
+// trackedMin is the smallest capacity gRPC's mem.NewBuffer counts references for: at or below
+// 1 KiB it returns an untracked buffer whose Free never reaches the pool, so the frame would
+// never learn that gRPC is done.
+const trackedMin = 1<<10 + 1
+
+const (
+	tagID    = 1<<3 | byte(protowire.VarintType)
+	tagV1    = 1<<3 | byte(protowire.BytesType)
+	tagEntry = 2<<3 | byte(protowire.BytesType)
+)
+
+// entryTag is the one-byte buffer between views. It is never freed: SliceBuffer's Free does
+// nothing, and its bytes are static.
+var entryTag mem.Buffer = mem.SliceBuffer{tagEntry}
+
+var errFrameInvalid = errors.New("client: payload is not a v1 request body")
+
+// frame is one OTEP request in flight: the codec marshals it into buffers that share the
+// payload (see above).
+//
+// Invariants:
+//
+//  1. refs counts the sender (from getFrame until it calls unref after SendMsg or Invoke
+//     returns) and gRPC (from Marshal until its last reference to the buffers is freed). The
+//     last unref releases the payload reference and returns the frame to its pool.
+//  2. gRPC's references are counted by one root mem.Buffer over the payload bytes (or over the
+//     copy): every view is a Slice of it, so the root's pool (the frame) gets Put exactly once,
+//     when the last view is freed.
+//  3. bufs, hdr and hdrs stay untouched until that Put. gRPC reads and frees the elements of a
+//     BufferSlice in order and the last element is always a view, so nobody reads the array
+//     or a header after the Put.
+type frame struct {
+	refs    atomic.Int32
+	id      uint64
+	payload *pool.Payload // the frame's own reference
+	body    []byte        // payload bytes: the v1 body
+	cuts    []int32       // offset in body of each field-1 entry's tag byte
+	copy    bool          // marshal by copying (see above)
+	size    int           // encoded size
+	data    []byte        // what the root buffer points at
+	copyBuf *[]byte       // the pooled copy, when copy is set
+	hdr     [1 + binary.MaxVarintLen64 + 1]byte
+	hdrs    [1 + binary.MaxVarintLen64 + 2]mem.Buffer // hdrs[n] is hdr[:n], boxed once per frame
+	bufs    []mem.Buffer
+}
+
+var frames = sync.Pool{New: func() any { return new(frame) }}
+
+// newFrame returns a frame holding its own reference to p for request id, with the sender's
+// reference, or errFrameInvalid when p's top level is not a v1 body (then nothing is held).
+func newFrame(id uint64, p *pool.Payload) (*frame, error) {
+	f := frames.Get().(*frame)
+	if err := f.prepare(id, p.Bytes()); err != nil {
+		f.reset()
+		frames.Put(f)
+		return nil, err
+	}
+	f.payload = p.Retain()
+	f.refs.Store(1)
+	return f, nil
+}
+
+// prepare finds the entries of body and decides how to marshal it.
+func (f *frame) prepare(id uint64, body []byte) error {
+	f.id, f.body, f.cuts, f.copy = id, body, f.cuts[:0], false
+	for off := 0; off < len(body); {
+		num, typ, n := protowire.ConsumeTag(body[off:])
+		if n < 0 {
+			return errFrameInvalid
+		}
+		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
+		if m < 0 {
+			return errFrameInvalid
+		}
+		switch num {
+		case 1:
+			if typ != protowire.BytesType {
+				return errFrameInvalid
+			}
+			if n != 1 {
+				f.copy = true // a long tag: AppendOTEP writes the short one
+			}
+			f.cuts = append(f.cuts, int32(off))
+		case 2:
+			return errFrameInvalid // OTEP's entry field: carrying it would invent an entry
+		}
+		off += n + m
+	}
+	f.size = fastpath.OTEPSize(id, body)
+	if len(f.cuts) == 0 || cap(body) < trackedMin || len(body) < viewMinEntry*len(f.cuts) {
+		f.copy = true
+	}
+	return nil
+}
+
+// unref drops one reference (invariant 1).
+func (f *frame) unref() {
+	switch n := f.refs.Add(-1); {
+	case n == 0:
+		f.payload.Release()
+		f.reset()
+		frames.Put(f)
+	case n < 0:
+		panic("BUG: client: frame released too often")
+	}
+}
+
+func (f *frame) reset() {
+	clear(f.bufs)
+	f.id, f.payload, f.body, f.data, f.copyBuf, f.bufs = 0, nil, nil, nil, nil, f.bufs[:0]
+	f.cuts = f.cuts[:0]
+}
+
+// marshal builds the buffers for gRPC and takes gRPC's reference.
+func (f *frame) marshal() (mem.BufferSlice, error) {
+	f.refs.Add(1)
+	if f.copy {
+		buf := pool.GetBytes(max(f.size, trackedMin))
+		out, err := fastpath.AppendOTEP((*buf)[:0], f.id, f.body)
+		if err != nil {
+			// prepare checked the top level; AppendOTEP checks nothing more.
+			pool.PutBytes(buf)
+			f.unref()
+			return nil, err
+		}
+		*buf = out
+		f.copyBuf = buf
+		f.bufs = append(f.bufs[:0], mem.NewBuffer(buf, f))
+		return f.bufs, nil
+	}
+	f.data = f.body
+	root := mem.NewBuffer(&f.data, f)
+	n := 0
+	f.hdr[n] = tagID
+	n++
+	n += binary.PutUvarint(f.hdr[n:], f.id)
+	pos, i := 0, 0
+	if f.cuts[0] == 0 {
+		f.hdr[n] = tagEntry
+		n++
+		pos, i = 1, 1
+	}
+	f.bufs = append(f.bufs[:0], f.header(n))
+	for ; i < len(f.cuts); i++ {
+		c := int(f.cuts[i])
+		f.bufs = append(f.bufs, root.Slice(pos, c), entryTag)
+		pos = c + 1
+	}
+	f.bufs = append(f.bufs, root.Slice(pos, len(f.body)))
+	root.Free() // the views hold the root now
+	return f.bufs, nil
+}
+
+// header returns hdr[:n] as a buffer, boxing it into an interface once per frame and length.
+func (f *frame) header(n int) mem.Buffer {
+	if f.hdrs[n] == nil {
+		f.hdrs[n] = mem.SliceBuffer(f.hdr[:n])
+	}
+	return f.hdrs[n]
+}
+
+// Get is never called: mem uses the pool of a Buffer only to give its bytes back.
+func (f *frame) Get(int) *[]byte { panic("BUG: client: frame is not a source of buffers") }
+
+// Put is mem's notice that gRPC freed its last reference to the frame's buffers. It runs on
+// whichever goroutine freed it.
+func (f *frame) Put(*[]byte) {
+	if f.copyBuf != nil {
+		pool.PutBytes(f.copyBuf)
+		f.copyBuf = nil
+	}
+	f.unref()
+}
+
+// frameCodec is codec.New's codec that also marshals frames. Safe for concurrent use.
+type frameCodec struct{ inner encoding.CodecV2 }
+
+func newFrameCodec() *frameCodec { return &frameCodec{inner: codec.New(codec.MemPool{})} }
+
+func (c *frameCodec) Name() string { return codec.Name }
+
+func (c *frameCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(*frame); ok {
+		return f.marshal()
+	}
+	return c.inner.Marshal(v)
+}
+
+func (c *frameCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.inner.Unmarshal(data, v)
+}

@@ -1,0 +1,158 @@
+package client
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Why a request was dropped: given up on for good, its batch finished with Done(false).
+const (
+	dropRejected        = iota // FailedNoneRetryable, or a status that retrying cannot fix
+	dropAckTimeout             // no answer within AckTimeout; not re-sent
+	dropRetryExhausted         // still failing RetryMaxElapsed after its first send
+	dropStreamBroken           // pending on a stream that broke, with RetryOnReconnect off
+	dropTooLarge               // larger than MaxSendMsgSize
+	dropInvalid                // the payload is not a v1 body (cannot be framed)
+	dropShutdownQueued         // still queued (never sent) when Shutdown gave up
+	dropShutdownPending        // sent, not yet answered, when Shutdown gave up
+	dropShutdownRetry          // waiting for a retry or re-send when Shutdown gave up
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{
+	"rejected", "ack_timeout", "retry_exhausted", "stream_broken", "too_large", "invalid",
+	"shutdown_queued", "shutdown_pending", "shutdown_retry",
+}
+
+// Why a request is sent again after a delay.
+const (
+	retryFailed    = iota // FailedRetryable, or a retryable status of a unary call
+	retryThrottled        // UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo
+	numRetryReasons
+)
+
+var retryReasonNames = [numRetryReasons]string{"failed_retryable", "throttled"}
+
+var (
+	sentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_sent_requests_total",
+		Help: "Requests written to the upstream, every attempt included.",
+	}, []string{"destination"})
+	sentBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_sent_bytes_total",
+		Help: "Payload bytes of the requests written to the upstream, before compression.",
+	}, []string{"destination"})
+	ackedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_acknowledged_requests_total",
+		Help: "Requests the upstream acknowledged with Success (v1: an OK response).",
+	}, []string{"destination"})
+	ackedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_acknowledged_items_total",
+		Help: "Spans, data points and log records the upstream acknowledged with Success.",
+	}, []string{"destination"})
+	retriedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_retried_requests_total",
+		Help: "Requests scheduled to be sent again after a backoff, by reason (failed_retryable, throttled).",
+	}, []string{"destination", "reason"})
+	resentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_resent_requests_total",
+		Help: "Requests sent again because the stream they were pending on ended without answering them; the upstream may have them twice (possible duplicates).",
+	}, []string{"destination"})
+	droppedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_dropped_requests_total",
+		Help: "Requests given up on, by reason; shutdown_* reasons count what Shutdown could not deliver.",
+	}, []string{"destination", "reason"})
+	droppedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_dropped_items_total",
+		Help: "Spans, data points and log records of the dropped requests, by reason.",
+	}, []string{"destination", "reason"})
+	partialRejected = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_partially_rejected_items_total",
+		Help: "Items a v1 upstream reported rejected in a partial success response.",
+	}, []string{"destination"})
+	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "otlpgate_client_in_flight_requests",
+		Help: "Requests sent and not yet answered.",
+	}, []string{"destination"})
+	queueBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "otlpgate_client_queue_bytes",
+		Help: "Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
+	}, []string{"destination"})
+	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "otlpgate_client_ack_latency_seconds",
+		Help:    "Time from sending a request to reading its answer, any result code.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 17), // 0.5ms .. 33s
+	}, []string{"destination"})
+	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_throttles_total",
+		Help: "Times the upstream asked the destination to pause (UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo).",
+	}, []string{"destination"})
+	streamsOpened = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_streams_opened_total",
+		Help: "OTEP streams opened.",
+	}, []string{"destination"})
+	streamsEnded = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_streams_ended_total",
+		Help: "OTEP streams ended, by how: rebalance_age and rebalance_requests (half-closed by the client), closed (by the server, cleanly), broken (an error).",
+	}, []string{"destination", "how"})
+	unknownAcks = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_unknown_acks_total",
+		Help: "Answers whose id matches no request pending on that stream (late after an ack timeout, or a server bug).",
+	}, []string{"destination"})
+)
+
+// Ways a stream ends, for otlpgate_client_streams_ended_total.
+const (
+	endRebalanceAge = iota
+	endRebalanceRequests
+	endClosed
+	endBroken
+	numStreamEnds
+)
+
+var streamEndNames = [numStreamEnds]string{"rebalance_age", "rebalance_requests", "closed", "broken"}
+
+// destMetrics holds one destination's label children, resolved once by New so that the hot
+// path never formats a label.
+type destMetrics struct {
+	sentRequests, sentBytes  prometheus.Counter
+	ackedRequests, ackedItem prometheus.Counter
+	retried                  [numRetryReasons]prometheus.Counter
+	resent                   prometheus.Counter
+	dropped, droppedItems    [numDropReasons]prometheus.Counter
+	partialRejected          prometheus.Counter
+	inFlight, queueBytes     prometheus.Gauge
+	ackLatency               prometheus.Observer
+	throttles                prometheus.Counter
+	streamsOpened            prometheus.Counter
+	streamsEnded             [numStreamEnds]prometheus.Counter
+	unknownAcks              prometheus.Counter
+}
+
+func newDestMetrics(name string) *destMetrics {
+	m := &destMetrics{
+		sentRequests:    sentRequests.WithLabelValues(name),
+		sentBytes:       sentBytes.WithLabelValues(name),
+		ackedRequests:   ackedRequests.WithLabelValues(name),
+		ackedItem:       ackedItems.WithLabelValues(name),
+		resent:          resentRequests.WithLabelValues(name),
+		partialRejected: partialRejected.WithLabelValues(name),
+		inFlight:        inFlight.WithLabelValues(name),
+		queueBytes:      queueBytes.WithLabelValues(name),
+		ackLatency:      ackLatency.WithLabelValues(name),
+		throttles:       throttles.WithLabelValues(name),
+		streamsOpened:   streamsOpened.WithLabelValues(name),
+		unknownAcks:     unknownAcks.WithLabelValues(name),
+	}
+	for i := range m.retried {
+		m.retried[i] = retriedRequests.WithLabelValues(name, retryReasonNames[i])
+	}
+	for i := range m.dropped {
+		m.dropped[i] = droppedRequests.WithLabelValues(name, dropReasonNames[i])
+		m.droppedItems[i] = droppedItems.WithLabelValues(name, dropReasonNames[i])
+	}
+	for i := range m.streamsEnded {
+		m.streamsEnded[i] = streamsEnded.WithLabelValues(name, streamEndNames[i])
+	}
+	return m
+}

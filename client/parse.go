@@ -1,0 +1,165 @@
+package client
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseDest reads a -dest value: comma-separated key=value pairs, applied over base (usually
+// DefaultConfig()). Keys are the kebab-case names given on each Config field; a dot may stand
+// for a dash (retry.initial = retry-initial). Sizes accept KiB, MiB, GiB (and KB, MB, GB)
+// suffixes, durations Go's syntax (100ms, 5m), booleans true/false. An unknown key, a key given
+// twice (header excepted) or a bad value is an error naming the key. The result is validated.
+//
+// Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
+// Validate then reports as a conflict.
+func ParseDest(spec string, base Config) (Config, error) {
+	c := base
+	c.Headers = maps.Clone(base.Headers)
+	seen := map[string]bool{}
+	tlsSet, tlsKeys := false, false
+	for item := range strings.SplitSeq(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		k = strings.ReplaceAll(strings.TrimSpace(k), ".", "-")
+		v = strings.TrimSpace(v)
+		if !ok || k == "" {
+			return Config{}, fmt.Errorf("client: -dest item %q is not key=value", item)
+		}
+		if seen[k] && k != "header" {
+			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
+		}
+		seen[k] = true
+		var err error
+		switch k {
+		case "name":
+			c.Name = v
+		case "endpoint":
+			c.Endpoint = v
+		case "protocol":
+			c.Protocol = v
+		case "mode":
+			c.Mode = v
+		case "streams":
+			c.Streams, err = strconv.Atoi(v)
+		case "window":
+			c.Window, err = strconv.Atoi(v)
+		case "concurrency":
+			c.Concurrency, err = strconv.Atoi(v)
+		case "compression":
+			c.Compression = v
+		case "queue-bytes":
+			c.QueueBytes, err = parseSize(v, 1<<62)
+		case "ack-timeout":
+			c.AckTimeout, err = time.ParseDuration(v)
+		case "retry-initial":
+			c.RetryInitial, err = time.ParseDuration(v)
+		case "retry-max":
+			c.RetryMax, err = time.ParseDuration(v)
+		case "retry-max-elapsed":
+			c.RetryMaxElapsed, err = time.ParseDuration(v)
+		case "rebalance-timeout":
+			c.RebalanceTimeout, err = time.ParseDuration(v)
+		case "rebalance-requests":
+			c.RebalanceRequests, err = strconv.ParseInt(v, 10, 64)
+		case "retry-on-reconnect":
+			c.RetryOnReconnect, err = strconv.ParseBool(v)
+		case "wait-on-shutdown":
+			c.WaitOnShutdown, err = strconv.ParseBool(v)
+		case "insecure":
+			c.TLS.Insecure, err = strconv.ParseBool(v)
+			tlsSet = true
+		case "tls":
+			var on bool
+			on, err = strconv.ParseBool(v)
+			c.TLS.Insecure = !on
+			tlsSet = true
+		case "tls-ca":
+			c.TLS.CAFile, tlsKeys = v, true
+		case "tls-cert":
+			c.TLS.CertFile, tlsKeys = v, true
+		case "tls-key":
+			c.TLS.KeyFile, tlsKeys = v, true
+		case "tls-server-name":
+			c.TLS.ServerName, tlsKeys = v, true
+		case "tls-insecure-skip-verify":
+			c.TLS.InsecureSkipVerify, err = strconv.ParseBool(v)
+			tlsKeys = true
+		case "http2-stream-window":
+			c.InitialWindowSize, err = parseSize32(v)
+		case "http2-conn-window":
+			c.InitialConnWindowSize, err = parseSize32(v)
+		case "max-send-msg-size":
+			var n int64
+			n, err = parseSize(v, 1<<31-1)
+			c.MaxSendMsgSize = int(n)
+		case "keepalive-time":
+			c.KeepaliveTime, err = time.ParseDuration(v)
+		case "keepalive-timeout":
+			c.KeepaliveTimeout, err = time.ParseDuration(v)
+		case "header":
+			hk, hv, ok := strings.Cut(v, ":")
+			if !ok {
+				err = fmt.Errorf("want key:value")
+				break
+			}
+			if c.Headers == nil {
+				c.Headers = map[string]string{}
+			}
+			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = strings.TrimSpace(hv)
+		case "bearer-token-file":
+			c.BearerTokenFile = v
+		default:
+			return Config{}, fmt.Errorf("client: -dest key %q is unknown", k)
+		}
+		if err != nil {
+			return Config{}, fmt.Errorf("client: -dest key %q: bad value %q: %w", k, v, err)
+		}
+	}
+	if tlsKeys && !tlsSet {
+		c.TLS.Insecure = false
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"B", 1},
+}
+
+// parseSize reads a byte size with an optional unit suffix, at most limit.
+func parseSize(s string, limit int64) (int64, error) {
+	num, mult := s, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("not a size (want e.g. 64MiB, 512KiB, 1000000)")
+	}
+	if n > limit/mult {
+		return 0, fmt.Errorf("size above %d bytes", limit)
+	}
+	return n * mult, nil
+}
+
+func parseSize32(s string) (int32, error) {
+	n, err := parseSize(s, 1<<31-1)
+	return int32(n), err
+}

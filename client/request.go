@@ -1,0 +1,44 @@
+package client
+
+import (
+	"sync"
+	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// request is one batch on its way to one destination, from Enqueue to Done. It is owned by
+// exactly one place at a time: the queue, a sender between pop and send, the ack table while
+// a stream waits for its answer, a unary worker during its call, or the retry heap. Whoever
+// takes it out of one of these owns it and must put it in another or finish it.
+type request struct {
+	b       *fastpath.Batch // holds the destination's payload reference until Done
+	id      uint64          // sequential per destination, kept across attempts
+	sig     fastpath.Signal
+	items   int
+	size    int
+	attempt int32   // sends so far
+	first   int64   // monotonic ns of the first send, 0 before it
+	sentAt  int64   // monotonic ns of the latest send
+	due     int64   // monotonic ns at which a delayed retry becomes ready
+	stream  *stream // the stream the latest send went out on (stream mode)
+}
+
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func getRequest(b *fastpath.Batch, id uint64) *request {
+	r := requests.Get().(*request)
+	r.b, r.id, r.sig, r.items, r.size = b, id, b.Signal, b.Items, b.Len()
+	return r
+}
+
+func putRequest(r *request) {
+	*r = request{}
+	requests.Put(r)
+}
+
+// epoch anchors monotonic timestamps: time.Since reads the monotonic clock, and an int64 of
+// nanoseconds is cheaper to store and compare than a time.Time.
+var epoch = time.Now()
+
+func nanotime() int64 { return int64(time.Since(epoch)) }

@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// answerAll answers every request still pending on every stream of u.
+func answerAll(u *upstream) {
+	u.mu.Lock()
+	streams := append([]*srvStream(nil), u.streams...)
+	u.mu.Unlock()
+	for _, s := range streams {
+		s.mu.Lock()
+		var pend []uint64
+		for id := range s.unacked {
+			pend = append(pend, id)
+		}
+		s.mu.Unlock()
+		for _, id := range pend {
+			s.ack(id, otepv1.ResultCode_Success)
+		}
+	}
+}
+
+// Shutdown refuses new batches at once, then waits for the answers still owed and delivers
+// everything that was taken.
+func TestShutdownWaitsForAnswers(t *testing.T) {
+	const n = 4
+	u := newUpstream(t)
+	u.onStream = func(*srvStream, received) error { return nil } // answered by the test
+	d := startDest(t, streamConfig(t, u.addr, 1, 8))
+	f := newFeeder(t, d)
+	f.send(0, n, 1, 10)
+	u.waitUntil("every request", func() bool { return len(u.got) == n })
+	errc := make(chan error, 1)
+	go func() { errc <- shutdown(t, d, waitFor) }()
+	for i := 0; !d.closing.Load(); i++ {
+		if i == 3000 {
+			t.Fatal("shutdown never began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.send(n, 1, 1, 10) // refused with ErrClosed: the pipeline finishes it as undelivered
+	if f.wait(n) {
+		t.Error("a batch enqueued after Shutdown began was delivered")
+	}
+	answerAll(u)
+	if err := <-errc; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	for i := range n {
+		if !f.wait(i) {
+			t.Errorf("batch %d not delivered", i)
+		}
+	}
+	if len(u.received()) != n {
+		t.Errorf("upstream received %d requests, want %d", len(u.received()), n)
+	}
+}
+
+// When the deadline ends the wait, every request still held is finished as undelivered and
+// counted by where it was: pending (sent, unanswered), waiting for a retry, or queued.
+func TestShutdownCountsLosses(t *testing.T) {
+	u := newUpstream(t)
+	u.onStream = func(s *srvStream, g received) error {
+		if g.tag == "b1" {
+			s.ack(g.id, otepv1.ResultCode_FailedRetryable)
+		}
+		return nil // b0 and b2 are never answered
+	}
+	cfg := streamConfig(t, u.addr, 1, 2)
+	cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 5, 2, 10)
+	u.waitUntil("b0, b1 and b2", func() bool { return len(u.got) == 3 })
+	for i := 0; value(d.m.retried[retryFailed]) == 0; i++ {
+		if i == 3000 {
+			t.Fatal("b1 never scheduled for a retry")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := shutdown(t, d, 50*time.Millisecond)
+	if err == nil {
+		t.Fatal("shutdown reported no loss")
+	}
+	for i, ok := range f.waitAll() {
+		if ok {
+			t.Errorf("batch %d delivered", i)
+		}
+	}
+	p, r, q := value(d.m.dropped[dropShutdownPending]), value(d.m.dropped[dropShutdownRetry]), value(d.m.dropped[dropShutdownQueued])
+	if p != 2 || r != 1 || q != 2 {
+		t.Errorf("lost pending %d, retry %d, queued %d; want 2, 1, 2", p, r, q)
+	}
+	if items := value(d.m.droppedItems[dropShutdownPending]); items != 4 {
+		t.Errorf("pending items lost %d, want 4", items)
+	}
+	if v, b := value(d.m.inFlight), value(d.m.queueBytes); v != 0 || b != 0 {
+		t.Errorf("in flight %d, queue bytes %d after shutdown", v, b)
+	}
+}
+
+// Without WaitOnShutdown, Shutdown does not wait for answers however long its context allows.
+func TestShutdownWithoutWaiting(t *testing.T) {
+	u := newUpstream(t)
+	u.onStream = func(*srvStream, received) error { return nil }
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.WaitOnShutdown = false
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	u.waitUntil("both requests", func() bool { return len(u.got) == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := d.Shutdown(ctx); err == nil {
+		t.Error("no loss reported")
+	}
+	if ctx.Err() != nil {
+		t.Error("Shutdown waited for its context")
+	}
+	if v := value(d.m.dropped[dropShutdownPending]); v != 2 {
+		t.Errorf("pending lost %d, want 2", v)
+	}
+}
+
+// A destination whose endpoint refuses connections starts, queues, and shuts down cleanly.
+func TestDeadEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for _, mode := range []string{ModeStream, ModeUnary} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := streamConfig(t, addr, 2, 4)
+			if mode == ModeUnary {
+				cfg = unaryConfig(t, addr, ProtocolV1, 2)
+			}
+			d := startDest(t, cfg)
+			f := newFeeder(t, d)
+			f.send(0, 3, 1, 10)
+			err := shutdown(t, d, 100*time.Millisecond)
+			if err == nil {
+				t.Fatal("no loss reported")
+			}
+			lost := 0
+			for r := range numDropReasons {
+				lost += value(d.m.dropped[r])
+			}
+			if lost != 3 {
+				t.Errorf("dropped %d, want 3", lost)
+			}
+			for i, ok := range f.waitAll() {
+				if ok {
+					t.Errorf("batch %d delivered", i)
+				}
+			}
+		})
+	}
+}
+
+// Enqueue is bounded by bytes and refuses without blocking.
+func TestEnqueueBounds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	body := traceBody("b", 1, 100)
+	cfg := streamConfig(t, addr, 1, 1)
+	cfg.QueueBytes = int64(3*len(body) + len(body)/2)
+	d, err := New(cfg, nil) // not started: nothing leaves the queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &refusals{dest: d}
+	f := newFeeder(t, rec)
+	f.send(0, 5, 1, 100)
+	if want := []error{nil, nil, nil, fastpath.ErrFull, fastpath.ErrFull}; !errorsEqual(rec.errs, want) {
+		t.Errorf("Enqueue returned %v, want %v", rec.errs, want)
+	}
+	held := len(f.body("b0")) + len(f.body("b1")) + len(f.body("b2"))
+	if v := value(d.m.queueBytes); v != held {
+		t.Errorf("queue bytes %d, want %d", v, held)
+	}
+	if err := shutdown(t, d, time.Second); err == nil {
+		t.Error("no loss reported")
+	}
+	if v := value(d.m.dropped[dropShutdownQueued]); v != 3 {
+		t.Errorf("queued lost %d, want 3", v)
+	}
+	f.send(5, 1, 1, 100)
+	if err := rec.errs[5]; !errors.Is(err, fastpath.ErrClosed) {
+		t.Errorf("Enqueue after Shutdown: %v", err)
+	}
+}
+
+// refusals wraps a destination and records what its Enqueue returned.
+type refusals struct {
+	dest *Dest
+	errs []error
+}
+
+func (r *refusals) Name() string { return r.dest.Name() }
+
+func (r *refusals) Enqueue(b *fastpath.Batch) error {
+	err := r.dest.Enqueue(b)
+	r.errs = append(r.errs, err)
+	return err
+}
+
+func errorsEqual(a, b []error) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !errors.Is(a[i], b[i]) && a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,340 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// Stream mode. Each lane is one sender goroutine that keeps one stream per signal open, sends
+// on it while its window has room, and replaces it when it ends or is due for re-balancing.
+// Each stream has a receiver goroutine that matches answers to pending requests by id through
+// the ack table, in whatever order they come. The sweeper drops requests whose answer is later
+// than AckTimeout.
+//
+// The window of a stream is a buffered channel: the lane puts a token in before a send, and
+// whoever takes the request out of the ack table (the receiver on an answer, the sweeper on a
+// timeout, the receiver's final sweep when the stream ends, or the lane itself when its send
+// failed) takes one token out with settle. Tokens therefore always equal the requests pending
+// on the stream, and a lane waits only while the stream has Window of them.
+
+// stream is one OTEP stream of one signal.
+type stream struct {
+	d      *Dest
+	sig    fastpath.Signal
+	cs     grpc.ClientStream
+	cancel context.CancelFunc
+	slots  chan struct{} // the window: one token per pending request
+	done   chan struct{} // closed by the receiver when the stream is over
+	opened int64         // nanotime
+	sent   int64         // requests sent; lane only
+	pend   atomic.Int32  // requests in the ack table for this stream
+	acked  atomic.Bool   // an answer came: the lane's reconnect backoff resets
+	broken atomic.Bool   // no more sends: a send failed or the stream ended
+	half   atomic.Int64  // nanotime of the client's half-close, 0 while open for sends
+}
+
+// settle gives back the window token of a request taken out of the ack table.
+func (s *stream) settle() {
+	s.pend.Add(-1)
+	s.d.m.inFlight.Dec()
+	select {
+	case <-s.slots:
+	default:
+		panic("BUG: client: stream window released more often than taken")
+	}
+}
+
+// lane is one sender of stream mode. Its fields belong to its goroutine.
+type lane struct {
+	d        *Dest
+	cur      [numSignals]*stream
+	failures int32 // streams in a row that ended without an answer, or failed to open
+	timer    *time.Timer
+}
+
+func (l *lane) run() {
+	defer l.d.wg.Done()
+	for {
+		r := l.d.next(l.timer)
+		if r == nil {
+			return
+		}
+		l.send(r)
+	}
+}
+
+// send writes r on the lane's stream for its signal, opening or replacing the stream as
+// needed, and leaves r in the ack table; or finishes r when it cannot be sent.
+func (l *lane) send(r *request) {
+	d := l.d
+	if int(r.sig) >= numSignals {
+		d.drop(r, dropInvalid)
+		return
+	}
+	if fastpath.OTEPSize(r.id, r.b.Payload.Bytes()) > d.cfg.MaxSendMsgSize {
+		d.drop(r, dropTooLarge)
+		return
+	}
+	for {
+		s := l.stream(r.sig)
+		if s == nil {
+			d.lose(r)
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.done:
+			continue // l.stream replaces it
+		case <-d.stop:
+			d.lose(r)
+			return
+		}
+		// A throttle may have come while this request waited for the stream or the window.
+		if !d.waitPause(l.timer) {
+			<-s.slots
+			d.lose(r)
+			return
+		}
+		// Build the frame while r is ours: once r is in the table an answer may finish it.
+		f, err := newFrame(r.id, r.b.Payload)
+		if err != nil {
+			<-s.slots
+			d.drop(r, dropInvalid)
+			return
+		}
+		id, size := r.id, r.size
+		now := nanotime()
+		r.attempt++
+		if r.first == 0 {
+			r.first = now
+		}
+		r.sentAt, r.stream = now, s
+		s.pend.Add(1)
+		d.m.inFlight.Inc()
+		d.acks.insert(r)
+		if s.broken.Load() {
+			// The receiver may have swept the table before the insert: take r back unless it
+			// found it (see stream.end).
+			f.unref()
+			if r := d.acks.remove(id, s); r != nil {
+				s.settle()
+				r.attempt--
+				continue
+			}
+			return
+		}
+		err = s.cs.SendMsg(f)
+		f.unref()
+		if err != nil {
+			// io.EOF: the stream is over and the receiver will read why; anything else is
+			// ours, and ends the stream too. Either way the bytes may have left: a re-send.
+			s.broken.Store(true)
+			s.cancel()
+			if r := d.acks.remove(id, s); r != nil {
+				s.settle()
+				d.resend(r)
+			}
+			return
+		}
+		s.sent++
+		d.m.sentRequests.Inc()
+		d.m.sentBytes.Add(float64(size))
+		return
+	}
+}
+
+// stream returns the lane's open stream for sig: the current one unless it ended or is due
+// for re-balancing, else a new one. nil when the destination stops first.
+func (l *lane) stream(sig fastpath.Signal) *stream {
+	d := l.d
+	if s := l.cur[sig]; s != nil {
+		over := s.broken.Load()
+		select {
+		case <-s.done:
+			over = true
+		default:
+		}
+		switch {
+		case over:
+			l.cur[sig] = nil
+			if s.acked.Load() {
+				l.failures = 0
+			} else {
+				l.failures++
+			}
+		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
+			l.cur[sig] = nil
+			s.halfClose(endRebalanceRequests)
+		case d.cfg.RebalanceTimeout > 0 && nanotime()-s.opened >= int64(d.cfg.RebalanceTimeout):
+			l.cur[sig] = nil
+			s.halfClose(endRebalanceAge)
+		default:
+			return s
+		}
+	}
+	for {
+		if l.failures > 0 {
+			// The stream before broke without a single answer (or did not open): do not spin
+			// against an upstream that accepts streams and then fails them.
+			if !d.sleep(l.timer, d.cfg.backoff(l.failures), false) {
+				return nil
+			}
+		}
+		s, err := d.openStream(sig)
+		if err == nil {
+			l.cur[sig] = s
+			return s
+		}
+		if d.stopping.Load() {
+			return nil
+		}
+		l.failures++
+		d.log.Warn("cannot open stream", "signal", sig.String(), "err", err, "failures", l.failures)
+	}
+}
+
+// halfClose ends the sending side of s for re-balancing; its receiver keeps reading answers
+// until the server closes the stream. Called by the lane, the only sender on s.
+func (s *stream) halfClose(how int) {
+	s.half.Store(nanotime())
+	s.broken.Store(true)
+	s.d.m.streamsEnded[how].Inc()
+	if err := s.cs.CloseSend(); err != nil {
+		s.cancel()
+	}
+}
+
+func (d *Dest) openStream(sig fastpath.Signal) (*stream, error) {
+	ctx, cancel := context.WithCancel(d.ctx)
+	cs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &stream{
+		d: d, sig: sig, cs: cs, cancel: cancel,
+		slots:  make(chan struct{}, d.cfg.Window),
+		done:   make(chan struct{}),
+		opened: nanotime(),
+	}
+	d.streams.mu.Lock()
+	d.streams.set[s] = struct{}{}
+	d.streams.mu.Unlock()
+	d.m.streamsOpened.Inc()
+	d.wg.Add(1)
+	go s.recv()
+	return s, nil
+}
+
+// recv reads answers until the stream ends, then settles what is still pending on it.
+func (s *stream) recv() {
+	d := s.d
+	defer d.wg.Done()
+	var resp otepv1.ExportResponse
+	for {
+		if err := s.cs.RecvMsg(&resp); err != nil {
+			s.end(err)
+			return
+		}
+		r := d.acks.remove(resp.Id, s)
+		if r == nil {
+			d.m.unknownAcks.Inc()
+			continue
+		}
+		s.acked.Store(true)
+		s.settle()
+		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		d.result(r, resp.ResultCode)
+	}
+}
+
+// end handles the end of the stream: err is io.EOF when the server closed it cleanly. The
+// requests still pending were not answered: they are re-sent (RetryOnReconnect), or dropped when
+// the server's status says sending again cannot help.
+func (s *stream) end(err error) {
+	d := s.d
+	v, delay := classify(err, true)
+	if v == verdictThrottle && !d.stopping.Load() {
+		// Before the lane can see the end: it must find the pause when it opens the next stream.
+		d.throttle(delay)
+	}
+	s.broken.Store(true)
+	close(s.done)
+	s.cancel()
+	d.streams.mu.Lock()
+	delete(d.streams.set, s)
+	d.streams.mu.Unlock()
+	if d.stopping.Load() {
+		return // Shutdown counts what is left in the table
+	}
+	clean := errors.Is(err, io.EOF)
+	switch {
+	case clean && s.half.Load() != 0:
+		// The normal end of a re-balanced stream, counted when it was half-closed.
+	case clean:
+		d.m.streamsEnded[endClosed].Inc()
+	default:
+		d.m.streamsEnded[endBroken].Inc()
+	}
+	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
+	// request back itself; one that inserted before is swept here. remove decides who wins.
+	pending := d.acks.takeIf(func(r *request) bool { return r.stream == s }, nil)
+	for _, r := range pending {
+		s.settle()
+		if v == verdictReject {
+			d.drop(r, dropRejected)
+		} else {
+			d.resend(r)
+		}
+	}
+	if !clean || len(pending) > 0 {
+		d.log.Warn("stream ended", "signal", s.sig.String(), "err", err, "unanswered", len(pending),
+			"resend", v != verdictReject && d.cfg.RetryOnReconnect)
+	}
+}
+
+// sweep drops the requests whose answer is overdue, and ends the re-balanced streams that the
+// server leaves open after everything on them was answered or timed out.
+func (d *Dest) sweep() {
+	defer d.wg.Done()
+	tick := min(max(d.cfg.AckTimeout/4, time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var buf []*request
+	var idle []*stream
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		now := nanotime()
+		cutoff := now - int64(d.cfg.AckTimeout)
+		buf = d.acks.takeIf(func(r *request) bool { return r.sentAt <= cutoff }, buf[:0])
+		for i, r := range buf {
+			r.stream.settle()
+			d.drop(r, dropAckTimeout)
+			buf[i] = nil
+		}
+		d.streams.mu.Lock()
+		for s := range d.streams.set {
+			if h := s.half.Load(); h != 0 && h <= cutoff && s.pend.Load() == 0 {
+				idle = append(idle, s)
+			}
+		}
+		d.streams.mu.Unlock()
+		for i, s := range idle {
+			s.cancel()
+			idle[i] = nil
+		}
+		idle = idle[:0]
+	}
+}

@@ -1,0 +1,472 @@
+package client
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+func streamConfig(t *testing.T, addr string, streams, window int) Config {
+	c := testConfig(t, addr)
+	c.Protocol, c.Mode, c.Streams, c.Window = ProtocolOTEP, ModeStream, streams, window
+	return c
+}
+
+// checkIDs verifies that id k carried batch b<k-1> (ids follow Enqueue order), with the bytes
+// the batch was made of.
+func checkIDs(t *testing.T, f *feeder, got []received) {
+	t.Helper()
+	for _, g := range got {
+		if want := "b" + strconv.Itoa(int(g.id)-1); g.tag != want {
+			t.Errorf("stream %d: id %d carried %q, want %q", g.stream, g.id, g.tag, want)
+			continue
+		}
+		if !bytes.Equal(g.body, f.body(g.tag)) {
+			t.Errorf("id %d: body differs from the batch's payload", g.id)
+		}
+	}
+}
+
+func ids(got []received) []uint64 {
+	var out []uint64
+	for _, g := range got {
+		out = append(out, g.id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func seq(from, to uint64) []uint64 {
+	var out []uint64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Two streams with a window of four: the upstream answers only when a stream's window is full
+// (and at the end), newest first. Every batch is delivered once, ids are 1..n in Enqueue order,
+// no stream ever has more than four requests unanswered, and both streams carry requests.
+func TestStreamWindowOutOfOrder(t *testing.T) {
+	for _, shape := range []struct {
+		name         string
+		entries, pad int
+	}{{"views", 3, 400}, {"copied", 1, 10}} {
+		t.Run(shape.name, func(t *testing.T) {
+			const n, window = 40, 4
+			u := newUpstream(t)
+			u.window = window
+			total := 0
+			u.onStream = func(s *srvStream, g received) error {
+				u.mu.Lock()
+				total++
+				last := total == n
+				streams := slices.Clone(u.streams)
+				u.mu.Unlock()
+				flush := func(s *srvStream) {
+					s.mu.Lock()
+					var pend []uint64
+					for id := range s.unacked {
+						pend = append(pend, id)
+					}
+					s.mu.Unlock()
+					slices.Sort(pend)
+					slices.Reverse(pend)
+					for _, id := range pend {
+						s.ack(id, otepv1.ResultCode_Success)
+					}
+				}
+				if last {
+					for _, s := range streams {
+						flush(s)
+					}
+				} else if s.pending() >= window {
+					flush(s)
+				}
+				return nil
+			}
+			d := startDest(t, streamConfig(t, u.addr, 2, window))
+			f := newFeeder(t, d)
+			f.send(0, n, shape.entries, shape.pad)
+			if ok := f.waitAll(); !allTrue(ok) {
+				t.Fatalf("delivered: %v", ok)
+			}
+			got := u.received()
+			if !slices.Equal(ids(got), seq(1, n)) {
+				t.Fatalf("ids received %v, want 1..%d once each", ids(got), n)
+			}
+			checkIDs(t, f, got)
+			u.checkViolations()
+			per := map[int]int{}
+			for _, g := range got {
+				per[g.stream]++
+			}
+			if len(per) != 2 {
+				t.Errorf("requests per stream %v, want two streams", per)
+			}
+			if err := shutdown(t, d, waitFor); err != nil {
+				t.Fatal(err)
+			}
+			if a, s := value(d.m.ackedRequests), value(d.m.sentRequests); a != n || s != n {
+				t.Errorf("acknowledged %d, sent %d, want %d", a, s, n)
+			}
+			if v := value(d.m.inFlight); v != 0 {
+				t.Errorf("in flight %d after shutdown", v)
+			}
+			if v := value(d.m.queueBytes); v != 0 {
+				t.Errorf("queue bytes %d after shutdown", v)
+			}
+		})
+	}
+}
+
+// Result codes on a stream: Success delivers, FailedNoneRetryable drops without re-sending,
+// FailedRetryable sends the same id again after a backoff.
+func TestStreamResultCodes(t *testing.T) {
+	u := newUpstream(t)
+	seen := map[string]int{}
+	u.onStream = func(s *srvStream, g received) error {
+		u.mu.Lock()
+		seen[g.tag]++
+		k := seen[g.tag]
+		u.mu.Unlock()
+		code := otepv1.ResultCode_Success
+		switch {
+		case g.tag == "b1":
+			code = otepv1.ResultCode_FailedNoneRetryable
+		case g.tag == "b2" && k <= 2:
+			code = otepv1.ResultCode_FailedRetryable
+		}
+		s.ack(g.id, code)
+		return nil
+	}
+	d := startDest(t, streamConfig(t, u.addr, 1, 8))
+	f := newFeeder(t, d)
+	f.send(0, 4, 2, 300)
+	if got, want := f.waitAll(), []bool{true, false, true, true}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	got := u.received()
+	checkIDs(t, f, got)
+	if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 1 || c["b2"] != 3 || c["b3"] != 1 {
+		t.Errorf("requests per batch %v, want b2 three times, the others once", c)
+	}
+	if a, r, x := value(d.m.ackedRequests), value(d.m.retried[retryFailed]), value(d.m.dropped[dropRejected]); a != 3 || r != 2 || x != 1 {
+		t.Errorf("acknowledged %d, retried %d, rejected %d; want 3, 2, 1", a, r, x)
+	}
+	if v := value(d.m.droppedItems[dropRejected]); v != 2 {
+		t.Errorf("rejected items %d, want 2", v)
+	}
+}
+
+// A request that keeps failing is given up once its next retry would land past
+// RetryMaxElapsed.
+func TestStreamRetryExhausted(t *testing.T) {
+	u := newUpstream(t)
+	u.onStream = func(s *srvStream, g received) error {
+		s.ack(g.id, otepv1.ResultCode_FailedRetryable)
+		return nil
+	}
+	cfg := streamConfig(t, u.addr, 1, 4)
+	cfg.RetryMaxElapsed = 100 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 1, 1, 10)
+	if f.wait(0) {
+		t.Fatal("delivered")
+	}
+	sends := len(u.received())
+	if v := value(d.m.dropped[dropRetryExhausted]); v != 1 {
+		t.Errorf("retry_exhausted %d, want 1", v)
+	}
+	if r := value(d.m.retried[retryFailed]); r != sends-1 {
+		t.Errorf("retried %d times, upstream saw %d sends", r, sends)
+	}
+	for _, g := range u.received() {
+		if g.id != 1 {
+			t.Errorf("re-send with id %d, want the same id 1", g.id)
+		}
+	}
+}
+
+// No answer within AckTimeout: the request is dropped and not sent again; an answer that comes
+// later is counted as unknown; the other requests are unaffected.
+func TestStreamAckTimeout(t *testing.T) {
+	u := newUpstream(t)
+	var late *srvStream
+	u.onStream = func(s *srvStream, g received) error {
+		if g.tag == "b1" {
+			u.mu.Lock()
+			late = s
+			u.mu.Unlock()
+			return nil // never answered in time
+		}
+		s.ack(g.id, otepv1.ResultCode_Success)
+		return nil
+	}
+	cfg := streamConfig(t, u.addr, 1, 4)
+	cfg.AckTimeout = 200 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 4, 1, 10)
+	if got, want := f.waitAll(), []bool{true, false, true, true}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	if v := value(d.m.dropped[dropAckTimeout]); v != 1 {
+		t.Errorf("ack_timeout drops %d, want 1", v)
+	}
+	u.mu.Lock()
+	late.ack(2, otepv1.ResultCode_Success)
+	u.mu.Unlock()
+	for i := 0; value(d.m.unknownAcks) == 0; i++ {
+		if i == 3000 {
+			t.Fatal("late answer never counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := shutdown(t, d, waitFor); err != nil {
+		t.Fatal(err)
+	}
+	if c := count(u.tags()); c["b1"] != 1 {
+		t.Errorf("b1 sent %d times, want once (no re-send after a timeout)", c["b1"])
+	}
+	if v := value(d.m.inFlight); v != 0 {
+		t.Errorf("in flight %d", v)
+	}
+}
+
+// After RebalanceRequests requests the stream is half-closed and a new one takes the next
+// requests; the old stream's answers, sent only once the new stream is in use, are still read.
+func TestStreamRebalanceRequests(t *testing.T) {
+	const n = 10
+	u := newUpstream(t)
+	total := 0
+	u.onStream = func(s *srvStream, g received) error {
+		u.mu.Lock()
+		total++
+		last := total == n
+		// The lane sends on its newest stream only: every other stream is an older one,
+		// already half-closed.
+		var older []*srvStream
+		for _, o := range u.streams {
+			if o != s || last {
+				older = append(older, o)
+			}
+		}
+		u.mu.Unlock()
+		for _, o := range older {
+			o.mu.Lock()
+			pend := make([]uint64, 0, len(o.unacked))
+			for id := range o.unacked {
+				pend = append(pend, id)
+			}
+			o.mu.Unlock()
+			for _, id := range pend {
+				o.ack(id, otepv1.ResultCode_Success)
+			}
+		}
+		return nil
+	}
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.RebalanceRequests = 3
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, n, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	got := u.received()
+	if !slices.Equal(ids(got), seq(1, n)) {
+		t.Fatalf("ids %v, want 1..%d once each", ids(got), n)
+	}
+	checkIDs(t, f, got)
+	// The server numbers streams as their handlers start, which need not be the order the
+	// client opened them in: order them by the first id each carried.
+	groups := byStream(got)
+	if len(groups) != 4 {
+		t.Fatalf("streams %v, want 4", groups)
+	}
+	for i, g := range groups {
+		if want := seq(uint64(3*i+1), uint64(min(3*i+3, n))); !slices.Equal(g.ids, want) {
+			t.Errorf("stream %d carried %v, want %v", i+1, g.ids, want)
+		}
+	}
+	u.waitUntil("three half-closes", func() bool { return len(u.halfClosed) == 3 })
+	u.mu.Lock()
+	half := slices.Sorted(slices.Values(u.halfClosed))
+	u.mu.Unlock()
+	var want []int
+	for _, g := range groups[:3] {
+		want = append(want, g.stream)
+	}
+	if slices.Sort(want); !slices.Equal(half, want) {
+		t.Errorf("half-closed streams %v, want %v (all but the newest)", half, want)
+	}
+	if v, r := value(d.m.streamsEnded[endRebalanceRequests]), value(d.m.resent); v != 3 || r != 0 {
+		t.Errorf("rebalanced %d, resent %d; want 3, 0", v, r)
+	}
+}
+
+// With a rebalance timeout shorter than any send, every request goes on a stream of its own.
+func TestStreamRebalanceTimeout(t *testing.T) {
+	const n = 5
+	u := newUpstream(t)
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.RebalanceTimeout = time.Microsecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, n, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	got := u.received()
+	if !slices.Equal(ids(got), seq(1, n)) {
+		t.Fatalf("ids %v", ids(got))
+	}
+	if groups := byStream(got); len(groups) != n {
+		t.Errorf("streams %v, want one per request", groups)
+	}
+	u.waitUntil("four half-closes", func() bool { return len(u.halfClosed) == n-1 })
+	if v := value(d.m.streamsEnded[endRebalanceAge]); v != n-1 {
+		t.Errorf("rebalanced by age %d, want %d", v, n-1)
+	}
+}
+
+// The upstream ends the stream with an error after reading three requests it did not answer:
+// they are sent again, with the same ids, on the next stream, and counted as possible
+// duplicates. With RetryOnReconnect off they are dropped instead.
+func TestStreamBroken(t *testing.T) {
+	for _, resend := range []bool{true, false} {
+		t.Run("retry-on-reconnect="+strconv.FormatBool(resend), func(t *testing.T) {
+			const n = 6
+			u := newUpstream(t)
+			u.onStream = func(s *srvStream, g received) error {
+				if s.n == 1 {
+					if s.pending() == 3 {
+						return status.Error(codes.Unavailable, "cut")
+					}
+					return nil
+				}
+				s.ack(g.id, otepv1.ResultCode_Success)
+				return nil
+			}
+			cfg := streamConfig(t, u.addr, 1, 8)
+			cfg.RetryOnReconnect = resend
+			d := startDest(t, cfg)
+			f := newFeeder(t, d)
+			f.send(0, n, 1, 10)
+			ok := f.waitAll()
+			got := u.received()
+			checkIDs(t, f, got)
+			first, later := map[uint64]int{}, map[uint64]int{}
+			for _, g := range got {
+				if g.stream == 1 {
+					first[g.id]++
+				} else {
+					later[g.id]++
+				}
+			}
+			if len(first) != 3 {
+				t.Fatalf("first stream read %v, want 3 requests", first)
+			}
+			for i, delivered := range ok {
+				id := uint64(i + 1)
+				if later[id] > 1 {
+					t.Errorf("id %d sent %d times on later streams", id, later[id])
+				}
+				if delivered != (later[id] == 1) {
+					t.Errorf("id %d: delivered=%v but sent %d times after the break", id, delivered, later[id])
+				}
+				if resend && !delivered {
+					t.Errorf("id %d lost", id)
+				}
+				if !resend && first[id] == 1 && delivered {
+					t.Errorf("id %d re-sent with RetryOnReconnect off", id)
+				}
+			}
+			resent, dropped := value(d.m.resent), value(d.m.dropped[dropStreamBroken])
+			if resend && (resent < 3 || resent > n || dropped != 0) {
+				t.Errorf("resent %d, dropped %d; want 3..%d and 0", resent, dropped, n)
+			}
+			if !resend && (dropped < 3 || resent != 0) {
+				t.Errorf("resent %d, dropped %d; want 0 and at least 3", resent, dropped)
+			}
+			if v := value(d.m.streamsEnded[endBroken]); v != 1 {
+				t.Errorf("broken streams %d, want 1", v)
+			}
+		})
+	}
+}
+
+// The upstream process dies with five requests unanswered and comes back on the same port:
+// the five are sent again on the new connection and nothing is lost.
+func TestStreamUpstreamRestart(t *testing.T) {
+	const n, window = 10, 5
+	u := newUpstream(t)
+	hold := true
+	u.onStream = func(s *srvStream, g received) error {
+		u.mu.Lock()
+		h := hold
+		u.mu.Unlock()
+		if !h {
+			s.ack(g.id, otepv1.ResultCode_Success)
+		}
+		return nil
+	}
+	d := startDest(t, streamConfig(t, u.addr, 1, window))
+	f := newFeeder(t, d)
+	f.send(0, n, 1, 10)
+	u.waitUntil("a full window", func() bool { return len(u.got) == window })
+	u.mu.Lock()
+	hold = false
+	u.mu.Unlock()
+	u.restart()
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	got := u.received()
+	checkIDs(t, f, got)
+	c := map[uint64]int{}
+	for _, g := range got {
+		c[g.id]++
+	}
+	for id := uint64(1); id <= n; id++ {
+		want := 1
+		if id <= window {
+			want = 2
+		}
+		if c[id] != want {
+			t.Errorf("id %d received %d times, want %d", id, c[id], want)
+		}
+	}
+	if v := value(d.m.resent); v != window {
+		t.Errorf("resent %d, want %d", v, window)
+	}
+}
+
+type streamIDs struct {
+	stream int
+	ids    []uint64
+}
+
+// byStream groups the ids received per stream, streams ordered by the first id they carried.
+func byStream(got []received) []streamIDs {
+	m := map[int][]uint64{}
+	for _, g := range got {
+		m[g.stream] = append(m[g.stream], g.id)
+	}
+	var out []streamIDs
+	for s, l := range m {
+		slices.Sort(l)
+		out = append(out, streamIDs{s, l})
+	}
+	slices.SortFunc(out, func(a, b streamIDs) int { return int(a.ids[0]) - int(b.ids[0]) })
+	return out
+}

@@ -1,0 +1,117 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/otlpgate/otlpgate/codec"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// Unary mode: Concurrency workers, each with one call in flight; the next call starts only
+// after the previous one was answered or failed. The call's deadline is the ack timeout.
+
+// worker is one unary sender. Its fields belong to its goroutine.
+type worker struct {
+	d     *Dest
+	timer *time.Timer
+	raw   codec.Raw // v1 request: the payload, by reference
+	reply codec.Raw // v1 response, read for its partial success only
+	resp  otepv1.ExportResponse
+}
+
+func (w *worker) run() {
+	defer w.d.wg.Done()
+	for {
+		r := w.d.next(w.timer)
+		if r == nil {
+			return
+		}
+		w.call(r)
+	}
+}
+
+func (w *worker) call(r *request) {
+	d := w.d
+	if int(r.sig) >= numSignals {
+		d.drop(r, dropInvalid)
+		return
+	}
+	if !d.waitPause(w.timer) { // a throttle may have come since next returned r
+		d.lose(r)
+		return
+	}
+	var msg, reply any
+	var f *frame
+	if d.cfg.Protocol == ProtocolOTEP {
+		var err error
+		if f, err = newFrame(r.id, r.b.Payload); err != nil {
+			d.drop(r, dropInvalid)
+			return
+		}
+		if f.size > d.cfg.MaxSendMsgSize {
+			f.unref()
+			d.drop(r, dropTooLarge)
+			return
+		}
+		msg, reply = f, &w.resp
+	} else {
+		if r.size > d.cfg.MaxSendMsgSize {
+			d.drop(r, dropTooLarge)
+			return
+		}
+		w.raw.SetPayload(r.b.Payload.Retain())
+		msg, reply = &w.raw, &w.reply
+	}
+	now := nanotime()
+	r.attempt++
+	if r.first == 0 {
+		r.first = now
+	}
+	r.sentAt = now
+	d.m.inFlight.Inc()
+	d.m.sentRequests.Inc()
+	d.m.sentBytes.Add(float64(r.size))
+
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
+	err := d.conn.Invoke(ctx, d.methods[r.sig], msg, reply, d.unaryOpts...)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if f != nil {
+		f.unref()
+	}
+	w.raw.Release()
+	d.m.inFlight.Dec()
+
+	if err == nil {
+		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		if f != nil {
+			if w.resp.Id != r.id {
+				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
+			}
+			d.result(r, w.resp.ResultCode)
+			return
+		}
+		if n := rejectedItems(w.reply.Bytes()); n > 0 {
+			d.m.partialRejected.Add(float64(n))
+		}
+		w.reply.Release()
+		d.deliver(r)
+		return
+	}
+	w.reply.Release()
+	switch v, delay := classify(err, false); {
+	case d.stopping.Load():
+		d.drop(r, dropShutdownPending)
+	case timedOut:
+		d.drop(r, dropAckTimeout)
+	case v == verdictThrottle:
+		d.throttle(delay)
+		d.retryAfterPause(r)
+	case v == verdictRetry:
+		d.retry(r, retryFailed)
+	default:
+		d.drop(r, dropRejected)
+	}
+}

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+func unaryConfig(t *testing.T, addr, protocol string, concurrency int) Config {
+	c := testConfig(t, addr)
+	c.Protocol, c.Mode, c.Concurrency = protocol, ModeUnary, concurrency
+	return c
+}
+
+// One worker: each call is answered before the next starts, so the upstream sees ids 1..n in
+// order, never two calls at once.
+func TestUnaryOTEPOneInFlight(t *testing.T) {
+	const n = 6
+	u := newUpstream(t)
+	d := startDest(t, unaryConfig(t, u.addr, ProtocolOTEP, 1))
+	f := newFeeder(t, d)
+	f.send(0, n, 3, 400)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	got := u.received()
+	var order []uint64
+	for _, g := range got {
+		order = append(order, g.id)
+		if !strings.HasPrefix(g.method, "/otlpgate.otep.v1.UnaryExporter/ExportTraces") {
+			t.Errorf("method %s", g.method)
+		}
+	}
+	if !slices.Equal(order, seq(1, n)) {
+		t.Errorf("ids in arrival order %v, want 1..%d", order, n)
+	}
+	checkIDs(t, f, got)
+	u.mu.Lock()
+	if u.maxInCall != 1 {
+		t.Errorf("%d calls in flight at once, want 1", u.maxInCall)
+	}
+	u.mu.Unlock()
+}
+
+// v1 with three workers and zstd: the upstream holds calls until three are in flight at once,
+// never sees more, and receives each batch's bytes exactly, compressed on the wire.
+func TestUnaryV1Concurrency(t *testing.T) {
+	const n, workers = 9, 3
+	u := newUpstream(t)
+	u.v1Rejected = 5
+	gate := make(chan struct{})
+	var tenants []string
+	u.onUnary = func(g received) (otepv1.ResultCode, error) {
+		<-gate
+		return 0, nil
+	}
+	cfg := unaryConfig(t, u.addr, ProtocolV1, workers)
+	cfg.Compression = "zstd"
+	cfg.Headers = map[string]string{"x-tenant": "t1"}
+	u.srvCtxHook = func(md metadata.MD) {
+		u.mu.Lock()
+		tenants = append(tenants, strings.Join(md.Get("x-tenant"), ","))
+		u.mu.Unlock()
+	}
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, n, 2, 300)
+	u.waitUntil("three calls at once", func() bool { return u.inCall == workers })
+	close(gate)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	got := u.received()
+	if c := count(u.tags()); len(c) != n || slices.ContainsFunc(tagList(0, n-1), func(tag string) bool { return c[tag] != 1 }) {
+		t.Errorf("batches received %v, want b0..b%d once each", c, n-1)
+	}
+	for _, g := range got {
+		if g.method != "/opentelemetry.proto.collector.trace.v1.TraceService/Export" {
+			t.Errorf("method %s", g.method)
+		}
+		if !bytes.Equal(g.body, f.body(g.tag)) {
+			t.Errorf("%s: body differs", g.tag)
+		}
+	}
+	u.mu.Lock()
+	if u.maxInCall != workers {
+		t.Errorf("%d calls in flight at most, want %d", u.maxInCall, workers)
+	}
+	if len(tenants) != n || len(u.compressed) != n {
+		t.Errorf("saw %d calls' metadata and %d calls' encodings, want %d", len(tenants), len(u.compressed), n)
+	}
+	for i := range tenants {
+		if tenants[i] != "t1" || u.compressed[i] != "zstd" {
+			t.Errorf("call %d: x-tenant %q, grpc-encoding %q; want t1, zstd", i, tenants[i], u.compressed[i])
+		}
+	}
+	u.mu.Unlock()
+	if v := value(d.m.partialRejected); v != 5*n {
+		t.Errorf("partially rejected %d, want %d", v, 5*n)
+	}
+}
+
+// Result codes and statuses of unary calls.
+func TestUnaryResultCodes(t *testing.T) {
+	u := newUpstream(t)
+	seen := map[string]int{}
+	u.onUnary = func(g received) (otepv1.ResultCode, error) {
+		u.mu.Lock()
+		seen[g.tag]++
+		k := seen[g.tag]
+		u.mu.Unlock()
+		switch g.tag {
+		case "b1":
+			return otepv1.ResultCode_FailedNoneRetryable, nil
+		case "b2":
+			if k == 1 {
+				return otepv1.ResultCode_FailedRetryable, nil
+			}
+		case "b3":
+			return 0, status.Error(codes.InvalidArgument, "bad")
+		case "b4":
+			if k == 1 {
+				return 0, status.Error(codes.Unavailable, "blip")
+			}
+		case "b5":
+			return 0, status.Error(codes.ResourceExhausted, "too big, no RetryInfo")
+		}
+		return otepv1.ResultCode_Success, nil
+	}
+	d := startDest(t, unaryConfig(t, u.addr, ProtocolOTEP, 1))
+	f := newFeeder(t, d)
+	f.send(0, 6, 1, 10)
+	if got, want := f.waitAll(), []bool{true, false, true, false, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	want := map[string]int{"b0": 1, "b1": 1, "b2": 2, "b3": 1, "b4": 2, "b5": 1}
+	if c := count(u.tags()); !mapsEqual(c, want) {
+		t.Errorf("calls per batch %v, want %v", c, want)
+	}
+	checkIDs(t, f, u.received())
+	if r, x := value(d.m.retried[retryFailed]), value(d.m.dropped[dropRejected]); r != 2 || x != 3 {
+		t.Errorf("retried %d, rejected %d; want 2, 3", r, x)
+	}
+}
+
+// A call not answered within AckTimeout is dropped, not retried.
+func TestUnaryAckTimeout(t *testing.T) {
+	u := newUpstream(t)
+	release := make(chan struct{})
+	defer close(release)
+	u.onUnary = func(g received) (otepv1.ResultCode, error) {
+		if g.tag == "b1" {
+			<-release
+		}
+		return otepv1.ResultCode_Success, nil
+	}
+	cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
+	cfg.AckTimeout = 200 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 3, 1, 10)
+	if got, want := f.waitAll(), []bool{true, false, true}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	if c := count(u.tags()); c["b1"] != 1 {
+		t.Errorf("b1 called %d times, want 1", c["b1"])
+	}
+	if v := value(d.m.dropped[dropAckTimeout]); v != 1 {
+		t.Errorf("ack_timeout %d, want 1", v)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
