@@ -22,11 +22,18 @@ VTPROTO_POOL := \
 
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 
+# The OpenTelemetry Collector built as the benchmark peer, pinned (its modules come from the proxy).
+OTELCOL_BUILDER_VERSION := v0.162.0
+PEER_OTELCOL := peer/otelcol/otelcol-peer
+
+SCALE    ?= 1
+SCENARIO ?= small
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build run test lint bench generate check-generate fuzz tools clean
+.PHONY: help build run test lint bench generate check-generate fuzz tools clean \
+	appendix proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -74,6 +81,33 @@ fuzz: ## run every fuzz target for FUZZTIME each
 			echo "== $$pkg $$f"; \
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; done
+
+appendix: build ## the spec's Appendix B on otlpgate's client and server (SCALE=0.05 for a quick run)
+	mkdir -p profiles
+	./$(BIN)/otlpbench appendix -scale $(SCALE) -json profiles/appendix.json -chart profiles/appendix
+
+proxy: build ## load -> otlpgate -> sink against load -> sink, small batches, 8 in flight
+	./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -shape small -inflight 8
+
+peer-otelcol: ## build the OpenTelemetry Collector peer into peer/ (git-ignored)
+	mkdir -p peer
+	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OTELCOL_BUILDER_VERSION) --config bench/otelcol/builder.yaml
+
+bench-peer: build peer-otelcol ## otlpgate vs the Collector, small and large batches, 1 and 8 in flight
+	@set -e; for shape in small large; do for inflight in 1 8; do \
+		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -shape $$shape -inflight $$inflight \
+			-peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml"; \
+	done; done
+
+profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|uds|kafka)
+	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles
+
+profile-diff: ## compare two CPU profiles: make profile-diff BASE=profiles/a.cpu.pprof NEW=profiles/b.cpu.pprof
+	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make profile-diff BASE=... NEW=..."; exit 2; }
+	$(GO) tool pprof -top -diff_base $(BASE) $(NEW)
+
+soak: build ## 10 minutes of mixed load; reports RSS, goroutine and descriptor growth (not in CI)
+	./$(BIN)/otlpbench soak -gate ./$(BIN)/otlpgate -duration $${SOAK_DURATION:-10m}
 
 clean:
 	rm -rf $(BIN)

@@ -15,10 +15,11 @@ import (
 )
 
 var commands = map[string]func(args []string) error{
-	"load":  cmdLoad,
-	"sink":  cmdSink,
-	"delay": cmdDelay,
-	"proxy": cmdProxy,
+	"load":     cmdLoad,
+	"sink":     cmdSink,
+	"delay":    cmdDelay,
+	"proxy":    cmdProxy,
+	"appendix": cmdAppendix,
 }
 
 func usage() {

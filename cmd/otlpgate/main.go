@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -36,6 +37,7 @@ type config struct {
 	udsMode   string
 	kafkaMets string
 	dests     []string
+	clients   []client.Config
 	ack       string
 	scanDepth string
 	logLevel  string
@@ -124,8 +126,17 @@ func finishConfig(cfg *config) error {
 		return fmt.Errorf("bad -uds.mode %q (want octal permissions such as 0660)", cfg.udsMode)
 	}
 	cfg.uds.Mode = os.FileMode(mode)
-	if len(cfg.dests) > 0 {
-		return errors.New("-dest: network destinations are not available in this build; without -dest otlpgate writes to -file.path")
+	names := map[string]bool{}
+	for _, spec := range cfg.dests {
+		c, err := client.ParseDest(spec, client.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("-dest %q: %w", spec, err)
+		}
+		if names[c.Name] {
+			return fmt.Errorf("-dest: two destinations are named %q", c.Name)
+		}
+		names[c.Name] = true
+		cfg.clients = append(cfg.clients, c)
 	}
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
@@ -153,12 +164,27 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
 	codec.RegisterCompressors()
 
-	file, err := filedest.New(cfg.file, log)
-	if err != nil {
-		return err
+	var dests []fastpath.Destination
+	var clients []*client.Dest
+	var file *filedest.Dest
+	for _, c := range cfg.clients {
+		d, err := client.New(c, log)
+		if err != nil {
+			return err
+		}
+		d.Start()
+		clients = append(clients, d)
+		dests = append(dests, d)
+		log.Info("destination", "name", c.Name, "endpoint", c.Endpoint, "protocol", c.Protocol, "mode", c.Mode)
 	}
-	dests := []fastpath.Destination{file}
-	log.Info("destination", "name", "file", "path", cfg.file.Path)
+	if len(dests) == 0 {
+		var err error
+		if file, err = filedest.New(cfg.file, log); err != nil {
+			return err
+		}
+		dests = append(dests, file)
+		log.Info("destination", "name", "file", "path", cfg.file.Path)
+	}
 
 	p, err := fastpath.New(cfg.pipeline, dests)
 	if err != nil {
@@ -226,9 +252,19 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	ks.Shutdown(sctx)
 	us.Shutdown(sctx) // flushes the stats aggregated so far into the pipeline
 	p.Close()
+	// Destinations drain in parallel: one slow upstream must not eat the others' time.
+	errc := make(chan error, len(dests))
+	for _, d := range clients {
+		go func() { errc <- d.Shutdown(sctx) }()
+	}
+	if file != nil {
+		go func() { errc <- file.Shutdown(sctx) }()
+	}
 	var errs []error
-	if err := file.Shutdown(sctx); err != nil {
-		errs = append(errs, err)
+	for range dests {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if q := p.QueuedBytes(); q > 0 {
 		log.Warn("bytes not delivered at shutdown", "bytes", q)
