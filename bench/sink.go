@@ -14,12 +14,14 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
+	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// Sink is a counting OTLP trace receiver: v1 TraceService/Export and the OTEP unary and stream
-// exporters. It counts batches and spans and, from the send time the load generator stamps into
+// Sink is a counting OTLP receiver of every signal: the v1 Export services and the OTEP unary
+// and stream exporters. It counts batches and spans and, from the send time the load generator stamps into
 // each batch, the end-to-end latency of every batch. It stands in for the upstream in proxy
 // benchmarks; its own CPU is not what is measured.
 type Sink struct {
@@ -45,36 +47,43 @@ func StartSink(listen string) (*Sink, error) {
 	s := &Sink{ln: ln, served: make(chan struct{})}
 	s.gs = grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.MaxRecvMsgSize(64<<20),
 		grpc.InitialWindowSize(4<<20), grpc.InitialConnWindowSize(16<<20))
-	s.gs.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	v1 := []struct {
+		service string
+		sig     fastpath.Signal
+		resp    any
+	}{
+		{"opentelemetry.proto.collector.trace.v1.TraceService", fastpath.Traces, &coltracev1.ExportTraceServiceResponse{}},
+		{"opentelemetry.proto.collector.metrics.v1.MetricsService", fastpath.Metrics, &colmetricsv1.ExportMetricsServiceResponse{}},
+		{"opentelemetry.proto.collector.logs.v1.LogsService", fastpath.Logs, &collogsv1.ExportLogsServiceResponse{}},
+	}
+	unary := &grpc.ServiceDesc{ServiceName: "otlpgate.otep.v1.UnaryExporter", HandlerType: (*any)(nil)}
+	stream := &grpc.ServiceDesc{ServiceName: "otlpgate.otep.v1.StreamExporter", HandlerType: (*any)(nil)}
+	for i, v := range v1 {
+		sig, resp := v.sig, v.resp
+		s.gs.RegisterService(&grpc.ServiceDesc{
+			ServiceName: v.service,
+			HandlerType: (*any)(nil),
+			Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var r codec.Raw
+				if err := dec(&r); err != nil {
+					return nil, err
+				}
+				s.take(sig, r.Bytes(), fastpath.LayoutV1)
+				r.Release()
+				return resp, nil
+			}}},
+		}, s)
+		method := [...]string{"ExportTraces", "ExportMetrics", "ExportLogs"}[i]
+		unary.Methods = append(unary.Methods, grpc.MethodDesc{MethodName: method, Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			var r codec.Raw
 			if err := dec(&r); err != nil {
 				return nil, err
 			}
-			s.take(r.Bytes(), fastpath.LayoutV1)
-			r.Release()
-			return &coltracev1.ExportTraceServiceResponse{}, nil
-		}}},
-	}, s)
-	s.gs.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "otlpgate.otep.v1.UnaryExporter",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "ExportTraces", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var r codec.Raw
-			if err := dec(&r); err != nil {
-				return nil, err
-			}
-			id := s.take(r.Bytes(), fastpath.LayoutOTEP)
+			id := s.take(sig, r.Bytes(), fastpath.LayoutOTEP)
 			r.Release()
 			return &otepv1.ExportResponse{Id: id}, nil
-		}}},
-	}, s)
-	s.gs.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "otlpgate.otep.v1.StreamExporter",
-		HandlerType: (*any)(nil),
-		Streams: []grpc.StreamDesc{{StreamName: "ExportTraces", ClientStreams: true, ServerStreams: true,
+		}})
+		stream.Streams = append(stream.Streams, grpc.StreamDesc{StreamName: method, ClientStreams: true, ServerStreams: true,
 			Handler: func(_ any, st grpc.ServerStream) error {
 				var r codec.Raw
 				var resp otepv1.ExportResponse
@@ -86,13 +95,15 @@ func StartSink(listen string) (*Sink, error) {
 						}
 						return err
 					}
-					resp.Id = s.take(r.Bytes(), fastpath.LayoutOTEP)
+					resp.Id = s.take(sig, r.Bytes(), fastpath.LayoutOTEP)
 					if err := st.SendMsg(&resp); err != nil {
 						return err
 					}
 				}
-			}}},
-	}, s)
+			}})
+	}
+	s.gs.RegisterService(unary, s)
+	s.gs.RegisterService(stream, s)
 	go func() {
 		defer close(s.served)
 		s.gs.Serve(ln)
@@ -101,9 +112,9 @@ func StartSink(listen string) (*Sink, error) {
 }
 
 // take counts one request and returns its OTEP id.
-func (s *Sink) take(b []byte, layout fastpath.Layout) uint64 {
+func (s *Sink) take(sig fastpath.Signal, b []byte, layout fastpath.Layout) uint64 {
 	now := time.Now().UnixNano()
-	sc, err := fastpath.ScanRequest(fastpath.Traces, b, layout, fastpath.DepthResource)
+	sc, err := fastpath.ScanRequest(sig, b, layout, fastpath.DepthResource)
 	if err != nil {
 		s.bad.Add(1)
 		return 0
@@ -124,7 +135,8 @@ func (s *Sink) take(b []byte, layout fastpath.Layout) uint64 {
 // Addr is the sink's address.
 func (s *Sink) Addr() string { return s.ln.Addr().String() }
 
-// Counts returns the batches and spans received and the requests that did not scan.
+// Counts returns the batches and items (spans, data points, log records) received and the
+// requests that did not scan.
 func (s *Sink) Counts() (batches, spans, bad int64) {
 	return s.batches.Load(), s.spans.Load(), s.bad.Load()
 }

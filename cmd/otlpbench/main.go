@@ -20,6 +20,7 @@ var commands = map[string]func(args []string) error{
 	"delay":    cmdDelay,
 	"proxy":    cmdProxy,
 	"appendix": cmdAppendix,
+	"profile":  cmdProfile,
 }
 
 func usage() {
