@@ -21,6 +21,7 @@ var commands = map[string]func(args []string) error{
 	"proxy":    cmdProxy,
 	"appendix": cmdAppendix,
 	"profile":  cmdProfile,
+	"soak":     cmdSoak,
 }
 
 func usage() {
