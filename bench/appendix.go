@@ -174,10 +174,17 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 	}
 
 	gen := otlpgen.New(1)
+	var body []byte
 	startCPU, start := SelfUsage(), time.Now()
 	for i := 0; i < cfg.Batches; i++ {
-		body, err := gen.Spans(shape).MarshalVT()
-		if err != nil {
+		req := gen.Spans(shape)
+		if n := req.SizeVT(); cap(body) < n {
+			body = make([]byte, n)
+		} else {
+			body = body[:n]
+		}
+		// Admit copies the request into its batch, so one buffer serves every iteration.
+		if _, err := req.MarshalToSizedBufferVT(body); err != nil {
 			return Row{}, err
 		}
 		for {

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ func cmdAppendix(args []string) error {
 	streamWin := fs.String("http2.stream-window", "64MiB", "HTTP/2 stream window of client and server")
 	connWin := fs.String("http2.conn-window", "256MiB", "HTTP/2 connection window of client and server")
 	memLimit := fs.String("memlimit", "4GiB", "soft memory limit of this process (GOMEMLIMIT); no ballast")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +66,17 @@ func cmdAppendix(args []string) error {
 	}
 	if len(run) == 0 {
 		return fmt.Errorf("no mode matches -modes %q", *modes)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -3,6 +3,7 @@ package otlpgen
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"unsafe"
 
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -42,38 +43,69 @@ const baseTime = uint64(1572516672_000000013) // 2019-10-31T10:11:12.000000013Z
 // reference load generator: one trace id per batch (16 bytes), a span id per span (8 bytes), the
 // first two attributes int64 sequence numbers and the rest strings with random 1-50 character
 // keys and 1-20 character values.
+//
+// The objects of a batch are carved from a few slabs, and its strings from one arena, rather
+// than allocated one by one: the generator runs inside the benchmarks' timed loops, where its
+// allocations would otherwise weigh more than the code under test.
 func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
 	g.traceSeq++
 	traceID := make([]byte, 16)
 	binary.BigEndian.PutUint64(traceID[8:], g.traceSeq)
-	spans := make([]*tracev1.Span, s.Spans)
+	nStr := max(s.Attrs-2, 0)
+	if s.Attrs < 2 {
+		nStr = s.Attrs
+	}
+	var (
+		spans    = make([]tracev1.Span, s.Spans)
+		ptrs     = make([]*tracev1.Span, s.Spans)
+		kvs      = make([]commonv1.KeyValue, s.Spans*s.Attrs)
+		kvPtrs   = make([]*commonv1.KeyValue, s.Spans*s.Attrs)
+		vals     = make([]commonv1.AnyValue, s.Spans*s.Attrs)
+		ints     = make([]commonv1.AnyValue_IntValue, s.Spans*2)
+		strs     = make([]commonv1.AnyValue_StringValue, s.Spans*nStr)
+		spanIDs  = make([]byte, 8*s.Spans)
+		arena    = make([]byte, 0, s.Spans*nStr*72)
+		kvi, ii  int
+		stringsI int
+	)
 	for i := range spans {
 		g.spanSeq++
-		spanID := make([]byte, 8)
+		spanID := spanIDs[8*i : 8*i+8 : 8*i+8]
 		binary.BigEndian.PutUint64(spanID, g.spanSeq)
-		sp := &tracev1.Span{
-			TraceId:           traceID,
-			SpanId:            spanID,
-			Name:              "load-generator-span",
-			Kind:              tracev1.Span_SPAN_KIND_CLIENT,
-			StartTimeUnixNano: baseTime,
-			EndTimeUnixNano:   baseTime + uint64(i)*1e6,
-			Attributes:        make([]*commonv1.KeyValue, 0, s.Attrs),
+		sp := &spans[i]
+		sp.TraceId = traceID
+		sp.SpanId = spanID
+		sp.Name = "load-generator-span"
+		sp.Kind = tracev1.Span_SPAN_KIND_CLIENT
+		sp.StartTimeUnixNano = baseTime
+		sp.EndTimeUnixNano = baseTime + uint64(i)*1e6
+		sp.Attributes = kvPtrs[kvi : kvi : kvi+s.Attrs]
+		// add appends an attribute with key and returns its value to fill.
+		add := func(key string) *commonv1.AnyValue {
+			kv := &kvs[kvi]
+			kv.Key = key
+			kv.Value = &vals[kvi]
+			kvPtrs[kvi] = kv
+			sp.Attributes = sp.Attributes[:len(sp.Attributes)+1]
+			kvi++
+			return kv.Value
 		}
 		if s.Attrs >= 2 {
-			sp.Attributes = append(sp.Attributes,
-				intAttr("load_generator.span_seq_num", int64(g.spanSeq)),
-				intAttr("load_generator.trace_seq_num", int64(g.traceSeq)))
+			ints[ii].IntValue = int64(g.spanSeq)
+			add("load_generator.span_seq_num").Value = &ints[ii]
+			ints[ii+1].IntValue = int64(g.traceSeq)
+			add("load_generator.trace_seq_num").Value = &ints[ii+1]
+			ii += 2
 		}
 		for len(sp.Attributes) < s.Attrs {
-			k := g.str(1 + g.rnd.IntN(50))
-			v := g.str(1 + g.rnd.IntN(20))
-			sp.Attributes = append(sp.Attributes, &commonv1.KeyValue{
-				Key:   k,
-				Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}},
-			})
+			var k string
+			k, arena = g.appendStr(arena, 1+g.rnd.IntN(50))
+			sv := &strs[stringsI]
+			sv.StringValue, arena = g.appendStr(arena, 1+g.rnd.IntN(20))
+			stringsI++
+			add(k).Value = sv
 		}
-		spans[i] = sp
+		ptrs[i] = sp
 	}
 	return &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
 		Resource: &resourcev1.Resource{Attributes: []*commonv1.KeyValue{
@@ -82,7 +114,7 @@ func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
 		}},
 		ScopeSpans: []*tracev1.ScopeSpans{{
 			Scope: &commonv1.InstrumentationScope{Name: "otlpgen"},
-			Spans: spans,
+			Spans: ptrs,
 		}},
 	}}}
 }
@@ -91,12 +123,31 @@ func intAttr(k string, v int64) *commonv1.KeyValue {
 	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_IntValue{IntValue: v}}}
 }
 
+// letters has 64 characters, so six random bits pick one uniformly.
 const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 
-func (g *Generator) str(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = letters[g.rnd.IntN(len(letters))]
+// appendStr appends n uniformly random letters to arena and returns them as a string that
+// shares arena's memory, which is never written again. Ten letters come from one 64-bit draw: a
+// draw per character made the generator the largest cost of the benchmarks' timed loops.
+func (g *Generator) appendStr(arena []byte, n int) (string, []byte) {
+	if cap(arena)-len(arena) < n {
+		arena = make([]byte, 0, max(4096, n)) // the strings already made keep the old arena alive
 	}
-	return string(b)
+	start := len(arena)
+	var r uint64
+	for i := range n {
+		if i%10 == 0 {
+			r = g.rnd.Uint64()
+		}
+		arena = append(arena, letters[r&63])
+		r >>= 6
+	}
+	b := arena[start:]
+	return unsafe.String(&b[0], n), arena
+}
+
+// str returns n random letters (tests).
+func (g *Generator) str(n int) string {
+	s, _ := g.appendStr(nil, n)
+	return s
 }

@@ -53,3 +53,22 @@ func TestSpansDeterministic(t *testing.T) {
 		t.Fatal("different seeds gave the same bytes")
 	}
 }
+
+// Every letter of the alphabet appears, with roughly equal frequency.
+func TestStrUniform(t *testing.T) {
+	g := New(3)
+	counts := map[byte]int{}
+	for range 2000 {
+		for _, c := range []byte(g.str(50)) {
+			counts[c]++
+		}
+	}
+	if len(counts) != len(letters) {
+		t.Fatalf("%d distinct letters, want %d", len(counts), len(letters))
+	}
+	for c, n := range counts {
+		if n < 100_000/64/2 || n > 100_000/64*2 {
+			t.Errorf("letter %q appears %d times of 100000", c, n)
+		}
+	}
+}
