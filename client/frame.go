@@ -104,6 +104,9 @@ func (f *frame) prepare(id uint64, body []byte) error {
 		if n < 0 {
 			return errFrameInvalid
 		}
+		if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+			return errFrameInvalid // no OTLP schema has groups; AppendOTEP refuses them too
+		}
 		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
 		if m < 0 {
 			return errFrameInvalid
