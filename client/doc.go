@@ -41,9 +41,9 @@
 // transport releases once written. An OTEP request differs from the payload by its id and by
 // one tag byte per resource entry (0x12 instead of 0x0a); frame.go sends it as a
 // mem.BufferSlice of small header buffers interleaved with views of the payload, so the body is
-// not copied either. Payloads whose entries average under 256 bytes, or that are too small for
-// gRPC to track by reference (1 KiB), are copied once per attempt into a pooled buffer instead:
-// for them a copy is cheaper than the views (frame_bench_test.go).
+// not copied either. Payloads whose entries average under 1 KiB, or that are too small for gRPC
+// to track by reference (1 KiB), are copied once per attempt into a pooled buffer instead: for
+// them a copy is cheaper than the views (frame_bench_test.go).
 //
 // # Goroutines and rules
 //

@@ -23,12 +23,16 @@ import (
 //	[08 <id varint> 12] [len+entry 1] [12] [len+entry 2] ... [12] [len+entry n]
 //
 // The views point into the payload's own bytes: nothing of the body is copied, however many
-// destinations send the same payload. A view costs a pooled mem.Buffer, which is more than
-// copying a few dozen bytes, so payloads whose entries average under viewMinEntry bytes are
-// copied once into a pooled buffer with fastpath.AppendOTEP instead, as are payloads too small
-// for gRPC to track by reference (at most 1 KiB) and the non-canonical ones whose field-1 tags
-// take more than one byte. frame_bench_test.go measures both paths.
-const viewMinEntry = 256
+// destinations send the same payload. A view costs two pooled mem.Buffers and the transport's
+// walk over them, which is more than copying a few hundred bytes, so payloads whose entries
+// average under viewMinEntry bytes are copied once per attempt into a pooled buffer with
+// fastpath.AppendOTEP instead, as are payloads too small for gRPC to track by reference (at
+// most 1 KiB) and the non-canonical ones whose field-1 tags take more than one byte.
+// BenchmarkFrame (frame_bench_test.go) puts the break-even near 1 KiB per entry: with 265-byte
+// entries views take twice the time of a copy, at 1 KiB they are even, at 8 KiB a copy costs
+// 60% more. Entries are whole resources of the requests batched together (an SDK export of a
+// few hundred spans is one entry of tens of KiB), so in practice the body is not copied.
+const viewMinEntry = 1024
 
 // trackedMin is the smallest capacity gRPC's mem.NewBuffer counts references for: at or below
 // 1 KiB it returns an untracked buffer whose Free never reaches the pool, so the frame would
@@ -99,6 +103,9 @@ func (f *frame) prepare(id uint64, body []byte) error {
 		num, typ, n := protowire.ConsumeTag(body[off:])
 		if n < 0 {
 			return errFrameInvalid
+		}
+		if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+			return errFrameInvalid // no OTLP schema has groups; AppendOTEP refuses them too
 		}
 		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
 		if m < 0 {

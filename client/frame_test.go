@@ -58,13 +58,13 @@ func TestFrameMatchesAppendOTEP(t *testing.T) {
 		viewed  bool
 		capHint int
 	}{
-		{"large entries: views", traceBody("big", 4, 600), true, 0},
+		{"large entries: views", traceBody("big", 4, 1200), true, 0},
 		{"one large entry: views", traceBody("one", 1, 3000), true, 0},
-		{"small entries: copy", traceBody("small", 20, 10), false, 0},
+		{"small entries: copy", traceBody("small", 20, 500), false, 0},
 		{"small payload: copy", traceBody("tiny", 1, 300), false, 1024},
-		{"unknown top-level field first: views", append([]byte{0x18, 0x07}, traceBody("u", 2, 800)...), true, 0},
-		{"unknown top-level field last: views", append(traceBody("u", 2, 800), 0x18, 0x07), true, 0},
-		{"long-form entry tag: copy", append([]byte{0x8a, 0x00, 0x00}, traceBody("l", 2, 800)...), false, 0},
+		{"unknown top-level field first: views", append([]byte{0x18, 0x07}, traceBody("u", 2, 1500)...), true, 0},
+		{"unknown top-level field last: views", append(traceBody("u", 2, 1500), 0x18, 0x07), true, 0},
+		{"long-form entry tag: copy", append([]byte{0x8a, 0x00, 0x00}, traceBody("l", 2, 1500)...), false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestFrameRejects(t *testing.T) {
 // gRPC's Reader frees buffers in order as it reads them: the frame must come back only after
 // the last byte, and its bytes must stay right until then.
 func TestFrameReaderFreesInOrder(t *testing.T) {
-	body := traceBody("r", 5, 700)
+	body := traceBody("r", 5, 1500)
 	p := payloadOf(body, 64<<10)
 	defer p.Release()
 	want, _ := fastpath.AppendOTEP(nil, 42, body)

@@ -482,11 +482,15 @@ func (u *upstream) checkViolations() {
 
 // throttleErr is the status of a server that asks for a pause of d.
 func throttleErr(d time.Duration) error {
-	st, err := status.New(codes.Unavailable, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	st, err := status.New(codes.Unavailable, "slow down").WithDetails(throttleDetails(d))
 	if err != nil {
 		panic(err)
 	}
 	return st.Err()
+}
+
+func throttleDetails(d time.Duration) *errdetails.RetryInfo {
+	return &errdetails.RetryInfo{RetryDelay: durationpb.New(d)}
 }
 
 // ---- destinations -----------------------------------------------------------------------

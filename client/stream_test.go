@@ -58,7 +58,7 @@ func TestStreamWindowOutOfOrder(t *testing.T) {
 	for _, shape := range []struct {
 		name         string
 		entries, pad int
-	}{{"views", 3, 400}, {"copied", 1, 10}} {
+	}{{"views", 3, 1200}, {"copied", 1, 10}} {
 		t.Run(shape.name, func(t *testing.T) {
 			const n, window = 40, 4
 			u := newUpstream(t)

@@ -27,7 +27,7 @@ func TestUnaryOTEPOneInFlight(t *testing.T) {
 	u := newUpstream(t)
 	d := startDest(t, unaryConfig(t, u.addr, ProtocolOTEP, 1))
 	f := newFeeder(t, d)
-	f.send(0, n, 3, 400)
+	f.send(0, n, 3, 1200)
 	if ok := f.waitAll(); !allTrue(ok) {
 		t.Fatalf("delivered %v", ok)
 	}

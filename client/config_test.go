@@ -1,0 +1,160 @@
+package client
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The two -dest examples of the design, and every key, parse to the expected Config.
+func TestParseDest(t *testing.T) {
+	base := DefaultConfig()
+	gw, err := ParseDest("name=gw,endpoint=10.0.0.5:4317,protocol=otep,mode=stream,streams=4,window=64", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := base
+	want.Name, want.Endpoint, want.Streams, want.Window = "gw", "10.0.0.5:4317", 4, 64
+	if !configEqual(gw, want) {
+		t.Errorf("gw = %+v", gw)
+	}
+	be, err := ParseDest("name=backend,endpoint=collector:4317,protocol=v1,mode=unary,concurrency=8,compression=zstd", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = base
+	want.Name, want.Endpoint, want.Protocol, want.Mode, want.Concurrency, want.Compression =
+		"backend", "collector:4317", "v1", "unary", 8, "zstd"
+	if !configEqual(be, want) {
+		t.Errorf("backend = %+v", be)
+	}
+
+	all, err := ParseDest(strings.Join([]string{
+		"name=x", "endpoint=dns:///gw.example:4317", "queue-bytes=64MiB", "ack-timeout=30s",
+		"retry.initial=100ms", "retry-max=2s", "retry.max-elapsed=1m", "rebalance-timeout=90s",
+		"rebalance-requests=500", "retry-on-reconnect=false", "wait-on-shutdown=false",
+		"tls-ca=/ca.pem", "tls-cert=/c.pem", "tls-key=/k.pem", "tls-server-name=gw",
+		"http2-stream-window=2MiB", "http2-conn-window=16MiB", "max-send-msg-size=8MiB",
+		"keepalive-time=1m", "keepalive-timeout=5s", "header=X-Tenant: a", "header=x-env:prod",
+		"bearer-token-file=/tok",
+	}, ","), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"endpoint", all.Endpoint == "dns:///gw.example:4317"},
+		{"queue-bytes", all.QueueBytes == 64<<20},
+		{"ack-timeout", all.AckTimeout == 30*time.Second},
+		{"retry", all.RetryInitial == 100*time.Millisecond && all.RetryMax == 2*time.Second && all.RetryMaxElapsed == time.Minute},
+		{"rebalance", all.RebalanceTimeout == 90*time.Second && all.RebalanceRequests == 500},
+		{"booleans", !all.RetryOnReconnect && !all.WaitOnShutdown},
+		{"tls", !all.TLS.Insecure && all.TLS.CAFile == "/ca.pem" && all.TLS.CertFile == "/c.pem" && all.TLS.KeyFile == "/k.pem" && all.TLS.ServerName == "gw"},
+		{"windows", all.InitialWindowSize == 2<<20 && all.InitialConnWindowSize == 16<<20},
+		{"max-send", all.MaxSendMsgSize == 8<<20},
+		{"keepalive", all.KeepaliveTime == time.Minute && all.KeepaliveTimeout == 5*time.Second},
+		{"headers", len(all.Headers) == 2 && all.Headers["x-tenant"] == "a" && all.Headers["x-env"] == "prod"},
+		{"token", all.BearerTokenFile == "/tok"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s not parsed: %+v", c.name, all)
+		}
+	}
+	if base.Headers != nil {
+		t.Error("ParseDest wrote into the base config's headers")
+	}
+}
+
+func configEqual(a, b Config) bool {
+	return reflect.DeepEqual(a, b)
+}
+
+func TestParseDestErrors(t *testing.T) {
+	base := DefaultConfig()
+	for spec, want := range map[string]string{
+		"name=a,endpoint=h:1,colour=blue":                   `key "colour" is unknown`,
+		"name=a,endpoint=h:1,streams=x":                     `key "streams": bad value "x"`,
+		"name=a,endpoint=h:1,queue-bytes=12XB":              `key "queue-bytes"`,
+		"name=a,endpoint=h:1,queue-bytes=-1":                `key "queue-bytes"`,
+		"name=a,name=b,endpoint=h:1":                        `key "name" given twice`,
+		"name=a,endpoint":                                   "is not key=value",
+		"name=a,endpoint=h:1,protocol=v1,mode=stream":       "no streaming service",
+		"name=a,endpoint=h:1,tls=false,tls-ca=/ca.pem":      "plaintext",
+		"name=a,endpoint=h:1,tls-cert=/c.pem":               "both tls-cert and tls-key",
+		"name=a,endpoint=nohostport":                        "not host:port",
+		"endpoint=h:1":                                      "name is required",
+		"name=a,endpoint=h:1,compression=lz4":               "compression",
+		"name=a,endpoint=h:1,window=0":                      "window 0",
+		"name=a,endpoint=h:1,retry-initial=2s,retry-max=1s": "retry max",
+		"name=a,endpoint=h:1,header=novalue":                `key "header"`,
+		"name=a,endpoint=h:1,header=grpc-x:1":               "reserved",
+		"name=a,endpoint=h:1,keepalive-time=1s":             "keepalive time",
+		"name=a,endpoint=h:1,http2-stream-window=1KiB":      "64KiB",
+		"name=a,endpoint=h:1,max-send-msg-size=3GiB":        `key "max-send-msg-size"`,
+	} {
+		_, err := ParseDest(spec, base)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one mentioning %q", spec, err, want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	f := func(in string, want int64) {
+		t.Helper()
+		got, err := parseSize(in, 1<<62)
+		if err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	f("0", 0)
+	f("1000", 1000)
+	f("4KiB", 4<<10)
+	f("64MiB", 64<<20)
+	f("2GiB", 2<<30)
+	f("3MB", 3e6)
+	f("7B", 7)
+	f("5 MiB", 5<<20)
+	if _, err := parseSize("5TiB", 1<<62); err == nil {
+		t.Error("5TiB accepted")
+	}
+	if _, err := parseSize("3GiB", 1<<31-1); err == nil {
+		t.Error("3GiB accepted above a 2GiB limit")
+	}
+}
+
+func TestDefaultConfigValid(t *testing.T) {
+	c := DefaultConfig()
+	c.Name, c.Endpoint = "x", "127.0.0.1:4317"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The client must re-balance before the server's defaults end the stream.
+	if c.RebalanceTimeout >= 15*time.Minute || c.RebalanceRequests >= 1_000_000 {
+		t.Error("rebalance defaults not below the server's stream limits")
+	}
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.conn.Close() // never started: the idle connection is all there is to stop
+}
+
+// New reads the files a destination names, and fails on those it cannot read.
+func TestNewReadsFiles(t *testing.T) {
+	c := DefaultConfig()
+	c.Name, c.Endpoint = "x", "127.0.0.1:4317"
+	c.TLS = TLS{CAFile: "/nonexistent/ca.pem"}
+	if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "tls-ca") {
+		t.Errorf("missing CA file: %v", err)
+	}
+	c.TLS = TLS{Insecure: true}
+	c.BearerTokenFile = "/nonexistent/token"
+	if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "bearer-token-file") {
+		t.Errorf("missing token file: %v", err)
+	}
+}
