@@ -1,0 +1,377 @@
+package reliability
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/fastpath"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// upstream is an OTEP stream server that records the span ids it accepted.
+type upstream struct {
+	otepv1.UnimplementedStreamExporterServer
+	gs   *grpc.Server
+	ln   net.Listener
+	done chan struct{}
+	seen *seenSet
+
+	failPct       int           // answer FailedRetryable to this share of requests
+	throttleEvery int64         // end the stream with UNAVAILABLE + RetryInfo every Nth request
+	throttleFor   time.Duration // the RetryInfo delay
+	requests      atomic.Int64
+	mu            sync.Mutex
+	rnd           *rand.Rand
+}
+
+// seenSet counts deliveries per span id; it outlives an upstream's restarts.
+type seenSet struct {
+	mu sync.Mutex
+	m  map[uint64]int
+}
+
+func newSeen() *seenSet { return &seenSet{m: map[uint64]int{}} }
+
+func (s *seenSet) add(ids []uint64) {
+	s.mu.Lock()
+	for _, id := range ids {
+		s.m[id]++
+	}
+	s.mu.Unlock()
+}
+
+func (s *seenSet) snapshot() map[uint64]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[uint64]int, len(s.m))
+	for k, v := range s.m {
+		out[k] = v
+	}
+	return out
+}
+
+func startUpstream(t *testing.T, seen *seenSet, configure func(*upstream)) *upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{ln: ln, done: make(chan struct{}), seen: seen, rnd: rand.New(rand.NewPCG(1, 2))}
+	if configure != nil {
+		configure(u)
+	}
+	u.gs = grpc.NewServer()
+	otepv1.RegisterStreamExporterServer(u.gs, u)
+	go func() {
+		defer close(u.done)
+		u.gs.Serve(ln)
+	}()
+	t.Cleanup(u.kill)
+	return u
+}
+
+func (u *upstream) addr() string { return u.ln.Addr().String() }
+
+// kill stops the server at once, as a crash would: open streams break.
+func (u *upstream) kill() {
+	u.gs.Stop()
+	<-u.done
+}
+
+func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) error {
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		n := u.requests.Add(1)
+		if u.throttleEvery > 0 && n%u.throttleEvery == 0 {
+			s, _ := status.New(codes.Unavailable, "throttled").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(u.throttleFor)})
+			return s.Err()
+		}
+		code := otepv1.ResultCode_Success
+		u.mu.Lock()
+		if u.failPct > 0 && u.rnd.IntN(100) < u.failPct {
+			code = otepv1.ResultCode_FailedRetryable
+		}
+		u.mu.Unlock()
+		if code == otepv1.ResultCode_Success {
+			u.seen.add(spanIDs(req.ResourceSpans))
+		}
+		if err := st.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: code}); err != nil {
+			return err
+		}
+	}
+}
+
+func spanIDs(rs []*tracev1.ResourceSpans) []uint64 {
+	var ids []uint64
+	for _, r := range rs {
+		for _, ss := range r.ScopeSpans {
+			for _, sp := range ss.Spans {
+				ids = append(ids, binary.BigEndian.Uint64(sp.SpanId))
+			}
+		}
+	}
+	return ids
+}
+
+// gate is an otlpgate assembled in the test: intake, pipeline, destinations.
+type gate struct {
+	p     *fastpath.Pipeline
+	srv   *grpcserver.Server
+	dests []*client.Dest
+	addr  string
+	peak  atomic.Int64 // highest QueuedBytes seen by the sampler
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// destConfig is a client configuration with test-sized timers.
+func destConfig(name, endpoint string) client.Config {
+	c := client.DefaultConfig()
+	c.Name, c.Endpoint = name, endpoint
+	c.Streams, c.Window = 2, 32
+	c.RetryInitial, c.RetryMax, c.RetryMaxElapsed = 10*time.Millisecond, 100*time.Millisecond, time.Minute
+	c.AckTimeout = 20 * time.Second
+	c.RebalanceTimeout = 0
+	return c
+}
+
+func startGate(t *testing.T, pc fastpath.Config, dcs ...client.Config) *gate {
+	t.Helper()
+	g := &gate{stop: make(chan struct{})}
+	var ds []fastpath.Destination
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range dcs {
+		d, err := client.New(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Start()
+		g.dests = append(g.dests, d)
+		ds = append(ds, d)
+	}
+	var err error
+	if g.p, err = fastpath.New(pc, ds); err != nil {
+		t.Fatal(err)
+	}
+	sc := grpcserver.DefaultConfig()
+	sc.OverloadAfter = time.Hour // per-request FailedRetryable: the load client retries
+	if g.srv, err = grpcserver.New(sc, g.p, log); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.Serve(ln)
+	g.addr = ln.Addr().String()
+	g.wg.Add(1)
+	go func() { // sample the queued bytes: the memory bound is checked on every reading
+		defer g.wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-t.C:
+				if q := g.p.QueuedBytes(); q > g.peak.Load() {
+					g.peak.Store(q)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { g.shutdown(t, 5*time.Second) })
+	return g
+}
+
+// shutdown stops the intake, seals the batches and lets the destinations drain up to d.
+func (g *gate) shutdown(t *testing.T, d time.Duration) {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	g.srv.Shutdown(ctx)
+	g.p.Close()
+	for _, dst := range g.dests {
+		dst.Shutdown(ctx)
+	}
+	close(g.stop)
+	g.wg.Wait()
+}
+
+// drained waits (bounded) until every admitted byte was finished by every destination.
+func (g *gate) drained(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for g.p.QueuedBytes() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still queued after %v", g.p.QueuedBytes(), within)
+		}
+		g.p.Flush()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// load sends n one-span requests (span id = request id) over an OTEP stream to addr, re-sending
+// those refused with FailedRetryable, and returns the ids acknowledged with Success. pause, if
+// set, is called before each send (to inject faults mid-run).
+func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := otepv1.NewStreamExporterClient(conn).ExportTraces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[uint64]bool{}
+	var mu sync.Mutex
+	retry := make(chan uint64, n)
+	recvErr := make(chan error, 1)
+	outstanding := atomic.Int64{}
+	go func() {
+		for {
+			resp, err := st.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch resp.ResultCode {
+			case otepv1.ResultCode_Success:
+				mu.Lock()
+				acked[resp.Id] = true
+				mu.Unlock()
+			case otepv1.ResultCode_FailedRetryable:
+				retry <- resp.Id
+			}
+			outstanding.Add(-1)
+		}
+	}()
+	send := func(id uint64) {
+		outstanding.Add(1)
+		sp := &tracev1.Span{TraceId: make([]byte, 16), SpanId: binary.BigEndian.AppendUint64(nil, id), Name: "reliability",
+			Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: "v"}}}}}
+		req := &otepv1.TraceExportRequest{Id: id, ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{sp}}}}}}
+		if err := st.Send(req); err != nil {
+			t.Errorf("send %d: %v", id, err)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		if pause != nil {
+			pause(i)
+		}
+		send(uint64(i))
+		for outstanding.Load() > 256 { // a window, as a real client keeps
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	// Re-send what was refused until everything is answered with Success (bounded).
+	for round := 0; outstanding.Load() > 0 || len(retry) > 0; round++ {
+		if round > 20000 {
+			t.Fatalf("load: %d requests never answered", outstanding.Load())
+		}
+		select {
+		case id := <-retry:
+			time.Sleep(time.Millisecond)
+			send(id)
+		case err := <-recvErr:
+			t.Fatalf("load stream: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	st.CloseSend()
+	mu.Lock()
+	defer mu.Unlock()
+	return acked
+}
+
+// checkDelivered asserts every acknowledged id was delivered at least once, and returns the
+// duplicates.
+func checkDelivered(t *testing.T, acked map[uint64]bool, seen map[uint64]int) (dups int) {
+	t.Helper()
+	missing := 0
+	for id := range acked {
+		if seen[id] == 0 {
+			missing++
+		}
+	}
+	for _, c := range seen {
+		dups += c - 1
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged spans never reached the upstream", missing, len(acked))
+	}
+	return dups
+}
+
+// metric sums a counter or gauge of the default registry over series with the given labels.
+func metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.Metric {
+			for k, v := range labels {
+				if !hasLabel(m, k, v) {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, l := range m.Label {
+		if l.GetName() == k && l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
