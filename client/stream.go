@@ -156,6 +156,9 @@ func (l *lane) send(r *request) {
 func (l *lane) stream(sig fastpath.Signal) *stream {
 	d := l.d
 	if s := l.cur[sig]; s != nil {
+		if s.acked.Load() {
+			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
+		}
 		over := s.broken.Load()
 		select {
 		case <-s.done:
@@ -165,9 +168,7 @@ func (l *lane) stream(sig fastpath.Signal) *stream {
 		switch {
 		case over:
 			l.cur[sig] = nil
-			if s.acked.Load() {
-				l.failures = 0
-			} else {
+			if !s.acked.Load() {
 				l.failures++
 			}
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
