@@ -191,9 +191,9 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
+	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
 	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
-	d.m.queueBytes.Add(float64(n))
 	d.q.notify()
 	return nil
 }

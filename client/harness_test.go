@@ -191,6 +191,7 @@ type upstream struct {
 	srv  *grpc.Server
 	ln   net.Listener
 	done chan struct{}
+	opts []grpc.ServerOption
 
 	// onStream decides about each request read on a stream: it may answer at once through
 	// s.ack, later, or never; a non-nil error ends the stream with that status (errEndStream:
@@ -219,13 +220,14 @@ type upstream struct {
 
 var errEndStream = errors.New("end the stream cleanly")
 
-func newUpstream(t *testing.T) *upstream {
+// newUpstream serves on a fresh port of 127.0.0.1, in plaintext unless opts say otherwise.
+func newUpstream(t *testing.T, opts ...grpc.ServerOption) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{t: t, addr: ln.Addr().String(), changed: make(chan struct{})}
+	u := &upstream{t: t, addr: ln.Addr().String(), changed: make(chan struct{}), opts: opts}
 	u.serve(ln)
 	t.Cleanup(u.stop)
 	return u
@@ -233,8 +235,8 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) serve(ln net.Listener) {
 	u.ln = ln
-	u.srv = grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.UnknownServiceHandler(u.handle),
-		grpc.StatsHandler(compressionStats{u}))
+	u.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(codec.New(nil)),
+		grpc.UnknownServiceHandler(u.handle), grpc.StatsHandler(compressionStats{u})}, u.opts...)...)
 	u.done = make(chan struct{})
 	go func() {
 		defer close(u.done)
