@@ -13,7 +13,7 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-func streamConfig(t *testing.T, addr string, streams, window int) Config {
+func streamConfig(t testing.TB, addr string, streams, window int) Config {
 	c := testConfig(t, addr)
 	c.Protocol, c.Mode, c.Streams, c.Window = ProtocolOTEP, ModeStream, streams, window
 	return c
