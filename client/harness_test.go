@@ -203,6 +203,8 @@ type upstream struct {
 	onUnary func(g received) (otepv1.ResultCode, error)
 	// window is the client's window, to catch a stream with more requests unanswered.
 	window int
+	// keepOpen leaves half-closed streams open until the client cancels them.
+	keepOpen bool
 	// countOnly keeps no request bodies (benchmarks).
 	countOnly bool
 	// srvCtxHook, when set, sees the metadata of every unary call.
@@ -214,6 +216,7 @@ type upstream struct {
 	got        []received
 	streams    []*srvStream
 	halfClosed []int // streams the client half-closed, in order
+	canceled   []int // half-closed streams the client then cancelled (keepOpen)
 	inCall     int
 	maxInCall  int
 	violations []string
@@ -453,6 +456,14 @@ func (u *upstream) serveStream(ss grpc.ServerStream, method string) error {
 			u.halfClosed = append(u.halfClosed, s.n)
 			u.notifyLocked()
 			u.mu.Unlock()
+			if u.keepOpen {
+				<-ss.Context().Done()
+				u.mu.Lock()
+				u.canceled = append(u.canceled, s.n)
+				u.notifyLocked()
+				u.mu.Unlock()
+				return ss.Context().Err()
+			}
 			// The client half-closed: answer what is still pending (the test does), then end.
 			for s.pending() > 0 {
 				select {

@@ -339,6 +339,26 @@ func TestStreamRebalanceTimeout(t *testing.T) {
 	}
 }
 
+// An upstream that keeps a half-closed stream open after answering everything on it: the client
+// ends the stream itself once it has been idle for the ack timeout.
+func TestStreamRebalanceIdleOldStream(t *testing.T) {
+	u := newUpstream(t)
+	u.keepOpen = true
+	cfg := streamConfig(t, u.addr, 1, 4)
+	cfg.RebalanceRequests = 1
+	cfg.AckTimeout = 100 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	u.waitUntil("the old stream cancelled", func() bool { return len(u.canceled) == 1 })
+	if v := value(d.m.streamsEnded[endBroken]); v != 0 {
+		t.Errorf("the cancelled old stream counted as broken (%d)", v)
+	}
+}
+
 // The upstream ends the stream with an error after reading three requests it did not answer:
 // they are sent again, with the same ids, on the next stream, and counted as possible
 // duplicates. With RetryOnReconnect off they are dropped instead.
