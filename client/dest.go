@@ -73,7 +73,9 @@ var _ fastpath.Destination = (*Dest)(nil)
 var streamDesc = grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 
 // New checks cfg, reads its files (TLS, token) and prepares the connection without dialling:
-// the first stream or call dials, so a dead endpoint does not fail New or Start.
+// the first stream or call dials, so a dead endpoint does not fail New or Start. log may be
+// nil. Names must be unique per process: metrics are labelled by name. Safe for concurrent
+// use.
 func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -135,10 +137,10 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	return d, nil
 }
 
-// Name implements fastpath.Destination.
+// Name implements fastpath.Destination. Safe for concurrent use.
 func (d *Dest) Name() string { return d.cfg.Name }
 
-// Config returns the configuration the destination runs with.
+// Config returns the configuration the destination runs with. Safe for concurrent use.
 func (d *Dest) Config() Config { return d.cfg }
 
 // Start starts the senders. It does not dial: the first send does, and an unreachable
@@ -191,9 +193,9 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
+	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
 	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
-	d.m.queueBytes.Add(float64(n))
 	d.q.notify()
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -186,11 +187,12 @@ type received struct {
 // handler: OTEP streams, OTEP unary calls and v1 Export calls, answering as the test's
 // policies say.
 type upstream struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 	srv  *grpc.Server
 	ln   net.Listener
 	done chan struct{}
+	opts []grpc.ServerOption
 
 	// onStream decides about each request read on a stream: it may answer at once through
 	// s.ack, later, or never; a non-nil error ends the stream with that status (errEndStream:
@@ -201,6 +203,10 @@ type upstream struct {
 	onUnary func(g received) (otepv1.ResultCode, error)
 	// window is the client's window, to catch a stream with more requests unanswered.
 	window int
+	// keepOpen leaves half-closed streams open until the client cancels them.
+	keepOpen bool
+	// countOnly keeps no request bodies (benchmarks).
+	countOnly bool
 	// srvCtxHook, when set, sees the metadata of every unary call.
 	srvCtxHook func(metadata.MD)
 	// v1Rejected, when set, is reported as rejected in every v1 response (partial success).
@@ -210,6 +216,7 @@ type upstream struct {
 	got        []received
 	streams    []*srvStream
 	halfClosed []int // streams the client half-closed, in order
+	canceled   []int // half-closed streams the client then cancelled (keepOpen)
 	inCall     int
 	maxInCall  int
 	violations []string
@@ -219,13 +226,14 @@ type upstream struct {
 
 var errEndStream = errors.New("end the stream cleanly")
 
-func newUpstream(t *testing.T) *upstream {
+// newUpstream serves on a fresh port of 127.0.0.1, in plaintext unless opts say otherwise.
+func newUpstream(t testing.TB, opts ...grpc.ServerOption) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{t: t, addr: ln.Addr().String(), changed: make(chan struct{})}
+	u := &upstream{t: t, addr: ln.Addr().String(), changed: make(chan struct{}), opts: opts}
 	u.serve(ln)
 	t.Cleanup(u.stop)
 	return u
@@ -233,8 +241,8 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) serve(ln net.Listener) {
 	u.ln = ln
-	u.srv = grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.UnknownServiceHandler(u.handle),
-		grpc.StatsHandler(compressionStats{u}))
+	u.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(codec.New(nil)),
+		grpc.UnknownServiceHandler(u.handle), grpc.StatsHandler(compressionStats{u})}, u.opts...)...)
 	u.done = make(chan struct{})
 	go func() {
 		defer close(u.done)
@@ -334,6 +342,14 @@ func (u *upstream) handle(_ any, ss grpc.ServerStream) error {
 // decode reads a request: OTEP requests are converted back to the v1 body.
 func (u *upstream) decode(raw []byte, otep bool, stream int, method string) received {
 	g := received{stream: stream, method: method}
+	if u.countOnly {
+		// Benchmarks: the id only, which leads the request (field 1, a varint).
+		if otep && len(raw) > 1 && raw[0] == 0x08 {
+			id, _ := protowire.ConsumeVarint(raw[1:])
+			g.id = id
+		}
+		return g
+	}
 	if otep {
 		body, id, err := fastpath.AppendV1(nil, raw)
 		if err != nil {
@@ -440,6 +456,14 @@ func (u *upstream) serveStream(ss grpc.ServerStream, method string) error {
 			u.halfClosed = append(u.halfClosed, s.n)
 			u.notifyLocked()
 			u.mu.Unlock()
+			if u.keepOpen {
+				<-ss.Context().Done()
+				u.mu.Lock()
+				u.canceled = append(u.canceled, s.n)
+				u.notifyLocked()
+				u.mu.Unlock()
+				return ss.Context().Err()
+			}
 			// The client half-closed: answer what is still pending (the test does), then end.
 			for s.pending() > 0 {
 				select {
@@ -499,7 +523,7 @@ var destSeq atomic.Int64
 
 // testConfig is a destination for upstream u with short retry delays and no timeouts that a
 // slow machine could reach by accident.
-func testConfig(t *testing.T, addr string) Config {
+func testConfig(t testing.TB, addr string) Config {
 	c := DefaultConfig()
 	// Unique per run: metrics are per destination name, and -count reruns a test.
 	c.Name = strings.NewReplacer("/", "_", " ", "_", ",", "_", "=", "_").Replace(t.Name()) +

@@ -15,7 +15,7 @@ import (
 // twice (header excepted) or a bad value is an error naming the key. The result is validated.
 //
 // Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
-// Validate then reports as a conflict.
+// Validate then reports as a conflict. Safe for concurrent use; base is not modified.
 func ParseDest(spec string, base Config) (Config, error) {
 	c := base
 	c.Headers = maps.Clone(base.Headers)

@@ -51,7 +51,8 @@ const (
 // RESOURCE_EXHAUSTED without one, and every other code, are not retryable. A stream end
 // (streamEnd) is more lenient: only the codes that say the call itself is refused (bad
 // argument, unknown method, no credentials or permission, failed precondition, not found)
-// reject, because anything else is the connection's fault rather than the requests'.
+// reject, because anything else is the connection's fault rather than the requests'. A unary
+// call's DEADLINE_EXCEEDED never gets here: the deadline is the ack timeout (unary.go).
 func classify(err error, streamEnd bool) (verdict, time.Duration) {
 	if errors.Is(err, io.EOF) {
 		return verdictRetry, 0

@@ -79,13 +79,23 @@ func (l *lane) send(r *request) {
 		d.drop(r, dropInvalid)
 		return
 	}
-	if fastpath.OTEPSize(r.id, r.b.Payload.Bytes()) > d.cfg.MaxSendMsgSize {
+	// Build the frame while r is ours: once r is in the table an answer may finish it. The
+	// frame holds its own payload reference, so it outlives r if it must.
+	f, err := newFrame(r.id, r.b.Payload)
+	if err != nil {
+		d.drop(r, dropInvalid)
+		return
+	}
+	if f.size > d.cfg.MaxSendMsgSize {
+		f.unref()
 		d.drop(r, dropTooLarge)
 		return
 	}
+	id, size := r.id, r.size
 	for {
 		s := l.stream(r.sig)
 		if s == nil {
+			f.unref()
 			d.lose(r)
 			return
 		}
@@ -94,23 +104,17 @@ func (l *lane) send(r *request) {
 		case <-s.done:
 			continue // l.stream replaces it
 		case <-d.stop:
+			f.unref()
 			d.lose(r)
 			return
 		}
 		// A throttle may have come while this request waited for the stream or the window.
 		if !d.waitPause(l.timer) {
 			<-s.slots
+			f.unref()
 			d.lose(r)
 			return
 		}
-		// Build the frame while r is ours: once r is in the table an answer may finish it.
-		f, err := newFrame(r.id, r.b.Payload)
-		if err != nil {
-			<-s.slots
-			d.drop(r, dropInvalid)
-			return
-		}
-		id, size := r.id, r.size
 		now := nanotime()
 		r.attempt++
 		if r.first == 0 {
@@ -122,16 +126,16 @@ func (l *lane) send(r *request) {
 		d.acks.insert(r)
 		if s.broken.Load() {
 			// The receiver may have swept the table before the insert: take r back unless it
-			// found it (see stream.end).
-			f.unref()
-			if r := d.acks.remove(id, s); r != nil {
+			// found it (see stream.end). The frame was not marshalled and serves again.
+			if r = d.acks.remove(id, s); r != nil {
 				s.settle()
 				r.attempt--
 				continue
 			}
+			f.unref()
 			return
 		}
-		err = s.cs.SendMsg(f)
+		err := s.cs.SendMsg(f)
 		f.unref()
 		if err != nil {
 			// io.EOF: the stream is over and the receiver will read why; anything else is
@@ -156,6 +160,9 @@ func (l *lane) send(r *request) {
 func (l *lane) stream(sig fastpath.Signal) *stream {
 	d := l.d
 	if s := l.cur[sig]; s != nil {
+		if s.acked.Load() {
+			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
+		}
 		over := s.broken.Load()
 		select {
 		case <-s.done:
@@ -165,9 +172,7 @@ func (l *lane) stream(sig fastpath.Signal) *stream {
 		switch {
 		case over:
 			l.cur[sig] = nil
-			if s.acked.Load() {
-				l.failures = 0
-			} else {
+			if !s.acked.Load() {
 				l.failures++
 			}
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
@@ -275,15 +280,6 @@ func (s *stream) end(err error) {
 	if d.stopping.Load() {
 		return // Shutdown counts what is left in the table
 	}
-	clean := errors.Is(err, io.EOF)
-	switch {
-	case clean && s.half.Load() != 0:
-		// The normal end of a re-balanced stream, counted when it was half-closed.
-	case clean:
-		d.m.streamsEnded[endClosed].Inc()
-	default:
-		d.m.streamsEnded[endBroken].Inc()
-	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.
 	pending := d.acks.takeIf(func(r *request) bool { return r.stream == s }, nil)
@@ -294,6 +290,17 @@ func (s *stream) end(err error) {
 		} else {
 			d.resend(r)
 		}
+	}
+	clean := errors.Is(err, io.EOF)
+	switch {
+	case s.half.Load() != 0 && len(pending) == 0:
+		// The normal end of a re-balanced stream (closed by the server, or by the sweeper
+		// when the server kept it open), counted when it was half-closed.
+		return
+	case clean:
+		d.m.streamsEnded[endClosed].Inc()
+	default:
+		d.m.streamsEnded[endBroken].Inc()
 	}
 	if !clean || len(pending) > 0 {
 		d.log.Warn("stream ended", "signal", s.sig.String(), "err", err, "unanswered", len(pending),

@@ -13,7 +13,7 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-func streamConfig(t *testing.T, addr string, streams, window int) Config {
+func streamConfig(t testing.TB, addr string, streams, window int) Config {
 	c := testConfig(t, addr)
 	c.Protocol, c.Mode, c.Streams, c.Window = ProtocolOTEP, ModeStream, streams, window
 	return c
@@ -336,6 +336,26 @@ func TestStreamRebalanceTimeout(t *testing.T) {
 	u.waitUntil("four half-closes", func() bool { return len(u.halfClosed) == n-1 })
 	if v := value(d.m.streamsEnded[endRebalanceAge]); v != n-1 {
 		t.Errorf("rebalanced by age %d, want %d", v, n-1)
+	}
+}
+
+// An upstream that keeps a half-closed stream open after answering everything on it: the client
+// ends the stream itself once it has been idle for the ack timeout.
+func TestStreamRebalanceIdleOldStream(t *testing.T) {
+	u := newUpstream(t)
+	u.keepOpen = true
+	cfg := streamConfig(t, u.addr, 1, 4)
+	cfg.RebalanceRequests = 1
+	cfg.AckTimeout = 100 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	u.waitUntil("the old stream cancelled", func() bool { return len(u.canceled) == 1 })
+	if v := value(d.m.streamsEnded[endBroken]); v != 0 {
+		t.Errorf("the cancelled old stream counted as broken (%d)", v)
 	}
 }
 

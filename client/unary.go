@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/otlpgate/otlpgate/codec"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -76,7 +79,9 @@ func (w *worker) call(r *request) {
 
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
 	err := d.conn.Invoke(ctx, d.methods[r.sig], msg, reply, d.unaryOpts...)
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	// The deadline travels with the call: the server may enforce it a moment before our own
+	// timer fires, and answers DEADLINE_EXCEEDED. Either way the answer was late.
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 	cancel()
 	if f != nil {
 		f.unref()

@@ -14,7 +14,7 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-func unaryConfig(t *testing.T, addr, protocol string, concurrency int) Config {
+func unaryConfig(t testing.TB, addr, protocol string, concurrency int) Config {
 	c := testConfig(t, addr)
 	c.Protocol, c.Mode, c.Concurrency = protocol, ModeUnary, concurrency
 	return c
