@@ -89,7 +89,7 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 			panic(err)
 		}
 		r := d.next(timer)
-		r.attempt, r.first = 1, nanotime()
+		r.attempt, r.taken = 1, nanotime()
 		d.retry(r, retryFailed)
 		r = d.next(timer)
 		d.deliver(r)

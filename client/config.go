@@ -71,7 +71,8 @@ type Config struct {
 	AckTimeout time.Duration
 	// RetryInitial, RetryMax and RetryMaxElapsed shape the exponential backoff, with jitter, of
 	// FailedRetryable answers and transport errors: the first delay, the largest delay, and how
-	// long after its first send a request may still be retried (retry-initial, default 500ms;
+	// long after the destination took a request it may still be sent or retried, connection
+	// attempts included (retry-initial, default 500ms;
 	// retry-max, default 30s; retry-max-elapsed, default 5m, 0: no limit). Requests past it
 	// are counted in otlpgate_client_dropped_requests_total{reason="retry_exhausted"}.
 	RetryInitial, RetryMax, RetryMaxElapsed time.Duration

@@ -217,6 +217,10 @@ func (d *Dest) next(t *time.Timer) *request {
 		d.q.mu.Lock()
 		r, wait := d.q.popLocked(now)
 		d.q.mu.Unlock()
+		if r != nil && d.expired(r, 0) {
+			d.drop(r, dropRetryExhausted) // waited its whole budget in the queue
+			continue
+		}
 		if r != nil {
 			return r
 		}
@@ -319,10 +323,12 @@ func (d *Dest) result(r *request, code otepv1.ResultCode) {
 	}
 }
 
-// expired reports whether r would be retried later than RetryMaxElapsed after its first send.
+// expired reports whether r would be sent later than RetryMaxElapsed after the destination took
+// it. The budget runs from then, not from the first send: a request that never leaves because
+// the upstream cannot be reached must give up too, or a dead destination would hold its batches
+// (and their share of the pipeline's bytes) for ever.
 func (d *Dest) expired(r *request, delay time.Duration) bool {
-	return d.cfg.RetryMaxElapsed > 0 && r.first > 0 &&
-		nanotime()+int64(delay)-r.first > int64(d.cfg.RetryMaxElapsed)
+	return d.cfg.RetryMaxElapsed > 0 && nanotime()+int64(delay)-r.taken > int64(d.cfg.RetryMaxElapsed)
 }
 
 // retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.

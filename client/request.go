@@ -18,7 +18,7 @@ type request struct {
 	items   int
 	size    int
 	attempt int32   // sends so far
-	first   int64   // monotonic ns of the first send, 0 before it
+	taken   int64   // monotonic ns at which the destination took the batch: the retry budget starts here
 	sentAt  int64   // monotonic ns of the latest send
 	due     int64   // monotonic ns at which a delayed retry becomes ready
 	stream  *stream // the stream the latest send went out on (stream mode)
@@ -29,6 +29,7 @@ var requests = sync.Pool{New: func() any { return new(request) }}
 func getRequest(b *fastpath.Batch, id uint64) *request {
 	r := requests.Get().(*request)
 	r.b, r.id, r.sig, r.items, r.size = b, id, b.Signal, b.Items, b.Len()
+	r.taken = nanotime()
 	return r
 }
 

@@ -93,10 +93,14 @@ func (l *lane) send(r *request) {
 	}
 	id, size := r.id, r.size
 	for {
-		s := l.stream(r.sig)
+		s := l.stream(r)
 		if s == nil {
 			f.unref()
-			d.lose(r)
+			if d.stopping.Load() {
+				d.lose(r)
+			} else {
+				d.drop(r, dropRetryExhausted) // no stream could be opened within its budget
+			}
 			return
 		}
 		select {
@@ -117,9 +121,6 @@ func (l *lane) send(r *request) {
 		}
 		now := nanotime()
 		r.attempt++
-		if r.first == 0 {
-			r.first = now
-		}
 		r.sentAt, r.stream = now, s
 		s.pend.Add(1)
 		d.m.inFlight.Inc()
@@ -155,10 +156,12 @@ func (l *lane) send(r *request) {
 	}
 }
 
-// stream returns the lane's open stream for sig: the current one unless it ended or is due
-// for re-balancing, else a new one. nil when the destination stops first.
-func (l *lane) stream(sig fastpath.Signal) *stream {
+// stream returns the lane's open stream for r's signal: the current one unless it ended or is
+// due for re-balancing, else a new one. nil when the destination stops first, or when no stream
+// opens before r's retry budget runs out.
+func (l *lane) stream(r *request) *stream {
 	d := l.d
+	sig := r.sig
 	if s := l.cur[sig]; s != nil {
 		if s.acked.Load() {
 			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
@@ -203,6 +206,9 @@ func (l *lane) stream(sig fastpath.Signal) *stream {
 		}
 		l.failures++
 		d.log.Warn("cannot open stream", "signal", sig.String(), "err", err, "failures", l.failures)
+		if d.expired(r, d.cfg.backoff(l.failures)) {
+			return nil
+		}
 	}
 }
 

@@ -69,9 +69,6 @@ func (w *worker) call(r *request) {
 	}
 	now := nanotime()
 	r.attempt++
-	if r.first == 0 {
-		r.first = now
-	}
 	r.sentAt = now
 	d.m.inFlight.Inc()
 	d.m.sentRequests.Inc()
