@@ -43,6 +43,9 @@ var (
 	ErrUnsupported = errors.New("kafkacompress: unsupported compression type")
 	// ErrTooLarge is returned once the output would exceed the Decompressor's limit. Decoding
 	// stops there: no more than the limit (plus at most one zstd block of 128 KiB) is written.
+	// It is also returned, before decoding, for an lz4 frame that declares blocks larger than
+	// the smallest lz4 block size holding the limit: the decoder would reserve a buffer of
+	// that size (up to 4 MiB) for a frame of a few bytes. Kafka clients write 64 KiB blocks.
 	ErrTooLarge = errors.New("kafkacompress: decompressed size exceeds limit")
 	// ErrCorrupt is returned for input the codec cannot decode.
 	ErrCorrupt = errors.New("kafkacompress: corrupt compressed data")

@@ -122,10 +122,14 @@ func gzipOf(t testing.TB, members ...[]byte) []byte {
 	return out.Bytes()
 }
 
+// lz4Of writes each frame as Kafka clients do: 64 KiB blocks.
 func lz4Of(t testing.TB, frames ...[]byte) []byte {
 	var out bytes.Buffer
 	for _, f := range frames {
 		w := lz4.NewWriter(&out)
+		if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := w.Write(f); err != nil {
 			t.Fatal(err)
 		}
