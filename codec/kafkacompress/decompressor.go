@@ -107,21 +107,26 @@ func (d *Decompressor) Decompress(dst []byte, c Codec, src []byte) ([]byte, erro
 	return dst, ErrUnsupported
 }
 
-// readCapped drains r into dst, appending at most limit bytes. It reads one byte past the limit
-// to tell "exactly limit" from "more than limit" and stops there.
-func readCapped(dst []byte, r io.Reader, limit int) ([]byte, error) {
-	start := len(dst)
-	end := start + limit + 1
+// readCapped drains r into dst, appending at most limit bytes. Once limit bytes are in, it
+// reads into probe (one byte the caller owns) to tell "exactly limit" from "more than limit",
+// so dst never grows past the limit.
+func readCapped(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, error) {
+	end := len(dst) + limit
 	stalled := 0
 	for {
-		if len(dst) == cap(dst) {
-			dst = growCapped(dst, end)
+		buf := probe[:1]
+		full := len(dst) == end
+		if !full {
+			if len(dst) == cap(dst) {
+				dst = growCapped(dst, end)
+			}
+			buf = dst[len(dst):min(cap(dst), end)]
 		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), end)])
+		n, err := r.Read(buf)
+		if full && n > 0 {
+			return dst, ErrTooLarge
+		}
 		dst = dst[:len(dst)+n]
-		if len(dst)-start > limit {
-			return dst[:start+limit], ErrTooLarge
-		}
 		if err == io.EOF {
 			return dst, nil
 		}

@@ -9,8 +9,9 @@ import (
 
 // lz4Decoder pairs an lz4 frame reader with its bytes.Reader.
 type lz4Decoder struct {
-	src bytes.Reader
-	zr  *lz4.Reader
+	src   bytes.Reader
+	zr    *lz4.Reader
+	probe [1]byte
 }
 
 func (d *Decompressor) getLZ4() *lz4Decoder {
@@ -41,7 +42,7 @@ func (d *Decompressor) unlz4(dst, src []byte) ([]byte, error) {
 	defer d.putLZ4(l)
 	l.src.Reset(src)
 	l.zr.Reset(&l.src)
-	return readCapped(dst, l.zr, d.limit)
+	return readCapped(dst, l.zr, d.limit, l.probe[:])
 }
 
 // The lz4 frame format (lz4_Frame_format.md): magic, FLG and BD bytes, an optional content size
