@@ -152,7 +152,7 @@ func TestReadTimeout(t *testing.T) {
 // spares a busy connection.
 func TestIdleTimeoutCounted(t *testing.T) {
 	cfg := testConfig()
-	cfg.IdleTimeout = time.Second
+	cfg.IdleTimeout = 2 * time.Second
 	cfg.DefaultInterval = 100 * time.Millisecond
 	s, _ := startServer(t, cfg, &recorder{})
 	read, idle := counterValue(t, readTimeouts), counterValue(t, idleTimeouts)

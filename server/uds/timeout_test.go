@@ -112,7 +112,7 @@ func TestReadTimeout(t *testing.T) {
 // beside it is not.
 func TestIdleTimeout(t *testing.T) {
 	readBefore, idleBefore := counter(readTimeouts), counter(idleTimeouts)
-	h := start(t, func(c *Config) { c.IdleTimeout = time.Second })
+	h := start(t, func(c *Config) { c.IdleTimeout = 2 * time.Second })
 	closed := h.s.closed.Load()
 	good := startHealthy(h, 43)
 
