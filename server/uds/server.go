@@ -55,7 +55,7 @@ type Server struct {
 	// gid is the group the socket is given, -1 to leave it.
 	gid int
 
-	// Timeouts (timeout.go): sweep is 0 when both are off, and nothing is watched.
+	// Timeouts (timeout.go): sweepEvery is 0 when both are off, and nothing is watched.
 	sweepEvery time.Duration
 	clk        coarseClock
 	watch      watchlist
