@@ -43,6 +43,9 @@ var (
 	ErrUnsupported = errors.New("kafkacompress: unsupported compression type")
 	// ErrTooLarge is returned once the output would exceed the Decompressor's limit. Decoding
 	// stops there: no more than the limit (plus at most one zstd block of 128 KiB) is written.
+	// It is also returned, before decoding, for an lz4 frame that declares blocks larger than
+	// the smallest lz4 block size holding the limit: the decoder would reserve a buffer of
+	// that size (up to 4 MiB) for a frame of a few bytes. Kafka clients write 64 KiB blocks.
 	ErrTooLarge = errors.New("kafkacompress: decompressed size exceeds limit")
 	// ErrCorrupt is returned for input the codec cannot decode.
 	ErrCorrupt = errors.New("kafkacompress: corrupt compressed data")
@@ -104,21 +107,26 @@ func (d *Decompressor) Decompress(dst []byte, c Codec, src []byte) ([]byte, erro
 	return dst, ErrUnsupported
 }
 
-// readCapped drains r into dst, appending at most limit bytes. It reads one byte past the limit
-// to tell "exactly limit" from "more than limit" and stops there.
-func readCapped(dst []byte, r io.Reader, limit int) ([]byte, error) {
-	start := len(dst)
-	end := start + limit + 1
+// readCapped drains r into dst, appending at most limit bytes. Once limit bytes are in, it
+// reads into probe (one byte the caller owns) to tell "exactly limit" from "more than limit",
+// so dst never grows past the limit.
+func readCapped(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, error) {
+	end := len(dst) + limit
 	stalled := 0
 	for {
-		if len(dst) == cap(dst) {
-			dst = growCapped(dst, end)
+		buf := probe[:1]
+		full := len(dst) == end
+		if !full {
+			if len(dst) == cap(dst) {
+				dst = growCapped(dst, end)
+			}
+			buf = dst[len(dst):min(cap(dst), end)]
 		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), end)])
+		n, err := r.Read(buf)
+		if full && n > 0 {
+			return dst, ErrTooLarge
+		}
 		dst = dst[:len(dst)+n]
-		if len(dst)-start > limit {
-			return dst[:start+limit], ErrTooLarge
-		}
 		if err == io.EOF {
 			return dst, nil
 		}

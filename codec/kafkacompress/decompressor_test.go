@@ -122,10 +122,14 @@ func gzipOf(t testing.TB, members ...[]byte) []byte {
 	return out.Bytes()
 }
 
+// lz4Of writes each frame as Kafka clients do: 64 KiB blocks.
 func lz4Of(t testing.TB, frames ...[]byte) []byte {
 	var out bytes.Buffer
 	for _, f := range frames {
 		w := lz4.NewWriter(&out)
+		if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := w.Write(f); err != nil {
 			t.Fatal(err)
 		}
@@ -308,11 +312,16 @@ type stuckReader struct{}
 func (stuckReader) Read([]byte) (int, error) { return 0, nil }
 
 func TestReadCappedStalls(t *testing.T) {
-	if _, err := readCapped(nil, stuckReader{}, 100); !errors.Is(err, ErrCorrupt) {
+	probe := make([]byte, 1)
+	if _, err := readCapped(nil, stuckReader{}, 100, probe); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("err %v, want ErrCorrupt", err)
 	}
-	got, err := readCapped(nil, io.LimitReader(bytes.NewReader(make([]byte, 10)), 10), 10)
-	if err != nil || len(got) != 10 {
-		t.Fatalf("exact: %v, %d bytes", err, len(got))
+	got, err := readCapped(nil, io.LimitReader(bytes.NewReader(make([]byte, 10)), 10), 10, probe)
+	if err != nil || len(got) != 10 || cap(got) != 10 {
+		t.Fatalf("exact: %v, %d bytes, cap %d", err, len(got), cap(got))
+	}
+	got, err = readCapped(make([]byte, 0, 10), bytes.NewReader(make([]byte, 11)), 10, probe)
+	if !errors.Is(err, ErrTooLarge) || len(got) != 10 || cap(got) != 10 {
+		t.Fatalf("one over: %v, %d bytes, cap %d: dst grew past the limit", err, len(got), cap(got))
 	}
 }

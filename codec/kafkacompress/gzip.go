@@ -9,8 +9,9 @@ import (
 // gzipDecoder pairs a gzip reader with the bytes.Reader it reads from, so that neither is
 // allocated per call.
 type gzipDecoder struct {
-	src bytes.Reader
-	zr  gzip.Reader
+	src   bytes.Reader
+	zr    gzip.Reader
+	probe [1]byte
 }
 
 func (d *Decompressor) getGzip() *gzipDecoder {
@@ -35,5 +36,5 @@ func (d *Decompressor) gunzip(dst, src []byte) ([]byte, error) {
 		return dst, ErrCorrupt
 	}
 	g.zr.Multistream(true)
-	return readCapped(dst, &g.zr, d.limit)
+	return readCapped(dst, &g.zr, d.limit, g.probe[:])
 }

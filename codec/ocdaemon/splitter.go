@@ -88,6 +88,10 @@ type Splitter struct {
 	// pending is the length of the frame last returned by Next, dropped on the next call.
 	pending  int
 	rejected bool
+
+	// consumed counts the stream bytes dropped from the front of the window (frames handled,
+	// messages discarded, bytes skipped): the stream offset of the window's first byte.
+	consumed uint64
 }
 
 // NewSplitter returns a Splitter that rejects payloads longer than maxPayload bytes. Safe for
@@ -119,6 +123,15 @@ func (s *Splitter) Buffered() int {
 		return 0
 	}
 	return len(*s.carry) - s.cstart
+}
+
+// Pos returns, once Next has returned false, the stream offset of the first byte not yet
+// consumed: with Buffered() > 0, the start of the incomplete message (or header) held in the
+// carry buffer. An owner that sees the same Pos across reads knows the same message is still
+// incomplete, which is how a read timeout tells a message trickling in from a stream of
+// messages that merely straddle reads. Owner only.
+func (s *Splitter) Pos() uint64 {
+	return s.consumed
 }
 
 // Reject marks the frame last returned by Next as undecodable. The next call to Next discards
@@ -228,6 +241,7 @@ func (s *Splitter) window() []byte {
 // advance drops n bytes from the front of the window.
 func (s *Splitter) advance(n int) {
 	s.haveHdr, s.scanned = false, 0
+	s.consumed += uint64(n)
 	if s.carry == nil {
 		s.inPos += n
 		return

@@ -148,6 +148,9 @@ func TestSplitterRecovery(t *testing.T) {
 	}
 	f32 := hdr(ReqShutdown, 9)
 	f32.Float32 = true
+	hugeTrace, hugeRecord := hdr(TraceExport, 1), hdr(StatsRecord, 2)
+	hugeTrace.Len, hugeRecord.Len = 1<<64-1, 1<<63
+	hugeTraceBytes, hugeRecordBytes := AppendHeader(nil, &hugeTrace), AppendHeader(nil, &hugeRecord)
 	cases := []struct {
 		name     string
 		stream   []byte
@@ -184,6 +187,16 @@ func TestSplitterRecovery(t *testing.T) {
 			frames:   []string{recF},
 			discards: [NumReasons]int{ReasonTooLarge: 1},
 			skipped:  len(AppendFrame(nil, hdr(TraceExport, 3), json)),
+		},
+		{
+			// Only the header arrives: a length near 2^64 (and 2^63, which overflows an int)
+			// is refused at the header, nothing is reserved or awaited, and the next message
+			// is found right after it.
+			name:     "declared length of 2^64-1 and 2^63",
+			stream:   concat(hugeTraceBytes, hugeRecordBytes, recFrame),
+			frames:   []string{recF},
+			discards: [NumReasons]int{ReasonTooLarge: 2},
+			skipped:  len(hugeTraceBytes) + len(hugeRecordBytes),
 		},
 		{
 			name:   "float32-padded header",
@@ -303,4 +316,40 @@ func TestCandidate(t *testing.T) {
 	f("ab\x00\x00", 2)
 	f("a\x00\x00\x00b", 5)
 	f(strings.Repeat("x", 100)+"\x00", 100)
+}
+
+// TestSplitterPos: Pos stays on the first byte of a message that is still incomplete, however
+// many reads it takes, and moves past every message handled, skipped or discarded.
+func TestSplitterPos(t *testing.T) {
+	rec := AppendRecord(nil, &Record{Measurements: []Measurement{{Name: []byte("m"), Type: MeasureInt, Int: 7}}})
+	frame := AppendFrame(nil, hdr(StatsRecord, 4), rec)
+	garbage := []byte("xyz")
+	stream := concat(frame, garbage, frame, frame)
+	s := NewSplitter(1 << 20)
+	var f Frame
+	type step struct {
+		upTo     int    // feed the stream up to this offset
+		pos      uint64 // Pos once Next returned false
+		buffered int
+	}
+	secondAt := len(frame) + len(garbage)
+	thirdAt := secondAt + len(frame)
+	off := 0
+	for _, st := range []step{
+		{upTo: 3, pos: 0, buffered: 3},                                   // inside the first header
+		{upTo: len(frame) - 1, pos: 0, buffered: len(frame) - 1},         // one byte short
+		{upTo: len(frame) + 1, pos: uint64(len(frame) + 1), buffered: 0}, // garbage is skipped
+		{upTo: secondAt + 5, pos: uint64(secondAt), buffered: 5},
+		{upTo: thirdAt + 2, pos: uint64(thirdAt), buffered: 2}, // the second is done, the third begun
+		{upTo: len(stream), pos: uint64(len(stream)), buffered: 0},
+	} {
+		s.Feed(stream[off:st.upTo])
+		off = st.upTo
+		for s.Next(&f) {
+		}
+		if s.Pos() != st.pos || s.Buffered() != st.buffered {
+			t.Fatalf("after %d bytes: pos %d buffered %d, want %d and %d", st.upTo, s.Pos(), s.Buffered(), st.pos, st.buffered)
+		}
+	}
+	s.Close()
 }

@@ -25,9 +25,14 @@ type Config struct {
 	// TELEMETRY_TOO_LARGE rather than disconnected.
 	MaxRequestBytes int
 	// IdleTimeout closes a connection that sends nothing for this long, and the client
-	// instances that pushed on it (-kafka.idle-timeout, default 10m). Every push interval must
-	// be shorter.
+	// instances that pushed on it (-kafka.idle-timeout, default 10m), counted in
+	// otlpgate_kafka_timeouts_total{kind="idle"}. Every push interval must be shorter.
 	IdleTimeout time.Duration
+	// ReadTimeout bounds how long a request may take to arrive once its first byte did
+	// (-kafka.read-timeout, default 30s). A client that stalls or trickles a request holds a
+	// connection and a buffer; past this it is closed, counted in
+	// otlpgate_kafka_timeouts_total{kind="read"}.
+	ReadTimeout time.Duration
 	// WriteTimeout bounds the write of one response (-kafka.write-timeout, default 10s).
 	WriteTimeout time.Duration
 	// MaxConnections caps concurrent connections; more are closed at once, counted in
@@ -63,6 +68,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxRequestBytes:   4 << 20,
 		IdleTimeout:       10 * time.Minute,
+		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      10 * time.Second,
 		MaxConnections:    1024,
 		MaxInstances:      10000,
@@ -99,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		return errors.New("kafka: idle timeout must be positive")
+	}
+	if c.ReadTimeout <= 0 {
+		return errors.New("kafka: read timeout must be positive")
 	}
 	if c.WriteTimeout <= 0 {
 		return errors.New("kafka: write timeout must be positive")

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -23,11 +24,19 @@ var (
 	})
 	badRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_bad_requests_total",
-		Help: "Kafka requests that closed their connection, by reason: too_large (over -kafka.max-request-bytes, or under a header), malformed (header or body does not decode), unsupported (an API key or version not served).",
+		Help: "Kafka requests that closed their connection, by reason: too_large (over -kafka.max-request-bytes, or under a header), malformed (header or body does not decode), unsupported (an API key or version not served), truncated (the client closed the connection inside a request).",
 	}, []string{"reason"})
 	badTooLarge    = badRequests.WithLabelValues("too_large")
 	badMalformed   = badRequests.WithLabelValues("malformed")
 	badUnsupported = badRequests.WithLabelValues("unsupported")
+	badTruncated   = badRequests.WithLabelValues("truncated")
+
+	timeouts = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_timeouts_total",
+		Help: "Kafka connections closed by the intake, by kind: idle (nothing received for -kafka.idle-timeout), read (a request left unfinished for -kafka.read-timeout).",
+	}, []string{"kind"})
+	idleTimeouts = timeouts.WithLabelValues("idle")
+	readTimeouts = timeouts.WithLabelValues("read")
 
 	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_requests_total",
@@ -102,14 +111,26 @@ func splitAddr(a net.Addr) (string, string) {
 
 // serve reads requests one at a time and answers each before reading the next, which is the
 // order Kafka clients expect responses in. It returns when the client goes away, idles past
-// the timeout, or sends something that closes the connection.
+// the idle timeout, leaves a request unfinished past the read timeout, or sends something that
+// closes the connection.
 func (c *conn) serve() {
 	cfg := &c.s.cfg
 	var size [4]byte
 	for {
+		// Between requests only the idle timeout applies; from a request's first byte on, the
+		// read timeout bounds the rest of it, size prefix included.
 		c.nc.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
-		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		got, err := io.ReadAtLeast(c.nc, size[:], 1)
+		if err != nil {
+			countReadError(err, false)
 			return
+		}
+		c.nc.SetReadDeadline(time.Now().Add(cfg.ReadTimeout))
+		if got < len(size) {
+			if _, err := io.ReadFull(c.nc, size[got:]); err != nil {
+				countReadError(err, true)
+				return
+			}
 		}
 		n := int64(int32(binary.BigEndian.Uint32(size[:])))
 		if n < minRequestSize || n > int64(cfg.MaxRequestBytes) {
@@ -119,6 +140,7 @@ func (c *conn) serve() {
 		bp, err := readRequest(c.nc, int(n))
 		if err != nil {
 			putBuf(bp)
+			countReadError(err, true)
 			return
 		}
 		resp, ok := c.handle(*bp)
@@ -130,6 +152,24 @@ func (c *conn) serve() {
 		if !ok || err != nil {
 			return
 		}
+	}
+}
+
+// countReadError counts why a read ended the connection: a deadline as an idle or a read
+// timeout (inRequest: the request's first byte had arrived), the client closing inside a
+// request as truncated. A clean close between requests and a connection closed by Shutdown
+// are not counted.
+func countReadError(err error, inRequest bool) {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		if inRequest {
+			readTimeouts.Inc()
+		} else {
+			idleTimeouts.Inc()
+		}
+	case inRequest && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		badTruncated.Inc()
 	}
 }
 

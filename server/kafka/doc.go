@@ -9,7 +9,8 @@
 // server/ packages, cmd/ or bench/.
 //
 // Goroutines: Start runs one accept loop, one expiry sweeper and one goroutine per connection.
-// A connection's goroutine reads a request, answers it and only then reads the next, so the
+// A connection's goroutine reads a request, answers it and only then reads the next (between
+// requests under the idle timeout, within one under the read timeout), so the
 // per-connection state (buffers, decoded requests, client labels) needs no lock. The instance
 // registry and the subscription set are shared by all connections and locked or swapped
 // atomically; see instances.go and subscriptions.go.

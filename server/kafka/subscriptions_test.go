@@ -243,6 +243,7 @@ func TestConfigValidate(t *testing.T) {
 		"request below telemetry max": func(c *Config) { c.MaxRequestBytes = c.TelemetryMaxBytes },
 		"idle timeout":                func(c *Config) { c.IdleTimeout = 0 },
 		"write timeout":               func(c *Config) { c.WriteTimeout = 0 },
+		"read timeout":                func(c *Config) { c.ReadTimeout = 0 },
 		"max connections":             func(c *Config) { c.MaxConnections = 0 },
 		"max instances":               func(c *Config) { c.MaxInstances = 0 },
 		"interval too short":          func(c *Config) { c.DefaultInterval = time.Millisecond },

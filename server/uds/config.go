@@ -16,6 +16,11 @@ type Config struct {
 	// Mode is the permission of the socket file (-uds.mode, default 0660). PHP processes need
 	// write permission to connect.
 	Mode os.FileMode
+	// Group is the group the socket file is given at start, by name or numeric gid
+	// (-uds.group, default "": the group the process creates files with). With mode 0660 it
+	// is the group whose members (the PHP workers' user) may connect. A group that does not
+	// exist, or that the process may not give files to, fails Start.
+	Group string
 	// Loops is the number of gnet event loops (-uds.loops, default 0: one per GOMAXPROCS).
 	// Connections are spread over them; each connection stays on one.
 	Loops int
@@ -42,6 +47,18 @@ type Config struct {
 	// ServiceName becomes the service.name resource attribute of everything the intake emits
 	// (-uds.service-name, default "unknown_service:php"); empty leaves it out.
 	ServiceName string
+	// IdleTimeout closes a connection that sends nothing for this long (-uds.idle-timeout,
+	// default 1h; 0 disables). PHP keeps its daemon connection open across requests, so a
+	// quiet worker must not be cut off; the limit only reclaims connections whose process
+	// vanished without closing them. Counted in otlpgate_uds_timeouts_total{kind="idle"}.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds how long a message may take to arrive once its first byte did
+	// (-uds.read-timeout, default 10s; 0 disables). A connection that leaves a message
+	// unfinished for longer (a client stalled mid-write, or one trickling bytes to hold a
+	// buffer) is closed and the partial message discarded, counted in
+	// otlpgate_uds_timeouts_total{kind="read"} and as truncated in
+	// otlpgate_uds_discarded_messages_total.
+	ReadTimeout time.Duration
 	// DefaultReportingPeriod is how often a process's views are exported until the process
 	// sends VIEW_REPORTING_PERIOD (-uds.reporting-period, default 10s).
 	DefaultReportingPeriod time.Duration
@@ -61,6 +78,8 @@ func DefaultConfig() Config {
 		MaxConnections:         10000,
 		ServiceName:            "unknown_service:php",
 		DefaultReportingPeriod: 10 * time.Second,
+		IdleTimeout:            time.Hour,
+		ReadTimeout:            10 * time.Second,
 	}
 }
 
@@ -105,6 +124,12 @@ func (c Config) Validate() error {
 		if v.n <= 0 {
 			errs = append(errs, fmt.Errorf("uds: %s must be positive", v.name))
 		}
+	}
+	if c.IdleTimeout < 0 || c.ReadTimeout < 0 {
+		errs = append(errs, errors.New("uds: idle and read timeouts must not be negative (0 disables)"))
+	}
+	if strings.ContainsRune(c.Group, 0) {
+		errs = append(errs, fmt.Errorf("uds: group %q contains NUL", c.Group))
 	}
 	if c.DefaultReportingPeriod < minReportingPeriod || c.DefaultReportingPeriod > maxReportingPeriod {
 		errs = append(errs, fmt.Errorf("uds: reporting period must be in %v..%v", minReportingPeriod, maxReportingPeriod))

@@ -2,8 +2,10 @@ package uds
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -67,10 +69,26 @@ type conn struct {
 	rec   ocdaemon.Record
 	key   []byte
 	frame ocdaemon.Frame
+
+	// Timeout state (timeout.go); gc and loop are nil when the server keeps no timeouts.
+	gc   gnet.Conn
+	loop gnet.EventLoop
+	// closed is set by OnClose; event loop only.
+	closed bool
+	// watchIdx is the connection's index in the watch list, guarded by its lock.
+	watchIdx int
+	// lastRead and partialSince are coarse-clock times written by the event loop and read by
+	// the sweep; partialSince is 0 while no message is incomplete, and partialPos (event
+	// loop only) is the stream offset of the incomplete one.
+	lastRead     atomic.Int64
+	partialSince atomic.Int64
+	partialPos   uint64
+	// checking is set while an expiry check is queued on the event loop.
+	checking atomic.Bool
 }
 
 func newConn(s *Server) *conn {
-	c := &conn{s: s}
+	c := &conn{s: s, watchIdx: -1}
 	c.split.Discard = countDiscard
 	c.split.Skip = countSkip
 	c.split.Init(s.cfg.MaxMessageBytes)

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -50,6 +52,13 @@ type Server struct {
 	limits processLimits
 	reg    *registry
 	clock  clock
+	// gid is the group the socket is given, -1 to leave it.
+	gid int
+
+	// Timeouts (timeout.go): sweepEvery is 0 when both are off, and nothing is watched.
+	sweepEvery time.Duration
+	clk        coarseClock
+	watch      watchlist
 
 	conns atomic.Int64
 	// closed counts connections whose close was handled (tests synchronise on it).
@@ -106,6 +115,16 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		exportWake: make(chan struct{}, 1),
 		exportStop: make(chan struct{}),
 		exportDone: make(chan struct{}),
+		gid:        -1,
+		sweepEvery: sweepEvery(&cfg),
+	}
+	s.clk.init()
+	if cfg.Listen != "" && cfg.Group != "" {
+		gid, err := lookupGroup(cfg.Group)
+		if err != nil {
+			return nil, err
+		}
+		s.gid = gid
 	}
 	s.reg = newRegistry(cfg.MaxProcesses, cfg.DefaultReportingPeriod, s.wakeExporter)
 	return s, nil
@@ -136,6 +155,7 @@ func (s *Server) Start(ctx context.Context) error {
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithLoadBalancing(gnet.LeastConnections),
 			gnet.WithLogger(gnetLogger{s.log}),
+			gnet.WithTicker(s.sweepEvery > 0),
 		)
 	}()
 	select {
@@ -148,7 +168,8 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
 	}
 	go s.runExporter()
-	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "loops", s.cfg.Loops)
+	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "group", s.cfg.Group, "loops", s.cfg.Loops,
+		"idle_timeout", s.cfg.IdleTimeout, "read_timeout", s.cfg.ReadTimeout)
 	return nil
 }
 
@@ -226,8 +247,15 @@ type handler struct {
 }
 
 // OnBoot runs on gnet.Run's goroutine once the socket listens and before any connection is
-// accepted: the moment to set the socket file's permissions.
+// accepted: the moment to set the socket file's group and permissions. The group goes first,
+// so the file never grants the new mode to the group it was created with.
 func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
+	if h.s.gid >= 0 {
+		if err := os.Lchown(h.s.path, -1, h.s.gid); err != nil {
+			h.bootErr = fmt.Errorf("cannot give the socket to group %s: %w", h.s.cfg.Group, err)
+			return gnet.Shutdown
+		}
+	}
 	if err := os.Chmod(h.s.path, h.s.cfg.Mode); err != nil {
 		h.bootErr = fmt.Errorf("cannot set mode %v: %w", h.s.cfg.Mode, err)
 		return gnet.Shutdown
@@ -250,7 +278,13 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		}
 	}
 	connectionsActive.Inc()
-	c.SetContext(newConn(h.s))
+	cs := newConn(h.s)
+	if h.s.sweepEvery > 0 {
+		cs.gc, cs.loop = c, c.EventLoop()
+		cs.lastRead.Store(h.s.clk.now())
+		h.s.watch.add(cs)
+	}
+	c.SetContext(cs)
 	return nil, gnet.None
 }
 
@@ -265,12 +299,25 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	in, _ := c.Next(-1)
 	receivedBytes.Add(float64(len(in)))
 	cs.feed(in)
+	if cs.gc != nil {
+		cs.noteRead(h.s.clk.now())
+	}
 	return gnet.None
+}
+
+// OnTick runs on gnet's ticker goroutine, only when a timeout is set.
+func (h *handler) OnTick() (time.Duration, gnet.Action) {
+	h.s.sweep()
+	return h.s.sweepEvery, gnet.None
 }
 
 // OnClose runs on the connection's event loop.
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if cs, ok := c.Context().(*conn); ok {
+		cs.closed = true
+		if cs.gc != nil {
+			h.s.watch.remove(cs)
+		}
 		cs.close()
 		c.SetContext(nil)
 		h.s.conns.Add(-1)
@@ -278,6 +325,24 @@ func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 		h.s.closed.Add(1)
 	}
 	return gnet.None
+}
+
+// lookupGroup resolves a group name, or a numeric gid, to a gid that exists.
+func lookupGroup(name string) (int, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		if _, numErr := strconv.Atoi(name); numErr != nil {
+			return 0, fmt.Errorf("uds: socket group: %w", err)
+		}
+		if g, err = user.LookupGroupId(name); err != nil {
+			return 0, fmt.Errorf("uds: socket group: %w", err)
+		}
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil || gid < 0 {
+		return 0, fmt.Errorf("uds: socket group %q has gid %q, not a number", name, g.Gid)
+	}
+	return gid, nil
 }
 
 // gnetLogger routes gnet's logging to slog. gnet's Fatalf is only used where a poller cannot

@@ -562,6 +562,9 @@ func TestConfigValidate(t *testing.T) {
 	f("max message", func(c *Config) { c.MaxMessageBytes = 0 }, false)
 	f("series", func(c *Config) { c.MaxSeries = 0 }, false)
 	f("period", func(c *Config) { c.DefaultReportingPeriod = time.Millisecond }, false)
+	f("negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, false)
+	f("negative read timeout", func(c *Config) { c.ReadTimeout = -time.Second }, false)
+	f("timeouts off", func(c *Config) { c.IdleTimeout, c.ReadTimeout = 0, 0 }, true)
 	if _, err := New(DefaultConfig(), nil, slog.Default()); err == nil {
 		t.Error("New with a nil consumer succeeded")
 	}
