@@ -196,7 +196,11 @@ func (l *lane) stream(r *request) *stream {
 				return nil
 			}
 		}
-		s, err := d.openStream(sig)
+		var wait time.Duration
+		if d.cfg.RetryMaxElapsed > 0 {
+			wait = max(time.Duration(r.taken+int64(d.cfg.RetryMaxElapsed)-nanotime()), time.Millisecond)
+		}
+		s, err := d.openStream(sig, wait)
 		if err == nil {
 			l.cur[sig] = s
 			return s
@@ -212,6 +216,8 @@ func (l *lane) stream(r *request) *stream {
 	}
 }
 
+var errOpenTimeout = errors.New("client: no connection to the upstream within the request's retry budget")
+
 // halfClose ends the sending side of s for re-balancing; its receiver keeps reading answers
 // until the server closes the stream. Called by the lane, the only sender on s.
 func (s *stream) halfClose(how int) {
@@ -223,9 +229,24 @@ func (s *stream) halfClose(how int) {
 	}
 }
 
-func (d *Dest) openStream(sig fastpath.Signal) (*stream, error) {
+// openStream opens a stream for sig. The call waits for the connection to be ready (streams are
+// opened with WaitForReady), but no longer than wait when wait is positive: past it the attempt
+// fails, so that the lane can give up on requests whose budget ran out.
+func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, error) {
 	ctx, cancel := context.WithCancel(d.ctx)
+	var timer *time.Timer
+	if wait > 0 {
+		timer = time.AfterFunc(wait, cancel)
+	}
 	cs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	if timer != nil && !timer.Stop() {
+		// The wait ran out: the stream, if one opened at that instant, is cancelled with it.
+		cancel()
+		if err == nil {
+			err = errOpenTimeout
+		}
+		return nil, err
+	}
 	if err != nil {
 		cancel()
 		return nil, err
