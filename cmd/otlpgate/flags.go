@@ -65,6 +65,7 @@ Flags:
 	fs.StringVar(&k.AdvertisedAddress, "kafka.advertised-address", k.AdvertisedAddress, "host:port listed as the only broker in Metadata (default: the address each client connected to)")
 	fs.Var(intSize{&k.MaxRequestBytes}, "kafka.max-request-bytes", "largest Kafka request; larger ones close the connection (otlpgate_kafka_bad_requests_total{reason=\"too_large\"})")
 	fs.DurationVar(&k.IdleTimeout, "kafka.idle-timeout", k.IdleTimeout, "close Kafka connections idle this long; every push interval must be shorter")
+	fs.DurationVar(&k.ReadTimeout, "kafka.read-timeout", k.ReadTimeout, "bound on receiving one Kafka request once its first byte arrived (otlpgate_kafka_timeouts_total{kind=\"read\"})")
 	fs.DurationVar(&k.WriteTimeout, "kafka.write-timeout", k.WriteTimeout, "bound on writing one Kafka response")
 	fs.IntVar(&k.MaxConnections, "kafka.max-connections", k.MaxConnections, "Kafka connections at once; more are closed (otlpgate_kafka_rejected_connections_total)")
 	fs.IntVar(&k.MaxInstances, "kafka.max-instances", k.MaxInstances, "client instances remembered; the least recently seen is evicted past it")
@@ -84,6 +85,9 @@ Flags:
 	fs.IntVar(&u.MaxMeasures, "uds.max-measures", u.MaxMeasures, "measures per process")
 	fs.IntVar(&u.MaxViews, "uds.max-views", u.MaxViews, "views per process")
 	fs.IntVar(&u.MaxConnections, "uds.max-connections", u.MaxConnections, "socket connections at once")
+	fs.DurationVar(&u.IdleTimeout, "uds.idle-timeout", u.IdleTimeout, "close socket connections that send nothing this long; 0 disables (otlpgate_uds_timeouts_total{kind=\"idle\"})")
+	fs.DurationVar(&u.ReadTimeout, "uds.read-timeout", u.ReadTimeout, "close a socket connection that leaves a message unfinished this long, discarding it; 0 disables (otlpgate_uds_timeouts_total{kind=\"read\"})")
+	fs.StringVar(&u.Group, "uds.group", u.Group, "group, by name or gid, given the socket file at start; empty keeps the process's group")
 	fs.StringVar(&u.ServiceName, "uds.service-name", u.ServiceName, "service.name resource attribute of what arrives on the socket")
 	fs.DurationVar(&u.DefaultReportingPeriod, "uds.reporting-period", u.DefaultReportingPeriod, "stats export period until a client sets one")
 

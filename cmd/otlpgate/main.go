@@ -138,6 +138,16 @@ func finishConfig(cfg *config) error {
 		names[c.Name] = true
 		cfg.clients = append(cfg.clients, c)
 	}
+	if len(cfg.clients) > 1 {
+		// Every batch counts against -queue.max-bytes until each destination is done with it: a
+		// dead destination allowed to hold as much would stall the others.
+		for _, c := range cfg.clients {
+			if c.QueueBytes >= cfg.pipeline.QueueMaxBytes {
+				return fmt.Errorf("-dest %s: queue-bytes %d must be below -queue.max-bytes %d when there are several destinations, or a dead one could stall the rest",
+					c.Name, c.QueueBytes, cfg.pipeline.QueueMaxBytes)
+			}
+		}
+	}
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
@@ -221,7 +231,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	us, err := uds.New(cfg.uds, p, log)
 	if err == nil {
+		// gnet creates the socket file with the process umask, and its mode and group are set
+		// just after: a tight umask closes the window in which another user could connect.
+		old := syscall.Umask(0o177)
 		err = us.Start(ctx)
+		syscall.Umask(old)
 	}
 	if err != nil {
 		ks.Shutdown(context.Background())
