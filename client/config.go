@@ -56,6 +56,11 @@ type Config struct {
 	Streams int
 	// Window is how many requests one stream may have unacknowledged (window, default 64).
 	Window int
+	// MaxInFlight caps the unacknowledged requests of one signal across all streams, including
+	// half-closed ones still draining after a re-balance (max-in-flight, default 0: Streams x
+	// Window). Without it a re-balanced stream's pending requests would come on top of the new
+	// stream's window; with streams=1,window=1 it makes stream mode strictly one at a time.
+	MaxInFlight int
 	// Concurrency is how many unary calls may be in flight at once (concurrency, default 8).
 	Concurrency int
 	// Compression is "", gzip, zstd or snappy (compression, default none). The compressor must
@@ -195,6 +200,8 @@ func (c Config) validate() error {
 		return errors.New("retry initial must be positive")
 	case c.RetryMax < c.RetryInitial:
 		return fmt.Errorf("retry max %v is below retry initial %v", c.RetryMax, c.RetryInitial)
+	case c.MaxInFlight < 0:
+		return errors.New("max-in-flight must not be negative")
 	case c.RetryMaxElapsed < 0:
 		return errors.New("retry max elapsed must not be negative (0: no limit)")
 	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0:

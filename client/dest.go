@@ -59,6 +59,7 @@ type Dest struct {
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	cancel    context.CancelFunc
 	stop      chan struct{} // closed when Shutdown stops waiting: senders give up
+	inFlight  [numSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
 	drained   chan struct{} // closed once nothing is outstanding after Shutdown began
 	drainOnce sync.Once
 	started   atomic.Bool
@@ -108,6 +109,13 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		drained: make(chan struct{}),
 	}
 	d.streams.set = map[*stream]struct{}{}
+	limit := cfg.MaxInFlight
+	if limit == 0 {
+		limit = cfg.Streams * cfg.Window
+	}
+	for i := range d.inFlight {
+		d.inFlight[i] = make(chan struct{}, limit)
+	}
 	ctx := context.Background()
 	if len(md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, md)

@@ -50,6 +50,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.Streams, err = strconv.Atoi(v)
 		case "window":
 			c.Window, err = strconv.Atoi(v)
+		case "max-in-flight":
+			c.MaxInFlight, err = strconv.Atoi(v)
 		case "concurrency":
 			c.Concurrency, err = strconv.Atoi(v)
 		case "compression":

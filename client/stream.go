@@ -50,6 +50,7 @@ func (s *stream) settle() {
 	default:
 		panic("BUG: client: stream window released more often than taken")
 	}
+	<-s.d.inFlight[s.sig]
 }
 
 // lane is one sender of stream mode. Its fields belong to its goroutine.
@@ -103,11 +104,23 @@ func (l *lane) send(r *request) {
 			}
 			return
 		}
+		// The signal's in-flight token first, then the stream's window slot; settle gives back
+		// both. Requests pending on draining streams hold tokens, so a re-balance cannot raise
+		// what is in flight above MaxInFlight.
+		select {
+		case d.inFlight[r.sig] <- struct{}{}:
+		case <-d.stop:
+			f.unref()
+			d.lose(r)
+			return
+		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-s.done:
+			<-d.inFlight[r.sig]
 			continue // l.stream replaces it
 		case <-d.stop:
+			<-d.inFlight[r.sig]
 			f.unref()
 			d.lose(r)
 			return
@@ -115,6 +128,7 @@ func (l *lane) send(r *request) {
 		// A throttle may have come while this request waited for the stream or the window.
 		if !d.waitPause(l.timer) {
 			<-s.slots
+			<-d.inFlight[r.sig]
 			f.unref()
 			d.lose(r)
 			return
