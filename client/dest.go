@@ -58,9 +58,9 @@ type Dest struct {
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	cancel    context.CancelFunc
-	stop      chan struct{} // closed when Shutdown stops waiting: senders give up
+	stop      chan struct{}             // closed when Shutdown stops waiting: senders give up
 	inFlight  [numSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
-	drained   chan struct{} // closed once nothing is outstanding after Shutdown began
+	drained   chan struct{}             // closed once nothing is outstanding after Shutdown began
 	drainOnce sync.Once
 	started   atomic.Bool
 	shut      atomic.Bool
