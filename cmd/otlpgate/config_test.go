@@ -32,7 +32,7 @@ func TestFinishConfig(t *testing.T) {
 	f([]string{"-dest", "name=gw,endpoint=127.0.0.1:4317,protocol=otep,mode=stream,streams=4,window=64"}, "")
 	f([]string{"-dest", "name=a,endpoint=x:1", "-dest", "name=a,endpoint=y:1"}, "two destinations are named")
 	f([]string{"-dest", "name=a,endpoint=x:1,frobnicate=1"}, "frobnicate")
-	f([]string{"-queue.max-bytes", "64MiB", "-dest", "name=a,endpoint=x:1", "-dest", "name=b,endpoint=y:1"}, "must be below -queue.max-bytes")
+	f([]string{"-queue.max-bytes", "64MiB", "-dest", "name=a,endpoint=x:1,queue-bytes=64MiB", "-dest", "name=b,endpoint=y:1"}, "must be below -queue.max-bytes")
 	f([]string{"-queue.max-bytes", "1GiB", "-dest", "name=a,endpoint=x:1", "-dest", "name=b,endpoint=y:1"}, "")
 	f([]string{"-ack", "sometimes"}, "unknown ack mode")
 	f([]string{"-grpc.scan-depth", "deep"}, "unknown scan depth")
@@ -40,4 +40,35 @@ func TestFinishConfig(t *testing.T) {
 	f([]string{"-batch.max-bytes", "2GiB"}, "exceeds queue max bytes")
 	f([]string{"-shutdown.timeout", "0s"}, "must be positive")
 	f([]string{"-kafka.default-metrics", "org.apache.kafka.,librdkafka."}, "")
+}
+
+// A destination's queue defaults to the pipeline's whole budget when it is the only one, and to
+// half of it when there are several; an explicit queue-bytes wins, with a warning when it could
+// refuse acknowledged batches.
+func TestDestinationQueueDefaults(t *testing.T) {
+	parse := func(args ...string) config {
+		t.Helper()
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		registerFlags(fs, &cfg)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := finishConfig(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	one := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1")
+	if q := one.clients[0].QueueBytes; q != 100<<20 || len(one.warnings) != 0 {
+		t.Errorf("single destination: queue %d, warnings %v", q, one.warnings)
+	}
+	two := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1", "-dest", "name=b,endpoint=y:1")
+	if two.clients[0].QueueBytes != 50<<20 || two.clients[1].QueueBytes != 50<<20 {
+		t.Errorf("two destinations: %d, %d", two.clients[0].QueueBytes, two.clients[1].QueueBytes)
+	}
+	set := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1,queue.bytes=10MiB")
+	if set.clients[0].QueueBytes != 10<<20 || len(set.warnings) != 1 {
+		t.Errorf("explicit queue-bytes: %d, warnings %v", set.clients[0].QueueBytes, set.warnings)
+	}
 }

@@ -38,6 +38,7 @@ type config struct {
 	kafkaMets string
 	dests     []string
 	clients   []client.Config
+	warnings  []string // configurations that work but may surprise
 	ack       string
 	scanDepth string
 	logLevel  string
@@ -113,6 +114,7 @@ func newLogger(level, format string, w *os.File) (*slog.Logger, error) {
 
 // finishConfig turns the string-valued flags into typed settings and validates everything.
 func finishConfig(cfg *config) error {
+	cfg.warnings = nil
 	var err error
 	if cfg.pipeline.Ack, err = fastpath.ParseAckMode(cfg.ack); err != nil {
 		return err
@@ -128,7 +130,18 @@ func finishConfig(cfg *config) error {
 	cfg.uds.Mode = os.FileMode(mode)
 	names := map[string]bool{}
 	for _, spec := range cfg.dests {
-		c, err := client.ParseDest(spec, client.DefaultConfig())
+		base := client.DefaultConfig()
+		if !specHasKey(spec, "queue-bytes") {
+			// Unless told otherwise, a destination may hold what the pipeline admits: a single
+			// destination then never refuses a batch at hand-over (overload shows as backpressure
+			// to clients, and nothing acknowledged is dropped); several split the budget, so that a
+			// dead one cannot stall the others.
+			base.QueueBytes = cfg.pipeline.QueueMaxBytes
+			if len(cfg.dests) > 1 {
+				base.QueueBytes = cfg.pipeline.QueueMaxBytes / 2
+			}
+		}
+		c, err := client.ParseDest(spec, base)
 		if err != nil {
 			return fmt.Errorf("-dest %q: %w", spec, err)
 		}
@@ -137,6 +150,9 @@ func finishConfig(cfg *config) error {
 		}
 		names[c.Name] = true
 		cfg.clients = append(cfg.clients, c)
+	}
+	if len(cfg.clients) == 1 && cfg.clients[0].QueueBytes < cfg.pipeline.QueueMaxBytes {
+		cfg.warnings = append(cfg.warnings, fmt.Sprintf("-dest %s: queue-bytes below -queue.max-bytes: under overload, batches already acknowledged to clients can be refused at hand-over (counted in otlpgate_fastpath_destination_refused_batches_total)", cfg.clients[0].Name))
 	}
 	if len(cfg.clients) > 1 {
 		// Every batch counts against -queue.max-bytes until each destination is done with it: a
@@ -155,6 +171,17 @@ func finishConfig(cfg *config) error {
 		cfg.kafka.Validate(), cfg.uds.Validate())
 }
 
+// specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
+func specHasKey(spec, key string) bool {
+	for _, item := range strings.Split(spec, ",") {
+		k, _, _ := strings.Cut(item, "=")
+		if strings.ReplaceAll(strings.TrimSpace(k), ".", "-") == key {
+			return true
+		}
+	}
+	return false
+}
+
 // splitList splits a comma-separated flag value, dropping empty elements.
 func splitList(s string) []string {
 	var out []string
@@ -170,6 +197,9 @@ func splitList(s string) []string {
 // open batches are sealed, destinations drain up to -shutdown.timeout.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
 	codec.RegisterCompressors()

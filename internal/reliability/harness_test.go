@@ -42,6 +42,7 @@ type upstream struct {
 	seen *seenSet
 
 	failPct       int           // answer FailedRetryable to this share of requests
+	delay         time.Duration // take this long over each request: a slow upstream
 	throttleEvery int64         // end the stream with UNAVAILABLE + RetryInfo every Nth request
 	throttleFor   time.Duration // the RetryInfo delay
 	requests      atomic.Int64
@@ -113,6 +114,9 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 			return err
 		}
 		n := u.requests.Add(1)
+		if u.delay > 0 {
+			time.Sleep(u.delay)
+		}
 		if u.throttleEvery > 0 && n%u.throttleEvery == 0 {
 			s, _ := status.New(codes.Unavailable, "throttled").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(u.throttleFor)})
 			return s.Err()
@@ -250,6 +254,13 @@ func (g *gate) drained(t *testing.T, within time.Duration) {
 // those refused with FailedRetryable, and returns the ids acknowledged with Success. pause, if
 // set, is called before each send (to inject faults mid-run).
 func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
+	acked, _ := loadFrom(t, addr, 1, n, pause)
+	return acked
+}
+
+// loadFrom is load for ids first..first+n-1; it also returns how many answers were
+// FailedRetryable (backpressure).
+func loadFrom(t *testing.T, addr string, first, n int, pause func(i int)) (map[uint64]bool, int) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -264,6 +275,7 @@ func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
 	}
 	acked := map[uint64]bool{}
 	var mu sync.Mutex
+	var refused atomic.Int64
 	retry := make(chan uint64, n)
 	recvErr := make(chan error, 1)
 	outstanding := atomic.Int64{}
@@ -280,6 +292,7 @@ func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
 				acked[resp.Id] = true
 				mu.Unlock()
 			case otepv1.ResultCode_FailedRetryable:
+				refused.Add(1)
 				retry <- resp.Id
 			}
 			outstanding.Add(-1)
@@ -294,7 +307,7 @@ func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
 			t.Errorf("send %d: %v", id, err)
 		}
 	}
-	for i := 1; i <= n; i++ {
+	for i := first; i < first+n; i++ {
 		if pause != nil {
 			pause(i)
 		}
@@ -320,7 +333,7 @@ func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
 	st.CloseSend()
 	mu.Lock()
 	defer mu.Unlock()
-	return acked
+	return acked, int(refused.Load())
 }
 
 // checkDelivered asserts every acknowledged id was delivered at least once, and returns the
