@@ -1,12 +1,3 @@
-// Command otlpbench is otlpgate's benchmark and load tool:
-//
-//	otlpbench appendix   the OTLP specification's Appendix B on otlpgate's client and server
-//	otlpbench proxy      load -> otlpgate -> sink, against load -> sink, and optionally a peer proxy
-//	otlpbench load       an OTLP trace load generator (v1 unary or OTEP stream)
-//	otlpbench sink       a counting OTLP trace receiver
-//	otlpbench delay      a TCP delay line on loopback (used by appendix, in its own process)
-//
-// `otlpbench COMMAND -help` lists a command's flags.
 package main
 
 import (

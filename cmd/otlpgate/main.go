@@ -1,5 +1,3 @@
-// Command otlpgate is the telemetry edge proxy. `otlpgate -help` lists its flags; the README
-// explains them.
 package main
 
 import (
