@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Pipeline admits requests, batches them per signal and fans sealed batches out to every
@@ -21,6 +23,10 @@ type Pipeline struct {
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
+	// sizeHint is the size of the signal's last sealed batch: new batches start with about that
+	// much room rather than BatchMaxBytes, so that many small queued batches do not each pin a
+	// buffer of the maximum size.
+	sizeHint [numSignals]atomic.Int64
 	drained atomic.Int64 // bytes finished so far, for the drain rate
 	rate    atomic.Int64 // drained bytes per second, smoothed by the flusher
 
@@ -100,11 +106,14 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		s.mu.open = nil
 	}
 	if b == nil {
-		b = getBatch(p, sig, max(p.cfg.BatchMaxBytes, len(req)))
+		b = getBatch(p, sig, p.initialSize(sig, len(req)))
 		b.born = time.Now().UnixNano()
 		s.mu.open = b
 	}
 	buf := b.Payload.Buf()
+	if room := cap(*buf) - len(*buf); room < len(req) {
+		grow(buf, len(*buf)+len(req), p.cfg.BatchMaxBytes)
+	}
 	before := len(*buf)
 	var err error
 	if layout == LayoutOTEP {
@@ -152,10 +161,33 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 
 var errBadSignal = errors.New("fastpath: unknown signal")
 
+// initialSize is the capacity a new batch of sig starts with: the last sealed batch's size (the
+// best guess of this one's), at least the first request and a few KiB, at most BatchMaxBytes
+// unless the request alone is larger.
+func (p *Pipeline) initialSize(sig Signal, first int) int {
+	n := min(max(int(p.sizeHint[sig].Load()), minBatchCap), p.cfg.BatchMaxBytes)
+	return max(n, first)
+}
+
+// minBatchCap is the smallest buffer a batch starts with.
+const minBatchCap = 4 << 10
+
+// grow replaces the buffer behind buf by a pooled one of at least need bytes (doubling, within
+// limit when possible), copying its content and returning the old buffer to the pool: growing
+// makes no garbage.
+func grow(buf *[]byte, need, limit int) {
+	n := max(need, min(2*cap(*buf), limit))
+	nb := pool.GetBytes(n)
+	*nb = append(*nb, *buf...)
+	*buf, *nb = *nb, (*buf)[:0]
+	pool.PutBytes(nb)
+}
+
 // seal hands b to every destination. It runs without the signal's lock: destinations may finish
 // the batch synchronously, inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	b.size = b.Payload.Len()
+	p.sizeHint[b.Signal].Store(int64(b.size))
 	p.m.sealed(b)
 	b.pending.Store(int32(len(p.dests)))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once

@@ -367,3 +367,47 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("bad depth accepted")
 	}
 }
+
+// capRecorder records the capacity of each batch's buffer.
+type capRecorder struct {
+	mu   sync.Mutex
+	caps []int
+	lens []int
+}
+
+func (c *capRecorder) Name() string { return "caps" }
+
+func (c *capRecorder) Enqueue(b *Batch) error {
+	c.mu.Lock()
+	c.caps = append(c.caps, cap(b.Payload.Bytes()))
+	c.lens = append(c.lens, b.Len())
+	c.mu.Unlock()
+	b.Done(true)
+	return nil
+}
+
+// A batch starts with room for about the last sealed batch of its signal, not BatchMaxBytes,
+// and grows (through the pool) when requests need more.
+func TestBatchBuffersStartSmall(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxBytes = 1 << 20
+	c := &capRecorder{}
+	p := newTestPipeline(t, cfg, c)
+	p.Consume(Traces, entry(10, 1), 1)
+	p.Flush()
+	for range 30 { // grows past the first buffer
+		p.Consume(Traces, entry(5000, 2), 1)
+	}
+	p.Flush()
+	p.Consume(Traces, entry(10, 3), 1)
+	p.Flush()
+	if c.caps[0] >= 64<<10 {
+		t.Errorf("first batch of 13 bytes got a %d-byte buffer", c.caps[0])
+	}
+	if c.lens[1] != 30*5003 || c.caps[1] < c.lens[1] {
+		t.Errorf("grown batch: len %d cap %d", c.lens[1], c.caps[1])
+	}
+	if c.caps[2] < c.lens[1] {
+		t.Errorf("the batch after a %d-byte one started with only %d bytes", c.lens[1], c.caps[2])
+	}
+}
