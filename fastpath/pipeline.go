@@ -22,13 +22,13 @@ type Pipeline struct {
 	dests []Destination
 	m     *pipelineMetrics
 
-	queued  atomic.Int64 // admitted bytes not yet finished by every destination
+	queued atomic.Int64 // admitted bytes not yet finished by every destination
 	// sizeHint is the size of the signal's last sealed batch: new batches start with about that
 	// much room rather than BatchMaxBytes, so that many small queued batches do not each pin a
 	// buffer of the maximum size.
 	sizeHint [numSignals]atomic.Int64
-	drained atomic.Int64 // bytes finished so far, for the drain rate
-	rate    atomic.Int64 // drained bytes per second, smoothed by the flusher
+	drained  atomic.Int64 // bytes finished so far, for the drain rate
+	rate     atomic.Int64 // drained bytes per second, smoothed by the flusher
 
 	sig [numSignals]struct {
 		mu struct {

@@ -26,11 +26,11 @@ import (
 
 // pki is a throwaway CA with a server certificate for 127.0.0.1 and a client certificate.
 type pki struct {
-	dir                        string
-	caPool                     *x509.CertPool
-	clientCert                 tls.Certificate
-	caFile, certFile, keyFile  string
-	otherCAFile                string
+	dir                       string
+	caPool                    *x509.CertPool
+	clientCert                tls.Certificate
+	caFile, certFile, keyFile string
+	otherCAFile               string
 }
 
 func newPKI(t *testing.T) *pki {
