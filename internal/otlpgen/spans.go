@@ -134,15 +134,15 @@ func (g *Generator) appendStr(arena []byte, n int) (string, []byte) {
 		arena = make([]byte, 0, max(4096, n)) // the strings already made keep the old arena alive
 	}
 	start := len(arena)
-	var r uint64
-	for i := range n {
-		if i%10 == 0 {
-			r = g.rnd.Uint64()
-		}
-		arena = append(arena, letters[r&63])
-		r >>= 6
-	}
+	arena = arena[:start+n]
 	b := arena[start:]
+	for i := 0; i < n; i += 10 {
+		r := g.rnd.Uint64()
+		for j := i; j < min(i+10, n); j++ {
+			b[j] = letters[r&63]
+			r >>= 6
+		}
+	}
 	return unsafe.String(&b[0], n), arena
 }
 
