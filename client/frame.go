@@ -101,7 +101,9 @@ func (f *frame) prepare(id uint64, body []byte) error {
 	f.id, f.body, f.cuts, f.copy = id, body, f.cuts[:0], false
 	for off := 0; off < len(body); {
 		num, typ, n := protowire.ConsumeTag(body[off:])
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
+			// ConsumeTag takes numbers up to 2^31; the schema, protobuf-go and AppendOTEP stop
+			// at 2^29-1.
 			return errFrameInvalid
 		}
 		if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
