@@ -44,7 +44,7 @@ func TestWriteAndRotate(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig()
 	cfg.Path = filepath.Join(dir, "sub", "otlp.jsonl")
-	cfg.MaxBytes = 600
+	cfg.MaxBytes = 300 // three lines of about 96 bytes a file: 12 lines need four files
 	cfg.MaxBackups = 2
 	cfg.SummaryInterval = 0
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
