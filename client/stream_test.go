@@ -186,7 +186,9 @@ func TestStreamRetryExhausted(t *testing.T) {
 	if v := value(d.m.dropped[dropRetryExhausted]); v != 1 {
 		t.Errorf("retry_exhausted %d, want 1", v)
 	}
-	if r := value(d.m.retried[retryFailed]); r != sends-1 {
+	// Every send but the first is a retry; the last retry scheduled may also run out of budget
+	// while it waits in the queue (a slow machine), and is then dropped unsent.
+	if r := value(d.m.retried[retryFailed]); r != sends-1 && r != sends {
 		t.Errorf("retried %d times, upstream saw %d sends", r, sends)
 	}
 	for _, g := range u.received() {
@@ -314,7 +316,9 @@ func TestStreamRebalanceRequests(t *testing.T) {
 	}
 }
 
-// With a rebalance timeout shorter than any send, every request goes on a stream of its own.
+// With a rebalance timeout shorter than the time between two sends, every request goes on a
+// stream of its own. Each request is sent once the one before was answered: two sends back to
+// back can fall within a microsecond of each other on a fast core.
 func TestStreamRebalanceTimeout(t *testing.T) {
 	const n = 5
 	u := newUpstream(t)
@@ -322,9 +326,11 @@ func TestStreamRebalanceTimeout(t *testing.T) {
 	cfg.RebalanceTimeout = time.Microsecond
 	d := startDest(t, cfg)
 	f := newFeeder(t, d)
-	f.send(0, n, 1, 10)
-	if ok := f.waitAll(); !allTrue(ok) {
-		t.Fatalf("delivered %v", ok)
+	for i := range n {
+		f.send(i, 1, 1, 10)
+		if !f.wait(i) {
+			t.Fatalf("batch %d not delivered", i)
+		}
 	}
 	got := u.received()
 	if !slices.Equal(ids(got), seq(1, n)) {

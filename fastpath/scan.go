@@ -1,6 +1,10 @@
 package fastpath
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // Depth is how far ScanRequest looks into a request. Each depth checks everything the one before
 // it checks.
@@ -220,14 +224,20 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 			if n = 4; len(b) < n {
 				return 0, ErrTruncated
 			}
-		case kBytes:
+		case kBytes, kString:
 			if typ != protowire.BytesType {
 				return 0, ErrWireType
 			}
+			hdr := 1
 			if len(b) > 0 && int(b[0]) < len(b) && b[0] < 0x80 {
 				n = 1 + int(b[0])
 			} else {
-				_, n, err = consumeLen(b)
+				hdr, n, err = consumeLen(b)
+			}
+			// protobuf-go refuses strings that are not UTF-8, and an upstream built on it
+			// would refuse the whole batch: one such request must not take others with it.
+			if err == nil && f.kind == kString && full && !utf8.Valid(b[hdr:n]) {
+				return 0, ErrUTF8
 			}
 		case kPackedFixed64:
 			n, err = packedFixed64(b, typ)

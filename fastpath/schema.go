@@ -18,7 +18,8 @@ const (
 	kVarint                        // int32, int64, uint32, uint64, sint32, bool, enum: wire type 0
 	kFixed32                       // fixed32: wire type 5
 	kFixed64                       // fixed64, sfixed64, double: wire type 1
-	kBytes                         // string, bytes (also repeated string): wire type 2, any content
+	kBytes                         // bytes: wire type 2, any content
+	kString                        // string (also repeated): wire type 2, valid UTF-8 at DepthFull
 	kMessage                       // a nested message: wire type 2, walked at DepthFull
 	kPackedFixed64                 // repeated fixed64/double: wire type 1, or 2 holding whole 8-byte elements
 	kPackedVarint                  // repeated uint64: wire type 0, or 2 holding whole varints
@@ -100,6 +101,7 @@ var (
 	sFixed32   = schemaField{kind: kFixed32}
 	sFixed64   = schemaField{kind: kFixed64}
 	sBytes     = schemaField{kind: kBytes}
+	sString    = schemaField{kind: kString}
 	sPacked64  = schemaField{kind: kPackedFixed64}
 	sPackedVar = schemaField{kind: kPackedVarint}
 )
@@ -109,7 +111,7 @@ var (
 var schema = [numMsgs][]schemaField{
 	// common.proto
 	mAnyValue: {
-		1: sBytes,                  // string_value
+		1: sString,                 // string_value
 		2: sVarint,                 // bool_value
 		3: sVarint,                 // int_value
 		4: sFixed64,                // double_value
@@ -121,21 +123,21 @@ var schema = [numMsgs][]schemaField{
 	mArrayValue:   {1: msgField(mAnyValue)}, // values
 	mKeyValueList: {1: msgField(mKeyValue)}, // values
 	mKeyValue: {
-		1: sBytes,              // key
+		1: sString,             // key
 		2: msgField(mAnyValue), // value
 		3: sVarint,             // key_strindex
 	},
 	mScope: {
-		1: sBytes,              // name
-		2: sBytes,              // version
+		1: sString,             // name
+		2: sString,             // version
 		3: msgField(mKeyValue), // attributes
 		4: sVarint,             // dropped_attributes_count
 	},
 	mEntityRef: {
-		1: sBytes, // schema_url
-		2: sBytes, // type
-		3: sBytes, // id_keys
-		4: sBytes, // description_keys
+		1: sString, // schema_url
+		2: sString, // type
+		3: sString, // id_keys
+		4: sString, // description_keys
 	},
 	// resource.proto
 	mResource: {
@@ -148,19 +150,19 @@ var schema = [numMsgs][]schemaField{
 	mResourceSpans: {
 		1: msgField(mResource),    // resource
 		2: pathField(mScopeSpans), // scope_spans
-		3: sBytes,                 // schema_url
+		3: sString,                // schema_url
 	},
 	mScopeSpans: {
 		1: msgField(mScope), // scope
 		2: itemField(mSpan), // spans
-		3: sBytes,           // schema_url
+		3: sString,          // schema_url
 	},
 	mSpan: {
 		1:  sBytes,               // trace_id
 		2:  sBytes,               // span_id
-		3:  sBytes,               // trace_state
+		3:  sString,              // trace_state
 		4:  sBytes,               // parent_span_id
-		5:  sBytes,               // name
+		5:  sString,              // name
 		6:  sVarint,              // kind
 		7:  sFixed64,             // start_time_unix_nano
 		8:  sFixed64,             // end_time_unix_nano
@@ -175,20 +177,20 @@ var schema = [numMsgs][]schemaField{
 	},
 	mSpanEvent: {
 		1: sFixed64,            // time_unix_nano
-		2: sBytes,              // name
+		2: sString,             // name
 		3: msgField(mKeyValue), // attributes
 		4: sVarint,             // dropped_attributes_count
 	},
 	mSpanLink: {
 		1: sBytes,              // trace_id
 		2: sBytes,              // span_id
-		3: sBytes,              // trace_state
+		3: sString,             // trace_state
 		4: msgField(mKeyValue), // attributes
 		5: sVarint,             // dropped_attributes_count
 		6: sFixed32,            // flags
 	},
 	mStatus: {
-		2: sBytes,  // message (1 is reserved)
+		2: sString, // message (1 is reserved)
 		3: sVarint, // code
 	},
 
@@ -196,17 +198,17 @@ var schema = [numMsgs][]schemaField{
 	mResourceMetrics: {
 		1: msgField(mResource),      // resource
 		2: pathField(mScopeMetrics), // scope_metrics
-		3: sBytes,                   // schema_url
+		3: sString,                  // schema_url
 	},
 	mScopeMetrics: {
 		1: msgField(mScope),   // scope
 		2: pathField(mMetric), // metrics
-		3: sBytes,             // schema_url
+		3: sString,            // schema_url
 	},
 	mMetric: {
-		1:  sBytes,                        // name
-		2:  sBytes,                        // description
-		3:  sBytes,                        // unit
+		1:  sString,                       // name
+		2:  sString,                       // description
+		3:  sString,                       // unit
 		5:  oneofPathField(mGauge),        // gauge (4, 6, 8 are reserved)
 		7:  oneofPathField(mSum),          // sum
 		9:  oneofPathField(mHistogram),    // histogram
@@ -297,17 +299,17 @@ var schema = [numMsgs][]schemaField{
 	mResourceLogs: {
 		1: msgField(mResource),   // resource
 		2: pathField(mScopeLogs), // scope_logs
-		3: sBytes,                // schema_url
+		3: sString,               // schema_url
 	},
 	mScopeLogs: {
 		1: msgField(mScope),      // scope
 		2: itemField(mLogRecord), // log_records
-		3: sBytes,                // schema_url
+		3: sString,               // schema_url
 	},
 	mLogRecord: {
 		1:  sFixed64,            // time_unix_nano
 		2:  sVarint,             // severity_number
-		3:  sBytes,              // severity_text (4 is reserved)
+		3:  sString,             // severity_text (4 is reserved)
 		5:  msgField(mAnyValue), // body
 		6:  msgField(mKeyValue), // attributes
 		7:  sVarint,             // dropped_attributes_count
@@ -315,7 +317,7 @@ var schema = [numMsgs][]schemaField{
 		9:  sBytes,              // trace_id
 		10: sBytes,              // span_id
 		11: sFixed64,            // observed_time_unix_nano
-		12: sBytes,              // event_name
+		12: sString,             // event_name
 	},
 }
 

@@ -57,7 +57,9 @@ func wantKind(fd protoreflect.FieldDescriptor) wireKind {
 	switch fd.Kind() {
 	case protoreflect.MessageKind:
 		return kMessage
-	case protoreflect.StringKind, protoreflect.BytesKind:
+	case protoreflect.StringKind:
+		return kString
+	case protoreflect.BytesKind:
 		return kBytes
 	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
 		protoreflect.Uint32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:

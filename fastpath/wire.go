@@ -26,6 +26,8 @@ var (
 	ErrGroup = errors.New("fastpath: group or reserved wire type")
 	// ErrPacked: a packed repeated field does not hold a whole number of elements.
 	ErrPacked = errors.New("fastpath: packed field does not end on an element boundary")
+	// ErrUTF8: a string field holds bytes that are not UTF-8 (checked at DepthFull only).
+	ErrUTF8 = errors.New("fastpath: string field is not valid UTF-8")
 	// ErrNesting: messages nest deeper than MaxNesting.
 	ErrNesting = errors.New("fastpath: messages nested too deep")
 	// ErrSignal, ErrLayout, ErrDepth: the caller passed a value outside its enum.
