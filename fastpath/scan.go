@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -236,7 +237,7 @@ func walk(m msgID, b []byte, nest int, full bool) (int, error) {
 			}
 			// protobuf-go refuses strings that are not UTF-8, and an upstream built on it
 			// would refuse the whole batch: one such request must not take others with it.
-			if err == nil && f.kind == kString && full && !utf8.Valid(b[hdr:n]) {
+			if err == nil && f.kind == kString && full && !validUTF8(b[hdr:n]) {
 				return 0, ErrUTF8
 			}
 		case kPackedFixed64:
@@ -328,4 +329,22 @@ func packedVarint(b []byte, typ protowire.Type) (int, error) {
 		return n, nil
 	}
 	return 0, ErrWireType
+}
+
+// validUTF8 is utf8.Valid with the all-ASCII case, nearly every OTLP string, checked eight bytes
+// at a time in place: the strings are short and many, and the call overhead was most of the cost.
+func validUTF8(b []byte) bool {
+	s := b
+	for len(s) >= 8 {
+		if binary.LittleEndian.Uint64(s)&0x8080808080808080 != 0 {
+			return utf8.Valid(b)
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c >= 0x80 {
+			return utf8.Valid(b)
+		}
+	}
+	return true
 }
