@@ -52,6 +52,11 @@ type Config struct {
 	BatchMaxAge time.Duration
 	// Ack is when intakes acknowledge (-ack=accept|upstream, default accept).
 	Ack AckMode
+	// Eager seals a batch as soon as no sealed batch is still in the destinations' hands, as a
+	// group commit does: an idle path adds no batching delay, and batches grow only while the
+	// destinations are busy. BatchMaxAge then bounds the wait instead of setting it
+	// (-batch.eager, default true).
+	Eager bool
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -62,6 +67,7 @@ func DefaultConfig() Config {
 		BatchMaxItems: 8192,
 		BatchMaxAge:   200 * time.Millisecond,
 		Ack:           AckAccept,
+		Eager:         true,
 	}
 }
 

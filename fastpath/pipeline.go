@@ -22,7 +22,8 @@ type Pipeline struct {
 	dests []Destination
 	m     *pipelineMetrics
 
-	queued atomic.Int64 // admitted bytes not yet finished by every destination
+	queued  atomic.Int64 // admitted bytes not yet finished by every destination
+	sealedN atomic.Int64 // sealed batches not yet finished by every destination (Eager)
 	// sizeHint is the size of the signal's last sealed batch: new batches start with about that
 	// much room rather than BatchMaxBytes, so that many small queued batches do not each pin a
 	// buffer of the maximum size.
@@ -140,7 +141,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		b.refs.Add(1)
 	}
 	var full *Batch
-	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes {
+	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0) {
 		full = b
 		s.mu.open = nil
 	}
@@ -188,6 +189,7 @@ func grow(buf *[]byte, need, limit int) {
 func (p *Pipeline) seal(b *Batch) {
 	b.size = b.Payload.Len()
 	p.sizeHint[b.Signal].Store(int64(b.size))
+	p.sealedN.Add(1)
 	p.m.sealed(b)
 	b.pending.Store(int32(len(p.dests)))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
@@ -205,6 +207,7 @@ func (p *Pipeline) seal(b *Batch) {
 // finished settles the budget of a batch every destination is done with.
 func (p *Pipeline) finished(b *Batch) {
 	n := int64(b.size)
+	p.sealedN.Add(-1)
 	p.queued.Add(-n)
 	queueBytes.Sub(float64(n))
 	p.drained.Add(n)

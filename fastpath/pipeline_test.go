@@ -81,6 +81,7 @@ func entry(n int, fill byte) []byte {
 func testConfig() Config {
 	c := DefaultConfig()
 	c.BatchMaxAge = time.Hour // tests seal by size, count or Flush unless they say otherwise
+	c.Eager = false
 	return c
 }
 
@@ -409,5 +410,31 @@ func TestBatchBuffersStartSmall(t *testing.T) {
 	}
 	if c.caps[2] < c.lens[1] {
 		t.Errorf("the batch after a %d-byte one started with only %d bytes", c.lens[1], c.caps[2])
+	}
+}
+
+// Eager sealing: with nothing in the destinations' hands a request is sealed at once; while a
+// batch is out, requests gather in the open batch; once it is finished the next request goes
+// at once again.
+func TestEagerSealing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Eager = true
+	r := &recorder{name: "r", hold: true}
+	p := newTestPipeline(t, cfg, r)
+	p.Consume(Traces, entry(10, 1), 1)
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("idle path: %d batches sealed, want the first request at once", n)
+	}
+	for i := range 5 {
+		p.Consume(Traces, entry(10, byte(2+i)), 1)
+	}
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("busy path: %d batches, want the five requests to wait", n)
+	}
+	r.release(true) // the destination finished the first batch
+	p.Consume(Traces, entry(10, 9), 1)
+	got := r.batches()
+	if len(got) != 2 || got[1].items != 6 {
+		t.Fatalf("after the destination finished: %d batches (%+v), want the six waiting requests sealed together", len(got), got)
 	}
 }

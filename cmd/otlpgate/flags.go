@@ -49,7 +49,8 @@ Flags:
 	fs.Var(byteSize{&p.QueueMaxBytes}, "queue.max-bytes", "bytes admitted and not yet delivered by every destination; past it requests are refused (otlpgate_fastpath_refused_items_total{reason=\"queue_full\"})")
 	fs.Var(intSize{&p.BatchMaxBytes}, "batch.max-bytes", "seal a batch before it grows past this size")
 	fs.IntVar(&p.BatchMaxItems, "batch.max-items", p.BatchMaxItems, "seal a batch once it holds this many spans, points or log records")
-	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request")
+	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request at the latest")
+	fs.BoolVar(&p.Eager, "batch.eager", p.Eager, "seal a batch at once when the destinations hold no sealed batch (group commit): batches grow only while the destinations are busy")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
 	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...'")
 
