@@ -130,7 +130,7 @@ func TestBombs(t *testing.T) {
 				bound += uint64(lz4MaxBlock(bombLimit))
 			}
 			alloc := after.TotalAlloc - before.TotalAlloc
-			if alloc > bound {
+			if alloc > bound && !raceEnabled {
 				t.Fatalf("allocated %d bytes for a %d-byte input, bound %d", alloc, len(b.in), bound)
 			}
 			t.Logf("%d-byte input: %d bytes allocated", len(b.in), alloc)
@@ -155,7 +155,7 @@ func TestZstdBombAtDefaultCap(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err %v, want ErrTooLarge", err)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*limit {
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*limit && !raceEnabled {
 		t.Fatalf("allocated %d bytes, cap %d", alloc, limit)
 	}
 	// The hand-written frames are valid: without a cap in the way they decode in full.

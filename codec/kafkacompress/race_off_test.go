@@ -1,0 +1,5 @@
+//go:build !race
+
+package kafkacompress
+
+const raceEnabled = false
