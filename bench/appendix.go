@@ -263,12 +263,3 @@ func ChildDelayLine(exe string) func(target string, rtt time.Duration) (string, 
 		return addr, stop, nil
 	}
 }
-
-// InProcessDelayLine runs the delay line in this process (tests; its CPU then counts).
-func InProcessDelayLine(target string, rtt time.Duration) (string, func(), error) {
-	d, err := NewDelayLine("127.0.0.1:0", target, rtt/2)
-	if err != nil {
-		return "", nil, err
-	}
-	return d.Addr(), func() { d.Close() }, nil
-}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
 // ParseDest reads a -dest value: comma-separated key=value pairs, applied over base (usually
@@ -133,33 +135,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 	return c, nil
 }
 
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-	{"B", 1},
-}
-
 // parseSize reads a byte size with an optional unit suffix, at most limit.
-func parseSize(s string, limit int64) (int64, error) {
-	num, mult := s, int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("not a size (want e.g. 64MiB, 512KiB, 1000000)")
-	}
-	if n > limit/mult {
-		return 0, fmt.Errorf("size above %d bytes", limit)
-	}
-	return n * mult, nil
-}
+func parseSize(s string, limit int64) (int64, error) { return bytesize.Parse(s, limit) }
 
 func parseSize32(s string) (int32, error) {
 	n, err := parseSize(s, 1<<31-1)

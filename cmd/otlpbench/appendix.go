@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/bench"
+	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
 func cmdAppendix(args []string) error {
@@ -31,15 +32,15 @@ func cmdAppendix(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sw, err := parseSize(*streamWin)
+	sw, err := bytesize.Parse(*streamWin, 1<<31-1)
 	if err != nil {
 		return err
 	}
-	cw, err := parseSize(*connWin)
+	cw, err := bytesize.Parse(*connWin, 1<<31-1)
 	if err != nil {
 		return err
 	}
-	ml, err := parseSize(*memLimit)
+	ml, err := bytesize.Parse(*memLimit, 1<<62)
 	if err != nil {
 		return err
 	}

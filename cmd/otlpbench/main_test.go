@@ -60,17 +60,11 @@ func TestAppendixCommand(t *testing.T) {
 	}
 }
 
-func TestParseShapeAndSize(t *testing.T) {
+func TestParseShape(t *testing.T) {
 	if s, err := parseShape("large"); err != nil || s.Spans != 500 || s.Attrs != 10 {
 		t.Errorf("large: %+v %v", s, err)
 	}
 	if _, err := parseShape("medium"); err == nil {
 		t.Error("medium accepted")
-	}
-	if n, err := parseSize("64MiB"); err != nil || n != 64<<20 {
-		t.Errorf("64MiB: %d %v", n, err)
-	}
-	if _, err := parseSize("x"); err == nil {
-		t.Error("bad size accepted")
 	}
 }

@@ -2,28 +2,31 @@ package main
 
 import "testing"
 
-func TestParseSize(t *testing.T) {
-	f := func(in string, want int64, ok bool) {
-		t.Helper()
-		got, err := parseSize(in)
-		if (err == nil) != ok || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", in, got, err, want, ok)
-		}
+// The flag adapters parse through bytesize and enforce their field's width.
+func TestSizeFlags(t *testing.T) {
+	var i64 int64
+	var i int
+	var i32 int32
+	if err := (byteSize{&i64}).Set("3GiB"); err != nil || i64 != 3<<30 || (byteSize{&i64}).String() != "3GiB" {
+		t.Errorf("byteSize: %d, %v", i64, err)
 	}
-	f("4MiB", 4<<20, true)
-	f("512KiB", 512<<10, true)
-	f("1GiB", 1<<30, true)
-	f("2MB", 2_000_000, true)
-	f("1000", 1000, true)
-	f("10B", 10, true)
-	f(" 3 MiB ", 3<<20, true)
-	f("-1", 0, false)
-	f("MiB", 0, false)
-	f("4XB", 0, false)
-	f("99999999999GiB", 0, false)
-	for _, n := range []int64{0, 1, 1024, 4 << 20, 3 << 30, 1000} {
-		if got, err := parseSize(formatSize(n)); err != nil || got != n {
-			t.Errorf("round trip of %d: %d, %v", n, got, err)
-		}
+	if err := (intSize{&i}).Set("16MiB"); err != nil || i != 16<<20 || (intSize{&i}).String() != "16MiB" {
+		t.Errorf("intSize: %d, %v", i, err)
+	}
+	if err := (int32Size{&i32}).Set("1GiB"); err != nil || i32 != 1<<30 {
+		t.Errorf("int32Size: %d, %v", i32, err)
+	}
+	if err := (int32Size{&i32}).Set("2GiB"); err == nil {
+		t.Error("int32Size took 2GiB")
+	}
+	if err := (byteSize{&i64}).Set("lots"); err == nil {
+		t.Error("byteSize took a word")
+	}
+	var list []string
+	m := multiFlag{&list}
+	m.Set("a")
+	m.Set("b")
+	if m.String() != "a b" {
+		t.Errorf("multiFlag: %q", m.String())
 	}
 }

@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -50,7 +51,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpc: cannot read token file: %w", err)
 		}
-		t := string(trimSpace(tok))
+		t := string(bytes.TrimSpace(tok))
 		if t == "" {
 			return nil, errors.New("grpc: token file is empty")
 		}
@@ -81,16 +82,6 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		s.gs.RegisterService(d, s)
 	}
 	return s, nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	return b
 }
 
 func serverTLS(cfg Config) (*tls.Config, error) {
