@@ -32,7 +32,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build run test lint bench generate check-generate fuzz tools clean \
+.PHONY: help build static run test lint bench generate check-generate fuzz tools clean \
 	appendix proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
@@ -40,6 +40,9 @@ help:
 
 build: ## build bin/otlpgate and bin/otlpbench
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+static: ## build a static bin/static/otlpgate, as the Dockerfile does
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/static/ ./cmd/otlpgate
 
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)

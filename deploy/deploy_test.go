@@ -1,0 +1,261 @@
+// Package deploy holds the deployment examples (nginx, HAProxy, Envoy, systemd, Kubernetes) and the
+// tests that check them: each file parses with the tool that will read it, and every otlpgate flag
+// it uses exists. The balancer configs are also run for real by internal/l7lb.
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// needTool finds a tool's binary. Outside CI a missing tool skips the test with the reason; in CI
+// (CI=true) it fails it, so that CI never passes by skipping.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed; .ci/run installs it (apt-get install -y nginx haproxy)", name)
+	}
+	t.Skipf("%s is not installed (apt-get install -y nginx haproxy); skipping", name)
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+func TestNginxConfig(t *testing.T) {
+	nginx := needTool(t, "nginx")
+	conf, _ := filepath.Abs("nginx/nginx.conf")
+	prefix := t.TempDir()
+	out, err := exec.Command(nginx, "-t", "-p", prefix, "-e", "stderr", "-c", conf).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("test is successful")) {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+}
+
+func TestHAProxyConfig(t *testing.T) {
+	haproxy := needTool(t, "haproxy")
+	out, err := exec.Command(haproxy, "-c", "-f", "haproxy/haproxy.cfg").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("Configuration file is valid")) {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
+func TestSystemdUnit(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed; skipping the unit check")
+	}
+	unit, err := os.ReadFile("systemd/otlpgate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DynamicUser=yes", "ProtectSystem=strict", "RuntimeDirectory=otlpgate", "ExecReload=/bin/kill -HUP $MAINPID"} {
+		if !bytes.Contains(unit, []byte(want)) {
+			t.Errorf("unit lacks %q", want)
+		}
+	}
+	// verify insists that ExecStart names an executable: point it at the binary built here.
+	dir := t.TempDir()
+	unit = bytes.ReplaceAll(unit, []byte("/usr/local/bin/otlpgate"), []byte(otlpgateBinary(t)))
+	p := filepath.Join(dir, "otlpgate.service")
+	if err := os.WriteFile(p, unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(sa, "verify", p).CombinedOutput()
+	// Outside a booted systemd, verify also complains about units it cannot load (the target
+	// of WantedBy, sockets of the host); only lines about our unit count.
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "otlpgate.service") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+	if err != nil && !strings.Contains(string(out), "otlpgate.service") {
+		t.Logf("systemd-analyze verify exited with %v about other units:\n%s", err, out)
+	}
+}
+
+// manifest is the part of a Kubernetes object the checks read.
+type manifest struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		ClusterIP string `yaml:"clusterIP"`
+		Template  struct {
+			Spec struct {
+				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
+				Containers                    []struct {
+					Args           []string `yaml:"args"`
+					ReadinessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+						} `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
+					Lifecycle struct {
+						PreStop struct {
+							Sleep struct {
+								Seconds int `yaml:"seconds"`
+							} `yaml:"sleep"`
+						} `yaml:"preStop"`
+					} `yaml:"lifecycle"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readManifests(t *testing.T) map[string]manifest {
+	t.Helper()
+	files, _ := filepath.Glob("kubernetes/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no Kubernetes manifests")
+	}
+	out := map[string]manifest{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		for {
+			var m manifest
+			if err := dec.Decode(&m); err != nil {
+				if err.Error() == "EOF" {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			out[m.Kind+"/"+m.Metadata.Name] = m
+		}
+	}
+	return out
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	ms := readManifests(t)
+	for _, want := range []string{"DaemonSet/otlpgate-edge", "Deployment/otlpgate-gateway", "Service/otlpgate-gateway"} {
+		if _, ok := ms[want]; !ok {
+			t.Fatalf("missing %s; have %v", want, ms)
+		}
+	}
+	if ms["Service/otlpgate-gateway"].Spec.ClusterIP != "None" {
+		t.Error("the gateway Service must be headless (clusterIP: None)")
+	}
+	for _, name := range []string{"DaemonSet/otlpgate-edge", "Deployment/otlpgate-gateway"} {
+		spec := ms[name].Spec.Template.Spec
+		c := spec.Containers[0]
+		if c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("%s: readiness probe on %q, want /readyz", name, c.ReadinessProbe.HTTPGet.Path)
+		}
+		var shutdown time.Duration
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "-shutdown.timeout="); ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					t.Fatalf("%s: %q: %v", name, a, err)
+				}
+				shutdown = d
+			}
+		}
+		if shutdown == 0 {
+			t.Errorf("%s: no -shutdown.timeout", name)
+		}
+		// The kubelet kills the pod at the grace period, counted from the start of preStop: it must
+		// leave room for preStop and the whole drain.
+		need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + shutdown
+		if got := time.Duration(spec.TerminationGracePeriodSeconds) * time.Second; got <= need {
+			t.Errorf("%s: terminationGracePeriodSeconds %v leaves no room for preStop + -shutdown.timeout (%v)", name, got, need)
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+	binDir    string
+)
+
+// otlpgateBinary builds cmd/otlpgate once for the package's tests.
+func otlpgateBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "otlpgate-deploy-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "otlpgate")
+		if runtime.GOOS == "windows" {
+			binPath += ".exe"
+		}
+		buildOut, buildErr = exec.Command("go", "build", "-o", binPath, "../cmd/otlpgate").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var flagRe = regexp.MustCompile(`(?m)(?:^|[\s"'\[,])-([a-z][a-z0-9]*(?:[.-][a-z0-9]+)+|[a-z]+)=`)
+
+// TestFlagsExist checks that every flag the examples pass exists in otlpgate -help, so that a
+// renamed flag cannot leave a broken example behind.
+func TestFlagsExist(t *testing.T) {
+	out, _ := exec.Command(otlpgateBinary(t), "-help").CombinedOutput()
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9.\-]+)`).FindAllStringSubmatch(string(out), -1) {
+		known[m[1]] = true
+	}
+	if len(known) < 20 {
+		t.Fatalf("could not read the flags from -help:\n%s", out)
+	}
+	files := []string{"../Dockerfile", "systemd/otlpgate.service"}
+	k8s, _ := filepath.Glob("kubernetes/*.yaml")
+	files = append(files, k8s...)
+	seen := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagRe.FindAllStringSubmatch(string(raw), -1) {
+			seen++
+			if !known[m[1]] {
+				t.Errorf("%s passes -%s, which otlpgate does not know", f, m[1])
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("found only %d flags in the examples: the pattern is broken", seen)
+	}
+}
