@@ -1,0 +1,9 @@
+// Package l7lb proves otlpgate behind real Level 7 load balancers: nginx (grpc_pass over an
+// HTTP/2 listener) and HAProxy (mode http, proto h2 on both sides), started from Debian's
+// packages with the configurations of deploy/ and a pid file each test owns. An edge streams
+// OTEP through the balancer to otlpgate gateways; the tests assert how the traffic spreads, that
+// a gateway added by a reload takes its share, and that every admitted span arrives.
+//
+// The package has only tests. Everything listens on 127.0.0.1. Without nginx or haproxy the tests
+// skip with a message, except under CI=true, where they fail: CI installs both.
+package l7lb

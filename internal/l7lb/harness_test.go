@@ -1,0 +1,279 @@
+package l7lb
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/fastpath"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is a gateway's destination: it decodes every batch and records the span ids, each
+// with the time it arrived.
+type recorder struct {
+	name string
+	mu   sync.Mutex
+	ids  map[uint64]int
+	at   []arrival
+}
+
+type arrival struct {
+	t time.Time
+	n int
+}
+
+func (r *recorder) Name() string { return r.name }
+
+func (r *recorder) Enqueue(b *fastpath.Batch) error {
+	var req coltracev1.ExportTraceServiceRequest
+	err := req.UnmarshalVT(b.Payload.Bytes())
+	now := time.Now()
+	r.mu.Lock()
+	n := 0
+	if err == nil {
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					r.ids[binary.BigEndian.Uint64(sp.SpanId)]++
+					n++
+				}
+			}
+		}
+	}
+	r.at = append(r.at, arrival{now, n})
+	r.mu.Unlock()
+	b.Done(err == nil)
+	return nil
+}
+
+// count is how many spans arrived; since, if not zero, counts only those that arrived after it.
+func (r *recorder) count(since time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.at {
+		if a.t.After(since) {
+			n += a.n
+		}
+	}
+	return n
+}
+
+// gateway is an otlpgate gateway assembled in the test: the gRPC intake and a pipeline in front
+// of a recorder.
+type gateway struct {
+	rec  *recorder
+	p    *fastpath.Pipeline
+	srv  *grpcserver.Server
+	addr string
+}
+
+func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
+	t.Helper()
+	g := &gateway{rec: &recorder{name: name, ids: map[uint64]int{}}}
+	var err error
+	if g.p, err = fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{g.rec}); err != nil {
+		t.Fatal(err)
+	}
+	sc := grpcserver.DefaultConfig()
+	sc.StreamMaxAge = maxAge
+	if g.srv, err = grpcserver.New(sc, g.p, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.srv.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	g.addr = ln.Addr().String()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g.srv.Shutdown(ctx)
+		g.p.Close()
+	})
+	return g
+}
+
+// edge is an otlpgate edge: a pipeline whose one destination streams OTEP to the balancer.
+type edge struct {
+	p    *fastpath.Pipeline
+	dest *client.Dest
+}
+
+func startEdge(t *testing.T, cfg client.Config) *edge {
+	t.Helper()
+	d, err := client.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	pc := fastpath.DefaultConfig()
+	pc.BatchMaxItems = 16
+	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &edge{p: p, dest: d}
+	t.Cleanup(func() { e.close(t) })
+	return e
+}
+
+var edgeClosed sync.Map
+
+func (e *edge) close(t *testing.T) {
+	if _, done := edgeClosed.LoadOrStore(e, true); done {
+		return
+	}
+	e.p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.dest.Shutdown(ctx); err != nil {
+		t.Errorf("edge shutdown: %v", err)
+	}
+}
+
+// edgeConfig is a stream destination to addr with test-sized timers.
+func edgeConfig(name, addr string, streams int, rebalance time.Duration) client.Config {
+	c := client.DefaultConfig()
+	c.Name, c.Endpoint = name, addr
+	c.Protocol, c.Mode = client.ProtocolOTEP, client.ModeStream
+	c.Streams, c.Window = streams, 16
+	c.RebalanceTimeout = rebalance
+	c.RebalanceRequests = 0
+	c.RetryInitial, c.RetryMax, c.RetryMaxElapsed = 10*time.Millisecond, 200*time.Millisecond, 2*time.Minute
+	c.AckTimeout = 30 * time.Second
+	return c
+}
+
+// spanBody is a v1 trace request body holding one span whose span id is id.
+func spanBody(id uint64) []byte {
+	sp := &tracev1.Span{TraceId: make([]byte, 16), SpanId: binary.BigEndian.AppendUint64(nil, id), Name: "l7lb",
+		Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: "v"}}}}}
+	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{sp}}}}}}
+	b, _ := req.MarshalVT()
+	return b
+}
+
+// load admits one-span requests into the edge, ids first.., one every gap, for dur, calling
+// at(i) before each (to reload mid-run). It returns the ids admitted (acknowledged to a client).
+func load(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at func(elapsed time.Duration)) []uint64 {
+	t.Helper()
+	var admitted []uint64
+	start := time.Now()
+	for id := first; ; id++ {
+		el := time.Since(start)
+		if el >= dur {
+			break
+		}
+		if at != nil {
+			at(el)
+		}
+		for tries := 0; ; tries++ {
+			err := e.p.Consume(fastpath.Traces, spanBody(id), 1)
+			if err == nil {
+				admitted = append(admitted, id)
+				break
+			}
+			if tries > 1000 {
+				t.Fatalf("span %d not admitted: %v", id, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(gap)
+	}
+	return admitted
+}
+
+// settle waits (bounded) until every admitted id arrived at some gateway, then checks that none
+// is missing and returns the duplicates.
+func settle(t *testing.T, admitted []uint64, gws ...*gateway) (dups int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seen := map[uint64]int{}
+		for _, g := range gws {
+			g.rec.mu.Lock()
+			for id, n := range g.rec.ids {
+				seen[id] += n
+			}
+			g.rec.mu.Unlock()
+		}
+		missing := 0
+		for _, id := range admitted {
+			if seen[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			dups = 0
+			for _, n := range seen {
+				dups += n - 1
+			}
+			return dups
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d admitted spans never reached a gateway", missing, len(admitted))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// counter sums a counter of the default registry over the series carrying label=value.
+func counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// shares is each gateway's fraction of the spans that arrived after since.
+func shares(since time.Time, gws ...*gateway) []float64 {
+	total := 0
+	counts := make([]int, len(gws))
+	for i, g := range gws {
+		counts[i] = g.rec.count(since)
+		total += counts[i]
+	}
+	out := make([]float64, len(gws))
+	for i := range counts {
+		if total > 0 {
+			out[i] = float64(counts[i]) / float64(total)
+		}
+	}
+	return out
+}
+
+var edgeSeq atomic.Int64

@@ -1,0 +1,139 @@
+package l7lb
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// kinds are the balancers under test, each started in front of the given gateways.
+var kinds = []struct {
+	name  string
+	start func(t *testing.T, backends []string) balancer
+}{
+	{"nginx", func(t *testing.T, b []string) balancer { return startNginx(t, b, "") }},
+	{"haproxy", func(t *testing.T, b []string) balancer { return startHAProxy(t, b) }},
+}
+
+// The rebalance period of the tests: short, so that a run of a few seconds spans many periods.
+const period = 250 * time.Millisecond
+
+func addrs(gws ...*gateway) []string {
+	var out []string
+	for _, g := range gws {
+		out = append(out, g.addr)
+	}
+	return out
+}
+
+func destName(t *testing.T) string {
+	return fmt.Sprintf("l7lb-%d", edgeSeq.Add(1))
+}
+
+// checkDups asserts that every duplicate span is accounted for by a re-sent request (a batch
+// holds at most 16 spans here).
+func checkDups(t *testing.T, name string, dups int) {
+	t.Helper()
+	resent := counter(t, "otlpgate_client_resent_requests_total", "destination", name)
+	if float64(dups) > 16*resent {
+		t.Errorf("%d duplicate spans, but only %v requests were counted as re-sent", dups, resent)
+	}
+}
+
+// With re-balancing on, an edge's streams spread over both gateways, and every admitted span
+// arrives.
+func TestRebalanceSpreads(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
+			lb := k.start(t, addrs(gws...))
+			name := destName(t)
+			e := startEdge(t, edgeConfig(name, lb.addr(), 2, period))
+			start := time.Now()
+			admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
+			dups := settle(t, admitted, gws...)
+			sh := shares(start, gws...)
+			t.Logf("%s, rebalance every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name, period, len(admitted), sh[0], sh[1], dups)
+			for i, s := range sh {
+				if s < 0.2 {
+					t.Errorf("gateway %d took %.2f of the traffic; with re-balancing both should take a fair share", i+1, s)
+				}
+			}
+			checkDups(t, name, dups)
+		})
+	}
+}
+
+// Without re-balancing, one stream's traffic stays on the gateway it was opened to: the
+// contrast with TestRebalanceSpreads.
+func TestNoRebalancePins(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
+			lb := k.start(t, addrs(gws...))
+			name := destName(t)
+			e := startEdge(t, edgeConfig(name, lb.addr(), 1, 0))
+			start := time.Now()
+			admitted := load(t, e, 1, 2*time.Second, time.Millisecond, nil)
+			dups := settle(t, admitted, gws...)
+			sh := shares(start, gws...)
+			t.Logf("%s, no re-balancing: %d spans, shares %.2f / %.2f", k.name, len(admitted), sh[0], sh[1])
+			if sh[0] != 1 && sh[1] != 1 {
+				t.Errorf("one stream's traffic was split %.2f / %.2f; without re-balancing it should stay on one gateway", sh[0], sh[1])
+			}
+			checkDups(t, name, dups)
+		})
+	}
+}
+
+// A gateway added to the balancer by a reload mid-run takes a fair share of the new streams
+// within two rebalance periods, and nothing is lost across the reload.
+func TestReloadAddsGateway(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0), startGateway(t, "gw3", 0)}
+			lb := k.start(t, addrs(gws[:2]...))
+			name := destName(t)
+			e := startEdge(t, edgeConfig(name, lb.addr(), 2, period))
+			var reloaded time.Time
+			admitted := load(t, e, 1, 4*time.Second, time.Millisecond, func(el time.Duration) {
+				if reloaded.IsZero() && el >= time.Second {
+					lb.setBackends(t, addrs(gws...))
+					reloaded = time.Now()
+				}
+			})
+			dups := settle(t, admitted, gws...)
+			sh := shares(reloaded.Add(2*period), gws...)
+			t.Logf("%s, reload adding gw3: %d spans, shares after reload + 2 periods %.2f / %.2f / %.2f, %d duplicates",
+				k.name, len(admitted), sh[0], sh[1], sh[2], dups)
+			if sh[2] < 0.15 {
+				t.Errorf("the gateway added by the reload took %.2f of the traffic after two rebalance periods", sh[2])
+			}
+			checkDups(t, name, dups)
+		})
+	}
+}
+
+// Gateways that end streams at -grpc.stream.max-age re-balance an edge that never re-opens by
+// itself: it re-opens each ended stream through the balancer, without loss.
+func TestServerMaxAge(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			gws := []*gateway{startGateway(t, "gw1", period), startGateway(t, "gw2", period)}
+			lb := k.start(t, addrs(gws...))
+			name := destName(t)
+			e := startEdge(t, edgeConfig(name, lb.addr(), 2, 0))
+			start := time.Now()
+			admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
+			dups := settle(t, admitted, gws...)
+			sh := shares(start, gws...)
+			t.Logf("%s, gateways end streams every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name, period, len(admitted), sh[0], sh[1], dups)
+			for i, s := range sh {
+				if s < 0.2 {
+					t.Errorf("gateway %d took %.2f of the traffic", i+1, s)
+				}
+			}
+			checkDups(t, name, dups)
+		})
+	}
+}
