@@ -93,7 +93,11 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func newSyncBuffer() *syncBuffer { s := &syncBuffer{ch: make(chan struct{}, 1)}; s.ch <- struct{}{}; return s }
+func newSyncBuffer() *syncBuffer {
+	s := &syncBuffer{ch: make(chan struct{}, 1)}
+	s.ch <- struct{}{}
+	return s
+}
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	<-s.ch
@@ -111,10 +115,10 @@ func (s *syncBuffer) String() string {
 
 type nginx struct {
 	bin, dir, conf, listen string
-	extra              string // directives added to the server block (tests of defaults)
-	cmd                *exec.Cmd
-	out                *syncBuffer
-	done               chan struct{}
+	extra                  string // directives added to the server block (tests of defaults)
+	cmd                    *exec.Cmd
+	out                    *syncBuffer
+	done                   chan struct{}
 }
 
 var (
