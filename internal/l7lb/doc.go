@@ -4,6 +4,9 @@
 // OTEP through the balancer to otlpgate gateways; the tests assert how the traffic spreads, that
 // a gateway added by a reload takes its share, and that every admitted span arrives.
 //
-// The package has only tests. Everything listens on 127.0.0.1. Without nginx or haproxy the tests
-// skip with a message, except under CI=true, where they fail: CI installs both.
+// StartNginx and StartHAProxy run the balancers for the tests and for otlpbench's rebalance
+// scenario. Everything listens on 127.0.0.1. Without nginx or haproxy the tests skip with a
+// message, except under CI=true, where they fail: CI installs both.
+//
+// It imports nothing of otlpgate outside its tests; nothing but tests and bench/ imports it.
 package l7lb

@@ -6,15 +6,6 @@ import (
 	"time"
 )
 
-// kinds are the balancers under test, each started in front of the given gateways.
-var kinds = []struct {
-	name  string
-	start func(t *testing.T, backends []string) balancer
-}{
-	{"nginx", func(t *testing.T, b []string) balancer { return startNginx(t, b, "") }},
-	{"haproxy", func(t *testing.T, b []string) balancer { return startHAProxy(t, b) }},
-}
-
 // The rebalance period of the tests: short, so that a run of a few seconds spans many periods.
 const period = 250 * time.Millisecond
 
@@ -43,12 +34,12 @@ func checkDups(t *testing.T, name string, dups int) {
 // With re-balancing on, an edge's streams spread over both gateways, and every admitted span
 // arrives.
 func TestRebalanceSpreads(t *testing.T) {
-	for _, k := range kinds {
+	for ki, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
-			lb := k.start(t, addrs(gws...))
+			lb := startBalancer(t, ki, addrs(gws...), Options{})
 			name := destName(t)
-			e := startEdge(t, edgeConfig(name, lb.addr(), 2, period))
+			e := startEdge(t, edgeConfig(name, lb.Addr(), 2, period))
 			start := time.Now()
 			admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
 			dups := settle(t, admitted, gws...)
@@ -67,12 +58,12 @@ func TestRebalanceSpreads(t *testing.T) {
 // Without re-balancing, one stream's traffic stays on the gateway it was opened to: the
 // contrast with TestRebalanceSpreads.
 func TestNoRebalancePins(t *testing.T) {
-	for _, k := range kinds {
+	for ki, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
-			lb := k.start(t, addrs(gws...))
+			lb := startBalancer(t, ki, addrs(gws...), Options{})
 			name := destName(t)
-			e := startEdge(t, edgeConfig(name, lb.addr(), 1, 0))
+			e := startEdge(t, edgeConfig(name, lb.Addr(), 1, 0))
 			start := time.Now()
 			admitted := load(t, e, 1, 2*time.Second, time.Millisecond, nil)
 			dups := settle(t, admitted, gws...)
@@ -89,16 +80,18 @@ func TestNoRebalancePins(t *testing.T) {
 // A gateway added to the balancer by a reload mid-run takes a fair share of the new streams
 // within two rebalance periods, and nothing is lost across the reload.
 func TestReloadAddsGateway(t *testing.T) {
-	for _, k := range kinds {
+	for ki, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0), startGateway(t, "gw3", 0)}
-			lb := k.start(t, addrs(gws[:2]...))
+			lb := startBalancer(t, ki, addrs(gws[:2]...), Options{})
 			name := destName(t)
-			e := startEdge(t, edgeConfig(name, lb.addr(), 2, period))
+			e := startEdge(t, edgeConfig(name, lb.Addr(), 2, period))
 			var reloaded time.Time
 			admitted := load(t, e, 1, 4*time.Second, time.Millisecond, func(el time.Duration) {
 				if reloaded.IsZero() && el >= time.Second {
-					lb.setBackends(t, addrs(gws...))
+					if err := lb.SetBackends(addrs(gws...)); err != nil {
+						t.Fatal(err)
+					}
 					reloaded = time.Now()
 				}
 			})
@@ -117,12 +110,12 @@ func TestReloadAddsGateway(t *testing.T) {
 // Gateways that end streams at -grpc.stream.max-age re-balance an edge that never re-opens by
 // itself: it re-opens each ended stream through the balancer, without loss.
 func TestServerMaxAge(t *testing.T) {
-	for _, k := range kinds {
+	for ki, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			gws := []*gateway{startGateway(t, "gw1", period), startGateway(t, "gw2", period)}
-			lb := k.start(t, addrs(gws...))
+			lb := startBalancer(t, ki, addrs(gws...), Options{})
 			name := destName(t)
-			e := startEdge(t, edgeConfig(name, lb.addr(), 2, 0))
+			e := startEdge(t, edgeConfig(name, lb.Addr(), 2, 0))
 			start := time.Now()
 			admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
 			dups := settle(t, admitted, gws...)
