@@ -33,7 +33,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint bench generate check-generate fuzz tools clean \
-	appendix proxy peer-otelcol bench-peer profile profile-diff soak
+	appendix rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -88,6 +88,10 @@ fuzz: ## run every fuzz target for FUZZTIME each
 appendix: build ## the spec's Appendix B on otlpgate's client and server (SCALE=0.05 for a quick run)
 	mkdir -p profiles
 	./$(BIN)/otlpbench appendix -scale $(SCALE) -json profiles/appendix.json -chart profiles/appendix
+
+rebalance-chart: build ## share of requests per gateway through nginx and HAProxy, a gateway added mid-run
+	./$(BIN)/otlpbench rebalance -balancer nginx -out profiles/rebalance-nginx
+	./$(BIN)/otlpbench rebalance -balancer haproxy -out profiles/rebalance-haproxy
 
 proxy: build ## load -> otlpgate -> sink against load -> sink, small batches, 8 in flight
 	./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -shape small -inflight 8

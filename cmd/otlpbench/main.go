@@ -6,13 +6,14 @@ import (
 )
 
 var commands = map[string]func(args []string) error{
-	"load":     cmdLoad,
-	"sink":     cmdSink,
-	"delay":    cmdDelay,
-	"proxy":    cmdProxy,
-	"appendix": cmdAppendix,
-	"profile":  cmdProfile,
-	"soak":     cmdSoak,
+	"load":      cmdLoad,
+	"sink":      cmdSink,
+	"delay":     cmdDelay,
+	"proxy":     cmdProxy,
+	"appendix":  cmdAppendix,
+	"profile":   cmdProfile,
+	"soak":      cmdSoak,
+	"rebalance": cmdRebalance,
 }
 
 func usage() {
@@ -23,7 +24,8 @@ commands:
   proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
   load       an OTLP trace load generator (v1 unary or OTEP stream)
   sink       a counting OTLP trace receiver
-  delay      a TCP delay line on loopback`)
+  delay      a TCP delay line on loopback
+  rebalance  the share of requests per gateway over time through nginx or HAProxy, a gateway added mid-run`)
 }
 
 func main() {
