@@ -344,3 +344,15 @@ func (s *Spool) Close() error {
 	pool.PutBytes(s.wbuf)
 	return err
 }
+
+// Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.
+func (s *Spool) Reader(destination string) *Reader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.mu.readers {
+		if r.name == destination {
+			return r
+		}
+	}
+	return nil
+}
