@@ -87,7 +87,7 @@ func TestRecoverZeroLengthAndHeaderless(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fs.WriteFile(segPath(2), nil)                       // created, crash before the header
+	fs.WriteFile(segPath(2), nil)                      // created, crash before the header
 	fs.WriteFile(segPath(3), []byte(segmentMagic[:2])) // header torn
 	n := delta(recEmpty, func() { s = mustOpen(t, testConfig(SyncAlways), fs, "a") })
 	// Only the last headerless segment is a torn creation; segment 2 is empty, also removed.
