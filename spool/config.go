@@ -1,0 +1,141 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SyncMode says when an Append is durable enough to return.
+type SyncMode uint8
+
+const (
+	// SyncInterval returns after write(2) and syncs every SyncInterval: a process crash loses
+	// nothing, a power loss at most the last interval.
+	SyncInterval SyncMode = iota
+	// SyncAlways returns after fdatasync covered the record; concurrent appends share one.
+	SyncAlways
+	// SyncNone returns after write(2) and leaves syncing to the kernel: a process crash loses
+	// nothing, a power loss whatever the kernel had not written back.
+	SyncNone
+)
+
+// String returns the flag spelling of the mode.
+func (m SyncMode) String() string {
+	switch m {
+	case SyncInterval:
+		return "interval"
+	case SyncAlways:
+		return "always"
+	case SyncNone:
+		return "none"
+	}
+	return "unknown"
+}
+
+// ParseSyncMode parses the flag spelling of a SyncMode.
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch s {
+	case "interval":
+		return SyncInterval, nil
+	case "always":
+		return SyncAlways, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return 0, fmt.Errorf("spool: unknown sync mode %q (want always, interval or none)", s)
+}
+
+// FullPolicy says what Append does when the spool holds MaxBytes.
+type FullPolicy uint8
+
+const (
+	// FullRefuse fails the append with ErrFull: backpressure to the client.
+	FullRefuse FullPolicy = iota
+	// FullDropOldest deletes the oldest segment(s), counting their unfinished records as
+	// dropped for every destination that had not finished them.
+	FullDropOldest
+)
+
+// String returns the flag spelling of the policy.
+func (p FullPolicy) String() string {
+	switch p {
+	case FullRefuse:
+		return "refuse"
+	case FullDropOldest:
+		return "drop-oldest"
+	}
+	return "unknown"
+}
+
+// ParseFullPolicy parses the flag spelling of a FullPolicy.
+func ParseFullPolicy(s string) (FullPolicy, error) {
+	switch s {
+	case "refuse":
+		return FullRefuse, nil
+	case "drop-oldest":
+		return FullDropOldest, nil
+	}
+	return 0, fmt.Errorf("spool: unknown full policy %q (want refuse or drop-oldest)", s)
+}
+
+// Config configures a Spool. Dir empty means no spool; cmd decides that, Open requires a Dir.
+type Config struct {
+	// Dir holds the segment and cursor files; one spool per directory.
+	Dir string
+	// Sync is when Append returns (default interval).
+	Sync SyncMode
+	// SyncInterval is the period of background syncs in SyncInterval mode (default 200ms).
+	SyncInterval time.Duration
+	// MaxCommitDelay is how long, in SyncAlways mode, a commit may wait for more appends to
+	// join it before it syncs (default 0: an fsync in progress is the only gathering window).
+	MaxCommitDelay time.Duration
+	// SegmentBytes bounds a segment file (default 64 MiB). A record larger than a segment gets
+	// a segment of its own.
+	SegmentBytes int64
+	// MaxBytes bounds the bytes of all segments (default 1 GiB).
+	MaxBytes int64
+	// Full is what Append does when MaxBytes is reached (default refuse).
+	Full FullPolicy
+	// CheckpointInterval is how often destination positions are persisted and finished
+	// segments deleted (default 1s). A crash replays what was finished since the last one.
+	CheckpointInterval time.Duration
+}
+
+// DefaultConfig returns the defaults, with Dir empty.
+func DefaultConfig() Config {
+	return Config{
+		Sync:               SyncInterval,
+		SyncInterval:       200 * time.Millisecond,
+		SegmentBytes:       64 << 20,
+		MaxBytes:           1 << 30,
+		Full:               FullRefuse,
+		CheckpointInterval: time.Second,
+	}
+}
+
+// maxSegmentBytes keeps a record's offset within the low 32 bits of a Pos.
+const maxSegmentBytes = 1 << 30
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("spool: dir is empty")
+	case c.Sync > SyncNone:
+		return fmt.Errorf("spool: unknown sync mode %d", c.Sync)
+	case c.Sync == SyncInterval && c.SyncInterval <= 0:
+		return fmt.Errorf("spool: sync interval %v must be positive", c.SyncInterval)
+	case c.MaxCommitDelay < 0:
+		return fmt.Errorf("spool: max commit delay %v is negative", c.MaxCommitDelay)
+	case c.SegmentBytes < 1<<10 || c.SegmentBytes > maxSegmentBytes:
+		return fmt.Errorf("spool: segment bytes %d outside [1KiB, 1GiB]", c.SegmentBytes)
+	case c.MaxBytes < 2*c.SegmentBytes:
+		return fmt.Errorf("spool: max bytes %d below two segments (%d)", c.MaxBytes, 2*c.SegmentBytes)
+	case c.Full > FullDropOldest:
+		return fmt.Errorf("spool: unknown full policy %d", c.Full)
+	case c.CheckpointInterval <= 0:
+		return fmt.Errorf("spool: checkpoint interval %v must be positive", c.CheckpointInterval)
+	}
+	return nil
+}

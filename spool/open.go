@@ -1,0 +1,295 @@
+package spool
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/otlpgate/otlpgate/pool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	recoveredSegments = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_spool_recovery_segments_total",
+		Help: "Segments repaired at start-up, by outcome (empty: zero-length or headerless last segment removed; torn_tail: truncated at the last whole record; unreadable: bad header, renamed aside with suffix .unreadable; future: written by a newer version, renamed aside).",
+	}, []string{"outcome"})
+	recEmpty       = recoveredSegments.WithLabelValues("empty")
+	recTornTail    = recoveredSegments.WithLabelValues("torn_tail")
+	recUnreadable  = recoveredSegments.WithLabelValues("unreadable")
+	recFuture      = recoveredSegments.WithLabelValues("future")
+	truncatedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_truncated_bytes_total",
+		Help: "Bytes of torn records cut from the tail of the last segment at start-up (writes a crash interrupted; never acknowledged in -spool.sync=always).",
+	})
+)
+
+// Open opens or creates the spool in cfg.Dir over fs (OSFS{} in production) for the given
+// destinations, recovering from whatever a crash left: a torn tail is truncated, bad records in
+// the middle are left for readers to skip and count, unreadable segments are renamed aside.
+// It reads only the last segment's records and the other segments' headers, so start-up time
+// does not grow with the backlog. A destination with a cursor resumes at its durable position;
+// a new one starts at the tail; cursors of destinations not listed are removed, releasing their
+// hold on the spool. Open starts the spool's goroutines; Close stops them.
+func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Spool{
+		cfg:     cfg,
+		fs:      fs,
+		wbuf:    pool.GetBytes(pool.MinSize),
+		commitc: make(chan struct{}, 1),
+		housec:  make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if err := fs.MkdirAll(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
+	}
+	if err := s.recover(destinations); err != nil {
+		return nil, err
+	}
+	if cfg.Sync == SyncAlways {
+		s.wg.Add(1)
+		go s.committer()
+	}
+	s.wg.Add(1)
+	go s.housekeeper()
+	return s, nil
+}
+
+func (s *Spool) recover(destinations []string) error {
+	names, err := s.fs.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("cannot list spool dir %s: %w", s.cfg.Dir, err)
+	}
+	var segs []uint64
+	cursors := make(map[string]string) // destination -> file name
+	dirty := false
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpSuffix) {
+			// A checkpoint died before its rename: the old cursor still stands.
+			_ = s.fs.Remove(s.path(name))
+			dirty = true
+			continue
+		}
+		if seq, aside, ok := parseSegmentName(name); ok {
+			s.mu.nextSeq = max(s.mu.nextSeq, seq+1)
+			if !aside {
+				segs = append(segs, seq)
+			}
+			continue
+		}
+		if dest, ok := parseCursorName(name); ok {
+			cursors[dest] = name
+		}
+	}
+	if s.mu.nextSeq == 0 {
+		s.mu.nextSeq = 1 // segment 0 never exists, so Pos 0 is before everything
+	}
+	slices.Sort(segs)
+	for i, seq := range segs {
+		last := i == len(segs)-1
+		g, d, err := s.recoverSegment(seq, last)
+		if err != nil {
+			return err
+		}
+		dirty = dirty || d
+		if g != nil {
+			s.mu.segs = append(s.mu.segs, g)
+			s.mu.bytes += g.size
+		}
+	}
+	curBytes.Store(s.mu.bytes)
+	curSegments.Store(int64(len(s.mu.segs)))
+
+	// Appends go to a new segment, created on the first one: the tail is its first record.
+	s.tailOpen = makePos(s.mu.nextSeq, headerSize)
+	s.mu.written, s.mu.synced = s.tailOpen, s.tailOpen
+	s.readable.Store(uint64(s.tailOpen))
+
+	want := make(map[string]bool, len(destinations))
+	for _, dest := range destinations {
+		if want[dest] {
+			return fmt.Errorf("spool: destination %q listed twice", dest)
+		}
+		want[dest] = true
+		at := s.tailOpen
+		fresh := true
+		if name, ok := cursors[dest]; ok {
+			p, err := s.readCursor(name)
+			if err != nil {
+				// Unknown position: replay everything rather than lose anything.
+				badCursors.Inc()
+				p = 0
+			}
+			at, fresh = p, err != nil
+		}
+		r := newReader(s, dest, at)
+		if fresh {
+			// A new destination's cursor must be durable before it can hold anything, or a
+			// crash would make it new again and start it past what it had not read.
+			r.persisted = ^Pos(0)
+		}
+		s.mu.readers = append(s.mu.readers, r)
+	}
+	for dest, name := range cursors {
+		if !want[dest] {
+			_ = s.fs.Remove(s.path(name))
+			releasedCursors.Inc()
+			dirty = true
+		}
+	}
+	if dirty && s.cfg.Sync != SyncNone {
+		if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
+		}
+	}
+	// Persist the new cursors now, and delete what the known positions already passed.
+	if err := s.Checkpoint(); err != nil {
+		return fmt.Errorf("cannot write spool cursors in %s: %w", s.cfg.Dir, err)
+	}
+	return nil
+}
+
+// recoverSegment checks one segment at start-up. It returns nil for a segment that was removed
+// or set aside, and whether the directory changed.
+func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
+	name := s.path(segmentName(seq))
+	f, err := s.fs.Open(name, last)
+	if err != nil {
+		return nil, false, s.setAside(name, recUnreadable)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, false, s.setAside(name, recUnreadable)
+	}
+	var h [headerSize]byte
+	n, _ := f.ReadAt(h[:], 0)
+	herr := checkSegmentHeader(h[:n], seq)
+	switch {
+	case size == 0 || (herr == errHeaderShort && last):
+		// A crash between creating the segment and syncing its header: nothing in it was
+		// ever acknowledged.
+		recEmpty.Inc()
+		if err := s.fs.Remove(name); err != nil {
+			return nil, false, fmt.Errorf("cannot remove empty segment %s: %w", name, err)
+		}
+		return nil, true, nil
+	case herr == errHeaderVersion:
+		return nil, true, s.setAside(name, recFuture)
+	case herr != nil:
+		return nil, true, s.setAside(name, recUnreadable)
+	}
+	g := &segment{seq: seq, size: size, sealed: true, countedTo: headerSize}
+	if !last {
+		return g, false, nil
+	}
+	res := scanSegment(f, size, nil)
+	corruptRecords.Add(float64(res.corruptRecords))
+	corruptBytes.Add(float64(res.corruptBytes))
+	g.countedTo = size
+	if res.end < size {
+		recTornTail.Inc()
+		truncatedBytes.Add(float64(size - res.end))
+		if err := f.Truncate(res.end); err == nil {
+			err = f.Sync()
+		}
+		// A failed truncation leaves the torn bytes for readers to skip; they are counted.
+		g.size = res.end
+	}
+	return g, false, nil
+}
+
+// setAside renames an unreadable segment out of the way, keeping it for inspection.
+func (s *Spool) setAside(name string, outcome prometheus.Counter) error {
+	outcome.Inc()
+	if err := s.fs.Rename(name, name+asideSuffix); err != nil {
+		return fmt.Errorf("cannot set aside unreadable segment %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteFinished removes the sealed segments that end at or before low.
+func (s *Spool) deleteFinished(low Pos) error {
+	s.mu.Lock()
+	var gone []uint64
+	for len(s.mu.segs) > 0 {
+		g := s.mu.segs[0]
+		if !g.sealed || !(g.seq < low.Segment() || (g.seq == low.Segment() && low.Offset() >= g.size)) {
+			break
+		}
+		gone = append(gone, g.seq)
+		s.mu.bytes -= g.size
+		s.mu.segs = s.mu.segs[1:]
+	}
+	curBytes.Store(s.mu.bytes)
+	curSegments.Store(int64(len(s.mu.segs)))
+	s.mu.Unlock()
+	var err error
+	for _, seq := range gone {
+		if rerr := s.fs.Remove(s.path(segmentName(seq))); rerr != nil && err == nil {
+			err = rerr
+		}
+		segDeletedFinished.Inc()
+	}
+	return err
+}
+
+// dropOldestLocked deletes sealed segments, oldest first, until need more bytes fit, counting
+// for each destination the records it had not yet read. It reports whether they fit.
+func (s *Spool) dropOldestLocked(need int64) bool {
+	for s.mu.bytes+need > s.cfg.MaxBytes {
+		if len(s.mu.segs) == 0 || !s.mu.segs[0].sealed {
+			return false
+		}
+		g := s.mu.segs[0]
+		name := s.path(segmentName(g.seq))
+		if f, err := s.fs.Open(name, false); err == nil {
+			for _, r := range s.mu.readers {
+				from := Pos(r.next.Load())
+				if from.Segment() > g.seq {
+					continue
+				}
+				off := int64(headerSize)
+				if from.Segment() == g.seq {
+					off = from.Offset()
+				}
+				r.dropped[dropOldest].Add(float64(countFrames(f, off, g.size)))
+			}
+			_ = f.Close()
+		}
+		if err := s.fs.Remove(name); err != nil {
+			return false
+		}
+		segDeletedOldest.Inc()
+		s.mu.bytes -= g.size
+		s.mu.segs = s.mu.segs[1:]
+		curBytes.Store(s.mu.bytes)
+		curSegments.Store(int64(len(s.mu.segs)))
+	}
+	return true
+}
+
+// countFrames counts records from off to end by their length fields alone, without reading
+// payloads: it is for accounting only, and stops at the first implausible header.
+func countFrames(f io.ReaderAt, off, end int64) int {
+	var h [frameSize]byte
+	n := 0
+	for off+frameSize <= end {
+		if _, err := f.ReadAt(h[:], off); err != nil {
+			break
+		}
+		l := int64(binary.LittleEndian.Uint32(h[4:]))
+		if l > MaxRecordBytes || off+frameSize+l > end {
+			break
+		}
+		n++
+		off += frameSize + l
+	}
+	return n
+}

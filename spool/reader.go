@@ -1,0 +1,287 @@
+package spool
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// ErrEmpty is returned by Reader.Next when the reader has caught up with the appends.
+var ErrEmpty = errors.New("spool: no record to read")
+
+// DropReason says why a destination gave up on a record.
+type DropReason uint8
+
+const (
+	// DropRejected: the upstream answered that the record can never be accepted.
+	DropRejected DropReason = iota
+	// DropUndeliverable: the destination gave up for a reason of its own, which it counts.
+	DropUndeliverable
+	dropOldest // the spool was full with -spool.full=drop-oldest
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{"rejected", "undeliverable", "drop_oldest"}
+
+var (
+	replayedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_spool_replayed_records_total",
+		Help: "Records a destination read back that were on disk at start-up: each may be a duplicate of one delivered before the restart.",
+	}, []string{"destination"})
+	droppedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_spool_dropped_records_total",
+		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them unread).",
+	}, []string{"destination", "reason"})
+	corruptRecords = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_corrupt_records_total",
+		Help: "Runs of bad bytes (bad CRC or length) skipped in spool segments; reading resumed at the next valid record.",
+	})
+	corruptBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_corrupt_bytes_total",
+		Help: "Bytes skipped in spool segments because they held no valid record.",
+	})
+)
+
+// Entry describes a record handed out by Reader.Next.
+type Entry struct {
+	Pos    Pos
+	Signal uint8
+	Items  uint32
+	Size   int // payload bytes
+}
+
+// Reader reads the spool for one destination, oldest record first, and tracks which records
+// the destination finished. Next must be called from one goroutine at a time; Finish, Drop,
+// Position and Ready are safe for concurrent use.
+//
+// The destination's durable position is its lowest unfinished record: Checkpoint persists it,
+// and a restart reads again from there, so a record finished out of order above an unfinished
+// one is read twice after a crash (at least once, never lost).
+type Reader struct {
+	s     *Spool
+	name  string
+	ready chan struct{}
+
+	durable   atomic.Uint64 // lowest unfinished Pos, or the next to read
+	next      atomic.Uint64 // next Pos to read, for drop-oldest accounting
+	persisted Pos           // guarded by Spool.ckMu
+
+	mu struct {
+		sync.Mutex
+		next     Pos
+		f        File
+		fseq     uint64
+		inflight []inflight // read and not finished, in read order, from head
+		head     int
+	}
+
+	replayed prometheus.Counter
+	dropped  [numDropReasons]prometheus.Counter
+}
+
+type inflight struct {
+	pos  Pos
+	done bool
+}
+
+func newReader(s *Spool, name string, at Pos) *Reader {
+	r := &Reader{s: s, name: name, ready: make(chan struct{}, 1), persisted: at}
+	r.mu.next = at
+	r.durable.Store(uint64(at))
+	r.next.Store(uint64(at))
+	r.replayed = replayedRecords.WithLabelValues(name)
+	for i := range r.dropped {
+		r.dropped[i] = droppedRecords.WithLabelValues(name, dropReasonNames[i])
+	}
+	return r
+}
+
+// Name returns the destination name the reader belongs to.
+func (r *Reader) Name() string { return r.name }
+
+// Ready receives a value after appends made new records readable. Safe for concurrent use.
+func (r *Reader) Ready() <-chan struct{} { return r.ready }
+
+// Position returns the durable position: the lowest record not yet finished. Safe for
+// concurrent use.
+func (r *Reader) Position() Pos { return Pos(r.durable.Load()) }
+
+// Next reads the next record, appending its payload to *buf (replacing *buf by a larger pooled
+// buffer from pool.GetBytes if needed; the caller owns *buf and returns it with pool.PutBytes).
+// It returns ErrEmpty when the reader has caught up; Ready signals more. Bad bytes are skipped
+// and counted. Every record returned must later be finished with Finish or Drop. Not safe for
+// concurrent use with itself.
+func (r *Reader) Next(buf *[]byte) (Entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.s
+	for {
+		limit := Pos(s.readable.Load())
+		if r.mu.next >= limit {
+			return Entry{}, ErrEmpty
+		}
+		seq := r.mu.next.Segment()
+		seg, size, sealed := s.segmentFrom(seq)
+		if seg == nil {
+			return Entry{}, ErrEmpty
+		}
+		if seg.seq != seq {
+			// The segment is gone (finished or dropped) or was never created: skip ahead.
+			r.setNextLocked(makePos(seg.seq, headerSize))
+			continue
+		}
+		if r.mu.f == nil || r.mu.fseq != seq {
+			f, err := s.fs.Open(s.path(segmentName(seq)), false)
+			if err != nil {
+				return Entry{}, err
+			}
+			r.closeFileLocked()
+			r.mu.f, r.mu.fseq = f, seq
+		}
+		end := size
+		if limit.Segment() == seq {
+			end = min(end, limit.Offset())
+		}
+		off := r.mu.next.Offset()
+		if off >= end {
+			if sealed && limit.Segment() != seq {
+				r.setNextLocked(makePos(seq+1, headerSize))
+				continue
+			}
+			return Entry{}, ErrEmpty
+		}
+		fr, err := readFrame(r.mu.f, off, end, buf)
+		if err != nil {
+			if err != errBadFrame && err != errShortRead {
+				return Entry{}, err
+			}
+			skip := nextFrame(r.mu.f, off+1, end)
+			s.countCorrupt(seg, off, skip)
+			r.setNextLocked(makePos(seq, skip))
+			continue
+		}
+		pos := r.mu.next
+		r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
+		r.setNextLocked(makePos(seq, off+frameSize+int64(fr.length)))
+		if pos < s.tailOpen {
+			r.replayed.Inc()
+		}
+		return Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}, nil
+	}
+}
+
+func (r *Reader) setNextLocked(p Pos) {
+	r.mu.next = p
+	r.next.Store(uint64(p))
+	if r.mu.head == len(r.mu.inflight) {
+		r.durable.Store(uint64(p))
+	}
+}
+
+// Finish marks the record at pos delivered. Finishing an unknown or finished record does
+// nothing. Safe for concurrent use.
+func (r *Reader) Finish(pos Pos) { r.finish(pos) }
+
+// Drop marks the record at pos finished without delivery, counted under reason. Safe for
+// concurrent use.
+func (r *Reader) Drop(pos Pos, reason DropReason) {
+	if r.finish(pos) && reason < numDropReasons {
+		r.dropped[reason].Inc()
+	}
+}
+
+func (r *Reader) finish(pos Pos) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.mu.inflight[r.mu.head:]
+	i, found := slices.BinarySearchFunc(q, pos, func(e inflight, p Pos) int {
+		switch {
+		case e.pos < p:
+			return -1
+		case e.pos > p:
+			return 1
+		}
+		return 0
+	})
+	if !found || q[i].done {
+		return false
+	}
+	q[i].done = true
+	for r.mu.head < len(r.mu.inflight) && r.mu.inflight[r.mu.head].done {
+		r.mu.head++
+	}
+	if r.mu.head == len(r.mu.inflight) {
+		r.mu.inflight, r.mu.head = r.mu.inflight[:0], 0
+		r.durable.Store(uint64(r.mu.next))
+		return true
+	}
+	r.durable.Store(uint64(r.mu.inflight[r.mu.head].pos))
+	if r.mu.head > len(r.mu.inflight)/2 {
+		n := copy(r.mu.inflight, r.mu.inflight[r.mu.head:])
+		r.mu.inflight, r.mu.head = r.mu.inflight[:n], 0
+	}
+	return true
+}
+
+// Unfinished returns how many records were read and not yet finished. Safe for concurrent use.
+func (r *Reader) Unfinished() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.mu.inflight[r.mu.head:] {
+		if !e.done {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Reader) closeFileLocked() {
+	if r.mu.f != nil {
+		_ = r.mu.f.Close()
+		r.mu.f = nil
+	}
+}
+
+func (r *Reader) close() {
+	r.mu.Lock()
+	r.closeFileLocked()
+	r.mu.Unlock()
+}
+
+// segmentFrom returns the first segment with a sequence number of at least seq, with its size
+// and whether it is sealed, or nil.
+func (s *Spool) segmentFrom(seq uint64) (*segment, int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.mu.segs, seq, func(g *segment, q uint64) int {
+		switch {
+		case g.seq < q:
+			return -1
+		case g.seq > q:
+			return 1
+		}
+		return 0
+	})
+	if i == len(s.mu.segs) {
+		return nil, 0, false
+	}
+	g := s.mu.segs[i]
+	return g, g.size, g.sealed
+}
+
+// countCorrupt counts the bad bytes [from, to) of seg unless another reader already did.
+func (s *Spool) countCorrupt(seg *segment, from, to int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from < seg.countedTo {
+		return
+	}
+	seg.countedTo = to
+	corruptRecords.Inc()
+	corruptBytes.Add(float64(to - from))
+}

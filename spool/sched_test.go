@@ -1,0 +1,5 @@
+package spool
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }

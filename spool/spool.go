@@ -1,0 +1,358 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/otlpgate/otlpgate/pool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Errors of Append. ErrFull and ErrIO are retryable: the client should be told to come back.
+var (
+	ErrFull     = errors.New("spool: full (-spool.max-bytes reached)")
+	ErrIO       = errors.New("spool: write failed")
+	ErrTooLarge = errors.New("spool: record exceeds the maximum record size")
+	ErrClosed   = errors.New("spool: closed")
+)
+
+// The gauges read these; the process runs one spool, and the last one opened owns them.
+var (
+	curBytes    atomic.Int64
+	curSegments atomic.Int64
+)
+
+var (
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_spool_bytes",
+		Help: "Bytes of all spool segments on disk (bounded by -spool.max-bytes).",
+	}, func() float64 { return float64(curBytes.Load()) })
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_spool_segments",
+		Help: "Spool segment files on disk.",
+	}, func() float64 { return float64(curSegments.Load()) })
+	appendedRecords = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_appended_records_total",
+		Help: "Records appended to the spool.",
+	})
+	appendedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_appended_bytes_total",
+		Help: "Bytes appended to the spool, framing included.",
+	})
+	appendErrors = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_spool_append_errors_total",
+		Help: "Appends refused, by reason (full: -spool.max-bytes reached with -spool.full=refuse; io: write, sync or segment creation failed; too_large).",
+	}, []string{"reason"})
+	appendErrFull     = appendErrors.WithLabelValues("full")
+	appendErrIO       = appendErrors.WithLabelValues("io")
+	appendErrTooLarge = appendErrors.WithLabelValues("too_large")
+	segmentsCreated   = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_segments_created_total",
+		Help: "Spool segment files created.",
+	})
+	segmentsDeleted = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_spool_segments_deleted_total",
+		Help: "Spool segment files deleted, by reason (finished: every destination finished them; drop_oldest: -spool.full=drop-oldest made room).",
+	}, []string{"reason"})
+	segDeletedFinished = segmentsDeleted.WithLabelValues("finished")
+	segDeletedOldest   = segmentsDeleted.WithLabelValues("drop_oldest")
+)
+
+// Spool is an append-only log of records in segment files, read back by one Reader per
+// destination. Append is safe for concurrent use; see Reader for its rules.
+//
+// Invariants:
+//  1. mu.segs is ordered by seq; only its last element may be unsealed, and then it is the
+//     segment mu.active writes to.
+//  2. readable <= written: readers never see a record whose Append has not returned (in
+//     SyncAlways mode: whose sync has not completed), so nothing reaches a destination that
+//     a client was told failed, and nothing half-written is ever read.
+//  3. A segment is removed only when every reader's durable position is past it and that
+//     position is persisted, or by drop-oldest, which counts what it drops.
+type Spool struct {
+	cfg Config
+	fs  FS
+
+	mu struct {
+		sync.Mutex
+		segs    []*segment
+		active  *fileRef // nil until the first append, and after a failed rotation
+		off     int64    // write offset in the active segment
+		nextSeq uint64   // sequence number of the next segment to create
+		broken  bool     // the active segment must be sealed before the next write
+		bytes   int64
+		written Pos // end of the last record written
+		synced  Pos // end of the last record known durable
+		waiters []*waiter
+		spare   []*waiter
+		closed  bool
+		readers []*Reader
+	}
+	wbuf *[]byte // frame being written; guarded by mu
+
+	readable atomic.Uint64 // Pos up to which readers may read (invariant 2)
+	tailOpen Pos           // end of the log at Open: records before it are replays
+
+	ckMu sync.Mutex // serialises Checkpoint
+
+	commitc chan struct{} // kicks the committer (SyncAlways)
+	housec  chan struct{} // kicks the housekeeper (space needed)
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// segment is what the spool knows of one segment file.
+type segment struct {
+	seq    uint64
+	size   int64 // guarded by Spool.mu
+	sealed bool  // guarded by Spool.mu
+	// countedTo is the offset up to which corruption in this segment has been counted, so that
+	// several readers crossing the same bad bytes count them once. Guarded by Spool.mu.
+	countedTo int64
+}
+
+// fileRef shares a segment's write handle between the appenders and the committer, which
+// syncs it outside the lock; the last of rotation and an in-flight sync closes it.
+type fileRef struct {
+	f    File
+	seq  uint64
+	refs atomic.Int32
+}
+
+func (r *fileRef) acquire() { r.refs.Add(1) }
+
+func (r *fileRef) release() {
+	if r.refs.Add(-1) == 0 {
+		_ = r.f.Close()
+	}
+}
+
+// waiter is an Append waiting for its sync in SyncAlways mode.
+type waiter struct {
+	pos Pos
+	ch  chan error
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan error, 1)} }}
+
+func (s *Spool) path(name string) string { return filepath.Join(s.cfg.Dir, name) }
+
+// Append writes one record and returns its position once it is as durable as the sync mode
+// promises. payload is not retained. It returns ErrFull (the spool holds MaxBytes and the policy
+// is refuse, or nothing is left to drop), ErrIO wrapping the cause (the disk refused; a later
+// Append may succeed), ErrTooLarge or ErrClosed. Safe for concurrent use.
+func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) {
+	if len(payload) > MaxRecordBytes {
+		appendErrTooLarge.Inc()
+		return 0, ErrTooLarge
+	}
+	n := int64(frameSize + len(payload))
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
+	rotate := s.mu.active == nil || s.mu.broken ||
+		(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
+	need := n
+	if rotate {
+		need += headerSize
+	}
+	if s.mu.bytes+need > s.cfg.MaxBytes {
+		if s.cfg.Full == FullRefuse || !s.dropOldestLocked(need) {
+			s.mu.Unlock()
+			appendErrFull.Inc()
+			s.kickHousekeeper()
+			return 0, ErrFull
+		}
+	}
+	if rotate {
+		if err := s.rotateLocked(); err != nil {
+			s.mu.Unlock()
+			appendErrIO.Inc()
+			return 0, fmt.Errorf("%w: %w", ErrIO, err)
+		}
+	}
+	*s.wbuf = appendFrame((*s.wbuf)[:0], signal, items, payload)
+	ref, off := s.mu.active, s.mu.off
+	if _, err := ref.f.WriteAt(*s.wbuf, off); err != nil {
+		// A short write leaves a partial frame; cut it off so the next record follows the
+		// last whole one. If even that fails, seal the segment: readers skip a bad tail.
+		if terr := ref.f.Truncate(off); terr != nil {
+			s.mu.broken = true
+		}
+		s.mu.Unlock()
+		appendErrIO.Inc()
+		return 0, fmt.Errorf("%w: %w", ErrIO, err)
+	}
+	if cap(*s.wbuf) > pool.MaxSize/4 {
+		// Keep the frame buffer sized for the common record, not the rare large one.
+		pool.PutBytes(s.wbuf)
+		s.wbuf = pool.GetBytes(pool.MinSize)
+	}
+	pos := makePos(ref.seq, off)
+	s.mu.off += n
+	s.mu.bytes += n
+	curBytes.Store(s.mu.bytes)
+	s.mu.segs[len(s.mu.segs)-1].size = s.mu.off
+	s.mu.written = makePos(ref.seq, s.mu.off)
+	appendedRecords.Inc()
+	appendedBytes.Add(float64(n))
+	if s.cfg.Sync != SyncAlways {
+		s.readable.Store(uint64(s.mu.written))
+		s.notifyReadersLocked()
+		s.mu.Unlock()
+		return pos, nil
+	}
+	w := waiterPool.Get().(*waiter)
+	w.pos = pos
+	s.mu.waiters = append(s.mu.waiters, w)
+	s.mu.Unlock()
+	select {
+	case s.commitc <- struct{}{}:
+	default: // a kick is pending; the committer will see this waiter
+	}
+	err := <-w.ch
+	waiterPool.Put(w)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrIO, err)
+	}
+	return pos, nil
+}
+
+// rotateLocked seals the active segment, making it durable first unless the mode is none, and
+// creates the next one with a durable directory entry.
+func (s *Spool) rotateLocked() error {
+	if ref := s.mu.active; ref != nil {
+		var err error
+		if s.cfg.Sync != SyncNone && s.mu.synced < s.mu.written {
+			err = timedSync(ref.f)
+		}
+		if err == nil {
+			s.mu.synced = s.mu.written
+		}
+		s.releaseWaitersLocked(s.mu.waiters, err)
+		s.mu.waiters = s.mu.waiters[:0]
+		if err == nil && s.cfg.Sync == SyncAlways {
+			s.readable.Store(uint64(s.mu.written))
+			s.notifyReadersLocked()
+		}
+		s.mu.segs[len(s.mu.segs)-1].sealed = true
+		s.mu.active = nil
+		ref.release()
+		if err != nil {
+			// The sealed segment may hold records whose appends failed: readers may still
+			// deliver them, a duplicate of the client's retry at worst.
+			s.mu.broken = true
+			return err
+		}
+	}
+	s.mu.broken = false
+	seq := s.mu.nextSeq
+	name := s.path(segmentName(seq))
+	f, err := s.fs.Create(name)
+	if err != nil {
+		return err
+	}
+	hdr := appendSegmentHeader(make([]byte, 0, headerSize), seq)
+	if _, err = f.WriteAt(hdr, 0); err == nil && s.cfg.Sync != SyncNone {
+		if err = f.Sync(); err == nil {
+			err = s.fs.SyncDir(s.cfg.Dir)
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = s.fs.Remove(name)
+		return err
+	}
+	s.mu.nextSeq++
+	ref := &fileRef{f: f, seq: seq}
+	ref.refs.Store(1)
+	s.mu.active = ref
+	s.mu.off = headerSize
+	s.mu.segs = append(s.mu.segs, &segment{seq: seq, size: headerSize, countedTo: headerSize})
+	s.mu.bytes += headerSize
+	curBytes.Store(s.mu.bytes)
+	curSegments.Store(int64(len(s.mu.segs)))
+	segmentsCreated.Inc()
+	// The new segment's start is the end of the old one for readers and syncs alike.
+	if s.mu.synced == s.mu.written {
+		s.mu.synced = makePos(seq, headerSize)
+	}
+	s.mu.written = makePos(seq, headerSize)
+	return nil
+}
+
+// releaseWaitersLocked answers waiters; their channels have room, so this never blocks.
+func (s *Spool) releaseWaitersLocked(ws []*waiter, err error) {
+	for i, w := range ws {
+		w.ch <- err
+		ws[i] = nil
+	}
+}
+
+func (s *Spool) notifyReadersLocked() {
+	for _, r := range s.mu.readers {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Spool) kickHousekeeper() {
+	select {
+	case s.housec <- struct{}{}:
+	default:
+	}
+}
+
+// Close makes what was appended durable (unless the mode is none), persists every reader's
+// position and closes the files. Appends after Close fail with ErrClosed; Readers must not be
+// used after it. Safe for concurrent use; the second call does nothing.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	var err error
+	if s.cfg.Sync != SyncNone {
+		err = s.sync()
+	}
+	if cerr := s.Checkpoint(); err == nil {
+		err = cerr
+	}
+	s.mu.Lock()
+	if s.mu.active != nil {
+		s.mu.active.release()
+		s.mu.active = nil
+	}
+	readers := s.mu.readers
+	s.mu.Unlock()
+	for _, r := range readers {
+		r.close()
+	}
+	pool.PutBytes(s.wbuf)
+	return err
+}
+
+// Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.
+func (s *Spool) Reader(destination string) *Reader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.mu.readers {
+		if r.name == destination {
+			return r
+		}
+	}
+	return nil
+}
