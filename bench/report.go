@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +29,17 @@ func (r Row) BatchesPerCPUSec() float64 { return perSec(r.Batches, r.CPU) }
 // BatchesPerWallSec is the throughput per second of elapsed time.
 func (r Row) BatchesPerWallSec() float64 { return perSec(r.Batches, r.Wall) }
 
+// SteadyPerWallSec is the throughput once the pipe is full: batches over the wall time less one
+// round trip, which the first answer costs whatever the mode. At long round trips and a few
+// hundred batches that first round trip alone caps BatchesPerWallSec. 0 when the run took no
+// longer than one round trip.
+func (r Row) SteadyPerWallSec() float64 {
+	if r.Wall <= r.RTT {
+		return 0
+	}
+	return perSec(r.Batches, r.Wall-r.RTT)
+}
+
 func perSec(n int, d time.Duration) float64 {
 	if d <= 0 {
 		return 0
@@ -41,19 +53,38 @@ func FormatRTT(d time.Duration) string {
 }
 
 // WriteRows prints rows grouped by shape and latency, with the appendix's columns.
+// The last column, steady/wallsec, is SteadyPerWallSec.
 func WriteRows(w io.Writer, rows []Row) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var group string
 	for _, r := range rows {
 		if g := r.Shape + "/" + FormatRTT(r.RTT); g != group {
 			group = g
-			fmt.Fprintf(tw, "\n%s batches, %s RTT\t\t\t\t\t\t\n", r.Shape, FormatRTT(r.RTT))
-			fmt.Fprintf(tw, "mode\tspans\tCPU time\twall time\tbatches/cpusec\tbatches/wallsec\terrors\t\n")
+			fmt.Fprintf(tw, "\n%s batches, %s RTT\t\t\t\t\t\t\t\n", r.Shape, FormatRTT(r.RTT))
+			fmt.Fprintf(tw, "mode\tspans\tCPU time\twall time\tbatches/cpusec\tbatches/wallsec\terrors\tsteady/wallsec\t\n")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2fs\t%.2fs\t%.0f\t%.0f\t%d\t\n", r.Mode, r.Spans, r.CPU.Seconds(), r.Wall.Seconds(),
-			r.BatchesPerCPUSec(), r.BatchesPerWallSec(), r.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%.2fs\t%.2fs\t%.0f\t%.0f\t%d\t%.0f\t\n", r.Mode, r.Spans, r.CPU.Seconds(), r.Wall.Seconds(),
+			r.BatchesPerCPUSec(), r.BatchesPerWallSec(), r.Errors, r.SteadyPerWallSec())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.Bytes())
+}
+
+// writeTrimmed writes a table with the padding tabwriter leaves at the ends of lines removed, so
+// that the output diffs and pipes cleanly.
+func writeTrimmed(w io.Writer, table []byte) error {
+	var out bytes.Buffer
+	for line := range bytes.Lines(table) {
+		out.Write(bytes.TrimRight(line, " \t\n"))
+		if bytes.HasSuffix(line, []byte("\n")) {
+			out.WriteByte('\n')
+		}
+	}
+	_, err := w.Write(out.Bytes())
+	return err
 }
 
 // Factor is the throughput of one mode divided by the unary baseline at the same latency and
@@ -109,7 +140,8 @@ func WriteFactors(w io.Writer, fs []Factor, baseline string) error {
 		cells[k][f.RTT] = f.Factor
 	}
 	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\nthroughput factor vs %s (batches/wallsec)\t\t", baseline)
 	for _, r := range rtts {
 		fmt.Fprintf(tw, "%s\t", FormatRTT(r))
@@ -126,7 +158,10 @@ func WriteFactors(w io.Writer, fs []Factor, baseline string) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.Bytes())
 }
 
 // Report is what -json writes.

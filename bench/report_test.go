@@ -31,10 +31,25 @@ func TestRowsAndFactors(t *testing.T) {
 	var out bytes.Buffer
 	WriteRows(&out, testRows)
 	WriteFactors(&out, fs, "GRPC/Unary")
-	for _, want := range []string{"small batches, 2 ms RTT", "small batches, 200 ms RTT", "batches/cpusec", "800", "4.00", "32.00"} {
+	for _, want := range []string{"small batches, 2 ms RTT", "small batches, 200 ms RTT", "batches/cpusec", "800", "4.00", "32.00", "steady/wallsec"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	for i, line := range strings.Split(out.String(), "\n") {
+		if strings.TrimRight(line, " \t") != line {
+			t.Errorf("line %d ends in white space: %q", i+1, line)
+		}
+	}
+	// 40 batches in 0.25 s at 200 ms: 160/s overall, 40/(0.25-0.2) = 800/s once the pipe is full.
+	if got := testRows[3].SteadyPerWallSec(); got < 799.9 || got > 800.1 {
+		t.Errorf("steady rate = %v, want 800", got)
+	}
+	if !strings.Contains(out.String(), "  800\n") {
+		t.Errorf("the 200 ms stream row does not end in its steady rate 800:\n%s", out.String())
+	}
+	if got := (Row{Batches: 1, RTT: time.Second, Wall: time.Second}).SteadyPerWallSec(); got != 0 {
+		t.Errorf("steady rate of a run no longer than a round trip = %v, want 0", got)
 	}
 }
 

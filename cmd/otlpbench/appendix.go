@@ -87,6 +87,7 @@ func cmdAppendix(args []string) error {
 	defer stop()
 
 	total := len(run) * len(lats) * len(strings.Split(*shapes, ","))
+	prog := newProgress(os.Stderr)
 	var rows []bench.Row
 	k := 0
 	for _, shape := range strings.Split(*shapes, ",") {
@@ -104,11 +105,9 @@ func cmdAppendix(args []string) error {
 					Mode: m, RTT: rtt, Shape: shape, Batches: n,
 					DelayLine:    bench.ChildDelayLine(exe),
 					StreamWindow: int32(sw), ConnWindow: int32(cw),
-					Progress: func(done int) {
-						fmt.Fprintf(os.Stderr, "\r%-70s %d/%d batches", label, done, n)
-					},
+					Progress: func(done int) { prog.batches(label, done, n) },
 				})
-				fmt.Fprintln(os.Stderr)
+				prog.finished(label, row, err)
 				if err != nil {
 					return fmt.Errorf("%s: %w", label, err)
 				}
