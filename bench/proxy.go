@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -15,6 +17,7 @@ import (
 type ProxyConfig struct {
 	Gate     string   // otlpgate binary
 	GateArgs []string // extra flags for otlpgate
+	Bench    string   // the otlpbench binary, run as `otlpbench forward` (the floor); "" skips the floor
 	Peer     string   // another proxy binary to measure in the same run, or ""
 	PeerArgs []string // its arguments; it gets PEER_LISTEN and PEER_TARGET in its environment
 	Shape    otlpgen.Shape
@@ -27,14 +30,18 @@ type ProxyConfig struct {
 
 // ProxyResult is one target's measurements.
 type ProxyResult struct {
-	Target            string
-	Spans             int
-	Wall              time.Duration
-	CPU               time.Duration // the proxy process's user+system time in the closed-loop phase
-	AllocsPerBatch    float64       // -1 when unknown
-	PeakRSS           int64
-	P50, P99, P999    time.Duration // end to end, latency phase
-	Received, Refused int
+	Target         string
+	Spans          int
+	Wall           time.Duration
+	CPU            time.Duration // the proxy process's user+system time in the closed-loop phase
+	AllocsPerBatch float64       // -1 when unknown
+	// OwnAllocs and OtherAllocs split AllocsPerBatch by the frame that allocated, from an
+	// allocation profile of the measured phase (SplitAllocs): otlpgate's own code, and grpc-go,
+	// x/net, the standard library and the runtime. -1 when unknown.
+	OwnAllocs, OtherAllocs float64
+	PeakRSS                int64
+	P50, P99, P999         time.Duration // end to end, latency phase
+	Received, Refused      int
 }
 
 // CPUPerSpan is the proxy's CPU time per forwarded span.
@@ -54,8 +61,12 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	defer sink.Close()
 	var out []ProxyResult
 
-	run := func(name, target string, proc *Proc, metricsURL string) (ProxyResult, error) {
-		res := ProxyResult{Target: name, AllocsPerBatch: -1}
+	run := func(name, target string, proc *Proc, adminURL string) (ProxyResult, error) {
+		res := ProxyResult{Target: name, AllocsPerBatch: -1, OwnAllocs: -1, OtherAllocs: -1}
+		metricsURL := ""
+		if adminURL != "" {
+			metricsURL = adminURL + "/metrics"
+		}
 		load := LoadConfig{Target: target, Protocol: "v1", Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
 		// Warm up: connections, pools, the peer's JIT-free but cache-cold start.
 		load.Batches = max(cfg.Batches/20, 10)
@@ -70,8 +81,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		if proc != nil {
 			cpu0, _ = ProcUsage(proc.Pid())
 		}
+		var prof0 *profile.Profile
 		if metricsURL != "" {
 			mallocs0, _ = ScrapeCounter(metricsURL, "go_memstats_mallocs_total")
+			prof0, _ = FetchAllocProfile(adminURL)
 		}
 		load.Batches = cfg.Batches
 		fmt.Fprintf(progress, "%s: %d batches, %d in flight, closed loop\n", name, cfg.Batches, cfg.InFlight)
@@ -89,6 +102,12 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		if metricsURL != "" {
 			if m1, err := ScrapeCounter(metricsURL, "go_memstats_mallocs_total"); err == nil {
 				res.AllocsPerBatch = (m1 - mallocs0) / float64(cfg.Batches)
+			}
+			if prof1, err := FetchAllocProfile(adminURL); err == nil && prof0 != nil && res.AllocsPerBatch >= 0 {
+				if sp, err := SplitAllocs(prof0, prof1); err == nil {
+					res.OwnAllocs = res.AllocsPerBatch * sp.OwnShare()
+					res.OtherAllocs = res.AllocsPerBatch - res.OwnAllocs
+				}
 			}
 		}
 		_, spans, _ := sink.Counts()
@@ -114,6 +133,30 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	}
 	out = append(out, direct)
 
+	// The floor: a bare grpc-go forwarder, one unary call out per call in.
+	if cfg.Bench != "" {
+		listen, _ := FreeAddr()
+		admin, _ := FreeAddr()
+		fw, err := StartProc("grpc-forward", cfg.Bench, []string{"forward", "-listen", listen, "-target", sink.Addr(), "-admin", admin},
+			nil, filepath.Join(cfg.Dir, "grpc-forward.log"))
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = WaitListening(wctx, listen)
+		cancel()
+		if err != nil {
+			fw.Stop()
+			return nil, err
+		}
+		r, err := run("grpc-forward", listen, fw, "http://"+admin)
+		fw.Stop()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+
 	// otlpgate, forwarding to the sink over a pipelined OTEP stream.
 	listen, _ := FreeAddr()
 	admin, _ := FreeAddr()
@@ -130,7 +173,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		gate.Stop()
 		return nil, err
 	}
-	r, err := run("otlpgate", listen, gate, "http://"+admin+"/metrics")
+	r, err := run("otlpgate", listen, gate, "http://"+admin)
 	gate.Stop()
 	if err != nil {
 		return nil, err
@@ -179,15 +222,18 @@ func waitSink(s *Sink, n int) {
 // with a peer, the ratio of the peer's CPU per span to otlpgate's.
 func WriteProxy(w io.Writer, rs []ProxyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\t\n")
+	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\t\n")
 	var direct ProxyResult
 	for i, r := range rs {
 		if i == 0 {
 			direct = r
 		}
-		allocs := "-"
+		allocs, own, other := "-", "-", "-"
 		if r.AllocsPerBatch >= 0 {
 			allocs = fmt.Sprintf("%.0f", r.AllocsPerBatch)
+		}
+		if r.OwnAllocs >= 0 {
+			own, other = fmt.Sprintf("%.1f", r.OwnAllocs), fmt.Sprintf("%.1f", r.OtherAllocs)
 		}
 		cpu, rss := "-", "-"
 		if r.CPU > 0 {
@@ -195,13 +241,19 @@ func WriteProxy(w io.Writer, rs []ProxyResult) {
 			rss = fmt.Sprintf("%.0f", float64(r.PeakRSS)/(1<<20))
 		}
 		bps := float64(r.Received) / r.Wall.Seconds()
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t\n", r.Target, r.Spans, bps, cpu, allocs, rss,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond),
 			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond))
 	}
 	tw.Flush()
-	if len(rs) == 3 && rs[1].CPU > 0 {
-		fmt.Fprintf(w, "\n%s uses %.2fx otlpgate's CPU per span (otlpgate: %.3f µs, %s: %.3f µs)\n", rs[2].Target,
-			float64(rs[2].CPUPerSpan())/float64(rs[1].CPUPerSpan()), float64(rs[1].CPUPerSpan())/1e3, rs[2].Target, float64(rs[2].CPUPerSpan())/1e3)
+	var gate *ProxyResult
+	for i := range rs {
+		if rs[i].Target == "otlpgate" {
+			gate = &rs[i]
+		}
+	}
+	if last := rs[len(rs)-1]; gate != nil && gate.CPU > 0 && last.Target != "otlpgate" && last.Target != "grpc-forward" && last.CPU > 0 {
+		fmt.Fprintf(w, "\n%s uses %.2fx otlpgate's CPU per span (otlpgate: %.3f µs, %s: %.3f µs)\n", last.Target,
+			float64(last.CPUPerSpan())/float64(gate.CPUPerSpan()), float64(gate.CPUPerSpan())/1e3, last.Target, float64(last.CPUPerSpan())/1e3)
 	}
 }

@@ -14,6 +14,7 @@ var commands = map[string]func(args []string) error{
 	"profile":   cmdProfile,
 	"soak":      cmdSoak,
 	"rebalance": cmdRebalance,
+	"forward":   cmdForward,
 }
 
 func usage() {
@@ -25,6 +26,7 @@ commands:
   load       an OTLP trace load generator (v1 unary or OTEP stream)
   sink       a counting OTLP trace receiver
   delay      a TCP delay line on loopback
+  forward    a bare grpc-go forwarder (the floor of otlpbench proxy)
   rebalance  the share of requests per gateway over time through nginx or HAProxy, a gateway added mid-run`)
 }
 

@@ -24,6 +24,7 @@ func cmdProxy(args []string) error {
 	rate := fs.Float64("rate", 0, "batches per second of the latency phase (default 200 small, 20 large)")
 	rateN := fs.Int("rate-batches", 0, "batches of the latency phase (default 10 s worth)")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
+	floor := fs.Bool("floor", true, "also measure a bare grpc-go forwarder (otlpbench forward), the floor of CPU and allocations")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,10 +41,17 @@ func cmdProxy(args []string) error {
 	if *rateN == 0 {
 		*rateN = int(*rate * 10)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if !*floor {
+		self = ""
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
-		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
+		Bench: self, Gate: *gate, GateArgs: strings.Fields(*gateArgs), Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
 		Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
 	}, os.Stderr)
 	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes), %d in flight, latency at %.0f batches/s\n",
