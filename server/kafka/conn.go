@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 var (
@@ -139,7 +141,7 @@ func (c *conn) serve() {
 		}
 		bp, err := readRequest(c.nc, int(n))
 		if err != nil {
-			putBuf(bp)
+			pool.PutBytes(bp)
 			countReadError(err, true)
 			return
 		}
@@ -148,7 +150,7 @@ func (c *conn) serve() {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err = c.nc.Write(resp)
 		}
-		putBuf(bp)
+		pool.PutBytes(bp)
 		if !ok || err != nil {
 			return
 		}
@@ -173,11 +175,15 @@ func countReadError(err error, inRequest bool) {
 	}
 }
 
-// readRequest reads a request body of n bytes into a pooled buffer. A large request grows its
-// buffer as bytes arrive rather than reserving n up front, so a client that announces the
+// smallBufSize is the buffer every request starts in: the many small requests (ApiVersions,
+// GetTelemetrySubscriptions) fit, and a push grows from it.
+const smallBufSize = 16 << 10
+
+// readRequest reads a request body of n bytes into a buffer from pool/. A large request grows
+// its buffer as bytes arrive rather than reserving n up front, so a client that announces the
 // maximum and then trickles holds memory in proportion to what it sent.
 func readRequest(r io.Reader, n int) (*[]byte, error) {
-	bp := getBuf(min(n, smallBufSize+1))
+	bp := pool.GetBytes(min(n, smallBufSize+1))
 	buf := *bp
 	if cap(buf) >= n {
 		_, err := io.ReadFull(r, buf[:n])
@@ -186,9 +192,11 @@ func readRequest(r io.Reader, n int) (*[]byte, error) {
 	}
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
-			copy(grown, buf)
-			buf = grown
+			grown := pool.GetBytes(min(n, 2*cap(buf)))
+			*grown = append(*grown, buf...)
+			*bp = buf
+			pool.PutBytes(bp)
+			bp, buf = grown, *grown
 		}
 		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 var (
@@ -106,8 +107,8 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
 		// none) is decoded into the capacity it is given, and one size keeps the buffer in
 		// one pool class.
-		bp := getBuf(s.cfg.TelemetryMaxBytes)
-		defer putBuf(bp)
+		bp := pool.GetBytes(s.cfg.TelemetryMaxBytes)
+		defer pool.PutBytes(bp)
 		out, err := s.dec.Decompress((*bp)[:0], codec, r.Metrics)
 		*bp = out[:0] // keep what the decoder grew, for the pool
 		switch {
