@@ -331,3 +331,6 @@ func (g *gate) removeLocked(w *waiter) {
 		return
 	}
 }
+
+// IntakeRefusedCounter returns the counter of in's byte refusals, for tests of the intakes.
+func IntakeRefusedCounter(in Intake) prometheus.Counter { return intakeRefusedC[in][resBytes] }
