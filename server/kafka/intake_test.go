@@ -128,6 +128,7 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	subs := make([]*kmsg.GetTelemetrySubscriptionsResponse, clients)
 	for i := range conns {
 		conns[i] = dial(t, s, fmt.Sprintf("c%d", i))
+		conns[i].wait = 5 * time.Minute // 256 pushes through 4 decodes, under the race detector too
 		subs[i] = conns[i].get([16]byte{})
 	}
 	clk.advance(2 * time.Second)
