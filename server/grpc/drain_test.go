@@ -2,6 +2,8 @@ package grpcserver
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -139,4 +143,75 @@ func TestAddrWhileStarting(t *testing.T) {
 	if err := srv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A stream busy with a steady flow of requests when shutdown comes ends cleanly, and every
+// request it answered Success reached the destination, exactly once: the handler and the
+// stream's loop never both act on the stream (drain.go).
+func TestShutdownUnderLoadKeepsEveryAnswer(t *testing.T) {
+	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := otepv1.NewStreamExporterClient(e.conn).ExportTraces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxRequests = 20_000
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		gen := otlpgen.New(1) // the trace id of request n is n
+		for id := uint64(1); id <= maxRequests; id++ {
+			req := &otepv1.TraceExportRequest{Id: id, ResourceSpans: gen.Spans(otlpgen.Shape{Spans: 1, Attrs: 1}).ResourceSpans}
+			if stream.Send(req) != nil {
+				return // the server ended the stream
+			}
+		}
+	}()
+	answered := map[uint64]bool{}
+	shut := make(chan error, 1)
+	var end error
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			end = err
+			break
+		}
+		if resp.ResultCode != otepv1.ResultCode_Success || answered[resp.Id] {
+			t.Fatalf("answer %v repeated or not Success", resp)
+		}
+		answered[resp.Id] = true
+		if len(answered) == 200 {
+			go func() { shut <- e.srv.Shutdown(ctx) }()
+		}
+	}
+	<-sent
+	if end != io.EOF {
+		t.Fatalf("stream ended with %v, want a clean end", end)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	e.p.Flush()
+	batches, _ := e.rec.totals()
+	delivered := map[uint64]int{}
+	for _, b := range batches {
+		var req coltracev1.ExportTraceServiceRequest
+		if err := req.UnmarshalVT(b); err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					delivered[binary.BigEndian.Uint64(sp.TraceId[8:])]++
+				}
+			}
+		}
+	}
+	for id := range answered {
+		if delivered[id] != 1 {
+			t.Errorf("request %d answered Success, delivered %d times", id, delivered[id])
+		}
+	}
+	t.Logf("%d answered, %d delivered before the stream ended", len(answered), len(delivered))
 }
