@@ -3,7 +3,6 @@ package httpserver
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -159,22 +158,41 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln == nil {
 		return nil
 	}
-	err := s.hs.ShutdownWithContext(ctx)
-	if err != nil {
+	done := make(chan error, 1)
+	go func() { done <- s.hs.ShutdownWithContext(context.Background()) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Waiting handlers answer 503 now; fasthttp writes those answers with Connection: close
+		// while its shutdown runs. What is still open after a moment (slow clients mid-request,
+		// answers that could not be written) is closed.
 		s.cancelWait()
-		s.conns.Lock()
-		for c := range s.conns.open {
-			c.Close()
+		grace := time.NewTimer(shutdownGrace)
+		select {
+		case err = <-done:
+		case <-grace.C:
+			s.closeConns()
+			err = <-done
 		}
-		s.conns.Unlock()
+		grace.Stop()
 	}
 	s.inflight.Wait()
 	s.cancelWait()
 	<-s.served
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return nil
-	}
 	return err
+}
+
+// shutdownGrace is how long a shutdown that ran out of time still lets the handlers it woke
+// write their answers before the connections are closed.
+const shutdownGrace = time.Second
+
+func (s *Server) closeConns() {
+	s.conns.Lock()
+	defer s.conns.Unlock()
+	for c := range s.conns.open {
+		c.Close()
+	}
 }
 
 // overloaded records a refusal for want of space and reports whether refusals have now lasted
