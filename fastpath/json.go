@@ -195,11 +195,11 @@ func (t *JSONTranscoder) message(dst []byte, m msgID, v *fastjson.Value, nest in
 		t.entries = t.entries[:base]
 		return dst, err
 	}
-	// Keys arrive in any order; protobuf writers emit fields by number. Objects hold a few
-	// fields, usually already in order, so an insertion sort is the cheapest.
+	// Keys arrive in any order; protobuf writers emit fields in a fixed one (jsonField.order).
+	// Objects hold a few fields, usually already in order, so an insertion sort is the cheapest.
 	es := t.entries[base:]
 	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].f.num < es[j-1].f.num; j-- {
+		for j := i; j > 0 && es[j].f.order < es[j-1].f.order; j-- {
 			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}

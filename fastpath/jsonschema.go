@@ -55,6 +55,7 @@ type jsonField struct {
 	num   uint8  // field number
 	name  string // proto name (snake_case); the lowerCamelCase name is derived from it
 	camel string // filled by init from name
+	order uint8  // filled by init: where the field goes in the output (see jsonSchema)
 	typ   jsonType
 	flags uint8
 	oneof uint8 // 1-based oneof group within the message, 0 if none
@@ -77,8 +78,10 @@ func jenum(num uint8, name string, e enumID) jsonField {
 	return jsonField{num: num, name: name, typ: jEnum, enum: e}
 }
 
-// jsonSchema lists, per message, its fields in field-number order, which is also the order the
-// transcoder writes them in: the order protobuf writers use, so that the bytes are canonical.
+// jsonSchema lists, per message, its fields in field-number order. The transcoder writes them
+// in the order protobuf-go's deterministic marshaling and vtprotobuf's MarshalVT use, so that
+// the bytes are canonical: fields outside a oneof by number, then the members of the oneof
+// (OTLP messages have at most one real oneof; proto3 optional fields are ordinary fields here).
 var jsonSchema = [numMsgs][]jsonField{
 	mAnyValue: {
 		jone(1, "string_value", jString),
@@ -321,6 +324,10 @@ func init() {
 		for i := range jsonSchema[m] {
 			f := &jsonSchema[m][i]
 			f.camel = lowerCamel(f.name)
+			f.order = f.num
+			if f.oneof != 0 {
+				f.order |= 0x80
+			}
 		}
 	}
 	for s := range requestField {
