@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/codes"
@@ -92,7 +93,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if f == encJSON {
 		var err error
 		if b, reason, err = s.admitJSON(sc, sig, body); err != nil {
-			sendStatus(ctx, f, fasthttp.StatusBadRequest, codes.InvalidArgument, "malformed OTLP/JSON request: "+err.Error())
+			sendStatus(ctx, f, fasthttp.StatusBadRequest, codes.InvalidArgument, "malformed OTLP/JSON request: "+strings.TrimPrefix(err.Error(), "fastpath: "))
 			return
 		}
 	} else {

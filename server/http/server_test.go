@@ -93,7 +93,7 @@ func TestStatusCodes(t *testing.T) {
 	t.Run("200 partial_success", func(t *testing.T) {
 		e := start(t, testPipelineConfig(), DefaultConfig(), nil)
 		body := append(append(append([]byte{}, badSpanEntry...), req...), 0x78, 0x01) // bad entry, good one, unknown field 15
-		r := e.post(t, "/v1/metrics", nil)                                              // metrics path unused: a sanity 200
+		r := e.post(t, "/v1/metrics", nil)                                            // metrics path unused: a sanity 200
 		if r.status != 200 {
 			t.Fatalf("empty metrics: %d", r.status)
 		}
