@@ -106,6 +106,9 @@ func (c *cors) preflight(ctx *fasthttp.RequestCtx) bool {
 	reqHeaders := ctx.Request.Header.Peek("Access-Control-Request-Headers")
 	if !c.allowed(origin) || string(method) != fasthttp.MethodPost || !c.headersAllowed(reqHeaders) {
 		ctr.rejected[rejectCORS].Inc()
+		h := &ctx.Response.Header
+		h.Del("Access-Control-Allow-Origin") // set by decorate for an allowed origin
+		h.Del("Access-Control-Expose-Headers")
 		ctx.SetStatusCode(fasthttp.StatusForbidden)
 		return true
 	}

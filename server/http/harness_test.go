@@ -200,3 +200,12 @@ func zstded(t *testing.T, b []byte) []byte {
 	defer enc.Close()
 	return enc.EncodeAll(b, nil)
 }
+
+func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
+	t.Helper()
+	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, p.Close
+}
