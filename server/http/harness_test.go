@@ -182,7 +182,7 @@ func status(t *testing.T, b []byte) *spb.Status {
 	return st
 }
 
-func gzipped(t *testing.T, b []byte) []byte {
+func gzipped(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := gzip.NewWriter(&buf)
@@ -191,7 +191,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-func zstded(t *testing.T, b []byte) []byte {
+func zstded(t testing.TB, b []byte) []byte {
 	t.Helper()
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 )
 
 // traces returns an encoded trace export request of n spans (one resource).
-func traces(t *testing.T, seed uint64, n int) []byte {
+func traces(t testing.TB, seed uint64, n int) []byte {
 	t.Helper()
 	b, err := otlpgen.New(seed).Spans(otlpgen.Shape{Spans: n, Attrs: 2}).MarshalVT()
 	if err != nil {
