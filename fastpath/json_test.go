@@ -32,7 +32,9 @@ func str(s string) *commonv1.AnyValue {
 	return &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: s}}
 }
 
-func kv(k string, v *commonv1.AnyValue) *commonv1.KeyValue { return &commonv1.KeyValue{Key: k, Value: v} }
+func kv(k string, v *commonv1.AnyValue) *commonv1.KeyValue {
+	return &commonv1.KeyValue{Key: k, Value: v}
+}
 
 func f64p(x float64) *float64 { return &x }
 
