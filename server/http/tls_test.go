@@ -103,6 +103,17 @@ func TestTLSAndMutualTLS(t *testing.T) {
 	if code, err := post(e, &tls.Config{RootCAs: pki.caPool}); err != nil || code != 200 {
 		t.Errorf("TLS: %d %v", code, err)
 	}
+	// A client that would take HTTP/2 (ALPN h2, as Go's default transport and OkHttp offer)
+	// falls back to HTTP/1.1: the server does not offer h2.
+	h2 := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.caPool}, ForceAttemptHTTP2: true}}
+	resp, err := h2.Post(strings.Replace(e.url, "http://", "https://", 1)+"/v1/traces", ctProto, strings.NewReader(string(body)))
+	if err != nil || resp.StatusCode != 200 || resp.Proto != "HTTP/1.1" {
+		t.Errorf("HTTP/2-capable client: %v %v", resp, err)
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+	h2.CloseIdleConnections()
 	if _, err := post(e, &tls.Config{}); err == nil {
 		t.Error("a client without the CA trusted the server")
 	}
