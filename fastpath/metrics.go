@@ -28,6 +28,14 @@ var (
 		Name: "otlpgate_fastpath_refused_items_total",
 		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it).",
 	}, []string{"signal", "reason"})
+	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_fields_total",
+		Help: "Top-level fields of admitted requests other than the resource entries (and the OTEP id), left out of the batch: they mean nothing once requests are concatenated.",
+	}, []string{"signal"})
+	strippedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_bytes_total",
+		Help: "Bytes of the top-level fields counted in otlpgate_fastpath_stripped_fields_total.",
+	}, []string{"signal"})
 	queueBytes = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_fastpath_queue_bytes",
 		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
@@ -56,6 +64,7 @@ var (
 // path never formats a label.
 type pipelineMetrics struct {
 	admittedItems, admittedBytes [numSignals]prometheus.Counter
+	strippedFields, strippedByte [numSignals]prometheus.Counter
 	refusedC                     [numSignals][numReasons]prometheus.Counter
 	batchBytes, batchItems       [numSignals]prometheus.Observer
 	undeliveredC                 [numSignals]prometheus.Counter
@@ -68,6 +77,8 @@ func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 		n := s.String()
 		m.admittedItems[s] = admittedItems.WithLabelValues(n)
 		m.admittedBytes[s] = admittedBytes.WithLabelValues(n)
+		m.strippedFields[s] = strippedFields.WithLabelValues(n)
+		m.strippedByte[s] = strippedBytes.WithLabelValues(n)
 		for r := range numReasons {
 			m.refusedC[s][r] = refusedItems.WithLabelValues(n, reasonNames[r])
 		}
@@ -86,6 +97,11 @@ func (m *pipelineMetrics) admitted(s Signal, items, bytes int, queued int64) {
 	m.admittedItems[s].Add(float64(items))
 	m.admittedBytes[s].Add(float64(bytes))
 	queueBytes.Add(float64(queued))
+}
+
+func (m *pipelineMetrics) stripped(s Signal, st Stripped) {
+	m.strippedFields[s].Add(float64(st.Fields))
+	m.strippedByte[s].Add(float64(st.Bytes))
 }
 
 func (m *pipelineMetrics) refused(s Signal, reason, items int) {

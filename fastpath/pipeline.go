@@ -116,12 +116,10 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		grow(buf, len(*buf)+len(req), p.cfg.BatchMaxBytes)
 	}
 	before := len(*buf)
+	// Only the resource entries join the batch: see AppendEntries.
+	var st Stripped
 	var err error
-	if layout == LayoutOTEP {
-		*buf, _, err = AppendV1(*buf, req)
-	} else {
-		*buf = append(*buf, req...)
-	}
+	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
 		s.mu.Unlock()
@@ -148,6 +146,9 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	s.mu.Unlock()
 
 	p.m.admitted(sig, items, len(req), added)
+	if st.Fields > 0 {
+		p.m.stripped(sig, st)
+	}
 	if sealed != nil {
 		p.seal(sealed)
 	}
