@@ -63,17 +63,17 @@ var (
 // pipelineMetrics holds the label children a pipeline touches, resolved once so that the hot
 // path never formats a label.
 type pipelineMetrics struct {
-	admittedItems, admittedBytes [numSignals]prometheus.Counter
-	strippedFields, strippedByte [numSignals]prometheus.Counter
-	refusedC                     [numSignals][numReasons]prometheus.Counter
-	batchBytes, batchItems       [numSignals]prometheus.Observer
-	undeliveredC                 [numSignals]prometheus.Counter
+	admittedItems, admittedBytes [NumSignals]prometheus.Counter
+	strippedFields, strippedByte [NumSignals]prometheus.Counter
+	refusedC                     [NumSignals][numReasons]prometheus.Counter
+	batchBytes, batchItems       [NumSignals]prometheus.Observer
+	undeliveredC                 [NumSignals]prometheus.Counter
 	destFull, destClosed         []prometheus.Counter
 }
 
 func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 	m := &pipelineMetrics{}
-	for s := Signal(0); s < numSignals; s++ {
+	for s := Signal(0); s < NumSignals; s++ {
 		n := s.String()
 		m.admittedItems[s] = admittedItems.WithLabelValues(n)
 		m.admittedBytes[s] = admittedBytes.WithLabelValues(n)

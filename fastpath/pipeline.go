@@ -27,11 +27,11 @@ type Pipeline struct {
 	// sizeHint is the size of the signal's last sealed batch: new batches start with about that
 	// much room rather than BatchMaxBytes, so that many small queued batches do not each pin a
 	// buffer of the maximum size.
-	sizeHint [numSignals]atomic.Int64
+	sizeHint [NumSignals]atomic.Int64
 	drained  atomic.Int64 // bytes finished so far, for the drain rate
 	rate     atomic.Int64 // drained bytes per second, smoothed by the flusher
 
-	sig [numSignals]struct {
+	sig [NumSignals]struct {
 		mu struct {
 			sync.Mutex
 			open   *Batch
@@ -79,7 +79,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return nil, errBadSignal
 	}
 	n := int64(len(req))
@@ -106,7 +106,8 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		sealed, b = b, nil
 		s.mu.open = nil
 	}
-	if b == nil {
+	fresh := b == nil
+	if fresh {
 		b = getBatch(p, sig, p.initialSize(sig, len(req)))
 		b.born = time.Now().UnixNano()
 		s.mu.open = b
@@ -122,6 +123,13 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
+		if fresh {
+			// The batch was opened for this request, and nothing else holds it: an empty
+			// batch must not be sealed.
+			s.mu.open = nil
+			b.Payload.Release()
+			b.unref()
+		}
 		s.mu.Unlock()
 		p.queued.Add(-n)
 		if sealed != nil {

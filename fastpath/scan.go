@@ -102,7 +102,7 @@ type Scan struct {
 //
 // Safe for concurrent use.
 func ScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, error) {
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return Scan{}, ErrSignal
 	}
 	if layout >= numLayouts {
