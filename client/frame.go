@@ -99,33 +99,25 @@ func newFrame(id uint64, p *pool.Payload) (*frame, error) {
 // prepare finds the entries of body and decides how to marshal it.
 func (f *frame) prepare(id uint64, body []byte) error {
 	f.id, f.body, f.cuts, f.copy = id, body, f.cuts[:0], false
-	for off := 0; off < len(body); {
-		num, typ, n := protowire.ConsumeTag(body[off:])
-		if n < 0 || num > protowire.MaxValidNumber {
-			// ConsumeTag takes numbers up to 2^31; the schema, protobuf-go and AppendOTEP stop
-			// at 2^29-1.
-			return errFrameInvalid
-		}
-		if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
-			return errFrameInvalid // no OTLP schema has groups; AppendOTEP refuses them too
-		}
-		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
-		if m < 0 {
-			return errFrameInvalid
-		}
-		switch num {
+	// The same walk as fastpath's conversion, so that the frame refuses exactly what
+	// AppendOTEP refuses.
+	it := fastpath.NewTopLevel(body)
+	for fl, ok := it.Next(); ok; fl, ok = it.Next() {
+		switch fl.Num {
 		case 1:
-			if typ != protowire.BytesType {
+			if fl.Type != protowire.BytesType {
 				return errFrameInvalid
 			}
-			if n != 1 {
+			if fl.TagLen() != 1 {
 				f.copy = true // a long tag: AppendOTEP writes the short one
 			}
-			f.cuts = append(f.cuts, int32(off))
+			f.cuts = append(f.cuts, int32(fl.Tag))
 		case 2:
 			return errFrameInvalid // OTEP's entry field: carrying it would invent an entry
 		}
-		off += n + m
+	}
+	if it.Err() != nil {
+		return errFrameInvalid
 	}
 	f.size = fastpath.OTEPSize(id, body)
 	if len(f.cuts) == 0 || cap(body) < trackedMin || len(body) < viewMinEntry*len(f.cuts) {
