@@ -20,9 +20,6 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// numSignals is the number of fastpath signals (traces, metrics, logs).
-const numSignals = 3
-
 // ackShardBits sets 32 shards: more than the cores otlpgate runs on, so that senders and
 // receivers rarely meet on a lock (acktable_bench_test.go measures it).
 const ackShardBits = 5
@@ -37,7 +34,7 @@ type Dest struct {
 	log     *slog.Logger
 	m       *destMetrics
 	conn    *grpc.ClientConn
-	methods [numSignals]string
+	methods [fastpath.NumSignals]string
 	// streamOpts and unaryOpts are the call options: streams wait for the connection to be
 	// ready (a lane has nothing else to do), unary calls fail fast and back off.
 	streamOpts, unaryOpts []grpc.CallOption
@@ -58,9 +55,9 @@ type Dest struct {
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	cancel    context.CancelFunc
-	stop      chan struct{}             // closed when Shutdown stops waiting: senders give up
-	inFlight  [numSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
-	drained   chan struct{}             // closed once nothing is outstanding after Shutdown began
+	stop      chan struct{}                      // closed when Shutdown stops waiting: senders give up
+	inFlight  [fastpath.NumSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
+	drained   chan struct{}                      // closed once nothing is outstanding after Shutdown began
 	drainOnce sync.Once
 	started   atomic.Bool
 	shut      atomic.Bool
@@ -104,7 +101,7 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		log:     log.With("destination", cfg.Name),
 		m:       newDestMetrics(cfg.Name),
 		conn:    conn,
-		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*numSignals),
+		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*int(fastpath.NumSignals)),
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
@@ -128,13 +125,13 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	}
 	switch {
 	case cfg.Protocol == ProtocolV1:
-		d.methods = [numSignals]string{coltracev1.TraceService_Export_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{coltracev1.TraceService_Export_FullMethodName,
 			colmetricsv1.MetricsService_Export_FullMethodName, collogsv1.LogsService_Export_FullMethodName}
 	case cfg.stream():
-		d.methods = [numSignals]string{otepv1.StreamExporter_ExportTraces_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{otepv1.StreamExporter_ExportTraces_FullMethodName,
 			otepv1.StreamExporter_ExportMetrics_FullMethodName, otepv1.StreamExporter_ExportLogs_FullMethodName}
 	default:
-		d.methods = [numSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
 			otepv1.UnaryExporter_ExportMetrics_FullMethodName, otepv1.UnaryExporter_ExportLogs_FullMethodName}
 	}
 	senders := cfg.Concurrency
