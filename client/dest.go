@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
@@ -105,6 +106,9 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
+	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
+		func() float64 { return float64(d.held.Load()) })
+	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
 	limit := cfg.MaxInFlight
 	if limit == 0 {
@@ -198,7 +202,6 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
-	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
 	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
 	d.q.notify()
@@ -307,7 +310,6 @@ func (d *Dest) finish(r *request, delivered bool) {
 	b, n := r.b, r.size
 	putRequest(r)
 	d.held.Add(-int64(n))
-	d.m.queueBytes.Sub(float64(n))
 	b.Done(delivered)
 	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
 		d.drainOnce.Do(d.closeDrained)
@@ -415,6 +417,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.cancel()
 	d.wg.Wait()
 	d.conn.Close()
+	defer heldBytes.remove(d) // after the drops below have settled d.held
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	var lost, items int

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -36,10 +37,10 @@ var (
 		Name: "otlpgate_fastpath_stripped_bytes_total",
 		Help: "Bytes of the top-level fields counted in otlpgate_fastpath_stripped_fields_total.",
 	}, []string{"signal"})
-	queueBytes = promauto.NewGauge(prometheus.GaugeOpts{
+	queueBytes = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_fastpath_queue_bytes",
 		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
-	})
+	}, livePipelines.queued)
 	batchBytes = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_fastpath_batch_bytes",
 		Help:    "Size of sealed batches.",
@@ -93,10 +94,41 @@ func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 	return m
 }
 
-func (m *pipelineMetrics) admitted(s Signal, items, bytes int, queued int64) {
+func (m *pipelineMetrics) admitted(s Signal, items, bytes int) {
 	m.admittedItems[s].Add(float64(items))
 	m.admittedBytes[s].Add(float64(bytes))
-	queueBytes.Add(float64(queued))
+}
+
+// livePipelines are the pipelines whose budget otlpgate_fastpath_queue_bytes sums: the gauge
+// reads each one's own counter at scrape time instead of keeping a copy. A pipeline joins in
+// New and leaves once it is closed and every byte it admitted is finished.
+var livePipelines = &pipelineSet{set: map[*Pipeline]struct{}{}}
+
+type pipelineSet struct {
+	mu  sync.Mutex
+	set map[*Pipeline]struct{}
+}
+
+func (s *pipelineSet) add(p *Pipeline) {
+	s.mu.Lock()
+	s.set[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *pipelineSet) remove(p *Pipeline) {
+	s.mu.Lock()
+	delete(s.set, p)
+	s.mu.Unlock()
+}
+
+func (s *pipelineSet) queued() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for p := range s.set {
+		n += p.queued.Load()
+	}
+	return float64(n)
 }
 
 func (m *pipelineMetrics) stripped(s Signal, st Stripped) {

@@ -53,6 +53,7 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		return nil, errors.New("fastpath: no destination")
 	}
 	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	livePipelines.add(p)
 	p.wg.Add(1)
 	go p.flusher()
 	return p, nil
@@ -153,7 +154,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	}
 	s.mu.Unlock()
 
-	p.m.admitted(sig, items, len(req), added)
+	p.m.admitted(sig, items, len(req))
 	if st.Fields > 0 {
 		p.m.stripped(sig, st)
 	}
@@ -217,8 +218,9 @@ func (p *Pipeline) seal(b *Batch) {
 func (p *Pipeline) finished(b *Batch) {
 	n := int64(b.size)
 	p.sealedN.Add(-1)
-	p.queued.Add(-n)
-	queueBytes.Sub(float64(n))
+	if p.queued.Add(-n) == 0 && p.closed.Load() {
+		livePipelines.remove(p)
+	}
 	p.drained.Add(n)
 	if b.failures.Load() > 0 {
 		p.m.undelivered(b)
@@ -295,4 +297,7 @@ func (p *Pipeline) Close() {
 	close(p.stop)
 	p.wg.Wait()
 	p.sealOlder(1<<63-1, true)
+	if p.queued.Load() == 0 {
+		livePipelines.remove(p) // else the last finished batch removes it
+	}
 }
