@@ -1,6 +1,8 @@
 package client
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -74,10 +76,6 @@ var (
 		Name: "otlpgate_client_in_flight_requests",
 		Help: "Requests sent and not yet answered.",
 	}, []string{"destination"})
-	queueBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "otlpgate_client_queue_bytes",
-		Help: "Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
-	}, []string{"destination"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
@@ -101,6 +99,54 @@ var (
 	}, []string{"destination"})
 )
 
+// queueBytesDesc is otlpgate_client_queue_bytes, which heldBytes reports.
+var queueBytesDesc = prometheus.NewDesc("otlpgate_client_queue_bytes",
+	"Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
+	[]string{"destination"}, nil)
+
+// heldBytes reports otlpgate_client_queue_bytes from each destination's own counter (Dest.held)
+// at scrape time, rather than from a gauge kept in step with it. A destination joins in New and
+// leaves when Shutdown returns; destinations that share a name (a process may build a second
+// one after shutting the first) are summed under it, so a scrape never sees a label set twice.
+var heldBytes = func() *heldCollector {
+	c := &heldCollector{dests: map[*Dest]struct{}{}}
+	prometheus.MustRegister(c)
+	return c
+}()
+
+type heldCollector struct {
+	mu    sync.Mutex
+	dests map[*Dest]struct{}
+}
+
+func (c *heldCollector) add(d *Dest) {
+	c.mu.Lock()
+	c.dests[d] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *heldCollector) remove(d *Dest) {
+	c.mu.Lock()
+	delete(c.dests, d)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueBytesDesc }
+
+// Collect implements prometheus.Collector. Safe for concurrent use.
+func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
+	sums := map[string]int64{}
+	c.mu.Lock()
+	for d := range c.dests {
+		sums[d.cfg.Name] += d.held.Load()
+	}
+	c.mu.Unlock()
+	for name, v := range sums {
+		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v), name)
+	}
+}
+
 // Ways a stream ends, for otlpgate_client_streams_ended_total.
 const (
 	endRebalanceAge = iota
@@ -121,7 +167,8 @@ type destMetrics struct {
 	resent                   prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
-	inFlight, queueBytes     prometheus.Gauge
+	inFlight                 prometheus.Gauge
+	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
 	ackLatency               prometheus.Observer
 	throttles                prometheus.Counter
 	streamsOpened            prometheus.Counter
@@ -138,7 +185,6 @@ func newDestMetrics(name string) *destMetrics {
 		resent:          resentRequests.WithLabelValues(name),
 		partialRejected: partialRejected.WithLabelValues(name),
 		inFlight:        inFlight.WithLabelValues(name),
-		queueBytes:      queueBytes.WithLabelValues(name),
 		ackLatency:      ackLatency.WithLabelValues(name),
 		throttles:       throttles.WithLabelValues(name),
 		streamsOpened:   streamsOpened.WithLabelValues(name),
