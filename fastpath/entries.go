@@ -1,7 +1,5 @@
 package fastpath
 
-import "google.golang.org/protobuf/encoding/protowire"
-
 // Entries is what AppendValidEntries kept and dropped.
 type Entries struct {
 	// Good is the number of resource entries kept, holding Items items.
@@ -13,39 +11,25 @@ type Entries struct {
 }
 
 // AppendValidEntries appends to dst the resource entries of the v1 request req that pass a
-// DepthFull scan each on its own, and returns dst with what it kept and dropped. Unknown
-// top-level fields are left out: once entries of several requests are concatenated they would
-// mean nothing. It returns an error, and dst unchanged, when the top level itself does not hold
+// DepthFull scan each on its own, and returns dst with what it kept and dropped. Other top-level
+// fields are carried over: admission strips and counts them (Pipeline.Admit), as it does for
+// every request. It returns an error, and dst unchanged, when the top level itself does not hold
 // together, for then the entry boundaries cannot be trusted.
 //
 // An intake calls it when a request failed its scan, to keep what a client sent correctly and
 // answer with OTLP's partial success instead of refusing everything. It does not allocate
 // beyond growing dst. Safe for concurrent use.
 func AppendValidEntries(dst []byte, sig Signal, req []byte) ([]byte, Entries, error) {
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return dst, Entries{}, ErrSignal
 	}
 	var e Entries
 	start := len(dst)
-	for rest := req; len(rest) > 0; {
-		num, typ, n, err := consumeTag(rest)
-		if err != nil {
-			return dst[:start], Entries{}, err
-		}
-		var m int
-		if num == 1 && typ == protowire.BytesType {
-			_, m, err = consumeLen(rest[n:])
-		} else if num == 1 {
-			err = ErrWireType
-		} else {
-			m, err = skipValue(rest[n:], typ)
-		}
-		if err != nil {
-			return dst[:start], Entries{}, err
-		}
-		field := rest[:n+m]
-		rest = rest[n+m:]
-		if num != 1 {
+	it := NewTopLevel(req)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		field := req[f.Tag:f.End]
+		if f.Num != 1 {
+			dst = append(dst, field...)
 			continue
 		}
 		if sc, err := ScanRequest(sig, field, LayoutV1, DepthFull); err == nil {
@@ -58,6 +42,9 @@ func AppendValidEntries(dst []byte, sig Signal, req []byte) ([]byte, Entries, er
 		if sc, err := ScanRequest(sig, field, LayoutV1, DepthResource); err == nil {
 			e.Rejected += int64(sc.Items)
 		}
+	}
+	if err := it.Err(); err != nil {
+		return dst[:start], Entries{}, err
 	}
 	return dst, e, nil
 }

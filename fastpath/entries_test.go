@@ -24,7 +24,7 @@ func TestAppendValidEntries(t *testing.T) {
 	f("none good", cat(badSpan), nil, Entries{Bad: 1, Rejected: 1}, nil)
 	f("broken top level", cat(good, []byte{0x0a, 0x09}), nil, Entries{}, ErrLengthOverflow)
 	f("entry of the wrong wire type", cat(good, []byte{0x08, 0x01}), nil, Entries{}, ErrWireType)
-	if _, _, err := AppendValidEntries(nil, numSignals, good); err != ErrSignal {
+	if _, _, err := AppendValidEntries(nil, NumSignals, good); err != ErrSignal {
 		t.Errorf("bad signal: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ type JSONTranscoder struct {
 //
 // Not safe for concurrent use; reuse one per goroutine (pool it).
 func (t *JSONTranscoder) AppendRequest(dst []byte, sig Signal, body []byte) ([]byte, Scan, error) {
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return dst, Scan{}, ErrSignal
 	}
 	start := len(dst)

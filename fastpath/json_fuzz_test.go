@@ -33,7 +33,7 @@ func FuzzJSONTranscode(f *testing.F) {
 	}
 	var tr JSONTranscoder
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for sig := range numSignals {
+		for sig := range NumSignals {
 			prefix := []byte{0xaa, 0xbb}
 			out, s, err := tr.AppendRequest(prefix, sig, body)
 			if err != nil {

@@ -291,7 +291,7 @@ var jsonSchema = [numMsgs][]jsonField{
 }
 
 // requestField names the one field of each v1 Export request: its resource entries.
-var requestField = [numSignals]jsonField{
+var requestField = [NumSignals]jsonField{
 	Traces:  jrep(1, "resource_spans", jMessage),
 	Metrics: jrep(1, "resource_metrics", jMessage),
 	Logs:    jrep(1, "resource_logs", jMessage),

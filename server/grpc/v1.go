@@ -108,35 +108,14 @@ func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath
 	}
 	buf := pool.GetBytes(len(req))
 	defer pool.PutBytes(buf)
-	good, bad, items := 0, 0, 0
-	it := fastpath.NewTopLevel(req)
-	for f, ok := it.Next(); ok; f, ok = it.Next() {
-		field := req[f.Tag:f.End]
-		if f.Num != 1 {
-			// Not an entry: the pipeline strips it on admission and counts it
-			// (otlpgate_fastpath_stripped_fields_total), as it does for every request.
-			*buf = append(*buf, field...)
-			continue
-		}
-		if sc, err := fastpath.ScanRequest(sig, field, fastpath.LayoutV1, fastpath.DepthFull); err == nil {
-			*buf = append(*buf, field...)
-			items += sc.Items
-			good++
-			continue
-		}
-		bad++
-		if sc, err := fastpath.ScanRequest(sig, field, fastpath.LayoutV1, fastpath.DepthResource); err == nil {
-			rejected += int64(sc.Items)
-		}
-	}
-	if it.Err() != nil {
+	var e fastpath.Entries
+	var err error
+	if *buf, e, err = fastpath.AppendValidEntries(*buf, sig, req); err != nil || e.Good == 0 {
 		return nil, 0, "", refusedInvalid
 	}
-	if good == 0 {
-		return nil, 0, "", refusedInvalid
-	}
+	good, bad, items, rejected := e.Good, e.Bad, e.Items, e.Rejected
 	ctr.partial[sig].Add(float64(bad))
-	b, err := s.p.Admit(sig, *buf, items, fastpath.LayoutV1)
+	b, err = s.p.Admit(sig, *buf, items, fastpath.LayoutV1)
 	if err != nil {
 		reason := reasonOf(err)
 		ctr.refuse(kindV1, sig, reason, items)
