@@ -1,5 +1,7 @@
 package fastpath
 
+import "google.golang.org/protobuf/encoding/protowire"
+
 // Entries is what AppendValidEntries kept and dropped.
 type Entries struct {
 	// Good is the number of resource entries kept, holding Items items.
@@ -31,6 +33,10 @@ func AppendValidEntries(dst []byte, sig Signal, req []byte) ([]byte, Entries, er
 		if f.Num != 1 {
 			dst = append(dst, field...)
 			continue
+		}
+		if f.Type != protowire.BytesType {
+			// An entry that is not length-delimited breaks the top level, as ScanRequest says.
+			return dst[:start], Entries{}, ErrWireType
 		}
 		if sc, err := ScanRequest(sig, field, LayoutV1, DepthFull); err == nil {
 			dst = append(dst, field...)

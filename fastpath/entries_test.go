@@ -20,7 +20,8 @@ func TestAppendValidEntries(t *testing.T) {
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	f("all good", cat(good, good), cat(good, good), Entries{Good: 2, Items: 2}, nil)
-	f("mixed", cat(badSpan, good, unknown, badScope, good), cat(good, good), Entries{Good: 2, Items: 2, Bad: 2, Rejected: 1}, nil)
+	// Other top-level fields are carried over: admission strips and counts them.
+	f("mixed", cat(badSpan, good, unknown, badScope, good), cat(good, unknown, good), Entries{Good: 2, Items: 2, Bad: 2, Rejected: 1}, nil)
 	f("none good", cat(badSpan), nil, Entries{Bad: 1, Rejected: 1}, nil)
 	f("broken top level", cat(good, []byte{0x0a, 0x09}), nil, Entries{}, ErrLengthOverflow)
 	f("entry of the wrong wire type", cat(good, []byte{0x08, 0x01}), nil, Entries{}, ErrWireType)
