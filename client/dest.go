@@ -29,9 +29,10 @@ const ackShardBits = 5
 
 // Dest delivers batches to one upstream (one -dest). It implements fastpath.Destination.
 //
-// Goroutines: stream mode runs one sender per stream slot (a lane: Streams of them), one
-// receiver per open stream and one sweeper for ack timeouts; unary mode runs Concurrency
-// workers. All of them start in Start and have returned when Shutdown returns.
+// Goroutines: stream mode runs one sender per stream slot and signal (a lane: Streams of them
+// per signal), one receiver per open stream and one sweeper for ack timeouts; unary mode runs
+// Concurrency workers per signal. A sender serves one signal only, so that a signal whose
+// upstream stops answering never holds up another. All of them start in Start and have returned when Shutdown returns.
 type Dest struct {
 	cfg     Config
 	log     *slog.Logger
@@ -45,11 +46,12 @@ type Dest struct {
 	acks *ackTable
 	q    queue
 
-	nextID      atomic.Uint64 // last id given; advanced under q.mu so ids follow queue order
-	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
-	outstanding atomic.Int64  // requests not yet finished
-	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
-	throttled   atomic.Int32  // throttles since the last success
+	nextID      atomic.Uint64            // last id given; advanced under q.mu so ids follow queue order
+	held        atomic.Int64             // bytes of every request not yet finished (QueueBytes bounds it)
+	heldSig     [numSignals]atomic.Int64 // held, per signal (signalBytes bounds each)
+	outstanding atomic.Int64             // requests not yet finished
+	pausedUntil atomic.Int64             // nanotime before which nothing is sent (throttle)
+	throttled   atomic.Int32             // throttles since the last success
 
 	streams struct {
 		mu  sync.Mutex
@@ -104,7 +106,7 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		log:     log.With("destination", cfg.Name),
 		m:       newDestMetrics(cfg.Name),
 		conn:    conn,
-		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*numSignals),
+		acks:    newAckTable(ackShardBits),
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
@@ -162,19 +164,23 @@ func (d *Dest) Start() {
 		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
 		"concurrency", d.cfg.Concurrency, "compression", d.cfg.compressor(), "tls", !d.cfg.TLS.Insecure)
 	if d.cfg.stream() {
-		for range d.cfg.Streams {
-			l := &lane{d: d, timer: stoppedTimer()}
-			d.wg.Add(1)
-			go l.run()
+		for sig := range fastpath.Signal(numSignals) {
+			for range d.cfg.Streams {
+				l := &lane{d: d, sig: sig, timer: stoppedTimer()}
+				d.wg.Add(1)
+				go l.run()
+			}
 		}
 		d.wg.Add(1)
 		go d.sweep()
 		return
 	}
-	for range d.cfg.Concurrency {
-		w := &worker{d: d, timer: stoppedTimer()}
-		d.wg.Add(1)
-		go w.run()
+	for sig := range fastpath.Signal(numSignals) {
+		for range d.cfg.Concurrency {
+			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
+			d.wg.Add(1)
+			go w.run()
+		}
 	}
 }
 
@@ -186,32 +192,40 @@ func stoppedTimer() *time.Timer {
 
 // Enqueue implements fastpath.Destination: it takes the batch into the destination's queue, or
 // refuses it with fastpath.ErrFull when the bytes the destination holds would exceed
-// QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
-// Safe for concurrent use.
+// QueueBytes, or the bytes of the batch's signal its share of them (signalBytes), and with
+// fastpath.ErrClosed once Shutdown began. It never blocks on the network. Safe for concurrent
+// use.
 func (d *Dest) Enqueue(b *fastpath.Batch) error {
+	sig := b.Signal
+	if int(sig) >= numSignals {
+		return errBadSignal
+	}
 	d.q.mu.Lock()
 	if d.q.mu.closed {
 		d.q.mu.Unlock()
 		return fastpath.ErrClosed
 	}
 	n := int64(b.Len())
-	if d.held.Load()+n > d.cfg.QueueBytes {
+	if d.held.Load()+n > d.cfg.QueueBytes || !signalFits(d.heldSig[sig].Load(), n, d.cfg.QueueBytes) {
 		d.q.mu.Unlock()
 		return fastpath.ErrFull
 	}
 	d.held.Add(n)
+	d.heldSig[sig].Add(n)
 	d.outstanding.Add(1)
 	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
-	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
+	d.q.pushFreshLocked(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
-	d.q.notify()
+	d.q.notify(sig)
 	return nil
 }
 
-// next blocks until a request may be sent (the destination is not paused and one is queued or
-// due) and returns it, or returns nil once the destination stops. t is the caller's own timer.
-// Called by the senders only.
-func (d *Dest) next(t *time.Timer) *request {
+var errBadSignal = errors.New("client: batch of an unknown signal")
+
+// next blocks until a request of sig may be sent (the destination is not paused and one is
+// queued or due) and returns it, or returns nil once the destination stops. t is the caller's
+// own timer. Called by the senders of sig only.
+func (d *Dest) next(sig fastpath.Signal, t *time.Timer) *request {
 	for {
 		select {
 		case <-d.stop:
@@ -223,7 +237,7 @@ func (d *Dest) next(t *time.Timer) *request {
 		}
 		now := nanotime()
 		d.q.mu.Lock()
-		r, wait := d.q.popLocked(now)
+		r, wait := d.q.popLocked(sig, now)
 		d.q.mu.Unlock()
 		if r != nil && d.expired(r, 0) {
 			d.drop(r, dropRetryExhausted) // waited its whole budget in the queue
@@ -234,13 +248,13 @@ func (d *Dest) next(t *time.Timer) *request {
 		}
 		if wait < 0 {
 			select {
-			case <-d.q.wake:
+			case <-d.q.wake[sig]:
 			case <-d.stop:
 				return nil
 			}
 			continue
 		}
-		if !d.sleep(t, wait, true) {
+		if !d.sleep(t, wait, d.q.wake[sig]) {
 			return nil
 		}
 	}
@@ -255,21 +269,17 @@ func (d *Dest) waitPause(t *time.Timer) bool {
 		if p <= now {
 			return true
 		}
-		if !d.sleep(t, time.Duration(p-now), false) {
+		if !d.sleep(t, time.Duration(p-now), nil) {
 			return false
 		}
 	}
 }
 
-// sleep waits for dur on t, or less when woken is set and the queue is notified. It reports
-// false when the destination stops meanwhile.
-func (d *Dest) sleep(t *time.Timer, dur time.Duration, woken bool) bool {
+// sleep waits for dur on t, or less when wake (if not nil) is notified. It reports false when
+// the destination stops meanwhile.
+func (d *Dest) sleep(t *time.Timer, dur time.Duration, wake chan struct{}) bool {
 	t.Reset(dur)
 	defer t.Stop()
-	var wake chan struct{}
-	if woken {
-		wake = d.q.wake
-	}
 	select {
 	case <-t.C:
 		return true
@@ -307,9 +317,10 @@ func (d *Dest) lose(r *request) {
 }
 
 func (d *Dest) finish(r *request, delivered bool) {
-	b, n := r.b, r.size
+	b, n, sig := r.b, r.size, r.sig
 	putRequest(r)
 	d.held.Add(-int64(n))
+	d.heldSig[sig].Add(-int64(n))
 	d.m.queueBytes.Sub(float64(n))
 	b.Done(delivered)
 	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
@@ -427,17 +438,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 		d.drop(r, dropShutdownPending)
 	}
 	d.q.mu.Lock()
-	var left []*request
-	for r := d.q.mu.ready.pop(); r != nil; r = d.q.mu.ready.pop() {
-		left = append(left, r)
-	}
-	for len(d.q.mu.delayed) > 0 {
-		left = append(left, d.q.mu.delayed.pop())
-	}
-	var fresh []*request
-	for r := d.q.mu.fresh.pop(); r != nil; r = d.q.mu.fresh.pop() {
-		fresh = append(fresh, r)
-	}
+	left, fresh := d.q.takeAllLocked(nil, nil)
 	d.q.mu.Unlock()
 	for _, r := range left {
 		lost, items = lost+1, items+r.items
