@@ -34,6 +34,10 @@ type faultFS struct {
 	partial    bool // a failing write first writes half its bytes
 	gate       chan struct{}
 	entered    chan struct{}
+	// seeIn, when set, is read by another descriptor at every Done(true): the line must be
+	// there already, as a process reading the file (or the file after a SIGKILL) would see it.
+	seeIn  string
+	unseen []string
 }
 
 var spanName = regexp.MustCompile(`"name":"([^"]+)"`)
@@ -123,6 +127,13 @@ func finisher(fs *faultFS) func(*fastpath.Batch, bool) {
 		name := "?"
 		if req.UnmarshalVT(b.Payload.Bytes()) == nil {
 			name = req.ResourceSpans[0].ScopeSpans[0].Spans[0].Name
+		}
+		if fs.seeIn != "" && ok {
+			if data, err := os.ReadFile(fs.seeIn); err != nil || !strings.Contains(string(data), `"name":"`+name+`"`) {
+				fs.mu.Lock()
+				fs.unseen = append(fs.unseen, name)
+				fs.mu.Unlock()
+			}
 		}
 		fs.record(fmt.Sprintf("done %s %v", name, ok))
 		b.Done(ok)
@@ -220,6 +231,7 @@ func TestDoneOnlyAfterWrite(t *testing.T) {
 	r := newRig(t, 1<<20, 1)
 	gate := make(chan struct{})
 	r.fs.gate, r.fs.entered = gate, make(chan struct{}, 1)
+	r.fs.seeIn = r.path
 	r.send("t0")
 	select {
 	case <-r.fs.entered:
@@ -241,6 +253,9 @@ func TestDoneOnlyAfterWrite(t *testing.T) {
 	}
 	if got := names(t, r.path); !slices.Equal(got, []string{"t0", "t1", "t2", "t3"}) {
 		t.Errorf("file holds %v", got)
+	}
+	if len(r.fs.unseen) > 0 {
+		t.Errorf("finished as delivered before the file held them: %v", r.fs.unseen)
 	}
 }
 
