@@ -13,8 +13,9 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// Unary mode: Concurrency workers per signal, each with one call in flight; the next call starts only
-// after the previous one was answered or failed. The call's deadline is the ack timeout.
+// Unary mode: Concurrency workers per signal, each with one call in flight; the next call
+// starts only after the previous one was answered or failed. The call's deadline is the ack
+// timeout.
 
 // worker is one unary sender, for one signal: Concurrency of them per signal, so that calls of
 // a signal whose upstream stops answering occupy that signal's workers only. Its fields belong
