@@ -46,12 +46,11 @@ type Dest struct {
 	acks *ackTable
 	q    queue
 
-	nextID      atomic.Uint64            // last id given; advanced under q.mu so ids follow queue order
-	held        atomic.Int64             // bytes of every request not yet finished (QueueBytes bounds it)
-	heldSig     [numSignals]atomic.Int64 // held, per signal (signalBytes bounds each)
-	outstanding atomic.Int64             // requests not yet finished
-	pausedUntil atomic.Int64             // nanotime before which nothing is sent (throttle)
-	throttled   atomic.Int32             // throttles since the last success
+	nextID      atomic.Uint64 // last id given; advanced under q.mu so ids follow queue order
+	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
+	outstanding atomic.Int64  // requests not yet finished
+	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
+	throttled   atomic.Int32  // throttles since the last success
 
 	streams struct {
 		mu  sync.Mutex
@@ -192,9 +191,10 @@ func stoppedTimer() *time.Timer {
 
 // Enqueue implements fastpath.Destination: it takes the batch into the destination's queue, or
 // refuses it with fastpath.ErrFull when the bytes the destination holds would exceed
-// QueueBytes, or the bytes of the batch's signal its share of them (signalBytes), and with
-// fastpath.ErrClosed once Shutdown began. It never blocks on the network. Safe for concurrent
-// use.
+// QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
+// The bound is shared by the signals on purpose: a single destination gets the pipeline's whole
+// budget, so that a full queue shows as backpressure at admission, never as a refusal (a loss)
+// here; a share per signal would turn the one into the other. Safe for concurrent use.
 func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	sig := b.Signal
 	if int(sig) >= numSignals {
@@ -206,12 +206,11 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 		return fastpath.ErrClosed
 	}
 	n := int64(b.Len())
-	if d.held.Load()+n > d.cfg.QueueBytes || !signalFits(d.heldSig[sig].Load(), n, d.cfg.QueueBytes) {
+	if d.held.Load()+n > d.cfg.QueueBytes {
 		d.q.mu.Unlock()
 		return fastpath.ErrFull
 	}
 	d.held.Add(n)
-	d.heldSig[sig].Add(n)
 	d.outstanding.Add(1)
 	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
 	d.q.pushFreshLocked(getRequest(b, d.nextID.Add(1)))
@@ -317,10 +316,9 @@ func (d *Dest) lose(r *request) {
 }
 
 func (d *Dest) finish(r *request, delivered bool) {
-	b, n, sig := r.b, r.size, r.sig
+	b, n := r.b, r.size
 	putRequest(r)
 	d.held.Add(-int64(n))
-	d.heldSig[sig].Add(-int64(n))
 	d.m.queueBytes.Sub(float64(n))
 	b.Done(delivered)
 	if d.outstanding.Add(-1) == 0 && d.closing.Load() {

@@ -8,9 +8,9 @@
 // sends on it while fewer than Window of its requests wait for an answer. Answers carry the
 // request id and may come in any order; the ack table (acktable.go) matches them. Unary mode
 // runs Concurrency workers per signal with one call in flight each, the call's answer or error
-// coming before the next call. Every signal has its own queue and senders, and may hold at most
-// three quarters of QueueBytes, so a signal whose upstream stops answering never holds up
-// another (a throttle still pauses the whole destination: it speaks for the server).
+// coming before the next call. Every signal has its own queue and senders, so a signal whose
+// upstream stops answering never holds up another's sends (a throttle still pauses the whole
+// destination: it speaks for the server). The signals share QueueBytes.
 //
 // # What happens to a request
 //

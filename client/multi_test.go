@@ -24,7 +24,7 @@ func TestMultiDestination(t *testing.T) {
 	body := traceBody("b0", 2, 300)
 	deadCfg := streamConfig(t, dead, 2, 4)
 	deadCfg.Name += "_dead"
-	deadCfg.QueueBytes = int64(4*len(body) + len(body)/2) // one signal may hold 3/4: three bodies
+	deadCfg.QueueBytes = int64(3*len(body) + len(body)/2)
 	a := startDest(t, deadCfg)
 	su, vu := newUpstream(t), newUpstream(t)
 	sCfg := streamConfig(t, su.addr, 2, 4)

@@ -109,15 +109,6 @@ func (q *queue) takeAllLocked(again, fresh []*request) ([]*request, []*request) 
 	return again, fresh
 }
 
-// signalFits reports whether a signal that holds held bytes may take n more under a queue of
-// total bytes. A signal may fill at most three quarters of the queue, so that when its upstream
-// stops answering the others keep a quarter to go on with; a signal that holds nothing may
-// always take one batch (that the whole queue's bound then allows), or a batch larger than the
-// share could never be sent.
-func signalFits(held, n, total int64) bool {
-	return held == 0 || held+n <= total-total/4
-}
-
 // ring is a FIFO of requests on a circular slice that grows by doubling and is reused.
 type ring struct {
 	buf  []*request

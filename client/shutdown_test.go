@@ -178,8 +178,8 @@ func TestEnqueueBounds(t *testing.T) {
 	ln.Close()
 	body := traceBody("b", 1, 100)
 	cfg := streamConfig(t, addr, 1, 1)
-	cfg.QueueBytes = int64(4*len(body) + len(body)/2) // one signal may hold 3/4: three bodies
-	d, err := New(cfg, nil)                           // not started: nothing leaves the queue
+	cfg.QueueBytes = int64(3*len(body) + len(body)/2)
+	d, err := New(cfg, nil) // not started: nothing leaves the queue
 	if err != nil {
 		t.Fatal(err)
 	}

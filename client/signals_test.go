@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
@@ -239,68 +238,4 @@ func TestUnaryStalledSignalDoesNotBlockOthers(t *testing.T) {
 	if want := []string{"1:t0", "2:t1", "3:t2", "4:t3", "5:t4"}; !slices.Equal(got[fastpath.Traces], want) {
 		t.Errorf("traces received %v, want %v", got[fastpath.Traces], want)
 	}
-}
-
-// One signal may fill three quarters of QueueBytes, not all of it: when its upstream stops
-// answering, the other signals still find room. The whole queue's bound holds as before.
-func TestSignalShareOfQueueBytes(t *testing.T) {
-	tb := traceBody("t", 1, 400)
-	mb, lb := metricsBody("m0"), logsBody("l0")
-	if len(mb)+len(lb) > len(tb) {
-		t.Fatalf("test bodies: metrics %d + logs %d > traces %d", len(mb), len(lb), len(tb))
-	}
-	cfg := streamConfig(t, "127.0.0.1:1", 1, 1)
-	cfg.QueueBytes = int64(4 * len(tb)) // traces may hold 3 of them
-	d, err := New(cfg, nil)             // not started: nothing leaves the queue
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &refusals{dest: d}
-	f := newFeeder(t, rec)
-	for i := range 4 {
-		f.sendSignal(fastpath.Traces, fmt.Sprintf("t%d", i), tb)
-	}
-	f.sendSignal(fastpath.Metrics, "m0", mb)
-	f.sendSignal(fastpath.Logs, "l0", lb)
-	// Past the whole bound: a second large logs batch does not fit the quarter left.
-	f.sendSignal(fastpath.Logs, "l1", logsBody(strings.Repeat("l", len(tb))))
-	want := []error{nil, nil, nil, fastpath.ErrFull, nil, nil, fastpath.ErrFull}
-	if !errorsEqual(rec.errs, want) {
-		t.Errorf("Enqueue returned %v, want %v", rec.errs, want)
-	}
-	if got, want := value(d.m.queueBytes), 3*len(tb)+len(mb)+len(lb); got != want {
-		t.Errorf("queue bytes %d, want %d", got, want)
-	}
-	for sig, want := range []int{3 * len(tb), len(mb), len(lb)} {
-		if got := d.heldSig[sig].Load(); got != int64(want) {
-			t.Errorf("%s holds %d bytes, want %d", fastpath.Signal(sig), got, want)
-		}
-	}
-	if err := shutdown(t, d, time.Second); err == nil {
-		t.Error("no loss reported")
-	}
-	if v := value(d.m.dropped[dropShutdownQueued]); v != 5 {
-		t.Errorf("queued lost %d, want 5", v)
-	}
-	for sig := range d.heldSig {
-		if got := d.heldSig[sig].Load(); got != 0 {
-			t.Errorf("%s holds %d bytes after Shutdown", fastpath.Signal(sig), got)
-		}
-	}
-}
-
-// A signal that holds nothing may take one batch larger than its share, as long as the whole
-// queue's bound allows it: otherwise such a batch could never be sent.
-func TestSignalShareAdmitsOneLargeBatch(t *testing.T) {
-	f := func(held, n, total int64, want bool) {
-		t.Helper()
-		if got := signalFits(held, n, total); got != want {
-			t.Errorf("signalFits(%d, %d, %d) = %v, want %v", held, n, total, got, want)
-		}
-	}
-	f(0, 100, 100, true)
-	f(1, 74, 100, true)
-	f(1, 75, 100, false)
-	f(75, 1, 100, false)
-	f(74, 1, 100, true)
 }
