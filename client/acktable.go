@@ -12,9 +12,11 @@ import "sync"
 // open-addressing table with linear probing, addressed by id / shards: the live ids of a shard
 // are mostly a run of consecutive values, which land in consecutive slots without colliding.
 // Deletion shifts the following entries back instead of leaving tombstones, so a table that
-// sees billions of inserts and deletes never degrades nor needs a rehash. It grows (the only
-// allocation) when more than half full and never shrinks: its size follows the largest number of
-// requests ever pending at once, which streams × window bounds.
+// sees billions of inserts and deletes never degrades nor needs a rehash. Each shard starts small
+// and grows by doubling (the only allocation) when more than half full, and never shrinks: its
+// size follows the largest number of requests ever pending at once, not the most there could
+// be. streams × window × signals bounds that, and may be hundreds of millions; sizing for it up
+// front would take GiB of memory for a destination that may never have a thousand pending.
 //
 // Invariants:
 //
@@ -43,18 +45,14 @@ type ackShard struct {
 
 const ackShardMinSlots = 64
 
-// newAckTable returns a table with 2^shardBits shards, each sized for about pending/shards
-// entries.
-func newAckTable(shardBits uint, pending int) *ackTable {
+// newAckTable returns a table with 2^shardBits shards of ackShardMinSlots slots each; they
+// grow as requests wait.
+func newAckTable(shardBits uint) *ackTable {
 	t := &ackTable{shards: make([]ackShard, 1<<shardBits), shift: shardBits, mask: 1<<shardBits - 1}
-	slots := ackShardMinSlots
-	for slots < 2*pending>>shardBits {
-		slots <<= 1
-	}
 	for i := range t.shards {
 		s := &t.shards[i]
-		s.mu.keys = make([]uint64, slots)
-		s.mu.vals = make([]*request, slots)
+		s.mu.keys = make([]uint64, ackShardMinSlots)
+		s.mu.vals = make([]*request, ackShardMinSlots)
 	}
 	return t
 }

@@ -15,7 +15,7 @@ import (
 // figures). The baseline is the same work on one map under one mutex.
 func BenchmarkAckTable(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
-		tab := newAckTable(ackShardBits, 256)
+		tab := newAckTable(ackShardBits)
 		s := &stream{}
 		r := &request{stream: s}
 		b.ReportAllocs()
@@ -29,7 +29,7 @@ func BenchmarkAckTable(b *testing.B) {
 	})
 	for _, par := range []int{1, 2, 4, 8, 16} {
 		b.Run("sharded/goroutines="+strconv.Itoa(par)+"xGOMAXPROCS", func(b *testing.B) {
-			tab := newAckTable(ackShardBits, 256)
+			tab := newAckTable(ackShardBits)
 			var goroutines atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(par)

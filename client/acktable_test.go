@@ -1,7 +1,9 @@
 package client
 
 import (
+	"context"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -12,7 +14,7 @@ import (
 // growth from the smallest size.
 func TestAckTableMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	tab := newAckTable(2, 0)
+	tab := newAckTable(2)
 	want := map[uint64]*request{}
 	streams := []*stream{{}, {}, {}}
 	next := uint64(1)
@@ -89,7 +91,7 @@ func TestAckTableMatchesMap(t *testing.T) {
 
 // Concurrent inserts and removes of disjoint ids leave exactly what was not removed.
 func TestAckTableConcurrent(t *testing.T) {
-	tab := newAckTable(ackShardBits, 64)
+	tab := newAckTable(ackShardBits)
 	const workers, per = 8, 5000
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -116,7 +118,7 @@ func TestAckTableConcurrent(t *testing.T) {
 }
 
 func TestAckTableRejectsMisuse(t *testing.T) {
-	tab := newAckTable(1, 0)
+	tab := newAckTable(1)
 	mustPanic(t, "id 0", func() { tab.insert(&request{}) })
 	tab.insert(&request{id: 5})
 	mustPanic(t, "duplicate id", func() { tab.insert(&request{id: 5}) })
@@ -133,4 +135,54 @@ func mustPanic(t *testing.T, what string, f func()) {
 		}
 	}()
 	f()
+}
+
+// A destination with about a million requests allowed in flight per signal (16 streams of
+// window 65536) costs no more at creation than one with the defaults: the ack table starts at
+// its smallest and grows with what is actually pending, where it used to be sized for
+// streams × window × signals up front (hundreds of MiB here). Shards then grow on demand: 5000
+// requests pending at once all fit and are found.
+func TestAckTableSizedOnDemand(t *testing.T) {
+	cfg := testConfig(t, "127.0.0.1:1")
+	cfg.Streams, cfg.Window = 16, 1<<16
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	d, err := New(cfg, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	const bound = 1 << 20 // the gRPC client, metrics and 32 small shards: about 72 KiB
+	got := after.TotalAlloc - before.TotalAlloc
+	if got > bound {
+		t.Fatalf("New allocated %d bytes, want at most %d", got, bound)
+	}
+	t.Logf("New allocated %d bytes", got)
+	for i := range d.acks.shards {
+		if n := len(d.acks.shards[i].mu.keys); n != ackShardMinSlots {
+			t.Fatalf("shard %d starts with %d slots, want %d", i, n, ackShardMinSlots)
+		}
+	}
+
+	const pending = 5000
+	s := &stream{}
+	for id := uint64(1); id <= pending; id++ {
+		d.acks.insert(&request{id: id, stream: s})
+	}
+	if n := d.acks.len(); n != pending {
+		t.Fatalf("len %d, want %d", n, pending)
+	}
+	for id := uint64(pending); id >= 1; id-- {
+		if r := d.acks.remove(id, s); r == nil || r.id != id {
+			t.Fatalf("id %d not found", id)
+		}
+	}
+	for i := range d.acks.shards {
+		// pending/32 ≈ 157 per shard, kept at most half full: 512 slots.
+		if n := len(d.acks.shards[i].mu.keys); n != 512 {
+			t.Errorf("shard %d grew to %d slots, want 512", i, n)
+		}
+	}
 }

@@ -13,7 +13,7 @@ import (
 // Insert and acknowledge, the path every streamed request takes, allocates nothing once the
 // table has its size.
 func TestAckTableZeroAlloc(t *testing.T) {
-	tab := newAckTable(ackShardBits, 256)
+	tab := newAckTable(ackShardBits)
 	s := &stream{}
 	reqs := make([]request, 64)
 	id := uint64(0)
@@ -88,10 +88,10 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
 			panic(err)
 		}
-		r := d.next(timer)
+		r := d.next(fastpath.Traces, timer)
 		r.attempt, r.taken = 1, nanotime()
 		d.retry(r, retryFailed)
-		r = d.next(timer)
+		r = d.next(fastpath.Traces, timer)
 		d.deliver(r)
 	})
 	if allocs != 0 {

@@ -21,7 +21,7 @@ const (
 	// ModeStream pipelines requests over Streams streams, each with Window unacknowledged
 	// requests at most, acknowledged by id in any order. OTEP only.
 	ModeStream = "stream"
-	// ModeUnary runs Concurrency workers, each with one call in flight.
+	// ModeUnary runs Concurrency workers per signal, each with one call in flight.
 	ModeUnary = "unary"
 )
 
@@ -61,7 +61,9 @@ type Config struct {
 	// Window). Without it a re-balanced stream's pending requests would come on top of the new
 	// stream's window; with streams=1,window=1 it makes stream mode strictly one at a time.
 	MaxInFlight int
-	// Concurrency is how many unary calls may be in flight at once (concurrency, default 8).
+	// Concurrency is how many unary calls of one signal may be in flight at once (concurrency,
+	// default 8): each signal has its own workers, so one whose upstream stops answering does
+	// not hold up the others.
 	Concurrency int
 	// Compression is "", gzip, zstd or snappy (compression, default none). The compressor must
 	// be registered (codec.RegisterCompressors) before New.

@@ -28,9 +28,10 @@ const ackShardBits = 5
 
 // Dest delivers batches to one upstream (one -dest). It implements fastpath.Destination.
 //
-// Goroutines: stream mode runs one sender per stream slot (a lane: Streams of them), one
-// receiver per open stream and one sweeper for ack timeouts; unary mode runs Concurrency
-// workers. All of them start in Start and have returned when Shutdown returns.
+// Goroutines: stream mode runs one sender per stream slot and signal (a lane: Streams of them
+// per signal), one receiver per open stream and one sweeper for ack timeouts; unary mode runs
+// Concurrency workers per signal. A sender serves one signal only, so that a signal whose
+// upstream stops answering never holds up another. All of them start in Start and have returned when Shutdown returns.
 type Dest struct {
 	cfg     Config
 	log     *slog.Logger
@@ -108,7 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		log:     log.With("destination", cfg.Name),
 		m:       newDestMetrics(cfg.Name),
 		conn:    conn,
-		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*int(fastpath.NumSignals)),
+		acks:    newAckTable(ackShardBits),
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
@@ -169,19 +170,23 @@ func (d *Dest) Start() {
 		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
 		"concurrency", d.cfg.Concurrency, "compression", d.cfg.compressor(), "tls", !d.cfg.TLS.Insecure)
 	if d.cfg.stream() {
-		for range d.cfg.Streams {
-			l := &lane{d: d, timer: stoppedTimer()}
-			d.wg.Add(1)
-			go l.run()
+		for sig := range fastpath.Signal(fastpath.NumSignals) {
+			for range d.cfg.Streams {
+				l := &lane{d: d, sig: sig, timer: stoppedTimer()}
+				d.wg.Add(1)
+				go l.run()
+			}
 		}
 		d.wg.Add(1)
 		go d.sweep()
 		return
 	}
-	for range d.cfg.Concurrency {
-		w := &worker{d: d, timer: stoppedTimer()}
-		d.wg.Add(1)
-		go w.run()
+	for sig := range fastpath.Signal(fastpath.NumSignals) {
+		for range d.cfg.Concurrency {
+			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
+			d.wg.Add(1)
+			go w.run()
+		}
 	}
 }
 
@@ -194,8 +199,14 @@ func stoppedTimer() *time.Timer {
 // Enqueue implements fastpath.Destination: it takes the batch into the destination's queue, or
 // refuses it with fastpath.ErrFull when the bytes the destination holds would exceed
 // QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
-// Safe for concurrent use.
+// The bound is shared by the signals on purpose: a single destination gets the pipeline's whole
+// budget, so that a full queue shows as backpressure at admission, never as a refusal (a loss)
+// here; a share per signal would turn the one into the other. Safe for concurrent use.
 func (d *Dest) Enqueue(b *fastpath.Batch) error {
+	sig := b.Signal
+	if sig >= fastpath.NumSignals {
+		return errBadSignal
+	}
 	d.q.mu.Lock()
 	if d.q.mu.closed {
 		d.q.mu.Unlock()
@@ -208,16 +219,18 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
-	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
+	d.q.pushFreshLocked(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
-	d.q.notify()
+	d.q.notify(sig)
 	return nil
 }
 
-// next blocks until a request may be sent (the destination is not paused and one is queued or
-// due) and returns it, or returns nil once the destination stops. t is the caller's own timer.
-// Called by the senders only.
-func (d *Dest) next(t *time.Timer) *request {
+var errBadSignal = errors.New("client: batch of an unknown signal")
+
+// next blocks until a request of sig may be sent (the destination is not paused and one is
+// queued or due) and returns it, or returns nil once the destination stops. t is the caller's
+// own timer. Called by the senders of sig only.
+func (d *Dest) next(sig fastpath.Signal, t *time.Timer) *request {
 	for {
 		select {
 		case <-d.stop:
@@ -229,7 +242,7 @@ func (d *Dest) next(t *time.Timer) *request {
 		}
 		now := nanotime()
 		d.q.mu.Lock()
-		r, wait := d.q.popLocked(now)
+		r, wait := d.q.popLocked(sig, now)
 		d.q.mu.Unlock()
 		if r != nil && d.expired(r, 0) {
 			d.drop(r, dropRetryExhausted) // waited its whole budget in the queue
@@ -240,13 +253,13 @@ func (d *Dest) next(t *time.Timer) *request {
 		}
 		if wait < 0 {
 			select {
-			case <-d.q.wake:
+			case <-d.q.wake[sig]:
 			case <-d.stop:
 				return nil
 			}
 			continue
 		}
-		if !d.sleep(t, wait, true) {
+		if !d.sleep(t, wait, d.q.wake[sig]) {
 			return nil
 		}
 	}
@@ -261,21 +274,17 @@ func (d *Dest) waitPause(t *time.Timer) bool {
 		if p <= now {
 			return true
 		}
-		if !d.sleep(t, time.Duration(p-now), false) {
+		if !d.sleep(t, time.Duration(p-now), nil) {
 			return false
 		}
 	}
 }
 
-// sleep waits for dur on t, or less when woken is set and the queue is notified. It reports
-// false when the destination stops meanwhile.
-func (d *Dest) sleep(t *time.Timer, dur time.Duration, woken bool) bool {
+// sleep waits for dur on t, or less when wake (if not nil) is notified. It reports false when
+// the destination stops meanwhile.
+func (d *Dest) sleep(t *time.Timer, dur time.Duration, wake chan struct{}) bool {
 	t.Reset(dur)
 	defer t.Stop()
-	var wake chan struct{}
-	if woken {
-		wake = d.q.wake
-	}
 	select {
 	case <-t.C:
 		return true
@@ -456,17 +465,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 		d.drop(r, dropShutdownPending)
 	}
 	d.q.mu.Lock()
-	var left []*request
-	for r := d.q.mu.ready.pop(); r != nil; r = d.q.mu.ready.pop() {
-		left = append(left, r)
-	}
-	for len(d.q.mu.delayed) > 0 {
-		left = append(left, d.q.mu.delayed.pop())
-	}
-	var fresh []*request
-	for r := d.q.mu.fresh.pop(); r != nil; r = d.q.mu.fresh.pop() {
-		fresh = append(fresh, r)
-	}
+	left, fresh := d.q.takeAllLocked(nil, nil)
 	d.q.mu.Unlock()
 	for _, r := range left {
 		d.drop(r, dropShutdownRetry)

@@ -35,7 +35,7 @@ func BenchmarkDestCycle(b *testing.B) {
 		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
 			b.Fatal(err)
 		}
-		d.deliver(d.next(timer))
+		d.deliver(d.next(fastpath.Traces, timer))
 	}
 }
 

@@ -4,11 +4,13 @@
 //
 // # Modes
 //
-// Stream mode (OTEP only) keeps Streams lanes; each lane holds one stream per signal and
+// Stream mode (OTEP only) keeps Streams lanes per signal; each lane holds one stream and
 // sends on it while fewer than Window of its requests wait for an answer. Answers carry the
 // request id and may come in any order; the ack table (acktable.go) matches them. Unary mode
-// runs Concurrency workers with one call in flight each, the call's answer or error coming
-// before the next call.
+// runs Concurrency workers per signal with one call in flight each, the call's answer or error
+// coming before the next call. Every signal has its own queue and senders, so a signal whose
+// upstream stops answering never holds up another's sends (a throttle still pauses the whole
+// destination: it speaks for the server). The signals share QueueBytes.
 //
 // # What happens to a request
 //

@@ -3,69 +3,110 @@ package client
 import (
 	"sync"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
-// queue holds the requests of one destination that wait to be sent: fresh batches in arrival
-// order, requests to send again now (re-sends, due retries), and retries waiting for their
-// backoff. Senders (stream lanes, unary workers) take from it with next; everyone else puts
-// into it. Requests to send again go before fresh ones: they are older, and their bytes already
-// count against the destination's budget.
+// queue holds the requests of one destination that wait to be sent, one set per signal:
+// fresh batches in arrival order, requests to send again now (re-sends, due retries), and
+// retries waiting for their backoff. Each sender (stream lane, unary worker) serves one signal
+// and takes only from that signal's set, so a signal whose upstream stops answering holds up
+// its own senders and never another signal's. Everyone else puts into it. Requests to send
+// again go before fresh ones: they are older, and their bytes already count against the
+// destination's budget.
+//
+// One mutex guards every signal: ids are given under it in Enqueue order across signals, and
+// Shutdown empties all of them at once.
 type queue struct {
 	mu struct {
 		sync.Mutex
-		ready   ring      // send again now
-		fresh   ring      // never sent
-		delayed delayHeap // retry at due
-		closed  bool      // Shutdown began: no fresh batch may enter
+		sig    [fastpath.NumSignals]signalQueue
+		closed bool // Shutdown began: no fresh batch may enter
 	}
-	// wake carries one token per put, up to one per sender, so that each put wakes at most
-	// one waiting sender and a put while nobody waits is not lost.
-	wake chan struct{}
+	// wake carries, per signal, one token per put, up to one per sender of that signal, so
+	// that each put wakes at most one waiting sender and a put while nobody waits is not lost.
+	wake [fastpath.NumSignals]chan struct{}
 }
 
+// signalQueue is what waits to be sent for one signal.
+type signalQueue struct {
+	ready   ring      // send again now
+	fresh   ring      // never sent
+	delayed delayHeap // retry at due
+}
+
+// init sizes the wake-ups for senders goroutines per signal.
 func (q *queue) init(senders int) {
-	q.wake = make(chan struct{}, senders)
+	for i := range q.wake {
+		q.wake[i] = make(chan struct{}, senders)
+	}
 }
 
-func (q *queue) notify() {
+func (q *queue) notify(sig fastpath.Signal) {
 	select {
-	case q.wake <- struct{}{}:
+	case q.wake[sig] <- struct{}{}:
 	default:
 	}
 }
 
-// pushReady queues r to be sent as soon as a sender is free. Safe for concurrent use.
+// pushFreshLocked queues r, never sent, behind the fresh requests of its signal.
+func (q *queue) pushFreshLocked(r *request) { q.mu.sig[r.sig].fresh.push(r) }
+
+// pushReady queues r to be sent as soon as a sender of its signal is free. Safe for concurrent
+// use.
 func (q *queue) pushReady(r *request) {
+	sig := r.sig
 	q.mu.Lock()
-	q.mu.ready.push(r)
+	q.mu.sig[sig].ready.push(r)
 	q.mu.Unlock()
-	q.notify()
+	q.notify(sig)
 }
 
 // pushDelayed queues r to be sent at r.due. Safe for concurrent use.
 func (q *queue) pushDelayed(r *request) {
+	sig := r.sig
 	q.mu.Lock()
-	q.mu.delayed.push(r)
+	q.mu.sig[sig].delayed.push(r)
 	q.mu.Unlock()
-	q.notify() // a waiting sender may need an earlier timer
+	q.notify(sig) // a waiting sender may need an earlier timer
 }
 
-// popLocked returns the next request to send, or nil and how long until a delayed one is due
-// (-1: none is).
-func (q *queue) popLocked(now int64) (*request, time.Duration) {
-	for len(q.mu.delayed) > 0 && q.mu.delayed[0].due <= now {
-		q.mu.ready.push(q.mu.delayed.pop())
+// popLocked returns the next request of sig to send, or nil and how long until a delayed one
+// of sig is due (-1: none is).
+func (q *queue) popLocked(sig fastpath.Signal, now int64) (*request, time.Duration) {
+	s := &q.mu.sig[sig]
+	for len(s.delayed) > 0 && s.delayed[0].due <= now {
+		s.ready.push(s.delayed.pop())
 	}
-	if r := q.mu.ready.pop(); r != nil {
+	if r := s.ready.pop(); r != nil {
 		return r, 0
 	}
-	if r := q.mu.fresh.pop(); r != nil {
+	if r := s.fresh.pop(); r != nil {
 		return r, 0
 	}
-	if len(q.mu.delayed) > 0 {
-		return nil, time.Duration(q.mu.delayed[0].due - now)
+	if len(s.delayed) > 0 {
+		return nil, time.Duration(s.delayed[0].due - now)
 	}
 	return nil, -1
+}
+
+// takeAllLocked empties every signal's queue: requests that were sent before (to send again
+// or waiting for a retry) go to again, never-sent ones to fresh, both in no particular order
+// across signals. For Shutdown.
+func (q *queue) takeAllLocked(again, fresh []*request) ([]*request, []*request) {
+	for i := range q.mu.sig {
+		s := &q.mu.sig[i]
+		for r := s.ready.pop(); r != nil; r = s.ready.pop() {
+			again = append(again, r)
+		}
+		for len(s.delayed) > 0 {
+			again = append(again, s.delayed.pop())
+		}
+		for r := s.fresh.pop(); r != nil; r = s.fresh.pop() {
+			fresh = append(fresh, r)
+		}
+	}
+	return again, fresh
 }
 
 // ring is a FIFO of requests on a circular slice that grows by doubling and is reused.

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 func TestBackoff(t *testing.T) {
@@ -120,13 +122,13 @@ func TestQueueOrder(t *testing.T) {
 	// Requests to send again go before fresh ones, and a delayed one only once due.
 	var q queue
 	q.init(1)
-	q.mu.fresh.push(&request{id: 1})
+	q.pushFreshLocked(&request{id: 1})
 	q.pushDelayed(&request{id: 2, due: 100})
 	q.pushReady(&request{id: 3})
 	var order []uint64
 	for now := int64(0); len(order) < 3; now += 60 {
 		q.mu.Lock()
-		r, wait := q.popLocked(now)
+		r, wait := q.popLocked(fastpath.Traces, now)
 		q.mu.Unlock()
 		if r == nil {
 			if wait != time.Duration(100-now) {

@@ -13,8 +13,11 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// Stream mode. Each lane is one sender goroutine that keeps one stream per signal open, sends
+// Stream mode. Each lane is one sender goroutine of one signal: it keeps one stream open, sends
 // on it while its window has room, and replaces it when it ends or is due for re-balancing.
+// Every signal has Streams lanes of its own, fed by that signal's queue only (queue.go), so a
+// lane that waits for a full window or a signal's in-flight tokens waits for nothing of
+// another signal.
 // Each stream has a receiver goroutine that matches answers to pending requests by id through
 // the ack table, in whatever order they come. The sweeper drops requests whose answer is later
 // than AckTimeout.
@@ -53,10 +56,11 @@ func (s *stream) settle() {
 	<-s.d.inFlight[s.sig]
 }
 
-// lane is one sender of stream mode. Its fields belong to its goroutine.
+// lane is one sender of stream mode, for one signal. Its fields belong to its goroutine.
 type lane struct {
 	d        *Dest
-	cur      [fastpath.NumSignals]*stream
+	sig      fastpath.Signal
+	cur      *stream
 	failures int32 // streams in a row that ended without an answer, or failed to open
 	timer    *time.Timer
 }
@@ -64,7 +68,7 @@ type lane struct {
 func (l *lane) run() {
 	defer l.d.wg.Done()
 	for {
-		r := l.d.next(l.timer)
+		r := l.d.next(l.sig, l.timer)
 		if r == nil {
 			return
 		}
@@ -76,10 +80,6 @@ func (l *lane) run() {
 // needed, and leaves r in the ack table; or finishes r when it cannot be sent.
 func (l *lane) send(r *request) {
 	d := l.d
-	if r.sig >= fastpath.NumSignals {
-		d.drop(r, dropInvalid)
-		return
-	}
 	// Build the frame while r is ours: once r is in the table an answer may finish it. The
 	// frame holds its own payload reference, so it outlives r if it must.
 	f, err := newFrame(r.id, r.b.Payload)
@@ -170,13 +170,13 @@ func (l *lane) send(r *request) {
 	}
 }
 
-// stream returns the lane's open stream for r's signal: the current one unless it ended or is
-// due for re-balancing, else a new one. nil when the destination stops first, or when no stream
-// opens before r's retry budget runs out.
+// stream returns the lane's open stream: the current one unless it ended or is due for
+// re-balancing, else a new one. nil when the destination stops first, or when no stream opens
+// before r's retry budget runs out.
 func (l *lane) stream(r *request) *stream {
 	d := l.d
-	sig := r.sig
-	if s := l.cur[sig]; s != nil {
+	sig := l.sig
+	if s := l.cur; s != nil {
 		if s.acked.Load() {
 			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
 		}
@@ -188,15 +188,15 @@ func (l *lane) stream(r *request) *stream {
 		}
 		switch {
 		case over:
-			l.cur[sig] = nil
+			l.cur = nil
 			if !s.acked.Load() {
 				l.failures++
 			}
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
-			l.cur[sig] = nil
+			l.cur = nil
 			s.halfClose(endRebalanceRequests)
 		case d.cfg.RebalanceTimeout > 0 && nanotime()-s.opened >= int64(d.cfg.RebalanceTimeout):
-			l.cur[sig] = nil
+			l.cur = nil
 			s.halfClose(endRebalanceAge)
 		default:
 			return s
@@ -206,7 +206,7 @@ func (l *lane) stream(r *request) *stream {
 		if l.failures > 0 {
 			// The stream before broke without a single answer (or did not open): do not spin
 			// against an upstream that accepts streams and then fails them.
-			if !d.sleep(l.timer, d.cfg.backoff(l.failures), false) {
+			if !d.sleep(l.timer, d.cfg.backoff(l.failures), nil) {
 				return nil
 			}
 		}
@@ -216,7 +216,7 @@ func (l *lane) stream(r *request) *stream {
 		}
 		s, err := d.openStream(sig, wait)
 		if err == nil {
-			l.cur[sig] = s
+			l.cur = s
 			return s
 		}
 		if d.stopping.Load() {

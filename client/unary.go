@@ -13,12 +13,16 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// Unary mode: Concurrency workers, each with one call in flight; the next call starts only
-// after the previous one was answered or failed. The call's deadline is the ack timeout.
+// Unary mode: Concurrency workers per signal, each with one call in flight; the next call
+// starts only after the previous one was answered or failed. The call's deadline is the ack
+// timeout.
 
-// worker is one unary sender. Its fields belong to its goroutine.
+// worker is one unary sender, for one signal: Concurrency of them per signal, so that calls of
+// a signal whose upstream stops answering occupy that signal's workers only. Its fields belong
+// to its goroutine.
 type worker struct {
 	d     *Dest
+	sig   fastpath.Signal
 	timer *time.Timer
 	raw   codec.Raw // v1 request: the payload, by reference
 	reply codec.Raw // v1 response, read for its partial success only
@@ -28,7 +32,7 @@ type worker struct {
 func (w *worker) run() {
 	defer w.d.wg.Done()
 	for {
-		r := w.d.next(w.timer)
+		r := w.d.next(w.sig, w.timer)
 		if r == nil {
 			return
 		}

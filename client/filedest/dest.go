@@ -1,10 +1,10 @@
 package filedest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -64,18 +64,35 @@ func (c Config) Validate() error {
 var (
 	writtenItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_file_written_items_total",
-		Help: "Items written to the file destination.",
+		Help: "Items written to the file destination (handed to the operating system).",
 	}, []string{"signal"})
 	failedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_file_failed_items_total",
-		Help: "Items the file destination could not write, by reason (encode, write, shutdown).",
+		Help: "Items the file destination could not write, by reason (encode, open, write, shutdown).",
 	}, []string{"reason"})
+	fileErrors = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_file_errors_total",
+		Help: "File system errors of the file destination, by operation (open, write, truncate, rename, remove, close).",
+	}, []string{"op"})
 )
 
+// burstBytes is how many bytes of lines the writer gathers from the queue before one write:
+// enough that a busy destination makes few system calls, small enough that a batch does not
+// wait long behind the others of its burst for its Done.
+const burstBytes = 256 << 10
+
 // Dest is the file destination. It implements fastpath.Destination.
+//
+// The writer takes batches from the queue in bursts: every batch waiting, up to burstBytes of
+// lines, is encoded into one buffer, written with one write(2), and only then finished, so that
+// Done(true) means the bytes reached the operating system and survive the process being killed.
+// Any error closes the file; the next burst opens it again, so the destination recovers by
+// itself once the disk does. What could not be written is finished with Done(false) and
+// counted by reason.
 type Dest struct {
 	cfg    Config
 	log    *slog.Logger
+	fs     fileSystem
 	queue  chan *fastpath.Batch
 	queued atomic.Int64
 
@@ -86,11 +103,18 @@ type Dest struct {
 	stop chan struct{} // closed by Shutdown: stop the summary ticker, drain what is queued
 	done chan struct{} // closed when the writer goroutine returned
 
+	// finish ends a batch: b.Done, or a recorder in tests, which need to see when it runs.
+	finish func(b *fastpath.Batch, delivered bool)
+
 	// owned by the writer goroutine
-	f       *os.File
-	w       *bufio.Writer
-	size    int64
-	line    []byte
+	f       file  // nil after an error, until the next burst opens the file again
+	size    int64 // of the file, as far as written
+	torn    bool  // a failed write left part of a line at the end of the file
+	failing bool  // an error since the last good write: the next good one logs the recovery
+	lost    int64 // items lost since failing began
+	buf     []byte
+	burst   []*fastpath.Batch // batches whose lines are in buf, in order
+	ends    []int             // end of each burst batch's line in buf
 	batches [fastpath.NumSignals]int64
 	items   [fastpath.NumSignals]int64
 	bytes   int64
@@ -98,11 +122,18 @@ type Dest struct {
 
 // New opens (appends to) the file and starts the writer.
 func New(cfg Config, log *slog.Logger) (*Dest, error) {
+	return newDest(cfg, log, osFS{})
+}
+
+func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Dest{cfg: cfg, log: log, queue: make(chan *fastpath.Batch, 4096),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Dest{cfg: cfg, log: log, fs: fs, queue: make(chan *fastpath.Batch, 4096),
+		stop: make(chan struct{}), done: make(chan struct{}), finish: (*fastpath.Batch).Done}
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -134,47 +165,66 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 }
 
+// open opens (appends to) the file, creating its directory.
 func (d *Dest) open() error {
-	if err := os.MkdirAll(filepath.Dir(d.cfg.Path), 0o755); err != nil {
+	if err := d.fs.MkdirAll(filepath.Dir(d.cfg.Path), 0o755); err != nil {
+		fileErrors.WithLabelValues("open").Inc()
 		return fmt.Errorf("filedest: cannot create directory: %w", err)
 	}
-	f, err := os.OpenFile(d.cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := d.fs.OpenFile(d.cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		fileErrors.WithLabelValues("open").Inc()
 		return fmt.Errorf("filedest: cannot open %s: %w", d.cfg.Path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
+		fileErrors.WithLabelValues("open").Inc()
 		return fmt.Errorf("filedest: cannot stat %s: %w", d.cfg.Path, err)
 	}
 	d.f, d.size = f, st.Size()
-	if d.w == nil {
-		d.w = bufio.NewWriterSize(f, 256<<10)
-	} else {
-		d.w.Reset(f)
-	}
 	return nil
 }
 
-// rotate closes the file, shifts path.N-1 to path.N down to path -> path.1, and opens a new one.
-func (d *Dest) rotate() error {
-	if err := d.w.Flush(); err != nil {
-		return err
+func (d *Dest) closeFile() {
+	if d.f == nil {
+		return
 	}
 	if err := d.f.Close(); err != nil {
-		return err
+		fileErrors.WithLabelValues("close").Inc()
+		d.log.Warn("file destination cannot close the file", "path", d.cfg.Path, "err", err)
 	}
+	d.f = nil
+}
+
+// rotate closes the file, shifts path.N-1 to path.N down to path -> path.1, and opens a new one.
+// When the rename fails the file is opened again as it is, and grows past MaxBytes until a
+// later rotation succeeds: nothing is lost for it. When the open fails the next burst tries
+// again.
+func (d *Dest) rotate() {
+	d.closeFile()
+	op, err := "remove", error(nil)
 	if d.cfg.MaxBackups == 0 {
-		os.Remove(d.cfg.Path)
+		err = d.fs.Remove(d.cfg.Path)
 	} else {
 		for i := d.cfg.MaxBackups - 1; i >= 1; i-- {
-			os.Rename(fmt.Sprintf("%s.%d", d.cfg.Path, i), fmt.Sprintf("%s.%d", d.cfg.Path, i+1))
+			// A missing backup is the normal case until there are MaxBackups of them.
+			d.fs.Rename(fmt.Sprintf("%s.%d", d.cfg.Path, i), fmt.Sprintf("%s.%d", d.cfg.Path, i+1))
 		}
-		if err := os.Rename(d.cfg.Path, d.cfg.Path+".1"); err != nil {
-			return err
-		}
+		op, err = "rename", d.fs.Rename(d.cfg.Path, d.cfg.Path+".1")
 	}
-	return d.open()
+	switch {
+	case err == nil || errors.Is(err, os.ErrNotExist):
+		// The full file is gone: the next one starts empty even if it cannot be opened now,
+		// or the next batch would rotate again, shifting the backups over a missing file.
+		d.size = 0
+	default:
+		fileErrors.WithLabelValues(op).Inc()
+		d.log.Error("file destination cannot rotate", "path", d.cfg.Path, "err", err)
+	}
+	if err := d.open(); err != nil {
+		d.log.Error("file destination cannot open the file", "path", d.cfg.Path, "err", err)
+	}
 }
 
 func (d *Dest) run() {
@@ -188,17 +238,16 @@ func (d *Dest) run() {
 	for {
 		select {
 		case b := <-d.queue:
-			d.write(b)
+			d.writeBurst(b)
 		case <-tick:
 			d.summary()
 		case <-d.stop:
 			for {
 				select {
 				case b := <-d.queue:
-					d.write(b)
+					d.writeBurst(b)
 				default:
-					d.w.Flush()
-					d.f.Close()
+					d.closeFile()
 					d.summary()
 					return
 				}
@@ -207,37 +256,135 @@ func (d *Dest) run() {
 	}
 }
 
-func (d *Dest) write(b *fastpath.Batch) {
-	n := int64(b.Len())
-	defer d.queued.Add(-n)
-	var err error
-	d.line, err = AppendJSONLine(d.line[:0], b.Signal, b.Payload.Bytes())
-	if err != nil {
-		failedItems.WithLabelValues("encode").Add(float64(b.Items))
-		d.log.Warn("file destination cannot encode a batch", "signal", b.Signal.String(), "err", err)
-		b.Done(false)
-		return
-	}
-	if d.size > 0 && d.size+int64(len(d.line)) > d.cfg.MaxBytes {
-		if err := d.rotate(); err != nil {
-			d.log.Error("file destination cannot rotate", "path", d.cfg.Path, "err", err)
+// writeBurst writes b and every batch queued behind it, up to burstBytes, with one write, then
+// finishes them.
+func (d *Dest) writeBurst(b *fastpath.Batch) {
+	d.add(b)
+	for len(d.buf) < burstBytes {
+		select {
+		case b := <-d.queue:
+			d.add(b)
+		default:
+			d.flush()
+			return
 		}
 	}
-	if _, err := d.w.Write(d.line); err == nil && len(d.queue) == 0 {
-		err = d.w.Flush() // flush whenever idle, so the file is current for readers
-	}
+	d.flush()
+}
+
+// add encodes b into the burst, rotating first (after writing what the burst holds) when its
+// line would take the file past MaxBytes.
+func (d *Dest) add(b *fastpath.Batch) {
+	d.queued.Add(-int64(b.Len()))
+	start := len(d.buf)
+	var err error
+	d.buf, err = AppendJSONLine(d.buf, b.Signal, b.Payload.Bytes())
 	if err != nil {
-		failedItems.WithLabelValues("write").Add(float64(b.Items))
-		d.log.Error("file destination cannot write", "path", d.cfg.Path, "err", err)
-		b.Done(false)
+		d.buf = d.buf[:start]
+		failedItems.WithLabelValues("encode").Add(float64(b.Items))
+		d.log.Warn("file destination cannot encode a batch", "signal", b.Signal.String(), "err", err)
+		d.finish(b, false)
 		return
 	}
-	d.size += int64(len(d.line))
-	d.batches[b.Signal]++
-	d.items[b.Signal] += int64(b.Items)
-	d.bytes += n
-	writtenItems.WithLabelValues(b.Signal.String()).Add(float64(b.Items))
-	b.Done(true)
+	if n := int64(len(d.buf) - start); d.size+int64(start) > 0 && d.size+int64(start)+n > d.cfg.MaxBytes {
+		line := d.buf[start:]
+		if start > 0 {
+			// Write the lines before b to the file they belong in; b's line moves to the front.
+			d.buf = d.buf[:start]
+			d.flush()
+			d.buf = append(d.buf, line...) // the buffer is empty now: the copy goes to its front
+		}
+		d.rotate()
+	}
+	d.burst = append(d.burst, b)
+	d.ends = append(d.ends, len(d.buf))
+}
+
+// flush writes the burst with one write and finishes its batches: those whose line reached the
+// operating system as delivered, the others as failed.
+func (d *Dest) flush() {
+	if len(d.burst) == 0 {
+		return
+	}
+	reason, written := "open", 0
+	var err error
+	if d.f == nil {
+		err = d.open()
+	}
+	if err == nil && d.torn {
+		// End the broken line left by a failed write, so that the next line is whole.
+		if _, err = d.f.Write([]byte{'\n'}); err == nil {
+			d.torn = false
+			d.size++
+		}
+		reason = "write"
+	}
+	if err == nil {
+		reason = "write"
+		written, err = d.f.Write(d.buf)
+		if err == nil && written < len(d.buf) {
+			err = io.ErrShortWrite
+		}
+		d.size += int64(written)
+	}
+	whole := 0 // batches whose line was written entirely
+	for whole < len(d.burst) && d.ends[whole] <= written {
+		whole++
+	}
+	if err != nil {
+		if reason == "write" {
+			fileErrors.WithLabelValues("write").Inc()
+		}
+		d.cutTorn(written, whole)
+		d.closeFile()
+		if !d.failing {
+			d.log.Error("file destination cannot write; it opens the file again for the next batch", "path", d.cfg.Path, "err", err)
+		}
+		d.failing = true
+	} else if d.failing {
+		d.failing = false
+		d.log.Warn("file destination writes again", "path", d.cfg.Path, "lost_items", d.lost)
+		d.lost = 0
+	}
+	for i, b := range d.burst {
+		if i < whole {
+			d.batches[b.Signal]++
+			d.items[b.Signal] += int64(b.Items)
+			d.bytes += int64(b.Len())
+			writtenItems.WithLabelValues(b.Signal.String()).Add(float64(b.Items))
+			d.finish(b, true)
+		} else {
+			failedItems.WithLabelValues(reason).Add(float64(b.Items))
+			d.lost += int64(b.Items)
+			d.finish(b, false)
+		}
+		d.burst[i] = nil
+	}
+	d.burst, d.ends = d.burst[:0], d.ends[:0]
+	if cap(d.buf) > 4*burstBytes {
+		d.buf = nil // one huge batch must not pin its buffer for ever
+	} else {
+		d.buf = d.buf[:0]
+	}
+}
+
+// cutTorn removes the part of a line that a failed write left at the end of the file, so that
+// the file holds whole lines only; when that fails too, the next write starts with a newline.
+func (d *Dest) cutTorn(written, whole int) {
+	start := 0
+	if whole > 0 {
+		start = d.ends[whole-1]
+	}
+	part := int64(written - start)
+	if part <= 0 || d.f == nil {
+		return
+	}
+	if err := d.f.Truncate(d.size - part); err != nil {
+		fileErrors.WithLabelValues("truncate").Inc()
+		d.torn = true
+		return
+	}
+	d.size -= part
 }
 
 func (d *Dest) summary() {
@@ -268,9 +415,10 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	for {
 		select {
 		case b := <-d.queue:
+			d.queued.Add(-int64(b.Len()))
 			failedItems.WithLabelValues("shutdown").Add(float64(b.Items))
 			lost += b.Items
-			b.Done(false)
+			d.finish(b, false)
 			continue
 		default:
 		}
