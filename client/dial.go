@@ -51,6 +51,16 @@ func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
 	if t.Insecure {
 		return insecure.NewCredentials(), nil
 	}
+	tc, err := tlsConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// tlsConfig builds the client TLS configuration of a destination that is not Insecure: the one
+// place that reads tls-ca, tls-cert and tls-key, for gRPC and OTLP/HTTP alike.
+func tlsConfig(t TLS) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -70,7 +80,7 @@ func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 // outgoingMD is the metadata sent with every call: the configured headers and the bearer token.
@@ -80,15 +90,26 @@ func outgoingMD(cfg Config) (metadata.MD, error) {
 		md.Append(k, v)
 	}
 	if cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
+		tok, err := readBearerToken(cfg.BearerTokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("client: cannot read bearer-token-file: %w", err)
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return nil, errors.New("client: bearer-token-file is empty")
+			return nil, err
 		}
 		md.Set("authorization", "Bearer "+tok)
 	}
 	return md, nil
+}
+
+// readBearerToken reads a bearer-token-file: the one place that does, for gRPC metadata and
+// OTLP/HTTP headers alike. Surrounding white space (a trailing newline) is not part of the
+// token.
+func readBearerToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("client: cannot read bearer-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errors.New("client: bearer-token-file is empty")
+	}
+	return tok, nil
 }
