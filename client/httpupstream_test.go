@@ -44,6 +44,9 @@ type httpUpstream struct {
 	// answer writes the response to h; it may block (a slow upstream) or hijack the
 	// connection to close it without an answer.
 	answer func(h hit, ctx *fasthttp.RequestCtx)
+	// record keeps each request (default); off, the upstream only answers, allocating
+	// nothing per request (allocation tests and benchmarks).
+	record bool
 
 	mu      sync.Mutex
 	hits    []hit
@@ -69,7 +72,7 @@ func serveHTTPUpstream(t testing.TB, addr string, tlsCfg *tls.Config) (*httpUpst
 	if err != nil {
 		return nil, err
 	}
-	u := &httpUpstream{t: t, addr: ln.Addr().String(), changed: make(chan struct{}), done: make(chan struct{})}
+	u := &httpUpstream{record: true, t: t, addr: ln.Addr().String(), changed: make(chan struct{}), done: make(chan struct{})}
 	u.url = "http://" + u.addr
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
@@ -102,6 +105,10 @@ func (u *httpUpstream) stop() {
 }
 
 func (u *httpUpstream) handle(ctx *fasthttp.RequestCtx) {
+	if !u.record {
+		u.answer(hit{}, ctx)
+		return
+	}
 	h := hit{
 		path:     string(ctx.Path()),
 		encoding: string(ctx.Request.Header.Peek("Content-Encoding")),
