@@ -278,7 +278,7 @@ var httpOwnedHeaders = map[string]bool{
 func (c Config) validateHTTP() error {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil {
-		return fmt.Errorf("endpoint %q is not a URL: %w", c.Endpoint, err)
+		return fmt.Errorf("endpoint %q: protocol http wants http://host:port or https://host:port: %w", c.Endpoint, err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
