@@ -52,7 +52,7 @@ Flags:
 	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request at the latest")
 	fs.BoolVar(&p.Eager, "batch.eager", p.Eager, "seal a batch at once when the destinations hold no sealed batch (group commit): batches grow only while the destinations are busy")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
-	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...'")
+	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
 
 	f := &cfg.file
 	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")
