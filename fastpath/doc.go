@@ -15,6 +15,13 @@
 // count nothing themselves: the intake that calls them knows the protocol and counts the
 // rejection under its own label.
 //
+// # OTLP/JSON
+//
+// JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the
+// path carries, in one pass over fastjson's parsed tree, driven by the JSON column of the
+// schema (jsonschema.go). It allocates nothing when reused and is owned by one goroutine at a
+// time.
+//
 // The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
 // under proto/ and tested against their compiled descriptors.
 package fastpath

@@ -20,6 +20,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
 	"github.com/otlpgate/otlpgate/server/uds"
 )
@@ -27,6 +28,10 @@ import (
 // config is everything the flags set.
 type config struct {
 	grpc      grpcserver.Config
+	http      httpserver.Config
+	authToken string // -auth.token-file: both intakes unless one has its own
+	corsOrig  string
+	corsHdrs  string
 	pipeline  fastpath.Config
 	file      filedest.Config
 	admin     admin.Config
@@ -47,6 +52,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		grpc:      grpcserver.DefaultConfig(),
+		http:      httpserver.DefaultConfig(),
 		pipeline:  fastpath.DefaultConfig(),
 		file:      filedest.DefaultConfig(),
 		admin:     admin.DefaultConfig(),
@@ -120,6 +126,17 @@ func finishConfig(cfg *config) error {
 	if cfg.grpc.ScanDepth, err = fastpath.ParseDepth(cfg.scanDepth); err != nil {
 		return err
 	}
+	cfg.http.ScanDepth = cfg.grpc.ScanDepth
+	if cfg.authToken != "" {
+		if cfg.grpc.AuthTokenFile == "" {
+			cfg.grpc.AuthTokenFile = cfg.authToken
+		}
+		if cfg.http.AuthTokenFile == "" {
+			cfg.http.AuthTokenFile = cfg.authToken
+		}
+	}
+	cfg.http.CORSAllowedOrigins = splitList(cfg.corsOrig)
+	cfg.http.CORSAllowedHeaders = splitList(cfg.corsHdrs)
 	cfg.kafka.DefaultMetrics = splitList(cfg.kafkaMets)
 	mode, err := strconv.ParseUint(cfg.udsMode, 8, 32)
 	if err != nil || mode > 0o777 {
@@ -165,7 +182,7 @@ func finishConfig(cfg *config) error {
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
-	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
+	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
 }
 
@@ -232,9 +249,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	hs, err := httpserver.New(cfg.http, p, log)
+	if err != nil {
+		return err
+	}
 	adm, err := admin.New(cfg.admin, log, func() error {
 		if gs.Addr() == nil && cfg.grpc.Listen != "" {
 			return errors.New("grpc intake not listening")
+		}
+		if hs.Addr() == nil && cfg.http.Listen != "" {
+			return errors.New("http intake not listening")
 		}
 		return nil
 	})
@@ -252,7 +276,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		adm.Shutdown(context.Background())
 		return err
 	}
+	if err := hs.Start(); err != nil {
+		gs.Shutdown(context.Background())
+		adm.Shutdown(context.Background())
+		return err
+	}
 	if err := ks.Start(ctx); err != nil {
+		hs.Shutdown(context.Background())
 		gs.Shutdown(context.Background())
 		adm.Shutdown(context.Background())
 		return err
@@ -267,6 +297,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if err != nil {
 		ks.Shutdown(context.Background())
+		hs.Shutdown(context.Background())
 		gs.Shutdown(context.Background())
 		adm.Shutdown(context.Background())
 		return err
@@ -290,7 +321,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("shutting down", "timeout", cfg.shutdown)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
+	// The two network intakes drain together: each waits for its own requests in flight.
+	intakes := make(chan struct{})
+	go func() {
+		hs.Shutdown(sctx)
+		close(intakes)
+	}()
 	gs.Shutdown(sctx)
+	<-intakes
 	ks.Shutdown(sctx)
 	us.Shutdown(sctx) // flushes the stats aggregated so far into the pipeline
 	p.Close()
