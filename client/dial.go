@@ -3,10 +3,8 @@ package client
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // dialOptions builds the connection options of a destination. The connection's own reconnect
@@ -90,26 +90,21 @@ func outgoingMD(cfg Config) (metadata.MD, error) {
 		md.Append(k, v)
 	}
 	if cfg.BearerTokenFile != "" {
-		tok, err := readBearerToken(cfg.BearerTokenFile)
+		auth, err := bearerAuth(cfg.BearerTokenFile)
 		if err != nil {
 			return nil, err
 		}
-		md.Set("authorization", "Bearer "+tok)
+		md.Set("authorization", auth)
 	}
 	return md, nil
 }
 
-// readBearerToken reads a bearer-token-file: the one place that does, for gRPC metadata and
-// OTLP/HTTP headers alike. Surrounding white space (a trailing newline) is not part of the
-// token.
-func readBearerToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+// bearerAuth is the authorization value of a bearer-token-file, read by internal/credfile: the
+// one reader of token files, for the intakes and the destinations alike.
+func bearerAuth(path string) (string, error) {
+	v, err := credfile.BearerToken(path)
 	if err != nil {
-		return "", fmt.Errorf("client: cannot read bearer-token-file: %w", err)
+		return "", fmt.Errorf("client: bearer-token-file: %w", err)
 	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", errors.New("client: bearer-token-file is empty")
-	}
-	return tok, nil
+	return v, nil
 }

@@ -61,6 +61,6 @@
 // place at a time (request.go); the ack table decides races between a receiver, the sweeper
 // and a failing sender.
 //
-// It imports fastpath/, codec/, pool/ and proto/; never server/, cmd/ or bench/ (its tests
-// use server/grpc as a real upstream).
+// It imports fastpath/, codec/, pool/, proto/ and internal/credfile (token files); never
+// server/, cmd/ or bench/ (its tests use server/grpc and server/http as real upstreams).
 package client

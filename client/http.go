@@ -79,11 +79,11 @@ func newHTTPSender(cfg Config) (*httpSender, error) {
 		s.headers = append(s.headers, [2]string{k, v})
 	}
 	if cfg.BearerTokenFile != "" {
-		tok, err := readBearerToken(cfg.BearerTokenFile)
+		auth, err := bearerAuth(cfg.BearerTokenFile)
 		if err != nil {
 			return nil, err
 		}
-		s.headers = append(s.headers, [2]string{"authorization", "Bearer " + tok})
+		s.headers = append(s.headers, [2]string{"authorization", auth})
 	}
 	if c := cfg.compressor(); c != "" {
 		s.comp, s.encoding = encoding.GetCompressor(c), c // New checked it is registered

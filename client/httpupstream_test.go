@@ -81,9 +81,7 @@ func serveHTTPUpstream(t testing.TB, addr string, tlsCfg *tls.Config) (*httpUpst
 	u.ln = ln
 	u.srv = &fasthttp.Server{
 		Handler: u.handle, MaxRequestBodySize: 64 << 20, CloseOnShutdown: true,
-		// Its worker pool's cleaner ends only after one idle period: keep that short for goleak.
-		MaxIdleWorkerDuration: 10 * time.Millisecond,
-		Logger:                log.New(io.Discard, "", 0), // failed handshakes are expected
+		Logger: log.New(io.Discard, "", 0), // failed handshakes are expected
 	}
 	go func() {
 		defer close(u.done)
