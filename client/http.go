@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -61,6 +62,8 @@ type httpSender struct {
 	headers  [][2]string         // header= entries and the bearer token, sent on every request
 	comp     encoding.Compressor // nil: the body goes as it is
 	encoding string              // Content-Encoding of comp
+
+	rejectLogged atomic.Int64 // nanotime of the last rejection logged
 
 	// conns are the open connections, so that Shutdown can break the calls in flight once
 	// it stops waiting: fasthttp calls take no context.
@@ -290,7 +293,12 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		d.retry(r, retryFailed)
 	default:
 		d.drop(r, dropRejected)
-		d.log.Warn("upstream rejected a batch", "status", code, "message", statusMessage(w.resp.Body()))
+		// The count is in the metric; the log says why, at most once a second, so that an
+		// upstream refusing everything (a wrong token) does not flood it.
+		if now, last := nanotime(), w.s.rejectLogged.Load(); last == 0 || now-last >= int64(time.Second) {
+			w.s.rejectLogged.Store(now)
+			d.log.Warn("upstream rejected a batch", "status", code, "message", statusMessage(w.resp.Body()))
+		}
 	}
 }
 
