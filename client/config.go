@@ -3,7 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
+	"github.com/otlpgate/otlpgate/fastpath"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -14,6 +16,9 @@ const (
 	ProtocolOTEP = "otep"
 	// ProtocolV1 is the standard opentelemetry.proto.collector.*.v1 Export services.
 	ProtocolV1 = "v1"
+	// ProtocolHTTP is OTLP/HTTP: each batch is POSTed as application/x-protobuf to
+	// {endpoint}/v1/{signal} (http.go). Unary mode only.
+	ProtocolHTTP = "http"
 )
 
 // Modes a destination sends in.
@@ -47,9 +52,15 @@ type Config struct {
 	// Name labels the destination in metrics and logs (name). Required, unique per process.
 	Name string
 	// Endpoint is host:port, or a gRPC target such as dns:///host:port (endpoint). Required.
+	// For ProtocolHTTP it is a URL, http://host:port or https://host:port, optionally with a
+	// base path that the signal paths are appended to, as OTEL_EXPORTER_OTLP_ENDPOINT is.
 	Endpoint string
-	// Protocol is ProtocolOTEP or ProtocolV1 (protocol, default otep).
+	// Protocol is ProtocolOTEP, ProtocolV1 or ProtocolHTTP (protocol, default otep).
 	Protocol string
+	// TracesPath, MetricsPath and LogsPath replace the path a signal is POSTed to, whole
+	// (traces-path, metrics-path, logs-path; default the endpoint's path followed by
+	// /v1/traces, /v1/metrics, /v1/logs). ProtocolHTTP only.
+	TracesPath, MetricsPath, LogsPath string
 	// Mode is ModeStream or ModeUnary (mode, default stream). v1 has no streaming service.
 	Mode string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
@@ -65,14 +76,16 @@ type Config struct {
 	// default 8): each signal has its own workers, so one whose upstream stops answering does
 	// not hold up the others.
 	Concurrency int
-	// Compression is "", gzip, zstd or snappy (compression, default none). The compressor must
-	// be registered (codec.RegisterCompressors) before New.
+	// Compression is "", gzip, zstd or snappy (compression, default none); ProtocolHTTP takes
+	// gzip or zstd, sent with Content-Encoding. The compressor must be registered
+	// (codec.RegisterCompressors) before New.
 	Compression string
 	// QueueBytes bounds the bytes the destination holds: queued, in flight and waiting for a
 	// retry (queue-bytes, default 128MiB). Past it Enqueue refuses batches with fastpath.ErrFull,
 	// counted in otlpgate_fastpath_destination_refused_batches_total.
 	QueueBytes int64
-	// AckTimeout is how long a sent request may wait for its answer; then it is dropped, not
+	// AckTimeout is how long a sent request may wait for its answer (for ProtocolHTTP: the
+	// whole exchange, connecting included); then it is dropped, not
 	// re-sent (the server may be why), and counted in
 	// otlpgate_client_dropped_requests_total{reason="ack_timeout"} (ack-timeout, default 30s).
 	AckTimeout time.Duration
@@ -112,7 +125,9 @@ type Config struct {
 	// the connection when the ping is not answered (keepalive-time, default 30s;
 	// keepalive-timeout, default 10s). 0 turns pings off.
 	KeepaliveTime, KeepaliveTimeout time.Duration
-	// Headers are sent with every call (header=key:value, repeatable).
+	// Headers are sent with every call (header=key:value, repeatable). ProtocolHTTP may not set
+	// the headers it owns (content-type, content-encoding, content-length, host, connection,
+	// transfer-encoding).
 	Headers map[string]string
 	// BearerTokenFile holds a token sent as "authorization: Bearer <token>"
 	// (bearer-token-file). Read once, by New.
@@ -165,15 +180,22 @@ func (c Config) validate() error {
 	case c.Endpoint == "":
 		return errors.New("endpoint is required")
 	}
-	if !strings.Contains(c.Endpoint, ":///") {
+	switch c.Protocol {
+	case ProtocolOTEP, ProtocolV1:
+		if c.TracesPath != "" || c.MetricsPath != "" || c.LogsPath != "" {
+			return fmt.Errorf("signal paths are for protocol http, not %s", c.Protocol)
+		}
+	case ProtocolHTTP:
+		if err := c.validateHTTP(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("protocol %q (want otep, v1 or http)", c.Protocol)
+	}
+	if c.Protocol != ProtocolHTTP && !strings.Contains(c.Endpoint, ":///") {
 		if _, _, err := net.SplitHostPort(c.Endpoint); err != nil {
 			return fmt.Errorf("endpoint %q is not host:port: %w", c.Endpoint, err)
 		}
-	}
-	switch c.Protocol {
-	case ProtocolOTEP, ProtocolV1:
-	default:
-		return fmt.Errorf("protocol %q (want otep or v1)", c.Protocol)
 	}
 	switch c.Mode {
 	case ModeStream, ModeUnary:
@@ -188,6 +210,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Protocol == ProtocolV1 && c.Mode == ModeStream:
 		return errors.New("protocol v1 has no streaming service: use mode=unary with concurrency")
+	case c.Protocol == ProtocolHTTP && c.Mode == ModeStream:
+		return errors.New("protocol http has no streaming: use mode=unary with concurrency")
 	case c.Streams < 1 || c.Streams > 1024:
 		return fmt.Errorf("streams %d outside 1..1024", c.Streams)
 	case c.Window < 1 || c.Window > 1<<16:
@@ -242,4 +266,68 @@ func (c Config) compressor() string {
 		return ""
 	}
 	return c.Compression
+}
+
+// httpOwnedHeaders are the headers the OTLP/HTTP sender sets itself, or that would change how
+// the request is framed; header= may not set them.
+var httpOwnedHeaders = map[string]bool{
+	"content-type": true, "content-encoding": true, "content-length": true, "host": true,
+	"connection": true, "transfer-encoding": true, "te": true, "upgrade": true, "trailer": true,
+}
+
+// validateHTTP checks what only ProtocolHTTP has: a URL endpoint whose scheme agrees with the
+// TLS setting, the signal paths, the compressions HTTP speaks, and headers that cannot break
+// the request's framing.
+func (c Config) validateHTTP() error {
+	u, err := url.Parse(c.Endpoint)
+	if err != nil {
+		return fmt.Errorf("endpoint %q: protocol http wants http://host:port or https://host:port: %w", c.Endpoint, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("endpoint %q: protocol http wants http://host:port or https://host:port", c.Endpoint)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("endpoint %q has no host", c.Endpoint)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("endpoint %q: no user, query or fragment allowed", c.Endpoint)
+	case u.Scheme == "https" && c.TLS.Insecure:
+		return fmt.Errorf("endpoint %q is https but the destination is plaintext (insecure=true or tls=false)", c.Endpoint)
+	case u.Scheme == "http" && !c.TLS.Insecure:
+		return fmt.Errorf("endpoint %q is http:// but TLS is on (tls-* keys or tls=true): use https://", c.Endpoint)
+	}
+	switch c.Compression {
+	case "", "none", "gzip", "zstd":
+	default:
+		return fmt.Errorf("compression %q for protocol http (want gzip, zstd or none)", c.Compression)
+	}
+	for _, p := range [...]string{c.TracesPath, c.MetricsPath, c.LogsPath} {
+		if p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t\r\n")) {
+			return fmt.Errorf("signal path %q must start with / and hold no query, fragment or space", p)
+		}
+	}
+	for k, v := range c.Headers {
+		if httpOwnedHeaders[k] || strings.ContainsAny(k, " \t\r\n:\x00") {
+			return fmt.Errorf("header %q is set by the HTTP sender or is not a header name", k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return fmt.Errorf("header %q: the value holds a line break or NUL", k)
+		}
+	}
+	return nil
+}
+
+// httpURIs are the full URIs each signal is POSTed to: the endpoint's scheme and host, then
+// the signal's path (TracesPath and the like, or the endpoint's path with /v1/{signal}
+// appended). Call on a validated Config.
+func (c Config) httpURIs() [fastpath.NumSignals]string {
+	u, _ := url.Parse(c.Endpoint)
+	base := strings.TrimSuffix(u.Path, "/")
+	paths := [fastpath.NumSignals]string{c.TracesPath, c.MetricsPath, c.LogsPath}
+	for i, def := range [fastpath.NumSignals]string{"/v1/traces", "/v1/metrics", "/v1/logs"} {
+		if paths[i] == "" {
+			paths[i] = base + def
+		}
+		paths[i] = u.Scheme + "://" + u.Host + paths[i]
+	}
+	return paths
 }

@@ -36,7 +36,8 @@ type Dest struct {
 	cfg     Config
 	log     *slog.Logger
 	m       *destMetrics
-	conn    *grpc.ClientConn
+	conn    *grpc.ClientConn // nil for ProtocolHTTP
+	http    *httpSender      // ProtocolHTTP only
 	methods [fastpath.NumSignals]string
 	// streamOpts and unaryOpts are the call options: streams wait for the connection to be
 	// ready (a lane has nothing else to do), unary calls fail fast and back off.
@@ -92,19 +93,30 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	md, err := outgoingMD(cfg)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := dialOptions(cfg, newFrameCodec())
-	if err != nil {
-		return nil, err
-	}
-	conn, err := grpc.NewClient(cfg.Endpoint, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
+	var (
+		md   metadata.MD
+		conn *grpc.ClientConn
+		hs   *httpSender
+		err  error
+	)
+	if cfg.Protocol == ProtocolHTTP {
+		if hs, err = newHTTPSender(cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		if md, err = outgoingMD(cfg); err != nil {
+			return nil, err
+		}
+		opts, err := dialOptions(cfg, newFrameCodec())
+		if err != nil {
+			return nil, err
+		}
+		if conn, err = grpc.NewClient(cfg.Endpoint, opts...); err != nil {
+			return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
+		}
 	}
 	d := &Dest{
+		http:    hs,
 		cfg:     cfg,
 		log:     log.With("destination", cfg.Name),
 		m:       newDestMetrics(cfg.Name),
@@ -183,8 +195,12 @@ func (d *Dest) Start() {
 	}
 	for sig := range fastpath.Signal(fastpath.NumSignals) {
 		for range d.cfg.Concurrency {
-			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
 			d.wg.Add(1)
+			if d.http != nil {
+				go newHTTPWorker(d, sig).run()
+				continue
+			}
+			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
 			go w.run()
 		}
 	}
@@ -455,8 +471,13 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.stopping.Store(true)
 	close(d.stop)
 	d.cancel()
+	if d.http != nil {
+		d.http.abort() // fasthttp calls take no context: break their connections instead
+	}
 	d.wg.Wait()
-	d.conn.Close()
+	if d.conn != nil {
+		d.conn.Close()
+	}
 	defer heldBytes.remove(d) // after the drops below have settled d.held
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.

@@ -3,10 +3,8 @@ package client
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // dialOptions builds the connection options of a destination. The connection's own reconnect
@@ -51,6 +51,16 @@ func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
 	if t.Insecure {
 		return insecure.NewCredentials(), nil
 	}
+	tc, err := tlsConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// tlsConfig builds the client TLS configuration of a destination that is not Insecure: the one
+// place that reads tls-ca, tls-cert and tls-key, for gRPC and OTLP/HTTP alike.
+func tlsConfig(t TLS) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -70,7 +80,7 @@ func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 // outgoingMD is the metadata sent with every call: the configured headers and the bearer token.
@@ -80,15 +90,21 @@ func outgoingMD(cfg Config) (metadata.MD, error) {
 		md.Append(k, v)
 	}
 	if cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
+		auth, err := bearerAuth(cfg.BearerTokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("client: cannot read bearer-token-file: %w", err)
+			return nil, err
 		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return nil, errors.New("client: bearer-token-file is empty")
-		}
-		md.Set("authorization", "Bearer "+tok)
+		md.Set("authorization", auth)
 	}
 	return md, nil
+}
+
+// bearerAuth is the authorization value of a bearer-token-file, read by internal/credfile: the
+// one reader of token files, for the intakes and the destinations alike.
+func bearerAuth(path string) (string, error) {
+	v, err := credfile.BearerToken(path)
+	if err != nil {
+		return "", fmt.Errorf("client: bearer-token-file: %w", err)
+	}
+	return v, nil
 }

@@ -60,6 +60,14 @@
 // to track by reference (1 KiB), are copied once per attempt into a pooled buffer instead: for
 // them a copy is cheaper than the views (frame_bench_test.go).
 //
+// # OTLP/HTTP
+//
+// Protocol "http" runs Concurrency workers like unary mode, each POSTing one request at a time
+// through a shared fasthttp client (http.go); the answer's status maps onto the same deliver,
+// drop, retry and throttle as a gRPC status (429, 502, 503, 504 and transport errors retry,
+// Retry-After throttles, anything else rejects). The body is the payload's own bytes, or a
+// pooled compressed copy.
+//
 // # Goroutines and rules
 //
 // Enqueue runs on the pipeline's goroutines and never blocks. Start launches the senders
@@ -68,6 +76,6 @@
 // place at a time (request.go); the ack table decides races between a receiver, the sweeper
 // and a failing sender.
 //
-// It imports fastpath/, codec/, pool/ and proto/; never server/, cmd/ or bench/ (its tests
-// use server/grpc as a real upstream).
+// It imports fastpath/, codec/, pool/, proto/ and internal/credfile (token files); never
+// server/, cmd/ or bench/ (its tests use server/grpc and server/http as real upstreams).
 package client

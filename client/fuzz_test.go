@@ -86,6 +86,7 @@ func FuzzParseDest(f *testing.F) {
 	f.Add("name=gw,endpoint=10.0.0.5:4317,protocol=otep,mode=stream,streams=4,window=64")
 	f.Add("name=backend,endpoint=collector:4317,protocol=v1,mode=unary,concurrency=8,compression=zstd")
 	f.Add("name=x,endpoint=h:1,queue-bytes=64MiB,retry.initial=1s,header=a:b,tls-ca=/x")
+	f.Add("name=h,endpoint=https://h:4318/p,protocol=http,compression=gzip,logs-path=/l,header=x-k:v")
 	f.Fuzz(func(t *testing.T, spec string) {
 		c, err := ParseDest(spec, DefaultConfig())
 		if err != nil {

@@ -37,7 +37,14 @@ import (
 
 func TestMain(m *testing.M) {
 	codec.RegisterCompressors() // before any server or client, as cmd/ does
-	goleak.VerifyTestMain(m)
+	// fasthttp's HostClient cleans idle connections on a goroutine that sleeps until the idle
+	// limit and then ends; it holds no payload. Its servers (server/http and the OTLP/HTTP test
+	// upstreams) share one process-wide clock goroutine, and each stops its worker pool's
+	// cleaner one idle period (10s) after shutdown.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
 }
 
 // waitFor bounds every wait of the tests: long enough for a loaded 2-core machine under -race,

@@ -17,7 +17,8 @@ import (
 // twice (header excepted) or a bad value is an error naming the key. The result is validated.
 //
 // Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
-// Validate then reports as a conflict. Safe for concurrent use; base is not modified.
+// Validate then reports as a conflict. With protocol=http, mode defaults to unary and an
+// https:// endpoint turns TLS on. Safe for concurrent use; base is not modified.
 func ParseDest(spec string, base Config) (Config, error) {
 	c := base
 	c.Headers = maps.Clone(base.Headers)
@@ -48,6 +49,12 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.Protocol = v
 		case "mode":
 			c.Mode = v
+		case "traces-path":
+			c.TracesPath = v
+		case "metrics-path":
+			c.MetricsPath = v
+		case "logs-path":
+			c.LogsPath = v
 		case "streams":
 			c.Streams, err = strconv.Atoi(v)
 		case "window":
@@ -128,6 +135,16 @@ func ParseDest(spec string, base Config) (Config, error) {
 	}
 	if tlsKeys && !tlsSet {
 		c.TLS.Insecure = false
+	}
+	if c.Protocol == ProtocolHTTP {
+		// OTLP/HTTP has one mode, and its endpoint's scheme says whether TLS is on, as an
+		// SDK's OTEL_EXPORTER_OTLP_ENDPOINT does; explicit keys that disagree fail Validate.
+		if !seen["mode"] {
+			c.Mode = ModeUnary
+		}
+		if !tlsSet && strings.HasPrefix(strings.ToLower(c.Endpoint), "https://") {
+			c.TLS.Insecure = false
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err

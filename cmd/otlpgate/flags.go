@@ -73,7 +73,7 @@ Flags:
 	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request at the latest")
 	fs.BoolVar(&p.Eager, "batch.eager", p.Eager, "seal a batch at once when the destinations hold no sealed batch (group commit): batches grow only while the destinations are busy")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
-	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...'")
+	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
 
 	in := &cfg.intake
 	fs.Var(byteSize{&in.MaxBytes}, "intake.max-bytes", "bytes every intake together holds before admission (gRPC calls being received: each reserves -grpc.max-recv-msg-size; Kafka requests over 16KiB; UDS partial messages); past it gRPC answers UNAVAILABLE + RetryInfo, Kafka THROTTLING_QUOTA_EXCEEDED, UDS discards (otlpgate_intake_refused_total{resource=\"bytes\"}, otlpgate_intake_bytes_in_flight)")
