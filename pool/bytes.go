@@ -45,6 +45,15 @@ func GetBytes(size int) *[]byte {
 	return &b
 }
 
+// Cap returns the capacity of the buffer GetBytes(size) returns, for callers that account for
+// the memory they hold. Safe for concurrent use.
+func Cap(size int) int {
+	if size > MaxSize {
+		return size
+	}
+	return 1 << (minShift + getTier(size))
+}
+
 // PutBytes returns b to the tier its capacity covers, emptied. Buffers below MinSize or above
 // MaxSize, and nil, are dropped. The caller must not touch *b, nor any slice of it, afterwards.
 // Safe for concurrent use.

@@ -13,6 +13,9 @@ func TestTiers(t *testing.T) {
 		if len(*b) != 0 || cap(*b) != wantCap {
 			t.Errorf("GetBytes(%d): len %d cap %d, want len 0 cap %d", size, len(*b), cap(*b), wantCap)
 		}
+		if got := Cap(size); got != wantCap {
+			t.Errorf("Cap(%d) = %d, want %d", size, got, wantCap)
+		}
 		PutBytes(b)
 	}
 	f(-1, 1<<10)

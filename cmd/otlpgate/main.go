@@ -28,6 +28,7 @@ import (
 type config struct {
 	grpc      grpcserver.Config
 	pipeline  fastpath.Config
+	intake    fastpath.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
 	kafka     kafka.Config
@@ -48,6 +49,7 @@ func defaultConfig() config {
 	return config{
 		grpc:      grpcserver.DefaultConfig(),
 		pipeline:  fastpath.DefaultConfig(),
+		intake:    fastpath.DefaultLimiterConfig(),
 		file:      filedest.DefaultConfig(),
 		admin:     admin.DefaultConfig(),
 		kafka:     kafka.DefaultConfig(),
@@ -165,6 +167,15 @@ func finishConfig(cfg *config) error {
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
+	if err := cfg.intake.Validate(); err != nil {
+		return err
+	}
+	if m := int64(cfg.grpc.MaxRecvMsgSize); cfg.grpc.Listen != "" && m > cfg.intake.MaxBytes {
+		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d: no call could be received", m, cfg.intake.MaxBytes)
+	}
+	if m := int64(cfg.kafka.MaxRequestBytes); cfg.kafka.Listen != "" && m > cfg.intake.MaxBytes {
+		return fmt.Errorf("-kafka.max-request-bytes %d exceeds -intake.max-bytes %d", m, cfg.intake.MaxBytes)
+	}
 	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
 }
@@ -228,6 +239,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// One intake limiter bounds what every intake holds before admission, as the queue does after.
+	lim := fastpath.NewLimiter(cfg.intake)
+	cfg.grpc.Limiter, cfg.kafka.Limiter, cfg.uds.Limiter = lim, lim, lim
 	gs, err := grpcserver.New(cfg.grpc, p, log)
 	if err != nil {
 		return err

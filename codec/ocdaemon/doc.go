@@ -8,7 +8,8 @@
 // little-endian 7-bit groups, STATS_RECORD int values are uvarints, payload floats are float64
 // big-endian, and the header time may be a float32 padded with two zero bytes on each side.
 //
-// It imports nothing of otlpgate and starts no goroutines. A Splitter and the decode targets are
+// Of otlpgate it imports only pool/ (the carry buffers are pooled byte buffers), and it starts
+// no goroutines. A Splitter and the decode targets are
 // owned by one goroutine (the event loop of the connection); decoded byte slices point into the
 // frame and stay valid only as long as the frame does.
 package ocdaemon

@@ -2,7 +2,8 @@ package ocdaemon
 
 import (
 	"bytes"
-	"sync"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Reason says why the Splitter discarded a message.
@@ -17,6 +18,9 @@ const (
 	ReasonUndecodable
 	// ReasonTooLarge: the header declared a payload longer than the limit.
 	ReasonTooLarge
+	// ReasonNoMemory: the message did not arrive in one read and the Budget refused the
+	// memory to keep its start until the rest arrives; the rest is skipped as it arrives.
+	ReasonNoMemory
 	// NumReasons is the number of reasons, for arrays indexed by Reason.
 	NumReasons
 )
@@ -30,6 +34,8 @@ func (r Reason) String() string {
 		return "undecodable"
 	case ReasonTooLarge:
 		return "too_large"
+	case ReasonNoMemory:
+		return "intake_limit"
 	}
 	return "unknown"
 }
@@ -42,6 +48,16 @@ type Frame struct {
 	// Payload holds Header.Len bytes. It points into the bytes given to Feed or into the
 	// Splitter's carry buffer: valid until the next call to Next, Feed or Close; copy to retain.
 	Payload []byte
+}
+
+// Budget grants the memory of carry buffers, which many connections may hold at once. Both
+// methods are called by the Splitter's owner and must be safe for concurrent use across
+// Splitters.
+type Budget interface {
+	// TryReserve reports whether n more bytes may be held; it must not block.
+	TryReserve(n int) bool
+	// Unreserve gives back n bytes reserved before.
+	Unreserve(n int)
 }
 
 // Splitter cuts a byte stream into frames by the header's length field.
@@ -67,6 +83,10 @@ type Splitter struct {
 	Discard func(Reason)
 	// Skip, when not nil, is called with the number of bytes skipped while looking for a header.
 	Skip func(n int)
+	// Budget, when not nil, is asked before the carry buffer is taken or grown (for its whole
+	// capacity) and told when it is given back. A refusal discards the incomplete message as
+	// ReasonNoMemory; its remaining bytes are skipped as they arrive.
+	Budget Budget
 
 	max uint64
 
@@ -77,6 +97,10 @@ type Splitter struct {
 	// (*carry)[cstart:] are the live bytes. nil when empty.
 	carry  *[]byte
 	cstart int
+	// reserved is what the Budget granted for the carry: its capacity, or 0 without a Budget.
+	reserved int
+	// drop counts the bytes still to come of a message discarded for want of memory.
+	drop int
 
 	// State of the frame at the front of the window.
 	hdr     Header
@@ -106,8 +130,8 @@ func NewSplitter(maxPayload int) *Splitter {
 // every Splitter method, it must be called by the Splitter's owner only.
 func (s *Splitter) Init(maxPayload int) {
 	s.releaseCarry()
-	d, k := s.Discard, s.Skip
-	*s = Splitter{Discard: d, Skip: k, max: uint64(maxPayload)}
+	d, k, b := s.Discard, s.Skip, s.Budget
+	*s = Splitter{Discard: d, Skip: k, Budget: b, max: uint64(maxPayload)}
 }
 
 // Feed hands the Splitter the next bytes of the stream. in must stay unmodified until Next
@@ -154,7 +178,7 @@ func (s *Splitter) Close() {
 		}
 	}
 	s.releaseCarry()
-	s.in, s.inPos, s.haveHdr, s.scanned = nil, 0, false, 0
+	s.in, s.inPos, s.haveHdr, s.scanned, s.drop = nil, 0, false, 0, 0
 }
 
 // Next stores the next complete frame in f and reports whether there was one. It returns false
@@ -166,6 +190,12 @@ func (s *Splitter) Next(f *Frame) bool {
 		w := s.window()
 		if len(w) == 0 {
 			return false
+		}
+		if s.drop > 0 {
+			k := min(len(w), s.drop)
+			s.drop -= k
+			s.advance(k)
+			continue
 		}
 		if !s.haveHdr {
 			if p := candidate(w); p > 0 {
@@ -253,13 +283,20 @@ func (s *Splitter) advance(n int) {
 }
 
 // more grows the window, which holds have bytes, towards want bytes. It reports whether the
-// window grew; false means the fed bytes are exhausted (and copied into the carry).
+// window changed; false means the fed bytes are exhausted (and copied into the carry). When
+// the Budget refuses the carry, the incomplete message is discarded and the window moves on.
 func (s *Splitter) more(have, want int) bool {
 	rest := s.in[s.inPos:]
 	if s.carry == nil {
 		// The window is the rest of the fed bytes and too short: keep it for the next Feed.
 		if len(rest) > 0 {
-			s.carry = getCarry(len(rest))
+			b := pool.GetBytes(len(rest))
+			if !s.reserve(cap(*b)) {
+				pool.PutBytes(b)
+				s.noMemory(have)
+				return true
+			}
+			s.carry, s.reserved = b, s.reservedFor(b)
 			*s.carry = append((*s.carry)[:0], rest...)
 			s.cstart = 0
 			s.inPos = len(s.in)
@@ -271,14 +308,56 @@ func (s *Splitter) more(have, want int) bool {
 		return false
 	}
 	b := *s.carry
-	if s.cstart > 0 && cap(b)-len(b) < n {
-		live := copy(b, b[s.cstart:])
-		b = b[:live]
+	if cap(b)-len(b) < n {
+		live := len(b) - s.cstart
+		if cap(b)-live >= n {
+			b = b[:copy(b, b[s.cstart:])]
+		} else {
+			// Grow geometrically, but never past the message: a client that announces a large
+			// message and trickles it holds memory in proportion to what it sent.
+			nb := pool.GetBytes(max(live+n, min(2*cap(b), want)))
+			if !s.reserve(cap(*nb) - cap(b)) {
+				pool.PutBytes(nb)
+				s.noMemory(have)
+				return true
+			}
+			*nb = append((*nb)[:0], b[s.cstart:]...)
+			pool.PutBytes(s.carry)
+			s.carry, s.reserved = nb, s.reservedFor(nb)
+			b = *nb
+		}
 		s.cstart = 0
 	}
 	*s.carry = append(b, rest[:n]...)
 	s.inPos += n
 	return true
+}
+
+// reserve asks the Budget for n more bytes.
+func (s *Splitter) reserve(n int) bool {
+	return s.Budget == nil || n <= 0 || s.Budget.TryReserve(n)
+}
+
+// reservedFor is what the Budget holds for carry buffer b.
+func (s *Splitter) reservedFor(b *[]byte) int {
+	if s.Budget == nil {
+		return 0
+	}
+	return cap(*b)
+}
+
+// noMemory discards the incomplete message at the front of the window, which holds have
+// bytes, when the Budget refused to carry it: the bytes at hand are dropped, and with a known
+// header the rest of the message is skipped as it arrives. A partial header is skipped like
+// garbage, and the resync finds the next message.
+func (s *Splitter) noMemory(have int) {
+	if !s.haveHdr {
+		s.skip(have)
+		return
+	}
+	s.discard(ReasonNoMemory)
+	s.drop = s.hlen + int(s.hdr.Len) - have
+	s.advance(have)
 }
 
 func (s *Splitter) skip(n int) {
@@ -296,8 +375,11 @@ func (s *Splitter) discard(r Reason) {
 
 func (s *Splitter) releaseCarry() {
 	if s.carry != nil {
-		putCarry(s.carry)
-		s.carry, s.cstart = nil, 0
+		pool.PutBytes(s.carry)
+		if s.reserved > 0 {
+			s.Budget.Unreserve(s.reserved)
+		}
+		s.carry, s.cstart, s.reserved = nil, 0, 0
 	}
 }
 
@@ -320,33 +402,4 @@ func candidate(w []byte) int {
 		i = j
 	}
 	return len(w)
-}
-
-const (
-	carryInitCap = 4 << 10
-	// carryMaxPooled keeps the buffers of rare large frames out of the pool.
-	carryMaxPooled = 256 << 10
-)
-
-var carryPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, carryInitCap)
-	return &b
-}}
-
-func getCarry(n int) *[]byte {
-	p := carryPool.Get().(*[]byte)
-	if cap(*p) < n {
-		b := make([]byte, 0, n)
-		p = &b
-	}
-	*p = (*p)[:0]
-	return p
-}
-
-func putCarry(p *[]byte) {
-	if cap(*p) > carryMaxPooled {
-		return
-	}
-	*p = (*p)[:0]
-	carryPool.Put(p)
 }

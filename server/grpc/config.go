@@ -60,6 +60,11 @@ type Config struct {
 	// AuthTokenFile, when set, holds a bearer token every call must present in the
 	// "authorization: Bearer <token>" metadata (-grpc.auth.token-file).
 	AuthTokenFile string
+
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none: see recvHold for
+	// what it bounds. A refused call ends with UNAVAILABLE and RetryInfo, counted in
+	// otlpgate_intake_refused_total{intake="grpc"}.
+	Limiter *fastpath.Limiter
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -113,6 +118,8 @@ func (c Config) Validate() error {
 		return errors.New("grpc: a client CA (mTLS) needs a server certificate")
 	case c.ScanDepth > fastpath.DepthFull:
 		return errors.New("grpc: bad scan depth")
+	case c.Limiter != nil && int64(c.MaxRecvMsgSize) > c.Limiter.MaxBytes():
+		return fmt.Errorf("grpc: max receive message size %d exceeds the intake limit %d (-intake.max-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxBytes())
 	}
 	return nil
 }

@@ -58,6 +58,11 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		var hold recvHold
+		if !hold.take(ctx, s) {
+			return nil, s.busy()
+		}
+		defer hold.release()
 		var raw codec.Raw
 		if err := dec(&raw); err != nil {
 			return nil, err
@@ -69,6 +74,10 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if reason == refusedInvalid {
 			id = peekID(req)
 		}
+		// Admission copied the request: free the receive buffer and the reservation before
+		// -ack=upstream waits for the upstream.
+		raw.Release()
+		hold.release()
 		if reason == -1 {
 			reason = await(ctx, b)
 		}

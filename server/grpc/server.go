@@ -34,8 +34,10 @@ type Server struct {
 	token string // expected "Bearer ..." value; empty: no check
 
 	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
-	// requests are admitted. Shared by every call: the queue is shared too.
+	// requests are admitted; lastRefusal is the time of the latest refusal. Shared by every
+	// call: the queue is shared too.
 	refusingSince atomic.Int64
+	lastRefusal   atomic.Int64
 	draining      atomic.Bool
 	served        chan struct{}
 }
@@ -178,12 +180,23 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or wrong b
 
 // overloaded records a refusal for want of space and reports whether refusals have now lasted
 // longer than OverloadAfter.
-func (s *Server) overloaded() bool {
-	now := time.Now().UnixNano()
+func (s *Server) overloaded() bool { return s.overloadedAt(time.Now().UnixNano()) }
+
+// overloadedAt is overloaded at the unix-nano time now. A refusal episode ends when a request
+// is admitted, and also when no refusal came for longer than OverloadAfter: the queue then had
+// room, or nobody asked. Without the second rule an episode that ended without a later
+// admission (the clients went quiet) would stay open, and the first refusal after a long quiet
+// period would skip the grace altogether.
+func (s *Server) overloadedAt(now int64) bool {
+	last := s.lastRefusal.Swap(now)
 	since := s.refusingSince.Load()
-	if since == 0 {
-		s.refusingSince.CompareAndSwap(0, now)
-		return s.cfg.OverloadAfter == 0
+	if since == 0 || time.Duration(now-last) > s.cfg.OverloadAfter {
+		// Racing refusals start the episode once; a lost race sees a time at most as old.
+		if !s.refusingSince.CompareAndSwap(since, now) {
+			since = s.refusingSince.Load()
+		} else {
+			since = now
+		}
 	}
 	return time.Duration(now-since) >= s.cfg.OverloadAfter
 }

@@ -51,6 +51,11 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		var hold recvHold
+		if !hold.take(ctx, s) {
+			return nil, s.busy()
+		}
+		defer hold.release()
 		var raw codec.Raw
 		if err := dec(&raw); err != nil {
 			return nil, err
@@ -65,6 +70,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			// entries: keep the good ones and say which part was dropped.
 			b, rejected, msg, reason = s.admitValidEntries(sig, req)
 		}
+		// Admission copied what it kept: the receive buffer and the reservation are free
+		// before -ack=upstream waits for the upstream.
+		raw.Release()
+		hold.release()
 		if reason == -1 {
 			reason = await(ctx, b)
 		}

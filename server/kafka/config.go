@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // Config of the Kafka KIP-714 intake. cmd/ maps each field to the flag named in its comment.
@@ -61,6 +62,12 @@ type Config struct {
 	// DeltaTemporality asks clients for delta sums and histograms instead of cumulative ones
 	// (-kafka.delta-temporality, default true).
 	DeltaTemporality bool
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A request larger
+	// than 16KiB takes its bytes before its body is read (the connection is not read while it
+	// waits); a push takes a decode slot before it is decompressed. A refused push is answered
+	// THROTTLING_QUOTA_EXCEEDED with a throttle time, counted in
+	// otlpgate_kafka_export_errors_total{reason="intake_busy"}.
+	Limiter *fastpath.Limiter
 }
 
 // DefaultConfig returns the defaults documented on Config. Safe for concurrent use.

@@ -6,11 +6,15 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 var (
@@ -137,18 +141,33 @@ func (c *conn) serve() {
 			badTooLarge.Inc()
 			return
 		}
-		bp, err := readRequest(c.nc, int(n))
-		if err != nil {
-			putBuf(bp)
-			countReadError(err, true)
-			return
+		held, refused := c.holdRequest(int(n))
+		var resp []byte
+		var ok bool
+		if refused {
+			resp, ok, err = c.refuseBusy(int(n))
+			if err != nil {
+				countReadError(err, true)
+				return
+			}
+		} else {
+			bp, rerr := readRequest(c.nc, int(n))
+			if rerr != nil {
+				pool.PutBytes(bp)
+				c.releaseRequest(held)
+				countReadError(rerr, true)
+				return
+			}
+			hold := noteBuffered(cap(*bp))
+			resp, ok = c.handle(*bp)
+			noteBuffered(-hold)
+			pool.PutBytes(bp)
+			c.releaseRequest(held)
 		}
-		resp, ok := c.handle(*bp)
 		if ok {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err = c.nc.Write(resp)
 		}
-		putBuf(bp)
 		if !ok || err != nil {
 			return
 		}
@@ -173,11 +192,81 @@ func countReadError(err error, inRequest bool) {
 	}
 }
 
-// readRequest reads a request body of n bytes into a pooled buffer. A large request grows its
-// buffer as bytes arrive rather than reserving n up front, so a client that announces the
+// buffered is what connections hold in request and decompression buffers, with its high-water
+// mark: what the intake limiter bounds, measured on the buffers themselves.
+var buffered, bufferedHigh atomic.Int64
+
+var _ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	Name: "otlpgate_kafka_buffered_bytes",
+	Help: "Bytes Kafka connections hold in request and decompression buffers before admission (bounded through -intake.max-bytes and -intake.max-decodes).",
+}, func() float64 { return float64(buffered.Load()) })
+
+// noteBuffered adds n (negative: gives back) to buffered and returns n.
+func noteBuffered(n int) int {
+	v := buffered.Add(int64(n))
+	for h := bufferedHigh.Load(); v > h && !bufferedHigh.CompareAndSwap(h, v); h = bufferedHigh.Load() {
+	}
+	return n
+}
+
+// holdRequest takes the intake limiter's bytes for a request body of n bytes before it is
+// read: the capacity of the buffer readRequest ends with. Small requests are bounded by the
+// connection limit instead (max-connections × 16KiB). While it waits, nothing is read from
+// the connection, so TCP flow control holds the client back. refused means the wait ended
+// without them.
+func (c *conn) holdRequest(n int) (held int64, refused bool) {
+	lim := c.s.cfg.Limiter
+	if lim == nil || n <= smallBufSize {
+		return 0, false
+	}
+	held = int64(pool.Cap(n))
+	if !lim.AcquireBytes(fastpath.IntakeKafka, held, nil) {
+		return 0, true
+	}
+	return held, false
+}
+
+func (c *conn) releaseRequest(held int64) {
+	if held > 0 {
+		c.s.cfg.Limiter.ReleaseBytes(held)
+	}
+}
+
+// refuseBusy answers a request of n bytes for which the limiter had no room, without holding
+// it: the fixed prefix is read, the rest is read and dropped through a small buffer. A push is
+// answered THROTTLING_QUOTA_EXCEEDED with the limiter's wait as throttle time (the client
+// pushes again after its interval); any other request this large closes the connection.
+func (c *conn) refuseBusy(n int) ([]byte, bool, error) {
+	var prefix [minRequestSize]byte
+	if _, err := io.ReadFull(c.nc, prefix[:]); err != nil {
+		return nil, false, err
+	}
+	if _, err := io.CopyN(io.Discard, c.nc, int64(n-minRequestSize)); err != nil {
+		return nil, false, err
+	}
+	h := &c.hdr
+	if parsePrefix(prefix[:], h) != nil || h.key != keyPushTelemetry || !supported(h.key, h.version) {
+		return nil, false, nil
+	}
+	requestsPush.Inc()
+	errIntakeBusy.Inc()
+	resp := &c.pushResp
+	*resp = kmsg.NewPushTelemetryResponse()
+	resp.Version = h.version
+	resp.ErrorCode = errThrottlingQuotaExceeded
+	resp.ThrottleMillis = int32(c.s.cfg.Limiter.Wait().Milliseconds())
+	return c.respond(resp, true), true, nil
+}
+
+// smallBufSize is the buffer every request starts in: the many small requests (ApiVersions,
+// GetTelemetrySubscriptions) fit, and a push grows from it.
+const smallBufSize = 16 << 10
+
+// readRequest reads a request body of n bytes into a buffer from pool/. A large request grows
+// its buffer as bytes arrive rather than reserving n up front, so a client that announces the
 // maximum and then trickles holds memory in proportion to what it sent.
 func readRequest(r io.Reader, n int) (*[]byte, error) {
-	bp := getBuf(min(n, smallBufSize+1))
+	bp := pool.GetBytes(min(n, smallBufSize+1))
 	buf := *bp
 	if cap(buf) >= n {
 		_, err := io.ReadFull(r, buf[:n])
@@ -186,9 +275,11 @@ func readRequest(r io.Reader, n int) (*[]byte, error) {
 	}
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
-			copy(grown, buf)
-			buf = grown
+			grown := pool.GetBytes(min(n, 2*cap(buf)))
+			*grown = append(*grown, buf...)
+			*bp = buf
+			pool.PutBytes(bp)
+			bp, buf = grown, *grown
 		}
 		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // TestClosingRequests sends requests that must close the connection without an answer and
@@ -261,7 +263,7 @@ func TestReadRequest(t *testing.T) {
 		if err != nil || !bytes.Equal(*bp, want) {
 			t.Fatalf("n=%d: err %v, %d bytes", n, err, len(*bp))
 		}
-		putBuf(bp)
+		pool.PutBytes(bp)
 	}
 	// A client announcing 4 MiB and sending 100 KB holds about that (or a buffer the pool
 	// already had), not 4 MiB.

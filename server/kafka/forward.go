@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
@@ -50,8 +51,8 @@ func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.Key
 	// Encode as the body of an ExportMetricsServiceRequest: one field-1 entry per resource
 	// that kept something. The pooled request's slice is skipped over, never compacted: its
 	// backing array is reused by the next decode.
-	bp := getBuf(size)
-	defer putBuf(bp)
+	bp := pool.GetBytes(size)
+	defer pool.PutBytes(bp)
 	body := (*bp)[:0]
 	for _, rm := range req.ResourceMetrics {
 		if len(rm.ScopeMetrics) == 0 {

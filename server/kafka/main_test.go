@@ -124,6 +124,8 @@ type client struct {
 	nc   net.Conn
 	fmt  *kmsg.RequestFormatter
 	corr int32
+	// wait bounds each response; 10s when zero.
+	wait time.Duration
 }
 
 func dial(t testing.TB, s *Server, clientID string) *client {
@@ -160,7 +162,11 @@ func (c *client) write(b []byte) {
 // readResponse reads one response, checks its correlation id and skips the header's tags.
 func (c *client) readResponse(corr int32, flexible bool) []byte {
 	c.t.Helper()
-	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	wait := c.wait
+	if wait == 0 {
+		wait = 10 * time.Second
+	}
+	c.nc.SetReadDeadline(time.Now().Add(wait))
 	var size [4]byte
 	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
 		c.t.Fatalf("read response size: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 var (
@@ -35,7 +36,7 @@ var (
 	})
 	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
-		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full (THROTTLING_QUOTA_EXCEEDED), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full and intake_busy (THROTTLING_QUOTA_EXCEEDED; intake_busy: the intake limiter of -intake.max-bytes and -intake.max-decodes had no room within -intake.wait), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})
 	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
 	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
@@ -44,6 +45,7 @@ var (
 	errCorruptCompression  = exportErrors.WithLabelValues("corrupt_compression")
 	errInvalidRecordMetric = exportErrors.WithLabelValues("invalid_record")
 	errQueueFull           = exportErrors.WithLabelValues("queue_full")
+	errIntakeBusy          = exportErrors.WithLabelValues("intake_busy")
 	errQueueTooLarge       = exportErrors.WithLabelValues("queue_too_large")
 	errConsume             = exportErrors.WithLabelValues("consume_error")
 
@@ -100,14 +102,25 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		errTooLarge.Inc()
 		return errTelemetryTooLarge
 	}
+	if lim := s.cfg.Limiter; lim != nil {
+		// Decompressing and decoding hold several times the payload in buffers and objects: at
+		// most -intake.max-decodes pushes do it at once.
+		if !lim.AcquireDecode(fastpath.IntakeKafka, nil) {
+			errIntakeBusy.Inc()
+			c.pushResp.ThrottleMillis = int32(lim.Wait().Milliseconds())
+			return errThrottlingQuotaExceeded
+		}
+		defer lim.ReleaseDecode()
+	}
 	start := time.Now()
 	data := r.Metrics
 	if codec != kafkacompress.None {
 		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
 		// none) is decoded into the capacity it is given, and one size keeps the buffer in
 		// one pool class.
-		bp := getBuf(s.cfg.TelemetryMaxBytes)
-		defer putBuf(bp)
+		bp := pool.GetBytes(s.cfg.TelemetryMaxBytes)
+		hold := noteBuffered(cap(*bp))
+		defer func() { noteBuffered(-hold); pool.PutBytes(bp) }()
 		out, err := s.dec.Decompress((*bp)[:0], codec, r.Metrics)
 		*bp = out[:0] // keep what the decoder grew, for the pool
 		switch {

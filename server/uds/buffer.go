@@ -1,33 +1,14 @@
 package uds
 
-import "sync"
+import "github.com/otlpgate/otlpgate/pool"
 
-const (
-	bodyInitCap = 64 << 10
-	// bodyMaxPooled keeps the buffers of rare huge exports out of the pool.
-	bodyMaxPooled = 4 << 20
-)
-
-// bodyPool holds the buffers OTLP request bodies are marshalled into before Consume copies them.
-var bodyPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, bodyInitCap)
-	return &b
-}}
-
-// getBody returns a pooled buffer of length n.
+// getBody returns a buffer of length n from pool/ for an OTLP request body to be marshalled
+// into before Consume copies it. Return it with putBody.
 func getBody(n int) *[]byte {
-	p := bodyPool.Get().(*[]byte)
-	if cap(*p) < n {
-		*p = make([]byte, n, max(n, bodyInitCap))
-	}
+	p := pool.GetBytes(n)
 	*p = (*p)[:n]
 	return p
 }
 
-func putBody(p *[]byte) {
-	if cap(*p) > bodyMaxPooled {
-		return
-	}
-	*p = (*p)[:0]
-	bodyPool.Put(p)
-}
+// putBody gives a buffer from getBody back to pool/ (which drops the rare huge ones).
+func putBody(p *[]byte) { pool.PutBytes(p) }

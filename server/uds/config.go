@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // Config of the OpenCensus daemon intake. Flag names are those cmd/otlpgate defines.
@@ -59,6 +61,11 @@ type Config struct {
 	// otlpgate_uds_timeouts_total{kind="read"} and as truncated in
 	// otlpgate_uds_discarded_messages_total.
 	ReadTimeout time.Duration
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A message that
+	// does not arrive in one read is kept until its rest arrives only with the limiter's bytes;
+	// without them (event loops never wait) it is discarded and counted in
+	// otlpgate_uds_discarded_messages_total{reason="intake_limit"}.
+	Limiter *fastpath.Limiter
 	// DefaultReportingPeriod is how often a process's views are exported until the process
 	// sends VIEW_REPORTING_PERIOD (-uds.reporting-period, default 10s).
 	DefaultReportingPeriod time.Duration

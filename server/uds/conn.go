@@ -28,7 +28,7 @@ var (
 	}()
 	discardedVec = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_uds_discarded_messages_total",
-		Help: "OpenCensus daemon messages discarded, by reason: truncated (the client cut it short), undecodable (its payload did not decode), too_large (over -uds.max-message-bytes).",
+		Help: "OpenCensus daemon messages discarded, by reason: truncated (the client cut it short), undecodable (its payload did not decode), too_large (over -uds.max-message-bytes), intake_limit (no room in -intake.max-bytes to keep a message that did not arrive in one read).",
 	}, []string{"reason"})
 	discarded = func() (c [ocdaemon.NumReasons]prometheus.Counter) {
 		for r := range c {
@@ -91,6 +91,9 @@ func newConn(s *Server) *conn {
 	c := &conn{s: s, watchIdx: -1}
 	c.split.Discard = countDiscard
 	c.split.Skip = countSkip
+	if s.cfg.Limiter != nil {
+		c.split.Budget = udsBudget{s.cfg.Limiter}
+	}
 	c.split.Init(s.cfg.MaxMessageBytes)
 	return c
 }

@@ -56,3 +56,12 @@ func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
 	}
 	itemsCounters[i][o].Add(float64(items))
 }
+
+// udsBudget lends the intake limiter to a connection's Splitter for its carry buffer.
+type udsBudget struct{ lim *fastpath.Limiter }
+
+func (b udsBudget) TryReserve(n int) bool {
+	return b.lim.TryAcquireBytes(fastpath.IntakeUDS, int64(n))
+}
+
+func (b udsBudget) Unreserve(n int) { b.lim.ReleaseBytes(int64(n)) }

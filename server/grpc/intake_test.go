@@ -1,0 +1,148 @@
+package grpcserver
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// A call the intake limiter refuses within -intake.wait ends with UNAVAILABLE and RetryInfo
+// set to the wait, on v1 and on the OTEP unary service alike.
+func TestIntakeBusyAnswer(t *testing.T) {
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
+	sc := DefaultConfig()
+	sc.MaxRecvMsgSize = 4 << 20
+	sc.Limiter = lim
+	e := start(t, testPipelineConfig(), sc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	body := traceBody(t, 1, 3)
+	var r rawBytes = body
+	var o rawBytes = otepReq(t, 7, body)
+	v1 := func() error {
+		return e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{})
+	}
+	otep := func() (*otepv1.ExportResponse, error) {
+		resp := &otepv1.ExportResponse{}
+		return resp, e.raw.Invoke(ctx, "/otlpgate.otep.v1.UnaryExporter/ExportTraces", o.raw(), resp)
+	}
+	if !lim.AcquireBytes(fastpath.IntakeGRPC, 1, nil) {
+		t.Fatal("cannot take a byte")
+	}
+	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC))
+	for name, call := range map[string]func() error{"v1": v1, "otep": func() error { _, err := otep(); return err }} {
+		st := status.Convert(call())
+		if st.Code() != codes.Unavailable || retryDelay(st) != 30*time.Millisecond {
+			t.Fatalf("%s while busy: %v, retry delay %v; want UNAVAILABLE with 30ms", name, st, retryDelay(st))
+		}
+	}
+	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC)) - refused; got != 2 {
+		t.Fatalf("otlpgate_intake_refused_total{intake=grpc,resource=bytes} grew by %v, want 2", got)
+	}
+	lim.ReleaseBytes(1)
+	if err := v1(); err != nil {
+		t.Fatalf("v1 with room: %v", err)
+	}
+	if resp, err := otep(); err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("otep with room: %v, %v", resp, err)
+	}
+	e.p.Flush()
+	if _, items := e.rec.totals(); items != 6 {
+		t.Fatalf("delivered %d spans, want 6", items)
+	}
+	if lim.Bytes() != 0 {
+		t.Fatalf("limiter holds %d bytes after the calls", lim.Bytes())
+	}
+}
+
+// With -ack=upstream the receive reservation is given back once the request is admitted, not
+// when the upstream answers.
+func TestIntakeReleasedBeforeUpstream(t *testing.T) {
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, Wait: time.Minute})
+	sc := DefaultConfig()
+	sc.Limiter = lim
+	pc := testPipelineConfig()
+	pc.Ack = fastpath.AckUpstream
+	rec := &recorder{hold: true}
+	e := start(t, pc, sc, rec)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var r rawBytes = traceBody(t, 2, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{})
+	}()
+	for i := 0; ; i++ {
+		e.p.Flush()
+		if got, _ := rec.totals(); len(got) == 1 {
+			break
+		}
+		if i == 10000 {
+			t.Fatal("the request never reached the destination")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := lim.Bytes(); got != 0 {
+		t.Fatalf("limiter holds %d bytes while the call waits for its upstream, want 0", got)
+	}
+	if lim.HighWaterBytes() != int64(sc.MaxRecvMsgSize) {
+		t.Fatalf("high water %d, want one reservation of %d", lim.HighWaterBytes(), sc.MaxRecvMsgSize)
+	}
+	rec.release(false)
+	if err := <-done; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+}
+
+// Many concurrent large calls: the reservations (and so the messages received at once) stay
+// within -intake.max-bytes, and every call is delivered.
+func TestManyConcurrentCallsBounded(t *testing.T) {
+	const calls = 64
+	const maxBytes = 8 << 20
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, Wait: time.Minute})
+	sc := DefaultConfig()
+	sc.MaxRecvMsgSize = 2 << 20
+	sc.Limiter = lim
+	pc := testPipelineConfig()
+	pc.QueueMaxBytes = 1 << 30
+	e := start(t, pc, sc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var r rawBytes = traceBody(t, 3, 4000) // about 1MiB
+	if len(r) < 1<<19 || len(r) > sc.MaxRecvMsgSize {
+		t.Fatalf("request of %d bytes", len(r))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+	}
+	e.p.Flush()
+	if _, items := e.rec.totals(); items != calls*4000 {
+		t.Fatalf("delivered %d spans, want %d", items, calls*4000)
+	}
+	t.Logf("%d concurrent %d-byte calls: limiter high water %d of %d bytes", calls, len(r), lim.HighWaterBytes(), maxBytes)
+	if lim.HighWaterBytes() > maxBytes || lim.Bytes() != 0 {
+		t.Fatalf("high water %d (bound %d), %d still held", lim.HighWaterBytes(), maxBytes, lim.Bytes())
+	}
+}
