@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,11 @@ type Dest struct {
 	closing   atomic.Bool // Shutdown began
 	stopping  atomic.Bool // Shutdown stopped waiting: failures are losses, not retries
 	wg        sync.WaitGroup
+
+	// shutdownLost counts what was given up on because Shutdown stopped waiting, by reason
+	// (index: reason - dropShutdownQueued), for the one report Shutdown returns. Senders drop
+	// what they hold as they stop, so this is counted at the drop, not where Shutdown sweeps.
+	shutdownLost [numDropReasons - dropShutdownQueued]struct{ requests, items atomic.Int64 }
 }
 
 var _ fastpath.Destination = (*Dest)(nil)
@@ -308,6 +314,11 @@ func (d *Dest) deliver(r *request) {
 
 // drop finishes r as given up on, counted by reason.
 func (d *Dest) drop(r *request, reason int) {
+	if reason >= dropShutdownQueued {
+		l := &d.shutdownLost[reason-dropShutdownQueued]
+		l.requests.Add(1)
+		l.items.Add(int64(r.items))
+	}
 	d.m.dropped[reason].Inc()
 	d.m.droppedItems[reason].Add(float64(r.items))
 	d.finish(r, false)
@@ -338,6 +349,26 @@ func (d *Dest) finish(r *request, delivered bool) {
 }
 
 func (d *Dest) closeDrained() { close(d.drained) }
+
+// shutdownLoss describes what Shutdown gave up on, by reason, or returns nil when nothing was.
+func (d *Dest) shutdownLoss() error {
+	var requests, items int64
+	var parts []string
+	for i := range d.shutdownLost {
+		l := &d.shutdownLost[i]
+		r, n := l.requests.Load(), l.items.Load()
+		if r == 0 {
+			continue
+		}
+		requests, items = requests+r, items+n
+		parts = append(parts, fmt.Sprintf("%s: %d requests, %d items", dropReasonNames[dropShutdownQueued+i], r, n))
+	}
+	if requests == 0 {
+		return nil
+	}
+	return fmt.Errorf("client: destination %q: %d requests (%d items) not delivered before the shutdown deadline (%s; otlpgate_client_dropped_items_total)",
+		d.cfg.Name, requests, items, strings.Join(parts, "; "))
+}
 
 // result acts on an OTEP result code.
 func (d *Dest) result(r *request, code otepv1.ResultCode) {
@@ -440,10 +471,8 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.conn.Close()
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.
-	var lost, items int
 	for _, r := range d.acks.takeIf(func(*request) bool { return true }, nil) {
 		d.m.inFlight.Dec()
-		lost, items = lost+1, items+r.items
 		d.drop(r, dropShutdownPending)
 	}
 	d.q.mu.Lock()
@@ -460,16 +489,14 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	}
 	d.q.mu.Unlock()
 	for _, r := range left {
-		lost, items = lost+1, items+r.items
 		d.drop(r, dropShutdownRetry)
 	}
 	for _, r := range fresh {
-		lost, items = lost+1, items+r.items
 		d.drop(r, dropShutdownQueued)
 	}
-	if lost > 0 {
-		d.log.Warn("destination stopped with undelivered requests", "requests", lost, "items", items)
-		return fmt.Errorf("client: destination %q: %d requests (%d items) not delivered before shutdown", d.cfg.Name, lost, items)
+	// The caller reports the loss, once: no log line here.
+	if err := d.shutdownLoss(); err != nil {
+		return err
 	}
 	d.log.Info("destination stopped")
 	return nil

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -102,6 +103,13 @@ func TestShutdownCountsLosses(t *testing.T) {
 	}
 	if items := value(d.m.droppedItems[dropShutdownPending]); items != 4 {
 		t.Errorf("pending items lost %d, want 4", items)
+	}
+	// One report says everything, by reason, including what the senders dropped as they stopped.
+	want := fmt.Sprintf("client: destination %q: 5 requests (10 items) not delivered before the shutdown deadline "+
+		"(shutdown_queued: 2 requests, 4 items; shutdown_pending: 2 requests, 4 items; shutdown_retry: 1 requests, 2 items; "+
+		"otlpgate_client_dropped_items_total)", cfg.Name)
+	if err.Error() != want {
+		t.Errorf("shutdown error\n%s\nwant\n%s", err, want)
 	}
 	if v, b := value(d.m.inFlight), value(d.m.queueBytes); v != 0 || b != 0 {
 		t.Errorf("in flight %d, queue bytes %d after shutdown", v, b)

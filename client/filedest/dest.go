@@ -251,7 +251,8 @@ func (d *Dest) summary() {
 }
 
 // Shutdown stops accepting batches and writes what is queued; batches still queued when ctx ends
-// are counted as lost (reason shutdown). Safe to call once, from any goroutine.
+// are counted as lost (reason shutdown) and reported in the error, which is nil when nothing was
+// lost. The caller logs it: Shutdown does not. Safe to call once, from any goroutine.
 func (d *Dest) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.mu.closed = true
@@ -270,8 +271,18 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 			failedItems.WithLabelValues("shutdown").Add(float64(b.Items))
 			lost += b.Items
 			b.Done(false)
+			continue
 		default:
-			return fmt.Errorf("filedest: %d items not written before the shutdown deadline", lost)
 		}
+		break
 	}
+	if lost > 0 {
+		return fmt.Errorf("filedest: %d items not written before the shutdown deadline (otlpgate_file_failed_items_total{reason=\"shutdown\"})", lost)
+	}
+	select {
+	case <-d.done:
+		return nil // the writer finished what it had as the deadline passed
+	default:
+	}
+	return errors.New("filedest: the writer was still busy on the file at the shutdown deadline; its last batch may be incomplete")
 }

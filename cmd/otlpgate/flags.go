@@ -100,5 +100,5 @@ Flags:
 	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /debug/pprof/, /healthz, /readyz; empty turns it off")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")
-	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "how long destinations may drain at shutdown; what is left is counted as lost")
+	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "bound on the whole shutdown: intakes stop within half of it, destinations drain for the rest; what is left is counted as lost (otlpgate_client_dropped_items_total{reason=~\"shutdown_.*\"}) and the exit status is 3")
 }

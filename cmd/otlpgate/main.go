@@ -75,26 +75,30 @@ func run(args []string, stderr *os.File) int {
 	registerFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return exitOK
 		}
-		return 2
+		return exitUsage
 	}
 	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "otlpgate:", err)
-		return 2
+		return exitUsage
 	}
 	if err := finishConfig(&cfg); err != nil {
 		log.Error("bad configuration", "err", err)
-		return 2
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log); err != nil {
+		var lost *lossError
+		if errors.As(err, &lost) {
+			return exitLost // each loss was logged where it was found
+		}
 		log.Error("otlpgate failed", "err", err)
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func newLogger(level, format string, w *os.File) (*slog.Logger, error) {
@@ -202,8 +206,7 @@ func splitList(s string) []string {
 	return out
 }
 
-// serve runs otlpgate until ctx ends, then shuts it down in order: intakes stop taking data,
-// open batches are sealed, destinations drain up to -shutdown.timeout.
+// serve runs otlpgate until ctx ends, then shuts it down in phases (see shutdown).
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
 	for _, w := range cfg.warnings {
@@ -301,31 +304,115 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 	}
-	log.Info("shutting down", "timeout", cfg.shutdown)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
+	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, ks, us}, clients, file)
+}
+
+// intake is a server that takes data in; Shutdown stops it accepting and hands what it took
+// to the pipeline.
+type intake interface {
+	Shutdown(ctx context.Context) error
+}
+
+// shutdown stops otlpgate in phases, each with its own share of the deadline:
+//
+//  1. /readyz fails at once, so that load balancers stop routing here.
+//  2. Every intake stops accepting, in parallel, within half the deadline: idle streams end at
+//     once, streams answer what they accepted (with -ack=upstream, once delivered), unary calls
+//     finish, and the UDS exporter's final flush and Kafka's last pushes are admitted. Open
+//     batches are sealed meanwhile, so that what waits for its upstream answer is sent.
+//  3. Open batches are sealed for the last time and admission ends (pipeline Close).
+//  4. The destinations drain in parallel, until the deadline.
+//
+// It returns a lossError when something acknowledged was not delivered; each loss is logged
+// here, once.
+func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fastpath.Pipeline,
+	intakes []intake, clients []*client.Dest, file *filedest.Dest) error {
+	log.Info("shutting down", "timeout", timeout)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	gs.Shutdown(sctx)
-	ks.Shutdown(sctx)
-	us.Shutdown(sctx) // flushes the stats aggregated so far into the pipeline
-	p.Close()
-	// Destinations drain in parallel: one slow upstream must not eat the others' time.
-	errc := make(chan error, len(dests))
-	for _, d := range clients {
-		go func() { errc <- d.Shutdown(sctx) }()
+
+	adm.Drain()
+
+	ictx, icancel := context.WithTimeout(ctx, timeout/2)
+	defer icancel()
+	intakesDone := make(chan struct{})
+	go sealWhileDraining(p, intakesDone)
+	ierrs := make(chan error, len(intakes))
+	for _, in := range intakes {
+		go func() { ierrs <- in.Shutdown(ictx) }()
 	}
-	if file != nil {
-		go func() { errc <- file.Shutdown(sctx) }()
-	}
-	var errs []error
-	for range dests {
-		if err := <-errc; err != nil {
-			errs = append(errs, err)
+	for range intakes {
+		if err := <-ierrs; err != nil {
+			// Not a loss: what an intake did not finish was not acknowledged, and the client
+			// (or the PHP process, or the Kafka client) sends it again or counted it.
+			log.Warn("intake did not stop cleanly", "err", err)
 		}
 	}
-	if q := p.QueuedBytes(); q > 0 {
-		log.Warn("bytes not delivered at shutdown", "bytes", q)
+	close(intakesDone)
+	log.Debug("intakes stopped", "took", time.Since(began))
+
+	p.Close()
+
+	// Destinations drain in parallel: one slow upstream must not eat the others' time.
+	errc := make(chan error, len(clients)+1)
+	for _, d := range clients {
+		go func() { errc <- d.Shutdown(ctx) }()
 	}
-	adm.Shutdown(sctx)
-	log.Info("stopped")
-	return errors.Join(errs...)
+	n := len(clients)
+	if file != nil {
+		n++
+		go func() { errc <- file.Shutdown(ctx) }()
+	}
+	var lost lossError
+	for range n {
+		if err := <-errc; err != nil {
+			log.Error("data lost at shutdown", "err", err)
+			lost.errs = append(lost.errs, err)
+		}
+	}
+	if q := p.QueuedBytes(); q > 0 && len(lost.errs) == 0 {
+		// Every destination finishes every batch it took, lost or not; bytes left over were
+		// never accounted for by one.
+		log.Error("data lost at shutdown", "err", fmt.Sprintf("%d admitted bytes were not finished by every destination", q))
+		lost.errs = append(lost.errs, fmt.Errorf("%d bytes unaccounted for", q))
+	}
+	adm.Shutdown(ctx)
+	log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "lost", len(lost.errs) > 0)
+	if len(lost.errs) > 0 {
+		return &lost
+	}
+	return nil
 }
+
+// sealEvery is how often open batches are sealed while the intakes stop: requests that wait for
+// their upstream answer (-ack=upstream) must not wait for -batch.max-age as well.
+const sealEvery = 5 * time.Millisecond
+
+// sealWhileDraining seals the open batches every sealEvery until done is closed.
+func sealWhileDraining(p *fastpath.Pipeline, done <-chan struct{}) {
+	t := time.NewTicker(sealEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			p.Flush()
+		}
+	}
+}
+
+// lossError reports that data acknowledged to clients was lost at shutdown; every loss was
+// logged already. The process exits with exitLost.
+type lossError struct{ errs []error }
+
+func (e *lossError) Error() string { return errors.Join(e.errs...).Error() }
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // could not start, or stopped on an error
+	exitUsage  = 2 // bad flags or configuration
+	exitLost   = 3 // shut down, but acknowledged data was lost (logged and counted)
+)

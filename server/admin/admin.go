@@ -60,7 +60,9 @@ type Server struct {
 	srv   *http.Server
 	ln    net.Listener
 	ready atomic.Pointer[func() error]
-	done  chan struct{}
+	// draining is set once shutdown began: /readyz fails from then on, whatever ready says.
+	draining atomic.Bool
+	done     chan struct{}
 }
 
 // New returns a server for cfg. ready, when not nil, is asked by /readyz; a nil error means ready.
@@ -88,6 +90,10 @@ func New(cfg Config, log *slog.Logger, ready func() error) (*Server, error) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	if f := s.ready.Load(); f != nil {
 		if err := (*f)(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -126,6 +132,11 @@ func (s *Server) Addr() net.Addr {
 	}
 	return s.ln.Addr()
 }
+
+// Drain makes /readyz answer 503 from now on, so that load balancers stop routing new work
+// here while the intakes finish what they have. The admin endpoints keep serving until Shutdown.
+// Safe for concurrent use.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Shutdown stops the server, waiting for open requests up to ctx.
 func (s *Server) Shutdown(ctx context.Context) error {

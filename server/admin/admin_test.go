@@ -77,3 +77,29 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// Once shutdown began /readyz fails, even though the intakes are still up, while /healthz and
+// /metrics keep answering.
+func TestReadyzFailsWhileDraining(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	s, err := New(cfg, slog.New(slog.DiscardHandler), func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	base := "http://" + s.Addr().String()
+	if code, body := get(t, base+"/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz before: %d %q", code, body)
+	}
+	s.Drain()
+	if code, body := get(t, base+"/readyz"); code != 503 || body != "not ready: shutting down\n" {
+		t.Fatalf("/readyz draining: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz draining: %d %q", code, body)
+	}
+}

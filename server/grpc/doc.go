@@ -8,6 +8,8 @@
 // Responses are small typed messages marshalled by the vtprotobuf codec.
 //
 // It imports fastpath/, codec/, pool/ and proto/; never client/ or cmd/. gRPC runs each call on
-// its own goroutine; a stream's requests are read on the handler's goroutine, and in -ack=upstream
-// mode answered by up to -grpc.stream.window waiter goroutines.
+// its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
+// the stream's own, so that its handler's goroutine can end it at shutdown while it waits for a
+// request (drain.go); in -ack=upstream mode they are answered by up to -grpc.stream.window waiter
+// goroutines.
 package grpcserver

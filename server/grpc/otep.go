@@ -99,63 +99,84 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 // The stream ends (after every accepted request was answered) when the client closes its side,
 // at StreamMaxAge or StreamMaxRequests (the client re-opens: re-balancing), under sustained
 // overload (UNAVAILABLE with RetryInfo), or at shutdown. The age is checked as requests arrive:
-// an idle stream past its age ends at its next request, which is still answered.
+// an idle stream past its age ends at its next request, which is still answered. At shutdown an
+// idle stream ends at once, after the answers it owes (drain.go).
 func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
-		ctx := stream.Context()
-		if err := s.authorize(ctx); err != nil {
+		if err := s.authorize(stream.Context()); err != nil {
 			return err
 		}
-		st := streamState{stream: stream}
-		defer st.wg.Wait()
-		var expired atomic.Bool
-		if s.cfg.StreamMaxAge > 0 {
-			t := time.AfterFunc(s.cfg.StreamMaxAge, func() { expired.Store(true) })
-			defer t.Stop()
+		st := &streamState{stream: stream}
+		done := make(chan error, 1)
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			done <- s.otepStreamLoop(sig, st)
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-s.drain:
 		}
-		var window chan struct{}
-		if s.p.Config().Ack == fastpath.AckUpstream {
-			window = make(chan struct{}, s.cfg.StreamWindow)
+		if !st.gate.stopIdle() {
+			return <-done // busy with a request: the loop answers it and ends the stream
 		}
-		var raw codec.Raw
-		for n := int64(1); ; n++ {
-			raw.Release()
-			if err := stream.RecvMsg(&raw); err != nil {
-				if errors.Is(err, io.EOF) {
-					return st.finish(nil)
-				}
-				return st.finish(err)
-			}
-			req := raw.Bytes()
-			sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
-			id := sc.ID
-			if reason == refusedInvalid {
-				id = peekID(req)
-			}
-			if b != nil {
-				window <- struct{}{}
-				st.wg.Add(1)
-				go func() {
-					defer st.wg.Done()
-					st.send(id, resultOf(await(ctx, b)))
-					<-window
-				}()
-			} else if err := st.send(id, resultOf(reason)); err != nil {
-				return st.finish(err)
-			}
-			switch {
-			case reason == refusedFull && s.overloaded():
-				ctr.overload[kindOTEPStream].Inc()
-				return st.finish(s.unavailable())
-			case s.draining.Load():
-				return st.finish(nil)
-			case s.cfg.StreamMaxRequests > 0 && n >= s.cfg.StreamMaxRequests:
-				ctr.rebalanceReq.Inc()
-				return st.finish(nil)
-			case expired.Load():
-				ctr.rebalanceAge.Inc()
+		st.wg.Wait() // the answers still owed (-ack=upstream)
+		return nil
+	}
+}
+
+// otepStreamLoop reads and admits the requests of one stream; it runs on a goroutine of its own.
+func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
+	ctx := st.stream.Context()
+	defer st.wg.Wait()
+	var expired atomic.Bool
+	if s.cfg.StreamMaxAge > 0 {
+		t := time.AfterFunc(s.cfg.StreamMaxAge, func() { expired.Store(true) })
+		defer t.Stop()
+	}
+	var window chan struct{}
+	if s.p.Config().Ack == fastpath.AckUpstream {
+		window = make(chan struct{}, s.cfg.StreamWindow)
+	}
+	var raw codec.Raw
+	for n := int64(1); ; n++ {
+		raw.Release()
+		if err := s.recv(&st.gate, st.stream, &raw); err != nil {
+			if errors.Is(err, io.EOF) || err == errDrained || err == errStopped {
 				return st.finish(nil)
 			}
+			return st.finish(err)
+		}
+		req := raw.Bytes()
+		sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
+		id := sc.ID
+		if reason == refusedInvalid {
+			id = peekID(req)
+		}
+		if b != nil {
+			window <- struct{}{}
+			st.wg.Add(1)
+			go func() {
+				defer st.wg.Done()
+				st.send(id, resultOf(await(ctx, b)))
+				<-window
+			}()
+		} else if err := st.send(id, resultOf(reason)); err != nil {
+			return st.finish(err)
+		}
+		switch {
+		case reason == refusedFull && s.overloaded():
+			ctr.overload[kindOTEPStream].Inc()
+			return st.finish(s.unavailable())
+		case s.draining.Load():
+			return st.finish(nil)
+		case s.cfg.StreamMaxRequests > 0 && n >= s.cfg.StreamMaxRequests:
+			ctr.rebalanceReq.Inc()
+			return st.finish(nil)
+		case expired.Load():
+			ctr.rebalanceAge.Inc()
+			return st.finish(nil)
 		}
 	}
 }
@@ -163,6 +184,7 @@ func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 // streamState serialises the answers of one stream: gRPC allows one SendMsg at a time.
 type streamState struct {
 	stream grpc.ServerStream
+	gate   recvGate
 	wg     sync.WaitGroup
 	mu     struct {
 		sync.Mutex

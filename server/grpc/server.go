@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +27,13 @@ import (
 
 // Server is the gRPC intake.
 type Server struct {
-	cfg   Config
-	p     *fastpath.Pipeline
-	log   *slog.Logger
-	gs    *grpc.Server
-	ln    net.Listener
+	cfg Config
+	p   *fastpath.Pipeline
+	log *slog.Logger
+	gs  *grpc.Server
+	// ln is set once Serve runs; atomic because readiness checks read it from other goroutines
+	// while the server starts.
+	ln    atomic.Pointer[net.Listener]
 	token string // expected "Bearer ..." value; empty: no check
 
 	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
@@ -39,6 +42,8 @@ type Server struct {
 	refusingSince atomic.Int64
 	lastRefusal   atomic.Int64
 	draining      atomic.Bool
+	drain         chan struct{}  // closed when draining is set: idle streams end
+	loops         sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
 	served        chan struct{}
 }
 
@@ -47,7 +52,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{})}
+	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{})}
 	if cfg.AuthTokenFile != "" {
 		tok, err := os.ReadFile(cfg.AuthTokenFile)
 		if err != nil {
@@ -123,7 +128,7 @@ func (s *Server) Start() error {
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
 	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
-	s.ln = ln
+	s.ln.Store(&ln)
 	go func() {
 		defer close(s.served)
 		if err := s.gs.Serve(ln); err != nil {
@@ -134,35 +139,44 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Addr is the bound address, nil before Start.
+// Addr is the bound address, nil before Start. Safe for concurrent use, also with Start.
 func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
+	ln := s.ln.Load()
+	if ln == nil {
 		return nil
 	}
-	return s.ln.Addr()
+	return (*ln).Addr()
 }
 
-// Shutdown stops taking calls: streams end after answering what they accepted, at their next
-// request, and unary calls finish. Connections still open when ctx ends are closed; requests on
-// them that were not answered are the client's to re-send.
+// Shutdown stops taking calls. A stream waiting for its next request ends at once; a stream
+// handling a request ends once it answered it; either way it first sends the answers it owes
+// (with -ack=upstream, once the upstream answered). Unary calls finish. Connections still open
+// when ctx ends are closed, and an error says so: requests on them that were not answered are the
+// client's to re-send (admitted ones are still delivered). Call once; safe for concurrent use
+// with the handlers.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.ln == nil {
+	if s.ln.Load() == nil {
 		return nil
 	}
-	s.draining.Store(true)
+	if !s.draining.Swap(true) {
+		close(s.drain)
+	}
 	stopped := make(chan struct{})
 	go func() {
 		s.gs.GracefulStop()
 		close(stopped)
 	}()
+	var err error
 	select {
 	case <-stopped:
 	case <-ctx.Done():
 		s.gs.Stop()
 		<-stopped
+		err = fmt.Errorf("grpc: calls still open when the shutdown deadline passed were cut: %w", ctx.Err())
 	}
 	<-s.served
-	return nil
+	s.loops.Wait() // every handler returned, so every stream's context ended and its loop with it
+	return err
 }
 
 // authorize checks the bearer token when one is configured.

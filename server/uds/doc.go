@@ -18,7 +18,9 @@
 //
 // Semantics beyond the protocol text:
 //   - A process's state lives while a connection of its pid is open (or until PROC_SHUTDOWN);
-//     when it ends, its views are exported once more and dropped.
+//     when it ends, its views are exported once more and dropped once that export is admitted
+//     (a refusal for want of room keeps it for the next round). Exports go in chunks of at most
+//     256KiB, so that a refusal costs only the processes of its chunk.
 //   - VIEW_UNREGISTER stops aggregation at once; the view is exported one last time with what it
 //     holds. Registering an identical view before that final export revives it with its
 //     aggregates, so the per-request register/unregister cycle of PHP keeps one cumulative

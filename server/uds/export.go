@@ -2,6 +2,7 @@ package uds
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -17,10 +18,26 @@ import (
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 )
 
-var metricExports = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "otlpgate_uds_metric_exports_total",
-	Help: "Metric export rounds that handed data points to the data path.",
-})
+var (
+	metricExports = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_metric_exports_total",
+		Help: "Metric export rounds that handed data points to the data path.",
+	})
+	exportsDeferred = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_deferred_exports_total",
+		Help: "Final exports of ended PHP processes refused by the data path and kept to be tried again (their points are counted once, when admitted or given up).",
+	})
+)
+
+const (
+	// exportChunkBytes bounds one hand-over of the exporter: processes are exported in chunks
+	// of about this size, so that a refusal costs only the processes of that chunk.
+	exportChunkBytes = 256 << 10
+	// exportRetry is how soon a refused final export is tried again while running; at
+	// shutdown it is tried every finalRetry until Shutdown's context ends.
+	exportRetry = time.Second
+	finalRetry  = 20 * time.Millisecond
+)
 
 // scope names the instrumentation library that produced what the intake emits. Shared and
 // read-only.
@@ -28,13 +45,18 @@ var scope = &commonv1.InstrumentationScope{Name: "opencensus-php"}
 
 // runExporter exports each process's views every reporting period, and processes that ended at
 // once. It runs on its own goroutine until stop is closed, then exports everything one last
-// time.
+// time, trying again what the data path refuses for want of room until exportAbort is closed.
 func (s *Server) runExporter() {
 	defer close(s.exportDone)
 	for {
 		now := s.clock.Now()
 		due, next := s.reg.due(now, false)
-		s.exportMetrics(due, now)
+		if kept := s.exportMetrics(due, now, false); len(kept) > 0 {
+			s.giveUp(s.reg.keep(kept), now)
+			if retry := now.Add(exportRetry); next.IsZero() || retry.Before(next) {
+				next = retry
+			}
+		}
 		var fire <-chan time.Time
 		cancel := func() {}
 		if !next.IsZero() {
@@ -45,12 +67,40 @@ func (s *Server) runExporter() {
 		case <-s.exportWake:
 		case <-s.exportStop:
 			cancel()
-			now = s.clock.Now()
-			due, _ = s.reg.due(now, true)
-			s.exportMetrics(due, now)
+			s.finalExport()
 			return
 		}
 		cancel()
+	}
+}
+
+// finalExport exports every process one last time. What the data path refuses for want of room
+// is tried again until it is admitted or exportAbort is closed; then it is counted as dropped.
+func (s *Server) finalExport() {
+	due, _ := s.reg.due(s.clock.Now(), true)
+	t := time.NewTimer(finalRetry)
+	defer t.Stop()
+	for {
+		due = s.exportMetrics(due, s.clock.Now(), true)
+		if len(due) == 0 {
+			return
+		}
+		t.Reset(finalRetry)
+		select {
+		case <-t.C:
+		case <-s.exportAbort:
+			s.giveUp(due, s.clock.Now())
+			return
+		}
+	}
+}
+
+// giveUp counts the points of procs as dropped for want of room.
+func (s *Server) giveUp(procs []*process, now time.Time) {
+	for _, p := range procs {
+		if _, n, _ := s.resourceMetrics(p, now); n > 0 {
+			s.countConsume(fastpath.Metrics, fastpath.ErrFull, n)
+		}
 	}
 }
 
@@ -63,63 +113,121 @@ func (s *Server) wakeExporter() {
 }
 
 // exportMetrics hands the current aggregates of procs to the consumer, one resource per
-// process. Retired views leave their process here.
-func (s *Server) exportMetrics(procs []*process, now time.Time) {
+// process, in chunks of about exportChunkBytes. It returns the processes whose export was
+// refused for want of room and must be tried again: ended ones, or with final set all of them
+// (their data exists nowhere else). A live process refused while running needs no retry: its
+// aggregates are cumulative and its next period reports them; views it retired are kept for
+// that report.
+func (s *Server) exportMetrics(procs []*process, now time.Time, final bool) (retry []*process) {
 	if len(procs) == 0 {
-		return
+		return nil
 	}
 	req := colmetricsv1.ExportMetricsServiceRequestFromVTPool()
 	defer req.ReturnToVTPool()
-	// segments remembers where each resource's encoding ends, to split an export the data path
-	// finds too large.
-	var segments []int
-	var points []int
 	buf := getBody(0)
 	defer putBody(buf)
+	var c exportChunk
+	flush := func() {
+		if len(c.procs) > 0 {
+			retry = s.consumeChunk(&c, *buf, final, retry)
+		}
+		c.reset()
+		*buf = (*buf)[:0]
+	}
+	exported := false
 	for _, p := range procs {
-		rm, n := s.resourceMetrics(p, now)
+		rm, n, retired := s.resourceMetrics(p, now)
 		if n == 0 {
 			continue
 		}
 		req.ResourceMetrics = append(req.ResourceMetrics[:0], rm)
 		size := req.SizeVT()
+		if len(*buf) > 0 && len(*buf)+size > s.chunkBytes {
+			flush()
+		}
 		start := len(*buf)
 		*buf = slices.Grow(*buf, size)[:start+size]
 		if _, err := req.MarshalToSizedBufferVT((*buf)[start:]); err != nil {
 			panic("BUG: marshal of a built metrics request: " + err.Error())
 		}
-		segments = append(segments, len(*buf))
-		points = append(points, n)
+		c.procs = append(c.procs, p)
+		c.ends = append(c.ends, len(*buf))
+		c.points = append(c.points, n)
+		c.retired = append(c.retired, retired)
+		exported = true
 	}
-	if len(segments) == 0 {
-		return
+	flush()
+	if exported {
+		metricExports.Inc()
 	}
-	metricExports.Inc()
-	total := 0
-	for _, n := range points {
-		total += n
-	}
-	err := s.next.Consume(fastpath.Metrics, *buf, total)
-	if err == fastpath.ErrTooLarge && len(segments) > 1 {
-		// One resource at a time may still fit.
-		from := 0
-		for i, end := range segments {
-			s.countConsume(fastpath.Metrics, s.next.Consume(fastpath.Metrics, (*buf)[from:end], points[i]), points[i])
-			from = end
-		}
-		return
-	}
-	s.countConsume(fastpath.Metrics, err, total)
+	return retry
 }
 
-// resourceMetrics builds the metrics of p and the number of data points in them.
-func (s *Server) resourceMetrics(p *process, now time.Time) (*metricsv1.ResourceMetrics, int) {
+// exportChunk is the processes marshalled into one buffer, in order: ends[i] is where the i-th
+// resource's encoding ends.
+type exportChunk struct {
+	procs   []*process
+	ends    []int
+	points  []int
+	retired [][]*view
+}
+
+func (c *exportChunk) reset() {
+	c.procs, c.ends, c.points, c.retired = c.procs[:0], c.ends[:0], c.points[:0], c.retired[:0]
+}
+
+// consumeChunk hands one chunk to the consumer and appends to retry the processes to try
+// again. A chunk too large for the data path is split into its processes.
+func (s *Server) consumeChunk(c *exportChunk, body []byte, final bool, retry []*process) []*process {
+	total := 0
+	for _, n := range c.points {
+		total += n
+	}
+	err := s.next.Consume(fastpath.Metrics, body, total)
+	if err == nil || len(c.procs) == 1 || !errors.Is(err, fastpath.ErrTooLarge) {
+		return s.settle(c, 0, len(c.procs), err, final, retry)
+	}
+	from := 0
+	for i, end := range c.ends {
+		retry = s.settle(c, i, i+1, s.next.Consume(fastpath.Metrics, body[from:end], c.points[i]), final, retry)
+		from = end
+	}
+	return retry
+}
+
+// settle records the outcome err of the hand-over of the processes c.procs[from:to].
+func (s *Server) settle(c *exportChunk, from, to int, err error, final bool, retry []*process) []*process {
+	points := 0
+	for _, n := range c.points[from:to] {
+		points += n
+	}
+	if err == nil || !errors.Is(err, fastpath.ErrFull) {
+		s.countConsume(fastpath.Metrics, err, points)
+		return retry
+	}
+	for i := from; i < to; i++ {
+		p := c.procs[i]
+		p.restoreRetired(c.retired[i])
+		if final || p.ended.Load() {
+			exportsDeferred.Inc()
+			retry = append(retry, p)
+			continue
+		}
+		s.countConsume(fastpath.Metrics, err, c.points[i])
+	}
+	return retry
+}
+
+// resourceMetrics builds the metrics of p, the number of data points in them and the retired
+// views it took from p (for restoreRetired when the export is refused).
+func (s *Server) resourceMetrics(p *process, now time.Time) (*metricsv1.ResourceMetrics, int, []*view) {
 	p.mu.Lock()
 	views := make([]*view, 0, len(p.mu.views)+len(p.mu.retired))
 	for _, v := range p.mu.views {
 		views = append(views, v)
 	}
-	views = append(views, p.mu.retired...)
+	retired := p.mu.retired
+	views = append(views, retired...)
 	p.mu.retired = nil
 	rt := p.mu.runtime
 	p.mu.Unlock()
@@ -137,12 +245,12 @@ func (s *Server) resourceMetrics(p *process, now time.Time) (*metricsv1.Resource
 		points += len(snap)
 	}
 	if points == 0 {
-		return nil, 0
+		return nil, 0, retired
 	}
 	return &metricsv1.ResourceMetrics{
 		Resource:     s.resource(p.pid, rt),
 		ScopeMetrics: []*metricsv1.ScopeMetrics{sm},
-	}, points
+	}, points, retired
 }
 
 // metric converts a view's snapshot: count and sum become cumulative sums, distribution a

@@ -90,7 +90,7 @@ func FuzzFeed(f *testing.F) {
 		c.feed(data[at:])
 		c.close()
 		due, _ := srv.reg.due(srv.clock.Now(), true)
-		srv.exportMetrics(due, srv.clock.Now())
+		srv.exportMetrics(due, srv.clock.Now(), true)
 		render(t, rec.snapshot())
 	})
 }

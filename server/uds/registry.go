@@ -18,7 +18,8 @@ type runtimeInfo struct {
 // Invariants:
 //  1. A process is in mu.procs while at least one connection is attached to it and it did not
 //     send PROC_SHUTDOWN; then it moves to mu.ended, which the exporter drains with a final
-//     export.
+//     export. A final export the data path refuses for want of room puts the process back in
+//     mu.ended (keep), at most maxProcesses of them: it is forgotten only once admitted.
 //  2. A connection holds at most one attachment (conn.proc) and releases it exactly once.
 //  3. Lock order: registry.mu, then process.mu, then view.mu.
 type registry struct {
@@ -140,6 +141,20 @@ func (r *registry) due(now time.Time, all bool) (due []*process, next time.Time)
 	return due, next
 }
 
+// keep puts ended processes whose final export was refused back, to be exported again with the
+// next round. Beyond maxProcesses waiting, the oldest are given up and returned. Safe for
+// concurrent use.
+func (r *registry) keep(procs []*process) (dropped []*process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.ended = append(r.mu.ended, procs...)
+	if extra := len(r.mu.ended) - r.maxProcesses; extra > 0 {
+		dropped = slices.Clone(r.mu.ended[:extra])
+		r.mu.ended = slices.Delete(r.mu.ended, 0, extra)
+	}
+	return dropped
+}
+
 // live returns the number of live processes. Safe for concurrent use.
 func (r *registry) live() int {
 	r.mu.Lock()
@@ -182,6 +197,17 @@ func newProcess(pid uint64, limits processLimits) *process {
 	p.mu.measures = make(map[string]*measure)
 	p.mu.views = make(map[string]*view)
 	return p
+}
+
+// restoreRetired gives p back the retired views an export took, when the export was refused:
+// their final report is then part of the next one.
+func (p *process) restoreRetired(views []*view) {
+	if len(views) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.mu.retired = append(views, p.mu.retired...)
+	p.mu.Unlock()
 }
 
 func (p *process) setRuntime(rt runtimeInfo) {

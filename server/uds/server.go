@@ -64,9 +64,12 @@ type Server struct {
 	// closed counts connections whose close was handled (tests synchronise on it).
 	closed atomic.Int64
 
-	exportWake chan struct{}
-	exportStop chan struct{}
-	exportDone chan struct{}
+	exportWake  chan struct{}
+	exportStop  chan struct{}
+	exportAbort chan struct{} // closed when Shutdown's context ends: the final export gives up
+	exportDone  chan struct{}
+	// chunkBytes bounds one hand-over of the exporter (exportChunkBytes; tests lower it).
+	chunkBytes int
 
 	mu struct {
 		sync.Mutex
@@ -106,17 +109,19 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		path = abs
 	}
 	s := &Server{
-		cfg:        cfg,
-		path:       path,
-		next:       next,
-		log:        log.With("intake", "uds"),
-		limits:     processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries},
-		clock:      realClock{},
-		exportWake: make(chan struct{}, 1),
-		exportStop: make(chan struct{}),
-		exportDone: make(chan struct{}),
-		gid:        -1,
-		sweepEvery: sweepEvery(&cfg),
+		cfg:         cfg,
+		path:        path,
+		next:        next,
+		log:         log.With("intake", "uds"),
+		limits:      processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries},
+		clock:       realClock{},
+		exportWake:  make(chan struct{}, 1),
+		exportStop:  make(chan struct{}),
+		exportAbort: make(chan struct{}),
+		exportDone:  make(chan struct{}),
+		chunkBytes:  exportChunkBytes,
+		gid:         -1,
+		sweepEvery:  sweepEvery(&cfg),
 	}
 	s.clk.init()
 	if cfg.Listen != "" && cfg.Group != "" {
@@ -198,16 +203,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	// Even when the event loops are slow to stop, the exporter flushes what it has and ends.
+	// Its final export is admitted, or tried again while ctx lasts, then counted as dropped.
 	close(s.exportStop)
-	if err != nil {
-		return err
-	}
 	select {
 	case <-s.exportDone:
 	case <-ctx.Done():
-		return ctx.Err()
+		close(s.exportAbort)
+		<-s.exportDone // the exporter only waits on its retry timer, which the abort ends
+		if err == nil {
+			err = ctx.Err()
+		}
 	}
-	return nil
+	return err
 }
 
 // prepareSocket makes room for the socket: a stale file (nobody accepts on it) is removed, a live
