@@ -419,3 +419,46 @@ func TestFleetEjectsKilledGateway(t *testing.T) {
 	t.Logf("re-routed (ejected) items %d, possible duplicates %d, duplicates seen %d",
 		value(e.fleet.m.rerouted[rerouteEjected]), value(e.fleet.m.duplicates), dups)
 }
+
+// A fleet whose file names no backend holds what it is given, and delivers it all once a
+// backend appears.
+func TestFleetHoldsWithoutBackend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+	defer cancel()
+	a := newArrivals()
+	path := filepath.Join(t.TempDir(), "gateways")
+	writeEndpoints(t, path)
+	cfg := fleetConfig(t, "fleet_hold")
+	cfg.Resolver, cfg.EndpointsFile = ResolverFile, path
+	cfg.ResolveInterval = time.Hour
+	e := startFleetEdge(t, cfg)
+	if got := e.fleet.Backends(); len(got) != 0 {
+		t.Fatalf("backends %v, want none", got)
+	}
+	s := newSDK(t, ctx, e.addr)
+	s.emit(t, ctx, "held", 100, 3)
+	e.p.Flush()
+	for deadline := time.Now().Add(waitFor); value(e.fleet.m.held) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if value(e.fleet.m.held) == 0 {
+		t.Fatal("nothing held")
+	}
+	g := startFleetGateway(t, "late", a)
+	writeEndpoints(t, path, g.addr)
+	if err := e.fleet.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	s.emit(t, ctx, "after", 100, 3)
+	if err := s.tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stop(t)
+	stopAll(g)
+	if dups := a.check(t, s, 600, "held", "after"); dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+	if v := value(e.fleet.m.held); v != 0 {
+		t.Errorf("%d bytes still held", v)
+	}
+}
