@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
@@ -20,9 +21,6 @@ import (
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
-
-// numSignals is the number of fastpath signals (traces, metrics, logs).
-const numSignals = 3
 
 // ackShardBits sets 32 shards: more than the cores otlpgate runs on, so that senders and
 // receivers rarely meet on a lock (acktable_bench_test.go measures it).
@@ -35,10 +33,11 @@ const ackShardBits = 5
 // workers. All of them start in Start and have returned when Shutdown returns.
 type Dest struct {
 	cfg     Config
+	backend string // the address, in a Fleet; "" for a plain destination
 	log     *slog.Logger
 	m       *destMetrics
 	conn    *grpc.ClientConn
-	methods [numSignals]string
+	methods [fastpath.NumSignals]string
 	// streamOpts and unaryOpts are the call options: streams wait for the connection to be
 	// ready (a lane has nothing else to do), unary calls fail fast and back off.
 	streamOpts, unaryOpts []grpc.CallOption
@@ -63,9 +62,9 @@ type Dest struct {
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	cancel    context.CancelFunc
-	stop      chan struct{}             // closed when Shutdown stops waiting: senders give up
-	inFlight  [numSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
-	drained   chan struct{}             // closed once nothing is outstanding after Shutdown began
+	stop      chan struct{}                      // closed when Shutdown stops waiting: senders give up
+	inFlight  [fastpath.NumSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
+	drained   chan struct{}                      // closed once nothing is outstanding after Shutdown began
 	drainOnce sync.Once
 	started   atomic.Bool
 	shut      atomic.Bool
@@ -122,13 +121,17 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		log:     log.With("destination", cfg.Name),
 		m:       newDestMetrics(cfg.Name, backend),
 		conn:    conn,
-		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*numSignals),
+		acks:    newAckTable(ackShardBits, cfg.Streams*cfg.Window*int(fastpath.NumSignals)),
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
 	if backend != "" {
 		d.log = d.log.With("backend", backend)
 	}
+	d.backend = backend
+	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
+		func() float64 { return float64(d.held.Load()) })
+	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
 	limit := cfg.MaxInFlight
 	if limit == 0 {
@@ -149,13 +152,13 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	}
 	switch {
 	case cfg.Protocol == ProtocolV1:
-		d.methods = [numSignals]string{coltracev1.TraceService_Export_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{coltracev1.TraceService_Export_FullMethodName,
 			colmetricsv1.MetricsService_Export_FullMethodName, collogsv1.LogsService_Export_FullMethodName}
 	case cfg.stream():
-		d.methods = [numSignals]string{otepv1.StreamExporter_ExportTraces_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{otepv1.StreamExporter_ExportTraces_FullMethodName,
 			otepv1.StreamExporter_ExportMetrics_FullMethodName, otepv1.StreamExporter_ExportLogs_FullMethodName}
 	default:
-		d.methods = [numSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
+		d.methods = [fastpath.NumSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
 			otepv1.UnaryExporter_ExportMetrics_FullMethodName, otepv1.UnaryExporter_ExportLogs_FullMethodName}
 	}
 	senders := cfg.Concurrency
@@ -222,7 +225,6 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
-	d.m.queueBytes.Add(float64(n)) // before a sender can see the request and finish it
 	d.q.mu.fresh.push(getRequest(b, d.nextID.Add(1)))
 	d.q.mu.Unlock()
 	d.q.notify()
@@ -341,7 +343,6 @@ func (d *Dest) finish(r *request, delivered bool) {
 	b, n := r.b, r.size
 	putRequest(r)
 	d.held.Add(-int64(n))
-	d.m.queueBytes.Sub(float64(n))
 	b.Done(delivered)
 	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
 		d.drainOnce.Do(d.closeDrained)
@@ -469,6 +470,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.cancel()
 	d.wg.Wait()
 	d.conn.Close()
+	defer heldBytes.remove(d) // after the drops below have settled d.held
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	for _, r := range d.acks.takeIf(func(*request) bool { return true }, nil) {

@@ -26,6 +26,19 @@
 // backs off before opening the next one; otherwise a stream re-opens as soon as the connection
 // allows.
 //
+// A request's life, from Enqueue to Done (request.go says who owns it in each state):
+//
+//	Enqueue --> queued --> sent --> pending --+-- Success -------------------------> acked    Done(true)
+//	  |          ^  ^                         +-- FailedNoneRetryable, AckTimeout,
+//	  |          |  |                         |   too large, unframeable ---------> dropped  Done(false)
+//	  |          |  +-- retry (backoff) <-----+-- FailedRetryable, retryable code, RetryInfo
+//	  |          |        +-- past RetryMaxElapsed -----------------------------> dropped  Done(false)
+//	  |          +------- resend (at once) <--+-- its stream broke
+//	  +-- queue full, or Shutdown began: refused (the pipeline counts it)
+//
+// Shutdown, once it stops waiting, drops what is queued, pending or waiting for a retry, each
+// under its own reason. Every path ends in exactly one Done.
+//
 // Re-balancing: after RebalanceTimeout or RebalanceRequests a lane half-closes its stream,
 // opens a new one for the next requests, and the old stream's receiver keeps reading answers
 // until the server closes it. Pending requests stay bound to the stream they went out on, so

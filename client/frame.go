@@ -34,11 +34,6 @@ import (
 // few hundred spans is one entry of tens of KiB), so in practice the body is not copied.
 const viewMinEntry = 1024
 
-// trackedMin is the smallest capacity gRPC's mem.NewBuffer counts references for: at or below
-// 1 KiB it returns an untracked buffer whose Free never reaches the pool, so the frame would
-// never learn that gRPC is done.
-const trackedMin = 1<<10 + 1
-
 const (
 	tagID    = 1<<3 | byte(protowire.VarintType)
 	tagV1    = 1<<3 | byte(protowire.BytesType)
@@ -66,18 +61,19 @@ var errFrameInvalid = errors.New("client: payload is not a v1 request body")
 //     BufferSlice in order and the last element is always a view, so nobody reads the array
 //     or a header after the Put.
 type frame struct {
-	refs    atomic.Int32
-	id      uint64
-	payload *pool.Payload // the frame's own reference
-	body    []byte        // payload bytes: the v1 body
-	cuts    []int32       // offset in body of each field-1 entry's tag byte
-	copy    bool          // marshal by copying (see above)
-	size    int           // encoded size
-	data    []byte        // what the root buffer points at
-	copyBuf *[]byte       // the pooled copy, when copy is set
-	hdr     [1 + binary.MaxVarintLen64 + 1]byte
-	hdrs    [1 + binary.MaxVarintLen64 + 2]mem.Buffer // hdrs[n] is hdr[:n], boxed once per frame
-	bufs    []mem.Buffer
+	codec.FreeNotice // the root buffer's pool: Put below is gRPC's notice (codec.Track)
+	refs             atomic.Int32
+	id               uint64
+	payload          *pool.Payload // the frame's own reference
+	body             []byte        // payload bytes: the v1 body
+	cuts             []int32       // offset in body of each field-1 entry's tag byte
+	copy             bool          // marshal by copying (see above)
+	size             int           // encoded size
+	data             []byte        // what the root buffer points at
+	copyBuf          *[]byte       // the pooled copy, when copy is set
+	hdr              [1 + binary.MaxVarintLen64 + 1]byte
+	hdrs             [1 + binary.MaxVarintLen64 + 2]mem.Buffer // hdrs[n] is hdr[:n], boxed once per frame
+	bufs             []mem.Buffer
 }
 
 var frames = sync.Pool{New: func() any { return new(frame) }}
@@ -99,36 +95,28 @@ func newFrame(id uint64, p *pool.Payload) (*frame, error) {
 // prepare finds the entries of body and decides how to marshal it.
 func (f *frame) prepare(id uint64, body []byte) error {
 	f.id, f.body, f.cuts, f.copy = id, body, f.cuts[:0], false
-	for off := 0; off < len(body); {
-		num, typ, n := protowire.ConsumeTag(body[off:])
-		if n < 0 || num > protowire.MaxValidNumber {
-			// ConsumeTag takes numbers up to 2^31; the schema, protobuf-go and AppendOTEP stop
-			// at 2^29-1.
-			return errFrameInvalid
-		}
-		if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
-			return errFrameInvalid // no OTLP schema has groups; AppendOTEP refuses them too
-		}
-		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
-		if m < 0 {
-			return errFrameInvalid
-		}
-		switch num {
+	// The same walk as fastpath's conversion, so that the frame refuses exactly what
+	// AppendOTEP refuses.
+	it := fastpath.NewTopLevel(body)
+	for fl, ok := it.Next(); ok; fl, ok = it.Next() {
+		switch fl.Num {
 		case 1:
-			if typ != protowire.BytesType {
+			if fl.Type != protowire.BytesType {
 				return errFrameInvalid
 			}
-			if n != 1 {
+			if fl.TagLen() != 1 {
 				f.copy = true // a long tag: AppendOTEP writes the short one
 			}
-			f.cuts = append(f.cuts, int32(off))
+			f.cuts = append(f.cuts, int32(fl.Tag))
 		case 2:
 			return errFrameInvalid // OTEP's entry field: carrying it would invent an entry
 		}
-		off += n + m
+	}
+	if it.Err() != nil {
+		return errFrameInvalid
 	}
 	f.size = fastpath.OTEPSize(id, body)
-	if len(f.cuts) == 0 || cap(body) < trackedMin || len(body) < viewMinEntry*len(f.cuts) {
+	if len(f.cuts) == 0 || cap(body) < codec.MinTracked || len(body) < viewMinEntry*len(f.cuts) {
 		f.copy = true
 	}
 	return nil
@@ -156,7 +144,7 @@ func (f *frame) reset() {
 func (f *frame) marshal() (mem.BufferSlice, error) {
 	f.refs.Add(1)
 	if f.copy {
-		buf := pool.GetBytes(max(f.size, trackedMin))
+		buf := pool.GetBytes(max(f.size, codec.MinTracked))
 		out, err := fastpath.AppendOTEP((*buf)[:0], f.id, f.body)
 		if err != nil {
 			// prepare checked the top level; AppendOTEP checks nothing more.
@@ -166,11 +154,11 @@ func (f *frame) marshal() (mem.BufferSlice, error) {
 		}
 		*buf = out
 		f.copyBuf = buf
-		f.bufs = append(f.bufs[:0], mem.NewBuffer(buf, f))
+		f.bufs = append(f.bufs[:0], codec.Track(buf, f))
 		return f.bufs, nil
 	}
 	f.data = f.body
-	root := mem.NewBuffer(&f.data, f)
+	root := codec.Track(&f.data, f)
 	n := 0
 	f.hdr[n] = tagID
 	n++
@@ -199,9 +187,6 @@ func (f *frame) header(n int) mem.Buffer {
 	}
 	return f.hdrs[n]
 }
-
-// Get is never called: mem uses the pool of a Buffer only to give its bytes back.
-func (f *frame) Get(int) *[]byte { panic("BUG: client: frame is not a source of buffers") }
 
 // Put is mem's notice that gRPC freed its last reference to the frame's buffers. It runs on
 // whichever goroutine freed it.

@@ -52,6 +52,7 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 	d.cancel()
 	d.wg.Wait()
 	d.conn.Close()
+	defer heldBytes.remove(d) // after the hand-backs below have settled d.held
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	left := d.acks.takeIf(func(*request) bool { return true }, nil)
@@ -88,7 +89,6 @@ func (d *Dest) handBack(r *request, take func(*fastpath.Batch, bool)) {
 	b, n, sent := r.b, r.size, r.attempt > 0
 	putRequest(r)
 	d.held.Add(-int64(n))
-	d.m.queueBytes.Sub(float64(n))
 	d.m.handedOver.Inc()
 	take(b, sent)
 	if d.outstanding.Add(-1) == 0 && d.closing.Load() {

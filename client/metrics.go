@@ -1,6 +1,8 @@
 package client
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -74,10 +76,6 @@ var (
 		Name: "otlpgate_client_in_flight_requests",
 		Help: "Requests sent and not yet answered.",
 	}, []string{"destination", "backend"})
-	queueBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "otlpgate_client_queue_bytes",
-		Help: "Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
-	}, []string{"destination", "backend"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
@@ -105,6 +103,55 @@ var (
 	}, []string{"destination", "backend"})
 )
 
+// queueBytesDesc is otlpgate_client_queue_bytes, which heldBytes reports.
+var queueBytesDesc = prometheus.NewDesc("otlpgate_client_queue_bytes",
+	"Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
+	[]string{"destination", "backend"}, nil)
+
+// heldBytes reports otlpgate_client_queue_bytes from each destination's own counter (Dest.held)
+// at scrape time, rather than from a gauge kept in step with it. A destination joins in New and
+// leaves when Shutdown returns; destinations that share a name (a process may build a second
+// one after shutting the first) are summed under it, so a scrape never sees a label set twice.
+var heldBytes = func() *heldCollector {
+	c := &heldCollector{dests: map[*Dest]struct{}{}}
+	prometheus.MustRegister(c)
+	return c
+}()
+
+type heldCollector struct {
+	mu    sync.Mutex
+	dests map[*Dest]struct{}
+}
+
+func (c *heldCollector) add(d *Dest) {
+	c.mu.Lock()
+	c.dests[d] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *heldCollector) remove(d *Dest) {
+	c.mu.Lock()
+	delete(c.dests, d)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueBytesDesc }
+
+// Collect implements prometheus.Collector. Safe for concurrent use.
+func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ name, backend string }
+	sums := map[key]int64{}
+	c.mu.Lock()
+	for d := range c.dests {
+		sums[key{d.cfg.Name, d.backend}] += d.held.Load()
+	}
+	c.mu.Unlock()
+	for k, v := range sums {
+		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v), k.name, k.backend)
+	}
+}
+
 // Ways a stream ends, for otlpgate_client_streams_ended_total.
 const (
 	endRebalanceAge = iota
@@ -125,7 +172,8 @@ type destMetrics struct {
 	resent                   prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
-	inFlight, queueBytes     prometheus.Gauge
+	inFlight                 prometheus.Gauge
+	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
 	ackLatency               prometheus.Observer
 	throttles                prometheus.Counter
 	streamsOpened            prometheus.Counter
@@ -146,7 +194,6 @@ func newDestMetrics(name, backend string) *destMetrics {
 		resent:          resentRequests.WithLabelValues(name, backend),
 		partialRejected: partialRejected.WithLabelValues(name, backend),
 		inFlight:        inFlight.WithLabelValues(name, backend),
-		queueBytes:      queueBytes.WithLabelValues(name, backend),
 		ackLatency:      ackLatency.WithLabelValues(name, backend),
 		throttles:       throttles.WithLabelValues(name, backend),
 		streamsOpened:   streamsOpened.WithLabelValues(name, backend),

@@ -1,6 +1,10 @@
 package client
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
 
 // rejectedItems reads the rejected item count of a v1 Export*ServiceResponse: field 1 is
 // partial_success, whose field 1 is rejected_spans, rejected_data_points or
@@ -8,28 +12,16 @@ import "google.golang.org/protobuf/encoding/protowire"
 // response only feeds a metric, and the call itself succeeded.
 func rejectedItems(resp []byte) int64 {
 	var rejected int64
-	for b := resp; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0
-		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return 0
-			}
-			if c, ok := rejectedIn(v); ok {
+	it := fastpath.NewTopLevel(resp)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		if f.Num == 1 && f.Type == protowire.BytesType {
+			if c, ok := rejectedIn(resp[f.Value:f.End]); ok {
 				rejected = c // a repeated message field merges: the last count wins
 			}
-			b = b[m:]
-			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return 0
-		}
-		b = b[m:]
+	}
+	if it.Err() != nil {
+		return 0
 	}
 	return rejected
 }
@@ -37,26 +29,14 @@ func rejectedItems(resp []byte) int64 {
 func rejectedIn(b []byte) (int64, bool) {
 	var rejected int64
 	found := false
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0, false
+	it := fastpath.NewTopLevel(b)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		if f.Num == 1 && f.Type == protowire.VarintType {
+			rejected, found = int64(f.Varint), true
 		}
-		b = b[n:]
-		if num == 1 && typ == protowire.VarintType {
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return 0, false
-			}
-			rejected, found = int64(v), true
-			b = b[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return 0, false
-		}
-		b = b[m:]
+	}
+	if it.Err() != nil {
+		return 0, false
 	}
 	return rejected, found
 }

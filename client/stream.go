@@ -56,7 +56,7 @@ func (s *stream) settle() {
 // lane is one sender of stream mode. Its fields belong to its goroutine.
 type lane struct {
 	d        *Dest
-	cur      [numSignals]*stream
+	cur      [fastpath.NumSignals]*stream
 	failures int32 // streams in a row that ended without an answer, or failed to open
 	timer    *time.Timer
 }
@@ -76,7 +76,7 @@ func (l *lane) run() {
 // needed, and leaves r in the ack table; or finishes r when it cannot be sent.
 func (l *lane) send(r *request) {
 	d := l.d
-	if int(r.sig) >= numSignals {
+	if r.sig >= fastpath.NumSignals {
 		d.drop(r, dropInvalid)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -37,7 +38,7 @@ func (w *worker) run() {
 
 func (w *worker) call(r *request) {
 	d := w.d
-	if int(r.sig) >= numSignals {
+	if r.sig >= fastpath.NumSignals {
 		d.drop(r, dropInvalid)
 		return
 	}

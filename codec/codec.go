@@ -88,7 +88,7 @@ func (c *grpcCodec) marshalVT(m vtMarshaler) (mem.BufferSlice, error) {
 	if size == 0 {
 		return nil, nil // gRPC sends a nil slice as an empty message
 	}
-	buf := c.pool.Get(max(size, minTracked))
+	buf := c.pool.Get(max(size, MinTracked))
 	// MarshalToSizedBufferVT fills its argument from the end, so it must be exactly size long.
 	n, err := m.MarshalToSizedBufferVT((*buf)[:size])
 	if err == nil && n != size {
@@ -114,7 +114,7 @@ func (c *grpcCodec) marshalProto(v any) (mem.BufferSlice, error) {
 	if size == 0 {
 		return nil, nil
 	}
-	buf := c.pool.Get(max(size, minTracked))
+	buf := c.pool.Get(max(size, MinTracked))
 	out, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], m)
 	if err == nil && len(out) != size {
 		err = errSizeChanged

@@ -16,13 +16,13 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// minTracked rests on a grpc-go constant it cannot import; this pins the assumption.
+// MinTracked rests on a grpc-go constant it cannot import; this pins the assumption.
 func TestMinTrackedMatchesGRPC(t *testing.T) {
-	if mem.IsBelowBufferPoolingThreshold(minTracked) {
-		t.Fatalf("mem does not track buffers of %d bytes: raise minTracked", minTracked)
+	if mem.IsBelowBufferPoolingThreshold(MinTracked) {
+		t.Fatalf("mem does not track buffers of %d bytes: raise MinTracked", MinTracked)
 	}
-	if !mem.IsBelowBufferPoolingThreshold(minTracked - 1) {
-		t.Fatalf("mem tracks buffers of %d bytes: minTracked can be lower", minTracked-1)
+	if !mem.IsBelowBufferPoolingThreshold(MinTracked - 1) {
+		t.Fatalf("mem tracks buffers of %d bytes: MinTracked can be lower", MinTracked-1)
 	}
 }
 

@@ -108,13 +108,13 @@ func (r *Raw) receive(data mem.BufferSlice) {
 
 // marshalRaw hands r's bytes to gRPC. A payload is shared, with a reference for gRPC; plain
 // bytes are lent; either is copied instead into a pooled buffer when its capacity is too small
-// for mem to track (see minTracked), which costs a copy of at most 1 KiB.
+// for mem to track (see MinTracked), which costs a copy of at most 1 KiB.
 func (c *grpcCodec) marshalRaw(r *Raw) mem.BufferSlice {
 	if len(r.b) == 0 {
 		return nil
 	}
-	if cap(r.b) < minTracked {
-		buf := c.pool.Get(minTracked)
+	if cap(r.b) < MinTracked {
+		buf := c.pool.Get(MinTracked)
 		*buf = append((*buf)[:0], r.b...)
 		return sendPooled(buf, c.pool)
 	}

@@ -24,7 +24,7 @@ func frames(p mem.BufferPool, b []byte, size int) mem.BufferSlice {
 	var out mem.BufferSlice
 	for len(b) > 0 {
 		n := min(size, len(b))
-		buf := p.Get(max(n, minTracked))
+		buf := p.Get(max(n, MinTracked))
 		*buf = append((*buf)[:0], b[:n]...)
 		out = append(out, mem.NewBuffer(buf, p))
 		b = b[n:]
@@ -164,7 +164,7 @@ func TestRawMarshalCopiesSmallPayload(t *testing.T) {
 	c := New(cp)
 	p := pool.NewPayload(100) // 1 KiB tier: below what mem tracks
 	*p.Buf() = append(*p.Buf(), seq(100)...)
-	if cap(p.Bytes()) >= minTracked {
+	if cap(p.Bytes()) >= MinTracked {
 		t.Fatalf("setup: payload cap %d", cap(p.Bytes()))
 	}
 	var r Raw

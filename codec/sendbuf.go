@@ -8,13 +8,6 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
-// minTracked is the smallest capacity grpc's mem.NewBuffer counts references for. At or below
-// 1 KiB (mem's pooling threshold) it returns an untracked mem.SliceBuffer whose Free never
-// reaches a pool, so a pooled buffer or a payload reference handed over that way would never
-// come back. Every buffer this package hands to gRPC is at least this big; a small message costs
-// a slightly larger pooled buffer instead of three allocations.
-const minTracked = 1<<10 + 1
-
 // sendBuf carries one marshalled message from Marshal to the moment gRPC frees it. It is the
 // mem.BufferPool of the single mem.Buffer it creates, which is how it learns that the transport
 // is done: mem calls Put exactly once, when the last reference to that buffer is freed.
@@ -33,10 +26,11 @@ const minTracked = 1<<10 + 1
 //  2. bufs[0] is the mem.Buffer built over data, or over the pool's buffer.
 //  3. After Put, every field is zero and the sendBuf is back in sendBufs.
 type sendBuf struct {
-	bufs    [1]mem.Buffer
-	data    []byte         // the bytes mem's buffer points at, when they are not a pool's *[]byte
-	pool    mem.BufferPool // gets the buffer back on Put
-	payload *pool.Payload  // is released on Put
+	FreeNotice // mem's pool for the buffer: Put below is the notice
+	bufs       [1]mem.Buffer
+	data       []byte         // the bytes mem's buffer points at, when they are not a pool's *[]byte
+	pool       mem.BufferPool // gets the buffer back on Put
+	payload    *pool.Payload  // is released on Put
 }
 
 var sendBufs = sync.Pool{New: func() any { return new(sendBuf) }}
@@ -45,23 +39,18 @@ var sendBufs = sync.Pool{New: func() any { return new(sendBuf) }}
 func sendPooled(buf *[]byte, p mem.BufferPool) mem.BufferSlice {
 	s := sendBufs.Get().(*sendBuf)
 	s.pool = p
-	s.bufs[0] = mem.NewBuffer(buf, s)
+	s.bufs[0] = Track(buf, s)
 	return s.bufs[:]
 }
 
 // sendShared hands b to gRPC without copying. If payload is not nil the caller has taken a
-// reference for gRPC, which is released when gRPC is done. cap(b) must be at least minTracked.
+// reference for gRPC, which is released when gRPC is done. cap(b) must be at least MinTracked.
 func sendShared(b []byte, payload *pool.Payload) mem.BufferSlice {
 	s := sendBufs.Get().(*sendBuf)
 	s.data = b
 	s.payload = payload
-	s.bufs[0] = mem.NewBuffer(&s.data, s)
+	s.bufs[0] = Track(&s.data, s)
 	return s.bufs[:]
-}
-
-// Get is never called: mem uses the pool of a Buffer only to give its bytes back.
-func (s *sendBuf) Get(int) *[]byte {
-	panic("BUG: codec: sendBuf is not a source of buffers")
 }
 
 // Put is mem's notice that the last reference to the buffer is gone. It runs on whichever

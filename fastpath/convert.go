@@ -36,36 +36,27 @@ func AppendOTEP(dst []byte, id uint64, v1 []byte) ([]byte, error) {
 		dst = append(dst, tagOTEPID)
 		dst = protowire.AppendVarint(dst, id)
 	}
-	b := v1
-	for len(b) > 0 {
-		num, typ, n, err := consumeTag(b)
-		if err != nil {
-			return dst[:start], err
-		}
-		switch num {
-		case 1:
-			if typ != protowire.BytesType {
-				return dst[:start], ErrWireType
-			}
-			_, vn, err := consumeLen(b[n:])
-			if err != nil {
+	for it := NewTopLevel(v1); ; {
+		f, ok := it.Next()
+		if !ok {
+			if err := it.Err(); err != nil {
 				return dst[:start], err
 			}
+			return dst, nil
+		}
+		switch f.Num {
+		case 1:
+			if f.Type != protowire.BytesType {
+				return dst[:start], ErrWireType
+			}
 			dst = append(dst, tagOTEPEntry)
-			dst = append(dst, b[n:n+vn]...)
-			b = b[n+vn:]
+			dst = append(dst, v1[f.After:f.End]...)
 		case 2:
 			return dst[:start], ErrFieldCollision
 		default:
-			vn, err := skipValue(b[n:], typ)
-			if err != nil {
-				return dst[:start], err
-			}
-			dst = append(dst, b[:n+vn]...)
-			b = b[n+vn:]
+			dst = append(dst, v1[f.Tag:f.End]...)
 		}
 	}
-	return dst, nil
 }
 
 // OTEPSize returns how many bytes AppendOTEP(dst, id, v1) appends, so that callers can take a
@@ -80,22 +71,15 @@ func OTEPSize(id uint64, v1 []byte) int {
 	}
 	// Re-tagging an entry writes a one-byte tag where v1 had a tag of at least one byte, so
 	// size is already an upper bound; it is exact unless v1 spells a field-1 tag long.
-	b := v1
-	for len(b) > 0 {
-		num, typ, n, err := consumeTag(b)
-		if err != nil {
+	for it := NewTopLevel(v1); ; {
+		f, ok := it.Next()
+		if !ok {
 			return size
 		}
-		vn, err := skipValue(b[n:], typ)
-		if err != nil {
-			return size
+		if f.Num == 1 {
+			size -= f.TagLen() - 1
 		}
-		if num == 1 {
-			size -= n - 1
-		}
-		b = b[n+vn:]
 	}
-	return size
 }
 
 // AppendV1 appends to dst the v1 request body held in the OTEP request otep, and returns the
@@ -108,44 +92,79 @@ func OTEPSize(id uint64, v1 []byte) int {
 //
 // Safe for concurrent use; otep is only read during the call.
 func AppendV1(dst []byte, otep []byte) ([]byte, uint64, error) {
+	dst, id, _, err := appendV1(dst, otep, LayoutOTEP, false)
+	return dst, id, err
+}
+
+// Stripped is what AppendEntries left out of a request: its top-level fields other than the
+// resource entries (and, in the OTEP layout, the id).
+type Stripped struct {
+	Fields, Bytes int
+}
+
+// AppendEntries appends to dst the resource entries of the Export request req, in layout, as a
+// v1 request body, and drops every other top-level field, which it reports. This is how a
+// request joins a batch: once requests are concatenated, a top-level field that is not an
+// entry belongs to no request in particular, and one that an upstream refuses (a v1 field 2,
+// say, which OTEP reads as an entry) would make it refuse every request of the batch. A
+// request whose top level is malformed (a bad tag, a length past the end, a known field of the
+// wrong wire type, a group) is refused whole.
+//
+// Entries are copied verbatim, in runs: a request without anything to strip costs one copy
+// (v1) or one copy per entry (OTEP). The result is never longer than req, so len(req) bytes of
+// spare capacity in dst are enough for it not to allocate. The id of an OTEP request is
+// returned; it is 0 for v1. On error it returns dst unchanged in length.
+//
+// Safe for concurrent use; req is only read during the call.
+func AppendEntries(dst, req []byte, layout Layout) ([]byte, uint64, Stripped, error) {
+	if layout >= numLayouts {
+		return dst, 0, Stripped{}, ErrLayout
+	}
+	return appendV1(dst, req, layout, true)
+}
+
+// appendV1 copies the entries of req to dst as v1 entries. strip drops the fields that are not
+// entries (nor the OTEP id); otherwise they are carried over.
+func appendV1(dst, req []byte, layout Layout, strip bool) ([]byte, uint64, Stripped, error) {
 	start := len(dst)
 	var id uint64
-	b := otep
-	for len(b) > 0 {
-		num, typ, n, err := consumeTag(b)
-		if err != nil {
-			return dst[:start], 0, err
+	var st Stripped
+	run := 0 // start of the bytes not yet copied that are copied as they are
+	it := NewTopLevel(req)
+	for {
+		f, ok := it.Next()
+		if !ok {
+			break
 		}
-		switch num {
-		case 1:
-			if typ != protowire.VarintType {
-				return dst[:start], 0, ErrWireType
+		switch {
+		case layout == LayoutV1 && f.Num == 1, layout == LayoutOTEP && f.Num == 2:
+			if f.Type != protowire.BytesType {
+				return dst[:start], 0, Stripped{}, ErrWireType
 			}
-			v, vn := protowire.ConsumeVarint(b[n:])
-			if vn < 0 {
-				return dst[:start], 0, varintErr(vn)
+			if layout == LayoutOTEP {
+				// A re-tag: the run so far, then the entry under its v1 tag.
+				dst = append(dst, req[run:f.Tag]...)
+				dst = append(dst, tagV1Entry)
+				dst = append(dst, req[f.After:f.End]...)
+				run = f.End
 			}
-			id = v
-			b = b[n+vn:]
-		case 2:
-			if typ != protowire.BytesType {
-				return dst[:start], 0, ErrWireType
+		case layout == LayoutOTEP && f.Num == 1:
+			if f.Type != protowire.VarintType {
+				return dst[:start], 0, Stripped{}, ErrWireType
 			}
-			_, vn, err := consumeLen(b[n:])
-			if err != nil {
-				return dst[:start], 0, err
-			}
-			dst = append(dst, tagV1Entry)
-			dst = append(dst, b[n:n+vn]...)
-			b = b[n+vn:]
-		default:
-			vn, err := skipValue(b[n:], typ)
-			if err != nil {
-				return dst[:start], 0, err
-			}
-			dst = append(dst, b[:n+vn]...)
-			b = b[n+vn:]
+			id = f.Varint
+			dst = append(dst, req[run:f.Tag]...)
+			run = f.End
+		case strip:
+			st.Fields++
+			st.Bytes += f.End - f.Tag
+			dst = append(dst, req[run:f.Tag]...)
+			run = f.End
 		}
 	}
-	return dst, id, nil
+	if err := it.Err(); err != nil {
+		return dst[:start], 0, Stripped{}, err
+	}
+	dst = append(dst, req[run:]...)
+	return dst, id, st, nil
 }

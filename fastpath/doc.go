@@ -7,13 +7,25 @@
 //
 // # Raw scanning
 //
-// ScanRequest checks an Export request without decoding it, to the depth the intake chooses,
-// and counts its resource entries and items; AppendOTEP and AppendV1 move a request between
-// the v1 layout (entries at field 1) and the OTEP layout (id at field 1, entries at field 2) by
-// rewriting top-level tags. None of them allocates or keeps a reference to its input, and all
+// TopLevel is the one walker of a request's top level: ScanRequest, the conversions, admission,
+// and the client's framing and the gRPC intake's partial admission all walk with it, so that
+// they agree on what a well-formed top level is. ScanRequest checks an Export request without
+// decoding it, to the depth the intake chooses, and counts its resource entries and items;
+// AppendOTEP and AppendV1 move a request between the v1 layout (entries at field 1) and the
+// OTEP layout (id at field 1, entries at field 2) by rewriting top-level tags. AppendEntries is
+// how a request joins a batch: only its resource entries are copied, every other top-level
+// field is stripped (and counted by the pipeline in otlpgate_fastpath_stripped_fields_total),
+// so that no batch holds a field an upstream would refuse the whole batch for. None of them allocates or keeps a reference to its input, and all
 // are safe for concurrent use. They return pre-made errors (ErrTruncated, ErrWireType, ...) and
 // count nothing themselves: the intake that calls them knows the protocol and counts the
 // rejection under its own label.
+//
+// # OTLP/JSON
+//
+// JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the
+// path carries, in one pass over fastjson's parsed tree, driven by the JSON column of the
+// schema (jsonschema.go). It allocates nothing when reused and is owned by one goroutine at a
+// time.
 //
 // The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
 // under proto/ and tested against their compiled descriptors.

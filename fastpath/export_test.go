@@ -23,8 +23,5 @@ func (s *Splitter) ReleaseParts() {
 	}
 }
 
-// NumSignals and NumBalances bound the fuzz inputs.
-const (
-	NumSignals  = numSignals
-	NumBalances = numBalances
-)
+// NumBalances bounds the fuzz inputs.
+const NumBalances = numBalances

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -28,10 +29,18 @@ var (
 		Name: "otlpgate_fastpath_refused_items_total",
 		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it).",
 	}, []string{"signal", "reason"})
-	queueBytes = promauto.NewGauge(prometheus.GaugeOpts{
+	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_fields_total",
+		Help: "Top-level fields of admitted requests other than the resource entries (and the OTEP id), left out of the batch: they mean nothing once requests are concatenated.",
+	}, []string{"signal"})
+	strippedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_bytes_total",
+		Help: "Bytes of the top-level fields counted in otlpgate_fastpath_stripped_fields_total.",
+	}, []string{"signal"})
+	queueBytes = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_fastpath_queue_bytes",
 		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
-	})
+	}, livePipelines.queued)
 	batchBytes = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_fastpath_batch_bytes",
 		Help:    "Size of sealed batches.",
@@ -55,19 +64,22 @@ var (
 // pipelineMetrics holds the label children a pipeline touches, resolved once so that the hot
 // path never formats a label.
 type pipelineMetrics struct {
-	admittedItems, admittedBytes [numSignals]prometheus.Counter
-	refusedC                     [numSignals][numReasons]prometheus.Counter
-	batchBytes, batchItems       [numSignals]prometheus.Observer
-	undeliveredC                 [numSignals]prometheus.Counter
+	admittedItems, admittedBytes [NumSignals]prometheus.Counter
+	strippedFields, strippedByte [NumSignals]prometheus.Counter
+	refusedC                     [NumSignals][numReasons]prometheus.Counter
+	batchBytes, batchItems       [NumSignals]prometheus.Observer
+	undeliveredC                 [NumSignals]prometheus.Counter
 	destFull, destClosed         []prometheus.Counter
 }
 
 func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 	m := &pipelineMetrics{}
-	for s := Signal(0); s < numSignals; s++ {
+	for s := Signal(0); s < NumSignals; s++ {
 		n := s.String()
 		m.admittedItems[s] = admittedItems.WithLabelValues(n)
 		m.admittedBytes[s] = admittedBytes.WithLabelValues(n)
+		m.strippedFields[s] = strippedFields.WithLabelValues(n)
+		m.strippedByte[s] = strippedBytes.WithLabelValues(n)
 		for r := range numReasons {
 			m.refusedC[s][r] = refusedItems.WithLabelValues(n, reasonNames[r])
 		}
@@ -82,10 +94,46 @@ func newPipelineMetrics(dests []Destination) *pipelineMetrics {
 	return m
 }
 
-func (m *pipelineMetrics) admitted(s Signal, items, bytes int, queued int64) {
+func (m *pipelineMetrics) admitted(s Signal, items, bytes int) {
 	m.admittedItems[s].Add(float64(items))
 	m.admittedBytes[s].Add(float64(bytes))
-	queueBytes.Add(float64(queued))
+}
+
+// livePipelines are the pipelines whose budget otlpgate_fastpath_queue_bytes sums: the gauge
+// reads each one's own counter at scrape time instead of keeping a copy. A pipeline joins in
+// New and leaves once it is closed and every byte it admitted is finished.
+var livePipelines = &pipelineSet{set: map[*Pipeline]struct{}{}}
+
+type pipelineSet struct {
+	mu  sync.Mutex
+	set map[*Pipeline]struct{}
+}
+
+func (s *pipelineSet) add(p *Pipeline) {
+	s.mu.Lock()
+	s.set[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *pipelineSet) remove(p *Pipeline) {
+	s.mu.Lock()
+	delete(s.set, p)
+	s.mu.Unlock()
+}
+
+func (s *pipelineSet) queued() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for p := range s.set {
+		n += p.queued.Load()
+	}
+	return float64(n)
+}
+
+func (m *pipelineMetrics) stripped(s Signal, st Stripped) {
+	m.strippedFields[s].Add(float64(st.Fields))
+	m.strippedByte[s].Add(float64(st.Bytes))
 }
 
 func (m *pipelineMetrics) refused(s Signal, reason, items int) {

@@ -27,11 +27,11 @@ type Pipeline struct {
 	// sizeHint is the size of the signal's last sealed batch: new batches start with about that
 	// much room rather than BatchMaxBytes, so that many small queued batches do not each pin a
 	// buffer of the maximum size.
-	sizeHint [numSignals]atomic.Int64
+	sizeHint [NumSignals]atomic.Int64
 	drained  atomic.Int64 // bytes finished so far, for the drain rate
 	rate     atomic.Int64 // drained bytes per second, smoothed by the flusher
 
-	sig [numSignals]struct {
+	sig [NumSignals]struct {
 		mu struct {
 			sync.Mutex
 			open   *Batch
@@ -53,6 +53,7 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		return nil, errors.New("fastpath: no destination")
 	}
 	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	livePipelines.add(p)
 	p.wg.Add(1)
 	go p.flusher()
 	return p, nil
@@ -79,7 +80,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return nil, errBadSignal
 	}
 	n := int64(len(req))
@@ -106,7 +107,8 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		sealed, b = b, nil
 		s.mu.open = nil
 	}
-	if b == nil {
+	fresh := b == nil
+	if fresh {
 		b = getBatch(p, sig, p.initialSize(sig, len(req)))
 		b.born = time.Now().UnixNano()
 		s.mu.open = b
@@ -116,14 +118,19 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		grow(buf, len(*buf)+len(req), p.cfg.BatchMaxBytes)
 	}
 	before := len(*buf)
+	// Only the resource entries join the batch: see AppendEntries.
+	var st Stripped
 	var err error
-	if layout == LayoutOTEP {
-		*buf, _, err = AppendV1(*buf, req)
-	} else {
-		*buf = append(*buf, req...)
-	}
+	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
+		if fresh {
+			// The batch was opened for this request, and nothing else holds it: an empty
+			// batch must not be sealed.
+			s.mu.open = nil
+			b.Payload.Release()
+			b.unref()
+		}
 		s.mu.Unlock()
 		p.queued.Add(-n)
 		if sealed != nil {
@@ -147,7 +154,10 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	}
 	s.mu.Unlock()
 
-	p.m.admitted(sig, items, len(req), added)
+	p.m.admitted(sig, items, len(req))
+	if st.Fields > 0 {
+		p.m.stripped(sig, st)
+	}
 	if sealed != nil {
 		p.seal(sealed)
 	}
@@ -208,8 +218,9 @@ func (p *Pipeline) seal(b *Batch) {
 func (p *Pipeline) finished(b *Batch) {
 	n := int64(b.size)
 	p.sealedN.Add(-1)
-	p.queued.Add(-n)
-	queueBytes.Sub(float64(n))
+	if p.queued.Add(-n) == 0 && p.closed.Load() {
+		livePipelines.remove(p)
+	}
 	p.drained.Add(n)
 	if b.failures.Load() > 0 {
 		p.m.undelivered(b)
@@ -286,4 +297,7 @@ func (p *Pipeline) Close() {
 	close(p.stop)
 	p.wg.Wait()
 	p.sealOlder(1<<63-1, true)
+	if p.queued.Load() == 0 {
+		livePipelines.remove(p) // else the last finished batch removes it
+	}
 }

@@ -102,7 +102,7 @@ type Scan struct {
 //
 // Safe for concurrent use.
 func ScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, error) {
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return Scan{}, ErrSignal
 	}
 	if layout >= numLayouts {
@@ -118,47 +118,32 @@ func ScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, error)
 	root := resourceMsg[sig]
 	full := depth == DepthFull
 	var s Scan
-	for len(b) > 0 {
-		num, typ, n, err := consumeTag(b)
-		if err != nil {
-			return Scan{}, err
-		}
-		b = b[n:]
-		switch {
-		case num == entryNum:
-			if typ != protowire.BytesType {
-				return Scan{}, ErrWireType
-			}
-			p, n, err := consumeLen(b)
-			if err != nil {
+	for it := NewTopLevel(b); ; {
+		f, ok := it.Next()
+		if !ok {
+			if err := it.Err(); err != nil {
 				return Scan{}, err
 			}
-			entry := b[p:n]
-			b = b[n:]
+			break
+		}
+		switch {
+		case f.Num == entryNum:
+			if f.Type != protowire.BytesType {
+				return Scan{}, ErrWireType
+			}
 			s.Resources++
 			if depth > DepthTop {
-				items, err := walk(root, entry, 1, full)
+				items, err := walk(root, b[f.Value:f.End], 1, full)
 				if err != nil {
 					return Scan{}, err
 				}
 				s.Items += items
 			}
-		case layout == LayoutOTEP && num == 1:
-			if typ != protowire.VarintType {
+		case layout == LayoutOTEP && f.Num == 1:
+			if f.Type != protowire.VarintType {
 				return Scan{}, ErrWireType
 			}
-			id, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return Scan{}, varintErr(n)
-			}
-			b = b[n:]
-			s.ID, s.HasID = id, true
-		default:
-			n, err := skipValue(b, typ)
-			if err != nil {
-				return Scan{}, err
-			}
-			b = b[n:]
+			s.ID, s.HasID = f.Varint, true
 		}
 	}
 	if depth == DepthTop {

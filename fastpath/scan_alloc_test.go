@@ -48,6 +48,12 @@ func TestScanConvertAllocs(t *testing.T) {
 				size = fastpath.OTEPSize(1<<40, fx.v1)
 			})
 			toV1 := make([]byte, 0, len(otep))
+			check(t, "AppendEntries v1", func() {
+				toV1, _, _, _ = fastpath.AppendEntries(toV1[:0], fx.v1, fastpath.LayoutV1)
+			})
+			check(t, "AppendEntries otep", func() {
+				toV1, _, _, _ = fastpath.AppendEntries(toV1[:0], otep, fastpath.LayoutOTEP)
+			})
 			check(t, "AppendV1", func() {
 				toV1, _, _ = fastpath.AppendV1(toV1[:0], otep)
 			})

@@ -322,7 +322,7 @@ var schema = [numMsgs][]schemaField{
 }
 
 // resourceMsg is the resource entry message of each signal.
-var resourceMsg = [numSignals]msgID{
+var resourceMsg = [NumSignals]msgID{
 	Traces:  mResourceSpans,
 	Metrics: mResourceMetrics,
 	Logs:    mResourceLogs,

@@ -154,3 +154,149 @@ func TestSchemaRequests(t *testing.T) {
 		})
 	}
 }
+
+// wantJSONType is the JSON column's type for a field of the generated descriptor.
+func wantJSONType(fd protoreflect.FieldDescriptor) jsonType {
+	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		return jMessage
+	case protoreflect.StringKind:
+		return jString
+	case protoreflect.BytesKind:
+		// The OTLP/JSON mapping writes every trace and span id in hex, all other bytes in
+		// base64.
+		switch fd.Name() {
+		case "trace_id", "span_id", "parent_span_id":
+			return jHexID
+		}
+		return jBytes
+	case protoreflect.BoolKind:
+		return jBool
+	case protoreflect.EnumKind:
+		return jEnum
+	case protoreflect.Int32Kind:
+		return jInt32
+	case protoreflect.Sint32Kind:
+		return jSint32
+	case protoreflect.Uint32Kind:
+		return jUint32
+	case protoreflect.Int64Kind:
+		return jInt64
+	case protoreflect.Uint64Kind:
+		return jUint64
+	case protoreflect.Fixed32Kind:
+		return jFixed32
+	case protoreflect.Fixed64Kind:
+		return jFixed64
+	case protoreflect.Sfixed64Kind:
+		return jSfixed64
+	case protoreflect.DoubleKind:
+		return jDouble
+	}
+	return 0 // no such field in OTLP: the test fails on it
+}
+
+// TestJSONSchemaMatchesDescriptors checks the JSON column against the compiled descriptors:
+// the same fields as the wire table, in number order, with the descriptor's names (JSONName
+// is protobuf's own lowerCamelCase), type, cardinality, presence and oneof; and every enum's
+// value names.
+func TestJSONSchemaMatchesDescriptors(t *testing.T) {
+	enums := map[protoreflect.FullName]enumID{}
+	for id, m := range schemaMessages {
+		md := m.ProtoReflect().Descriptor()
+		jfields := jsonSchema[id]
+		t.Run(string(md.Name()), func(t *testing.T) {
+			fds := md.Fields()
+			if len(jfields) != fds.Len() {
+				t.Fatalf("%d JSON fields, descriptor has %d", len(jfields), fds.Len())
+			}
+			for i, f := range jfields {
+				if i > 0 && f.num <= jfields[i-1].num {
+					t.Fatalf("field %s is out of number order", f.name)
+				}
+				if f.num >= 32 {
+					t.Fatalf("field %s: number %d does not fit the duplicate mask", f.name, f.num)
+				}
+				fd := fds.ByNumber(protoreflect.FieldNumber(f.num))
+				if fd == nil {
+					t.Fatalf("field %d (%s) is not in %s", f.num, f.name, md.FullName())
+				}
+				if f.name != string(fd.Name()) || f.camel != fd.JSONName() {
+					t.Fatalf("field %d: names %q/%q, want %q/%q", f.num, f.name, f.camel, fd.Name(), fd.JSONName())
+				}
+				if want := wantJSONType(fd); f.typ != want {
+					t.Fatalf("field %s: JSON type %d, want %d", f.name, f.typ, want)
+				}
+				if rep := f.flags&jRepeated != 0; rep != fd.IsList() {
+					t.Fatalf("field %s: repeated %v, descriptor %v", f.name, rep, fd.IsList())
+				}
+				scalar := !fd.IsList() && fd.Kind() != protoreflect.MessageKind
+				if pres := f.flags&jPresence != 0; scalar && pres != fd.HasPresence() {
+					t.Fatalf("field %s: presence %v, descriptor %v", f.name, pres, fd.HasPresence())
+				}
+				od := fd.ContainingOneof()
+				inOneof := od != nil && !od.IsSynthetic()
+				if (f.oneof != 0) != inOneof || (inOneof && int(f.oneof) != od.Index()+1-syntheticBefore(md, od)) {
+					t.Fatalf("field %s: oneof %d, descriptor %v", f.name, f.oneof, od)
+				}
+				if inOneof && f.flags&jPresence == 0 {
+					t.Fatalf("field %s: a oneof member must be written at zero", f.name)
+				}
+				if wantOrder := f.num | map[bool]uint8{true: 0x80}[inOneof]; f.order != wantOrder {
+					t.Fatalf("field %s: order %#x, want %#x", f.name, f.order, wantOrder)
+				}
+				if fd.Kind() == protoreflect.EnumKind {
+					if f.enum == eNone {
+						t.Fatalf("field %s: enum without names", f.name)
+					}
+					if prev, ok := enums[fd.Enum().FullName()]; ok && prev != f.enum {
+						t.Fatalf("field %s: enum %s under two ids", f.name, fd.Enum().FullName())
+					}
+					enums[fd.Enum().FullName()] = f.enum
+					vals := fd.Enum().Values()
+					names := enumNames[f.enum]
+					if len(names) != vals.Len() {
+						t.Fatalf("enum %s: %d names, descriptor has %d", fd.Enum().FullName(), len(names), vals.Len())
+					}
+					for n, name := range names {
+						v := vals.ByNumber(protoreflect.EnumNumber(n))
+						if v == nil || string(v.Name()) != name {
+							t.Fatalf("enum %s value %d: name %q, descriptor %v", fd.Enum().FullName(), n, name, v)
+						}
+					}
+				} else if f.enum != eNone {
+					t.Fatalf("field %s: enum names on a non-enum field", f.name)
+				}
+			}
+		})
+	}
+	if len(enums) != int(numEnums)-1 {
+		t.Fatalf("%d enums used, %d named", len(enums), numEnums-1)
+	}
+	for _, tt := range []struct {
+		sig Signal
+		req proto.Message
+	}{
+		{Traces, &coltracev1.ExportTraceServiceRequest{}},
+		{Metrics, &colmetricsv1.ExportMetricsServiceRequest{}},
+		{Logs, &collogsv1.ExportLogsServiceRequest{}},
+	} {
+		fd := tt.req.ProtoReflect().Descriptor().Fields().ByNumber(1)
+		f := requestField[tt.sig]
+		if f.name != string(fd.Name()) || f.camel != fd.JSONName() || f.num != 1 {
+			t.Fatalf("%v request field: %q/%q, want %q/%q", tt.sig, f.name, f.camel, fd.Name(), fd.JSONName())
+		}
+	}
+}
+
+// syntheticBefore counts the synthetic oneofs (proto3 optional) declared before od, which the
+// JSON column does not number.
+func syntheticBefore(md protoreflect.MessageDescriptor, od protoreflect.OneofDescriptor) int {
+	n := 0
+	for i := range od.Index() {
+		if md.Oneofs().Get(i).IsSynthetic() {
+			n++
+		}
+	}
+	return n
+}

@@ -7,7 +7,8 @@ const (
 	Traces Signal = iota
 	Metrics
 	Logs
-	numSignals
+	// NumSignals is the number of signals: arrays indexed by Signal have this length.
+	NumSignals
 )
 
 // String returns the signal's lower-case name, as used in metric labels and logs.

@@ -237,7 +237,7 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 	if n < 1 || n > MaxParts {
 		return 0, errParts
 	}
-	if sig >= numSignals {
+	if sig >= NumSignals {
 		return 0, ErrSignal
 	}
 	s.n = n

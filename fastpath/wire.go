@@ -36,6 +36,7 @@ var (
 	ErrDepth  = errors.New("fastpath: unknown depth")
 	// ErrFieldCollision: a v1 request carries a top-level field 2, which no v1 schema defines
 	// and which OTEP uses for resource entries; carrying it over would invent an entry.
+	// AppendOTEP returns it; admission strips such a field (AppendEntries), so no batch has one.
 	ErrFieldCollision = errors.New("fastpath: v1 request has a top-level field 2")
 )
 

@@ -91,8 +91,8 @@ type Dest struct {
 	w       *bufio.Writer
 	size    int64
 	line    []byte
-	batches [3]int64
-	items   [3]int64
+	batches [fastpath.NumSignals]int64
+	items   [fastpath.NumSignals]int64
 	bytes   int64
 }
 

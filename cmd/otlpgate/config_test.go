@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 func TestFinishConfig(t *testing.T) {
@@ -44,6 +46,40 @@ func TestFinishConfig(t *testing.T) {
 	f([]string{"-batch.max-bytes", "2GiB"}, "exceeds queue max bytes")
 	f([]string{"-shutdown.timeout", "0s"}, "must be positive")
 	f([]string{"-kafka.default-metrics", "org.apache.kafka.,librdkafka."}, "")
+	f([]string{"-http.listen", "nohost"}, "http: bad listen address")
+	f([]string{"-http.cors.allowed-origins", "https://*.*.example.com"}, "bad CORS origin")
+	f([]string{"-http.traces-path", "/v1/logs"}, "share the path")
+	f([]string{"-http.tls.cert", "c.pem"}, "http: TLS needs both")
+}
+
+// -auth.token-file serves both network intakes unless one names its own; -grpc.scan-depth sets
+// the depth of both; the CORS lists are split.
+func TestSharedIntakeFlags(t *testing.T) {
+	parse := func(args ...string) config {
+		t.Helper()
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		registerFlags(fs, &cfg)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := finishConfig(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	c := parse("-auth.token-file", "/t", "-grpc.scan-depth", "resource", "-http.cors.allowed-origins", "https://a.test, *.b.test", "-http.cors.allowed-headers", "X-Tenant")
+	if c.grpc.AuthTokenFile != "/t" || c.http.AuthTokenFile != "/t" || c.http.ScanDepth != fastpath.DepthResource ||
+		len(c.http.CORSAllowedOrigins) != 2 || c.http.CORSAllowedOrigins[1] != "*.b.test" || c.http.CORSAllowedHeaders[0] != "X-Tenant" {
+		t.Errorf("%+v", c.http)
+	}
+	c = parse("-auth.token-file", "/t", "-http.auth.token-file", "/h")
+	if c.grpc.AuthTokenFile != "/t" || c.http.AuthTokenFile != "/h" {
+		t.Errorf("grpc %q, http %q", c.grpc.AuthTokenFile, c.http.AuthTokenFile)
+	}
+	if c := parse(); c.http.Listen != "127.0.0.1:4318" || c.http.AuthTokenFile != "" || c.http.CORSAllowedOrigins != nil {
+		t.Errorf("defaults: %+v", c.http)
+	}
 }
 
 // A destination's queue defaults to the pipeline's whole budget when it is the only one, and to

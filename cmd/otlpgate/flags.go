@@ -12,7 +12,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 		fmt.Fprintf(fs.Output(), `usage: otlpgate [flags]
 
 otlpgate is a telemetry edge proxy. It takes OTLP over gRPC (v1 services and the OTEP unary and
-streaming exporters) and delivers it to the destinations given by -dest, or, with none, to a
+streaming exporters) and over HTTP (protobuf and JSON) and delivers it to the destinations given by -dest, or, with none, to a
 local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes.
 
 Flags:
@@ -39,11 +39,32 @@ Flags:
 	fs.Int64Var(&g.StreamMaxRequests, "grpc.stream.max-requests", g.StreamMaxRequests, "end an OTEP stream after this many requests (0: never)")
 	fs.IntVar(&g.StreamWindow, "grpc.stream.window", g.StreamWindow, "requests of one stream awaiting upstream acks at once (-ack=upstream)")
 	fs.DurationVar(&g.OverloadAfter, "grpc.overload-after", g.OverloadAfter, "refusals lasting this long end calls and streams with UNAVAILABLE + RetryInfo (otlpgate_grpc_overload_terminations_total)")
-	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth: top, resource or full (otlpgate_grpc_refused_requests_total{reason=\"invalid\"})")
+	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth of both network intakes: top, resource or full (otlpgate_grpc_refused_requests_total{reason=\"invalid\"}, otlpgate_http_refused_requests_total{reason=\"invalid\"})")
 	fs.StringVar(&g.TLSCert, "grpc.tls.cert", "", "server certificate file (PEM); turns TLS on")
 	fs.StringVar(&g.TLSKey, "grpc.tls.key", "", "server key file (PEM)")
 	fs.StringVar(&g.TLSClientCA, "grpc.tls.client-ca", "", "CA file for client certificates; turns mutual TLS on")
-	fs.StringVar(&g.AuthTokenFile, "grpc.auth.token-file", "", "file holding a bearer token every gRPC call must present")
+	fs.StringVar(&g.AuthTokenFile, "grpc.auth.token-file", "", "file holding a bearer token every gRPC call must present (default: -auth.token-file)")
+	fs.StringVar(&cfg.authToken, "auth.token-file", "", "file holding a bearer token every gRPC call and HTTP request must present, unless -grpc.auth.token-file or -http.auth.token-file names another")
+
+	h := &cfg.http
+	fs.StringVar(&h.Listen, "http.listen", h.Listen, "OTLP/HTTP intake address (HTTP/1.1); empty turns it off")
+	fs.StringVar(&h.TracesPath, "http.traces-path", h.TracesPath, "path of trace export requests")
+	fs.StringVar(&h.MetricsPath, "http.metrics-path", h.MetricsPath, "path of metric export requests")
+	fs.StringVar(&h.LogsPath, "http.logs-path", h.LogsPath, "path of log export requests")
+	fs.Var(intSize{&h.MaxRequestBytes}, "http.max-request-bytes", "largest request body, on the wire and after decompression; larger ones get 413 (otlpgate_http_rejected_requests_total{reason=\"body_too_large\"})")
+	fs.Var(intSize{&h.MaxHeaderBytes}, "http.max-header-bytes", "largest request line and headers; larger ones get 431 (otlpgate_http_rejected_requests_total{reason=\"bad_header\"})")
+	fs.IntVar(&h.MaxConnections, "http.max-connections", h.MaxConnections, "connections open at once; further clients wait in the accept backlog")
+	fs.DurationVar(&h.ReadTimeout, "http.read-timeout", h.ReadTimeout, "bound on receiving one request, headers and body")
+	fs.DurationVar(&h.WriteTimeout, "http.write-timeout", h.WriteTimeout, "bound on writing one response")
+	fs.DurationVar(&h.IdleTimeout, "http.idle-timeout", h.IdleTimeout, "close keep-alive connections idle this long")
+	fs.DurationVar(&h.OverloadAfter, "http.overload-after", h.OverloadAfter, "refusals lasting this long turn 429 answers into 503 (otlpgate_http_overload_responses_total)")
+	fs.StringVar(&h.TLSCert, "http.tls.cert", "", "server certificate file (PEM); turns TLS on")
+	fs.StringVar(&h.TLSKey, "http.tls.key", "", "server key file (PEM)")
+	fs.StringVar(&h.TLSClientCA, "http.tls.client-ca", "", "CA file for client certificates; turns mutual TLS on")
+	fs.StringVar(&h.AuthTokenFile, "http.auth.token-file", "", "file holding a bearer token every HTTP request must present (default: -auth.token-file)")
+	fs.StringVar(&cfg.corsOrig, "http.cors.allowed-origins", "", "comma-separated origins browsers may send from: exact, with one * (https://*.example.com), or *; empty turns CORS off (otlpgate_http_rejected_requests_total{reason=\"cors_refused\"})")
+	fs.StringVar(&cfg.corsHdrs, "http.cors.allowed-headers", "", "comma-separated request headers allowed beyond Content-Type and Content-Encoding; * for any")
+	fs.DurationVar(&h.CORSMaxAge, "http.cors.max-age", h.CORSMaxAge, "how long browsers may cache a preflight answer (0: no Access-Control-Max-Age)")
 
 	p := &cfg.pipeline
 	fs.Var(byteSize{&p.QueueMaxBytes}, "queue.max-bytes", "bytes admitted and not yet delivered by every destination; past it requests are refused (otlpgate_fastpath_refused_items_total{reason=\"queue_full\"})")

@@ -20,6 +20,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
 	"github.com/otlpgate/otlpgate/server/uds"
 )
@@ -27,6 +28,10 @@ import (
 // config is everything the flags set.
 type config struct {
 	grpc      grpcserver.Config
+	http      httpserver.Config
+	authToken string // -auth.token-file: both intakes unless one has its own
+	corsOrig  string
+	corsHdrs  string
 	pipeline  fastpath.Config
 	intake    fastpath.LimiterConfig
 	file      filedest.Config
@@ -48,6 +53,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		grpc:      grpcserver.DefaultConfig(),
+		http:      httpserver.DefaultConfig(),
 		pipeline:  fastpath.DefaultConfig(),
 		intake:    fastpath.DefaultLimiterConfig(),
 		file:      filedest.DefaultConfig(),
@@ -126,6 +132,17 @@ func finishConfig(cfg *config) error {
 	if cfg.grpc.ScanDepth, err = fastpath.ParseDepth(cfg.scanDepth); err != nil {
 		return err
 	}
+	cfg.http.ScanDepth = cfg.grpc.ScanDepth
+	if cfg.authToken != "" {
+		if cfg.grpc.AuthTokenFile == "" {
+			cfg.grpc.AuthTokenFile = cfg.authToken
+		}
+		if cfg.http.AuthTokenFile == "" {
+			cfg.http.AuthTokenFile = cfg.authToken
+		}
+	}
+	cfg.http.CORSAllowedOrigins = splitList(cfg.corsOrig)
+	cfg.http.CORSAllowedHeaders = splitList(cfg.corsHdrs)
 	cfg.kafka.DefaultMetrics = splitList(cfg.kafkaMets)
 	mode, err := strconv.ParseUint(cfg.udsMode, 8, 32)
 	if err != nil || mode > 0o777 {
@@ -180,7 +197,7 @@ func finishConfig(cfg *config) error {
 	if m := int64(cfg.kafka.MaxRequestBytes); cfg.kafka.Listen != "" && m > cfg.intake.MaxBytes {
 		return fmt.Errorf("-kafka.max-request-bytes %d exceeds -intake.max-bytes %d", m, cfg.intake.MaxBytes)
 	}
-	return errors.Join(cfg.grpc.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
+	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
 }
 
@@ -260,9 +277,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	hs, err := httpserver.New(cfg.http, p, log)
+	if err != nil {
+		return err
+	}
 	adm, err := admin.New(cfg.admin, log, func() error {
 		if gs.Addr() == nil && cfg.grpc.Listen != "" {
 			return errors.New("grpc intake not listening")
+		}
+		if hs.Addr() == nil && cfg.http.Listen != "" {
+			return errors.New("http intake not listening")
 		}
 		return nil
 	})
@@ -280,7 +304,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		adm.Shutdown(context.Background())
 		return err
 	}
+	if err := hs.Start(); err != nil {
+		gs.Shutdown(context.Background())
+		adm.Shutdown(context.Background())
+		return err
+	}
 	if err := ks.Start(ctx); err != nil {
+		hs.Shutdown(context.Background())
 		gs.Shutdown(context.Background())
 		adm.Shutdown(context.Background())
 		return err
@@ -295,6 +325,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if err != nil {
 		ks.Shutdown(context.Background())
+		hs.Shutdown(context.Background())
 		gs.Shutdown(context.Background())
 		adm.Shutdown(context.Background())
 		return err
@@ -320,7 +351,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 	}
-	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, ks, us}, clients, file)
+	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file)
 }
 
 // intake is a server that takes data in; Shutdown stops it accepting and hands what it took

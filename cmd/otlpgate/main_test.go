@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestHelpIsReadable(t *testing.T) {
 		t.Fatalf("-help: %v", err)
 	}
 	for _, want := range []string{"-grpc.listen", "(default \"127.0.0.1:4317\")", "-queue.max-bytes", "(default 256MiB)",
-		"-batch.max-age", "-ack", "-dest", "-file.path", "-admin.listen", "-shutdown.timeout", "queue_full"} {
+		"-batch.max-age", "-ack", "-dest", "-http.listen", "(default \"127.0.0.1:4318\")", "-http.max-request-bytes", "(default 64MiB)", "-auth.token-file", "-file.path", "-admin.listen", "-shutdown.timeout", "queue_full"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("-help lacks %q", want)
 		}
@@ -64,11 +65,11 @@ func TestHelpIsReadable(t *testing.T) {
 func TestBinaryEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	grpcAddr, adminAddr := freePort(t), freePort(t)
+	grpcAddr, adminAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 	path := filepath.Join(dir, "out", "otlp.jsonl")
 	subs := filepath.Join(dir, "subs.yaml")
 	os.WriteFile(subs, []byte("subscriptions:\n  - name: all\n    metrics: [\"*\"]\n    interval: 30s\n"), 0o644)
-	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms",
+	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", httpAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms",
 		"-kafka.listen", freePort(t), "-kafka.subscriptions", subs, "-uds.listen", filepath.Join(dir, "oc.sock"))
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
@@ -96,6 +97,16 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("%v, %v", resp, err)
 	}
+	// Two more spans over OTLP/HTTP, protobuf.
+	body, _ := otlpgen.New(2).Spans(otlpgen.Shape{Spans: 2, Attrs: 2}).MarshalVT()
+	hresp, err := http.Post("http://"+httpAddr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	if hresp.StatusCode != 200 {
+		t.Fatalf("OTLP/HTTP: %d", hresp.StatusCode)
+	}
 	// A real OpenCensus PHP capture through the unix socket.
 	capture, err := os.ReadFile("../../server/uds/testdata/trace_minimal.bin")
 	if err != nil {
@@ -120,7 +131,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, stderr.String())
 	}
 	logs := stderr.String()
-	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "reloaded the Kafka subscriptions", "shutting down", "stopped"} {
+	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "http intake listening", "reloaded the Kafka subscriptions", "shutting down", "stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
@@ -136,8 +147,8 @@ func TestBinaryEndToEnd(t *testing.T) {
 	for sc.Scan() {
 		all += sc.Text() + "\n"
 	}
-	if n := strings.Count(all, `"name":"load-generator-span"`); n != 3 {
-		t.Errorf("file has %d gRPC spans, want 3", n)
+	if n := strings.Count(all, `"name":"load-generator-span"`); n != 5 {
+		t.Errorf("file has %d gRPC and HTTP spans, want 3+2", n)
 	}
 	if !strings.Contains(all, `"traceId":"00000000000000000000000000000001"`) {
 		t.Errorf("trace id not hex-encoded: %.300s", all)

@@ -20,6 +20,10 @@
 //     without decoding.
 //  4. Malformed input (decode_test.go): a differential fuzz target feeds both decoders the
 //     same bytes; they must agree on accept or reject and on the decoded message.
+//  5. OTLP/JSON (json_test.go): random requests rendered as OTLP/HTTP clients send JSON (hex
+//     ids, enums as numbers or names, either key spelling, 64-bit integers as strings or
+//     numbers, unknown fields) transcode with fastpath.JSONTranscoder to exactly the
+//     reference's deterministic bytes.
 //
 // Where vtprotobuf departs from protobuf-go, a test pins the difference and fails once it is
 // gone: a negative zero in a double without presence is dropped by MarshalVT, EqualVT never

@@ -64,10 +64,10 @@ var (
 )
 
 type counters struct {
-	items, bytes [numKinds][3]prometheus.Counter
-	refused      [numKinds][3][numRefused]prometheus.Counter
-	refusedItems [numKinds][3][numRefused]prometheus.Counter
-	partial      [3]prometheus.Counter
+	items, bytes [numKinds][fastpath.NumSignals]prometheus.Counter
+	refused      [numKinds][fastpath.NumSignals][numRefused]prometheus.Counter
+	refusedItems [numKinds][fastpath.NumSignals][numRefused]prometheus.Counter
+	partial      [fastpath.NumSignals]prometheus.Counter
 	overload     [numKinds]prometheus.Counter
 	rebalanceAge prometheus.Counter
 	rebalanceReq prometheus.Counter
@@ -76,7 +76,7 @@ type counters struct {
 var ctr = func() *counters {
 	c := &counters{}
 	for k := range numKinds {
-		for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+		for s := range fastpath.NumSignals {
 			c.items[k][s] = receivedItems.WithLabelValues(kindNames[k], s.String())
 			c.bytes[k][s] = receivedBytes.WithLabelValues(kindNames[k], s.String())
 			for r := range numRefused {
@@ -86,7 +86,7 @@ var ctr = func() *counters {
 		}
 		c.overload[k] = overloadEnds.WithLabelValues(kindNames[k])
 	}
-	for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+	for s := range fastpath.NumSignals {
 		c.partial[s] = partialRejected.WithLabelValues(s.String())
 	}
 	c.rebalanceAge = rebalancedStreams.WithLabelValues("max_age")

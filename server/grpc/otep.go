@@ -28,28 +28,18 @@ func resultOf(reason int) otepv1.ResultCode {
 }
 
 // peekID finds the id (field 1) of an OTEP request the scanner rejected, so that the
-// FailedNoneRetryable answer still names the request. 0 when there is none to be found.
+// FailedNoneRetryable answer still names the request: the first varint field 1 before the walk
+// meets whatever was malformed. 0 when there is none to be found.
 func peekID(b []byte) uint64 {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+	for it := fastpath.NewTopLevel(b); ; {
+		f, ok := it.Next()
+		if !ok {
 			return 0
 		}
-		b = b[n:]
-		if num == 1 && typ == protowire.VarintType {
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return 0
-			}
-			return v
+		if f.Num == 1 && f.Type == protowire.VarintType {
+			return f.Varint
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return 0
-		}
-		b = b[m:]
 	}
-	return 0
 }
 
 // otepUnary handles otlpgate.otep.v1.UnaryExporter for one signal.

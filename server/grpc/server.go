@@ -1,15 +1,11 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +19,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // Server is the gRPC intake.
@@ -54,15 +51,11 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{})}
 	if cfg.AuthTokenFile != "" {
-		tok, err := os.ReadFile(cfg.AuthTokenFile)
+		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("grpc: cannot read token file: %w", err)
+			return nil, fmt.Errorf("grpc: %w", err)
 		}
-		t := string(bytes.TrimSpace(tok))
-		if t == "" {
-			return nil, errors.New("grpc: token file is empty")
-		}
-		s.token = "Bearer " + t
+		s.token = tok
 	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec.New(nil)),
@@ -78,9 +71,9 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	}
 	if cfg.TLSCert != "" {
-		tc, err := serverTLS(cfg)
+		tc, err := credfile.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("grpc: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	}
@@ -89,27 +82,6 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		s.gs.RegisterService(d, s)
 	}
 	return s, nil
-}
-
-func serverTLS(cfg Config) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("grpc: cannot load TLS key pair: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("grpc: cannot read client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("grpc: client CA file holds no PEM certificate")
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
 }
 
 // Start listens and serves in the background; it returns once the listener is bound.

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -110,32 +109,28 @@ func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath
 	buf := pool.GetBytes(len(req))
 	defer pool.PutBytes(buf)
 	good, bad, items := 0, 0, 0
-	rest := req
-	for len(rest) > 0 {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return nil, 0, "", refusedInvalid
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if m < 0 {
-			return nil, 0, "", refusedInvalid
-		}
-		entry := rest[:n+m]
-		rest = rest[n+m:]
-		if num != 1 {
-			*buf = append(*buf, entry...) // unknown top-level fields pass through
+	it := fastpath.NewTopLevel(req)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		field := req[f.Tag:f.End]
+		if f.Num != 1 {
+			// Not an entry: the pipeline strips it on admission and counts it
+			// (otlpgate_fastpath_stripped_fields_total), as it does for every request.
+			*buf = append(*buf, field...)
 			continue
 		}
-		if sc, err := fastpath.ScanRequest(sig, entry, fastpath.LayoutV1, fastpath.DepthFull); err == nil {
-			*buf = append(*buf, entry...)
+		if sc, err := fastpath.ScanRequest(sig, field, fastpath.LayoutV1, fastpath.DepthFull); err == nil {
+			*buf = append(*buf, field...)
 			items += sc.Items
 			good++
 			continue
 		}
 		bad++
-		if sc, err := fastpath.ScanRequest(sig, entry, fastpath.LayoutV1, fastpath.DepthResource); err == nil {
+		if sc, err := fastpath.ScanRequest(sig, field, fastpath.LayoutV1, fastpath.DepthResource); err == nil {
 			rejected += int64(sc.Items)
 		}
+	}
+	if it.Err() != nil {
+		return nil, 0, "", refusedInvalid
 	}
 	if good == 0 {
 		return nil, 0, "", refusedInvalid

@@ -1,0 +1,15 @@
+// Package httpserver (directory server/http) is otlpgate's OTLP/HTTP intake: POST /v1/traces,
+// /v1/metrics and /v1/logs with protobuf or JSON bodies, as the OTLP specification's OTLP/HTTP
+// section describes, served by fasthttp.
+//
+// Protobuf bodies are never decoded: the handler takes the request body fasthttp already holds
+// (or its decompressed form, in a pooled buffer), scans it with fastpath.ScanRequest at the
+// configured depth and admits it into the fastpath.Pipeline, exactly as the gRPC intake does,
+// malformed resource entries being dropped with a partial_success answer. JSON bodies are
+// transcoded to the same bytes first. Answers are the empty Export*ServiceResponse, a
+// partial_success, or a google.rpc.Status, in the encoding of the request.
+//
+// It imports fastpath/, codec/, pool/, proto/ and internal/credfile; never client/ or cmd/.
+// fasthttp serves each connection on a goroutine of its worker pool, and the handler runs there,
+// one request at a time per connection; in -ack=upstream mode it blocks on the batch.
+package httpserver

@@ -1,0 +1,211 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"go.uber.org/goleak"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// fasthttp refreshes its cached Date header from one process-wide goroutine.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		// Its worker pool's cleaner notices a stopped server only at its next wake-up, up to
+		// MaxIdleWorkerDuration (10s) later; it holds nothing.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
+}
+
+// recorder is a destination that keeps a copy of each batch; with hold set it keeps the batches
+// unfinished until release, like an upstream that does not drain; with fail set it reports
+// every batch undelivered.
+type recorder struct {
+	mu    sync.Mutex
+	hold  bool
+	fail  bool
+	got   [][]byte
+	items int
+	held  []*fastpath.Batch
+}
+
+func (r *recorder) Name() string { return "recorder" }
+
+func (r *recorder) Enqueue(b *fastpath.Batch) error {
+	r.mu.Lock()
+	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
+	r.items += b.Items
+	if r.hold {
+		r.held = append(r.held, b)
+		r.mu.Unlock()
+		return nil
+	}
+	fail := r.fail
+	r.mu.Unlock()
+	b.Done(!fail)
+	return nil
+}
+
+func (r *recorder) release() {
+	r.mu.Lock()
+	held := r.held
+	r.held, r.hold = nil, false
+	r.mu.Unlock()
+	for _, b := range held {
+		b.Done(true)
+	}
+}
+
+// payload is everything the destination received, concatenated, and its item count.
+func (r *recorder) payload() ([]byte, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Join(r.got, nil), r.items
+}
+
+func (r *recorder) heldCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
+
+type env struct {
+	p   *fastpath.Pipeline
+	srv *Server
+	rec *recorder
+	url string
+	hc  *http.Client
+}
+
+func testPipelineConfig() fastpath.Config {
+	c := fastpath.DefaultConfig()
+	c.BatchMaxAge = time.Hour // tests flush explicitly
+	c.Eager = false
+	return c
+}
+
+func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
+	t.Helper()
+	if rec == nil {
+		rec = &recorder{}
+	}
+	p, err := fastpath.New(pc, []fastpath.Destination{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Listen = "127.0.0.1:0"
+	srv, err := New(sc, p, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{p: p, srv: srv, rec: rec, url: "http://" + ln.Addr().String(),
+		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableCompression: true}}}
+	t.Cleanup(func() {
+		e.hc.CloseIdleConnections()
+		rec.release()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		p.Close()
+	})
+	return e
+}
+
+// response is what a test request got back.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *env) do(t *testing.T, method, path string, hdr map[string]string, body []byte) response {
+	t.Helper()
+	r, err := e.try(method, path, hdr, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// try is do for goroutines other than the test's.
+func (e *env) try(method, path string, hdr map[string]string, body []byte) (response, error) {
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{resp.StatusCode, resp.Header, b}, nil
+}
+
+func (e *env) post(t *testing.T, path string, body []byte) response {
+	t.Helper()
+	return e.do(t, http.MethodPost, path, map[string]string{"Content-Type": ctProto}, body)
+}
+
+// status decodes a protobuf google.rpc.Status body.
+func status(t *testing.T, b []byte) *spb.Status {
+	t.Helper()
+	st := &spb.Status{}
+	if err := proto.Unmarshal(b, st); err != nil {
+		t.Fatalf("body is no google.rpc.Status: %v (%q)", err, b)
+	}
+	return st
+}
+
+func gzipped(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+func zstded(t testing.TB, b []byte) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(b, nil)
+}
+
+func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
+	t.Helper()
+	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, p.Close
+}

@@ -1,0 +1,116 @@
+package httpserver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// format is how a request body is written.
+type format uint8
+
+const (
+	encProto format = iota
+	encJSON
+	numFormats
+)
+
+var formatNames = [numFormats]string{"protobuf", "json"}
+
+// Why a well-addressed request was not accepted (the same reasons as the gRPC intake's).
+const (
+	refusedInvalid  = iota // the scanner or the transcoder rejected it
+	refusedFull            // no queue space now
+	refusedTooLarge        // larger than the whole queue
+	refusedClosed          // shutting down
+	refusedUpstream        // -ack=upstream: a destination did not deliver it
+	refusedTimeout         // -ack=upstream: the wait ended with the server
+	numRefused
+)
+
+var refusedNames = [numRefused]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
+
+// Why a request was turned away before its body was looked at.
+const (
+	rejectNotFound = iota
+	rejectMethod
+	rejectMediaType
+	rejectEncoding
+	rejectBodyTooLarge
+	rejectCorrupt
+	rejectUnauthenticated
+	rejectHeader
+	rejectCORS
+	numRejects
+)
+
+var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsupported_media_type",
+	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused"}
+
+var (
+	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_received_items_total",
+		Help: "Items in well-formed requests received by the OTLP/HTTP intake, by encoding and signal.",
+	}, []string{"encoding", "signal"})
+	receivedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_received_bytes_total",
+		Help: "Request body bytes received by the OTLP/HTTP intake, after decompression, by encoding and signal.",
+	}, []string{"encoding", "signal"})
+	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_refused_requests_total",
+		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled).",
+	}, []string{"encoding", "signal", "reason"})
+	refusedItemsCounter = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_refused_items_total",
+		Help: "Items in requests not accepted (unknown for invalid requests), by format, signal and reason.",
+	}, []string{"encoding", "signal", "reason"})
+	partialRejected = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_partially_rejected_entries_total",
+		Help: "Malformed resource entries dropped from otherwise valid requests (answered with partial_success).",
+	}, []string{"signal"})
+	overloadAnswers = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_http_overload_responses_total",
+		Help: "Requests answered 503 with Retry-After after -http.overload-after of sustained refusals (429 before).",
+	})
+	rejectedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_rejected_requests_total",
+		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused).",
+	}, []string{"reason"})
+)
+
+type counters struct {
+	items, bytes [numFormats][3]prometheus.Counter
+	refused      [numFormats][3][numRefused]prometheus.Counter
+	refusedItems [numFormats][3][numRefused]prometheus.Counter
+	partial      [3]prometheus.Counter
+	rejected     [numRejects]prometheus.Counter
+}
+
+var ctr = func() *counters {
+	c := &counters{}
+	for e := range numFormats {
+		for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+			c.items[e][s] = receivedItems.WithLabelValues(formatNames[e], s.String())
+			c.bytes[e][s] = receivedBytes.WithLabelValues(formatNames[e], s.String())
+			for r := range numRefused {
+				c.refused[e][s][r] = refusedRequests.WithLabelValues(formatNames[e], s.String(), refusedNames[r])
+				c.refusedItems[e][s][r] = refusedItemsCounter.WithLabelValues(formatNames[e], s.String(), refusedNames[r])
+			}
+		}
+	}
+	for s := fastpath.Traces; s <= fastpath.Logs; s++ {
+		c.partial[s] = partialRejected.WithLabelValues(s.String())
+	}
+	for r := range numRejects {
+		c.rejected[r] = rejectedRequests.WithLabelValues(rejectNames[r])
+	}
+	return c
+}()
+
+func (c *counters) refuse(e format, s fastpath.Signal, reason, items int) {
+	c.refused[e][s][reason].Inc()
+	if items > 0 {
+		c.refusedItems[e][s][reason].Add(float64(items))
+	}
+}
