@@ -98,3 +98,12 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per request", allocs)
 	}
 }
+
+// Picking the owner of a key allocates nothing.
+func TestRendezvousAllocs(t *testing.T) {
+	r := newRendezvous([]string{"a:1", "b:1", "c:1"})
+	var p fastpath.Picker = &r
+	if n := testing.AllocsPerRun(100, func() { _ = p.Pick(12345) }); n != 0 {
+		t.Fatalf("%v allocations per pick", n)
+	}
+}

@@ -3,11 +3,12 @@ package client
 import (
 	"errors"
 	"fmt"
-	"github.com/otlpgate/otlpgate/fastpath"
 	"net"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // Protocols a destination speaks.
@@ -132,7 +133,39 @@ type Config struct {
 	// BearerTokenFile holds a token sent as "authorization: Bearer <token>"
 	// (bearer-token-file). Read once, by New.
 	BearerTokenFile string
+
+	// Balanced destinations (a Fleet, NewFleet): with Resolver set, the destination names a
+	// set of backends, each a full destination built from the other settings.
+	//
+	// Resolver is static (Endpoints), dns (Endpoint's host re-resolved every ResolveInterval)
+	// or file (EndpointsFile re-read when it changes and on Reload); "" for a plain
+	// destination (resolver).
+	Resolver string
+	// Endpoints is the static list of host:port backends (endpoints=a|b|c).
+	Endpoints []string
+	// EndpointsFile holds one host:port per line; blank lines and # comments are skipped
+	// (endpoints-file).
+	EndpointsFile string
+	// ResolveInterval is how often DNS is asked again and the endpoints file checked for a
+	// change (resolve-interval, default 5s).
+	ResolveInterval time.Duration
+	// Balance is the key batches are split by: trace_id, service or resource (balance,
+	// default trace_id).
+	Balance string
+	// EjectAfter takes a backend out of the set once it has failed for this long: requests
+	// outstanding and none acknowledged; its data goes to the other backends and it comes back
+	// once it connects again (eject-after, default 30s; 0: never).
+	EjectAfter time.Duration
+	// Lookup resolves host names for resolver=dns; nil: the system resolver. Tests set it.
+	Lookup HostResolver
 }
+
+// Resolvers of a balanced destination.
+const (
+	ResolverStatic = "static"
+	ResolverDNS    = "dns"
+	ResolverFile   = "file"
+)
 
 // DefaultConfig returns the defaults documented on Config. Name and Endpoint are empty.
 func DefaultConfig() Config {
@@ -157,6 +190,9 @@ func DefaultConfig() Config {
 		MaxSendMsgSize:        16 << 20,
 		KeepaliveTime:         30 * time.Second,
 		KeepaliveTimeout:      10 * time.Second,
+		ResolveInterval:       5 * time.Second,
+		Balance:               "trace_id",
+		EjectAfter:            30 * time.Second,
 	}
 }
 
@@ -177,7 +213,11 @@ func (c Config) validate() error {
 		return errors.New("name is required")
 	case strings.ContainsAny(c.Name, ",= \t\n"):
 		return fmt.Errorf("name %q holds a comma, an equals sign or a space", c.Name)
-	case c.Endpoint == "":
+	}
+	if err := c.validateFleet(); err != nil {
+		return err
+	}
+	if c.Endpoint == "" && c.Resolver != ResolverStatic && c.Resolver != ResolverFile {
 		return errors.New("endpoint is required")
 	}
 	switch c.Protocol {
@@ -192,7 +232,10 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("protocol %q (want otep, v1 or http)", c.Protocol)
 	}
-	if c.Protocol != ProtocolHTTP && !strings.Contains(c.Endpoint, ":///") {
+	if c.Resolver != "" && c.Protocol == ProtocolHTTP {
+		return errors.New("a balanced destination (resolver=) speaks otep or v1, not http")
+	}
+	if c.Protocol != ProtocolHTTP && c.Endpoint != "" && !strings.Contains(c.Endpoint, ":///") {
 		if _, _, err := net.SplitHostPort(c.Endpoint); err != nil {
 			return fmt.Errorf("endpoint %q is not host:port: %w", c.Endpoint, err)
 		}
@@ -330,4 +373,45 @@ func (c Config) httpURIs() [fastpath.NumSignals]string {
 		paths[i] = u.Scheme + "://" + u.Host + paths[i]
 	}
 	return paths
+}
+
+// validateFleet checks the keys of a balanced destination.
+func (c Config) validateFleet() error {
+	if c.Resolver == "" {
+		if len(c.Endpoints) > 0 || c.EndpointsFile != "" {
+			return errors.New("endpoints and endpoints-file need resolver=static or resolver=file")
+		}
+		return nil
+	}
+	if _, err := fastpath.ParseBalance(c.Balance); err != nil {
+		return err
+	}
+	switch {
+	case c.ResolveInterval <= 0:
+		return errors.New("resolve-interval must be positive")
+	case c.EjectAfter < 0:
+		return errors.New("eject-after must not be negative (0: never)")
+	}
+	switch c.Resolver {
+	case ResolverStatic:
+		if len(c.Endpoints) == 0 || c.Endpoint != "" || c.EndpointsFile != "" {
+			return errors.New("resolver=static takes endpoints=host:port|host:port, and neither endpoint nor endpoints-file")
+		}
+		for _, e := range c.Endpoints {
+			if _, _, err := net.SplitHostPort(e); err != nil {
+				return fmt.Errorf("endpoints: %q is not host:port: %w", e, err)
+			}
+		}
+	case ResolverDNS:
+		if c.Endpoint == "" || len(c.Endpoints) > 0 || c.EndpointsFile != "" || strings.Contains(c.Endpoint, ":///") {
+			return errors.New("resolver=dns takes endpoint=host:port, and neither endpoints nor endpoints-file")
+		}
+	case ResolverFile:
+		if c.EndpointsFile == "" || c.Endpoint != "" || len(c.Endpoints) > 0 {
+			return errors.New("resolver=file takes endpoints-file=PATH, and neither endpoint nor endpoints")
+		}
+	default:
+		return fmt.Errorf("resolver %q (want static, dns or file)", c.Resolver)
+	}
+	return nil
 }

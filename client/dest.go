@@ -34,6 +34,7 @@ const ackShardBits = 5
 // upstream stops answering never holds up another. All of them start in Start and have returned when Shutdown returns.
 type Dest struct {
 	cfg     Config
+	backend string // the address, in a Fleet; "" for a plain destination
 	log     *slog.Logger
 	m       *destMetrics
 	conn    *grpc.ClientConn // nil for ProtocolHTTP
@@ -50,7 +51,11 @@ type Dest struct {
 	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
 	outstanding atomic.Int64  // requests not yet finished
 	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
-	throttled   atomic.Int32  // throttles since the last success
+	acked       atomic.Uint64 // requests acknowledged, for a Fleet's health check
+	// handback, set by Handover before the destination stops, takes the requests a sender
+	// holds when it stops instead of dropping them.
+	handback  atomic.Pointer[func(*fastpath.Batch, bool)]
+	throttled atomic.Int32 // throttles since the last success
 
 	streams struct {
 		mu  sync.Mutex
@@ -84,6 +89,14 @@ var streamDesc = grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 // nil. Names must be unique per process: metrics are labelled by name. Safe for concurrent
 // use.
 func New(cfg Config, log *slog.Logger) (*Dest, error) {
+	if cfg.Resolver != "" {
+		return nil, fmt.Errorf("client: destination %q: resolver=%s names a fleet: use NewFleet", cfg.Name, cfg.Resolver)
+	}
+	return newDest(cfg, "", log)
+}
+
+// newDest builds a destination; backend is its address when it is a member of a Fleet.
+func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -119,12 +132,16 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 		http:    hs,
 		cfg:     cfg,
 		log:     log.With("destination", cfg.Name),
-		m:       newDestMetrics(cfg.Name),
+		m:       newDestMetrics(cfg.Name, backend),
 		conn:    conn,
 		acks:    newAckTable(ackShardBits),
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
+	if backend != "" {
+		d.log = d.log.With("backend", backend)
+	}
+	d.backend = backend
 	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
 		func() float64 { return float64(d.held.Load()) })
 	heldBytes.add(d)
@@ -315,6 +332,7 @@ func (d *Dest) sleep(t *time.Timer, dur time.Duration, wake chan struct{}) bool 
 func (d *Dest) deliver(r *request) {
 	d.m.ackedRequests.Inc()
 	d.m.ackedItem.Add(float64(r.items))
+	d.acked.Add(1)
 	if d.throttled.Load() != 0 {
 		d.throttled.Store(0)
 	}
@@ -335,6 +353,10 @@ func (d *Dest) drop(r *request, reason int) {
 
 // lose drops a request a sender held when the destination stopped.
 func (d *Dest) lose(r *request) {
+	if take := d.handback.Load(); take != nil {
+		d.handBack(r, *take) // Handover: another backend gets it
+		return
+	}
 	if r.attempt == 0 {
 		d.drop(r, dropShutdownQueued)
 		return

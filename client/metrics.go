@@ -39,70 +39,74 @@ var (
 	sentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_sent_requests_total",
 		Help: "Requests written to the upstream, every attempt included.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	sentBytes = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_sent_bytes_total",
 		Help: "Payload bytes of the requests written to the upstream, before compression.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	ackedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_acknowledged_requests_total",
 		Help: "Requests the upstream acknowledged with Success (v1: an OK response).",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	ackedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_acknowledged_items_total",
 		Help: "Spans, data points and log records the upstream acknowledged with Success.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	retriedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_retried_requests_total",
 		Help: "Requests scheduled to be sent again after a backoff, by reason (failed_retryable, throttled).",
-	}, []string{"destination", "reason"})
+	}, []string{"destination", "backend", "reason"})
 	resentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_resent_requests_total",
 		Help: "Requests sent again because the stream they were pending on ended without answering them; the upstream may have them twice (possible duplicates).",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	droppedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_dropped_requests_total",
 		Help: "Requests given up on, by reason; shutdown_* reasons count what Shutdown could not deliver.",
-	}, []string{"destination", "reason"})
+	}, []string{"destination", "backend", "reason"})
 	droppedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_dropped_items_total",
 		Help: "Spans, data points and log records of the dropped requests, by reason.",
-	}, []string{"destination", "reason"})
+	}, []string{"destination", "backend", "reason"})
 	partialRejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_partially_rejected_items_total",
 		Help: "Items a v1 upstream reported rejected in a partial success response.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "otlpgate_client_in_flight_requests",
 		Help: "Requests sent and not yet answered.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 17), // 0.5ms .. 33s
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_throttles_total",
 		Help: "Times the upstream asked the destination to pause (UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo).",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	streamsOpened = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_streams_opened_total",
 		Help: "OTEP streams opened.",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
 	streamsEnded = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_streams_ended_total",
 		Help: "OTEP streams ended, by how: rebalance_age and rebalance_requests (half-closed by the client), closed (by the server, cleanly), broken (an error).",
-	}, []string{"destination", "how"})
+	}, []string{"destination", "backend", "how"})
 	unknownAcks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_unknown_acks_total",
 		Help: "Answers whose id matches no request pending on that stream (late after an ack timeout, or a server bug).",
-	}, []string{"destination"})
+	}, []string{"destination", "backend"})
+	handedOver = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_handed_over_requests_total",
+		Help: "Requests a balanced destination took back from one of its backends (it left the set or was ejected), to send them to another.",
+	}, []string{"destination", "backend"})
 )
 
 // queueBytesDesc is otlpgate_client_queue_bytes, which heldBytes reports.
 var queueBytesDesc = prometheus.NewDesc("otlpgate_client_queue_bytes",
 	"Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
-	[]string{"destination"}, nil)
+	[]string{"destination", "backend"}, nil)
 
 // heldBytes reports otlpgate_client_queue_bytes from each destination's own counter (Dest.held)
 // at scrape time, rather than from a gauge kept in step with it. A destination joins in New and
@@ -136,14 +140,15 @@ func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueBytesD
 
 // Collect implements prometheus.Collector. Safe for concurrent use.
 func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
-	sums := map[string]int64{}
+	type key struct{ name, backend string }
+	sums := map[key]int64{}
 	c.mu.Lock()
 	for d := range c.dests {
-		sums[d.cfg.Name] += d.held.Load()
+		sums[key{d.cfg.Name, d.backend}] += d.held.Load()
 	}
 	c.mu.Unlock()
-	for name, v := range sums {
-		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v), name)
+	for k, v := range sums {
+		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v), k.name, k.backend)
 	}
 }
 
@@ -174,31 +179,36 @@ type destMetrics struct {
 	streamsOpened            prometheus.Counter
 	streamsEnded             [numStreamEnds]prometheus.Counter
 	unknownAcks              prometheus.Counter
+	handedOver               prometheus.Counter
 }
 
-func newDestMetrics(name string) *destMetrics {
+// newDestMetrics resolves the children of destination name; backend is the member's address in
+// a balanced destination, "" otherwise (Prometheus shows an empty label as absent, so plain
+// destinations keep the series they always had).
+func newDestMetrics(name, backend string) *destMetrics {
 	m := &destMetrics{
-		sentRequests:    sentRequests.WithLabelValues(name),
-		sentBytes:       sentBytes.WithLabelValues(name),
-		ackedRequests:   ackedRequests.WithLabelValues(name),
-		ackedItem:       ackedItems.WithLabelValues(name),
-		resent:          resentRequests.WithLabelValues(name),
-		partialRejected: partialRejected.WithLabelValues(name),
-		inFlight:        inFlight.WithLabelValues(name),
-		ackLatency:      ackLatency.WithLabelValues(name),
-		throttles:       throttles.WithLabelValues(name),
-		streamsOpened:   streamsOpened.WithLabelValues(name),
-		unknownAcks:     unknownAcks.WithLabelValues(name),
+		sentRequests:    sentRequests.WithLabelValues(name, backend),
+		sentBytes:       sentBytes.WithLabelValues(name, backend),
+		ackedRequests:   ackedRequests.WithLabelValues(name, backend),
+		ackedItem:       ackedItems.WithLabelValues(name, backend),
+		resent:          resentRequests.WithLabelValues(name, backend),
+		partialRejected: partialRejected.WithLabelValues(name, backend),
+		inFlight:        inFlight.WithLabelValues(name, backend),
+		ackLatency:      ackLatency.WithLabelValues(name, backend),
+		throttles:       throttles.WithLabelValues(name, backend),
+		streamsOpened:   streamsOpened.WithLabelValues(name, backend),
+		unknownAcks:     unknownAcks.WithLabelValues(name, backend),
+		handedOver:      handedOver.WithLabelValues(name, backend),
 	}
 	for i := range m.retried {
-		m.retried[i] = retriedRequests.WithLabelValues(name, retryReasonNames[i])
+		m.retried[i] = retriedRequests.WithLabelValues(name, backend, retryReasonNames[i])
 	}
 	for i := range m.dropped {
-		m.dropped[i] = droppedRequests.WithLabelValues(name, dropReasonNames[i])
-		m.droppedItems[i] = droppedItems.WithLabelValues(name, dropReasonNames[i])
+		m.dropped[i] = droppedRequests.WithLabelValues(name, backend, dropReasonNames[i])
+		m.droppedItems[i] = droppedItems.WithLabelValues(name, backend, dropReasonNames[i])
 	}
 	for i := range m.streamsEnded {
-		m.streamsEnded[i] = streamsEnded.WithLabelValues(name, streamEndNames[i])
+		m.streamsEnded[i] = streamsEnded.WithLabelValues(name, backend, streamEndNames[i])
 	}
 	return m
 }

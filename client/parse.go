@@ -126,6 +126,23 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = strings.TrimSpace(hv)
 		case "bearer-token-file":
 			c.BearerTokenFile = v
+		case "resolver":
+			c.Resolver = v
+		case "endpoints":
+			c.Endpoints = nil
+			for e := range strings.SplitSeq(v, "|") {
+				if e = strings.TrimSpace(e); e != "" {
+					c.Endpoints = append(c.Endpoints, e)
+				}
+			}
+		case "endpoints-file":
+			c.EndpointsFile = v
+		case "resolve-interval":
+			c.ResolveInterval, err = time.ParseDuration(v)
+		case "balance":
+			c.Balance = v
+		case "eject-after":
+			c.EjectAfter, err = time.ParseDuration(v)
 		default:
 			return Config{}, fmt.Errorf("client: -dest key %q is unknown", k)
 		}

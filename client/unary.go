@@ -109,6 +109,8 @@ func (w *worker) call(r *request) {
 	}
 	w.reply.Release()
 	switch v, delay := classify(err, false); {
+	case d.stopping.Load() && d.handback.Load() != nil:
+		d.lose(r)
 	case d.stopping.Load():
 		d.drop(r, dropShutdownPending)
 	case timedOut:

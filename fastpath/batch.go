@@ -33,6 +33,7 @@ type Batch struct {
 	failures atomic.Int32
 	refs     atomic.Int32
 	finished chan struct{} // AckUpstream only: closed once pending reaches zero
+	join     *join         // a part of a split batch: finishes the split batch, p is nil
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -77,6 +78,12 @@ func (b *Batch) Done(delivered bool) {
 func (b *Batch) finishOne() {
 	switch n := b.pending.Add(-1); {
 	case n == 0:
+		if j := b.join; j != nil {
+			delivered := b.failures.Load() == 0
+			b.unref()
+			j.partDone(delivered)
+			return
+		}
 		b.p.finished(b)
 		if b.finished != nil {
 			close(b.finished)

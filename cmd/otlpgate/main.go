@@ -234,9 +234,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	codec.RegisterCompressors()
 
 	var dests []fastpath.Destination
-	var clients []*client.Dest
+	var clients []outlet
+	var fleets []*client.Fleet // re-resolved on SIGHUP
 	var file *filedest.Dest
 	for _, c := range cfg.clients {
+		if c.Resolver != "" {
+			f, err := client.NewFleet(c, log)
+			if err != nil {
+				return err
+			}
+			f.Start()
+			clients, fleets, dests = append(clients, f), append(fleets, f), append(dests, f)
+			log.Info("destination", "name", c.Name, "resolver", c.Resolver, "balance", c.Balance, "backends", f.Backends())
+			continue
+		}
 		d, err := client.New(c, log)
 		if err != nil {
 			return err
@@ -328,6 +339,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		case <-ctx.Done():
 			waiting = false
 		case <-hup:
+			for _, f := range fleets {
+				if err := f.Reload(); err != nil {
+					log.Error("cannot resolve the backends; keeping the current set", "destination", f.Name(), "err", err)
+				}
+			}
 			if err := ks.Reload(); err != nil {
 				log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
 			} else {
@@ -344,6 +360,11 @@ type intake interface {
 	Shutdown(ctx context.Context) error
 }
 
+// outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
+type outlet interface {
+	Shutdown(ctx context.Context) error
+}
+
 // shutdown stops otlpgate in phases, each with its own share of the deadline:
 //
 //  1. /readyz fails at once, so that load balancers stop routing here.
@@ -357,7 +378,7 @@ type intake interface {
 // It returns a lossError when something acknowledged was not delivered; each loss is logged
 // here, once.
 func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fastpath.Pipeline,
-	intakes []intake, clients []*client.Dest, file *filedest.Dest) error {
+	intakes []intake, clients []outlet, file *filedest.Dest) error {
 	log.Info("shutting down", "timeout", timeout)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
