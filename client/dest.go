@@ -50,6 +50,7 @@ type Dest struct {
 	nextID      atomic.Uint64 // last id given; advanced under q.mu so ids follow queue order
 	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
 	outstanding atomic.Int64  // requests not yet finished
+	sending     atomic.Int64  // requests sent and not yet answered (otlpgate_client_in_flight_requests)
 	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
 	acked       atomic.Uint64 // requests acknowledged, for a Fleet's health check
 	// handback, set by Handover before the destination stops, takes the requests a sender
@@ -144,6 +145,8 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	d.backend = backend
 	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
 		func() float64 { return float64(d.held.Load()) })
+	d.m.inFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_in_flight_requests"},
+		func() float64 { return float64(d.sending.Load()) })
 	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
 	limit := cfg.MaxInFlight
@@ -504,7 +507,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	for _, r := range d.acks.takeIf(func(*request) bool { return true }, nil) {
-		d.m.inFlight.Dec()
+		d.sending.Add(-1)
 		d.drop(r, dropShutdownPending)
 	}
 	d.q.mu.Lock()

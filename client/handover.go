@@ -57,7 +57,7 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	left := d.acks.takeIf(func(*request) bool { return true }, nil)
 	for range left {
-		d.m.inFlight.Dec()
+		d.sending.Add(-1)
 	}
 	slices.SortFunc(left, func(a, b *request) int { return cmp.Compare(a.id, b.id) })
 	d.q.mu.Lock()

@@ -249,14 +249,14 @@ func (w *httpWorker) call(r *request) {
 	req.SetBodyRaw(body)
 	r.attempt++
 	r.sentAt = nanotime()
-	d.m.inFlight.Inc()
+	d.sending.Add(1)
 	d.m.sentRequests.Inc()
 	d.m.sentBytes.Add(float64(r.size))
 
 	err := w.s.hc.DoTimeout(req, &w.resp, d.cfg.AckTimeout)
 	req.SetBodyRaw(nil) // the body's bytes go back to their owners below
 	w.out.release()
-	d.m.inFlight.Dec()
+	d.sending.Add(-1)
 
 	switch {
 	case err == nil || errors.Is(err, fasthttp.ErrBodyTooLarge):

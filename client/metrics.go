@@ -72,10 +72,6 @@ var (
 		Name: "otlpgate_client_partially_rejected_items_total",
 		Help: "Items a v1 upstream reported rejected in a partial success response.",
 	}, []string{"destination", "backend"})
-	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "otlpgate_client_in_flight_requests",
-		Help: "Requests sent and not yet answered.",
-	}, []string{"destination", "backend"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
@@ -103,13 +99,20 @@ var (
 	}, []string{"destination", "backend"})
 )
 
-// queueBytesDesc is otlpgate_client_queue_bytes, which heldBytes reports.
-var queueBytesDesc = prometheus.NewDesc("otlpgate_client_queue_bytes",
-	"Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
-	[]string{"destination", "backend"}, nil)
+// queueBytesDesc is otlpgate_client_queue_bytes and inFlightDesc otlpgate_client_in_flight_requests,
+// which heldBytes reports.
+var (
+	queueBytesDesc = prometheus.NewDesc("otlpgate_client_queue_bytes",
+		"Bytes the destination holds: queued, in flight and waiting for a retry (bounded by queue-bytes).",
+		[]string{"destination", "backend"}, nil)
+	inFlightDesc = prometheus.NewDesc("otlpgate_client_in_flight_requests",
+		"Requests sent and not yet answered.",
+		[]string{"destination", "backend"}, nil)
+)
 
-// heldBytes reports otlpgate_client_queue_bytes from each destination's own counter (Dest.held)
-// at scrape time, rather than from a gauge kept in step with it. A destination joins in New and
+// heldBytes reports otlpgate_client_queue_bytes and otlpgate_client_in_flight_requests from each
+// destination's own counters (Dest.held, Dest.sending) at scrape time, rather than from gauges
+// kept in step with them. A destination joins in New and
 // leaves when Shutdown returns; destinations that share a name (a process may build a second
 // one after shutting the first) are summed under it, so a scrape never sees a label set twice.
 var heldBytes = func() *heldCollector {
@@ -136,19 +139,28 @@ func (c *heldCollector) remove(d *Dest) {
 }
 
 // Describe implements prometheus.Collector.
-func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueBytesDesc }
+func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueBytesDesc
+	ch <- inFlightDesc
+}
 
 // Collect implements prometheus.Collector. Safe for concurrent use.
 func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ name, backend string }
-	sums := map[key]int64{}
+	type sum struct{ held, sending int64 }
+	sums := map[key]sum{}
 	c.mu.Lock()
 	for d := range c.dests {
-		sums[key{d.cfg.Name, d.backend}] += d.held.Load()
+		k := key{d.cfg.Name, d.backend}
+		s := sums[k]
+		s.held += d.held.Load()
+		s.sending += d.sending.Load()
+		sums[k] = s
 	}
 	c.mu.Unlock()
 	for k, v := range sums {
-		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v), k.name, k.backend)
+		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v.held), k.name, k.backend)
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(v.sending), k.name, k.backend)
 	}
 }
 
@@ -172,7 +184,7 @@ type destMetrics struct {
 	resent                   prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
-	inFlight                 prometheus.Gauge
+	inFlight                 prometheus.Collector // this destination's sent, unanswered requests alone, for tests
 	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
 	ackLatency               prometheus.Observer
 	throttles                prometheus.Counter
@@ -193,7 +205,6 @@ func newDestMetrics(name, backend string) *destMetrics {
 		ackedItem:       ackedItems.WithLabelValues(name, backend),
 		resent:          resentRequests.WithLabelValues(name, backend),
 		partialRejected: partialRejected.WithLabelValues(name, backend),
-		inFlight:        inFlight.WithLabelValues(name, backend),
 		ackLatency:      ackLatency.WithLabelValues(name, backend),
 		throttles:       throttles.WithLabelValues(name, backend),
 		streamsOpened:   streamsOpened.WithLabelValues(name, backend),

@@ -47,7 +47,7 @@ type stream struct {
 // settle gives back the window token of a request taken out of the ack table.
 func (s *stream) settle() {
 	s.pend.Add(-1)
-	s.d.m.inFlight.Dec()
+	s.d.sending.Add(-1)
 	select {
 	case <-s.slots:
 	default:
@@ -137,7 +137,7 @@ func (l *lane) send(r *request) {
 		r.attempt++
 		r.sentAt, r.stream = now, s
 		s.pend.Add(1)
-		d.m.inFlight.Inc()
+		d.sending.Add(1)
 		d.acks.insert(r)
 		if s.broken.Load() {
 			// The receiver may have swept the table before the insert: take r back unless it

@@ -75,7 +75,7 @@ func (w *worker) call(r *request) {
 	now := nanotime()
 	r.attempt++
 	r.sentAt = now
-	d.m.inFlight.Inc()
+	d.sending.Add(1)
 	d.m.sentRequests.Inc()
 	d.m.sentBytes.Add(float64(r.size))
 
@@ -89,7 +89,7 @@ func (w *worker) call(r *request) {
 		f.unref()
 	}
 	w.raw.Release()
-	d.m.inFlight.Dec()
+	d.sending.Add(-1)
 
 	if err == nil {
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
