@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +18,31 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
+// liveServers holds every server between New and Shutdown, for the gauges that read their own
+// state at scrape time.
+var liveServers sync.Map
+
+// sumLive adds f over the live servers.
+func sumLive(f func(*Server) int) float64 {
+	n := 0
+	liveServers.Range(func(k, _ any) bool {
+		n += f(k.(*Server))
+		return true
+	})
+	return float64(n)
+}
+
 var (
-	connsGauge = promauto.NewGauge(prometheus.GaugeOpts{
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_connections",
 		Help: "Open Kafka client connections.",
+	}, func() float64 {
+		return sumLive(func(s *Server) int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.mu.conns) })
 	})
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_kafka_instances",
+		Help: "Kafka client instances (KIP-714) currently known.",
+	}, func() float64 { return sumLive(func(s *Server) int { return s.reg.len() }) })
 	rejectedConns = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_rejected_connections_total",
 		Help: "Kafka connections closed on accept because -kafka.max-connections were open.",

@@ -11,10 +11,6 @@ import (
 )
 
 var (
-	instancesGauge = promauto.NewGauge(prometheus.GaugeOpts{
-		Name: "otlpgate_kafka_instances",
-		Help: "Kafka client instances (KIP-714) currently known.",
-	})
 	instancesCreated = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_instances_created_total",
 		Help: "Kafka client instances created, by a GetTelemetrySubscriptions or by a push from an instance not known.",
@@ -193,7 +189,6 @@ func (r *registry) createLocked(id [16]byte) *instance {
 	r.mu.byID[id] = in
 	r.pushFrontLocked(in)
 	instancesCreated.Inc()
-	instancesGauge.Inc()
 	return in
 }
 
@@ -264,7 +259,6 @@ func (r *registry) removeLocked(in *instance) {
 	r.unlinkLocked(in)
 	delete(r.mu.byID, in.id)
 	in.owner = nil
-	instancesGauge.Dec()
 }
 
 // dropConn forgets the instances last heard on c, which is closing. Safe for concurrent use.

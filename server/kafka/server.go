@@ -93,6 +93,7 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 			return nil, err
 		}
 	}
+	liveServers.Store(s, struct{}{})
 	return s, nil
 }
 
@@ -150,6 +151,7 @@ func (s *Server) Reload() error {
 // ends. A request being handled completes first; its response may not be written. Safe for
 // concurrent use, once Start returned; calls after the first return nil at once.
 func (s *Server) Shutdown(ctx context.Context) error {
+	defer liveServers.Delete(s)
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
@@ -234,7 +236,6 @@ func (s *Server) addConn(c *conn) bool {
 		return false
 	}
 	s.mu.conns[c] = struct{}{}
-	connsGauge.Inc()
 	return true
 }
 
@@ -246,7 +247,6 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
-	connsGauge.Dec()
 }
 
 func (s *Server) sweep() {

@@ -23,10 +23,21 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
+// liveServers holds every server between New and Shutdown, for the gauges that read their own
+// counters at scrape time.
+var liveServers sync.Map
+
 var (
-	connectionsActive = promauto.NewGauge(prometheus.GaugeOpts{
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_uds_connections",
 		Help: "Open OpenCensus client connections.",
+	}, func() float64 {
+		var n int64
+		liveServers.Range(func(k, _ any) bool {
+			n += k.(*Server).conns.Load()
+			return true
+		})
+		return float64(n)
 	})
 	connectionsRejected = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_uds_connections_rejected_total",
@@ -132,6 +143,7 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		s.gid = gid
 	}
 	s.reg = newRegistry(cfg.MaxProcesses, cfg.DefaultReportingPeriod, s.wakeExporter)
+	liveServers.Store(s, struct{}{})
 	return s, nil
 }
 
@@ -182,6 +194,7 @@ func (s *Server) Start(ctx context.Context) error {
 // truncated), hands the pending metrics of every process to the consumer and removes the socket
 // file. It returns ctx's error if that takes too long. Safe for concurrent use.
 func (s *Server) Shutdown(ctx context.Context) error {
+	defer liveServers.Delete(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.shutdown || !s.mu.started {
@@ -284,7 +297,6 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 			break
 		}
 	}
-	connectionsActive.Inc()
 	cs := newConn(h.s)
 	if h.s.sweepEvery > 0 {
 		cs.gc, cs.loop = c, c.EventLoop()
@@ -328,7 +340,6 @@ func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 		cs.close()
 		c.SetContext(nil)
 		h.s.conns.Add(-1)
-		connectionsActive.Dec()
 		h.s.closed.Add(1)
 	}
 	return gnet.None
