@@ -108,6 +108,7 @@ Flags:
 	fs.IntVar(&u.Loops, "uds.loops", u.Loops, "gnet event loops serving the socket")
 	fs.Var(intSize{&u.MaxMessageBytes}, "uds.max-message-bytes", "largest daemon message; larger ones are discarded (otlpgate_uds_discarded_messages_total)")
 	fs.IntVar(&u.MaxSeries, "uds.max-series", u.MaxSeries, "tag sets per view; more fold into an overflow series (otlpgate_uds_series_overflow_total)")
+	fs.IntVar(&u.MaxSeriesTotal, "uds.max-series-total", u.MaxSeriesTotal, "tag sets of all views of all processes together; more fold into their view's overflow series (otlpgate_uds_series_total_overflow_total)")
 	fs.IntVar(&u.MaxProcesses, "uds.max-processes", u.MaxProcesses, "PHP processes tracked at once")
 	fs.IntVar(&u.MaxMeasures, "uds.max-measures", u.MaxMeasures, "measures per process")
 	fs.IntVar(&u.MaxViews, "uds.max-views", u.MaxViews, "views per process")

@@ -34,6 +34,11 @@ type Config struct {
 	// further tag sets aggregate into one series marked otel.metric.overflow=true and are
 	// counted in otlpgate_uds_series_overflow_total.
 	MaxSeries int
+	// MaxSeriesTotal caps the series of all views of all processes together
+	// (-uds.max-series-total, default 200000), so that many processes each under MaxSeries cannot
+	// add up to unbounded memory. Measurements for further tag sets go to their view's overflow
+	// series and are counted in otlpgate_uds_series_total_overflow_total.
+	MaxSeriesTotal int
 	// MaxProcesses caps the PHP processes with stats state (-uds.max-processes, default 10000);
 	// stats messages of further processes are counted in
 	// otlpgate_uds_stats_rejected_total{reason="process_limit"}.
@@ -79,6 +84,7 @@ func DefaultConfig() Config {
 		Loops:                  0,
 		MaxMessageBytes:        4 << 20,
 		MaxSeries:              2000,
+		MaxSeriesTotal:         200000,
 		MaxProcesses:           10000,
 		MaxMeasures:            1000,
 		MaxViews:               1000,
@@ -126,7 +132,7 @@ func (c Config) Validate() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"max series", c.MaxSeries}, {"max processes", c.MaxProcesses}, {"max measures", c.MaxMeasures},
+	}{{"max series", c.MaxSeries}, {"max series total", c.MaxSeriesTotal}, {"max processes", c.MaxProcesses}, {"max measures", c.MaxMeasures},
 		{"max views", c.MaxViews}, {"max connections", c.MaxConnections}} {
 		if v.n <= 0 {
 			errs = append(errs, fmt.Errorf("uds: %s must be positive", v.name))

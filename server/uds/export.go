@@ -57,6 +57,8 @@ func (s *Server) runExporter() {
 				next = retry
 			}
 		}
+		// Processes whose final export was admitted are gone: give their series back.
+		s.reg.recountSeries(s.limits.budget)
 		var fire <-chan time.Time
 		cancel := func() {}
 		if !next.IsZero() {

@@ -155,6 +155,33 @@ func (r *registry) keep(procs []*process) (dropped []*process) {
 	return dropped
 }
 
+// recountSeries sets the series budget to the series every process the registry knows holds,
+// live or ended and waiting for its final export, retired views included. Processes whose final
+// export was admitted are gone from the registry, and their series leave the count here. The
+// count can miss a series created while it runs, which the next recount finds. Safe for
+// concurrent use; not on the hot path (the exporter calls it once a round).
+func (r *registry) recountSeries(b *seriesBudget) {
+	r.mu.Lock()
+	procs := make([]*process, 0, len(r.mu.procs)+len(r.mu.ended))
+	for _, p := range r.mu.procs {
+		procs = append(procs, p)
+	}
+	procs = append(procs, r.mu.ended...)
+	r.mu.Unlock()
+	n := 0
+	for _, p := range procs {
+		p.mu.RLock()
+		for _, v := range p.mu.views {
+			n += v.seriesCount()
+		}
+		for _, v := range p.mu.retired {
+			n += v.seriesCount()
+		}
+		p.mu.RUnlock()
+	}
+	b.n.Store(int64(n))
+}
+
 // live returns the number of live processes. Safe for concurrent use.
 func (r *registry) live() int {
 	r.mu.Lock()
@@ -167,6 +194,7 @@ type processLimits struct {
 	maxMeasures int
 	maxViews    int
 	maxSeries   int
+	budget      *seriesBudget // the server's cap on series across processes
 }
 
 // process is the stats state of one PHP process: its measures, its views and their aggregates.

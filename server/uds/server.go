@@ -120,11 +120,12 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		path = abs
 	}
 	s := &Server{
-		cfg:         cfg,
-		path:        path,
-		next:        next,
-		log:         log.With("intake", "uds"),
-		limits:      processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries},
+		cfg:  cfg,
+		path: path,
+		next: next,
+		log:  log.With("intake", "uds"),
+		limits: processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries,
+			budget: &seriesBudget{max: int64(cfg.MaxSeriesTotal)}},
 		clock:       realClock{},
 		exportWake:  make(chan struct{}, 1),
 		exportStop:  make(chan struct{}),

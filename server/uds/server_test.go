@@ -602,3 +602,41 @@ func TestMaxMessageBytes(t *testing.T) {
 		t.Fatalf("too large %v, want 1", d)
 	}
 }
+
+// -uds.max-series-total caps the series of all processes together; a process whose final export
+// was admitted gives its series back at the exporter's next round.
+func TestSeriesTotalCap(t *testing.T) {
+	overflow := counter(seriesGlobalOverflow)
+	h := start(t, func(c *Config) { c.MaxSeries = 10; c.MaxSeriesTotal = 3 })
+	// Connections held open keep their processes alive: the last one to close ends a process.
+	ca, cb := h.dial(), h.dial()
+	a := newStream(5).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
+	a.recordInt("m", 1, "k", "a").recordInt("m", 1, "k", "b")
+	write(t, ca, a.buf, 0)
+	waitFor(t, "process 5's two series", func() bool { return h.s.limits.budget.n.Load() == 2 })
+	b := newStream(6).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
+	b.recordInt("m", 1, "k", "c").recordInt("m", 1, "k", "d").recordInt("m", 1, "k", "e")
+	write(t, cb, b.buf, 0)
+	waitFor(t, "d and e in the overflow series", func() bool { return counter(seriesGlobalOverflow)-overflow == 2 })
+	// Process 5 ends; once its final export is admitted its two series are free again.
+	ca.Close()
+	waitFor(t, "process 5's series given back", func() bool { return h.s.limits.budget.n.Load() == 1 })
+	c := newStream(7).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
+	c.recordInt("m", 1, "k", "f").recordInt("m", 1, "k", "g")
+	h.replay(c.buf, 0)
+	cb.Close()
+	h.shutdown()
+	if d := counter(seriesGlobalOverflow) - overflow; d != 2 {
+		t.Fatalf("global overflow counted %v after the recount, want still 2", d)
+	}
+	var keys []string
+	for k, p := range metricPoints(t, h.rec.snapshot()) {
+		keys = append(keys, fmt.Sprintf("%s:%v", k, p[0].value))
+	}
+	sort.Strings(keys)
+	want := []string{"5 m_count {k=a}:1", "5 m_count {k=b}:1", "6 m_count {k=c}:1", "6 m_count {otel.metric.overflow=true}:2",
+		"7 m_count {k=f}:1", "7 m_count {k=g}:1"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("got %v, want %v", keys, want)
+	}
+}

@@ -132,7 +132,7 @@ func (p *process) registerViews(vs *ocdaemon.Views) {
 			statsRejected[rejectDefinitionLimit].Inc()
 			continue
 		}
-		v := newView(d, m, p.limits.maxSeries)
+		v := newView(d, m, p.limits.maxSeries, p.limits.budget)
 		p.mu.views[v.name] = v
 		m.views = append(m.views, v)
 	}

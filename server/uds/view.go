@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -13,10 +14,37 @@ import (
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 )
 
-var seriesOverflow = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "otlpgate_uds_series_overflow_total",
-	Help: "Measurements aggregated into a view's overflow series because the view reached -uds.max-series tag sets.",
-})
+var (
+	seriesOverflow = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_series_overflow_total",
+		Help: "Measurements aggregated into a view's overflow series because the view reached -uds.max-series tag sets.",
+	})
+	seriesGlobalOverflow = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_uds_series_total_overflow_total",
+		Help: "Measurements aggregated into a view's overflow series because all processes together held -uds.max-series-total series.",
+	})
+)
+
+// seriesBudget caps the series of every view of every process of one server together. n counts
+// the series created since the exporter last counted them all (recount), so it never
+// under-counts what exists for long: series go away only with their process or view, after an
+// export, and the exporter then recounts.
+type seriesBudget struct {
+	n   atomic.Int64
+	max int64
+}
+
+// take reserves one series; false when the budget is spent. Safe for concurrent use.
+func (b *seriesBudget) take() bool {
+	if b == nil {
+		return true
+	}
+	if b.n.Add(1) > b.max {
+		b.n.Add(-1)
+		return false
+	}
+	return true
+}
 
 // attrOverflow marks the series that collects tag sets beyond the limit, as OpenTelemetry SDKs
 // do.
@@ -39,6 +67,7 @@ type view struct {
 	agg        ocdaemon.Aggregation
 	bounds     []float64
 	maxSeries  int
+	budget     *seriesBudget // shared by every view of the server; nil: no global cap
 
 	mu struct {
 		sync.Mutex
@@ -47,10 +76,10 @@ type view struct {
 	}
 }
 
-func newView(d *ocdaemon.View, m *measure, maxSeries int) *view {
+func newView(d *ocdaemon.View, m *measure, maxSeries int, budget *seriesBudget) *view {
 	v := &view{
 		name: toString(d.Name), desc: toString(d.Description), measure: m,
-		agg: d.Aggregation, bounds: slices.Clone(d.Bounds), maxSeries: maxSeries,
+		agg: d.Aggregation, bounds: slices.Clone(d.Bounds), maxSeries: maxSeries, budget: budget,
 	}
 	for _, k := range d.TagKeys {
 		v.keys = append(v.keys, toString(k))
@@ -127,6 +156,13 @@ func appendSeriesKey(dst []byte, keys []string, tags []ocdaemon.Tag) []byte {
 }
 
 // record aggregates val for the tag set of tags. key is scratch space, returned grown.
+// seriesCount is the number of tag-set series the view holds. Safe for concurrent use.
+func (v *view) seriesCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.mu.series)
+}
+
 // Safe for concurrent use.
 func (v *view) record(key []byte, val value, tags, attachments []ocdaemon.Tag, t int64) []byte {
 	key = appendSeriesKey(key[:0], v.keys, tags)
@@ -155,8 +191,14 @@ func (v *view) record(key []byte, val value, tags, attachments []ocdaemon.Tag, t
 }
 
 func (v *view) newSeriesLocked(key []byte, tags []ocdaemon.Tag, t int64) *series {
-	if len(v.mu.series) >= v.maxSeries {
+	full := len(v.mu.series) >= v.maxSeries
+	if full {
 		seriesOverflow.Inc()
+	} else if !v.budget.take() {
+		full = true
+		seriesGlobalOverflow.Inc()
+	}
+	if full {
 		if v.mu.overflow == nil {
 			v.mu.overflow = v.newSeries(t)
 		}
