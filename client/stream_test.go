@@ -424,6 +424,11 @@ func TestStreamBroken(t *testing.T) {
 			if !resend && (dropped < 3 || resent != 0) {
 				t.Errorf("resent %d, dropped %d; want 0 and at least 3", resent, dropped)
 			}
+			// The batches may all be finished (a failed send drops or re-sends at once) before
+			// the receiver has read the stream's end and counted it.
+			for deadline := time.Now().Add(10 * time.Second); value(d.m.streamsEnded[endBroken]) != 1 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			if v := value(d.m.streamsEnded[endBroken]); v != 1 {
 				t.Errorf("broken streams %d, want 1", v)
 			}
