@@ -104,6 +104,13 @@ type Config struct {
 	// client re-balances first, without losing the requests in flight.
 	RebalanceTimeout  time.Duration
 	RebalanceRequests int64
+	// RebalanceBytes half-closes a stream before the next request would take the bytes sent on
+	// it past this size (rebalance-bytes, default 960KiB; 0: off). An L7 balancer may cap a
+	// request's body and count a whole gRPC stream as one request: nginx's default
+	// client_max_body_size of 1m resets a stream past it, and the requests pending on it are
+	// then sent again. A stream that sits idle past RebalanceTimeout is half-closed too, so that
+	// a quiet signal does not pin its balancer backend; its next request opens a new one.
+	RebalanceBytes int64
 	// RetryOnReconnect re-sends the requests pending on a stream that broke (retry-on-reconnect,
 	// default true). The server may have received them: the re-sends are counted in
 	// otlpgate_client_resent_requests_total as possible duplicates. When false they are dropped
@@ -182,6 +189,7 @@ func DefaultConfig() Config {
 		RetryMaxElapsed:       5 * time.Minute,
 		RebalanceTimeout:      5 * time.Minute,
 		RebalanceRequests:     100_000,
+		RebalanceBytes:        960 << 10,
 		RetryOnReconnect:      true,
 		WaitOnShutdown:        true,
 		TLS:                   TLS{Insecure: true},
@@ -273,7 +281,7 @@ func (c Config) validate() error {
 		return errors.New("max-in-flight must not be negative")
 	case c.RetryMaxElapsed < 0:
 		return errors.New("retry max elapsed must not be negative (0: no limit)")
-	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0:
+	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0 || c.RebalanceBytes < 0:
 		return errors.New("rebalance limits must not be negative (0: off)")
 	case c.InitialWindowSize < 64<<10 || c.InitialConnWindowSize < 64<<10:
 		return errors.New("HTTP/2 windows must be at least 64KiB")

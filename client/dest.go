@@ -267,36 +267,52 @@ var errBadSignal = errors.New("client: batch of an unknown signal")
 // queued or due) and returns it, or returns nil once the destination stops. t is the caller's
 // own timer. Called by the senders of sig only.
 func (d *Dest) next(sig fastpath.Signal, t *time.Timer) *request {
+	r, _ := d.nextUntil(sig, t, 0)
+	return r
+}
+
+// nextUntil is next that gives up waiting at until (nanotime; 0: never), reporting idle.
+func (d *Dest) nextUntil(sig fastpath.Signal, t *time.Timer, until int64) (r *request, idle bool) {
 	for {
 		select {
 		case <-d.stop:
-			return nil
+			return nil, false
 		default:
 		}
 		if !d.waitPause(t) {
-			return nil
+			return nil, false
 		}
 		now := nanotime()
 		d.q.mu.Lock()
-		r, wait := d.q.popLocked(sig, now)
+		var wait time.Duration
+		r, wait = d.q.popLocked(sig, now)
 		d.q.mu.Unlock()
 		if r != nil && d.expired(r, 0) {
 			d.drop(r, dropRetryExhausted) // waited its whole budget in the queue
 			continue
 		}
 		if r != nil {
-			return r
+			return r, false
+		}
+		if until > 0 {
+			left := time.Duration(until - now)
+			if left <= 0 {
+				return nil, true
+			}
+			if wait < 0 || wait > left {
+				wait = left
+			}
 		}
 		if wait < 0 {
 			select {
 			case <-d.q.wake[sig]:
 			case <-d.stop:
-				return nil
+				return nil, false
 			}
 			continue
 		}
 		if !d.sleep(t, wait, d.q.wake[sig]) {
-			return nil
+			return nil, false
 		}
 	}
 }

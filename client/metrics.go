@@ -87,7 +87,7 @@ var (
 	}, []string{"destination", "backend"})
 	streamsEnded = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_streams_ended_total",
-		Help: "OTEP streams ended, by how: rebalance_age and rebalance_requests (half-closed by the client), closed (by the server, cleanly), broken (an error).",
+		Help: "OTEP streams ended, by how: rebalance_age, rebalance_requests and rebalance_bytes (half-closed by the client), closed (by the server, cleanly), broken (an error).",
 	}, []string{"destination", "backend", "how"})
 	unknownAcks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_unknown_acks_total",
@@ -168,12 +168,13 @@ func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 const (
 	endRebalanceAge = iota
 	endRebalanceRequests
+	endRebalanceBytes
 	endClosed
 	endBroken
 	numStreamEnds
 )
 
-var streamEndNames = [numStreamEnds]string{"rebalance_age", "rebalance_requests", "closed", "broken"}
+var streamEndNames = [numStreamEnds]string{"rebalance_age", "rebalance_requests", "rebalance_bytes", "closed", "broken"}
 
 // destMetrics holds one destination's label children, resolved once by New so that the hot
 // path never formats a label.

@@ -79,6 +79,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.RebalanceTimeout, err = time.ParseDuration(v)
 		case "rebalance-requests":
 			c.RebalanceRequests, err = strconv.ParseInt(v, 10, 64)
+		case "rebalance-bytes":
+			c.RebalanceBytes, err = parseSize(v, 1<<62)
 		case "retry-on-reconnect":
 			c.RetryOnReconnect, err = strconv.ParseBool(v)
 		case "wait-on-shutdown":

@@ -38,6 +38,7 @@ type stream struct {
 	done   chan struct{} // closed by the receiver when the stream is over
 	opened int64         // nanotime
 	sent   int64         // requests sent; lane only
+	bytes  int64         // bytes of the gRPC messages sent, prefixes included; lane only
 	pend   atomic.Int32  // requests in the ack table for this stream
 	acked  atomic.Bool   // an answer came: the lane's reconnect backoff resets
 	broken atomic.Bool   // no more sends: a send failed or the stream ended
@@ -68,12 +69,29 @@ type lane struct {
 func (l *lane) run() {
 	defer l.d.wg.Done()
 	for {
-		r := l.d.next(l.sig, l.timer)
+		r, idle := l.d.nextUntil(l.sig, l.timer, l.idleDeadline())
+		if idle {
+			// Past its rebalance age with nothing to send: a quiet signal's stream must not
+			// pin its balancer backend until the next burst. The next request opens a new one.
+			l.cur.halfClose(endRebalanceAge)
+			l.cur = nil
+			continue
+		}
 		if r == nil {
 			return
 		}
 		l.send(r)
 	}
+}
+
+// idleDeadline is when the lane's open stream reaches its rebalance age (nanotime), 0 when there
+// is none to wait for.
+func (l *lane) idleDeadline() int64 {
+	s := l.cur
+	if s == nil || l.d.cfg.RebalanceTimeout <= 0 || s.broken.Load() {
+		return 0
+	}
+	return s.opened + int64(l.d.cfg.RebalanceTimeout)
 }
 
 // send writes r on the lane's stream for its signal, opening or replacing the stream as
@@ -93,8 +111,9 @@ func (l *lane) send(r *request) {
 		return
 	}
 	id, size := r.id, r.size
+	wire := int64(f.size) + grpcPrefix
 	for {
-		s := l.stream(r)
+		s := l.stream(r, wire)
 		if s == nil {
 			f.unref()
 			if d.stopping.Load() {
@@ -164,16 +183,22 @@ func (l *lane) send(r *request) {
 			return
 		}
 		s.sent++
+		s.bytes += wire
 		d.m.sentRequests.Inc()
 		d.m.sentBytes.Add(float64(size))
 		return
 	}
 }
 
+// grpcPrefix is the length prefix gRPC puts before each message on the stream: what an L7
+// balancer counts as the stream's body includes it.
+const grpcPrefix = 5
+
 // stream returns the lane's open stream: the current one unless it ended or is due for
-// re-balancing, else a new one. nil when the destination stops first, or when no stream opens
-// before r's retry budget runs out.
-func (l *lane) stream(r *request) *stream {
+// re-balancing, else a new one. wire is what r adds to the stream's body, for RebalanceBytes.
+// nil when the destination stops first, or when no stream opens before r's retry budget runs
+// out.
+func (l *lane) stream(r *request, wire int64) *stream {
 	d := l.d
 	sig := l.sig
 	if s := l.cur; s != nil {
@@ -195,6 +220,12 @@ func (l *lane) stream(r *request) *stream {
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
 			l.cur = nil
 			s.halfClose(endRebalanceRequests)
+		case d.cfg.RebalanceBytes > 0 && s.bytes > 0 && s.bytes+wire > d.cfg.RebalanceBytes:
+			// A balancer that caps a request's body (nginx's client_max_body_size) counts the
+			// whole stream: re-open before this request would take it past the cap. A request
+			// larger than the cap on its own still goes, alone on a fresh stream.
+			l.cur = nil
+			s.halfClose(endRebalanceBytes)
 		case d.cfg.RebalanceTimeout > 0 && nanotime()-s.opened >= int64(d.cfg.RebalanceTimeout):
 			l.cur = nil
 			s.halfClose(endRebalanceAge)

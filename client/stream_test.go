@@ -339,9 +339,11 @@ func TestStreamRebalanceTimeout(t *testing.T) {
 	if groups := byStream(got); len(groups) != n {
 		t.Errorf("streams %v, want one per request", groups)
 	}
-	u.waitUntil("four half-closes", func() bool { return len(u.halfClosed) == n-1 })
-	if v := value(d.m.streamsEnded[endRebalanceAge]); v != n-1 {
-		t.Errorf("rebalanced by age %d, want %d", v, n-1)
+	// Every stream is half-closed, the last one too: past its age with nothing to send, it is
+	// closed without waiting for a next request.
+	u.waitUntil("five half-closes", func() bool { return len(u.halfClosed) == n })
+	if v := value(d.m.streamsEnded[endRebalanceAge]); v != n {
+		t.Errorf("rebalanced by age %d, want %d", v, n)
 	}
 }
 
@@ -500,4 +502,63 @@ func byStream(got []received) []streamIDs {
 	}
 	slices.SortFunc(out, func(a, b streamIDs) int { return int(a.ids[0]) - int(b.ids[0]) })
 	return out
+}
+
+// A stream past its rebalance age with nothing to send is half-closed at once, not at the
+// next request: a quiet signal does not pin its balancer backend. The next request opens a new
+// stream.
+func TestStreamRebalanceIdle(t *testing.T) {
+	u := newUpstream(t)
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.RebalanceTimeout = 200 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	// No request follows: the stream is closed by the age alone.
+	u.waitUntil("the idle stream half-closed", func() bool { return len(u.halfClosed) == 1 })
+	if v := value(d.m.streamsEnded[endRebalanceAge]); v != 1 {
+		t.Errorf("rebalanced by age %d, want 1", v)
+	}
+	f.send(2, 1, 1, 10)
+	if !f.wait(2) {
+		t.Fatal("batch 2 not delivered")
+	}
+	groups := byStream(u.received())
+	if len(groups) != 2 || !slices.Equal(groups[0].ids, []uint64{1, 2}) || !slices.Equal(groups[1].ids, []uint64{3}) {
+		t.Errorf("streams %v, want [1 2] then [3]", groups)
+	}
+}
+
+// RebalanceBytes re-opens a stream before a request would take the bytes sent on it past the
+// limit: with room for exactly two requests, five go out as two, two and one.
+func TestStreamRebalanceBytes(t *testing.T) {
+	u := newUpstream(t)
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.RebalanceTimeout, cfg.RebalanceRequests = 0, 0
+	// On the wire a request is its v1 body, the OTEP id field (two bytes for ids below 128,
+	// entries re-tagged in place) and gRPC's five-byte prefix.
+	wire := int64(len(traceBody("b0", 1, 10))) + 2 + grpcPrefix
+	cfg.RebalanceBytes = 2 * wire
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	for i := range 5 {
+		f.send(i, 1, 1, 10)
+		if !f.wait(i) {
+			t.Fatalf("batch %d not delivered", i)
+		}
+	}
+	groups := byStream(u.received())
+	var sizes []int
+	for _, g := range groups {
+		sizes = append(sizes, len(g.ids))
+	}
+	if !slices.Equal(sizes, []int{2, 2, 1}) {
+		t.Errorf("requests per stream %v, want [2 2 1]", sizes)
+	}
+	if v := value(d.m.streamsEnded[endRebalanceBytes]); v != 2 {
+		t.Errorf("rebalanced by bytes %d, want 2", v)
+	}
 }

@@ -164,9 +164,12 @@ func edgeConfig(name, addr string, streams int, rebalance time.Duration) client.
 }
 
 // spanBody is a v1 trace request body holding one span whose span id is id.
-func spanBody(id uint64) []byte {
+func spanBody(id uint64) []byte { return paddedSpanBody(id, "v") }
+
+// paddedSpanBody is spanBody with attribute value v.
+func paddedSpanBody(id uint64, v string) []byte {
 	sp := &tracev1.Span{TraceId: make([]byte, 16), SpanId: binary.BigEndian.AppendUint64(nil, id), Name: "l7lb",
-		Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: "v"}}}}}
+		Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}}}
 	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{sp}}}}}}
 	b, _ := req.MarshalVT()
 	return b
@@ -175,6 +178,11 @@ func spanBody(id uint64) []byte {
 // load admits one-span requests into the edge, ids first.., one every gap, for dur, calling
 // at(i) before each (to reload mid-run). It returns the ids admitted (acknowledged to a client).
 func load(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at func(elapsed time.Duration)) []uint64 {
+	return loadBodies(t, e, first, dur, gap, at, spanBody)
+}
+
+// loadBodies is load with the request bodies body(id) makes.
+func loadBodies(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at func(elapsed time.Duration), body func(uint64) []byte) []uint64 {
 	t.Helper()
 	var admitted []uint64
 	start := time.Now()
@@ -187,7 +195,7 @@ func load(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at func(e
 			at(el)
 		}
 		for tries := 0; ; tries++ {
-			err := e.p.Consume(fastpath.Traces, spanBody(id), 1)
+			err := e.p.Consume(fastpath.Traces, body(id), 1)
 			if err == nil {
 				admitted = append(admitted, id)
 				break

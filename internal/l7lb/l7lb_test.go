@@ -2,8 +2,11 @@ package l7lb
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // The rebalance period of the tests: short, so that a run of a few seconds spans many periods.
@@ -125,6 +128,52 @@ func TestServerMaxAge(t *testing.T) {
 				if s < 0.2 {
 					t.Errorf("gateway %d took %.2f of the traffic", i+1, s)
 				}
+			}
+			checkDups(t, name, dups)
+		})
+	}
+}
+
+// nginx counts a whole gRPC stream as one request body: with its default client_max_body_size
+// (1m) a stream that carries more is reset mid-way and its pending requests are sent again.
+// rebalance-bytes (default 960KiB) re-opens streams before that; with it off, the resets show.
+func TestNginxDefaultBodyLimit(t *testing.T) {
+	pad := strings.Repeat("x", 1024)
+	body := func(id uint64) []byte { return paddedSpanBody(id, pad) }
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rebalance-bytes=%v", on), func(t *testing.T) {
+			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
+			lb := startBalancer(t, 0, addrs(gws...), Options{Replace: map[string]string{
+				"client_max_body_size 0;": "client_max_body_size 1m;"}})
+			name := destName(t)
+			cfg := edgeConfig(name, lb.Addr(), 1, 0)
+			if !on {
+				cfg.RebalanceBytes = 0
+			}
+			e := startEdge(t, cfg)
+			// 3,000 spans of 1KiB, about 3MiB through one stream: three times nginx's default.
+			var admitted []uint64
+			for id := uint64(1); id <= 3000; id++ {
+				for tries := 0; e.p.Consume(fastpath.Traces, body(id), 1) != nil; tries++ {
+					if tries > 1000 {
+						t.Fatalf("span %d not admitted", id)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				admitted = append(admitted, id)
+				if id%100 == 0 {
+					time.Sleep(5 * time.Millisecond) // spread over many batches and a few seconds
+				}
+			}
+			dups := settle(t, admitted, gws...)
+			resent := counter(t, "otlpgate_client_resent_requests_total", "destination", name)
+			byBytes := counter(t, "otlpgate_client_streams_ended_total", "destination", name)
+			t.Logf("rebalance-bytes on=%v: %d spans of 1KiB, %v requests re-sent, %d duplicates, %v stream ends", on, len(admitted), resent, dups, byBytes)
+			if on && (resent != 0 || dups != 0) {
+				t.Errorf("with rebalance-bytes, nginx's default body limit still reset streams: %v re-sent, %d duplicates", resent, dups)
+			}
+			if !on && resent == 0 {
+				t.Errorf("without rebalance-bytes, no stream was reset: the test no longer shows nginx's limit")
 			}
 			checkDups(t, name, dups)
 		})
