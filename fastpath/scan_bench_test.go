@@ -8,12 +8,13 @@ import (
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
-// benchBatches are the Appendix B span batches: small (100 spans, 4 attributes) and large (500
-// spans, 10 attributes), as v1 request bodies.
+// benchBatches are the Appendix B span batches, small (100 spans, 4 attributes) and large (500
+// spans, 10 attributes), and a string-heavy batch (stringHeavy), as v1 request bodies.
 func benchBatches(b *testing.B) []fixture {
 	return []fixture{
 		{name: "small", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Small))},
 		{name: "large", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Large))},
+		{name: "strings", sig: fastpath.Traces, v1: mustMarshal(b, stringHeavy())},
 	}
 }
 
