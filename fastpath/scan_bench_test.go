@@ -1,6 +1,7 @@
 package fastpath_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -18,19 +19,45 @@ func benchBatches(b *testing.B) []fixture {
 	}
 }
 
+// BenchmarkScanRequest scans each batch at each depth; "ref" runs the reference walker the
+// generated walkers replaced (refwalk_test.go), for a before/after comparison in one run.
 func BenchmarkScanRequest(b *testing.B) {
+	scans := []struct {
+		name string
+		scan func(fastpath.Signal, []byte, fastpath.Layout, fastpath.Depth) (fastpath.Scan, error)
+	}{{"", fastpath.ScanRequest}, {"/ref", fastpath.RefScanRequest}}
 	for _, fx := range benchBatches(b) {
 		for _, depth := range depths {
-			b.Run(fx.name+"/"+depth.String(), func(b *testing.B) {
-				b.SetBytes(int64(len(fx.v1)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := fastpath.ScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, depth); err != nil {
-						b.Fatal(err)
-					}
+			for _, sc := range scans {
+				if sc.name != "" && depth == fastpath.DepthTop {
+					continue // the same code either way
 				}
-			})
+				b.Run(fx.name+"/"+depth.String()+sc.name, func(b *testing.B) {
+					perCore(b, len(fx.v1), func() {
+						if _, err := sc.scan(fx.sig, fx.v1, fastpath.LayoutV1, depth); err != nil {
+							b.Fatal(err)
+						}
+					})
+				})
+			}
 		}
+	}
+}
+
+// perCore runs f in the benchmark loop on one locked thread and reports, beside the wall-clock
+// MB/s, GB/s per core: bytes over the thread's CPU time, which time spent waiting for a core on
+// a shared machine does not inflate.
+func perCore(b *testing.B, size int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	start := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	if cpu := threadCPU() - start; cpu > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/cpu.Seconds()/1e9, "GB/s/core")
 	}
 }
 

@@ -1,0 +1,215 @@
+package fastpath
+
+import (
+	"encoding/binary"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The per-message walkers of DepthResource and DepthFull are generated from the schema table
+// into walk_gen.go; this file holds what they call off their fast paths. Each helper takes the
+// message and the offset of a value in it and returns the offset past it, so that a walker
+// keeps one slice and one index instead of re-slicing at every field.
+
+//go:generate go test -run ^TestWalkersGenerated$ -gen .
+
+// readTag reads a tag at b[i] that is not a one-byte tag of a valid field number.
+func readTag(b []byte, i int) (tag uint64, next int, err error) {
+	num, typ, n, err := consumeTag(b[i:])
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(num)<<3 | uint64(typ), i + n, nil
+}
+
+// skipVarint skips a varint of two bytes or more at b[i].
+func skipVarint(b []byte, i int) (int, error) {
+	_, n := protowire.ConsumeVarint(b[i:])
+	if n < 0 {
+		return 0, varintErr(n)
+	}
+	return i + n, nil
+}
+
+// readLen reads the length prefix at b[i]: the payload is b[s:e].
+func readLen(b []byte, i int) (s, e int, err error) {
+	p, n, err := consumeLen(b[i:])
+	if err != nil {
+		return 0, 0, err
+	}
+	return i + p, i + n, nil
+}
+
+// skipLen skips a length-delimited value at b[i].
+func skipLen(b []byte, i int) (int, error) {
+	_, n, err := consumeLen(b[i:])
+	if err != nil {
+		return 0, err
+	}
+	return i + n, nil
+}
+
+// skipField skips the value of an unknown field of wire type tag&7 at b[i].
+func skipField(b []byte, i int, tag uint64) (int, error) {
+	n, err := skipValue(b[i:], protowire.Type(tag&7))
+	if err != nil {
+		return 0, err
+	}
+	return i + n, nil
+}
+
+// packedVarints checks a packed run of varints, which must end exactly at the end of its last
+// element.
+func packedVarints(run []byte) error {
+	for len(run) > 0 {
+		_, n := protowire.ConsumeVarint(run)
+		if n < 0 {
+			if err := varintErr(n); err != ErrTruncated {
+				return err
+			}
+			return ErrPacked
+		}
+		run = run[n:]
+	}
+	return nil
+}
+
+const hiBits = 0x8080808080808080
+
+// validUTF8 is utf8.Valid, faster on the strings OTLP carries. Nearly all are ASCII and short:
+// they are checked in whole words, the last one overlapping the one before rather than ending
+// in a loop over bytes. Text outside ASCII runs through a shift-based automaton (utf8DFA), one
+// table load and one shift per byte, going back to whole words whenever a word is ASCII and no
+// character is open.
+func validUTF8(b []byte) bool {
+	n := len(b)
+	switch {
+	case n >= 8:
+		if binary.LittleEndian.Uint64(b[n-8:])&hiBits != 0 {
+			return validUTF8Slow(b)
+		}
+		for i := 0; i < n-8; i += 8 {
+			if binary.LittleEndian.Uint64(b[i:])&hiBits != 0 {
+				return validUTF8Slow(b)
+			}
+		}
+		return true
+	case n >= 4:
+		if (binary.LittleEndian.Uint32(b)|binary.LittleEndian.Uint32(b[n-4:]))&0x80808080 != 0 {
+			return validUTF8Slow(b)
+		}
+		return true
+	case n > 0:
+		if (b[0]|b[n/2]|b[n-1])&0x80 != 0 {
+			return validUTF8Slow(b)
+		}
+	}
+	return true
+}
+
+// validUTF8Slow runs the automaton over b, skipping whole ASCII words between characters.
+func validUTF8Slow(b []byte) bool {
+	st := uint64(0)
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		b = b[8:]
+		if st&63 == 0 && w&hiBits == 0 {
+			continue
+		}
+		// The state sits in the low six bits; the bits above are the rest of the row and are
+		// ignored by the next shift, which the hardware takes modulo 64.
+		st = utf8DFA[byte(w)] >> (st & 63)
+		st = utf8DFA[byte(w>>8)] >> (st & 63)
+		st = utf8DFA[byte(w>>16)] >> (st & 63)
+		st = utf8DFA[byte(w>>24)] >> (st & 63)
+		st = utf8DFA[byte(w>>32)] >> (st & 63)
+		st = utf8DFA[byte(w>>40)] >> (st & 63)
+		st = utf8DFA[byte(w>>48)] >> (st & 63)
+		st = utf8DFA[byte(w>>56)] >> (st & 63)
+		if st&63 == dfaError {
+			return false
+		}
+	}
+	for _, c := range b {
+		st = utf8DFA[c] >> (st & 63)
+	}
+	return st&63 == dfaAccept
+}
+
+// The states of the UTF-8 automaton, each a multiple of six: the bit offset, in a row of
+// utf8DFA, of the six bits that hold the next state.
+const (
+	dfaAccept = 6 * iota // between characters
+	dfaError             // absorbing
+	dfaCont1             // one continuation byte (80-BF) to go
+	dfaCont2             // two to go
+	dfaE0                // after E0: A0-BF (no overlong forms), then one more
+	dfaED                // after ED: 80-9F (no surrogates), then one more
+	dfaF0                // after F0: 90-BF (no overlong forms), then two more
+	dfaF1                // after F1-F3: 80-BF, then two more
+	dfaF4                // after F4: 80-8F (nothing above U+10FFFF), then two more
+)
+
+// utf8DFA holds, for each byte, the next state of every state, at that state's bit offset. It
+// accepts exactly what utf8.Valid accepts (validutf8_test.go checks every short sequence).
+var utf8DFA = func() (t [256]uint64) {
+	in := func(c, lo, hi int) bool { return lo <= c && c <= hi }
+	for c := range 256 {
+		next := func(from int) int {
+			switch from {
+			case dfaAccept:
+				switch {
+				case c < 0x80:
+					return dfaAccept
+				case in(c, 0xc2, 0xdf):
+					return dfaCont1
+				case c == 0xe0:
+					return dfaE0
+				case c == 0xed:
+					return dfaED
+				case in(c, 0xe1, 0xef):
+					return dfaCont2
+				case c == 0xf0:
+					return dfaF0
+				case in(c, 0xf1, 0xf3):
+					return dfaF1
+				case c == 0xf4:
+					return dfaF4
+				}
+			case dfaCont1:
+				if in(c, 0x80, 0xbf) {
+					return dfaAccept
+				}
+			case dfaCont2:
+				if in(c, 0x80, 0xbf) {
+					return dfaCont1
+				}
+			case dfaE0:
+				if in(c, 0xa0, 0xbf) {
+					return dfaCont1
+				}
+			case dfaED:
+				if in(c, 0x80, 0x9f) {
+					return dfaCont1
+				}
+			case dfaF0:
+				if in(c, 0x90, 0xbf) {
+					return dfaCont2
+				}
+			case dfaF1:
+				if in(c, 0x80, 0xbf) {
+					return dfaCont2
+				}
+			case dfaF4:
+				if in(c, 0x80, 0x8f) {
+					return dfaCont2
+				}
+			}
+			return dfaError
+		}
+		for from := dfaAccept; from <= dfaF4; from += 6 {
+			t[c] |= uint64(next(from)) << from
+		}
+	}
+	return t
+}()
