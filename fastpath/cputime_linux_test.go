@@ -1,4 +1,4 @@
-package fastpath_test
+package fastpath
 
 import (
 	"syscall"

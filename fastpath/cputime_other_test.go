@@ -1,6 +1,6 @@
 //go:build !linux
 
-package fastpath_test
+package fastpath
 
 import "time"
 

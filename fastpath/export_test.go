@@ -13,3 +13,6 @@ func WalkEntry(sig Signal, b []byte, full bool) (int, error) {
 func RefWalkEntry(sig Signal, b []byte, full bool) (int, error) {
 	return refWalk(resourceMsg[sig], b, 1, full)
 }
+
+// ThreadCPU exports threadCPU to the benchmarks of package fastpath_test.
+var ThreadCPU = threadCPU

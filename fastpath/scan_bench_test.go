@@ -52,11 +52,11 @@ func perCore(b *testing.B, size int, f func()) {
 	defer runtime.UnlockOSThread()
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	start := threadCPU()
+	start := fastpath.ThreadCPU()
 	for b.Loop() {
 		f()
 	}
-	if cpu := threadCPU() - start; cpu > 0 {
+	if cpu := fastpath.ThreadCPU() - start; cpu > 0 {
 		b.ReportMetric(float64(size)*float64(b.N)/cpu.Seconds()/1e9, "GB/s/core")
 	}
 }

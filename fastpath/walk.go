@@ -79,19 +79,27 @@ const hiBits = 0x8080808080808080
 // validUTF8 is utf8.Valid, faster on the strings OTLP carries. Nearly all are ASCII and short:
 // they are checked in whole words, the last one overlapping the one before rather than ending
 // in a loop over bytes. Text outside ASCII runs through a shift-based automaton (utf8DFA), one
-// table load and one shift per byte, going back to whole words whenever a word is ASCII and no
-// character is open.
+// table load and one shift per byte, in two independent halves for long strings so that the
+// two chains of shifts overlap in the pipeline.
 func validUTF8(b []byte) bool {
 	n := len(b)
 	switch {
 	case n >= 8:
-		if binary.LittleEndian.Uint64(b[n-8:])&hiBits != 0 {
-			return validUTF8Slow(b)
+		i := 0
+		for ; i+32 <= n; i += 32 {
+			w := binary.LittleEndian.Uint64(b[i:]) | binary.LittleEndian.Uint64(b[i+8:]) |
+				binary.LittleEndian.Uint64(b[i+16:]) | binary.LittleEndian.Uint64(b[i+24:])
+			if w&hiBits != 0 {
+				return validUTF8Slow(b)
+			}
 		}
-		for i := 0; i < n-8; i += 8 {
+		for ; i < n-8; i += 8 {
 			if binary.LittleEndian.Uint64(b[i:])&hiBits != 0 {
 				return validUTF8Slow(b)
 			}
+		}
+		if binary.LittleEndian.Uint64(b[n-8:])&hiBits != 0 {
+			return validUTF8Slow(b)
 		}
 		return true
 	case n >= 4:
@@ -107,17 +115,59 @@ func validUTF8(b []byte) bool {
 	return true
 }
 
-// validUTF8Slow runs the automaton over b, skipping whole ASCII words between characters.
+// validUTF8Slow checks b with the automaton. A string of 64 bytes or more is cut in two at a
+// character start near its middle: it is valid exactly when both halves are, and the halves
+// are walked in step.
 func validUTF8Slow(b []byte) bool {
-	st := uint64(0)
+	if len(b) < 64 {
+		return dfaRun(dfaAccept, b)&63 == dfaAccept
+	}
+	mid := len(b) / 2
+	// A character has at most three continuation bytes (10xxxxxx); four in a row are invalid.
+	for k := 0; k < 3 && b[mid]&0xc0 == 0x80; k++ {
+		mid--
+	}
+	if b[mid]&0xc0 == 0x80 {
+		return false
+	}
+	x, y := b[:mid], b[mid:]
+	sx, sy := uint64(dfaAccept), uint64(dfaAccept)
+	for len(x) >= 8 && len(y) >= 8 {
+		// The state sits in the low six bits; the bits above are the rest of the row and are
+		// ignored by the next shift, which the hardware takes modulo 64.
+		sx = utf8DFA[x[0]] >> (sx & 63)
+		sy = utf8DFA[y[0]] >> (sy & 63)
+		sx = utf8DFA[x[1]] >> (sx & 63)
+		sy = utf8DFA[y[1]] >> (sy & 63)
+		sx = utf8DFA[x[2]] >> (sx & 63)
+		sy = utf8DFA[y[2]] >> (sy & 63)
+		sx = utf8DFA[x[3]] >> (sx & 63)
+		sy = utf8DFA[y[3]] >> (sy & 63)
+		sx = utf8DFA[x[4]] >> (sx & 63)
+		sy = utf8DFA[y[4]] >> (sy & 63)
+		sx = utf8DFA[x[5]] >> (sx & 63)
+		sy = utf8DFA[y[5]] >> (sy & 63)
+		sx = utf8DFA[x[6]] >> (sx & 63)
+		sy = utf8DFA[y[6]] >> (sy & 63)
+		sx = utf8DFA[x[7]] >> (sx & 63)
+		sy = utf8DFA[y[7]] >> (sy & 63)
+		x, y = x[8:], y[8:]
+		if sx&63 == dfaError || sy&63 == dfaError {
+			return false
+		}
+	}
+	return dfaRun(sx, x)&63 == dfaAccept && dfaRun(sy, y)&63 == dfaAccept
+}
+
+// dfaRun runs the automaton from state st over b, skipping whole ASCII words between
+// characters, and returns the state it ends in.
+func dfaRun(st uint64, b []byte) uint64 {
 	for len(b) >= 8 {
 		w := binary.LittleEndian.Uint64(b)
 		b = b[8:]
-		if st&63 == 0 && w&hiBits == 0 {
+		if st&63 == dfaAccept && w&hiBits == 0 {
 			continue
 		}
-		// The state sits in the low six bits; the bits above are the rest of the row and are
-		// ignored by the next shift, which the hardware takes modulo 64.
 		st = utf8DFA[byte(w)] >> (st & 63)
 		st = utf8DFA[byte(w>>8)] >> (st & 63)
 		st = utf8DFA[byte(w>>16)] >> (st & 63)
@@ -127,13 +177,13 @@ func validUTF8Slow(b []byte) bool {
 		st = utf8DFA[byte(w>>48)] >> (st & 63)
 		st = utf8DFA[byte(w>>56)] >> (st & 63)
 		if st&63 == dfaError {
-			return false
+			return st
 		}
 	}
 	for _, c := range b {
 		st = utf8DFA[c] >> (st & 63)
 	}
-	return st&63 == dfaAccept
+	return st
 }
 
 // The states of the UTF-8 automaton, each a multiple of six: the bit offset, in a row of
