@@ -115,6 +115,22 @@ func validUTF8(b []byte) bool {
 	return true
 }
 
+// asciiAt reports whether the string b[s:e] is known to be ASCII from one or two words: most
+// OTLP strings are ASCII and short, and a call to validUTF8 for each cost as much as the rest
+// of the scan. A string shorter than a word is read in the word that ends with it, whose first
+// bytes are the tag, length and fields before it in b (a walker's b starts at its resource
+// entry, so only the first few bytes of an entry lack a full word before them). false means
+// "not known", and validUTF8 decides. Small enough to be inlined into the walkers.
+func asciiAt(b []byte, s, e int) bool {
+	n := uint(e - s)
+	if n-8 <= 16 {
+		// Three words, at the start, the end and half-way, cover up to 24 bytes.
+		m := s + int(n-8)/2
+		return (binary.LittleEndian.Uint64(b[s:])|binary.LittleEndian.Uint64(b[m:])|binary.LittleEndian.Uint64(b[e-8:]))&hiBits == 0
+	}
+	return n < 8 && e >= 8 && binary.LittleEndian.Uint64(b[e-8:])>>(64-8*n)&hiBits == 0
+}
+
 // validUTF8Slow checks b with the automaton. A string of 64 bytes or more is cut in two at a
 // character start near its middle: it is valid exactly when both halves are, and the halves
 // are walked in step.

@@ -9,29 +9,29 @@ func walkEntry(root msgID, b []byte, full bool) (int, error) {
 	if full {
 		switch root {
 		case 7: // ResourceSpans
-			return fullResourceSpans(b, 1)
+			return fullResourceSpans(b, 0, 1)
 		case 13: // ResourceMetrics
-			return fullResourceMetrics(b, 1)
+			return fullResourceMetrics(b, 0, 1)
 		case 28: // ResourceLogs
-			return fullResourceLogs(b, 1)
+			return fullResourceLogs(b, 0, 1)
 		}
 	} else {
 		switch root {
 		case 7: // ResourceSpans
-			return resResourceSpans(b)
+			return resResourceSpans(b, 0)
 		case 13: // ResourceMetrics
-			return resResourceMetrics(b)
+			return resResourceMetrics(b, 0)
 		case 28: // ResourceLogs
-			return resResourceLogs(b)
+			return resResourceLogs(b, 0)
 		}
 	}
 	panic("BUG: fastpath walkEntry called with a message that is no resource entry")
 }
 
-// fullAnyValue checks a AnyValue and everything in it, at nesting level nest.
-func fullAnyValue(b []byte, nest int) error {
+// fullAnyValue checks the AnyValue b[i:] and everything in it, at nesting level nest.
+func fullAnyValue(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -47,7 +47,7 @@ func fullAnyValue(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -79,9 +79,9 @@ func fullAnyValue(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// ArrayValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -100,96 +100,8 @@ func fullAnyValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				default:
@@ -214,9 +126,9 @@ func fullAnyValue(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValueList, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -235,58 +147,8 @@ func fullAnyValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				default:
@@ -325,10 +187,10 @@ func fullAnyValue(b []byte, nest int) error {
 	return nil
 }
 
-// fullArrayValue checks a ArrayValue and everything in it, at nesting level nest.
-func fullArrayValue(b []byte, nest int) error {
+// fullArrayValue checks the ArrayValue b[i:] and everything in it, at nesting level nest.
+func fullArrayValue(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -347,9 +209,9 @@ func fullArrayValue(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// AnyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -365,7 +227,7 @@ func fullArrayValue(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -397,40 +259,8 @@ func fullArrayValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// ArrayValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -444,40 +274,8 @@ func fullArrayValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValueList, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -516,10 +314,10 @@ func fullArrayValue(b []byte, nest int) error {
 	return nil
 }
 
-// fullKeyValueList checks a KeyValueList and everything in it, at nesting level nest.
-func fullKeyValueList(b []byte, nest int) error {
+// fullKeyValueList checks the KeyValueList b[i:] and everything in it, at nesting level nest.
+func fullKeyValueList(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -538,9 +336,9 @@ func fullKeyValueList(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -556,7 +354,7 @@ func fullKeyValueList(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -571,96 +369,8 @@ func fullKeyValueList(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -693,10 +403,10 @@ func fullKeyValueList(b []byte, nest int) error {
 	return nil
 }
 
-// fullKeyValue checks a KeyValue and everything in it, at nesting level nest.
-func fullKeyValue(b []byte, nest int) error {
+// fullKeyValue checks the KeyValue b[i:] and everything in it, at nesting level nest.
+func fullKeyValue(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -712,7 +422,7 @@ func fullKeyValue(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -727,9 +437,9 @@ func fullKeyValue(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// AnyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -745,7 +455,7 @@ func fullKeyValue(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -777,40 +487,8 @@ func fullKeyValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// ArrayValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -824,40 +502,8 @@ func fullKeyValue(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValueList, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -902,10 +548,10 @@ func fullKeyValue(b []byte, nest int) error {
 	return nil
 }
 
-// fullInstrumentationScope checks a InstrumentationScope and everything in it, at nesting level nest.
-func fullInstrumentationScope(b []byte, nest int) error {
+// fullInstrumentationScope checks the InstrumentationScope b[i:] and everything in it, at nesting level nest.
+func fullInstrumentationScope(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -921,7 +567,7 @@ func fullInstrumentationScope(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -933,7 +579,7 @@ func fullInstrumentationScope(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -948,9 +594,9 @@ func fullInstrumentationScope(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -966,7 +612,7 @@ func fullInstrumentationScope(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -981,96 +627,8 @@ func fullInstrumentationScope(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -1109,10 +667,10 @@ func fullInstrumentationScope(b []byte, nest int) error {
 	return nil
 }
 
-// fullEntityRef checks a EntityRef and everything in it, at nesting level nest.
-func fullEntityRef(b []byte, nest int) error {
+// fullEntityRef checks the EntityRef b[i:] and everything in it, at nesting level nest.
+func fullEntityRef(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -1128,7 +686,7 @@ func fullEntityRef(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1140,7 +698,7 @@ func fullEntityRef(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1152,7 +710,7 @@ func fullEntityRef(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1164,7 +722,7 @@ func fullEntityRef(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1181,10 +739,10 @@ func fullEntityRef(b []byte, nest int) error {
 	return nil
 }
 
-// fullResource checks a Resource and everything in it, at nesting level nest.
-func fullResource(b []byte, nest int) error {
+// fullResource checks the Resource b[i:] and everything in it, at nesting level nest.
+func fullResource(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -1203,9 +761,9 @@ func fullResource(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -1221,7 +779,7 @@ func fullResource(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1236,96 +794,8 @@ func fullResource(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -1362,9 +832,9 @@ func fullResource(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// EntityRef, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -1380,7 +850,7 @@ func fullResource(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1392,7 +862,7 @@ func fullResource(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1404,7 +874,7 @@ func fullResource(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1416,7 +886,7 @@ func fullResource(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1444,11 +914,11 @@ func fullResource(b []byte, nest int) error {
 	return nil
 }
 
-// fullResourceSpans checks a ResourceSpans and everything in it, at nesting level nest.
-func fullResourceSpans(b []byte, nest int) (int, error) {
+// fullResourceSpans checks the ResourceSpans b[i:] and everything in it, at nesting level nest.
+func fullResourceSpans(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -1467,9 +937,9 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// Resource, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -1488,58 +958,8 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -1559,73 +979,8 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// EntityRef, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				default:
@@ -1650,7 +1005,7 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeSpans(b[s:e], nest+1)
+			got, err := fullScopeSpans(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -1664,7 +1019,7 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1681,11 +1036,11 @@ func fullResourceSpans(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullScopeSpans checks a ScopeSpans and everything in it, at nesting level nest.
-func fullScopeSpans(b []byte, nest int) (int, error) {
+// fullScopeSpans checks the ScopeSpans b[i:] and everything in it, at nesting level nest.
+func fullScopeSpans(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -1704,9 +1059,9 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// InstrumentationScope, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -1722,7 +1077,7 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1734,7 +1089,7 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1749,58 +1104,8 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -1831,7 +1136,7 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullSpan(b[s:e], nest+1); err != nil {
+			if err = fullSpan(b[:e], s, nest+1); err != nil {
 				return 0, err
 			}
 			items++
@@ -1844,7 +1149,7 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1861,10 +1166,10 @@ func fullScopeSpans(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullSpan checks a Span and everything in it, at nesting level nest.
-func fullSpan(b []byte, nest int) error {
+// fullSpan checks the Span b[i:] and everything in it, at nesting level nest.
+func fullSpan(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -1892,7 +1197,7 @@ func fullSpan(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1910,7 +1215,7 @@ func fullSpan(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1941,9 +1246,9 @@ func fullSpan(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -1959,7 +1264,7 @@ func fullSpan(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1974,96 +1279,8 @@ func fullSpan(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -2100,9 +1317,9 @@ func fullSpan(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// SpanEvent, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2123,7 +1340,7 @@ func fullSpan(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2138,58 +1355,8 @@ func fullSpan(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -2226,9 +1393,9 @@ func fullSpan(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// SpanLink, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2256,7 +1423,7 @@ func fullSpan(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2271,58 +1438,8 @@ func fullSpan(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x28: // dropped_attributes_count
@@ -2364,9 +1481,9 @@ func fullSpan(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// Status, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2382,7 +1499,7 @@ func fullSpan(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2421,10 +1538,10 @@ func fullSpan(b []byte, nest int) error {
 	return nil
 }
 
-// fullSpanEvent checks a SpanEvent and everything in it, at nesting level nest.
-func fullSpanEvent(b []byte, nest int) error {
+// fullSpanEvent checks the SpanEvent b[i:] and everything in it, at nesting level nest.
+func fullSpanEvent(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -2445,7 +1562,7 @@ func fullSpanEvent(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2460,9 +1577,9 @@ func fullSpanEvent(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2478,7 +1595,7 @@ func fullSpanEvent(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2493,96 +1610,8 @@ func fullSpanEvent(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -2621,10 +1650,10 @@ func fullSpanEvent(b []byte, nest int) error {
 	return nil
 }
 
-// fullSpanLink checks a SpanLink and everything in it, at nesting level nest.
-func fullSpanLink(b []byte, nest int) error {
+// fullSpanLink checks the SpanLink b[i:] and everything in it, at nesting level nest.
+func fullSpanLink(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -2652,7 +1681,7 @@ func fullSpanLink(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2667,9 +1696,9 @@ func fullSpanLink(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2685,7 +1714,7 @@ func fullSpanLink(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2700,96 +1729,8 @@ func fullSpanLink(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -2833,10 +1774,10 @@ func fullSpanLink(b []byte, nest int) error {
 	return nil
 }
 
-// fullStatus checks a Status and everything in it, at nesting level nest.
-func fullStatus(b []byte, nest int) error {
+// fullStatus checks the Status b[i:] and everything in it, at nesting level nest.
+func fullStatus(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -2852,7 +1793,7 @@ func fullStatus(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2875,11 +1816,11 @@ func fullStatus(b []byte, nest int) error {
 	return nil
 }
 
-// fullResourceMetrics checks a ResourceMetrics and everything in it, at nesting level nest.
-func fullResourceMetrics(b []byte, nest int) (int, error) {
+// fullResourceMetrics checks the ResourceMetrics b[i:] and everything in it, at nesting level nest.
+func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -2898,9 +1839,9 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// Resource, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -2919,58 +1860,8 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -2990,73 +1881,8 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// EntityRef, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				default:
@@ -3081,7 +1907,7 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeMetrics(b[s:e], nest+1)
+			got, err := fullScopeMetrics(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3095,7 +1921,7 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3112,11 +1938,11 @@ func fullResourceMetrics(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullScopeMetrics checks a ScopeMetrics and everything in it, at nesting level nest.
-func fullScopeMetrics(b []byte, nest int) (int, error) {
+// fullScopeMetrics checks the ScopeMetrics b[i:] and everything in it, at nesting level nest.
+func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -3135,9 +1961,9 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// InstrumentationScope, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -3153,7 +1979,7 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3165,7 +1991,7 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3180,58 +2006,8 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -3262,7 +2038,7 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullMetric(b[s:e], nest+1)
+			got, err := fullMetric(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3276,7 +2052,7 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3293,13 +2069,13 @@ func fullScopeMetrics(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullMetric checks a Metric and everything in it, at nesting level nest.
-func fullMetric(b []byte, nest int) (int, error) {
+// fullMetric checks the Metric b[i:] and everything in it, at nesting level nest.
+func fullMetric(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
 	// The oneof member whose run is being counted, and the items of that run.
 	oneofTag, oneofItems := uint64(0), 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -3315,7 +2091,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3327,7 +2103,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3339,7 +2115,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3354,7 +2130,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullGauge(b[s:e], nest+1)
+			got, err := fullGauge(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3374,7 +2150,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSum(b[s:e], nest+1)
+			got, err := fullSum(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3394,7 +2170,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullHistogram(b[s:e], nest+1)
+			got, err := fullHistogram(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3414,7 +2190,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullExponentialHistogram(b[s:e], nest+1)
+			got, err := fullExponentialHistogram(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3434,7 +2210,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSummary(b[s:e], nest+1)
+			got, err := fullSummary(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -3454,9 +2230,9 @@ func fullMetric(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -3472,7 +2248,7 @@ func fullMetric(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3487,96 +2263,8 @@ func fullMetric(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3609,11 +2297,11 @@ func fullMetric(b []byte, nest int) (int, error) {
 	return items + oneofItems, nil
 }
 
-// fullGauge checks a Gauge and everything in it, at nesting level nest.
-func fullGauge(b []byte, nest int) (int, error) {
+// fullGauge checks the Gauge b[i:] and everything in it, at nesting level nest.
+func fullGauge(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -3632,9 +2320,9 @@ func fullGauge(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// NumberDataPoint, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -3668,67 +2356,8 @@ func fullGauge(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// Exemplar, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullExemplar(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x31: // as_int
@@ -3747,58 +2376,8 @@ func fullGauge(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x40: // flags
@@ -3832,11 +2411,11 @@ func fullGauge(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullSum checks a Sum and everything in it, at nesting level nest.
-func fullSum(b []byte, nest int) (int, error) {
+// fullSum checks the Sum b[i:] and everything in it, at nesting level nest.
+func fullSum(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -3855,9 +2434,9 @@ func fullSum(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// NumberDataPoint, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -3891,67 +2470,8 @@ func fullSum(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// Exemplar, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullExemplar(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x31: // as_int
@@ -3970,58 +2490,8 @@ func fullSum(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x40: // flags
@@ -4067,11 +2537,11 @@ func fullSum(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullHistogram checks a Histogram and everything in it, at nesting level nest.
-func fullHistogram(b []byte, nest int) (int, error) {
+// fullHistogram checks the Histogram b[i:] and everything in it, at nesting level nest.
+func fullHistogram(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -4090,7 +2560,7 @@ func fullHistogram(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullHistogramDataPoint(b[s:e], nest+1); err != nil {
+			if err = fullHistogramDataPoint(b[:e], s, nest+1); err != nil {
 				return 0, err
 			}
 			items++
@@ -4114,11 +2584,11 @@ func fullHistogram(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullExponentialHistogram checks a ExponentialHistogram and everything in it, at nesting level nest.
-func fullExponentialHistogram(b []byte, nest int) (int, error) {
+// fullExponentialHistogram checks the ExponentialHistogram b[i:] and everything in it, at nesting level nest.
+func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -4137,7 +2607,7 @@ func fullExponentialHistogram(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullExponentialHistogramDataPoint(b[s:e], nest+1); err != nil {
+			if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1); err != nil {
 				return 0, err
 			}
 			items++
@@ -4161,11 +2631,11 @@ func fullExponentialHistogram(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullSummary checks a Summary and everything in it, at nesting level nest.
-func fullSummary(b []byte, nest int) (int, error) {
+// fullSummary checks the Summary b[i:] and everything in it, at nesting level nest.
+func fullSummary(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -4184,9 +2654,9 @@ func fullSummary(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// SummaryDataPoint, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -4225,35 +2695,8 @@ func fullSummary(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// SummaryDataPointValueAtQuantile, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x9: // quantile
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x11: // value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						default:
-							switch tag2 >> 3 {
-							case 1, 2:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullSummaryDataPointValueAtQuantile(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x3a: // attributes
@@ -4267,58 +2710,8 @@ func fullSummary(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x40: // flags
@@ -4352,10 +2745,10 @@ func fullSummary(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullNumberDataPoint checks a NumberDataPoint and everything in it, at nesting level nest.
-func fullNumberDataPoint(b []byte, nest int) error {
+// fullNumberDataPoint checks the NumberDataPoint b[i:] and everything in it, at nesting level nest.
+func fullNumberDataPoint(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -4389,9 +2782,9 @@ func fullNumberDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// Exemplar, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -4437,58 +2830,8 @@ func fullNumberDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				default:
@@ -4518,9 +2861,9 @@ func fullNumberDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -4536,7 +2879,7 @@ func fullNumberDataPoint(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4551,96 +2894,8 @@ func fullNumberDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -4679,10 +2934,10 @@ func fullNumberDataPoint(b []byte, nest int) error {
 	return nil
 }
 
-// fullHistogramDataPoint checks a HistogramDataPoint and everything in it, at nesting level nest.
-func fullHistogramDataPoint(b []byte, nest int) error {
+// fullHistogramDataPoint checks the HistogramDataPoint b[i:] and everything in it, at nesting level nest.
+func fullHistogramDataPoint(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -4755,9 +3010,9 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// Exemplar, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -4803,58 +3058,8 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				default:
@@ -4879,9 +3084,9 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -4897,7 +3102,7 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4912,96 +3117,8 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -5050,10 +3167,10 @@ func fullHistogramDataPoint(b []byte, nest int) error {
 	return nil
 }
 
-// fullExponentialHistogramDataPoint checks a ExponentialHistogramDataPoint and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPoint(b []byte, nest int) error {
+// fullExponentialHistogramDataPoint checks the ExponentialHistogramDataPoint b[i:] and everything in it, at nesting level nest.
+func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -5072,9 +3189,9 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5090,7 +3207,7 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5105,96 +3222,8 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -5256,9 +3285,9 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// ExponentialHistogramDataPointBuckets, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5312,9 +3341,9 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// ExponentialHistogramDataPointBuckets, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5374,9 +3403,9 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// Exemplar, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5422,58 +3451,8 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				default:
@@ -5515,10 +3494,10 @@ func fullExponentialHistogramDataPoint(b []byte, nest int) error {
 	return nil
 }
 
-// fullExponentialHistogramDataPointBuckets checks a ExponentialHistogramDataPointBuckets and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPointBuckets(b []byte, nest int) error {
+// fullExponentialHistogramDataPointBuckets checks the ExponentialHistogramDataPointBuckets b[i:] and everything in it, at nesting level nest.
+func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -5563,10 +3542,10 @@ func fullExponentialHistogramDataPointBuckets(b []byte, nest int) error {
 	return nil
 }
 
-// fullSummaryDataPoint checks a SummaryDataPoint and everything in it, at nesting level nest.
-func fullSummaryDataPoint(b []byte, nest int) error {
+// fullSummaryDataPoint checks the SummaryDataPoint b[i:] and everything in it, at nesting level nest.
+func fullSummaryDataPoint(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -5605,9 +3584,9 @@ func fullSummaryDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// SummaryDataPointValueAtQuantile, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5647,9 +3626,9 @@ func fullSummaryDataPoint(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5665,7 +3644,7 @@ func fullSummaryDataPoint(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5680,96 +3659,8 @@ func fullSummaryDataPoint(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -5808,10 +3699,10 @@ func fullSummaryDataPoint(b []byte, nest int) error {
 	return nil
 }
 
-// fullSummaryDataPointValueAtQuantile checks a SummaryDataPointValueAtQuantile and everything in it, at nesting level nest.
-func fullSummaryDataPointValueAtQuantile(b []byte, nest int) error {
+// fullSummaryDataPointValueAtQuantile checks the SummaryDataPointValueAtQuantile b[i:] and everything in it, at nesting level nest.
+func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -5842,10 +3733,10 @@ func fullSummaryDataPointValueAtQuantile(b []byte, nest int) error {
 	return nil
 }
 
-// fullExemplar checks a Exemplar and everything in it, at nesting level nest.
-func fullExemplar(b []byte, nest int) error {
+// fullExemplar checks the Exemplar b[i:] and everything in it, at nesting level nest.
+func fullExemplar(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -5891,9 +3782,9 @@ func fullExemplar(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -5909,7 +3800,7 @@ func fullExemplar(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5924,96 +3815,8 @@ func fullExemplar(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -6046,11 +3849,11 @@ func fullExemplar(b []byte, nest int) error {
 	return nil
 }
 
-// fullResourceLogs checks a ResourceLogs and everything in it, at nesting level nest.
-func fullResourceLogs(b []byte, nest int) (int, error) {
+// fullResourceLogs checks the ResourceLogs b[i:] and everything in it, at nesting level nest.
+func fullResourceLogs(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6069,9 +3872,9 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// Resource, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -6090,58 +3893,8 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -6161,73 +3914,8 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// EntityRef, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				default:
@@ -6252,7 +3940,7 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeLogs(b[s:e], nest+1)
+			got, err := fullScopeLogs(b[:e], s, nest+1)
 			if err != nil {
 				return 0, err
 			}
@@ -6266,7 +3954,7 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6283,11 +3971,11 @@ func fullResourceLogs(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullScopeLogs checks a ScopeLogs and everything in it, at nesting level nest.
-func fullScopeLogs(b []byte, nest int) (int, error) {
+// fullScopeLogs checks the ScopeLogs b[i:] and everything in it, at nesting level nest.
+func fullScopeLogs(b []byte, i, nest int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6306,9 +3994,9 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			b1 := b[s:e]
 			// InstrumentationScope, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -6324,7 +4012,7 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6336,7 +4024,7 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6351,58 +4039,8 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
+					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
+						return 0, err
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -6433,7 +4071,7 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullLogRecord(b[s:e], nest+1); err != nil {
+			if err = fullLogRecord(b[:e], s, nest+1); err != nil {
 				return 0, err
 			}
 			items++
@@ -6446,7 +4084,7 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6463,10 +4101,10 @@ func fullScopeLogs(b []byte, nest int) (int, error) {
 	return items, nil
 }
 
-// fullLogRecord checks a LogRecord and everything in it, at nesting level nest.
-func fullLogRecord(b []byte, nest int) error {
+// fullLogRecord checks the LogRecord b[i:] and everything in it, at nesting level nest.
+func fullLogRecord(b []byte, i, nest int) error {
 	var err error
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6493,7 +4131,7 @@ func fullLogRecord(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -6508,9 +4146,9 @@ func fullLogRecord(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// AnyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -6526,7 +4164,7 @@ func fullLogRecord(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6558,40 +4196,8 @@ func fullLogRecord(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// ArrayValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -6605,40 +4211,8 @@ func fullLogRecord(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// KeyValueList, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -6675,9 +4249,9 @@ func fullLogRecord(b []byte, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			b1 := b[s:e]
 			// KeyValue, written out here
-			for i1 := 0; i1 < len(b1); {
+			b1, i1 := b[:e], s
+			for i1 < len(b1) {
 				tag1 := uint64(b1[i1])
 				if tag1 >= 8 && tag1 < 0x80 {
 					i1++
@@ -6693,7 +4267,7 @@ func fullLogRecord(b []byte, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validUTF8(b1[s:e]) {
+					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6708,96 +4282,8 @@ func fullLogRecord(b []byte, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					b2 := b1[s:e]
-					// AnyValue, written out here
-					for i2 := 0; i2 < len(b2); {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[s:e], nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
+					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
+						return err
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -6853,7 +4339,7 @@ func fullLogRecord(b []byte, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validUTF8(b[s:e]) {
+			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -6870,11 +4356,11 @@ func fullLogRecord(b []byte, nest int) error {
 	return nil
 }
 
-// resResourceSpans checks a ResourceSpans down to its items, length-checking every other message.
-func resResourceSpans(b []byte) (int, error) {
+// resResourceSpans checks the ResourceSpans b[i:] down to its items, length-checking every other message.
+func resResourceSpans(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6896,7 +4382,7 @@ func resResourceSpans(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resScopeSpans(b[s:e])
+			got, err := resScopeSpans(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -6924,11 +4410,11 @@ func resResourceSpans(b []byte) (int, error) {
 	return items, nil
 }
 
-// resScopeSpans checks a ScopeSpans down to its items, length-checking every other message.
-func resScopeSpans(b []byte) (int, error) {
+// resScopeSpans checks the ScopeSpans b[i:] down to its items, length-checking every other message.
+func resScopeSpans(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6971,11 +4457,11 @@ func resScopeSpans(b []byte) (int, error) {
 	return items, nil
 }
 
-// resResourceMetrics checks a ResourceMetrics down to its items, length-checking every other message.
-func resResourceMetrics(b []byte) (int, error) {
+// resResourceMetrics checks the ResourceMetrics b[i:] down to its items, length-checking every other message.
+func resResourceMetrics(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -6997,7 +4483,7 @@ func resResourceMetrics(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resScopeMetrics(b[s:e])
+			got, err := resScopeMetrics(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7025,11 +4511,11 @@ func resResourceMetrics(b []byte) (int, error) {
 	return items, nil
 }
 
-// resScopeMetrics checks a ScopeMetrics down to its items, length-checking every other message.
-func resScopeMetrics(b []byte) (int, error) {
+// resScopeMetrics checks the ScopeMetrics b[i:] down to its items, length-checking every other message.
+func resScopeMetrics(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7051,7 +4537,7 @@ func resScopeMetrics(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resMetric(b[s:e])
+			got, err := resMetric(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7079,13 +4565,13 @@ func resScopeMetrics(b []byte) (int, error) {
 	return items, nil
 }
 
-// resMetric checks a Metric down to its items, length-checking every other message.
-func resMetric(b []byte) (int, error) {
+// resMetric checks the Metric b[i:] down to its items, length-checking every other message.
+func resMetric(b []byte, i int) (int, error) {
 	var err error
 	items := 0
 	// The oneof member whose run is being counted, and the items of that run.
 	oneofTag, oneofItems := uint64(0), 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7128,7 +4614,7 @@ func resMetric(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resGauge(b[s:e])
+			got, err := resGauge(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7145,7 +4631,7 @@ func resMetric(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resSum(b[s:e])
+			got, err := resSum(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7162,7 +4648,7 @@ func resMetric(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resHistogram(b[s:e])
+			got, err := resHistogram(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7179,7 +4665,7 @@ func resMetric(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resExponentialHistogram(b[s:e])
+			got, err := resExponentialHistogram(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7196,7 +4682,7 @@ func resMetric(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resSummary(b[s:e])
+			got, err := resSummary(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7224,11 +4710,11 @@ func resMetric(b []byte) (int, error) {
 	return items + oneofItems, nil
 }
 
-// resGauge checks a Gauge down to its items, length-checking every other message.
-func resGauge(b []byte) (int, error) {
+// resGauge checks the Gauge b[i:] down to its items, length-checking every other message.
+func resGauge(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7256,11 +4742,11 @@ func resGauge(b []byte) (int, error) {
 	return items, nil
 }
 
-// resSum checks a Sum down to its items, length-checking every other message.
-func resSum(b []byte) (int, error) {
+// resSum checks the Sum b[i:] down to its items, length-checking every other message.
+func resSum(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7300,11 +4786,11 @@ func resSum(b []byte) (int, error) {
 	return items, nil
 }
 
-// resHistogram checks a Histogram down to its items, length-checking every other message.
-func resHistogram(b []byte) (int, error) {
+// resHistogram checks the Histogram b[i:] down to its items, length-checking every other message.
+func resHistogram(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7338,11 +4824,11 @@ func resHistogram(b []byte) (int, error) {
 	return items, nil
 }
 
-// resExponentialHistogram checks a ExponentialHistogram down to its items, length-checking every other message.
-func resExponentialHistogram(b []byte) (int, error) {
+// resExponentialHistogram checks the ExponentialHistogram b[i:] down to its items, length-checking every other message.
+func resExponentialHistogram(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7376,11 +4862,11 @@ func resExponentialHistogram(b []byte) (int, error) {
 	return items, nil
 }
 
-// resSummary checks a Summary down to its items, length-checking every other message.
-func resSummary(b []byte) (int, error) {
+// resSummary checks the Summary b[i:] down to its items, length-checking every other message.
+func resSummary(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7408,11 +4894,11 @@ func resSummary(b []byte) (int, error) {
 	return items, nil
 }
 
-// resResourceLogs checks a ResourceLogs down to its items, length-checking every other message.
-func resResourceLogs(b []byte) (int, error) {
+// resResourceLogs checks the ResourceLogs b[i:] down to its items, length-checking every other message.
+func resResourceLogs(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++
@@ -7434,7 +4920,7 @@ func resResourceLogs(b []byte) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			got, err := resScopeLogs(b[s:e])
+			got, err := resScopeLogs(b[:e], s)
 			if err != nil {
 				return 0, err
 			}
@@ -7462,11 +4948,11 @@ func resResourceLogs(b []byte) (int, error) {
 	return items, nil
 }
 
-// resScopeLogs checks a ScopeLogs down to its items, length-checking every other message.
-func resScopeLogs(b []byte) (int, error) {
+// resScopeLogs checks the ScopeLogs b[i:] down to its items, length-checking every other message.
+func resScopeLogs(b []byte, i int) (int, error) {
 	var err error
 	items := 0
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
 			i++

@@ -56,7 +56,7 @@ type Schema struct {
 }
 
 // MaxInline is how many levels of small messages are written out inside their parent.
-const MaxInline = 2
+const MaxInline = 1
 
 // inlineMaxFields caps the size of a message written out inside its parent: larger ones get
 // their own function, as copies of them would grow the code more than a call costs.
@@ -132,14 +132,14 @@ func (g *generator) header() {
 	g.p("switch root {")
 	for _, r := range g.s.Roots {
 		g.p("case %d: // %s", r, g.s.Msgs[r].Name)
-		g.p("return full%s(b, 1)", g.s.Msgs[r].Name)
+		g.p("return full%s(b, 0, 1)", g.s.Msgs[r].Name)
 	}
 	g.p("}")
 	g.p("} else {")
 	g.p("switch root {")
 	for _, r := range g.s.Roots {
 		g.p("case %d: // %s", r, g.s.Msgs[r].Name)
-		g.p("return res%s(b)", g.s.Msgs[r].Name)
+		g.p("return res%s(b, 0)", g.s.Msgs[r].Name)
 	}
 	g.p("}")
 	g.p("}")
@@ -158,11 +158,11 @@ func (g *generator) function(m int, full bool) {
 	}
 	g.p("")
 	if full {
-		g.p("// full%s checks a %s and everything in it, at nesting level nest.", msg.Name, msg.Name)
-		g.p("func full%s(b []byte, nest int) %s {", msg.Name, ret)
+		g.p("// full%s checks the %s b[i:] and everything in it, at nesting level nest.", msg.Name, msg.Name)
+		g.p("func full%s(b []byte, i, nest int) %s {", msg.Name, ret)
 	} else {
-		g.p("// res%s checks a %s down to its items, length-checking every other message.", msg.Name, msg.Name)
-		g.p("func res%s(b []byte) %s {", msg.Name, ret)
+		g.p("// res%s checks the %s b[i:] down to its items, length-checking every other message.", msg.Name, msg.Name)
+		g.p("func res%s(b []byte, i int) %s {", msg.Name, ret)
 	}
 	g.p("var err error")
 	if items {
@@ -222,7 +222,7 @@ func (g *generator) inlinable(parent, m, lvl int) bool {
 func (g *generator) body(m int, c *ctx, lvl int, nest string) {
 	msg := g.s.Msgs[m]
 	b, i, t := v("b", lvl), v("i", lvl), v("tag", lvl)
-	g.p("for %s := 0; %s < len(%s); {", i, i, b)
+	g.p("for %s < len(%s) {", i, b)
 	g.p("%s := uint64(%s[%s])", t, b, i)
 	g.p("if %s >= 8 && %s < 0x80 {", t, t)
 	g.p("%s++", i)
@@ -292,7 +292,7 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
 		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
 		g.span(c, b, i)
 		if c.full {
-			g.p("if !validUTF8(%s[s:e]) {", b)
+			g.p("if !asciiAt(%s, s, e) && !validUTF8(%s[s:e]) {", b, b)
 			g.p("%s", c.fail("ErrUTF8"))
 			g.p("}")
 		}
@@ -364,16 +364,16 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 	childNest := nest + "+1"
 	switch {
 	case c.full && g.inlinable(m, f.Msg, lvl):
-		g.p("%s := %s[s:e]", v("b", lvl+1), b)
 		g.p("// %s, written out here", child.Name)
+		g.p("%s, %s := %s[:e], s", v("b", lvl+1), v("i", lvl+1), b)
 		g.body(f.Msg, c, lvl+1, childNest)
 		if f.Item {
 			g.count(f, "1")
 		}
 	case g.items[f.Msg]:
-		call := "res" + child.Name + "(" + b + "[s:e])"
+		call := "res" + child.Name + "(" + b + "[:e], s)"
 		if c.full {
-			call = "full" + child.Name + "(" + b + "[s:e], " + childNest + ")"
+			call = "full" + child.Name + "(" + b + "[:e], s, " + childNest + ")"
 		}
 		g.p("got, err := %s", call)
 		g.p("if err != nil {")
@@ -385,7 +385,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 			g.count(f, "got")
 		}
 	default:
-		g.p("if err = full%s(%s[s:e], %s); err != nil {", child.Name, b, childNest)
+		g.p("if err = full%s(%s[:e], s, %s); err != nil {", child.Name, b, childNest)
 		g.p("%s", c.fail("err"))
 		g.p("}")
 		if f.Item {
