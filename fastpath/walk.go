@@ -149,6 +149,10 @@ func validUTF8Slow(b []byte) bool {
 	x, y := b[:mid], b[mid:]
 	sx, sy := uint64(dfaAccept), uint64(dfaAccept)
 	for len(x) >= 8 && len(y) >= 8 {
+		if (sx|sy)&63 == dfaAccept && (binary.LittleEndian.Uint64(x)|binary.LittleEndian.Uint64(y))&hiBits == 0 {
+			x, y = x[8:], y[8:]
+			continue
+		}
 		// The state sits in the low six bits; the bits above are the rest of the row and are
 		// ignored by the next shift, which the hardware takes modulo 64.
 		sx = utf8DFA[x[0]] >> (sx & 63)
