@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -23,4 +24,71 @@ func FuzzValidUTF8(f *testing.F) {
 			t.Fatalf("validUTF8(%q) disagrees with utf8.Valid", b)
 		}
 	})
+}
+
+// TestValidUTF8Sequences compares validUTF8 with utf8.Valid on every one- and two-byte string,
+// on three- and four-byte strings built from the bytes where the rules change, and on each of
+// those placed at every offset of a long string, where the check runs in two halves.
+func TestValidUTF8Sequences(t *testing.T) {
+	check := func(b []byte) {
+		t.Helper()
+		if got, want := validUTF8(b), utf8.Valid(b); got != want {
+			t.Fatalf("validUTF8(%q) = %v, want %v", b, got, want)
+		}
+	}
+	for x := range 256 {
+		check([]byte{byte(x)})
+		for y := range 256 {
+			check([]byte{byte(x), byte(y)})
+		}
+	}
+	edges := []byte{0x00, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff}
+	var seqs [][]byte
+	for _, a := range edges {
+		for _, b := range edges {
+			for _, c := range edges {
+				seqs = append(seqs, []byte{a, b, c})
+				for _, d := range edges {
+					seqs = append(seqs, []byte{a, b, c, d})
+				}
+			}
+		}
+	}
+	for _, s := range seqs {
+		check(s)
+	}
+	long := []byte(strings.Repeat("Grüße 日本 ", 12)) // 144 bytes, outside ASCII throughout
+	buf := make([]byte, len(long))
+	for i := 0; i < len(seqs); i += 97 {
+		for off := 0; off+len(seqs[i]) <= len(long); off++ {
+			copy(buf, long)
+			copy(buf[off:], seqs[i])
+			check(buf)
+		}
+	}
+}
+
+// TestASCIIAt checks that asciiAt claims ASCII only for ASCII strings, for every string of up
+// to 30 bytes at every place in a message mixing ASCII and other bytes.
+func TestASCIIAt(t *testing.T) {
+	b := []byte("ab\xc3\xa9cdefghijklmnopqrstuvwxyz0123456789\xe6\x97\xa5ABCDEFGHIJKLMNOPQRSTUVWXYZ!")
+	for s := 0; s <= len(b); s++ {
+		for e := s; e <= len(b) && e-s <= 30; e++ {
+			if asciiAt(b, s, e) && !isASCII(b[s:e]) {
+				t.Fatalf("asciiAt(%d, %d) claims %q is ASCII", s, e, b[s:e])
+			}
+			if !asciiAt(b, s, e) && isASCII(b[s:e]) && e-s <= 24 && e >= 8 {
+				t.Fatalf("asciiAt(%d, %d) misses the ASCII string %q", s, e, b[s:e])
+			}
+		}
+	}
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
