@@ -3,6 +3,7 @@ package fastpath_test
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
@@ -41,6 +42,39 @@ func BenchmarkScanRequest(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkScanFullPaired measures DepthFull on the generated walkers and on the reference
+// walker in alternation, each call timed on the thread's CPU clock, so that whatever else runs
+// on a shared machine weighs on both alike. It reports GB/s per core of each and their ratio:
+// the figures of the README's scan table.
+func BenchmarkScanFullPaired(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		b.Run(fx.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.SetBytes(int64(len(fx.v1)))
+			b.ReportAllocs()
+			var gen, ref time.Duration
+			for b.Loop() {
+				t0 := fastpath.ThreadCPU()
+				_, err1 := fastpath.ScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, fastpath.DepthFull)
+				t1 := fastpath.ThreadCPU()
+				_, err2 := fastpath.RefScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, fastpath.DepthFull)
+				t2 := fastpath.ThreadCPU()
+				if err1 != nil || err2 != nil {
+					b.Fatal(err1, err2)
+				}
+				gen, ref = gen+t1-t0, ref+t2-t1
+			}
+			if gen > 0 && ref > 0 {
+				total := float64(len(fx.v1)) * float64(b.N)
+				b.ReportMetric(total/gen.Seconds()/1e9, "GB/s/core")
+				b.ReportMetric(total/ref.Seconds()/1e9, "ref-GB/s/core")
+				b.ReportMetric(ref.Seconds()/gen.Seconds(), "x")
+			}
+		})
 	}
 }
 

@@ -68,27 +68,16 @@ func TestValidUTF8Sequences(t *testing.T) {
 	}
 }
 
-// TestASCIIAt checks that asciiAt claims ASCII only for ASCII strings, for every string of up
-// to 30 bytes at every place in a message mixing ASCII and other bytes.
-func TestASCIIAt(t *testing.T) {
-	b := []byte("ab\xc3\xa9cdefghijklmnopqrstuvwxyz0123456789\xe6\x97\xa5ABCDEFGHIJKLMNOPQRSTUVWXYZ!")
+// TestValidString checks validString against utf8.Valid for every string of up to 70 bytes at
+// every place in a message mixing ASCII and other bytes, valid UTF-8 and not.
+func TestValidString(t *testing.T) {
+	b := []byte("ab\xc3\xa9cdefghijklmnopqrstuvwxyz0123456789\xe6\x97\xa5ABCDEFGHIJKLMNOPQRSTUVWXYZ!" +
+		"0123456789abcdefghijklmnopqrstuvwxyz\xffABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnop")
 	for s := 0; s <= len(b); s++ {
-		for e := s; e <= len(b) && e-s <= 30; e++ {
-			if asciiAt(b, s, e) && !isASCII(b[s:e]) {
-				t.Fatalf("asciiAt(%d, %d) claims %q is ASCII", s, e, b[s:e])
-			}
-			if !asciiAt(b, s, e) && isASCII(b[s:e]) && e-s <= 24 && e >= 8 {
-				t.Fatalf("asciiAt(%d, %d) misses the ASCII string %q", s, e, b[s:e])
+		for e := s; e <= len(b) && e-s <= 70; e++ {
+			if got, want := validString(b, s, e), utf8.Valid(b[s:e]); got != want {
+				t.Fatalf("validString(%d, %d) = %v for %q", s, e, got, b[s:e])
 			}
 		}
 	}
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
 }

@@ -115,21 +115,39 @@ func validUTF8(b []byte) bool {
 	return true
 }
 
-// asciiAt reports whether the string b[s:e] is known to be ASCII from one or two words: most
-// OTLP strings are ASCII and short, and a call to validUTF8 for each cost as much as the rest
-// of the scan. A string shorter than a word is read in the word that ends with it, whose first
-// bytes are the tag, length and fields before it in b (a walker's b starts at its resource
-// entry, so only the first few bytes of an entry lack a full word before them). false means
-// "not known", and validUTF8 decides. Small enough to be inlined into the walkers.
-func asciiAt(b []byte, s, e int) bool {
-	n := uint(e - s)
-	if n-8 <= 16 {
-		// Three words, at the start, the end and half-way, cover up to 24 bytes.
-		m := s + int(n-8)/2
-		return (binary.LittleEndian.Uint64(b[s:])|binary.LittleEndian.Uint64(b[m:])|binary.LittleEndian.Uint64(b[e-8:]))&hiBits == 0
+// validString reports whether the string b[s:e] of a message b is UTF-8. A string of up to
+// 64 bytes, nearly every one in OTLP, is first tested for ASCII in the 64 bytes of b that end
+// with it, each word masked to the string's own bytes by a table row: no branch depends on the
+// length, which varies from string to string and would be mispredicted about every other time.
+// The bytes before the string are the tag, the length and earlier fields of b, which starts
+// at its resource entry: only strings ending in an entry's first 64 bytes skip the test.
+func validString(b []byte, s, e int) bool {
+	if n := e - s; n <= 64 && e >= 64 {
+		w := b[e-64 : e]
+		m := &tailMasks[n]
+		if (binary.LittleEndian.Uint64(w[0:])&m[0]|
+			binary.LittleEndian.Uint64(w[8:])&m[1]|
+			binary.LittleEndian.Uint64(w[16:])&m[2]|
+			binary.LittleEndian.Uint64(w[24:])&m[3]|
+			binary.LittleEndian.Uint64(w[32:])&m[4]|
+			binary.LittleEndian.Uint64(w[40:])&m[5]|
+			binary.LittleEndian.Uint64(w[48:])&m[6]|
+			binary.LittleEndian.Uint64(w[56:])&m[7])&hiBits == 0 {
+			return true
+		}
 	}
-	return n < 8 && e >= 8 && binary.LittleEndian.Uint64(b[e-8:])>>(64-8*n)&hiBits == 0
+	return validUTF8(b[s:e])
 }
+
+// tailMasks[n] selects the last n of 64 bytes, word by word.
+var tailMasks = func() (t [65][8]uint64) {
+	for n := range t {
+		for k := 64 - n; k < 64; k++ {
+			t[n][k/8] |= 0xff << (8 * (k % 8))
+		}
+	}
+	return t
+}()
 
 // validUTF8Slow checks b with the automaton. A string of 64 bytes or more is cut in two at a
 // character start near its middle: it is valid exactly when both halves are, and the halves

@@ -47,7 +47,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -227,7 +227,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -354,7 +354,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -422,7 +422,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -455,7 +455,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -567,7 +567,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -579,7 +579,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -612,7 +612,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -686,7 +686,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -698,7 +698,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -710,7 +710,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -722,7 +722,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -779,7 +779,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -850,7 +850,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -862,7 +862,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -874,7 +874,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -886,7 +886,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1019,7 +1019,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1077,7 +1077,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1089,7 +1089,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1149,7 +1149,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1197,7 +1197,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -1215,7 +1215,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -1264,7 +1264,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1340,7 +1340,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1423,7 +1423,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1499,7 +1499,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1562,7 +1562,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -1595,7 +1595,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1681,7 +1681,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -1714,7 +1714,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1793,7 +1793,7 @@ func fullStatus(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -1921,7 +1921,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1979,7 +1979,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1991,7 +1991,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -2052,7 +2052,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -2091,7 +2091,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -2103,7 +2103,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -2115,7 +2115,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -2248,7 +2248,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -2879,7 +2879,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -3102,7 +3102,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -3207,7 +3207,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -3644,7 +3644,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -3800,7 +3800,7 @@ func fullExemplar(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -3954,7 +3954,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -4012,7 +4012,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -4024,7 +4024,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -4084,7 +4084,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -4131,7 +4131,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
@@ -4164,7 +4164,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4267,7 +4267,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiAt(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !validString(b1, s, e) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4339,7 +4339,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiAt(b, s, e) && !validUTF8(b[s:e]) {
+			if !validString(b, s, e) {
 				return ErrUTF8
 			}
 			i = e
