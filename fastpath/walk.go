@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -22,8 +23,14 @@ func readTag(b []byte, i int) (tag uint64, next int, err error) {
 	return uint64(num)<<3 | uint64(typ), i + n, nil
 }
 
-// skipVarint skips a varint of two bytes or more at b[i].
+// skipVarint skips a varint of two bytes or more at b[i]. One of up to eight bytes is found
+// in a word by its first byte without the high bit, with no branch on its length.
 func skipVarint(b []byte, i int) (int, error) {
+	if len(b)-i >= 8 {
+		if end := ^binary.LittleEndian.Uint64(b[i:]) & hiBits; end != 0 {
+			return i + bits.TrailingZeros64(end)/8 + 1, nil
+		}
+	}
 	_, n := protowire.ConsumeVarint(b[i:])
 	if n < 0 {
 		return 0, varintErr(n)
@@ -31,8 +38,14 @@ func skipVarint(b []byte, i int) (int, error) {
 	return i + n, nil
 }
 
-// readLen reads the length prefix at b[i]: the payload is b[s:e].
+// readLen reads the length prefix at b[i]: the payload is b[s:e]. Two-byte lengths, those of
+// most spans, data points and log records, are read here; the rest goes through protowire.
 func readLen(b []byte, i int) (s, e int, err error) {
+	if len(b)-i >= 2 && b[i] >= 0x80 && b[i+1] < 0x80 {
+		if l := int(b[i]&0x7f) | int(b[i+1])<<7; l <= len(b)-i-2 {
+			return i + 2, i + 2 + l, nil
+		}
+	}
 	p, n, err := consumeLen(b[i:])
 	if err != nil {
 		return 0, 0, err
@@ -167,10 +180,6 @@ func validUTF8Slow(b []byte) bool {
 	x, y := b[:mid], b[mid:]
 	sx, sy := uint64(dfaAccept), uint64(dfaAccept)
 	for len(x) >= 8 && len(y) >= 8 {
-		if (sx|sy)&63 == dfaAccept && (binary.LittleEndian.Uint64(x)|binary.LittleEndian.Uint64(y))&hiBits == 0 {
-			x, y = x[8:], y[8:]
-			continue
-		}
 		// The state sits in the low six bits; the bits above are the rest of the row and are
 		// ignored by the next shift, which the hardware takes modulo 64.
 		sx = utf8DFA[x[0]] >> (sx & 63)
