@@ -100,8 +100,96 @@ func fullAnyValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -147,8 +235,58 @@ func fullAnyValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -259,8 +397,40 @@ func fullArrayValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// ArrayValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -274,8 +444,40 @@ func fullArrayValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValueList, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -369,8 +571,96 @@ func fullKeyValueList(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -487,8 +777,40 @@ func fullKeyValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// ArrayValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -502,8 +824,40 @@ func fullKeyValue(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValueList, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -627,8 +981,96 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -794,8 +1236,96 @@ func fullResource(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -958,8 +1488,58 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -979,8 +1559,73 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// EntityRef, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // schema_url
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // type
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x1a: // id_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x22: // description_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -1104,8 +1749,58 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -1279,8 +1974,96 @@ func fullSpan(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -1355,8 +2138,58 @@ func fullSpan(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -1438,8 +2271,58 @@ func fullSpan(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x28: // dropped_attributes_count
@@ -1610,8 +2493,96 @@ func fullSpanEvent(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -1729,8 +2700,96 @@ func fullSpanLink(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -1860,8 +2919,58 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -1881,8 +2990,73 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// EntityRef, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // schema_url
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // type
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x1a: // id_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x22: // description_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -2006,8 +3180,58 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -2263,8 +3487,96 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -2356,8 +3668,67 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullExemplar(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// Exemplar, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0x11: // time_unix_nano
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x19: // as_double
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x22: // span_id
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x2a: // trace_id
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x31: // as_int
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x3a: // filtered_attributes
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 2, 3, 4, 5, 6, 7:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x31: // as_int
@@ -2376,8 +3747,58 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x40: // flags
@@ -2470,8 +3891,67 @@ func fullSum(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullExemplar(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// Exemplar, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0x11: // time_unix_nano
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x19: // as_double
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x22: // span_id
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x2a: // trace_id
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return 0, err
+							}
+						case 0x31: // as_int
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x3a: // filtered_attributes
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 2, 3, 4, 5, 6, 7:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x31: // as_int
@@ -2490,8 +3970,58 @@ func fullSum(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x40: // flags
@@ -2695,8 +4225,35 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullSummaryDataPointValueAtQuantile(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// SummaryDataPointValueAtQuantile, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0x9: // quantile
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						case 0x11: // value
+							if len(b2)-i2 < 8 {
+								return 0, ErrTruncated
+							}
+							i2 += 8
+						default:
+							switch tag2 >> 3 {
+							case 1, 2:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x3a: // attributes
@@ -2710,8 +4267,58 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x40: // flags
@@ -2830,8 +4437,58 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -2894,8 +4551,96 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3058,8 +4803,58 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -3117,8 +4912,96 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3222,8 +5105,96 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3451,8 +5422,58 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -3659,8 +5680,96 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3815,8 +5924,96 @@ func fullExemplar(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex
@@ -3893,8 +6090,58 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x10: // dropped_attributes_count
@@ -3914,8 +6161,73 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullEntityRef(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// EntityRef, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // schema_url
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // type
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x1a: // id_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x22: // description_keys
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				default:
@@ -4039,8 +6351,58 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					if nest+1 >= MaxNesting {
 						return 0, ErrNesting
 					}
-					if err = fullKeyValue(b1[:e], s, nest+1+1); err != nil {
-						return 0, err
+					// KeyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return 0, err
+						}
+						switch tag2 {
+						case 0xa: // key
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if !validString(b2, s, e) {
+								return 0, ErrUTF8
+							}
+							i2 = e
+						case 0x12: // value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return 0, err
+							}
+							if nest+1+1 >= MaxNesting {
+								return 0, ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return 0, err
+							}
+							i2 = e
+						case 0x18: // key_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return 0, err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3:
+								return 0, ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return 0, err
+							}
+						}
 					}
 					i1 = e
 				case 0x20: // dropped_attributes_count
@@ -4196,8 +6558,40 @@ func fullLogRecord(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullArrayValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// ArrayValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x32: // kvlist_value
@@ -4211,8 +6605,40 @@ func fullLogRecord(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullKeyValueList(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// KeyValueList, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // values
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						default:
+							switch tag2 >> 3 {
+							case 1:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x3a: // bytes_value
@@ -4282,8 +6708,96 @@ func fullLogRecord(b []byte, i, nest int) error {
 					if nest+1 >= MaxNesting {
 						return ErrNesting
 					}
-					if err = fullAnyValue(b1[:e], s, nest+1+1); err != nil {
-						return err
+					// AnyValue, written out here
+					b2, i2 := b1[:e], s
+					for i2 < len(b2) {
+						tag2 := uint64(b2[i2])
+						if tag2 >= 8 && tag2 < 0x80 {
+							i2++
+						} else if tag2, i2, err = readTag(b2, i2); err != nil {
+							return err
+						}
+						switch tag2 {
+						case 0xa: // string_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if !validString(b2, s, e) {
+								return ErrUTF8
+							}
+							i2 = e
+						case 0x10: // bool_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x18: // int_value
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						case 0x21: // double_value
+							if len(b2)-i2 < 8 {
+								return ErrTruncated
+							}
+							i2 += 8
+						case 0x2a: // array_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x32: // kvlist_value
+							var s, e int
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								s = i2 + 1
+								e = s + int(b2[i2])
+							} else if s, e, err = readLen(b2, i2); err != nil {
+								return err
+							}
+							if nest+1+1 >= MaxNesting {
+								return ErrNesting
+							}
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+								return err
+							}
+							i2 = e
+						case 0x3a: // bytes_value
+							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+								i2 += 1 + int(b2[i2])
+							} else if i2, err = skipLen(b2, i2); err != nil {
+								return err
+							}
+						case 0x40: // string_value_strindex
+							if i2 < len(b2) && b2[i2] < 0x80 {
+								i2++
+							} else if i2, err = skipVarint(b2, i2); err != nil {
+								return err
+							}
+						default:
+							switch tag2 >> 3 {
+							case 1, 2, 3, 4, 5, 6, 7, 8:
+								return ErrWireType // a known field with another wire type
+							}
+							if i2, err = skipField(b2, i2, tag2); err != nil {
+								return err
+							}
+						}
 					}
 					i1 = e
 				case 0x18: // key_strindex

@@ -56,7 +56,7 @@ type Schema struct {
 }
 
 // MaxInline is how many levels of small messages are written out inside their parent.
-const MaxInline = 1
+const MaxInline = 2
 
 // inlineMaxFields caps the size of a message written out inside its parent: larger ones get
 // their own function, as copies of them would grow the code more than a call costs.
