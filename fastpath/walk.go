@@ -103,16 +103,17 @@ func validUTF8(b []byte) bool {
 			w := binary.LittleEndian.Uint64(b[i:]) | binary.LittleEndian.Uint64(b[i+8:]) |
 				binary.LittleEndian.Uint64(b[i+16:]) | binary.LittleEndian.Uint64(b[i+24:])
 			if w&hiBits != 0 {
-				return validUTF8Slow(b)
+				// Everything before b[i] is ASCII: the automaton starts there.
+				return validUTF8Slow(b[i:])
 			}
 		}
 		for ; i < n-8; i += 8 {
 			if binary.LittleEndian.Uint64(b[i:])&hiBits != 0 {
-				return validUTF8Slow(b)
+				return validUTF8Slow(b[i:])
 			}
 		}
 		if binary.LittleEndian.Uint64(b[n-8:])&hiBits != 0 {
-			return validUTF8Slow(b)
+			return validUTF8Slow(b[i:])
 		}
 		return true
 	case n >= 4:
