@@ -68,15 +68,15 @@ func TestValidUTF8Sequences(t *testing.T) {
 	}
 }
 
-// TestValidString checks validString against utf8.Valid for every string of up to 70 bytes at
+// TestValidString checks asciiTail, then validUTF8, against utf8.Valid for every string of up to 70 bytes at
 // every place in a message mixing ASCII and other bytes, valid UTF-8 and not.
 func TestValidString(t *testing.T) {
 	b := []byte("ab\xc3\xa9cdefghijklmnopqrstuvwxyz0123456789\xe6\x97\xa5ABCDEFGHIJKLMNOPQRSTUVWXYZ!" +
 		"0123456789abcdefghijklmnopqrstuvwxyz\xffABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnop")
 	for s := 0; s <= len(b); s++ {
 		for e := s; e <= len(b) && e-s <= 70; e++ {
-			if got, want := validString(b, s, e), utf8.Valid(b[s:e]); got != want {
-				t.Fatalf("validString(%d, %d) = %v for %q", s, e, got, b[s:e])
+			if got, want := asciiTail(b, s, e) || validUTF8(b[s:e]), utf8.Valid(b[s:e]); got != want {
+				t.Fatalf("string [%d:%d] %q: %v", s, e, b[s:e], got)
 			}
 		}
 	}

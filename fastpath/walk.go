@@ -129,28 +129,28 @@ func validUTF8(b []byte) bool {
 	return true
 }
 
-// validString reports whether the string b[s:e] of a message b is UTF-8. A string of up to
-// 64 bytes, nearly every one in OTLP, is first tested for ASCII in the 64 bytes of b that end
-// with it, each word masked to the string's own bytes by a table row: no branch depends on the
-// length, which varies from string to string and would be mispredicted about every other time.
-// The bytes before the string are the tag, the length and earlier fields of b, which starts
-// at its resource entry: only strings ending in an entry's first 64 bytes skip the test.
-func validString(b []byte, s, e int) bool {
-	if n := e - s; n <= 64 && e >= 64 {
-		w := b[e-64 : e]
-		m := &tailMasks[n]
-		if (binary.LittleEndian.Uint64(w[0:])&m[0]|
-			binary.LittleEndian.Uint64(w[8:])&m[1]|
-			binary.LittleEndian.Uint64(w[16:])&m[2]|
-			binary.LittleEndian.Uint64(w[24:])&m[3]|
-			binary.LittleEndian.Uint64(w[32:])&m[4]|
-			binary.LittleEndian.Uint64(w[40:])&m[5]|
-			binary.LittleEndian.Uint64(w[48:])&m[6]|
-			binary.LittleEndian.Uint64(w[56:])&m[7])&hiBits == 0 {
-			return true
-		}
+// asciiTail reports whether the string b[s:e] of a message b is known to be ASCII. A string of
+// up to 64 bytes, nearly every one in OTLP, is tested in the 64 bytes of b that end with it,
+// each word masked to the string's own bytes by a table row: no branch depends on the length,
+// which varies from string to string and would be mispredicted about every other time. The
+// bytes before the string are the tag, the length and earlier fields of b, which starts at its
+// resource entry: only strings ending in an entry's first 64 bytes are not tested. false means
+// "not known", and validUTF8 decides. A leaf, so that its call needs no stack check.
+func asciiTail(b []byte, s, e int) bool {
+	n := e - s
+	if n > 64 || e < 64 {
+		return false
 	}
-	return validUTF8(b[s:e])
+	w := b[e-64 : e]
+	m := &tailMasks[n]
+	return (binary.LittleEndian.Uint64(w[0:])&m[0]|
+		binary.LittleEndian.Uint64(w[8:])&m[1]|
+		binary.LittleEndian.Uint64(w[16:])&m[2]|
+		binary.LittleEndian.Uint64(w[24:])&m[3]|
+		binary.LittleEndian.Uint64(w[32:])&m[4]|
+		binary.LittleEndian.Uint64(w[40:])&m[5]|
+		binary.LittleEndian.Uint64(w[48:])&m[6]|
+		binary.LittleEndian.Uint64(w[56:])&m[7])&hiBits == 0
 }
 
 // tailMasks[n] selects the last n of 64 bytes, word by word.

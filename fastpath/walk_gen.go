@@ -47,7 +47,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -118,7 +118,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -253,7 +253,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -365,7 +365,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -556,7 +556,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -589,7 +589,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -712,7 +712,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -745,7 +745,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -921,7 +921,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -933,7 +933,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -966,7 +966,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -999,7 +999,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -1128,7 +1128,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1140,7 +1140,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1152,7 +1152,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1164,7 +1164,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1221,7 +1221,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1254,7 +1254,7 @@ func fullResource(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -1380,7 +1380,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1392,7 +1392,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1404,7 +1404,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1416,7 +1416,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1506,7 +1506,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1577,7 +1577,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1589,7 +1589,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1601,7 +1601,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1613,7 +1613,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1664,7 +1664,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1722,7 +1722,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1734,7 +1734,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1767,7 +1767,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1844,7 +1844,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1892,7 +1892,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1910,7 +1910,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1959,7 +1959,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1992,7 +1992,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2123,7 +2123,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2156,7 +2156,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2256,7 +2256,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2289,7 +2289,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2382,7 +2382,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2445,7 +2445,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2478,7 +2478,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2511,7 +2511,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2652,7 +2652,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2685,7 +2685,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2718,7 +2718,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2852,7 +2852,7 @@ func fullStatus(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2937,7 +2937,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3008,7 +3008,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3020,7 +3020,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3032,7 +3032,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3044,7 +3044,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3095,7 +3095,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3153,7 +3153,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3165,7 +3165,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3198,7 +3198,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3276,7 +3276,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3315,7 +3315,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3327,7 +3327,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3339,7 +3339,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3472,7 +3472,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3505,7 +3505,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3765,7 +3765,7 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3988,7 +3988,7 @@ func fullSum(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -4285,7 +4285,7 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -4455,7 +4455,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4536,7 +4536,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4569,7 +4569,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4821,7 +4821,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4897,7 +4897,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4930,7 +4930,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5090,7 +5090,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5123,7 +5123,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5440,7 +5440,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5665,7 +5665,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5698,7 +5698,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5909,7 +5909,7 @@ func fullExemplar(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5942,7 +5942,7 @@ func fullExemplar(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -6108,7 +6108,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6179,7 +6179,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6191,7 +6191,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6203,7 +6203,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6215,7 +6215,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6266,7 +6266,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6324,7 +6324,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6336,7 +6336,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6369,7 +6369,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6446,7 +6446,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6493,7 +6493,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -6526,7 +6526,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6693,7 +6693,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !validString(b1, s, e) {
+					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6726,7 +6726,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !validString(b2, s, e) {
+							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -6853,7 +6853,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !validString(b, s, e) {
+			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e

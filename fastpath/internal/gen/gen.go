@@ -292,7 +292,7 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
 		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
 		g.span(c, b, i)
 		if c.full {
-			g.p("if !validString(%s, s, e) {", b)
+			g.p("if !asciiTail(%s, s, e) && !validUTF8(%s[s:e]) {", b, b)
 			g.p("%s", c.fail("ErrUTF8"))
 			g.p("}")
 		}
