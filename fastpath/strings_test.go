@@ -26,7 +26,7 @@ var phrases = []string{
 }
 
 // stringHeavy returns a trace request of 100 spans whose names and attribute values are long
-// text, a third of it outside ASCII: the batch on which the UTF-8 check weighs most.
+// text, nearly half of its bytes outside ASCII: the batch on which the UTF-8 check weighs most.
 func stringHeavy() *coltracev1.ExportTraceServiceRequest {
 	rnd := rand.New(rand.NewPCG(16, 61))
 	text := func(n int) string {
