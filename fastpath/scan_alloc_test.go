@@ -23,6 +23,8 @@ func TestScanConvertAllocs(t *testing.T) {
 	inputs = append(inputs,
 		fixture{name: "garbage", sig: fastpath.Traces, v1: []byte("GET / HTTP/1.1\r\n")},
 		fixture{name: "too-deep", sig: fastpath.Logs, v1: logBody(fastpath.MaxNesting, nil)},
+		fixture{name: "string-heavy", sig: fastpath.Traces, v1: mustMarshal(t, stringHeavy())},
+		fixture{name: "not-utf8", sig: fastpath.Traces, v1: utf8Request("long enough to be checked in halves: Grüße, 日本語 \xff and more text")},
 	)
 	var sink fastpath.Scan
 	for _, fx := range inputs {

@@ -1,35 +1,104 @@
 package fastpath_test
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
-// benchBatches are the Appendix B span batches: small (100 spans, 4 attributes) and large (500
-// spans, 10 attributes), as v1 request bodies.
+// benchBatches are the Appendix B span batches, small (100 spans, 4 attributes) and large (500
+// spans, 10 attributes), and a string-heavy batch (stringHeavy), as v1 request bodies.
 func benchBatches(b *testing.B) []fixture {
 	return []fixture{
 		{name: "small", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Small))},
 		{name: "large", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Large))},
+		{name: "strings", sig: fastpath.Traces, v1: mustMarshal(b, stringHeavy())},
 	}
 }
 
+// BenchmarkScanRequest scans each batch at each depth; "ref" runs the reference walker the
+// generated walkers replaced (refwalk_test.go), for a before/after comparison in one run.
 func BenchmarkScanRequest(b *testing.B) {
+	scans := []struct {
+		name string
+		scan func(fastpath.Signal, []byte, fastpath.Layout, fastpath.Depth) (fastpath.Scan, error)
+	}{{"", fastpath.ScanRequest}, {"/ref", fastpath.RefScanRequest}}
 	for _, fx := range benchBatches(b) {
 		for _, depth := range depths {
-			b.Run(fx.name+"/"+depth.String(), func(b *testing.B) {
-				b.SetBytes(int64(len(fx.v1)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := fastpath.ScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, depth); err != nil {
-						b.Fatal(err)
-					}
+			for _, sc := range scans {
+				if sc.name != "" && depth == fastpath.DepthTop {
+					continue // the same code either way
 				}
-			})
+				b.Run(fx.name+"/"+depth.String()+sc.name, func(b *testing.B) {
+					perCore(b, len(fx.v1), func() {
+						if _, err := sc.scan(fx.sig, fx.v1, fastpath.LayoutV1, depth); err != nil {
+							b.Fatal(err)
+						}
+					})
+				})
+			}
 		}
+	}
+}
+
+// BenchmarkScanFullPaired measures DepthFull on the generated walkers and on the reference
+// walker in alternation, each turn timed on the thread's CPU clock, so that whatever else runs
+// on a shared machine weighs on both alike. It reports GB/s per core of each and their ratio:
+// the figures of the README's scan table.
+func BenchmarkScanFullPaired(b *testing.B) {
+	for _, fx := range benchBatches(b) {
+		b.Run(fx.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ReportAllocs() // no SetBytes: an op scans the batch with both walkers, reps times
+			// Each turn scans about 200 KB, so that the system call reading the clock weighs
+			// little against a small batch.
+			reps := 1 + 200_000/len(fx.v1)
+			var gen, ref time.Duration
+			var err1, err2 error
+			for b.Loop() {
+				t0 := fastpath.ThreadCPU()
+				for range reps {
+					_, err1 = fastpath.ScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, fastpath.DepthFull)
+				}
+				t1 := fastpath.ThreadCPU()
+				for range reps {
+					_, err2 = fastpath.RefScanRequest(fx.sig, fx.v1, fastpath.LayoutV1, fastpath.DepthFull)
+				}
+				t2 := fastpath.ThreadCPU()
+				if err1 != nil || err2 != nil {
+					b.Fatal(err1, err2)
+				}
+				gen, ref = gen+t1-t0, ref+t2-t1
+			}
+			if gen > 0 && ref > 0 {
+				total := float64(len(fx.v1)) * float64(reps) * float64(b.N)
+				b.ReportMetric(total/gen.Seconds()/1e9, "GB/s/core")
+				b.ReportMetric(total/ref.Seconds()/1e9, "ref-GB/s/core")
+				b.ReportMetric(ref.Seconds()/gen.Seconds(), "x")
+			}
+		})
+	}
+}
+
+// perCore runs f in the benchmark loop on one locked thread and reports, beside the wall-clock
+// MB/s, GB/s per core: bytes over the thread's CPU time, which time spent waiting for a core on
+// a shared machine does not inflate.
+func perCore(b *testing.B, size int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	start := fastpath.ThreadCPU()
+	for b.Loop() {
+		f()
+	}
+	if cpu := fastpath.ThreadCPU() - start; cpu > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/cpu.Seconds()/1e9, "GB/s/core")
 	}
 }
 

@@ -277,7 +277,7 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 			if err != nil {
 				return 0, err
 			}
-			items, err := walk(resourceMsg[sig], entry, 1, false)
+			items, err := walkEntry(resourceMsg[sig], entry, false)
 			if err != nil {
 				return 0, err
 			}
