@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,8 +314,6 @@ func TestSpoolGracefulRestart(t *testing.T) {
 	up := freePort(t)
 	g := spoolGateway(t, bin, dir, up)
 	l := newLoader(2, otlpgen.Shape{Spans: 5, Attrs: 2})
-	stop := make(chan struct{})
-	close(stop)
 	for range 200 {
 		req, ids := l.next()
 		conn, _ := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -479,6 +476,4 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 	if g.exitErr != nil {
 		t.Errorf("exit: %v", g.exitErr)
 	}
-	var ee *exec.ExitError
-	_ = errors.As(g.exitErr, &ee)
 }
