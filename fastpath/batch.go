@@ -34,6 +34,28 @@ type Batch struct {
 	refs     atomic.Int32
 	finished chan struct{} // AckUpstream only: closed once pending reaches zero
 	join     *join         // a part of a split batch: finishes the split batch, p is nil
+	owner    BatchOwner    // NewBatch: told when the batch is finished, p is nil
+}
+
+// BatchOwner is told when the destination a batch built by NewBatch was handed to is finished
+// with it. BatchDone runs on whichever goroutine called Done and must not block.
+type BatchOwner interface {
+	BatchDone(delivered bool)
+}
+
+// NewBatch returns a sealed batch of sig holding payload (the caller's reference, handed to
+// the batch) with items items, for one destination, outside any pipeline: the spool's feeder
+// builds batches from spooled records this way. Whoever holds the batch calls Done exactly
+// once: the destination, after a nil Enqueue, or the caller, when it gives the batch up
+// without handing it over. Done releases the payload, then tells owner.
+func NewBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *Batch {
+	b := batchPool.Get().(*Batch)
+	b.Signal, b.Items, b.Payload = sig, items, payload
+	b.size = payload.Len()
+	b.owner = owner
+	b.pending.Store(1)
+	b.refs.Store(1)
+	return b
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -78,6 +100,12 @@ func (b *Batch) Done(delivered bool) {
 func (b *Batch) finishOne() {
 	switch n := b.pending.Add(-1); {
 	case n == 0:
+		if o := b.owner; o != nil {
+			delivered := b.failures.Load() == 0
+			b.unref()
+			o.BatchDone(delivered)
+			return
+		}
 		if j := b.join; j != nil {
 			delivered := b.failures.Load() == 0
 			b.unref()

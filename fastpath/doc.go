@@ -20,6 +20,16 @@
 // count nothing themselves: the intake that calls them knows the protocol and counts the
 // rejection under its own label.
 //
+// # With a spool
+//
+// NewLogged builds a pipeline that neither batches nor fans out: admission strips a request
+// into a pooled buffer and appends it to a Log (the spool, through spool/feed), and answers
+// once the append returned; the spool's feeders build batches with NewBatch and deliver them.
+// A Log's refusals are ErrFull to the intakes (backpressure), counted as spool_full or
+// spool_io. Keeping one path from the spool to the destinations means no record is both in
+// memory and on disk waiting for the same destination, and a replay after a restart travels
+// the same way as a fresh record.
+//
 // # OTLP/JSON
 //
 // JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the

@@ -11,10 +11,12 @@ import (
 const (
 	reasonQueueFull = iota
 	reasonTooLarge
+	reasonSpoolFull
+	reasonSpoolIO
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"queue_full", "too_large"}
+var reasonNames = [numReasons]string{"queue_full", "too_large", "spool_full", "spool_io"}
 
 var (
 	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -27,7 +29,7 @@ var (
 	}, []string{"signal"})
 	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_refused_items_total",
-		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it).",
+		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write).",
 	}, []string{"signal", "reason"})
 	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_stripped_fields_total",

@@ -20,6 +20,7 @@ import (
 type Pipeline struct {
 	cfg   Config
 	dests []Destination
+	log   Log // NewLogged: admission appends here and nothing is batched
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
@@ -87,6 +88,9 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if n > p.cfg.QueueMaxBytes {
 		p.m.refused(sig, reasonTooLarge, items)
 		return nil, ErrTooLarge
+	}
+	if p.log != nil {
+		return nil, p.appendLog(sig, req, items, layout)
 	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)

@@ -24,6 +24,7 @@ func cmdProxy(args []string) error {
 	rate := fs.Float64("rate", 0, "batches per second of the latency phase (default 200 small, 20 large)")
 	rateN := fs.Int("rate-batches", 0, "batches of the latency phase (default 10 s worth)")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
+	spoolMode := fs.String("spool", "", "run otlpgate with a spool in a temporary directory: always, interval or none (empty: no spool); fsyncs per second are read from its otlpgate_spool_fsyncs_total")
 	floor := fs.Bool("floor", true, "also measure a bare grpc-go forwarder (otlpbench forward), the floor of CPU and allocations")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,12 +51,31 @@ func cmdProxy(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	gateFlags := strings.Fields(*gateArgs)
+	var fsyncs *fsyncWatch
+	if *spoolMode != "" {
+		dir, err := os.MkdirTemp("", "otlpbench-spool-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		admin, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		gateFlags = append(gateFlags, "-spool.dir="+dir, "-spool.sync="+*spoolMode, "-admin.listen="+admin)
+		fsyncs = watchFsyncs(ctx, admin)
+	}
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
-		Bench: self, Gate: *gate, GateArgs: strings.Fields(*gateArgs), Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
+		Bench: self, Gate: *gate, GateArgs: gateFlags, Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
 		Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
 	}, os.Stderr)
 	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes), %d in flight, latency at %.0f batches/s\n",
 		*shape, sh.Spans, sh.Attrs, *inflight, *rate)
 	bench.WriteProxy(os.Stdout, res)
+	if fsyncs != nil {
+		n, perSec := fsyncs.result()
+		fmt.Printf("spool sync=%s: %.0f fsyncs, %.1f per second while appending\n", *spoolMode, n, perSec)
+	}
 	return err
 }

@@ -9,6 +9,25 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
+// With a spool, destinations retry without a budget: data on disk is never given up for it.
+func TestSpoolConfigRetriesWithoutBudget(t *testing.T) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	registerFlags(fs, &cfg)
+	if err := fs.Parse([]string{"-spool.dir", "/d", "-spool.sync", "none", "-dest", "name=a,endpoint=x:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := finishConfig(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.clients[0].RetryMaxElapsed; got != 0 {
+		t.Errorf("RetryMaxElapsed = %v with a spool, want 0 (no limit)", got)
+	}
+	if cfg.spool.Sync.String() != "none" || cfg.spool.Dir != "/d" {
+		t.Errorf("spool config %+v", cfg.spool)
+	}
+}
+
 func TestFinishConfig(t *testing.T) {
 	f := func(args []string, wantErr string) {
 		t.Helper()
@@ -50,6 +69,13 @@ func TestFinishConfig(t *testing.T) {
 	f([]string{"-http.cors.allowed-origins", "https://*.*.example.com"}, "bad CORS origin")
 	f([]string{"-http.traces-path", "/v1/logs"}, "share the path")
 	f([]string{"-http.tls.cert", "c.pem"}, "http: TLS needs both")
+	f([]string{"-spool.dir", "/var/lib/otlpgate", "-spool.sync", "always", "-spool.full", "drop-oldest", "-dest", "name=a,endpoint=x:1"}, "")
+	f([]string{"-spool.dir", "/d", "-spool.sync", "sometimes"}, "unknown sync mode")
+	f([]string{"-spool.dir", "/d", "-spool.full", "shrug"}, "unknown full policy")
+	f([]string{"-spool.dir", "/d", "-spool.segment-bytes", "64MiB", "-spool.max-bytes", "100MiB"}, "below two segments")
+	f([]string{"-spool.dir", "/d", "-ack", "upstream"}, "cannot be combined with -spool.dir")
+	f([]string{"-spool.dir", "/d", "-dest", "name=a,endpoint=x:1,retry-max-elapsed=1m"}, "retry-max-elapsed cannot be combined")
+	f([]string{"-spool.sync", "sometimes"}, "") // not read while the spool is off
 }
 
 // -auth.token-file serves both network intakes unless one names its own; -grpc.scan-depth sets

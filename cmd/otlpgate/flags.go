@@ -75,6 +75,16 @@ Flags:
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
 	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
 
+	sp := &cfg.spool
+	fs.StringVar(&sp.Dir, "spool.dir", sp.Dir, "directory of the durable spool: every request is appended there before it is acknowledged and the destinations are fed from it, so that what was acknowledged survives kill -9, restarts and long outages; empty (the default) turns it off (otlpgate_spool_bytes, otlpgate_spool_appended_records_total)")
+	fs.StringVar(&cfg.spoolSync, "spool.sync", cfg.spoolSync, "when a spooled request is acknowledged: always (after fdatasync, shared by concurrent requests), interval (after write(2), synced every -spool.sync-interval) or none (after write(2): survives kill -9, not a power loss) (otlpgate_spool_fsyncs_total, otlpgate_spool_fsync_seconds)")
+	fs.DurationVar(&sp.SyncInterval, "spool.sync-interval", sp.SyncInterval, "period of the spool's background syncs with -spool.sync=interval: the most a power loss can take (otlpgate_spool_fsyncs_total)")
+	fs.DurationVar(&sp.MaxCommitDelay, "spool.max-commit-delay", sp.MaxCommitDelay, "with -spool.sync=always, how long a commit may wait for more requests to share its fsync (0: only while an fsync runs) (otlpgate_spool_commit_records)")
+	fs.Var(byteSize{&sp.SegmentBytes}, "spool.segment-bytes", "size of a spool segment file; a segment is deleted once every destination finished it (otlpgate_spool_segments)")
+	fs.Var(byteSize{&sp.MaxBytes}, "spool.max-bytes", "disk the spool may use; past it -spool.full decides (otlpgate_spool_append_errors_total{reason=\"full\"}, otlpgate_fastpath_refused_items_total{reason=\"spool_full\"})")
+	fs.StringVar(&cfg.spoolFull, "spool.full", cfg.spoolFull, "when the spool is full: refuse (backpressure to clients: 429, RESOURCE_EXHAUSTED, FailedRetryable) or drop-oldest (oldest segments deleted, otlpgate_spool_dropped_records_total{reason=\"drop_oldest\"})")
+	fs.DurationVar(&sp.CheckpointInterval, "spool.checkpoint-interval", sp.CheckpointInterval, "how often the destinations' spool positions are persisted and finished segments deleted: a crash replays at most this much delivered data (otlpgate_spool_replayed_records_total)")
+
 	in := &cfg.intake
 	fs.Var(byteSize{&in.MaxBytes}, "intake.max-bytes", "bytes every intake together holds before admission (gRPC calls being received: each reserves -grpc.max-recv-msg-size; Kafka requests over 16KiB; UDS partial messages); past it gRPC answers UNAVAILABLE + RetryInfo, Kafka THROTTLING_QUOTA_EXCEEDED, UDS discards (otlpgate_intake_refused_total{resource=\"bytes\"}, otlpgate_intake_bytes_in_flight)")
 	fs.IntVar(&in.MaxDecodes, "intake.max-decodes", in.MaxDecodes, "Kafka pushes decompressed and decoded at once (0: twice GOMAXPROCS; otlpgate_intake_refused_total{resource=\"decodes\"})")

@@ -23,6 +23,8 @@ import (
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
 	"github.com/otlpgate/otlpgate/server/uds"
+	"github.com/otlpgate/otlpgate/spool"
+	"github.com/otlpgate/otlpgate/spool/feed"
 )
 
 // config is everything the flags set.
@@ -48,6 +50,9 @@ type config struct {
 	logLevel  string
 	logFormat string
 	shutdown  time.Duration
+	spool     spool.Config // Dir empty: no spool
+	spoolSync string
+	spoolFull string
 }
 
 func defaultConfig() config {
@@ -67,6 +72,9 @@ func defaultConfig() config {
 		logLevel:  "info",
 		logFormat: "text",
 		shutdown:  30 * time.Second,
+		spool:     spool.DefaultConfig(),
+		spoolSync: spool.DefaultConfig().Sync.String(),
+		spoolFull: spool.DefaultConfig().Full.String(),
 	}
 }
 
@@ -162,6 +170,13 @@ func finishConfig(cfg *config) error {
 				base.QueueBytes = cfg.pipeline.QueueMaxBytes / 2
 			}
 		}
+		if cfg.spool.Dir != "" {
+			if specHasKey(spec, "retry-max-elapsed") {
+				return fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", spec)
+			}
+			// Data on disk is never given up because a retry budget ran out.
+			base.RetryMaxElapsed = 0
+		}
 		c, err := client.ParseDest(spec, base)
 		if err != nil {
 			return fmt.Errorf("-dest %q: %w", spec, err)
@@ -188,6 +203,9 @@ func finishConfig(cfg *config) error {
 	if cfg.shutdown <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
+	if err := finishSpoolConfig(cfg); err != nil {
+		return err
+	}
 	if err := cfg.intake.Validate(); err != nil {
 		return err
 	}
@@ -199,6 +217,24 @@ func finishConfig(cfg *config) error {
 	}
 	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
+}
+
+// finishSpoolConfig reads the -spool.* flags; nothing is checked when the spool is off.
+func finishSpoolConfig(cfg *config) error {
+	if cfg.spool.Dir == "" {
+		return nil
+	}
+	var err error
+	if cfg.spool.Sync, err = spool.ParseSyncMode(cfg.spoolSync); err != nil {
+		return err
+	}
+	if cfg.spool.Full, err = spool.ParseFullPolicy(cfg.spoolFull); err != nil {
+		return err
+	}
+	if cfg.pipeline.Ack == fastpath.AckUpstream {
+		return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
+	}
+	return cfg.spool.Validate()
 }
 
 // specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
@@ -266,9 +302,23 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("destination", "name", "file", "path", cfg.file.Path)
 	}
 
-	p, err := fastpath.New(cfg.pipeline, dests)
-	if err != nil {
-		return err
+	var p *fastpath.Pipeline
+	var sp *spooled
+	if cfg.spool.Dir != "" {
+		var err error
+		if sp, err = openSpool(cfg, dests, log); err != nil {
+			return err
+		}
+		if p, err = fastpath.NewLogged(cfg.pipeline, feed.Log{Spool: sp.s}); err != nil {
+			sp.close(log)
+			return err
+		}
+		sp.start()
+	} else {
+		var err error
+		if p, err = fastpath.New(cfg.pipeline, dests); err != nil {
+			return err
+		}
 	}
 	// One intake limiter bounds what every intake holds before admission, as the queue does after.
 	lim := fastpath.NewLimiter(cfg.intake)
@@ -351,7 +401,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 	}
-	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file)
+	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file, sp)
 }
 
 // intake is a server that takes data in; Shutdown stops it accepting and hands what it took
@@ -378,7 +428,7 @@ type outlet interface {
 // It returns a lossError when something acknowledged was not delivered; each loss is logged
 // here, once.
 func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fastpath.Pipeline,
-	intakes []intake, clients []outlet, file *filedest.Dest) error {
+	intakes []intake, clients []outlet, file *filedest.Dest, sp *spooled) error {
 	log.Info("shutting down", "timeout", timeout)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -405,6 +455,10 @@ func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fas
 	log.Debug("intakes stopped", "took", time.Since(began))
 
 	p.Close()
+	if sp != nil {
+		// Nothing more is read from the spool; what the destinations hold is finished as usual.
+		sp.stopFeeding()
+	}
 
 	// Destinations drain in parallel: one slow upstream must not eat the others' time.
 	errc := make(chan error, len(clients)+1)
@@ -419,8 +473,19 @@ func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fas
 	var lost lossError
 	for range n {
 		if err := <-errc; err != nil {
+			if sp != nil {
+				// Not a loss: what a destination gave up at shutdown is still in the spool and is
+				// delivered after the next start.
+				log.Info("undelivered batches stay in the spool for the next start", "err", err)
+				continue
+			}
 			log.Error("data lost at shutdown", "err", err)
 			lost.errs = append(lost.errs, err)
+		}
+	}
+	if sp != nil {
+		if err := sp.close(log); err != nil {
+			log.Error("spool not closed cleanly: the next start replays more than needed", "err", err)
 		}
 	}
 	if q := p.QueuedBytes(); q > 0 && len(lost.errs) == 0 {

@@ -1,0 +1,479 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// recorder is an OTEP stream upstream that answers Success to everything and remembers each
+// span id it received, in arrival order.
+type recorder struct {
+	otepv1.UnimplementedStreamExporterServer
+	srv *grpc.Server
+
+	mu    sync.Mutex
+	seen  map[uint64]int
+	order []uint64 // span ids at their first arrival
+	dups  int
+}
+
+// startRecorder listens on addr (an address reserved by freePort: the upstream was "down"
+// until now).
+func startRecorder(t *testing.T, addr string) *recorder {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 100 { // the port was free a moment ago; bounded
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &recorder{srv: grpc.NewServer(), seen: map[uint64]int{}}
+	otepv1.RegisterStreamExporterServer(u.srv, u)
+	go u.srv.Serve(ln)
+	t.Cleanup(u.srv.Stop)
+	return u
+}
+
+func (u *recorder) ExportTraces(s grpc.BidiStreamingServer[otepv1.TraceExportRequest, otepv1.ExportResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		u.mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					id := binary.BigEndian.Uint64(sp.SpanId)
+					if u.seen[id]++; u.seen[id] == 1 {
+						u.order = append(u.order, id)
+					} else {
+						u.dups++
+					}
+				}
+			}
+		}
+		u.mu.Unlock()
+		if err := s.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: otepv1.ResultCode_Success}); err != nil {
+			return err
+		}
+	}
+}
+
+// missing returns how many of ids the recorder has not seen.
+func (u *recorder) missing(ids []uint64) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if u.seen[id] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits (boundedly) until every id arrived and reports how many did not.
+func (u *recorder) waitFor(ids []uint64, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for {
+		n := u.missing(ids)
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loader sends trace requests to a gateway over the OTEP unary service and keeps the span ids
+// of every request answered Success.
+type loader struct {
+	mu    sync.Mutex
+	gen   *otlpgen.Generator
+	shape otlpgen.Shape
+	id    uint64
+	sent  map[uint64]bool // every span id sent, answered or not
+	acked []uint64        // span ids of the requests answered Success, in answer order
+}
+
+func newLoader(seed uint64, shape otlpgen.Shape) *loader {
+	return &loader{gen: otlpgen.New(seed), shape: shape, sent: map[uint64]bool{}}
+}
+
+// next builds the next request and notes its span ids as sent.
+func (l *loader) next() (*otepv1.TraceExportRequest, []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.id++
+	rs := l.gen.Spans(l.shape).ResourceSpans
+	var ids []uint64
+	for _, sp := range rs[0].ScopeSpans[0].Spans {
+		id := binary.BigEndian.Uint64(sp.SpanId)
+		ids = append(ids, id)
+		l.sent[id] = true
+	}
+	return &otepv1.TraceExportRequest{Id: l.id, ResourceSpans: rs}, ids
+}
+
+func (l *loader) ack(ids []uint64) {
+	l.mu.Lock()
+	l.acked = append(l.acked, ids...)
+	l.mu.Unlock()
+}
+
+func (l *loader) ackedIDs() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.acked...)
+}
+
+// run sends from workers goroutines until stop is closed or a call fails for good (the
+// gateway died), and returns once they all stopped.
+func (l *loader) run(t *testing.T, addr string, workers int, stop <-chan struct{}) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close()
+	c := otepv1.NewUnaryExporterClient(conn)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for fails := 0; fails < 50; {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, ids := l.next()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := c.ExportTraces(ctx, req, grpc.WaitForReady(true))
+				cancel()
+				switch {
+				case err != nil:
+					fails++
+					time.Sleep(20 * time.Millisecond)
+				case resp.ResultCode == otepv1.ResultCode_Success:
+					l.ack(ids)
+				default:
+					time.Sleep(5 * time.Millisecond) // backpressure: the spool is full
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// scrape returns the sum of the samples of metric whose labels contain every one of labels
+// (name="value" pairs).
+func scrape(t *testing.T, admin, metric string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+" ") && !strings.HasPrefix(line, metric+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// waitReady waits (boundedly) for the gateway's /readyz.
+func waitReady(t *testing.T, g *gateway) {
+	t.Helper()
+	if code, body := readyz(t, g.admin); code != http.StatusOK {
+		t.Fatalf("/readyz = %d %q", code, body)
+	}
+}
+
+// spoolGateway starts the binary with the spool in dir, one OTEP destination at upstream and
+// only the gRPC intake.
+func spoolGateway(t *testing.T, bin, dir, upstream string, extra ...string) *gateway {
+	t.Helper()
+	args := append([]string{"-http.listen", "", "-spool.dir", dir, "-batch.max-age", "10ms", "-shutdown.timeout", "5s",
+		"-dest", "name=up,endpoint=" + upstream + ",protocol=otep,mode=stream,retry-initial=20ms,retry-max=200ms"}, extra...)
+	g := startGateway(t, bin, args...)
+	waitReady(t, g)
+	return g
+}
+
+// kill9 kills the gateway with SIGKILL and waits for it.
+func kill9(t *testing.T, g *gateway) {
+	t.Helper()
+	g.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGKILL")
+	}
+}
+
+// Every span acknowledged before a kill -9, while the upstream was down, reaches the upstream
+// once a new process starts on the same spool and the upstream comes up: for each sync mode
+// that promises to survive a process crash.
+func TestSpoolSurvivesKill9(t *testing.T) {
+	bin := buildBinary(t)
+	for _, mode := range []string{"always", "none"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			up := freePort(t) // nobody listens yet: the upstream is down
+			g := spoolGateway(t, bin, dir, up, "-spool.sync", mode)
+
+			l := newLoader(1, otlpgen.Shape{Spans: 10, Attrs: 2})
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() { l.run(t, g.grpcAddr, 4, stop); close(done) }()
+			for deadline := time.Now().Add(30 * time.Second); len(l.ackedIDs()) < 3000; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d spans acknowledged in 30s", len(l.ackedIDs()))
+				}
+			}
+			kill9(t, g) // the load is still running
+			close(stop)
+			<-done
+			acked := l.ackedIDs()
+
+			g2 := spoolGateway(t, bin, dir, up, "-spool.sync", mode)
+			u := startRecorder(t, up)
+			if n := u.waitFor(acked, 30*time.Second); n > 0 {
+				t.Fatalf("%d of %d acknowledged spans never arrived", n, len(acked))
+			}
+			u.mu.Lock()
+			for id := range u.seen {
+				if !l.sent[id] {
+					t.Errorf("span %d arrived but was never sent", id)
+				}
+			}
+			dups, distinct := u.dups, len(u.seen)
+			u.mu.Unlock()
+			replayed := scrape(t, g2.admin, "otlpgate_spool_replayed_records_total", `destination="up"`)
+			t.Logf("sync=%s: %d spans acknowledged before kill -9, %d distinct arrived (%d sent in all), %d duplicates; %v records replayed",
+				mode, len(acked), distinct, len(l.sent), dups, replayed)
+			if replayed == 0 {
+				t.Error("nothing counted as replayed after the restart")
+			}
+			g2.terminate(t)
+			if g2.exitErr != nil {
+				t.Errorf("exit: %v\n%s", g2.exitErr, g2.stderr.String())
+			}
+		})
+	}
+}
+
+// A graceful shutdown with the upstream down loses nothing (exit status 0: the spool keeps
+// it); the next start delivers it, and after a graceful shutdown with everything delivered,
+// the start after that replays nothing.
+func TestSpoolGracefulRestart(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	up := freePort(t)
+	g := spoolGateway(t, bin, dir, up)
+	l := newLoader(2, otlpgen.Shape{Spans: 5, Attrs: 2})
+	for range 200 {
+		req, ids := l.next()
+		conn, _ := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(context.Background(), req)
+		conn.Close()
+		if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("%v %v", resp, err)
+		}
+		l.ack(ids)
+	}
+	g.terminate(t)
+	if g.exitErr != nil {
+		t.Fatalf("exit with the upstream down: %v\n%s", g.exitErr, g.stderr.String())
+	}
+
+	u := startRecorder(t, up)
+	g2 := spoolGateway(t, bin, dir, up)
+	if n := u.waitFor(l.ackedIDs(), 30*time.Second); n > 0 {
+		t.Fatalf("%d of 1000 spans never arrived", n)
+	}
+	// Let a checkpoint record the delivery, then stop: Close persists the positions anyway.
+	g2.terminate(t)
+	if g2.exitErr != nil {
+		t.Fatalf("exit: %v\n%s", g2.exitErr, g2.stderr.String())
+	}
+	u.mu.Lock()
+	first := len(u.seen) + u.dups
+	u.mu.Unlock()
+
+	g3 := spoolGateway(t, bin, dir, up)
+	time.Sleep(300 * time.Millisecond) // a replay would be under way by now
+	if r := scrape(t, g3.admin, "otlpgate_spool_replayed_records_total", `destination="up"`); r != 0 {
+		t.Errorf("%v records replayed after a graceful shutdown with everything delivered", r)
+	}
+	u.mu.Lock()
+	if got := len(u.seen) + u.dups; got != first {
+		t.Errorf("upstream got %d spans after the third start, want none more than %d", got, first)
+	}
+	u.mu.Unlock()
+	g3.terminate(t)
+}
+
+// vmHWM reads the peak resident set of a process, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+var errNoProc = errors.New("no /proc")
+
+// A long outage: far more than -queue.max-bytes is spooled while the upstream is down; the
+// heap stays within a bound set by -queue.max-bytes, not by the spool; once the upstream is
+// up everything arrives, oldest first beyond what memory held.
+func TestSpoolLongOutageBoundedMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip(errNoProc)
+	}
+	const (
+		queueMax = 4 << 20
+		spooled  = 40 << 20
+		// heapBound is what the process may hold: the destination's share of -queue.max-bytes
+		// twice over (GOGC lets garbage reach the live size), the pools' spare buffers and
+		// the runtime, gRPC and metrics. It is well below what is spooled.
+		heapBound = 24 << 20
+	)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	up := freePort(t)
+	g := spoolGateway(t, bin, dir, up, "-spool.sync", "none", "-queue.max-bytes", "4MiB", "-batch.max-bytes", "256KiB",
+		"-spool.segment-bytes", "8MiB")
+	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := otepv1.NewUnaryExporterClient(conn)
+	l := newLoader(3, otlpgen.Shape{Spans: 200, Attrs: 10})
+	var reqIDs [][]uint64 // span ids of each request, in append order (one sender)
+	peakHeap := 0.0
+	for i := 0; scrape(t, g.admin, "otlpgate_spool_appended_bytes_total") < spooled; i++ {
+		if i > 20000 {
+			t.Fatal("never spooled enough")
+		}
+		for range 20 {
+			req, ids := l.next()
+			resp, err := c.ExportTraces(context.Background(), req)
+			if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+				t.Fatalf("%v %v", resp, err)
+			}
+			l.ack(ids)
+			reqIDs = append(reqIDs, ids)
+		}
+		peakHeap = max(peakHeap, scrape(t, g.admin, "go_memstats_heap_inuse_bytes"))
+	}
+	if os.Getenv("SPOOL_HEAP_PROFILE") != "" {
+		resp, err := http.Get("http://" + g.admin + "/debug/pprof/heap")
+		if err == nil {
+			f, _ := os.Create(os.Getenv("SPOOL_HEAP_PROFILE"))
+			f.ReadFrom(resp.Body)
+			f.Close()
+			resp.Body.Close()
+		}
+	}
+	hwm := vmHWM(t, g.cmd.Process.Pid)
+	onDisk := scrape(t, g.admin, "otlpgate_spool_bytes")
+	t.Logf("spooled %.1f MiB (%d requests) with the upstream down and -queue.max-bytes=4MiB: heap in use peaked at %.1f MiB, VmHWM %.1f MiB",
+		onDisk/(1<<20), len(reqIDs), peakHeap/(1<<20), float64(hwm)/(1<<20))
+	if peakHeap > heapBound {
+		t.Errorf("heap in use reached %.1f MiB, bound %d MiB", peakHeap/(1<<20), heapBound>>20)
+	}
+	if onDisk < spooled {
+		t.Errorf("spool holds %v bytes, want at least %d", onDisk, spooled)
+	}
+
+	u := startRecorder(t, up)
+	if n := u.waitFor(l.ackedIDs(), 40*time.Second); n > 0 {
+		t.Fatalf("%d of %d spans never arrived", n, len(l.ackedIDs()))
+	}
+	// Oldest first: what memory held during the outage may come in any order, what was on disk
+	// only comes in append order. A request's spans must all arrive before those of any request
+	// appended more than memWindow requests later.
+	u.mu.Lock()
+	rank := make(map[uint64]int, len(u.order))
+	for i, id := range u.order {
+		rank[id] = i
+	}
+	u.mu.Unlock()
+	reqBytes := float64(spooled) / float64(len(reqIDs))
+	memWindow := int(2*queueMax/reqBytes) + 1
+	last := make([]int, len(reqIDs)) // latest first arrival among the request's spans
+	for i, ids := range reqIDs {
+		for _, id := range ids {
+			last[i] = max(last[i], rank[id])
+		}
+	}
+	late := 0
+	for i := range reqIDs {
+		for j := i + memWindow; j < len(reqIDs) && j < i+memWindow+50; j++ {
+			if rank[reqIDs[j][0]] < last[i] {
+				late++
+				break
+			}
+		}
+	}
+	if late > 0 {
+		t.Errorf("%d requests arrived after requests appended more than %d requests later", late, memWindow)
+	}
+	g.terminate(t)
+	if g.exitErr != nil {
+		t.Errorf("exit: %v", g.exitErr)
+	}
+}

@@ -1,0 +1,38 @@
+// Package feed delivers the spool to the destinations: one Feeder per destination reads that
+// destination's spool.Reader, oldest record first, builds batches from consecutive records of
+// one signal and hands them to the destination (a client.Dest, a client.Fleet or the file);
+// Log adapts a spool.Spool to fastpath.Log so that admission appends to it.
+//
+// # Why admission does not hand batches to the destinations itself
+//
+// With a spool, the spool is the queue. Admission appends each request (stripped, as a batch
+// would carry it) and answers once the append returned; it keeps nothing. Every destination is
+// fed from the spool alone, by its Feeder, so there is one path from acknowledgement to
+// delivery, whether the record was appended a microsecond ago or before a restart, and nothing
+// has to decide which records are already in flight. The cost is one read per record per
+// destination, served by the page cache while the destinations keep up.
+//
+// # Memory
+//
+// A Feeder hands over batches while the bytes it handed over and the destination has not
+// finished stay below Config.MaxBytes (its share of -queue.max-bytes); past it the records
+// stay on disk until a batch finishes. What a feeder holds is therefore its share plus one
+// batch being built, whatever the spool holds. Batches are pooled payloads filled straight by
+// spool.Reader.Next.
+//
+// # Finishing records
+//
+// A batch carries the positions of its records. When its destination delivered it, each is
+// Finished; when the destination gave it up for a reason of its own (rejected, too large,
+// unanswered within the ack timeout; counted by the destination), each is Dropped as
+// undeliverable and counted by the spool. Retry budgets do not apply: with a spool, cmd runs
+// the destinations without RetryMaxElapsed, so a destination that cannot reach its upstream
+// keeps retrying while the spool fills. Once Stop was called, a batch given up (a destination
+// shutting down drops what it holds) leaves its records unfinished: the next start reads them
+// again (at least once; the spool counts them as replayed).
+//
+// # Goroutines
+//
+// Start runs one goroutine per Feeder; Stop ends it. BatchDone runs on the destination's
+// goroutines. It imports fastpath/, spool/ and pool/, never client/, server/ or cmd/.
+package feed

@@ -1,0 +1,339 @@
+package feed
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// Config of a Feeder.
+type Config struct {
+	// MaxBytes bounds the bytes of batches handed to the destination and not yet finished by
+	// it: the destination's share of -queue.max-bytes. One batch may go past it.
+	MaxBytes int64
+	// BatchMaxBytes, BatchMaxItems and BatchMaxAge shape batches as the pipeline's do
+	// (-batch.max-bytes, -batch.max-items, -batch.max-age). A record larger than BatchMaxBytes
+	// travels alone. While no batch of the feeder is in the destination's hands a batch leaves
+	// as soon as the spool has nothing more to read; otherwise it waits for more up to
+	// BatchMaxAge (the pipeline's eager sealing).
+	BatchMaxBytes int
+	BatchMaxItems int
+	BatchMaxAge   time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxBytes <= 0:
+		return errors.New("feed: max bytes must be positive")
+	case c.BatchMaxBytes <= 0 || c.BatchMaxItems <= 0:
+		return errors.New("feed: batch limits must be positive")
+	case c.BatchMaxAge <= 0:
+		return errors.New("feed: batch max age must be positive")
+	}
+	return nil
+}
+
+// Feeder feeds one destination from its spool reader. See the package documentation.
+//
+// Invariants:
+//  1. Every record Next returned is in exactly one place: the batch being built (cur), the
+//     carried record, or a batch handed over (its held); it leaves by Finish, Drop or, once
+//     stopping, by being left unfinished for the next start.
+//  2. held and batches count the batches handed over whose BatchDone has not run.
+type Feeder struct {
+	cfg Config
+	r   *spool.Reader
+	d   fastpath.Destination
+	log *slog.Logger
+
+	held     atomic.Int64
+	batches  atomic.Int32
+	room     chan struct{} // a handed-over batch finished
+	stopping atomic.Bool   // Stop began: given-up batches leave their records unfinished
+	stop     chan struct{}
+	done     chan struct{}
+	started  atomic.Bool
+
+	// Owned by the run goroutine.
+	cur   building
+	carry *[]byte // a record read that did not fit cur, payload bytes
+	carE  spool.Entry
+	hint  int // size of the last batch handed over, to size the next one
+	timer *time.Timer
+}
+
+// building is the batch being filled.
+type building struct {
+	payload *pool.Payload
+	h       *held
+	sig     uint8
+	items   int
+	born    time.Time
+}
+
+// held is one batch in the destination's hands: the records to finish when it is done.
+type held struct {
+	f    *Feeder
+	pos  []spool.Pos
+	size int64
+}
+
+var helds = sync.Pool{New: func() any { return new(held) }}
+
+// New returns a feeder of d from r. log may be nil.
+func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) (*Feeder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if r == nil || d == nil {
+		return nil, errors.New("feed: nil reader or destination")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
+		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}, nil
+}
+
+// Start starts the feeding goroutine. Call it once.
+func (f *Feeder) Start() {
+	if f.started.Swap(true) {
+		return
+	}
+	go f.run()
+}
+
+// Stop stops reading the spool and waits for the goroutine to end. Batches the destination
+// holds are finished by it as usual: delivered ones are finished in the spool, given-up ones
+// stay for the next start. Call it before the destination's Shutdown. Safe to call once.
+func (f *Feeder) Stop() {
+	f.stopping.Store(true)
+	close(f.stop)
+	if f.started.Load() {
+		<-f.done
+	}
+}
+
+// HeldBytes is the bytes handed to the destination and not finished. Safe for concurrent use.
+func (f *Feeder) HeldBytes() int64 { return f.held.Load() }
+
+func (f *Feeder) run() {
+	defer close(f.done)
+	defer f.abandon()
+	for {
+		select {
+		case <-f.stop:
+			return
+		default:
+		}
+		if f.held.Load() >= f.cfg.MaxBytes {
+			if !f.wait(f.room, nil, 0) {
+				return
+			}
+			continue
+		}
+		full, err := f.fill()
+		if err != nil && err != spool.ErrEmpty {
+			f.log.Error("cannot read the spool; trying again in a second", "err", err)
+			if !f.wait(nil, nil, time.Second) {
+				return
+			}
+			continue
+		}
+		if f.cur.payload == nil {
+			if !f.wait(f.r.Ready(), nil, 0) {
+				return
+			}
+			continue
+		}
+		if !full && f.batches.Load() > 0 {
+			if age := time.Since(f.cur.born); age < f.cfg.BatchMaxAge {
+				// The destination is busy: let the batch grow, as the pipeline's eager sealing does.
+				if !f.wait(f.r.Ready(), f.room, f.cfg.BatchMaxAge-age) {
+					return
+				}
+				continue
+			}
+		}
+		if !f.send() {
+			return
+		}
+	}
+}
+
+// wait blocks until a or b (either may be nil) receives, dur passes (0: no limit) or Stop; it
+// reports false on Stop.
+func (f *Feeder) wait(a, b <-chan struct{}, dur time.Duration) bool {
+	var tc <-chan time.Time
+	if dur > 0 {
+		f.timer.Reset(dur)
+		defer f.timer.Stop()
+		tc = f.timer.C
+	}
+	select {
+	case <-a:
+	case <-b:
+	case <-tc:
+	case <-f.stop:
+		return false
+	}
+	return true
+}
+
+// fill reads records into cur until it is full (true), the reader has nothing more
+// (spool.ErrEmpty) or reading fails.
+func (f *Feeder) fill() (bool, error) {
+	if f.carry != nil {
+		f.open(len(*f.carry))
+		buf := f.cur.payload.Buf()
+		*buf = append(*buf, *f.carry...)
+		pool.PutBytes(f.carry)
+		f.carry = nil
+		if f.add(f.carE) {
+			return true, nil
+		}
+	}
+	for {
+		if f.cur.payload == nil {
+			f.open(0)
+		}
+		buf := f.cur.payload.Buf()
+		before := len(*buf)
+		e, err := f.r.Next(buf)
+		if err != nil {
+			if len(f.cur.h.pos) == 0 {
+				f.close()
+			}
+			return false, err
+		}
+		if e.Signal >= uint8(fastpath.NumSignals) {
+			// A valid frame of a signal this build does not know: nothing can deliver it.
+			*buf = (*buf)[:before]
+			f.r.Drop(e.Pos, spool.DropUndeliverable)
+			if len(f.cur.h.pos) == 0 {
+				f.close()
+			}
+			continue
+		}
+		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || len(*buf) > f.cfg.BatchMaxBytes ||
+			f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
+			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
+			f.carry = pool.GetBytes(len(*buf) - before)
+			*f.carry = append(*f.carry, (*buf)[before:]...)
+			f.carE = e
+			*buf = (*buf)[:before]
+			return true, nil
+		}
+		if f.add(e) {
+			return true, nil
+		}
+	}
+}
+
+// open starts cur with room for at least n bytes.
+func (f *Feeder) open(n int) {
+	size := max(min(max(f.hint, 4<<10), f.cfg.BatchMaxBytes), n)
+	h := helds.Get().(*held)
+	h.f = f
+	f.cur = building{payload: pool.NewPayload(size), h: h, born: time.Now()}
+}
+
+// close gives up an empty cur.
+func (f *Feeder) close() {
+	f.cur.payload.Release()
+	f.putHeld(f.cur.h)
+	f.cur = building{}
+}
+
+// add records e, whose payload cur already holds, and reports whether cur is full.
+func (f *Feeder) add(e spool.Entry) bool {
+	f.cur.sig = e.Signal
+	f.cur.items += int(e.Items)
+	f.cur.h.pos = append(f.cur.h.pos, e.Pos)
+	return f.cur.payload.Len() >= f.cfg.BatchMaxBytes || f.cur.items >= f.cfg.BatchMaxItems
+}
+
+// send hands cur to the destination, waiting while its queue is full. It reports false when
+// Stop came first or the destination is shutting down; the batch was given up then.
+func (f *Feeder) send() bool {
+	c := f.cur
+	f.cur = building{}
+	// The budget counts the buffer's capacity, not its length: a pooled buffer may be up to
+	// twice what it holds, and it is the capacity that stays in memory.
+	c.h.size = int64(cap(*c.payload.Buf()))
+	f.hint = c.payload.Len()
+	b := fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
+	f.held.Add(c.h.size)
+	f.batches.Add(1)
+	for {
+		err := f.d.Enqueue(b)
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, fastpath.ErrClosed) {
+			f.stopping.Store(true) // the destination stops: what is unfinished stays spooled
+			b.Done(false)
+			return false
+		}
+		// Its queue is full (another feeder's share, or a fleet's hand-over): try again when
+		// one of ours finishes, or soon.
+		if !f.wait(f.room, nil, 50*time.Millisecond) {
+			b.Done(false)
+			return false
+		}
+	}
+}
+
+// abandon releases what the goroutine holds when it ends; the records stay unfinished.
+func (f *Feeder) abandon() {
+	f.stopping.Store(true)
+	if f.cur.payload != nil {
+		f.close()
+	}
+	if f.carry != nil {
+		pool.PutBytes(f.carry)
+		f.carry = nil
+	}
+}
+
+// BatchDone implements fastpath.BatchOwner. Safe for concurrent use.
+func (h *held) BatchDone(delivered bool) {
+	f := h.f
+	switch {
+	case delivered:
+		for _, p := range h.pos {
+			f.r.Finish(p)
+		}
+	case f.stopping.Load():
+		// Left unfinished: the next start reads these records again.
+	default:
+		for _, p := range h.pos {
+			f.r.Drop(p, spool.DropUndeliverable)
+		}
+	}
+	f.held.Add(-h.size)
+	f.batches.Add(-1)
+	f.putHeld(h)
+	select {
+	case f.room <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Feeder) putHeld(h *held) {
+	h.f, h.size = nil, 0
+	if cap(h.pos) > 1<<16 {
+		h.pos = nil
+	}
+	h.pos = h.pos[:0]
+	helds.Put(h)
+}

@@ -1,0 +1,274 @@
+package feed
+
+import (
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// dest is a destination that keeps what it is given until the test answers.
+type dest struct {
+	mu      sync.Mutex
+	batches []*fastpath.Batch
+	got     chan struct{}
+	full    bool
+}
+
+func newDest() *dest { return &dest{got: make(chan struct{}, 1000)} }
+
+func (d *dest) Name() string { return "d" }
+
+func (d *dest) Enqueue(b *fastpath.Batch) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.full {
+		return fastpath.ErrFull
+	}
+	d.batches = append(d.batches, b)
+	d.got <- struct{}{}
+	return nil
+}
+
+// take waits (boundedly) for n batches and returns them.
+func (d *dest) take(t *testing.T, n int) []*fastpath.Batch {
+	t.Helper()
+	for range n {
+		select {
+		case <-d.got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fewer than %d batches", n)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.batches[:n:n]
+	d.batches = append([]*fastpath.Batch(nil), d.batches[n:]...)
+	return out
+}
+
+// rec is record i: its number in 8 bytes, padded to size.
+func rec(i, size int) []byte {
+	p := make([]byte, size)
+	binary.BigEndian.PutUint64(p, uint64(i))
+	return p
+}
+
+// ids returns the record numbers of a batch of records of size bytes each.
+func ids(b *fastpath.Batch, size int) []int {
+	var out []int
+	p := b.Payload.Bytes()
+	for len(p) >= size {
+		out = append(out, int(binary.BigEndian.Uint64(p)))
+		p = p[size:]
+	}
+	return out
+}
+
+func testSpool(t *testing.T, fs spool.FS) *spool.Spool {
+	t.Helper()
+	c := spool.DefaultConfig()
+	c.Dir = "/spool"
+	c.Sync = spool.SyncNone
+	c.SegmentBytes = 4 << 10
+	c.MaxBytes = 1 << 20
+	c.CheckpointInterval = time.Hour
+	s, err := spool.Open(c, fs, []string{"d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func feedConfig() Config {
+	return Config{MaxBytes: 1 << 20, BatchMaxBytes: 1000, BatchMaxItems: 1000, BatchMaxAge: 10 * time.Millisecond}
+}
+
+// Records are batched in order, a batch holding consecutive records of one signal within the
+// byte limit; delivered batches finish their records, rejected ones drop them (counted), and
+// both move the destination's position.
+func TestFeederBatchesFinishesAndDrops(t *testing.T) {
+	fs := spool.NewCrashFS()
+	s := testSpool(t, fs)
+	defer s.Close()
+	// Records 0-5 traces, 6 metrics, 7-8 traces; 300 bytes each: three fit in a batch.
+	sigs := []fastpath.Signal{0, 0, 0, 0, 0, 0, 1, 0, 0}
+	for i, sig := range sigs {
+		if _, err := s.Append(uint8(sig), uint32(i+1), rec(i, 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newDest()
+	f, err := New(feedConfig(), s.Reader("d"), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	defer f.Stop()
+	// No batch is in the destination's hands at first, so each leaves as soon as it is full
+	// or the spool has no more; all records are already there.
+	bs := d.take(t, 4)
+	want := [][]int{{0, 1, 2}, {3, 4, 5}, {6}, {7, 8}}
+	wantItems := []int{1 + 2 + 3, 4 + 5 + 6, 7, 8 + 9}
+	for i, b := range bs {
+		got := ids(b, 300)
+		if len(got) != len(want[i]) || b.Items != wantItems[i] || b.Signal != sigs[want[i][0]] {
+			t.Fatalf("batch %d: records %v items %d signal %v, want %v items %d", i, got, b.Items, b.Signal, want[i], wantItems[i])
+		}
+		for j := range got {
+			if got[j] != want[i][j] {
+				t.Fatalf("batch %d: records %v, want %v", i, got, want[i])
+			}
+		}
+	}
+	if h := f.HeldBytes(); h <= 0 {
+		t.Fatalf("held %d bytes with four batches out", h)
+	}
+	start := s.Reader("d").Position()
+	bs[1].Done(true) // out of order: the position waits for batch 0
+	if s.Reader("d").Position() != start {
+		t.Fatal("position moved past an unfinished record")
+	}
+	bs[0].Done(false) // rejected: dropped and counted
+	bs[2].Done(true)
+	bs[3].Done(true)
+	if n := s.Reader("d").Unfinished(); n != 0 {
+		t.Fatalf("%d records unfinished after every batch was done", n)
+	}
+	if h := f.HeldBytes(); h != 0 {
+		t.Fatalf("held %d bytes after every batch was done", h)
+	}
+	if n := dropped(t, "undeliverable"); n != 3 {
+		t.Fatalf("%v records counted dropped as undeliverable, want the 3 of the rejected batch", n)
+	}
+}
+
+// dropped reads otlpgate_spool_dropped_records_total for destination d.
+func dropped(t *testing.T, reason string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "otlpgate_spool_dropped_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["destination"] == "d" && l["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Stop leaves what the destination gives up unfinished: a new spool on the same files reads
+// it again, and nothing that was delivered.
+func TestFeederStopLeavesUndeliveredForNextStart(t *testing.T) {
+	fs := spool.NewCrashFS()
+	s := testSpool(t, fs)
+	for i := range 6 {
+		if _, err := s.Append(0, 1, rec(i, 400)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newDest()
+	f, _ := New(feedConfig(), s.Reader("d"), d, nil)
+	f.Start()
+	bs := d.take(t, 3) // {0,1} {2,3} {4,5}
+	bs[0].Done(true)
+	f.Stop()
+	bs[1].Done(false) // a destination dropping at shutdown
+	bs[2].Done(false)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = testSpool(t, fs)
+	defer s.Close()
+	d = newDest()
+	f, _ = New(feedConfig(), s.Reader("d"), d, nil)
+	f.Start()
+	defer f.Stop()
+	bs = d.take(t, 2)
+	got := append(ids(bs[0], 400), ids(bs[1], 400)...)
+	if len(got) != 4 || got[0] != 2 || got[3] != 5 {
+		t.Fatalf("replayed records %v, want 2..5", got)
+	}
+	for _, b := range bs {
+		b.Done(true)
+	}
+}
+
+// The feeder hands over no more than MaxBytes (plus one batch) whatever the spool holds; the
+// rest stays on disk until batches finish.
+func TestFeederBoundsWhatItHandsOver(t *testing.T) {
+	fs := spool.NewCrashFS()
+	s := testSpool(t, fs)
+	defer s.Close()
+	const n = 200
+	for i := range n {
+		if _, err := s.Append(0, 1, rec(i, 500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := feedConfig()
+	cfg.MaxBytes = 8 << 10
+	d := newDest()
+	f, _ := New(cfg, s.Reader("d"), d, nil)
+	f.Start()
+	defer f.Stop()
+	next := 0
+	for next < n {
+		bs := d.take(t, 1)
+		// Give the feeder a moment to overshoot if it would; then check the bound.
+		time.Sleep(time.Millisecond)
+		if h := f.HeldBytes(); h > cfg.MaxBytes+int64(4<<10) {
+			t.Fatalf("held %d bytes, bound %d plus one batch", h, cfg.MaxBytes)
+		}
+		for _, id := range ids(bs[0], 500) {
+			if id != next {
+				t.Fatalf("record %d arrived, want %d (oldest first)", id, next)
+			}
+			next++
+		}
+		bs[0].Done(true)
+	}
+}
+
+// A destination whose queue is full is offered the batch again once room appears.
+func TestFeederRetriesFullDestination(t *testing.T) {
+	fs := spool.NewCrashFS()
+	s := testSpool(t, fs)
+	defer s.Close()
+	if _, err := s.Append(2, 3, rec(7, 100)); err != nil {
+		t.Fatal(err)
+	}
+	d := newDest()
+	d.full = true
+	f, _ := New(feedConfig(), s.Reader("d"), d, nil)
+	f.Start()
+	defer f.Stop()
+	time.Sleep(120 * time.Millisecond) // refused at least once
+	d.mu.Lock()
+	d.full = false
+	d.mu.Unlock()
+	b := d.take(t, 1)[0]
+	if got := ids(b, 100); len(got) != 1 || got[0] != 7 || b.Signal != 2 || b.Items != 3 {
+		t.Fatalf("batch %v signal %v items %d", got, b.Signal, b.Items)
+	}
+	b.Done(true)
+}
