@@ -339,6 +339,9 @@ func TestFleetFileRemoveAndAdd(t *testing.T) {
 	s := newSDK(t, ctx, e.addr)
 
 	s.emit(t, ctx, "three", 300, 4)
+	// What the edge acknowledged is in its open batches until sealed: seal them before the set
+	// changes, or a trace could straddle the change (its first spans routed by the old set).
+	e.p.Flush()
 	writeEndpoints(t, path, g[0].addr, g[1].addr)
 	if err := e.fleet.Reload(); err != nil {
 		t.Fatal(err)
@@ -351,6 +354,7 @@ func TestFleetFileRemoveAndAdd(t *testing.T) {
 	s.emit(t, ctx, "two-after-stop", 300, 4)
 
 	d := startFleetGateway(t, "D", a)
+	e.p.Flush()
 	writeEndpoints(t, path, g[0].addr, g[1].addr, d.addr)
 	if err := e.fleet.Reload(); err != nil {
 		t.Fatal(err)
