@@ -1,6 +1,6 @@
 # otlpgate as a static binary on a distroless base, running as a non-root user.
 #   docker build -t otlpgate .
-#   docker run --rm -p 4317:4317 otlpgate -grpc.listen=:4317
+#   docker run --rm -p 4317:4317 -p 4318:4318 otlpgate -grpc.listen=:4317 -http.listen=:4318
 # The build stage runs `make static`, the same target CI runs, so CI checks this build.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
