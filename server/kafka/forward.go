@@ -15,14 +15,64 @@ import (
 
 var errNotMetricsData = errors.New("kafka: payload is not OTLP MetricsData")
 
-// forward decodes a decompressed MetricsData, keeps the metrics plan subscribes to, sets the
-// client labels on every resource and hands the result to next. It returns the data points
-// handed over and whether anything was (a push whose metrics are all filtered out sends
-// nothing). errNotMetricsData means the payload does not decode; any other error is next's.
+// forward keeps the metrics of a decompressed MetricsData that p subscribes to, sets the client
+// labels on every resource and hands the result to next. It returns the data points handed
+// over and whether anything was (a push whose metrics are all filtered out sends nothing).
+// errNotMetricsData means the payload does not decode; any other error is next's.
+//
+// A payload the full-depth scan accepts is rewritten on the wire (rewrite.go) and costs no
+// allocation; any other one goes through forwardDecoded, which decides as a decoder does. The
+// scan is stricter than the decoder only in refusing group wire types and nesting beyond
+// fastpath.MaxNesting, so those few payloads keep their old fate.
+func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
+	if _, err := fastpath.ScanRequest(fastpath.Metrics, data, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
+		return forwardDecoded(next, data, p, attrs)
+	}
+	// Fields other than resource_metrics mean the bytes merely parse as protobuf. Counting the
+	// entries bounds what the labels add.
+	entries := 0
+	for it := fastpath.NewTopLevel(data); ; {
+		f, ok := it.Next()
+		if !ok {
+			break
+		}
+		if f.Num != 1 {
+			return 0, false, errNotMetricsData
+		}
+		entries++
+	}
+	labels := 0
+	for _, kv := range attrs {
+		labels += 1 + protowire.SizeVarint(uint64(kv.SizeVT())) + kv.SizeVT()
+	}
+	// Room for every entry labelled and every length prefix's reserve; append grows the
+	// buffer if a guess is ever short.
+	bp := pool.GetBytes(len(data) + entries*(labels+4*lenPrefixRoom) + 4*lenPrefixRoom)
+	defer pool.PutBytes(bp)
+	body := (*bp)[:0]
+	st := rewriteState{plan: p, attrs: attrs}
+	for it := fastpath.NewTopLevel(data); ; {
+		f, ok := it.Next()
+		if !ok {
+			break
+		}
+		body, _ = st.appendResourceMetrics(body, data[f.Value:f.End])
+	}
+	*bp = body
+	if len(body) == 0 {
+		return 0, false, nil
+	}
+	if err := next.Consume(fastpath.Metrics, body, st.points); err != nil {
+		return st.points, false, err
+	}
+	return st.points, true, nil
+}
+
+// forwardDecoded is forward by decoding into objects, for the payloads the scan refuses.
 //
 // MetricsData and ExportMetricsServiceRequest share field 1 (resource_metrics), so the payload
 // decodes as the request type, whose pool keeps the top-level objects between pushes.
-func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
+func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
 	req := colmetricsv1.ExportMetricsServiceRequestFromVTPool()
 	defer req.ReturnToVTPool()
 	if err := req.UnmarshalVT(data); err != nil {

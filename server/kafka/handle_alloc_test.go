@@ -65,7 +65,9 @@ func TestHandleAllocs(t *testing.T) {
 		{"ApiVersions", avReq, 0, nil, nil},
 		{"ApiVersions too new", tooNewReq, 0, nil, nil},
 		{"GetTelemetrySubscriptions", getReq, 0, nil, nil},
+		{"PushTelemetry accepted", okPush, errNone, func() { clk.advance(time.Minute) }, nil},
 		{"PushTelemetry throttled", okPush, errThrottlingQuotaExceeded, nil, func() {
+			clk.advance(time.Minute)
 			if code := pushCode(mustHandle(t, c, okPush)); code != errNone {
 				t.Fatalf("first push: %d", code)
 			}
@@ -91,6 +93,35 @@ func TestHandleAllocs(t *testing.T) {
 			allocs := testing.AllocsPerRun(200, run)
 			if allocs != 0 {
 				t.Fatalf("%v allocations per request, want 0", allocs)
+			}
+		})
+	}
+}
+
+// TestPushCaptureAllocs proves that every real push, accepted, goes through decompression, the
+// full-depth scan, filtering, labelling and the hand-over without allocating.
+func TestPushCaptureAllocs(t *testing.T) {
+	for _, file := range captureFiles(t) {
+		pc := loadCapture(t, file)
+		t.Run(pc.name, func(t *testing.T) {
+			c, clk, req, interval := captureConn(t, pc)
+			before := counterValue(t, exportedPushes)
+			run := func() {
+				clk.advance(interval)
+				resp := mustHandle(t, c, req)
+				var r kmsg.PushTelemetryResponse
+				if err := r.ReadFrom(resp[9:]); err != nil || r.ErrorCode != errNone {
+					t.Fatalf("push answered %d (%v)", r.ErrorCode, err)
+				}
+			}
+			run()
+			allocs := testing.AllocsPerRun(100, run)
+			if allocs != 0 {
+				t.Fatalf("%v allocations per accepted push, want 0", allocs)
+			}
+			// The warm-up and 100 measured runs, plus the one AllocsPerRun adds.
+			if got := counterValue(t, exportedPushes) - before; got != 102 {
+				t.Fatalf("%v pushes exported, want 102", got)
 			}
 		})
 	}

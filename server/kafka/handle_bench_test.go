@@ -43,27 +43,37 @@ func BenchmarkHandle(b *testing.B) {
 	}
 }
 
-// BenchmarkPushCapture handles each real push end to end (checks, decompression, decode,
-// filter, labels, encode, hand-over) without the socket. Bytes are the decompressed
-// MetricsData. The accepted path decodes into vtprotobuf objects and allocates; the numbers
-// say how much.
+// captureConn returns a connection whose instance has fetched its subscription, and the
+// captured push carrying that subscription's id, with the push interval.
+func captureConn(tb testing.TB, pc *parsedCapture) (*conn, *fakeClock, []byte, time.Duration) {
+	tb.Helper()
+	s := fuzzServer(tb)
+	clk := newFakeClock()
+	s.now = clk.now
+	p1, p2 := net.Pipe()
+	tb.Cleanup(func() { p1.Close(); p2.Close() })
+	c := newConn(s, p1)
+	get := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
+	get.ClientInstanceID = pc.req.ClientInstanceID
+	resp, ok := c.handle((&kmsg.RequestFormatter{}).AppendRequest(nil, get, 1)[4:])
+	if !ok {
+		tb.Fatal("Get not answered")
+	}
+	var sub kmsg.GetTelemetrySubscriptionsResponse
+	if err := sub.ReadFrom(resp[9:]); err != nil {
+		tb.Fatal(err)
+	}
+	return c, clk, pc.withSubID(sub.SubscriptionID)[4:], time.Duration(sub.PushIntervalMillis) * time.Millisecond
+}
+
+// BenchmarkPushCapture handles each real push end to end (checks, decompression, scan,
+// filter, labels, hand-over) without the socket. Bytes are the decompressed MetricsData.
+// TestPushCaptureAllocs holds it to zero allocations.
 func BenchmarkPushCapture(b *testing.B) {
 	for _, file := range captureFiles(b) {
 		pc := loadCapture(b, file)
 		b.Run(pc.name, func(b *testing.B) {
-			c, clk, _ := benchConn(b)
-			get := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
-			get.ClientInstanceID = pc.req.ClientInstanceID
-			resp, ok := c.handle((&kmsg.RequestFormatter{}).AppendRequest(nil, get, 1)[4:])
-			if !ok {
-				b.Fatal("Get not answered")
-			}
-			var sub kmsg.GetTelemetrySubscriptionsResponse
-			if err := sub.ReadFrom(resp[9:]); err != nil {
-				b.Fatal(err)
-			}
-			req := pc.withSubID(sub.SubscriptionID)[4:]
-			interval := time.Duration(sub.PushIntervalMillis) * time.Millisecond
+			c, clk, req, interval := captureConn(b, pc)
 			before := counterValue(b, exportedPushes)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(pc.wantBytes)))

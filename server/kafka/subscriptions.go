@@ -353,17 +353,46 @@ func minimalPrefixes(ps []string) []string {
 }
 
 // keep reports whether a metric called name is subscribed to.
-func (p *plan) keep(name string) bool {
+func (p *plan) keep(name string) bool { return keepName(p, name) }
+
+// keepBytes is keep for a name read from the wire; it does not allocate.
+func (p *plan) keepBytes(name []byte) bool { return keepName(p, name) }
+
+func keepName[T string | []byte](p *plan, name T) bool {
 	if p.all {
 		return true
 	}
 	// Prefixes are sorted and none covers another, so at most one can match: the greatest
 	// one not above name.
-	i, found := slices.BinarySearch(p.prefixes, name)
+	i, found := slices.BinarySearchFunc(p.prefixes, name, comparePrefix[T])
 	if found {
 		return true
 	}
-	return i > 0 && strings.HasPrefix(name, p.prefixes[i-1])
+	if i == 0 {
+		return false
+	}
+	pre := p.prefixes[i-1]
+	return len(name) >= len(pre) && comparePrefix(pre, name[:len(pre)]) == 0
+}
+
+// comparePrefix compares a prefix with a name byte-wise, as strings.Compare would, without
+// converting the name.
+func comparePrefix[T string | []byte](pre string, name T) int {
+	for i := 0; i < len(pre) && i < len(name); i++ {
+		if pre[i] != name[i] {
+			if pre[i] < name[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(pre) < len(name):
+		return -1
+	case len(pre) > len(name):
+		return 1
+	}
+	return 0
 }
 
 // subscriptionID derives the id a client must echo in its pushes. It changes whenever the

@@ -5,8 +5,9 @@
 // handled in order; connections run in parallel across loops), the per-process stats registry
 // (measures, views, reporting period), the aggregation of STATS_RECORD measurements per view and
 // tag set, the periodic export of the aggregates as cumulative OTLP metrics, and the conversion
-// of TRACE_EXPORT JSON spans into OTLP spans. Both outputs are marshalled with the vtprotobuf
-// types into pooled buffers and handed to a fastpath.Consumer. Wire framing and payload
+// of TRACE_EXPORT JSON spans into OTLP spans. Metrics are marshalled with the vtprotobuf types,
+// spans are encoded straight from the converter's reused structs (spanwire.go, the same bytes
+// without an allocation), both into pooled buffers handed to a fastpath.Consumer. Wire framing and payload
 // decoding live in codec/ocdaemon.
 //
 // Goroutines: gnet's event loops run the connection handlers (non-blocking: decoding,

@@ -48,14 +48,15 @@ func FuzzSpanConverter(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", in)
 		}
 		req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
-			ScopeSpans: []*tracev1.ScopeSpans{{Spans: c.spans}},
+			ScopeSpans: []*tracev1.ScopeSpans{{Spans: otlpSpans(&c)}},
 		}}}
 		b, err := req.MarshalVT()
 		if err != nil {
 			t.Fatal(err)
 		}
 		render(t, []payload{{sig: 0, body: b, items: len(c.spans)}})
-		for _, sp := range c.spans {
+		checkWire(t, &c)
+		for _, sp := range otlpSpans(&c) {
 			if len(sp.TraceId) != 16 || len(sp.SpanId) != 8 || (sp.ParentSpanId != nil && len(sp.ParentSpanId) != 8) {
 				t.Fatalf("bad id widths %x %x %x", sp.TraceId, sp.SpanId, sp.ParentSpanId)
 			}

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"strings"
 
-	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
@@ -40,25 +39,12 @@ const (
 //  7. sameProcessAsParentSpan=false on a span with a parent sets the remote-parent flag.
 type spanConverter struct {
 	js      jsonScanner
-	spans   []*tracev1.Span
+	spans   []span
 	dropped int
 	stack   []byte
 
-	// The objects of an export are carved from chunks instead of allocated one by one. An
-	// object is handed out once and never reused, so the spans of an earlier export stay intact
-	// for as long as anyone holds them.
-	spanC chunk[tracev1.Span]
-	kvC   chunk[commonv1.KeyValue]
-	avC   chunk[commonv1.AnyValue]
-	svC   chunk[commonv1.AnyValue_StringValue]
-	ivC   chunk[commonv1.AnyValue_IntValue]
-	evC   chunk[tracev1.Span_Event]
-	idC   chunk[byte]
-
-	// Every string of an export is gathered in text and becomes one Go string at the end;
-	// patches say which string fields point where into it.
-	text    []byte
-	patches []patch
+	// text holds every string and id of the export; the spans refer to ranges of it.
+	text []byte
 }
 
 // convert parses payload and fills c.spans; spans that cannot be converted are counted in
@@ -66,9 +52,7 @@ type spanConverter struct {
 // may be used.
 func (c *spanConverter) convert(payload []byte, tid uint64) error {
 	c.js.reset(payload)
-	c.spans, c.dropped = c.spans[:0], 0
-	clear(c.patches)
-	c.patches, c.text = c.patches[:0], c.text[:0]
+	c.spans, c.dropped, c.text = c.spans[:0], 0, c.text[:0]
 	js := &c.js
 	js.expect('[')
 	for first := true; js.elem(&first); {
@@ -77,35 +61,36 @@ func (c *spanConverter) convert(payload []byte, tid uint64) error {
 			c.dropped++
 			continue
 		}
-		sp, ok := c.span()
+		var sp *span
+		c.spans, sp = extend(c.spans)
+		sp.reset()
+		ok := c.span(sp)
 		if js.err != nil {
 			break
 		}
 		if !ok {
+			c.spans = c.spans[:len(c.spans)-1]
 			c.dropped++
 			continue
 		}
 		if tid != 0 {
-			sp.Attributes = append(sp.Attributes, c.kv(attrThreadID, c.anyInt(int64(tid))))
+			sp.attrs = c.addKV(sp.attrs, attrThreadID, anyIntValue(int64(tid)))
 		}
-		c.spans = append(c.spans, sp)
 	}
 	if js.err == nil && !js.end() {
 		js.fail()
 	}
 	if js.err != nil {
-		clear(c.patches)
-		c.spans, c.patches, c.text = c.spans[:0], c.patches[:0], c.text[:0]
+		c.spans, c.text = c.spans[:0], c.text[:0]
 		return js.err
 	}
-	c.applyStrings()
 	return nil
 }
 
-func (c *spanConverter) span() (*tracev1.Span, bool) {
+// span fills sp from the object at the scanner and reports whether it is a convertible span.
+func (c *spanConverter) span(sp *span) bool {
 	js := &c.js
 	js.expect('{')
-	sp := c.spanC.next()
 	ok := true
 	var haveTrace, haveSpan, haveStart, haveEnd, hasParent, sameProcess bool
 	c.stack = c.stack[:0]
@@ -116,9 +101,9 @@ func (c *spanConverter) span() (*tracev1.Span, bool) {
 		}
 		switch string(k) {
 		case "traceId":
-			sp.TraceId, haveTrace = c.id(16)
+			sp.traceID, haveTrace = c.id(16)
 		case "spanId":
-			sp.SpanId, haveSpan = c.id(8)
+			sp.spanID, haveSpan = c.id(8)
 		case "parentSpanId":
 			if c.null() {
 				continue
@@ -126,28 +111,28 @@ func (c *spanConverter) span() (*tracev1.Span, bool) {
 			if s, isStr := c.strValue(); isStr && len(s) == 0 {
 				continue
 			} else if id, good := c.decodeID(s, 8); isStr && good {
-				sp.ParentSpanId, hasParent = id, true
+				sp.parentID, hasParent = id, true
 			} else {
 				ok = false
 			}
 		case "name":
 			if s, isStr := c.strValue(); isStr {
-				c.setString(&sp.Name, s)
+				sp.name = c.addText(s)
 			}
 		case "kind":
 			if s, isStr := c.strValue(); isStr {
-				sp.Kind = spanKind(s)
+				sp.kind = int32(spanKind(s))
 			}
 		case "stackTrace":
 			c.stackTrace()
 		case "startTime":
-			sp.StartTimeUnixNano, haveStart = c.time()
+			sp.start, haveStart = c.time()
 		case "endTime":
-			sp.EndTimeUnixNano, haveEnd = c.time()
+			sp.end, haveEnd = c.time()
 		case "status":
 			c.status(sp)
 		case "attributes":
-			sp.Attributes, sp.DroppedAttributesCount = c.attributes(sp.Attributes)
+			sp.attrs, sp.droppedAttrs = c.attributes(sp.attrs)
 		case "timeEvents":
 			c.timeEvents(sp)
 		case "links":
@@ -159,36 +144,34 @@ func (c *spanConverter) span() (*tracev1.Span, bool) {
 		}
 	}
 	if len(c.stack) > 0 {
-		sp.Attributes = append(sp.Attributes, c.kv(attrStackTrace, c.anyString(c.stack)))
+		sp.attrs = c.addKV(sp.attrs, attrStackTrace, c.anyString(c.stack))
 	}
 	if hasParent {
-		sp.Flags = uint32(tracev1.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
+		sp.flags = uint32(tracev1.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
 		if !sameProcess {
-			sp.Flags |= uint32(tracev1.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
+			sp.flags |= uint32(tracev1.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
 		}
 	}
-	return sp, ok && haveTrace && haveSpan && haveStart && haveEnd
+	return ok && haveTrace && haveSpan && haveStart && haveEnd
 }
 
 // id reads a hex id string of up to 2*n digits, left-padded to n bytes.
-func (c *spanConverter) id(n int) ([]byte, bool) {
+func (c *spanConverter) id(n int) (textRef, bool) {
 	s, isStr := c.strValue()
 	if !isStr {
-		return nil, false
+		return textRef{}, false
 	}
 	return c.decodeID(s, n)
 }
 
-// decodeID decodes like the function decodeID, into bytes carved from the converter's chunk.
-func (c *spanConverter) decodeID(s []byte, n int) ([]byte, bool) {
+// decodeID decodes like the function decodeID, into the arena.
+func (c *spanConverter) decodeID(s []byte, n int) (textRef, bool) {
 	var buf [16]byte
 	id, ok := decodeIDInto(buf[:n], s)
 	if !ok {
-		return nil, false
+		return textRef{}, false
 	}
-	out := c.idC.bytes(n)
-	copy(out, id)
-	return out, true
+	return c.addRaw(id), true
 }
 
 // decodeID reads a hex id of up to 2*n digits, left-padded with zeros to n bytes; all-zero ids

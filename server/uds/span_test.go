@@ -58,7 +58,7 @@ func convertOne(t *testing.T, span string) *tracev1.Span {
 	if len(c.spans) != 1 || c.dropped != 0 {
 		t.Fatalf("%d spans, %d dropped", len(c.spans), c.dropped)
 	}
-	return c.spans[0]
+	return otlpSpans(&c)[0]
 }
 
 func attrs(kvs []*commonv1.KeyValue) string {
@@ -269,7 +269,7 @@ func TestThreadID(t *testing.T) {
 	if err := c.convert([]byte("["+baseSpan+"]"), 12); err != nil {
 		t.Fatal(err)
 	}
-	if got := attrs(c.spans[0].Attributes); got != "thread.id=12" {
+	if got := attrs(otlpSpans(&c)[0].Attributes); got != "thread.id=12" {
 		t.Fatalf("attributes %s", got)
 	}
 }

@@ -3,7 +3,6 @@ package uds
 import (
 	"strconv"
 
-	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
@@ -165,7 +164,7 @@ func (c *spanConverter) stackTrace() {
 	}
 }
 
-func (c *spanConverter) status(sp *tracev1.Span) {
+func (c *spanConverter) status(sp *span) {
 	js := &c.js
 	if js.peek() != '{' {
 		js.skip()
@@ -192,17 +191,16 @@ func (c *spanConverter) status(sp *tracev1.Span) {
 	if !haveCode {
 		return
 	}
-	sp.Status = &tracev1.Status{Code: tracev1.Status_STATUS_CODE_OK}
-	c.setString(&sp.Status.Message, msg)
+	sp.status = spanStatus{set: true, code: int32(tracev1.Status_STATUS_CODE_OK), message: c.addText(msg)}
 	if code != 0 {
-		sp.Status.Code = tracev1.Status_STATUS_CODE_ERROR
-		sp.Attributes = append(sp.Attributes, c.kv(attrStatusCode, c.anyInt(code)))
+		sp.status.code = int32(tracev1.Status_STATUS_CODE_ERROR)
+		sp.attrs = c.addKV(sp.attrs, attrStatusCode, anyIntValue(code))
 	}
 }
 
 // attributes appends the attributes of an object (or a PHP list) and returns the count of
 // values that could not be kept.
-func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyValue, uint32) {
+func (c *spanConverter) attributes(dst []keyValue) ([]keyValue, uint32) {
 	js := &c.js
 	var dropped uint32
 	switch js.peek() {
@@ -214,8 +212,10 @@ func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyVal
 				break
 			}
 			// The key's bytes may sit in the scanner's arena, which later strings only append to.
-			if v := c.anyValue(); v != nil {
-				dst = append(dst, c.kvKey(k, v))
+			if v, ok := c.anyValue(); ok {
+				var kv *keyValue
+				dst, kv = extend(dst)
+				kv.key, kv.value = c.addText(k), v
 			} else {
 				dropped++
 			}
@@ -224,8 +224,12 @@ func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyVal
 		// json_encode writes an empty PHP array, or a list, as a JSON array: keys are indexes.
 		js.i++
 		for i, first := 0, true; js.elem(&first); i++ {
-			if v := c.anyValue(); v != nil {
-				dst = append(dst, c.kv(strconv.Itoa(i), v))
+			if v, ok := c.anyValue(); ok {
+				var kv *keyValue
+				dst, kv = extend(dst)
+				off := len(c.text)
+				c.text = strconv.AppendInt(c.text, int64(i), 10)
+				kv.key, kv.value = textRef{off, len(c.text)}, v
 			} else {
 				dropped++
 			}
@@ -239,31 +243,35 @@ func (c *spanConverter) attributes(dst []*commonv1.KeyValue) ([]*commonv1.KeyVal
 	return dst, dropped
 }
 
-// anyValue converts one JSON value; nil for null.
-func (c *spanConverter) anyValue() *commonv1.AnyValue {
+// anyValue converts one JSON value; false for null.
+func (c *spanConverter) anyValue() (anyValue, bool) {
 	js := &c.js
 	switch js.peek() {
 	case '"':
-		return c.anyString(js.str())
+		return c.anyString(js.str()), true
 	case 't', 'f':
-		return &commonv1.AnyValue{Value: &commonv1.AnyValue_BoolValue{BoolValue: js.literal() == 't'}}
+		v := anyValue{kind: anyBool}
+		if js.literal() == 't' {
+			v.i = 1
+		}
+		return v, true
 	case 'n':
 		js.literal()
-		return nil
+		return anyValue{}, false
 	case '{', '[':
-		return c.anyString(js.skip())
+		return c.anyString(js.skip()), true
 	}
 	text, isInt := js.number()
 	if isInt {
 		if v, err := strconv.ParseInt(string(text), 10, 64); err == nil {
-			return c.anyInt(v)
+			return anyIntValue(v), true
 		}
 	}
 	v, _ := strconv.ParseFloat(string(text), 64)
-	return &commonv1.AnyValue{Value: &commonv1.AnyValue_DoubleValue{DoubleValue: v}}
+	return anyValue{kind: anyDouble, d: v}, true
 }
 
-func (c *spanConverter) timeEvents(sp *tracev1.Span) {
+func (c *spanConverter) timeEvents(sp *span) {
 	js := &c.js
 	if js.peek() != '[' {
 		js.skip()
@@ -273,11 +281,13 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 	for first := true; js.elem(&first); {
 		if js.peek() != '{' {
 			js.skip()
-			sp.DroppedEventsCount++
+			sp.droppedEvents++
 			continue
 		}
 		js.i++
-		ev := c.evC.next()
+		var ev *spanEvent
+		sp.events, ev = extend(sp.events)
+		ev.reset()
 		var haveTime, annotation, message bool
 		var typ, id []byte
 		var uncompressed, compressed int64
@@ -289,14 +299,14 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 			}
 			switch string(k) {
 			case "time":
-				ev.TimeUnixNano, haveTime = c.time()
+				ev.time, haveTime = c.time()
 			case "description":
 				if s, ok := c.strValue(); ok {
-					c.setString(&ev.Name, s)
+					ev.name = c.addText(s)
 					annotation = true
 				}
 			case "attributes":
-				ev.Attributes, ev.DroppedAttributesCount = c.attributes(ev.Attributes)
+				ev.attrs, ev.dropped = c.attributes(ev.attrs)
 			case "type":
 				typ, _ = c.strValue()
 				message = true
@@ -316,27 +326,27 @@ func (c *spanConverter) timeEvents(sp *tracev1.Span) {
 			}
 		}
 		if !haveTime || !(annotation || message) {
-			sp.DroppedEventsCount++
+			sp.events = sp.events[:len(sp.events)-1]
+			sp.droppedEvents++
 			continue
 		}
 		if !annotation {
-			ev.Name = messageEventName
-			ev.Attributes = append(ev.Attributes, c.kv(attrMessageType, c.anyString(typ)))
+			ev.name = c.addConst(messageEventName)
+			ev.attrs = c.addKV(ev.attrs, attrMessageType, c.anyString(typ))
 			if len(id) > 0 {
-				ev.Attributes = append(ev.Attributes, c.kv(attrMessageID, c.anyString(id)))
+				ev.attrs = c.addKV(ev.attrs, attrMessageID, c.anyString(id))
 			}
 			if haveUncompressed {
-				ev.Attributes = append(ev.Attributes, c.kv(attrUncompressed, c.anyInt(uncompressed)))
+				ev.attrs = c.addKV(ev.attrs, attrUncompressed, anyIntValue(uncompressed))
 			}
 			if haveCompressed {
-				ev.Attributes = append(ev.Attributes, c.kv(attrCompressed, c.anyInt(compressed)))
+				ev.attrs = c.addKV(ev.attrs, attrCompressed, anyIntValue(compressed))
 			}
 		}
-		sp.Events = append(sp.Events, ev)
 	}
 }
 
-func (c *spanConverter) links(sp *tracev1.Span) {
+func (c *spanConverter) links(sp *span) {
 	js := &c.js
 	if js.peek() != '[' {
 		js.skip()
@@ -346,11 +356,13 @@ func (c *spanConverter) links(sp *tracev1.Span) {
 	for first := true; js.elem(&first); {
 		if js.peek() != '{' {
 			js.skip()
-			sp.DroppedLinksCount++
+			sp.droppedLinks++
 			continue
 		}
 		js.i++
-		l := &tracev1.Span_Link{}
+		var l *spanLink
+		sp.links, l = extend(sp.links)
+		l.reset()
 		var haveTrace, haveSpan bool
 		for kf := true; ; {
 			k, more := js.key(&kf)
@@ -359,25 +371,25 @@ func (c *spanConverter) links(sp *tracev1.Span) {
 			}
 			switch string(k) {
 			case "traceId":
-				l.TraceId, haveTrace = c.id(16)
+				l.traceID, haveTrace = c.id(16)
 			case "spanId":
-				l.SpanId, haveSpan = c.id(8)
+				l.spanID, haveSpan = c.id(8)
 			case "type":
 				if s, ok := c.strValue(); ok && len(s) > 0 && string(s) != "TYPE_UNSPECIFIED" {
-					l.Attributes = append(l.Attributes, c.kv(attrLinkType, c.anyString(s)))
+					l.attrs = c.addKV(l.attrs, attrLinkType, c.anyString(s))
 				}
 			case "attributes":
 				var dropped uint32
-				l.Attributes, dropped = c.attributes(l.Attributes)
-				l.DroppedAttributesCount += dropped
+				l.attrs, dropped = c.attributes(l.attrs)
+				l.dropped += dropped
 			default:
 				js.skip()
 			}
 		}
 		if !haveTrace || !haveSpan {
-			sp.DroppedLinksCount++
+			sp.links = sp.links[:len(sp.links)-1]
+			sp.droppedLinks++
 			continue
 		}
-		sp.Links = append(sp.Links, l)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
-	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
 var spansDropped = promauto.NewCounter(prometheus.CounterOpts{
@@ -31,20 +29,11 @@ func (c *conn) exportSpans(payload []byte, pid, tid uint64) error {
 	if len(conv.spans) == 0 {
 		return nil
 	}
-	req := coltracev1.ExportTraceServiceRequestFromVTPool()
-	defer req.ReturnToVTPool()
-	req.ResourceSpans = append(req.ResourceSpans, &tracev1.ResourceSpans{
-		Resource:   c.resource(pid),
-		ScopeSpans: []*tracev1.ScopeSpans{{Scope: scope, Spans: conv.spans}},
-	})
-	buf := getBody(req.SizeVT())
+	res := c.resource(pid)
+	buf := getBody(conv.requestSize(res, scope))
 	defer putBody(buf)
-	if _, err := req.MarshalToSizedBufferVT(*buf); err != nil {
-		panic("BUG: marshal of a built trace request: " + err.Error())
-	}
+	conv.writeRequest(*buf, res, scope)
 	n := len(conv.spans)
-	// Drop the converter's references to this export's spans before it goes back to the pool.
-	clear(conv.spans)
 	c.s.countConsume(fastpath.Traces, c.s.next.Consume(fastpath.Traces, *buf, n), n)
 	return nil
 }
