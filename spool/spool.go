@@ -91,6 +91,7 @@ type Spool struct {
 		spare   []*waiter
 		closed  bool
 		readers []*Reader
+		tail    tail // the newest records, for readers that caught up (tail.go)
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
@@ -177,11 +178,21 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 			return 0, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
-	*s.wbuf = appendFrame((*s.wbuf)[:0], signal, items, payload)
 	ref, off := s.mu.active, s.mu.off
-	if _, err := ref.f.WriteAt(*s.wbuf, off); err != nil {
+	dst, inTail := s.frameBufLocked(ref.seq, off, n)
+	start := len(dst)
+	dst = appendFrame(dst, signal, items, payload)
+	if inTail {
+		s.mu.tail.buf = dst
+	} else {
+		*s.wbuf = dst
+	}
+	if _, err := ref.f.WriteAt(dst[start:], off); err != nil {
 		// A short write leaves a partial frame; cut it off so the next record follows the
 		// last whole one. If even that fails, seal the segment: readers skip a bad tail.
+		if inTail {
+			s.mu.tail.buf = dst[:start]
+		}
 		if terr := ref.f.Truncate(off); terr != nil {
 			s.mu.broken = true
 		}
@@ -189,7 +200,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		appendErrIO.Inc()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
-	if cap(*s.wbuf) > pool.MaxSize/4 {
+	if !inTail && cap(*s.wbuf) > pool.MaxSize/4 {
 		// Keep the frame buffer sized for the common record, not the rare large one.
 		pool.PutBytes(s.wbuf)
 		s.wbuf = pool.GetBytes(pool.MinSize)
