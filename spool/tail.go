@@ -35,6 +35,9 @@ type tail struct {
 // restarts empty when the frame does not follow its last one or would not fit.
 func (s *Spool) frameBufLocked(seq uint64, off, n int64) ([]byte, bool) {
 	t := &s.mu.tail
+	if !s.tailTakesLocked(n) && s.mu.unflushed > 0 {
+		panic("BUG: spool: the tail is reused before it was written")
+	}
 	if n > int64(cap(t.buf)) {
 		// Too large to keep: the tail starts again after it.
 		t.buf, t.seq, t.off = t.buf[:0], seq, off+n
@@ -71,4 +74,54 @@ func (s *Spool) readTail(p, limit Pos, buf *[]byte) (frame, bool) {
 	growBuf(buf, int(fr.length))
 	copy((*buf)[start:], h[frameSize:frameSize+int(fr.length)])
 	return fr, true
+}
+
+// tailTakesLocked reports whether a frame of n bytes at the end of the active segment would
+// join the tail rather than restart it.
+func (s *Spool) tailTakesLocked(n int64) bool {
+	t := &s.mu.tail
+	return s.mu.active != nil && t.seq == s.mu.active.seq && t.off+int64(len(t.buf)) == s.mu.off &&
+		int64(len(t.buf))+n <= int64(cap(t.buf))
+}
+
+// flushLocked writes the frames the tail holds that are not yet written, all in one write.
+// When the write fails, those appends have failed: the segment is cut back to where they
+// began (sealed if even that fails) and their waiters are answered with the error.
+func (s *Spool) flushLocked() error {
+	u := s.mu.unflushed
+	if u == 0 {
+		return nil
+	}
+	s.mu.unflushed = 0
+	ref, t := s.mu.active, &s.mu.tail
+	from := s.mu.off - u
+	if ref == nil || t.seq != ref.seq || from < t.off || s.mu.off != t.off+int64(len(t.buf)) {
+		panic("BUG: spool: unwritten bytes outside the tail")
+	}
+	_, err := ref.f.WriteAt(t.buf[from-t.off:], from)
+	if err == nil {
+		return nil
+	}
+	t.buf = t.buf[:from-t.off]
+	if terr := ref.f.Truncate(from); terr != nil {
+		s.mu.broken = true
+	}
+	s.mu.off = from
+	s.mu.bytes -= u
+	curBytes.Store(s.mu.bytes)
+	s.mu.segs[len(s.mu.segs)-1].size = from
+	s.mu.written = makePos(ref.seq, from)
+	cut := s.mu.written
+	keep := s.mu.waiters[:0]
+	for _, w := range s.mu.waiters {
+		if w.pos >= cut {
+			appendErrIO.Inc()
+			w.ch <- err
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(s.mu.waiters[len(keep):])
+	s.mu.waiters = keep
+	return err
 }
