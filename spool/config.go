@@ -101,7 +101,7 @@ type Config struct {
 	// segments deleted (default 1s). A crash replays what was finished since the last one.
 	CheckpointInterval time.Duration
 	// TailBytes is the memory kept of the newest records, so that destinations that keep up
-	// copy them from memory rather than read them back from the file (default 4 MiB; 0: always
+	// copy them from memory rather than read them back from the file (default 1 MiB; 0: always
 	// read the file).
 	TailBytes int64
 }
@@ -115,7 +115,7 @@ func DefaultConfig() Config {
 		MaxBytes:           1 << 30,
 		Full:               FullRefuse,
 		CheckpointInterval: time.Second,
-		TailBytes:          4 << 20,
+		TailBytes:          1 << 20,
 	}
 }
 
