@@ -17,11 +17,12 @@ import (
 // ProfileConfig is an `otlpbench profile` run.
 type ProfileConfig struct {
 	Gate     string
-	Scenario string // small, large, uds, kafka
-	Out      string // directory for the captures
-	Seconds  int    // CPU profile length
-	Repo     string // repository root, for the UDS and Kafka captures
-	Command  string // as typed, recorded with the captures
+	Scenario string   // small, large, uds, kafka
+	Out      string   // directory for the captures
+	Seconds  int      // CPU profile length
+	Repo     string   // repository root, for the UDS and Kafka captures
+	Command  string   // as typed, recorded with the captures
+	GateArgs []string // extra otlpgate flags, after the scenario's (a later flag wins)
 }
 
 // RunProfile runs otlpgate under the scenario's standard load and saves its CPU, allocs and
@@ -48,6 +49,7 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	default:
 		return "", fmt.Errorf("bench: unknown scenario %q (small, large, uds, kafka)", cfg.Scenario)
 	}
+	args = append(args, cfg.GateArgs...)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return "", err
 	}

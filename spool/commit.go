@@ -73,6 +73,7 @@ func (s *Spool) committer() {
 // runs outside the lock, so appends continue meanwhile and wait for the next one.
 func (s *Spool) sync() error {
 	s.mu.Lock()
+	_ = s.flushLocked() // a failure answered the appends it held; sync what was written before
 	ref, target := s.mu.active, s.mu.written
 	if ref == nil || target <= s.mu.synced {
 		s.mu.Unlock()

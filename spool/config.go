@@ -100,6 +100,10 @@ type Config struct {
 	// CheckpointInterval is how often destination positions are persisted and finished
 	// segments deleted (default 1s). A crash replays what was finished since the last one.
 	CheckpointInterval time.Duration
+	// TailBytes is the memory kept of the newest records, so that destinations that keep up
+	// copy them from memory rather than read them back from the file (default 1 MiB; 0: always
+	// read the file).
+	TailBytes int64
 }
 
 // DefaultConfig returns the defaults, with Dir empty.
@@ -111,6 +115,7 @@ func DefaultConfig() Config {
 		MaxBytes:           1 << 30,
 		Full:               FullRefuse,
 		CheckpointInterval: time.Second,
+		TailBytes:          1 << 20,
 	}
 }
 
@@ -136,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spool: unknown full policy %d", c.Full)
 	case c.CheckpointInterval <= 0:
 		return fmt.Errorf("spool: checkpoint interval %v must be positive", c.CheckpointInterval)
+	case c.TailBytes < 0 || c.TailBytes > 1<<30:
+		return fmt.Errorf("spool: tail bytes %d outside [0, 1GiB]", c.TailBytes)
 	}
 	return nil
 }

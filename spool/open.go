@@ -46,6 +46,7 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 		housec:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
 	}

@@ -124,6 +124,10 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 		if r.mu.next >= limit {
 			return Entry{}, ErrEmpty
 		}
+		if fr, ok := s.readTail(r.mu.next, limit, buf); ok {
+			readsMemory.Inc()
+			return r.emitLocked(fr), nil
+		}
 		seq := r.mu.next.Segment()
 		seg, size, sealed := s.segmentFrom(seq)
 		if seg == nil {
@@ -164,14 +168,20 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 			r.setNextLocked(makePos(seq, skip))
 			continue
 		}
-		pos := r.mu.next
-		r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
-		r.setNextLocked(makePos(seq, off+frameSize+int64(fr.length)))
-		if pos < s.tailOpen {
-			r.replayed.Inc()
-		}
-		return Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}, nil
+		readsDisk.Inc()
+		return r.emitLocked(fr), nil
 	}
+}
+
+// emitLocked hands out the record fr just read at r.mu.next.
+func (r *Reader) emitLocked(fr frame) Entry {
+	pos := r.mu.next
+	r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
+	r.setNextLocked(makePos(pos.Segment(), pos.Offset()+frameSize+int64(fr.length)))
+	if pos < r.s.tailOpen {
+		r.replayed.Inc()
+	}
+	return Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
 }
 
 func (r *Reader) setNextLocked(p Pos) {

@@ -47,10 +47,10 @@ func growBuf(buf *[]byte, n int) {
 	}
 	nb := pool.GetBytes(len(b) + n)
 	*nb = append(*nb, b...)
-	*nb = (*nb)[:len(b)+n]
-	b = b[:0]
-	pool.PutBytes(&b)
-	*buf = *nb
+	// Swap the arrays so that the caller keeps its pointer and nb carries the old array back
+	// to the pool; taking the address of a local here would allocate on every call.
+	*buf, *nb = (*nb)[:len(b)+n], b[:0]
+	pool.PutBytes(nb)
 }
 
 // resyncWindow is how many bytes nextFrame examines per read while it hunts for a frame.

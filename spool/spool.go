@@ -91,6 +91,10 @@ type Spool struct {
 		spare   []*waiter
 		closed  bool
 		readers []*Reader
+		tail    tail // the newest records, for readers that caught up (tail.go)
+		// unflushed is how many bytes at the end of the active segment, [off-unflushed, off),
+		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
+		unflushed int64
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
@@ -156,6 +160,11 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		s.mu.Unlock()
 		return 0, ErrClosed
 	}
+	if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
+		// The tail must be written out before it is reused; a failure answers the appends
+		// it held and moves s.mu.off back.
+		_ = s.flushLocked()
+	}
 	rotate := s.mu.active == nil || s.mu.broken ||
 		(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
 	need := n
@@ -177,11 +186,26 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 			return 0, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
-	*s.wbuf = appendFrame((*s.wbuf)[:0], signal, items, payload)
 	ref, off := s.mu.active, s.mu.off
-	if _, err := ref.f.WriteAt(*s.wbuf, off); err != nil {
+	dst, inTail := s.frameBufLocked(ref.seq, off, n)
+	start := len(dst)
+	dst = appendFrame(dst, signal, items, payload)
+	if inTail {
+		s.mu.tail.buf = dst
+	} else {
+		*s.wbuf = dst
+	}
+	// SyncAlways: a frame built in the tail is written by the commit that syncs it, with all
+	// the others gathered since the last one, in one write (flushLocked).
+	deferred := inTail && s.cfg.Sync == SyncAlways
+	if deferred {
+		s.mu.unflushed += n
+	} else if _, err := ref.f.WriteAt(dst[start:], off); err != nil {
 		// A short write leaves a partial frame; cut it off so the next record follows the
 		// last whole one. If even that fails, seal the segment: readers skip a bad tail.
+		if inTail {
+			s.mu.tail.buf = dst[:start]
+		}
 		if terr := ref.f.Truncate(off); terr != nil {
 			s.mu.broken = true
 		}
@@ -189,7 +213,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		appendErrIO.Inc()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
-	if cap(*s.wbuf) > pool.MaxSize/4 {
+	if !inTail && cap(*s.wbuf) > pool.MaxSize/4 {
 		// Keep the frame buffer sized for the common record, not the rare large one.
 		pool.PutBytes(s.wbuf)
 		s.wbuf = pool.GetBytes(pool.MinSize)
@@ -228,6 +252,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 // creates the next one with a durable directory entry.
 func (s *Spool) rotateLocked() error {
 	if ref := s.mu.active; ref != nil {
+		_ = s.flushLocked() // a failure answered the appends it held
 		var err error
 		if s.cfg.Sync != SyncNone && s.mu.synced < s.mu.written {
 			err = timedSync(ref.f)

@@ -84,6 +84,7 @@ Flags:
 	fs.Var(byteSize{&sp.MaxBytes}, "spool.max-bytes", "disk the spool may use; past it -spool.full decides (otlpgate_spool_append_errors_total{reason=\"full\"}, otlpgate_fastpath_refused_items_total{reason=\"spool_full\"})")
 	fs.StringVar(&cfg.spoolFull, "spool.full", cfg.spoolFull, "when the spool is full: refuse (backpressure to clients: 429, RESOURCE_EXHAUSTED, FailedRetryable) or drop-oldest (oldest segments deleted, otlpgate_spool_dropped_records_total{reason=\"drop_oldest\"})")
 	fs.DurationVar(&sp.CheckpointInterval, "spool.checkpoint-interval", sp.CheckpointInterval, "how often the destinations' spool positions are persisted and finished segments deleted: a crash replays at most this much delivered data (otlpgate_spool_replayed_records_total)")
+	fs.Var(byteSize{&sp.TailBytes}, "spool.tail-bytes", "memory kept of the newest spooled records (default 1MiB, held on top of -queue.max-bytes), so that destinations that keep up take them from memory instead of reading the segment file back; 0 always reads the file (otlpgate_spool_reads_total{source=\"memory\"} and {source=\"disk\"})")
 
 	in := &cfg.intake
 	fs.Var(byteSize{&in.MaxBytes}, "intake.max-bytes", "bytes every intake together holds before admission (gRPC calls being received: each reserves -grpc.max-recv-msg-size; Kafka requests over 16KiB; UDS partial messages); past it gRPC answers UNAVAILABLE + RetryInfo, Kafka THROTTLING_QUOTA_EXCEEDED, UDS discards (otlpgate_intake_refused_total{resource=\"bytes\"}, otlpgate_intake_bytes_in_flight)")

@@ -1,0 +1,87 @@
+//go:build !race
+
+package feed
+
+import (
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// doneDest delivers every batch at once, so the feeder loop runs without a goroutine.
+type doneDest struct{ items int }
+
+func (d *doneDest) Name() string { return "d" }
+
+func (d *doneDest) Enqueue(b *fastpath.Batch) error {
+	d.items += b.Items
+	b.Done(true)
+	return nil
+}
+
+// TestFeederLoopAllocs: one turn of the feeder loop (read the record just appended, from the
+// tail, into a batch, hand it over, finish it) allocates nothing in steady state. sync.Pool and
+// the race detector do not mix, hence !race.
+func TestFeederLoopAllocs(t *testing.T) {
+	c := spool.DefaultConfig()
+	c.Dir, c.Sync, c.MaxBytes = "/spool", spool.SyncNone, 1<<30 // 64 MiB segments: no rotation
+	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := &doneDest{}
+	f, err := New(feedConfig(), s.Reader("d"), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rec(1, 300)
+	turn := func() {
+		if _, err := s.Append(0, 3, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.fill(); err != spool.ErrEmpty {
+			t.Fatalf("fill: %v, want ErrEmpty", err)
+		}
+		if !f.send() {
+			t.Fatal("send gave up")
+		}
+	}
+	for range 100 {
+		turn()
+	}
+	if got := testing.AllocsPerRun(1000, turn); got != 0 {
+		t.Fatalf("feeder loop: %v allocs/turn, want 0", got)
+	}
+	if d.items != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 {
+		t.Fatalf("delivered %d items, %d bytes held, %d unfinished; want %d, 0, 0",
+			d.items, f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
+	}
+}
+
+// BenchmarkFeederLoop measures one append and its delivery through the feeder.
+func BenchmarkFeederLoop(b *testing.B) {
+	fs := spool.NewCrashFS()
+	c := spool.DefaultConfig()
+	c.Dir, c.Sync, c.MaxBytes = "/spool", spool.SyncNone, 1<<30
+	s, err := spool.Open(c, fs, []string{"d"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	f, err := New(feedConfig(), s.Reader("d"), &doneDest{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := rec(1, 300)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		if _, err := s.Append(0, 3, p); err != nil {
+			b.Fatal(err)
+		}
+		_, _ = f.fill()
+		f.send()
+	}
+}
