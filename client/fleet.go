@@ -578,10 +578,32 @@ func (f *Fleet) check() {
 	f.flush()
 }
 
-// Shutdown stops resolving, waits for handovers in progress, then shuts every backend down in
-// parallel as Dest.Shutdown does (while ctx allows). Batches held for want of a backend are
-// finished undelivered, counted in otlpgate_fleet_refused_items_total{reason="shutdown"}.
-// Call it once; safe for concurrent use with everything else.
+// drainHold routes the hold again until it is empty, while there is a backend and ctx allows:
+// batches parked because their backend was full wait for room, which the backends, still
+// sending, make.
+func (f *Fleet) drainHold(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		f.flush()
+		f.mu.Lock()
+		empty := len(f.mu.hold) == 0
+		f.mu.Unlock()
+		if v := f.view.Load(); empty || v == nil || len(v.dests) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Shutdown stops resolving, waits for handovers in progress, routes the hold again until it is
+// empty (while there is a backend and ctx allows), then shuts every backend down in parallel
+// as Dest.Shutdown does (while ctx allows). Batches still held are finished undelivered,
+// counted in otlpgate_fleet_refused_items_total{reason="shutdown"}. Call it once; safe for concurrent use with everything else.
 func (f *Fleet) Shutdown(ctx context.Context) error {
 	if f.shut.Swap(true) {
 		return errors.New("client: Shutdown called twice")
@@ -593,7 +615,7 @@ func (f *Fleet) Shutdown(ctx context.Context) error {
 	// which then drain it below.
 	f.cancel()
 	f.handovers.Wait()
-	f.flush() // a last try for batches held while their backend was full
+	f.drainHold(ctx)
 	f.mu.Lock()
 	f.mu.closed = true
 	held := f.mu.hold
