@@ -317,3 +317,140 @@ func TestFleetReroutedWaitsForRoom(t *testing.T) {
 	}
 	t.Logf("held at most %d bytes (a batch is %d)", held, size)
 }
+
+// A backend that stops answering for longer than eject-after is ejected and its batches go to
+// the others, nothing acknowledged lost; once it answers again it is admitted again and new
+// traces go to it in its share, each to the backend rendezvous hashing names.
+func TestFleetReadmitsBackend(t *testing.T) {
+	us := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
+	addrs := []string{us[0].addr, us[1].addr, us[2].addr}
+	cfg := fleetConfig(t, "fleet_readmit_"+strconv.FormatInt(destSeq.Add(1), 10))
+	cfg.Resolver, cfg.Endpoints = ResolverStatic, addrs
+	cfg.EjectAfter = 300 * time.Millisecond
+	f := startTestFleet(t, cfg)
+	fd := newFeeder(t, f)
+	ej0, ra0 := value(f.m.ejections), value(f.m.readmissions)
+	gone := us[2]
+	gone.stop()
+
+	// Before the ejection: 30 traces, three per batch; C's share waits for it.
+	next := 0
+	name := func(phase string, i int) string { return phase + strconv.Itoa(i) }
+	batch := func(phase string, from, n int) {
+		var names []string
+		var tids [][]byte
+		for i := from; i < from+n; i++ {
+			names, tids = append(names, name(phase, i)), append(tids, fleetTraceID(next+i))
+		}
+		fd.admitSpans(spansBody(names, tids), n)
+	}
+	for i := 0; i < 30; i += 3 {
+		batch("before", i, 3)
+	}
+	waitCond(t, "C ejected", func() bool { return len(f.Backends()) == 2 })
+	ok := fd.waitAll()
+	if !allTrue(ok) {
+		t.Fatalf("delivered %v, want all", ok)
+	}
+	seen := map[string]int{}
+	for _, u := range us[:2] {
+		for _, n := range spanNames(u) {
+			seen[n]++
+		}
+	}
+	for i := range 30 {
+		if seen[name("before", i)] == 0 {
+			t.Errorf("%s never arrived", name("before", i))
+		}
+	}
+	if v := value(f.m.ejections) - ej0; v != 1 {
+		t.Errorf("%d ejections, want 1", v)
+	}
+
+	// C answers again: admitted again, and new traces go to their owner among all three.
+	gone.restart()
+	waitCond(t, "C admitted again", func() bool { return len(f.Backends()) == 3 })
+	if v := value(f.m.readmissions) - ra0; v != 1 {
+		t.Errorf("%d readmissions, want 1", v)
+	}
+	next = 1000
+	for i := 0; i < 300; i += 30 {
+		batch("after", i, 30)
+	}
+	if ok := fd.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v, want all", ok)
+	}
+	per := map[string]int{}
+	for k, u := range us {
+		got := map[string]bool{}
+		for _, n := range spanNames(u) {
+			got[n] = true
+		}
+		for i := range 300 {
+			want := ownerOf(addrs, fleetTraceID(next+i)) == u.addr
+			if got[name("after", i)] != want {
+				t.Errorf("trace after%d at backend %d: %v, want %v", i, k, got[name("after", i)], want)
+			}
+			if want {
+				per[u.addr]++
+			}
+		}
+	}
+	if n := per[gone.addr]; n < 60 || n > 140 {
+		t.Errorf("the re-admitted backend owns %d of 300 new traces, want about a third", n)
+	}
+	t.Logf("new traces per backend %v; re-routed (ejected) %d", per, value(f.m.rerouted[rerouteEjected]))
+}
+
+// With no backend, the fleet holds batches up to queue-bytes and refuses the rest, counting
+// their items; what it held is delivered, in order, once a backend appears.
+func TestFleetHoldRefusesPastQueueBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateways")
+	writeEndpoints(t, path)
+	cfg := rerouteConfig(t)
+	cfg.Resolver, cfg.EndpointsFile = ResolverFile, path
+	cfg.ResolveInterval = time.Hour
+	spans := func(tag string) []byte {
+		var names []string
+		var tids [][]byte
+		for i := range 3 {
+			names, tids = append(names, tag+strconv.Itoa(i)), append(tids, fleetTraceID(7))
+		}
+		return spansBody(names, tids)
+	}
+	size := len(spans("h0"))
+	cfg.QueueBytes = int64(2*size + size/2)
+	f := startTestFleet(t, cfg)
+	fd := newFeeder(t, f)
+	refused0 := value(f.m.refused[fleetRefusedFull])
+	for i := range 5 {
+		fd.admitSpans(spans("h"+strconv.Itoa(i)), 3)
+	}
+	if v := value(f.m.held); v != 2*size {
+		t.Errorf("%d bytes held, want %d", v, 2*size)
+	}
+	if v := value(f.m.refused[fleetRefusedFull]) - refused0; v != 9 {
+		t.Errorf("%d items refused, want 9 (three batches of three spans)", v)
+	}
+	for i := 2; i < 5; i++ {
+		if fd.wait(i) {
+			t.Errorf("batch %d delivered, want refused", i)
+		}
+	}
+	u := newUpstream(t)
+	writeEndpoints(t, path, u.addr)
+	if err := f.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if !fd.wait(i) {
+			t.Errorf("held batch %d not delivered", i)
+		}
+	}
+	if got, want := spanNames(u), []string{"h00", "h01", "h02", "h10", "h11", "h12"}; !slices.Equal(got, want) {
+		t.Errorf("the backend received %v, want %v", got, want)
+	}
+	if v := value(f.m.held); v != 0 {
+		t.Errorf("%d bytes still held", v)
+	}
+}
