@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +27,9 @@ type ProxyConfig struct {
 	Rate     float64 // batches per second of the latency phase
 	RateN    int     // batches of the latency phase
 	Dir      string  // where the children's logs go
+	// Fleet, when positive, also measures otlpgate with a balanced destination (balance=trace_id,
+	// resolver=static) over that many backends: as many more listeners of the sink.
+	Fleet int
 }
 
 // ProxyResult is one target's measurements.
@@ -157,28 +161,49 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		out = append(out, r)
 	}
 
-	// otlpgate, forwarding to the sink over a pipelined OTEP stream.
-	listen, _ := FreeAddr()
-	admin, _ := FreeAddr()
-	args := append([]string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "",
-		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}, cfg.GateArgs...)
-	gate, err := StartProc("otlpgate", cfg.Gate, args, nil, filepath.Join(cfg.Dir, "otlpgate.log"))
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, listen)
-	cancel()
-	if err != nil {
+	// otlpgate, forwarding to the sink over a pipelined OTEP stream; then, with Fleet, to a
+	// fleet of sink addresses, each batch split by trace id.
+	runGate := func(name, dest string) error {
+		listen, _ := FreeAddr()
+		admin, _ := FreeAddr()
+		args := append([]string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
+		gate, err := StartProc(name, cfg.Gate, args, nil, filepath.Join(cfg.Dir, name+".log"))
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = WaitListening(wctx, listen)
+		cancel()
+		if err != nil {
+			gate.Stop()
+			return err
+		}
+		r, err := run(name, listen, gate, "http://"+admin)
 		gate.Stop()
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}
+	if err := runGate("otlpgate", "name=sink,endpoint="+sink.Addr()+",protocol=otep,mode=stream,streams=2,window=256"); err != nil {
 		return nil, err
 	}
-	r, err := run("otlpgate", listen, gate, "http://"+admin)
-	gate.Stop()
-	if err != nil {
-		return nil, err
+	if cfg.Fleet > 0 {
+		var addrs []string
+		for range cfg.Fleet {
+			a, err := sink.ServeAlso("127.0.0.1:0")
+			if err != nil {
+				return out, err
+			}
+			addrs = append(addrs, a)
+		}
+		dest := "name=fleet,protocol=otep,mode=stream,streams=2,window=256,resolver=static,endpoints=" +
+			strings.Join(addrs, "|") + ",balance=trace_id"
+		if err := runGate(fmt.Sprintf("otlpgate-fleet%d", cfg.Fleet), dest); err != nil {
+			return out, err
+		}
 	}
-	out = append(out, r)
 
 	if cfg.Peer != "" {
 		listen, _ := FreeAddr()

@@ -132,6 +132,18 @@ func (s *Sink) take(sig fastpath.Signal, b []byte, layout fastpath.Layout) uint6
 	return sc.ID
 }
 
+// ServeAlso serves the sink on one more listener and returns its address: a balanced
+// destination sees each address as a backend of its own, with its own connection, while the
+// counts stay in one place. Call it before Close.
+func (s *Sink) ServeAlso(listen string) (string, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", err
+	}
+	go s.gs.Serve(ln) // returns when Close stops the server
+	return ln.Addr().String(), nil
+}
+
 // Addr is the sink's address.
 func (s *Sink) Addr() string { return s.ln.Addr().String() }
 

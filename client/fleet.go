@@ -26,9 +26,20 @@ const (
 
 var rerouteReasonNames = [numRerouteReasons]string{"left", "ejected", "closing"}
 
+// How route treats a batch that is not being re-routed for one of the reasons above.
+const (
+	// routeFresh: a batch just given to the fleet. It joins the fresh batches of its owner,
+	// and a part that meets a full queue is refused, as a single destination refuses it.
+	routeFresh = -1
+	// routeHeld: a batch the fleet held (for want of a backend, or because its owner's queue
+	// was full when it was re-routed). It was taken long ago, so it goes ahead of the owner's
+	// fresh batches, and a full queue parks it in the hold again instead of refusing it.
+	routeHeld = -2
+)
+
 // Why a fleet gave up on a batch it had taken.
 const (
-	fleetRefusedFull     = iota // the backend's queue, or the fleet's hold while it has no backend, was full
+	fleetRefusedFull     = iota // the backend's queue (fresh parts), or the fleet's hold, was full
 	fleetRefusedShutdown        // held for want of a backend when the fleet shut down
 	numFleetRefusals
 )
@@ -58,11 +69,11 @@ var (
 	}, []string{"destination"})
 	fleetRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fleet_refused_items_total",
-		Help: "Items a balanced destination gave up on after taking them, by reason (queue_full: a backend's queue-bytes or, with no backend, the fleet's; shutdown: still waiting for a backend at shutdown).",
+		Help: "Items a balanced destination gave up on after taking them, by reason (queue_full: a fresh part met its backend's full queue-bytes, or the fleet's hold was full at queue-bytes; shutdown: still held at shutdown).",
 	}, []string{"destination", "reason"})
 	fleetHeldBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "otlpgate_fleet_held_bytes",
-		Help: "Bytes a balanced destination holds while it has no backend (bounded by queue-bytes).",
+		Help: "Bytes a balanced destination holds while it has no backend, or while the backend of re-routed data has a full queue (bounded by queue-bytes).",
 	}, []string{"destination"})
 	fleetUnsplittable = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fleet_unsplittable_batches_total",
@@ -112,10 +123,13 @@ func newFleetMetrics(name string) *fleetMetrics {
 //  1. The routing view is replaced before a backend is handed over (left or ejected): a batch
 //     that reaches a closing backend finds ErrClosed and is routed again on the newer view.
 //  2. Every batch the fleet took is, at any time, in exactly one backend, in the hold, or
-//     being routed; it is finished only by a backend, or by the fleet when the hold refuses
-//     it (counted).
+//     being routed; it is finished only by a backend, or by the fleet when a fresh part meets
+//     a full backend or the hold refuses it (counted).
 //  3. An ejected member's Dest is a probe: built, never started, holding nothing; it is started
 //     when it connects, and the member is admitted again.
+//  4. A batch routed again (re-routed, or out of the hold) goes ahead of its new owner's fresh
+//     batches, and is held rather than refused when that owner's queue is full: it was taken,
+//     and maybe acknowledged, long ago. The watcher routes the hold again on every tick.
 //
 // Goroutines: one watcher (resolution, eject checks, probes) and one per handover in progress;
 // all of them have returned when Shutdown returns, and so have the backends'.
@@ -131,7 +145,7 @@ type Fleet struct {
 	mu struct {
 		sync.Mutex
 		members   map[string]*member
-		hold      []*fastpath.Batch // batches waiting for a backend, oldest first
+		hold      []*fastpath.Batch // batches waiting for a backend or for room in one, oldest first
 		holdBytes int64
 		closed    bool
 	}
@@ -250,12 +264,12 @@ func (f *Fleet) Enqueue(b *fastpath.Batch) error {
 	if v == nil || len(v.dests) == 0 {
 		return f.hold(b)
 	}
-	f.route(v, b, -1)
+	f.route(v, b, routeFresh)
 	return nil
 }
 
-// route splits b over v and hands the parts to their backends; reason >= 0 counts the items
-// as re-routed.
+// route splits b over v and hands the parts to their backends; reason is one of the reroute
+// reasons (the items are counted as re-routed), routeFresh or routeHeld.
 func (f *Fleet) route(v *fleetView, b *fastpath.Batch, reason int) {
 	s := fastpath.GetSplitter()
 	defer fastpath.PutSplitter(s)
@@ -279,7 +293,13 @@ func (f *Fleet) send(v *fleetView, i int, b *fastpath.Batch, reason int) {
 	if reason >= 0 {
 		f.m.rerouted[reason].Add(items)
 	}
-	switch err := v.dests[i].Enqueue(b); {
+	var err error
+	if reason == routeFresh {
+		err = v.dests[i].Enqueue(b)
+	} else {
+		err = v.dests[i].enqueueFirst(b)
+	}
+	switch {
 	case err == nil:
 	case errors.Is(err, fastpath.ErrClosed):
 		// The backend is being handed over: the view that replaced v routes around it.
@@ -291,14 +311,32 @@ func (f *Fleet) send(v *fleetView, i int, b *fastpath.Batch, reason int) {
 		if f.hold(b) != nil {
 			b.Done(false)
 		}
-	default:
+	case reason == routeFresh:
 		f.m.refused[fleetRefusedFull].Add(items)
 		b.Done(false)
+	default:
+		// Its owner is momentarily full: wait in the hold for the next tick of the watcher.
+		if f.park(b) != nil {
+			b.Done(false)
+		}
 	}
 }
 
 // hold keeps b until a backend appears. On an error b was not taken (and is counted).
 func (f *Fleet) hold(b *fastpath.Batch) error {
+	if err := f.park(b); err != nil {
+		return err
+	}
+	// A backend may have appeared since the caller looked.
+	if v := f.view.Load(); v != nil && len(v.dests) > 0 {
+		f.flush()
+	}
+	return nil
+}
+
+// park keeps b in the hold, bounded by QueueBytes, until flush routes it again. On an error b
+// was not taken (and is counted).
+func (f *Fleet) park(b *fastpath.Batch) error {
 	n := int64(b.Len())
 	f.mu.Lock()
 	if f.mu.closed {
@@ -315,27 +353,28 @@ func (f *Fleet) hold(b *fastpath.Batch) error {
 	f.mu.holdBytes += n
 	f.m.held.Add(float64(n))
 	f.mu.Unlock()
-	// A backend may have appeared since the caller looked.
-	if v := f.view.Load(); v != nil && len(v.dests) > 0 {
-		f.flush()
-	}
 	return nil
 }
 
-// flush routes the held batches, oldest first, if there is a backend.
+// flush routes the held batches, oldest first, if there is a backend. Those that meet a full
+// queue again are parked again, behind any batch held meanwhile.
 func (f *Fleet) flush() {
 	v := f.view.Load()
 	if v == nil || len(v.dests) == 0 {
 		return
 	}
 	f.mu.Lock()
+	if len(f.mu.hold) == 0 {
+		f.mu.Unlock()
+		return
+	}
 	held := f.mu.hold
 	f.mu.hold = nil
 	f.m.held.Sub(float64(f.mu.holdBytes))
 	f.mu.holdBytes = 0
 	f.mu.Unlock()
 	for _, b := range held {
-		f.route(v, b, -1)
+		f.route(v, b, routeHeld)
 	}
 }
 
@@ -480,7 +519,7 @@ func (f *Fleet) watch() {
 func (f *Fleet) check() {
 	now := nanotime()
 	var ejected []*Dest
-	changed, readmitted := false, false
+	changed := false
 	f.mu.Lock()
 	if f.mu.closed {
 		f.mu.Unlock()
@@ -492,7 +531,7 @@ func (f *Fleet) check() {
 				m.d.Start()
 				m.ejected, m.failingSince = false, 0
 				m.lastAcked, _ = m.d.health()
-				changed, readmitted = true, true
+				changed = true
 				f.m.readmissions.Inc()
 				f.log.Info("backend admitted again", "backend", m.addr)
 			}
@@ -535,15 +574,36 @@ func (f *Fleet) check() {
 		cancel()
 		f.handover(d, ctx, cancel, rerouteEjected)
 	}
-	if readmitted {
+	// Batches held while a backend was full, or while there was none, try again on each tick.
+	f.flush()
+}
+
+// drainHold routes the hold again until it is empty, while there is a backend and ctx allows:
+// batches parked because their backend was full wait for room, which the backends, still
+// sending, make.
+func (f *Fleet) drainHold(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
 		f.flush()
+		f.mu.Lock()
+		empty := len(f.mu.hold) == 0
+		f.mu.Unlock()
+		if v := f.view.Load(); empty || v == nil || len(v.dests) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
-// Shutdown stops resolving, waits for handovers in progress, then shuts every backend down in
-// parallel as Dest.Shutdown does (while ctx allows). Batches held for want of a backend are
-// finished undelivered, counted in otlpgate_fleet_refused_items_total{reason="shutdown"}.
-// Call it once; safe for concurrent use with everything else.
+// Shutdown stops resolving, waits for handovers in progress, routes the hold again until it is
+// empty (while there is a backend and ctx allows), then shuts every backend down in parallel
+// as Dest.Shutdown does (while ctx allows). Batches still held are finished undelivered,
+// counted in otlpgate_fleet_refused_items_total{reason="shutdown"}. Call it once; safe for concurrent use with everything else.
 func (f *Fleet) Shutdown(ctx context.Context) error {
 	if f.shut.Swap(true) {
 		return errors.New("client: Shutdown called twice")
@@ -555,6 +615,7 @@ func (f *Fleet) Shutdown(ctx context.Context) error {
 	// which then drain it below.
 	f.cancel()
 	f.handovers.Wait()
+	f.drainHold(ctx)
 	f.mu.Lock()
 	f.mu.closed = true
 	held := f.mu.hold

@@ -52,6 +52,10 @@ func (q *queue) notify(sig fastpath.Signal) {
 // pushFreshLocked queues r, never sent, behind the fresh requests of its signal.
 func (q *queue) pushFreshLocked(r *request) { q.mu.sig[r.sig].fresh.push(r) }
 
+// pushReadyLocked queues r behind the requests of its signal to send again now, ahead of the
+// fresh ones.
+func (q *queue) pushReadyLocked(r *request) { q.mu.sig[r.sig].ready.push(r) }
+
 // pushReady queues r to be sent as soon as a sender of its signal is free. Safe for concurrent
 // use.
 func (q *queue) pushReady(r *request) {

@@ -256,21 +256,19 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 			mixed = true
 		}
 	}
-	for b := payload; len(b) > 0; {
-		num, typ, tn, err := consumeTag(b)
-		if err != nil {
-			return 0, err
+	// The top level goes through the one walker every other stage uses, so that a payload the
+	// split accepts is one they accept too; the levels below are the split's own business.
+	it := NewTopLevel(payload)
+	for {
+		f, ok := it.Next()
+		if !ok {
+			break
 		}
-		if num != 1 || typ != protowire.BytesType {
+		if f.Num != 1 || f.Type != protowire.BytesType {
 			// Batches hold only resource entries: intake strips every other top-level field.
 			return 0, ErrWireType
 		}
-		p, ln, err := consumeLen(b[tn:])
-		if err != nil {
-			return 0, err
-		}
-		raw, entry := b[:tn+ln], b[tn+p:tn+ln]
-		b = b[tn+ln:]
+		raw, entry := payload[f.Tag:f.End], payload[f.Value:f.End]
 		r := resRef{raw: raw, owner: -1}
 		if !byItem {
 			rk, err := resourceKey(entry, bal)
@@ -292,11 +290,14 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 		if r.owner >= 0 {
 			note(r.owner)
 		} else {
-			for _, it := range s.items[r.itemsFrom:r.itemsTo] {
-				note(it.owner)
+			for _, item := range s.items[r.itemsFrom:r.itemsTo] {
+				note(item.owner)
 			}
 		}
 		s.res = append(s.res, r)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
 	}
 	if !mixed {
 		return max(int(owner), 0), nil

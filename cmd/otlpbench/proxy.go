@@ -25,6 +25,8 @@ func cmdProxy(args []string) error {
 	rateN := fs.Int("rate-batches", 0, "batches of the latency phase (default 10 s worth)")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
 	spoolMode := fs.String("spool", "", "run otlpgate with a spool in a temporary directory: always, interval or none (empty: no spool); fsyncs per second are read from its otlpgate_spool_fsyncs_total")
+	traces := fs.Int("traces", 1, "traces per batch, their spans interleaved (1: every batch is one trace, so a balanced destination passes it whole)")
+	fleet := fs.Int("fleet", 0, "also run otlpgate with a balanced destination (resolver=static, balance=trace_id) over this many backends, all listeners of the sink (0: not)")
 	floor := fs.Bool("floor", true, "also measure a bare grpc-go forwarder (otlpbench forward), the floor of CPU and allocations")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -33,6 +35,7 @@ func cmdProxy(args []string) error {
 	if err != nil {
 		return err
 	}
+	sh.Traces = *traces
 	if *batches == 0 {
 		*batches = map[string]int{"small": 20000, "large": 2000}[*shape]
 	}
@@ -69,9 +72,10 @@ func cmdProxy(args []string) error {
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
 		Bench: self, Gate: *gate, GateArgs: gateFlags, Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
 		Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
+		Fleet: *fleet,
 	}, os.Stderr)
-	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes), %d in flight, latency at %.0f batches/s\n",
-		*shape, sh.Spans, sh.Attrs, *inflight, *rate)
+	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
+		*shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)
 	bench.WriteProxy(os.Stdout, res)
 	if fsyncs != nil {
 		n, perSec := fsyncs.result()

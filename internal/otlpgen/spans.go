@@ -15,6 +15,9 @@ import (
 type Shape struct {
 	Spans int // spans per batch
 	Attrs int // attributes per span
+	// Traces is how many traces the spans of a batch belong to, interleaved span by span (as
+	// an SDK's batch of concurrent requests); 0 or 1: the whole batch is one trace.
+	Traces int
 }
 
 // The two batch shapes of Appendix B.
@@ -40,17 +43,20 @@ func New(seed uint64) *Generator {
 const baseTime = uint64(1572516672_000000013) // 2019-10-31T10:11:12.000000013Z
 
 // Spans returns a trace export request of one resource with s.Spans spans, built like the
-// reference load generator: one trace id per batch (16 bytes), a span id per span (8 bytes), the
-// first two attributes int64 sequence numbers and the rest strings with random 1-50 character
-// keys and 1-20 character values.
+// reference load generator: one trace id per batch (16 bytes; s.Traces of them, dealt out span
+// by span, when set), a span id per span (8 bytes), the first two attributes int64 sequence
+// numbers and the rest strings with random 1-50 character keys and 1-20 character values.
 //
 // The objects of a batch are carved from a few slabs, and its strings from one arena, rather
 // than allocated one by one: the generator runs inside the benchmarks' timed loops, where its
 // allocations would otherwise weigh more than the code under test.
 func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
-	g.traceSeq++
-	traceID := make([]byte, 16)
-	binary.BigEndian.PutUint64(traceID[8:], g.traceSeq)
+	nTraces := max(s.Traces, 1)
+	traceIDs := make([]byte, 16*nTraces)
+	for t := range nTraces {
+		g.traceSeq++
+		binary.BigEndian.PutUint64(traceIDs[16*t+8:], g.traceSeq)
+	}
 	nStr := max(s.Attrs-2, 0)
 	if s.Attrs < 2 {
 		nStr = s.Attrs
@@ -73,7 +79,8 @@ func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
 		spanID := spanIDs[8*i : 8*i+8 : 8*i+8]
 		binary.BigEndian.PutUint64(spanID, g.spanSeq)
 		sp := &spans[i]
-		sp.TraceId = traceID
+		t := i % nTraces
+		sp.TraceId = traceIDs[16*t : 16*t+16 : 16*t+16]
 		sp.SpanId = spanID
 		sp.Name = "load-generator-span"
 		sp.Kind = tracev1.Span_SPAN_KIND_CLIENT

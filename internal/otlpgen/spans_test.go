@@ -72,3 +72,22 @@ func TestStrUniform(t *testing.T) {
 		}
 	}
 }
+
+// With Traces set, the spans of a batch are dealt out to that many trace ids, span by span,
+// and no trace id repeats across batches.
+func TestSpansTraces(t *testing.T) {
+	g := New(1)
+	seen := map[string]int{}
+	for b := range 2 {
+		spans := g.Spans(Shape{Spans: 7, Attrs: 2, Traces: 3}).ResourceSpans[0].ScopeSpans[0].Spans
+		for i, sp := range spans {
+			if want := spans[i%3].TraceId; string(sp.TraceId) != string(want) {
+				t.Errorf("batch %d span %d: trace %x, want %x", b, i, sp.TraceId, want)
+			}
+			seen[string(sp.TraceId)]++
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("%d distinct trace ids in two batches of three traces, want 6", len(seen))
+	}
+}
