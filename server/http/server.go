@@ -24,8 +24,8 @@ type Server struct {
 	log     *slog.Logger
 	hs      *fasthttp.Server
 	tls     *tls.Config
-	ln      net.Listener
-	token   []byte // expected Authorization value; empty: no check
+	ln      atomic.Pointer[net.Listener] // set by Serve; read by Addr from other goroutines (readiness)
+	token   []byte                       // expected Authorization value; empty: no check
 	paths   [3]string
 	dec     decoders
 	replies *replies
@@ -115,7 +115,8 @@ func (s *Server) Start() error {
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
 	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
-	s.ln = ln
+	s.ln.Store(&ln)
+	addr := ln.Addr()
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
@@ -125,17 +126,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("http intake listening", "addr", s.ln.Addr().String(), "tls", s.cfg.TLSCert != "", "mtls", s.cfg.TLSClientCA != "",
+	s.log.Info("http intake listening", "addr", addr.String(), "tls", s.cfg.TLSCert != "", "mtls", s.cfg.TLSClientCA != "",
 		"cors", s.cors != nil)
 	return nil
 }
 
 // Addr is the bound address, nil before Start.
 func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
+	ln := s.ln.Load()
+	if ln == nil {
 		return nil
 	}
-	return s.ln.Addr()
+	return (*ln).Addr()
 }
 
 // track keeps the set of open connections, to close what a timed-out shutdown leaves.
@@ -155,7 +157,7 @@ func (s *Server) track(c net.Conn, st fasthttp.ConnState) {
 // the remaining connections are closed; requests on them that were not answered are the
 // client's to re-send.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.ln == nil {
+	if s.ln.Load() == nil {
 		return nil
 	}
 	done := make(chan error, 1)
