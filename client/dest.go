@@ -249,7 +249,7 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 		return fastpath.ErrClosed
 	}
 	n := int64(b.Len())
-	if d.held.Load()+n > d.cfg.QueueBytes {
+	if !d.roomFor(n) {
 		d.q.mu.Unlock()
 		return fastpath.ErrFull
 	}
@@ -262,6 +262,14 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 }
 
 var errBadSignal = errors.New("client: batch of an unknown signal")
+
+// roomFor reports whether a batch of n bytes fits in QueueBytes. A batch larger than the whole
+// bound is taken when the destination holds nothing: refused, it could never be taken, and a
+// feeder replaying the spool would wait behind it forever. Called with q.mu held.
+func (d *Dest) roomFor(n int64) bool {
+	held := d.held.Load()
+	return held+n <= d.cfg.QueueBytes || held == 0
+}
 
 // next blocks until a request of sig may be sent (the destination is not paused and one is
 // queued or due) and returns it, or returns nil once the destination stops. t is the caller's

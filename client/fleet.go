@@ -344,7 +344,7 @@ func (f *Fleet) park(b *fastpath.Batch) error {
 		f.m.refused[fleetRefusedShutdown].Add(float64(b.Items))
 		return fastpath.ErrClosed
 	}
-	if f.mu.holdBytes+n > f.cfg.QueueBytes {
+	if f.mu.holdBytes+n > f.cfg.QueueBytes && f.mu.holdBytes > 0 { // an oversized batch alone is held, as Dest.Enqueue takes it
 		f.mu.Unlock()
 		f.m.refused[fleetRefusedFull].Add(float64(b.Items))
 		return fastpath.ErrFull

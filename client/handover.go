@@ -84,7 +84,7 @@ func (d *Dest) enqueueFirst(b *fastpath.Batch) error {
 		return fastpath.ErrClosed
 	}
 	n := int64(b.Len())
-	if d.held.Load()+n > d.cfg.QueueBytes {
+	if !d.roomFor(n) {
 		d.q.mu.Unlock()
 		return fastpath.ErrFull
 	}

@@ -562,3 +562,37 @@ func TestStreamRebalanceBytes(t *testing.T) {
 		t.Errorf("rebalanced by bytes %d, want 2", v)
 	}
 }
+
+// A batch larger than queue-bytes is taken when the destination holds nothing (refused, it
+// could never be sent, and a spool feeder would wait behind it for ever); a second one is
+// refused while the first is held.
+func TestOversizedBatchTakenWhenEmpty(t *testing.T) {
+	u := newUpstream(t)
+	hold := make(chan struct{})
+	u.onStream = func(s *srvStream, g received) error {
+		<-hold
+		s.ack(g.id, otepv1.ResultCode_Success)
+		return nil
+	}
+	cfg := streamConfig(t, u.addr, 1, 4)
+	cfg.QueueBytes = 1024
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 1, 1, 4096)
+	first := d.held.Load()
+	if first < 4096 || d.outstanding.Load() != 1 {
+		t.Fatalf("held %d bytes in %d requests, want the whole oversized batch", first, d.outstanding.Load())
+	}
+	// The feeder's pipeline hands the second batch over at once; the destination refuses it.
+	f.send(1, 1, 1, 4096)
+	if got, n := d.held.Load(), d.outstanding.Load(); got != first || n != 1 {
+		t.Errorf("held %d bytes in %d requests after a second oversized batch, want %d in 1", got, n, first)
+	}
+	close(hold)
+	if !f.wait(0) {
+		t.Fatal("the oversized batch was not delivered")
+	}
+	if f.wait(1) {
+		t.Error("the refused batch was reported delivered")
+	}
+}
