@@ -170,6 +170,18 @@ type member struct {
 	ejected      bool
 	lastAcked    uint64
 	failingSince int64 // nanotime of the first check that saw it failing, 0 while healthy
+	// ejections counts the ejections since the member last answered anything; readmitAt is
+	// when an ejected member may be admitted again (nanotime). A backend whose connection is up
+	// but that never answers would otherwise flap in and out every eject-after, moving its
+	// keys and re-routing its requests each time.
+	ejections int
+	readmitAt int64
+}
+
+// readmitDelay is how long a member stays ejected after its nth ejection in a row: twice
+// eject-after, doubling with each ejection that was not followed by an answer, up to 64 times.
+func readmitDelay(ejectAfter time.Duration, n int) int64 {
+	return int64(ejectAfter) << min(n, 6)
 }
 
 // fleetView is an immutable routing set: the admitted backends, sorted by address.
@@ -527,7 +539,7 @@ func (f *Fleet) check() {
 	}
 	for _, m := range f.mu.members {
 		if m.ejected {
-			if m.d.connected() {
+			if now >= m.readmitAt && m.d.connected() {
 				m.d.Start()
 				m.ejected, m.failingSince = false, 0
 				m.lastAcked, _ = m.d.health()
@@ -541,6 +553,9 @@ func (f *Fleet) check() {
 			continue
 		}
 		acked, outstanding := m.d.health()
+		if acked != m.lastAcked {
+			m.ejections = 0 // it answers: the next ejection starts the back-off over
+		}
 		if outstanding == 0 || acked != m.lastAcked {
 			m.lastAcked, m.failingSince = acked, 0
 			continue
@@ -559,6 +574,8 @@ func (f *Fleet) check() {
 		}
 		ejected = append(ejected, m.d)
 		m.d, m.ejected, m.failingSince = probe, true, 0
+		m.ejections++
+		m.readmitAt = now + readmitDelay(f.cfg.EjectAfter, m.ejections)
 		changed = true
 		f.m.ejections.Inc()
 		f.log.Warn("backend ejected: no answer", "backend", m.addr, "for", f.cfg.EjectAfter, "outstanding", outstanding)

@@ -454,3 +454,34 @@ func TestFleetHoldRefusesPastQueueBytes(t *testing.T) {
 		t.Errorf("%d bytes still held", v)
 	}
 }
+
+// A backend whose connection is up but that never answers is not admitted again at the next
+// tick: it stays out for twice eject-after, then twice as long after each ejection with no
+// answer in between, instead of flapping (each flap moves its keys and re-routes its requests).
+func TestFleetHungBackendBacksOff(t *testing.T) {
+	ua, ub := newUpstream(t), newUpstream(t)
+	neverAnswer(ua)
+	addrs := []string{ua.addr, ub.addr}
+	cfg := fleetConfig(t, "fleet_backoff_"+strconv.FormatInt(destSeq.Add(1), 10))
+	cfg.Resolver, cfg.Endpoints = ResolverStatic, addrs
+	cfg.EjectAfter = 300 * time.Millisecond
+	f := startTestFleet(t, cfg)
+	fd := newFeeder(t, f)
+	ej0, ra0 := value(f.m.ejections), value(f.m.readmissions)
+	next := 0
+	fd.admitSpans(oneSpan("x0", traceOwnedBy(t, addrs, ua.addr, &next)), 1)
+	waitCond(t, "the hung backend ejected", func() bool { return value(f.m.ejections)-ej0 == 1 })
+	ejected := time.Now()
+	waitCond(t, "the hung backend admitted again", func() bool { return value(f.m.readmissions)-ra0 == 1 })
+	if out := time.Since(ejected); out < 2*cfg.EjectAfter-50*time.Millisecond {
+		t.Errorf("admitted again %v after its ejection, want at least twice eject-after (%v)", out, 2*cfg.EjectAfter)
+	}
+	// Still no answer: the second ejection keeps it out twice as long again.
+	fd.admitSpans(oneSpan("x1", traceOwnedBy(t, addrs, ua.addr, &next)), 1)
+	waitCond(t, "the hung backend ejected again", func() bool { return value(f.m.ejections)-ej0 == 2 })
+	ejected = time.Now()
+	waitCond(t, "the hung backend admitted again, later", func() bool { return value(f.m.readmissions)-ra0 == 2 })
+	if out := time.Since(ejected); out < 4*cfg.EjectAfter-50*time.Millisecond {
+		t.Errorf("admitted again %v after its second ejection, want at least four times eject-after (%v)", out, 4*cfg.EjectAfter)
+	}
+}
