@@ -449,6 +449,7 @@ func (f *Fleet) apply(addrs []string) {
 	for _, m := range gone {
 		if m.ejected {
 			m.d.Shutdown(f.ctx) // a probe: it holds nothing
+			f.forgetIfGone(m.addr)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.AckTimeout)
@@ -495,7 +496,20 @@ func (f *Fleet) handover(d *Dest, ctx context.Context, cancel context.CancelFunc
 			}
 			f.route(v, b, reason)
 		})
+		if reason == rerouteLeft {
+			f.forgetIfGone(d.backend)
+		}
 	}()
+}
+
+// forgetIfGone deletes the metric series of backend addr unless it is a member again (it may
+// have come back while its old Dest was handed over).
+func (f *Fleet) forgetIfGone(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.members[addr] == nil {
+		forgetBackend(f.cfg.Name, addr)
+	}
 }
 
 // watch resolves every ResolveInterval and checks the backends' health several times per

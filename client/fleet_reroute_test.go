@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"encoding/binary"
+	"github.com/prometheus/client_golang/prometheus"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -483,5 +485,55 @@ func TestFleetHungBackendBacksOff(t *testing.T) {
 	waitCond(t, "the hung backend admitted again, later", func() bool { return value(f.m.readmissions)-ra0 == 2 })
 	if out := time.Since(ejected); out < 4*cfg.EjectAfter-50*time.Millisecond {
 		t.Errorf("admitted again %v after its second ejection, want at least four times eject-after (%v)", out, 4*cfg.EjectAfter)
+	}
+}
+
+// seriesOf counts the series of the client's metrics that carry backend=addr.
+func seriesOf(t *testing.T, addr string) int {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "otlpgate_client_") {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "backend" && l.GetValue() == addr {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// A backend that leaves the resolved set takes its metric series with it once it is handed
+// over: with resolver=dns every address ever seen would otherwise stay in /metrics for good.
+func TestFleetForgetsLeftBackendSeries(t *testing.T) {
+	ua, ub := newUpstream(t), newUpstream(t)
+	addrs := []string{ua.addr, ub.addr}
+	path := filepath.Join(t.TempDir(), "gateways")
+	writeEndpoints(t, path, addrs...)
+	cfg := rerouteConfig(t)
+	cfg.Resolver, cfg.EndpointsFile = ResolverFile, path
+	f := startTestFleet(t, cfg)
+	fd := newFeeder(t, f)
+	next := 0
+	fd.admitSpans(oneSpan("a", traceOwnedBy(t, addrs, ua.addr, &next)), 1)
+	ua.waitUntil("a span", func() bool { return len(ua.got) == 1 })
+	if seriesOf(t, ua.addr) == 0 {
+		t.Fatal("no series for a backend that sent")
+	}
+	writeEndpoints(t, path, ub.addr)
+	if err := f.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "the left backend's series gone", func() bool { return seriesOf(t, ua.addr) == 0 })
+	if seriesOf(t, ub.addr) == 0 {
+		t.Error("the remaining backend lost its series")
 	}
 }

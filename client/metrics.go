@@ -224,3 +224,16 @@ func newDestMetrics(name, backend string) *destMetrics {
 	}
 	return m
 }
+
+// forgetBackend deletes the series of one member of a balanced destination, once it left the
+// resolved set for good: with resolver=dns every pod address ever seen would otherwise keep its
+// series for the life of the process. Safe for concurrent use.
+func forgetBackend(name, backend string) {
+	l := prometheus.Labels{"destination": name, "backend": backend}
+	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
+		resentRequests, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
+		unknownAcks, handedOver} {
+		v.DeletePartialMatch(l)
+	}
+	ackLatency.DeletePartialMatch(l)
+}

@@ -70,9 +70,11 @@ var errParts = errors.New("fastpath: split into no part or more than MaxParts")
 //
 // Resource and scope headers (every field but the scope entries, and every field but the
 // items) are re-emitted in each part that receives an item of them, before the items, in the
-// order they came. A scope entry or resource entry without any item goes whole to the owner
-// of its resource. A split entry thus differs from the original only by the order of its
-// header fields relative to its items, which protobuf does not keep.
+// order they came. A resource entry without any item goes whole to the owner of its resource.
+// In a resource entry that is split, a scope entry without any item is left out of every part:
+// it carries no telemetry, only its scope's name, version and schema URL. Otherwise a split
+// entry differs from the original only by the order of its header fields relative to its
+// items, which protobuf does not keep.
 //
 // A Splitter keeps scratch space across calls and allocates nothing once that space fits the
 // batches it sees. It is not safe for concurrent use: pool it (GetSplitter, PutSplitter).
@@ -307,7 +309,8 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 }
 
 // scanEntry records the header fields, scope entries and items of one resource entry to be
-// split by item key. An entry without any item is owned whole by its resource's owner.
+// split by item key. An entry without any item is owned whole by its resource's owner; a scope
+// entry without items inside an entry that has some is dropped (see Splitter).
 func (s *Splitter) scanEntry(r *resRef, entry []byte, keyField protowire.Number, pick Picker) error {
 	r.hdrFrom = int32(len(s.hdrs))
 	r.scopeFrom = int32(len(s.scopes))
