@@ -20,8 +20,11 @@ import (
 
 // LoadConfig is one load run.
 type LoadConfig struct {
-	Target   string        // host:port of the receiver
-	Protocol string        // "v1" (TraceService/Export, unary) or "otep" (StreamExporter, pipelined)
+	Target string // host:port of the receiver
+	// Protocol is "v1" (gRPC TraceService/Export, unary), "otep" (gRPC StreamExporter,
+	// pipelined), "http-proto" or "http-json" (OTLP/HTTP POST /v1/traces, keep-alive, one
+	// request in flight per connection).
+	Protocol string
 	Shape    otlpgen.Shape // spans and attributes per batch
 	Batches  int           // batches to send
 	InFlight int           // requests awaiting an answer at once (workers for v1, window for otep)
@@ -37,8 +40,18 @@ type LoadResult struct {
 
 // template is a pre-built request with the offset of its time stamp.
 type template struct {
-	b   []byte
-	off int
+	b    []byte
+	off  int
+	json bool // the stamp is decimal text (StampJSON), not a fixed64 (Stamp)
+}
+
+// stamp writes the send time into t.
+func (t template) stamp(nowNanos int64) {
+	if t.json {
+		StampJSON(t.b, t.off, nowNanos)
+	} else {
+		Stamp(t.b, t.off, nowNanos)
+	}
 }
 
 // templates builds n distinct batches (so that the receiver does not see one repeated payload)
@@ -48,6 +61,17 @@ func templates(cfg LoadConfig, n int) ([]template, error) {
 	out := make([]template, n)
 	for i := range out {
 		req := g.Spans(cfg.Shape)
+		if cfg.Protocol == "http-json" {
+			// Rendered once per template; only the stamp digits change per send.
+			req.ResourceSpans[0].ScopeSpans[0].Spans[0].StartTimeUnixNano = stampMagic
+			b := AppendTraceJSON(nil, req)
+			off := StampOffsetJSON(b)
+			if off < 0 {
+				return nil, errors.New("bench: no span start time to stamp in the JSON batch")
+			}
+			out[i] = template{b, off, true}
+			continue
+		}
 		start := req.ResourceSpans[0].ScopeSpans[0].Spans[0].StartTimeUnixNano
 		b, err := req.MarshalVT()
 		if err != nil {
@@ -62,7 +86,7 @@ func templates(cfg LoadConfig, n int) ([]template, error) {
 		if off < 0 {
 			return nil, errors.New("bench: no span start time to stamp")
 		}
-		out[i] = template{b, off}
+		out[i] = template{b: b, off: off}
 	}
 	return out, nil
 }
@@ -76,6 +100,18 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	if err != nil {
 		return LoadResult{}, err
 	}
+	var pace <-chan time.Time
+	if cfg.Rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+		defer t.Stop()
+		pace = t.C
+	}
+	if cfg.Protocol == "http-proto" || cfg.Protocol == "http-json" {
+		start := time.Now()
+		res, err := loadHTTP(ctx, cfg, tmpl, pace)
+		res.Wall = time.Since(start)
+		return res, err
+	}
 	conn, err := grpc.NewClient(cfg.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil)), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
@@ -83,12 +119,6 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return LoadResult{}, err
 	}
 	defer conn.Close()
-	var pace <-chan time.Time
-	if cfg.Rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
-		defer t.Stop()
-		pace = t.C
-	}
 	start := time.Now()
 	var res LoadResult
 	switch cfg.Protocol {
@@ -114,7 +144,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 			// Each worker stamps its own copy: a request's bytes must not change while in flight.
 			own := make([]template, len(tmpl))
 			for i, t := range tmpl {
-				own[i] = template{append([]byte(nil), t.b...), t.off}
+				own[i] = template{append([]byte(nil), t.b...), t.off, t.json}
 			}
 			var r codec.Raw
 			resp := new(coltracev1.ExportTraceServiceResponse)
@@ -131,7 +161,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 					}
 				}
 				t := own[i%int64(len(own))]
-				Stamp(t.b, t.off, time.Now().UnixNano())
+				t.stamp(time.Now().UnixNano())
 				r.SetBytes(t.b)
 				err := conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
 				if err != nil {

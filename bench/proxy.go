@@ -19,7 +19,12 @@ type ProxyConfig struct {
 	GateArgs []string // extra flags for otlpgate
 	Bench    string   // the otlpbench binary, run as `otlpbench forward` (the floor); "" skips the floor
 	Peer     string   // another proxy binary to measure in the same run, or ""
-	PeerArgs []string // its arguments; it gets PEER_LISTEN and PEER_TARGET in its environment
+	PeerArgs []string // its arguments; it gets PEER_LISTEN, PEER_HTTP_LISTEN and PEER_TARGET in its environment
+	// Intake is how the load reaches otlpgate and the peer: "grpc" (OTLP/gRPC unary v1),
+	// "http-proto" or "http-json" (OTLP/HTTP). Both forward to the sink over gRPC either way.
+	// The direct run and the floor are always loaded over gRPC: the sink and the bare forwarder
+	// speak nothing else.
+	Intake   string
 	Shape    otlpgen.Shape
 	InFlight int
 	Batches  int     // closed-loop batches per target
@@ -61,13 +66,13 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	defer sink.Close()
 	var out []ProxyResult
 
-	run := func(name, target string, proc *Proc, adminURL string) (ProxyResult, error) {
+	run := func(name, target, protocol string, proc *Proc, adminURL string) (ProxyResult, error) {
 		res := ProxyResult{Target: name, AllocsPerBatch: -1, OwnAllocs: -1, OtherAllocs: -1}
 		metricsURL := ""
 		if adminURL != "" {
 			metricsURL = adminURL + "/metrics"
 		}
-		load := LoadConfig{Target: target, Protocol: "v1", Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
+		load := LoadConfig{Target: target, Protocol: protocol, Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
 		// Warm up: connections, pools, the peer's JIT-free but cache-cold start.
 		load.Batches = max(cfg.Batches/20, 10)
 		if _, err := RunLoad(ctx, load); err != nil {
@@ -127,7 +132,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		return res, nil
 	}
 
-	direct, err := run("direct", sink.Addr(), nil, "")
+	proxied := "v1"
+	if cfg.Intake == "http-proto" || cfg.Intake == "http-json" {
+		proxied = cfg.Intake
+	}
+	direct, err := run("direct", sink.Addr(), "v1", nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +158,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			fw.Stop()
 			return nil, err
 		}
-		r, err := run("grpc-forward", listen, fw, "http://"+admin)
+		r, err := run("grpc-forward", listen, "v1", fw, "http://"+admin)
 		fw.Stop()
 		if err != nil {
 			return nil, err
@@ -157,23 +166,29 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		out = append(out, r)
 	}
 
-	// otlpgate, forwarding to the sink over a pipelined OTEP stream.
+	// otlpgate, forwarding to the sink over a pipelined OTEP stream. Both network intakes get a
+	// port of their own (the default ones may be taken on a shared machine).
 	listen, _ := FreeAddr()
+	httpListen, _ := FreeAddr()
 	admin, _ := FreeAddr()
-	args := append([]string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "",
+	args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", "",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}, cfg.GateArgs...)
 	gate, err := StartProc("otlpgate", cfg.Gate, args, nil, filepath.Join(cfg.Dir, "otlpgate.log"))
 	if err != nil {
 		return nil, err
 	}
+	gateTarget := listen
+	if proxied != "v1" {
+		gateTarget = httpListen
+	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, listen)
+	err = WaitListening(wctx, gateTarget)
 	cancel()
 	if err != nil {
 		gate.Stop()
 		return nil, err
 	}
-	r, err := run("otlpgate", listen, gate, "http://"+admin)
+	r, err := run("otlpgate", gateTarget, proxied, gate, "http://"+admin)
 	gate.Stop()
 	if err != nil {
 		return nil, err
@@ -182,19 +197,24 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 
 	if cfg.Peer != "" {
 		listen, _ := FreeAddr()
+		httpListen, _ := FreeAddr()
 		peer, err := StartProc("peer", cfg.Peer, cfg.PeerArgs,
-			[]string{"PEER_LISTEN=" + listen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
+			[]string{"PEER_LISTEN=" + listen, "PEER_HTTP_LISTEN=" + httpListen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
 		if err != nil {
 			return out, err
 		}
+		target := listen
+		if proxied != "v1" {
+			target = httpListen
+		}
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = WaitListening(wctx, listen)
+		err = WaitListening(wctx, target)
 		cancel()
 		if err != nil {
 			peer.Stop()
 			return out, err
 		}
-		r, err := run(filepath.Base(cfg.Peer), listen, peer, "")
+		r, err := run(filepath.Base(cfg.Peer), target, proxied, peer, "")
 		peer.Stop()
 		if err != nil {
 			return out, err
