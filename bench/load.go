@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -35,7 +38,10 @@ type LoadConfig struct {
 // LoadResult is what a run did.
 type LoadResult struct {
 	Sent, Acked, Failed int
-	Wall                time.Duration
+	// Retried counts the sends the receiver answered as retryable (OTLP/HTTP 429, 502, 503,
+	// 504; gRPC UNAVAILABLE, RESOURCE_EXHAUSTED on unary calls) and that were sent again.
+	Retried int
+	Wall    time.Duration
 }
 
 // template is a pre-built request with the offset of its time stamp.
@@ -134,7 +140,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 }
 
 func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
-	var next, acked, failed atomic.Int64
+	var next, acked, failed, retried atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error]
 	for range cfg.InFlight {
@@ -164,6 +170,23 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 				t.stamp(time.Now().UnixNano())
 				r.SetBytes(t.b)
 				err := conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
+				// UNAVAILABLE and RESOURCE_EXHAUSTED are retried as OTLP/gRPC exporters retry
+				// them, after RetryInfo's delay when given, as on OTLP/HTTP (loadhttp.go).
+				for backoff, n := 5*time.Millisecond, 0; retryableGRPC(err) && n < maxHTTPRetries; n++ {
+					d := backoff
+					if ri := retryDelay(err); ri > 0 {
+						d = ri
+					}
+					backoff = min(2*backoff, time.Second)
+					retried.Add(1)
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return
+					}
+					r.SetBytes(t.b)
+					err = conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
+				}
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, &err)
@@ -174,7 +197,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 		}()
 	}
 	wg.Wait()
-	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load())}
+	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load()), Retried: int(retried.Load())}
 	if e := firstErr.Load(); e != nil {
 		return res, *e
 	}
@@ -260,4 +283,23 @@ func otepWithID(dst, tmpl []byte, id uint64) []byte {
 	}
 	dst = append(dst, byte(id))
 	return append(dst, tmpl[2:]...)
+}
+
+// retryableGRPC reports the unary call errors OTLP/gRPC exporters retry.
+func retryableGRPC(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// retryDelay is the RetryInfo delay of err, 0 when it has none.
+func retryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }

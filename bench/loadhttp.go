@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,11 @@ import (
 
 // loadHTTP sends the templates as OTLP/HTTP POSTs to /v1/traces: cfg.InFlight workers, each
 // with its own keep-alive connection and one request in flight, as OTLP/HTTP exporters send.
-// A request counts as acknowledged on 200.
+// A request counts as acknowledged on 200. 429, 502, 503 and 504 are retried as OTLP/HTTP
+// exporters retry them (the specification's retryable codes): after Retry-After when the
+// answer has one, else after a backoff from 5ms doubling to 1s, up to maxHTTPRetries times;
+// the batch keeps its first send time, so the latency includes the waits. Any other answer
+// fails the batch.
 func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
 	ct := "application/x-protobuf"
 	if cfg.Protocol == "http-json" {
@@ -30,7 +35,7 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 	}
 	defer hc.CloseIdleConnections()
 	uri := "http://" + cfg.Target + "/v1/traces"
-	var next, acked, failed atomic.Int64
+	var next, acked, failed, retried atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for range cfg.InFlight {
@@ -64,6 +69,20 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 				t.stamp(time.Now().UnixNano())
 				req.SetBodyRaw(t.b)
 				err := hc.Do(req, resp)
+				for backoff, n := 5*time.Millisecond, 0; err == nil && retryableHTTP(resp.StatusCode()) && n < maxHTTPRetries; n++ {
+					d := backoff
+					if ra, perr := strconv.Atoi(string(resp.Header.Peek("Retry-After"))); perr == nil && ra > 0 {
+						d = time.Duration(ra) * time.Second
+					}
+					backoff = min(2*backoff, time.Second)
+					retried.Add(1)
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return
+					}
+					err = hc.Do(req, resp)
+				}
 				if err == nil && resp.StatusCode() != fasthttp.StatusOK {
 					err = fmt.Errorf("bench: HTTP %d: %.200s", resp.StatusCode(), resp.Body())
 				}
@@ -77,9 +96,22 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 		}()
 	}
 	wg.Wait()
-	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load())}
+	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load()), Retried: int(retried.Load())}
 	if e := firstErr.Load(); e != nil {
 		return res, *e
 	}
 	return res, ctx.Err()
+}
+
+// maxHTTPRetries bounds the retries of one batch, so that a receiver that never recovers ends
+// the run with an error instead of hanging it.
+const maxHTTPRetries = 100
+
+// retryableHTTP reports the statuses OTLP/HTTP clients retry.
+func retryableHTTP(status int) bool {
+	switch status {
+	case fasthttp.StatusTooManyRequests, fasthttp.StatusBadGateway, fasthttp.StatusServiceUnavailable, fasthttp.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }

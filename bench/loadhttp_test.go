@@ -9,7 +9,13 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
@@ -58,12 +64,14 @@ func TestStampJSON(t *testing.T) {
 }
 
 // The HTTP load generator POSTs /v1/traces with the right content type, one stamped body per
-// batch, and counts 200 as acknowledged and anything else as failed.
+// batch, counts 200 as acknowledged, sends a batch again after 503 (after Retry-After when
+// given), and fails it on any other answer.
 func TestLoadHTTP(t *testing.T) {
 	for _, proto := range []string{"http-proto", "http-json"} {
 		var mu sync.Mutex
 		var bodies [][]byte
 		fail := false
+		unavailable := 0 // answers of 503 still to give
 		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 			wantCT := "application/x-protobuf"
 			if proto == "http-json" {
@@ -74,11 +82,18 @@ func TestLoadHTTP(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			bodies = append(bodies, bytes.Clone(ctx.PostBody()))
-			f := fail
-			mu.Unlock()
-			if f {
+			defer mu.Unlock()
+			switch {
+			case fail:
+				ctx.SetStatusCode(400)
+			case unavailable > 0:
+				unavailable--
+				if unavailable == 0 {
+					ctx.Response.Header.Set("Retry-After", "1")
+				}
 				ctx.SetStatusCode(503)
+			default:
+				bodies = append(bodies, bytes.Clone(ctx.PostBody()))
 			}
 		}}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -113,10 +128,69 @@ func TestLoadHTTP(t *testing.T) {
 		}
 		cfg.Batches = 5
 		res, err = RunLoad(ctx, cfg)
-		if err == nil || res.Acked != 0 || res.Failed != 5 {
-			t.Fatalf("%s against 503: %+v, %v", proto, res, err)
+		if err == nil || res.Acked != 0 || res.Failed != 5 || res.Retried != 0 {
+			t.Fatalf("%s against 400: %+v, %v", proto, res, err)
+		}
+		mu.Lock()
+		fail, unavailable, bodies = false, 3, nil
+		mu.Unlock()
+		cfg.InFlight = 1
+		res, err = RunLoad(ctx, cfg)
+		mu.Lock()
+		n = len(bodies)
+		mu.Unlock()
+		if err != nil || res.Acked != 5 || res.Failed != 0 || res.Retried != 3 || n != 5 {
+			t.Fatalf("%s with three 503 answers: %+v, %v; server kept %d bodies", proto, res, err, n)
 		}
 		cancel()
 		srv.Shutdown()
+	}
+}
+
+// The gRPC load generator sends a call again after UNAVAILABLE (after RetryInfo's delay) and
+// counts the retries; INVALID_ARGUMENT fails the batch.
+func TestLoadGRPCRetries(t *testing.T) {
+	var mu sync.Mutex
+	unavailable, calls := 3, 0
+	invalid := false
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(codec.New(nil)), grpc.UnknownServiceHandler(func(_ any, st grpc.ServerStream) error {
+		var r codec.Raw
+		if err := st.RecvMsg(&r); err != nil {
+			return err
+		}
+		r.Release()
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		switch {
+		case invalid:
+			return status.Error(codes.InvalidArgument, "no")
+		case unavailable > 0:
+			unavailable--
+			s, _ := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
+			return s.Err()
+		}
+		var empty codec.Raw
+		return st.SendMsg(&empty)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := LoadConfig{Target: ln.Addr().String(), Protocol: "v1", Shape: otlpgen.Shape{Spans: 2, Attrs: 1}, Batches: 4, InFlight: 1, Seed: 1}
+	res, err := RunLoad(ctx, cfg)
+	if err != nil || res.Acked != 4 || res.Failed != 0 || res.Retried != 3 || calls != 7 {
+		t.Fatalf("with three UNAVAILABLE answers: %+v, %v, %d calls", res, err, calls)
+	}
+	mu.Lock()
+	invalid = true
+	mu.Unlock()
+	res, err = RunLoad(ctx, cfg)
+	if status.Code(err) != codes.InvalidArgument || res.Acked != 0 || res.Failed != 4 || res.Retried != 0 {
+		t.Fatalf("against INVALID_ARGUMENT: %+v, %v", res, err)
 	}
 }

@@ -47,6 +47,7 @@ type ProxyResult struct {
 	PeakRSS                int64
 	P50, P99, P999         time.Duration // end to end, latency phase
 	Received, Refused      int
+	Retried                int // sends of the closed-loop phase refused as retryable and sent again (OTLP/HTTP)
 }
 
 // CPUPerSpan is the proxy's CPU time per forwarded span.
@@ -117,7 +118,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		}
 		_, spans, _ := sink.Counts()
 		res.Spans = int(spans)
-		res.Received, res.Refused = lr.Acked, lr.Failed
+		res.Received, res.Refused, res.Retried = lr.Acked, lr.Failed, lr.Retried
+		if lr.Retried > 0 {
+			fmt.Fprintf(progress, "%s: %d sends answered retryable and sent again\n", name, lr.Retried)
+		}
 
 		sink.Reset()
 		load.Batches, load.Rate = cfg.RateN, cfg.Rate
@@ -242,7 +246,7 @@ func waitSink(s *Sink, n int) {
 // with a peer, the ratio of the peer's CPU per span to otlpgate's.
 func WriteProxy(w io.Writer, rs []ProxyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\t\n")
+	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\tretried\t\n")
 	var direct ProxyResult
 	for i, r := range rs {
 		if i == 0 {
@@ -261,9 +265,9 @@ func WriteProxy(w io.Writer, rs []ProxyResult) {
 			rss = fmt.Sprintf("%.0f", float64(r.PeakRSS)/(1<<20))
 		}
 		bps := float64(r.Received) / r.Wall.Seconds()
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t%d\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond),
-			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond))
+			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond), r.Retried)
 	}
 	tw.Flush()
 	var gate *ProxyResult
