@@ -152,9 +152,12 @@ func discardBody(req *fasthttp.Request) bool {
 	if !req.IsBodyStream() {
 		return true
 	}
-	var buf [4 << 10]byte
+	// A pooled buffer: one on the stack would escape through the io.Reader call.
+	buf := pool.GetBytes(4 << 10)
+	defer pool.PutBytes(buf)
+	b := (*buf)[:cap(*buf)]
 	for r := req.BodyStream(); ; {
-		_, err := r.Read(buf[:])
+		_, err := r.Read(b)
 		switch {
 		case err == io.EOF:
 			return true
