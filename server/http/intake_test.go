@@ -133,9 +133,10 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 	}
 }
 
-// An OTLP/HTTP request with unknown top-level fields is admitted with them stripped, as on
-// the gRPC intake: the batch holds the resource entries only and the stripped fields are
-// counted, for protobuf and for JSON (whose unknown keys never reach the protobuf bytes).
+// An OTLP/HTTP protobuf request with unknown top-level fields is admitted with them stripped,
+// as on the gRPC intake (both go through fastpath.Pipeline.Admit): the batch holds the resource
+// entries only and the stripped fields are counted. (A JSON body's unknown keys are ignored by
+// the transcoder and never become protobuf fields, so nothing is left to strip or count.)
 func TestIntakeStripsUnknownTopLevelFields(t *testing.T) {
 	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
 	entries := traces(t, 3, 2)
