@@ -28,6 +28,7 @@ PEER_OTELCOL := peer/otelcol/otelcol-peer
 
 SCALE    ?= 1
 SCENARIO ?= small
+INTAKE   ?= grpc
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
@@ -93,18 +94,24 @@ rebalance-chart: build ## share of requests per gateway through nginx and HAProx
 	./$(BIN)/otlpbench rebalance -balancer nginx -out profiles/rebalance-nginx
 	./$(BIN)/otlpbench rebalance -balancer haproxy -out profiles/rebalance-haproxy
 
-proxy: build ## load -> otlpgate -> sink against load -> sink, small batches, 8 in flight
-	./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -shape small -inflight 8
+proxy: build ## load -> otlpgate -> sink against load -> sink, small batches, 8 in flight (INTAKE=grpc|http-proto|http-json)
+	./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -intake $(INTAKE) -shape small -inflight 8
 
 peer-otelcol: ## build the OpenTelemetry Collector peer into peer/ (git-ignored)
 	mkdir -p peer
 	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OTELCOL_BUILDER_VERSION) --config bench/otelcol/builder.yaml
 
-bench-peer: build peer-otelcol ## otlpgate vs the Collector, small and large batches, 1 and 8 in flight
-	@set -e; for shape in small large; do for inflight in 1 8; do \
-		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -shape $$shape -inflight $$inflight \
-			-peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml"; \
-	done; done
+# Intakes of bench-peer: OTLP/gRPC unary v1, OTLP/HTTP protobuf and OTLP/HTTP JSON. The floor (a
+# bare grpc-go forwarder) speaks gRPC only, so it is measured with the grpc intake alone.
+PEER_INTAKES ?= grpc http-proto http-json
+PEER_ARGS    ?=
+
+bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf and HTTP JSON in, small and large batches, 1 and 8 in flight
+	@set -e; for intake in $(PEER_INTAKES); do for shape in small large; do for inflight in 1 8; do \
+		floor=true; [ $$intake = grpc ] || floor=false; \
+		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -intake $$intake -shape $$shape -inflight $$inflight \
+			-floor=$$floor -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(PEER_ARGS); \
+	done; done; done
 
 profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|uds|kafka)
 	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles

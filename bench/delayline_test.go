@@ -11,7 +11,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// fasthttp's process-wide helpers, started once and never stopped: the Date header
+		// refresher, the default dialer's address-cache cleaner, and the HTTP load client's
+		// idle-connection cleaner (ends a while after its last connection closed).
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
+}
 
 // echo serves a TCP echo on loopback.
 func echo(t *testing.T) net.Listener {

@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -20,8 +23,11 @@ import (
 
 // LoadConfig is one load run.
 type LoadConfig struct {
-	Target   string        // host:port of the receiver
-	Protocol string        // "v1" (TraceService/Export, unary) or "otep" (StreamExporter, pipelined)
+	Target string // host:port of the receiver
+	// Protocol is "v1" (gRPC TraceService/Export, unary), "otep" (gRPC StreamExporter,
+	// pipelined), "http-proto" or "http-json" (OTLP/HTTP POST /v1/traces, keep-alive, one
+	// request in flight per connection).
+	Protocol string
 	Shape    otlpgen.Shape // spans and attributes per batch
 	Batches  int           // batches to send
 	InFlight int           // requests awaiting an answer at once (workers for v1, window for otep)
@@ -32,13 +38,26 @@ type LoadConfig struct {
 // LoadResult is what a run did.
 type LoadResult struct {
 	Sent, Acked, Failed int
-	Wall                time.Duration
+	// Retried counts the sends the receiver answered as retryable (OTLP/HTTP 429, 502, 503,
+	// 504; gRPC UNAVAILABLE, RESOURCE_EXHAUSTED on unary calls) and that were sent again.
+	Retried int
+	Wall    time.Duration
 }
 
 // template is a pre-built request with the offset of its time stamp.
 type template struct {
-	b   []byte
-	off int
+	b    []byte
+	off  int
+	json bool // the stamp is decimal text (StampJSON), not a fixed64 (Stamp)
+}
+
+// stamp writes the send time into t.
+func (t template) stamp(nowNanos int64) {
+	if t.json {
+		StampJSON(t.b, t.off, nowNanos)
+	} else {
+		Stamp(t.b, t.off, nowNanos)
+	}
 }
 
 // templates builds n distinct batches (so that the receiver does not see one repeated payload)
@@ -48,6 +67,17 @@ func templates(cfg LoadConfig, n int) ([]template, error) {
 	out := make([]template, n)
 	for i := range out {
 		req := g.Spans(cfg.Shape)
+		if cfg.Protocol == "http-json" {
+			// Rendered once per template; only the stamp digits change per send.
+			req.ResourceSpans[0].ScopeSpans[0].Spans[0].StartTimeUnixNano = stampMagic
+			b := AppendTraceJSON(nil, req)
+			off := StampOffsetJSON(b)
+			if off < 0 {
+				return nil, errors.New("bench: no span start time to stamp in the JSON batch")
+			}
+			out[i] = template{b, off, true}
+			continue
+		}
 		start := req.ResourceSpans[0].ScopeSpans[0].Spans[0].StartTimeUnixNano
 		b, err := req.MarshalVT()
 		if err != nil {
@@ -62,7 +92,7 @@ func templates(cfg LoadConfig, n int) ([]template, error) {
 		if off < 0 {
 			return nil, errors.New("bench: no span start time to stamp")
 		}
-		out[i] = template{b, off}
+		out[i] = template{b: b, off: off}
 	}
 	return out, nil
 }
@@ -76,6 +106,18 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	if err != nil {
 		return LoadResult{}, err
 	}
+	var pace <-chan time.Time
+	if cfg.Rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+		defer t.Stop()
+		pace = t.C
+	}
+	if cfg.Protocol == "http-proto" || cfg.Protocol == "http-json" {
+		start := time.Now()
+		res, err := loadHTTP(ctx, cfg, tmpl, pace)
+		res.Wall = time.Since(start)
+		return res, err
+	}
 	conn, err := grpc.NewClient(cfg.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil)), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
@@ -83,12 +125,6 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return LoadResult{}, err
 	}
 	defer conn.Close()
-	var pace <-chan time.Time
-	if cfg.Rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
-		defer t.Stop()
-		pace = t.C
-	}
 	start := time.Now()
 	var res LoadResult
 	switch cfg.Protocol {
@@ -104,7 +140,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 }
 
 func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
-	var next, acked, failed atomic.Int64
+	var next, acked, failed, retried atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error]
 	for range cfg.InFlight {
@@ -114,7 +150,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 			// Each worker stamps its own copy: a request's bytes must not change while in flight.
 			own := make([]template, len(tmpl))
 			for i, t := range tmpl {
-				own[i] = template{append([]byte(nil), t.b...), t.off}
+				own[i] = template{append([]byte(nil), t.b...), t.off, t.json}
 			}
 			var r codec.Raw
 			resp := new(coltracev1.ExportTraceServiceResponse)
@@ -131,9 +167,26 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 					}
 				}
 				t := own[i%int64(len(own))]
-				Stamp(t.b, t.off, time.Now().UnixNano())
+				t.stamp(time.Now().UnixNano())
 				r.SetBytes(t.b)
 				err := conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
+				// UNAVAILABLE and RESOURCE_EXHAUSTED are retried as OTLP/gRPC exporters retry
+				// them, after RetryInfo's delay when given, as on OTLP/HTTP (loadhttp.go).
+				for backoff, n := 5*time.Millisecond, 0; retryableGRPC(err) && n < maxHTTPRetries; n++ {
+					d := backoff
+					if ri := retryDelay(err); ri > 0 {
+						d = ri
+					}
+					backoff = min(2*backoff, time.Second)
+					retried.Add(1)
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return
+					}
+					r.SetBytes(t.b)
+					err = conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, resp)
+				}
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, &err)
@@ -144,7 +197,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 		}()
 	}
 	wg.Wait()
-	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load())}
+	res := LoadResult{Sent: cfg.Batches, Acked: int(acked.Load()), Failed: int(failed.Load()), Retried: int(retried.Load())}
 	if e := firstErr.Load(); e != nil {
 		return res, *e
 	}
@@ -230,4 +283,23 @@ func otepWithID(dst, tmpl []byte, id uint64) []byte {
 	}
 	dst = append(dst, byte(id))
 	return append(dst, tmpl[2:]...)
+}
+
+// retryableGRPC reports the unary call errors OTLP/gRPC exporters retry.
+func retryableGRPC(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// retryDelay is the RetryInfo delay of err, 0 when it has none.
+func retryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }

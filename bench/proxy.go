@@ -20,7 +20,12 @@ type ProxyConfig struct {
 	GateArgs []string // extra flags for otlpgate
 	Bench    string   // the otlpbench binary, run as `otlpbench forward` (the floor); "" skips the floor
 	Peer     string   // another proxy binary to measure in the same run, or ""
-	PeerArgs []string // its arguments; it gets PEER_LISTEN and PEER_TARGET in its environment
+	PeerArgs []string // its arguments; it gets PEER_LISTEN, PEER_HTTP_LISTEN and PEER_TARGET in its environment
+	// Intake is how the load reaches otlpgate and the peer: "grpc" (OTLP/gRPC unary v1),
+	// "http-proto" or "http-json" (OTLP/HTTP). Both forward to the sink over gRPC either way.
+	// The direct run and the floor are always loaded over gRPC: the sink and the bare forwarder
+	// speak nothing else.
+	Intake   string
 	Shape    otlpgen.Shape
 	InFlight int
 	Batches  int     // closed-loop batches per target
@@ -46,6 +51,7 @@ type ProxyResult struct {
 	PeakRSS                int64
 	P50, P99, P999         time.Duration // end to end, latency phase
 	Received, Refused      int
+	Retried                int // sends of the closed-loop phase refused as retryable and sent again (OTLP/HTTP)
 }
 
 // CPUPerSpan is the proxy's CPU time per forwarded span.
@@ -65,13 +71,13 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	defer sink.Close()
 	var out []ProxyResult
 
-	run := func(name, target string, proc *Proc, adminURL string) (ProxyResult, error) {
+	run := func(name, target, protocol string, proc *Proc, adminURL string) (ProxyResult, error) {
 		res := ProxyResult{Target: name, AllocsPerBatch: -1, OwnAllocs: -1, OtherAllocs: -1}
 		metricsURL := ""
 		if adminURL != "" {
 			metricsURL = adminURL + "/metrics"
 		}
-		load := LoadConfig{Target: target, Protocol: "v1", Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
+		load := LoadConfig{Target: target, Protocol: protocol, Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
 		// Warm up: connections, pools, the peer's JIT-free but cache-cold start.
 		load.Batches = max(cfg.Batches/20, 10)
 		if _, err := RunLoad(ctx, load); err != nil {
@@ -116,7 +122,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		}
 		_, spans, _ := sink.Counts()
 		res.Spans = int(spans)
-		res.Received, res.Refused = lr.Acked, lr.Failed
+		res.Received, res.Refused, res.Retried = lr.Acked, lr.Failed, lr.Retried
+		if lr.Retried > 0 {
+			fmt.Fprintf(progress, "%s: %d sends answered retryable and sent again\n", name, lr.Retried)
+		}
 
 		sink.Reset()
 		load.Batches, load.Rate = cfg.RateN, cfg.Rate
@@ -131,7 +140,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		return res, nil
 	}
 
-	direct, err := run("direct", sink.Addr(), nil, "")
+	proxied := "v1"
+	if cfg.Intake == "http-proto" || cfg.Intake == "http-json" {
+		proxied = cfg.Intake
+	}
+	direct, err := run("direct", sink.Addr(), "v1", nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +166,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			fw.Stop()
 			return nil, err
 		}
-		r, err := run("grpc-forward", listen, fw, "http://"+admin)
+		r, err := run("grpc-forward", listen, "v1", fw, "http://"+admin)
 		fw.Stop()
 		if err != nil {
 			return nil, err
@@ -162,23 +175,30 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	}
 
 	// otlpgate, forwarding to the sink over a pipelined OTEP stream; then, with Fleet, to a
-	// fleet of sink addresses, each batch split by trace id.
+	// fleet of sink addresses, each batch split by trace id. Both network intakes get a port of
+	// their own (the default ones may be taken on a shared machine).
 	runGate := func(name, dest string) error {
 		listen, _ := FreeAddr()
+		httpListen, _ := FreeAddr()
 		admin, _ := FreeAddr()
-		args := append([]string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
+		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", "",
+			"-dest", dest}, cfg.GateArgs...)
 		gate, err := StartProc(name, cfg.Gate, args, nil, filepath.Join(cfg.Dir, name+".log"))
 		if err != nil {
 			return err
 		}
+		gateTarget := listen
+		if proxied != "v1" {
+			gateTarget = httpListen
+		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = WaitListening(wctx, listen)
+		err = WaitListening(wctx, gateTarget)
 		cancel()
 		if err != nil {
 			gate.Stop()
 			return err
 		}
-		r, err := run(name, listen, gate, "http://"+admin)
+		r, err := run(name, gateTarget, proxied, gate, "http://"+admin)
 		gate.Stop()
 		if err != nil {
 			return err
@@ -207,19 +227,24 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 
 	if cfg.Peer != "" {
 		listen, _ := FreeAddr()
+		httpListen, _ := FreeAddr()
 		peer, err := StartProc("peer", cfg.Peer, cfg.PeerArgs,
-			[]string{"PEER_LISTEN=" + listen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
+			[]string{"PEER_LISTEN=" + listen, "PEER_HTTP_LISTEN=" + httpListen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
 		if err != nil {
 			return out, err
 		}
+		target := listen
+		if proxied != "v1" {
+			target = httpListen
+		}
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = WaitListening(wctx, listen)
+		err = WaitListening(wctx, target)
 		cancel()
 		if err != nil {
 			peer.Stop()
 			return out, err
 		}
-		r, err := run(filepath.Base(cfg.Peer), listen, peer, "")
+		r, err := run(filepath.Base(cfg.Peer), target, proxied, peer, "")
 		peer.Stop()
 		if err != nil {
 			return out, err
@@ -247,7 +272,7 @@ func waitSink(s *Sink, n int) {
 // with a peer, the ratio of the peer's CPU per span to otlpgate's.
 func WriteProxy(w io.Writer, rs []ProxyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\t\n")
+	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\tretried\t\n")
 	var direct ProxyResult
 	for i, r := range rs {
 		if i == 0 {
@@ -266,9 +291,9 @@ func WriteProxy(w io.Writer, rs []ProxyResult) {
 			rss = fmt.Sprintf("%.0f", float64(r.PeakRSS)/(1<<20))
 		}
 		bps := float64(r.Received) / r.Wall.Seconds()
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t%d\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond),
-			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond))
+			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond), r.Retried)
 	}
 	tw.Flush()
 	var gate *ProxyResult

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/binary"
+	"strconv"
 )
 
 // The load generator measures end-to-end latency without decoding anything. Its batch templates
@@ -61,4 +62,30 @@ func stamps(b []byte) []uint64 {
 		i += j + 1
 	}
 	return out
+}
+
+// In OTLP/JSON the start time is a decimal string. Every stamp has exactly stampDigits decimal
+// digits (the magic puts it between 1.29e19 and 1.30e19), so a JSON template is built with the
+// first span's start time set to stampMagic, found once as that text, and overwritten in place
+// with the same number of digits; the proxy turns it into the fixed64 the sink looks for.
+const stampDigits = 20
+
+// StampOffsetJSON finds the offset of the first span's start time digits in a JSON batch whose
+// first span starts at stampMagic, -1 when there is none.
+func StampOffsetJSON(b []byte) int {
+	want := strconv.AppendUint([]byte(`"startTimeUnixNano":"`), stampMagic, 10)
+	i := bytes.Index(b, want)
+	if i < 0 {
+		return -1
+	}
+	return i + len(want) - stampDigits
+}
+
+// StampJSON writes the send time (unix nanoseconds) at off as stampDigits decimal digits.
+func StampJSON(b []byte, off int, nowNanos int64) {
+	v := uint64(nowNanos/1000)&stampMask | stampMagic
+	for i := off + stampDigits - 1; i >= off; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
 }

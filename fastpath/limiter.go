@@ -19,11 +19,12 @@ const (
 	IntakeGRPC Intake = iota
 	IntakeKafka
 	IntakeUDS
+	IntakeHTTP
 	// NumIntakes is the number of intakes, for arrays indexed by Intake.
 	NumIntakes
 )
 
-var intakeNames = [NumIntakes]string{"grpc", "kafka", "uds"}
+var intakeNames = [NumIntakes]string{"grpc", "kafka", "uds", "http"}
 
 // String returns the intake as used in metric labels. Safe for concurrent use.
 func (i Intake) String() string {
@@ -40,7 +41,7 @@ var ErrIntakeBusy = errors.New("fastpath: intake limit reached")
 type LimiterConfig struct {
 	// MaxBytes bounds the bytes intakes hold before admission: gRPC calls being received,
 	// Kafka requests read and not yet answered, UDS messages waiting for their rest
-	// (-intake.max-bytes, default 256MiB). Refusals are counted in
+	// HTTP bodies being read (-intake.max-bytes, default 256MiB). Refusals are counted in
 	// otlpgate_intake_refused_total{resource="bytes"}.
 	MaxBytes int64
 	// MaxDecodes bounds the decodes running at once: decompressing and decoding a Kafka push
@@ -84,7 +85,7 @@ var (
 
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight",
-		Help: "Bytes intakes hold before admission (gRPC calls being received, Kafka requests, UDS partial messages), bounded by -intake.max-bytes.",
+		Help: "Bytes intakes hold before admission (gRPC calls and HTTP bodies being received, Kafka requests, UDS partial messages), bounded by -intake.max-bytes.",
 	}, func() float64 { return float64(liveBytes.Load()) })
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight_high_water",

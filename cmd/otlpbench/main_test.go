@@ -68,3 +68,11 @@ func TestParseShape(t *testing.T) {
 		t.Error("medium accepted")
 	}
 }
+
+// An intake the load generator cannot send is refused before anything starts.
+func TestProxyUnknownIntake(t *testing.T) {
+	err := cmdProxy([]string{"-intake", "udp", "-gate", "/nonexistent"})
+	if err == nil || err.Error() != `proxy: unknown -intake "udp" (want grpc, http-proto or http-json)` {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -17,7 +17,8 @@ func cmdProxy(args []string) error {
 	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
 	gateArgs := fs.String("gate-args", "-batch.max-age=5ms", "extra otlpgate flags (space-separated)")
 	peer := fs.String("peer", "", "another proxy to run the same load through, e.g. ./peer/otelcol/otelcol-peer")
-	peerArgs := fs.String("peer-args", "", "the peer's arguments (space-separated); it gets PEER_LISTEN and PEER_TARGET")
+	peerArgs := fs.String("peer-args", "", "the peer's arguments (space-separated); it gets PEER_LISTEN (gRPC), PEER_HTTP_LISTEN (OTLP/HTTP) and PEER_TARGET")
+	intake := fs.String("intake", "grpc", "how the load reaches otlpgate and the peer: grpc (unary v1), http-proto or http-json (OTLP/HTTP); direct and the floor are always gRPC")
 	shape := shapeFlag(fs)
 	inflight := fs.Int("inflight", 8, "requests in flight in the closed-loop phase")
 	batches := fs.Int("batches", 0, "closed-loop batches per target (default 20000 small, 2000 large)")
@@ -36,6 +37,11 @@ func cmdProxy(args []string) error {
 		return err
 	}
 	sh.Traces = *traces
+	switch *intake {
+	case "grpc", "http-proto", "http-json":
+	default:
+		return fmt.Errorf("proxy: unknown -intake %q (want grpc, http-proto or http-json)", *intake)
+	}
 	if *batches == 0 {
 		*batches = map[string]int{"small": 20000, "large": 2000}[*shape]
 	}
@@ -71,11 +77,11 @@ func cmdProxy(args []string) error {
 	}
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
 		Bench: self, Gate: *gate, GateArgs: gateFlags, Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
-		Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
+		Intake: *intake, Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
 		Fleet: *fleet,
 	}, os.Stderr)
-	fmt.Printf("\nload -> proxy -> sink, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
-		*shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)
+	fmt.Printf("\nload -> proxy -> sink, %s intake, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
+		*intake, *shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)
 	bench.WriteProxy(os.Stdout, res)
 	if fsyncs != nil {
 		n, perSec := fsyncs.result()

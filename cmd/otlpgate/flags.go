@@ -87,9 +87,9 @@ Flags:
 	fs.Var(byteSize{&sp.TailBytes}, "spool.tail-bytes", "memory kept of the newest spooled records (default 1MiB, held on top of -queue.max-bytes), so that destinations that keep up take them from memory instead of reading the segment file back; 0 always reads the file (otlpgate_spool_reads_total{source=\"memory\"} and {source=\"disk\"})")
 
 	in := &cfg.intake
-	fs.Var(byteSize{&in.MaxBytes}, "intake.max-bytes", "bytes every intake together holds before admission (gRPC calls being received: each reserves -grpc.max-recv-msg-size; Kafka requests over 16KiB; UDS partial messages); past it gRPC answers UNAVAILABLE + RetryInfo, Kafka THROTTLING_QUOTA_EXCEEDED, UDS discards (otlpgate_intake_refused_total{resource=\"bytes\"}, otlpgate_intake_bytes_in_flight)")
+	fs.Var(byteSize{&in.MaxBytes}, "intake.max-bytes", "bytes every intake together holds before admission (gRPC calls being received: each reserves -grpc.max-recv-msg-size; OTLP/HTTP bodies: their Content-Length, -http.max-request-bytes when chunked; Kafka requests over 16KiB; UDS partial messages); past it gRPC answers UNAVAILABLE + RetryInfo, HTTP 429 + Retry-After, Kafka THROTTLING_QUOTA_EXCEEDED, UDS discards (otlpgate_intake_refused_total{resource=\"bytes\"}, otlpgate_intake_bytes_in_flight)")
 	fs.IntVar(&in.MaxDecodes, "intake.max-decodes", in.MaxDecodes, "Kafka pushes decompressed and decoded at once (0: twice GOMAXPROCS; otlpgate_intake_refused_total{resource=\"decodes\"})")
-	fs.DurationVar(&in.Wait, "intake.wait", in.Wait, "how long a gRPC call or Kafka request waits for the intake limiter before it is refused; also the retry delay it is told")
+	fs.DurationVar(&in.Wait, "intake.wait", in.Wait, "how long a gRPC call, OTLP/HTTP request or Kafka request waits for the intake limiter before it is refused; also the retry delay it is told")
 
 	f := &cfg.file
 	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")

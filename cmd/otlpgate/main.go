@@ -322,7 +322,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// One intake limiter bounds what every intake holds before admission, as the queue does after.
 	lim := fastpath.NewLimiter(cfg.intake)
-	cfg.grpc.Limiter, cfg.kafka.Limiter, cfg.uds.Limiter = lim, lim, lim
+	cfg.grpc.Limiter, cfg.http.Limiter, cfg.kafka.Limiter, cfg.uds.Limiter = lim, lim, lim, lim
 	gs, err := grpcserver.New(cfg.grpc, p, log)
 	if err != nil {
 		return err

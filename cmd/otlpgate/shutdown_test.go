@@ -39,7 +39,7 @@ func startGateway(t *testing.T, bin string, extra ...string) *gateway {
 	g := &gateway{stderr: &lockedBuffer{}, grpcAddr: freePort(t), admin: freePort(t),
 		path: filepath.Join(dir, "otlp.jsonl"), exited: make(chan struct{})}
 	args := append([]string{"-grpc.listen", g.grpcAddr, "-admin.listen", g.admin, "-file.path", g.path,
-		"-uds.listen", filepath.Join(dir, "oc.sock"), "-kafka.listen", freePort(t)}, extra...)
+		"-uds.listen", filepath.Join(dir, "oc.sock"), "-kafka.listen", freePort(t), "-http.listen", freePort(t)}, extra...)
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Stderr = g.stderr
 	if err := g.cmd.Start(); err != nil {

@@ -7,8 +7,9 @@
 // fastpath.Pipeline, OTEP requests being re-tagged to the v1 layout on the way into the batch.
 // Responses are small typed messages marshalled by the vtprotobuf codec.
 //
-// It imports fastpath/, codec/, pool/ and proto/; never client/ or cmd/. gRPC runs each call on
-// its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
+// It imports fastpath/, codec/, pool/, proto/ and internal/admission (refusal reasons, overload
+// episodes, the intake limiter hold, shared with the HTTP intake); never client/ or cmd/.
+// gRPC runs each call on its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
 // the stream's own, so that its handler's goroutine can end it at shutdown while it waits for a
 // request (drain.go); in -ack=upstream mode they are answered by up to -grpc.stream.window waiter
 // goroutines.

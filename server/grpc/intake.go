@@ -7,9 +7,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
-// recvHold is the intake limiter's reservation for one message being received and admitted.
+// takeRecv reserves, in h, the intake limiter's bytes for one message being received and
+// admitted, waiting up to -intake.wait or until the call ends; false when the limiter refused.
 //
 // grpc-go reads a unary request inside the handler's dec call (RecvMsg), not before the
 // handler runs, so the reservation is taken before the message is read: while a call waits
@@ -19,39 +21,15 @@ import (
 // -intake.max-bytes / -grpc.max-recv-msg-size calls are received at once, the others wait up to
 // -intake.wait. The reservation is given back as soon as admission copied the message, before
 // an -ack=upstream call waits for its upstream.
-type recvHold struct {
-	lim *fastpath.Limiter
-	n   int64
-}
-
-// take reserves a message's worth of bytes, waiting up to -intake.wait or until the call ends.
-// It reports false when the limiter refused. Without a limiter it takes nothing.
-func (h *recvHold) take(ctx context.Context, s *Server) bool {
-	lim := s.cfg.Limiter
-	if lim == nil {
-		return true
-	}
-	n := int64(s.cfg.MaxRecvMsgSize)
-	if !lim.AcquireBytes(fastpath.IntakeGRPC, n, ctx.Done()) {
-		return false
-	}
-	h.lim, h.n = lim, n
-	return true
-}
-
-// release gives the reservation back; calling it again does nothing.
-func (h *recvHold) release() {
-	if h.n > 0 {
-		h.lim.ReleaseBytes(h.n)
-		h.n = 0
-	}
+func (s *Server) takeRecv(ctx context.Context, h *admission.Hold) bool {
+	return s.adm.Take(h, fastpath.IntakeGRPC, int64(s.cfg.MaxRecvMsgSize), ctx.Done())
 }
 
 // busy is the answer to a call the intake limiter refused: UNAVAILABLE with RetryInfo, as for
 // a full queue, with the limiter's wait as the delay.
 func (s *Server) busy() error {
 	st := status.New(codes.Unavailable, "otlpgate intake is busy (-intake.max-bytes): retry after the given delay")
-	if d, err := st.WithDetails(retryInfo(s.cfg.Limiter.Wait())); err == nil {
+	if d, err := st.WithDetails(retryInfo(s.adm.BusyDelay())); err == nil {
 		st = d
 	}
 	return st.Err()

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // kind is the protocol a request came in by.
@@ -18,19 +19,6 @@ const (
 )
 
 var kindNames = [numKinds]string{"v1", "otep_unary", "otep_stream"}
-
-// Why a request was not accepted.
-const (
-	refusedInvalid  = iota // the scanner rejected it
-	refusedFull            // no queue space now
-	refusedTooLarge        // larger than the whole queue
-	refusedClosed          // shutting down
-	refusedUpstream        // -ack=upstream: a destination did not deliver it
-	refusedTimeout         // -ack=upstream: the client gave up waiting
-	numRefused
-)
-
-var refusedNames = [numRefused]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
 
 var (
 	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -65,8 +53,8 @@ var (
 
 type counters struct {
 	items, bytes [numKinds][fastpath.NumSignals]prometheus.Counter
-	refused      [numKinds][fastpath.NumSignals][numRefused]prometheus.Counter
-	refusedItems [numKinds][fastpath.NumSignals][numRefused]prometheus.Counter
+	refused      [numKinds][fastpath.NumSignals][admission.NumReasons]prometheus.Counter
+	refusedItems [numKinds][fastpath.NumSignals][admission.NumReasons]prometheus.Counter
 	partial      [fastpath.NumSignals]prometheus.Counter
 	overload     [numKinds]prometheus.Counter
 	rebalanceAge prometheus.Counter
@@ -79,9 +67,9 @@ var ctr = func() *counters {
 		for s := range fastpath.NumSignals {
 			c.items[k][s] = receivedItems.WithLabelValues(kindNames[k], s.String())
 			c.bytes[k][s] = receivedBytes.WithLabelValues(kindNames[k], s.String())
-			for r := range numRefused {
-				c.refused[k][s][r] = refusedRequests.WithLabelValues(kindNames[k], s.String(), refusedNames[r])
-				c.refusedItems[k][s][r] = refusedItemsCounter.WithLabelValues(kindNames[k], s.String(), refusedNames[r])
+			for r := range admission.NumReasons {
+				c.refused[k][s][r] = refusedRequests.WithLabelValues(kindNames[k], s.String(), r.String())
+				c.refusedItems[k][s][r] = refusedItemsCounter.WithLabelValues(kindNames[k], s.String(), r.String())
 			}
 		}
 		c.overload[k] = overloadEnds.WithLabelValues(kindNames[k])
@@ -94,7 +82,7 @@ var ctr = func() *counters {
 	return c
 }()
 
-func (c *counters) refuse(k kind, s fastpath.Signal, reason, items int) {
+func (c *counters) refuse(k kind, s fastpath.Signal, reason admission.Reason, items int) {
 	c.refused[k][s][reason].Inc()
 	if items > 0 {
 		c.refusedItems[k][s][reason].Add(float64(items))

@@ -13,15 +13,16 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // resultOf maps a refusal reason to the OTEP result code.
-func resultOf(reason int) otepv1.ResultCode {
+func resultOf(reason admission.Reason) otepv1.ResultCode {
 	switch reason {
-	case -1:
+	case admission.Accepted:
 		return otepv1.ResultCode_Success
-	case refusedInvalid, refusedTooLarge:
+	case admission.Invalid, admission.TooLarge:
 		return otepv1.ResultCode_FailedNoneRetryable
 	}
 	return otepv1.ResultCode_FailedRetryable
@@ -48,11 +49,11 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
-		var hold recvHold
-		if !hold.take(ctx, s) {
+		var hold admission.Hold
+		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
 		}
-		defer hold.release()
+		defer hold.Release()
 		var raw codec.Raw
 		if err := dec(&raw); err != nil {
 			return nil, err
@@ -61,17 +62,17 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		req := raw.Bytes()
 		sc, b, reason := s.admit(kindOTEPUnary, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
-		if reason == refusedInvalid {
+		if reason == admission.Invalid {
 			id = peekID(req)
 		}
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
 		raw.Release()
-		hold.release()
-		if reason == -1 {
-			reason = await(ctx, b)
+		hold.Release()
+		if reason == admission.Accepted {
+			reason = admission.Await(ctx, b)
 		}
-		if reason == refusedFull && s.overloaded() {
+		if reason == admission.Full && s.overloaded() {
 			ctr.overload[kindOTEPUnary].Inc()
 			return nil, s.unavailable()
 		}
@@ -141,7 +142,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		req := raw.Bytes()
 		sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
-		if reason == refusedInvalid {
+		if reason == admission.Invalid {
 			id = peekID(req)
 		}
 		if b != nil {
@@ -149,14 +150,14 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			st.wg.Add(1)
 			go func() {
 				defer st.wg.Done()
-				st.send(id, resultOf(await(ctx, b)))
+				st.send(id, resultOf(admission.Await(ctx, b)))
 				<-window
 			}()
 		} else if err := st.send(id, resultOf(reason)); err != nil {
 			return st.finish(err)
 		}
 		switch {
-		case reason == refusedFull && s.overloaded():
+		case reason == admission.Full && s.overloaded():
 			ctr.overload[kindOTEPStream].Inc()
 			return st.finish(s.unavailable())
 		case s.draining.Load():

@@ -2,13 +2,11 @@ package grpcserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -33,15 +32,11 @@ type Server struct {
 	ln    atomic.Pointer[net.Listener]
 	token string // expected "Bearer ..." value; empty: no check
 
-	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
-	// requests are admitted; lastRefusal is the time of the latest refusal. Shared by every
-	// call: the queue is shared too.
-	refusingSince atomic.Int64
-	lastRefusal   atomic.Int64
-	draining      atomic.Bool
-	drain         chan struct{}  // closed when draining is set: idle streams end
-	loops         sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
-	served        chan struct{}
+	adm      admission.Control // admission, refusal episodes, the intake limiter
+	draining atomic.Bool
+	drain    chan struct{}  // closed when draining is set: idle streams end
+	loops    sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
+	served   chan struct{}
 }
 
 // New builds the server for cfg in front of p. Start listens.
@@ -50,6 +45,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{})}
+	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	if cfg.AuthTokenFile != "" {
 		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
 		if err != nil {
@@ -166,88 +162,33 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or wrong b
 
 // overloaded records a refusal for want of space and reports whether refusals have now lasted
 // longer than OverloadAfter.
-func (s *Server) overloaded() bool { return s.overloadedAt(time.Now().UnixNano()) }
-
-// overloadedAt is overloaded at the unix-nano time now. A refusal episode ends when a request
-// is admitted, and also when no refusal came for longer than OverloadAfter: the queue then had
-// room, or nobody asked. Without the second rule an episode that ended without a later
-// admission (the clients went quiet) would stay open, and the first refusal after a long quiet
-// period would skip the grace altogether.
-func (s *Server) overloadedAt(now int64) bool {
-	last := s.lastRefusal.Swap(now)
-	since := s.refusingSince.Load()
-	if since == 0 || time.Duration(now-last) > s.cfg.OverloadAfter {
-		// Racing refusals start the episode once; a lost race sees a time at most as old.
-		if !s.refusingSince.CompareAndSwap(since, now) {
-			since = s.refusingSince.Load()
-		} else {
-			since = now
-		}
-	}
-	return time.Duration(now-since) >= s.cfg.OverloadAfter
-}
+func (s *Server) overloaded() bool { return s.adm.Overloaded() }
 
 // unavailable is the status that ends a call or stream under sustained overload, with the delay
 // the client should wait, sized from the queue's drain rate.
 func (s *Server) unavailable() error {
 	st := status.New(codes.Unavailable, "otlpgate is overloaded: retry after the given delay")
-	if d, err := st.WithDetails(retryInfo(s.p.RetryDelay())); err == nil {
+	if d, err := st.WithDetails(retryInfo(s.adm.QueueDelay())); err == nil {
 		st = d
 	}
 	return st.Err()
 }
 
-// admit scans req and admits it. reason is -1 when the request was admitted (or empty).
-func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason int) {
+// admit scans req and admits it.
+func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
 	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 	if err != nil {
-		ctr.refuse(k, sig, refusedInvalid, 0)
-		return sc, nil, refusedInvalid
+		ctr.refuse(k, sig, admission.Invalid, 0)
+		return sc, nil, admission.Invalid
 	}
 	items := max(sc.Items, 0)
 	ctr.items[k][sig].Add(float64(items))
 	if sc.Resources == 0 {
-		return sc, nil, -1
+		return sc, nil, admission.Accepted
 	}
-	b, err = s.p.Admit(sig, req, items, layout)
-	if err == nil {
-		if s.refusingSince.Load() != 0 {
-			s.refusingSince.Store(0)
-		}
-		return sc, b, -1
+	if b, reason = s.adm.Admit(sig, req, items, layout); reason != admission.Accepted {
+		ctr.refuse(k, sig, reason, items)
 	}
-	reason = reasonOf(err)
-	ctr.refuse(k, sig, reason, items)
-	return sc, nil, reason
-}
-
-// reasonOf maps an admission error to a refusal reason.
-func reasonOf(err error) int {
-	switch {
-	case errors.Is(err, fastpath.ErrFull):
-		return refusedFull
-	case errors.Is(err, fastpath.ErrTooLarge):
-		return refusedTooLarge
-	case errors.Is(err, fastpath.ErrClosed):
-		return refusedClosed
-	}
-	// The re-tag found what a scan at a shallower depth let through.
-	return refusedInvalid
-}
-
-// await waits for an upstream batch and reports the refusal reason, -1 when delivered.
-func await(ctx context.Context, b *fastpath.Batch) int {
-	if b == nil {
-		return -1
-	}
-	ok, err := b.Wait(ctx)
-	b.Unref()
-	switch {
-	case err != nil:
-		return refusedTimeout
-	case !ok:
-		return refusedUpstream
-	}
-	return -1
+	return sc, b, reason
 }

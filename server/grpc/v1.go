@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
@@ -50,11 +51,11 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
-		var hold recvHold
-		if !hold.take(ctx, s) {
+		var hold admission.Hold
+		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
 		}
-		defer hold.release()
+		defer hold.Release()
 		var raw codec.Raw
 		if err := dec(&raw); err != nil {
 			return nil, err
@@ -64,7 +65,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		_, b, reason := s.admit(kindV1, sig, req, fastpath.LayoutV1)
 		var rejected int64
 		var msg string
-		if reason == refusedInvalid {
+		if reason == admission.Invalid {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped.
 			b, rejected, msg, reason = s.admitValidEntries(sig, req)
@@ -72,26 +73,26 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
 		raw.Release()
-		hold.release()
-		if reason == -1 {
-			reason = await(ctx, b)
+		hold.Release()
+		if reason == admission.Accepted {
+			reason = admission.Await(ctx, b)
 		}
 		switch reason {
-		case -1:
+		case admission.Accepted:
 			return v1Response(sig, rejected, msg), nil
-		case refusedInvalid:
+		case admission.Invalid:
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP request")
-		case refusedFull:
+		case admission.Full:
 			if s.overloaded() {
 				ctr.overload[kindV1].Inc()
 			}
 			return nil, s.unavailable()
-		case refusedTooLarge:
+		case admission.TooLarge:
 			// Not retryable: without RetryInfo, RESOURCE_EXHAUSTED tells OTLP clients to drop it.
 			return nil, status.Error(codes.ResourceExhausted, "request larger than the whole queue (-queue.max-bytes)")
-		case refusedClosed:
+		case admission.Closed:
 			return nil, status.Error(codes.Unavailable, "otlpgate is shutting down")
-		case refusedUpstream:
+		case admission.Upstream:
 			return nil, s.unavailable()
 		default:
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -101,25 +102,23 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 
 // admitValidEntries admits the resource entries of req that pass a full scan on their own, and
 // reports how many items the others held (when they can be counted at all). reason is
-// refusedInvalid when the top level is malformed or no entry is valid.
-func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason int) {
+// admission.Invalid when the top level is malformed or no entry is valid.
+func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
-		return nil, 0, "", refusedInvalid
+		return nil, 0, "", admission.Invalid
 	}
 	buf := pool.GetBytes(len(req))
 	defer pool.PutBytes(buf)
 	var e fastpath.Entries
 	var err error
 	if *buf, e, err = fastpath.AppendValidEntries(*buf, sig, req); err != nil || e.Good == 0 {
-		return nil, 0, "", refusedInvalid
+		return nil, 0, "", admission.Invalid
 	}
 	good, bad, items, rejected := e.Good, e.Bad, e.Items, e.Rejected
 	ctr.partial[sig].Add(float64(bad))
-	b, err = s.p.Admit(sig, *buf, items, fastpath.LayoutV1)
-	if err != nil {
-		reason := reasonOf(err)
+	if b, reason = s.adm.Admit(sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
 		ctr.refuse(kindV1, sig, reason, items)
 		return nil, 0, "", reason
 	}
-	return b, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), -1
+	return b, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), admission.Accepted
 }

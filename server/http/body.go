@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -58,6 +59,7 @@ func asciiEqualFold(b []byte, s string) bool {
 var (
 	errBodyTooLarge = errors.New("httpserver: decompressed body exceeds -http.max-request-bytes")
 	errCorrupt      = errors.New("httpserver: corrupt compressed body")
+	errRead         = errors.New("httpserver: cannot read the request body")
 )
 
 // decoders are the pooled decompressors of codec/, the same the gRPC intake uses.
@@ -88,10 +90,10 @@ func newDecoders() (decoders, error) {
 // scratch is the per-request state of the handler, pooled.
 type scratch struct {
 	src bytes.Reader
-	// plain holds the decompressed body; out the bytes built for admission (valid entries of a
+	// wire holds the body as read from the connection; plain the decompressed body; out the bytes built for admission (valid entries of a
 	// partially malformed request, a transcoded JSON body). Both are pooled buffers, nil when
 	// unused, returned by release.
-	plain, out *[]byte
+	wire, plain, out *[]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -99,9 +101,10 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func (s *scratch) release() {
+	pool.PutBytes(s.wire)
 	pool.PutBytes(s.plain)
 	pool.PutBytes(s.out)
-	s.plain, s.out = nil, nil
+	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
 	scratchPool.Put(s)
 }
@@ -121,10 +124,57 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 	if cl, ok := r.(io.Closer); ok {
 		defer cl.Close()
 	}
+	out, err := readCapped(r, &s.plain, len(body)*firstGuess, limit)
+	if err != nil && err != errBodyTooLarge {
+		return nil, errCorrupt
+	}
+	return out, err
+}
+
+// readBody returns the request body, reading what fasthttp left in its stream into the
+// scratch's pooled buffer: cl bytes (the Content-Length), or, for a chunked body (cl < 0),
+// until its end, at most limit. The result is valid until release.
+func (s *scratch) readBody(req *fasthttp.Request, cl, limit int) ([]byte, error) {
+	if !req.IsBodyStream() {
+		// Set whole (tests that call the handler directly).
+		return req.Body(), nil
+	}
+	guess := cl + 1 // room for the end of the stream to show without growing
+	if cl < 0 {
+		guess = pool.MinSize
+	}
+	return readCapped(req.BodyStream(), &s.wire, guess, limit)
+}
+
+// discardBody reads the rest of an unread body and drops it, so that the connection can serve
+// the next request; false when it could not be read.
+func discardBody(req *fasthttp.Request) bool {
+	if !req.IsBodyStream() {
+		return true
+	}
+	// A pooled buffer: one on the stack would escape through the io.Reader call.
+	buf := pool.GetBytes(4 << 10)
+	defer pool.PutBytes(buf)
+	b := (*buf)[:cap(*buf)]
+	for r := req.BodyStream(); ; {
+		_, err := r.Read(b)
+		switch {
+		case err == io.EOF:
+			return true
+		case err != nil:
+			return false
+		}
+	}
+}
+
+// readCapped reads r to its end into a pooled buffer it keeps in *slot (growing it through
+// the pool), starting with room for guess bytes and refusing more than limit. The bytes are
+// valid until *slot is returned to the pool.
+func readCapped(r io.Reader, slot **[]byte, guess, limit int) ([]byte, error) {
 	// One byte more than the limit tells a body of exactly limit bytes from a longer one.
 	ceiling := limit + 1
-	buf := pool.GetBytes(min(max(len(body)*firstGuess, pool.MinSize), ceiling))
-	s.plain = buf
+	buf := pool.GetBytes(min(max(guess, pool.MinSize), ceiling))
+	*slot = buf
 	for {
 		if len(*buf) == cap(*buf) {
 			if len(*buf) >= ceiling {
@@ -134,7 +184,7 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 			*nb = append(*nb, *buf...)
 			pool.PutBytes(buf)
 			buf = nb
-			s.plain = buf
+			*slot = buf
 		}
 		n, err := r.Read((*buf)[len(*buf):min(cap(*buf), ceiling)])
 		*buf = (*buf)[:len(*buf)+n]
@@ -145,7 +195,7 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 		case err == io.EOF:
 			return *buf, nil
 		case err != nil:
-			return nil, errCorrupt
+			return nil, errRead
 		}
 	}
 }

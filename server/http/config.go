@@ -37,6 +37,10 @@ type Config struct {
 	// the answer turns from 429 into 503 (-http.overload-after, default 2s), as
 	// -grpc.overload-after ends calls with UNAVAILABLE.
 	OverloadAfter time.Duration
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A request takes its
+	// Content-Length from it before its body is read (-http.max-request-bytes for a chunked
+	// body, whose size is not known) and gives it back once admission copied the body.
+	Limiter *fastpath.Limiter
 	// ScanDepth is how deep requests are validated; cmd/otlpgate sets it from -grpc.scan-depth,
 	// which serves both intakes.
 	ScanDepth fastpath.Depth
@@ -116,6 +120,8 @@ func (c Config) Validate() error {
 		return errors.New("http: a client CA (mTLS) needs a server certificate")
 	case c.ScanDepth > fastpath.DepthFull:
 		return errors.New("http: bad scan depth")
+	case c.Limiter != nil && int64(c.MaxRequestBytes) > c.Limiter.MaxBytes():
+		return fmt.Errorf("http: max request bytes %d exceeds the intake limit %d (-intake.max-bytes)", c.MaxRequestBytes, c.Limiter.MaxBytes())
 	}
 	for _, o := range c.CORSAllowedOrigins {
 		if o == "" || strings.Count(o, "*") > 1 {

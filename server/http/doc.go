@@ -2,14 +2,21 @@
 // /v1/metrics and /v1/logs with protobuf or JSON bodies, as the OTLP specification's OTLP/HTTP
 // section describes, served by fasthttp.
 //
-// Protobuf bodies are never decoded: the handler takes the request body fasthttp already holds
-// (or its decompressed form, in a pooled buffer), scans it with fastpath.ScanRequest at the
+// The handler runs once a request's headers are in (fasthttp streams the body): it takes the
+// body's Content-Length from the process-wide intake limiter, refusing with 429 when there is
+// no room within -intake.wait, and only then reads the body into a pooled buffer. Refusal
+// reasons, overload episodes and Retry-After sizing are internal/admission's, shared with the
+// gRPC intake.
+//
+// Protobuf bodies are never decoded: the handler takes the request body (or its decompressed
+// form, in a pooled buffer), scans it with fastpath.ScanRequest at the
 // configured depth and admits it into the fastpath.Pipeline, exactly as the gRPC intake does,
 // malformed resource entries being dropped with a partial_success answer. JSON bodies are
 // transcoded to the same bytes first. Answers are the empty Export*ServiceResponse, a
 // partial_success, or a google.rpc.Status, in the encoding of the request.
 //
-// It imports fastpath/, codec/, pool/, proto/ and internal/credfile; never client/ or cmd/.
+// It imports fastpath/, codec/, pool/, proto/, internal/admission and internal/credfile; never
+// client/ or cmd/.
 // fasthttp serves each connection on a goroutine of its worker pool, and the handler runs there,
 // one request at a time per connection; in -ack=upstream mode it blocks on the batch.
 package httpserver

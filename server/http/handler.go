@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -21,6 +22,10 @@ import (
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	// Every answer given before the body was read leaves it in the connection (StreamRequestBody):
+	// settle drops it or closes the connection, so that the next request is read from its start.
+	read := false
+	defer s.settle(ctx, &read)
 	hdr := &ctx.Request.Header
 	// Errors are answered in the request's encoding when it has a known one, else in protobuf.
 	f, known := parseMediaType(hdr.ContentType())
@@ -61,21 +66,40 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Accept-Encoding", "gzip, zstd, identity")
 		return
 	}
-	body := ctx.PostBody()
-	if len(body) > s.cfg.MaxRequestBytes {
-		// fasthttp refuses such bodies before the handler runs (see handleError); this only
-		// guards against that check ever moving.
+	// A body larger than the limit is refused on its Content-Length, unread; fasthttp has read
+	// a few KiB of it at most, and settle closes the connection rather than read the rest.
+	cl := hdr.ContentLength() // -1: chunked, size unknown until read
+	if cl > s.cfg.MaxRequestBytes {
 		s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
 		return
 	}
+	// The body's bytes come from the intake limiter before the rest of it is read; a chunked
+	// body reserves the largest, as a gRPC call does. The client waits meanwhile, held back by
+	// TCP, up to -intake.wait.
+	var hold admission.Hold
+	if n := reserve(cl, s.cfg.MaxRequestBytes); n > 0 && !s.adm.Take(&hold, fastpath.IntakeHTTP, n, s.waitCtx.Done()) {
+		s.refuseBusy(ctx, f)
+		return
+	}
+	defer hold.Release()
 	sc := getScratch()
 	defer sc.release()
+	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
+	read = true
+	if err != nil {
+		ctx.SetConnectionClose()
+		if err == errBodyTooLarge {
+			s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
+		} else {
+			s.reject(ctx, f, rejectCorrupt, s.replies.badRequest)
+		}
+		return
+	}
 	if cod != codingIdentity {
 		dec := s.dec.gzip
 		if cod == codingZstd {
 			dec = s.dec.zstd
 		}
-		var err error
 		if body, err = sc.decompress(dec, body, s.cfg.MaxRequestBytes); err != nil {
 			if err == errBodyTooLarge {
 				s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
@@ -89,9 +113,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	var b *fastpath.Batch
 	var rejected int64
 	var msg string
-	reason := -1
+	var reason admission.Reason
 	if f == encJSON {
-		var err error
 		if b, reason, err = s.admitJSON(sc, sig, body); err != nil {
 			sendStatus(ctx, f, fasthttp.StatusBadRequest, codes.InvalidArgument, "malformed OTLP/JSON request: "+strings.TrimPrefix(err.Error(), "fastpath: "))
 			return
@@ -99,36 +122,38 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	} else {
 		b, rejected, msg, reason = s.admitProto(sc, sig, body)
 	}
-	if reason == -1 {
-		reason = s.await(b)
+	// Admission copied what it kept: the reservation is free before -ack=upstream waits.
+	hold.Release()
+	if reason == admission.Accepted {
+		reason = admission.Await(s.waitCtx, b)
 	}
 	s.answer(ctx, f, sig, reason, rejected, msg)
 }
 
 // answer writes the response for a request that reached admission.
-func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason int, rejected int64, msg string) {
+func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string) {
 	switch reason {
-	case -1:
+	case admission.Accepted:
 		if msg != "" {
 			sendPartial(ctx, f, sig, rejected, msg)
 			return
 		}
 		sendOK(ctx, f)
-	case refusedInvalid:
+	case admission.Invalid:
 		send(ctx, f, s.replies.malformed)
-	case refusedFull:
+	case admission.Full:
 		r := s.replies.overloaded429
 		if s.overloaded() {
 			overloadAnswers.Inc()
 			r = s.replies.overloaded503
 		}
-		sendRetry(ctx, f, r, s.p.RetryDelay())
-	case refusedTooLarge:
+		sendRetry(ctx, f, r, s.adm.QueueDelay())
+	case admission.TooLarge:
 		// Not retryable: the request could never fit, however long the client waits.
 		send(ctx, f, s.replies.queueTooLarge)
-	case refusedUpstream:
-		sendRetry(ctx, f, s.replies.overloaded503, s.p.RetryDelay())
-	default: // refusedClosed, refusedTimeout
+	case admission.Upstream:
+		sendRetry(ctx, f, s.replies.overloaded503, s.adm.QueueDelay())
+	default: // admission.Closed, admission.Timeout
 		send(ctx, f, s.replies.closed)
 	}
 }
@@ -168,13 +193,13 @@ func parseMediaType(v []byte) (format, bool) {
 // admitProto scans a protobuf request and admits it, or, when its scan fails, the resource
 // entries of it that are well-formed. reason is -1 when something (or nothing, for an empty
 // request) was admitted; msg is set when entries were dropped.
-func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason int) {
+func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
 	scan, err := fastpath.ScanRequest(sig, req, fastpath.LayoutV1, s.cfg.ScanDepth)
 	items := max(scan.Items, 0)
 	if err != nil {
 		if s.cfg.ScanDepth != fastpath.DepthFull {
-			ctr.refuse(encProto, sig, refusedInvalid, 0)
-			return nil, 0, "", refusedInvalid
+			ctr.refuse(encProto, sig, admission.Invalid, 0)
+			return nil, 0, "", admission.Invalid
 		}
 		// A request whose top level holds together may carry a few malformed resource
 		// entries: keep the good ones and say which part was dropped, as the gRPC intake does.
@@ -182,62 +207,61 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		var e fastpath.Entries
 		*sc.out, e, err = fastpath.AppendValidEntries(*sc.out, sig, req)
 		if err != nil || e.Good == 0 {
-			ctr.refuse(encProto, sig, refusedInvalid, 0)
-			return nil, 0, "", refusedInvalid
+			ctr.refuse(encProto, sig, admission.Invalid, 0)
+			return nil, 0, "", admission.Invalid
 		}
 		ctr.partial[sig].Add(float64(e.Bad))
 		req, items, rejected = *sc.out, e.Items, e.Rejected
 		msg = fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad)
 	} else if scan.Resources == 0 {
-		return nil, 0, "", -1
+		return nil, 0, "", admission.Accepted
 	}
 	ctr.items[encProto][sig].Add(float64(items))
 	b, reason = s.admit(encProto, sig, req, items)
 	return b, rejected, msg, reason
 }
 
-// admit hands a checked v1 request body to the pipeline.
-func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, int) {
-	b, err := s.p.Admit(sig, req, items, fastpath.LayoutV1)
-	if err == nil {
-		if s.refusingSince.Load() != 0 {
-			s.refusingSince.Store(0)
-		}
-		return b, -1
+// admit hands a checked v1 request body to the pipeline. Admission strips unknown top-level
+// fields (and counts them), as for every intake.
+func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
+	b, reason := s.adm.Admit(sig, req, items, fastpath.LayoutV1)
+	if reason != admission.Accepted {
+		ctr.refuse(f, sig, reason, items)
 	}
-	reason := reasonOf(err)
-	ctr.refuse(f, sig, reason, items)
-	return nil, reason
+	return b, reason
 }
 
-// reasonOf maps an admission error to a refusal reason.
-func reasonOf(err error) int {
-	switch {
-	case errors.Is(err, fastpath.ErrFull):
-		return refusedFull
-	case errors.Is(err, fastpath.ErrTooLarge):
-		return refusedTooLarge
-	case errors.Is(err, fastpath.ErrClosed):
-		return refusedClosed
+// reserve is what a body of Content-Length cl takes from the intake limiter: its length, or
+// the largest a body may be when it is chunked.
+func reserve(cl, maxBody int) int64 {
+	if cl < 0 {
+		return int64(maxBody)
 	}
-	return refusedInvalid
+	return int64(cl)
 }
 
-// await waits for an upstream batch (-ack=upstream) and reports the refusal reason, -1 when
-// delivered.
-func (s *Server) await(b *fastpath.Batch) int {
-	if b == nil {
-		return -1
+// drainBelow is the largest unread body a refused request may leave and still keep its
+// connection: reading and dropping a few KiB (mostly read already) is cheaper for a client
+// under backpressure than a new connection; a larger body is left unread and the connection
+// closed, since reading it is what the refusal is there to avoid.
+const drainBelow = 64 << 10
+
+// settle, once a request was answered, leaves its connection ready for the next one: a body
+// that was not read is read and dropped when small, else the connection closes.
+func (s *Server) settle(ctx *fasthttp.RequestCtx, read *bool) {
+	if *read || !ctx.Request.IsBodyStream() {
+		return
 	}
-	ok, err := b.Wait(s.waitCtx)
-	b.Unref()
-	switch {
-	case err != nil:
-		return refusedTimeout
-	case !ok:
-		return refusedUpstream
+	if cl := ctx.Request.Header.ContentLength(); cl < 0 || cl > drainBelow || !discardBody(&ctx.Request) {
+		ctx.SetConnectionClose()
 	}
-	return -1
+}
+
+// refuseBusy answers a request the intake limiter refused: 429 with Retry-After, like a full
+// queue, the delay being the limiter's wait.
+func (s *Server) refuseBusy(ctx *fasthttp.RequestCtx, f format) {
+	ctr.rejected[rejectBusy].Inc()
+	sendRetry(ctx, f, s.replies.busy, s.adm.BusyDelay())
 }
 
 // handleError answers what fasthttp could not read as a request: a body over the limit (413,

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -22,7 +23,7 @@ const keepTranscoderBelow = 1 << 20
 // admitJSON transcodes an OTLP/JSON body into the v1 protobuf bytes the pipeline carries and
 // admits them. A body the transcoder refuses is an error (answered 400 with its reason); there
 // is no partial success for JSON, whose entries cannot be told apart once the parse failed.
-func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, int, error) {
+func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, admission.Reason, error) {
 	t := transcoders.Get().(*fastpath.JSONTranscoder)
 	sc.out = pool.GetBytes(len(body))
 	var scan fastpath.Scan
@@ -32,12 +33,12 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 		transcoders.Put(t)
 	}
 	if err != nil {
-		ctr.refuse(encJSON, sig, refusedInvalid, 0)
-		return nil, refusedInvalid, err
+		ctr.refuse(encJSON, sig, admission.Invalid, 0)
+		return nil, admission.Invalid, err
 	}
 	ctr.items[encJSON][sig].Add(float64(scan.Items))
 	if scan.Resources == 0 {
-		return nil, -1, nil
+		return nil, admission.Accepted, nil
 	}
 	b, reason := s.admit(encJSON, sig, *sc.out, scan.Items)
 	return b, reason, nil

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // format is how a request body is written.
@@ -18,19 +19,6 @@ const (
 
 var formatNames = [numFormats]string{"protobuf", "json"}
 
-// Why a well-addressed request was not accepted (the same reasons as the gRPC intake's).
-const (
-	refusedInvalid  = iota // the scanner or the transcoder rejected it
-	refusedFull            // no queue space now
-	refusedTooLarge        // larger than the whole queue
-	refusedClosed          // shutting down
-	refusedUpstream        // -ack=upstream: a destination did not deliver it
-	refusedTimeout         // -ack=upstream: the wait ended with the server
-	numRefused
-)
-
-var refusedNames = [numRefused]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
-
 // Why a request was turned away before its body was looked at.
 const (
 	rejectNotFound = iota
@@ -42,11 +30,12 @@ const (
 	rejectUnauthenticated
 	rejectHeader
 	rejectCORS
+	rejectBusy
 	numRejects
 )
 
 var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsupported_media_type",
-	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused"}
+	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy"}
 
 var (
 	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -75,14 +64,14 @@ var (
 	})
 	rejectedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_rejected_requests_total",
-		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused).",
+		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused, intake_busy: the intake limiter, -intake.max-bytes, refused to hold the body).",
 	}, []string{"reason"})
 )
 
 type counters struct {
 	items, bytes [numFormats][3]prometheus.Counter
-	refused      [numFormats][3][numRefused]prometheus.Counter
-	refusedItems [numFormats][3][numRefused]prometheus.Counter
+	refused      [numFormats][3][admission.NumReasons]prometheus.Counter
+	refusedItems [numFormats][3][admission.NumReasons]prometheus.Counter
 	partial      [3]prometheus.Counter
 	rejected     [numRejects]prometheus.Counter
 }
@@ -93,9 +82,9 @@ var ctr = func() *counters {
 		for s := fastpath.Traces; s <= fastpath.Logs; s++ {
 			c.items[e][s] = receivedItems.WithLabelValues(formatNames[e], s.String())
 			c.bytes[e][s] = receivedBytes.WithLabelValues(formatNames[e], s.String())
-			for r := range numRefused {
-				c.refused[e][s][r] = refusedRequests.WithLabelValues(formatNames[e], s.String(), refusedNames[r])
-				c.refusedItems[e][s][r] = refusedItemsCounter.WithLabelValues(formatNames[e], s.String(), refusedNames[r])
+			for r := range admission.NumReasons {
+				c.refused[e][s][r] = refusedRequests.WithLabelValues(formatNames[e], s.String(), r.String())
+				c.refusedItems[e][s][r] = refusedItemsCounter.WithLabelValues(formatNames[e], s.String(), r.String())
 			}
 		}
 	}
@@ -108,7 +97,7 @@ var ctr = func() *counters {
 	return c
 }()
 
-func (c *counters) refuse(e format, s fastpath.Signal, reason, items int) {
+func (c *counters) refuse(e format, s fastpath.Signal, reason admission.Reason, items int) {
 	c.refused[e][s][reason].Inc()
 	if items > 0 {
 		c.refusedItems[e][s][reason].Add(float64(items))

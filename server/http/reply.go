@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -53,13 +53,14 @@ const (
 	msgTooLarge   = "request larger than the whole queue (-queue.max-bytes)"
 	msgClosed     = "otlpgate is shutting down"
 	msgToken      = "missing or wrong bearer token"
+	msgBusy       = "otlpgate intake is busy (-intake.max-bytes): retry after the given delay"
 )
 
 // replies are the fixed answers of one server (some name its configured limits).
 type replies struct {
 	notFound, method, mediaType, coding, bodyTooLarge, corrupt, unauthenticated *reply
 	malformed, overloaded429, overloaded503, queueTooLarge, closed              *reply
-	headerTooLarge, badRequest, timeout                                         *reply
+	headerTooLarge, badRequest, timeout, busy                                   *reply
 }
 
 func newReplies(cfg Config) *replies {
@@ -76,6 +77,7 @@ func newReplies(cfg Config) *replies {
 		malformed:       newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, msgMalformed),
 		overloaded429:   newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgOverloaded),
 		overloaded503:   newReply(fasthttp.StatusServiceUnavailable, codes.Unavailable, msgOverloaded),
+		busy:            newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgBusy),
 		queueTooLarge:   newReply(fasthttp.StatusRequestEntityTooLarge, codes.ResourceExhausted, msgTooLarge),
 		closed:          newReply(fasthttp.StatusServiceUnavailable, codes.Unavailable, msgClosed),
 		headerTooLarge:  newReply(fasthttp.StatusRequestHeaderFieldsTooLarge, codes.InvalidArgument, "request header too large (-http.max-header-bytes)"),
@@ -91,13 +93,11 @@ func send(ctx *fasthttp.RequestCtx, e format, r *reply) {
 	ctx.Response.SetBodyRaw(r.body[e])
 }
 
-// sendRetry writes r with a Retry-After header of d rounded up to whole seconds, at least one:
-// the header has no finer unit, and 0 would invite an immediate retry.
+// sendRetry writes r with a Retry-After header of d in whole seconds, as admission sizes it.
 func sendRetry(ctx *fasthttp.RequestCtx, e format, r *reply, d time.Duration) {
 	send(ctx, e, r)
-	secs := int64(math.Ceil(d.Seconds()))
 	var buf [20]byte
-	ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], max(secs, 1), 10))
+	ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], admission.RetryAfterSeconds(d), 10))
 }
 
 // jsonEmpty is the JSON form of an empty Export*ServiceResponse; its protobuf form is empty.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -31,9 +32,7 @@ type Server struct {
 	replies *replies
 	cors    *cors // nil: CORS off
 
-	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
-	// requests are admitted.
-	refusingSince atomic.Int64
+	adm admission.Control // admission, refusal episodes, the intake limiter
 	// waitCtx bounds -ack=upstream waits; it ends only when Shutdown gives up on the handlers,
 	// so that a graceful shutdown still answers every request it can.
 	waitCtx    context.Context
@@ -54,6 +53,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}),
 		paths: [3]string{cfg.TracesPath, cfg.MetricsPath, cfg.LogsPath}, replies: newReplies(cfg), cors: newCORS(cfg)}
 	s.conns.open = map[net.Conn]struct{}{}
+	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	s.waitCtx, s.cancelWait = context.WithCancel(context.Background())
 	var err error
 	if s.dec, err = newDecoders(); err != nil {
@@ -77,12 +77,16 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		ConnState:    s.track,
 		// The listener caps connections (they wait in the backlog, as on the gRPC intake);
 		// fasthttp's own cap, which answers 503 at once, is set above it so it never fires.
-		Concurrency:                  2 * cfg.MaxConnections,
-		ReadBufferSize:               cfg.MaxHeaderBytes,
-		ReadTimeout:                  cfg.ReadTimeout,
-		WriteTimeout:                 cfg.WriteTimeout,
-		IdleTimeout:                  cfg.IdleTimeout,
-		MaxRequestBodySize:           cfg.MaxRequestBytes,
+		Concurrency:        2 * cfg.MaxConnections,
+		ReadBufferSize:     cfg.MaxHeaderBytes,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		MaxRequestBodySize: cfg.MaxRequestBytes,
+		// The handler runs once the headers (and the first few KiB of the body) are in, so that
+		// it takes the body's bytes from the intake limiter before the rest is read, and
+		// refuses a Content-Length over -http.max-request-bytes without reading it.
+		StreamRequestBody:            true,
 		CloseOnShutdown:              true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
@@ -199,12 +203,4 @@ func (s *Server) closeConns() {
 
 // overloaded records a refusal for want of space and reports whether refusals have now lasted
 // longer than OverloadAfter.
-func (s *Server) overloaded() bool {
-	now := time.Now().UnixNano()
-	since := s.refusingSince.Load()
-	if since == 0 {
-		s.refusingSince.CompareAndSwap(0, now)
-		return s.cfg.OverloadAfter == 0
-	}
-	return time.Duration(now-since) >= s.cfg.OverloadAfter
-}
+func (s *Server) overloaded() bool { return s.adm.Overloaded() }

@@ -1,0 +1,179 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// Reason is why a request was not accepted, or Accepted.
+type Reason int
+
+// Accepted is the Reason of a request that was admitted (or was empty) and, with -ack=upstream,
+// delivered.
+const Accepted Reason = -1
+
+// Why a request was not accepted. The values index the intakes' refusal counters.
+const (
+	Invalid  Reason = iota // the scanner or the transcoder rejected it
+	Full                   // no queue space now
+	TooLarge               // larger than the whole queue
+	Closed                 // shutting down
+	Upstream               // -ack=upstream: a destination did not deliver it
+	Timeout                // -ack=upstream: the wait ended before the destinations answered
+	NumReasons
+)
+
+var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
+
+// String returns the reason as used in metric labels. Safe for concurrent use.
+func (r Reason) String() string {
+	if r >= 0 && r < NumReasons {
+		return names[r]
+	}
+	return "accepted"
+}
+
+// Of maps an error of fastpath.Pipeline.Admit to a Reason.
+func Of(err error) Reason {
+	switch {
+	case err == nil:
+		return Accepted
+	case errors.Is(err, fastpath.ErrFull):
+		return Full
+	case errors.Is(err, fastpath.ErrTooLarge):
+		return TooLarge
+	case errors.Is(err, fastpath.ErrClosed):
+		return Closed
+	}
+	// The re-tag found what a scan at a shallower depth let through.
+	return Invalid
+}
+
+// Await waits for an admitted batch's upstream answer (-ack=upstream; b is nil otherwise) and
+// drops the reference on it. Accepted when every destination delivered it.
+func Await(ctx context.Context, b *fastpath.Batch) Reason {
+	if b == nil {
+		return Accepted
+	}
+	ok, err := b.Wait(ctx)
+	b.Unref()
+	switch {
+	case err != nil:
+		return Timeout
+	case !ok:
+		return Upstream
+	}
+	return Accepted
+}
+
+// Control admits requests into a pipeline for one intake and tracks its refusal episodes.
+// The zero value is not usable: call Init.
+type Control struct {
+	p             *fastpath.Pipeline
+	lim           *fastpath.Limiter // nil: no intake limit
+	overloadAfter time.Duration
+	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
+	// requests are admitted; lastRefusal is the time of the latest refusal. Shared by every
+	// request of the intake: the queue is shared too.
+	refusingSince atomic.Int64
+	lastRefusal   atomic.Int64
+}
+
+// Init sets the pipeline requests go into (nil in tests of the episode rules only), the
+// intake limiter (nil for none) and how long refusals must last before they are overload.
+// Call once, before use.
+func (c *Control) Init(p *fastpath.Pipeline, lim *fastpath.Limiter, overloadAfter time.Duration) {
+	c.p, c.lim, c.overloadAfter = p, lim, overloadAfter
+}
+
+// Admit hands a checked request to the pipeline. An admission ends the refusal episode. Safe
+// for concurrent use.
+func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+	b, err := c.p.Admit(sig, req, items, layout)
+	if err != nil {
+		return nil, Of(err)
+	}
+	if c.refusingSince.Load() != 0 {
+		c.refusingSince.Store(0)
+	}
+	return b, Accepted
+}
+
+// Overloaded records a refusal for want of queue space and reports whether refusals have now
+// lasted at least overloadAfter, when the intakes answer with their harder "go away" (gRPC
+// ends the call or stream with UNAVAILABLE, HTTP answers 503 rather than 429). Safe for
+// concurrent use.
+func (c *Control) Overloaded() bool { return c.OverloadedAt(time.Now().UnixNano()) }
+
+// OverloadedAt is Overloaded at the unix-nano time now. A refusal episode ends when a request
+// is admitted, and also when no refusal came for longer than overloadAfter: the queue then had
+// room, or nobody asked. Without the second rule an episode that ended without a later
+// admission (the clients went quiet) would stay open, and the first refusal after a long quiet
+// period would skip the grace altogether.
+func (c *Control) OverloadedAt(now int64) bool {
+	last := c.lastRefusal.Swap(now)
+	since := c.refusingSince.Load()
+	if since == 0 || time.Duration(now-last) > c.overloadAfter {
+		// Racing refusals start the episode once; a lost race sees a time at most as old.
+		if !c.refusingSince.CompareAndSwap(since, now) {
+			since = c.refusingSince.Load()
+		} else {
+			since = now
+		}
+	}
+	return time.Duration(now-since) >= c.overloadAfter
+}
+
+// EndEpisode ends the current refusal episode, as an admission does (for tests).
+func (c *Control) EndEpisode() { c.refusingSince.Store(0) }
+
+// QueueDelay is how long a client refused for want of queue space (or whose batch the
+// upstream gave up, with -ack=upstream) should wait: sized from the queue's drain rate.
+func (c *Control) QueueDelay() time.Duration { return c.p.RetryDelay() }
+
+// BusyDelay is how long a client the intake limiter refused should wait: the limiter's own
+// wait, which is what the refused request just waited in vain.
+func (c *Control) BusyDelay() time.Duration { return c.lim.Wait() }
+
+// Limiter returns the intake limiter, nil for none.
+func (c *Control) Limiter() *fastpath.Limiter { return c.lim }
+
+// Hold is the intake limiter's reservation for one request body being received and admitted.
+// The zero value holds nothing.
+type Hold struct {
+	lim *fastpath.Limiter
+	n   int64
+}
+
+// Take reserves n bytes for in, waiting up to -intake.wait or until done is closed. It reports
+// false when the limiter refused (counted there). Without a limiter it takes nothing and
+// reports true. h must hold nothing.
+func (c *Control) Take(h *Hold, in fastpath.Intake, n int64, done <-chan struct{}) bool {
+	if c.lim == nil {
+		return true
+	}
+	if !c.lim.AcquireBytes(in, n, done) {
+		return false
+	}
+	h.lim, h.n = c.lim, n
+	return true
+}
+
+// Release gives the reservation back; calling it again does nothing.
+func (h *Hold) Release() {
+	if h.n > 0 {
+		h.lim.ReleaseBytes(h.n)
+		h.n = 0
+	}
+}
+
+// RetryAfterSeconds is d as an HTTP Retry-After value: whole seconds rounded up, at least one,
+// because the header has no finer unit and 0 would invite an immediate retry.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(int64(math.Ceil(d.Seconds())), 1)
+}
