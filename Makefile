@@ -113,7 +113,7 @@ bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf
 			-floor=$$floor -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(PEER_ARGS); \
 	done; done; done
 
-profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|uds|kafka)
+profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|http|uds|kafka)
 	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles
 
 profile-diff: ## compare two CPU profiles: make profile-diff BASE=profiles/a.cpu.pprof NEW=profiles/b.cpu.pprof

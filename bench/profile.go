@@ -37,17 +37,20 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	listen, _ := FreeAddr()
 	admin, _ := FreeAddr()
 	kafkaAddr, _ := FreeAddr()
+	httpAddr, _ := FreeAddr()
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("otlpbench-%d.sock", os.Getpid()))
-	args := []string{"-grpc.listen", listen, "-admin.listen", admin, "-uds.listen", "", "-batch.max-age=5ms",
+	args := []string{"-grpc.listen", listen, "-http.listen", "", "-admin.listen", admin, "-uds.listen", "", "-batch.max-age=5ms",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}
 	switch cfg.Scenario {
 	case "uds":
 		args = append(args, "-uds.listen", sock, "-uds.reporting-period", "1s")
 	case "kafka":
 		args = append(args, "-kafka.listen", kafkaAddr, "-kafka.default-interval", "100ms")
+	case "http":
+		args = append(args, "-http.listen", httpAddr)
 	case "small", "large":
 	default:
-		return "", fmt.Errorf("bench: unknown scenario %q (small, large, uds, kafka)", cfg.Scenario)
+		return "", fmt.Errorf("bench: unknown scenario %q (small, large, http, uds, kafka)", cfg.Scenario)
 	}
 	args = append(args, cfg.GateArgs...)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
@@ -83,6 +86,17 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 			}
 			loadDone <- fmt.Sprintf("OTEP stream, %s batches (%d spans x %d attributes), 64 in flight, closed loop: %d batches in %v",
 				cfg.Scenario, shape.Spans, shape.Attrs, n, time.Since(start).Round(time.Second))
+		}()
+	case "http":
+		go func() {
+			n := 0
+			start := time.Now()
+			for lctx.Err() == nil {
+				r, _ := RunLoad(lctx, LoadConfig{Target: httpAddr, Protocol: "http-proto", Shape: otlpgen.Small, Batches: 2000, InFlight: 64, Seed: uint64(n)})
+				n += r.Acked
+			}
+			loadDone <- fmt.Sprintf("OTLP/HTTP protobuf, small batches (%d spans x %d attributes), 64 connections, closed loop: %d batches in %v",
+				otlpgen.Small.Spans, otlpgen.Small.Attrs, n, time.Since(start).Round(time.Second))
 		}()
 	case "uds":
 		caps, err := ReadCaptures(filepath.Join(cfg.Repo, "server/uds/testdata"), "stats_basic.bin", "trace_export.bin", "web_3_requests.bin")
