@@ -258,7 +258,7 @@ func kill9(t *testing.T, g *gateway) {
 // that promises to survive a process crash.
 func TestSpoolSurvivesKill9(t *testing.T) {
 	bin := buildBinary(t)
-	for _, mode := range []string{"always", "none"} {
+	for _, mode := range []string{"always", "interval", "none"} { // each acknowledges after write(2) at least
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			up := freePort(t) // nobody listens yet: the upstream is down
