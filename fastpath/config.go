@@ -57,6 +57,13 @@ type Config struct {
 	// destinations are busy. BatchMaxAge then bounds the wait instead of setting it
 	// (-batch.eager, default true).
 	Eager bool
+	// BatchMinGap, with Eager, keeps a signal's batches at least this far apart while requests
+	// keep coming (-batch.min-gap, default 1ms; 0 turns it off): a request arriving within the
+	// gap of the signal's last sealed batch waits, with those after it, until the gap has passed.
+	// At moderate rates against a quick upstream the destinations are idle between requests, so
+	// Eager alone sends nearly every request on its own; the gap makes them share upstream
+	// requests, for at most the gap of added latency. A request after a quiet gap leaves at once.
+	BatchMinGap time.Duration
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -68,6 +75,7 @@ func DefaultConfig() Config {
 		BatchMaxAge:   200 * time.Millisecond,
 		Ack:           AckAccept,
 		Eager:         true,
+		BatchMinGap:   time.Millisecond,
 	}
 }
 
@@ -84,6 +92,8 @@ func (c Config) Validate() error {
 		return errors.New("fastpath: batch max items must be positive")
 	case c.BatchMaxAge <= 0:
 		return errors.New("fastpath: batch max age must be positive")
+	case c.BatchMinGap < 0 || c.BatchMinGap > c.BatchMaxAge:
+		return errors.New("fastpath: batch min gap must be between 0 and the batch max age")
 	case c.Ack > AckUpstream:
 		return fmt.Errorf("fastpath: bad ack mode %d", c.Ack)
 	}

@@ -32,11 +32,18 @@ type Pipeline struct {
 	drained  atomic.Int64 // bytes finished so far, for the drain rate
 	rate     atomic.Int64 // drained bytes per second, smoothed by the flusher
 
+	// lastSeal is when the signal's last batch was sealed (unix nanoseconds), for BatchMinGap.
+	lastSeal [NumSignals]atomic.Int64
+
 	sig [NumSignals]struct {
-		mu struct {
+		// gap seals the open batch once BatchMinGap has passed since the last seal; made once,
+		// re-armed with Reset, so that holding a batch back allocates nothing.
+		gap *time.Timer
+		mu  struct {
 			sync.Mutex
 			open   *Batch
 			closed bool // set by Close: nothing may open a batch after the final flush
+			armed  bool // gap is set to fire
 		}
 	}
 
@@ -54,6 +61,11 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		return nil, errors.New("fastpath: no destination")
 	}
 	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	for i := range p.sig {
+		sig := Signal(i)
+		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })
+		p.sig[i].gap.Stop()
+	}
 	livePipelines.add(p)
 	p.wg.Add(1)
 	go p.flusher()
@@ -152,7 +164,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		b.refs.Add(1)
 	}
 	var full *Batch
-	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0) {
+	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
 		full = b
 		s.mu.open = nil
 	}
@@ -175,6 +187,39 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 }
 
 var errBadSignal = errors.New("fastpath: unknown signal")
+
+// pastGapLocked reports whether BatchMinGap has passed since sig's last seal; if not, it arms
+// the signal's gap timer to seal the open batch when it has. Called with the signal's lock held.
+func (p *Pipeline) pastGapLocked(sig Signal) bool {
+	gap := int64(p.cfg.BatchMinGap)
+	if gap <= 0 {
+		return true
+	}
+	s := &p.sig[sig]
+	wait := p.lastSeal[sig].Load() + gap - time.Now().UnixNano()
+	if wait <= 0 {
+		return true
+	}
+	if !s.mu.armed {
+		s.mu.armed = true
+		s.gap.Reset(time.Duration(wait))
+	}
+	return false
+}
+
+// sealGap seals sig's open batch once the gap after the last seal has passed. It runs on the
+// timer's goroutine.
+func (p *Pipeline) sealGap(sig Signal) {
+	s := &p.sig[sig]
+	s.mu.Lock()
+	s.mu.armed = false
+	b := s.mu.open
+	s.mu.open = nil
+	s.mu.Unlock()
+	if b != nil {
+		p.seal(b)
+	}
+}
 
 // initialSize is the capacity a new batch of sig starts with: the last sealed batch's size (the
 // best guess of this one's), at least the first request and a few KiB, at most BatchMaxBytes
@@ -201,6 +246,9 @@ func grow(buf *[]byte, need, limit int) {
 // seal hands b to every destination. It runs without the signal's lock: destinations may finish
 // the batch synchronously, inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
+	if p.cfg.BatchMinGap > 0 {
+		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
+	}
 	b.size = b.Payload.Len()
 	p.sizeHint[b.Signal].Store(int64(b.size))
 	p.sealedN.Add(1)
@@ -300,6 +348,11 @@ func (p *Pipeline) Close() {
 	}
 	close(p.stop)
 	p.wg.Wait()
+	for i := range p.sig {
+		if t := p.sig[i].gap; t != nil { // a logged pipeline (NewLogged) batches nothing
+			t.Stop() // the final seal below takes what it was holding back
+		}
+	}
 	p.sealOlder(1<<63-1, true)
 	if p.queued.Load() == 0 {
 		livePipelines.remove(p) // else the last finished batch removes it

@@ -419,6 +419,7 @@ func TestBatchBuffersStartSmall(t *testing.T) {
 func TestEagerSealing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Eager = true
+	cfg.BatchMinGap = 0 // eager sealing alone; TestMinGapSealing adds the gap
 	r := &recorder{name: "r", hold: true}
 	p := newTestPipeline(t, cfg, r)
 	p.Consume(Traces, entry(10, 1), 1)
@@ -436,5 +437,45 @@ func TestEagerSealing(t *testing.T) {
 	got := r.batches()
 	if len(got) != 2 || got[1].items != 6 {
 		t.Fatalf("after the destination finished: %d batches (%+v), want the six waiting requests sealed together", len(got), got)
+	}
+}
+
+// With BatchMinGap, requests that follow a seal within the gap wait for it and leave together;
+// a request after a quiet gap leaves at once. The destination is never busy here: Eager alone
+// would send every request on its own.
+func TestMinGapSealing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Eager = true
+	cfg.BatchMinGap = 200 * time.Millisecond
+	cfg.BatchMaxAge = time.Minute
+	r := &recorder{name: "r"}
+	p := newTestPipeline(t, cfg, r)
+	p.Consume(Traces, entry(10, 1), 1)
+	first := time.Now()
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("%d batches after the first request, want it sealed at once", n)
+	}
+	for i := range 4 {
+		p.Consume(Traces, entry(10, byte(2+i)), 1)
+	}
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("%d batches, want the four requests within the gap held back", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(r.batches()) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held requests were never sealed")
+		}
+	}
+	// A timer never fires early: this bound cannot fail on a slow machine.
+	if waited := time.Since(first); waited < cfg.BatchMinGap {
+		t.Errorf("held requests sealed %v after the first batch, before the gap (%v)", waited, cfg.BatchMinGap)
+	}
+	if got := r.batches(); len(got) != 2 || got[1].items != 4 {
+		t.Fatalf("batches %+v, want the four held requests together", got)
+	}
+	time.Sleep(cfg.BatchMinGap + 50*time.Millisecond) // quiet for longer than the gap
+	p.Consume(Traces, entry(10, 9), 1)
+	if got := r.batches(); len(got) != 3 || got[2].items != 1 {
+		t.Fatalf("batches %+v, want the request after a quiet gap sealed at once", got)
 	}
 }
