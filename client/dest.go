@@ -238,7 +238,11 @@ func stoppedTimer() *time.Timer {
 // The bound is shared by the signals on purpose: a single destination gets the pipeline's whole
 // budget, so that a full queue shows as backpressure at admission, never as a refusal (a loss)
 // here; a share per signal would turn the one into the other. Safe for concurrent use.
-func (d *Dest) Enqueue(b *fastpath.Batch) error {
+func (d *Dest) Enqueue(b *fastpath.Batch) error { return d.enqueue(b, false) }
+
+// enqueue takes b into the queue of its signal: with the fresh batches, or, with first, with
+// the re-sends, ahead of every fresh batch (enqueueFirst).
+func (d *Dest) enqueue(b *fastpath.Batch, first bool) error {
 	sig := b.Signal
 	if sig >= fastpath.NumSignals {
 		return errBadSignal
@@ -255,7 +259,12 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
-	d.q.pushFreshLocked(getRequest(b, d.nextID.Add(1)))
+	r := getRequest(b, d.nextID.Add(1))
+	if first {
+		d.q.pushReadyLocked(r)
+	} else {
+		d.q.pushFreshLocked(r)
+	}
 	d.q.mu.Unlock()
 	d.q.notify(sig)
 	return nil

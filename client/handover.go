@@ -73,28 +73,7 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 // it waited in the fleet's hold): it queues b with the re-sends, ahead of every fresh batch, so
 // that a key's older spans go out before its newer ones that reached this backend first. It
 // is bounded by QueueBytes as Enqueue is. Safe for concurrent use.
-func (d *Dest) enqueueFirst(b *fastpath.Batch) error {
-	sig := b.Signal
-	if sig >= fastpath.NumSignals {
-		return errBadSignal
-	}
-	d.q.mu.Lock()
-	if d.q.mu.closed {
-		d.q.mu.Unlock()
-		return fastpath.ErrClosed
-	}
-	n := int64(b.Len())
-	if !d.roomFor(n) {
-		d.q.mu.Unlock()
-		return fastpath.ErrFull
-	}
-	d.held.Add(n)
-	d.outstanding.Add(1)
-	d.q.pushReadyLocked(getRequest(b, d.nextID.Add(1)))
-	d.q.mu.Unlock()
-	d.q.notify(sig)
-	return nil
-}
+func (d *Dest) enqueueFirst(b *fastpath.Batch) error { return d.enqueue(b, true) }
 
 // takeQueueLocked appends every queued request to out: per signal, re-sends and retries first,
 // then fresh batches, which is oldest first within a signal.
