@@ -53,6 +53,8 @@ func (s *Server) recv(g *recvGate, stream grpc.ServerStream, raw *codec.Raw) err
 	}
 	if s.draining.Load() {
 		if g.state.CompareAndSwap(gateReceiving, gateBusy) {
+			// Idle at shutdown, like a stream the handler stops: counted the same.
+			drainedStreams.Inc()
 			return errDrained
 		}
 		return errStopped
