@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"io"
 	"log"
@@ -206,9 +205,3 @@ func hijackClose(ctx *fasthttp.RequestCtx) {
 	ctx.Hijack(func(c net.Conn) { c.Close() })
 }
 
-// waitCtx is a context for calls that must not hang a failing test.
-func waitCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	t.Cleanup(cancel)
-	return ctx
-}

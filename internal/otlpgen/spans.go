@@ -126,10 +126,6 @@ func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
 	}}}
 }
 
-func intAttr(k string, v int64) *commonv1.KeyValue {
-	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_IntValue{IntValue: v}}}
-}
-
 // letters has 64 characters, so six random bits pick one uniformly.
 const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 
