@@ -204,4 +204,3 @@ func hijackClose(ctx *fasthttp.RequestCtx) {
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) { c.Close() })
 }
-
