@@ -226,6 +226,15 @@ func TestUnaryStalledSignalDoesNotBlockOthers(t *testing.T) {
 	mixedLoad(f)
 
 	checkOthersDelivered(t, f, d)
+	// The traces worker may reach the upstream after the others finished: wait for t0's call.
+	u.waitUntil("the stalled traces call", func() bool {
+		for _, g := range u.got {
+			if signalOf(g.method) == fastpath.Traces {
+				return true
+			}
+		}
+		return false
+	})
 	got := bySignal(t, f, u)
 	want := [3][]string{{"1:t0"}, {"6:m0", "7:m1", "8:m2"}, {"9:l0", "10:l1", "11:l2"}}
 	for sig := range got {
