@@ -125,6 +125,10 @@ type Config struct {
 	// and per connection (http2-stream-window, default 1MiB; http2-conn-window, default 8MiB).
 	// Pipelined streams on long round trips need windows of about window × batch size.
 	InitialWindowSize, InitialConnWindowSize int32
+	// WriteBufferSize and ReadBufferSize of the connection (write-buffer, read-buffer, default
+	// 256KiB each). gRPC writes its buffer out whenever it fills, so a batch of B bytes costs
+	// about B/WriteBufferSize write calls (grpc-go's own default, 32KiB, makes 32 for 1MiB).
+	WriteBufferSize, ReadBufferSize int
 	// MaxSendMsgSize is the largest request sent (max-send-msg-size, default 16MiB, the
 	// default -grpc.max-recv-msg-size of otlpgate). Larger batches are dropped with reason
 	// "too_large".
@@ -195,6 +199,8 @@ func DefaultConfig() Config {
 		TLS:                   TLS{Insecure: true},
 		InitialWindowSize:     1 << 20,
 		InitialConnWindowSize: 8 << 20,
+		WriteBufferSize:       256 << 10,
+		ReadBufferSize:        256 << 10,
 		MaxSendMsgSize:        16 << 20,
 		KeepaliveTime:         30 * time.Second,
 		KeepaliveTimeout:      10 * time.Second,
@@ -283,6 +289,8 @@ func (c Config) validate() error {
 		return errors.New("retry max elapsed must not be negative (0: no limit)")
 	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0 || c.RebalanceBytes < 0:
 		return errors.New("rebalance limits must not be negative (0: off)")
+	case c.WriteBufferSize < 0 || c.ReadBufferSize < 0:
+		return errors.New("write-buffer and read-buffer must not be negative")
 	case c.InitialWindowSize < 64<<10 || c.InitialConnWindowSize < 64<<10:
 		return errors.New("HTTP/2 windows must be at least 64KiB")
 	case c.MaxSendMsgSize <= 0:

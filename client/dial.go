@@ -30,6 +30,8 @@ func dialOptions(cfg Config, cc *frameCodec) ([]grpc.DialOption, error) {
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.MaxCallSendMsgSize(cfg.MaxSendMsgSize)),
 		grpc.WithInitialWindowSize(cfg.InitialWindowSize),
 		grpc.WithInitialConnWindowSize(cfg.InitialConnWindowSize),
+		grpc.WithWriteBufferSize(cfg.WriteBufferSize),
+		grpc.WithReadBufferSize(cfg.ReadBufferSize),
 		// gRPC's transparent retry would keep references to sent payloads in its replay
 		// buffer; retries and re-sends are this package's business.
 		grpc.WithDisableRetry(),

@@ -108,6 +108,14 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.InitialWindowSize, err = parseSize32(v)
 		case "http2-conn-window":
 			c.InitialConnWindowSize, err = parseSize32(v)
+		case "write-buffer", "read-buffer":
+			var n int64
+			n, err = parseSize(v, 1<<30)
+			if k == "write-buffer" {
+				c.WriteBufferSize = int(n)
+			} else {
+				c.ReadBufferSize = int(n)
+			}
 		case "max-send-msg-size":
 			var n int64
 			n, err = parseSize(v, 1<<31-1)

@@ -31,6 +31,11 @@ Flags:
 	fs.Var(int32Size{&g.InitialConnWindowSize}, "grpc.http2.conn-window", "HTTP/2 flow-control window per connection")
 	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")
 	fs.Var(intSize{&g.WriteBufferSize}, "grpc.write-buffer", "write buffer per connection")
+	fs.Func("grpc.stream-workers", fmt.Sprintf("goroutines reused to serve calls (0: a new goroutine per call) (default %d)", g.StreamWorkers), func(s string) error {
+		_, err := fmt.Sscan(s, &g.StreamWorkers)
+		return err
+	})
+	fs.BoolVar(&g.SharedWriteBuffer, "grpc.shared-write-buffer", g.SharedWriteBuffer, "release each connection's write buffer between flushes")
 	fs.DurationVar(&g.KeepaliveTime, "grpc.keepalive.time", g.KeepaliveTime, "ping an idle client after this long")
 	fs.DurationVar(&g.KeepaliveTimeout, "grpc.keepalive.timeout", g.KeepaliveTimeout, "close a connection whose ping is not answered in this time")
 	fs.DurationVar(&g.KeepaliveMinTime, "grpc.keepalive.min-time", g.KeepaliveMinTime, "shortest client ping interval tolerated")

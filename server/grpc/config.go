@@ -25,6 +25,13 @@ type Config struct {
 	InitialConnWindowSize int32
 	// ReadBufferSize and WriteBufferSize of each connection (-grpc.read-buffer, -grpc.write-buffer, default 256KiB).
 	ReadBufferSize, WriteBufferSize int
+	// StreamWorkers serves calls on this many long-lived goroutines, a new goroutine per call
+	// only when all are busy (-grpc.stream-workers, default 16; 0: a new goroutine per call).
+	// Reused goroutines keep their grown stacks, so calls stop paying for stack growth.
+	StreamWorkers uint32
+	// SharedWriteBuffer releases a connection's write buffer between flushes
+	// (-grpc.shared-write-buffer, default false).
+	SharedWriteBuffer bool
 	// KeepaliveTime pings an idle client after this long (-grpc.keepalive.time, default 2h);
 	// KeepaliveTimeout closes the connection when the ping is not answered
 	// (-grpc.keepalive.timeout, default 20s); KeepaliveMinTime is the shortest client ping
@@ -78,6 +85,7 @@ func DefaultConfig() Config {
 		InitialConnWindowSize: 8 << 20,
 		ReadBufferSize:        256 << 10,
 		WriteBufferSize:       256 << 10,
+		StreamWorkers:         16,
 		KeepaliveTime:         2 * time.Hour,
 		KeepaliveTimeout:      20 * time.Second,
 		KeepaliveMinTime:      10 * time.Second,

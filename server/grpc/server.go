@@ -61,6 +61,8 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		grpc.InitialConnWindowSize(cfg.InitialConnWindowSize),
 		grpc.ReadBufferSize(cfg.ReadBufferSize),
 		grpc.WriteBufferSize(cfg.WriteBufferSize),
+		grpc.NumStreamWorkers(cfg.StreamWorkers),
+		grpc.SharedWriteBuffer(cfg.SharedWriteBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
 		}),
