@@ -19,9 +19,25 @@ func TestValidUTF8MatchesStdlib(t *testing.T) {
 func FuzzValidUTF8(f *testing.F) {
 	f.Add([]byte("plain ascii text"))
 	f.Add([]byte("abcdefgh\xc3\x28"))
+	// Characters cut by the 32-byte blocks of the vector check, and lengths around a block.
+	f.Add([]byte(strings.Repeat("a", 31) + "\xc3\xa9" + strings.Repeat("b", 29) + "\xe6\x97\xa5"))
+	f.Add([]byte(strings.Repeat("a", 30) + "\xf0\x9f\x98\x80" + strings.Repeat("é", 15)))
+	f.Add([]byte(strings.Repeat("日本語", 11)))
+	f.Add([]byte(strings.Repeat("z", 63) + "\xe0"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if validUTF8(b) != utf8.Valid(b) {
-			t.Fatalf("validUTF8(%q) disagrees with utf8.Valid", b)
+		// Each input is also tried behind 0 to 63 bytes of ASCII, which moves every block
+		// boundary across it, and with its last byte cut off, which may leave a character open.
+		buf := make([]byte, 0, 64+len(b))
+		for pad := range 64 {
+			buf = append(append(buf[:0], strings.Repeat("p", pad)...), b...)
+			if got, want := validUTF8(buf), utf8.Valid(buf); got != want {
+				t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", buf, got, want)
+			}
+			if len(buf) > 0 {
+				if got, want := validUTF8(buf[:len(buf)-1]), utf8.Valid(buf[:len(buf)-1]); got != want {
+					t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", buf[:len(buf)-1], got, want)
+				}
+			}
 		}
 	})
 }
@@ -59,6 +75,8 @@ func TestValidUTF8Sequences(t *testing.T) {
 	}
 	long := []byte(strings.Repeat("Grüße 日本 ", 12)) // 144 bytes, outside ASCII throughout
 	buf := make([]byte, len(long))
+	// Every 97th sequence at every offset: across the 32-byte blocks of the vector check and
+	// the halves of the automaton.
 	for i := 0; i < len(seqs); i += 97 {
 		for off := 0; off+len(seqs[i]) <= len(long); off++ {
 			copy(buf, long)
@@ -68,16 +86,66 @@ func TestValidUTF8Sequences(t *testing.T) {
 	}
 }
 
-// TestValidString checks asciiTail, then validUTF8, against utf8.Valid for every string of up to 70 bytes at
-// every place in a message mixing ASCII and other bytes, valid UTF-8 and not.
+// TestValidString checks asciiMap, then validUTF8, against utf8.Valid for every string of up to
+// 70 bytes at every place in a message mixing ASCII and other bytes, valid UTF-8 and not: once
+// with a map used as the walkers use it, strings in increasing order, and once with a fresh map
+// for each string.
 func TestValidString(t *testing.T) {
 	b := []byte("ab\xc3\xa9cdefghijklmnopqrstuvwxyz0123456789\xe6\x97\xa5ABCDEFGHIJKLMNOPQRSTUVWXYZ!" +
 		"0123456789abcdefghijklmnopqrstuvwxyz\xffABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnop")
+	shared := asciiMap{src: b}
 	for s := 0; s <= len(b); s++ {
 		for e := s; e <= len(b) && e-s <= 70; e++ {
-			if got, want := asciiTail(b, s, e) || validUTF8(b[s:e]), utf8.Valid(b[s:e]); got != want {
-				t.Fatalf("string [%d:%d] %q: %v", s, e, b[s:e], got)
+			want := utf8.Valid(b[s:e])
+			if got := shared.ascii(s, e) || validUTF8(b[s:e]); got != want {
+				t.Fatalf("shared map, string [%d:%d] %q: %v", s, e, b[s:e], got)
 			}
+			fresh := asciiMap{src: b}
+			if got := fresh.ascii(s, e) || validUTF8(b[s:e]); got != want {
+				t.Fatalf("fresh map, string [%d:%d] %q: %v", s, e, b[s:e], got)
+			}
+		}
+	}
+}
+
+// TestASCIIMapWindows walks strings across several windows of a long entry, with one byte
+// outside ASCII placed before, inside and after each string in turn, and checks each answer:
+// true exactly when the string is ASCII (every string here is at most 64 bytes).
+func TestASCIIMapWindows(t *testing.T) {
+	src := []byte(strings.Repeat("0123456789abcdef", 3*asciiWindow/16+5))
+	for _, hi := range []int{0, 63, 64, 65, asciiWindow - 1, asciiWindow, asciiWindow + 1, 2*asciiWindow + 7, len(src) - 1} {
+		src[hi] = 0xc3
+		m := asciiMap{src: src}
+		for s := 0; s < len(src); s += 13 {
+			for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64} {
+				e := s + n
+				if e > len(src) {
+					continue
+				}
+				want := hi < s || hi >= e
+				if got := m.ascii(s, e); got != want {
+					t.Fatalf("byte 0x80+ at %d, string [%d:%d]: ascii = %v", hi, s, e, got)
+				}
+			}
+		}
+		if m.ascii(0, 65) {
+			t.Fatal("a string of 65 bytes is never known ASCII by the map")
+		}
+		src[hi] = '0'
+	}
+}
+
+// TestHighBits checks the vector (or word) gathering of high bits against a loop over bytes.
+func TestHighBits(t *testing.T) {
+	src := make([]byte, 64*9)
+	for i := range src {
+		src[i] = byte(i*151 + i/7)
+	}
+	dst := make([]uint64, 9)
+	highBits(dst, src)
+	for i := range src {
+		if got, want := dst[i/64]>>(i%64)&1 == 1, src[i] >= 0x80; got != want {
+			t.Fatalf("byte %d (%#x): bit %v", i, src[i], got)
 		}
 	}
 }

@@ -7,13 +7,15 @@ package fastpath
 // at DepthFull when full is set and at DepthResource otherwise. The entry is nesting level 1.
 func walkEntry(root msgID, b []byte, full bool) (int, error) {
 	if full {
+		// The strings of the entry are tested for ASCII through one map (asciimap.go).
+		am := asciiMap{src: b}
 		switch root {
 		case 7: // ResourceSpans
-			return fullResourceSpans(b, 0, 1)
+			return fullResourceSpans(b, 0, 1, &am)
 		case 13: // ResourceMetrics
-			return fullResourceMetrics(b, 0, 1)
+			return fullResourceMetrics(b, 0, 1, &am)
 		case 28: // ResourceLogs
-			return fullResourceLogs(b, 0, 1)
+			return fullResourceLogs(b, 0, 1, &am)
 		}
 	} else {
 		switch root {
@@ -29,7 +31,7 @@ func walkEntry(root msgID, b []byte, full bool) (int, error) {
 }
 
 // fullAnyValue checks the AnyValue b[i:] and everything in it, at nesting level nest.
-func fullAnyValue(b []byte, i, nest int) error {
+func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -47,7 +49,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -118,7 +120,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -150,7 +152,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -165,7 +167,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -253,7 +255,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -268,7 +270,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -326,7 +328,7 @@ func fullAnyValue(b []byte, i, nest int) error {
 }
 
 // fullArrayValue checks the ArrayValue b[i:] and everything in it, at nesting level nest.
-func fullArrayValue(b []byte, i, nest int) error {
+func fullArrayValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -365,7 +367,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -418,7 +420,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -465,7 +467,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -517,7 +519,7 @@ func fullArrayValue(b []byte, i, nest int) error {
 }
 
 // fullKeyValueList checks the KeyValueList b[i:] and everything in it, at nesting level nest.
-func fullKeyValueList(b []byte, i, nest int) error {
+func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -556,7 +558,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -589,7 +591,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -621,7 +623,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -636,7 +638,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -694,7 +696,7 @@ func fullKeyValueList(b []byte, i, nest int) error {
 }
 
 // fullKeyValue checks the KeyValue b[i:] and everything in it, at nesting level nest.
-func fullKeyValue(b []byte, i, nest int) error {
+func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -712,7 +714,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -745,7 +747,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -798,7 +800,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -845,7 +847,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -903,7 +905,7 @@ func fullKeyValue(b []byte, i, nest int) error {
 }
 
 // fullInstrumentationScope checks the InstrumentationScope b[i:] and everything in it, at nesting level nest.
-func fullInstrumentationScope(b []byte, i, nest int) error {
+func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -921,7 +923,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -933,7 +935,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -966,7 +968,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -999,7 +1001,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -1031,7 +1033,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -1046,7 +1048,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -1110,7 +1112,7 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 }
 
 // fullEntityRef checks the EntityRef b[i:] and everything in it, at nesting level nest.
-func fullEntityRef(b []byte, i, nest int) error {
+func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -1128,7 +1130,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1140,7 +1142,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1152,7 +1154,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1164,7 +1166,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1182,7 +1184,7 @@ func fullEntityRef(b []byte, i, nest int) error {
 }
 
 // fullResource checks the Resource b[i:] and everything in it, at nesting level nest.
-func fullResource(b []byte, i, nest int) error {
+func fullResource(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -1221,7 +1223,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1254,7 +1256,7 @@ func fullResource(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -1286,7 +1288,7 @@ func fullResource(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -1301,7 +1303,7 @@ func fullResource(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -1380,7 +1382,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1392,7 +1394,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1404,7 +1406,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1416,7 +1418,7 @@ func fullResource(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1445,7 +1447,7 @@ func fullResource(b []byte, i, nest int) error {
 }
 
 // fullResourceSpans checks the ResourceSpans b[i:] and everything in it, at nesting level nest.
-func fullResourceSpans(b []byte, i, nest int) (int, error) {
+func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -1506,7 +1508,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1521,7 +1523,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -1577,7 +1579,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1589,7 +1591,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1601,7 +1603,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1613,7 +1615,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1650,7 +1652,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeSpans(b[:e], s, nest+1)
+			got, err := fullScopeSpans(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -1664,7 +1666,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1682,7 +1684,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeSpans checks the ScopeSpans b[i:] and everything in it, at nesting level nest.
-func fullScopeSpans(b []byte, i, nest int) (int, error) {
+func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -1722,7 +1724,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1734,7 +1736,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -1767,7 +1769,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -1782,7 +1784,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -1831,7 +1833,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullSpan(b[:e], s, nest+1); err != nil {
+			if err = fullSpan(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -1844,7 +1846,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -1862,7 +1864,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 }
 
 // fullSpan checks the Span b[i:] and everything in it, at nesting level nest.
-func fullSpan(b []byte, i, nest int) error {
+func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -1892,7 +1894,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1910,7 +1912,7 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -1959,7 +1961,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -1992,7 +1994,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2024,7 +2026,7 @@ func fullSpan(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2039,7 +2041,7 @@ func fullSpan(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2123,7 +2125,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2156,7 +2158,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2171,7 +2173,7 @@ func fullSpan(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2256,7 +2258,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2289,7 +2291,7 @@ func fullSpan(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2304,7 +2306,7 @@ func fullSpan(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2382,7 +2384,7 @@ func fullSpan(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2422,7 +2424,7 @@ func fullSpan(b []byte, i, nest int) error {
 }
 
 // fullSpanEvent checks the SpanEvent b[i:] and everything in it, at nesting level nest.
-func fullSpanEvent(b []byte, i, nest int) error {
+func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -2445,7 +2447,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2478,7 +2480,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2511,7 +2513,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2543,7 +2545,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2558,7 +2560,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2622,7 +2624,7 @@ func fullSpanEvent(b []byte, i, nest int) error {
 }
 
 // fullSpanLink checks the SpanLink b[i:] and everything in it, at nesting level nest.
-func fullSpanLink(b []byte, i, nest int) error {
+func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -2652,7 +2654,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2685,7 +2687,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -2718,7 +2720,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -2750,7 +2752,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2765,7 +2767,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -2834,7 +2836,7 @@ func fullSpanLink(b []byte, i, nest int) error {
 }
 
 // fullStatus checks the Status b[i:] and everything in it, at nesting level nest.
-func fullStatus(b []byte, i, nest int) error {
+func fullStatus(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -2852,7 +2854,7 @@ func fullStatus(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -2876,7 +2878,7 @@ func fullStatus(b []byte, i, nest int) error {
 }
 
 // fullResourceMetrics checks the ResourceMetrics b[i:] and everything in it, at nesting level nest.
-func fullResourceMetrics(b []byte, i, nest int) (int, error) {
+func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -2937,7 +2939,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -2952,7 +2954,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3008,7 +3010,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3020,7 +3022,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3032,7 +3034,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3044,7 +3046,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3081,7 +3083,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeMetrics(b[:e], s, nest+1)
+			got, err := fullScopeMetrics(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3095,7 +3097,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3113,7 +3115,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeMetrics checks the ScopeMetrics b[i:] and everything in it, at nesting level nest.
-func fullScopeMetrics(b []byte, i, nest int) (int, error) {
+func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -3153,7 +3155,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3165,7 +3167,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3198,7 +3200,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3213,7 +3215,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3262,7 +3264,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullMetric(b[:e], s, nest+1)
+			got, err := fullMetric(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3276,7 +3278,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3294,7 +3296,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 }
 
 // fullMetric checks the Metric b[i:] and everything in it, at nesting level nest.
-func fullMetric(b []byte, i, nest int) (int, error) {
+func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	// The oneof member whose run is being counted, and the items of that run.
@@ -3315,7 +3317,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3327,7 +3329,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3339,7 +3341,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -3354,7 +3356,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullGauge(b[:e], s, nest+1)
+			got, err := fullGauge(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3374,7 +3376,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSum(b[:e], s, nest+1)
+			got, err := fullSum(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3394,7 +3396,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullHistogram(b[:e], s, nest+1)
+			got, err := fullHistogram(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3414,7 +3416,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullExponentialHistogram(b[:e], s, nest+1)
+			got, err := fullExponentialHistogram(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3434,7 +3436,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSummary(b[:e], s, nest+1)
+			got, err := fullSummary(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3472,7 +3474,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -3505,7 +3507,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3537,7 +3539,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3552,7 +3554,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3610,7 +3612,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 }
 
 // fullGauge checks the Gauge b[i:] and everything in it, at nesting level nest.
-func fullGauge(b []byte, i, nest int) (int, error) {
+func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -3716,7 +3718,7 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3765,7 +3767,7 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -3780,7 +3782,7 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3833,7 +3835,7 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 }
 
 // fullSum checks the Sum b[i:] and everything in it, at nesting level nest.
-func fullSum(b []byte, i, nest int) (int, error) {
+func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -3939,7 +3941,7 @@ func fullSum(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -3988,7 +3990,7 @@ func fullSum(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -4003,7 +4005,7 @@ func fullSum(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -4068,7 +4070,7 @@ func fullSum(b []byte, i, nest int) (int, error) {
 }
 
 // fullHistogram checks the Histogram b[i:] and everything in it, at nesting level nest.
-func fullHistogram(b []byte, i, nest int) (int, error) {
+func fullHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -4090,7 +4092,7 @@ func fullHistogram(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullHistogramDataPoint(b[:e], s, nest+1); err != nil {
+			if err = fullHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -4115,7 +4117,7 @@ func fullHistogram(b []byte, i, nest int) (int, error) {
 }
 
 // fullExponentialHistogram checks the ExponentialHistogram b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
+func fullExponentialHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -4137,7 +4139,7 @@ func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1); err != nil {
+			if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -4162,7 +4164,7 @@ func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
 }
 
 // fullSummary checks the Summary b[i:] and everything in it, at nesting level nest.
-func fullSummary(b []byte, i, nest int) (int, error) {
+func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -4285,7 +4287,7 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -4300,7 +4302,7 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -4353,7 +4355,7 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 }
 
 // fullNumberDataPoint checks the NumberDataPoint b[i:] and everything in it, at nesting level nest.
-func fullNumberDataPoint(b []byte, i, nest int) error {
+func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -4455,7 +4457,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4470,7 +4472,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -4536,7 +4538,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4569,7 +4571,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4601,7 +4603,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -4616,7 +4618,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -4680,7 +4682,7 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 }
 
 // fullHistogramDataPoint checks the HistogramDataPoint b[i:] and everything in it, at nesting level nest.
-func fullHistogramDataPoint(b []byte, i, nest int) error {
+func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -4821,7 +4823,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4836,7 +4838,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -4897,7 +4899,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -4930,7 +4932,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -4962,7 +4964,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -4977,7 +4979,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5051,7 +5053,7 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 }
 
 // fullExponentialHistogramDataPoint checks the ExponentialHistogramDataPoint b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
+func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -5090,7 +5092,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5123,7 +5125,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5155,7 +5157,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5170,7 +5172,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5440,7 +5442,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5455,7 +5457,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5516,7 +5518,7 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 }
 
 // fullExponentialHistogramDataPointBuckets checks the ExponentialHistogramDataPointBuckets b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int) error {
+func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -5564,7 +5566,7 @@ func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int) error {
 }
 
 // fullSummaryDataPoint checks the SummaryDataPoint b[i:] and everything in it, at nesting level nest.
-func fullSummaryDataPoint(b []byte, i, nest int) error {
+func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -5665,7 +5667,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5698,7 +5700,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5730,7 +5732,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5745,7 +5747,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5809,7 +5811,7 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 }
 
 // fullSummaryDataPointValueAtQuantile checks the SummaryDataPointValueAtQuantile b[i:] and everything in it, at nesting level nest.
-func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int) error {
+func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -5843,7 +5845,7 @@ func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int) error {
 }
 
 // fullExemplar checks the Exemplar b[i:] and everything in it, at nesting level nest.
-func fullExemplar(b []byte, i, nest int) error {
+func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -5909,7 +5911,7 @@ func fullExemplar(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -5942,7 +5944,7 @@ func fullExemplar(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -5974,7 +5976,7 @@ func fullExemplar(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -5989,7 +5991,7 @@ func fullExemplar(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -6047,7 +6049,7 @@ func fullExemplar(b []byte, i, nest int) error {
 }
 
 // fullResourceLogs checks the ResourceLogs b[i:] and everything in it, at nesting level nest.
-func fullResourceLogs(b []byte, i, nest int) (int, error) {
+func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -6108,7 +6110,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6123,7 +6125,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -6179,7 +6181,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6191,7 +6193,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6203,7 +6205,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6215,7 +6217,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6252,7 +6254,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeLogs(b[:e], s, nest+1)
+			got, err := fullScopeLogs(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -6266,7 +6268,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6284,7 +6286,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeLogs checks the ScopeLogs b[i:] and everything in it, at nesting level nest.
-func fullScopeLogs(b []byte, i, nest int) (int, error) {
+func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	for i < len(b) {
@@ -6324,7 +6326,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6336,7 +6338,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return 0, err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return 0, ErrUTF8
 					}
 					i1 = e
@@ -6369,7 +6371,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return 0, err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return 0, ErrUTF8
 							}
 							i2 = e
@@ -6384,7 +6386,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 							if nest+1+1 >= MaxNesting {
 								return 0, ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return 0, err
 							}
 							i2 = e
@@ -6433,7 +6435,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullLogRecord(b[:e], s, nest+1); err != nil {
+			if err = fullLogRecord(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -6446,7 +6448,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return 0, ErrUTF8
 			}
 			i = e
@@ -6464,7 +6466,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 }
 
 // fullLogRecord checks the LogRecord b[i:] and everything in it, at nesting level nest.
-func fullLogRecord(b []byte, i, nest int) error {
+func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 	var err error
 	for i < len(b) {
 		tag := uint64(b[i])
@@ -6493,7 +6495,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e
@@ -6526,7 +6528,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6579,7 +6581,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -6626,7 +6628,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -6693,7 +6695,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 					} else if s, e, err = readLen(b1, i1); err != nil {
 						return err
 					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
+					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
 						return ErrUTF8
 					}
 					i1 = e
@@ -6726,7 +6728,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							} else if s, e, err = readLen(b2, i2); err != nil {
 								return err
 							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
+							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
 								return ErrUTF8
 							}
 							i2 = e
@@ -6758,7 +6760,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -6773,7 +6775,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 							if nest+1+1 >= MaxNesting {
 								return ErrNesting
 							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
+							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
 								return err
 							}
 							i2 = e
@@ -6853,7 +6855,7 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
+			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
 				return ErrUTF8
 			}
 			i = e

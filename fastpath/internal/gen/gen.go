@@ -129,10 +129,12 @@ func (g *generator) header() {
 	g.p("// at DepthFull when full is set and at DepthResource otherwise. The entry is nesting level 1.")
 	g.p("func walkEntry(root msgID, b []byte, full bool) (int, error) {")
 	g.p("if full {")
+	g.p("// The strings of the entry are tested for ASCII through one map (asciimap.go).")
+	g.p("am := asciiMap{src: b}")
 	g.p("switch root {")
 	for _, r := range g.s.Roots {
 		g.p("case %d: // %s", r, g.s.Msgs[r].Name)
-		g.p("return full%s(b, 0, 1)", g.s.Msgs[r].Name)
+		g.p("return full%s(b, 0, 1, &am)", g.s.Msgs[r].Name)
 	}
 	g.p("}")
 	g.p("} else {")
@@ -159,7 +161,7 @@ func (g *generator) function(m int, full bool) {
 	g.p("")
 	if full {
 		g.p("// full%s checks the %s b[i:] and everything in it, at nesting level nest.", msg.Name, msg.Name)
-		g.p("func full%s(b []byte, i, nest int) %s {", msg.Name, ret)
+		g.p("func full%s(b []byte, i, nest int, am *asciiMap) %s {", msg.Name, ret)
 	} else {
 		g.p("// res%s checks the %s b[i:] down to its items, length-checking every other message.", msg.Name, msg.Name)
 		g.p("func res%s(b []byte, i int) %s {", msg.Name, ret)
@@ -292,7 +294,7 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
 		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
 		g.span(c, b, i)
 		if c.full {
-			g.p("if !asciiTail(%s, s, e) && !validUTF8(%s[s:e]) {", b, b)
+			g.p("if !am.ascii(s, e) && !validUTF8(%s[s:e]) {", b)
 			g.p("%s", c.fail("ErrUTF8"))
 			g.p("}")
 		}
@@ -373,7 +375,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 	case g.items[f.Msg]:
 		call := "res" + child.Name + "(" + b + "[:e], s)"
 		if c.full {
-			call = "full" + child.Name + "(" + b + "[:e], s, " + childNest + ")"
+			call = "full" + child.Name + "(" + b + "[:e], s, " + childNest + ", am)"
 		}
 		g.p("got, err := %s", call)
 		g.p("if err != nil {")
@@ -385,7 +387,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 			g.count(f, "got")
 		}
 	default:
-		g.p("if err = full%s(%s[:e], s, %s); err != nil {", child.Name, b, childNest)
+		g.p("if err = full%s(%s[:e], s, %s, am); err != nil {", child.Name, b, childNest)
 		g.p("%s", c.fail("err"))
 		g.p("}")
 		if f.Item {
