@@ -2,11 +2,7 @@
 
 package fastpath
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // hasAVX2 is read once: the processor and the operating system (which must save the 256-bit
 // registers) do not change while the process runs.
@@ -28,19 +24,18 @@ func validUTF8(b []byte) bool {
 	return validBlocksAVX2(b, &tail)
 }
 
-// highBits sets bit k of dst[i] to the high bit of src[64*i+k], for every word of dst; src
-// holds 64 bytes per word of dst.
+// highBits sets bit k%64 of dst[k/64] to the high bit of src[k], for every bit of dst.
 func highBits(dst []uint64, src []byte) {
 	if len(src) < 64*len(dst) {
-		panic("BUG: fastpath highBits has fewer source bytes than bits to set")
+		panic("BUG: fastpath highBits called with fewer source bytes than bits")
 	}
 	if len(dst) == 0 {
 		return
 	}
 	if hasAVX2 {
-		highBitsAVX2(&dst[0], unsafe.SliceData(src), len(dst))
+		highBitsAVX2(&dst[0], &src[0], len(dst))
 	} else {
-		highBitsSSE2(&dst[0], unsafe.SliceData(src), len(dst))
+		highBitsSSE2(&dst[0], &src[0], len(dst))
 	}
 }
 

@@ -33,6 +33,475 @@ func walkEntry(root msgID, b []byte, full bool) (int, error) {
 // fullAnyValue checks the AnyValue b[i:] and everything in it, at nesting level nest.
 func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // string_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // bool_value
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x18 { // int_value
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x21 { // double_value
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x2a { // array_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ArrayValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x32 { // kvlist_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValueList, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x3a { // bytes_value
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x40 { // string_value_strindex
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -49,8 +518,11 @@ func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x10: // bool_value
@@ -81,128 +553,8 @@ func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ArrayValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullArrayValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x32: // kvlist_value
@@ -216,90 +568,8 @@ func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValueList, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValueList(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x3a: // bytes_value
@@ -330,6 +600,306 @@ func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 // fullArrayValue checks the ArrayValue b[i:] and everything in it, at nesting level nest.
 func fullArrayValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -349,160 +919,8 @@ func fullArrayValue(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -521,6 +939,302 @@ func fullArrayValue(b []byte, i, nest int, am *asciiMap) error {
 // fullKeyValueList checks the KeyValueList b[i:] and everything in it, at nesting level nest.
 func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -540,146 +1254,8 @@ func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -698,6 +1274,331 @@ func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 // fullKeyValue checks the KeyValue b[i:] and everything in it, at nesting level nest.
 func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // key
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x18 { // key_strindex
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -714,8 +1615,11 @@ func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // value
@@ -729,160 +1633,8 @@ func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x18: // key_strindex
@@ -907,6 +1659,344 @@ func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 // fullInstrumentationScope checks the InstrumentationScope b[i:] and everything in it, at nesting level nest.
 func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // version
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x1a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x20 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -923,8 +2013,11 @@ func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // version
@@ -935,8 +2028,11 @@ func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // attributes
@@ -950,146 +2046,8 @@ func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x20: // dropped_attributes_count
@@ -1114,6 +2072,75 @@ func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 // fullEntityRef checks the EntityRef b[i:] and everything in it, at nesting level nest.
 func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // type
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // id_keys
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x22 { // description_keys
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1130,8 +2157,11 @@ func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // type
@@ -1142,8 +2172,11 @@ func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // id_keys
@@ -1154,8 +2187,11 @@ func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // description_keys
@@ -1166,8 +2202,11 @@ func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1186,6 +2225,473 @@ func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 // fullResource checks the Resource b[i:] and everything in it, at nesting level nest.
 func fullResource(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x1a { // entity_refs
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// EntityRef, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // schema_url
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // type
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x1a { // id_keys
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // description_keys
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // schema_url
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // type
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // id_keys
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x22: // description_keys
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1205,146 +2711,8 @@ func fullResource(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x10: // dropped_attributes_count
@@ -1364,73 +2732,8 @@ func fullResource(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// EntityRef, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // schema_url
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // type
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // id_keys
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x22: // description_keys
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullEntityRef(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -1450,6 +2753,398 @@ func fullResource(b []byte, i, nest int, am *asciiMap) error {
 func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_spans
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeSpans(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1469,176 +3164,8 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_spans
@@ -1666,8 +3193,11 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1687,6 +3217,283 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // spans
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullSpan(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1706,120 +3513,8 @@ func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // spans
@@ -1846,8 +3541,11 @@ func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1866,6 +3564,957 @@ func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 // fullSpan checks the Span b[i:] and everything in it, at nesting level nest.
 func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x12 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // trace_state
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x22 { // parent_span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x2a { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x30 { // kind
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x39 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x41 { // end_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x4a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x5a { // events
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SpanEvent, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x9 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x9: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x12: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x60 { // dropped_events_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x6a { // links
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SpanLink, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x1a { // trace_state
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x22 { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x28 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x35 { // flags
+			i1++
+			if len(b1)-i1 < 4 {
+				return ErrTruncated
+			}
+			i1 += 4
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x1a: // trace_state
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x22: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x28: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x35: // flags
+				if len(b1)-i1 < 4 {
+					return ErrTruncated
+				}
+				i1 += 4
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x70 { // dropped_links_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x7a { // status
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Status, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x12 { // message
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // code
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x12: // message
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x18: // code
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1894,8 +4543,11 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // parent_span_id
@@ -1912,8 +4564,11 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x30: // kind
@@ -1943,146 +4598,8 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // dropped_attributes_count
@@ -2102,113 +4619,8 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SpanEvent, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x9: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x12: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSpanEvent(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x60: // dropped_events_count
@@ -2228,125 +4640,8 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SpanLink, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x1a: // trace_state
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x22: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x28: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x35: // flags
-					if len(b1)-i1 < 4 {
-						return ErrTruncated
-					}
-					i1 += 4
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSpanLink(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x70: // dropped_links_count
@@ -2366,43 +4661,8 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Status, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x12: // message
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x18: // code
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullStatus(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x85: // flags
@@ -2426,6 +4686,334 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 // fullSpanEvent checks the SpanEvent b[i:] and everything in it, at nesting level nest.
 func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x12 { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x1a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x20 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2447,8 +5035,11 @@ func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // attributes
@@ -2462,146 +5053,8 @@ func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x20: // dropped_attributes_count
@@ -2626,6 +5079,350 @@ func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 // fullSpanLink checks the SpanLink b[i:] and everything in it, at nesting level nest.
 func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x12 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // trace_state
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x22 { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x28 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x35 { // flags
+		i++
+		if len(b)-i < 4 {
+			return ErrTruncated
+		}
+		i += 4
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2654,8 +5451,11 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // attributes
@@ -2669,146 +5469,8 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x28: // dropped_attributes_count
@@ -2838,6 +5500,32 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 // fullStatus checks the Status b[i:] and everything in it, at nesting level nest.
 func fullStatus(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x12 { // message
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x18 { // code
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2854,8 +5542,11 @@ func fullStatus(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x18: // code
@@ -2881,6 +5572,398 @@ func fullStatus(b []byte, i, nest int, am *asciiMap) error {
 func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_metrics
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeMetrics(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2900,176 +5983,8 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_metrics
@@ -3097,8 +6012,11 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -3118,6 +6036,284 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // metrics
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullMetric(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3137,120 +6333,8 @@ func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // metrics
@@ -3278,8 +6362,11 @@ func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -3301,6 +6388,463 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 	items := 0
 	// The oneof member whose run is being counted, and the items of that run.
 	oneofTag, oneofItems := uint64(0), 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // description
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // unit
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x2a { // gauge
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullGauge(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x2a {
+			oneofTag, oneofItems = 0x2a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x3a { // sum
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullSum(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x3a {
+			oneofTag, oneofItems = 0x3a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // histogram
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullHistogram(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x4a {
+			oneofTag, oneofItems = 0x4a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x52 { // exponential_histogram
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullExponentialHistogram(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x52 {
+			oneofTag, oneofItems = 0x52, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x5a { // summary
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullSummary(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x5a {
+			oneofTag, oneofItems = 0x5a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x62 { // metadata
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3317,8 +6861,11 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // description
@@ -3329,8 +6876,11 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // unit
@@ -3341,8 +6891,11 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x2a: // gauge
@@ -3456,146 +7009,8 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		default:
@@ -3615,6 +7030,379 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// NumberDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // exemplars
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// Exemplar, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x11 { // time_unix_nano
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x19 { // as_double
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x31 { // as_int
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x3a { // filtered_attributes
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x11: // time_unix_nano
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x19: // as_double
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x22: // span_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x2a: // trace_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x31: // as_int
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x3a: // filtered_attributes
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 2, 3, 4, 5, 6, 7:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // as_double
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // exemplars
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullExemplar(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3634,190 +7422,8 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// NumberDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // as_double
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // exemplars
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// Exemplar, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullNumberDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -3838,6 +7444,395 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// NumberDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // exemplars
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// Exemplar, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x11 { // time_unix_nano
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x19 { // as_double
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x31 { // as_int
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x3a { // filtered_attributes
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x11: // time_unix_nano
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x19: // as_double
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x22: // span_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x2a: // trace_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x31: // as_int
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x3a: // filtered_attributes
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 2, 3, 4, 5, 6, 7:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // as_double
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // exemplars
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullExemplar(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
+	if i < len(b) && b[i] == 0x18 { // is_monotonic
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3857,190 +7852,8 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// NumberDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // as_double
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // exemplars
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// Exemplar, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullNumberDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -4073,6 +7886,33 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4120,6 +7960,33 @@ func fullHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullExponentialHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4167,6 +8034,307 @@ func fullExponentialHistogram(b []byte, i, nest int, am *asciiMap) (int, error) 
 func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// SummaryDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // count
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x29 { // sum
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // quantile_values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// SummaryDataPointValueAtQuantile, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x9 { // quantile
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x11 { // value
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x9: // quantile
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x11: // value
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				default:
+					switch tag2 >> 3 {
+					case 1, 2:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // count
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x29: // sum
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x32: // quantile_values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullSummaryDataPointValueAtQuantile(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4186,158 +8354,8 @@ func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// SummaryDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // count
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x29: // sum
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x32: // quantile_values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// SummaryDataPointValueAtQuantile, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x9: // quantile
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x11: // value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						default:
-							switch tag2 >> 3 {
-							case 1, 2:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullSummaryDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -4357,6 +8375,565 @@ func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 // fullNumberDataPoint checks the NumberDataPoint b[i:] and everything in it, at nesting level nest.
 func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // as_double
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x2a { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x31 { // as_int
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x3a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x40 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4391,117 +8968,8 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x31: // as_int
@@ -4520,146 +8988,8 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x40: // flags
@@ -4684,6 +9014,579 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 // fullHistogramDataPoint checks the HistogramDataPoint b[i:] and everything in it, at nesting level nest.
 func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x42 { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x59 { // min
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x61 { // max
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4757,117 +9660,8 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x4a: // attributes
@@ -4881,146 +9675,8 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // flags
@@ -5055,6 +9711,735 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 // fullExponentialHistogramDataPoint checks the ExponentialHistogramDataPoint b[i:] and everything in it, at nesting level nest.
 func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x30 { // scale
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x39 { // zero_count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x42 { // positive
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ExponentialHistogramDataPointBuckets, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x8 { // offset
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x8: // offset
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x10: // bucket_counts, one element
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // bucket_counts, packed
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if err = packedVarints(b1[s:e]); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // negative
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ExponentialHistogramDataPointBuckets, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x8 { // offset
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x8: // offset
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x10: // bucket_counts, one element
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // bucket_counts, packed
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if err = packedVarints(b1[s:e]); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x5a { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x61 { // min
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x69 { // max
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x71 { // zero_threshold
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5074,146 +10459,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x11: // start_time_unix_nano
@@ -5258,49 +10505,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ExponentialHistogramDataPointBuckets, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x8: // offset
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x10: // bucket_counts, one element
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // bucket_counts, packed
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if err = packedVarints(b1[s:e]); err != nil {
-						return err
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExponentialHistogramDataPointBuckets(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x4a: // negative
@@ -5314,49 +10520,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ExponentialHistogramDataPointBuckets, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x8: // offset
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x10: // bucket_counts, one element
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // bucket_counts, packed
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if err = packedVarints(b1[s:e]); err != nil {
-						return err
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExponentialHistogramDataPointBuckets(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // flags
@@ -5376,117 +10541,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x61: // min
@@ -5520,6 +10576,15 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 // fullExponentialHistogramDataPointBuckets checks the ExponentialHistogramDataPointBuckets b[i:] and everything in it, at nesting level nest.
 func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x8 { // offset
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5568,6 +10633,397 @@ func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int, am *asciiMa
 // fullSummaryDataPoint checks the SummaryDataPoint b[i:] and everything in it, at nesting level nest.
 func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x32 { // quantile_values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SummaryDataPointValueAtQuantile, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x9 { // quantile
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x11 { // value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x9: // quantile
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x11: // value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x3a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x40 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5607,35 +11063,8 @@ func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SummaryDataPointValueAtQuantile, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x9: // quantile
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x11: // value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSummaryDataPointValueAtQuantile(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x3a: // attributes
@@ -5649,146 +11078,8 @@ func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x40: // flags
@@ -5813,6 +11104,21 @@ func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 // fullSummaryDataPointValueAtQuantile checks the SummaryDataPointValueAtQuantile b[i:] and everything in it, at nesting level nest.
 func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // quantile
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x11 { // value
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5847,6 +11153,339 @@ func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int, am *asciiMap) er
 // fullExemplar checks the Exemplar b[i:] and everything in it, at nesting level nest.
 func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // as_double
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x22 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x2a { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x31 { // as_int
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x3a { // filtered_attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5893,146 +11532,8 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -6052,6 +11553,398 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_logs
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeLogs(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6071,176 +11964,8 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_logs
@@ -6268,8 +11993,11 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -6289,6 +12017,283 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // log_records
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullLogRecord(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6308,120 +12313,8 @@ func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // log_records
@@ -6448,8 +12341,11 @@ func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -6468,6 +12364,688 @@ func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 // fullLogRecord checks the LogRecord b[i:] and everything in it, at nesting level nest.
 func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x10 { // severity_number
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // severity_text
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x2a { // body
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x32 { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x38 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x45 { // flags
+		i++
+		if len(b)-i < 4 {
+			return ErrTruncated
+		}
+		i += 4
+	}
+	if i < len(b) && b[i] == 0x4a { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x52 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x59 { // observed_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x62 { // event_name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6495,8 +13073,11 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x2a: // body
@@ -6510,160 +13091,8 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x32: // attributes
@@ -6677,146 +13106,8 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !am.ascii(s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !am.ascii(s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x38: // dropped_attributes_count
@@ -6855,8 +13146,11 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !am.ascii(s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		default:
