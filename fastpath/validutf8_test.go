@@ -30,8 +30,12 @@ func FuzzValidUTF8(f *testing.F) {
 		buf := make([]byte, 0, 64+len(b))
 		for pad := range 64 {
 			buf = append(append(buf[:0], strings.Repeat("p", pad)...), b...)
-			if got, want := validUTF8(buf), utf8.Valid(buf); got != want {
+			want := utf8.Valid(buf)
+			if got := validUTF8(buf); got != want {
 				t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", buf, got, want)
+			}
+			if got := validUTF8Go(buf); got != want {
+				t.Fatalf("validUTF8Go(%q) = %v, utf8.Valid %v", buf, got, want)
 			}
 			if len(buf) > 0 {
 				if got, want := validUTF8(buf[:len(buf)-1]), utf8.Valid(buf[:len(buf)-1]); got != want {
@@ -42,14 +46,19 @@ func FuzzValidUTF8(f *testing.F) {
 	})
 }
 
-// TestValidUTF8Sequences compares validUTF8 with utf8.Valid on every one- and two-byte string,
+// TestValidUTF8Sequences compares validUTF8 and validUTF8Go with utf8.Valid on every one- and two-byte string,
 // on three- and four-byte strings built from the bytes where the rules change, and on each of
 // those placed at every offset of a long string, where the check runs in two halves.
 func TestValidUTF8Sequences(t *testing.T) {
 	check := func(b []byte) {
 		t.Helper()
-		if got, want := validUTF8(b), utf8.Valid(b); got != want {
+		want := utf8.Valid(b)
+		if got := validUTF8(b); got != want {
 			t.Fatalf("validUTF8(%q) = %v, want %v", b, got, want)
+		}
+		// The pure-Go automaton, which validUTF8 runs only without AVX2 or with purego.
+		if got := validUTF8Go(b); got != want {
+			t.Fatalf("validUTF8Go(%q) = %v, want %v", b, got, want)
 		}
 	}
 	for x := range 256 {
