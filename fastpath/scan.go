@@ -19,8 +19,8 @@ const (
 	DepthResource
 	// DepthFull walks every nested message down to its values and checks each field against the
 	// OTLP schema: wire types of known fields, lengths, varints, fixed sizes, packed runs, and
-	// a nesting cap (MaxNesting). Strings are not checked for UTF-8, as vtprotobuf does not check
-	// them either. A request DepthFull accepts is one UnmarshalVT of our types accepts.
+	// a nesting cap (MaxNesting), and that every string field is UTF-8, as protobuf-go requires
+	// (ErrUTF8). A request DepthFull accepts is one UnmarshalVT of our types accepts.
 	DepthFull
 	numDepths
 )

@@ -7,13 +7,15 @@ package fastpath
 // at DepthFull when full is set and at DepthResource otherwise. The entry is nesting level 1.
 func walkEntry(root msgID, b []byte, full bool) (int, error) {
 	if full {
+		// The strings of the entry are tested for ASCII through one map (asciimap.go).
+		am := asciiMap{src: b}
 		switch root {
 		case 7: // ResourceSpans
-			return fullResourceSpans(b, 0, 1)
+			return fullResourceSpans(b, 0, 1, &am)
 		case 13: // ResourceMetrics
-			return fullResourceMetrics(b, 0, 1)
+			return fullResourceMetrics(b, 0, 1, &am)
 		case 28: // ResourceLogs
-			return fullResourceLogs(b, 0, 1)
+			return fullResourceLogs(b, 0, 1, &am)
 		}
 	} else {
 		switch root {
@@ -29,8 +31,477 @@ func walkEntry(root msgID, b []byte, full bool) (int, error) {
 }
 
 // fullAnyValue checks the AnyValue b[i:] and everything in it, at nesting level nest.
-func fullAnyValue(b []byte, i, nest int) error {
+func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // string_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // bool_value
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x18 { // int_value
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x21 { // double_value
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x2a { // array_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ArrayValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x32 { // kvlist_value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValueList, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x3a { // bytes_value
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x40 { // string_value_strindex
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -47,8 +518,11 @@ func fullAnyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x10: // bool_value
@@ -79,128 +553,8 @@ func fullAnyValue(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ArrayValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullArrayValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x32: // kvlist_value
@@ -214,90 +568,8 @@ func fullAnyValue(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValueList, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValueList(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x3a: // bytes_value
@@ -326,8 +598,308 @@ func fullAnyValue(b []byte, i, nest int) error {
 }
 
 // fullArrayValue checks the ArrayValue b[i:] and everything in it, at nesting level nest.
-func fullArrayValue(b []byte, i, nest int) error {
+func fullArrayValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -347,160 +919,8 @@ func fullArrayValue(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -517,8 +937,304 @@ func fullArrayValue(b []byte, i, nest int) error {
 }
 
 // fullKeyValueList checks the KeyValueList b[i:] and everything in it, at nesting level nest.
-func fullKeyValueList(b []byte, i, nest int) error {
+func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -538,146 +1254,8 @@ func fullKeyValueList(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -694,8 +1272,333 @@ func fullKeyValueList(b []byte, i, nest int) error {
 }
 
 // fullKeyValue checks the KeyValue b[i:] and everything in it, at nesting level nest.
-func fullKeyValue(b []byte, i, nest int) error {
+func fullKeyValue(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // key
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // value
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x18 { // key_strindex
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -712,8 +1615,11 @@ func fullKeyValue(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // value
@@ -727,160 +1633,8 @@ func fullKeyValue(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x18: // key_strindex
@@ -903,8 +1657,346 @@ func fullKeyValue(b []byte, i, nest int) error {
 }
 
 // fullInstrumentationScope checks the InstrumentationScope b[i:] and everything in it, at nesting level nest.
-func fullInstrumentationScope(b []byte, i, nest int) error {
+func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // version
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x1a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x20 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -921,8 +2013,11 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // version
@@ -933,8 +2028,11 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // attributes
@@ -948,146 +2046,8 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x20: // dropped_attributes_count
@@ -1110,8 +2070,77 @@ func fullInstrumentationScope(b []byte, i, nest int) error {
 }
 
 // fullEntityRef checks the EntityRef b[i:] and everything in it, at nesting level nest.
-func fullEntityRef(b []byte, i, nest int) error {
+func fullEntityRef(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // type
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // id_keys
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x22 { // description_keys
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1128,8 +2157,11 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // type
@@ -1140,8 +2172,11 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // id_keys
@@ -1152,8 +2187,11 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // description_keys
@@ -1164,8 +2202,11 @@ func fullEntityRef(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1182,8 +2223,475 @@ func fullEntityRef(b []byte, i, nest int) error {
 }
 
 // fullResource checks the Resource b[i:] and everything in it, at nesting level nest.
-func fullResource(b []byte, i, nest int) error {
+func fullResource(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x1a { // entity_refs
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// EntityRef, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // schema_url
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // type
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x1a { // id_keys
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // description_keys
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // schema_url
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // type
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // id_keys
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x22: // description_keys
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1203,146 +2711,8 @@ func fullResource(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x10: // dropped_attributes_count
@@ -1362,73 +2732,8 @@ func fullResource(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// EntityRef, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // schema_url
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // type
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // id_keys
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x22: // description_keys
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullEntityRef(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -1445,9 +2750,401 @@ func fullResource(b []byte, i, nest int) error {
 }
 
 // fullResourceSpans checks the ResourceSpans b[i:] and everything in it, at nesting level nest.
-func fullResourceSpans(b []byte, i, nest int) (int, error) {
+func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_spans
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeSpans(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1467,176 +3164,8 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_spans
@@ -1650,7 +3179,7 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeSpans(b[:e], s, nest+1)
+			got, err := fullScopeSpans(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -1664,8 +3193,11 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1682,9 +3214,286 @@ func fullResourceSpans(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeSpans checks the ScopeSpans b[i:] and everything in it, at nesting level nest.
-func fullScopeSpans(b []byte, i, nest int) (int, error) {
+func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // spans
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullSpan(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1704,120 +3513,8 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // spans
@@ -1831,7 +3528,7 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullSpan(b[:e], s, nest+1); err != nil {
+			if err = fullSpan(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -1844,8 +3541,11 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -1862,8 +3562,959 @@ func fullScopeSpans(b []byte, i, nest int) (int, error) {
 }
 
 // fullSpan checks the Span b[i:] and everything in it, at nesting level nest.
-func fullSpan(b []byte, i, nest int) error {
+func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x12 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // trace_state
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x22 { // parent_span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x2a { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x30 { // kind
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x39 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x41 { // end_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x4a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x5a { // events
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SpanEvent, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x9 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x9: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x12: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x60 { // dropped_events_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x6a { // links
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SpanLink, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x1a { // trace_state
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x22 { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x28 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x35 { // flags
+			i1++
+			if len(b1)-i1 < 4 {
+				return ErrTruncated
+			}
+			i1 += 4
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x1a: // trace_state
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x22: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x28: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x35: // flags
+				if len(b1)-i1 < 4 {
+					return ErrTruncated
+				}
+				i1 += 4
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x70 { // dropped_links_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x7a { // status
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Status, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x12 { // message
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // code
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x12: // message
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x18: // code
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -1892,8 +4543,11 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // parent_span_id
@@ -1910,8 +4564,11 @@ func fullSpan(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x30: // kind
@@ -1941,146 +4598,8 @@ func fullSpan(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // dropped_attributes_count
@@ -2100,113 +4619,8 @@ func fullSpan(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SpanEvent, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x9: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x12: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSpanEvent(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x60: // dropped_events_count
@@ -2226,125 +4640,8 @@ func fullSpan(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SpanLink, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x1a: // trace_state
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x22: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x28: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x35: // flags
-					if len(b1)-i1 < 4 {
-						return ErrTruncated
-					}
-					i1 += 4
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSpanLink(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x70: // dropped_links_count
@@ -2364,43 +4661,8 @@ func fullSpan(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Status, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x12: // message
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x18: // code
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullStatus(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x85: // flags
@@ -2422,8 +4684,336 @@ func fullSpan(b []byte, i, nest int) error {
 }
 
 // fullSpanEvent checks the SpanEvent b[i:] and everything in it, at nesting level nest.
-func fullSpanEvent(b []byte, i, nest int) error {
+func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x12 { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x1a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x20 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2445,8 +5035,11 @@ func fullSpanEvent(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // attributes
@@ -2460,146 +5053,8 @@ func fullSpanEvent(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x20: // dropped_attributes_count
@@ -2622,8 +5077,352 @@ func fullSpanEvent(b []byte, i, nest int) error {
 }
 
 // fullSpanLink checks the SpanLink b[i:] and everything in it, at nesting level nest.
-func fullSpanLink(b []byte, i, nest int) error {
+func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x12 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // trace_state
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x22 { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x28 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x35 { // flags
+		i++
+		if len(b)-i < 4 {
+			return ErrTruncated
+		}
+		i += 4
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2652,8 +5451,11 @@ func fullSpanLink(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x22: // attributes
@@ -2667,146 +5469,8 @@ func fullSpanLink(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x28: // dropped_attributes_count
@@ -2834,8 +5498,34 @@ func fullSpanLink(b []byte, i, nest int) error {
 }
 
 // fullStatus checks the Status b[i:] and everything in it, at nesting level nest.
-func fullStatus(b []byte, i, nest int) error {
+func fullStatus(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x12 { // message
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x18 { // code
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2852,8 +5542,11 @@ func fullStatus(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x18: // code
@@ -2876,9 +5569,401 @@ func fullStatus(b []byte, i, nest int) error {
 }
 
 // fullResourceMetrics checks the ResourceMetrics b[i:] and everything in it, at nesting level nest.
-func fullResourceMetrics(b []byte, i, nest int) (int, error) {
+func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_metrics
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeMetrics(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -2898,176 +5983,8 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_metrics
@@ -3081,7 +5998,7 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeMetrics(b[:e], s, nest+1)
+			got, err := fullScopeMetrics(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3095,8 +6012,11 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -3113,9 +6033,287 @@ func fullResourceMetrics(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeMetrics checks the ScopeMetrics b[i:] and everything in it, at nesting level nest.
-func fullScopeMetrics(b []byte, i, nest int) (int, error) {
+func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // metrics
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullMetric(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3135,120 +6333,8 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // metrics
@@ -3262,7 +6348,7 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullMetric(b[:e], s, nest+1)
+			got, err := fullMetric(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3276,8 +6362,11 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -3294,11 +6383,468 @@ func fullScopeMetrics(b []byte, i, nest int) (int, error) {
 }
 
 // fullMetric checks the Metric b[i:] and everything in it, at nesting level nest.
-func fullMetric(b []byte, i, nest int) (int, error) {
+func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
 	// The oneof member whose run is being counted, and the items of that run.
 	oneofTag, oneofItems := uint64(0), 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0xa { // name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x12 { // description
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // unit
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x2a { // gauge
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullGauge(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x2a {
+			oneofTag, oneofItems = 0x2a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x3a { // sum
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullSum(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x3a {
+			oneofTag, oneofItems = 0x3a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // histogram
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullHistogram(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x4a {
+			oneofTag, oneofItems = 0x4a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x52 { // exponential_histogram
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullExponentialHistogram(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x52 {
+			oneofTag, oneofItems = 0x52, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x5a { // summary
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullSummary(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		if oneofTag != 0x5a {
+			oneofTag, oneofItems = 0x5a, 0
+		}
+		oneofItems += got
+		i = e
+	}
+	for i < len(b) && b[i] == 0x62 { // metadata
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3315,8 +6861,11 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x12: // description
@@ -3327,8 +6876,11 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x1a: // unit
@@ -3339,8 +6891,11 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		case 0x2a: // gauge
@@ -3354,7 +6909,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullGauge(b[:e], s, nest+1)
+			got, err := fullGauge(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3374,7 +6929,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSum(b[:e], s, nest+1)
+			got, err := fullSum(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3394,7 +6949,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullHistogram(b[:e], s, nest+1)
+			got, err := fullHistogram(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3414,7 +6969,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullExponentialHistogram(b[:e], s, nest+1)
+			got, err := fullExponentialHistogram(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3434,7 +6989,7 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullSummary(b[:e], s, nest+1)
+			got, err := fullSummary(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -3454,146 +7009,8 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		default:
@@ -3610,9 +7027,382 @@ func fullMetric(b []byte, i, nest int) (int, error) {
 }
 
 // fullGauge checks the Gauge b[i:] and everything in it, at nesting level nest.
-func fullGauge(b []byte, i, nest int) (int, error) {
+func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// NumberDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // exemplars
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// Exemplar, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x11 { // time_unix_nano
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x19 { // as_double
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x31 { // as_int
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x3a { // filtered_attributes
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x11: // time_unix_nano
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x19: // as_double
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x22: // span_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x2a: // trace_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x31: // as_int
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x3a: // filtered_attributes
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 2, 3, 4, 5, 6, 7:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // as_double
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // exemplars
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullExemplar(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3632,190 +7422,8 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// NumberDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // as_double
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // exemplars
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// Exemplar, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullNumberDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -3833,9 +7441,398 @@ func fullGauge(b []byte, i, nest int) (int, error) {
 }
 
 // fullSum checks the Sum b[i:] and everything in it, at nesting level nest.
-func fullSum(b []byte, i, nest int) (int, error) {
+func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// NumberDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // exemplars
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// Exemplar, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x11 { // time_unix_nano
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x19 { // as_double
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x31 { // as_int
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x3a { // filtered_attributes
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x11: // time_unix_nano
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x19: // as_double
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x22: // span_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x2a: // trace_id
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return 0, err
+					}
+				case 0x31: // as_int
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x3a: // filtered_attributes
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 2, 3, 4, 5, 6, 7:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // as_double
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // exemplars
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullExemplar(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
+	if i < len(b) && b[i] == 0x18 { // is_monotonic
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -3855,190 +7852,8 @@ func fullSum(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// NumberDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // as_double
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // exemplars
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// Exemplar, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x11: // time_unix_nano
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x19: // as_double
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x22: // span_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x2a: // trace_id
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return 0, err
-							}
-						case 0x31: // as_int
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x3a: // filtered_attributes
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 2, 3, 4, 5, 6, 7:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullNumberDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -4068,9 +7883,36 @@ func fullSum(b []byte, i, nest int) (int, error) {
 }
 
 // fullHistogram checks the Histogram b[i:] and everything in it, at nesting level nest.
-func fullHistogram(b []byte, i, nest int) (int, error) {
+func fullHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4090,7 +7932,7 @@ func fullHistogram(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullHistogramDataPoint(b[:e], s, nest+1); err != nil {
+			if err = fullHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -4115,9 +7957,36 @@ func fullHistogram(b []byte, i, nest int) (int, error) {
 }
 
 // fullExponentialHistogram checks the ExponentialHistogram b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
+func fullExponentialHistogram(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x10 { // aggregation_temporality
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return 0, err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4137,7 +8006,7 @@ func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1); err != nil {
+			if err = fullExponentialHistogramDataPoint(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -4162,9 +8031,310 @@ func fullExponentialHistogram(b []byte, i, nest int) (int, error) {
 }
 
 // fullSummary checks the Summary b[i:] and everything in it, at nesting level nest.
-func fullSummary(b []byte, i, nest int) (int, error) {
+func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // data_points
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// SummaryDataPoint, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // start_time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // count
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x29 { // sum
+			i1++
+			if len(b1)-i1 < 8 {
+				return 0, ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // quantile_values
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// SummaryDataPointValueAtQuantile, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0x9 { // quantile
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			if i2 < len(b2) && b2[i2] == 0x11 { // value
+				i2++
+				if len(b2)-i2 < 8 {
+					return 0, ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0x9: // quantile
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				case 0x11: // value
+					if len(b2)-i2 < 8 {
+						return 0, ErrTruncated
+					}
+					i2 += 8
+				default:
+					switch tag2 >> 3 {
+					case 1, 2:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // flags
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0x11: // start_time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x21: // count
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x29: // sum
+				if len(b1)-i1 < 8 {
+					return 0, ErrTruncated
+				}
+				i1 += 8
+			case 0x32: // quantile_values
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullSummaryDataPointValueAtQuantile(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x3a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x40: // flags
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7, 8:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		items++
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4184,158 +8354,8 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// SummaryDataPoint, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0x11: // start_time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x21: // count
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x29: // sum
-					if len(b1)-i1 < 8 {
-						return 0, ErrTruncated
-					}
-					i1 += 8
-				case 0x32: // quantile_values
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// SummaryDataPointValueAtQuantile, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0x9: // quantile
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						case 0x11: // value
-							if len(b2)-i2 < 8 {
-								return 0, ErrTruncated
-							}
-							i2 += 8
-						default:
-							switch tag2 >> 3 {
-							case 1, 2:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x40: // flags
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7, 8:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullSummaryDataPoint(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			items++
 			i = e
@@ -4353,8 +8373,567 @@ func fullSummary(b []byte, i, nest int) (int, error) {
 }
 
 // fullNumberDataPoint checks the NumberDataPoint b[i:] and everything in it, at nesting level nest.
-func fullNumberDataPoint(b []byte, i, nest int) error {
+func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // as_double
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x2a { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x31 { // as_int
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x3a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x40 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4389,117 +8968,8 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x31: // as_int
@@ -4518,146 +8988,8 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x40: // flags
@@ -4680,8 +9012,581 @@ func fullNumberDataPoint(b []byte, i, nest int) error {
 }
 
 // fullHistogramDataPoint checks the HistogramDataPoint b[i:] and everything in it, at nesting level nest.
-func fullHistogramDataPoint(b []byte, i, nest int) error {
+func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x42 { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x59 { // min
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x61 { // max
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -4755,117 +9660,8 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x4a: // attributes
@@ -4879,146 +9675,8 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // flags
@@ -5051,8 +9709,737 @@ func fullHistogramDataPoint(b []byte, i, nest int) error {
 }
 
 // fullExponentialHistogramDataPoint checks the ExponentialHistogramDataPoint b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
+func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x30 { // scale
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x39 { // zero_count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x42 { // positive
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ExponentialHistogramDataPointBuckets, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x8 { // offset
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x8: // offset
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x10: // bucket_counts, one element
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // bucket_counts, packed
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if err = packedVarints(b1[s:e]); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x4a { // negative
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// ExponentialHistogramDataPointBuckets, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x8 { // offset
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x8: // offset
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x10: // bucket_counts, one element
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x12: // bucket_counts, packed
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if err = packedVarints(b1[s:e]); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x50 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	for i < len(b) && b[i] == 0x5a { // exemplars
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// Exemplar, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x11 { // time_unix_nano
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x19 { // as_double
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x31 { // as_int
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x3a { // filtered_attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x11: // time_unix_nano
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x19: // as_double
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x22: // span_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x2a: // trace_id
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x31: // as_int
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x3a: // filtered_attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 2, 3, 4, 5, 6, 7:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x61 { // min
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x69 { // max
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x71 { // zero_threshold
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5072,146 +10459,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x11: // start_time_unix_nano
@@ -5256,49 +10505,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ExponentialHistogramDataPointBuckets, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x8: // offset
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x10: // bucket_counts, one element
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // bucket_counts, packed
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if err = packedVarints(b1[s:e]); err != nil {
-						return err
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExponentialHistogramDataPointBuckets(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x4a: // negative
@@ -5312,49 +10520,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// ExponentialHistogramDataPointBuckets, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x8: // offset
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x10: // bucket_counts, one element
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x12: // bucket_counts, packed
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if err = packedVarints(b1[s:e]); err != nil {
-						return err
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExponentialHistogramDataPointBuckets(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x50: // flags
@@ -5374,117 +10541,8 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// Exemplar, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x11: // time_unix_nano
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x19: // as_double
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x22: // span_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x2a: // trace_id
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x31: // as_int
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x3a: // filtered_attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 2, 3, 4, 5, 6, 7:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullExemplar(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x61: // min
@@ -5516,8 +10574,17 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int) error {
 }
 
 // fullExponentialHistogramDataPointBuckets checks the ExponentialHistogramDataPointBuckets b[i:] and everything in it, at nesting level nest.
-func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int) error {
+func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x8 { // offset
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5564,8 +10631,399 @@ func fullExponentialHistogramDataPointBuckets(b []byte, i, nest int) error {
 }
 
 // fullSummaryDataPoint checks the SummaryDataPoint b[i:] and everything in it, at nesting level nest.
-func fullSummaryDataPoint(b []byte, i, nest int) error {
+func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // start_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x21 { // count
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x29 { // sum
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x32 { // quantile_values
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// SummaryDataPointValueAtQuantile, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0x9 { // quantile
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		if i1 < len(b1) && b1[i1] == 0x11 { // value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0x9: // quantile
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x11: // value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			default:
+				switch tag1 >> 3 {
+				case 1, 2:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x3a { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x40 { // flags
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5605,35 +11063,8 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// SummaryDataPointValueAtQuantile, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0x9: // quantile
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x11: // value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				default:
-					switch tag1 >> 3 {
-					case 1, 2:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullSummaryDataPointValueAtQuantile(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x3a: // attributes
@@ -5647,146 +11078,8 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x40: // flags
@@ -5809,8 +11102,23 @@ func fullSummaryDataPoint(b []byte, i, nest int) error {
 }
 
 // fullSummaryDataPointValueAtQuantile checks the SummaryDataPointValueAtQuantile b[i:] and everything in it, at nesting level nest.
-func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int) error {
+func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // quantile
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x11 { // value
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5843,8 +11151,341 @@ func fullSummaryDataPointValueAtQuantile(b []byte, i, nest int) error {
 }
 
 // fullExemplar checks the Exemplar b[i:] and everything in it, at nesting level nest.
-func fullExemplar(b []byte, i, nest int) error {
+func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x11 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x19 { // as_double
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x22 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x2a { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x31 { // as_int
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] == 0x3a { // filtered_attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -5891,146 +11532,8 @@ func fullExemplar(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		default:
@@ -6047,9 +11550,401 @@ func fullExemplar(b []byte, i, nest int) error {
 }
 
 // fullResourceLogs checks the ResourceLogs b[i:] and everything in it, at nesting level nest.
-func fullResourceLogs(b []byte, i, nest int) (int, error) {
+func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // resource
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// Resource, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		for i1 < len(b1) && b1[i1] == 0xa { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // entity_refs
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// EntityRef, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // schema_url
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x12 { // type
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x1a { // id_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x22 { // description_keys
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // schema_url
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // type
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x1a: // id_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x22: // description_keys
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x10: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			case 0x1a: // entity_refs
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullEntityRef(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // scope_logs
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		got, err := fullScopeLogs(b[:e], s, nest+1, am)
+		if err != nil {
+			return 0, err
+		}
+		items += got
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6069,176 +11964,8 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// Resource, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x10: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				case 0x1a: // entity_refs
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// EntityRef, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // schema_url
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // type
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x1a: // id_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x22: // description_keys
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullResource(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // scope_logs
@@ -6252,7 +11979,7 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			got, err := fullScopeLogs(b[:e], s, nest+1)
+			got, err := fullScopeLogs(b[:e], s, nest+1, am)
 			if err != nil {
 				return 0, err
 			}
@@ -6266,8 +11993,11 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -6284,9 +12014,286 @@ func fullResourceLogs(b []byte, i, nest int) (int, error) {
 }
 
 // fullScopeLogs checks the ScopeLogs b[i:] and everything in it, at nesting level nest.
-func fullScopeLogs(b []byte, i, nest int) (int, error) {
+func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 	var err error
 	items := 0
+	// The fields in the order writers send them; the loop below takes the rest.
+	for i < len(b) && b[i] == 0xa { // scope
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		// InstrumentationScope, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // name
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x12 { // version
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x1a { // attributes
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return 0, err
+			}
+			if nest+1 >= MaxNesting {
+				return 0, ErrNesting
+			}
+			// KeyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // key
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x12 { // value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return 0, err
+				}
+				if nest+1+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return 0, err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // key_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return 0, err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return 0, err
+				}
+				switch tag2 {
+				case 0xa: // key
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return 0, ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x12: // value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return 0, err
+					}
+					if nest+1+1 >= MaxNesting {
+						return 0, ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return 0, err
+					}
+					i2 = e
+				case 0x18: // key_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return 0, err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3:
+						return 0, ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x20 { // dropped_attributes_count
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return 0, err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return 0, err
+			}
+			switch tag1 {
+			case 0xa: // name
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // version
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return 0, ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x1a: // attributes
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return 0, err
+				}
+				if nest+1 >= MaxNesting {
+					return 0, ErrNesting
+				}
+				if err = fullKeyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return 0, err
+				}
+				i1 = e
+			case 0x20: // dropped_attributes_count
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return 0, err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4:
+					return 0, ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x12 { // log_records
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if nest >= MaxNesting {
+			return 0, ErrNesting
+		}
+		if err = fullLogRecord(b[:e], s, nest+1, am); err != nil {
+			return 0, err
+		}
+		items++
+		i = e
+	}
+	if i < len(b) && b[i] == 0x1a { // schema_url
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return 0, err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return 0, ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6306,120 +12313,8 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			// InstrumentationScope, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return 0, err
-				}
-				switch tag1 {
-				case 0xa: // name
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x12: // version
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return 0, ErrUTF8
-					}
-					i1 = e
-				case 0x1a: // attributes
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return 0, err
-					}
-					if nest+1 >= MaxNesting {
-						return 0, ErrNesting
-					}
-					// KeyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return 0, err
-						}
-						switch tag2 {
-						case 0xa: // key
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return 0, ErrUTF8
-							}
-							i2 = e
-						case 0x12: // value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return 0, err
-							}
-							if nest+1+1 >= MaxNesting {
-								return 0, ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return 0, err
-							}
-							i2 = e
-						case 0x18: // key_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return 0, err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3:
-								return 0, ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return 0, err
-							}
-						}
-					}
-					i1 = e
-				case 0x20: // dropped_attributes_count
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return 0, err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4:
-						return 0, ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return 0, err
-					}
-				}
+			if err = fullInstrumentationScope(b[:e], s, nest+1, am); err != nil {
+				return 0, err
 			}
 			i = e
 		case 0x12: // log_records
@@ -6433,7 +12328,7 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			if nest >= MaxNesting {
 				return 0, ErrNesting
 			}
-			if err = fullLogRecord(b[:e], s, nest+1); err != nil {
+			if err = fullLogRecord(b[:e], s, nest+1, am); err != nil {
 				return 0, err
 			}
 			items++
@@ -6446,8 +12341,11 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return 0, err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return 0, ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return 0, ErrUTF8
+				}
 			}
 			i = e
 		default:
@@ -6464,8 +12362,690 @@ func fullScopeLogs(b []byte, i, nest int) (int, error) {
 }
 
 // fullLogRecord checks the LogRecord b[i:] and everything in it, at nesting level nest.
-func fullLogRecord(b []byte, i, nest int) error {
+func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 	var err error
+	// The fields in the order writers send them; the loop below takes the rest.
+	if i < len(b) && b[i] == 0x9 { // time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x10 { // severity_number
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x1a { // severity_text
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x2a { // body
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// AnyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // string_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x10 { // bool_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // int_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x21 { // double_value
+			i1++
+			if len(b1)-i1 < 8 {
+				return ErrTruncated
+			}
+			i1 += 8
+		}
+		for i1 < len(b1) && b1[i1] == 0x2a { // array_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// ArrayValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullAnyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x32 { // kvlist_value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// KeyValueList, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			for i2 < len(b2) && b2[i2] == 0xa { // values
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // values
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				default:
+					switch tag2 >> 3 {
+					case 1:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x3a { // bytes_value
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				i1 += 1 + int(b1[i1])
+			} else if i1, err = skipLen(b1, i1); err != nil {
+				return err
+			}
+		}
+		if i1 < len(b1) && b1[i1] == 0x40 { // string_value_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // string_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x10: // bool_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x18: // int_value
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			case 0x21: // double_value
+				if len(b1)-i1 < 8 {
+					return ErrTruncated
+				}
+				i1 += 8
+			case 0x2a: // array_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x32: // kvlist_value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x3a: // bytes_value
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					i1 += 1 + int(b1[i1])
+				} else if i1, err = skipLen(b1, i1); err != nil {
+					return err
+				}
+			case 0x40: // string_value_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3, 4, 5, 6, 7, 8:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	for i < len(b) && b[i] == 0x32 { // attributes
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if nest >= MaxNesting {
+			return ErrNesting
+		}
+		// KeyValue, written out here
+		b1, i1 := b[:e], s
+		// The fields in the order writers send them; the loop below takes the rest.
+		if i1 < len(b1) && b1[i1] == 0xa { // key
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
+			}
+			i1 = e
+		}
+		for i1 < len(b1) && b1[i1] == 0x12 { // value
+			i1++
+			var s, e int
+			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+				s = i1 + 1
+				e = s + int(b1[i1])
+			} else if s, e, err = readLen(b1, i1); err != nil {
+				return err
+			}
+			if nest+1 >= MaxNesting {
+				return ErrNesting
+			}
+			// AnyValue, written out here
+			b2, i2 := b1[:e], s
+			// The fields in the order writers send them; the loop below takes the rest.
+			if i2 < len(b2) && b2[i2] == 0xa { // string_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x10 { // bool_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x18 { // int_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x21 { // double_value
+				i2++
+				if len(b2)-i2 < 8 {
+					return ErrTruncated
+				}
+				i2 += 8
+			}
+			for i2 < len(b2) && b2[i2] == 0x2a { // array_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			for i2 < len(b2) && b2[i2] == 0x32 { // kvlist_value
+				i2++
+				var s, e int
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					s = i2 + 1
+					e = s + int(b2[i2])
+				} else if s, e, err = readLen(b2, i2); err != nil {
+					return err
+				}
+				if nest+1+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+					return err
+				}
+				i2 = e
+			}
+			if i2 < len(b2) && b2[i2] == 0x3a { // bytes_value
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+					i2 += 1 + int(b2[i2])
+				} else if i2, err = skipLen(b2, i2); err != nil {
+					return err
+				}
+			}
+			if i2 < len(b2) && b2[i2] == 0x40 { // string_value_strindex
+				i2++
+				if i2 < len(b2) && b2[i2] < 0x80 {
+					i2++
+				} else if i2, err = skipVarint(b2, i2); err != nil {
+					return err
+				}
+			}
+			for i2 < len(b2) {
+				tag2 := uint64(b2[i2])
+				if tag2 >= 8 && tag2 < 0x80 {
+					i2++
+				} else if tag2, i2, err = readTag(b2, i2); err != nil {
+					return err
+				}
+				switch tag2 {
+				case 0xa: // string_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+						if !am.check(s, e) { // not known to be ASCII from the entry's map
+							return ErrUTF8
+						}
+					}
+					i2 = e
+				case 0x10: // bool_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x18: // int_value
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				case 0x21: // double_value
+					if len(b2)-i2 < 8 {
+						return ErrTruncated
+					}
+					i2 += 8
+				case 0x2a: // array_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullArrayValue(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x32: // kvlist_value
+					var s, e int
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						s = i2 + 1
+						e = s + int(b2[i2])
+					} else if s, e, err = readLen(b2, i2); err != nil {
+						return err
+					}
+					if nest+1+1 >= MaxNesting {
+						return ErrNesting
+					}
+					if err = fullKeyValueList(b2[:e], s, nest+1+1+1, am); err != nil {
+						return err
+					}
+					i2 = e
+				case 0x3a: // bytes_value
+					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
+						i2 += 1 + int(b2[i2])
+					} else if i2, err = skipLen(b2, i2); err != nil {
+						return err
+					}
+				case 0x40: // string_value_strindex
+					if i2 < len(b2) && b2[i2] < 0x80 {
+						i2++
+					} else if i2, err = skipVarint(b2, i2); err != nil {
+						return err
+					}
+				default:
+					switch tag2 >> 3 {
+					case 1, 2, 3, 4, 5, 6, 7, 8:
+						return ErrWireType // a known field with another wire type
+					}
+					if i2, err = skipField(b2, i2, tag2); err != nil {
+						return err
+					}
+				}
+			}
+			i1 = e
+		}
+		if i1 < len(b1) && b1[i1] == 0x18 { // key_strindex
+			i1++
+			if i1 < len(b1) && b1[i1] < 0x80 {
+				i1++
+			} else if i1, err = skipVarint(b1, i1); err != nil {
+				return err
+			}
+		}
+		for i1 < len(b1) {
+			tag1 := uint64(b1[i1])
+			if tag1 >= 8 && tag1 < 0x80 {
+				i1++
+			} else if tag1, i1, err = readTag(b1, i1); err != nil {
+				return err
+			}
+			switch tag1 {
+			case 0xa: // key
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+					if !am.check(s, e) { // not known to be ASCII from the entry's map
+						return ErrUTF8
+					}
+				}
+				i1 = e
+			case 0x12: // value
+				var s, e int
+				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
+					s = i1 + 1
+					e = s + int(b1[i1])
+				} else if s, e, err = readLen(b1, i1); err != nil {
+					return err
+				}
+				if nest+1 >= MaxNesting {
+					return ErrNesting
+				}
+				if err = fullAnyValue(b1[:e], s, nest+1+1, am); err != nil {
+					return err
+				}
+				i1 = e
+			case 0x18: // key_strindex
+				if i1 < len(b1) && b1[i1] < 0x80 {
+					i1++
+				} else if i1, err = skipVarint(b1, i1); err != nil {
+					return err
+				}
+			default:
+				switch tag1 >> 3 {
+				case 1, 2, 3:
+					return ErrWireType // a known field with another wire type
+				}
+				if i1, err = skipField(b1, i1, tag1); err != nil {
+					return err
+				}
+			}
+		}
+		i = e
+	}
+	if i < len(b) && b[i] == 0x38 { // dropped_attributes_count
+		i++
+		if i < len(b) && b[i] < 0x80 {
+			i++
+		} else if i, err = skipVarint(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x45 { // flags
+		i++
+		if len(b)-i < 4 {
+			return ErrTruncated
+		}
+		i += 4
+	}
+	if i < len(b) && b[i] == 0x4a { // trace_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x52 { // span_id
+		i++
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			i += 1 + int(b[i])
+		} else if i, err = skipLen(b, i); err != nil {
+			return err
+		}
+	}
+	if i < len(b) && b[i] == 0x59 { // observed_time_unix_nano
+		i++
+		if len(b)-i < 8 {
+			return ErrTruncated
+		}
+		i += 8
+	}
+	if i < len(b) && b[i] == 0x62 { // event_name
+		i++
+		var s, e int
+		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+			s = i + 1
+			e = s + int(b[i])
+		} else if s, e, err = readLen(b, i); err != nil {
+			return err
+		}
+		if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+			(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+			if !am.check(s, e) { // not known to be ASCII from the entry's map
+				return ErrUTF8
+			}
+		}
+		i = e
+	}
 	for i < len(b) {
 		tag := uint64(b[i])
 		if tag >= 8 && tag < 0x80 {
@@ -6493,8 +13073,11 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		case 0x2a: // body
@@ -6508,160 +13091,8 @@ func fullLogRecord(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// AnyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // string_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x10: // bool_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x18: // int_value
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				case 0x21: // double_value
-					if len(b1)-i1 < 8 {
-						return ErrTruncated
-					}
-					i1 += 8
-				case 0x2a: // array_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// ArrayValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullAnyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x32: // kvlist_value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// KeyValueList, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // values
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						default:
-							switch tag2 >> 3 {
-							case 1:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x3a: // bytes_value
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						i1 += 1 + int(b1[i1])
-					} else if i1, err = skipLen(b1, i1); err != nil {
-						return err
-					}
-				case 0x40: // string_value_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3, 4, 5, 6, 7, 8:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullAnyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x32: // attributes
@@ -6675,146 +13106,8 @@ func fullLogRecord(b []byte, i, nest int) error {
 			if nest >= MaxNesting {
 				return ErrNesting
 			}
-			// KeyValue, written out here
-			b1, i1 := b[:e], s
-			for i1 < len(b1) {
-				tag1 := uint64(b1[i1])
-				if tag1 >= 8 && tag1 < 0x80 {
-					i1++
-				} else if tag1, i1, err = readTag(b1, i1); err != nil {
-					return err
-				}
-				switch tag1 {
-				case 0xa: // key
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if !asciiTail(b1, s, e) && !validUTF8(b1[s:e]) {
-						return ErrUTF8
-					}
-					i1 = e
-				case 0x12: // value
-					var s, e int
-					if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-						s = i1 + 1
-						e = s + int(b1[i1])
-					} else if s, e, err = readLen(b1, i1); err != nil {
-						return err
-					}
-					if nest+1 >= MaxNesting {
-						return ErrNesting
-					}
-					// AnyValue, written out here
-					b2, i2 := b1[:e], s
-					for i2 < len(b2) {
-						tag2 := uint64(b2[i2])
-						if tag2 >= 8 && tag2 < 0x80 {
-							i2++
-						} else if tag2, i2, err = readTag(b2, i2); err != nil {
-							return err
-						}
-						switch tag2 {
-						case 0xa: // string_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if !asciiTail(b2, s, e) && !validUTF8(b2[s:e]) {
-								return ErrUTF8
-							}
-							i2 = e
-						case 0x10: // bool_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x18: // int_value
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						case 0x21: // double_value
-							if len(b2)-i2 < 8 {
-								return ErrTruncated
-							}
-							i2 += 8
-						case 0x2a: // array_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullArrayValue(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x32: // kvlist_value
-							var s, e int
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								s = i2 + 1
-								e = s + int(b2[i2])
-							} else if s, e, err = readLen(b2, i2); err != nil {
-								return err
-							}
-							if nest+1+1 >= MaxNesting {
-								return ErrNesting
-							}
-							if err = fullKeyValueList(b2[:e], s, nest+1+1+1); err != nil {
-								return err
-							}
-							i2 = e
-						case 0x3a: // bytes_value
-							if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-								i2 += 1 + int(b2[i2])
-							} else if i2, err = skipLen(b2, i2); err != nil {
-								return err
-							}
-						case 0x40: // string_value_strindex
-							if i2 < len(b2) && b2[i2] < 0x80 {
-								i2++
-							} else if i2, err = skipVarint(b2, i2); err != nil {
-								return err
-							}
-						default:
-							switch tag2 >> 3 {
-							case 1, 2, 3, 4, 5, 6, 7, 8:
-								return ErrWireType // a known field with another wire type
-							}
-							if i2, err = skipField(b2, i2, tag2); err != nil {
-								return err
-							}
-						}
-					}
-					i1 = e
-				case 0x18: // key_strindex
-					if i1 < len(b1) && b1[i1] < 0x80 {
-						i1++
-					} else if i1, err = skipVarint(b1, i1); err != nil {
-						return err
-					}
-				default:
-					switch tag1 >> 3 {
-					case 1, 2, 3:
-						return ErrWireType // a known field with another wire type
-					}
-					if i1, err = skipField(b1, i1, tag1); err != nil {
-						return err
-					}
-				}
+			if err = fullKeyValue(b[:e], s, nest+1, am); err != nil {
+				return err
 			}
 			i = e
 		case 0x38: // dropped_attributes_count
@@ -6853,8 +13146,11 @@ func fullLogRecord(b []byte, i, nest int) error {
 			} else if s, e, err = readLen(b, i); err != nil {
 				return err
 			}
-			if !asciiTail(b, s, e) && !validUTF8(b[s:e]) {
-				return ErrUTF8
+			if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||
+				(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(e-s)) != 0 {
+				if !am.check(s, e) { // not known to be ASCII from the entry's map
+					return ErrUTF8
+				}
 			}
 			i = e
 		default:

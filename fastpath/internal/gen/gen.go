@@ -5,9 +5,17 @@
 //
 // A walker is straight-line code for one message: the tag byte of every known field with its
 // expected wire type is one case of a switch, so that a field costs a compare and a jump rather
-// than a table lookup and a switch on its kind. Small messages without items are written out
-// inside the case of their parent (KeyValue inside Span, AnyValue inside KeyValue) up to
-// MaxInline levels, saving a call per attribute.
+// than a table lookup and a switch on its kind.
+//
+// At DepthFull a walker first takes the fields in the order of their numbers, which is the
+// order protobuf writers send them in: each field with a one-byte tag is one test of the next
+// byte against its tag, in sequence, with no loop and no switch. The first byte that is not
+// the tag expected there (a field out of order, a repeat of a singular field, a field number
+// above 15, an unknown field, a packed run) hands the rest of the message to the switch loop,
+// which accepts fields in any order; both check a field alike. Small messages without items
+// are written out inside their parent's in-order part (KeyValue inside Span, AnyValue inside
+// KeyValue) up to MaxInline levels, saving a call per attribute; the switch loop, off the
+// common path, calls their walkers instead, which keeps the code from doubling at each level.
 package gen
 
 import (
@@ -129,10 +137,12 @@ func (g *generator) header() {
 	g.p("// at DepthFull when full is set and at DepthResource otherwise. The entry is nesting level 1.")
 	g.p("func walkEntry(root msgID, b []byte, full bool) (int, error) {")
 	g.p("if full {")
+	g.p("// The strings of the entry are tested for ASCII through one map (asciimap.go).")
+	g.p("am := asciiMap{src: b}")
 	g.p("switch root {")
 	for _, r := range g.s.Roots {
 		g.p("case %d: // %s", r, g.s.Msgs[r].Name)
-		g.p("return full%s(b, 0, 1)", g.s.Msgs[r].Name)
+		g.p("return full%s(b, 0, 1, &am)", g.s.Msgs[r].Name)
 	}
 	g.p("}")
 	g.p("} else {")
@@ -159,7 +169,7 @@ func (g *generator) function(m int, full bool) {
 	g.p("")
 	if full {
 		g.p("// full%s checks the %s b[i:] and everything in it, at nesting level nest.", msg.Name, msg.Name)
-		g.p("func full%s(b []byte, i, nest int) %s {", msg.Name, ret)
+		g.p("func full%s(b []byte, i, nest int, am *asciiMap) %s {", msg.Name, ret)
 	} else {
 		g.p("// res%s checks the %s b[i:] down to its items, length-checking every other message.", msg.Name, msg.Name)
 		g.p("func res%s(b []byte, i int) %s {", msg.Name, ret)
@@ -222,6 +232,9 @@ func (g *generator) inlinable(parent, m, lvl int) bool {
 func (g *generator) body(m int, c *ctx, lvl int, nest string) {
 	msg := g.s.Msgs[m]
 	b, i, t := v("b", lvl), v("i", lvl), v("tag", lvl)
+	if c.full {
+		g.inOrder(m, c, lvl, nest)
+	}
 	g.p("for %s < len(%s) {", i, b)
 	g.p("%s := uint64(%s[%s])", t, b, i)
 	g.p("if %s >= 8 && %s < 0x80 {", t, t)
@@ -231,7 +244,7 @@ func (g *generator) body(m int, c *ctx, lvl int, nest string) {
 	g.p("}")
 	g.p("switch %s {", t)
 	for _, f := range msg.Fields {
-		g.field(m, f, c, lvl, nest)
+		g.field(m, f, c, lvl, nest, false)
 	}
 	g.p("default:")
 	if len(msg.Fields) > 0 {
@@ -249,6 +262,49 @@ func (g *generator) body(m int, c *ctx, lvl int, nest string) {
 	g.p("}")
 	g.p("}")
 	g.p("}")
+}
+
+// inOrder writes the in-order part of the walk of message m: each field with a one-byte tag and
+// one wire type, in the order of the schema (by number), taken when the next byte is its tag.
+// A message field may repeat (attributes, spans, data points) and is taken as long as its tag
+// follows; a scalar field once.
+func (g *generator) inOrder(m int, c *ctx, lvl int, nest string) {
+	msg := g.s.Msgs[m]
+	b, i := v("b", lvl), v("i", lvl)
+	g.p("// The fields in the order writers send them; the loop below takes the rest.")
+	for _, f := range msg.Fields {
+		t, ok := inOrderTag(f)
+		if !ok {
+			continue
+		}
+		kw := "if"
+		if f.Kind == Message {
+			kw = "for"
+		}
+		g.p("%s %s < len(%s) && %s[%s] == %#x { // %s", kw, i, b, b, i, t, f.Name)
+		g.p("%s++", i)
+		g.field(m, f, c, lvl, nest, true)
+		g.p("}")
+	}
+}
+
+// inOrderTag returns the tag byte under which the in-order part takes field f: fields numbered
+// below 16 of kinds with a single wire type.
+func inOrderTag(f Field) (uint64, bool) {
+	if f.Num >= 16 {
+		return 0, false
+	}
+	switch f.Kind {
+	case Varint:
+		return tag(f.Num, 0), true
+	case Fixed64:
+		return tag(f.Num, 1), true
+	case Fixed32:
+		return tag(f.Num, 5), true
+	case Bytes, String, Message:
+		return tag(f.Num, 2), true
+	}
+	return 0, false
 }
 
 func v(name string, lvl int) string {
@@ -269,35 +325,49 @@ func (g *generator) span(c *ctx, b, i string) {
 	g.p("}")
 }
 
-func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
+// field writes the code checking the value of field f at b[i], the tag read: a case of the
+// switch loop, or with inOrder set the body of the field's test in the in-order part.
+func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string, inOrder bool) {
 	b, i := v("b", lvl), v("i", lvl)
+	label := func(t uint64, comment string) {
+		if !inOrder {
+			g.p("case %#x: // %s", t, comment)
+		}
+	}
 	switch f.Kind {
 	case Varint:
-		g.p("case %#x: // %s", tag(f.Num, 0), f.Name)
+		label(tag(f.Num, 0), f.Name)
 		g.varint(c, b, i)
 	case Fixed64:
-		g.p("case %#x: // %s", tag(f.Num, 1), f.Name)
+		label(tag(f.Num, 1), f.Name)
 		g.fixed(c, b, i, 8)
 	case Fixed32:
-		g.p("case %#x: // %s", tag(f.Num, 5), f.Name)
+		label(tag(f.Num, 5), f.Name)
 		g.fixed(c, b, i, 4)
 	case Bytes:
-		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
+		label(tag(f.Num, 2), f.Name)
 		g.p("if %s < len(%s) && %s[%s] < 0x80 && int(%s[%s]) < len(%s)-%s {", i, b, b, i, b, i, b, i)
 		g.p("%s += 1 + int(%s[%s])", i, b, i)
 		g.p("} else if %s, err = skipLen(%s, %s); err != nil {", i, b, i)
 		g.p("%s", c.fail("err"))
 		g.p("}")
 	case String:
-		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
+		label(tag(f.Num, 2), f.Name)
 		g.span(c, b, i)
 		if c.full {
-			g.p("if !asciiTail(%s, s, e) && !validUTF8(%s[s:e]) {", b, b)
+			// asciiMap.ascii written out: the walkers are too big for the inliner to take it.
+			g.p("if k := uint(s - am.base); e > am.end || k >= asciiWindow || e-s > 64 ||")
+			g.p("(am.bits[k/64]>>(k%%64)|am.bits[k/64+1]<<1<<(63-k%%64))<<(64-uint(e-s)) != 0 {")
+			g.p("if !am.check(s, e) { // not known to be ASCII from the entry's map")
 			g.p("%s", c.fail("ErrUTF8"))
+			g.p("}")
 			g.p("}")
 		}
 		g.p("%s = e", i)
 	case PackedFixed64:
+		if inOrder {
+			panic("BUG: gen: packed field in the in-order part")
+		}
 		g.p("case %#x: // %s, one element", tag(f.Num, 1), f.Name)
 		g.fixed(c, b, i, 8)
 		g.p("case %#x: // %s, packed", tag(f.Num, 2), f.Name)
@@ -307,6 +377,9 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
 		g.p("}")
 		g.p("%s = e", i)
 	case PackedVarint:
+		if inOrder {
+			panic("BUG: gen: packed field in the in-order part")
+		}
 		g.p("case %#x: // %s, one element", tag(f.Num, 0), f.Name)
 		g.varint(c, b, i)
 		g.p("case %#x: // %s, packed", tag(f.Num, 2), f.Name)
@@ -316,8 +389,8 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string) {
 		g.p("}")
 		g.p("%s = e", i)
 	case Message:
-		g.p("case %#x: // %s", tag(f.Num, 2), f.Name)
-		g.message(m, f, c, lvl, nest)
+		label(tag(f.Num, 2), f.Name)
+		g.message(m, f, c, lvl, nest, inOrder)
 	default:
 		panic(fmt.Sprintf("gen: field %s of %s has kind %d", f.Name, g.s.Msgs[m].Name, f.Kind))
 	}
@@ -338,7 +411,7 @@ func (g *generator) fixed(c *ctx, b, i string, size int) {
 	g.p("%s += %d", i, size)
 }
 
-func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
+func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string, inOrder bool) {
 	b, i := v("b", lvl), v("i", lvl)
 	child := g.s.Msgs[f.Msg]
 	walk := c.full || f.Path
@@ -363,7 +436,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 	// DepthResource walks only the fixed path, a few levels deep: it needs no nesting check.
 	childNest := nest + "+1"
 	switch {
-	case c.full && g.inlinable(m, f.Msg, lvl):
+	case c.full && inOrder && g.inlinable(m, f.Msg, lvl):
 		g.p("// %s, written out here", child.Name)
 		g.p("%s, %s := %s[:e], s", v("b", lvl+1), v("i", lvl+1), b)
 		g.body(f.Msg, c, lvl+1, childNest)
@@ -373,7 +446,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 	case g.items[f.Msg]:
 		call := "res" + child.Name + "(" + b + "[:e], s)"
 		if c.full {
-			call = "full" + child.Name + "(" + b + "[:e], s, " + childNest + ")"
+			call = "full" + child.Name + "(" + b + "[:e], s, " + childNest + ", am)"
 		}
 		g.p("got, err := %s", call)
 		g.p("if err != nil {")
@@ -385,7 +458,7 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string) {
 			g.count(f, "got")
 		}
 	default:
-		g.p("if err = full%s(%s[:e], s, %s); err != nil {", child.Name, b, childNest)
+		g.p("if err = full%s(%s[:e], s, %s, am); err != nil {", child.Name, b, childNest)
 		g.p("%s", c.fail("err"))
 		g.p("}")
 		if f.Item {
