@@ -24,6 +24,7 @@ import (
 type BatchPolicy struct {
 	Name string
 	Args []string
+	Gate string // another otlpgate binary to run it with (an older build); "" is BatchingConfig.Gate
 }
 
 // BatchingConfig is an `otlpbench batching` run: the same fixed-rate loads through otlpgate to
@@ -138,7 +139,11 @@ func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPoli
 	args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", socket,
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}, pol.Args...)
 	name := fmt.Sprintf("otlpgate-%s-%d", strings.NewReplacer("=", "", "-", "", ".", "").Replace(pol.Name), round)
-	proc, err := StartProc(name, cfg.Gate, args, nil, filepath.Join(cfg.Dir, name+".log"))
+	bin := cfg.Gate
+	if pol.Gate != "" {
+		bin = pol.Gate
+	}
+	proc, err := StartProc(name, bin, args, nil, filepath.Join(cfg.Dir, name+".log"))
 	if err != nil {
 		return BatchingResult{}, err
 	}

@@ -22,7 +22,11 @@ func (p *policiesFlag) Set(s string) error {
 	if !ok || name == "" {
 		return fmt.Errorf("want name:flags, got %q", s)
 	}
-	*p = append(*p, bench.BatchPolicy{Name: name, Args: strings.Fields(args)})
+	pol := bench.BatchPolicy{Name: name, Args: strings.Fields(args)}
+	if len(pol.Args) > 0 && strings.HasPrefix(pol.Args[0], "gate=") {
+		pol.Gate, pol.Args = strings.TrimPrefix(pol.Args[0], "gate="), pol.Args[1:]
+	}
+	*p = append(*p, pol)
 	return nil
 }
 
@@ -38,7 +42,7 @@ func cmdBatching(args []string) error {
 	fs := flag.NewFlagSet("batching", flag.ContinueOnError)
 	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
 	var policies policiesFlag
-	fs.Var(&policies, "policy", "a batch policy to compare, name:flags (repeatable; default min-gap=0:-batch.min-gap=0, default:, eager=false:-batch.eager=false)")
+	fs.Var(&policies, "policy", "a batch policy to compare, name:flags, the flags optionally led by gate=BINARY to run another otlpgate build (repeatable; default min-gap=0:-batch.min-gap=0, default:, eager=false:-batch.eager=false)")
 	repeat := fs.Int("repeat", 2, "rounds; each runs every load under every policy, back to back")
 	shape := shapeFlag(fs)
 	rates := fs.String("rates", "1000,2000", "gRPC batches per second, comma-separated (empty: no gRPC load)")

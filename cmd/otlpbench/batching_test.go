@@ -7,7 +7,7 @@ import (
 
 func TestPoliciesFlag(t *testing.T) {
 	var p policiesFlag
-	for _, s := range []string{"old:-batch.min-gap=0", "new:", "lazy:-batch.eager=false  -batch.max-age=5ms"} {
+	for _, s := range []string{"old:-batch.min-gap=0", "new:", "lazy:-batch.eager=false  -batch.max-age=5ms", "before:gate=/tmp/otlpgate-main -batch.max-age=5ms"} {
 		if err := p.Set(s); err != nil {
 			t.Fatalf("Set(%q): %v", s, err)
 		}
@@ -16,6 +16,7 @@ func TestPoliciesFlag(t *testing.T) {
 		{Name: "old", Args: []string{"-batch.min-gap=0"}},
 		{Name: "new", Args: []string{}},
 		{Name: "lazy", Args: []string{"-batch.eager=false", "-batch.max-age=5ms"}},
+		{Name: "before", Args: []string{"-batch.max-age=5ms"}, Gate: "/tmp/otlpgate-main"},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("policies %+v, want %+v", p, want)
