@@ -52,6 +52,10 @@ type ProxyResult struct {
 	P50, P99, P999         time.Duration // end to end, latency phase
 	Received, Refused      int
 	Retried                int // sends of the closed-loop phase refused as retryable and sent again (OTLP/HTTP)
+	// Upstream is the requests the sink received in the closed-loop phase, RateUpstream in the
+	// latency phase (RateN requests at Rate): over the requests sent, how well the proxy batches
+	// under a closed loop and at a moderate fixed rate.
+	Upstream, RateUpstream int
 }
 
 // CPUPerSpan is the proxy's CPU time per forwarded span.
@@ -120,8 +124,8 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 				}
 			}
 		}
-		_, spans, _ := sink.Counts()
-		res.Spans = int(spans)
+		up, spans, _ := sink.Counts()
+		res.Spans, res.Upstream = int(spans), int(up)
 		res.Received, res.Refused, res.Retried = lr.Acked, lr.Failed, lr.Retried
 		if lr.Retried > 0 {
 			fmt.Fprintf(progress, "%s: %d sends answered retryable and sent again\n", name, lr.Retried)
@@ -134,6 +138,8 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			return res, fmt.Errorf("%s latency: %w", name, err)
 		}
 		waitSink(sink, cfg.RateN)
+		up, _, _ = sink.Counts()
+		res.RateUpstream = int(up)
 		lat := sink.Latencies()
 		res.P50, res.P99, res.P999 = Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999)
 		sink.Reset()
@@ -268,11 +274,12 @@ func waitSink(s *Sink, n int) {
 	}
 }
 
-// WriteProxy prints the results and, for every proxy, its added latency over the direct run;
-// with a peer, the ratio of the peer's CPU per span to otlpgate's.
-func WriteProxy(w io.Writer, rs []ProxyResult) {
+// WriteProxy prints the results and, for every proxy, its added latency over the direct run and
+// its upstream requests per intake request (out/in: closed loop, then the latency phase's fixed
+// rate); with a peer, the ratio of the peer's CPU per span to otlpgate's.
+func WriteProxy(w io.Writer, rs []ProxyResult, rateN int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tspans\tbatches/s\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\tretried\t\n")
+	fmt.Fprintf(tw, "target\tspans\tbatches/s\tout/in\tout/in@rate\tCPU-µs/span\tallocs/batch\town\tother\tpeak RSS MiB\tp50\tp99\tp999\t+p50\t+p99\t+p999\tretried\t\n")
 	var direct ProxyResult
 	for i, r := range rs {
 		if i == 0 {
@@ -291,7 +298,14 @@ func WriteProxy(w io.Writer, rs []ProxyResult) {
 			rss = fmt.Sprintf("%.0f", float64(r.PeakRSS)/(1<<20))
 		}
 		bps := float64(r.Received) / r.Wall.Seconds()
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t%d\t\n", r.Target, r.Spans, bps, cpu, allocs, own, other, rss,
+		ratio, rateRatio := "-", "-"
+		if r.Received > 0 {
+			ratio = fmt.Sprintf("%.3f", float64(r.Upstream)/float64(r.Received))
+		}
+		if rateN > 0 {
+			rateRatio = fmt.Sprintf("%.3f", float64(r.RateUpstream)/float64(rateN))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\t%d\t\n", r.Target, r.Spans, bps, ratio, rateRatio, cpu, allocs, own, other, rss,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond),
 			(r.P50 - direct.P50).Round(time.Microsecond), (r.P99 - direct.P99).Round(time.Microsecond), (r.P999 - direct.P999).Round(time.Microsecond), r.Retried)
 	}

@@ -52,17 +52,21 @@ type Config struct {
 	BatchMaxAge time.Duration
 	// Ack is when intakes acknowledge (-ack=accept|upstream, default accept).
 	Ack AckMode
-	// Eager seals a batch as soon as no sealed batch is still in the destinations' hands, as a
-	// group commit does: an idle path adds no batching delay, and batches grow only while the
-	// destinations are busy. BatchMaxAge then bounds the wait instead of setting it
-	// (-batch.eager, default true).
+	// Eager batches as a group commit does (-batch.eager, default true). While the destinations
+	// hold no sealed batch (none queued or in flight) a request is sealed at admission: an idle
+	// path adds no batching delay. While they hold one, requests keep filling the open batch,
+	// which is sealed the moment they finish the last one they hold, at BatchMaxBytes or
+	// BatchMaxItems, or at BatchMaxAge, whichever comes first: batches grow only while the
+	// destinations are busy, and BatchMaxAge bounds the wait instead of setting it.
 	Eager bool
 	// BatchMinGap, with Eager, keeps a signal's batches at least this far apart while requests
-	// keep coming (-batch.min-gap, default 1ms; 0 turns it off): a request arriving within the
-	// gap of the signal's last sealed batch waits, with those after it, until the gap has passed.
-	// At moderate rates against a quick upstream the destinations are idle between requests, so
-	// Eager alone sends nearly every request on its own; the gap makes them share upstream
-	// requests, for at most the gap of added latency. A request after a quiet gap leaves at once.
+	// keep coming (-batch.min-gap, default 1ms; 0 turns it off): a batch that would be sealed
+	// within the gap of the signal's last sealed batch waits, with the requests after it, until
+	// the gap has passed (then it leaves if the destinations are still idle, else when they
+	// finish what they hold). At moderate rates against a quick upstream the destinations are
+	// idle between requests, so Eager alone sends nearly every request on its own; the gap makes
+	// them share upstream requests, for at most the gap of added latency. A request after a
+	// quiet gap leaves at once.
 	BatchMinGap time.Duration
 }
 

@@ -34,6 +34,19 @@ type Pipeline struct {
 
 	// lastSeal is when the signal's last batch was sealed (unix nanoseconds), for BatchMinGap.
 	lastSeal [NumSignals]atomic.Int64
+	// kicks counts requests for a pass of kick (Eager) not yet served. The goroutine that
+	// raises it from zero runs passes until it is back at zero; any other caller, a batch
+	// finished synchronously inside the running pass's Enqueue included, only raises it. That
+	// keeps kick from recursing through seal, and no request is lost: the runner sees the
+	// count it did not take and makes one more pass.
+	kicks atomic.Int64
+	// sealers counts kick passes and gap timers at work. Each raises it before it looks at
+	// closed; Close sets closed and then waits for it to reach zero. Both run on goroutines
+	// Close does not own (a destination's, a timer's): without the wait a batch taken before
+	// Close could be handed to the destinations after Close returned, when they are already
+	// shutting down. A counter rather than a lock: a gap timer's seal may finish a batch inside
+	// Enqueue and so start a kick on the same goroutine.
+	sealers atomic.Int32
 
 	sig [NumSignals]struct {
 		// gap seals the open batch once BatchMinGap has passed since the last seal; made once,
@@ -207,17 +220,60 @@ func (p *Pipeline) pastGapLocked(sig Signal) bool {
 	return false
 }
 
-// sealGap seals sig's open batch once the gap after the last seal has passed. It runs on the
-// timer's goroutine.
+// sealGap seals sig's open batch once the gap after the last seal has passed, unless the
+// destinations took a sealed batch in the meantime: the batch then keeps filling until they
+// finish it (kick) or it reaches a limit. It runs on the timer's goroutine.
 func (p *Pipeline) sealGap(sig Signal) {
+	p.sealers.Add(1)
+	defer p.sealers.Add(-1)
+	if p.closed.Load() {
+		return // Close seals what is open
+	}
 	s := &p.sig[sig]
 	s.mu.Lock()
 	s.mu.armed = false
 	b := s.mu.open
+	if b == nil || (p.cfg.Eager && p.sealedN.Load() != 0) {
+		s.mu.Unlock()
+		return
+	}
 	s.mu.open = nil
 	s.mu.Unlock()
-	if b != nil {
-		p.seal(b)
+	p.seal(b)
+}
+
+// kick runs when the destinations have finished every sealed batch (Eager): each signal's open
+// batch, which waited while a batch was out, leaves now if its gap has passed, else when its gap
+// timer fires. Without it a waiting batch would leave only with the next request, the gap timer
+// or BatchMaxAge, however long the destinations had been idle. It runs on whichever goroutine
+// finished the last batch (a destination's, or inside Enqueue for one that finishes at once).
+func (p *Pipeline) kick() {
+	if p.kicks.Add(1) != 1 {
+		return // a pass is running or about to start: it makes one more for this request
+	}
+	p.sealers.Add(1)
+	defer p.sealers.Add(-1)
+	for {
+		if p.closed.Load() {
+			// Close seals what is open. kicks stays raised: nothing may kick a closed pipeline.
+			return
+		}
+		n := p.kicks.Load()
+		for i := range p.sig {
+			s := &p.sig[i]
+			s.mu.Lock()
+			b := s.mu.open
+			if b == nil || !p.pastGapLocked(Signal(i)) {
+				s.mu.Unlock()
+				continue
+			}
+			s.mu.open = nil
+			s.mu.Unlock()
+			p.seal(b)
+		}
+		if p.kicks.Add(-n) == 0 {
+			return
+		}
 	}
 }
 
@@ -269,13 +325,16 @@ func (p *Pipeline) seal(b *Batch) {
 // finished settles the budget of a batch every destination is done with.
 func (p *Pipeline) finished(b *Batch) {
 	n := int64(b.size)
-	p.sealedN.Add(-1)
+	idle := p.sealedN.Add(-1) == 0
 	if p.queued.Add(-n) == 0 && p.closed.Load() {
 		livePipelines.remove(p)
 	}
 	p.drained.Add(n)
 	if b.failures.Load() > 0 {
 		p.m.undelivered(b)
+	}
+	if idle && p.cfg.Eager && !p.closed.Load() {
+		p.kick()
 	}
 }
 
@@ -348,6 +407,11 @@ func (p *Pipeline) Close() {
 	}
 	close(p.stop)
 	p.wg.Wait()
+	// Wait for a kick or a gap timer that may be sealing now (a few microseconds of work);
+	// later ones see closed.
+	for p.sealers.Load() != 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
 	for i := range p.sig {
 		if t := p.sig[i].gap; t != nil { // a logged pipeline (NewLogged) batches nothing
 			t.Stop() // the final seal below takes what it was holding back

@@ -4,6 +4,7 @@ package fastpath
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -61,5 +62,61 @@ func TestPipelineStripZeroAlloc(t *testing.T) {
 	// AllocsPerRun runs the function once more to warm up: 1001 runs of 6 + 3 stripped fields.
 	if got := testutil.ToFloat64(strippedFields.WithLabelValues("traces")) - before; got != 1001*9 {
 		t.Fatalf("stripped fields counted %v, want %d", got, 1001*9)
+	}
+}
+
+// holdOne holds the last batch it was given until release: the destination is busy between.
+type holdOne struct{ b *Batch }
+
+func (h *holdOne) Name() string { return "hold-one" }
+func (h *holdOne) Enqueue(b *Batch) error {
+	h.b = b
+	return nil
+}
+func (h *holdOne) release() {
+	b := h.b
+	h.b = nil
+	b.Done(true)
+}
+
+// Eager batching allocates nothing either: a request sealed at admission, one waiting behind
+// it, and the kick that seals the waiting one when the first finishes.
+func TestPipelineEagerZeroAlloc(t *testing.T) {
+	for _, gap := range []time.Duration{0, time.Hour} {
+		cfg := testConfig()
+		cfg.Eager = true
+		cfg.BatchMinGap = gap // an hour: the kick arms the gap timer instead of sealing
+		h := &holdOne{}
+		p := newTestPipeline(t, cfg, h, sink{})
+		v1 := entry(3000, 1)
+		step := func() {
+			if err := p.Consume(Traces, v1, 1); err != nil { // sealed (idle) or waits (gap)
+				t.Fatal(err)
+			}
+			if err := p.Consume(Traces, v1, 1); err != nil { // waits behind the first
+				t.Fatal(err)
+			}
+			if h.b != nil {
+				h.release() // kicks: seals the waiting batch, or arms the gap timer
+			}
+			if h.b != nil {
+				h.release()
+			}
+			if gap > 0 {
+				p.Flush()
+				if h.b != nil {
+					h.release()
+				}
+			}
+		}
+		for range 100 { // warm the pools
+			step()
+		}
+		if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+			t.Fatalf("gap %v: eager admit + kick: %v allocations per run, want 0", gap, allocs)
+		}
+		if q := p.QueuedBytes(); q != 0 {
+			t.Fatalf("gap %v: queued %d bytes, want 0", gap, q)
+		}
 	}
 }

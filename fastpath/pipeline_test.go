@@ -414,8 +414,8 @@ func TestBatchBuffersStartSmall(t *testing.T) {
 }
 
 // Eager sealing: with nothing in the destinations' hands a request is sealed at once; while a
-// batch is out, requests gather in the open batch; once it is finished the next request goes
-// at once again.
+// batch is out, requests gather in the open batch, which leaves as soon as the destination
+// finishes the first; after that the next request goes at once again.
 func TestEagerSealing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Eager = true
@@ -433,10 +433,14 @@ func TestEagerSealing(t *testing.T) {
 		t.Fatalf("busy path: %d batches, want the five requests to wait", n)
 	}
 	r.release(true) // the destination finished the first batch
-	p.Consume(Traces, entry(10, 9), 1)
 	got := r.batches()
-	if len(got) != 2 || got[1].items != 6 {
-		t.Fatalf("after the destination finished: %d batches (%+v), want the six waiting requests sealed together", len(got), got)
+	if len(got) != 2 || got[1].items != 5 {
+		t.Fatalf("after the destination finished: %d batches (%+v), want the five waiting requests sealed together", len(got), got)
+	}
+	r.release(true)
+	p.Consume(Traces, entry(10, 9), 1)
+	if got := r.batches(); len(got) != 3 || got[2].items != 1 {
+		t.Fatalf("idle again: batches %+v, want the next request sealed at once", got)
 	}
 }
 

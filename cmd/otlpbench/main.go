@@ -15,6 +15,7 @@ var commands = map[string]func(args []string) error{
 	"soak":      cmdSoak,
 	"rebalance": cmdRebalance,
 	"forward":   cmdForward,
+	"batching":  cmdBatching,
 }
 
 func usage() {
@@ -23,6 +24,7 @@ func usage() {
 commands:
   appendix   the OTLP specification's Appendix B on otlpgate's client and server
   proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
+  batching   otlpgate's batch policies compared at fixed gRPC and UDS rates (CPU, out/in, p50)
   load       an OTLP trace load generator (v1 unary or OTEP stream)
   sink       a counting OTLP trace receiver
   delay      a TCP delay line on loopback

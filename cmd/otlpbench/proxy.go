@@ -82,7 +82,7 @@ func cmdProxy(args []string) error {
 	}, os.Stderr)
 	fmt.Printf("\nload -> proxy -> sink, %s intake, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
 		*intake, *shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)
-	bench.WriteProxy(os.Stdout, res)
+	bench.WriteProxy(os.Stdout, res, *rateN)
 	if fsyncs != nil {
 		n, perSec := fsyncs.result()
 		fmt.Printf("spool sync=%s: %.0f fsyncs, %.1f per second while appending\n", *spoolMode, n, perSec)

@@ -1,0 +1,277 @@
+package fastpath
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// holdSig is a destination that keeps a copy of every batch, holds the batches of the signals
+// in hold until the test releases them, and finishes the others at once, inside Enqueue.
+type holdSig struct {
+	hold [NumSignals]bool
+	recorder
+}
+
+func (h *holdSig) Enqueue(b *Batch) error {
+	h.recorder.hold = h.hold[b.Signal]
+	return h.recorder.Enqueue(b)
+}
+
+// concat is the bodies of reqs back to back: what a batch of them holds.
+func concat(reqs ...[]byte) []byte { return bytes.Join(reqs, nil) }
+
+// waitBatches waits (bounded: 10 s) until r recorded n batches and returns them.
+func waitBatches(t *testing.T, r *recorder, n int) []recorded {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if got := r.batches(); len(got) >= n || time.Now().After(deadline) {
+			if len(got) != n {
+				t.Fatalf("%d batches (%+v), want %d", len(got), got, n)
+			}
+			return got
+		}
+	}
+}
+
+// An idle path seals the first request at admission, with the default configuration; requests
+// that arrive while that batch is out wait, and leave together the moment the destination
+// finishes it, without another request to carry them.
+func TestEagerSealsWhenDestinationFrees(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMinGap = 0 // the gap has tests of its own below
+	cfg.BatchMaxAge = time.Hour
+	r := &recorder{name: "r", hold: true}
+	p := newTestPipeline(t, cfg, r)
+	a, b, c := entry(10, 1), entry(20, 2), entry(30, 3)
+	p.Consume(Traces, a, 1)
+	if got := r.batches(); len(got) != 1 || !bytes.Equal(got[0].body, a) {
+		t.Fatalf("idle path: batches %+v, want the first request sealed at once", got)
+	}
+	p.Consume(Traces, b, 2)
+	p.Consume(Traces, c, 3)
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("busy path: %d batches, want the two requests waiting behind the first", n)
+	}
+	if n := r.release(true); n != 1 {
+		t.Fatalf("released %d batches, want 1", n)
+	}
+	got := r.batches()
+	if len(got) != 2 || got[1].items != 5 || !bytes.Equal(got[1].body, concat(b, c)) {
+		t.Fatalf("after the destination finished: batches %+v, want the two waiting requests sealed together", got)
+	}
+	r.release(true)
+	if n := len(r.batches()); n != 2 {
+		t.Fatalf("%d batches after the second finished, want nothing more: nothing was open", n)
+	}
+	d := entry(40, 4)
+	p.Consume(Traces, d, 4)
+	if got := r.batches(); len(got) != 3 || got[2].items != 4 || !bytes.Equal(got[2].body, d) {
+		t.Fatalf("idle again: batches %+v, want the next request sealed at once", got)
+	}
+	r.release(true)
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d bytes after every batch finished, want 0", q)
+	}
+}
+
+// The kick seals the waiting batches of every signal; a destination that finishes some of them
+// inside Enqueue kicks again from within the pass, which must neither recurse nor lose a batch.
+func TestEagerKickSealsEverySignal(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMinGap = 0
+	cfg.BatchMaxAge = time.Hour
+	h := &holdSig{}
+	h.name = "h"
+	h.hold[Traces] = true // logs and metrics finish inside Enqueue
+	p := newTestPipeline(t, cfg, h)
+	t1, t2 := entry(10, 1), entry(11, 2)
+	l1, l2, m1 := entry(12, 3), entry(13, 4), entry(14, 5)
+	p.Consume(Traces, t1, 1)
+	p.Consume(Logs, l1, 1)
+	p.Consume(Logs, l2, 1)
+	p.Consume(Metrics, m1, 1)
+	p.Consume(Traces, t2, 1)
+	if got := h.batches(); len(got) != 1 {
+		t.Fatalf("batches %+v, want only the first traces request out", got)
+	}
+	h.release(true)
+	got := h.batches()
+	want := []recorded{{Traces, 1, t1}, {Traces, 1, t2}, {Metrics, 1, m1}, {Logs, 2, concat(l1, l2)}}
+	if len(got) != len(want) {
+		t.Fatalf("batches %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].sig != w.sig || got[i].items != w.items || !bytes.Equal(got[i].body, w.body) {
+			t.Errorf("batch %d: %v, %d items, %x; want %v, %d items, %x", i, got[i].sig, got[i].items, got[i].body, w.sig, w.items, w.body)
+		}
+	}
+	h.release(true)
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("queued %d bytes, want 0", q)
+	}
+}
+
+// A batch waiting behind one in flight leaves when the destination finishes, but not within
+// BatchMinGap of the signal's last seal: then its gap timer seals it.
+func TestEagerKickHonoursMinGap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMinGap = 300 * time.Millisecond
+	cfg.BatchMaxAge = time.Minute
+	r := &recorder{name: "r", hold: true}
+	p := newTestPipeline(t, cfg, r)
+	a, b := entry(10, 1), entry(20, 2)
+	start := time.Now()
+	p.Consume(Traces, a, 1)
+	p.Consume(Traces, b, 1)
+	r.release(true)
+	// The check holds only while the gap has not passed: a slow machine skips it.
+	if n := len(r.batches()); n != 1 && time.Since(start) < cfg.BatchMinGap {
+		t.Fatalf("%d batches right after the first finished, within the gap: want the second held back", n)
+	}
+	got := waitBatches(t, r, 2)
+	if waited := time.Since(start); waited < cfg.BatchMinGap {
+		t.Errorf("the waiting batch was sealed %v after the first, before the gap (%v)", waited, cfg.BatchMinGap)
+	}
+	if got[1].items != 1 || !bytes.Equal(got[1].body, b) {
+		t.Fatalf("second batch %+v, want the held request", got[1])
+	}
+	r.release(true)
+}
+
+// A gap timer that fires while the destinations hold another batch leaves the open batch to
+// fill; it is sealed when they finish.
+func TestEagerGapWaitsForBusyDestination(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMinGap = 100 * time.Millisecond
+	cfg.BatchMaxAge = time.Minute
+	h := &holdSig{}
+	h.name = "h"
+	h.hold[Logs] = true // traces finish at once
+	p := newTestPipeline(t, cfg, h)
+	t1, t2, l1 := entry(10, 1), entry(20, 2), entry(30, 3)
+	start := time.Now()
+	p.Consume(Traces, t1, 1) // sealed at once, finished at once
+	p.Consume(Traces, t2, 1) // within the gap: waits for the gap timer
+	p.Consume(Logs, l1, 1)   // no logs sealed yet: sealed at once, held
+	if time.Since(start) >= cfg.BatchMinGap {
+		t.Skip("the machine was too slow to admit three requests within the gap")
+	}
+	if got := h.batches(); len(got) != 2 || got[0].sig != Traces || got[1].sig != Logs {
+		t.Fatalf("batches %+v, want the first traces request and the logs request", got)
+	}
+	time.Sleep(3 * cfg.BatchMinGap) // the traces gap timer fires meanwhile
+	if n := len(h.batches()); n != 2 {
+		t.Fatalf("%d batches: the gap timer sealed traces while the logs batch was out", n)
+	}
+	h.release(true)
+	got := h.batches()
+	if len(got) != 3 || got[2].sig != Traces || !bytes.Equal(got[2].body, t2) {
+		t.Fatalf("batches %+v, want the waiting traces request sealed when the logs batch finished", got)
+	}
+}
+
+// Close seals what waits; a batch finished afterwards kicks nothing.
+func TestEagerCloseWhileBusy(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMaxAge = time.Hour
+	r := &recorder{name: "r", hold: true}
+	p, err := New(cfg, []Destination{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := entry(10, 1), entry(20, 2)
+	p.Consume(Traces, a, 1)
+	p.Consume(Traces, b, 1)
+	p.Close()
+	got := r.batches()
+	if len(got) != 2 || !bytes.Equal(got[1].body, b) {
+		t.Fatalf("batches %+v, want the waiting request sealed by Close", got)
+	}
+	if n := r.release(true); n != 2 {
+		t.Fatalf("released %d, want 2", n)
+	}
+	if n := len(r.batches()); n != 2 || p.QueuedBytes() != 0 {
+		t.Fatalf("%d batches, %d bytes queued after Close and release, want 2 and 0", n, p.QueuedBytes())
+	}
+}
+
+// asyncDest finishes every batch on a goroutine of its own, as a network destination does.
+type asyncDest struct {
+	ch    chan *Batch
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	items int
+	body  [NumSignals][]byte
+}
+
+func newAsyncDest() *asyncDest {
+	d := &asyncDest{ch: make(chan *Batch, 1024)}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for b := range d.ch {
+			d.mu.Lock()
+			d.items += b.Items
+			d.body[b.Signal] = append(d.body[b.Signal], b.Payload.Bytes()...)
+			d.mu.Unlock()
+			b.Done(true)
+		}
+	}()
+	return d
+}
+
+func (d *asyncDest) Name() string { return "async" }
+func (d *asyncDest) Enqueue(b *Batch) error {
+	d.ch <- b
+	return nil
+}
+
+// Under concurrent admission against a destination that finishes on its own goroutine, every
+// request arrives once, in its writer's order within each signal, and the budget settles.
+func TestEagerConcurrent(t *testing.T) {
+	for _, gap := range []time.Duration{0, 100 * time.Microsecond} {
+		cfg := DefaultConfig()
+		cfg.BatchMinGap = gap
+		cfg.BatchMaxAge = time.Hour
+		d := newAsyncDest()
+		p, err := New(cfg, []Destination{d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const writers, each = 3, 500
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if err := p.Consume(Signal(w), entry(8, byte(i)), 1); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		p.Close()
+		close(d.ch)
+		d.wg.Wait()
+		if d.items != writers*each {
+			t.Fatalf("gap %v: delivered %d items, want %d", gap, d.items, writers*each)
+		}
+		for w := range writers {
+			var want []byte
+			for i := range each {
+				want = append(want, entry(8, byte(i))...)
+			}
+			if !bytes.Equal(d.body[w], want) {
+				t.Fatalf("gap %v: signal %d delivered out of order or incomplete", gap, w)
+			}
+		}
+		if q := p.QueuedBytes(); q != 0 {
+			t.Fatalf("gap %v: queued %d bytes, want 0", gap, q)
+		}
+	}
+}
