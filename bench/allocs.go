@@ -3,10 +3,11 @@ package bench
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/otlpgate/otlpgate/internal/allocattr"
 )
 
 // AllocSplit is where the allocations of a measured phase were made, from the allocation
@@ -25,9 +26,6 @@ func (s AllocSplit) OwnShare() float64 {
 	}
 	return s.Own / (s.Own + s.Other)
 }
-
-// ownPrefix is the import path prefix of otlpgate's own code.
-const ownPrefix = "github.com/otlpgate/otlpgate/"
 
 // FetchAllocProfile reads the allocation profile of the process serving /debug/pprof/ at base
 // (http://host:port).
@@ -79,20 +77,17 @@ func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 }
 
 // allocatingFrame reports whether the allocation of a stack (leaf first) was made by otlpgate's
-// own code.
+// own code, as allocattr.Allocator decides for the tests' exact counts.
 func allocatingFrame(locs []*profile.Location) bool {
-	for _, loc := range locs {
-		// Inlined calls come innermost first within a location, as the stack does.
-		for _, ln := range loc.Line {
-			if ln.Function == nil {
-				continue
+	_, own := allocattr.Allocator(func(yield func(string) bool) {
+		for _, loc := range locs {
+			// Inlined calls come innermost first within a location, as the stack does.
+			for _, ln := range loc.Line {
+				if ln.Function != nil && !yield(ln.Function.Name) {
+					return
+				}
 			}
-			name := ln.Function.Name
-			if strings.HasPrefix(name, "runtime.") {
-				continue
-			}
-			return strings.HasPrefix(name, ownPrefix)
 		}
-	}
-	return false
+	})
+	return own
 }
