@@ -55,7 +55,8 @@ var sink []any
 // test's own make is the harness's.
 func TestRecorderCounts(t *testing.T) {
 	const n = 10
-	rec := Start()
+	rec := New()
+	rec.Start()
 	for i := range n {
 		sink = append(sink, pool.GetBytes(100))      // never put back: every call allocates
 		sink = append(sink, fmt.Sprintf("%032d", i)) // a string of 32 bytes, made by fmt
@@ -87,6 +88,7 @@ func TestRecorderCounts(t *testing.T) {
 // the private slot of the P that put it, out of reach of the others, and the test's goroutine
 // may run on another P afterwards; the rest stay in reach.
 func TestRecorderQuiet(t *testing.T) {
+	rec := New()
 	var warm [4]*[]byte
 	for i := range warm {
 		warm[i] = pool.GetBytes(100)
@@ -94,7 +96,7 @@ func TestRecorderQuiet(t *testing.T) {
 	for _, b := range warm {
 		pool.PutBytes(b)
 	}
-	rec := Start()
+	rec.Start()
 	for range 100 {
 		b := pool.GetBytes(100)
 		*b = append(*b, "no growth"...)

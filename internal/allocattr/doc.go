@@ -5,7 +5,7 @@
 // otlpgate's own when the innermost frame of its stack outside package runtime is in this
 // module, since runtime.makeslice, growslice, newobject and the like allocate for their caller.
 //
-// Recorder measures a phase of a test binary that runs with runtime.MemProfileRate = 1, so
+// A Recorder measures a phase of a test binary that runs with runtime.MemProfileRate = 1, so
 // that every allocation is recorded with its stack (not a sample of one per 512 KiB): it
 // diffs the cumulative records taken before and after the phase and reports, per stack, the
 // objects the phase allocated. The test binary must set the rate itself, before anything it

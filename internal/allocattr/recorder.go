@@ -12,16 +12,16 @@ import (
 
 // Recorder counts the allocations of one phase of a test, by the stack that made them.
 //
-// Start turns the collector off, collects garbage once (the runtime publishes an allocation in
-// its records only once a collection has finished after it) and copies the cumulative
-// records; Stop collects again, copies the records again, turns the collector back on and diffs.
-// The collector is off during the phase so that what is counted depends on the code, not on
-// when a collection happened to empty the sync.Pools the code recycles through: a pool refill
-// after a collection costs per collection, not per request. Both record buffers are made
+// New turns the collector off; Start collects garbage once (the runtime publishes an
+// allocation in its records only once a collection has finished after it) and copies the
+// cumulative records; Stop collects again, copies the records again, turns the collector back
+// on and diffs. The collector is off from New on so that what is counted depends on the code,
+// not on when a collection happened to empty the sync.Pools the code recycles through: a pool
+// refill after a collection costs per collection, not per request. Both record buffers are made
 // before the first copy, so the copies themselves add nothing to the phase.
 //
 // Allocations whose function is in a harness package (this one, the package that called
-// Start, and any named there) belong to the measurement: the load it sends, the sink it
+// New, and any named there) belong to the measurement: the load it sends, the sink it
 // records into. They are counted apart, neither own nor other.
 type Recorder struct {
 	harness   []string
@@ -40,15 +40,19 @@ const tinyMetric = "/gc/heap/tiny/allocs:objects"
 // Stop has to grow its buffer; growing is counted as the harness's.
 const headroom = 16 << 10
 
-// Start begins a phase. harness names further packages (import paths) whose allocations are
-// the measurement's own. The process must run with runtime.MemProfileRate == 1: Start panics
-// otherwise, since a sampled profile cannot prove a count.
-func Start(harness ...string) *Recorder {
+// New prepares a measurement and turns the collector off until Stop: a warm-up that runs
+// between New and Start stocks the sync.Pools the measured code recycles through, and no
+// collection empties them before the measurement begins (a collection sets a pool's items
+// aside, where Get still finds them; the next one drops them). harness names further packages
+// (import paths) whose allocations are the measurement's own. The process must run with
+// runtime.MemProfileRate == 1: New panics otherwise, since a sampled profile cannot prove a
+// count.
+func New(harness ...string) *Recorder {
 	if runtime.MemProfileRate != 1 {
 		panic(fmt.Sprintf("allocattr: runtime.MemProfileRate is %d: the test binary must set it to 1 before it allocates", runtime.MemProfileRate))
 	}
 	r := &Recorder{}
-	for skip := range 2 { // this package, then Start's caller
+	for skip := range 2 { // this package, then New's caller
 		if pc, _, _, ok := runtime.Caller(skip); ok {
 			if f := runtime.FuncForPC(pc); f != nil {
 				r.harness = append(r.harness, PackageOf(f.Name()))
@@ -56,10 +60,16 @@ func Start(harness ...string) *Recorder {
 		}
 	}
 	r.harness = append(r.harness, harness...)
-	// The collector goes off first: the buffers below are large enough to start a cycle of
-	// their own, and a second cycle would empty the pools the warm-up filled (one cycle moves
-	// their items aside, where Get still finds them; the next drops them).
 	r.gcPercent = debug.SetGCPercent(-1)
+	return r
+}
+
+// Start begins the measured phase: it collects garbage once, so that the runtime publishes
+// every allocation made so far, and copies the cumulative records.
+func (r *Recorder) Start() {
+	if r.running || r.before != nil {
+		panic("allocattr: Start called twice")
+	}
 	n, _ := runtime.MemProfile(nil, true)
 	r.before = make([]runtime.MemProfileRecord, n+headroom)
 	r.after = make([]runtime.MemProfileRecord, n+2*headroom)
@@ -68,7 +78,6 @@ func Start(harness ...string) *Recorder {
 	metrics.Read(r.tiny[:])
 	r.tiny0 = r.tiny[0].Value.Uint64()
 	r.running = true
-	return r
 }
 
 // snapshot collects garbage and copies the cumulative records into buf, growing it (then
@@ -105,7 +114,8 @@ type Report struct {
 	OtherSites   []Site // most objects first
 }
 
-// Stop ends the phase and attributes what it allocated. Call it once.
+// Stop ends the phase, turns the collector back on and attributes what the phase allocated.
+// Call it once, after Start.
 func (r *Recorder) Stop() Report {
 	if !r.running {
 		panic("allocattr: Stop without Start")
