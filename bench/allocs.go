@@ -12,9 +12,10 @@ import (
 
 // AllocSplit is where the allocations of a measured phase were made, from the allocation
 // profile's samples: by otlpgate's own code, or inside everything else (grpc-go, x/net, the
-// standard library and the runtime). The profile samples one allocation per 512 KiB on average
-// (runtime.MemProfileRate) and pprof scales the samples back up, so the split is an estimate;
-// Total comes from the exact malloc counter when the caller has it.
+// standard library and the runtime). By default the profile samples one allocation per 512 KiB
+// on average (runtime.MemProfileRate) and pprof scales the samples back up, so the split is an
+// estimate; a process run with GODEBUG=memprofilerate=1 records every allocation, and the split
+// is a count. Total comes from the exact malloc counter when the caller has it.
 type AllocSplit struct {
 	Own, Other float64 // allocated objects, estimated from the profile
 }
