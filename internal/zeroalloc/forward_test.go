@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	warmRequests = 1000 // fill the pools and free lists, through several stream re-opens per lane
+	warmRequests = 2000 // fill the pools and free lists, through several stream re-opens per lane
 	runRequests  = 2000 // the measured requests
 	workers      = 8    // requests in flight at the intake
 )
@@ -60,20 +60,23 @@ func forward(t *testing.T, in intake, unary bool) {
 	var senders []sender
 	switch in {
 	case intakeGRPC:
-		senders = grpcSenders(t, g.grpcAddr, workers, bodies)
+		senders = grpcSenders(t, g.grpcAddr, 2*workers, bodies)
 	case intakeHTTPProto:
-		senders = httpSenders(t, g.httpAddr, "application/x-protobuf", workers, bodies)
+		senders = httpSenders(t, g.httpAddr, "application/x-protobuf", 2*workers, bodies)
 	case intakeHTTPJSON:
-		senders = httpSenders(t, g.httpAddr, "application/json", workers, bodies)
+		senders = httpSenders(t, g.httpAddr, "application/json", 2*workers, bodies)
 	}
 
 	rec := allocattr.New() // the collector stays off from here: the warm-up's pool stock survives
-	drive(t, 0, warmRequests, senders)
+	// The warm-up runs at twice the measured concurrency, then at the measured one: the pools
+	// are stocked for a higher peak of batches in flight than the measured requests reach.
+	drive(t, 0, warmRequests/2, senders)
+	drive(t, warmRequests/2, warmRequests-warmRequests/2, senders[:workers])
 	g.drained(t)
 	opened := streamsOpened(t, name)
 
 	rec.Start()
-	drive(t, warmRequests, runRequests, senders)
+	drive(t, warmRequests, runRequests, senders[:workers])
 	g.drained(t)
 	rep := rec.Stop()
 

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -348,9 +347,6 @@ type gate struct {
 func startGate(t *testing.T, dc client.Config) *gate {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("ZLOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
 	g := &gate{}
 	var err error
 	if g.d, err = client.New(dc, log); err != nil {
