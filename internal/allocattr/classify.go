@@ -12,15 +12,26 @@ const Module = "github.com/otlpgate/otlpgate/"
 // stack innermost first (inlined calls included, innermost first within a frame): the first
 // one outside package runtime. own tells whether that function is otlpgate's. A stack made
 // only of runtime frames (a goroutine's stack, the collector's work) is nobody's: fn is "" and
-// own false.
+// own false. So is the runtime's cache of a type switch or type assertion, which the runtime
+// grows on its own schedule (at random, after a miss, the less often the larger it is) under whatever function
+// holds the switch: fn names that function and own is false.
 func Allocator(funcs iter.Seq[string]) (fn string, own bool) {
+	cache := false
 	for name := range funcs {
 		if strings.HasPrefix(name, "runtime.") {
+			cache = cache || runtimeCaches[name]
 			continue
 		}
-		return name, strings.HasPrefix(name, Module)
+		return name, !cache && strings.HasPrefix(name, Module)
 	}
 	return "", false
+}
+
+// runtimeCaches are the runtime functions that fill a call site's type-switch or
+// type-assertion cache.
+var runtimeCaches = map[string]bool{
+	"runtime.buildInterfaceSwitchCache": true,
+	"runtime.buildTypeAssertCache":      true,
 }
 
 // PackageOf returns the import path of a function name as the runtime spells it

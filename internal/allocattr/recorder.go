@@ -28,6 +28,7 @@ type Recorder struct {
 	before    []runtime.MemProfileRecord
 	after     []runtime.MemProfileRecord
 	gcPercent int
+	closed    bool
 	running   bool
 	tiny      [1]metrics.Sample
 	tiny0     uint64
@@ -40,7 +41,7 @@ const tinyMetric = "/gc/heap/tiny/allocs:objects"
 // Stop has to grow its buffer; growing is counted as the harness's.
 const headroom = 16 << 10
 
-// New prepares a measurement and turns the collector off until Stop: a warm-up that runs
+// New prepares a measurement and turns the collector off until Close: a warm-up that runs
 // between New and Start stocks the sync.Pools the measured code recycles through, and no
 // collection empties them before the measurement begins (a collection sets a pool's items
 // aside, where Get still finds them; the next one drops them). harness names further packages
@@ -64,11 +65,15 @@ func New(harness ...string) *Recorder {
 	return r
 }
 
-// Start begins the measured phase: it collects garbage once, so that the runtime publishes
-// every allocation made so far, and copies the cumulative records.
+// Start begins a measured phase: it collects garbage once, so that the runtime publishes
+// every allocation made so far, and copies the cumulative records. A Recorder measures one
+// phase at a time, as often as needed.
 func (r *Recorder) Start() {
-	if r.running || r.before != nil {
+	if r.running {
 		panic("allocattr: Start called twice")
+	}
+	if r.closed {
+		panic("allocattr: Start after Close")
 	}
 	n, _ := runtime.MemProfile(nil, true)
 	r.before = make([]runtime.MemProfileRecord, n+headroom)
@@ -114,8 +119,19 @@ type Report struct {
 	OtherSites   []Site // most objects first
 }
 
-// Stop ends the phase, turns the collector back on and attributes what the phase allocated.
-// Call it once, after Start.
+// Lap ends the phase as Stop does and begins the next one at once, from the same collection:
+// consecutive phases see one collection between them, not two, so that sync.Pool items used
+// in the last phase are still there in the next (two collections in a row drop every pooled
+// item).
+func (r *Recorder) Lap() Report {
+	rep := r.Stop()
+	r.before, r.after = r.after, r.before
+	r.tiny0 = r.tiny[0].Value.Uint64()
+	r.running = true
+	return rep
+}
+
+// Stop ends the phase and attributes what it allocated. The collector stays off until Close.
 func (r *Recorder) Stop() Report {
 	if !r.running {
 		panic("allocattr: Stop without Start")
@@ -123,7 +139,6 @@ func (r *Recorder) Stop() Report {
 	r.running = false
 	r.after = snapshot(r.after)
 	metrics.Read(r.tiny[:])
-	debug.SetGCPercent(r.gcPercent)
 
 	type count struct{ objects, bytes int64 }
 	sum := func(recs []runtime.MemProfileRecord) map[[32]uintptr]count {
@@ -224,4 +239,12 @@ func formatSites(sites []Site, top int) string {
 		}
 	}
 	return b.String()
+}
+
+// Close turns the collector back on, as it was before New.
+func (r *Recorder) Close() {
+	if !r.closed {
+		r.closed = true
+		debug.SetGCPercent(r.gcPercent)
+	}
 }
