@@ -3,17 +3,19 @@ package bench
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/otlpgate/otlpgate/internal/allocattr"
 )
 
 // AllocSplit is where the allocations of a measured phase were made, from the allocation
 // profile's samples: by otlpgate's own code, or inside everything else (grpc-go, x/net, the
-// standard library and the runtime). The profile samples one allocation per 512 KiB on average
-// (runtime.MemProfileRate) and pprof scales the samples back up, so the split is an estimate;
-// Total comes from the exact malloc counter when the caller has it.
+// standard library and the runtime). By default the profile samples one allocation per 512 KiB
+// on average (runtime.MemProfileRate) and pprof scales the samples back up, so the split is an
+// estimate; a process run with GODEBUG=memprofilerate=1 records every allocation, and the split
+// is a count. Total comes from the exact malloc counter when the caller has it.
 type AllocSplit struct {
 	Own, Other float64 // allocated objects, estimated from the profile
 }
@@ -25,9 +27,6 @@ func (s AllocSplit) OwnShare() float64 {
 	}
 	return s.Own / (s.Own + s.Other)
 }
-
-// ownPrefix is the import path prefix of otlpgate's own code.
-const ownPrefix = "github.com/otlpgate/otlpgate/"
 
 // FetchAllocProfile reads the allocation profile of the process serving /debug/pprof/ at base
 // (http://host:port).
@@ -79,20 +78,17 @@ func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 }
 
 // allocatingFrame reports whether the allocation of a stack (leaf first) was made by otlpgate's
-// own code.
+// own code, as allocattr.Allocator decides for the tests' exact counts.
 func allocatingFrame(locs []*profile.Location) bool {
-	for _, loc := range locs {
-		// Inlined calls come innermost first within a location, as the stack does.
-		for _, ln := range loc.Line {
-			if ln.Function == nil {
-				continue
+	_, own := allocattr.Allocator(func(yield func(string) bool) {
+		for _, loc := range locs {
+			// Inlined calls come innermost first within a location, as the stack does.
+			for _, ln := range loc.Line {
+				if ln.Function != nil && !yield(ln.Function.Name) {
+					return
+				}
 			}
-			name := ln.Function.Name
-			if strings.HasPrefix(name, "runtime.") {
-				continue
-			}
-			return strings.HasPrefix(name, ownPrefix)
 		}
-	}
-	return false
+	})
+	return own
 }

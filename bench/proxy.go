@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -35,6 +36,23 @@ type ProxyConfig struct {
 	// Fleet, when positive, also measures otlpgate with a balanced destination (balance=trace_id,
 	// resolver=static) over that many backends: as many more listeners of the sink.
 	Fleet int
+	// AllocProfileRate, when positive, runs otlpgate and the floor with
+	// GODEBUG=memprofilerate=N: their allocation profiles record one allocation per N bytes
+	// instead of per 512 KiB. With 1 every allocation is recorded with its stack, and the
+	// own/other split is a count, not an estimate (at a CPU cost to the measured process).
+	AllocProfileRate int
+}
+
+// childEnv is the environment the measured Go children get on top of the tool's own.
+func (cfg ProxyConfig) childEnv() []string {
+	if cfg.AllocProfileRate <= 0 {
+		return nil
+	}
+	v := fmt.Sprintf("memprofilerate=%d", cfg.AllocProfileRate)
+	if old := os.Getenv("GODEBUG"); old != "" {
+		v = old + "," + v
+	}
+	return []string{"GODEBUG=" + v}
 }
 
 // ProxyResult is one target's measurements.
@@ -46,7 +64,8 @@ type ProxyResult struct {
 	AllocsPerBatch float64       // -1 when unknown
 	// OwnAllocs and OtherAllocs split AllocsPerBatch by the frame that allocated, from an
 	// allocation profile of the measured phase (SplitAllocs): otlpgate's own code, and grpc-go,
-	// x/net, the standard library and the runtime. -1 when unknown.
+	// x/net, the standard library and the runtime. An estimate from samples, unless
+	// AllocProfileRate is 1. -1 when unknown.
 	OwnAllocs, OtherAllocs float64
 	PeakRSS                int64
 	P50, P99, P999         time.Duration // end to end, latency phase
@@ -120,6 +139,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			if prof1, err := FetchAllocProfile(adminURL); err == nil && prof0 != nil && res.AllocsPerBatch >= 0 {
 				if sp, err := SplitAllocs(prof0, prof1); err == nil {
 					res.OwnAllocs = res.AllocsPerBatch * sp.OwnShare()
+					if cfg.AllocProfileRate == 1 {
+						// Every allocation is in the profile, unscaled: own is a count.
+						res.OwnAllocs = min(sp.Own/float64(cfg.Batches), res.AllocsPerBatch)
+					}
 					res.OtherAllocs = res.AllocsPerBatch - res.OwnAllocs
 				}
 			}
@@ -161,7 +184,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		listen, _ := FreeAddr()
 		admin, _ := FreeAddr()
 		fw, err := StartProc("grpc-forward", cfg.Bench, []string{"forward", "-listen", listen, "-target", sink.Addr(), "-admin", admin},
-			nil, filepath.Join(cfg.Dir, "grpc-forward.log"))
+			cfg.childEnv(), filepath.Join(cfg.Dir, "grpc-forward.log"))
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +212,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		admin, _ := FreeAddr()
 		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", "",
 			"-dest", dest}, cfg.GateArgs...)
-		gate, err := StartProc(name, cfg.Gate, args, nil, filepath.Join(cfg.Dir, name+".log"))
+		gate, err := StartProc(name, cfg.Gate, args, cfg.childEnv(), filepath.Join(cfg.Dir, name+".log"))
 		if err != nil {
 			return err
 		}

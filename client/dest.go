@@ -59,9 +59,12 @@ type Dest struct {
 	throttled atomic.Int32 // throttles since the last success
 
 	streams struct {
-		mu  sync.Mutex
-		set map[*stream]struct{} // open streams, for the sweeper
+		mu   sync.Mutex
+		set  map[*stream]struct{} // open streams, for the sweeper
+		free []*stream            // recycled streams (streampool.go)
 	}
+	recvq         chan *stream // idle receivers take their next stream from it (streampool.go)
+	idleReceivers atomic.Int32
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	cancel    context.CancelFunc
@@ -149,6 +152,8 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		func() float64 { return float64(d.sending.Load()) })
 	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
+	d.streams.free = make([]*stream, 0, d.maxFreeStreams())
+	d.recvq = make(chan *stream)
 	limit := cfg.MaxInFlight
 	if limit == 0 {
 		limit = cfg.Streams * cfg.Window

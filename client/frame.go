@@ -72,11 +72,20 @@ type frame struct {
 	data             []byte        // what the root buffer points at
 	copyBuf          *[]byte       // the pooled copy, when copy is set
 	hdr              [1 + binary.MaxVarintLen64 + 1]byte
-	hdrs             [1 + binary.MaxVarintLen64 + 2]mem.Buffer // hdrs[n] is hdr[:n], boxed once per frame
+	hdrs             [1 + binary.MaxVarintLen64 + 2]mem.Buffer // hdrs[n] is hdr[:n], boxed when the frame is made
 	bufs             []mem.Buffer
 }
 
-var frames = sync.Pool{New: func() any { return new(frame) }}
+// frames recycles frames. A new frame boxes each of its header lengths at once: boxed on first
+// use instead, a frame would allocate whenever an id's varint grew a byte, for as long as the
+// process runs.
+var frames = sync.Pool{New: func() any {
+	f := new(frame)
+	for n := range f.hdrs {
+		f.hdrs[n] = mem.SliceBuffer(f.hdr[:n])
+	}
+	return f
+}}
 
 // newFrame returns a frame holding its own reference to p for request id, with the sender's
 // reference, or errFrameInvalid when p's top level is not a v1 body (then nothing is held).
@@ -180,13 +189,8 @@ func (f *frame) marshal() (mem.BufferSlice, error) {
 	return f.bufs, nil
 }
 
-// header returns hdr[:n] as a buffer, boxing it into an interface once per frame and length.
-func (f *frame) header(n int) mem.Buffer {
-	if f.hdrs[n] == nil {
-		f.hdrs[n] = mem.SliceBuffer(f.hdr[:n])
-	}
-	return f.hdrs[n]
-}
+// header returns hdr[:n] as a buffer, boxed when the frame was made.
+func (f *frame) header(n int) mem.Buffer { return f.hdrs[n] }
 
 // Put is mem's notice that gRPC freed its last reference to the frame's buffers. It runs on
 // whichever goroutine freed it.

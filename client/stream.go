@@ -28,14 +28,16 @@ import (
 // failed) takes one token out with settle. Tokens therefore always equal the requests pending
 // on the stream, and a lane waits only while the stream has Window of them.
 
-// stream is one OTEP stream of one signal.
+// stream is one OTEP stream of one signal. Streams are recycled (streampool.go): refs counts
+// who may still touch one, and the last to let go gives it back to its destination.
 type stream struct {
 	d      *Dest
 	sig    fastpath.Signal
 	cs     grpc.ClientStream
+	ctx    context.Context // done once the stream is over: cancelled by the receiver when it ends
 	cancel context.CancelFunc
-	slots  chan struct{} // the window: one token per pending request
-	done   chan struct{} // closed by the receiver when the stream is over
+	slots  chan struct{} // the window: one token per pending request; empty when recycled
+	refs   atomic.Int32  // the lane (while the stream is its current one), the receiver, each pending request
 	opened int64         // nanotime
 	sent   int64         // requests sent; lane only
 	bytes  int64         // bytes of the gRPC messages sent, prefixes included; lane only
@@ -43,9 +45,11 @@ type stream struct {
 	acked  atomic.Bool   // an answer came: the lane's reconnect backoff resets
 	broken atomic.Bool   // no more sends: a send failed or the stream ended
 	half   atomic.Int64  // nanotime of the client's half-close, 0 while open for sends
+	swept  []*request    // the receiver's, for the requests pending when the stream ended
 }
 
-// settle gives back the window token of a request taken out of the ack table.
+// settle gives back the window token of a request taken out of the ack table, and the
+// request's reference to s: s must not be touched afterwards.
 func (s *stream) settle() {
 	s.pend.Add(-1)
 	s.d.sending.Add(-1)
@@ -55,6 +59,7 @@ func (s *stream) settle() {
 		panic("BUG: client: stream window released more often than taken")
 	}
 	<-s.d.inFlight[s.sig]
+	s.unref()
 }
 
 // lane is one sender of stream mode, for one signal. Its fields belong to its goroutine.
@@ -74,10 +79,13 @@ func (l *lane) run() {
 			// Past its rebalance age with nothing to send: a quiet signal's stream must not
 			// pin its balancer backend until the next burst. The next request opens a new one.
 			l.cur.halfClose(endRebalanceAge)
-			l.cur = nil
+			l.drop()
 			continue
 		}
 		if r == nil {
+			if l.cur != nil {
+				l.drop()
+			}
 			return
 		}
 		l.send(r)
@@ -135,7 +143,7 @@ func (l *lane) send(r *request) {
 		}
 		select {
 		case s.slots <- struct{}{}:
-		case <-s.done:
+		case <-s.ctx.Done():
 			<-d.inFlight[r.sig]
 			continue // l.stream replaces it
 		case <-d.stop:
@@ -155,6 +163,7 @@ func (l *lane) send(r *request) {
 		now := nanotime()
 		r.attempt++
 		r.sentAt, r.stream = now, s
+		s.refs.Add(1) // the request's, given back by settle
 		s.pend.Add(1)
 		d.sending.Add(1)
 		d.acks.insert(r)
@@ -205,30 +214,25 @@ func (l *lane) stream(r *request, wire int64) *stream {
 		if s.acked.Load() {
 			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
 		}
-		over := s.broken.Load()
-		select {
-		case <-s.done:
-			over = true
-		default:
-		}
+		over := s.broken.Load() || s.ctx.Err() != nil
 		switch {
 		case over:
-			l.cur = nil
 			if !s.acked.Load() {
 				l.failures++
 			}
+			l.drop()
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
-			l.cur = nil
 			s.halfClose(endRebalanceRequests)
+			l.drop()
 		case d.cfg.RebalanceBytes > 0 && s.bytes > 0 && s.bytes+wire > d.cfg.RebalanceBytes:
 			// A balancer that caps a request's body (nginx's client_max_body_size) counts the
 			// whole stream: re-open before this request would take it past the cap. A request
 			// larger than the cap on its own still goes, alone on a fresh stream.
-			l.cur = nil
 			s.halfClose(endRebalanceBytes)
+			l.drop()
 		case d.cfg.RebalanceTimeout > 0 && nanotime()-s.opened >= int64(d.cfg.RebalanceTimeout):
-			l.cur = nil
 			s.halfClose(endRebalanceAge)
+			l.drop()
 		default:
 			return s
 		}
@@ -261,6 +265,13 @@ func (l *lane) stream(r *request, wire int64) *stream {
 	}
 }
 
+// drop forgets the lane's current stream and gives back the lane's reference to it.
+func (l *lane) drop() {
+	s := l.cur
+	l.cur = nil
+	s.unref()
+}
+
 var errOpenTimeout = errors.New("client: no connection to the upstream within the request's retry budget")
 
 // halfClose ends the sending side of s for re-balancing; its receiver keeps reading answers
@@ -276,7 +287,8 @@ func (s *stream) halfClose(how int) {
 
 // openStream opens a stream for sig. The call waits for the connection to be ready (streams are
 // opened with WaitForReady), but no longer than wait when wait is positive: past it the attempt
-// fails, so that the lane can give up on requests whose budget ran out.
+// fails, so that the lane can give up on requests whose budget ran out. The stream comes with
+// the lane's reference and the receiver's.
 func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, error) {
 	ctx, cancel := context.WithCancel(d.ctx)
 	var timer *time.Timer
@@ -296,28 +308,24 @@ func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, err
 		cancel()
 		return nil, err
 	}
-	s := &stream{
-		d: d, sig: sig, cs: cs, cancel: cancel,
-		slots:  make(chan struct{}, d.cfg.Window),
-		done:   make(chan struct{}),
-		opened: nanotime(),
-	}
+	s := d.getStream()
+	s.sig, s.cs, s.ctx, s.cancel = sig, cs, ctx, cancel
+	s.opened = nanotime()
+	s.refs.Store(2)
 	d.streams.mu.Lock()
 	d.streams.set[s] = struct{}{}
 	d.streams.mu.Unlock()
 	d.m.streamsOpened.Inc()
-	d.wg.Add(1)
-	go s.recv()
+	d.receive(s)
 	return s, nil
 }
 
-// recv reads answers until the stream ends, then settles what is still pending on it.
-func (s *stream) recv() {
+// recv reads answers into resp until the stream ends, then settles what is still pending on
+// it. It runs on a receiver goroutine (streampool.go).
+func (s *stream) recv(resp *otepv1.ExportResponse) {
 	d := s.d
-	defer d.wg.Done()
-	var resp otepv1.ExportResponse
 	for {
-		if err := s.cs.RecvMsg(&resp); err != nil {
+		if err := s.cs.RecvMsg(resp); err != nil {
 			s.end(err)
 			return
 		}
@@ -327,8 +335,8 @@ func (s *stream) recv() {
 			continue
 		}
 		s.acked.Store(true)
-		s.settle()
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		s.settle()
 		d.result(r, resp.ResultCode)
 	}
 }
@@ -344,8 +352,7 @@ func (s *stream) end(err error) {
 		d.throttle(delay)
 	}
 	s.broken.Store(true)
-	close(s.done)
-	s.cancel()
+	s.cancel() // the lane learns that the stream is over
 	d.streams.mu.Lock()
 	delete(d.streams.set, s)
 	d.streams.mu.Unlock()
@@ -354,9 +361,11 @@ func (s *stream) end(err error) {
 	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.
-	pending := d.acks.takeIf(func(r *request) bool { return r.stream == s }, nil)
-	for _, r := range pending {
-		s.settle()
+	s.swept = d.acks.takeIf(func(r *request) bool { return r.stream == s }, s.swept[:0])
+	pending := len(s.swept)
+	for i, r := range s.swept {
+		s.swept[i] = nil
+		s.settle() // not the last reference: the receiver still holds one
 		if v == verdictReject {
 			d.drop(r, dropRejected)
 		} else {
@@ -365,7 +374,7 @@ func (s *stream) end(err error) {
 	}
 	clean := errors.Is(err, io.EOF)
 	switch {
-	case s.half.Load() != 0 && len(pending) == 0:
+	case s.half.Load() != 0 && pending == 0:
 		// The normal end of a re-balanced stream (closed by the server, or by the sweeper
 		// when the server kept it open), counted when it was half-closed.
 		return
@@ -374,8 +383,8 @@ func (s *stream) end(err error) {
 	default:
 		d.m.streamsEnded[endBroken].Inc()
 	}
-	if !clean || len(pending) > 0 {
-		d.log.Warn("stream ended", "signal", s.sig.String(), "err", err, "unanswered", len(pending),
+	if !clean || pending > 0 {
+		d.log.Warn("stream ended", "signal", s.sig.String(), "err", err, "unanswered", pending,
 			"resend", v != verdictReject && d.cfg.RetryOnReconnect)
 	}
 }
@@ -388,7 +397,6 @@ func (d *Dest) sweep() {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var buf []*request
-	var idle []*stream
 	for {
 		select {
 		case <-d.stop:
@@ -403,17 +411,14 @@ func (d *Dest) sweep() {
 			d.drop(r, dropAckTimeout)
 			buf[i] = nil
 		}
+		// Cancelled under the lock: a stream leaves the set before it can be recycled, so
+		// every stream seen here is still the one that was looked at.
 		d.streams.mu.Lock()
 		for s := range d.streams.set {
 			if h := s.half.Load(); h != 0 && h <= cutoff && s.pend.Load() == 0 {
-				idle = append(idle, s)
+				s.cancel()
 			}
 		}
 		d.streams.mu.Unlock()
-		for i, s := range idle {
-			s.cancel()
-			idle[i] = nil
-		}
-		idle = idle[:0]
 	}
 }

@@ -28,6 +28,7 @@ func cmdProxy(args []string) error {
 	spoolMode := fs.String("spool", "", "run otlpgate with a spool in a temporary directory: always, interval or none (empty: no spool); fsyncs per second are read from its otlpgate_spool_fsyncs_total")
 	traces := fs.Int("traces", 1, "traces per batch, their spans interleaved (1: every batch is one trace, so a balanced destination passes it whole)")
 	fleet := fs.Int("fleet", 0, "also run otlpgate with a balanced destination (resolver=static, balance=trace_id) over this many backends, all listeners of the sink (0: not)")
+	profRate := fs.Int("alloc-profile-rate", 0, "run otlpgate and the floor with GODEBUG=memprofilerate=N (0: the runtime's default, one sample per 512 KiB); 1 records every allocation, so the own/other columns are exact counts, at a CPU cost")
 	floor := fs.Bool("floor", true, "also measure a bare grpc-go forwarder (otlpbench forward), the floor of CPU and allocations")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,7 +79,7 @@ func cmdProxy(args []string) error {
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
 		Bench: self, Gate: *gate, GateArgs: gateFlags, Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
 		Intake: *intake, Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
-		Fleet: *fleet,
+		Fleet: *fleet, AllocProfileRate: *profRate,
 	}, os.Stderr)
 	fmt.Printf("\nload -> proxy -> sink, %s intake, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
 		*intake, *shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)

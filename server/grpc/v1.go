@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,6 +46,18 @@ func v1Response(sig fastpath.Signal, rejected int64, msg string) any {
 	}
 }
 
+// raws recycles the Raw each v1 call receives its request into: dec takes a pointer, so a Raw
+// declared in the handler would be allocated on every call.
+var raws = sync.Pool{New: func() any { return new(codec.Raw) }}
+
+func getRaw() *codec.Raw { return raws.Get().(*codec.Raw) }
+
+// putRaw releases what r holds and recycles it.
+func putRaw(r *codec.Raw) {
+	r.Release()
+	raws.Put(r)
+}
+
 // v1Export handles opentelemetry.proto.collector.*.v1 Export for one signal.
 func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
@@ -56,11 +69,11 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.busy()
 		}
 		defer hold.Release()
-		var raw codec.Raw
-		if err := dec(&raw); err != nil {
+		raw := getRaw()
+		defer putRaw(raw)
+		if err := dec(raw); err != nil {
 			return nil, err
 		}
-		defer raw.Release()
 		req := raw.Bytes()
 		_, b, reason := s.admit(kindV1, sig, req, fastpath.LayoutV1)
 		var rejected int64

@@ -1,0 +1,104 @@
+package client
+
+import (
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// A destination re-opens its streams for re-balancing every RebalanceBytes (960 KiB by
+// default), which at high rates is many times a second. The state of a stream and the
+// goroutine that reads its answers are therefore recycled: opening a stream costs gRPC's and
+// the context's allocations, none of the destination's own.
+//
+// A stream's refs count the lane while it is the lane's current stream, the receiver until it
+// has settled everything pending at the end, and each request in the ack table on it. When the
+// last of them lets go, nobody can reach the stream any more (the set the sweeper walks lost
+// it at the end, the lane forgot it, no request names it), and it goes back to its
+// destination's free list, window empty.
+//
+// Receivers are goroutines that outlive their stream: when one has finished a stream it waits
+// for the next one to be opened, so a destination starts a receiver only when none is idle.
+
+// maxFreeStreams bounds the free list and the idle receivers: a lane keeps at most a few
+// streams alive at once (its current one and the re-balanced ones still answering), so a
+// few per lane cover a steady state; beyond that the next burst of re-opens allocates.
+func (d *Dest) maxFreeStreams() int { return 4 * d.cfg.Streams * int(fastpath.NumSignals) }
+
+// getStream returns a recycled stream of d, or a new one. Its window is empty and its
+// counters zero; the caller sets the rest.
+func (d *Dest) getStream() *stream {
+	d.streams.mu.Lock()
+	if n := len(d.streams.free); n > 0 {
+		s := d.streams.free[n-1]
+		d.streams.free[n-1] = nil
+		d.streams.free = d.streams.free[:n-1]
+		d.streams.mu.Unlock()
+		return s
+	}
+	d.streams.mu.Unlock()
+	return &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+}
+
+// unref gives back one reference to s; the last one recycles it.
+func (s *stream) unref() {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
+		s.d.putStream(s)
+	case n < 0:
+		panic("BUG: client: stream released more often than held")
+	}
+}
+
+// putStream resets s and keeps it for the next openStream, unless the destination is stopping
+// or keeps enough already.
+func (d *Dest) putStream(s *stream) {
+	if len(s.slots) != 0 {
+		panic("BUG: client: stream recycled with requests in its window")
+	}
+	s.cs, s.ctx, s.cancel = nil, nil, nil
+	s.opened, s.sent, s.bytes = 0, 0, 0
+	s.pend.Store(0)
+	s.acked.Store(false)
+	s.broken.Store(false)
+	s.half.Store(0)
+	if d.stopping.Load() {
+		return
+	}
+	d.streams.mu.Lock()
+	if len(d.streams.free) < d.maxFreeStreams() {
+		d.streams.free = append(d.streams.free, s)
+	}
+	d.streams.mu.Unlock()
+}
+
+// receive hands s to an idle receiver, or starts one.
+func (d *Dest) receive(s *stream) {
+	select {
+	case d.recvq <- s:
+	default:
+		d.wg.Add(1)
+		go d.receiver(s)
+	}
+}
+
+// receiver reads the answers of s, then of each stream it is handed next, until the
+// destination stops or enough receivers are idle already.
+func (d *Dest) receiver(s *stream) {
+	defer d.wg.Done()
+	var resp otepv1.ExportResponse // reused: RecvMsg resets it
+	for {
+		s.recv(&resp)
+		s.unref()
+		if d.idleReceivers.Add(1) > int32(d.maxFreeStreams()) {
+			d.idleReceivers.Add(-1)
+			return
+		}
+		select {
+		case s = <-d.recvq:
+			d.idleReceivers.Add(-1)
+		case <-d.stop:
+			d.idleReceivers.Add(-1)
+			return
+		}
+	}
+}

@@ -1,0 +1,155 @@
+//go:build !race
+
+package allocattr
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// Every allocation of this test binary is recorded, from its package initialisers on.
+var _ = func() int { runtime.MemProfileRate = 1; return 0 }()
+
+func TestAllocator(t *testing.T) {
+	f := func(stack []string, wantFn string, wantOwn bool) {
+		t.Helper()
+		fn, own := Allocator(slices.Values(stack))
+		if fn != wantFn || own != wantOwn {
+			t.Errorf("Allocator(%q) = %q, %v; want %q, %v", stack, fn, own, wantFn, wantOwn)
+		}
+	}
+	f([]string{"runtime.makeslice", "github.com/otlpgate/otlpgate/fastpath.(*Pipeline).admit", "google.golang.org/grpc.(*Server).handleStream"},
+		"github.com/otlpgate/otlpgate/fastpath.(*Pipeline).admit", true)
+	f([]string{"runtime.makeslice", "google.golang.org/grpc.(*Server).handleStream", "github.com/otlpgate/otlpgate/server/grpc.(*Server).v1Export.func1"},
+		"google.golang.org/grpc.(*Server).handleStream", false)
+	f([]string{"runtime.malg", "runtime.newproc1"}, "", false)
+	// The runtime's type-switch cache, grown under our function, is the runtime's.
+	f([]string{"runtime.mallocgc", "runtime.buildInterfaceSwitchCache", "runtime.interfaceSwitch", "github.com/otlpgate/otlpgate/codec.(*grpcCodec).Unmarshal"},
+		"github.com/otlpgate/otlpgate/codec.(*grpcCodec).Unmarshal", false)
+	f([]string{"runtime.mallocgc", "runtime.buildTypeAssertCache", "runtime.typeAssert", "github.com/otlpgate/otlpgate/client.(*frame).marshal"},
+		"github.com/otlpgate/otlpgate/client.(*frame).marshal", false)
+	f(nil, "", false)
+	// A module whose path merely starts like ours is not ours.
+	f([]string{"github.com/otlpgate/otlpgateway.F"}, "github.com/otlpgate/otlpgateway.F", false)
+}
+
+func TestPackageOf(t *testing.T) {
+	for fn, want := range map[string]string{
+		"github.com/otlpgate/otlpgate/client.(*Dest).openStream":     "github.com/otlpgate/otlpgate/client",
+		"github.com/otlpgate/otlpgate/client.(*lane).run.func1":      "github.com/otlpgate/otlpgate/client",
+		"github.com/otlpgate/otlpgate/internal/allocattr_test.TestX": "github.com/otlpgate/otlpgate/internal/allocattr_test",
+		"context.WithCancel": "context",
+		"google.golang.org/grpc/internal/transport.(*http2Client).NewStream": "google.golang.org/grpc/internal/transport",
+		"main.main": "main",
+	} {
+		if got := PackageOf(fn); got != want {
+			t.Errorf("PackageOf(%q) = %q, want %q", fn, got, want)
+		}
+	}
+}
+
+var sink []any
+
+// The recorder counts every allocation of the phase, exactly, and puts each in its class:
+// pool.GetBytes with empty tiers allocates two objects (the slice header it returns a pointer
+// to, and the array) in otlpgate's pool package; fmt allocates in the standard library; the
+// test's own make is the harness's.
+func TestRecorderCounts(t *testing.T) {
+	const n = 10
+	rec := New()
+	defer rec.Close()
+	rec.Start()
+	for i := range n {
+		sink = append(sink, pool.GetBytes(100))      // never put back: every call allocates
+		sink = append(sink, fmt.Sprintf("%032d", i)) // a string of 32 bytes, made by fmt
+	}
+	sink = append(sink, make([]byte, 64))
+	rep := rec.Stop()
+	sink = nil
+	if rep.Own != 2*n {
+		t.Errorf("own %d objects, want %d\n%s", rep.Own, 2*n, rep.OwnStacks())
+	}
+	for _, s := range rep.OwnSites {
+		if s.Fn != "github.com/otlpgate/otlpgate/pool.GetBytes" {
+			t.Errorf("own site %s, want pool.GetBytes only", s.Fn)
+		}
+	}
+	if rep.Other < n {
+		t.Errorf("other %d objects, want at least the %d strings fmt made\n%s", rep.Other, n, rep.Summary(10))
+	}
+	if rep.Harness < 1 {
+		t.Errorf("harness %d objects, want at least the test's own make\n%s", rep.Harness, rep.Summary(10))
+	}
+	if s := rep.OwnStacks(); len(rep.OwnSites) > 0 && !containsAll(s, "pool.GetBytes", "bytes.go:", "TestRecorderCounts") {
+		t.Errorf("own stacks do not name the allocating frames:\n%s", s)
+	}
+}
+
+// A phase that allocates nothing of its own reports nothing own, although the collector ran
+// at both ends. Four buffers go back before it starts: a collection leaves a pool's item in
+// the private slot of the P that put it, out of reach of the others, and the test's goroutine
+// may run on another P afterwards; the rest stay in reach.
+func TestRecorderQuiet(t *testing.T) {
+	rec := New()
+	defer rec.Close()
+	var warm [4]*[]byte
+	for i := range warm {
+		warm[i] = pool.GetBytes(100)
+	}
+	for _, b := range warm {
+		pool.PutBytes(b)
+	}
+	rec.Start()
+	for range 100 {
+		b := pool.GetBytes(100)
+		*b = append(*b, "no growth"...)
+		pool.PutBytes(b)
+	}
+	rep := rec.Stop()
+	if rep.Own != 0 {
+		t.Fatalf("own %d objects, want 0\n%s", rep.Own, rep.OwnStacks())
+	}
+}
+
+// Lap splits a measurement into phases that count apart: what one phase allocated is not
+// counted again in the next.
+func TestRecorderLap(t *testing.T) {
+	rec := New()
+	defer rec.Close()
+	rec.Start()
+	for range 7 {
+		sink = append(sink, pool.GetBytes(100)) // never put back: every call allocates
+	}
+	first := rec.Lap()
+	for range 3 {
+		sink = append(sink, pool.GetBytes(100))
+	}
+	second := rec.Stop()
+	sink = nil
+	// pool.GetBytes allocates the slice and the pointer that holds it: two objects a call.
+	if first.Own != 14 || second.Own != 6 {
+		t.Errorf("own %d then %d objects, want 14 then 6\n%s\n%s", first.Own, second.Own, first.OwnStacks(), second.OwnStacks())
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,140 @@
+//go:build !race
+
+package zeroalloc
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/internal/allocattr"
+)
+
+const (
+	warmRequests = 2000 // fill the pools and free lists, through several stream re-opens per lane
+	runRequests  = 2000 // the measured requests of one round
+	maxRounds    = 6    // measured rounds; one must be free of own allocations
+	workers      = 8    // requests in flight at the intake
+)
+
+type intake int
+
+const (
+	intakeGRPC      intake = iota // unary v1 Export
+	intakeHTTPProto               // POST /v1/traces, application/x-protobuf
+	intakeHTTPJSON                // POST /v1/traces, application/json
+)
+
+// destConfig is the default destination (a pipelined OTEP stream, re-opened every 960 KiB), or
+// with unary set, unary v1 calls.
+func destConfig(name, endpoint string, unary bool) client.Config {
+	c := client.DefaultConfig()
+	c.Name, c.Endpoint = name, endpoint
+	if unary {
+		c.Protocol, c.Mode = client.ProtocolV1, client.ModeUnary
+	}
+	return c
+}
+
+// forward sends warmRequests and then rounds of runRequests small requests (25 spans each)
+// through a complete otlpgate to a sink, until a round passes in which otlpgate's own code
+// allocated nothing, and fails, printing each own stack of the last round, when none of
+// maxRounds does; then checks that the sink got every span once.
+//
+// A cost per request or per stream re-open shows in every round (hundreds of objects per
+// round). What a round may still show is a pool's stock falling one buffer short of a peak of
+// batches in flight that the warm-up did not reach: the buffer goes back to the pool, the next
+// peak finds it, and a later round is clean. The steady state allocates nothing.
+func forward(t *testing.T, in intake, unary bool) {
+	// One P: sync.Pool keeps the item a P put last where only that P's Get finds it, also after
+	// the collection that starts the measurement. With one P, whether the measured requests find
+	// the pools stocked by the warm-up does not depend on which P each goroutine last ran on.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	sk := startSink(t)
+	name := "zeroalloc_" + t.Name()
+	g := startGate(t, destConfig(name, sk.addr, unary))
+
+	total := warmRequests + maxRounds*runRequests
+	bodies := make([][]byte, total)
+	gen := newBodies()
+	for i := range bodies {
+		if in == intakeHTTPJSON {
+			bodies[i] = gen.json(i)
+		} else {
+			bodies[i] = gen.proto(i)
+		}
+	}
+	var senders []sender
+	switch in {
+	case intakeGRPC:
+		senders = grpcSenders(t, g.grpcAddr, 2*workers, bodies)
+	case intakeHTTPProto:
+		senders = httpSenders(t, g.httpAddr, "application/x-protobuf", 2*workers, bodies)
+	case intakeHTTPJSON:
+		senders = httpSenders(t, g.httpAddr, "application/json", 2*workers, bodies)
+	}
+
+	rec := allocattr.New() // the collector stays off from here: the warm-up's pool stock survives
+	defer rec.Close()
+	// The warm-up runs at twice the measured concurrency, then at the measured one: the pools
+	// are stocked for a higher peak of batches in flight than the measured requests reach.
+	drive(t, 0, warmRequests/2, senders)
+	drive(t, warmRequests/2, warmRequests-warmRequests/2, senders[:workers])
+	g.drained(t)
+
+	// The rounds follow one another with one collection between them (Lap): pooled items the
+	// last round used are still pooled in the next, so a buffer a round had to add stays.
+	var rep allocattr.Report
+	clean, sent := -1, warmRequests
+	opened := streamsOpened(t, name)
+	rec.Start()
+	for round := 0; round < maxRounds && clean < 0; round++ {
+		drive(t, sent, runRequests, senders[:workers])
+		g.drained(t)
+		rep = rec.Lap()
+		sent += runRequests
+		now := streamsOpened(t, name)
+		reopens := now - opened
+		opened = now
+		t.Logf("round %d, %d requests, %v streams opened: %s", round+1, runRequests, reopens, rep.Summary(8))
+		if !unary && reopens < 4 {
+			t.Fatalf("%v streams opened during round %d, want at least 4: the re-open path went unmeasured", reopens, round+1)
+		}
+		if rep.Own == 0 {
+			clean = round
+		}
+	}
+	rec.Stop()
+	if clean < 0 {
+		t.Errorf("otlpgate's own code allocated in each of %d rounds of %d requests; the last: %d objects (%.3f per request):\n%s",
+			maxRounds, runRequests, rep.Own, float64(rep.Own)/runRequests, rep.OwnStacks())
+	}
+	// Send what the rounds did not, so that the sink's ids run 1..total.
+	if sent < total {
+		drive(t, sent, total-sent, senders[:workers])
+		g.drained(t)
+	}
+
+	seen := sk.spanIDs(t)
+	want := total * spansPer
+	missing, dups := 0, 0
+	for id := uint64(1); id <= uint64(want); id++ {
+		switch n := seen[id]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	if missing > 0 || dups > 0 || len(seen) != want {
+		t.Errorf("the sink got %d distinct span ids, want %d (ids 1..%d): %d missing, %d duplicates",
+			len(seen), want, want, missing, dups)
+	}
+}
+
+func TestGRPCToStreamOwnAllocs(t *testing.T)      { forward(t, intakeGRPC, false) }
+func TestGRPCToUnaryOwnAllocs(t *testing.T)       { forward(t, intakeGRPC, true) }
+func TestHTTPProtoToStreamOwnAllocs(t *testing.T) { forward(t, intakeHTTPProto, false) }
+func TestHTTPProtoToUnaryOwnAllocs(t *testing.T)  { forward(t, intakeHTTPProto, true) }
+func TestHTTPJSONToStreamOwnAllocs(t *testing.T)  { forward(t, intakeHTTPJSON, false) }
+func TestHTTPJSONToUnaryOwnAllocs(t *testing.T)   { forward(t, intakeHTTPJSON, true) }
