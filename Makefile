@@ -48,8 +48,13 @@ static: ## build a static bin/static/otlpgate, as the Dockerfile does
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)
 
-test: lint ## gofmt check, go vet, go test -race
+test: lint ## gofmt check, go vet, go test -race, then the allocation tests (which -race leaves out)
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 10m -run '$(ALLOC_TESTS)' ./...
+
+# The allocation tests are built with !race (the race detector allocates): they run in a second,
+# plain pass.
+ALLOC_TESTS = Alloc|PackageOf|Recorder
 
 lint: ## go vet and gofmt check
 	$(GO) vet ./...

@@ -47,10 +47,12 @@ var _ = func() int { runtime.MemProfileRate = 1; return 0 }()
 func TestMain(m *testing.M) {
 	codec.RegisterCompressors() // before any server or client, as cmd/ does
 	// fasthttp's client cleans idle connections on a goroutine that sleeps until the idle
-	// limit; its servers share a clock goroutine and stop their worker pool's cleaner one idle
-	// period after shutdown. None of them holds a payload.
+	// limit, and its default dialer keeps one process-wide goroutine that forgets resolved
+	// addresses; its servers share a clock goroutine and stop their worker pool's cleaner one
+	// idle period after shutdown. None of them holds a payload.
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
 }
