@@ -2,7 +2,10 @@
 
 package pool
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 // Checked builds poison released payloads instead of pooling them, and the race detector makes
 // sync.Pool drop items at random, so the allocation proofs run only in plain builds.
@@ -36,5 +39,43 @@ func TestPayloadCycleAllocs(t *testing.T) {
 	})
 	if got != 0 {
 		t.Fatalf("NewPayload+append+Retain+Release: %v allocs/op, want 0", got)
+	}
+}
+
+// Buffers and a payload recycled before two collections are still there after them: the
+// reserve keeps them where sync.Pool alone would have dropped them, so GetBytes and NewPayload
+// hand out the same ones instead of making new ones. (sync.Pool remakes its per-P arrays after
+// a collection, so counting allocations here would count those too.)
+func TestReserveSurvivesCollections(t *testing.T) {
+	const size = 48 << 10
+	mine := map[*[]byte]bool{}
+	var bufs [8]*[]byte
+	for i := range bufs {
+		bufs[i] = GetBytes(size)
+		mine[bufs[i]] = true
+	}
+	p := NewPayload(size) // while the eight are held: its buffer is a ninth
+	mine[p.Buf()] = true
+	for _, b := range bufs {
+		PutBytes(b)
+	}
+	p.Release()
+	for round := range 3 {
+		runtime.GC()
+		runtime.GC()
+		for i := range bufs {
+			bufs[i] = GetBytes(size)
+			if !mine[bufs[i]] {
+				t.Fatalf("round %d: buffer %d is a new one", round, i)
+			}
+		}
+		q := NewPayload(size)
+		if q != p || !mine[q.Buf()] {
+			t.Fatalf("round %d: NewPayload made a new payload (%v) or buffer (%v)", round, q != p, !mine[q.Buf()])
+		}
+		q.Release()
+		for _, b := range bufs {
+			PutBytes(b)
+		}
 	}
 }

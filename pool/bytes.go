@@ -20,8 +20,18 @@ const (
 	MaxSize = 1 << maxShift
 )
 
-// tiers[i] holds *[]byte whose capacity is at least 1<<(minShift+i) and below twice that.
-var tiers [numTiers]sync.Pool
+// tiers[i] holds *[]byte whose capacity is at least 1<<(minShift+i) and below twice that;
+// reserves[i] keeps a few of them through collections (reserve).
+var (
+	tiers    [numTiers]sync.Pool
+	reserves [numTiers]reserve[*[]byte]
+)
+
+func init() {
+	for i := range reserves {
+		reserves[i].init(reserveSlots(minShift + i))
+	}
+}
 
 var oversizedGets = promauto.NewCounter(prometheus.CounterOpts{
 	Name: "otlpgate_pool_oversized_gets_total",
@@ -40,6 +50,9 @@ func GetBytes(size int) *[]byte {
 	i := getTier(size)
 	if v := tiers[i].Get(); v != nil {
 		return v.(*[]byte)
+	}
+	if b, ok := reserves[i].get(); ok {
+		return b
 	}
 	b := make([]byte, 0, 1<<(minShift+i))
 	return &b
@@ -66,7 +79,10 @@ func PutBytes(b *[]byte) {
 		return
 	}
 	*b = (*b)[:0]
-	tiers[putTier(c)].Put(b)
+	i := putTier(c)
+	if !reserves[i].put(b) {
+		tiers[i].Put(b)
+	}
 }
 
 // getTier is the smallest tier whose capacity is at least size (size <= MaxSize).

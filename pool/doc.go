@@ -8,7 +8,14 @@
 // never has to grow while the caller fills it; PutBytes files a buffer under the largest tier its
 // capacity covers, so a buffer grown by append is still reused. Requests above 16 MiB are
 // allocated and dropped again on put: they are rare (a batch is capped well below that) and
-// pooling them would pin memory that the next burst may never need. Sizes are constants, not
+// pooling them would pin memory that the next burst may never need.
+//
+// A sync.Pool drops what sat unused through two collections, and gRPC's garbage makes a busy
+// proxy collect every few milliseconds, so a pool alone comes up short after every lull and at
+// every peak a little above the last, and Get allocates. Each tier therefore also keeps a small
+// reserve the collector never empties (32 buffers up to 64 KiB, fewer above, one of 2 MiB, none
+// larger; about 12 MiB at most, of buffers once in use), filled first by PutBytes while it has
+// room and drawn on only when the pool is empty; payloads keep one of 256. Sizes are constants, not
 // configuration, so that finding a tier is a bit-length computation; the package has no Config.
 //
 // github.com/valyala/bytebufferpool is not used for the tiers. Its pool calibrates one default

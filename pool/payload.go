@@ -37,7 +37,12 @@ const (
 	msgWriteShared     = "BUG: pool: payload written after it was shared"
 )
 
-var payloads = sync.Pool{New: func() any { return new(Payload) }}
+var (
+	payloads        sync.Pool
+	payloadsReserve reserve[*Payload]
+)
+
+func init() { payloadsReserve.init(256) }
 
 // inUse counts payloads created and not yet released; the gauge reads it at scrape time, so
 // the hot path pays one atomic add rather than a gauge's compare-and-swap loop.
@@ -51,7 +56,14 @@ var payloadsInUse = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 // NewPayload returns an empty Payload with capacity of at least size and one reference, held by
 // the caller. Safe for concurrent use.
 func NewPayload(size int) *Payload {
-	p := payloads.Get().(*Payload)
+	var p *Payload
+	if v := payloads.Get(); v != nil {
+		p = v.(*Payload)
+	} else if r, ok := payloadsReserve.get(); ok {
+		p = r
+	} else {
+		p = new(Payload)
+	}
 	p.buf = GetBytes(size)
 	p.refs.Store(1)
 	inUse.Add(1)
@@ -123,7 +135,9 @@ func (p *Payload) Release() {
 	}
 	PutBytes(p.buf)
 	p.buf = nil
-	payloads.Put(p)
+	if !payloadsReserve.put(p) {
+		payloads.Put(p)
+	}
 }
 
 // Refs returns the current number of references. It is meant for tests and assertions: once
