@@ -27,6 +27,7 @@ OTELCOL_BUILDER_VERSION := v0.162.0
 PEER_OTELCOL := peer/otelcol/otelcol-peer
 
 SCALE    ?= 1
+ROUNDS   ?= 3
 SCENARIO ?= small
 INTAKE   ?= grpc
 FUZZTIME ?= 20s
@@ -34,7 +35,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint bench generate check-generate fuzz tools clean \
-	appendix rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -94,6 +95,10 @@ fuzz: ## run every fuzz target for FUZZTIME each
 appendix: build ## the spec's Appendix B on otlpgate's client and server (SCALE=0.05 for a quick run)
 	mkdir -p profiles
 	./$(BIN)/otlpbench appendix -scale $(SCALE) -json profiles/appendix.json -chart profiles/appendix
+
+appendix-reference: ## the reference implementation and otlpgate in alternation, LBTimed/Async/1 (REF=clone of exp-otelproto)
+	@test -n "$(REF)" || { echo "REF=path to a clone of github.com/tigrannajaryan/exp-otelproto is required"; exit 2; }
+	sh bench/reference/run.sh $(REF) $(ROUNDS)
 
 rebalance-chart: build ## share of requests per gateway through nginx and HAProxy, a gateway added mid-run
 	./$(BIN)/otlpbench rebalance -balancer nginx -out profiles/rebalance-nginx
