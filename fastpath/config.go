@@ -62,11 +62,12 @@ type Config struct {
 	// BatchMinGap, with Eager, keeps a signal's batches at least this far apart while requests
 	// keep coming (-batch.min-gap, default 1ms; 0 turns it off): a batch that would be sealed
 	// within the gap of the signal's last sealed batch waits, with the requests after it, until
-	// the gap has passed (then it leaves if the destinations are still idle, else when they
-	// finish what they hold). At moderate rates against a quick upstream the destinations are
-	// idle between requests, so Eager alone sends nearly every request on its own; the gap makes
-	// them share upstream requests, for at most the gap of added latency. A request after a
-	// quiet gap leaves at once.
+	// the gap has passed: then the next request seals it at admission (if the destinations are
+	// still idle, else it leaves when they finish what they hold), or, when no request comes, a
+	// timer one gap later. At moderate rates against a quick upstream the destinations are idle
+	// between requests, so Eager alone sends nearly every request on its own; the gap makes them
+	// share upstream requests, for about the gap of added latency (at most twice the gap for a
+	// request followed by silence). A request after a quiet gap leaves at once.
 	BatchMinGap time.Duration
 }
 

@@ -180,6 +180,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
 		full = b
 		s.mu.open = nil
+		p.disarmLocked(sig)
 	}
 	s.mu.Unlock()
 
@@ -214,10 +215,24 @@ func (p *Pipeline) pastGapLocked(sig Signal) bool {
 		return true
 	}
 	if !s.mu.armed {
+		// The timer is the fallback for a quiet signal, set one gap past the gap's end: while
+		// requests keep coming, the first one after the gap seals the batch on its own goroutine
+		// (disarming the timer), so a busy signal's batches cost no timer wake-up of an idle
+		// runtime; a request followed by silence waits at most two gaps.
 		s.mu.armed = true
-		s.gap.Reset(time.Duration(wait))
+		s.gap.Reset(time.Duration(wait + gap))
 	}
 	return false
+}
+
+// disarmLocked stops sig's gap timer when the open batch is sealed some other way. Called with
+// the signal's lock held.
+func (p *Pipeline) disarmLocked(sig Signal) {
+	s := &p.sig[sig]
+	if s.mu.armed {
+		s.mu.armed = false
+		s.gap.Stop()
+	}
 }
 
 // sealGap seals sig's open batch once the gap after the last seal has passed, unless the
@@ -268,6 +283,7 @@ func (p *Pipeline) kick() {
 				continue
 			}
 			s.mu.open = nil
+			p.disarmLocked(Signal(i))
 			s.mu.Unlock()
 			p.seal(b)
 		}

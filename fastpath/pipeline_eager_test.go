@@ -275,3 +275,34 @@ func TestEagerConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// Within the gap a request waits; the first request after the gap seals the batch at admission
+// and disarms the gap timer, so that the timer, set as a fallback one gap past the gap's end,
+// never seals the next batch early; a request followed by silence leaves with the fallback.
+func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BatchMinGap = 150 * time.Millisecond
+	cfg.BatchMaxAge = time.Minute
+	r := &recorder{name: "r"} // finishes every batch inside Enqueue
+	p := newTestPipeline(t, cfg, r)
+	a, b, c, d := entry(10, 1), entry(20, 2), entry(30, 3), entry(40, 4)
+	start := time.Now()
+	p.Consume(Traces, a, 1) // idle: sealed at once
+	p.Consume(Traces, b, 1) // within the gap: held, the fallback armed for 2 gaps after a
+	time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4)
+	if time.Since(start) >= 2*cfg.BatchMinGap-cfg.BatchMinGap/8 {
+		t.Skip("the machine was too slow to send the third request between the gap and the fallback")
+	}
+	p.Consume(Traces, c, 1) // past the gap: seals b and c at admission, disarms the fallback
+	second := time.Now()
+	p.Consume(Traces, d, 1) // within the new gap: held until its own fallback
+	got := waitBatches(t, r, 3)
+	if !bytes.Equal(got[0].body, a) || !bytes.Equal(got[1].body, concat(b, c)) || got[1].items != 2 || !bytes.Equal(got[2].body, d) {
+		t.Fatalf("batches %+v, want [a] [b c] [d]", got)
+	}
+	// The first fallback (due 2 gaps after a) would have sealed d about 0.4 gap after [b c];
+	// d's own fallback is due 2 gaps after [b c].
+	if waited := time.Since(second); waited < 2*cfg.BatchMinGap {
+		t.Errorf("d was sealed %v after [b c], before its fallback (%v): a stale timer sealed it", waited, 2*cfg.BatchMinGap)
+	}
+}

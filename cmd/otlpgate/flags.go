@@ -77,7 +77,7 @@ Flags:
 	fs.IntVar(&p.BatchMaxItems, "batch.max-items", p.BatchMaxItems, "seal a batch once it holds this many spans, points or log records")
 	fs.DurationVar(&p.BatchMaxAge, "batch.max-age", p.BatchMaxAge, "seal a batch this long after its first request at the latest")
 	fs.BoolVar(&p.Eager, "batch.eager", p.Eager, "group commit: seal a batch at once when the destinations hold no sealed batch, else when they finish the last one they hold (or at the size, item or age limit): batches grow only while the destinations are busy")
-	fs.DurationVar(&p.BatchMinGap, "batch.min-gap", p.BatchMinGap, "with -batch.eager, keep a signal's batches at least this far apart while requests keep coming, so that they share upstream requests (at most this much added latency; 0: off)")
+	fs.DurationVar(&p.BatchMinGap, "batch.min-gap", p.BatchMinGap, "with -batch.eager, keep a signal's batches at least this far apart while requests keep coming, so that they share upstream requests (about this much added latency, at most twice it; 0: off)")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
 	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
 
