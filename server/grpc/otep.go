@@ -161,6 +161,9 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			ctr.overload[kindOTEPStream].Inc()
 			return st.finish(s.unavailable())
 		case s.draining.Load():
+			// Shutdown began while this request was handled: the stream would wait for the
+			// next one now, so it ends as an idle one does, and is counted the same.
+			drainedStreams.Inc()
 			return st.finish(nil)
 		case s.cfg.StreamMaxRequests > 0 && n >= s.cfg.StreamMaxRequests:
 			ctr.rebalanceReq.Inc()
