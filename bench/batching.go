@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -248,48 +247,33 @@ func UDSRateLoad(ctx context.Context, socket string, capture []byte, conns int, 
 		return 0, errors.New("bench: no trace id in the capture to stamp")
 	}
 	var sent atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, conns)
 	interval := time.Duration(float64(time.Second) * float64(conns) / rate)
-	for ci := range conns {
+	err := eachUDSConn(socket, conns, func(ci int, c net.Conn) error {
 		quota := n / conns
 		if ci < n%conns {
 			quota++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.Dial("unix", socket)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer c.Close()
-			own := bytes.Clone(capture) // stamped in place: one copy per connection
-			// Connections start spread over one interval, not all at once.
-			next := time.Now().Add(interval * time.Duration(ci) / time.Duration(conns))
-			for range quota {
-				if d := time.Until(next); d > 0 {
-					select {
-					case <-time.After(d):
-					case <-ctx.Done():
-						return
-					}
+		own := bytes.Clone(capture) // stamped in place: one copy per connection
+		// Connections start spread over one interval, not all at once.
+		next := time.Now().Add(interval * time.Duration(ci) / time.Duration(conns))
+		for range quota {
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return nil
 				}
-				next = next.Add(interval)
-				StampTraceID(own, off, time.Now().UnixNano())
-				c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				if _, err := c.Write(own); err != nil {
-					errc <- err
-					return
-				}
-				sent.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	return sent.Load(), <-errc
+			next = next.Add(interval)
+			StampTraceID(own, off, time.Now().UnixNano())
+			if err := writeUDS(c, own); err != nil {
+				return err
+			}
+			sent.Add(1)
+		}
+		return nil
+	})
+	return sent.Load(), err
 }
 
 // traceIDOffset is the offset of the first span's 32 hex digits of trace id in an OpenCensus

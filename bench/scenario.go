@@ -19,9 +19,25 @@ import (
 // and returns how many capture replays were written.
 func UDSLoad(ctx context.Context, socket string, captures [][]byte, conns int) (int64, error) {
 	var sent atomic.Int64
+	err := eachUDSConn(socket, conns, func(_ int, c net.Conn) error {
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := writeUDS(c, captures[i%len(captures)]); err != nil {
+				return err
+			}
+			sent.Add(1)
+		}
+		return nil
+	})
+	return sent.Load(), err
+}
+
+// eachUDSConn dials conns unix-socket connections to socket and runs load on each, on a
+// goroutine of its own, with the connection's index; it returns once every load has, with the
+// first error.
+func eachUDSConn(socket string, conns int, load func(ci int, c net.Conn) error) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, conns)
-	for range conns {
+	for ci := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -31,19 +47,21 @@ func UDSLoad(ctx context.Context, socket string, captures [][]byte, conns int) (
 				return
 			}
 			defer c.Close()
-			for i := 0; ctx.Err() == nil; i++ {
-				c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				if _, err := c.Write(captures[i%len(captures)]); err != nil {
-					errc <- err
-					return
-				}
-				sent.Add(1)
+			if err := load(ci, c); err != nil {
+				errc <- err
 			}
 		}()
 	}
 	wg.Wait()
 	close(errc)
-	return sent.Load(), <-errc
+	return <-errc
+}
+
+// writeUDS writes b whole, giving up after 10 s (a daemon that stopped reading).
+func writeUDS(c net.Conn, b []byte) error {
+	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Write(b)
+	return err
 }
 
 // ReadCaptures reads the named files of dir.

@@ -135,6 +135,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if b != nil && b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes {
 		sealed, b = b, nil
 		s.mu.open = nil
+		p.disarmLocked(sig)
 	}
 	fresh := b == nil
 	if fresh {
@@ -225,8 +226,9 @@ func (p *Pipeline) pastGapLocked(sig Signal) bool {
 	return false
 }
 
-// disarmLocked stops sig's gap timer when the open batch is sealed some other way. Called with
-// the signal's lock held.
+// disarmLocked stops sig's gap timer when the open batch is sealed some other way (a request,
+// a kick, a limit, its age, Flush), so that the timer never seals the next batch early. Called
+// with the signal's lock held.
 func (p *Pipeline) disarmLocked(sig Signal) {
 	s := &p.sig[sig]
 	if s.mu.armed {
@@ -391,6 +393,7 @@ func (p *Pipeline) sealOlder(cutoff int64, closing bool) {
 			continue
 		}
 		s.mu.open = nil
+		p.disarmLocked(Signal(i))
 		s.mu.Unlock()
 		p.seal(b)
 	}
