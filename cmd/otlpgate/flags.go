@@ -129,6 +129,7 @@ Flags:
 	fs.IntVar(&u.MaxProcesses, "uds.max-processes", u.MaxProcesses, "PHP processes tracked at once")
 	fs.IntVar(&u.MaxMeasures, "uds.max-measures", u.MaxMeasures, "measures per process")
 	fs.IntVar(&u.MaxViews, "uds.max-views", u.MaxViews, "views per process")
+	fs.IntVar(&u.MaxStringBytes, "uds.max-string-bytes", u.MaxStringBytes, "longest name, description, unit, tag key, tag value or attachment the OpenCensus intake keeps; longer definitions and records are refused (otlpgate_uds_stats_rejected_total{reason=\"too_long\"})")
 	fs.IntVar(&u.MaxConnections, "uds.max-connections", u.MaxConnections, "socket connections at once")
 	fs.DurationVar(&u.IdleTimeout, "uds.idle-timeout", u.IdleTimeout, "close socket connections that send nothing this long; 0 disables (otlpgate_uds_timeouts_total{kind=\"idle\"})")
 	fs.DurationVar(&u.ReadTimeout, "uds.read-timeout", u.ReadTimeout, "close a socket connection that leaves a message unfinished this long, discarding it; 0 disables (otlpgate_uds_timeouts_total{kind=\"read\"})")
