@@ -57,8 +57,9 @@ test: lint ## gofmt check, go vet, go test -race, then the allocation tests (whi
 # plain pass.
 ALLOC_TESTS = Alloc|PackageOf|Recorder
 
-lint: ## go vet and gofmt check
+lint: ## go vet, gofmt check, and no tracked binary or file over 1 MiB (.ci/check-tracked)
 	$(GO) vet ./...
+	@bash .ci/check-tracked
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -163,7 +163,7 @@ func TestNewReadsFiles(t *testing.T) {
 
 func TestRedactDest(t *testing.T) {
 	for in, want := range map[string]string{
-		"name=a,endpoint=h:1":                                       "name=a,endpoint=h:1",
+		"name=a,endpoint=h:1": "name=a,endpoint=h:1",
 		"name=a,header=authorization:Bearer s3cret,mode=unary":      "name=a,header=authorization:<redacted>,mode=unary",
 		"name=a,header=x-key:a,b,c,header=k:v2":                     "name=a,header=x-key:<redacted>,<redacted>,<redacted>,header=k:<redacted>",
 		"header=x-key:one, two:three,name=a":                        "header=x-key:<redacted>,<redacted>,name=a",
