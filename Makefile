@@ -34,7 +34,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static run test lint bench generate check-generate fuzz tools clean \
+.PHONY: help build static run test lint bench docs generate check-generate fuzz tools clean \
 	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
@@ -80,6 +80,9 @@ generate: tools ## regenerate Go code from proto/ (needs protoc)
 		--go-vtproto_opt=features=marshal+unmarshal+size+equal+clone+pool \
 		$(foreach m,$(VTPROTO_POOL),--go-vtproto_opt=pool=$(m)) \
 		$(patsubst proto/%,%,$(PROTO_FILES))
+
+docs: ## regenerate docs/configuration.md and docs/metrics.md from the flag set and the registered metrics
+	$(GO) test -count=1 -run '^TestReferenceDocs$$' ./cmd/otlpgate -update
 
 check-generate: generate ## fail when the committed generated code is stale
 	@git add -N proto >/dev/null 2>&1; \
