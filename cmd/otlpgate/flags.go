@@ -139,7 +139,7 @@ Flags:
 
 	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /healthz, /readyz; empty turns it off")
 	fs.StringVar(&cfg.pprof.Listen, "pprof.listen", cfg.pprof.Listen, "loopback address of /debug/pprof/ (the command line is not served: flags may hold secrets); empty, the default, turns it off")
-	fs.DurationVar(&cfg.pprof.MaxSeconds, "pprof.max-seconds", cfg.pprof.MaxSeconds, "longest CPU profile or execution trace a request may ask for (otlpgate_pprof_refused_total)")
+	fs.DurationVar(&cfg.pprof.MaxDuration, "pprof.max-duration", cfg.pprof.MaxDuration, "longest CPU profile or execution trace a request may ask for (otlpgate_pprof_refused_total)")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")
 	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "bound on the whole shutdown: intakes stop within half of it, destinations drain for the rest; what is left is counted as lost (otlpgate_client_dropped_items_total{reason=~\"shutdown_.*\"}) and the exit status is 3")

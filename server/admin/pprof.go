@@ -16,7 +16,7 @@ import (
 
 var pprofRefused = promauto.NewCounter(prometheus.CounterOpts{
 	Name: "otlpgate_pprof_refused_total",
-	Help: "Profile or trace requests refused because they asked for more than -pprof.max-seconds or no valid duration.",
+	Help: "Profile or trace requests refused because they asked for more than -pprof.max-duration or no valid duration.",
 })
 
 // PprofConfig of the profiling listener. It is a listener of its own, off by default, because
@@ -28,13 +28,13 @@ type PprofConfig struct {
 	// loopback addresses are accepted: reach it from elsewhere with an SSH tunnel or
 	// kubectl port-forward.
 	Listen string
-	// MaxSeconds bounds the duration of /debug/pprof/profile and /debug/pprof/trace
-	// (-pprof.max-seconds, default 60s; otlpgate_pprof_refused_total counts refusals).
-	MaxSeconds time.Duration
+	// MaxDuration bounds the duration of /debug/pprof/profile and /debug/pprof/trace
+	// (-pprof.max-duration, default 60s; otlpgate_pprof_refused_total counts refusals).
+	MaxDuration time.Duration
 }
 
 // DefaultPprofConfig returns the defaults documented on PprofConfig.
-func DefaultPprofConfig() PprofConfig { return PprofConfig{MaxSeconds: 60 * time.Second} }
+func DefaultPprofConfig() PprofConfig { return PprofConfig{MaxDuration: 60 * time.Second} }
 
 // Validate reports a configuration that cannot work or that would expose profiles beyond the
 // host.
@@ -49,8 +49,8 @@ func (c PprofConfig) Validate() error {
 	if !isLoopback(host) {
 		return fmt.Errorf("pprof: listen address %q is not a loopback address (profiles expose memory contents; use a tunnel)", c.Listen)
 	}
-	if c.MaxSeconds < time.Second {
-		return errors.New("pprof: -pprof.max-seconds must be at least 1s")
+	if c.MaxDuration < time.Second {
+		return errors.New("pprof: -pprof.max-duration must be at least 1s")
 	}
 	return nil
 }
@@ -77,10 +77,10 @@ func NewPprof(cfg PprofConfig, log *slog.Logger) (*Listener, error) {
 	mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not served: the command line may hold secrets", http.StatusNotFound)
 	})
-	mux.Handle("/debug/pprof/profile", boundSeconds(cfg.MaxSeconds, http.HandlerFunc(pprof.Profile)))
-	mux.Handle("/debug/pprof/trace", boundSeconds(cfg.MaxSeconds, http.HandlerFunc(pprof.Trace)))
+	mux.Handle("/debug/pprof/profile", boundSeconds(cfg.MaxDuration, http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/trace", boundSeconds(cfg.MaxDuration, http.HandlerFunc(pprof.Trace)))
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	return newListener("pprof", cfg.Listen, 5*time.Second, cfg.MaxSeconds+30*time.Second, mux, log), nil
+	return newListener("pprof", cfg.Listen, 5*time.Second, cfg.MaxDuration+30*time.Second, mux, log), nil
 }
 
 // boundSeconds refuses a profile or trace longer than max, so that one request cannot keep the
@@ -91,7 +91,7 @@ func boundSeconds(max time.Duration, h http.Handler) http.Handler {
 			n, err := strconv.ParseFloat(s, 64)
 			if err != nil || n <= 0 || time.Duration(n*float64(time.Second)) > max {
 				pprofRefused.Inc()
-				http.Error(w, fmt.Sprintf("seconds must be a positive number of at most %v (-pprof.max-seconds)", max), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("seconds must be a positive number of at most %v (-pprof.max-duration)", max), http.StatusBadRequest)
 				return
 			}
 		}

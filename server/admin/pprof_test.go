@@ -13,7 +13,7 @@ import (
 func TestPprofListener(t *testing.T) {
 	cfg := DefaultPprofConfig()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.MaxSeconds = 2 * time.Second
+	cfg.MaxDuration = 2 * time.Second
 	l, err := NewPprof(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestPprofListener(t *testing.T) {
 	}
 	before := testutil.ToFloat64(pprofRefused)
 	for _, q := range []string{"profile?seconds=3", "profile?seconds=100000", "trace?seconds=9", "profile?seconds=-1", "profile?seconds=x"} {
-		if code, body := get(t, base+q); code != 400 || !strings.Contains(body, "-pprof.max-seconds") {
+		if code, body := get(t, base+q); code != 400 || !strings.Contains(body, "-pprof.max-duration") {
 			t.Errorf("%s: %d %q, want 400", q, code, body)
 		}
 	}
