@@ -137,7 +137,10 @@ Flags:
 	fs.StringVar(&u.ServiceName, "uds.service-name", u.ServiceName, "service.name resource attribute of what arrives on the socket")
 	fs.DurationVar(&u.DefaultReportingPeriod, "uds.reporting-period", u.DefaultReportingPeriod, "stats export period until a client sets one")
 
-	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /healthz, /readyz; empty turns it off")
+	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /healthz, /readyz, /status.json and the status page at /; empty turns it off")
+	fs.DurationVar(&cfg.admin.Status.Interval, "status.interval", cfg.admin.Status.Interval, "how often /status.json and the status page at / sample the metrics")
+	fs.DurationVar(&cfg.admin.Status.Window, "status.window", cfg.admin.Status.Window, "history the status page's charts show")
+	fs.DurationVar(&cfg.admin.Status.DownAfter, "status.down-after", cfg.admin.Status.DownAfter, "a destination that holds data and acknowledged nothing for this long is shown down")
 	fs.StringVar(&cfg.pprof.Listen, "pprof.listen", cfg.pprof.Listen, "loopback address of /debug/pprof/ (the command line is not served: flags may hold secrets); empty, the default, turns it off")
 	fs.DurationVar(&cfg.pprof.MaxDuration, "pprof.max-duration", cfg.pprof.MaxDuration, "longest CPU profile or execution trace a request may ask for (otlpgate_pprof_refused_total)")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")

@@ -50,7 +50,7 @@ var flagGroups = map[string]string{
 	"kafka": "Kafka KIP-714 intake", "intake": "Intake limiter (every intake)", "auth": "Authentication",
 	"queue": "Queue and batching", "batch": "Queue and batching", "ack": "Queue and batching",
 	"dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
-	"pprof": "Operating", "log": "Operating", "shutdown": "Operating",
+	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
 }
 
 func configurationPage(t *testing.T) []byte {
