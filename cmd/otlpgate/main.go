@@ -338,6 +338,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	for name, addr := range map[string]string{"grpc": cfg.grpc.Listen, "http": cfg.http.Listen, "kafka": cfg.kafka.Listen, "uds": cfg.uds.Listen} {
+		if addr != "" {
+			cfg.admin.Status.Intakes = append(cfg.admin.Status.Intakes, name)
+		}
+	}
 	adm, err := admin.New(cfg.admin, log, func() error {
 		if gs.Addr() == nil && cfg.grpc.Listen != "" {
 			return errors.New("grpc intake not listening")

@@ -59,6 +59,7 @@ var importers = map[string]struct {
 	"internal/zeroalloc":   {strict: true},
 	"internal/hostile":     {strict: true},
 	"internal/layout":      {strict: true},
+	"internal/statuspage":  {strict: true},
 	"internal/protoreg":    {},
 	"cmd/otlpgate":         {strict: true},
 	"cmd/otlpbench":        {strict: true},

@@ -22,6 +22,9 @@ type StatusConfig struct {
 	// DownAfter marks a destination down when it holds data and has acknowledged nothing for
 	// this long (-status.down-after, default 1m).
 	DownAfter time.Duration
+	// Intakes names the intakes that are on (grpc, http, kafka, uds); the others are not shown.
+	// Empty shows every intake whose metrics exist.
+	Intakes []string
 }
 
 // DefaultStatusConfig returns the defaults documented on StatusConfig.
@@ -468,6 +471,9 @@ func (s *sampler) status(now time.Time) Status {
 	}
 	for _, in := range intakeDefs {
 		if !last.has(in.items) && !last.has(in.requests) {
+			continue
+		}
+		if len(s.cfg.Intakes) > 0 && !slices.Contains(s.cfg.Intakes, in.name) {
 			continue
 		}
 		is := IntakeStatus{Name: in.name,
