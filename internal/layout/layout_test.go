@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"internal/faultproxy":  {},
 	"internal/l7lb":        {},
 	"internal/layout":      {},
+	"internal/statuspage":  {},
 	"internal/hostile":     {},
 	"internal/reliability": {},
 	"internal/zeroalloc":   {},
