@@ -88,6 +88,29 @@ func (s *Spool) recover(destinations []string) error {
 			cursors[dest] = name
 		}
 	}
+	// The first new record must land at or above every position a cursor holds, whatever the
+	// directory still shows: a clean stop with everything delivered, then an idle start that
+	// deletes the last (finished) segment, leaves cursors pointing past every segment file, and
+	// numbering from the files alone would put new records below the cursors, where readers
+	// never look and the next checkpoint deletes them as finished. A new segment seq starts at
+	// makePos(seq, headerSize), so a cursor at a segment's start allows that segment, any other
+	// the one after it. Cursors of destinations no longer listed count too: their removal may
+	// not be durable yet.
+	positions := make(map[string]Pos, len(cursors))
+	badCursor := make(map[string]bool)
+	for dest, name := range cursors {
+		p, err := s.readCursor(name)
+		if err != nil {
+			badCursor[dest] = true
+			continue
+		}
+		positions[dest] = p
+		need := p.Segment()
+		if p.Offset() > headerSize {
+			need++
+		}
+		s.mu.nextSeq = max(s.mu.nextSeq, need)
+	}
 	if s.mu.nextSeq == 0 {
 		s.mu.nextSeq = 1 // segment 0 never exists, so Pos 0 is before everything
 	}
@@ -120,14 +143,12 @@ func (s *Spool) recover(destinations []string) error {
 		want[dest] = true
 		at := s.tailOpen
 		fresh := true
-		if name, ok := cursors[dest]; ok {
-			p, err := s.readCursor(name)
-			if err != nil {
-				// Unknown position: replay everything rather than lose anything.
-				badCursors.Inc()
-				p = 0
-			}
-			at, fresh = p, err != nil
+		if badCursor[dest] {
+			// Unknown position: replay everything rather than lose anything.
+			badCursors.Inc()
+			at = 0
+		} else if p, ok := positions[dest]; ok {
+			at, fresh = p, false
 		}
 		r := newReader(s, dest, at)
 		if fresh {
