@@ -2,10 +2,12 @@ package spool
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -152,9 +154,13 @@ func (s *Spool) recover(destinations []string) error {
 		}
 		r := newReader(s, dest, at)
 		if fresh {
-			// A new destination's cursor must be durable before it can hold anything, or a
-			// crash would make it new again and start it past what it had not read.
 			r.persisted = ^Pos(0)
+		}
+		if _, ok := cursors[dest]; !ok {
+			// Without a cursor on disk, a crash would make it new again and start it at the
+			// tail, past records acknowledged meanwhile: appends wait for its first cursor.
+			r.unanchored = true
+			s.unanchored.Add(1)
 		}
 		s.mu.readers = append(s.mu.readers, r)
 	}
@@ -170,11 +176,19 @@ func (s *Spool) recover(destinations []string) error {
 			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
 		}
 	}
-	// Persist the new cursors now, and delete what the known positions already passed.
-	if err := s.Checkpoint(); err != nil {
+	// Delete what the known positions already passed, and persist the new cursors now. A full
+	// disk does not stop the start: the deletions need no space, the destinations drain the
+	// backlog, and the housekeeper writes the cursors once there is room (appends wait for
+	// them, see Checkpoint). Any other failure is a directory the spool cannot use.
+	if err := s.Checkpoint(); err != nil && !diskFull(err) {
 		return fmt.Errorf("cannot write spool cursors in %s: %w", s.cfg.Dir, err)
 	}
 	return nil
+}
+
+// diskFull reports whether err says the file system (or the user's quota) has no room.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // recoverSegment checks one segment at start-up. It returns nil for a segment that was removed

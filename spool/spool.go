@@ -20,6 +20,9 @@ var (
 	ErrClosed   = errors.New("spool: closed")
 )
 
+// errUnanchored is wrapped in ErrIO while a destination new at this start has no cursor on disk.
+var errUnanchored = errors.New("spool: a new destination's cursor is not on disk yet")
+
 // The gauges read these; the process runs one spool, and the last one opened owns them.
 var (
 	curBytes    atomic.Int64
@@ -98,8 +101,9 @@ type Spool struct {
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
-	readable atomic.Uint64 // Pos up to which readers may read (invariant 2)
-	tailOpen Pos           // end of the log at Open: records before it are replays
+	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
+	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
+	tailOpen   Pos           // end of the log at Open: records before it are replays
 
 	ckMu sync.Mutex // serialises Checkpoint
 
@@ -154,6 +158,11 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
 	}
+	if s.unanchored.Load() != 0 {
+		appendErrIO.Inc()
+		s.kickHousekeeper()
+		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
+	}
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
 	if s.mu.closed {
@@ -183,6 +192,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		if err := s.rotateLocked(); err != nil {
 			s.mu.Unlock()
 			appendErrIO.Inc()
+			s.kickHousekeeper() // a full disk: free what is finished now
 			return 0, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
@@ -211,6 +221,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		}
 		s.mu.Unlock()
 		appendErrIO.Inc()
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	if !inTail && cap(*s.wbuf) > pool.MaxSize/4 {
@@ -243,6 +254,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	err := <-w.ch
 	waiterPool.Put(w)
 	if err != nil {
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return pos, nil
