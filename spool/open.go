@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/otlpgate/otlpgate/pool"
@@ -47,7 +48,9 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 		commitc: make(chan struct{}, 1),
 		housec:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		failedc: make(chan struct{}),
 	}
+	s.syncDone = sync.NewCond(&s.mu.Mutex)
 	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)

@@ -18,6 +18,10 @@ var (
 	ErrIO       = errors.New("spool: write failed")
 	ErrTooLarge = errors.New("spool: record exceeds the maximum record size")
 	ErrClosed   = errors.New("spool: closed")
+	// ErrSyncFailed: an fdatasync failed after the records it was to cover had been
+	// acknowledged (-spool.sync=interval); they may not be on disk. The spool refuses appends
+	// from then on; see Spool.Failed.
+	ErrSyncFailed = errors.New("spool: fdatasync failed: records acknowledged since the last good sync may not be on disk")
 )
 
 // errUnanchored is wrapped in ErrIO while a destination new at this start has no cursor on disk.
@@ -87,6 +91,8 @@ type Spool struct {
 		off     int64    // write offset in the active segment
 		nextSeq uint64   // sequence number of the next segment to create
 		broken  bool     // the active segment must be sealed before the next write
+		syncing bool     // a sync of the active segment runs outside the lock (sync)
+		failed  error    // set once acknowledged records may be lost (syncFailedLocked)
 		bytes   int64
 		written Pos // end of the last record written
 		synced  Pos // end of the last record known durable
@@ -106,6 +112,9 @@ type Spool struct {
 	tailOpen   Pos           // end of the log at Open: records before it are replays
 
 	ckMu sync.Mutex // serialises Checkpoint
+
+	syncDone *sync.Cond    // on mu; broadcast when a sync outside the lock ends
+	failedc  chan struct{} // closed when mu.failed is set
 
 	commitc chan struct{} // kicks the committer (SyncAlways)
 	housec  chan struct{} // kicks the housekeeper (space needed)
@@ -165,17 +174,32 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	}
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return 0, ErrClosed
+	var rotate bool
+	for {
+		if s.mu.closed {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if s.mu.failed != nil {
+			err := s.mu.failed
+			s.mu.Unlock()
+			appendErrIO.Inc()
+			return 0, fmt.Errorf("%w: %w", ErrIO, err)
+		}
+		if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
+			// The tail must be written out before it is reused; a failure answers the appends
+			// it held and moves s.mu.off back.
+			_ = s.flushLocked()
+		}
+		rotate = s.mu.active == nil || s.mu.broken ||
+			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
+		if !rotate || !s.mu.syncing {
+			break
+		}
+		// Rotation syncs the segment it seals; it waits for the sync in flight on it, so that
+		// no sync can succeed on a segment while another one fails on it (syncFailedLocked).
+		s.syncDone.Wait()
 	}
-	if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
-		// The tail must be written out before it is reused; a failure answers the appends
-		// it held and moves s.mu.off back.
-		_ = s.flushLocked()
-	}
-	rotate := s.mu.active == nil || s.mu.broken ||
-		(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
 	need := n
 	if rotate {
 		need += headerSize
@@ -265,28 +289,22 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 func (s *Spool) rotateLocked() error {
 	if ref := s.mu.active; ref != nil {
 		_ = s.flushLocked() // a failure answered the appends it held
-		var err error
 		if s.cfg.Sync != SyncNone && s.mu.synced < s.mu.written {
-			err = timedSync(ref.f)
-		}
-		if err == nil {
+			if err := timedSync(ref.f); err != nil {
+				s.syncFailedLocked(err)
+				return err
+			}
 			s.mu.synced = s.mu.written
 		}
-		s.releaseWaitersLocked(s.mu.waiters, err)
+		s.releaseWaitersLocked(s.mu.waiters, nil)
 		s.mu.waiters = s.mu.waiters[:0]
-		if err == nil && s.cfg.Sync == SyncAlways {
+		if s.cfg.Sync == SyncAlways {
 			s.readable.Store(uint64(s.mu.written))
 			s.notifyReadersLocked()
 		}
 		s.mu.segs[len(s.mu.segs)-1].sealed = true
 		s.mu.active = nil
 		ref.release()
-		if err != nil {
-			// The sealed segment may hold records whose appends failed: readers may still
-			// deliver them, a duplicate of the client's retry at worst.
-			s.mu.broken = true
-			return err
-		}
 	}
 	s.mu.broken = false
 	seq := s.mu.nextSeq
