@@ -175,6 +175,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
 	var rotate bool
+	var need int64
 	for {
 		if s.mu.closed {
 			s.mu.Unlock()
@@ -193,19 +194,29 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		}
 		rotate = s.mu.active == nil || s.mu.broken ||
 			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
-		if !rotate || !s.mu.syncing {
+		if rotate && s.mu.syncing {
+			// Rotation syncs the segment it seals; it waits for the sync in flight on it, so
+			// that no sync can succeed on a segment while another fails on it
+			// (syncFailedLocked).
+			s.syncDone.Wait()
+			continue
+		}
+		need = n
+		if rotate {
+			need += headerSize
+		}
+		if s.mu.bytes+need <= s.cfg.MaxBytes {
 			break
 		}
-		// Rotation syncs the segment it seals; it waits for the sync in flight on it, so that
-		// no sync can succeed on a segment while another one fails on it (syncFailedLocked).
-		s.syncDone.Wait()
-	}
-	need := n
-	if rotate {
-		need += headerSize
-	}
-	if s.mu.bytes+need > s.cfg.MaxBytes {
-		if s.cfg.Full == FullRefuse || !s.dropOldestLocked(need) {
+		ok := false
+		if s.cfg.Full == FullDropOldest {
+			// dropOldest takes the readers' locks, which come before mu; everything is
+			// looked at again afterwards.
+			s.mu.Unlock()
+			ok = s.dropOldest(need)
+			s.mu.Lock()
+		}
+		if !ok {
 			s.mu.Unlock()
 			appendErrFull.Inc()
 			s.kickHousekeeper()
@@ -394,6 +405,7 @@ func (s *Spool) Close() error {
 	readers := s.mu.readers
 	s.mu.Unlock()
 	for _, r := range readers {
+		r.countLostInFlight()
 		r.close()
 	}
 	pool.PutBytes(s.wbuf)
