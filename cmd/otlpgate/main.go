@@ -53,6 +53,8 @@ type config struct {
 	spool     spool.Config // Dir empty: no spool
 	spoolSync string
 	spoolFull string
+	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
+	spoolGroupReadable bool
 }
 
 func defaultConfig() config {

@@ -23,7 +23,7 @@ func openSpool(cfg config, dests []fastpath.Destination, log *slog.Logger) (*spo
 	for i, d := range dests {
 		names[i] = d.Name()
 	}
-	s, err := spool.Open(cfg.spool, spool.OSFS{}, names)
+	s, err := spool.Open(cfg.spool, spool.OSFS{GroupReadable: cfg.spoolGroupReadable}, names)
 	if err != nil {
 		return nil, err
 	}
