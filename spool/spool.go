@@ -78,8 +78,13 @@ var (
 //  2. readable <= written: readers never see a record whose Append has not returned (in
 //     SyncAlways mode: whose sync has not completed), so nothing reaches a destination that
 //     a client was told failed, and nothing half-written is ever read.
-//  3. A segment is removed only when every reader's durable position is past it and that
-//     position is persisted, or by drop-oldest, which counts what it drops.
+//  3. A segment is removed only when it is sealed and every reader's position in memory is
+//     past it (Checkpoint argues why that survives crashes), or by drop-oldest, which counts
+//     exactly what it drops.
+//  4. mu.nextSeq is above every segment and every cursor position the directory held at Open
+//     and every segment created since: a new record lands above every reader's position.
+//  5. No segment is synced again after a sync of it failed (syncFailedLocked), and no two
+//     syncs of the active segment run at once (mu.syncing).
 type Spool struct {
 	cfg Config
 	fs  FS

@@ -55,6 +55,8 @@ type config struct {
 	spoolFull string
 	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
 	spoolGroupReadable bool
+	// spoolFS is the spool's file system: nil is spool.OSFS; tests put a failing one here.
+	spoolFS spool.FS
 }
 
 func defaultConfig() config {
