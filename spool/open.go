@@ -2,10 +2,13 @@ package spool
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +48,9 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 		commitc: make(chan struct{}, 1),
 		housec:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		failedc: make(chan struct{}),
 	}
+	s.syncDone = sync.NewCond(&s.mu.Mutex)
 	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
@@ -88,6 +93,29 @@ func (s *Spool) recover(destinations []string) error {
 			cursors[dest] = name
 		}
 	}
+	// The first new record must land at or above every position a cursor holds, whatever the
+	// directory still shows: a clean stop with everything delivered, then an idle start that
+	// deletes the last (finished) segment, leaves cursors pointing past every segment file, and
+	// numbering from the files alone would put new records below the cursors, where readers
+	// never look and the next checkpoint deletes them as finished. A new segment seq starts at
+	// makePos(seq, headerSize), so a cursor at a segment's start allows that segment, any other
+	// the one after it. Cursors of destinations no longer listed count too: their removal may
+	// not be durable yet.
+	positions := make(map[string]Pos, len(cursors))
+	badCursor := make(map[string]bool)
+	for dest, name := range cursors {
+		p, err := s.readCursor(name)
+		if err != nil {
+			badCursor[dest] = true
+			continue
+		}
+		positions[dest] = p
+		need := p.Segment()
+		if p.Offset() > headerSize {
+			need++
+		}
+		s.mu.nextSeq = max(s.mu.nextSeq, need)
+	}
 	if s.mu.nextSeq == 0 {
 		s.mu.nextSeq = 1 // segment 0 never exists, so Pos 0 is before everything
 	}
@@ -121,20 +149,22 @@ func (s *Spool) recover(destinations []string) error {
 		want[dest] = true
 		at := s.tailOpen
 		fresh := true
-		if name, ok := cursors[dest]; ok {
-			p, err := s.readCursor(name)
-			if err != nil {
-				// Unknown position: replay everything rather than lose anything.
-				badCursors.Inc()
-				p = 0
-			}
-			at, fresh = p, err != nil
+		if badCursor[dest] {
+			// Unknown position: replay everything rather than lose anything.
+			badCursors.Inc()
+			at = 0
+		} else if p, ok := positions[dest]; ok {
+			at, fresh = p, false
 		}
 		r := newReader(s, dest, at)
 		if fresh {
-			// A new destination's cursor must be durable before it can hold anything, or a
-			// crash would make it new again and start it past what it had not read.
 			r.persisted = ^Pos(0)
+		}
+		if _, ok := cursors[dest]; !ok {
+			// Without a cursor on disk, a crash would make it new again and start it at the
+			// tail, past records acknowledged meanwhile: appends wait for its first cursor.
+			r.unanchored = true
+			s.unanchored.Add(1)
 		}
 		s.mu.readers = append(s.mu.readers, r)
 	}
@@ -150,11 +180,19 @@ func (s *Spool) recover(destinations []string) error {
 			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
 		}
 	}
-	// Persist the new cursors now, and delete what the known positions already passed.
-	if err := s.Checkpoint(); err != nil {
+	// Delete what the known positions already passed, and persist the new cursors now. A full
+	// disk does not stop the start: the deletions need no space, the destinations drain the
+	// backlog, and the housekeeper writes the cursors once there is room (appends wait for
+	// them, see Checkpoint). Any other failure is a directory the spool cannot use.
+	if err := s.Checkpoint(); err != nil && !diskFull(err) {
 		return fmt.Errorf("cannot write spool cursors in %s: %w", s.cfg.Dir, err)
 	}
 	return nil
+}
+
+// diskFull reports whether err says the file system (or the user's quota) has no room.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // recoverSegment checks one segment at start-up. It returns nil for a segment that was removed
@@ -242,9 +280,24 @@ func (s *Spool) deleteFinished(low Pos) error {
 	return err
 }
 
-// dropOldestLocked deletes sealed segments, oldest first, until need more bytes fit, counting
-// for each destination the records it had not yet read. It reports whether they fit.
-func (s *Spool) dropOldestLocked(need int64) bool {
+// dropOldest deletes sealed segments, oldest first, until need more bytes fit, and reports
+// whether they fit. It counts, for each destination, exactly the records it will never be
+// handed: those at or after its next read in a dropped segment. It holds every reader's lock
+// meanwhile, so that no reader is halfway through reading a record it is counted for; once
+// the segment is gone, Next skips it. A record already read and not finished is not counted
+// here: the destination holds it in memory and delivers it (Finish), or gives it up and counts
+// it under its own reason (Drop), or still holds it when the spool closes, and Close counts it
+// then (countLostInFlight), since a restart cannot read it again.
+func (s *Spool) dropOldest(need int64) bool {
+	s.mu.Lock()
+	readers := s.mu.readers // fixed at Open
+	s.mu.Unlock()
+	for _, r := range readers {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for s.mu.bytes+need > s.cfg.MaxBytes {
 		if len(s.mu.segs) == 0 || !s.mu.segs[0].sealed {
 			return false
@@ -252,8 +305,8 @@ func (s *Spool) dropOldestLocked(need int64) bool {
 		g := s.mu.segs[0]
 		name := s.path(segmentName(g.seq))
 		if f, err := s.fs.Open(name, false); err == nil {
-			for _, r := range s.mu.readers {
-				from := Pos(r.next.Load())
+			for _, r := range readers {
+				from := r.mu.next
 				if from.Segment() > g.seq {
 					continue
 				}
@@ -264,6 +317,11 @@ func (s *Spool) dropOldestLocked(need int64) bool {
 				r.dropped[dropOldest].Add(float64(countFrames(f, off, g.size)))
 			}
 			_ = f.Close()
+		}
+		if t := &s.mu.tail; t.seq == g.seq {
+			// A sealed segment's records may linger in the tail; none may be read after
+			// being counted.
+			t.buf = t.buf[:0]
 		}
 		if err := s.fs.Remove(name); err != nil {
 			return false

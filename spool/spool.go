@@ -18,7 +18,14 @@ var (
 	ErrIO       = errors.New("spool: write failed")
 	ErrTooLarge = errors.New("spool: record exceeds the maximum record size")
 	ErrClosed   = errors.New("spool: closed")
+	// ErrSyncFailed: an fdatasync failed after the records it was to cover had been
+	// acknowledged (-spool.sync=interval); they may not be on disk. The spool refuses appends
+	// from then on; see Spool.Failed.
+	ErrSyncFailed = errors.New("spool: fdatasync failed: records acknowledged since the last good sync may not be on disk")
 )
+
+// errUnanchored is wrapped in ErrIO while a destination new at this start has no cursor on disk.
+var errUnanchored = errors.New("spool: a new destination's cursor is not on disk yet")
 
 // The gauges read these; the process runs one spool, and the last one opened owns them.
 var (
@@ -76,8 +83,13 @@ var (
 //  2. readable <= written: readers never see a record whose Append has not returned (in
 //     SyncAlways mode: whose sync has not completed), so nothing reaches a destination that
 //     a client was told failed, and nothing half-written is ever read.
-//  3. A segment is removed only when every reader's durable position is past it and that
-//     position is persisted, or by drop-oldest, which counts what it drops.
+//  3. A segment is removed only when it is sealed and every reader's position in memory is
+//     past it (Checkpoint argues why that survives crashes), or by drop-oldest, which counts
+//     exactly what it drops.
+//  4. mu.nextSeq is above every segment and every cursor position the directory held at Open
+//     and every segment created since: a new record lands above every reader's position.
+//  5. No segment is synced again after a sync of it failed (syncFailedLocked), and no two
+//     syncs of the active segment run at once (mu.syncing).
 type Spool struct {
 	cfg Config
 	fs  FS
@@ -89,6 +101,8 @@ type Spool struct {
 		off     int64    // write offset in the active segment
 		nextSeq uint64   // sequence number of the next segment to create
 		broken  bool     // the active segment must be sealed before the next write
+		syncing bool     // a sync of the active segment runs outside the lock (sync)
+		failed  error    // set once acknowledged records may be lost (syncFailedLocked)
 		bytes   int64
 		written Pos // end of the last record written
 		synced  Pos // end of the last record known durable
@@ -103,10 +117,14 @@ type Spool struct {
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
-	readable atomic.Uint64 // Pos up to which readers may read (invariant 2)
-	tailOpen Pos           // end of the log at Open: records before it are replays
+	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
+	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
+	tailOpen   Pos           // end of the log at Open: records before it are replays
 
 	ckMu sync.Mutex // serialises Checkpoint
+
+	syncDone *sync.Cond    // on mu; broadcast when a sync outside the lock ends
+	failedc  chan struct{} // closed when mu.failed is set
 
 	commitc chan struct{} // kicks the committer (SyncAlways)
 	housec  chan struct{} // kicks the housekeeper (space needed)
@@ -159,25 +177,56 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
 	}
+	if s.unanchored.Load() != 0 {
+		appendErrIO.Inc()
+		s.kickHousekeeper()
+		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
+	}
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return 0, ErrClosed
-	}
-	if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
-		// The tail must be written out before it is reused; a failure answers the appends
-		// it held and moves s.mu.off back.
-		_ = s.flushLocked()
-	}
-	rotate := s.mu.active == nil || s.mu.broken ||
-		(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
-	need := n
-	if rotate {
-		need += headerSize
-	}
-	if s.mu.bytes+need > s.cfg.MaxBytes {
-		if s.cfg.Full == FullRefuse || !s.dropOldestLocked(need) {
+	var rotate bool
+	var need int64
+	for {
+		if s.mu.closed {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if s.mu.failed != nil {
+			err := s.mu.failed
+			s.mu.Unlock()
+			appendErrIO.Inc()
+			return 0, fmt.Errorf("%w: %w", ErrIO, err)
+		}
+		if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
+			// The tail must be written out before it is reused; a failure answers the appends
+			// it held and moves s.mu.off back.
+			_ = s.flushLocked()
+		}
+		rotate = s.mu.active == nil || s.mu.broken ||
+			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
+		if rotate && s.mu.syncing {
+			// Rotation syncs the segment it seals; it waits for the sync in flight on it, so
+			// that no sync can succeed on a segment while another fails on it
+			// (syncFailedLocked).
+			s.syncDone.Wait()
+			continue
+		}
+		need = n
+		if rotate {
+			need += headerSize
+		}
+		if s.mu.bytes+need <= s.cfg.MaxBytes {
+			break
+		}
+		ok := false
+		if s.cfg.Full == FullDropOldest {
+			// dropOldest takes the readers' locks, which come before mu; everything is
+			// looked at again afterwards.
+			s.mu.Unlock()
+			ok = s.dropOldest(need)
+			s.mu.Lock()
+		}
+		if !ok {
 			s.mu.Unlock()
 			appendErrFull.Inc()
 			s.kickHousekeeper()
@@ -188,6 +237,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		if err := s.rotateLocked(); err != nil {
 			s.mu.Unlock()
 			appendErrIO.Inc()
+			s.kickHousekeeper() // a full disk: free what is finished now
 			return 0, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
@@ -216,6 +266,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		}
 		s.mu.Unlock()
 		appendErrIO.Inc()
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	if !inTail && cap(*s.wbuf) > pool.MaxSize/4 {
@@ -248,6 +299,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	err := <-w.ch
 	waiterPool.Put(w)
 	if err != nil {
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return pos, nil
@@ -258,28 +310,22 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 func (s *Spool) rotateLocked() error {
 	if ref := s.mu.active; ref != nil {
 		_ = s.flushLocked() // a failure answered the appends it held
-		var err error
 		if s.cfg.Sync != SyncNone && s.mu.synced < s.mu.written {
-			err = timedSync(ref.f)
-		}
-		if err == nil {
+			if err := timedSync(ref.f); err != nil {
+				s.syncFailedLocked(err)
+				return err
+			}
 			s.mu.synced = s.mu.written
 		}
-		s.releaseWaitersLocked(s.mu.waiters, err)
+		s.releaseWaitersLocked(s.mu.waiters, nil)
 		s.mu.waiters = s.mu.waiters[:0]
-		if err == nil && s.cfg.Sync == SyncAlways {
+		if s.cfg.Sync == SyncAlways {
 			s.readable.Store(uint64(s.mu.written))
 			s.notifyReadersLocked()
 		}
 		s.mu.segs[len(s.mu.segs)-1].sealed = true
 		s.mu.active = nil
 		ref.release()
-		if err != nil {
-			// The sealed segment may hold records whose appends failed: readers may still
-			// deliver them, a duplicate of the client's retry at worst.
-			s.mu.broken = true
-			return err
-		}
 	}
 	s.mu.broken = false
 	seq := s.mu.nextSeq
@@ -369,6 +415,7 @@ func (s *Spool) Close() error {
 	readers := s.mu.readers
 	s.mu.Unlock()
 	for _, r := range readers {
+		r.countLostInFlight()
 		r.close()
 	}
 	pool.PutBytes(s.wbuf)
