@@ -100,7 +100,7 @@ func cell(s string) string {
 
 type metricDoc struct {
 	name, kind, help, pkg string
-	labels               []string
+	labels                []string
 }
 
 func metricsPage(t *testing.T) []byte {

@@ -21,7 +21,9 @@ import (
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.(*Browser).run")) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.(*Browser).run"))
+}
 
 // chromium finds the browser. Outside CI a missing one skips the test with the reason; in CI
 // (CI=true) it fails it: .ci/run installs Debian's chromium, so CI never skips.
@@ -156,7 +158,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		row := func(sel string) string {
-			s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('` + sel + `')||{innerText:""}).innerText`))
+			s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('`+sel+`')||{innerText:""}).innerText`))
 			if err != nil {
 				t.Fatal(err)
 			}
