@@ -90,7 +90,11 @@ type conn struct {
 	telemetry bool
 
 	hdr header
-	out []byte // response buffer, reused
+	out []byte // response buffer, reused while small (response.go)
+	// outNoted is the capacity of out counted in otlpgate_kafka_buffered_bytes; outCharged the
+	// limiter bytes a large response holds until it is written.
+	outNoted   int
+	outCharged int64
 
 	apiReq   kmsg.ApiVersionsRequest
 	apiResp  kmsg.ApiVersionsResponse
@@ -103,7 +107,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, out: make([]byte, 0, 512)}
+	c := &conn{s: s, nc: nc}
 	addr, port := splitAddr(nc.RemoteAddr())
 	c.lbl = &clientLabels{sourceAddress: addr, sourcePort: port}
 	host, p := s.advHost, s.advPort
@@ -186,9 +190,13 @@ func (c *conn) serve() {
 			c.releaseRequest(held)
 		}
 		if ok {
+			ok = c.chargeResponse()
+		}
+		if ok {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err = c.nc.Write(resp)
 		}
+		c.endResponse()
 		if !ok || err != nil {
 			return
 		}
@@ -334,7 +342,9 @@ func (c *conn) handle(req []byte) (resp []byte, ok bool) {
 		badMalformed.Inc()
 		return nil, false
 	}
-	c.noteClientID(h.clientID)
+	if c.clientIDFits() {
+		c.noteClientID(h.clientID)
+	}
 	switch h.key {
 	case keyApiVersions:
 		return c.apiVersions()
@@ -356,12 +366,4 @@ func (c *conn) noteClientID(id []byte) {
 	l := *c.lbl
 	l.clientID = string(id)
 	c.lbl = &l
-}
-
-// respond encodes r after a response header for the current request. ApiVersions passes
-// flexible false whatever its version.
-func (c *conn) respond(r kmsg.Response, flexible bool) []byte {
-	c.out = appendResponseStart(c.out[:0], c.hdr.correlation, flexible)
-	c.out = r.AppendTo(c.out)
-	return finishResponse(c.out, 0)
 }

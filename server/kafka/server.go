@@ -241,6 +241,7 @@ func (s *Server) addConn(c *conn) bool {
 
 func (s *Server) removeConn(c *conn) {
 	c.nc.Close()
+	c.closeOut()
 	if c.telemetry {
 		s.reg.dropConn(c)
 	}
