@@ -43,6 +43,10 @@ var (
 		Name: "otlpgate_kafka_instances",
 		Help: "Kafka client instances (KIP-714) currently known.",
 	}, func() float64 { return sumLive(func(s *Server) int { return s.reg.len() }) })
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_kafka_instance_bytes",
+		Help: "Estimated memory of the Kafka client instances known (labels, attributes, plans), bounded by -kafka.max-instance-bytes.",
+	}, func() float64 { return sumLive(func(s *Server) int { return int(s.reg.bytes()) }) })
 	rejectedConns = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_rejected_connections_total",
 		Help: "Kafka connections closed on accept because -kafka.max-connections were open.",
