@@ -34,7 +34,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static run test lint bench generate check-generate fuzz tools clean \
+.PHONY: help build static run test lint bench docs generate check-generate fuzz tools clean \
 	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
 
 help:
@@ -51,14 +51,15 @@ run: build ## start otlpgate with working defaults
 
 test: lint ## gofmt check, go vet, go test -race, then the allocation tests (which -race leaves out)
 	$(GO) test -race -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -timeout 10m -run '$(ALLOC_TESTS)' ./...
+	$(GO) test -count=1 -timeout 10m -run "$$(bash .ci/race-free-tests)" ./...
 
 # The allocation tests are built with !race (the race detector allocates): they run in a second,
-# plain pass.
-ALLOC_TESTS = Alloc|PackageOf|Recorder
+# plain pass, which selects every test of every file whose build constraint requires !race
+# (.ci/race-free-tests reads the constraints, so no such test is left out by its name).
 
-lint: ## go vet and gofmt check
+lint: ## go vet, gofmt check, and no tracked binary or file over 1 MiB (.ci/check-tracked)
 	$(GO) vet ./...
+	@bash .ci/check-tracked
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -79,6 +80,9 @@ generate: tools ## regenerate Go code from proto/ (needs protoc)
 		--go-vtproto_opt=features=marshal+unmarshal+size+equal+clone+pool \
 		$(foreach m,$(VTPROTO_POOL),--go-vtproto_opt=pool=$(m)) \
 		$(patsubst proto/%,%,$(PROTO_FILES))
+
+docs: ## regenerate docs/configuration.md and docs/metrics.md from the flag set and the registered metrics
+	$(GO) test -count=1 -run '^TestReferenceDocs$$' ./cmd/otlpgate -update
 
 check-generate: generate ## fail when the committed generated code is stale
 	@git add -N proto >/dev/null 2>&1; \

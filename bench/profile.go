@@ -36,10 +36,11 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	defer sink.Close()
 	listen, _ := FreeAddr()
 	admin, _ := FreeAddr()
+	pprofAddr, _ := FreeAddr()
 	kafkaAddr, _ := FreeAddr()
 	httpAddr, _ := FreeAddr()
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("otlpbench-%d.sock", os.Getpid()))
-	args := []string{"-grpc.listen", listen, "-http.listen", "", "-admin.listen", admin, "-uds.listen", "", "-batch.max-age=5ms",
+	args := []string{"-grpc.listen", listen, "-http.listen", "", "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "", "-batch.max-age=5ms",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}
 	switch cfg.Scenario {
 	case "uds":
@@ -62,7 +63,7 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	}
 	defer gate.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, admin)
+	err = WaitListening(wctx, pprofAddr)
 	cancel()
 	if err != nil {
 		return "", err
@@ -125,7 +126,7 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	time.Sleep(2 * time.Second) // warm up
 	commit := gitCommit(cfg.Repo)
 	base := filepath.Join(cfg.Out, fmt.Sprintf("%s-%s-%s", time.Now().UTC().Format("20060102-150405"), cfg.Scenario, commit))
-	url := "http://" + admin + "/debug/pprof/"
+	url := "http://" + pprofAddr + "/debug/pprof/"
 	fmt.Fprintf(progress, "capturing %ds of CPU profile under load\n", cfg.Seconds)
 	if err := Fetch(fmt.Sprintf("%sprofile?seconds=%d", url, cfg.Seconds), base+".cpu.pprof"); err != nil {
 		return "", err

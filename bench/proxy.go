@@ -94,7 +94,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	defer sink.Close()
 	var out []ProxyResult
 
-	run := func(name, target, protocol string, proc *Proc, adminURL string) (ProxyResult, error) {
+	run := func(name, target, protocol string, proc *Proc, adminURL, pprofURL string) (ProxyResult, error) {
 		res := ProxyResult{Target: name, AllocsPerBatch: -1, OwnAllocs: -1, OtherAllocs: -1}
 		metricsURL := ""
 		if adminURL != "" {
@@ -117,7 +117,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		var prof0 *profile.Profile
 		if metricsURL != "" {
 			mallocs0, _ = ScrapeCounter(metricsURL, "go_memstats_mallocs_total")
-			prof0, _ = FetchAllocProfile(adminURL)
+			prof0, _ = FetchAllocProfile(pprofURL)
 		}
 		load.Batches = cfg.Batches
 		fmt.Fprintf(progress, "%s: %d batches, %d in flight, closed loop\n", name, cfg.Batches, cfg.InFlight)
@@ -136,7 +136,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			if m1, err := ScrapeCounter(metricsURL, "go_memstats_mallocs_total"); err == nil {
 				res.AllocsPerBatch = (m1 - mallocs0) / float64(cfg.Batches)
 			}
-			if prof1, err := FetchAllocProfile(adminURL); err == nil && prof0 != nil && res.AllocsPerBatch >= 0 {
+			if prof1, err := FetchAllocProfile(pprofURL); err == nil && prof0 != nil && res.AllocsPerBatch >= 0 {
 				if sp, err := SplitAllocs(prof0, prof1); err == nil {
 					res.OwnAllocs = res.AllocsPerBatch * sp.OwnShare()
 					if cfg.AllocProfileRate == 1 {
@@ -173,7 +173,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	if cfg.Intake == "http-proto" || cfg.Intake == "http-json" {
 		proxied = cfg.Intake
 	}
-	direct, err := run("direct", sink.Addr(), "v1", nil, "")
+	direct, err := run("direct", sink.Addr(), "v1", nil, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			fw.Stop()
 			return nil, err
 		}
-		r, err := run("grpc-forward", listen, "v1", fw, "http://"+admin)
+		r, err := run("grpc-forward", listen, "v1", fw, "http://"+admin, "http://"+admin)
 		fw.Stop()
 		if err != nil {
 			return nil, err
@@ -210,7 +210,8 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		listen, _ := FreeAddr()
 		httpListen, _ := FreeAddr()
 		admin, _ := FreeAddr()
-		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", "",
+		pprofAddr, _ := FreeAddr()
+		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "",
 			"-dest", dest}, cfg.GateArgs...)
 		gate, err := StartProc(name, cfg.Gate, args, cfg.childEnv(), filepath.Join(cfg.Dir, name+".log"))
 		if err != nil {
@@ -227,7 +228,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			gate.Stop()
 			return err
 		}
-		r, err := run(name, gateTarget, proxied, gate, "http://"+admin)
+		r, err := run(name, gateTarget, proxied, gate, "http://"+admin, "http://"+pprofAddr)
 		gate.Stop()
 		if err != nil {
 			return err
@@ -273,7 +274,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			peer.Stop()
 			return out, err
 		}
-		r, err := run(filepath.Base(cfg.Peer), target, proxied, peer, "")
+		r, err := run(filepath.Base(cfg.Peer), target, proxied, peer, "", "")
 		peer.Stop()
 		if err != nil {
 			return out, err

@@ -160,3 +160,22 @@ func TestNewReadsFiles(t *testing.T) {
 		t.Errorf("missing token file: %v", err)
 	}
 }
+
+func TestRedactDest(t *testing.T) {
+	for in, want := range map[string]string{
+		"name=a,endpoint=h:1": "name=a,endpoint=h:1",
+		"name=a,header=authorization:Bearer s3cret,mode=unary":      "name=a,header=authorization:<redacted>,mode=unary",
+		"name=a,header=x-key:a,b,c,header=k:v2":                     "name=a,header=x-key:<redacted>,<redacted>,<redacted>,header=k:<redacted>",
+		"header=x-key:one, two:three,name=a":                        "header=x-key:<redacted>,<redacted>,name=a",
+		"name=a,endpoint=https://h:443/v1,protocol=http,header=k:v": "name=a,endpoint=https://h:443/v1,protocol=http,header=k:<redacted>",
+	} {
+		if got := RedactDest(in); got != want {
+			t.Errorf("RedactDest(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// A parse error never quotes a header value, even one cut at a comma.
+	_, err := ParseDest("name=a,endpoint=h:1,protocol=v1,mode=unary,header=k:s3cret,tail", DefaultConfig())
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "tail") {
+		t.Errorf("ParseDest error: %v", err)
+	}
+}

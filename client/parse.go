@@ -24,7 +24,9 @@ func ParseDest(spec string, base Config) (Config, error) {
 	c.Headers = maps.Clone(base.Headers)
 	seen := map[string]bool{}
 	tlsSet, tlsKeys := false, false
+	i := 0
 	for item := range strings.SplitSeq(spec, ",") {
+		i++
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
@@ -33,7 +35,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 		k = strings.ReplaceAll(strings.TrimSpace(k), ".", "-")
 		v = strings.TrimSpace(v)
 		if !ok || k == "" {
-			return Config{}, fmt.Errorf("client: -dest item %q is not key=value", item)
+			// The item is not quoted: it may be the tail of a header value cut at a comma.
+			return Config{}, fmt.Errorf("client: -dest item %d is not key=value", i)
 		}
 		if seen[k] && k != "header" {
 			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
@@ -185,4 +188,27 @@ func parseSize(s string, limit int64) (int64, error) { return bytesize.Parse(s, 
 func parseSize32(s string) (int32, error) {
 	n, err := parseSize(s, 1<<31-1)
 	return int32(n), err
+}
+
+// RedactDest returns spec with the value of every header item replaced, so that a -dest can be
+// logged or shown in an error without the credentials it may carry. Safe for concurrent use.
+func RedactDest(spec string) string {
+	items := strings.Split(spec, ",")
+	inHeader := false
+	for i, item := range items {
+		k, v, ok := strings.Cut(item, "=")
+		if ok && strings.TrimSpace(k) == "header" {
+			hk, _, _ := strings.Cut(v, ":")
+			items[i] = k + "=" + hk + ":<redacted>"
+			inHeader = true
+			continue
+		}
+		if inHeader && (!ok || strings.ContainsAny(k, " :")) {
+			// The tail of a header value that held a comma.
+			items[i] = "<redacted>"
+			continue
+		}
+		inHeader = false
+	}
+	return strings.Join(items, ",")
 }

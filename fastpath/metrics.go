@@ -43,6 +43,10 @@ var (
 		Name: "otlpgate_fastpath_queue_bytes",
 		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
 	}, livePipelines.queued)
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_fastpath_queue_max_bytes",
+		Help: "The bound of otlpgate_fastpath_queue_bytes (-queue.max-bytes): alert on their ratio.",
+	}, livePipelines.limit)
 	batchBytes = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_fastpath_batch_bytes",
 		Help:    "Size of sealed batches.",
@@ -129,6 +133,16 @@ func (s *pipelineSet) queued() float64 {
 	var n int64
 	for p := range s.set {
 		n += p.queued.Load()
+	}
+	return float64(n)
+}
+
+func (s *pipelineSet) limit() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for p := range s.set {
+		n += p.cfg.QueueMaxBytes
 	}
 	return float64(n)
 }

@@ -10,10 +10,14 @@ import (
 // closed pipeline leaves the sum once its last byte is finished.
 func TestQueueBytesGaugeReadsBudget(t *testing.T) {
 	before := testutil.ToFloat64(queueBytes)
+	limitBefore := livePipelines.limit()
 	r := &recorder{name: "r", hold: true, ok: true}
 	p, err := New(testConfig(), []Destination{r})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := livePipelines.limit() - limitBefore; got != float64(testConfig().QueueMaxBytes) {
+		t.Fatalf("otlpgate_fastpath_queue_max_bytes moved by %v, want %d", got, testConfig().QueueMaxBytes)
 	}
 	body := entry(100, 1)
 	for range 3 {

@@ -106,6 +106,7 @@ func (s *Spool) recover(destinations []string) error {
 	}
 	curBytes.Store(s.mu.bytes)
 	curSegments.Store(int64(len(s.mu.segs)))
+	curMaxBytes.Store(s.cfg.MaxBytes)
 
 	// Appends go to a new segment, created on the first one: the tail is its first record.
 	s.tailOpen = makePos(s.mu.nextSeq, headerSize)

@@ -24,6 +24,7 @@ var (
 var (
 	curBytes    atomic.Int64
 	curSegments atomic.Int64
+	curMaxBytes atomic.Int64
 )
 
 var (
@@ -35,6 +36,10 @@ var (
 		Name: "otlpgate_spool_segments",
 		Help: "Spool segment files on disk.",
 	}, func() float64 { return float64(curSegments.Load()) })
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_spool_max_bytes",
+		Help: "The bound of otlpgate_spool_bytes (-spool.max-bytes): alert on their ratio.",
+	}, func() float64 { return float64(curMaxBytes.Load()) })
 	appendedRecords = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_spool_appended_records_total",
 		Help: "Records appended to the spool.",

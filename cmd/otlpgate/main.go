@@ -38,6 +38,7 @@ type config struct {
 	intake    fastpath.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
+	pprof     admin.PprofConfig
 	kafka     kafka.Config
 	uds       uds.Config
 	udsMode   string
@@ -63,6 +64,7 @@ func defaultConfig() config {
 		intake:    fastpath.DefaultLimiterConfig(),
 		file:      filedest.DefaultConfig(),
 		admin:     admin.DefaultConfig(),
+		pprof:     admin.DefaultPprofConfig(),
 		kafka:     kafka.DefaultConfig(),
 		uds:       uds.DefaultConfig(),
 		udsMode:   "0660",
@@ -172,14 +174,14 @@ func finishConfig(cfg *config) error {
 		}
 		if cfg.spool.Dir != "" {
 			if specHasKey(spec, "retry-max-elapsed") {
-				return fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", spec)
+				return fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", client.RedactDest(spec))
 			}
 			// Data on disk is never given up because a retry budget ran out.
 			base.RetryMaxElapsed = 0
 		}
 		c, err := client.ParseDest(spec, base)
 		if err != nil {
-			return fmt.Errorf("-dest %q: %w", spec, err)
+			return fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
 		}
 		if names[c.Name] {
 			return fmt.Errorf("-dest: two destinations are named %q", c.Name)
@@ -215,7 +217,7 @@ func finishConfig(cfg *config) error {
 	if m := int64(cfg.kafka.MaxRequestBytes); cfg.kafka.Listen != "" && m > cfg.intake.MaxBytes {
 		return fmt.Errorf("-kafka.max-request-bytes %d exceeds -intake.max-bytes %d", m, cfg.intake.MaxBytes)
 	}
-	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(),
+	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(), cfg.pprof.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
 }
 
@@ -264,6 +266,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
 	for _, w := range cfg.warnings {
 		log.Warn(w)
+	}
+	if lim := descriptorLimit(); lim > 0 {
+		if w := descriptorWarning(&cfg, lim); w != "" {
+			log.Warn(w)
+		}
 	}
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
@@ -331,6 +338,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	for name, addr := range map[string]string{"grpc": cfg.grpc.Listen, "http": cfg.http.Listen, "kafka": cfg.kafka.Listen, "uds": cfg.uds.Listen} {
+		if addr != "" {
+			cfg.admin.Status.Intakes = append(cfg.admin.Status.Intakes, name)
+		}
+	}
 	adm, err := admin.New(cfg.admin, log, func() error {
 		if gs.Addr() == nil && cfg.grpc.Listen != "" {
 			return errors.New("grpc intake not listening")
@@ -346,6 +358,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := adm.Start(); err != nil {
 		return err
 	}
+	// Profiles only when asked for, on loopback; the listener lives until the process ends, so
+	// that a shutdown can be profiled too.
+	prof, err := admin.NewPprof(cfg.pprof, log)
+	if err != nil {
+		return err
+	}
+	if err := prof.Start(); err != nil {
+		adm.Shutdown(context.Background())
+		return err
+	}
+	defer prof.Shutdown(context.Background())
 	ks, err := kafka.New(cfg.kafka, p, log)
 	if err != nil {
 		return err

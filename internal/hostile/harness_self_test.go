@@ -1,6 +1,9 @@
 package hostile
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,5 +24,23 @@ func TestBaselineServed(t *testing.T) {
 	}
 	if v := g.metric(t, "otlpgate_intake_bytes_in_flight"); v < 0 {
 		t.Errorf("otlpgate_intake_bytes_in_flight not exported")
+	}
+}
+
+// The admin listener, which the shipped manifests expose to the pod network, serves no profile
+// and no command line (flags may hold -dest headers), and the profiling listener is off unless
+// asked for.
+func TestAdminServesNoProfiles(t *testing.T) {
+	g := startGate(t, "-dest", "name=x,endpoint=127.0.0.1:1,protocol=v1,mode=unary,header=authorization:Bearer s3cret")
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/heap"} {
+		resp, err := http.Get("http://" + g.Admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "s3cret") {
+			t.Errorf("%s on the admin listener: %s %.100q", path, resp.Status, b)
+		}
 	}
 }

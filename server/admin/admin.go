@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,11 +23,13 @@ type Config struct {
 	Listen string
 	// ReadHeaderTimeout bounds slow clients (-admin.read-header-timeout, default 5s).
 	ReadHeaderTimeout time.Duration
+	// Status configures /status.json and the status page at /.
+	Status StatusConfig
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8888", ReadHeaderTimeout: 5 * time.Second}
+	return Config{Listen: "127.0.0.1:8888", ReadHeaderTimeout: 5 * time.Second, Status: DefaultStatusConfig()}
 }
 
 // Validate reports a configuration that cannot work.
@@ -41,7 +43,7 @@ func (c Config) Validate() error {
 	if c.ReadHeaderTimeout <= 0 {
 		return errors.New("admin: read header timeout must be positive")
 	}
-	return nil
+	return c.Status.Validate()
 }
 
 func init() {
@@ -63,6 +65,11 @@ type Server struct {
 	// draining is set once shutdown began: /readyz fails from then on, whatever ready says.
 	draining atomic.Bool
 	done     chan struct{}
+
+	sampler    *sampler
+	stopOnce   sync.Once
+	stopSample chan struct{}
+	sampleDone chan struct{}
 }
 
 // New returns a server for cfg. ready, when not nil, is asked by /readyz; a nil error means ready.
@@ -70,37 +77,59 @@ func New(cfg Config, log *slog.Logger, ready func() error) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, done: make(chan struct{}), stopSample: make(chan struct{}), sampleDone: make(chan struct{})}
+	s.sampler = newSampler(cfg.Status, prometheus.DefaultGatherer, nil)
 	if ready != nil {
 		s.ready.Store(&ready)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/status.json", s.statusJSON)
+	mux.HandleFunc("/", s.page)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout}
 	return s, nil
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.draining.Load() {
-		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+	if err := s.readyErr(); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	w.Write([]byte("ready\n"))
+}
+
+// readyErr says why otlpgate cannot accept now, or nil.
+func (s *Server) readyErr() error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
 	if f := s.ready.Load(); f != nil {
-		if err := (*f)(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return (*f)()
+	}
+	return nil
+}
+
+// SetLastErrors gives the status a source of each destination's last error. Call before Start.
+func (s *Server) SetLastErrors(f func() map[string]string) { s.sampler.lastErr = f }
+
+// sample runs the status sampler until Shutdown.
+func (s *Server) sample() {
+	defer close(s.sampleDone)
+	t := time.NewTicker(s.cfg.Status.Interval)
+	defer t.Stop()
+	s.sampler.take(time.Now())
+	for {
+		select {
+		case <-s.stopSample:
 			return
+		case now := <-t.C:
+			s.sampler.take(now)
 		}
 	}
-	w.Write([]byte("ready\n"))
 }
 
 // Start listens and serves in the background; it returns once the listener is bound.
@@ -108,13 +137,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) Start() error {
 	if s.cfg.Listen == "" {
 		close(s.done)
+		close(s.sampleDone)
 		return nil
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
+		close(s.sampleDone)
 		return fmt.Errorf("admin: cannot listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
+	go s.sample()
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -143,6 +175,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln == nil {
 		return nil
 	}
+	s.stopOnce.Do(func() { close(s.stopSample) })
+	<-s.sampleDone
 	err := s.srv.Shutdown(ctx)
 	<-s.done
 	return err

@@ -92,6 +92,9 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
 		Logger:                       fasthttpLogger{log},
+		// fasthttp quotes the start of a request it cannot parse in its error; that may be an
+		// Authorization header, and tokens are never logged.
+		SecureErrorLogMessage: true,
 	}
 	return s, nil
 }

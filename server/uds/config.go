@@ -48,6 +48,13 @@ type Config struct {
 	// otlpgate_uds_stats_rejected_total{reason="definition_limit"}.
 	MaxMeasures int
 	MaxViews    int
+	// MaxStringBytes caps every string the intake keeps between exports: measure and view names,
+	// descriptions, units, tag keys, and the tag values and attachments of recorded series
+	// (-uds.max-string-bytes, default 1KiB; OpenCensus itself caps tag values at 255 bytes).
+	// Definitions and measurements with a longer one are refused, counted in
+	// otlpgate_uds_stats_rejected_total{reason="too_long"}: with MaxMeasures, MaxViews,
+	// MaxSeries and MaxProcesses it bounds the stats state in bytes, not only in entries.
+	MaxStringBytes int
 	// MaxConnections caps concurrent client connections (-uds.max-connections, default 10000);
 	// further ones are closed at once and counted in otlpgate_uds_connections_rejected_total.
 	MaxConnections int
@@ -88,6 +95,7 @@ func DefaultConfig() Config {
 		MaxProcesses:           10000,
 		MaxMeasures:            1000,
 		MaxViews:               1000,
+		MaxStringBytes:         1024,
 		MaxConnections:         10000,
 		ServiceName:            "unknown_service:php",
 		DefaultReportingPeriod: 10 * time.Second,
@@ -133,7 +141,7 @@ func (c Config) Validate() error {
 		name string
 		n    int
 	}{{"max series", c.MaxSeries}, {"max series total", c.MaxSeriesTotal}, {"max processes", c.MaxProcesses}, {"max measures", c.MaxMeasures},
-		{"max views", c.MaxViews}, {"max connections", c.MaxConnections}} {
+		{"max views", c.MaxViews}, {"max string bytes", c.MaxStringBytes}, {"max connections", c.MaxConnections}} {
 		if v.n <= 0 {
 			errs = append(errs, fmt.Errorf("uds: %s must be positive", v.name))
 		}

@@ -194,6 +194,7 @@ type processLimits struct {
 	maxMeasures int
 	maxViews    int
 	maxSeries   int
+	maxString   int           // longest string kept (Config.MaxStringBytes); 0: no cap
 	budget      *seriesBudget // the server's cap on series across processes
 }
 

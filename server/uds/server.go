@@ -124,7 +124,7 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		path: path,
 		next: next,
 		log:  log.With("intake", "uds"),
-		limits: processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries,
+		limits: processLimits{maxMeasures: cfg.MaxMeasures, maxViews: cfg.MaxViews, maxSeries: cfg.MaxSeries, maxString: cfg.MaxStringBytes,
 			budget: &seriesBudget{max: int64(cfg.MaxSeriesTotal)}},
 		clock:       realClock{},
 		exportWake:  make(chan struct{}, 1),

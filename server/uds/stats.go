@@ -34,12 +34,15 @@ const (
 	rejectInvalid
 	// rejectUnknownView: VIEW_UNREGISTER of a view that is not registered.
 	rejectUnknownView
+	// rejectTooLong: a name, description, unit, tag key, tag value or attachment longer than
+	// -uds.max-string-bytes.
+	rejectTooLong
 	numRejectReasons
 )
 
 var rejectNames = [numRejectReasons]string{
 	"unknown_measure", "type_mismatch", "bad_value", "no_view", "no_value", "process_limit",
-	"definition_limit", "conflict", "invalid", "unknown_view",
+	"definition_limit", "conflict", "invalid", "unknown_view", "too_long",
 }
 
 var (
@@ -81,6 +84,10 @@ func (p *process) createMeasure(m *ocdaemon.Measure) {
 		statsRejected[rejectInvalid].Inc()
 		return
 	}
+	if p.tooLong(m.Name) || p.tooLong(m.Description) || p.tooLong(m.Unit) {
+		statsRejected[rejectTooLong].Inc()
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.mu.measures[string(m.Name)]; old != nil {
@@ -108,6 +115,10 @@ func (p *process) registerViews(vs *ocdaemon.Views) {
 		d := &vs.Views[i]
 		if reason, ok := validView(d); !ok {
 			statsRejected[reason].Inc()
+			continue
+		}
+		if p.viewTooLong(d) {
+			statsRejected[rejectTooLong].Inc()
 			continue
 		}
 		m := p.mu.measures[string(d.Measure)]
@@ -177,6 +188,12 @@ func (p *process) unregisterViews(names *ocdaemon.Names) {
 // the record in Unix nanoseconds; key is scratch space owned by the caller, returned grown.
 // It does not allocate once the series and exemplar buffers it touches exist.
 func (p *process) record(rec *ocdaemon.Record, t int64, key []byte) []byte {
+	if p.tagsTooLong(rec.Tags) || p.tagsTooLong(rec.Attachments) {
+		// Tag values become series keys and attachments exemplars, both kept until the next
+		// export: the whole record is refused, one count per measurement.
+		statsRejected[rejectTooLong].Add(float64(len(rec.Measurements)))
+		return key
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for i := range rec.Measurements {
@@ -223,4 +240,30 @@ func (p *process) record(rec *ocdaemon.Record, t int64, key []byte) []byte {
 		}
 	}
 	return key
+}
+
+// tooLong reports whether b is longer than the process's string cap.
+func (p *process) tooLong(b []byte) bool {
+	return p.limits.maxString > 0 && len(b) > p.limits.maxString
+}
+
+func (p *process) viewTooLong(d *ocdaemon.View) bool {
+	if p.tooLong(d.Name) || p.tooLong(d.Description) || p.tooLong(d.Measure) {
+		return true
+	}
+	for _, k := range d.TagKeys {
+		if p.tooLong(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *process) tagsTooLong(tags []ocdaemon.Tag) bool {
+	for i := range tags {
+		if p.tooLong(tags[i].Key) || p.tooLong(tags[i].Value) {
+			return true
+		}
+	}
+	return false
 }

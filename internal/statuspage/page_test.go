@@ -1,0 +1,210 @@
+package statuspage
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.(*Browser).run")) }
+
+// chromium finds the browser. Outside CI a missing one skips the test with the reason; in CI
+// (CI=true) it fails it: .ci/run installs Debian's chromium, so CI never skips.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); skipping the status page test")
+	return ""
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// sink is a working OTLP/gRPC upstream that counts the spans it accepts.
+type sink struct {
+	coltracev1.UnimplementedTraceServiceServer
+	spans atomic.Int64
+}
+
+func (s *sink) Export(_ context.Context, r *coltracev1.ExportTraceServiceRequest) (*coltracev1.ExportTraceServiceResponse, error) {
+	n := 0
+	for _, rs := range r.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			n += len(ss.Spans)
+		}
+	}
+	s.spans.Add(int64(n))
+	return &coltracev1.ExportTraceServiceResponse{}, nil
+}
+
+// A person opening the page during an outage sees which destination is down and since when,
+// what is being dropped, and that traffic flows to the other.
+func TestStatusPageShowsOutage(t *testing.T) {
+	browser := chromium(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "otlpgate")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/otlpgate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	up := &sink{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	coltracev1.RegisterTraceServiceServer(gs, up)
+	go gs.Serve(ln)
+	defer gs.Stop()
+
+	grpcAddr, admin := freeAddr(t), freeAddr(t)
+	dead := freeAddr(t) // nobody listens: connection refused
+	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", "", "-uds.listen", "", "-admin.listen", admin,
+		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
+		"-dest", "name=backend,endpoint="+ln.Addr().String()+",protocol=v1,mode=unary",
+		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("otlpgate stderr:\n%s", stderr.String())
+		}
+	}()
+
+	// Traffic: a v1 export every 50 ms until the test ends (bounded by the test's deadline).
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tc := coltracev1.NewTraceServiceClient(conn)
+		g := otlpgen.New(3)
+		for i := 0; i < 2000; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			tc.Export(ctx, g.Spans(otlpgen.Shape{Spans: 10, Attrs: 2}), grpc.WaitForReady(true))
+			cancel()
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(filepath.Join(dir, "chromium")))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	page := "http://" + admin + "/"
+	waitReady(t, admin)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("load %s: %v", page, err)
+	}
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(first, "otlpgate") || !strings.Contains(first, "Destinations") {
+		t.Fatalf("page text:\n%s", first)
+	}
+
+	// The page refreshes itself: wait, without reloading, until it shows the outage.
+	var archiveRow, backendRow, grpcRow string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		row := func(sel string) string {
+			s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('` + sel + `')||{innerText:""}).innerText`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		archiveRow, backendRow, grpcRow = row(`tr[data-dest="archive"]`), row(`tr[data-dest="backend"]`), row(`tr[data-intake="grpc"]`)
+		if strings.Contains(archiveRow, "down") && strings.Contains(archiveRow, "retry_exhausted") &&
+			strings.Contains(backendRow, "ok") && !strings.Contains(backendRow, "\t0/s") && grpcRow != "" && !strings.HasPrefix(cell(grpcRow, 2), "0/s") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed the outage:\narchive: %q\nbackend: %q\ngrpc: %q", archiveRow, backendRow, grpcRow)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("archive: %s\nbackend: %s\ngrpc: %s", archiveRow, backendRow, grpcRow)
+	// Since when: the state column is followed by how long ago it changed, and the last ack.
+	if !strings.Contains(archiveRow, "never") || !strings.Contains(archiveRow, "ago") {
+		t.Errorf("archive row does not say since when or that it never acknowledged: %q", archiveRow)
+	}
+	if up.spans.Load() == 0 {
+		t.Error("the working destination received nothing")
+	}
+	if os.Getenv("STATUS_SCREENSHOT") != "" {
+		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			os.WriteFile(os.Getenv("STATUS_SCREENSHOT"), png, 0o644)
+		}
+	}
+}
+
+// cell returns the i-th tab-separated cell of a table row's text.
+func cell(row string, i int) string {
+	f := strings.Split(row, "\t")
+	if i < len(f) {
+		return strings.TrimSpace(f[i])
+	}
+	return ""
+}
+
+func waitReady(t *testing.T, admin string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.Dial("tcp", admin)
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal(fmt.Sprintf("admin listener %s never came up", admin))
+}

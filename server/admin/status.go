@@ -1,0 +1,573 @@
+package admin
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// StatusConfig configures /status.json and the status page.
+type StatusConfig struct {
+	// Interval is how often the status is sampled from the registered metrics
+	// (-status.interval, default 2s).
+	Interval time.Duration
+	// Window is how much history the page's charts show (-status.window, default 10m).
+	Window time.Duration
+	// DownAfter marks a destination down when it holds data and has acknowledged nothing for
+	// this long (-status.down-after, default 1m).
+	DownAfter time.Duration
+	// Intakes names the intakes that are on (grpc, http, kafka, uds); the others are not shown.
+	// Empty shows every intake whose metrics exist.
+	Intakes []string
+}
+
+// DefaultStatusConfig returns the defaults documented on StatusConfig.
+func DefaultStatusConfig() StatusConfig {
+	return StatusConfig{Interval: 2 * time.Second, Window: 10 * time.Minute, DownAfter: time.Minute}
+}
+
+// Validate reports a configuration that cannot work.
+func (c StatusConfig) Validate() error {
+	switch {
+	case c.Interval < 100*time.Millisecond:
+		return errors.New("status: -status.interval must be at least 100ms")
+	case c.Window < 2*c.Interval:
+		return errors.New("status: -status.window must hold at least two intervals")
+	case c.DownAfter < c.Interval:
+		return errors.New("status: -status.down-after must be at least -status.interval")
+	}
+	return nil
+}
+
+// Status is the document /status.json serves. Rates are per second over the last minute (or
+// since start when younger); History holds one value per Interval over Window, oldest first.
+type Status struct {
+	Time          time.Time           `json:"time"`
+	UptimeSeconds float64             `json:"uptime_seconds"`
+	Ready         bool                `json:"ready"`
+	NotReady      string              `json:"not_ready,omitempty"`
+	Interval      float64             `json:"interval_seconds"`
+	Queue         QueueStatus         `json:"queue"`
+	Intakes       []IntakeStatus      `json:"intakes"`
+	Destinations  []DestinationStatus `json:"destinations"`
+	Fleets        []FleetStatus       `json:"fleets"`
+	Spool         *SpoolStatus        `json:"spool,omitempty"`
+}
+
+// QueueStatus is the pipeline's queue and the intake limiter.
+type QueueStatus struct {
+	Bytes           float64 `json:"bytes"`
+	MaxBytes        float64 `json:"max_bytes"`
+	IntakeBytes     float64 `json:"intake_bytes_in_flight"`
+	RefusedPerSec   float64 `json:"refused_items_per_second"`
+	AdmittedPerSec  float64 `json:"admitted_items_per_second"`
+	AdmittedHistory []float64
+}
+
+// IntakeStatus is one intake's traffic.
+type IntakeStatus struct {
+	Name           string             `json:"name"`
+	RequestsPerSec float64            `json:"requests_per_second"`
+	ItemsPerSec    float64            `json:"items_per_second"`
+	BytesPerSec    float64            `json:"bytes_per_second"`
+	RefusedPerSec  float64            `json:"refused_per_second"`
+	Refused        map[string]float64 `json:"refused_by_reason"`
+	History        []float64          `json:"items_history"`
+}
+
+// DestinationStatus is one destination's health and traffic.
+type DestinationStatus struct {
+	Name string `json:"name"`
+	// State is ok, degraded (retrying, throttled or dropping within the last DownAfter) or down
+	// (holding data with nothing acknowledged for DownAfter).
+	State           string             `json:"state"`
+	Since           time.Time          `json:"state_since"`
+	LastAck         *time.Time         `json:"last_ack,omitempty"`
+	LastError       string             `json:"last_error,omitempty"`
+	QueueBytes      float64            `json:"queue_bytes"`
+	InFlight        float64            `json:"in_flight_requests"`
+	ItemsPerSec     float64            `json:"acknowledged_items_per_second"`
+	LatencyP50      float64            `json:"ack_latency_p50_seconds"`
+	LatencyP99      float64            `json:"ack_latency_p99_seconds"`
+	Dropped         map[string]float64 `json:"dropped_items_by_reason"`
+	Retried         map[string]float64 `json:"retried_requests_by_reason"`
+	Throttles       float64            `json:"throttles"`
+	History         []float64          `json:"items_history"`
+	DroppedPerSec   float64            `json:"dropped_items_per_second"`
+	RetriedPerSec   float64            `json:"retried_requests_per_second"`
+	ThrottlesPerSec float64            `json:"throttles_per_second"`
+}
+
+// FleetStatus is a balanced destination's membership.
+type FleetStatus struct {
+	Name       string  `json:"name"`
+	Backends   float64 `json:"backends"`
+	Ejections  float64 `json:"ejections"`
+	Readmitted float64 `json:"readmissions"`
+}
+
+// SpoolStatus is the spool's fill.
+type SpoolStatus struct {
+	Bytes          float64 `json:"bytes"`
+	MaxBytes       float64 `json:"max_bytes"`
+	Segments       float64 `json:"segments"`
+	OldestAgeSecs  float64 `json:"oldest_unfinished_age_seconds"`
+	DroppedRecords float64 `json:"dropped_records"`
+}
+
+// sample is what one gathering of the registry yields: every counter and gauge the status uses,
+// keyed by series ("metric|label=value,...").
+type sample struct {
+	at     time.Time
+	values map[string]float64
+	hist   map[string][]bucket // ack latency per destination
+}
+
+type bucket struct {
+	le    float64
+	count float64
+}
+
+// sampler gathers the registry every Interval and keeps the samples of the last Window. The
+// status is derived from metrics only, so the admin package needs no other otlpgate package,
+// and what the page shows is what Prometheus would show.
+type sampler struct {
+	cfg     StatusConfig
+	g       prometheus.Gatherer
+	start   time.Time
+	lastErr func() map[string]string
+
+	mu struct {
+		sync.Mutex
+		ring  []sample
+		dests map[string]*destTrack
+	}
+}
+
+// destTrack is what the sampler remembers of a destination across samples.
+type destTrack struct {
+	state   string
+	since   time.Time
+	lastAck time.Time // zero: never
+	acked   float64
+	trouble time.Time // last sample where retries, throttles or drops moved
+}
+
+func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]string) *sampler {
+	s := &sampler{cfg: cfg, g: g, start: time.Now(), lastErr: lastErr}
+	s.mu.dests = map[string]*destTrack{}
+	return s
+}
+
+// take gathers one sample and updates the destinations' states. Safe for concurrent use.
+func (s *sampler) take(now time.Time) {
+	fams, _ := s.g.Gather()
+	sm := sample{at: now, values: map[string]float64{}, hist: map[string][]bucket{}}
+	for _, f := range fams {
+		name := f.GetName()
+		if !statusMetrics[name] {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			key := seriesKey(name, m.GetLabel())
+			switch {
+			case m.Counter != nil:
+				sm.values[key] += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sm.values[key] += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				dest := label(m.GetLabel(), "destination")
+				bs := sm.hist[dest]
+				for i, b := range m.GetHistogram().GetBucket() {
+					if i >= len(bs) {
+						bs = append(bs, bucket{le: b.GetUpperBound()})
+					}
+					bs[i].count += float64(b.GetCumulativeCount())
+				}
+				sm.hist[dest] = bs
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.ring = append(s.mu.ring, sm)
+	keep := int(s.cfg.Window/s.cfg.Interval) + 1
+	if len(s.mu.ring) > keep {
+		s.mu.ring = slices.Delete(s.mu.ring, 0, len(s.mu.ring)-keep)
+	}
+	s.trackLocked(sm)
+}
+
+// statusMetrics are the metrics the status reads; the others are skipped while gathering.
+var statusMetrics = map[string]bool{}
+
+func init() {
+	for _, n := range []string{
+		"otlpgate_grpc_received_requests_total", "otlpgate_grpc_received_items_total", "otlpgate_grpc_received_bytes_total", "otlpgate_grpc_refused_requests_total",
+		"otlpgate_http_received_requests_total", "otlpgate_http_received_items_total", "otlpgate_http_received_bytes_total", "otlpgate_http_refused_requests_total", "otlpgate_http_rejected_requests_total",
+		"otlpgate_kafka_requests_total", "otlpgate_kafka_exported_points_total", "otlpgate_kafka_export_errors_total",
+		"otlpgate_uds_messages_total", "otlpgate_uds_items_total", "otlpgate_uds_received_bytes_total",
+		"otlpgate_intake_refused_total", "otlpgate_intake_bytes_in_flight",
+		"otlpgate_fastpath_queue_bytes", "otlpgate_fastpath_queue_max_bytes", "otlpgate_fastpath_admitted_items_total", "otlpgate_fastpath_refused_items_total",
+		"otlpgate_client_acknowledged_items_total", "otlpgate_client_acknowledged_requests_total", "otlpgate_client_sent_requests_total",
+		"otlpgate_client_dropped_items_total", "otlpgate_client_retried_requests_total", "otlpgate_client_throttles_total",
+		"otlpgate_client_queue_bytes", "otlpgate_client_in_flight_requests", "otlpgate_client_ack_latency_seconds",
+		"otlpgate_fleet_backends", "otlpgate_fleet_ejections_total", "otlpgate_fleet_readmissions_total",
+		"otlpgate_spool_bytes", "otlpgate_spool_max_bytes", "otlpgate_spool_segments", "otlpgate_spool_oldest_unfinished_age_seconds", "otlpgate_spool_dropped_records_total",
+	} {
+		statusMetrics[n] = true
+	}
+}
+
+// seriesKey keeps the labels the status groups by: destination, reason, intake, api, outcome.
+func seriesKey(name string, ls []*dto.LabelPair) string {
+	key := name
+	for _, l := range ls {
+		switch l.GetName() {
+		case "destination", "reason", "intake", "api", "outcome", "resource":
+			key += "|" + l.GetName() + "=" + l.GetValue()
+		}
+	}
+	return key
+}
+
+func label(ls []*dto.LabelPair, name string) string {
+	for _, l := range ls {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// sum adds the series of metric whose labels include every one of want ("k=v").
+func (sm *sample) sum(metric string, want ...string) float64 {
+	var n float64
+	for k, v := range sm.values {
+		if k != metric && !hasPrefixBar(k, metric) {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			if !containsLabel(k, w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			n += v
+		}
+	}
+	return n
+}
+
+// has reports whether metric has any series in the sample.
+func (sm *sample) has(metric string) bool {
+	for k := range sm.values {
+		if k == metric || hasPrefixBar(k, metric) {
+			return true
+		}
+	}
+	return false
+}
+
+// byLabel splits metric's sum by the values of one label, among series matching want.
+func (sm *sample) byLabel(metric, lbl string, want ...string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range sm.values {
+		if k != metric && !hasPrefixBar(k, metric) {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && containsLabel(k, w)
+		}
+		if !ok {
+			continue
+		}
+		out[labelOf(k, lbl)] += v
+	}
+	return out
+}
+
+func hasPrefixBar(k, metric string) bool {
+	return len(k) > len(metric) && k[:len(metric)] == metric && k[len(metric)] == '|'
+}
+
+func containsLabel(k, kv string) bool {
+	for i := 0; i+len(kv) <= len(k); i++ {
+		if k[i] == '|' && k[i+1:min(len(k), i+1+len(kv))] == kv && (i+1+len(kv) == len(k) || k[i+1+len(kv)] == '|') {
+			return true
+		}
+	}
+	return false
+}
+
+func labelOf(k, lbl string) string {
+	p := "|" + lbl + "="
+	for i := 0; i+len(p) <= len(k); i++ {
+		if k[i:i+len(p)] == p {
+			j := i + len(p)
+			e := j
+			for e < len(k) && k[e] != '|' {
+				e++
+			}
+			return k[j:e]
+		}
+	}
+	return ""
+}
+
+// destinations returns the destination names seen in a sample.
+func (sm *sample) destinations() []string {
+	seen := map[string]bool{}
+	for k := range sm.values {
+		if d := labelOf(k, "destination"); d != "" && hasAnyPrefix(k, "otlpgate_client_") {
+			seen[d] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hasAnyPrefix(k, p string) bool { return len(k) >= len(p) && k[:len(p)] == p }
+
+// trackLocked moves each destination's state with the newest sample.
+func (s *sampler) trackLocked(sm sample) {
+	prev := sm
+	if n := len(s.mu.ring); n >= 2 {
+		prev = s.mu.ring[n-2]
+	}
+	for _, d := range sm.destinations() {
+		dw := "destination=" + d
+		t := s.mu.dests[d]
+		if t == nil {
+			t = &destTrack{state: "ok", since: sm.at}
+			s.mu.dests[d] = t
+		}
+		acked := sm.sum("otlpgate_client_acknowledged_requests_total", dw)
+		if acked > t.acked {
+			t.lastAck = sm.at
+		}
+		t.acked = acked
+		moved := func(metric string) bool { return sm.sum(metric, dw) > prev.sum(metric, dw) }
+		if moved("otlpgate_client_retried_requests_total") || moved("otlpgate_client_throttles_total") ||
+			moved("otlpgate_client_dropped_items_total") {
+			t.trouble = sm.at
+		}
+		holding := sm.sum("otlpgate_client_queue_bytes", dw) > 0 || sm.sum("otlpgate_client_in_flight_requests", dw) > 0
+		quietSince := t.lastAck
+		if quietSince.IsZero() {
+			quietSince = s.start
+		}
+		state := "ok"
+		switch {
+		case holding && sm.at.Sub(quietSince) >= s.cfg.DownAfter:
+			state = "down"
+		case !t.trouble.IsZero() && sm.at.Sub(t.trouble) < s.cfg.DownAfter:
+			state = "degraded"
+		}
+		if state != t.state {
+			t.state, t.since = state, sm.at
+		}
+	}
+}
+
+// rate is the per-second increase of f between the sample a minute (or as far as the ring goes)
+// before the newest, and the newest.
+func rate(ring []sample, f func(*sample) float64) float64 {
+	if len(ring) < 2 {
+		return 0
+	}
+	last := &ring[len(ring)-1]
+	i := len(ring) - 2
+	for i > 0 && last.at.Sub(ring[i].at) < time.Minute {
+		i--
+	}
+	dt := last.at.Sub(ring[i].at).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return max(0, (f(last)-f(&ring[i]))/dt)
+}
+
+// history is the per-second increase of f between consecutive samples.
+func history(ring []sample, f func(*sample) float64) []float64 {
+	out := make([]float64, 0, len(ring))
+	for i := 1; i < len(ring); i++ {
+		dt := ring[i].at.Sub(ring[i-1].at).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		out = append(out, round(max(0, (f(&ring[i])-f(&ring[i-1]))/dt)))
+	}
+	return out
+}
+
+func round(v float64) float64 { return math.Round(v*100) / 100 }
+
+// quantile estimates the q quantile of the acknowledgements of the last minute from the
+// cumulative buckets of two samples, interpolating within a bucket.
+func quantile(q float64, from, to []bucket) float64 {
+	if len(to) == 0 {
+		return 0
+	}
+	d := make([]float64, len(to))
+	for i := range to {
+		d[i] = to[i].count
+		if i < len(from) {
+			d[i] -= from[i].count
+		}
+	}
+	total := d[len(d)-1]
+	if total <= 0 {
+		return 0
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for i, c := range d {
+		if c >= rank {
+			if c == below {
+				return to[i].le
+			}
+			return lower + (to[i].le-lower)*(rank-below)/(c-below)
+		}
+		lower, below = to[i].le, c
+	}
+	return to[len(to)-1].le
+}
+
+// status builds the document from the samples. Safe for concurrent use.
+func (s *sampler) status(now time.Time) Status {
+	s.mu.Lock()
+	ring := slices.Clone(s.mu.ring)
+	tracks := map[string]destTrack{}
+	for k, v := range s.mu.dests {
+		tracks[k] = *v
+	}
+	s.mu.Unlock()
+	st := Status{Time: now, UptimeSeconds: round(now.Sub(s.start).Seconds()), Interval: s.cfg.Interval.Seconds(),
+		Intakes: []IntakeStatus{}, Destinations: []DestinationStatus{}, Fleets: []FleetStatus{}}
+	if len(ring) == 0 {
+		return st
+	}
+	last := &ring[len(ring)-1]
+	st.Queue = QueueStatus{
+		Bytes: last.sum("otlpgate_fastpath_queue_bytes"), MaxBytes: last.sum("otlpgate_fastpath_queue_max_bytes"),
+		IntakeBytes:     last.sum("otlpgate_intake_bytes_in_flight"),
+		AdmittedPerSec:  round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_fastpath_admitted_items_total") })),
+		RefusedPerSec:   round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_fastpath_refused_items_total") })),
+		AdmittedHistory: history(ring, func(x *sample) float64 { return x.sum("otlpgate_fastpath_admitted_items_total") }),
+	}
+	for _, in := range intakeDefs {
+		if !last.has(in.items) && !last.has(in.requests) {
+			continue
+		}
+		if len(s.cfg.Intakes) > 0 && !slices.Contains(s.cfg.Intakes, in.name) {
+			continue
+		}
+		is := IntakeStatus{Name: in.name,
+			RequestsPerSec: round(rate(ring, func(x *sample) float64 { return x.sum(in.requests, in.requestsWant...) })),
+			ItemsPerSec:    round(rate(ring, func(x *sample) float64 { return x.sum(in.items, in.itemsWant...) })),
+			BytesPerSec:    round(rate(ring, func(x *sample) float64 { return x.sum(in.bytes) })),
+			History:        history(ring, func(x *sample) float64 { return x.sum(in.items, in.itemsWant...) }),
+			Refused:        map[string]float64{},
+		}
+		refused := func(x *sample) float64 {
+			n := x.sum("otlpgate_intake_refused_total", "intake="+in.name)
+			for _, m := range in.refused {
+				n += x.sum(m)
+			}
+			return n
+		}
+		is.RefusedPerSec = round(rate(ring, refused))
+		for _, m := range in.refused {
+			for r, v := range last.byLabel(m, "reason") {
+				is.Refused[r] += v
+			}
+		}
+		for r, v := range last.byLabel("otlpgate_intake_refused_total", "resource", "intake="+in.name) {
+			is.Refused["limiter "+r] += v
+		}
+		st.Intakes = append(st.Intakes, is)
+	}
+	var errs map[string]string
+	if s.lastErr != nil {
+		errs = s.lastErr()
+	}
+	minuteAgo := &ring[0]
+	for i := len(ring) - 2; i >= 0; i-- {
+		minuteAgo = &ring[i]
+		if last.at.Sub(ring[i].at) >= time.Minute {
+			break
+		}
+	}
+	for _, d := range last.destinations() {
+		dw := "destination=" + d
+		t := tracks[d]
+		ds := DestinationStatus{Name: d, State: t.state, Since: t.since, LastError: errs[d],
+			QueueBytes:  last.sum("otlpgate_client_queue_bytes", dw),
+			InFlight:    last.sum("otlpgate_client_in_flight_requests", dw),
+			ItemsPerSec: round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) })),
+			Dropped:     last.byLabel("otlpgate_client_dropped_items_total", "reason", dw),
+			Retried:     last.byLabel("otlpgate_client_retried_requests_total", "reason", dw),
+			Throttles:   last.sum("otlpgate_client_throttles_total", dw),
+			History:     history(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) }),
+			LatencyP50:  round(quantile(0.5, minuteAgo.hist[d], last.hist[d])*1e4) / 1e4,
+			LatencyP99:  round(quantile(0.99, minuteAgo.hist[d], last.hist[d])*1e4) / 1e4,
+			DroppedPerSec: round(rate(ring, func(x *sample) float64 {
+				return x.sum("otlpgate_client_dropped_items_total", dw)
+			})),
+			RetriedPerSec:   round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_retried_requests_total", dw) })),
+			ThrottlesPerSec: round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_throttles_total", dw) })),
+		}
+		if !t.lastAck.IsZero() {
+			la := t.lastAck
+			ds.LastAck = &la
+		}
+		st.Destinations = append(st.Destinations, ds)
+	}
+	for d, n := range last.byLabel("otlpgate_fleet_backends", "destination") {
+		dw := "destination=" + d
+		st.Fleets = append(st.Fleets, FleetStatus{Name: d, Backends: n,
+			Ejections:  last.sum("otlpgate_fleet_ejections_total", dw),
+			Readmitted: last.sum("otlpgate_fleet_readmissions_total", dw)})
+	}
+	sort.Slice(st.Fleets, func(i, j int) bool { return st.Fleets[i].Name < st.Fleets[j].Name })
+	if max := last.sum("otlpgate_spool_max_bytes"); max > 0 {
+		st.Spool = &SpoolStatus{Bytes: last.sum("otlpgate_spool_bytes"), MaxBytes: max,
+			Segments:       last.sum("otlpgate_spool_segments"),
+			OldestAgeSecs:  last.sum("otlpgate_spool_oldest_unfinished_age_seconds"),
+			DroppedRecords: last.sum("otlpgate_spool_dropped_records_total")}
+	}
+	return st
+}
+
+// intakeDef says which metrics describe an intake.
+type intakeDef struct {
+	name                    string
+	requests, items, bytes  string
+	requestsWant, itemsWant []string
+	refused                 []string
+}
+
+var intakeDefs = []intakeDef{
+	{name: "grpc", requests: "otlpgate_grpc_received_requests_total", items: "otlpgate_grpc_received_items_total",
+		bytes: "otlpgate_grpc_received_bytes_total", refused: []string{"otlpgate_grpc_refused_requests_total"}},
+	{name: "http", requests: "otlpgate_http_received_requests_total", items: "otlpgate_http_received_items_total",
+		bytes: "otlpgate_http_received_bytes_total", refused: []string{"otlpgate_http_refused_requests_total", "otlpgate_http_rejected_requests_total"}},
+	{name: "kafka", requests: "otlpgate_kafka_requests_total", requestsWant: []string{"api=push_telemetry"},
+		items: "otlpgate_kafka_exported_points_total", refused: []string{"otlpgate_kafka_export_errors_total"}},
+	{name: "uds", requests: "otlpgate_uds_messages_total", items: "otlpgate_uds_items_total", itemsWant: []string{"outcome=accepted"},
+		bytes: "otlpgate_uds_received_bytes_total"},
+}
