@@ -225,13 +225,14 @@ func countReadError(err error, inRequest bool) {
 	}
 }
 
-// buffered is what connections hold in request and decompression buffers, with its high-water
-// mark: what the intake limiter bounds, measured on the buffers themselves.
+// buffered is what connections hold in buffers (requests, decompressed and labelled pushes,
+// responses), with its high-water mark: what the limits bound, measured on the buffers
+// themselves.
 var buffered, bufferedHigh atomic.Int64
 
 var _ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "otlpgate_kafka_buffered_bytes",
-	Help: "Bytes Kafka connections hold in request and decompression buffers before admission (bounded through -intake.max-bytes and -intake.max-decodes).",
+	Help: "Bytes Kafka connections hold in buffers: requests being handled, decompressed and labelled pushes (bounded through -intake.max-bytes and -intake.max-decodes), and responses (over 16KiB charged to -intake.max-bytes while written; each connection keeps one small buffer between requests).",
 }, func() float64 { return float64(buffered.Load()) })
 
 // noteBuffered adds n (negative: gives back) to buffered and returns n.
