@@ -57,7 +57,8 @@ var (
 	})
 )
 
-// pushTelemetry answers PushTelemetry.
+// pushTelemetry answers PushTelemetry. A client id over -kafka.max-client-id-bytes gets
+// INVALID_REQUEST without touching any instance.
 func (c *conn) pushTelemetry() ([]byte, bool) {
 	requestsPush.Inc()
 	r := &c.pushReq
