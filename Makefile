@@ -134,8 +134,9 @@ profile-diff: ## compare two CPU profiles: make profile-diff BASE=profiles/a.cpu
 	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make profile-diff BASE=... NEW=..."; exit 2; }
 	$(GO) tool pprof -top -diff_base $(BASE) $(NEW)
 
-soak: build ## 10 minutes of mixed load; reports RSS, goroutine and descriptor growth (not in CI)
+soak: build ## 10 minutes of mixed load; reports RSS, goroutine and descriptor growth; then the hostile suite's long forms (not in CI)
 	./$(BIN)/otlpbench soak -gate ./$(BIN)/otlpgate -duration $${SOAK_DURATION:-10m}
+	HOSTILE_LONG=1 $(GO) test -count=1 -timeout 30m ./internal/hostile/
 
 clean:
 	rm -rf $(BIN)

@@ -20,7 +20,7 @@ var apiKeys = func() []kmsg.ApiVersionsResponseApiKey {
 // apiVersions answers a supported ApiVersions. From v3 on the request names the client
 // software, which becomes the client_software_name and client_software_version labels; like
 // Apache Kafka, a name or version outside [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? gets
-// INVALID_REQUEST.
+// INVALID_REQUEST, and so does one longer than -kafka.max-software-bytes.
 func (c *conn) apiVersions() ([]byte, bool) {
 	requestsApiVersions.Inc()
 	r := &c.apiReq
@@ -34,7 +34,9 @@ func (c *conn) apiVersions() ([]byte, bool) {
 	resp.Version = c.hdr.version
 	resp.ApiKeys = apiKeys
 	if r.Version >= 3 {
-		if !validSoftware(r.ClientSoftwareName) || !validSoftware(r.ClientSoftwareVersion) {
+		// The length first: validSoftware reads every byte of what may be megabytes.
+		if !c.softwareFits(r.ClientSoftwareName, r.ClientSoftwareVersion) ||
+			!validSoftware(r.ClientSoftwareName) || !validSoftware(r.ClientSoftwareVersion) {
 			resp.ErrorCode = errInvalidRequest
 		} else {
 			c.noteSoftware(r.ClientSoftwareName, r.ClientSoftwareVersion)

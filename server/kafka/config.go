@@ -59,6 +59,28 @@ type Config struct {
 	// otlpgate_kafka_export_errors_total{reason="too_large"} (-kafka.telemetry-max-bytes,
 	// default 1MiB).
 	TelemetryMaxBytes int
+	// MaxClientIDBytes caps the client id a client is labelled with. A longer one is never
+	// kept: GetTelemetrySubscriptions and PushTelemetry carrying it are answered
+	// INVALID_REQUEST (the client stops its telemetry), counted in
+	// otlpgate_kafka_oversized_labels_total{label="client_id"} (-kafka.max-client-id-bytes,
+	// default 256). Kafka clients send short ids ("rdkafka", "producer-1").
+	MaxClientIDBytes int
+	// MaxSoftwareBytes caps the client software name and version of ApiVersions v3+; a longer
+	// one is answered INVALID_REQUEST, as Apache Kafka answers a malformed one, counted in
+	// otlpgate_kafka_oversized_labels_total{label="client_software_name"} or
+	// {label="client_software_version"} (-kafka.max-software-bytes, default 128).
+	MaxSoftwareBytes int
+	// MaxInstanceBytes bounds the memory of the client instances remembered, as estimated by
+	// instanceBytes; past it the least recently seen are evicted, counted in
+	// otlpgate_kafka_instances_removed_total{reason="evicted"} and measured by
+	// otlpgate_kafka_instance_bytes (-kafka.max-instance-bytes, default 16MiB).
+	MaxInstanceBytes int64
+	// TLSCert, TLSKey: server certificate and key files (PEM) that turn TLS on for the listener;
+	// TLSClientCA: a CA file that turns on mutual TLS, so that only clients with a certificate
+	// it signed are served (-kafka.tls.cert, -kafka.tls.key, -kafka.tls.client-ca, default ""
+	// each: plain TCP). The Kafka protocol as served here has no other authentication. A
+	// failed handshake is counted in otlpgate_kafka_tls_handshake_errors_total.
+	TLSCert, TLSKey, TLSClientCA string
 	// DeltaTemporality asks clients for delta sums and histograms instead of cumulative ones
 	// (-kafka.delta-temporality, default true).
 	DeltaTemporality bool
@@ -82,6 +104,9 @@ func DefaultConfig() Config {
 		DefaultMetrics:    []string{allMetrics},
 		DefaultInterval:   time.Minute,
 		TelemetryMaxBytes: 1 << 20,
+		MaxClientIDBytes:  256,
+		MaxSoftwareBytes:  128,
+		MaxInstanceBytes:  16 << 20,
 		DeltaTemporality:  true,
 	}
 }
@@ -89,6 +114,13 @@ func DefaultConfig() Config {
 // maxRequestBytesLimit bounds MaxRequestBytes: Kafka sizes are int32, and one request is held
 // in memory whole.
 const maxRequestBytesLimit = 1 << 30
+
+// maxLabelLimit bounds the label caps: a client id's length is an int16.
+const maxLabelLimit = 32767
+
+// minInstanceBytesLimit is the smallest instance budget: room for a few instances with every
+// label at its largest.
+const minInstanceBytesLimit = 64 << 10
 
 // Validate reports a configuration that cannot work. An empty Listen is valid (off); the rest is
 // checked anyway so that a bad flag is reported even when the listener is off. Safe for
@@ -124,6 +156,23 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInstances < 1 {
 		return errors.New("kafka: max instances must be at least 1")
+	}
+	// A request header's client id has an int16 length; software names are compact strings
+	// but clients keep them as short as ids.
+	if c.MaxClientIDBytes < 1 || c.MaxClientIDBytes > maxLabelLimit {
+		return fmt.Errorf("kafka: max client id bytes %d outside [1, %d]", c.MaxClientIDBytes, maxLabelLimit)
+	}
+	if c.MaxSoftwareBytes < 1 || c.MaxSoftwareBytes > maxLabelLimit {
+		return fmt.Errorf("kafka: max software bytes %d outside [1, %d]", c.MaxSoftwareBytes, maxLabelLimit)
+	}
+	if c.MaxInstanceBytes < minInstanceBytesLimit {
+		return fmt.Errorf("kafka: max instance bytes %d below %d", c.MaxInstanceBytes, minInstanceBytesLimit)
+	}
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("kafka: TLS needs both a certificate and a key")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return errors.New("kafka: a client CA (mTLS) needs a server certificate")
 	}
 	if c.DefaultInterval < MinInterval || c.DefaultInterval > MaxInterval {
 		return fmt.Errorf("kafka: default interval %v outside [%v, %v]", c.DefaultInterval, MinInterval, MaxInterval)

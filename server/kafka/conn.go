@@ -43,6 +43,10 @@ var (
 		Name: "otlpgate_kafka_instances",
 		Help: "Kafka client instances (KIP-714) currently known.",
 	}, func() float64 { return sumLive(func(s *Server) int { return s.reg.len() }) })
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "otlpgate_kafka_instance_bytes",
+		Help: "Estimated memory of the Kafka client instances known (labels, attributes, plans), bounded by -kafka.max-instance-bytes.",
+	}, func() float64 { return sumLive(func(s *Server) int { return int(s.reg.bytes()) }) })
 	rejectedConns = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_rejected_connections_total",
 		Help: "Kafka connections closed on accept because -kafka.max-connections were open.",
@@ -90,7 +94,11 @@ type conn struct {
 	telemetry bool
 
 	hdr header
-	out []byte // response buffer, reused
+	out []byte // response buffer, reused while small (response.go)
+	// outNoted is the capacity of out counted in otlpgate_kafka_buffered_bytes; outCharged the
+	// limiter bytes a large response holds until it is written.
+	outNoted   int
+	outCharged int64
 
 	apiReq   kmsg.ApiVersionsRequest
 	apiResp  kmsg.ApiVersionsResponse
@@ -103,7 +111,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, out: make([]byte, 0, 512)}
+	c := &conn{s: s, nc: nc}
 	addr, port := splitAddr(nc.RemoteAddr())
 	c.lbl = &clientLabels{sourceAddress: addr, sourcePort: port}
 	host, p := s.advHost, s.advPort
@@ -186,9 +194,13 @@ func (c *conn) serve() {
 			c.releaseRequest(held)
 		}
 		if ok {
+			ok = c.chargeResponse()
+		}
+		if ok {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err = c.nc.Write(resp)
 		}
+		c.endResponse()
 		if !ok || err != nil {
 			return
 		}
@@ -213,13 +225,14 @@ func countReadError(err error, inRequest bool) {
 	}
 }
 
-// buffered is what connections hold in request and decompression buffers, with its high-water
-// mark: what the intake limiter bounds, measured on the buffers themselves.
+// buffered is what connections hold in buffers (requests, decompressed and labelled pushes,
+// responses), with its high-water mark: what the limits bound, measured on the buffers
+// themselves.
 var buffered, bufferedHigh atomic.Int64
 
 var _ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "otlpgate_kafka_buffered_bytes",
-	Help: "Bytes Kafka connections hold in request and decompression buffers before admission (bounded through -intake.max-bytes and -intake.max-decodes).",
+	Help: "Bytes Kafka connections hold in buffers: requests being handled, decompressed and labelled pushes (bounded through -intake.max-bytes and -intake.max-decodes), and responses (over 16KiB charged to -intake.max-bytes while written; each connection keeps one small buffer between requests).",
 }, func() float64 { return float64(buffered.Load()) })
 
 // noteBuffered adds n (negative: gives back) to buffered and returns n.
@@ -334,7 +347,9 @@ func (c *conn) handle(req []byte) (resp []byte, ok bool) {
 		badMalformed.Inc()
 		return nil, false
 	}
-	c.noteClientID(h.clientID)
+	if c.clientIDFits() {
+		c.noteClientID(h.clientID)
+	}
 	switch h.key {
 	case keyApiVersions:
 		return c.apiVersions()
@@ -356,12 +371,4 @@ func (c *conn) noteClientID(id []byte) {
 	l := *c.lbl
 	l.clientID = string(id)
 	c.lbl = &l
-}
-
-// respond encodes r after a response header for the current request. ApiVersions passes
-// flexible false whatever its version.
-func (c *conn) respond(r kmsg.Response, flexible bool) []byte {
-	c.out = appendResponseStart(c.out[:0], c.hdr.correlation, flexible)
-	c.out = r.AppendTo(c.out)
-	return finishResponse(c.out, 0)
 }

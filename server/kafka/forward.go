@@ -13,24 +13,32 @@ import (
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 )
 
-var errNotMetricsData = errors.New("kafka: payload is not OTLP MetricsData")
+var (
+	errNotMetricsData = errors.New("kafka: payload is not OTLP MetricsData")
+	// errLabelledTooLarge: the client labels, added to every resource entry the push keeps,
+	// would take the body past its bound. A client sends one resource per push; a payload of
+	// thousands of tiny entries would otherwise make each of them cost a label set.
+	errLabelledTooLarge = errors.New("kafka: labelled payload exceeds its bound")
+)
 
 // forward keeps the metrics of a decompressed MetricsData that p subscribes to, sets the client
 // labels on every resource and hands the result to next. It returns the data points handed
 // over and whether anything was (a push whose metrics are all filtered out sends nothing).
-// errNotMetricsData means the payload does not decode; any other error is next's.
+// errNotMetricsData means the payload does not decode; errLabelledTooLarge that the labelled
+// body would exceed limit bytes; any other error is next's.
 //
 // A payload the full-depth scan accepts is rewritten on the wire (rewrite.go) and costs no
 // allocation; any other one goes through forwardDecoded, which decides as a decoder does. The
 // scan is stricter than the decoder only in refusing group wire types and nesting beyond
 // fastpath.MaxNesting, so those few payloads keep their old fate.
-func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
+//
+// The body buffer starts at what one labelled resource needs and grows only as entries are
+// kept, never past limit: its size follows what is written, not what the payload announces.
+func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
 	if _, err := fastpath.ScanRequest(fastpath.Metrics, data, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
-		return forwardDecoded(next, data, p, attrs)
+		return forwardDecoded(next, data, p, attrs, limit)
 	}
-	// Fields other than resource_metrics mean the bytes merely parse as protobuf. Counting the
-	// entries bounds what the labels add.
-	entries := 0
+	// Fields other than resource_metrics mean the bytes merely parse as protobuf.
 	for it := fastpath.NewTopLevel(data); ; {
 		f, ok := it.Next()
 		if !ok {
@@ -39,26 +47,40 @@ func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.Key
 		if f.Num != 1 {
 			return 0, false, errNotMetricsData
 		}
-		entries++
 	}
-	labels := 0
-	for _, kv := range attrs {
-		labels += 1 + protowire.SizeVarint(uint64(kv.SizeVT())) + kv.SizeVT()
-	}
-	// Room for every entry labelled and every length prefix's reserve; append grows the
-	// buffer if a guess is ever short.
-	bp := pool.GetBytes(len(data) + entries*(labels+4*lenPrefixRoom) + 4*lenPrefixRoom)
-	defer pool.PutBytes(bp)
-	body := (*bp)[:0]
+	labels := labelBytes(attrs)
+	bp := pool.GetBytes(min(limit, len(data)+labels+entryRoom))
+	held := noteBuffered(cap(*bp))
+	defer func() {
+		noteBuffered(-held)
+		pool.PutBytes(bp)
+	}()
 	st := rewriteState{plan: p, attrs: attrs}
 	for it := fastpath.NewTopLevel(data); ; {
 		f, ok := it.Next()
 		if !ok {
 			break
 		}
-		body, _ = st.appendResourceMetrics(body, data[f.Value:f.End])
+		rm := data[f.Value:f.End]
+		if !st.keepsAny(rm) {
+			continue
+		}
+		// An entry written out is at most its own bytes, one label set and the room its
+		// length prefixes take while open.
+		need := len(*bp) + (f.End - f.Tag) + labels + entryRoom
+		if need > limit {
+			return 0, false, errLabelledTooLarge
+		}
+		if need > cap(*bp) {
+			grown := pool.GetBytes(min(limit, max(need, 2*cap(*bp))))
+			*grown = append(*grown, *bp...)
+			pool.PutBytes(bp)
+			bp = grown
+			held += noteBuffered(cap(*bp) - held)
+		}
+		*bp, _ = st.appendResourceMetrics(*bp, rm)
 	}
-	*bp = body
+	body := *bp
 	if len(body) == 0 {
 		return 0, false, nil
 	}
@@ -68,11 +90,26 @@ func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.Key
 	return st.points, true, nil
 }
 
+// entryRoom is what writing one resource entry may add to its own bytes besides the labels:
+// a Resource header where it had none, and the reserve of the three length prefixes open at
+// once (entry, resource or scope, metric list).
+const entryRoom = 4*lenPrefixRoom + 8
+
+// labelBytes is the encoded size of the client labels as Resource attributes.
+func labelBytes(attrs []*commonv1.KeyValue) int {
+	n := 0
+	for _, kv := range attrs {
+		sz := kv.SizeVT()
+		n += 1 + protowire.SizeVarint(uint64(sz)) + sz
+	}
+	return n
+}
+
 // forwardDecoded is forward by decoding into objects, for the payloads the scan refuses.
 //
 // MetricsData and ExportMetricsServiceRequest share field 1 (resource_metrics), so the payload
 // decodes as the request type, whose pool keeps the top-level objects between pushes.
-func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue) (int, bool, error) {
+func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
 	req := colmetricsv1.ExportMetricsServiceRequestFromVTPool()
 	defer req.ReturnToVTPool()
 	if err := req.UnmarshalVT(data); err != nil {
@@ -97,12 +134,19 @@ func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commo
 	if size == 0 {
 		return 0, false, nil
 	}
+	if size > limit {
+		return 0, false, errLabelledTooLarge
+	}
 
 	// Encode as the body of an ExportMetricsServiceRequest: one field-1 entry per resource
 	// that kept something. The pooled request's slice is skipped over, never compacted: its
 	// backing array is reused by the next decode.
 	bp := pool.GetBytes(size)
-	defer pool.PutBytes(bp)
+	held := noteBuffered(cap(*bp))
+	defer func() {
+		noteBuffered(-held)
+		pool.PutBytes(bp)
+	}()
 	body := (*bp)[:0]
 	for _, rm := range req.ResourceMetrics {
 		if len(rm.ScopeMetrics) == 0 {

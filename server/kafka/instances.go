@@ -3,6 +3,7 @@ package kafka
 import (
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -17,7 +18,7 @@ var (
 	})
 	instancesRemoved = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_instances_removed_total",
-		Help: "Kafka client instances forgotten, by reason: expired (silent for max(60s, 3 push intervals)), evicted (-kafka.max-instances reached, least recently seen first), connection_closed.",
+		Help: "Kafka client instances forgotten, by reason: expired (silent for max(60s, 3 push intervals)), evicted (-kafka.max-instances or -kafka.max-instance-bytes reached, least recently seen first), connection_closed.",
 	}, []string{"reason"})
 	removedExpired    = instancesRemoved.WithLabelValues("expired")
 	removedEvicted    = instancesRemoved.WithLabelValues("evicted")
@@ -48,6 +49,8 @@ type instance struct {
 	terminating bool // a push with Terminating set was accepted
 
 	prev, next *instance // recency list, most recent at the head
+
+	bytes int64 // instanceBytes of lbl and plan, counted in registry.mu.bytes
 }
 
 // ttl is how long the instance is kept without a request.
@@ -55,22 +58,27 @@ func (in *instance) ttl() time.Duration {
 	return max(minInstanceTTL, 3*in.plan.interval)
 }
 
-// registry holds the client instances, bounded in number, least recently seen evicted first.
+// registry holds the client instances, bounded in number and in bytes, least recently seen
+// evicted first.
 //
 // Invariants (under mu):
 //  1. Every instance in byID is on the recency list exactly once, and nothing else is.
 //  2. Every instance has a non-nil plan, lbl and attrs.
+//  3. bytes is the sum of the bytes of the instances in byID; outside a method it is at most
+//     maxBytes, or the list holds one instance only.
 type registry struct {
-	max int
-	mu  struct {
+	max      int
+	maxBytes int64
+	mu       struct {
 		sync.Mutex
 		byID       map[[16]byte]*instance
 		head, tail *instance
+		bytes      int64
 	}
 }
 
-func newRegistry(max int) *registry {
-	r := &registry{max: max}
+func newRegistry(max int, maxBytes int64) *registry {
+	r := &registry{max: max, maxBytes: maxBytes}
 	r.mu.byID = make(map[[16]byte]*instance)
 	return r
 }
@@ -104,6 +112,7 @@ func (r *registry) get(c *conn, lbl *clientLabels, id [16]byte, set *subscriptio
 	r.refreshLocked(in, c, lbl, set)
 	in.fetched = true
 	r.touchLocked(in, now)
+	r.fitLocked()
 	return subscriptionAnswer{id: in.id, subID: in.subID, plan: in.plan}
 }
 
@@ -143,10 +152,12 @@ func (r *registry) admitPush(c *conn, lbl *clientLabels, id [16]byte, subID int3
 		in = r.createLocked(id)
 		r.refreshLocked(in, c, lbl, set)
 		r.touchLocked(in, now)
+		r.fitLocked()
 		return pushVerdict{code: errUnknownSubscriptionID, reason: pushUnknownInstance}
 	}
 	r.refreshLocked(in, c, lbl, set)
 	r.touchLocked(in, now)
+	r.fitLocked()
 	if in.terminating {
 		return pushVerdict{code: errInvalidRequest, reason: pushAfterTerminating}
 	}
@@ -207,6 +218,38 @@ func (r *registry) refreshLocked(in *instance, c *conn, lbl *clientLabels, set *
 	in.plan = set.resolve(&vals)
 	in.gen = set.gen
 	in.subID = subscriptionID(in.plan, in.id)
+	b := instanceBytes(&vals, in.plan)
+	r.mu.bytes += b - in.bytes
+	in.bytes = b
+}
+
+// fitLocked evicts the least recently seen instances while the registry holds more than
+// maxBytes, sparing the most recent one (the caller's, just touched): an instance at the
+// label caps takes a few KiB, and the budget is at least 64KiB.
+func (r *registry) fitLocked() {
+	for r.mu.bytes > r.maxBytes && r.mu.tail != nil && r.mu.tail != r.mu.head {
+		r.removeLocked(r.mu.tail)
+		removedEvicted.Inc()
+	}
+}
+
+// instanceOverhead is what an instance costs besides its label values and its plan's
+// prefixes: the instance, its map entry, its id string, and the six attributes (KeyValue,
+// AnyValue and the string wrapper each) with their slice. A round upper bound of what the
+// parts measure on 64-bit platforms; TestInstanceBytesEstimate checks it against the heap.
+const instanceOverhead = int64(unsafe.Sizeof(instance{})) + 64 + 48 +
+	int64(len(labelNames))*(96+64+32+8) + int64(unsafe.Sizeof(plan{})) + 64
+
+// instanceBytes estimates the memory of an instance with these label values and this plan.
+// The values are counted whole even where connections share them, so that the estimate is an
+// upper bound.
+func instanceBytes(vals *[len(labelNames)]string, p *plan) int64 {
+	n := instanceOverhead
+	for _, v := range vals {
+		n += int64(len(v))
+	}
+	// The plan's own prefix slice; the strings belong to the subscriptions.
+	return n + 16*int64(cap(p.prefixes))
 }
 
 // labelAttrs builds the resource attributes for a client's label values.
@@ -258,6 +301,7 @@ func (r *registry) unlinkLocked(in *instance) {
 func (r *registry) removeLocked(in *instance) {
 	r.unlinkLocked(in)
 	delete(r.mu.byID, in.id)
+	r.mu.bytes -= in.bytes
 	in.owner = nil
 }
 
@@ -295,6 +339,13 @@ func (r *registry) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.mu.byID)
+}
+
+// bytes returns the estimated bytes of the instances. Safe for concurrent use.
+func (r *registry) bytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.bytes
 }
 
 // clear forgets every instance (at shutdown), keeping the gauge right when a process runs more

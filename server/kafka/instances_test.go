@@ -52,7 +52,7 @@ func TestNewID(t *testing.T) {
 }
 
 func TestRegistryGet(t *testing.T) {
-	r := newRegistry(10)
+	r := newRegistry(10, 1<<30)
 	defer r.clear()
 	set := testSet(t, 1, time.Second)
 	c := &conn{}
@@ -92,7 +92,7 @@ func TestRegistryExpiry(t *testing.T) {
 		{20 * time.Minute, time.Hour},         // a long one
 		{20*time.Second + time.Millisecond, time.Minute + 3*time.Millisecond},
 	} {
-		r := newRegistry(10)
+		r := newRegistry(10, 1<<30)
 		set := testSet(t, 1, tc.interval)
 		now := time.Unix(1000, 0)
 		a := r.get(&conn{}, &clientLabels{}, [16]byte{}, set, now)
@@ -114,7 +114,7 @@ func TestRegistryExpiry(t *testing.T) {
 	}
 
 	// Lookups expire too, without waiting for the sweep.
-	r := newRegistry(10)
+	r := newRegistry(10, 1<<30)
 	defer r.clear()
 	set := testSet(t, 1, time.Second)
 	now := time.Unix(1000, 0)
@@ -130,7 +130,7 @@ func TestRegistryExpiry(t *testing.T) {
 }
 
 func TestRegistryEvictsLeastRecentlySeen(t *testing.T) {
-	r := newRegistry(3)
+	r := newRegistry(3, 1<<30)
 	defer r.clear()
 	set := testSet(t, 1, time.Second)
 	c := &conn{}
@@ -179,7 +179,7 @@ func checkList(t *testing.T, r *registry) {
 }
 
 func TestRegistryDropConn(t *testing.T) {
-	r := newRegistry(10)
+	r := newRegistry(10, 1<<30)
 	defer r.clear()
 	set := testSet(t, 1, time.Second)
 	c1, c2 := &conn{}, &conn{}

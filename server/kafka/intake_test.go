@@ -156,15 +156,17 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	}
 	// Request bodies take their tier size from the limiter; a pooled buffer of a tier may have
 	// grown to just under twice it. Each decode holds one decompression buffer of the
-	// telemetry limit's tier, under the same factor.
-	bound := int64(2*maxBytes + 2*decodes*pool.Cap(cfg.TelemetryMaxBytes))
+	// telemetry limit's tier and one labelled body of at most twice the limit, under the same
+	// factor. Every connection keeps a small response buffer.
+	bound := int64(2*maxBytes + 2*decodes*(pool.Cap(cfg.TelemetryMaxBytes)+pool.Cap(2*cfg.TelemetryMaxBytes)) + clients*smallBufSize)
 	high := bufferedHigh.Load()
 	t.Logf("%d clients, %d-byte pushes: buffered high water %d bytes (bound %d), limiter high water %d of %d",
 		clients, len(payloads[0]), high, bound, lim.HighWaterBytes(), maxBytes)
 	if high > bound {
 		t.Fatalf("connections held %d bytes at once, bound %d", high, bound)
 	}
-	if lim.Bytes() != 0 || lim.Decodes() != 0 || buffered.Load() != 0 {
+	// What stays is the response buffers of the idle connections, small ones.
+	if lim.Bytes() != 0 || lim.Decodes() != 0 || buffered.Load() > clients*1024 {
 		t.Fatalf("after the pushes: limiter %d bytes %d decodes, buffered %d", lim.Bytes(), lim.Decodes(), buffered.Load())
 	}
 }

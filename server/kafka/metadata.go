@@ -15,10 +15,22 @@ func (c *conn) metadata() ([]byte, bool) {
 	requestsMetadata.Inc()
 	r := &c.metaReq
 	r.Version = c.hdr.version
-	if err := r.ReadFrom(c.hdr.body); err != nil {
+	// Topic names alias the request buffer, which outlives the response; endResponse drops
+	// them with the decoded request.
+	if err := r.UnsafeReadFrom(c.hdr.body); err != nil {
 		badMalformed.Inc()
 		return nil, false
 	}
+	// Each topic is answered with its name and at most 32 bytes of fixed fields; the rest of
+	// the response (header, the one broker, cluster id) fits in 128 bytes and the host.
+	size := 128 + len(c.broker[0].Host)
+	for _, t := range r.Topics {
+		size += 32
+		if t.Topic != nil {
+			size += len(*t.Topic)
+		}
+	}
+	c.reserveOut(size)
 	resp := &c.metaResp
 	*resp = kmsg.NewMetadataResponse()
 	resp.Version = c.hdr.version

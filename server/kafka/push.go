@@ -36,12 +36,13 @@ var (
 	})
 	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
-		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full and intake_busy (THROTTLING_QUOTA_EXCEEDED; intake_busy: the intake limiter of -intake.max-bytes and -intake.max-decodes had no room within -intake.wait), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full and intake_busy (THROTTLING_QUOTA_EXCEEDED; intake_busy: the intake limiter of -intake.max-bytes and -intake.max-decodes had no room within -intake.wait), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})
 	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
 	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
 	errUnsupportedCodec    = exportErrors.WithLabelValues("unsupported_compression")
 	errTooLarge            = exportErrors.WithLabelValues("too_large")
+	errLabelsTooLarge      = exportErrors.WithLabelValues("labels_too_large")
 	errCorruptCompression  = exportErrors.WithLabelValues("corrupt_compression")
 	errInvalidRecordMetric = exportErrors.WithLabelValues("invalid_record")
 	errQueueFull           = exportErrors.WithLabelValues("queue_full")
@@ -56,7 +57,8 @@ var (
 	})
 )
 
-// pushTelemetry answers PushTelemetry.
+// pushTelemetry answers PushTelemetry. A client id over -kafka.max-client-id-bytes gets
+// INVALID_REQUEST without touching any instance.
 func (c *conn) pushTelemetry() ([]byte, bool) {
 	requestsPush.Inc()
 	r := &c.pushReq
@@ -65,10 +67,15 @@ func (c *conn) pushTelemetry() ([]byte, bool) {
 		badMalformed.Inc()
 		return nil, false
 	}
-	c.telemetry = true
 	resp := &c.pushResp
 	*resp = kmsg.NewPushTelemetryResponse()
 	resp.Version = c.hdr.version
+	if !c.clientIDFits() {
+		oversizedClientID.Inc()
+		resp.ErrorCode = errInvalidRequest
+		return c.respond(resp, true), true
+	}
+	c.telemetry = true
 	resp.ErrorCode = c.s.push(c, r)
 	return c.respond(resp, true), true
 }
@@ -133,7 +140,7 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		}
 		data = out
 	}
-	points, sent, err := forward(s.next, data, v.plan, v.attrs)
+	points, sent, err := forward(s.next, data, v.plan, v.attrs, 2*s.cfg.TelemetryMaxBytes)
 	exportSeconds.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil && !sent:
@@ -143,6 +150,9 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		exportedPushes.Inc()
 		exportedPoints.Add(float64(points))
 		return errNone
+	case errors.Is(err, errLabelledTooLarge):
+		errLabelsTooLarge.Inc()
+		return errTelemetryTooLarge
 	case errors.Is(err, errNotMetricsData):
 		errInvalidRecordMetric.Inc()
 		return errInvalidRecord

@@ -121,6 +121,34 @@ func (st *rewriteState) appendResourceMetrics(dst, rm []byte) ([]byte, bool) {
 	return endLen(dst, outer), true
 }
 
+// keepsAny reports whether the resource entry rm holds a metric the plan subscribes to, that
+// is, whether appendResourceMetrics would keep it: an entry it would drop is skipped before its
+// resource and labels are written.
+func (st *rewriteState) keepsAny(rm []byte) bool {
+	for it := fastpath.NewTopLevel(rm); ; {
+		f, ok := it.Next()
+		if !ok {
+			return false
+		}
+		if f.Num != fieldRMScopeMetrics {
+			continue
+		}
+		sm := rm[f.Value:f.End]
+		for it := fastpath.NewTopLevel(sm); ; {
+			g, ok := it.Next()
+			if !ok {
+				break
+			}
+			if g.Num != fieldSMMetrics {
+				continue
+			}
+			if name, _ := metricNamePoints(sm[g.Value:g.End]); st.plan.keepBytes(name) {
+				return true
+			}
+		}
+	}
+}
+
 // appendResourceFields appends the fields of one Resource occurrence but the attributes named
 // like a client label.
 func appendResourceFields(dst, res []byte) []byte {

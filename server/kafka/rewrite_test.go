@@ -54,11 +54,11 @@ type forwardOutcome struct {
 	items  int
 }
 
-func runForward(t testing.TB, fn func(fastpath.Consumer, []byte, *plan, []*commonv1.KeyValue) (int, bool, error), payload []byte, p *plan) forwardOutcome {
+func runForward(t testing.TB, fn func(fastpath.Consumer, []byte, *plan, []*commonv1.KeyValue, int) (int, bool, error), payload []byte, p *plan) forwardOutcome {
 	t.Helper()
 	rec := &recorder{}
 	var o forwardOutcome
-	o.points, o.sent, o.err = fn(rec, payload, p, labelAttrs(&rewriteLabels))
+	o.points, o.sent, o.err = fn(rec, payload, p, labelAttrs(&rewriteLabels), 1<<30)
 	if n, md, items := rec.last(t); n > 0 {
 		o.body, o.items = md, items
 	}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 var (
@@ -37,6 +39,7 @@ type Server struct {
 	log  *slog.Logger
 	dec  *kafkacompress.Decompressor
 	reg  *registry
+	tls  *tls.Config // nil: plain TCP
 	subs atomic.Pointer[subscriptionSet]
 	// now is the clock of throttling and expiry; tests replace it before Start.
 	now func() time.Time
@@ -82,9 +85,14 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		next: next,
 		log:  log,
 		dec:  dec,
-		reg:  newRegistry(cfg.MaxInstances),
+		reg:  newRegistry(cfg.MaxInstances, cfg.MaxInstanceBytes),
 		now:  time.Now,
 		stop: make(chan struct{}),
+	}
+	if cfg.TLSCert != "" {
+		if s.tls, err = credfile.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
+			return nil, fmt.Errorf("kafka: %w", err)
+		}
 	}
 	s.subs.Store(set)
 	s.mu.conns = make(map[*conn]struct{})
@@ -112,11 +120,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: cannot listen on %s: %w", s.cfg.Listen, err)
 	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	s.ln = ln
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.sweep()
-	s.log.Info("kafka telemetry listening", "addr", ln.Addr().String(), "subscriptions", len(s.subs.Load().subs))
+	s.log.Info("kafka telemetry listening", "addr", ln.Addr().String(), "subscriptions", len(s.subs.Load().subs),
+		"tls", s.tls != nil, "mtls", s.cfg.TLSClientCA != "")
 	return nil
 }
 
@@ -219,6 +231,9 @@ func (s *Server) acceptLoop() {
 		go func() {
 			defer s.wg.Done()
 			defer s.removeConn(c)
+			if tc, ok := nc.(*tls.Conn); ok && !c.handshake(tc) {
+				return
+			}
 			c.serve()
 		}()
 	}
@@ -241,6 +256,7 @@ func (s *Server) addConn(c *conn) bool {
 
 func (s *Server) removeConn(c *conn) {
 	c.nc.Close()
+	c.closeOut()
 	if c.telemetry {
 		s.reg.dropConn(c)
 	}

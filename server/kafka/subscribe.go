@@ -23,7 +23,8 @@ var acceptedCompression = []int8{
 }
 
 // getSubscriptions answers GetTelemetrySubscriptions. The response always carries the client
-// instance id, fresh for a zero one: the client adopts whatever id it is given.
+// instance id, fresh for a zero one: the client adopts whatever id it is given. A client id
+// over -kafka.max-client-id-bytes gets INVALID_REQUEST and no instance.
 func (c *conn) getSubscriptions() ([]byte, bool) {
 	requestsGet.Inc()
 	r := &c.getReq
@@ -33,6 +34,14 @@ func (c *conn) getSubscriptions() ([]byte, bool) {
 		return nil, false
 	}
 	subscriptionRequests.Inc()
+	if !c.clientIDFits() {
+		oversizedClientID.Inc()
+		resp := &c.getResp
+		*resp = kmsg.NewGetTelemetrySubscriptionsResponse()
+		resp.Version = c.hdr.version
+		resp.ErrorCode = errInvalidRequest
+		return c.respond(resp, true), true
+	}
 	c.telemetry = true
 	s := c.s
 	a := s.reg.get(c, c.lbl, r.ClientInstanceID, s.subs.Load(), s.now())

@@ -68,7 +68,7 @@ func TestForwardOutputIsBatchable(t *testing.T) {
 	for name, data := range payloads {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
-			_, sent, err := forward(rec, data, &plan{all: true}, attrs)
+			_, sent, err := forward(rec, data, &plan{all: true}, attrs, 1<<30)
 			if err != nil || !sent || rec.count() != 1 {
 				t.Fatalf("forward: sent %v, %v, %d bodies", sent, err, rec.count())
 			}
@@ -80,7 +80,7 @@ func TestForwardOutputIsBatchable(t *testing.T) {
 	}
 	for _, tail := range [][]byte{{0x12, 0x00}, {0x28, 0x07}} {
 		rec := &recorder{}
-		if _, sent, err := forward(rec, append(append([]byte(nil), payloads["one resource"]...), tail...), &plan{all: true}, attrs); err != errNotMetricsData || sent || rec.count() != 0 {
+		if _, sent, err := forward(rec, append(append([]byte(nil), payloads["one resource"]...), tail...), &plan{all: true}, attrs, 1<<30); err != errNotMetricsData || sent || rec.count() != 0 {
 			t.Fatalf("push with top-level field %x: sent %v, %v", tail, sent, err)
 		}
 	}
