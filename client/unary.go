@@ -5,8 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -14,8 +13,15 @@ import (
 )
 
 // Unary mode: Concurrency workers per signal, each with one call in flight; the next call
-// starts only after the previous one was answered or failed. The call's deadline is the ack
-// timeout.
+// starts only after the previous one was answered or failed. The ack timeout runs from when
+// the transport took the request (SendMsg returned) to the answer: waiting for a connection,
+// for a stream the server allows, or for flow-control window before that is not the upstream's
+// answer time. A call past it is cancelled and retried after the backoff.
+
+// unaryDesc describes a unary call to NewStream, as Invoke does.
+var unaryDesc = grpc.StreamDesc{}
+
+var errAckTimeout = errors.New("client: no answer within the ack timeout")
 
 // worker is one unary sender, for one signal: Concurrency of them per signal, so that calls of
 // a signal whose upstream stops answering occupy that signal's workers only. Its fields belong
@@ -72,19 +78,25 @@ func (w *worker) call(r *request) {
 		w.raw.SetPayload(r.b.Payload.Retain())
 		msg, reply = &w.raw, &w.reply
 	}
-	now := nanotime()
 	r.attempt++
-	r.sentAt = now
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
 	d.m.sentBytes.Add(float64(r.size))
 
-	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
-	err := d.conn.Invoke(ctx, d.methods[r.sig], msg, reply, d.unaryOpts...)
-	// The deadline travels with the call: the server may enforce it a moment before our own
-	// timer fires, and answers DEADLINE_EXCEEDED. Either way the answer was late.
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
-	cancel()
+	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
+	ctx, cancel := context.WithCancelCause(d.ctx)
+	cs, err := d.conn.NewStream(ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
+	if err == nil {
+		err = cs.SendMsg(msg) // a unary call's status, if it failed, comes from RecvMsg
+	}
+	if err == nil {
+		r.sentAt = nanotime()
+		t := time.AfterFunc(d.cfg.AckTimeout, func() { cancel(errAckTimeout) })
+		err = cs.RecvMsg(reply)
+		t.Stop()
+	}
+	timedOut := errors.Is(context.Cause(ctx), errAckTimeout)
+	cancel(nil)
 	if f != nil {
 		f.unref()
 	}
@@ -114,7 +126,8 @@ func (w *worker) call(r *request) {
 	case d.stopping.Load():
 		d.drop(r, dropShutdownPending)
 	case timedOut:
-		d.drop(r, dropAckTimeout)
+		d.m.ackTimeouts.Inc()
+		d.retry(r, retryAckTimeout)
 	case v == verdictThrottle:
 		d.throttle(delay)
 		d.retryAfterPause(r)
