@@ -19,8 +19,8 @@ import (
 // lane that waits for a full window or a signal's in-flight tokens waits for nothing of
 // another signal.
 // Each stream has a receiver goroutine that matches answers to pending requests by id through
-// the ack table, in whatever order they come. The sweeper drops requests whose answer is later
-// than AckTimeout.
+// the ack table, in whatever order they come. The sweeper sends again the requests whose answer
+// is later than AckTimeout, and gives up a stream that answered nothing meanwhile.
 //
 // The window of a stream is a buffered channel: the lane puts a token in before a send, and
 // whoever takes the request out of the ack table (the receiver on an answer, the sweeper on a
