@@ -439,7 +439,7 @@ func TestHTTPAckTimeout(t *testing.T) {
 			<-release // the first attempt is never answered in time
 		}
 	}
-	d := startDest(t, httpConfig(t, u, "concurrency=1,ack-timeout=200ms"))
+	d := startDest(t, httpConfig(t, u, "concurrency=1,ack-timeout=1s"))
 	f := newFeeder(t, d)
 	f.send(0, 1, 1, 10)
 	if !f.wait(0) {

@@ -167,7 +167,7 @@ func TestUnaryAckTimeout(t *testing.T) {
 		return otepv1.ResultCode_Success, nil
 	}
 	cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
-	cfg.AckTimeout = 200 * time.Millisecond
+	cfg.AckTimeout = time.Second
 	d := startDest(t, cfg)
 	f := newFeeder(t, d)
 	f.send(0, 3, 1, 10)
@@ -187,25 +187,26 @@ func TestUnaryAckTimeout(t *testing.T) {
 	}
 }
 
-// The ack timeout of a unary call runs from when the transport took the request: a call that
-// first waits for a stream the server allows (HTTP/2 max concurrent streams 1, three workers,
-// each call answered after 600ms) is not timed out for that wait, though the third call
-// finishes 1.8s after it began, past the 1.5s ack timeout.
+// The ack timeout of a unary call runs from when the transport took the request: calls that
+// first wait for a stream the server allows (HTTP/2 max concurrent streams 1, five workers, each
+// call answered after 400ms) are not timed out for that wait, though the last one finishes 2s
+// after it began, past the 1.5s ack timeout.
 func TestUnaryAckTimeoutStartsAtSend(t *testing.T) {
+	const calls = 5
 	u := newUpstream(t, grpc.MaxConcurrentStreams(1))
 	u.onUnary = func(g received) (otepv1.ResultCode, error) {
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond)
 		return otepv1.ResultCode_Success, nil
 	}
-	cfg := unaryConfig(t, u.addr, ProtocolV1, 3)
+	cfg := unaryConfig(t, u.addr, ProtocolV1, calls)
 	cfg.AckTimeout = 1500 * time.Millisecond
 	d := startDest(t, cfg)
 	f := newFeeder(t, d)
-	f.send(0, 3, 1, 10)
+	f.send(0, calls, 1, 10)
 	if got := f.waitAll(); !allTrue(got) {
 		t.Fatalf("delivered %v, want all", got)
 	}
-	if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 1 || c["b2"] != 1 {
+	if c := count(u.tags()); len(c) != calls || len(u.tags()) != calls {
 		t.Errorf("calls per batch %v, want one each", c)
 	}
 	u.mu.Lock()
