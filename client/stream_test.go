@@ -242,6 +242,29 @@ func TestStreamAckTimeout(t *testing.T) {
 			t.Errorf("in flight %d", v)
 		}
 	})
+	t.Run("retry-on-reconnect=false", func(t *testing.T) {
+		// The documented way to give unanswered requests up: each is dropped and counted,
+		// ack_timeout for the overdue ones, stream_broken for the rest of the stream given up.
+		u := newUpstream(t)
+		u.onStream = func(s *srvStream, g received) error { return nil }
+		cfg := streamConfig(t, u.addr, 1, 4)
+		cfg.AckTimeout = time.Second
+		cfg.RetryOnReconnect = false
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 4, 1, 10)
+		if got := f.waitAll(); !slices.Equal(got, []bool{false, false, false, false}) {
+			t.Fatalf("delivered %v, want none", got)
+		}
+		if c := count(u.tags()); len(c) != 4 || len(u.tags()) != 4 {
+			t.Errorf("sends per batch %v, want each once", c)
+		}
+		a, b := value(d.m.dropped[dropAckTimeout]), value(d.m.dropped[dropStreamBroken])
+		if a < 1 || a+b != 4 || value(d.m.ackTimeouts) != a || value(d.m.resent) != 0 {
+			t.Errorf("dropped ack_timeout %d, stream_broken %d, ack timeouts %d, resent %d; want 4 dropped, the timed out as ack_timeout, none resent",
+				a, b, value(d.m.ackTimeouts), value(d.m.resent))
+		}
+	})
 	t.Run("answering", func(t *testing.T) {
 		u := newUpstream(t)
 		var late *srvStream
