@@ -225,8 +225,7 @@ func (d *Dest) Start() {
 				go newHTTPWorker(d, sig).run()
 				continue
 			}
-			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
-			go w.run()
+			go newWorker(d, sig).run()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,7 +26,7 @@ var errAckTimeout = errors.New("client: no answer within the ack timeout")
 
 // worker is one unary sender, for one signal: Concurrency of them per signal, so that calls of
 // a signal whose upstream stops answering occupy that signal's workers only. Its fields belong
-// to its goroutine.
+// to its goroutine, but for ack, which the ack timer's goroutine shares.
 type worker struct {
 	d     *Dest
 	sig   fastpath.Signal
@@ -33,10 +34,57 @@ type worker struct {
 	raw   codec.Raw // v1 request: the payload, by reference
 	reply codec.Raw // v1 response, read for its partial success only
 	resp  otepv1.ExportResponse
+
+	// ack is the ack timeout of the call under way: one timer for the worker's life, so that a
+	// call allocates no closure for it. fired has a token once its function has cancelled a
+	// call; the worker takes it before it arms the timer again, so that a late firing can never
+	// reach the next call.
+	ack struct {
+		timer  *time.Timer
+		fired  chan struct{}
+		mu     sync.Mutex
+		cancel context.CancelCauseFunc // of the call under way; nil between calls
+	}
+}
+
+func newWorker(d *Dest, sig fastpath.Signal) *worker {
+	w := &worker{d: d, sig: sig, timer: stoppedTimer()}
+	w.ack.fired = make(chan struct{}, 1)
+	w.ack.timer = time.AfterFunc(time.Hour, w.ackTimedOut)
+	w.ack.timer.Stop()
+	return w
+}
+
+// ackTimedOut runs on the timer's goroutine when a call's answer is overdue.
+func (w *worker) ackTimedOut() {
+	w.ack.mu.Lock()
+	if c := w.ack.cancel; c != nil {
+		c(errAckTimeout)
+	}
+	w.ack.mu.Unlock()
+	w.ack.fired <- struct{}{}
+}
+
+// awaitAnswer reads the answer of cs into reply, cancelling the call (cancel) if it does not
+// come within AckTimeout.
+func (w *worker) awaitAnswer(cs grpc.ClientStream, reply any, cancel context.CancelCauseFunc) error {
+	w.ack.mu.Lock()
+	w.ack.cancel = cancel
+	w.ack.mu.Unlock()
+	w.ack.timer.Reset(w.d.cfg.AckTimeout)
+	err := cs.RecvMsg(reply)
+	if !w.ack.timer.Stop() {
+		<-w.ack.fired // its function started: wait until it is done with this call
+	}
+	w.ack.mu.Lock()
+	w.ack.cancel = nil
+	w.ack.mu.Unlock()
+	return err
 }
 
 func (w *worker) run() {
 	defer w.d.wg.Done()
+	defer w.ack.timer.Stop()
 	for {
 		r := w.d.next(w.sig, w.timer)
 		if r == nil {
@@ -91,9 +139,7 @@ func (w *worker) call(r *request) {
 	}
 	if err == nil {
 		r.sentAt = nanotime()
-		t := time.AfterFunc(d.cfg.AckTimeout, func() { cancel(errAckTimeout) })
-		err = cs.RecvMsg(reply)
-		t.Stop()
+		err = w.awaitAnswer(cs, reply, cancel)
 	}
 	timedOut := errors.Is(context.Cause(ctx), errAckTimeout)
 	cancel(nil)
