@@ -108,6 +108,19 @@ func (t *ackTable) remove(id uint64, owner *stream) *request {
 	return r
 }
 
+// stamp records, for the request id sent on owner, when the transport took it (at) and how long
+// owner had stalled by then, if that request is still in the table: its answer may have come
+// already, and the request be finished and recycled. Safe for concurrent use.
+func (t *ackTable) stamp(id uint64, owner *stream, at, stalled int64) {
+	s := t.shard(id)
+	s.mu.Lock()
+	if i, ok := t.findLocked(s, id); ok && s.mu.vals[i].stream == owner {
+		r := s.mu.vals[i]
+		r.sentAt, r.stalledAt = at, stalled
+	}
+	s.mu.Unlock()
+}
+
 // takeIf removes every request for which match is true and appends it to out. It holds one
 // shard lock at a time, so it is not a snapshot: requests inserted meanwhile may or may not be
 // taken. match runs under the shard lock and must not call into the table. Safe for concurrent

@@ -85,10 +85,13 @@ type Config struct {
 	// retry (queue-bytes, default 128MiB). Past it Enqueue refuses batches with fastpath.ErrFull,
 	// counted in otlpgate_fastpath_destination_refused_batches_total.
 	QueueBytes int64
-	// AckTimeout is how long a sent request may wait for its answer (for ProtocolHTTP: the
-	// whole exchange, connecting included); then it is dropped, not
-	// re-sent (the server may be why), and counted in
-	// otlpgate_client_dropped_requests_total{reason="ack_timeout"} (ack-timeout, default 30s).
+	// AckTimeout is how long a request may wait for its answer once the transport took it (for
+	// ProtocolHTTP: the whole exchange, connecting included); in stream mode the time its
+	// stream is blocked on flow control meanwhile does not count. Past it the request is sent
+	// again (stream mode: at once, on a new stream when its stream answered nothing since;
+	// unary and http: after the backoff), counted in otlpgate_client_ack_timeouts_total, within
+	// RetryMaxElapsed; with RetryOnReconnect off a stream request is dropped instead
+	// (otlpgate_client_dropped_requests_total{reason="ack_timeout"}) (ack-timeout, default 30s).
 	AckTimeout time.Duration
 	// RetryInitial, RetryMax and RetryMaxElapsed shape the exponential backoff, with jitter, of
 	// FailedRetryable answers and transport errors: the first delay, the largest delay, and how
@@ -111,10 +114,11 @@ type Config struct {
 	// then sent again. A stream that sits idle past RebalanceTimeout is half-closed too, so that
 	// a quiet signal does not pin its balancer backend; its next request opens a new one.
 	RebalanceBytes int64
-	// RetryOnReconnect re-sends the requests pending on a stream that broke (retry-on-reconnect,
-	// default true). The server may have received them: the re-sends are counted in
-	// otlpgate_client_resent_requests_total as possible duplicates. When false they are dropped
-	// with reason "stream_broken".
+	// RetryOnReconnect re-sends the requests pending on a stream that broke or past AckTimeout
+	// (retry-on-reconnect, default true). The server may have received them: the re-sends are
+	// counted in otlpgate_client_resent_requests_total as possible duplicates. When false they
+	// are dropped with reason "stream_broken" or "ack_timeout" (also with a spool: the records
+	// are then dropped from it, counted).
 	RetryOnReconnect bool
 	// WaitOnShutdown lets Shutdown wait for pending acknowledgements until its context ends
 	// (wait-on-shutdown, default true).

@@ -225,8 +225,7 @@ func (d *Dest) Start() {
 				go newHTTPWorker(d, sig).run()
 				continue
 			}
-			w := &worker{d: d, sig: sig, timer: stoppedTimer()}
-			go w.run()
+			go newWorker(d, sig).run()
 		}
 	}
 }
@@ -484,6 +483,24 @@ func (d *Dest) resend(r *request) {
 	switch {
 	case !d.cfg.RetryOnReconnect:
 		d.drop(r, dropStreamBroken)
+	case d.expired(r, 0):
+		d.drop(r, dropRetryExhausted)
+	default:
+		d.m.resent.Inc()
+		d.q.pushReady(r)
+	}
+}
+
+// unanswered acts on r, taken out of the ack table because its answer is later than
+// AckTimeout. The request is sent again at once, as when its stream breaks: an upstream that
+// takes a request and never answers must not turn an acknowledged batch into a loss (with a
+// spool, the batch's records stay on disk until delivered), and the sweeper ends the stream
+// when nothing at all came back on it. The upstream may have the request: a possible duplicate.
+func (d *Dest) unanswered(r *request) {
+	d.m.ackTimeouts.Inc()
+	switch {
+	case !d.cfg.RetryOnReconnect:
+		d.drop(r, dropAckTimeout)
 	case d.expired(r, 0):
 		d.drop(r, dropRetryExhausted)
 	default:

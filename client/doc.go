@@ -21,21 +21,32 @@
 // RetryMaxElapsed. v1 calls and stream ends map gRPC codes the same way (retry.go).
 // UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo pauses the whole destination for at least
 // the retry delay, doubling while throttles follow each other; other destinations are not
-// affected. A request not answered within AckTimeout is dropped, not re-sent: the upstream may
-// be what makes it slow. When a stream breaks, its unanswered requests are sent again at once on
-// a new stream (RetryOnReconnect); the upstream may have received them, so they are counted as
-// possible duplicates, and nothing is lost. A lane whose streams keep breaking before any answer
+// affected. When a stream breaks, its unanswered requests are sent again at once on a new
+// stream (RetryOnReconnect); the upstream may have received them, so they are counted as
+// possible duplicates, and nothing is lost. A request not answered within AckTimeout is sent
+// again the same way: an upstream that takes requests and never answers must not turn
+// acknowledged data into a loss. When nothing at all came back on its stream since it went out,
+// the stream is given up and everything pending on it goes again on a new one; while the stream
+// answers others, the late request alone goes again. In unary mode the timed-out call is
+// cancelled and retried after the backoff. Either way RetryMaxElapsed still bounds it (cmd runs
+// destinations fed from a spool without that budget). The ack clock starts when the transport
+// took the request (SendMsg returned); in stream mode the time the stream spends blocked in
+// SendMsg afterwards, on flow control, is left out too, because requests already handed over
+// wait behind the same closed window (Dest.overdue). A connection that is dead altogether is
+// found by the keepalive pings. A lane whose streams keep breaking before any answer
 // backs off before opening the next one; otherwise a stream re-opens as soon as the connection
 // allows.
 //
 // A request's life, from Enqueue to Done (request.go says who owns it in each state):
 //
 //	Enqueue --> queued --> sent --> pending --+-- Success -------------------------> acked    Done(true)
-//	  |          ^  ^                         +-- FailedNoneRetryable, AckTimeout,
+//	  |          ^  ^                         +-- FailedNoneRetryable,
 //	  |          |  |                         |   too large, unframeable ---------> dropped  Done(false)
-//	  |          |  +-- retry (backoff) <-----+-- FailedRetryable, retryable code, RetryInfo
+//	  |          |  +-- retry (backoff) <-----+-- FailedRetryable, retryable code, RetryInfo,
+//	  |          |        |                   |   AckTimeout (unary, http)
 //	  |          |        +-- past RetryMaxElapsed -----------------------------> dropped  Done(false)
-//	  |          +------- resend (at once) <--+-- its stream broke
+//	  |          +------- resend (at once) <--+-- its stream broke, AckTimeout (stream)
+//	  |                   +-- past RetryMaxElapsed, RetryOnReconnect off -------> dropped  Done(false)
 //	  +-- queue full, or Shutdown began: refused (the pipeline counts it)
 //
 // Shutdown, once it stops waiting, drops what is queued, pending or waiting for a retry, each

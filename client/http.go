@@ -33,7 +33,9 @@ import (
 //	no answer (refused, reset, connection closed before the answer)
 //	                          retried after the backoff
 //	no answer within AckTimeout
-//	                          dropped (reason ack_timeout), as a unary gRPC call
+//	                          retried after the backoff, as a unary gRPC call; the timeout
+//	                          covers the whole exchange here (fasthttp has no hook between
+//	                          writing the request and reading the answer)
 //
 // fasthttp rather than net/http: its Request and Response are reusable values, the body is
 // sent from the payload's own bytes (SetBodyRaw) and the answer is read into a buffer the
@@ -266,7 +268,10 @@ func (w *httpWorker) call(r *request) {
 	case d.stopping.Load():
 		d.drop(r, dropShutdownPending)
 	case errors.Is(err, fasthttp.ErrTimeout):
-		d.drop(r, dropAckTimeout)
+		// fasthttp closes the connection of a timed-out request, so a late answer cannot be
+		// read as the next request's; the request goes again on another.
+		d.m.ackTimeouts.Inc()
+		d.retry(r, retryAckTimeout)
 	default: // could not connect, reset, closed before the answer: nothing says it arrived
 		d.retry(r, retryFailed)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,24 +427,34 @@ func TestHTTPResponseBodyCap(t *testing.T) {
 	}
 }
 
-// No answer within ack-timeout: dropped once, not re-sent.
+// No answer within ack-timeout: the request is sent again after the backoff, on another
+// connection, and the second attempt is delivered; nothing is dropped.
 func TestHTTPAckTimeout(t *testing.T) {
 	u := newHTTPUpstream(t, nil)
 	release := make(chan struct{})
-	u.answer = func(h hit, ctx *fasthttp.RequestCtx) { <-release }
-	d := startDest(t, httpConfig(t, u, "concurrency=1,ack-timeout=200ms"))
+	defer close(release)
+	var attempts atomic.Int32
+	u.answer = func(h hit, ctx *fasthttp.RequestCtx) {
+		if attempts.Add(1) == 1 {
+			<-release // the first attempt is never answered in time
+		}
+	}
+	d := startDest(t, httpConfig(t, u, "concurrency=1,ack-timeout=1s"))
 	f := newFeeder(t, d)
 	f.send(0, 1, 1, 10)
-	ok := f.wait(0)
-	close(release)
-	if ok {
-		t.Fatal("delivered")
+	if !f.wait(0) {
+		t.Fatal("not delivered")
 	}
-	if got := value(d.m.dropped[dropAckTimeout]); got != 1 {
-		t.Errorf("ack timeouts %d, want 1", got)
+	if n := len(u.received()); n != 2 {
+		t.Errorf("%d attempts, want 2", n)
 	}
-	if n := len(u.received()); n != 1 {
-		t.Errorf("%d attempts, want 1", n)
+	if r, a := value(d.m.retried[retryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
+		t.Errorf("retried after a timeout %d, ack timeouts %d; want 1, 1", r, a)
+	}
+	for reason, c := range d.m.dropped {
+		if v := value(c); v != 0 {
+			t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+		}
 	}
 }
 

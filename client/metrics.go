@@ -10,7 +10,7 @@ import (
 // Why a request was dropped: given up on for good, its batch finished with Done(false).
 const (
 	dropRejected        = iota // FailedNoneRetryable, or a status that retrying cannot fix
-	dropAckTimeout             // no answer within AckTimeout; not re-sent
+	dropAckTimeout             // no answer within AckTimeout, with RetryOnReconnect off
 	dropRetryExhausted         // still failing RetryMaxElapsed after its first send
 	dropStreamBroken           // pending on a stream that broke, with RetryOnReconnect off
 	dropTooLarge               // larger than MaxSendMsgSize
@@ -28,12 +28,13 @@ var dropReasonNames = [numDropReasons]string{
 
 // Why a request is sent again after a delay.
 const (
-	retryFailed    = iota // FailedRetryable, or a retryable status of a unary call
-	retryThrottled        // UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo
+	retryFailed     = iota // FailedRetryable, or a retryable status of a unary call
+	retryThrottled         // UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo
+	retryAckTimeout        // a unary call not answered within AckTimeout
 	numRetryReasons
 )
 
-var retryReasonNames = [numRetryReasons]string{"failed_retryable", "throttled"}
+var retryReasonNames = [numRetryReasons]string{"failed_retryable", "throttled", "ack_timeout"}
 
 var (
 	sentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -54,11 +55,15 @@ var (
 	}, []string{"destination", "backend"})
 	retriedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_retried_requests_total",
-		Help: "Requests scheduled to be sent again after a backoff, by reason (failed_retryable, throttled).",
+		Help: "Requests scheduled to be sent again after a backoff, by reason (failed_retryable, throttled, ack_timeout: a unary call not answered within ack-timeout).",
 	}, []string{"destination", "backend", "reason"})
 	resentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_resent_requests_total",
-		Help: "Requests sent again because the stream they were pending on ended without answering them; the upstream may have them twice (possible duplicates).",
+		Help: "Requests sent again at once because the stream they were pending on ended without answering them, or their answer was later than ack-timeout; the upstream may have them twice (possible duplicates).",
+	}, []string{"destination", "backend"})
+	ackTimeouts = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_ack_timeouts_total",
+		Help: "Requests whose answer was later than ack-timeout. Each is sent again (stream mode: at once, on a new stream when its stream answered nothing, counted in otlpgate_client_resent_requests_total; unary and http: after a backoff, counted in otlpgate_client_retried_requests_total{reason=\"ack_timeout\"}) unless its retry budget ran out (dropped, retry_exhausted) or retry-on-reconnect=false (dropped, ack_timeout).",
 	}, []string{"destination", "backend"})
 	droppedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_dropped_requests_total",
@@ -87,7 +92,7 @@ var (
 	}, []string{"destination", "backend"})
 	streamsEnded = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_streams_ended_total",
-		Help: "OTEP streams ended, by how: rebalance_age, rebalance_requests and rebalance_bytes (half-closed by the client), closed (by the server, cleanly), broken (an error).",
+		Help: "OTEP streams ended, by how: rebalance_age, rebalance_requests and rebalance_bytes (half-closed by the client), closed (by the server, cleanly), broken (an error), ack_timeout (given up by the client: nothing answered on it within ack-timeout).",
 	}, []string{"destination", "backend", "how"})
 	unknownAcks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_unknown_acks_total",
@@ -171,10 +176,11 @@ const (
 	endRebalanceBytes
 	endClosed
 	endBroken
+	endAckTimeout
 	numStreamEnds
 )
 
-var streamEndNames = [numStreamEnds]string{"rebalance_age", "rebalance_requests", "rebalance_bytes", "closed", "broken"}
+var streamEndNames = [numStreamEnds]string{"rebalance_age", "rebalance_requests", "rebalance_bytes", "closed", "broken", "ack_timeout"}
 
 // destMetrics holds one destination's label children, resolved once by New so that the hot
 // path never formats a label.
@@ -183,6 +189,7 @@ type destMetrics struct {
 	ackedRequests, ackedItem prometheus.Counter
 	retried                  [numRetryReasons]prometheus.Counter
 	resent                   prometheus.Counter
+	ackTimeouts              prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
 	inFlight                 prometheus.Collector // this destination's sent, unanswered requests alone, for tests
@@ -205,6 +212,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 		ackedRequests:   ackedRequests.WithLabelValues(name, backend),
 		ackedItem:       ackedItems.WithLabelValues(name, backend),
 		resent:          resentRequests.WithLabelValues(name, backend),
+		ackTimeouts:     ackTimeouts.WithLabelValues(name, backend),
 		partialRejected: partialRejected.WithLabelValues(name, backend),
 		ackLatency:      ackLatency.WithLabelValues(name, backend),
 		throttles:       throttles.WithLabelValues(name, backend),
@@ -231,7 +239,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 func forgetBackend(name, backend string) {
 	l := prometheus.Labels{"destination": name, "backend": backend}
 	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
-		resentRequests, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
+		resentRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
 		unknownAcks, handedOver} {
 		v.DeletePartialMatch(l)
 	}

@@ -19,10 +19,17 @@ type request struct {
 	size    int
 	attempt int32   // sends so far
 	taken   int64   // monotonic ns at which the destination took the batch: the retry budget starts here
-	sentAt  int64   // monotonic ns of the latest send
+	sentAt  int64   // monotonic ns at which the latest send was handed to the transport; notSent before
 	due     int64   // monotonic ns at which a delayed retry becomes ready
 	stream  *stream // the stream the latest send went out on (stream mode)
+	// stalledAt is its stream's stalled time (stream.stalled) when this request was handed to
+	// the transport: what the stream stalls afterwards is not held against the upstream.
+	stalledAt int64
 }
+
+// notSent is the sentAt of a request in the ack table whose SendMsg has not returned yet: its
+// answer cannot be overdue, because the ack timeout counts from when the transport took it.
+const notSent = int64(1<<63 - 1)
 
 var requests = sync.Pool{New: func() any { return new(request) }}
 

@@ -19,8 +19,8 @@ import (
 // lane that waits for a full window or a signal's in-flight tokens waits for nothing of
 // another signal.
 // Each stream has a receiver goroutine that matches answers to pending requests by id through
-// the ack table, in whatever order they come. The sweeper drops requests whose answer is later
-// than AckTimeout.
+// the ack table, in whatever order they come. The sweeper sends again the requests whose answer
+// is later than AckTimeout, and gives up a stream that answered nothing meanwhile.
 //
 // The window of a stream is a buffered channel: the lane puts a token in before a send, and
 // whoever takes the request out of the ack table (the receiver on an answer, the sweeper on a
@@ -46,6 +46,15 @@ type stream struct {
 	broken atomic.Bool   // no more sends: a send failed or the stream ended
 	half   atomic.Int64  // nanotime of the client's half-close, 0 while open for sends
 	swept  []*request    // the receiver's, for the requests pending when the stream ended
+
+	// The ack clock (Dest.overdue). sendStart is when the lane's SendMsg under way began (0:
+	// none); stalled is the total time SendMsg calls on the stream took, time blocked on flow
+	// control included; lastAnswer is when the latest answer was read; silent is set when the
+	// sweeper gives the stream up for answering nothing within the ack timeout.
+	sendStart  atomic.Int64
+	stalled    atomic.Int64
+	lastAnswer atomic.Int64
+	silent     atomic.Bool
 }
 
 // settle gives back the window token of a request taken out of the ack table, and the
@@ -160,10 +169,9 @@ func (l *lane) send(r *request) {
 			d.lose(r)
 			return
 		}
-		now := nanotime()
 		r.attempt++
-		r.sentAt, r.stream = now, s
-		s.refs.Add(1) // the request's, given back by settle
+		r.sentAt, r.stream = notSent, s // the ack clock starts once the transport took it
+		s.refs.Add(1)                   // the request's, given back by settle
 		s.pend.Add(1)
 		d.sending.Add(1)
 		d.acks.insert(r)
@@ -178,7 +186,15 @@ func (l *lane) send(r *request) {
 			f.unref()
 			return
 		}
+		// SendMsg blocks while the stream's flow-control window (or the connection's) is
+		// closed; requests already handed over wait behind the same window meanwhile. The time
+		// is the stream's stall, credited to every request pending on it (Dest.overdue).
+		start := nanotime()
+		s.sendStart.Store(start)
 		err := s.cs.SendMsg(f)
+		end := nanotime()
+		stalled := s.stalled.Add(end - start)
+		s.sendStart.Store(0)
 		f.unref()
 		if err != nil {
 			// io.EOF: the stream is over and the receiver will read why; anything else is
@@ -191,6 +207,7 @@ func (l *lane) send(r *request) {
 			}
 			return
 		}
+		d.acks.stamp(id, s, end, stalled)
 		s.sent++
 		s.bytes += wire
 		d.m.sentRequests.Inc()
@@ -334,8 +351,14 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 			d.m.unknownAcks.Inc()
 			continue
 		}
+		now := nanotime()
+		s.lastAnswer.Store(now)
 		s.acked.Store(true)
-		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		if r.sentAt != notSent {
+			d.m.ackLatency.Observe(float64(now-r.sentAt) / 1e9)
+		} else {
+			d.m.ackLatency.Observe(0) // answered before the lane saw its SendMsg return
+		}
 		s.settle()
 		d.result(r, resp.ResultCode)
 	}
@@ -374,9 +397,15 @@ func (s *stream) end(err error) {
 	}
 	clean := errors.Is(err, io.EOF)
 	switch {
-	case s.half.Load() != 0 && pending == 0:
+	case s.half.Load() != 0 && pending == 0 && !s.silent.Load():
 		// The normal end of a re-balanced stream (closed by the server, or by the sweeper
 		// when the server kept it open), counted when it was half-closed.
+		return
+	case s.silent.Load():
+		d.m.streamsEnded[endAckTimeout].Inc()
+		d.log.Warn("stream answered nothing within the ack timeout: given up, its requests sent again on a new one",
+			"signal", s.sig.String(), "ack_timeout", d.cfg.AckTimeout, "unanswered", pending,
+			"resend", v != verdictReject && d.cfg.RetryOnReconnect)
 		return
 	case clean:
 		d.m.streamsEnded[endClosed].Inc()
@@ -389,8 +418,10 @@ func (s *stream) end(err error) {
 	}
 }
 
-// sweep drops the requests whose answer is overdue, and ends the re-balanced streams that the
-// server leaves open after everything on them was answered or timed out.
+// sweep takes out of the ack table the requests whose answer is overdue and sends them again
+// (unanswered), gives up the streams that answered nothing within the ack timeout (their other
+// requests are sent again too, when the receiver sees the stream end), and ends the re-balanced
+// streams that the server leaves open after everything on them was answered or timed out.
 func (d *Dest) sweep() {
 	defer d.wg.Done()
 	tick := min(max(d.cfg.AckTimeout/4, time.Millisecond), time.Second)
@@ -405,10 +436,19 @@ func (d *Dest) sweep() {
 		}
 		now := nanotime()
 		cutoff := now - int64(d.cfg.AckTimeout)
-		buf = d.acks.takeIf(func(r *request) bool { return r.sentAt <= cutoff }, buf[:0])
+		buf = d.acks.takeIf(func(r *request) bool { return d.overdue(r, now) }, buf[:0])
 		for i, r := range buf {
-			r.stream.settle()
-			d.drop(r, dropAckTimeout)
+			s := r.stream
+			if s.lastAnswer.Load() < r.sentAt && !s.silent.Swap(true) {
+				// Nothing came back on s since r went out, an ack timeout ago: the stream (or
+				// the connection under it) is what is wrong, as likely as the request. Ending
+				// it sends everything pending on it again on a new one. While s answers other
+				// requests, r alone is sent again. r holds a reference: s is still this stream.
+				s.broken.Store(true)
+				s.cancel()
+			}
+			s.settle()
+			d.unanswered(r)
 			buf[i] = nil
 		}
 		// Cancelled under the lock: a stream leaves the set before it can be recycled, so
@@ -421,4 +461,25 @@ func (d *Dest) sweep() {
 		}
 		d.streams.mu.Unlock()
 	}
+}
+
+// overdue reports whether the answer to r, in the ack table, is later than AckTimeout at now.
+// The clock starts when the transport took the request (SendMsg returned), and the time its
+// stream spent in SendMsg since does not count: a send blocked on flow control means the
+// upstream's window is closed, and the requests handed over before it wait behind the same
+// window; that wait is the transport's, not the time the upstream takes to answer. Runs under
+// r's shard lock.
+func (d *Dest) overdue(r *request, now int64) bool {
+	if r.sentAt == notSent {
+		return false
+	}
+	s := r.stream
+	// sendStart before stalled: a send that ends between the two loads is then credited twice
+	// (a later timeout), never missed.
+	var credit int64
+	if st := s.sendStart.Load(); st != 0 {
+		credit = now - max(st, r.sentAt)
+	}
+	credit += s.stalled.Load() - r.stalledAt
+	return now-r.sentAt-credit >= int64(d.cfg.AckTimeout)
 }

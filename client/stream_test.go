@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -198,49 +199,184 @@ func TestStreamRetryExhausted(t *testing.T) {
 	}
 }
 
-// No answer within AckTimeout: the request is dropped and not sent again; an answer that comes
-// later is counted as unknown; the other requests are unaffected.
+// No answer within AckTimeout: the request is sent again with its id, nothing is dropped.
+// "silent": the stream answered nothing since the request went out, so the stream is given up
+// and everything pending on it goes again on a new one. "answering": the stream answers the
+// other requests, so it stays, and only the late one is sent again on it; the late answer to
+// the first copy, when it comes, is counted as unknown.
 func TestStreamAckTimeout(t *testing.T) {
-	u := newUpstream(t)
-	var late *srvStream
-	u.onStream = func(s *srvStream, g received) error {
-		if g.tag == "b1" {
-			u.mu.Lock()
-			late = s
-			u.mu.Unlock()
-			return nil // never answered in time
+	t.Run("silent", func(t *testing.T) {
+		u := newUpstream(t)
+		u.onStream = func(s *srvStream, g received) error {
+			if s.n == 1 {
+				return nil // the first stream reads and never answers
+			}
+			s.ack(g.id, otepv1.ResultCode_Success)
+			return nil
 		}
+		cfg := streamConfig(t, u.addr, 1, 4)
+		cfg.AckTimeout = time.Second
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 4, 1, 10)
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		got := u.received()
+		checkIDs(t, f, got)
+		groups := byStream(got)
+		if len(groups) != 2 || !slices.Equal(groups[0].ids, seq(1, 4)) || !slices.Equal(groups[1].ids, seq(1, 4)) {
+			t.Fatalf("streams %v, want ids 1..4 on the silent stream, then 1..4 again on a new one", groups)
+		}
+		// Every request went again: the sweeper's overdue ones and, once it ended the stream,
+		// the rest.
+		if r, a, e := value(d.m.resent), value(d.m.ackTimeouts), value(d.m.streamsEnded[endAckTimeout]); r != 4 || a < 1 || e != 1 {
+			t.Errorf("resent %d, ack timeouts %d, streams ended for silence %d; want 4, at least 1, 1", r, a, e)
+		}
+		for reason, c := range d.m.dropped {
+			if v := value(c); v != 0 {
+				t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+			}
+		}
+		if v := value(d.m.inFlight); v != 0 {
+			t.Errorf("in flight %d", v)
+		}
+	})
+	t.Run("retry-on-reconnect=false", func(t *testing.T) {
+		// The documented way to give unanswered requests up: each is dropped and counted,
+		// ack_timeout for the overdue ones, stream_broken for the rest of the stream given up.
+		u := newUpstream(t)
+		u.onStream = func(s *srvStream, g received) error { return nil }
+		cfg := streamConfig(t, u.addr, 1, 4)
+		cfg.AckTimeout = time.Second
+		cfg.RetryOnReconnect = false
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 4, 1, 10)
+		if got := f.waitAll(); !slices.Equal(got, []bool{false, false, false, false}) {
+			t.Fatalf("delivered %v, want none", got)
+		}
+		if c := count(u.tags()); len(c) != 4 || len(u.tags()) != 4 {
+			t.Errorf("sends per batch %v, want each once", c)
+		}
+		a, b := value(d.m.dropped[dropAckTimeout]), value(d.m.dropped[dropStreamBroken])
+		if a < 1 || a+b != 4 || value(d.m.ackTimeouts) != a || value(d.m.resent) != 0 {
+			t.Errorf("dropped ack_timeout %d, stream_broken %d, ack timeouts %d, resent %d; want 4 dropped, the timed out as ack_timeout, none resent",
+				a, b, value(d.m.ackTimeouts), value(d.m.resent))
+		}
+	})
+	t.Run("answering", func(t *testing.T) {
+		u := newUpstream(t)
+		var late *srvStream
+		u.onStream = func(s *srvStream, g received) error {
+			u.mu.Lock()
+			first := g.tag == "b1" && late == nil
+			if first {
+				late = s
+			}
+			u.mu.Unlock()
+			if first {
+				return nil // the first copy is never answered in time
+			}
+			s.ack(g.id, otepv1.ResultCode_Success)
+			return nil
+		}
+		cfg := streamConfig(t, u.addr, 1, 4)
+		cfg.AckTimeout = time.Second
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 4, 1, 10)
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		got := u.received()
+		checkIDs(t, f, got)
+		if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 2 || c["b2"] != 1 || c["b3"] != 1 {
+			t.Errorf("sends per batch %v, want b1 twice, the others once", c)
+		}
+		if groups := byStream(got); len(groups) != 1 {
+			t.Errorf("streams %v, want the answering one only", groups)
+		}
+		if r, a, e := value(d.m.resent), value(d.m.ackTimeouts), value(d.m.streamsEnded[endAckTimeout]); r != 1 || a != 1 || e != 0 {
+			t.Errorf("resent %d, ack timeouts %d, streams ended for silence %d; want 1, 1, 0", r, a, e)
+		}
+		u.mu.Lock()
+		late.ack(2, otepv1.ResultCode_Success)
+		u.mu.Unlock()
+		for i := 0; value(d.m.unknownAcks) == 0; i++ {
+			if i == 3000 {
+				t.Fatal("late answer never counted")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := shutdown(t, d, waitFor); err != nil {
+			t.Fatal(err)
+		}
+		for reason, c := range d.m.dropped {
+			if v := value(c); v != 0 {
+				t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+			}
+		}
+	})
+}
+
+// An upstream that withholds its flow-control window for twice the ack timeout and then reads
+// and answers at once: the requests blocked behind the closed window, in SendMsg or in the
+// transport, are not timed out meanwhile, because the time the stream is stalled on flow
+// control is not the upstream's answer time. Then every batch is delivered, once unless a
+// timeout after the window opened (a machine too busy to read an answer within the ack
+// timeout) sent it again, and all on one stream but for such re-sends.
+func TestStreamFlowControlStallNotTimedOut(t *testing.T) {
+	const n = 8
+	// The smallest windows the server may set (which also turns off its window growth): a
+	// 48 KiB request fills most of one.
+	u := newUpstream(t, grpc.InitialWindowSize(64<<10), grpc.InitialConnWindowSize(64<<10))
+	release := make(chan struct{})
+	u.onStream = func(s *srvStream, g received) error {
 		s.ack(g.id, otepv1.ResultCode_Success)
+		if g.tag == "b0" {
+			<-release // read nothing more: the window stays closed
+		}
 		return nil
 	}
-	cfg := streamConfig(t, u.addr, 1, 4)
-	cfg.AckTimeout = 200 * time.Millisecond
+	cfg := streamConfig(t, u.addr, 1, n)
+	cfg.AckTimeout = 1500 * time.Millisecond
 	d := startDest(t, cfg)
 	f := newFeeder(t, d)
-	f.send(0, 4, 1, 10)
-	if got, want := f.waitAll(), []bool{true, false, true, true}; !slices.Equal(got, want) {
-		t.Fatalf("delivered %v, want %v", got, want)
+	f.send(0, n, 1, 48<<10)
+	if !f.wait(0) {
+		t.Fatal("b0 not delivered")
 	}
-	if v := value(d.m.dropped[dropAckTimeout]); v != 1 {
-		t.Errorf("ack_timeout drops %d, want 1", v)
-	}
-	u.mu.Lock()
-	late.ack(2, otepv1.ResultCode_Success)
-	u.mu.Unlock()
-	for i := 0; value(d.m.unknownAcks) == 0; i++ {
-		if i == 3000 {
-			t.Fatal("late answer never counted")
+	for deadline := time.Now().Add(waitFor); d.sending.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the requests after b0 were never sent")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	if err := shutdown(t, d, waitFor); err != nil {
-		t.Fatal(err)
+	time.Sleep(2 * cfg.AckTimeout)
+	// The window held: the upstream read b0 alone and the lane could not hand all the rest
+	// over. Nothing was timed out meanwhile.
+	timedOut := value(d.m.ackTimeouts) + value(d.m.dropped[dropAckTimeout])
+	if got, sending := len(u.received()), d.sending.Load(); got != 1 || sending >= n-1 {
+		t.Fatalf("upstream read %d requests, %d handed over or being sent: the window did not hold", got, sending)
 	}
-	if c := count(u.tags()); c["b1"] != 1 {
-		t.Errorf("b1 sent %d times, want once (no re-send after a timeout)", c["b1"])
+	close(release)
+	if timedOut != 0 {
+		t.Errorf("%d requests timed out while the stream was stalled on flow control", timedOut)
 	}
-	if v := value(d.m.inFlight); v != 0 {
-		t.Errorf("in flight %d", v)
+	if got := f.waitAll(); !allTrue(got) {
+		t.Fatalf("delivered %v, want all", got)
+	}
+	got := u.received()
+	checkIDs(t, f, got)
+	later, resent := value(d.m.ackTimeouts), value(d.m.resent)
+	if c := count(u.tags()); len(c) != n || len(got) > n+resent {
+		t.Errorf("sends per batch %v, want each once, and no more than %d re-sends", c, resent)
+	}
+	if groups := byStream(got); resent == 0 && len(groups) != 1 {
+		t.Errorf("streams %v, want one", groups)
+	}
+	if later != 0 {
+		t.Logf("%d requests timed out after the window opened (a busy machine), %d re-sent", later, resent)
 	}
 }
 

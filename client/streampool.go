@@ -61,6 +61,10 @@ func (d *Dest) putStream(s *stream) {
 	s.acked.Store(false)
 	s.broken.Store(false)
 	s.half.Store(0)
+	s.sendStart.Store(0)
+	s.stalled.Store(0)
+	s.lastAnswer.Store(0)
+	s.silent.Store(false)
 	if d.stopping.Load() {
 		return
 	}

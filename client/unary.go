@@ -3,10 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -14,12 +14,19 @@ import (
 )
 
 // Unary mode: Concurrency workers per signal, each with one call in flight; the next call
-// starts only after the previous one was answered or failed. The call's deadline is the ack
-// timeout.
+// starts only after the previous one was answered or failed. The ack timeout runs from when
+// the transport took the request (SendMsg returned) to the answer: waiting for a connection,
+// for a stream the server allows, or for flow-control window before that is not the upstream's
+// answer time. A call past it is cancelled and retried after the backoff.
+
+// unaryDesc describes a unary call to NewStream, as Invoke does.
+var unaryDesc = grpc.StreamDesc{}
+
+var errAckTimeout = errors.New("client: no answer within the ack timeout")
 
 // worker is one unary sender, for one signal: Concurrency of them per signal, so that calls of
 // a signal whose upstream stops answering occupy that signal's workers only. Its fields belong
-// to its goroutine.
+// to its goroutine, but for ack, which the ack timer's goroutine shares.
 type worker struct {
 	d     *Dest
 	sig   fastpath.Signal
@@ -27,10 +34,57 @@ type worker struct {
 	raw   codec.Raw // v1 request: the payload, by reference
 	reply codec.Raw // v1 response, read for its partial success only
 	resp  otepv1.ExportResponse
+
+	// ack is the ack timeout of the call under way: one timer for the worker's life, so that a
+	// call allocates no closure for it. fired has a token once its function has cancelled a
+	// call; the worker takes it before it arms the timer again, so that a late firing can never
+	// reach the next call.
+	ack struct {
+		timer  *time.Timer
+		fired  chan struct{}
+		mu     sync.Mutex
+		cancel context.CancelCauseFunc // of the call under way; nil between calls
+	}
+}
+
+func newWorker(d *Dest, sig fastpath.Signal) *worker {
+	w := &worker{d: d, sig: sig, timer: stoppedTimer()}
+	w.ack.fired = make(chan struct{}, 1)
+	w.ack.timer = time.AfterFunc(time.Hour, w.ackTimedOut)
+	w.ack.timer.Stop()
+	return w
+}
+
+// ackTimedOut runs on the timer's goroutine when a call's answer is overdue.
+func (w *worker) ackTimedOut() {
+	w.ack.mu.Lock()
+	if c := w.ack.cancel; c != nil {
+		c(errAckTimeout)
+	}
+	w.ack.mu.Unlock()
+	w.ack.fired <- struct{}{}
+}
+
+// awaitAnswer reads the answer of cs into reply, cancelling the call (cancel) if it does not
+// come within AckTimeout.
+func (w *worker) awaitAnswer(cs grpc.ClientStream, reply any, cancel context.CancelCauseFunc) error {
+	w.ack.mu.Lock()
+	w.ack.cancel = cancel
+	w.ack.mu.Unlock()
+	w.ack.timer.Reset(w.d.cfg.AckTimeout)
+	err := cs.RecvMsg(reply)
+	if !w.ack.timer.Stop() {
+		<-w.ack.fired // its function started: wait until it is done with this call
+	}
+	w.ack.mu.Lock()
+	w.ack.cancel = nil
+	w.ack.mu.Unlock()
+	return err
 }
 
 func (w *worker) run() {
 	defer w.d.wg.Done()
+	defer w.ack.timer.Stop()
 	for {
 		r := w.d.next(w.sig, w.timer)
 		if r == nil {
@@ -72,19 +126,23 @@ func (w *worker) call(r *request) {
 		w.raw.SetPayload(r.b.Payload.Retain())
 		msg, reply = &w.raw, &w.reply
 	}
-	now := nanotime()
 	r.attempt++
-	r.sentAt = now
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
 	d.m.sentBytes.Add(float64(r.size))
 
-	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
-	err := d.conn.Invoke(ctx, d.methods[r.sig], msg, reply, d.unaryOpts...)
-	// The deadline travels with the call: the server may enforce it a moment before our own
-	// timer fires, and answers DEADLINE_EXCEEDED. Either way the answer was late.
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
-	cancel()
+	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
+	ctx, cancel := context.WithCancelCause(d.ctx)
+	cs, err := d.conn.NewStream(ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
+	if err == nil {
+		err = cs.SendMsg(msg) // a unary call's status, if it failed, comes from RecvMsg
+	}
+	if err == nil {
+		r.sentAt = nanotime()
+		err = w.awaitAnswer(cs, reply, cancel)
+	}
+	timedOut := errors.Is(context.Cause(ctx), errAckTimeout)
+	cancel(nil)
 	if f != nil {
 		f.unref()
 	}
@@ -114,7 +172,8 @@ func (w *worker) call(r *request) {
 	case d.stopping.Load():
 		d.drop(r, dropShutdownPending)
 	case timedOut:
-		d.drop(r, dropAckTimeout)
+		d.m.ackTimeouts.Inc()
+		d.retry(r, retryAckTimeout)
 	case v == verdictThrottle:
 		d.throttle(delay)
 		d.retryAfterPause(r)

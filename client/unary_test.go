@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -151,30 +153,70 @@ func TestUnaryResultCodes(t *testing.T) {
 	}
 }
 
-// A call not answered within AckTimeout is dropped, not retried.
+// A call not answered within AckTimeout is cancelled and retried after the backoff; the
+// second call is answered and nothing is dropped.
 func TestUnaryAckTimeout(t *testing.T) {
 	u := newUpstream(t)
 	release := make(chan struct{})
 	defer close(release)
+	var calls atomic.Int32
 	u.onUnary = func(g received) (otepv1.ResultCode, error) {
-		if g.tag == "b1" {
-			<-release
+		if g.tag == "b1" && calls.Add(1) == 1 {
+			<-release // the first call is never answered in time
 		}
 		return otepv1.ResultCode_Success, nil
 	}
 	cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
-	cfg.AckTimeout = 200 * time.Millisecond
+	cfg.AckTimeout = time.Second
 	d := startDest(t, cfg)
 	f := newFeeder(t, d)
 	f.send(0, 3, 1, 10)
-	if got, want := f.waitAll(), []bool{true, false, true}; !slices.Equal(got, want) {
+	if got, want := f.waitAll(), []bool{true, true, true}; !slices.Equal(got, want) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}
-	if c := count(u.tags()); c["b1"] != 1 {
-		t.Errorf("b1 called %d times, want 1", c["b1"])
+	if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 2 || c["b2"] != 1 {
+		t.Errorf("calls per batch %v, want b1 twice, the others once", c)
 	}
-	if v := value(d.m.dropped[dropAckTimeout]); v != 1 {
-		t.Errorf("ack_timeout %d, want 1", v)
+	if r, a := value(d.m.retried[retryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
+		t.Errorf("retried after a timeout %d, ack timeouts %d; want 1, 1", r, a)
+	}
+	for reason, c := range d.m.dropped {
+		if v := value(c); v != 0 {
+			t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+		}
+	}
+}
+
+// The ack timeout of a unary call runs from when the transport took the request: calls that
+// first wait for a stream the server allows (HTTP/2 max concurrent streams 1, five workers, each
+// call answered after 400ms) are not timed out for that wait, though the last one finishes 2s
+// after it began, past the 1.5s ack timeout.
+func TestUnaryAckTimeoutStartsAtSend(t *testing.T) {
+	const calls = 5
+	u := newUpstream(t, grpc.MaxConcurrentStreams(1))
+	u.onUnary = func(g received) (otepv1.ResultCode, error) {
+		time.Sleep(400 * time.Millisecond)
+		return otepv1.ResultCode_Success, nil
+	}
+	cfg := unaryConfig(t, u.addr, ProtocolV1, calls)
+	cfg.AckTimeout = 1500 * time.Millisecond
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, calls, 1, 10)
+	if got := f.waitAll(); !allTrue(got) {
+		t.Fatalf("delivered %v, want all", got)
+	}
+	if c := count(u.tags()); len(c) != calls || len(u.tags()) != calls {
+		t.Errorf("calls per batch %v, want one each", c)
+	}
+	u.mu.Lock()
+	most := u.maxInCall
+	u.mu.Unlock()
+	if most != 1 {
+		t.Errorf("%d calls at once at the upstream, want 1 (the others waited for a stream)", most)
+	}
+	if a, r := value(d.m.ackTimeouts)+value(d.m.dropped[dropAckTimeout]), value(d.m.retried[retryFailed]); a != 0 || r != 0 {
+		t.Errorf("ack timeouts %d, retried %d; want 0, 0", a, r)
 	}
 }
 

@@ -45,6 +45,8 @@ type upstream struct {
 	delay         time.Duration // take this long over each request: a slow upstream
 	throttleEvery int64         // end the stream with UNAVAILABLE + RetryInfo every Nth request
 	throttleFor   time.Duration // the RetryInfo delay
+	silent        atomic.Bool   // read every request and answer none: a server that hangs
+	unanswered    atomic.Int64  // requests read while silent
 	requests      atomic.Int64
 	mu            sync.Mutex
 	rnd           *rand.Rand
@@ -112,6 +114,10 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 				return nil
 			}
 			return err
+		}
+		if u.silent.Load() {
+			u.unanswered.Add(1)
+			continue // forgotten: as if the server lost it
 		}
 		n := u.requests.Add(1)
 		if u.delay > 0 {

@@ -23,11 +23,13 @@
 // # Finishing records
 //
 // A batch carries the positions of its records. When its destination delivered it, each is
-// Finished; when the destination gave it up for a reason of its own (rejected, too large,
-// unanswered within the ack timeout; counted by the destination), each is Dropped as
-// undeliverable and counted by the spool. Retry budgets do not apply: with a spool, cmd runs
-// the destinations without RetryMaxElapsed, so a destination that cannot reach its upstream
-// keeps retrying while the spool fills. Once Stop was called, a batch given up (a destination
+// Finished; when the destination gave it up for a reason of its own (rejected for good, too
+// large, or unanswered with retry-on-reconnect=false; counted by the destination), each is
+// Dropped as undeliverable and counted by the spool. An upstream that does not answer costs
+// nothing: the destination sends the request again after its ack timeout, as often as it takes.
+// Retry budgets do not apply: with a spool, cmd runs the destinations without RetryMaxElapsed,
+// so a destination that cannot reach its upstream keeps retrying while the spool fills, and
+// -spool.full decides (and counts) what happens then. Once Stop was called, a batch given up (a destination
 // shutting down drops what it holds) leaves its records unfinished: the next start reads them
 // again (at least once; the spool counts them as replayed).
 //

@@ -21,6 +21,7 @@ type dest struct {
 	batches []*fastpath.Batch
 	got     chan struct{}
 	full    bool
+	refused []*fastpath.Batch // every offer refused while full, in order
 }
 
 func newDest() *dest { return &dest{got: make(chan struct{}, 1000)} }
@@ -31,6 +32,7 @@ func (d *dest) Enqueue(b *fastpath.Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.full {
+		d.refused = append(d.refused, b)
 		return fastpath.ErrFull
 	}
 	d.batches = append(d.batches, b)
@@ -249,7 +251,9 @@ func TestFeederBoundsWhatItHandsOver(t *testing.T) {
 	}
 }
 
-// A destination whose queue is full is offered the batch again once room appears.
+// A destination whose queue is full is offered the same batch again, unchanged, until it takes
+// it: the record stays unfinished meanwhile, nothing is dropped, and once delivered it is
+// finished and never offered again.
 func TestFeederRetriesFullDestination(t *testing.T) {
 	fs := spool.NewCrashFS()
 	s := testSpool(t, fs)
@@ -257,18 +261,62 @@ func TestFeederRetriesFullDestination(t *testing.T) {
 	if _, err := s.Append(2, 3, rec(7, 100)); err != nil {
 		t.Fatal(err)
 	}
+	droppedBefore := dropped(t, "undeliverable")
 	d := newDest()
 	d.full = true
 	f, _ := New(feedConfig(), s.Reader("d"), d, nil)
 	f.Start()
 	defer f.Stop()
-	time.Sleep(120 * time.Millisecond) // refused at least once
-	d.mu.Lock()
-	d.full = false
-	d.mu.Unlock()
+	// Refused twice at least: the second offer is the retry.
+	var offers []*fastpath.Batch
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		d.mu.Lock()
+		n := len(d.refused)
+		if n >= 2 {
+			d.full = false
+			offers = append(offers, d.refused...)
+		}
+		d.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offered %d times in 10s while the destination was full, want a retry", n)
+		}
+	}
 	b := d.take(t, 1)[0]
+	for i, o := range offers {
+		if o != b {
+			t.Fatalf("offer %d was another batch than the one delivered", i)
+		}
+	}
 	if got := ids(b, 100); len(got) != 1 || got[0] != 7 || b.Signal != 2 || b.Items != 3 {
-		t.Fatalf("batch %v signal %v items %d", got, b.Signal, b.Items)
+		t.Fatalf("batch %v signal %v items %d, want record 7 alone, signal 2, 3 items", got, b.Signal, b.Items)
+	}
+	if n := s.Reader("d").Unfinished(); n != 1 {
+		t.Fatalf("%d records unfinished while the batch is in the destination's hands, want 1", n)
 	}
 	b.Done(true)
+	if n := s.Reader("d").Unfinished(); n != 0 {
+		t.Fatalf("%d records unfinished after delivery", n)
+	}
+	if h := f.HeldBytes(); h != 0 {
+		t.Fatalf("held %d bytes after delivery", h)
+	}
+	if n := dropped(t, "undeliverable") - droppedBefore; n != 0 {
+		t.Fatalf("%v records dropped while the destination was full", n)
+	}
+	// The next record comes alone: the delivered one is not offered again.
+	if _, err := s.Append(2, 1, rec(8, 100)); err != nil {
+		t.Fatal(err)
+	}
+	b = d.take(t, 1)[0]
+	if got := ids(b, 100); len(got) != 1 || got[0] != 8 {
+		t.Fatalf("next batch holds %v, want record 8 alone", got)
+	}
+	b.Done(true)
+	d.mu.Lock()
+	refusals := len(d.refused)
+	d.mu.Unlock()
+	t.Logf("offered %d times while full, then delivered once", refusals)
 }
