@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,9 @@ func jsonEquivalenceSeeds(tb testing.TB) [][]byte {
 		`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"gauge":{"dataPoints":[{"asInt":"5","attributes":[{"key":"a"}],"timeUnixNano":1}]},"name":"g","metadata":[{"key":"m"}]}]}]}]}`,
 		`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"bytesValue":"AAEC/w=="}},{"body":{"bytesValue":"AAEC_w"}}]}]}]}`,
 		`{"resourceLogs":[{"schemaUrl":"s","scopeLogs":[{"logRecords":[{"severityNumber":"SEVERITY_NUMBER_INFO"}]}],"resource":{"attributes":[]}}]}`,
+		// Escapes and padding that narrow a length prefix from two bytes to one.
+		span0(`"name":"` + strings.Repeat(`\u0041`, 22) + `"`),
+		`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"bytesValue":"` + base64.StdEncoding.EncodeToString(make([]byte, 127)) + `"}}]}]}]}`,
 		`{"x":` + strings.Repeat(`[`, 299) + strings.Repeat(`]`, 299) + `}`,
 		`{"x":` + strings.Repeat(`[`, 300) + strings.Repeat(`]`, 300) + `}`,
 	} {

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"math/bits"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -47,12 +48,12 @@ type lenOpen struct {
 	grown     uint64
 }
 
-// jsonSeg is one field written by an object still open: its bytes dst[start:end] and its
-// marks t.marks[mark:markEnd]. An object's segments are contiguous, in the order written.
+// jsonSeg is one field written by an object still open: its bytes run from dst[start] to the
+// next segment's start, the last one's to the end of dst, and likewise its marks from
+// t.marks[mark]. An object's segments are contiguous, in the order written.
 type jsonSeg struct {
-	start, end    int
-	mark, markEnd int
-	order         uint8
+	start, mark int
+	order       uint8
 }
 
 // open reserves the length prefix of a message or packed run at the end of dst.
@@ -109,10 +110,11 @@ func (t *JSONTranscoder) wrote(dst []byte, start, mark int, ord uint8) {
 	if len(dst) == start {
 		return // a zero scalar or an empty list: nothing written
 	}
-	t.segs = append(t.segs, jsonSeg{start: start, end: len(dst), mark: mark, markEnd: len(t.marks), order: ord})
+	t.segs = append(t.segs, jsonSeg{start: start, mark: mark, order: ord})
 }
 
-// order puts the fields of the object whose segments start at base in field-number order.
+// order puts the fields of the object whose segments start at base, and which ends at the
+// end of dst, in field-number order.
 func (t *JSONTranscoder) order(dst []byte, base int) {
 	segs := t.segs[base:]
 	for i := 1; i < len(segs); i++ {
@@ -124,20 +126,37 @@ func (t *JSONTranscoder) order(dst []byte, base int) {
 }
 
 func (t *JSONTranscoder) reorder(dst []byte, segs []jsonSeg) {
-	from, to := segs[0].start, segs[len(segs)-1].end
-	if to-from <= len(t.tmp) {
-		// Small: no marks inside (see eagerMax). Copy out, write back in order.
-		tmp := t.tmp[:copy(t.tmp[:], dst[from:to])]
-		slices.SortFunc(segs, func(a, b jsonSeg) int { return int(a.order) - int(b.order) })
+	from := segs[0].start
+	if len(dst)-from <= len(t.tmp) {
+		// Small: no marks inside (see eagerMax). Copy out, write back in order, reading the
+		// segments through a bit set of their orders (field numbers are below 32, oneof
+		// members set bit 7: orderSlot folds that into 0..63).
+		tmp := t.tmp[:copy(t.tmp[:], dst[from:])]
+		var at [64]uint8
+		var set uint64
+		for k, s := range segs {
+			at[orderSlot(s.order)] = uint8(k)
+			set |= 1 << orderSlot(s.order)
+		}
 		w := from
-		for _, s := range segs {
-			w += copy(dst[w:], tmp[s.start-from:s.end-from])
+		for ; set != 0; set &= set - 1 {
+			k := int(at[bits.TrailingZeros64(set)])
+			end := len(tmp)
+			if k+1 < len(segs) {
+				end = segs[k+1].start - from
+			}
+			w += copy(dst[w:], tmp[segs[k].start-from:end])
 		}
 		return
 	}
 	// Large: an insertion sort whose every move is a rotation of bytes and marks in place.
+	// Segment i ends where segment i+1 starts; the last one at the end of dst and t.marks.
 	for i := 1; i < len(segs); i++ {
 		s := segs[i]
+		end, markEnd := len(dst), len(t.marks)
+		if i+1 < len(segs) {
+			end, markEnd = segs[i+1].start, segs[i+1].mark
+		}
 		j := i
 		for j > 0 && segs[j-1].order > s.order {
 			j--
@@ -147,25 +166,28 @@ func (t *JSONTranscoder) reorder(dst []byte, segs []jsonSeg) {
 		}
 		// dst[a:s.start] holds the fields that belong after s; s moves before them.
 		a, ma := segs[j].start, segs[j].mark
-		moveA, moveB := s.end-s.start, s.start-a // how far the two parts travel
-		marksB := s.markEnd - s.mark
-		rotate(dst[a:s.end], moveB, t.tmp[:])
+		moveA, moveB := end-s.start, s.start-a // how far the two parts travel
+		marksB := markEnd - s.mark
+		rotate(dst[a:end], moveB, t.tmp[:])
 		for k := ma; k < s.mark; k++ {
 			t.marks[k].pos += moveA
 		}
-		for k := s.mark; k < s.markEnd; k++ {
+		for k := s.mark; k < markEnd; k++ {
 			t.marks[k].pos -= moveB
 		}
-		rotateMarks(t.marks[ma:s.markEnd], s.mark-ma)
+		rotateMarks(t.marks[ma:markEnd], s.mark-ma)
 		copy(segs[j+1:i+1], segs[j:i])
 		for k := j + 1; k <= i; k++ {
 			segs[k].start += moveA
-			segs[k].end += moveA
 			segs[k].mark += marksB
-			segs[k].markEnd += marksB
 		}
-		segs[j] = jsonSeg{start: a, end: a + moveA, mark: ma, markEnd: ma + marksB, order: s.order}
+		segs[j] = jsonSeg{start: a, mark: ma, order: s.order}
 	}
+}
+
+// orderSlot maps a field's order (jsonField.order) to a bit of a uint64, keeping the order.
+func orderSlot(o uint8) uint {
+	return uint(o&0x1f) | uint(o>>7)<<5
 }
 
 // rotate turns b = A B, with len(A) = k, into B A in place, moving each byte a bounded number

@@ -54,14 +54,30 @@ func skipWS(b []byte, i int) int {
 // stringEnd finds the closing quote of the string whose content starts at b[j], and reports
 // whether the content holds a backslash; ok is false when the string never closes.
 func stringEnd(b []byte, j int) (end int, esc, ok bool) {
-	q := bytes.IndexByte(b[j:], '"')
+	// Keys and most values end within a few bytes, where a plain loop is quicker than setting
+	// up a vector search.
+	k := j
+	for n := min(len(b), j+16); k < n; k++ {
+		switch b[k] {
+		case '"':
+			return k, false, true
+		case '\\':
+			return escapedStringEnd(b, k)
+		}
+	}
+	q := bytes.IndexByte(b[k:], '"')
 	if q < 0 {
 		return 0, false, false
 	}
-	if bytes.IndexByte(b[j:j+q], '\\') < 0 {
-		return j + q, false, true
+	if e := bytes.IndexByte(b[k:k+q], '\\'); e >= 0 {
+		return escapedStringEnd(b, k+e)
 	}
-	for k := j; k < len(b); k++ {
+	return k + q, false, true
+}
+
+// escapedStringEnd finishes stringEnd from the backslash at b[k].
+func escapedStringEnd(b []byte, k int) (end int, esc, ok bool) {
+	for ; k < len(b); k++ {
 		switch b[k] {
 		case '"':
 			return k, true, true
