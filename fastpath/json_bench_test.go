@@ -107,3 +107,25 @@ func BenchmarkJSONTranscode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJSONTranscodeTree measures the tree transcoder that JSONTranscoder replaced
+// (jsontree_test.go) on the same bodies, so that one run compares the two on the same machine
+// under the same load.
+func BenchmarkJSONTranscodeTree(b *testing.B) {
+	for _, bb := range jsonBodies(b) {
+		b.Run(bb.name, func(b *testing.B) {
+			var tr treeTranscoder
+			dst, _, err := tr.AppendRequest(nil, Traces, bb.body)
+			if err != nil || !bytes.Equal(dst, bb.want) {
+				b.Fatalf("transcoding differs from MarshalVT: %v", err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bb.body)))
+			b.ResetTimer()
+			for b.Loop() {
+				dst, _, _ = tr.AppendRequest(dst[:0], Traces, bb.body)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*bb.spans), "ns/span")
+		})
+	}
+}
