@@ -29,9 +29,9 @@ import (
 // by rotating its bytes in place when it is large, so that the output is the one canonical
 // encoding whatever order the client wrote the keys in. Keys in order, as protobuf's JSON
 // writers emit them, cost nothing; keys sorted by name (most JSON libraries) cost one copy of
-// each small object out and back. What a hostile body can cost is CPU, never memory: a
-// message's bytes move at most a few times per level it is nested in, and nesting stops at
-// MaxNesting.
+// each small object out and back. What a hostile body can cost is CPU, never memory: a byte
+// moves at most once per field of each object enclosing it (OTLP messages have at most 16)
+// and once per length prefix, and nesting stops at MaxNesting.
 
 // eagerMax is the largest message content moved as soon as it closes. It is below 2^14, so
 // such a message's length takes two bytes at most, and it is the size of the buffer small
