@@ -33,9 +33,11 @@
 // # OTLP/JSON
 //
 // JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the
-// path carries, in one pass over fastjson's parsed tree, driven by the JSON column of the
-// schema (jsonschema.go). It allocates nothing when reused and is owned by one goroutine at a
-// time.
+// path carries, in one pass over the body's bytes as a stream of tokens (jsonlex.go), driven by
+// the JSON column of the schema (jsonschema.go): no tree of the body is built, and besides its
+// output a call holds state that follows the nesting depth (jsonlen.go). It allocates nothing
+// when reused and is owned by one goroutine at a time. The tree-based transcoder it replaced
+// is kept in jsontree_test.go as the reference of FuzzJSONStreamEquivalence.
 //
 // The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
 // under proto/ and tested against their compiled descriptors. Below the top level, ScanRequest

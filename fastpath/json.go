@@ -1,22 +1,16 @@
 package fastpath
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
-	"math"
-	"strconv"
-	"unsafe"
 
-	"github.com/valyala/fastjson"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Errors of the OTLP/JSON transcoder. Pre-made, so that a rejected body costs no allocation
-// beyond what the parser spends on its own diagnosis.
+// Errors of the OTLP/JSON transcoder. Pre-made, so that a rejected body costs no allocation.
+// A body with several faults is refused for the first one met reading it from the start.
 var (
-	// ErrJSONSyntax: the body is not one well-formed JSON value (fastjson also refuses nesting
-	// deeper than 300 arrays and objects).
+	// ErrJSONSyntax: the body is not one well-formed JSON value, or its values nest deeper
+	// than maxJSONDepth (300).
 	ErrJSONSyntax = errors.New("fastpath: body is not well-formed JSON")
 	// ErrJSONType: a known field holds a JSON type its protobuf type cannot take (an object
 	// where a string belongs, a null inside an array, a request that is not an object).
@@ -40,45 +34,42 @@ var (
 	ErrJSONOneof = errors.New("fastpath: JSON object sets two members of a oneof")
 )
 
-// lenWidth is the room reserved for the length prefix of every nested message and packed run
-// while it is written: five varint bytes hold any length below 2^35. The lengths are known
-// only once the content is written; compact then squeezes every prefix to its minimal varint
-// in one forward pass, so the cost is one move of the output, whatever the nesting depth
-// (shifting each message's content as it closes would move deep content once per level).
-const lenWidth = 5
-
-// jsonEntry is a known field of the object being written, with its JSON value.
-type jsonEntry struct {
-	f *jsonField
-	v *fastjson.Value
-}
-
-// lenMark is a reserved length prefix: where it sits in the output and, once its message is
-// closed, the final (compacted) length of the content.
-type lenMark struct {
-	pos int
-	n   uint64
-}
+// Bounds on what a transcoder keeps between calls; past them the capacity a large body grew
+// is dropped, so that a pooled transcoder holds a few KiB whatever it served.
+const (
+	keepMarks   = 1 << 10 // deferred prefixes: one per message larger than eagerMax
+	keepScratch = 64 << 10
+)
 
 // JSONTranscoder turns OTLP/JSON Export requests into the protobuf bytes the pipeline
-// carries, walking fastjson's parsed tree against the schema tables (schema.go, jsonschema.go)
-// and writing protobuf as it goes: no generated message is built. A reused transcoder does not
-// allocate in steady state: the parser, the field stack and the prefix marks keep their
-// capacity between calls.
+// carries. It reads the body once, front to back, as a stream of JSON tokens checked against
+// the schema tables (schema.go, jsonschema.go), and writes protobuf into the caller's buffer as
+// it goes: no tree of the body and no generated message is built. Besides the output, a call
+// holds state proportional to how deeply the body nests (one frame per open message, bounded
+// by MaxNesting; the values of unknown keys are passed over with one bit per level, bounded by
+// maxJSONDepth), a 16-byte mark per message larger than eagerMax, and the unescaped text of
+// one id, bytes or number value when it was written with escapes. jsonlen.go explains the
+// length prefixes and the field order.
 //
-// The capacity it keeps grows with the largest body it has parsed (fastjson keeps a copy of
-// the body and one value per JSON token); a pool should drop a transcoder after an unusually
-// large body rather than keep that memory.
+// A reused transcoder does not allocate in steady state; it keeps at most a few KiB between
+// calls (keepMarks, keepScratch), so a pool may keep it whatever body it served.
 //
 // The zero value is ready to use.
 type JSONTranscoder struct {
-	p       fastjson.Parser
-	entries []jsonEntry // fields of the open objects, innermost last
-	marks   []lenMark   // reserved prefixes of this call, in output order
-	saved   uint64      // bytes compact will remove from the prefixes closed so far
-	scratch []byte      // number text, decoded ids and bytes
+	in      []byte    // the body of the call under way; nil between calls
+	segs    []jsonSeg // fields written by the open objects, the innermost object's last
+	marks   []lenMark // deferred length prefixes of this call, in output order
+	grown   uint64    // bytes expand will add for the marks closed so far
+	scratch []byte    // unescaped text of an id, bytes or number value
 	items   int
+	key     [keyMax]byte   // an escaped key, unescaped
+	tmp     [eagerMax]byte // small objects reordered, large ones rotated through it
 }
+
+// keyMax bounds the escaped keys that are unescaped to be looked up: an escape shrinks to no
+// less than a sixth of its length (\uXXXX to one byte), and no field name is longer than 24
+// bytes, so a longer escaped key names no field.
+const keyMax = 6 * 24
 
 // AppendRequest appends to dst the protobuf encoding of the OTLP/JSON Export request body of
 // signal sig, and returns the Scan of the result (resource entries and items, as ScanRequest
@@ -99,536 +90,313 @@ func (t *JSONTranscoder) AppendRequest(dst []byte, sig Signal, body []byte) ([]b
 		return dst, Scan{}, ErrSignal
 	}
 	start := len(dst)
-	root, err := t.p.ParseBytes(body)
-	if err != nil {
-		return dst, Scan{}, ErrJSONSyntax
-	}
-	t.entries = t.entries[:0]
+	t.in = body
+	t.segs = t.segs[:0]
 	t.marks = t.marks[:0]
-	t.saved = 0
+	t.grown = 0
 	t.items = 0
-	out, s, err := t.request(dst, sig, root)
+	out, s, err := t.request(dst, sig)
+	if err == nil {
+		out = t.expand(out)
+		s.Items = t.items
+	}
+	t.in = nil
+	if cap(t.marks) > keepMarks {
+		t.marks = nil
+	}
+	if cap(t.scratch) > keepScratch {
+		t.scratch = nil
+	}
 	if err != nil {
 		return dst[:start], Scan{}, err
 	}
-	out = t.compact(out)
-	s.Items = t.items
 	return out, s, nil
 }
 
-// request writes the entries of the top-level object.
-func (t *JSONTranscoder) request(dst []byte, sig Signal, root *fastjson.Value) ([]byte, Scan, error) {
-	if root.Type() != fastjson.TypeObject {
-		return dst, Scan{}, ErrJSONType
+// request reads the top-level object and writes its resource entries.
+func (t *JSONTranscoder) request(dst []byte, sig Signal) ([]byte, Scan, error) {
+	b := t.in
+	i := skipWS(b, 0)
+	if i >= len(b) {
+		return dst, Scan{}, ErrJSONSyntax
 	}
-	o, _ := root.Object()
-	rf := &requestField[sig]
-	var entries *fastjson.Value
-	var err error
-	o.Visit(func(k []byte, v *fastjson.Value) {
-		if err != nil || (string(k) != rf.camel && string(k) != rf.name) {
-			return
+	if b[i] != '{' {
+		// Not an object: a type error if it is JSON at all.
+		i, err := skipJSON(b, i, 1)
+		if err == nil && skipWS(b, i) != len(b) {
+			err = ErrJSONSyntax
 		}
-		if entries != nil {
-			err = ErrJSONDuplicate
-			return
+		if err == nil {
+			err = ErrJSONType
 		}
-		entries = v
-	})
-	if err != nil || entries == nil || entries.Type() == fastjson.TypeNull {
 		return dst, Scan{}, err
 	}
-	if entries.Type() != fastjson.TypeArray {
-		return dst, Scan{}, ErrJSONType
-	}
-	arr, _ := entries.Array()
+	rf := &requestField[sig]
 	var s Scan
-	for _, e := range arr {
-		if e.Type() != fastjson.TypeObject {
-			return dst, Scan{}, ErrJSONType
+	seen := false
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			key, esc, v, err := t.member(i)
+			if err != nil {
+				return dst, Scan{}, err
+			}
+			i = v
+			k := key
+			if esc {
+				k = t.unescapeKey(key)
+			}
+			if k != nil && (string(k) == rf.camel || string(k) == rf.name) {
+				if seen {
+					return dst, Scan{}, ErrJSONDuplicate
+				}
+				seen = true
+				dst, i, err = t.entries(dst, i, sig, &s)
+			} else {
+				i, err = skipJSON(b, i, 2)
+			}
+			if err != nil {
+				return dst, Scan{}, err
+			}
+			var end bool
+			if i, end, err = memberEnd(b, i, '}'); err != nil {
+				return dst, Scan{}, err
+			}
+			if end {
+				break
+			}
 		}
-		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
-		mark := t.open(&dst)
-		if dst, err = t.message(dst, resourceMsg[sig], e, 1); err != nil {
-			return dst, Scan{}, err
-		}
-		t.close(dst, mark)
-		s.Resources++
+	}
+	if skipWS(b, i) != len(b) {
+		return dst, Scan{}, ErrJSONSyntax
 	}
 	return dst, s, nil
 }
 
-// message writes the fields of the JSON object v as message m, at nesting level nest.
-func (t *JSONTranscoder) message(dst []byte, m msgID, v *fastjson.Value, nest int) ([]byte, error) {
-	o, _ := v.Object()
+// entries writes the resource entries, the value at b[i] of the request's one field.
+func (t *JSONTranscoder) entries(dst []byte, i int, sig Signal, s *Scan) ([]byte, int, error) {
+	b := t.in
+	switch {
+	case b[i] == '[':
+	case bytesAt(b, i, "null"):
+		return dst, i + 4, nil
+	default:
+		return dst, i, ErrJSONType
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1, nil
+	}
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return dst, i, ErrJSONSyntax
+		}
+		if b[i] != '{' {
+			return dst, i, ErrJSONType
+		}
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		var o lenOpen
+		dst, o = t.open(dst)
+		var err error
+		if dst, i, err = t.object(dst, i, resourceMsg[sig], 1, 3); err != nil {
+			return dst, i, err
+		}
+		dst = t.close(dst, o)
+		s.Resources++
+		var end bool
+		if i, end, err = memberEnd(b, i, ']'); err != nil || end {
+			return dst, i, err
+		}
+	}
+}
+
+// member reads an object member's key at b[i] (after whitespace) and its colon, and returns
+// the raw key (escapes not undone, esc telling whether there are any) and the index of the
+// value, which exists.
+func (t *JSONTranscoder) member(i int) (key []byte, esc bool, v int, err error) {
+	b := t.in
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '"' {
+		return nil, false, i, ErrJSONSyntax
+	}
+	e, esc, ok := stringEnd(b, i+1)
+	if !ok {
+		return nil, false, i, ErrJSONSyntax
+	}
+	key = b[i+1 : e]
+	i = skipWS(b, e+1)
+	if i >= len(b) || b[i] != ':' {
+		return nil, false, i, ErrJSONSyntax
+	}
+	i = skipWS(b, i+1)
+	if i >= len(b) {
+		return nil, false, i, ErrJSONSyntax
+	}
+	return key, esc, i, nil
+}
+
+// memberEnd reads what follows a member or element: a comma, or the closing byte (end true).
+func memberEnd(b []byte, i int, closing byte) (int, bool, error) {
+	i = skipWS(b, i)
+	if i < len(b) {
+		switch b[i] {
+		case ',':
+			return i + 1, false, nil
+		case closing:
+			return i + 1, true, nil
+		}
+	}
+	return i, false, ErrJSONSyntax
+}
+
+// unescapeKey returns an escaped key unescaped, in t.key, or nil when it is too long to name
+// a field.
+func (t *JSONTranscoder) unescapeKey(key []byte) []byte {
+	if len(key) > keyMax {
+		return nil
+	}
+	return appendUnescaped(t.key[:0], key)
+}
+
+// bytesAt reports whether b holds w at i.
+func bytesAt(b []byte, i int, w string) bool {
+	return len(b)-i >= len(w) && string(b[i:i+len(w)]) == w
+}
+
+// object reads the JSON object at b[i] ('{'), at depth d, as message m at nesting level nest,
+// and writes its fields in field-number order.
+func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte, int, error) {
+	b := t.in
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return dst, i + 1, nil
+	}
+	if d+1 > maxJSONDepth {
+		return dst, i, ErrJSONSyntax
+	}
 	fields := jsonSchema[m]
-	base := len(t.entries)
+	base := len(t.segs)
 	var seen uint32  // field numbers met, to refuse repeats (OTLP field numbers are below 32)
 	var oneofs uint8 // oneof groups already set
-	var err error
-	o.Visit(func(k []byte, v *fastjson.Value) {
+	for {
+		key, esc, v, err := t.member(i)
 		if err != nil {
-			return
+			return dst, i, err
 		}
-		f := lookupJSON(fields, k)
-		if f == nil {
-			return // unknown: a newer schema may define it
+		i = v
+		if esc {
+			key = t.unescapeKey(key)
 		}
-		if seen&(1<<f.num) != 0 {
+		f := lookupJSON(fields, key)
+		switch {
+		case f == nil:
+			// Unknown: a newer schema may define it.
+			i, err = skipJSON(b, i, d+1)
+		case seen&(1<<f.num) != 0:
 			err = ErrJSONDuplicate
-			return
-		}
-		seen |= 1 << f.num
-		if v.Type() == fastjson.TypeNull {
-			return
-		}
-		if f.oneof != 0 {
-			if oneofs&(1<<f.oneof) != 0 {
-				err = ErrJSONOneof
-				return
-			}
+		case bytesAt(b, i, "null"):
+			seen |= 1 << f.num
+			i += 4
+		case f.oneof != 0 && oneofs&(1<<f.oneof) != 0:
+			err = ErrJSONOneof
+		default:
+			seen |= 1 << f.num
 			oneofs |= 1 << f.oneof
+			start, mark := len(dst), len(t.marks)
+			if dst, i, err = t.value(dst, i, m, f, nest, d+1); err == nil {
+				t.wrote(dst, start, mark, f.order)
+			}
 		}
-		t.entries = append(t.entries, jsonEntry{f: f, v: v})
-	})
-	if err != nil {
-		t.entries = t.entries[:base]
-		return dst, err
-	}
-	// Keys arrive in any order; protobuf writers emit fields in a fixed one (jsonField.order).
-	// Objects hold a few fields, usually already in order, so an insertion sort is the cheapest.
-	es := t.entries[base:]
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].f.order < es[j-1].f.order; j-- {
-			es[j], es[j-1] = es[j-1], es[j]
+		if err != nil {
+			return dst, i, err
 		}
-	}
-	for i := base; i < len(t.entries); i++ {
-		e := t.entries[i] // by index: nested objects may grow t.entries
-		if dst, err = t.field(dst, m, e.f, e.v, nest); err != nil {
+		var end bool
+		if i, end, err = memberEnd(b, i, '}'); err != nil {
+			return dst, i, err
+		}
+		if end {
 			break
 		}
 	}
-	t.entries = t.entries[:base]
-	return dst, err
+	t.order(dst, base)
+	t.segs = t.segs[:base]
+	return dst, i, nil
 }
 
-// field writes one known field with a non-null value.
-func (t *JSONTranscoder) field(dst []byte, m msgID, f *jsonField, v *fastjson.Value, nest int) ([]byte, error) {
-	num := protowire.Number(f.num)
+// value writes the value at b[i], at depth d, of the known field f of message m.
+func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
 	if f.flags&jRepeated == 0 {
 		if f.typ == jMessage {
-			return t.nested(dst, m, f, v, nest)
+			return t.nested(dst, i, m, f, nest, d)
 		}
-		return t.scalar(dst, f, v, true)
+		return t.scalar(dst, i, f, true)
 	}
-	if v.Type() != fastjson.TypeArray {
-		return dst, ErrJSONType
+	b := t.in
+	if b[i] != '[' {
+		return dst, i, ErrJSONType
 	}
-	arr, _ := v.Array()
-	var err error
-	switch f.typ {
-	case jMessage:
-		for _, e := range arr {
-			if dst, err = t.nested(dst, m, f, e, nest); err != nil {
-				return dst, err
-			}
-		}
-	case jString:
-		for _, e := range arr {
-			if dst, err = t.scalar(dst, f, e, true); err != nil {
-				return dst, err
-			}
-		}
-	default: // packed scalars; proto3 writes no run for an empty list
-		if len(arr) == 0 {
-			return dst, nil
-		}
-		dst = protowire.AppendTag(dst, num, protowire.BytesType)
-		mark := t.open(&dst)
-		for _, e := range arr {
-			if dst, err = t.scalar(dst, f, e, false); err != nil {
-				return dst, err
-			}
-		}
-		t.close(dst, mark)
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1, nil // proto3 writes nothing for an empty list, packed or not
 	}
-	return dst, nil
+	if d+1 > maxJSONDepth {
+		return dst, i, ErrJSONSyntax
+	}
+	packed := f.typ != jMessage && f.typ != jString
+	var run lenOpen
+	if packed {
+		dst = protowire.AppendTag(dst, protowire.Number(f.num), protowire.BytesType)
+		dst, run = t.open(dst)
+	}
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return dst, i, ErrJSONSyntax
+		}
+		var err error
+		if f.typ == jMessage {
+			dst, i, err = t.nested(dst, i, m, f, nest, d+1)
+		} else {
+			dst, i, err = t.scalar(dst, i, f, !packed)
+		}
+		if err != nil {
+			return dst, i, err
+		}
+		var end bool
+		if i, end, err = memberEnd(b, i, ']'); err != nil {
+			return dst, i, err
+		}
+		if end {
+			break
+		}
+	}
+	if packed {
+		dst = t.close(dst, run)
+	}
+	return dst, i, nil
 }
 
-// nested writes one occurrence of a message field.
-func (t *JSONTranscoder) nested(dst []byte, m msgID, f *jsonField, v *fastjson.Value, nest int) ([]byte, error) {
-	if v.Type() != fastjson.TypeObject {
-		return dst, ErrJSONType
+// nested writes one occurrence of a message field, the object at b[i] at depth d.
+func (t *JSONTranscoder) nested(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
+	if t.in[i] != '{' {
+		return dst, i, ErrJSONType
 	}
 	if nest >= MaxNesting {
-		return dst, ErrNesting
+		return dst, i, ErrNesting
 	}
 	sf := schema[m][f.num]
 	dst = protowire.AppendTag(dst, protowire.Number(f.num), protowire.BytesType)
-	mark := t.open(&dst)
-	dst, err := t.message(dst, sf.msg, v, nest+1)
+	dst, o := t.open(dst)
+	dst, i, err := t.object(dst, i, sf.msg, nest+1, d)
 	if err != nil {
-		return dst, err
+		return dst, i, err
 	}
-	t.close(dst, mark)
+	dst = t.close(dst, o)
 	if sf.flags&fItem != 0 {
 		t.items++
 	}
-	return dst, nil
-}
-
-// open reserves a length prefix at the end of *dst and returns its mark. While the mark is
-// open its n holds t.saved as it was at opening.
-func (t *JSONTranscoder) open(dst *[]byte) int {
-	b := *dst
-	t.marks = append(t.marks, lenMark{pos: len(b), n: t.saved})
-	*dst = append(b, 0, 0, 0, 0, 0)
-	return len(t.marks) - 1
-}
-
-// close records the final length of the content after mark: what was written, less what
-// compact will take out of the prefixes inside it. Marks are opened in output order and closed
-// innermost first, so the prefixes inside this one are exactly those closed since it was
-// opened, and what they give back is the growth of t.saved since then.
-func (t *JSONTranscoder) close(dst []byte, mark int) {
-	mk := &t.marks[mark]
-	n := uint64(len(dst)-mk.pos-lenWidth) - (t.saved - mk.n)
-	mk.n = n
-	t.saved += lenWidth - uint64(protowire.SizeVarint(n))
-}
-
-// compact rewrites every reserved prefix as its minimal varint, moving the bytes between them
-// forward once.
-func (t *JSONTranscoder) compact(dst []byte) []byte {
-	if len(t.marks) == 0 {
-		return dst
-	}
-	w := t.marks[0].pos
-	r := w
-	for _, mk := range t.marks {
-		w += copy(dst[w:], dst[r:mk.pos])
-		w += putVarint(dst[w:], mk.n)
-		r = mk.pos + lenWidth
-	}
-	w += copy(dst[w:], dst[r:])
-	return dst[:w]
-}
-
-// putVarint writes v at the start of b, which has room, and returns its size.
-func putVarint(b []byte, v uint64) int {
-	i := 0
-	for v >= 0x80 {
-		b[i] = byte(v) | 0x80
-		v >>= 7
-		i++
-	}
-	b[i] = byte(v)
-	return i + 1
-}
-
-// scalar writes one scalar value; with tagged false it writes the bare value, as an element
-// of a packed run, which is never left out.
-func (t *JSONTranscoder) scalar(dst []byte, f *jsonField, v *fastjson.Value, tagged bool) ([]byte, error) {
-	num := protowire.Number(f.num)
-	keepZero := !tagged || f.flags&jPresence != 0
-	switch f.typ {
-	case jString, jBytes, jHexID:
-		if v.Type() != fastjson.TypeString {
-			return dst, ErrJSONType
-		}
-		s, _ := v.StringBytes()
-		switch f.typ {
-		case jString:
-			if !validUTF8(s) {
-				return dst, ErrJSONUTF8
-			}
-		case jBytes:
-			var err error
-			if s, err = t.base64(s); err != nil {
-				return dst, err
-			}
-		case jHexID:
-			var err error
-			if s, err = t.hex(s); err != nil {
-				return dst, err
-			}
-		}
-		if len(s) == 0 && !keepZero && f.flags&jRepeated == 0 {
-			return dst, nil
-		}
-		dst = protowire.AppendTag(dst, num, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(len(s)))
-		return append(dst, s...), nil
-	case jBool:
-		var x uint64
-		switch v.Type() {
-		case fastjson.TypeTrue:
-			x = 1
-		case fastjson.TypeFalse:
-		default:
-			return dst, ErrJSONType
-		}
-		if x == 0 && !keepZero {
-			return dst, nil
-		}
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.VarintType)
-		}
-		return append(dst, byte(x)), nil
-	case jDouble:
-		x, err := t.double(v)
-		if err != nil {
-			return dst, err
-		}
-		bits := math.Float64bits(x)
-		if bits == 0 && !keepZero {
-			return dst, nil
-		}
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.Fixed64Type)
-		}
-		return binary.LittleEndian.AppendUint64(dst, bits), nil
-	}
-	x, err := t.integer(f, v)
-	if err != nil {
-		return dst, err
-	}
-	if x == 0 && !keepZero {
-		return dst, nil
-	}
-	switch f.typ {
-	case jFixed32:
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.Fixed32Type)
-		}
-		return binary.LittleEndian.AppendUint32(dst, uint32(x)), nil
-	case jFixed64, jSfixed64:
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.Fixed64Type)
-		}
-		return binary.LittleEndian.AppendUint64(dst, x), nil
-	}
-	if tagged {
-		dst = protowire.AppendTag(dst, num, protowire.VarintType)
-	}
-	return protowire.AppendVarint(dst, x), nil
-}
-
-// integer reads an integer field's JSON value (a number or a decimal string; for an enum also
-// a value name) and returns it as the varint or fixed value the wire carries.
-func (t *JSONTranscoder) integer(f *jsonField, v *fastjson.Value) (uint64, error) {
-	var text []byte
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		t.scratch = v.MarshalTo(t.scratch[:0])
-		text = t.scratch
-	case fastjson.TypeString:
-		text, _ = v.StringBytes()
-		if f.typ == jEnum && len(text) > 0 && (text[0] < '0' || text[0] > '9') && text[0] != '-' {
-			for i, name := range enumNames[f.enum] {
-				if string(text) == name {
-					return uint64(i), nil
-				}
-			}
-			return 0, ErrJSONEnum
-		}
-	default:
-		return 0, ErrJSONType
-	}
-	neg, mag, ok := parseDecimal(text)
-	if !ok {
-		return 0, ErrJSONNumber
-	}
-	switch f.typ {
-	case jUint32, jFixed32:
-		if neg || mag > math.MaxUint32 {
-			return 0, ErrJSONNumber
-		}
-		return mag, nil
-	case jUint64, jFixed64:
-		if neg {
-			return 0, ErrJSONNumber
-		}
-		return mag, nil
-	case jInt32, jEnum, jSint32:
-		if (!neg && mag > math.MaxInt32) || (neg && mag > -math.MinInt32) {
-			return 0, ErrJSONNumber
-		}
-		x := int32(mag)
-		if neg {
-			x = int32(-int64(mag))
-		}
-		if f.typ == jSint32 {
-			return uint64(uint32(x<<1) ^ uint32(x>>31)), nil
-		}
-		return uint64(int64(x)), nil // negative int32 is sign-extended to ten bytes
-	case jInt64, jSfixed64:
-		if (!neg && mag > math.MaxInt64) || (neg && mag > 1<<63) {
-			return 0, ErrJSONNumber
-		}
-		if neg {
-			return -mag, nil
-		}
-		return mag, nil
-	}
-	panic("BUG: fastpath JSON schema has an unhandled integer type")
-}
-
-// parseDecimal reads an optionally negative run of decimal digits, refusing anything else
-// (signs, fractions, exponents, spaces) and magnitudes above 2^64-1.
-func parseDecimal(b []byte) (neg bool, mag uint64, ok bool) {
-	if len(b) > 0 && b[0] == '-' {
-		neg, b = true, b[1:]
-	}
-	if len(b) == 0 {
-		return false, 0, false
-	}
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false, 0, false
-		}
-		d := uint64(c - '0')
-		if mag > (math.MaxUint64-d)/10 {
-			return false, 0, false
-		}
-		mag = mag*10 + d
-	}
-	return neg, mag, true
-}
-
-// double reads a double: a JSON number, or a string holding one or "NaN", "Infinity",
-// "-Infinity".
-func (t *JSONTranscoder) double(v *fastjson.Value) (float64, error) {
-	var text []byte
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		t.scratch = v.MarshalTo(t.scratch[:0])
-		text = t.scratch
-	case fastjson.TypeString:
-		text, _ = v.StringBytes()
-		switch string(text) {
-		case "NaN":
-			return math.NaN(), nil
-		case "Infinity":
-			return math.Inf(1), nil
-		case "-Infinity":
-			return math.Inf(-1), nil
-		}
-	default:
-		return 0, ErrJSONType
-	}
-	if !jsonNumber(text) {
-		return 0, ErrJSONNumber
-	}
-	// The text is only read during the call; the conversion avoids copying it. strconv keeps a
-	// copy of it in a range error, never the string itself.
-	x, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
-	if err != nil {
-		return 0, ErrJSONNumber // out of range: protobuf's JSON mapping refuses to round to ±Inf
-	}
-	return x, nil
-}
-
-// jsonNumber checks the JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
-// fastjson is laxer (it takes "inf", "nan", "1-2"), and strconv laxer still (hex, "Inf").
-func jsonNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	if i < len(b) && b[i] == '0' {
-		i++
-	} else if digits() == 0 {
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(b)
-}
-
-// hex decodes a trace or span id into t.scratch. Any case is accepted, as the specification
-// asks; an empty string is an absent id.
-func (t *JSONTranscoder) hex(s []byte) ([]byte, error) {
-	if len(s)%2 != 0 {
-		return nil, ErrJSONHex
-	}
-	out := t.scratch[:0]
-	for i := 0; i < len(s); i += 2 {
-		hi, ok1 := fromHex(s[i])
-		lo, ok2 := fromHex(s[i+1])
-		if !ok1 || !ok2 {
-			return nil, ErrJSONHex
-		}
-		out = append(out, hi<<4|lo)
-	}
-	t.scratch = out
-	return out, nil
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-// base64 decodes a bytes value into t.scratch. Like protobuf's JSON readers it takes the
-// standard or the URL alphabet, with or without padding.
-func (t *JSONTranscoder) base64(s []byte) ([]byte, error) {
-	url := false
-	for _, c := range s {
-		if c == '-' || c == '_' {
-			url = true
-			break
-		}
-	}
-	raw := len(s)%4 != 0
-	var enc *base64.Encoding
-	switch {
-	case url && raw:
-		enc = base64.RawURLEncoding
-	case url:
-		enc = base64.URLEncoding
-	case raw:
-		enc = base64.RawStdEncoding
-	default:
-		enc = base64.StdEncoding
-	}
-	n := enc.DecodedLen(len(s))
-	if cap(t.scratch) < n {
-		t.scratch = make([]byte, n)
-	}
-	out := t.scratch[:n]
-	n, err := enc.Decode(out, s)
-	if err != nil {
-		return nil, ErrJSONBase64
-	}
-	return out[:n], nil
+	return dst, i, nil
 }

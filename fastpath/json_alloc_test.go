@@ -10,7 +10,8 @@ import (
 
 // TestJSONTranscodeAllocs proves that a reused transcoder, writing into a buffer that has
 // grown to size, allocates nothing: on span batches, on the hand-written examples of every
-// signal (every value and metric type, enum names, base64 bytes) and on a rejected body.
+// signal (every value and metric type, enum names, base64 bytes), on the crafted shapes of
+// json_memory_test.go and on a rejected body.
 func TestJSONTranscodeAllocs(t *testing.T) {
 	type input struct {
 		name string
@@ -30,6 +31,9 @@ func TestJSONTranscodeAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		inputs = append(inputs, input{f.file, f.sig, b})
+	}
+	for _, c := range craftedShapes {
+		inputs = append(inputs, input{c.name, c.sig, c.body(64 << 10)})
 	}
 	inputs = append(inputs, input{"rejected", Traces, []byte(span0(`"traceId":"xyz0"`))})
 	for _, in := range inputs {

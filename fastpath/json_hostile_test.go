@@ -73,8 +73,13 @@ func TestJSONHostile(t *testing.T) {
 		{"invalid UTF-8", Traces, span("\"name\":\"a\xffb\""), ErrJSONUTF8},
 		{"truncated UTF-8", Traces, span("\"name\":\"\xe2\x82\""), ErrJSONUTF8},
 		{"nesting past MaxNesting", Logs, nestedArrays(60), ErrNesting},
-		{"nesting past the parser's cap", Logs, nestedArrays(150), ErrJSONSyntax},
+		// The stream refuses at the first fault it meets: here MaxNesting, long before the
+		// values nest past maxJSONDepth.
+		{"nesting far past MaxNesting", Logs, nestedArrays(150), ErrNesting},
 		{"deep unknown field", Traces, `{"x":` + strings.Repeat(`[`, 400) + strings.Repeat(`]`, 400) + `}`, ErrJSONSyntax},
+		{"unknown field one past maxJSONDepth", Traces, `{"x":` + strings.Repeat(`[`, maxJSONDepth) + strings.Repeat(`]`, maxJSONDepth) + `}`, ErrJSONSyntax},
+		{"deep unknown field in a span", Traces, span(`"x":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300)), ErrJSONSyntax},
+		{"unclosed deep unknown field", Traces, `{"x":` + strings.Repeat(`[{"a":`, 100), ErrJSONSyntax},
 	}
 	var tr JSONTranscoder
 	for _, tt := range tests {
@@ -119,6 +124,7 @@ func TestJSONLenient(t *testing.T) {
 		{"numeric string double", Metrics, `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"gauge":{"dataPoints":[{"asDouble":"-0.5"}]}}]}]}]}`,
 			Scan{Resources: 1, Items: 1}, "0a11120f120d2a0b0a0921000000000000e0bf"},
 		{"escaped key", Traces, span0(`"n\u0061me":"x"`), Scan{Resources: 1, Items: 1}, "0a07120512032a0178"},
+		{"unknown field at maxJSONDepth", Traces, `{"x":` + strings.Repeat(`[`, maxJSONDepth-1) + strings.Repeat(`]`, maxJSONDepth-1) + `}`, Scan{}, ""},
 	}
 	var tr JSONTranscoder
 	for _, tt := range tests {

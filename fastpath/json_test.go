@@ -214,3 +214,19 @@ func TestJSONExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONSchemaBounds checks what the transcoder's fixed-size state assumes of the schema:
+// field numbers below 32 (the per-object bit sets of fields seen and orders written) and no
+// name longer than a key unescaped in keyMax bytes can name.
+func TestJSONSchemaBounds(t *testing.T) {
+	for m := range jsonSchema {
+		for _, f := range jsonSchema[m] {
+			if f.num >= 32 {
+				t.Errorf("message %d field %s: number %d does not fit the bit sets", m, f.name, f.num)
+			}
+			if 6*max(len(f.name), len(f.camel)) > keyMax {
+				t.Errorf("message %d field %s: an escaped key naming it may exceed keyMax", m, f.name)
+			}
+		}
+	}
+}

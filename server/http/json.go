@@ -12,26 +12,25 @@ import (
 // the same with the JSON path compiled out).
 const jsonSupported = true
 
-// transcoders are pooled: one holds a parser whose memory grows with the largest body it
-// parsed, so one is put back only after a body of ordinary size.
+// transcoders are pooled. A transcoder reads the body as a stream and keeps a few KiB between
+// calls whatever it served, so every one goes back to the pool.
 var transcoders = sync.Pool{New: func() any { return new(fastpath.JSONTranscoder) }}
-
-// keepTranscoderBelow is the largest body after which a transcoder returns to the pool; past
-// it the transcoder, and the memory fastjson keeps for such a body, is left to the GC.
-const keepTranscoderBelow = 1 << 20
 
 // admitJSON transcodes an OTLP/JSON body into the v1 protobuf bytes the pipeline carries and
 // admits them. A body the transcoder refuses is an error (answered 400 with its reason); there
 // is no partial success for JSON, whose entries cannot be told apart once the parse failed.
+//
+// Besides the body, whose bytes the intake limiter holds, transcoding takes the output buffer
+// (pooled, of the body's size: realistic OTLP/JSON writes about half its size; only packed
+// numbers write more, 8 bytes for "0,", so at most 4 times) and the transcoder's state, which
+// follows the nesting depth, not the body.
 func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, admission.Reason, error) {
 	t := transcoders.Get().(*fastpath.JSONTranscoder)
 	sc.out = pool.GetBytes(len(body))
 	var scan fastpath.Scan
 	var err error
 	*sc.out, scan, err = t.AppendRequest(*sc.out, sig, body)
-	if len(body) < keepTranscoderBelow {
-		transcoders.Put(t)
-	}
+	transcoders.Put(t)
 	if err != nil {
 		ctr.refuse(encJSON, sig, admission.Invalid, 0)
 		return nil, admission.Invalid, err

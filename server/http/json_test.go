@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -63,6 +64,11 @@ func TestJSONMalformed(t *testing.T) {
 		{`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}`, "malformed OTLP/JSON request: trace or span id is not hex"},
 		{`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","name":"b"}]}]}]}`, "malformed OTLP/JSON request: JSON object repeats a field"},
 		{`[1]`, "malformed OTLP/JSON request: JSON value has the wrong type for its field"},
+		// The depth bounds: 100 messages (60 AnyValues nested through arrays under a resource
+		// attribute are 124), 300 JSON levels anywhere, unknown keys' values included.
+		{`{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":` + strings.Repeat(`{"arrayValue":{"values":[`, 60) +
+			`{}` + strings.Repeat(`]}}`, 60) + `}]}}]}`, "malformed OTLP/JSON request: messages nested too deep"},
+		{`{"x":` + strings.Repeat(`[`, 400) + strings.Repeat(`]`, 400) + `}`, "malformed OTLP/JSON request: body is not well-formed JSON"},
 	} {
 		r := e.do(t, "POST", "/v1/traces", map[string]string{"Content-Type": ctJSON}, []byte(tc.body))
 		if r.status != 400 || r.header.Get("Content-Type") != ctJSON {
