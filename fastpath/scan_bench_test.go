@@ -48,7 +48,7 @@ func BenchmarkScanRequest(b *testing.B) {
 // BenchmarkScanFullPaired measures DepthFull on the generated walkers and on the reference
 // walker in alternation, each turn timed on the thread's CPU clock, so that whatever else runs
 // on a shared machine weighs on both alike. It reports GB/s per core of each and their ratio:
-// the figures of the README's scan table.
+// the figures of the scan table in docs/benchmarks.md.
 func BenchmarkScanFullPaired(b *testing.B) {
 	for _, fx := range benchBatches(b) {
 		b.Run(fx.name, func(b *testing.B) {

@@ -7,7 +7,7 @@ import (
 )
 
 // FuzzHandler feeds arbitrary bodies under each content type and encoding through the handler:
-// it must never panic, answer only with the codes the README lists, and put into the pipeline
+// it must never panic, answer only with the codes docs/intakes/otlp-http.md lists, and put into the pipeline
 // only what a full scan accepts.
 func FuzzHandler(f *testing.F) {
 	req := traces(f, 1, 3)
