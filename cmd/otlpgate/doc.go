@@ -1,5 +1,5 @@
-// Command otlpgate is the telemetry edge proxy. `otlpgate -help` lists its flags; the README
-// explains them.
+// Command otlpgate is the telemetry edge proxy. `otlpgate -help` lists its flags;
+// docs/configuration.md is the same list, generated from them.
 //
 // It wires the packages together: flags to Config values, intakes (server/grpc, server/uds,
 // server/kafka), the pipeline (fastpath), destinations (client, client/filedest) and the admin
