@@ -131,8 +131,8 @@ func FuzzScan(f *testing.F) {
 
 // stricter lists the errors by which ScanRequest may refuse what UnmarshalVT accepts: groups,
 // nesting past the cap, packed runs that end inside an element, 10-byte varints whose last byte
-// overflows, and field numbers above 2^29-1.
-var stricter = []error{fastpath.ErrUTF8, fastpath.ErrGroup, fastpath.ErrNesting, fastpath.ErrPacked, fastpath.ErrVarintOverflow, fastpath.ErrFieldNumber}
+// overflows, field numbers above 2^29-1, and ids of a size the Collector refuses.
+var stricter = []error{fastpath.ErrUTF8, fastpath.ErrGroup, fastpath.ErrNesting, fastpath.ErrPacked, fastpath.ErrVarintOverflow, fastpath.ErrFieldNumber, fastpath.ErrIDLength}
 
 func checkScan(t *testing.T, sig fastpath.Signal, layout fastpath.Layout, b []byte) {
 	t.Helper()

@@ -2,9 +2,10 @@ package fastpath
 
 // The OTLP wire schema the scanner checks at DepthFull, transcribed from the .proto files under
 // proto/opentelemetry/proto/ (common, resource, trace, metrics, logs). Only what the wire shows
-// matters: the wire type each known field must use, which fields hold messages, and which
-// fields carry the items a request is counted in. A field number missing from a table (reserved
-// or added by a newer schema) is unknown and skipped, as every protobuf decoder does.
+// matters: the wire type each known field must use, which fields hold messages, which fields
+// carry the items a request is counted in, and which bytes fields are trace or span ids, whose
+// length the Collector checks. A field number missing from a table (reserved or added by a
+// newer schema) is unknown and skipped, as every protobuf decoder does.
 //
 // When a .proto file changes, this table changes with it: schema_test.go compares it with the
 // descriptors compiled from the .proto files, and the differential tests scan requests that set
@@ -23,6 +24,17 @@ const (
 	kMessage                       // a nested message: wire type 2, walked at DepthFull
 	kPackedFixed64                 // repeated fixed64/double: wire type 1, or 2 holding whole 8-byte elements
 	kPackedVarint                  // repeated uint64: wire type 0, or 2 holding whole varints
+	kTraceID                       // a trace id: wire type 2, empty or 16 bytes at DepthFull
+	kSpanID                        // a span id: wire type 2, empty or 8 bytes at DepthFull
+)
+
+// The sizes of a trace id and a span id. The .proto files declare ids as bytes, and protobuf-go
+// takes any length; the OpenTelemetry Collector's decoder (pdata) takes an id that is empty or
+// of its size and refuses the whole request otherwise. DepthFull refuses such a request too,
+// for an upstream Collector would refuse the whole batch that holds it.
+const (
+	traceIDSize = 16
+	spanIDSize  = 8
 )
 
 // Field flags steer counting; the validity of a field depends on its kind alone.
@@ -104,6 +116,8 @@ var (
 	sString    = schemaField{kind: kString}
 	sPacked64  = schemaField{kind: kPackedFixed64}
 	sPackedVar = schemaField{kind: kPackedVarint}
+	sTraceID   = schemaField{kind: kTraceID}
+	sSpanID    = schemaField{kind: kSpanID}
 )
 
 // schema holds, per message, its known fields indexed by field number. Indexes by number keep
@@ -158,10 +172,10 @@ var schema = [numMsgs][]schemaField{
 		3: sString,          // schema_url
 	},
 	mSpan: {
-		1:  sBytes,               // trace_id
-		2:  sBytes,               // span_id
+		1:  sTraceID,             // trace_id
+		2:  sSpanID,              // span_id
 		3:  sString,              // trace_state
-		4:  sBytes,               // parent_span_id
+		4:  sSpanID,              // parent_span_id
 		5:  sString,              // name
 		6:  sVarint,              // kind
 		7:  sFixed64,             // start_time_unix_nano
@@ -182,8 +196,8 @@ var schema = [numMsgs][]schemaField{
 		4: sVarint,             // dropped_attributes_count
 	},
 	mSpanLink: {
-		1: sBytes,              // trace_id
-		2: sBytes,              // span_id
+		1: sTraceID,            // trace_id
+		2: sSpanID,             // span_id
 		3: sString,             // trace_state
 		4: msgField(mKeyValue), // attributes
 		5: sVarint,             // dropped_attributes_count
@@ -289,8 +303,8 @@ var schema = [numMsgs][]schemaField{
 	mExemplar: {
 		2: sFixed64,            // time_unix_nano (1 is reserved)
 		3: sFixed64,            // as_double
-		4: sBytes,              // span_id
-		5: sBytes,              // trace_id
+		4: sSpanID,             // span_id
+		5: sTraceID,            // trace_id
 		6: sFixed64,            // as_int
 		7: msgField(mKeyValue), // filtered_attributes
 	},
@@ -314,8 +328,8 @@ var schema = [numMsgs][]schemaField{
 		6:  msgField(mKeyValue), // attributes
 		7:  sVarint,             // dropped_attributes_count
 		8:  sFixed32,            // flags
-		9:  sBytes,              // trace_id
-		10: sBytes,              // span_id
+		9:  sTraceID,            // trace_id
+		10: sSpanID,             // span_id
 		11: sFixed64,            // observed_time_unix_nano
 		12: sString,             // event_name
 	},

@@ -60,6 +60,14 @@ func wantKind(fd protoreflect.FieldDescriptor) wireKind {
 	case protoreflect.StringKind:
 		return kString
 	case protoreflect.BytesKind:
+		// The ids whose length the Collector's decoder checks; every other bytes field holds
+		// anything.
+		switch fd.Name() {
+		case "trace_id":
+			return kTraceID
+		case "span_id", "parent_span_id":
+			return kSpanID
+		}
 		return kBytes
 	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
 		protoreflect.Uint32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
@@ -166,8 +174,10 @@ func wantJSONType(fd protoreflect.FieldDescriptor) jsonType {
 		// The OTLP/JSON mapping writes every trace and span id in hex, all other bytes in
 		// base64.
 		switch fd.Name() {
-		case "trace_id", "span_id", "parent_span_id":
-			return jHexID
+		case "trace_id":
+			return jTraceID
+		case "span_id", "parent_span_id":
+			return jSpanID
 		}
 		return jBytes
 	case protoreflect.BoolKind:

@@ -3567,17 +3567,17 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	// The fields in the order writers send them; the loop below takes the rest.
 	if i < len(b) && b[i] == 0xa { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x12 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -3600,9 +3600,9 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x22 { // parent_span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -4194,17 +4194,17 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x12 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
@@ -4362,15 +4362,15 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			switch tag1 {
 			case 0xa: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x12: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x1a: // trace_state
@@ -4524,15 +4524,15 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 		}
 		switch tag {
 		case 0xa: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x12: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x1a: // trace_state
@@ -4551,9 +4551,9 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i = e
 		case 0x22: // parent_span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x2a: // name
@@ -5082,17 +5082,17 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 	// The fields in the order writers send them; the loop below takes the rest.
 	if i < len(b) && b[i] == 0xa { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x12 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -5432,15 +5432,15 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 		}
 		switch tag {
 		case 0xa: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x12: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x1a: // trace_state
@@ -7098,17 +7098,17 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+					i2 += 1 + spanIDSize
+				} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 					return 0, err
 				}
 			}
 			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+					i2 += 1 + traceIDSize
+				} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 					return 0, err
 				}
 			}
@@ -7155,15 +7155,15 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 					}
 					i2 += 8
 				case 0x22: // span_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+						i2 += 1 + spanIDSize
+					} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 						return 0, err
 					}
 				case 0x2a: // trace_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+						i2 += 1 + traceIDSize
+					} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 						return 0, err
 					}
 				case 0x31: // as_int
@@ -7512,17 +7512,17 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+					i2 += 1 + spanIDSize
+				} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 					return 0, err
 				}
 			}
 			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+					i2 += 1 + traceIDSize
+				} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 					return 0, err
 				}
 			}
@@ -7569,15 +7569,15 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 					}
 					i2 += 8
 				case 0x22: // span_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+						i2 += 1 + spanIDSize
+					} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 						return 0, err
 					}
 				case 0x2a: // trace_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+						i2 += 1 + traceIDSize
+					} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 						return 0, err
 					}
 				case 0x31: // as_int
@@ -8428,17 +8428,17 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -8581,15 +8581,15 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -9074,17 +9074,17 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -9227,15 +9227,15 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -10223,17 +10223,17 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -10376,15 +10376,15 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -11170,17 +11170,17 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x22 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x2a { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
@@ -11505,15 +11505,15 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i += 8
 		case 0x22: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x2a: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x31: // as_int
@@ -13008,17 +13008,17 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x4a { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x52 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -13122,15 +13122,15 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i += 4
 		case 0x4a: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x52: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x59: // observed_time_unix_nano

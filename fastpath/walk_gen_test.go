@@ -24,6 +24,8 @@ var genKinds = map[wireKind]gen.Kind{
 	kMessage:       gen.Message,
 	kPackedFixed64: gen.PackedFixed64,
 	kPackedVarint:  gen.PackedVarint,
+	kTraceID:       gen.TraceID,
+	kSpanID:        gen.SpanID,
 }
 
 // genSchema hands the schema table to the generator, naming messages and fields after the
