@@ -168,6 +168,9 @@ func checkProtobuf(t *testing.T, sig fastpath.Signal, layout fastpath.Layout, b 
 	case err == fastpath.ErrUTF8 && perr == nil:
 		t.Fatalf("%v %v: the scan refuses as not UTF-8 what protobuf-go accepts: %x", sig, layout, b)
 	case err != nil && perr == nil:
+		if hasLegacyField(layout, b) {
+			return // the scan checks field 1000 of an entry, which protobuf-go skips as reserved
+		}
 		for _, e := range protobufRejectsMore {
 			if errors.Is(err, e) {
 				return

@@ -137,6 +137,15 @@ func idCases() []idCase {
 			idCase{fastpath.Metrics, metricsWith(msg(10, msg(1, msg(11, msg(5, id)))))},
 		)
 	}
+	// The scope entries of OTLP before 0.19 (field 1000 of an entry), which pdata reads.
+	out = append(out,
+		idCase{fastpath.Traces, msg(1, msg(1000, msg(2, msg(1, make([]byte, 16)), msg(2, make([]byte, 8)))))},
+		idCase{fastpath.Traces, msg(1, msg(1000, msg(2, msg(1, make([]byte, 12)))))},
+		idCase{fastpath.Metrics, msg(1, msg(1000, msg(2, msg(5, msg(1, msg(5, msg(5, make([]byte, 16))))))))},
+		idCase{fastpath.Metrics, msg(1, msg(1000, msg(2, msg(5, msg(1, msg(5, msg(4, make([]byte, 9))))))))},
+		idCase{fastpath.Logs, msg(1, msg(1000, msg(2, msg(9, make([]byte, 16)), msg(10, make([]byte, 8)))))},
+		idCase{fastpath.Logs, msg(1, msg(1000, msg(2, msg(10, make([]byte, 1)))))},
+	)
 	return append(out,
 		idCase{fastpath.Traces, spanWith([]byte{0x0a, 0x90, 0x00}, make([]byte, 16), []byte{0x12, 0x88, 0x00}, make([]byte, 8))},
 		idCase{fastpath.Traces, spanWith([]byte{0x0a, 0x8f, 0x00}, make([]byte, 15))},

@@ -127,6 +127,9 @@ func refWalk(m msgID, b []byte, nest int, full bool) (int, error) {
 			if f.flags&fItem != 0 {
 				got++
 			}
+			if f.flags&fLegacy != 0 {
+				got = 0 // checked, not counted
+			}
 			if f.flags&fOneof != 0 {
 				if num != oneofNum {
 					oneofNum, oneofItems = num, 0

@@ -206,6 +206,7 @@ func TestScanRequestAccepts(t *testing.T) {
 			msg(13, msg(1, make([]byte, 16)), msg(2)), msg(13, msg(1), msg(2, make([]byte, 8)))), 1, 1},
 		{"ids with non-minimal lengths", fastpath.Traces, spanWith([]byte{0x0a, 0x90, 0x00}, make([]byte, 16), []byte{0x12, 0x80, 0x00}), 1, 1},
 		{"ids out of order and repeated", fastpath.Traces, spanWith(msg(2, make([]byte, 8)), msg(5), msg(1, make([]byte, 16)), msg(1), msg(2, make([]byte, 8))), 1, 1},
+		{"legacy scope entries, items not counted", fastpath.Traces, cat(msg(1, msg(1000, msg(2, msg(1, make([]byte, 16))), msg(3, []byte("s")))), spanWith()), 2, 1},
 		{"log ids", fastpath.Logs, msg(1, msg(2, msg(2, msg(9, make([]byte, 16)), msg(10, make([]byte, 8))), msg(2, msg(9), msg(10)))), 1, 2},
 		{"exemplar ids", fastpath.Metrics, metricsWith(msg(5, msg(1, msg(5, msg(4, make([]byte, 8)), msg(5, make([]byte, 16))), msg(5, msg(4), msg(5))))), 1, 1},
 	}
@@ -307,6 +308,13 @@ func TestScanRequestRejects(t *testing.T) {
 		{"gauge exemplar trace id of 15 bytes", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(5, msg(1, msg(5, msg(5, make([]byte, 15)))))), fastpath.DepthFull, fastpath.ErrIDLength},
 		{"histogram exemplar trace id of 8 bytes", fastpath.Metrics, fastpath.LayoutV1, histPointWith(msg(8, msg(5, make([]byte, 8)))), fastpath.DepthFull, fastpath.ErrIDLength},
 		{"exponential exemplar span id of 16 bytes", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(10, msg(1, msg(11, msg(4, make([]byte, 16)))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		// The scope entries of OTLP before 0.19 (1000, reserved since), which the Collector's
+		// decoder still reads.
+		{"legacy scope spans as varint", fastpath.Traces, fastpath.LayoutV1, msg(1, varintField(1000, 1)), fastpath.DepthResource, fastpath.ErrWireType},
+		{"legacy scope spans with a span id of 3 bytes", fastpath.Traces, fastpath.LayoutV1, msg(1, msg(1000, msg(2, msg(2, make([]byte, 3))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"legacy scope metrics with a name not UTF-8", fastpath.Metrics, fastpath.LayoutV1, msg(1, msg(1000, msg(2, msg(1, []byte{0xff})))), fastpath.DepthFull, fastpath.ErrUTF8},
+		{"legacy scope logs truncated inside", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(1000, []byte{0x12, 0x05, 0x08})), fastpath.DepthFull, fastpath.ErrLengthOverflow},
+		{"legacy scope logs with a record time as varint", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(1000, msg(2, varintField(1, 1)))), fastpath.DepthFull, fastpath.ErrWireType},
 		{"span trace id as varint", fastpath.Traces, fastpath.LayoutV1, spanWith(varintField(1, 16)), fastpath.DepthFull, fastpath.ErrWireType},
 		{"span trace id overflows the span", fastpath.Traces, fastpath.LayoutV1, spanWith([]byte{0x0a, 16, 1, 2}), fastpath.DepthFull, fastpath.ErrLengthOverflow},
 		{"nesting past the cap", fastpath.Logs, fastpath.LayoutV1, deep, fastpath.DepthFull, fastpath.ErrNesting},

@@ -49,6 +49,13 @@ const (
 	// protobuf keeps the last member seen and merges repeats of that same member, so the
 	// decoded message holds the items of the final run of one member only.
 	fOneof
+	// fLegacy marks a field the .proto files reserve but the Collector's decoder still reads:
+	// instrumentation_library_{spans,metrics,logs} = 1000 of a resource entry, the scope
+	// entries of OTLP before 0.19, which pdata decodes as scope entries (and its OTLP receiver
+	// uses when scope_* is empty). DepthFull checks it as pdata does, so that a malformed one
+	// costs no batch; its items are not counted, as protobuf-go, which skips the field, does
+	// not count them.
+	fLegacy
 )
 
 type msgID uint8
@@ -101,9 +108,10 @@ const (
 	numMsgs
 )
 
-func msgField(m msgID) schemaField  { return schemaField{kind: kMessage, msg: m} }
-func pathField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fPath} }
-func itemField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fItem} }
+func msgField(m msgID) schemaField    { return schemaField{kind: kMessage, msg: m} }
+func pathField(m msgID) schemaField   { return schemaField{kind: kMessage, msg: m, flags: fPath} }
+func itemField(m msgID) schemaField   { return schemaField{kind: kMessage, msg: m, flags: fItem} }
+func legacyField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fLegacy} }
 func oneofPathField(m msgID) schemaField {
 	return schemaField{kind: kMessage, msg: m, flags: fPath | fOneof}
 }
@@ -121,7 +129,8 @@ var (
 )
 
 // schema holds, per message, its known fields indexed by field number. Indexes by number keep
-// the lookup to one bounds check; the largest OTLP field number is 16.
+// the lookup to one bounds check; the largest OTLP field number is 16, the largest number known
+// at all 1000 (fLegacy).
 var schema = [numMsgs][]schemaField{
 	// common.proto
 	mAnyValue: {
@@ -162,9 +171,10 @@ var schema = [numMsgs][]schemaField{
 
 	// trace.proto
 	mResourceSpans: {
-		1: msgField(mResource),    // resource
-		2: pathField(mScopeSpans), // scope_spans
-		3: sString,                // schema_url
+		1:    msgField(mResource),      // resource
+		2:    pathField(mScopeSpans),   // scope_spans
+		3:    sString,                  // schema_url
+		1000: legacyField(mScopeSpans), // instrumentation_library_spans (reserved)
 	},
 	mScopeSpans: {
 		1: msgField(mScope), // scope
@@ -210,9 +220,10 @@ var schema = [numMsgs][]schemaField{
 
 	// metrics.proto
 	mResourceMetrics: {
-		1: msgField(mResource),      // resource
-		2: pathField(mScopeMetrics), // scope_metrics
-		3: sString,                  // schema_url
+		1:    msgField(mResource),        // resource
+		2:    pathField(mScopeMetrics),   // scope_metrics
+		3:    sString,                    // schema_url
+		1000: legacyField(mScopeMetrics), // instrumentation_library_metrics (reserved)
 	},
 	mScopeMetrics: {
 		1: msgField(mScope),   // scope
@@ -311,9 +322,10 @@ var schema = [numMsgs][]schemaField{
 
 	// logs.proto
 	mResourceLogs: {
-		1: msgField(mResource),   // resource
-		2: pathField(mScopeLogs), // scope_logs
-		3: sString,               // schema_url
+		1:    msgField(mResource),     // resource
+		2:    pathField(mScopeLogs),   // scope_logs
+		3:    sString,                 // schema_url
+		1000: legacyField(mScopeLogs), // instrumentation_library_logs (reserved)
 	},
 	mScopeLogs: {
 		1: msgField(mScope),      // scope

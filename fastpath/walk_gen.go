@@ -3200,9 +3200,24 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_spans
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeSpans(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -6019,9 +6034,24 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_metrics
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeMetrics(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -12000,9 +12030,24 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_logs
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeLogs(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13207,9 +13252,15 @@ func resResourceSpans(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_spans
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13308,9 +13359,15 @@ func resResourceMetrics(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_metrics
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13745,9 +13802,15 @@ func resResourceLogs(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_logs
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {

@@ -59,6 +59,9 @@ type Field struct {
 	Path  bool // on the way from a resource entry to its items
 	Item  bool // each occurrence is one item
 	Oneof bool // counts only for the last run of the last member seen
+	// Legacy: a message field walked at DepthFull whose items are not counted (a field the
+	// .proto reserves that other decoders still read).
+	Legacy bool
 }
 
 // Msg is one message of the schema.
@@ -472,6 +475,10 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string, inOrde
 		if f.Item {
 			g.count(f, "1")
 		}
+	case g.items[f.Msg] && f.Legacy:
+		g.p("if _, err = full%s(%s[:e], s, %s, am); err != nil { // items not counted", child.Name, b, childNest)
+		g.p("%s", c.fail("err"))
+		g.p("}")
 	case g.items[f.Msg]:
 		call := "res" + child.Name + "(" + b + "[:e], s)"
 		if c.full {
