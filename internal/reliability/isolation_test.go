@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/codec"
@@ -62,6 +63,20 @@ func metricsOf(seq int64, exTraceID, exSpanID []byte) *colmetricsv1.ExportMetric
 	}}}}}
 }
 
+// rawRequest is a request already encoded, for shapes the generated types cannot write.
+type rawRequest []byte
+
+func (r rawRequest) MarshalVT() ([]byte, error) { return r, nil }
+
+// legacyScopeSpans is a trace request whose one resource entry holds, at field 1000 (reserved
+// since OTLP 0.19, read by the Collector as scope entries), a span with a span id of 3 bytes.
+func legacyScopeSpans() rawRequest {
+	field := func(num protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v)
+	}
+	return field(1, field(1000, field(2, field(2, []byte{1, 2, 3}))))
+}
+
 // badRequests are requests the Collector's decoder refuses for the length of one id, one of each
 // place an id sits, with the signal each goes to.
 func badRequests() []struct {
@@ -83,6 +98,7 @@ func badRequests() []struct {
 		{"log span id of 4 bytes", fastpath.Logs, logsOf(goodTraceID, spanID(1 << 40)[:4])},
 		{"exemplar trace id of 17 bytes", fastpath.Metrics, metricsOf(1<<40, append(goodTraceID, 'x'), spanID(1))},
 		{"exemplar span id of 16 bytes", fastpath.Metrics, metricsOf(1<<40, goodTraceID, goodTraceID)},
+		{"pre-0.19 scope spans with a span id of 3 bytes", fastpath.Traces, legacyScopeSpans()},
 	}
 }
 
