@@ -227,7 +227,8 @@ func TestJSONRefusesMalformedIDs(t *testing.T) {
 	for _, s := range sigs {
 		t.Run(s.sig.String(), func(t *testing.T) {
 			refused, passed := 0, 0
-			for _, seed := range seeds(300) {
+			ss := seeds(150)
+			for _, seed := range ss {
 				g := newGen(seed, s.stream)
 				ref := s.gen(g)
 				body, err := renderOTLPJSON(ref, g.r)
@@ -247,7 +248,7 @@ func TestJSONRefusesMalformedIDs(t *testing.T) {
 				}
 				passed++
 			}
-			if refused == 0 || passed == 0 {
+			if len(ss) > 1 && (refused == 0 || passed == 0) {
 				t.Fatalf("%d refused, %d transcoded: the generator no longer makes both kinds", refused, passed)
 			}
 		})
