@@ -26,7 +26,7 @@ func FuzzJSONTranscode(f *testing.F) {
 	}
 	for _, s := range []string{
 		`{}`, `[]`, `{"resourceSpans":[{}]}`, `{"resource_logs":[{"scope_logs":[{"log_records":[{}]}]}]}`,
-		nestedArrays(10), span0(`"kind":"SPAN_KIND_SERVER","traceId":"AbCd"`),
+		nestedArrays(10), span0(`"kind":"SPAN_KIND_SERVER","traceId":"AbCd00000000000000000000000000eF"`),
 		`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"exponentialHistogram":{"dataPoints":[{"positive":{"bucketCounts":[1,"2"]}}]}}]}]}]}`,
 	} {
 		f.Add([]byte(s))

@@ -22,7 +22,7 @@ func (t *JSONTranscoder) scalar(dst []byte, i int, f *jsonField, tagged bool) ([
 	num := protowire.Number(f.num)
 	keepZero := !tagged || f.flags&jPresence != 0
 	switch f.typ {
-	case jString, jBytes, jHexID:
+	case jString, jBytes, jTraceID, jSpanID:
 		if tok.kind != jkString {
 			return dst, i, ErrJSONType
 		}
@@ -37,6 +37,15 @@ func (t *JSONTranscoder) scalar(dst []byte, i int, f *jsonField, tagged bool) ([
 			dst, err = appendBase64(dst, t.text(tok))
 		default:
 			dst, err = appendHexID(dst, t.text(tok))
+			// The scan's rule (ErrIDLength): an id of another size would cost the batch it
+			// joins, since the Collector's decoder refuses it.
+			size := spanIDSize
+			if f.typ == jTraceID {
+				size = traceIDSize
+			}
+			if n := len(dst) - start - protowire.SizeTag(num) - 1; err == nil && n != 0 && n != size {
+				err = ErrIDLength
+			}
 		}
 		if err != nil {
 			return dst, i, err

@@ -14,7 +14,8 @@ const (
 	jMessage  jsonType = iota + 1 // JSON object
 	jString                       // JSON string, UTF-8
 	jBytes                        // JSON string, base64 (standard or URL alphabet, padding optional)
-	jHexID                        // trace and span ids: JSON string of hex digits, any case
+	jTraceID                      // trace id: JSON string of hex digits, any case; 0 or 16 bytes
+	jSpanID                       // span id: as jTraceID, 0 or 8 bytes
 	jBool                         // true or false
 	jEnum                         // int32 on the wire; JSON integer or the value's name
 	jInt32                        // JSON integer or decimal string
@@ -129,10 +130,10 @@ var jsonSchema = [numMsgs][]jsonField{
 		jf(3, "schema_url", jString),
 	},
 	mSpan: {
-		jf(1, "trace_id", jHexID),
-		jf(2, "span_id", jHexID),
+		jf(1, "trace_id", jTraceID),
+		jf(2, "span_id", jSpanID),
 		jf(3, "trace_state", jString),
-		jf(4, "parent_span_id", jHexID),
+		jf(4, "parent_span_id", jSpanID),
 		jf(5, "name", jString),
 		jenum(6, "kind", eSpanKind),
 		jf(7, "start_time_unix_nano", jFixed64),
@@ -153,8 +154,8 @@ var jsonSchema = [numMsgs][]jsonField{
 		jf(4, "dropped_attributes_count", jUint32),
 	},
 	mSpanLink: {
-		jf(1, "trace_id", jHexID),
-		jf(2, "span_id", jHexID),
+		jf(1, "trace_id", jTraceID),
+		jf(2, "span_id", jSpanID),
 		jf(3, "trace_state", jString),
 		jrep(4, "attributes", jMessage),
 		jf(5, "dropped_attributes_count", jUint32),
@@ -259,8 +260,8 @@ var jsonSchema = [numMsgs][]jsonField{
 	mExemplar: {
 		jf(2, "time_unix_nano", jFixed64),
 		jone(3, "as_double", jDouble),
-		jf(4, "span_id", jHexID),
-		jf(5, "trace_id", jHexID),
+		jf(4, "span_id", jSpanID),
+		jf(5, "trace_id", jTraceID),
 		jone(6, "as_int", jSfixed64),
 		jrep(7, "filtered_attributes", jMessage),
 	},
@@ -283,8 +284,8 @@ var jsonSchema = [numMsgs][]jsonField{
 		jrep(6, "attributes", jMessage),
 		jf(7, "dropped_attributes_count", jUint32),
 		jf(8, "flags", jFixed32),
-		jf(9, "trace_id", jHexID),
-		jf(10, "span_id", jHexID),
+		jf(9, "trace_id", jTraceID),
+		jf(10, "span_id", jSpanID),
 		jf(11, "observed_time_unix_nano", jFixed64),
 		jf(12, "event_name", jString),
 	},

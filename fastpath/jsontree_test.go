@@ -298,7 +298,7 @@ func (t *treeTranscoder) scalar(dst []byte, f *jsonField, v *fastjson.Value, tag
 	num := protowire.Number(f.num)
 	keepZero := !tagged || f.flags&jPresence != 0
 	switch f.typ {
-	case jString, jBytes, jHexID:
+	case jString, jBytes, jTraceID, jSpanID:
 		if v.Type() != fastjson.TypeString {
 			return dst, ErrJSONType
 		}
@@ -313,10 +313,18 @@ func (t *treeTranscoder) scalar(dst []byte, f *jsonField, v *fastjson.Value, tag
 			if s, err = t.base64(s); err != nil {
 				return dst, err
 			}
-		case jHexID:
+		case jTraceID, jSpanID:
 			var err error
 			if s, err = t.hex(s); err != nil {
 				return dst, err
+			}
+			if size := spanIDSize; len(s) != 0 {
+				if f.typ == jTraceID {
+					size = traceIDSize
+				}
+				if len(s) != size {
+					return dst, ErrIDLength
+				}
 			}
 		}
 		if len(s) == 0 && !keepZero && f.flags&jRepeated == 0 {

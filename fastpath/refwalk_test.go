@@ -84,6 +84,22 @@ func refWalk(m msgID, b []byte, nest int, full bool) (int, error) {
 			if err == nil && f.kind == kString && full && !refValidUTF8(b[hdr:n]) {
 				return 0, ErrUTF8
 			}
+		case kTraceID, kSpanID:
+			if typ != protowire.BytesType {
+				return 0, ErrWireType
+			}
+			var hdr int
+			if hdr, n, err = consumeLen(b); err != nil {
+				return 0, err
+			}
+			size := spanIDSize
+			if f.kind == kTraceID {
+				size = traceIDSize
+			}
+			// The Collector's decoder refuses an id of any other size, and the batch with it.
+			if l := n - hdr; full && l != 0 && l != size {
+				return 0, ErrIDLength
+			}
 		case kPackedFixed64:
 			n, err = refPackedFixed64(b, typ)
 		case kPackedVarint:
@@ -110,6 +126,9 @@ func refWalk(m msgID, b []byte, nest int, full bool) (int, error) {
 			}
 			if f.flags&fItem != 0 {
 				got++
+			}
+			if f.flags&fLegacy != 0 {
+				got = 0 // checked, not counted
 			}
 			if f.flags&fOneof != 0 {
 				if num != oneofNum {

@@ -19,8 +19,12 @@ const (
 	DepthResource
 	// DepthFull walks every nested message down to its values and checks each field against the
 	// OTLP schema: wire types of known fields, lengths, varints, fixed sizes, packed runs, and
-	// a nesting cap (MaxNesting), and that every string field is UTF-8, as protobuf-go requires
-	// (ErrUTF8). A request DepthFull accepts is one UnmarshalVT of our types accepts.
+	// a nesting cap (MaxNesting), that every string field is UTF-8, as protobuf-go requires
+	// (ErrUTF8), and that trace and span ids are empty or of their size, as the OpenTelemetry
+	// Collector's decoder requires (ErrIDLength), as well as field 1000 of a resource entry,
+	// which that decoder reads (see fLegacy). A request DepthFull accepts is one UnmarshalVT of
+	// our types, protobuf-go and the Collector's decoder (pdata) accept; the shallower depths
+	// let through requests an upstream refuses, and with them the batch they join.
 	DepthFull
 	numDepths
 )

@@ -202,6 +202,13 @@ func TestScanRequestAccepts(t *testing.T) {
 		{"packed exponential buckets", fastpath.Metrics, bucketsWith(msg(2, protowire.AppendVarint(protowire.AppendVarint(nil, 300), 1<<64-1))), 1, 1},
 		{"non-minimal varints", fastpath.Logs, msg(1, msg(2, []byte{2<<3 | 2, 0x80, 0x00}, []byte{0x9a, 0x80, 0x00, 0x00})), 1, 1},
 		{"nesting at the cap", fastpath.Logs, logBody((fastpath.MaxNesting-4)/2, msg(1, []byte("leaf"))), 1, 1},
+		{"empty and full-size ids", fastpath.Traces, spanWith(msg(1), msg(2, make([]byte, 8)), msg(4),
+			msg(13, msg(1, make([]byte, 16)), msg(2)), msg(13, msg(1), msg(2, make([]byte, 8)))), 1, 1},
+		{"ids with non-minimal lengths", fastpath.Traces, spanWith([]byte{0x0a, 0x90, 0x00}, make([]byte, 16), []byte{0x12, 0x80, 0x00}), 1, 1},
+		{"ids out of order and repeated", fastpath.Traces, spanWith(msg(2, make([]byte, 8)), msg(5), msg(1, make([]byte, 16)), msg(1), msg(2, make([]byte, 8))), 1, 1},
+		{"legacy scope entries, items not counted", fastpath.Traces, cat(msg(1, msg(1000, msg(2, msg(1, make([]byte, 16))), msg(3, []byte("s")))), spanWith()), 2, 1},
+		{"log ids", fastpath.Logs, msg(1, msg(2, msg(2, msg(9, make([]byte, 16)), msg(10, make([]byte, 8))), msg(2, msg(9), msg(10)))), 1, 2},
+		{"exemplar ids", fastpath.Metrics, metricsWith(msg(5, msg(1, msg(5, msg(4, make([]byte, 8)), msg(5, make([]byte, 16))), msg(5, msg(4), msg(5))))), 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,6 +291,32 @@ func TestScanRequestRejects(t *testing.T) {
 		{"exponential buckets as fixed64", fastpath.Metrics, fastpath.LayoutV1, bucketsWith(fixed64Field(2, 1)), fastpath.DepthFull, fastpath.ErrWireType},
 		{"exemplar value as varint", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(5, msg(1, msg(5, varintField(3, 1))))), fastpath.DepthFull, fastpath.ErrWireType},
 		{"quantile as varint", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(11, msg(1, msg(6, varintField(1, 1))))), fastpath.DepthFull, fastpath.ErrWireType},
+		// The Collector's decoder refuses ids that are neither empty nor of their size.
+		{"span trace id of 15 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 15))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"span trace id of 17 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 17))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"span trace id of a span id's size", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 8))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"span trace id of 300 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 300))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"span id of a trace id's size", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 16)), msg(2, make([]byte, 16))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"span id of 1 byte", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(2, []byte{1})), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"parent span id of 9 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(4, make([]byte, 9))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"second trace id of 4 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(1, make([]byte, 16)), msg(5), msg(1, make([]byte, 4))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"link trace id of 12 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(13, msg(1, make([]byte, 12)))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"link span id of 7 bytes", fastpath.Traces, fastpath.LayoutV1, spanWith(msg(13, msg(1, make([]byte, 16)), msg(2, make([]byte, 7)))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"log trace id of 8 bytes", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(2, msg(2, msg(9, make([]byte, 8))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"log span id of 16 bytes", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(2, msg(2, msg(10, make([]byte, 16))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"gauge exemplar span id of 3 bytes", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(5, msg(1, msg(5, msg(4, make([]byte, 3)))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"gauge exemplar trace id of 15 bytes", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(5, msg(1, msg(5, msg(5, make([]byte, 15)))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"histogram exemplar trace id of 8 bytes", fastpath.Metrics, fastpath.LayoutV1, histPointWith(msg(8, msg(5, make([]byte, 8)))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"exponential exemplar span id of 16 bytes", fastpath.Metrics, fastpath.LayoutV1, metricsWith(msg(10, msg(1, msg(11, msg(4, make([]byte, 16)))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		// The scope entries of OTLP before 0.19 (1000, reserved since), which the Collector's
+		// decoder still reads.
+		{"legacy scope spans as varint", fastpath.Traces, fastpath.LayoutV1, msg(1, varintField(1000, 1)), fastpath.DepthResource, fastpath.ErrWireType},
+		{"legacy scope spans with a span id of 3 bytes", fastpath.Traces, fastpath.LayoutV1, msg(1, msg(1000, msg(2, msg(2, make([]byte, 3))))), fastpath.DepthFull, fastpath.ErrIDLength},
+		{"legacy scope metrics with a name not UTF-8", fastpath.Metrics, fastpath.LayoutV1, msg(1, msg(1000, msg(2, msg(1, []byte{0xff})))), fastpath.DepthFull, fastpath.ErrUTF8},
+		{"legacy scope logs truncated inside", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(1000, []byte{0x12, 0x05, 0x08})), fastpath.DepthFull, fastpath.ErrLengthOverflow},
+		{"legacy scope logs with a record time as varint", fastpath.Logs, fastpath.LayoutV1, msg(1, msg(1000, msg(2, varintField(1, 1)))), fastpath.DepthFull, fastpath.ErrWireType},
+		{"span trace id as varint", fastpath.Traces, fastpath.LayoutV1, spanWith(varintField(1, 16)), fastpath.DepthFull, fastpath.ErrWireType},
+		{"span trace id overflows the span", fastpath.Traces, fastpath.LayoutV1, spanWith([]byte{0x0a, 16, 1, 2}), fastpath.DepthFull, fastpath.ErrLengthOverflow},
 		{"nesting past the cap", fastpath.Logs, fastpath.LayoutV1, deep, fastpath.DepthFull, fastpath.ErrNesting},
 		{"nesting far past the cap", fastpath.Logs, fastpath.LayoutV1, logBody(10*fastpath.MaxNesting, nil), fastpath.DepthFull, fastpath.ErrNesting},
 	}

@@ -2,9 +2,10 @@ package fastpath
 
 // The OTLP wire schema the scanner checks at DepthFull, transcribed from the .proto files under
 // proto/opentelemetry/proto/ (common, resource, trace, metrics, logs). Only what the wire shows
-// matters: the wire type each known field must use, which fields hold messages, and which
-// fields carry the items a request is counted in. A field number missing from a table (reserved
-// or added by a newer schema) is unknown and skipped, as every protobuf decoder does.
+// matters: the wire type each known field must use, which fields hold messages, which fields
+// carry the items a request is counted in, and which bytes fields are trace or span ids, whose
+// length the Collector checks. A field number missing from a table (reserved or added by a
+// newer schema) is unknown and skipped, as every protobuf decoder does.
 //
 // When a .proto file changes, this table changes with it: schema_test.go compares it with the
 // descriptors compiled from the .proto files, and the differential tests scan requests that set
@@ -23,6 +24,17 @@ const (
 	kMessage                       // a nested message: wire type 2, walked at DepthFull
 	kPackedFixed64                 // repeated fixed64/double: wire type 1, or 2 holding whole 8-byte elements
 	kPackedVarint                  // repeated uint64: wire type 0, or 2 holding whole varints
+	kTraceID                       // a trace id: wire type 2, empty or 16 bytes at DepthFull
+	kSpanID                        // a span id: wire type 2, empty or 8 bytes at DepthFull
+)
+
+// The sizes of a trace id and a span id. The .proto files declare ids as bytes, and protobuf-go
+// takes any length; the OpenTelemetry Collector's decoder (pdata) takes an id that is empty or
+// of its size and refuses the whole request otherwise. DepthFull refuses such a request too,
+// for an upstream Collector would refuse the whole batch that holds it.
+const (
+	traceIDSize = 16
+	spanIDSize  = 8
 )
 
 // Field flags steer counting; the validity of a field depends on its kind alone.
@@ -37,6 +49,13 @@ const (
 	// protobuf keeps the last member seen and merges repeats of that same member, so the
 	// decoded message holds the items of the final run of one member only.
 	fOneof
+	// fLegacy marks a field the .proto files reserve but the Collector's decoder still reads:
+	// instrumentation_library_{spans,metrics,logs} = 1000 of a resource entry, the scope
+	// entries of OTLP before 0.19, which pdata decodes as scope entries (and its OTLP receiver
+	// uses when scope_* is empty). DepthFull checks it as pdata does, so that a malformed one
+	// costs no batch; its items are not counted, as protobuf-go, which skips the field, does
+	// not count them.
+	fLegacy
 )
 
 type msgID uint8
@@ -89,9 +108,10 @@ const (
 	numMsgs
 )
 
-func msgField(m msgID) schemaField  { return schemaField{kind: kMessage, msg: m} }
-func pathField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fPath} }
-func itemField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fItem} }
+func msgField(m msgID) schemaField    { return schemaField{kind: kMessage, msg: m} }
+func pathField(m msgID) schemaField   { return schemaField{kind: kMessage, msg: m, flags: fPath} }
+func itemField(m msgID) schemaField   { return schemaField{kind: kMessage, msg: m, flags: fItem} }
+func legacyField(m msgID) schemaField { return schemaField{kind: kMessage, msg: m, flags: fLegacy} }
 func oneofPathField(m msgID) schemaField {
 	return schemaField{kind: kMessage, msg: m, flags: fPath | fOneof}
 }
@@ -104,10 +124,13 @@ var (
 	sString    = schemaField{kind: kString}
 	sPacked64  = schemaField{kind: kPackedFixed64}
 	sPackedVar = schemaField{kind: kPackedVarint}
+	sTraceID   = schemaField{kind: kTraceID}
+	sSpanID    = schemaField{kind: kSpanID}
 )
 
 // schema holds, per message, its known fields indexed by field number. Indexes by number keep
-// the lookup to one bounds check; the largest OTLP field number is 16.
+// the lookup to one bounds check; the largest OTLP field number is 16, the largest number known
+// at all 1000 (fLegacy).
 var schema = [numMsgs][]schemaField{
 	// common.proto
 	mAnyValue: {
@@ -148,9 +171,10 @@ var schema = [numMsgs][]schemaField{
 
 	// trace.proto
 	mResourceSpans: {
-		1: msgField(mResource),    // resource
-		2: pathField(mScopeSpans), // scope_spans
-		3: sString,                // schema_url
+		1:    msgField(mResource),      // resource
+		2:    pathField(mScopeSpans),   // scope_spans
+		3:    sString,                  // schema_url
+		1000: legacyField(mScopeSpans), // instrumentation_library_spans (reserved)
 	},
 	mScopeSpans: {
 		1: msgField(mScope), // scope
@@ -158,10 +182,10 @@ var schema = [numMsgs][]schemaField{
 		3: sString,          // schema_url
 	},
 	mSpan: {
-		1:  sBytes,               // trace_id
-		2:  sBytes,               // span_id
+		1:  sTraceID,             // trace_id
+		2:  sSpanID,              // span_id
 		3:  sString,              // trace_state
-		4:  sBytes,               // parent_span_id
+		4:  sSpanID,              // parent_span_id
 		5:  sString,              // name
 		6:  sVarint,              // kind
 		7:  sFixed64,             // start_time_unix_nano
@@ -182,8 +206,8 @@ var schema = [numMsgs][]schemaField{
 		4: sVarint,             // dropped_attributes_count
 	},
 	mSpanLink: {
-		1: sBytes,              // trace_id
-		2: sBytes,              // span_id
+		1: sTraceID,            // trace_id
+		2: sSpanID,             // span_id
 		3: sString,             // trace_state
 		4: msgField(mKeyValue), // attributes
 		5: sVarint,             // dropped_attributes_count
@@ -196,9 +220,10 @@ var schema = [numMsgs][]schemaField{
 
 	// metrics.proto
 	mResourceMetrics: {
-		1: msgField(mResource),      // resource
-		2: pathField(mScopeMetrics), // scope_metrics
-		3: sString,                  // schema_url
+		1:    msgField(mResource),        // resource
+		2:    pathField(mScopeMetrics),   // scope_metrics
+		3:    sString,                    // schema_url
+		1000: legacyField(mScopeMetrics), // instrumentation_library_metrics (reserved)
 	},
 	mScopeMetrics: {
 		1: msgField(mScope),   // scope
@@ -289,17 +314,18 @@ var schema = [numMsgs][]schemaField{
 	mExemplar: {
 		2: sFixed64,            // time_unix_nano (1 is reserved)
 		3: sFixed64,            // as_double
-		4: sBytes,              // span_id
-		5: sBytes,              // trace_id
+		4: sSpanID,             // span_id
+		5: sTraceID,            // trace_id
 		6: sFixed64,            // as_int
 		7: msgField(mKeyValue), // filtered_attributes
 	},
 
 	// logs.proto
 	mResourceLogs: {
-		1: msgField(mResource),   // resource
-		2: pathField(mScopeLogs), // scope_logs
-		3: sString,               // schema_url
+		1:    msgField(mResource),     // resource
+		2:    pathField(mScopeLogs),   // scope_logs
+		3:    sString,                 // schema_url
+		1000: legacyField(mScopeLogs), // instrumentation_library_logs (reserved)
 	},
 	mScopeLogs: {
 		1: msgField(mScope),      // scope
@@ -314,8 +340,8 @@ var schema = [numMsgs][]schemaField{
 		6:  msgField(mKeyValue), // attributes
 		7:  sVarint,             // dropped_attributes_count
 		8:  sFixed32,            // flags
-		9:  sBytes,              // trace_id
-		10: sBytes,              // span_id
+		9:  sTraceID,            // trace_id
+		10: sSpanID,             // span_id
 		11: sFixed64,            // observed_time_unix_nano
 		12: sString,             // event_name
 	},

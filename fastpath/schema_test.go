@@ -60,6 +60,14 @@ func wantKind(fd protoreflect.FieldDescriptor) wireKind {
 	case protoreflect.StringKind:
 		return kString
 	case protoreflect.BytesKind:
+		// The ids whose length the Collector's decoder checks; every other bytes field holds
+		// anything.
+		switch fd.Name() {
+		case "trace_id":
+			return kTraceID
+		case "span_id", "parent_span_id":
+			return kSpanID
+		}
 		return kBytes
 	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
 		protoreflect.Uint32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
@@ -118,6 +126,16 @@ func TestSchemaMatchesDescriptors(t *testing.T) {
 				}
 			}
 			for num, f := range fields {
+				if f.flags&fLegacy != 0 {
+					// Reserved in the .proto; the Collector reads it as the scope entries
+					// field (2) was read before.
+					scopes := fds.ByNumber(2)
+					if !md.ReservedRanges().Has(protoreflect.FieldNumber(num)) || f.kind != kMessage ||
+						scopes == nil || byName[scopes.Message().FullName()] != f.msg {
+						t.Fatalf("legacy field %d of %s is not a reserved number holding field 2's message", num, md.FullName())
+					}
+					continue
+				}
 				if f.kind != kUnknown && fds.ByNumber(protoreflect.FieldNumber(num)) == nil {
 					t.Fatalf("schema field %d is not in %s", num, md.FullName())
 				}
@@ -166,8 +184,10 @@ func wantJSONType(fd protoreflect.FieldDescriptor) jsonType {
 		// The OTLP/JSON mapping writes every trace and span id in hex, all other bytes in
 		// base64.
 		switch fd.Name() {
-		case "trace_id", "span_id", "parent_span_id":
-			return jHexID
+		case "trace_id":
+			return jTraceID
+		case "span_id", "parent_span_id":
+			return jSpanID
 		}
 		return jBytes
 	case protoreflect.BoolKind:

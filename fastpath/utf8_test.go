@@ -13,10 +13,18 @@ import (
 // Strings must be UTF-8 at DepthFull, as protobuf-go requires; bytes fields (ids, bytes_value)
 // may hold anything; shallower depths do not look.
 func TestScanUTF8(t *testing.T) {
-	req := func(name, attr string, id []byte) []byte {
+	// pattern, repeated, fills the trace id and the span id.
+	req := func(name, attr string, pattern []byte) []byte {
+		var tid, sid []byte
+		if len(pattern) > 0 {
+			for len(tid) < 16 {
+				tid = append(tid, pattern...)
+			}
+			tid, sid = tid[:16], tid[:8]
+		}
 		b, err := (&coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
 			ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{
-				Name: name, TraceId: id, SpanId: id,
+				Name: name, TraceId: tid, SpanId: sid,
 				Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: attr}}}},
 			}}}},
 		}}}).MarshalVT() // MarshalVT does not check UTF-8: it lets the test build bad input

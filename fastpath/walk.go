@@ -62,6 +62,19 @@ func skipLen(b []byte, i int) (int, error) {
 	return i + n, nil
 }
 
+// skipID skips the value of an id field at b[i], which the Collector's decoder takes only when
+// it is empty or size bytes long (see traceIDSize).
+func skipID(b []byte, i, size int) (int, error) {
+	p, n, err := consumeLen(b[i:])
+	if err != nil {
+		return 0, err
+	}
+	if l := n - p; l != 0 && l != size {
+		return 0, ErrIDLength
+	}
+	return i + n, nil
+}
+
 // skipField skips the value of an unknown field of wire type tag&7 at b[i].
 func skipField(b []byte, i int, tag uint64) (int, error) {
 	n, err := skipValue(b[i:], protowire.Type(tag&7))

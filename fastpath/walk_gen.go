@@ -3200,9 +3200,24 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_spans
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeSpans(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -3567,17 +3582,17 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	// The fields in the order writers send them; the loop below takes the rest.
 	if i < len(b) && b[i] == 0xa { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x12 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -3600,9 +3615,9 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x22 { // parent_span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -4194,17 +4209,17 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x12 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
@@ -4362,15 +4377,15 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			switch tag1 {
 			case 0xa: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x12: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x1a: // trace_state
@@ -4524,15 +4539,15 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 		}
 		switch tag {
 		case 0xa: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x12: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x1a: // trace_state
@@ -4551,9 +4566,9 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i = e
 		case 0x22: // parent_span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x2a: // name
@@ -5082,17 +5097,17 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 	// The fields in the order writers send them; the loop below takes the rest.
 	if i < len(b) && b[i] == 0xa { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x12 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -5432,15 +5447,15 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 		}
 		switch tag {
 		case 0xa: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x12: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x1a: // trace_state
@@ -6019,9 +6034,24 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_metrics
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeMetrics(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -7098,17 +7128,17 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+					i2 += 1 + spanIDSize
+				} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 					return 0, err
 				}
 			}
 			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+					i2 += 1 + traceIDSize
+				} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 					return 0, err
 				}
 			}
@@ -7155,15 +7185,15 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 					}
 					i2 += 8
 				case 0x22: // span_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+						i2 += 1 + spanIDSize
+					} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 						return 0, err
 					}
 				case 0x2a: // trace_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+						i2 += 1 + traceIDSize
+					} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 						return 0, err
 					}
 				case 0x31: // as_int
@@ -7512,17 +7542,17 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			if i2 < len(b2) && b2[i2] == 0x22 { // span_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+					i2 += 1 + spanIDSize
+				} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 					return 0, err
 				}
 			}
 			if i2 < len(b2) && b2[i2] == 0x2a { // trace_id
 				i2++
-				if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-					i2 += 1 + int(b2[i2])
-				} else if i2, err = skipLen(b2, i2); err != nil {
+				if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+					i2 += 1 + traceIDSize
+				} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 					return 0, err
 				}
 			}
@@ -7569,15 +7599,15 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 					}
 					i2 += 8
 				case 0x22: // span_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == spanIDSize && len(b2)-i2 > spanIDSize {
+						i2 += 1 + spanIDSize
+					} else if i2, err = skipID(b2, i2, spanIDSize); err != nil {
 						return 0, err
 					}
 				case 0x2a: // trace_id
-					if i2 < len(b2) && b2[i2] < 0x80 && int(b2[i2]) < len(b2)-i2 {
-						i2 += 1 + int(b2[i2])
-					} else if i2, err = skipLen(b2, i2); err != nil {
+					if i2 < len(b2) && b2[i2] == traceIDSize && len(b2)-i2 > traceIDSize {
+						i2 += 1 + traceIDSize
+					} else if i2, err = skipID(b2, i2, traceIDSize); err != nil {
 						return 0, err
 					}
 				case 0x31: // as_int
@@ -8428,17 +8458,17 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -8581,15 +8611,15 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -9074,17 +9104,17 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -9227,15 +9257,15 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -10223,17 +10253,17 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 		}
 		if i1 < len(b1) && b1[i1] == 0x22 { // span_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+				i1 += 1 + spanIDSize
+			} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 				return err
 			}
 		}
 		if i1 < len(b1) && b1[i1] == 0x2a { // trace_id
 			i1++
-			if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-				i1 += 1 + int(b1[i1])
-			} else if i1, err = skipLen(b1, i1); err != nil {
+			if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+				i1 += 1 + traceIDSize
+			} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 				return err
 			}
 		}
@@ -10376,15 +10406,15 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 				}
 				i1 += 8
 			case 0x22: // span_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == spanIDSize && len(b1)-i1 > spanIDSize {
+					i1 += 1 + spanIDSize
+				} else if i1, err = skipID(b1, i1, spanIDSize); err != nil {
 					return err
 				}
 			case 0x2a: // trace_id
-				if i1 < len(b1) && b1[i1] < 0x80 && int(b1[i1]) < len(b1)-i1 {
-					i1 += 1 + int(b1[i1])
-				} else if i1, err = skipLen(b1, i1); err != nil {
+				if i1 < len(b1) && b1[i1] == traceIDSize && len(b1)-i1 > traceIDSize {
+					i1 += 1 + traceIDSize
+				} else if i1, err = skipID(b1, i1, traceIDSize); err != nil {
 					return err
 				}
 			case 0x31: // as_int
@@ -11170,17 +11200,17 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x22 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x2a { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
@@ -11505,15 +11535,15 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i += 8
 		case 0x22: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x2a: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x31: // as_int
@@ -12000,9 +12030,24 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 				}
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_logs
+			var s, e int
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				s = i + 1
+				e = s + int(b[i])
+			} else if s, e, err = readLen(b, i); err != nil {
+				return 0, err
+			}
+			if nest >= MaxNesting {
+				return 0, ErrNesting
+			}
+			if _, err = fullScopeLogs(b[:e], s, nest+1, am); err != nil { // items not counted
+				return 0, err
+			}
+			i = e
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13008,17 +13053,17 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 	}
 	if i < len(b) && b[i] == 0x4a { // trace_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+			i += 1 + traceIDSize
+		} else if i, err = skipID(b, i, traceIDSize); err != nil {
 			return err
 		}
 	}
 	if i < len(b) && b[i] == 0x52 { // span_id
 		i++
-		if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-			i += 1 + int(b[i])
-		} else if i, err = skipLen(b, i); err != nil {
+		if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+			i += 1 + spanIDSize
+		} else if i, err = skipID(b, i, spanIDSize); err != nil {
 			return err
 		}
 	}
@@ -13122,15 +13167,15 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 			}
 			i += 4
 		case 0x4a: // trace_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == traceIDSize && len(b)-i > traceIDSize {
+				i += 1 + traceIDSize
+			} else if i, err = skipID(b, i, traceIDSize); err != nil {
 				return err
 			}
 		case 0x52: // span_id
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				i += 1 + int(b[i])
-			} else if i, err = skipLen(b, i); err != nil {
+			if i < len(b) && b[i] == spanIDSize && len(b)-i > spanIDSize {
+				i += 1 + spanIDSize
+			} else if i, err = skipID(b, i, spanIDSize); err != nil {
 				return err
 			}
 		case 0x59: // observed_time_unix_nano
@@ -13207,9 +13252,15 @@ func resResourceSpans(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_spans
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13308,9 +13359,15 @@ func resResourceMetrics(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_metrics
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {
@@ -13745,9 +13802,15 @@ func resResourceLogs(b []byte, i int) (int, error) {
 				return 0, err
 			}
 			i = e
+		case 0x1f42: // instrumentation_library_logs
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				i += 1 + int(b[i])
+			} else if i, err = skipLen(b, i); err != nil {
+				return 0, err
+			}
 		default:
 			switch tag >> 3 {
-			case 1, 2, 3:
+			case 1, 2, 3, 1000:
 				return 0, ErrWireType // a known field with another wire type
 			}
 			if i, err = skipField(b, i, tag); err != nil {

@@ -24,6 +24,15 @@ var genKinds = map[wireKind]gen.Kind{
 	kMessage:       gen.Message,
 	kPackedFixed64: gen.PackedFixed64,
 	kPackedVarint:  gen.PackedVarint,
+	kTraceID:       gen.TraceID,
+	kSpanID:        gen.SpanID,
+}
+
+// legacyNames are the names the fLegacy fields had before the .proto files reserved them.
+var legacyNames = map[msgID]string{
+	mResourceSpans:   "instrumentation_library_spans",
+	mResourceMetrics: "instrumentation_library_metrics",
+	mResourceLogs:    "instrumentation_library_logs",
 }
 
 // genSchema hands the schema table to the generator, naming messages and fields after the
@@ -42,13 +51,19 @@ func genSchema(t *testing.T) gen.Schema {
 			if !ok {
 				t.Fatalf("%s field %d: kind %d unknown to the generator", name, num, f.kind)
 			}
-			fd := md.Fields().ByNumber(protoreflect.FieldNumber(num))
-			if fd == nil {
+			var fname string
+			if f.flags&fLegacy != 0 {
+				fname = legacyNames[msgID(m)]
+			} else if fd := md.Fields().ByNumber(protoreflect.FieldNumber(num)); fd != nil {
+				fname = string(fd.Name())
+			}
+			if fname == "" {
 				t.Fatalf("%s has no field %d", name, num)
 			}
 			msg.Fields = append(msg.Fields, gen.Field{
-				Num: num, Name: string(fd.Name()), Kind: kind, Msg: int(f.msg),
+				Num: num, Name: fname, Kind: kind, Msg: int(f.msg),
 				Path: f.flags&fPath != 0, Item: f.flags&fItem != 0, Oneof: f.flags&fOneof != 0,
+				Legacy: f.flags&fLegacy != 0,
 			})
 		}
 		s.Msgs = append(s.Msgs, msg)

@@ -28,6 +28,11 @@ var (
 	ErrPacked = errors.New("fastpath: packed field does not end on an element boundary")
 	// ErrUTF8: a string field holds bytes that are not UTF-8 (checked at DepthFull only).
 	ErrUTF8 = errors.New("fastpath: string field is not valid UTF-8")
+	// ErrIDLength: a trace id that is neither empty nor 16 bytes, or a span id (span_id,
+	// parent_span_id, the ids of links, log records and exemplars) neither empty nor 8 bytes
+	// (checked at DepthFull only). The OpenTelemetry Collector's decoder (pdata) refuses such a
+	// request whole, and with it every request sharing its batch.
+	ErrIDLength = errors.New("fastpath: trace id not 0 or 16 bytes, or span id not 0 or 8")
 	// ErrNesting: messages nest deeper than MaxNesting.
 	ErrNesting = errors.New("fastpath: messages nested too deep")
 	// ErrSignal, ErrLayout, ErrDepth: the caller passed a value outside its enum.

@@ -44,7 +44,7 @@ Flags:
 	fs.Int64Var(&g.StreamMaxRequests, "grpc.stream.max-requests", g.StreamMaxRequests, "end an OTEP stream after this many requests (0: never)")
 	fs.IntVar(&g.StreamWindow, "grpc.stream.window", g.StreamWindow, "requests of one stream awaiting upstream acks at once (-ack=upstream)")
 	fs.DurationVar(&g.OverloadAfter, "grpc.overload-after", g.OverloadAfter, "refusals lasting this long end calls and streams with UNAVAILABLE + RetryInfo (otlpgate_grpc_overload_terminations_total)")
-	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth of both network intakes: top, resource or full (otlpgate_grpc_refused_requests_total{reason=\"invalid\"}, otlpgate_http_refused_requests_total{reason=\"invalid\"})")
+	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth of both network intakes: full refuses each request the OpenTelemetry Collector's decoder would refuse (ids of the wrong length, wrong wire types, ...) and strings that are not UTF-8; resource and top check less: a malformed request they let through joins a batch shared with other clients, and an upstream that validates (a Collector) refuses that whole batch, losing every client's data in it (otlpgate_grpc_refused_requests_total{reason=\"invalid\"}, otlpgate_http_refused_requests_total{reason=\"invalid\"})")
 	fs.StringVar(&g.TLSCert, "grpc.tls.cert", "", "server certificate file (PEM); turns TLS on")
 	fs.StringVar(&g.TLSKey, "grpc.tls.key", "", "server key file (PEM)")
 	fs.StringVar(&g.TLSClientCA, "grpc.tls.client-ca", "", "CA file for client certificates; turns mutual TLS on")

@@ -16,6 +16,9 @@ import (
 // encoders most often disagree (presence, omission of defaults, empty lengths).
 type gen struct {
 	r *rand.Rand
+	// wellFormedIDs keeps every trace and span id empty or of its size, as the Collector's
+	// decoder and the JSON transcoder require; without it some ids have other lengths.
+	wellFormedIDs bool
 }
 
 // newGen seeds a generator. stream separates the signals, so the same seed number gives
@@ -126,14 +129,16 @@ func (g *gen) str(maxRunes int) string {
 	return b.String()
 }
 
-// id is a trace or span id: usually the right length, sometimes empty or malformed, which the
-// wire format does not care about.
+// id is a trace or span id: usually the right length, sometimes empty or (unless
+// wellFormedIDs) of any length up to twice its size, which the wire format does not care about.
 func (g *gen) id(size int) []byte {
 	switch g.r.IntN(6) {
 	case 0:
 		return nil
 	case 1:
-		return g.bytes(2 * size)
+		if b := g.bytes(2 * size); !g.wellFormedIDs || len(b) == 0 || len(b) == size {
+			return b
+		}
 	}
 	return g.fixedBytes(size)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	rcoltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // idKeys are the fields the OTLP/JSON mapping writes in hex rather than protobuf JSON's base64.
@@ -137,6 +139,7 @@ func TestJSONConformance(t *testing.T) {
 			items := 0
 			for _, seed := range seeds(300) {
 				g := newGen(seed, s.stream)
+				g.wellFormedIDs = true // TestJSONRefusesMalformedIDs takes the others
 				ref := s.gen(g)
 				want, err := deterministic.Marshal(ref)
 				if err != nil {
@@ -178,6 +181,75 @@ func TestJSONConformance(t *testing.T) {
 			}
 			if items == 0 {
 				t.Fatal("no items transcoded: the generator is broken")
+			}
+		})
+	}
+}
+
+// malformedID reports whether m, or a message in it, holds a trace id that is neither empty nor
+// 16 bytes or a span id neither empty nor 8 bytes.
+func malformedID(m protoreflect.Message) bool {
+	bad := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Kind() == protoreflect.BytesKind && !fd.IsList():
+			size := map[protoreflect.Name]int{"trace_id": 16, "span_id": 8, "parent_span_id": 8}[fd.Name()]
+			if n := len(v.Bytes()); size != 0 && n != 0 && n != size {
+				bad = true
+			}
+		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
+			for i := range v.List().Len() {
+				bad = bad || malformedID(v.List().Get(i).Message())
+			}
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
+			bad = bad || malformedID(v.Message())
+		}
+		return !bad
+	})
+	return bad
+}
+
+// TestJSONRefusesMalformedIDs renders random requests whose ids may have any length: the
+// transcoder refuses (fastpath.ErrIDLength) exactly those holding an id of a length the
+// Collector's decoder refuses, as the full-depth scan does for protobuf, and transcodes the
+// others.
+func TestJSONRefusesMalformedIDs(t *testing.T) {
+	sigs := []struct {
+		sig    fastpath.Signal
+		stream uint64
+		gen    func(*gen) proto.Message
+	}{
+		{fastpath.Traces, 201, func(g *gen) proto.Message { return g.traceRequest() }},
+		{fastpath.Metrics, 202, func(g *gen) proto.Message { return g.metricsRequest() }},
+		{fastpath.Logs, 203, func(g *gen) proto.Message { return g.logsRequest() }},
+	}
+	var tr fastpath.JSONTranscoder
+	for _, s := range sigs {
+		t.Run(s.sig.String(), func(t *testing.T) {
+			refused, passed := 0, 0
+			ss := seeds(150)
+			for _, seed := range ss {
+				g := newGen(seed, s.stream)
+				ref := s.gen(g)
+				body, err := renderOTLPJSON(ref, g.r)
+				if err != nil {
+					t.Fatalf("seed %d: render: %v", seed, err)
+				}
+				_, _, err = tr.AppendRequest(nil, s.sig, body)
+				if malformedID(ref.ProtoReflect()) {
+					if !errors.Is(err, fastpath.ErrIDLength) {
+						t.Fatalf("seed %d: a request with a malformed id: %v, want ErrIDLength\n%s", seed, err, body)
+					}
+					refused++
+					continue
+				}
+				if err != nil {
+					t.Fatalf("seed %d: %v\n%s", seed, err, body)
+				}
+				passed++
+			}
+			if len(ss) > 1 && (refused == 0 || passed == 0) {
+				t.Fatalf("%d refused, %d transcoded: the generator no longer makes both kinds", refused, passed)
 			}
 		})
 	}

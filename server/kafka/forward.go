@@ -28,9 +28,11 @@ var (
 // body would exceed limit bytes; any other error is next's.
 //
 // A payload the full-depth scan accepts is rewritten on the wire (rewrite.go) and costs no
-// allocation; any other one goes through forwardDecoded, which decides as a decoder does. The
-// scan is stricter than the decoder only in refusing group wire types and nesting beyond
-// fastpath.MaxNesting, so those few payloads keep their old fate.
+// allocation; any other one goes through forwardDecoded, which decides as a decoder does, and
+// also refuses what the OpenTelemetry Collector's decoder would (collectorRefuses): such a
+// payload would cost the batch it joins. Otherwise the scan is stricter than the decoder in
+// refusing group wire types, nesting beyond fastpath.MaxNesting, a few malformed varints and
+// packed runs, and strings that are not UTF-8; those payloads keep their old fate.
 //
 // The body buffer starts at what one labelled resource needs and grows only as entries are
 // kept, never past limit: its size follows what is written, not what the payload announces.
@@ -118,6 +120,11 @@ func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commo
 	// Fields other than resource_metrics mean the bytes merely parse as protobuf.
 	if len(req.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false, errNotMetricsData
+	}
+	for _, rm := range req.ResourceMetrics {
+		if collectorRefuses(rm) {
+			return 0, false, errNotMetricsData
+		}
 	}
 
 	points, size := 0, 0
@@ -229,4 +236,65 @@ func dataPoints(m *metricsv1.Metric) int {
 		return len(d.Summary.GetDataPoints())
 	}
 	return 0
+}
+
+// collectorRefuses reports whether the Collector's decoder would refuse rm where UnmarshalVT
+// took it: an exemplar's trace id neither empty nor 16 bytes or span id neither empty nor 8, or
+// a field 1000 (the scope entries of OTLP before 0.19, unknown to our types, kept as unknown
+// bytes and written out again) malformed as a scope entry. The full-depth scan refuses both on
+// the wire; this is the same rule for the payloads that reach the decoder for another reason.
+// Cold path: it may allocate.
+func collectorRefuses(rm *metricsv1.ResourceMetrics) bool {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.GetMetrics() {
+			var ex [][]*metricsv1.Exemplar
+			for _, dp := range m.GetGauge().GetDataPoints() {
+				ex = append(ex, dp.GetExemplars())
+			}
+			for _, dp := range m.GetSum().GetDataPoints() {
+				ex = append(ex, dp.GetExemplars())
+			}
+			for _, dp := range m.GetHistogram().GetDataPoints() {
+				ex = append(ex, dp.GetExemplars())
+			}
+			for _, dp := range m.GetExponentialHistogram().GetDataPoints() {
+				ex = append(ex, dp.GetExemplars())
+			}
+			for _, list := range ex {
+				for _, e := range list {
+					if t, s := len(e.GetTraceId()), len(e.GetSpanId()); t != 0 && t != 16 || s != 0 && s != 8 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	for unknown := rm.ProtoReflect().GetUnknown(); len(unknown) > 0; {
+		num, typ, n := protowire.ConsumeTag(unknown)
+		m := protowire.ConsumeFieldValue(num, typ, unknown[max(n, 0):])
+		if n < 0 || m < 0 {
+			return true // UnmarshalVT kept it whole; this cannot happen
+		}
+		if num == 1000 {
+			// Scanned in an entry of its own, where it sits at the same depth.
+			entry := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), unknown[:n+m])
+			if _, err := fastpath.ScanRequest(fastpath.Metrics, entry, fastpath.LayoutV1, fastpath.DepthFull); err != nil && !collectorTakes(err) {
+				return true
+			}
+		}
+		unknown = unknown[n+m:]
+	}
+	return false
+}
+
+// collectorTakes reports whether err is one of the scan's refusals that the Collector's decoder
+// does not share (fastpath's FuzzPdata* tests list them): strings that are not UTF-8, groups,
+// nesting past the cap, overflowing 10-byte varints, field numbers above 2^29-1.
+func collectorTakes(err error) bool {
+	for _, e := range []error{fastpath.ErrUTF8, fastpath.ErrGroup, fastpath.ErrNesting, fastpath.ErrVarintOverflow, fastpath.ErrFieldNumber} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

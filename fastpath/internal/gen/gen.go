@@ -38,7 +38,17 @@ const (
 	Message
 	PackedFixed64
 	PackedVarint
+	TraceID // bytes: empty or a trace id's size at DepthFull
+	SpanID  // bytes: empty or a span id's size at DepthFull
 )
+
+// idSize names fastpath's constant for the length an id of kind k has when it is not empty.
+func idSize(k Kind) string {
+	if k == TraceID {
+		return "traceIDSize"
+	}
+	return "spanIDSize"
+}
 
 // Field is one known field of a message.
 type Field struct {
@@ -49,6 +59,9 @@ type Field struct {
 	Path  bool // on the way from a resource entry to its items
 	Item  bool // each occurrence is one item
 	Oneof bool // counts only for the last run of the last member seen
+	// Legacy: a message field walked at DepthFull whose items are not counted (a field the
+	// .proto reserves that other decoders still read).
+	Legacy bool
 }
 
 // Msg is one message of the schema.
@@ -301,7 +314,7 @@ func inOrderTag(f Field) (uint64, bool) {
 		return tag(f.Num, 1), true
 	case Fixed32:
 		return tag(f.Num, 5), true
-	case Bytes, String, Message:
+	case Bytes, String, Message, TraceID, SpanID:
 		return tag(f.Num, 2), true
 	}
 	return 0, false
@@ -346,9 +359,19 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string, inOrder 
 		g.fixed(c, b, i, 4)
 	case Bytes:
 		label(tag(f.Num, 2), f.Name)
-		g.p("if %s < len(%s) && %s[%s] < 0x80 && int(%s[%s]) < len(%s)-%s {", i, b, b, i, b, i, b, i)
-		g.p("%s += 1 + int(%s[%s])", i, b, i)
-		g.p("} else if %s, err = skipLen(%s, %s); err != nil {", i, b, i)
+		g.bytes(c, b, i)
+	case TraceID, SpanID:
+		label(tag(f.Num, 2), f.Name)
+		if !c.full {
+			g.bytes(c, b, i)
+			break
+		}
+		// An id of its full size, the common case, is one compare of its length byte; an
+		// empty one, an error and a length the Collector refuses go through skipID.
+		n := idSize(f.Kind)
+		g.p("if %s < len(%s) && %s[%s] == %s && len(%s)-%s > %s {", i, b, b, i, n, b, i, n)
+		g.p("%s += 1 + %s", i, n)
+		g.p("} else if %s, err = skipID(%s, %s, %s); err != nil {", i, b, i, n)
 		g.p("%s", c.fail("err"))
 		g.p("}")
 	case String:
@@ -394,6 +417,15 @@ func (g *generator) field(m int, f Field, c *ctx, lvl int, nest string, inOrder 
 	default:
 		panic(fmt.Sprintf("gen: field %s of %s has kind %d", f.Name, g.s.Msgs[m].Name, f.Kind))
 	}
+}
+
+// bytes writes code skipping the length-delimited value at i, content unchecked.
+func (g *generator) bytes(c *ctx, b, i string) {
+	g.p("if %s < len(%s) && %s[%s] < 0x80 && int(%s[%s]) < len(%s)-%s {", i, b, b, i, b, i, b, i)
+	g.p("%s += 1 + int(%s[%s])", i, b, i)
+	g.p("} else if %s, err = skipLen(%s, %s); err != nil {", i, b, i)
+	g.p("%s", c.fail("err"))
+	g.p("}")
 }
 
 func (g *generator) varint(c *ctx, b, i string) {
@@ -443,6 +475,10 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string, inOrde
 		if f.Item {
 			g.count(f, "1")
 		}
+	case g.items[f.Msg] && f.Legacy:
+		g.p("if _, err = full%s(%s[:e], s, %s, am); err != nil { // items not counted", child.Name, b, childNest)
+		g.p("%s", c.fail("err"))
+		g.p("}")
 	case g.items[f.Msg]:
 		call := "res" + child.Name + "(" + b + "[:e], s)"
 		if c.full {
