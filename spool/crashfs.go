@@ -25,6 +25,12 @@ var ErrCrashed = errors.New("spool: simulated crash")
 // what was synced and lets a new spool open over it. Ops counts operations, so a test can run a
 // scenario once to count them and re-run it crashing after each one.
 //
+// SetCapacity gives the disk a size in bytes: the data of every file that still takes space (in
+// the namespace, or removed but still open, as on a real disk) counts against it, a write that
+// would pass it writes what fits and fails with syscall.ENOSPC (matchable with errors.Is, like a
+// real short write), and Remove, Truncate and Create over an existing file give space back.
+// Creations, renames and directory entries take no space.
+//
 // Fault hooks simulate a failing disk: WriteErr and SyncErr, when set, are returned by WriteAt
 // and Sync of segment and cursor files instead of doing anything. SyncHook, when set, runs at
 // the start of every file Sync, outside the lock, so a test can hold a sync in progress.
@@ -36,6 +42,7 @@ type CrashFS struct {
 		files   map[string]*memNode            // the namespace as the process sees it
 		synced  map[string]map[string]*memNode // per directory, the namespace as of its last SyncDir
 		dirs    map[string]bool
+		orphans map[*memNode]bool // removed from the namespace, still open
 		ops     int
 		crashAt int // 0: never
 		dead    bool
@@ -43,6 +50,7 @@ type CrashFS struct {
 		writeErr error
 		syncErr  error
 		syncs    int
+		capacity int64 // 0: unlimited
 	}
 	// SyncHook runs at the start of every file Sync; set it before use.
 	SyncHook func()
@@ -51,6 +59,7 @@ type CrashFS struct {
 type memNode struct {
 	data   []byte
 	synced []byte
+	opens  int // live handles; a removed node holds its space until the last one closes
 }
 
 // NewCrashFS returns an empty CrashFS.
@@ -59,6 +68,7 @@ func NewCrashFS() *CrashFS {
 	fs.mu.files = make(map[string]*memNode)
 	fs.mu.synced = make(map[string]map[string]*memNode)
 	fs.mu.dirs = make(map[string]bool)
+	fs.mu.orphans = make(map[*memNode]bool)
 	return fs
 }
 
@@ -103,6 +113,33 @@ func (fs *CrashFS) SetSyncErr(err error) {
 	fs.mu.Unlock()
 }
 
+// SetCapacity sets the size of the disk in bytes; 0 makes it unlimited. Lowering it below what
+// is used already makes every write that grows a file fail until enough is freed.
+func (fs *CrashFS) SetCapacity(bytes int64) {
+	fs.mu.Lock()
+	fs.mu.capacity = bytes
+	fs.mu.Unlock()
+}
+
+// Used returns the bytes that take space on the disk: the data of every file in the namespace,
+// plus that of removed files still open.
+func (fs *CrashFS) Used() int64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.usedLocked()
+}
+
+func (fs *CrashFS) usedLocked() int64 {
+	var used int64
+	for _, n := range fs.mu.files {
+		used += int64(len(n.data))
+	}
+	for n := range fs.mu.orphans {
+		used += int64(len(n.data))
+	}
+	return used
+}
+
 // Crash simulates a power loss and a reboot: every file reverts to its synced data, every
 // directory to its synced entries, open handles die, and a pending crash point is disarmed.
 func (fs *CrashFS) Crash() {
@@ -120,6 +157,13 @@ func (fs *CrashFS) Crash() {
 	for _, n := range files {
 		n.data = slices.Clone(n.synced)
 	}
+	for _, n := range fs.mu.files {
+		n.opens = 0
+	}
+	for n := range fs.mu.orphans {
+		n.opens = 0
+	}
+	clear(fs.mu.orphans)
 	fs.mu.files = files
 }
 
@@ -194,7 +238,8 @@ func (fs *CrashFS) Create(name string) (File, error) {
 		n.data = n.data[:0:0]
 	}
 	fs.mu.files[name] = n
-	return &memFile{fs: fs, n: n, gen: fs.mu.gen, write: true}, nil
+	n.opens++
+	return &memFile{fs: fs, n: n, name: name, gen: fs.mu.gen, write: true}, nil
 }
 
 func (fs *CrashFS) Open(name string, write bool) (File, error) {
@@ -207,7 +252,8 @@ func (fs *CrashFS) Open(name string, write bool) (File, error) {
 	if n == nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
 	}
-	return &memFile{fs: fs, n: n, gen: fs.mu.gen, write: write}, nil
+	n.opens++
+	return &memFile{fs: fs, n: n, name: name, gen: fs.mu.gen, write: write}, nil
 }
 
 func (fs *CrashFS) Rename(oldname, newname string) error {
@@ -220,8 +266,12 @@ func (fs *CrashFS) Rename(oldname, newname string) error {
 	if n == nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrNotExist}
 	}
+	old := fs.mu.files[newname]
 	delete(fs.mu.files, oldname)
 	fs.mu.files[newname] = n
+	if old != nil && old != n {
+		fs.orphanLocked(old)
+	}
 	return nil
 }
 
@@ -231,11 +281,25 @@ func (fs *CrashFS) Remove(name string) error {
 	if err := fs.opLocked(); err != nil {
 		return err
 	}
-	if fs.mu.files[name] == nil {
+	n := fs.mu.files[name]
+	if n == nil {
 		return &os.PathError{Op: "remove", Path: name, Err: os.ErrNotExist}
 	}
 	delete(fs.mu.files, name)
+	fs.orphanLocked(n)
 	return nil
+}
+
+// orphanLocked notes that n has left the namespace: its space stays taken while a handle is open.
+func (fs *CrashFS) orphanLocked(n *memNode) {
+	for _, m := range fs.mu.files {
+		if m == n {
+			return
+		}
+	}
+	if n.opens > 0 {
+		fs.mu.orphans[n] = true
+	}
 }
 
 func (fs *CrashFS) ReadDir(dir string) ([]string, error) {
@@ -276,10 +340,12 @@ func (fs *CrashFS) SyncDir(dir string) error {
 }
 
 type memFile struct {
-	fs    *CrashFS
-	n     *memNode
-	gen   int
-	write bool
+	fs     *CrashFS
+	n      *memNode
+	name   string
+	gen    int
+	write  bool
+	closed bool
 }
 
 func (f *memFile) liveLocked() error {
@@ -320,12 +386,22 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.fs.mu.writeErr != nil {
 		return 0, f.fs.mu.writeErr
 	}
+	var full error
+	if c := f.fs.mu.capacity; c > 0 {
+		// A real disk writes what fits and then reports ENOSPC, leaving a short write behind.
+		free := c - f.fs.usedLocked()
+		if grow := off + int64(len(p)) - int64(len(f.n.data)); grow > free {
+			fit := max(int64(len(f.n.data))+max(free, 0)-off, 0)
+			p = p[:min(fit, int64(len(p)))]
+			full = &os.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}
+		}
+	}
 	end := off + int64(len(p))
 	if end > int64(len(f.n.data)) {
 		f.n.data = slices.Grow(f.n.data, int(end)-len(f.n.data))[:end]
 	}
 	copy(f.n.data[off:], p)
-	return len(p), nil
+	return len(p), full
 }
 
 func (f *memFile) Sync() error {
@@ -374,4 +450,19 @@ func (f *memFile) Size() (int64, error) {
 	return int64(len(f.n.data)), nil
 }
 
-func (f *memFile) Close() error { return nil }
+func (f *memFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return os.ErrClosed
+	}
+	f.closed = true
+	if f.gen != f.fs.mu.gen {
+		return nil // the crash closed it
+	}
+	f.n.opens--
+	if f.n.opens == 0 {
+		delete(f.fs.mu.orphans, f.n)
+	}
+	return nil
+}
