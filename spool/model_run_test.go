@@ -1,0 +1,745 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// The model of the spool, run against the real one over CrashFS.
+//
+// What the model holds the spool to (doc.go, README "Durable spool", RELIABILITY.md 13):
+//  1. Every record whose Append returned nil ("acknowledged") is finished, by Finish or a
+//     counted Drop, by every destination that was configured when it was acknowledged and
+//     still is at the end, except what a power loss may take: a record acknowledged in
+//     SyncAlways mode survives every crash; in SyncInterval mode it survives once a sync point
+//     follows it: an interval tick (the spool running in interval or always mode, whichever
+//     process acknowledged it: after one interval nothing may be lost), a rotation past its
+//     segment, or a Close that returned nil; in SyncNone mode a power loss may take any record
+//     the spool did not sync. A kill -9 takes nothing, in any mode; neither does a Close and
+//     Open. With -spool.full=drop-oldest, what a destination misses is at most what
+//     otlpgate_spool_dropped_records_total{reason="drop_oldest"} counted for it.
+//  2. Nothing is read that was never written: an Append that failed with ErrFull was never
+//     appended; one that failed with ErrIO may have been (a retry's duplicate at worst). Every
+//     payload read is byte for byte the one appended, with its signal and item count.
+//  3. A destination reads records oldest first and never the same one twice in one process;
+//     it never reads again what it finished below its lowest unfinished record as of the last
+//     successful checkpoint or clean Close, nor what was appended before it was configured.
+//  4. A destination that reads until ErrEmpty has read every acknowledged record it still
+//     owes (with -spool.full=refuse): nothing is stranded behind its position.
+//  5. Once every destination finished everything and a checkpoint ran, an Append succeeds,
+//     however full the disk was, on a disk of at least two segments: nothing but the active
+//     segment and the cursors may then take space, not even a finished segment a reader
+//     still has open.
+//  6. The counters agree: appended records, refused appends by reason, replayed records and
+//     dropped records by destination and reason exactly, where a dying process may or may not
+//     have counted what it was doing; no corrupt record, bad cursor or unreadable segment; and
+//     after a clean Close the byte and segment gauges match the segment files.
+type modelRun struct {
+	sc    modelScript
+	fs    *CrashFS
+	s     *Spool
+	mode  SyncMode
+	life  int // successful Opens so far
+	cap   int64
+	dests []string // configured, as of the last successful Open
+
+	recs  []modelRec
+	owed  map[string]map[int]bool // per destination: acknowledged, not yet finished
+	out   map[string][]modelRead  // per destination: read and not finished in this process
+	fin   map[string][]Pos        // per destination: finished in this process
+	last  map[string]int          // per destination: the last record read in this process, or -1
+	floor map[string]int          // per destination: no record below it may be read again
+	// removedNone: destinations removed by a SyncNone process; a power loss may bring their
+	// cursor back, and with it their old position.
+	removedNone map[string]int
+	segLast     int64 // segment of the last successful append in this process, or -1
+
+	armed   bool
+	crashAs stopKind
+
+	want  modelCounts
+	buf   *[]byte
+	trace []string
+	line  strings.Builder
+}
+
+// modelRec is one record the script tried to append; its id is its index.
+type modelRec struct {
+	state   recState
+	life    int
+	size    int
+	mode    SyncMode
+	durable bool // survives a power loss
+}
+
+type recState uint8
+
+const (
+	recRefused recState = iota // ErrFull: never written, must never be read
+	recMaybe                   // ErrIO: may have been written
+	recAcked
+)
+
+type modelRead struct {
+	pos Pos
+	id  int
+}
+
+// modelCounts is what the model expects the counters to have moved by. A pair is a range:
+// the low end counts what a live process did, the high end adds what a dying one may have
+// counted before it died.
+type modelCounts struct {
+	appended       [2]int
+	full, io       [2]int
+	replayed       map[string]int
+	dropped        map[string]*[numDropReasons]int
+	everConfigured map[string]bool
+}
+
+// modelFailure is a broken promise, by kind (the shrinker keeps failures of the same kind).
+type modelFailure struct {
+	kind string
+	msg  string
+}
+
+func (f *modelFailure) Error() string { return f.kind + ": " + f.msg }
+
+func (m *modelRun) failf(kind, format string, args ...any) {
+	panic(&modelFailure{kind: kind, msg: fmt.Sprintf(format, args...)})
+}
+
+// runModel runs a script from an empty disk and checks the model at every step and at the end.
+// It returns the trace of what each operation did, and the first broken promise.
+func runModel(sc modelScript) (trace []string, err error) {
+	m := &modelRun{
+		sc:          sc,
+		fs:          NewCrashFS(),
+		mode:        sc.cfg.sync,
+		cap:         sc.cfg.capacity,
+		owed:        make(map[string]map[int]bool),
+		out:         make(map[string][]modelRead),
+		fin:         make(map[string][]Pos),
+		last:        make(map[string]int),
+		floor:       make(map[string]int),
+		removedNone: make(map[string]int),
+		segLast:     -1,
+		buf:         pool.GetBytes(pool.MinSize),
+	}
+	m.want.replayed = make(map[string]int)
+	m.want.dropped = make(map[string]*[numDropReasons]int)
+	m.want.everConfigured = make(map[string]bool)
+	defer pool.PutBytes(m.buf)
+	before := gatherSpoolMetrics()
+	defer func() {
+		if m.s != nil {
+			abandon(m.s) // stop its goroutines whatever happened
+			m.s = nil
+		}
+		if r := recover(); r != nil {
+			f, ok := r.(*modelFailure)
+			if !ok {
+				// The spool panicked in the test's goroutine: a broken invariant of its own.
+				f = &modelFailure{kind: "panic", msg: fmt.Sprintf("%v\n%s", r, debug.Stack())}
+			}
+			m.endLine()
+			err = f
+		}
+		trace = m.trace
+	}()
+	m.fs.SetCapacity(m.cap)
+	m.startf("start %s", strings.Join(sc.cfg.dests, ","))
+	m.open(sc.cfg.dests, sc.cfg.sync)
+	m.endLine()
+	for i, o := range sc.ops {
+		m.startf("%3d %-30s", i+1, o)
+		m.exec(o)
+		m.endLine()
+	}
+	m.finish(before)
+	return m.trace, nil
+}
+
+func (m *modelRun) startf(format string, args ...any) {
+	m.line.Reset()
+	fmt.Fprintf(&m.line, format, args...)
+	m.line.WriteString(" ->")
+}
+
+func (m *modelRun) notef(format string, args ...any) {
+	m.line.WriteByte(' ')
+	fmt.Fprintf(&m.line, format, args...)
+}
+
+func (m *modelRun) endLine() {
+	if m.line.Len() > 0 {
+		m.trace = append(m.trace, m.line.String())
+		m.line.Reset()
+	}
+}
+
+func (m *modelRun) exec(o modelOp) {
+	switch o.kind {
+	case opAppend:
+		for range o.n {
+			if !m.append(o.k) {
+				return
+			}
+		}
+	case opRead:
+		m.read(o.dest, o.n)
+	case opFinish, opDrop:
+		rs := m.out[o.dest]
+		if len(rs) == 0 {
+			m.notef("nothing unfinished")
+			return
+		}
+		i := o.k % len(rs)
+		e := rs[i]
+		m.out[o.dest] = slices.Delete(rs, i, i+1)
+		m.fin[o.dest] = append(m.fin[o.dest], e.pos)
+		delete(m.owed[o.dest], e.id)
+		r := m.reader(o.dest)
+		if o.kind == opFinish {
+			r.Finish(e.pos)
+			m.notef("#%d", e.id)
+		} else {
+			r.Drop(e.pos, o.reason)
+			m.want.dropped[o.dest][o.reason]++
+			m.notef("#%d dropped", e.id)
+		}
+	case opFinishAll:
+		m.finishAll(o.dest)
+	case opRefinish:
+		ps := m.fin[o.dest]
+		if len(ps) == 0 {
+			m.notef("nothing finished")
+			return
+		}
+		p := ps[o.k%len(ps)]
+		r := m.reader(o.dest)
+		r.Finish(p)
+		r.Drop(p, DropRejected) // finished already: not counted
+		m.notef("%v again", p)
+	case opCheckpoint:
+		m.checkpoint()
+	case opTick:
+		m.tick()
+	case opRestart:
+		dests, mode := m.dests, m.mode
+		if o.setSet {
+			dests = o.dests
+		}
+		if o.setSyn {
+			mode = o.sync
+		}
+		m.restart(o.stop, dests, mode)
+	case opCrashAt:
+		m.fs.CrashAfter(o.n)
+		m.armed, m.crashAs = true, o.stop
+	case opCapacity:
+		m.cap = int64(o.n)
+		m.fs.SetCapacity(m.cap)
+	case opDrain:
+		m.drain()
+	}
+}
+
+// configured reports whether d is one of the current destinations; the operations of others
+// do nothing.
+func (m *modelRun) configured(d string) bool { return slices.Contains(m.dests, d) }
+
+func (m *modelRun) reader(d string) *Reader {
+	r := m.s.Reader(d)
+	if r == nil {
+		m.failf("reader", "no reader for configured destination %q", d)
+	}
+	return r
+}
+
+// dying checks, after a call into the spool, whether the armed crash point fired during it: if
+// so the process is dead, and it is restarted as the crash point says.
+func (m *modelRun) dying() bool {
+	if !m.fs.crashed() {
+		return false
+	}
+	m.notef("| crash point reached: %s", stopNames[m.crashAs])
+	m.crash(m.crashAs)
+	m.reopen(m.dests, m.mode)
+	return true
+}
+
+func modelPayload(id, size int) []byte {
+	p := make([]byte, 0, size)
+	p = strconv.AppendInt(append(p, 'r'), int64(id), 10)
+	p = append(p, ':')
+	for i := 0; len(p) < size; i++ {
+		p = append(p, byte('a'+(id*7+i)%26))
+	}
+	return p
+}
+
+func (m *modelRun) append(size int) bool {
+	id := len(m.recs)
+	m.recs = append(m.recs, modelRec{life: m.life, size: size, mode: m.mode})
+	rec := &m.recs[id]
+	pos, err := m.s.Append(uint8(id%3), uint32(id), modelPayload(id, size))
+	dead := m.fs.crashed()
+	dyingIdx := 0
+	if dead {
+		dyingIdx = 1
+	}
+	switch {
+	case err == nil:
+		rec.state = recAcked
+		rec.durable = m.mode == SyncAlways
+		m.want.appended[0]++
+		for _, d := range m.dests {
+			m.owed[d][id] = true
+		}
+		if m.segLast >= 0 && int64(pos.Segment()) != m.segLast && m.mode != SyncNone {
+			// Rotation synced the segment before: what this process acknowledged is durable.
+			m.syncPoint(false)
+		}
+		m.segLast = int64(pos.Segment())
+		m.notef("#%d@%v", id, pos)
+	case errors.Is(err, ErrFull):
+		rec.state = recRefused
+		m.want.full[dyingIdx]++
+		m.notef("#%d full", id)
+	case errors.Is(err, ErrIO):
+		rec.state = recMaybe
+		m.want.io[dyingIdx]++
+		m.want.appended[1]++ // written, then its sync failed: counted as appended
+		m.notef("#%d %v", id, err)
+		if !dead && !errors.Is(err, syscall.ENOSPC) {
+			m.failf("append", "record %d: %v, and the disk neither died nor filled", id, err)
+		}
+	default:
+		m.failf("append", "record %d: unexpected error %v", id, err)
+	}
+	if m.dying() {
+		return false
+	}
+	return true
+}
+
+// syncPoint marks acknowledged records durable: those of this process (a rotation, a Close),
+// or, when an interval has passed, every record acknowledged by a syncing process.
+func (m *modelRun) syncPoint(interval bool) {
+	for i := range m.recs {
+		r := &m.recs[i]
+		if r.state != recAcked || r.durable || r.mode == SyncNone {
+			continue
+		}
+		if interval || r.life == m.life {
+			r.durable = true
+		}
+	}
+}
+
+func (m *modelRun) read(d string, n int) {
+	if !m.configured(d) {
+		m.notef("not configured")
+		return
+	}
+	if n == 0 {
+		n = 1 << 20
+	}
+	r := m.reader(d)
+	var ids []string
+	defer func() {
+		if len(ids) > 0 {
+			m.notef("%s", strings.Join(ids, ","))
+		}
+	}()
+	for range n {
+		*m.buf = (*m.buf)[:0]
+		e, err := r.Next(m.buf)
+		if errors.Is(err, ErrEmpty) {
+			ids = append(ids, "empty")
+			m.checkNothingStranded(d)
+			return
+		}
+		if err != nil {
+			if m.dying() {
+				return
+			}
+			m.failf("read", "%s: Next: %v", d, err)
+		}
+		id := m.checkRecord(d, e, *m.buf)
+		ids = append(ids, "#"+strconv.Itoa(id))
+		m.out[d] = append(m.out[d], modelRead{pos: e.Pos, id: id})
+		m.last[d] = id
+	}
+}
+
+// checkRecord checks a record d read (promises 2 and 3) and counts a replay.
+func (m *modelRun) checkRecord(d string, e Entry, p []byte) int {
+	head, _, ok := strings.Cut(string(p[:min(len(p), 24)]), ":")
+	id, err := strconv.Atoi(strings.TrimPrefix(head, "r"))
+	if !ok || !strings.HasPrefix(head, "r") || err != nil || id < 0 || id >= len(m.recs) {
+		m.failf("phantom", "%s read %q at %v: not a record this script appended", d, p[:min(len(p), 24)], e.Pos)
+	}
+	rec := m.recs[id]
+	if rec.state == recRefused {
+		m.failf("phantom", "%s read record %d at %v, whose Append failed with ErrFull", d, id, e.Pos)
+	}
+	if string(p) != string(modelPayload(id, rec.size)) || e.Signal != uint8(id%3) || e.Items != uint32(id) || e.Size != rec.size {
+		m.failf("corrupt", "%s read record %d at %v with the wrong bytes: %+v %q", d, id, e.Pos, e, p)
+	}
+	if id <= m.last[d] {
+		m.failf("order", "%s read record %d at %v after record %d in the same process", d, id, e.Pos, m.last[d])
+	}
+	if id < m.floor[d] {
+		m.failf("replay", "%s read record %d at %v, below %d: finished before the last checkpoint, or appended before it was configured", d, id, e.Pos, m.floor[d])
+	}
+	if rec.life < m.life {
+		m.want.replayed[d]++
+	}
+	return id
+}
+
+// checkNothingStranded: a destination that caught up has read every record it owes
+// (promise 4). With drop-oldest, the final count decides instead.
+func (m *modelRun) checkNothingStranded(d string) {
+	if m.sc.cfg.full != FullRefuse {
+		return
+	}
+	var missing []int
+	for id := range m.owed[d] {
+		if !slices.ContainsFunc(m.out[d], func(r modelRead) bool { return r.id == id }) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		m.failf("lost", "%s: Next says the spool is empty, but acknowledged records %v never reached it", d, missing)
+	}
+}
+
+func (m *modelRun) finishAll(d string) {
+	if !m.configured(d) {
+		m.notef("not configured")
+		return
+	}
+	r := m.reader(d)
+	for _, e := range m.out[d] {
+		r.Finish(e.pos)
+		delete(m.owed[d], e.id)
+		m.fin[d] = append(m.fin[d], e.pos)
+	}
+	m.notef("%d finished", len(m.out[d]))
+	m.out[d] = m.out[d][:0]
+}
+
+// persisted notes that every destination's position was persisted just now: none reads again
+// below its lowest unfinished record.
+func (m *modelRun) persisted() {
+	for _, d := range m.dests {
+		f := m.last[d] + 1
+		if f == 0 {
+			continue // read nothing in this process: the position did not move
+		}
+		for _, e := range m.out[d] {
+			f = min(f, e.id)
+		}
+		m.floor[d] = max(m.floor[d], f)
+	}
+}
+
+func (m *modelRun) checkpoint() bool {
+	err := m.s.Checkpoint()
+	if m.dying() {
+		return false
+	}
+	if err != nil {
+		if !errors.Is(err, syscall.ENOSPC) {
+			m.failf("checkpoint", "%v", err)
+		}
+		m.notef("%v", err)
+		return false
+	}
+	m.persisted()
+	m.notef("ok")
+	return true
+}
+
+func (m *modelRun) tick() {
+	if m.mode == SyncInterval {
+		err := m.s.sync()
+		if m.dying() {
+			return
+		}
+		if err != nil {
+			m.failf("sync", "interval sync: %v", err)
+		}
+	}
+	if m.mode != SyncNone {
+		m.syncPoint(true)
+	}
+}
+
+// restart stops the process as stop says and starts the next one.
+func (m *modelRun) restart(stop stopKind, dests []string, mode SyncMode) {
+	if stop != stopClean {
+		m.fs.CrashAfter(0)
+		m.armed = false
+		m.crash(stop)
+		m.reopen(dests, mode)
+		return
+	}
+	err := m.s.Close()
+	if m.fs.crashed() {
+		m.notef("| crash point reached in Close: %s", stopNames[m.crashAs])
+		m.s = nil // Close stopped its goroutines
+		m.crash(m.crashAs)
+		m.reopen(dests, mode)
+		return
+	}
+	m.s = nil
+	switch {
+	case err == nil:
+		m.persisted()
+		if m.mode != SyncNone {
+			m.syncPoint(false)
+		}
+		m.checkGauges()
+	case errors.Is(err, syscall.ENOSPC):
+		m.notef("close: %v", err) // positions not persisted: more is replayed, nothing lost
+	default:
+		m.failf("close", "%v", err)
+	}
+	m.newProcess()
+	m.reopen(dests, mode)
+}
+
+// crash ends the process without Close: kill -9 keeps what the kernel holds, a power loss only
+// what was synced.
+func (m *modelRun) crash(stop stopKind) {
+	if m.s != nil {
+		abandon(m.s)
+		m.s = nil
+	}
+	m.armed = false
+	if stop == stopPower {
+		m.fs.Crash()
+		var lost []int
+		for id := range m.recs {
+			r := &m.recs[id]
+			if r.state == recAcked && !r.durable {
+				r.state = recMaybe // may or may not come back
+				lost = append(lost, id)
+				for _, owed := range m.owed {
+					delete(owed, id)
+				}
+			}
+		}
+		if len(lost) > 0 {
+			m.notef("| power loss may take %v", lost)
+		}
+	} else {
+		m.fs.killProcess()
+	}
+	m.newProcess()
+}
+
+func (m *modelRun) newProcess() {
+	clear(m.out)
+	clear(m.fin)
+	for d := range m.last {
+		m.last[d] = -1
+	}
+	m.segLast = -1
+}
+
+// reopen starts a process after a stop; open starts the first.
+func (m *modelRun) reopen(dests []string, mode SyncMode) { m.open(dests, mode) }
+
+func (m *modelRun) open(dests []string, mode SyncMode) {
+	for attempt := 0; ; attempt++ {
+		if attempt == 4 {
+			m.failf("open", "crashed four times in a row")
+		}
+		s, err := Open(m.sc.cfg.spoolConfig(mode), m.fs, dests)
+		if err == nil {
+			m.s = s
+			break
+		}
+		if m.fs.crashed() {
+			m.notef("| crash point reached in Open: %s", stopNames[m.crashAs])
+			m.crash(m.crashAs)
+			continue
+		}
+		fresh := slices.DeleteFunc(slices.Clone(dests), func(d string) bool { return !m.configured(d) })
+		if errors.Is(err, syscall.ENOSPC) && len(fresh) < len(dests) {
+			// A new destination's cursor needs a few bytes; on a full disk the operator
+			// starts without it.
+			m.notef("| open with new destinations: %v; again without them", err)
+			dests = fresh
+			continue
+		}
+		m.failf("open", "%v", err)
+	}
+	m.life++
+	m.mode = mode
+	for _, d := range m.dests {
+		if !slices.Contains(dests, d) {
+			delete(m.owed, d)
+			if mode == SyncNone {
+				m.removedNone[d] = m.floor[d]
+			}
+		}
+	}
+	for _, d := range dests {
+		m.want.everConfigured[d] = true
+		if m.want.dropped[d] == nil {
+			m.want.dropped[d] = new([numDropReasons]int)
+		}
+		if _, ok := m.last[d]; !ok {
+			m.last[d] = -1
+		}
+		if !m.configured(d) {
+			m.owed[d] = make(map[int]bool)
+			m.floor[d] = len(m.recs) // a new destination starts at the tail
+			if f, ok := m.removedNone[d]; ok {
+				m.floor[d] = f // unless a power loss brought its old cursor back
+			}
+		}
+		if m.s.Reader(d) == nil {
+			m.failf("reader", "no reader for %q after Open", d)
+		}
+	}
+	m.dests = slices.Clone(dests)
+	m.notef("| process %d (%s, %s)", m.life, strings.Join(dests, ","), mode)
+}
+
+// drain: every destination finishes everything, a checkpoint runs, and then an append must
+// succeed (promise 5).
+func (m *modelRun) drain() {
+	life := m.life
+	for _, d := range m.dests {
+		m.read(d, 0)
+		if m.life != life {
+			return // crashed
+		}
+		m.finishAll(d)
+	}
+	for range 3 {
+		if m.checkpoint() || m.life != life {
+			break
+		}
+	}
+	if m.life != life {
+		return
+	}
+	id := len(m.recs)
+	if !m.append(100) || m.life != life {
+		return
+	}
+	if m.recs[id].state != recAcked && (m.cap == 0 || m.cap >= 2*m.sc.cfg.segment) {
+		m.failf("stuck", "every destination finished everything and a checkpoint ran, yet the next Append fails (disk of %d bytes, %d used, files %v)",
+			m.cap, m.fs.Used(), m.files())
+	}
+}
+
+func (m *modelRun) files() []string {
+	names, _ := m.fs.ReadDir(testDir)
+	var out []string
+	for _, n := range names {
+		b, _ := m.fs.ReadFile(testDir + "/" + n)
+		out = append(out, fmt.Sprintf("%s:%d", n, len(b)))
+	}
+	return out
+}
+
+// finish ends the script: a clean restart, every destination reads and finishes everything,
+// and the model is checked (promises 1 and 6).
+func (m *modelRun) finish(before map[string]float64) {
+	m.startf("end: restart clean, drain")
+	m.fs.CrashAfter(0)
+	m.armed = false
+	m.restart(stopClean, m.dests, m.mode)
+	for _, d := range m.dests {
+		m.read(d, 0)
+		m.finishAll(d)
+	}
+	if err := m.s.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		m.failf("close", "%v", err)
+	}
+	m.s = nil
+	m.checkGauges()
+	m.endLine()
+	after := gatherSpoolMetrics()
+	got := func(key string) int { return int(after[key] - before[key]) }
+	for _, d := range m.dests {
+		var missing []int
+		for id := range m.owed[d] {
+			missing = append(missing, id)
+		}
+		slices.Sort(missing)
+		oldest := got(`otlpgate_spool_dropped_records_total{destination="` + d + `",reason="drop_oldest"}`)
+		if len(missing) > oldest {
+			m.failf("lost", "%s never finished acknowledged records %v (drop-oldest counted %d for it)", d, missing, oldest)
+		}
+	}
+	inRange := func(name string, key string, want [2]int) {
+		if g := got(key); g < want[0] || g > want[0]+want[1] {
+			m.failf("counter", "%s moved by %d, want %d (up to %d more from dying processes)", name, g, want[0], want[1])
+		}
+	}
+	inRange("appended records", "otlpgate_spool_appended_records_total", m.want.appended)
+	inRange("appends refused as full", `otlpgate_spool_append_errors_total{reason="full"}`, m.want.full)
+	inRange("appends refused for io", `otlpgate_spool_append_errors_total{reason="io"}`, m.want.io)
+	for d := range m.want.everConfigured {
+		if g, w := got(`otlpgate_spool_replayed_records_total{destination="`+d+`"}`), m.want.replayed[d]; g != w {
+			m.failf("counter", "%s: replayed records moved by %d, want %d", d, g, w)
+		}
+		for reason, w := range m.want.dropped[d] {
+			if DropReason(reason) == dropOldest {
+				key := `otlpgate_spool_dropped_records_total{destination="` + d + `",reason="drop_oldest"}`
+				if m.sc.cfg.full == FullRefuse && got(key) != 0 {
+					m.failf("counter", "%s: drop_oldest moved by %d with -spool.full=refuse", d, got(key))
+				}
+				continue
+			}
+			key := `otlpgate_spool_dropped_records_total{destination="` + d + `",reason="` + dropReasonNames[reason] + `"}`
+			if g := got(key); g != w {
+				m.failf("counter", "%s: dropped %s moved by %d, want %d", d, dropReasonNames[reason], g, w)
+			}
+		}
+	}
+	for _, key := range []string{"otlpgate_spool_corrupt_records_total", "otlpgate_spool_bad_cursors_total",
+		`otlpgate_spool_recovery_segments_total{outcome="unreadable"}`, `otlpgate_spool_recovery_segments_total{outcome="future"}`} {
+		if g := got(key); g != 0 {
+			m.failf("counter", "%s moved by %d: the model damages no file", key, g)
+		}
+	}
+}
+
+// checkGauges: after a clean Close the gauges describe the segment files left.
+func (m *modelRun) checkGauges() {
+	names, err := m.fs.ReadDir(testDir)
+	if err != nil {
+		m.failf("gauge", "%v", err)
+	}
+	var n, size int64
+	for _, name := range names {
+		if _, aside, ok := parseSegmentName(name); ok && !aside {
+			b, _ := m.fs.ReadFile(testDir + "/" + name)
+			n++
+			size += int64(len(b))
+		}
+	}
+	g := gatherSpoolMetrics()
+	if int64(g["otlpgate_spool_segments"]) != n || int64(g["otlpgate_spool_bytes"]) != size {
+		m.failf("gauge", "after Close the gauges say %v segments, %v bytes; the disk holds %d, %d bytes (%v)",
+			g["otlpgate_spool_segments"], g["otlpgate_spool_bytes"], n, size, m.files())
+	}
+}
