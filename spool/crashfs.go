@@ -32,7 +32,9 @@ var ErrCrashed = errors.New("spool: simulated crash")
 // Creations, renames and directory entries take no space.
 //
 // Fault hooks simulate a failing disk: WriteErr and SyncErr, when set, are returned by WriteAt
-// and Sync of segment and cursor files instead of doing anything. SyncHook, when set, runs at
+// and Sync of segment and cursor files instead of doing anything. A Sync failed by SyncErr
+// loses the file's unsynced writes as Linux does after a writeback error: they stay readable,
+// but no later Sync makes them durable; only writing those bytes again does. SyncHook, when set, runs at
 // the start of every file Sync, outside the lock, so a test can hold a sync in progress.
 // Safe for concurrent use.
 type CrashFS struct {
@@ -60,6 +62,37 @@ type memNode struct {
 	data   []byte
 	synced []byte
 	opens  int // live handles; a removed node holds its space until the last one closes
+	// lost marks the bytes whose writes a failed Sync dropped: a later Sync keeps the synced
+	// contents there (zeros past the old end) until they are written again.
+	lost []bool
+}
+
+// loseUnsynced marks every byte that differs from the synced contents as lost.
+func (n *memNode) loseUnsynced() {
+	if len(n.lost) < len(n.data) {
+		n.lost = append(n.lost, make([]bool, len(n.data)-len(n.lost))...)
+	}
+	for i := range n.data {
+		if i >= len(n.synced) || n.data[i] != n.synced[i] {
+			n.lost[i] = true
+		}
+	}
+}
+
+// durable returns what a successful Sync leaves on the disk.
+func (n *memNode) durable() []byte {
+	d := slices.Clone(n.data)
+	for i, l := range n.lost[:min(len(n.lost), len(d))] {
+		if !l {
+			continue
+		}
+		if i < len(n.synced) {
+			d[i] = n.synced[i]
+		} else {
+			d[i] = 0
+		}
+	}
+	return d
 }
 
 // NewCrashFS returns an empty CrashFS.
@@ -156,6 +189,7 @@ func (fs *CrashFS) Crash() {
 	}
 	for _, n := range files {
 		n.data = slices.Clone(n.synced)
+		n.lost = nil
 	}
 	for _, n := range fs.mu.files {
 		n.opens = 0
@@ -236,6 +270,7 @@ func (fs *CrashFS) Create(name string) (File, error) {
 		// synced.
 		n = old
 		n.data = n.data[:0:0]
+		n.lost = nil
 	}
 	fs.mu.files[name] = n
 	n.opens++
@@ -401,6 +436,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		f.n.data = slices.Grow(f.n.data, int(end)-len(f.n.data))[:end]
 	}
 	copy(f.n.data[off:], p)
+	if l := f.n.lost; int64(len(l)) > off {
+		clear(l[off:min(end, int64(len(l)))])
+	}
 	return len(p), full
 }
 
@@ -417,10 +455,11 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	if f.fs.mu.syncErr != nil {
+		f.n.loseUnsynced()
 		return f.fs.mu.syncErr
 	}
 	f.fs.mu.syncs++
-	f.n.synced = slices.Clone(f.n.data)
+	f.n.synced = f.n.durable()
 	return nil
 }
 
@@ -435,6 +474,7 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	if size <= int64(len(f.n.data)) {
 		f.n.data = f.n.data[:size]
+		f.n.lost = f.n.lost[:min(int64(len(f.n.lost)), size)]
 	} else {
 		f.n.data = append(f.n.data, make([]byte, int(size)-len(f.n.data))...)
 	}

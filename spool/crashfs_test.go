@@ -127,3 +127,45 @@ func TestCrashFSCapacityAfterCrash(t *testing.T) {
 		t.Fatalf("used after crash %d, want 0", got)
 	}
 }
+
+// TestCrashFSFailedSyncLosesWrites: after a failed Sync, the bytes it should have written stay
+// readable but never become durable, even by a later successful Sync, unless written again.
+func TestCrashFSFailedSyncLosesWrites(t *testing.T) {
+	fs := NewCrashFS()
+	if err := fs.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := fs.Create("/d/f")
+	if err := fs.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string, off int64) {
+		t.Helper()
+		if _, err := f.WriteAt([]byte(s), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("aaaa", 0)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	write("bbbb", 4)
+	write("cc", 0)
+	fs.SetSyncErr(syscall.EIO)
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync: %v, want EIO", err)
+	}
+	fs.SetSyncErr(nil)
+	if got, _ := fs.ReadFile("/d/f"); string(got) != "ccaabbbb" {
+		t.Fatalf("read %q after the failed sync, want the writes still there", got)
+	}
+	write("dd", 6) // written again: durable by the next sync
+	write("ee", 8)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	fs.Crash()
+	if got, _ := fs.ReadFile("/d/f"); string(got) != "aaaa\x00\x00ddee" {
+		t.Fatalf("after a crash %q, want the lost writes gone: %q", got, "aaaa\x00\x00ddee")
+	}
+}

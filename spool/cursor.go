@@ -33,6 +33,10 @@ var (
 		Name: "otlpgate_spool_bad_cursors_total",
 		Help: "Cursor files that could not be read at start-up; their destination replays the whole spool.",
 	})
+	checkpointErrors = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_spool_checkpoint_errors_total",
+		Help: "Checkpoints that could not persist every position or delete every finished segment (a full disk: finished segments are still freed first); a crash replays from the older positions.",
+	})
 	releasedCursors = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_spool_released_destinations_total",
 		Help: "Destinations found in the spool but no longer configured; their hold on the spool was released.",
@@ -104,9 +108,10 @@ func (s *Spool) readCursor(name string) (Pos, error) {
 	return decodeCursor(b[:n])
 }
 
-// Checkpoint persists the position of every destination that moved, then deletes the segments
-// every destination has finished. The housekeeper runs it every CheckpointInterval and Close
-// runs it last; callers may run it too. Safe for concurrent use.
+// Checkpoint deletes the segments every destination has finished, then persists the position
+// of every destination that moved. The housekeeper runs it every CheckpointInterval, and at once
+// when an append found the spool or the disk full; Close runs it last; callers may run it too.
+// Safe for concurrent use.
 func (s *Spool) Checkpoint() error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
@@ -114,21 +119,43 @@ func (s *Spool) Checkpoint() error {
 	readers := s.mu.readers
 	s.mu.Unlock()
 
-	// Persist first, delete after: a crash in between leaves segments that the persisted
-	// positions already passed, which the next start deletes.
+	// Free first, by the positions in memory; persist after. Freeing must not need disk space:
+	// writing a cursor needs a new file, and on a full disk that is exactly what fails, so a
+	// spool that freed only behind persisted cursors would never free anything again. Why
+	// deleting behind positions that are not yet on disk loses nothing:
+	//  1. A position only grows, and a segment is deleted only when it is sealed and wholly
+	//     below every reader's position: every record in it was finished (delivered, or
+	//     dropped and counted) by every destination. Sealed segments are never written again,
+	//     and sequence numbers never go back (open.go), so no later record lands in it.
+	//  2. A crash after the deletion and before the cursors reach disk restarts each
+	//     destination at its older persisted position. What lies between that position and
+	//     the first remaining segment was finished before the crash; Next skips missing
+	//     segments, so it is simply not replayed (fewer duplicates, never a loss). What was
+	//     not finished lies in segments that were not below every position, still present.
+	//  3. A removal lost in the crash (the directory was not synced) brings a finished segment
+	//     back: it is replayed at worst, as duplicates, and freed again.
+	//  4. A destination added at this start holds segments by its in-memory position like any
+	//     other. Its cursor is its only anchor across a crash (without one it starts again at
+	//     the tail), so appends are refused until its first cursor is durable (unanchored).
+	//  5. A destination whose cursor was unreadable starts at 0 and holds everything.
+	low := Pos(^uint64(0))
+	for _, r := range readers {
+		low = min(low, r.Position())
+	}
+	err := s.deleteFinished(low)
+
 	type move struct {
 		r *Reader
 		p Pos
 	}
 	var moved []move
-	var err error
 	for _, r := range readers {
 		p := r.Position()
 		if p == r.persisted {
 			continue
 		}
 		if werr := s.writeCursorTmp(r.name, p); werr != nil {
-			err = werr
+			err = errors.Join(err, werr)
 			continue
 		}
 		moved = append(moved, move{r, p})
@@ -136,23 +163,27 @@ func (s *Spool) Checkpoint() error {
 	renamed := moved[:0]
 	for _, m := range moved {
 		if rerr := s.fs.Rename(s.path(cursorName(m.r.name)+tmpSuffix), s.path(cursorName(m.r.name))); rerr != nil {
-			err = rerr
+			err = errors.Join(err, rerr)
 			continue
 		}
 		renamed = append(renamed, m)
 	}
 	if len(renamed) > 0 {
 		if derr := s.fs.SyncDir(s.cfg.Dir); derr != nil {
-			// The renames may not survive a crash: keep what the old positions need.
+			// The renames may not survive a crash: the old positions stand.
+			checkpointErrors.Inc()
 			return errors.Join(err, derr)
 		}
 	}
 	for _, m := range renamed {
 		m.r.persisted = m.p
+		if m.r.unanchored {
+			m.r.unanchored = false
+			s.unanchored.Add(-1)
+		}
 	}
-	low := Pos(^uint64(0))
-	for _, r := range readers {
-		low = min(low, r.persisted)
+	if err != nil {
+		checkpointErrors.Inc()
 	}
-	return errors.Join(err, s.deleteFinished(low))
+	return err
 }

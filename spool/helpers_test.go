@@ -115,13 +115,25 @@ func seq(from, to int) []int {
 	return s
 }
 
-// abandon stops the spool's goroutines without syncing or checkpointing: a kill -9.
+// abandon stops the spool's goroutines without syncing or checkpointing: a kill -9. It closes
+// the open files, as the kernel does for a dead process, so that removed files give their space
+// back.
 func abandon(s *Spool) {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
 	close(s.done)
 	s.wg.Wait()
+	s.mu.Lock()
+	if s.mu.active != nil {
+		s.mu.active.release()
+		s.mu.active = nil
+	}
+	readers := s.mu.readers
+	s.mu.Unlock()
+	for _, r := range readers {
+		r.close()
+	}
 }
 
 // delta measures how much a counter moves while f runs.

@@ -2,10 +2,13 @@ package spool
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +48,9 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 		commitc: make(chan struct{}, 1),
 		housec:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		failedc: make(chan struct{}),
 	}
+	s.syncDone = sync.NewCond(&s.mu.Mutex)
 	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
@@ -88,6 +93,29 @@ func (s *Spool) recover(destinations []string) error {
 			cursors[dest] = name
 		}
 	}
+	// The first new record must land at or above every position a cursor holds, whatever the
+	// directory still shows: a clean stop with everything delivered, then an idle start that
+	// deletes the last (finished) segment, leaves cursors pointing past every segment file, and
+	// numbering from the files alone would put new records below the cursors, where readers
+	// never look and the next checkpoint deletes them as finished. A new segment seq starts at
+	// makePos(seq, headerSize), so a cursor at a segment's start allows that segment, any other
+	// the one after it. Cursors of destinations no longer listed count too: their removal may
+	// not be durable yet.
+	positions := make(map[string]Pos, len(cursors))
+	badCursor := make(map[string]bool)
+	for dest, name := range cursors {
+		p, err := s.readCursor(name)
+		if err != nil {
+			badCursor[dest] = true
+			continue
+		}
+		positions[dest] = p
+		need := p.Segment()
+		if p.Offset() > headerSize {
+			need++
+		}
+		s.mu.nextSeq = max(s.mu.nextSeq, need)
+	}
 	if s.mu.nextSeq == 0 {
 		s.mu.nextSeq = 1 // segment 0 never exists, so Pos 0 is before everything
 	}
@@ -120,20 +148,22 @@ func (s *Spool) recover(destinations []string) error {
 		want[dest] = true
 		at := s.tailOpen
 		fresh := true
-		if name, ok := cursors[dest]; ok {
-			p, err := s.readCursor(name)
-			if err != nil {
-				// Unknown position: replay everything rather than lose anything.
-				badCursors.Inc()
-				p = 0
-			}
-			at, fresh = p, err != nil
+		if badCursor[dest] {
+			// Unknown position: replay everything rather than lose anything.
+			badCursors.Inc()
+			at = 0
+		} else if p, ok := positions[dest]; ok {
+			at, fresh = p, false
 		}
 		r := newReader(s, dest, at)
 		if fresh {
-			// A new destination's cursor must be durable before it can hold anything, or a
-			// crash would make it new again and start it past what it had not read.
 			r.persisted = ^Pos(0)
+		}
+		if _, ok := cursors[dest]; !ok {
+			// Without a cursor on disk, a crash would make it new again and start it at the
+			// tail, past records acknowledged meanwhile: appends wait for its first cursor.
+			r.unanchored = true
+			s.unanchored.Add(1)
 		}
 		s.mu.readers = append(s.mu.readers, r)
 	}
@@ -149,11 +179,19 @@ func (s *Spool) recover(destinations []string) error {
 			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
 		}
 	}
-	// Persist the new cursors now, and delete what the known positions already passed.
-	if err := s.Checkpoint(); err != nil {
+	// Delete what the known positions already passed, and persist the new cursors now. A full
+	// disk does not stop the start: the deletions need no space, the destinations drain the
+	// backlog, and the housekeeper writes the cursors once there is room (appends wait for
+	// them, see Checkpoint). Any other failure is a directory the spool cannot use.
+	if err := s.Checkpoint(); err != nil && !diskFull(err) {
 		return fmt.Errorf("cannot write spool cursors in %s: %w", s.cfg.Dir, err)
 	}
 	return nil
+}
+
+// diskFull reports whether err says the file system (or the user's quota) has no room.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // recoverSegment checks one segment at start-up. It returns nil for a segment that was removed

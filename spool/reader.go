@@ -68,7 +68,10 @@ type Reader struct {
 
 	durable   atomic.Uint64 // lowest unfinished Pos, or the next to read
 	next      atomic.Uint64 // next Pos to read, for drop-oldest accounting
-	persisted Pos           // guarded by Spool.ckMu
+	persisted Pos           // guarded by Spool.ckMu; ^Pos(0) while no cursor of it is on disk
+	// unanchored: a destination new at this start whose first cursor is not durable yet.
+	// Guarded by Spool.ckMu.
+	unanchored bool
 
 	mu struct {
 		sync.Mutex
@@ -185,6 +188,11 @@ func (r *Reader) emitLocked(fr frame) Entry {
 }
 
 func (r *Reader) setNextLocked(p Pos) {
+	if r.mu.f != nil && p.Segment() != r.mu.fseq {
+		// Leaving the segment: keep no handle on it, or its space would stay taken after
+		// the checkpoint deletes it (a removed file is freed when its last handle closes).
+		r.closeFileLocked()
+	}
 	r.mu.next = p
 	r.next.Store(uint64(p))
 	if r.mu.head == len(r.mu.inflight) {

@@ -18,7 +18,14 @@ var (
 	ErrIO       = errors.New("spool: write failed")
 	ErrTooLarge = errors.New("spool: record exceeds the maximum record size")
 	ErrClosed   = errors.New("spool: closed")
+	// ErrSyncFailed: an fdatasync failed after the records it was to cover had been
+	// acknowledged (-spool.sync=interval); they may not be on disk. The spool refuses appends
+	// from then on; see Spool.Failed.
+	ErrSyncFailed = errors.New("spool: fdatasync failed: records acknowledged since the last good sync may not be on disk")
 )
+
+// errUnanchored is wrapped in ErrIO while a destination new at this start has no cursor on disk.
+var errUnanchored = errors.New("spool: a new destination's cursor is not on disk yet")
 
 // The gauges read these; the process runs one spool, and the last one opened owns them.
 var (
@@ -84,6 +91,8 @@ type Spool struct {
 		off     int64    // write offset in the active segment
 		nextSeq uint64   // sequence number of the next segment to create
 		broken  bool     // the active segment must be sealed before the next write
+		syncing bool     // a sync of the active segment runs outside the lock (sync)
+		failed  error    // set once acknowledged records may be lost (syncFailedLocked)
 		bytes   int64
 		written Pos // end of the last record written
 		synced  Pos // end of the last record known durable
@@ -98,10 +107,14 @@ type Spool struct {
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
-	readable atomic.Uint64 // Pos up to which readers may read (invariant 2)
-	tailOpen Pos           // end of the log at Open: records before it are replays
+	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
+	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
+	tailOpen   Pos           // end of the log at Open: records before it are replays
 
 	ckMu sync.Mutex // serialises Checkpoint
+
+	syncDone *sync.Cond    // on mu; broadcast when a sync outside the lock ends
+	failedc  chan struct{} // closed when mu.failed is set
 
 	commitc chan struct{} // kicks the committer (SyncAlways)
 	housec  chan struct{} // kicks the housekeeper (space needed)
@@ -154,19 +167,39 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
 	}
+	if s.unanchored.Load() != 0 {
+		appendErrIO.Inc()
+		s.kickHousekeeper()
+		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
+	}
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return 0, ErrClosed
+	var rotate bool
+	for {
+		if s.mu.closed {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if s.mu.failed != nil {
+			err := s.mu.failed
+			s.mu.Unlock()
+			appendErrIO.Inc()
+			return 0, fmt.Errorf("%w: %w", ErrIO, err)
+		}
+		if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
+			// The tail must be written out before it is reused; a failure answers the appends
+			// it held and moves s.mu.off back.
+			_ = s.flushLocked()
+		}
+		rotate = s.mu.active == nil || s.mu.broken ||
+			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
+		if !rotate || !s.mu.syncing {
+			break
+		}
+		// Rotation syncs the segment it seals; it waits for the sync in flight on it, so that
+		// no sync can succeed on a segment while another one fails on it (syncFailedLocked).
+		s.syncDone.Wait()
 	}
-	if s.mu.unflushed > 0 && !s.tailTakesLocked(n) {
-		// The tail must be written out before it is reused; a failure answers the appends
-		// it held and moves s.mu.off back.
-		_ = s.flushLocked()
-	}
-	rotate := s.mu.active == nil || s.mu.broken ||
-		(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
 	need := n
 	if rotate {
 		need += headerSize
@@ -183,6 +216,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		if err := s.rotateLocked(); err != nil {
 			s.mu.Unlock()
 			appendErrIO.Inc()
+			s.kickHousekeeper() // a full disk: free what is finished now
 			return 0, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
@@ -211,6 +245,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		}
 		s.mu.Unlock()
 		appendErrIO.Inc()
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	if !inTail && cap(*s.wbuf) > pool.MaxSize/4 {
@@ -243,6 +278,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	err := <-w.ch
 	waiterPool.Put(w)
 	if err != nil {
+		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return pos, nil
@@ -253,28 +289,22 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 func (s *Spool) rotateLocked() error {
 	if ref := s.mu.active; ref != nil {
 		_ = s.flushLocked() // a failure answered the appends it held
-		var err error
 		if s.cfg.Sync != SyncNone && s.mu.synced < s.mu.written {
-			err = timedSync(ref.f)
-		}
-		if err == nil {
+			if err := timedSync(ref.f); err != nil {
+				s.syncFailedLocked(err)
+				return err
+			}
 			s.mu.synced = s.mu.written
 		}
-		s.releaseWaitersLocked(s.mu.waiters, err)
+		s.releaseWaitersLocked(s.mu.waiters, nil)
 		s.mu.waiters = s.mu.waiters[:0]
-		if err == nil && s.cfg.Sync == SyncAlways {
+		if s.cfg.Sync == SyncAlways {
 			s.readable.Store(uint64(s.mu.written))
 			s.notifyReadersLocked()
 		}
 		s.mu.segs[len(s.mu.segs)-1].sealed = true
 		s.mu.active = nil
 		ref.release()
-		if err != nil {
-			// The sealed segment may hold records whose appends failed: readers may still
-			// deliver them, a duplicate of the client's retry at worst.
-			s.mu.broken = true
-			return err
-		}
 	}
 	s.mu.broken = false
 	seq := s.mu.nextSeq

@@ -3,7 +3,6 @@ package spool
 import (
 	"errors"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/pool"
@@ -175,48 +174,5 @@ func TestFullDropOldest(t *testing.T) {
 	}
 	if got := drain(t, reader(t, s, "b"), true); !slices.Equal(got, seq(8, 20)) {
 		t.Fatalf("b read %v", got)
-	}
-}
-
-func TestDiskFullThenRecovers(t *testing.T) {
-	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNone} {
-		t.Run(mode.String(), func(t *testing.T) {
-			fs := NewCrashFS()
-			s := mustOpen(t, testConfig(mode), fs, "a")
-			appendN(t, s, 0, 3)
-			fs.SetWriteErr(syscall.ENOSPC)
-			var err error
-			n := delta(appendErrIO, func() { _, err = s.Append(0, 3, payload(3)) })
-			if !errors.Is(err, ErrIO) || !errors.Is(err, syscall.ENOSPC) || n != 1 {
-				t.Fatalf("Append on a full disk: %v (counted %v)", err, n)
-			}
-			fs.SetWriteErr(nil)
-			appendN(t, s, 4, 12) // crosses a rotation
-			if mode == SyncAlways {
-				fs.SetSyncErr(syscall.EIO)
-				if _, err := s.Append(0, 12, payload(12)); !errors.Is(err, ErrIO) {
-					t.Fatalf("Append with a failing sync: %v", err)
-				}
-				fs.SetSyncErr(nil)
-			}
-			appendN(t, s, 13, 15)
-			want := append(append(seq(0, 3), seq(4, 12)...), 13, 14)
-			got := drain(t, reader(t, s, "a"), true)
-			if mode == SyncAlways {
-				// Record 12 was written and its sync failed: it sits in a sealed segment and is
-				// read (a duplicate of the client's retry at worst), never lost silently.
-				want = append(append(seq(0, 3), seq(4, 13)...), 13, 14)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("read %v, want %v", got, want)
-			}
-			s = mustReopen(t, s, testConfig(mode), fs, "a")
-			if got := drain(t, reader(t, s, "a"), true); got != nil {
-				t.Fatalf("read after restart %v", got)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-		})
 	}
 }
