@@ -27,6 +27,8 @@ import (
 //	                        segments for drain to demand that appends succeed again)
 //	drain                   every destination reads and finishes everything, a checkpoint runs,
 //	                        and then an append must succeed: a full disk recovers
+//	syncfail on             file syncs fail with EIO from now on (off: they work again; every
+//	                        restart mends the disk)
 type modelScript struct {
 	cfg modelConfig
 	ops []modelOp
@@ -57,11 +59,12 @@ const (
 	opCrashAt
 	opCapacity
 	opDrain
+	opSyncFail
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"append", "read", "finish", "drop", "finishall", "refinish",
-	"checkpoint", "tick", "restart", "crashat", "capacity", "drain"}
+	"checkpoint", "tick", "restart", "crashat", "capacity", "drain", "syncfail"}
 
 // stopKind is how a process ends: Close, kill -9, or a power loss.
 type stopKind uint8
@@ -113,6 +116,8 @@ func (o modelOp) String() string {
 		return fmt.Sprintf("%s %d %s", name, o.n, stopNames[o.stop])
 	case opCapacity:
 		return fmt.Sprintf("%s %d", name, o.n)
+	case opSyncFail:
+		return name + " " + map[bool]string{true: "on", false: "off"}[o.n == 1]
 	}
 	return name
 }
@@ -236,7 +241,7 @@ func parseModelOp(f []string) (modelOp, error) {
 	o.kind = opKind(k)
 	args := f[1:]
 	want := map[opKind]int{opAppend: 2, opRead: 2, opFinish: 2, opDrop: 3, opFinishAll: 1,
-		opRefinish: 2, opCheckpoint: 0, opTick: 0, opCrashAt: 2, opCapacity: 1, opDrain: 0}
+		opRefinish: 2, opCheckpoint: 0, opTick: 0, opCrashAt: 2, opCapacity: 1, opDrain: 0, opSyncFail: 1}
 	if n, ok := want[o.kind]; ok && len(args) != n {
 		return o, fmt.Errorf("%s takes %d arguments", f[0], n)
 	}
@@ -322,6 +327,14 @@ func parseModelOp(f []string) (modelOp, error) {
 		}
 	case opCapacity:
 		o.n, err = num(args[0])
+	case opSyncFail:
+		switch args[0] {
+		case "on":
+			o.n = 1
+		case "off":
+		default:
+			err = fmt.Errorf("syncfail takes on or off")
+		}
 	}
 	return o, err
 }
@@ -384,7 +397,8 @@ func genModelScript(c choices, maxOps int) modelScript {
 		return dests[c.intn(len(dests))]
 	}
 	weights := [numOpKinds]int{opAppend: 22, opRead: 16, opFinish: 10, opDrop: 3, opFinishAll: 9,
-		opRefinish: 2, opCheckpoint: 8, opTick: 5, opRestart: 11, opCrashAt: 7, opCapacity: 2, opDrain: 5}
+		opRefinish: 2, opCheckpoint: 8, opTick: 5, opRestart: 11, opCrashAt: 7, opCapacity: 2, opDrain: 5,
+		opSyncFail: 2}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -428,6 +442,8 @@ func genModelScript(c choices, maxOps int) modelScript {
 			o.n, o.stop = 1+c.intn(24), stopKind(1+c.intn(2))
 		case opCapacity:
 			o.n = pick(0, int(cfg.segment)*(2+c.intn(4))+c.intn(1024))
+		case opSyncFail:
+			o.n = c.intn(2)
 		}
 		sc.ops = append(sc.ops, o)
 	}

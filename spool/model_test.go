@@ -116,6 +116,9 @@ func shrinkModelScript(sc modelScript, kind string, trace []string, err error) (
 func TestSpoolModelRegressions(t *testing.T) {
 	for _, tc := range modelRegressions {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.inherited && !openSyncsInherited {
+				t.Skip("Open does not yet sync what a killed process left (openSyncsInherited)")
+			}
 			sc, err := parseModelScript(tc.script)
 			if err != nil {
 				t.Fatal(err)
@@ -125,11 +128,18 @@ func TestSpoolModelRegressions(t *testing.T) {
 	}
 }
 
-var modelRegressions = []struct{ name, script string }{
+var modelRegressions = []struct {
+	name   string
+	script string
+	// inherited: the case needs Open to sync what a killed process left; it is skipped until
+	// openSyncsInherited is true.
+	inherited bool
+}{
 	{
 		// Issue 20, defect 1: after an idle start the next segment number came from the segment
 		// files alone (none left), below the cursors: the third process's records landed
-		// behind every position and were deleted as finished. Found by seed 3 at first.
+		// behind every position and were deleted as finished. The first failure the model
+		// found (seed 3, before the fix).
 		name: "IdleRestartKeepsSegmentNumbers",
 		script: `
 config sync=always segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
@@ -140,6 +150,106 @@ restart clean
 restart clean
 append 3 100
 read a 0
+`,
+	},
+	{
+		// Defect 1 after a power loss in none mode: the reused segment's records were read
+		// from the middle of a frame out of the tail, which trusts its framing: a payload that
+		// was never appended reached the destination (seed 778 before the fix).
+		name: "PowerLossThenRestartReadsNoPhantom",
+		script: `
+config sync=none segment=2048 max=8192 full=refuse tail=1048576 capacity=0 dests=a,c
+append 2 100
+drain
+restart power
+restart clean
+append 3 20
+append 6 100
+read a 0
+`,
+	},
+	{
+		// Defect 1 again: the same misplaced position in the tail, larger records: the tail
+		// panicked with "a record in the tail runs past its end" (seed 358 before the fix).
+		name: "PowerLossThenRestartNoTailPanic",
+		script: `
+config sync=none segment=2048 max=6144 full=drop-oldest tail=4096 capacity=0 dests=a,c
+append 8 100
+drain
+restart power
+restart clean
+append 4 400
+read c 8
+`,
+	},
+	{
+		// Issue 20, defect 2 as the model sees it: with 2054 bytes of disk, every destination
+		// finished everything and a checkpoint ran, yet the next append failed, because a
+		// reader kept the deleted segment open (seed 13 before the fix).
+		name: "DrainedDiskTakesAppendsAgain",
+		script: `
+config sync=always segment=1024 max=8192 full=refuse tail=4096 capacity=0 dests=a,b
+append 8 100
+append 8 100
+capacity 2054
+drain
+`,
+	},
+	{
+		// Issue 20, defect 6 (drop-oldest): records b had read and not finished were deleted
+		// to make room, and counted for nobody: after a restart b never got them, and
+		// dropped_records_total{reason="drop_oldest"} said nothing was lost.
+		name: "DropOldestCountsReadUnfinished",
+		script: `
+config sync=interval segment=1024 max=2048 full=drop-oldest tail=0 capacity=0 dests=a,b
+append 6 250
+read b 8
+append 5 100
+`,
+	},
+	{
+		// An append refused because its group commit's fdatasync failed was not counted in
+		// append_errors_total{reason="io"}, whose help promises it.
+		name: "FailedCommitCountedAsIOError",
+		script: `
+config sync=always segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 1 100
+syncfail on
+append 1 100
+`,
+	},
+	{
+		// Interval mode: records acknowledged and not yet synced when the process was killed
+		// stay in the page cache; the next process never syncs them, so a power loss any
+		// number of intervals later takes them (seed 73).
+		name:      "KillThenPowerLossKeepsOldIntervalRecords",
+		inherited: true,
+		script: `
+config sync=interval segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 3 100
+restart kill
+tick
+restart power
+`,
+	},
+	{
+		// A checkpoint killed between its cursor rename and the directory sync: the next
+		// process takes the renamed cursor as persisted and does not write it again while the
+		// destination stays put, so after a power loss the destination replays what it had
+		// finished before that process's successful checkpoint (seed 5598).
+		name:      "KillInCheckpointThenPowerLossReplaysNothingFinished",
+		inherited: true,
+		script: `
+config sync=interval segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 3 100
+tick
+read a 2
+finishall a
+crashat 4 kill
+checkpoint
+read a 0
+checkpoint
+restart power
 `,
 	},
 }
