@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -418,9 +419,18 @@ func (m *modelRun) read(d string, n int) {
 			m.notef("%s", strings.Join(ids, ","))
 		}
 	}()
+	gone := 0
 	for range n {
 		*m.buf = (*m.buf)[:0]
 		e, err := r.Next(m.buf)
+		if errors.Is(err, fs.ErrNotExist) && gone < 3 {
+			// A checkpoint the housekeeper ran (kicked by a refused append) deleted the
+			// segment the reader had just finished, between Next finding it and opening it.
+			// Next reports that as an error; the feeder tries again a second later.
+			gone++
+			ids = append(ids, "(segment gone)")
+			continue
+		}
 		if errors.Is(err, ErrEmpty) {
 			ids = append(ids, "empty")
 			m.checkNothingStranded(d)
@@ -670,14 +680,7 @@ func (m *modelRun) open(dests []string, mode SyncMode) {
 			m.crash(m.crashAs)
 			continue
 		}
-		fresh := slices.DeleteFunc(slices.Clone(dests), func(d string) bool { return !m.configured(d) })
-		if errors.Is(err, syscall.ENOSPC) && len(fresh) < len(dests) {
-			// A new destination's cursor needs a few bytes; on a full disk the operator
-			// starts without it.
-			m.notef("| open with new destinations: %v; again without them", err)
-			dests = fresh
-			continue
-		}
+		// A full disk is no reason either: the start must come up to drain it.
 		m.failf("open", "%v", err)
 	}
 	m.life++
