@@ -8,7 +8,12 @@
 // to segment files of at most Config.SegmentBytes, named by sequence number and opened by a
 // header with magic and version (record.go). A Pos (segment, offset) names a record and orders
 // all of them. Nothing is ever rewritten: a segment is removed whole when every destination's
-// persisted position is past it, or by -spool.full=drop-oldest, which counts what it drops.
+// position is past it, or by -spool.full=drop-oldest, which counts what it drops.
+//
+// Sequence numbers never go back: Open numbers the next segment above every segment file and
+// every cursor in the directory, so that a new record always lands above every destination's
+// position, whatever a life of starts and stops left there (cursors only after an idle start
+// deleted the last finished segment, segments only, both, neither).
 //
 // # Durability
 //
@@ -16,18 +21,40 @@
 // sync runs wait together for the next one (group commit), so syncs per second stay near
 // 1/latency whatever the append rate. SyncInterval and SyncNone return after write(2); the
 // former syncs every SyncInterval. Segment creation syncs the file and the directory (except in
-// SyncNone), rotation syncs the sealed segment. A failed write is cut off again; a failed sync
-// seals the segment, because after a failed fdatasync nothing in it can be trusted to reach disk.
+// SyncNone), rotation syncs the sealed segment (waiting for a sync in flight on it). A failed
+// write is cut off again.
+//
+// A failed fdatasync is never followed by a trusted sync of the same segment: the kernel may
+// have dropped the dirty pages and would report the next sync a success. The segment is sealed
+// and never synced again (commit.go, syncFailedLocked). In SyncAlways nothing past its last good
+// sync was acknowledged: it is cut back there and the appends it held fail. In SyncInterval
+// those records were acknowledged after write(2), and rewriting them would need them all in
+// memory, which the tail does not promise: the spool fails instead, loudly (Failed, Err wrapping
+// ErrSyncFailed, every later Append refused), and cmd/otlpgate stops with exit status 3;
+// readers still deliver what the page cache holds, each record checked by its CRC.
 //
 // # Readers
 //
 // Open takes the destination names. Each gets a Reader that reads records in order into the
 // caller's pooled buffer (only the record being read is in memory, whatever the backlog), and
 // is told which records were finished, in any order. Its durable position is its lowest
-// unfinished record; Checkpoint persists positions atomically (temporary file, sync, rename,
-// directory sync) and deletes finished segments. A restart replays from the durable positions:
-// at least once, the replayed records counted as possible duplicates. A destination no longer
-// listed loses its cursor and its hold; a new one starts at the tail.
+// unfinished record. Checkpoint first deletes the segments every position in memory has passed
+// (no disk space needed, so a full disk recovers as the destinations drain; why that is safe
+// across crashes is argued in cursor.go), then persists the positions atomically (temporary
+// file, sync, rename, directory sync). A restart replays from the persisted positions: at least
+// once, the replayed records counted as possible duplicates. A destination no longer listed
+// loses its cursor and its hold; a new one starts at the tail, and appends wait until its first
+// cursor is durable (Open does not fail on a full disk: it comes up and drains). A reader closes
+// a segment's file when it moves past it, so that deleting it gives the space back.
+//
+// # Drop-oldest
+//
+// Dropping a segment counts, per destination, exactly the records it will never be handed: the
+// ones it had not read (counted at the drop, under every reader's lock so that none is halfway
+// through reading one) and the ones it read but had not finished when the spool closes (Close;
+// a restart cannot read them). Records read and then finished are delivered from memory, and
+// records given up are counted by Drop under their own reason. A kill -9 while a destination
+// holds records of a dropped segment loses those uncounted.
 //
 // # Recovery
 //
@@ -49,14 +76,18 @@
 //
 // # File system seam
 //
-// All I/O goes through FS: OSFS in production, CrashFS in tests, which drops unsynced data and
-// directory changes at a simulated crash and can crash after any counted operation.
+// All I/O goes through FS: OSFS in production (files 0600 in a directory 0700, or 0640 and 0750
+// with GroupReadable), CrashFS in tests, which drops unsynced data and directory changes at a
+// simulated crash, can crash after any counted operation, has an optional capacity (ENOSPC,
+// space given back by deletes), and loses a file's unsynced writes at a failed sync as Linux
+// does.
 //
 // # Rules
 //
 // It imports pool/ and the Prometheus client, nothing else of otlpgate. Open starts two
 // goroutines at most: the committer (SyncAlways) and the housekeeper (interval syncs and
-// checkpoints every CheckpointInterval, and at once when an append finds the spool full); Close
-// stops them. Append, Checkpoint, Reader and Close are safe for concurrent use; a Reader's Next
-// belongs to one goroutine at a time, its Finish and Drop to any.
+// checkpoints every CheckpointInterval, and at once when an append finds the spool or the disk
+// full); Close stops them. Append, Checkpoint, Reader and Close are safe for concurrent use; a
+// Reader's Next belongs to one goroutine at a time, its Finish and Drop to any. Lock order: a
+// Reader's mu before the Spool's mu.
 package spool

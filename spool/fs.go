@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,16 +42,54 @@ type File interface {
 	Close() error
 }
 
-// OSFS is the FS of the operating system.
-type OSFS struct{}
+// OSFS is the FS of the operating system. The spool holds what clients sent, so what it
+// creates is its owner's only: files 0600 in directories 0700, or 0640 and 0750 with
+// GroupReadable (-spool.group-readable), whatever the umask. A directory that exists already
+// keeps its mode: it is the operator's.
+type OSFS struct {
+	// GroupReadable lets the group read the files and list the directory.
+	GroupReadable bool
+}
 
 var _ FS = OSFS{}
 
-func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (o OSFS) fileMode() os.FileMode {
+	if o.GroupReadable {
+		return 0o640
+	}
+	return 0o600
+}
 
-func (OSFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (o OSFS) dirMode() os.FileMode {
+	if o.GroupReadable {
+		return 0o750
+	}
+	return 0o700
+}
+
+func (o OSFS) MkdirAll(dir string) error { return mkdirMode(dir, o.dirMode()) }
+
+// mkdirMode creates dir and its parents, and gives dir the mode exactly, the umask
+// notwithstanding, when it creates it.
+func mkdirMode(dir string, mode os.FileMode) error {
+	if _, err := os.Stat(dir); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, mode) // exists (or cannot be looked at): MkdirAll says which
+	}
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return err
+	}
+	return os.Chmod(dir, mode)
+}
+
+func (o OSFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, o.fileMode())
 	if err != nil {
+		return nil, err
+	}
+	// The spool creates only files of its own (new segments, cursor drafts): their mode is
+	// set whatever the umask took away or a stale file had.
+	if err := f.Chmod(o.fileMode()); err != nil {
+		f.Close()
 		return nil, err
 	}
 	return osFile{f}, nil

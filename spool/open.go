@@ -279,9 +279,24 @@ func (s *Spool) deleteFinished(low Pos) error {
 	return err
 }
 
-// dropOldestLocked deletes sealed segments, oldest first, until need more bytes fit, counting
-// for each destination the records it had not yet read. It reports whether they fit.
-func (s *Spool) dropOldestLocked(need int64) bool {
+// dropOldest deletes sealed segments, oldest first, until need more bytes fit, and reports
+// whether they fit. It counts, for each destination, exactly the records it will never be
+// handed: those at or after its next read in a dropped segment. It holds every reader's lock
+// meanwhile, so that no reader is halfway through reading a record it is counted for; once
+// the segment is gone, Next skips it. A record already read and not finished is not counted
+// here: the destination holds it in memory and delivers it (Finish), or gives it up and counts
+// it under its own reason (Drop), or still holds it when the spool closes, and Close counts it
+// then (countLostInFlight), since a restart cannot read it again.
+func (s *Spool) dropOldest(need int64) bool {
+	s.mu.Lock()
+	readers := s.mu.readers // fixed at Open
+	s.mu.Unlock()
+	for _, r := range readers {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for s.mu.bytes+need > s.cfg.MaxBytes {
 		if len(s.mu.segs) == 0 || !s.mu.segs[0].sealed {
 			return false
@@ -289,8 +304,8 @@ func (s *Spool) dropOldestLocked(need int64) bool {
 		g := s.mu.segs[0]
 		name := s.path(segmentName(g.seq))
 		if f, err := s.fs.Open(name, false); err == nil {
-			for _, r := range s.mu.readers {
-				from := Pos(r.next.Load())
+			for _, r := range readers {
+				from := r.mu.next
 				if from.Segment() > g.seq {
 					continue
 				}
@@ -301,6 +316,11 @@ func (s *Spool) dropOldestLocked(need int64) bool {
 				r.dropped[dropOldest].Add(float64(countFrames(f, off, g.size)))
 			}
 			_ = f.Close()
+		}
+		if t := &s.mu.tail; t.seq == g.seq {
+			// A sealed segment's records may linger in the tail; none may be read after
+			// being counted.
+			t.buf = t.buf[:0]
 		}
 		if err := s.fs.Remove(name); err != nil {
 			return false

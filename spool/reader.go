@@ -61,13 +61,15 @@ type Entry struct {
 // The destination's durable position is its lowest unfinished record: Checkpoint persists it,
 // and a restart reads again from there, so a record finished out of order above an unfinished
 // one is read twice after a crash (at least once, never lost).
+//
+// Lock order: a Reader's mu comes before Spool.mu (Next looks up segments under it, and
+// drop-oldest takes every reader's lock before the spool's).
 type Reader struct {
 	s     *Spool
 	name  string
 	ready chan struct{}
 
 	durable   atomic.Uint64 // lowest unfinished Pos, or the next to read
-	next      atomic.Uint64 // next Pos to read, for drop-oldest accounting
 	persisted Pos           // guarded by Spool.ckMu; ^Pos(0) while no cursor of it is on disk
 	// unanchored: a destination new at this start whose first cursor is not durable yet.
 	// Guarded by Spool.ckMu.
@@ -95,7 +97,6 @@ func newReader(s *Spool, name string, at Pos) *Reader {
 	r := &Reader{s: s, name: name, ready: make(chan struct{}, 1), persisted: at}
 	r.mu.next = at
 	r.durable.Store(uint64(at))
-	r.next.Store(uint64(at))
 	r.replayed = replayedRecords.WithLabelValues(name)
 	for i := range r.dropped {
 		r.dropped[i] = droppedRecords.WithLabelValues(name, dropReasonNames[i])
@@ -194,7 +195,6 @@ func (r *Reader) setNextLocked(p Pos) {
 		r.closeFileLocked()
 	}
 	r.mu.next = p
-	r.next.Store(uint64(p))
 	if r.mu.head == len(r.mu.inflight) {
 		r.durable.Store(uint64(p))
 	}
@@ -262,6 +262,21 @@ func (r *Reader) closeFileLocked() {
 	if r.mu.f != nil {
 		_ = r.mu.f.Close()
 		r.mu.f = nil
+	}
+}
+
+// countLostInFlight counts, at Close, the records the destination read and never finished
+// whose segment drop-oldest deleted: a restart cannot read them again.
+func (r *Reader) countLostInFlight() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.mu.inflight[r.mu.head:] {
+		if e.done {
+			continue
+		}
+		if g, _, _ := r.s.segmentFrom(e.pos.Segment()); g == nil || g.seq != e.pos.Segment() {
+			r.dropped[dropOldest].Inc()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 func segPath(seq uint64) string { return testDir + "/" + segmentName(seq) }
@@ -170,7 +171,6 @@ func TestGroupCommit(t *testing.T) {
 		errs <- err
 	}()
 	<-started
-	opsBefore := fs.Ops()
 	for i := 2; i <= n; i++ {
 		wg.Add(1)
 		go func() {
@@ -179,12 +179,18 @@ func TestGroupCommit(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Wait, boundedly, until the other appenders have written (one counted write each).
-	for range 10000000 {
-		if fs.Ops()-opsBefore >= n-1 {
+	// Wait, boundedly, until every other appender waits for a commit. (Their frames are in
+	// the tail, to be written by that commit, so counting writes would not tell.)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		waiting := len(s.mu.waiters)
+		s.mu.Unlock()
+		if waiting == n-1 {
 			break
 		}
-		runtimeGosched()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d appenders wait for a commit", waiting, n-1)
+		}
 	}
 	close(release)
 	wg.Wait()

@@ -78,8 +78,13 @@ var (
 //  2. readable <= written: readers never see a record whose Append has not returned (in
 //     SyncAlways mode: whose sync has not completed), so nothing reaches a destination that
 //     a client was told failed, and nothing half-written is ever read.
-//  3. A segment is removed only when every reader's durable position is past it and that
-//     position is persisted, or by drop-oldest, which counts what it drops.
+//  3. A segment is removed only when it is sealed and every reader's position in memory is
+//     past it (Checkpoint argues why that survives crashes), or by drop-oldest, which counts
+//     exactly what it drops.
+//  4. mu.nextSeq is above every segment and every cursor position the directory held at Open
+//     and every segment created since: a new record lands above every reader's position.
+//  5. No segment is synced again after a sync of it failed (syncFailedLocked), and no two
+//     syncs of the active segment run at once (mu.syncing).
 type Spool struct {
 	cfg Config
 	fs  FS
@@ -175,6 +180,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	n := int64(frameSize + len(payload))
 	s.mu.Lock()
 	var rotate bool
+	var need int64
 	for {
 		if s.mu.closed {
 			s.mu.Unlock()
@@ -193,19 +199,29 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		}
 		rotate = s.mu.active == nil || s.mu.broken ||
 			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
-		if !rotate || !s.mu.syncing {
+		if rotate && s.mu.syncing {
+			// Rotation syncs the segment it seals; it waits for the sync in flight on it, so
+			// that no sync can succeed on a segment while another fails on it
+			// (syncFailedLocked).
+			s.syncDone.Wait()
+			continue
+		}
+		need = n
+		if rotate {
+			need += headerSize
+		}
+		if s.mu.bytes+need <= s.cfg.MaxBytes {
 			break
 		}
-		// Rotation syncs the segment it seals; it waits for the sync in flight on it, so that
-		// no sync can succeed on a segment while another one fails on it (syncFailedLocked).
-		s.syncDone.Wait()
-	}
-	need := n
-	if rotate {
-		need += headerSize
-	}
-	if s.mu.bytes+need > s.cfg.MaxBytes {
-		if s.cfg.Full == FullRefuse || !s.dropOldestLocked(need) {
+		ok := false
+		if s.cfg.Full == FullDropOldest {
+			// dropOldest takes the readers' locks, which come before mu; everything is
+			// looked at again afterwards.
+			s.mu.Unlock()
+			ok = s.dropOldest(need)
+			s.mu.Lock()
+		}
+		if !ok {
 			s.mu.Unlock()
 			appendErrFull.Inc()
 			s.kickHousekeeper()
@@ -394,6 +410,7 @@ func (s *Spool) Close() error {
 	readers := s.mu.readers
 	s.mu.Unlock()
 	for _, r := range readers {
+		r.countLostInFlight()
 		r.close()
 	}
 	pool.PutBytes(s.wbuf)

@@ -31,6 +31,17 @@ type Config struct {
 	QueueBytes int64
 	// SummaryInterval is how often a one-line summary is logged (-file.summary-interval, default 10s; 0 turns it off).
 	SummaryInterval time.Duration
+	// GroupReadable creates the files 0640 and the directory 0750 instead of 0600 and 0700
+	// (-file.group-readable, default false): the file holds what clients sent.
+	GroupReadable bool
+}
+
+// modes returns the mode of the files and of the directory the destination creates.
+func (c Config) modes() (file, dir os.FileMode) {
+	if c.GroupReadable {
+		return 0o640, 0o750
+	}
+	return 0o600, 0o700
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -167,11 +178,12 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 
 // open opens (appends to) the file, creating its directory.
 func (d *Dest) open() error {
-	if err := d.fs.MkdirAll(filepath.Dir(d.cfg.Path), 0o755); err != nil {
+	fileMode, dirMode := d.cfg.modes()
+	if err := d.fs.MkdirAll(filepath.Dir(d.cfg.Path), dirMode); err != nil {
 		fileErrors.WithLabelValues("open").Inc()
 		return fmt.Errorf("filedest: cannot create directory: %w", err)
 	}
-	f, err := d.fs.OpenFile(d.cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := d.fs.OpenFile(d.cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
 	if err != nil {
 		fileErrors.WithLabelValues("open").Inc()
 		return fmt.Errorf("filedest: cannot open %s: %w", d.cfg.Path, err)

@@ -1,6 +1,9 @@
 package filedest
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // fileSystem is what the destination asks of the file system. The writer goroutine is its only
 // user; tests put failures (a full disk, a failed rename) between the destination and the disk
@@ -23,9 +26,34 @@ type file interface {
 // osFS is the operating system's file system.
 type osFS struct{}
 
-func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+// MkdirAll creates path and its parents; path gets perm exactly, the umask notwithstanding,
+// when it is created here. An existing directory keeps its mode: it is the operator's.
+func (osFS) MkdirAll(path string, perm os.FileMode) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(path, perm)
+	}
+	if err := os.MkdirAll(path, perm); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
+}
 
+// OpenFile opens name; a file it creates gets perm exactly, the umask notwithstanding. An
+// existing file keeps its mode.
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	if flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
+		f, err := os.OpenFile(name, flag|os.O_EXCL, perm)
+		switch {
+		case err == nil:
+			if err := f.Chmod(perm); err != nil {
+				f.Close()
+				return nil, err
+			}
+			return f, nil
+		case !errors.Is(err, os.ErrExist):
+			return nil, err
+		}
+	}
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err // not a typed nil in the interface

@@ -144,3 +144,24 @@ func TestDestinationQueueDefaults(t *testing.T) {
 		t.Errorf("explicit queue-bytes: %d, warnings %v", set.clients[0].QueueBytes, set.warnings)
 	}
 }
+
+// The group-readable flags reach the spool's file system and the file destination; both are
+// off by default.
+func TestGroupReadableFlags(t *testing.T) {
+	parse := func(args ...string) config {
+		t.Helper()
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		registerFlags(fs, &cfg)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if c := parse(); c.spoolGroupReadable || c.file.GroupReadable {
+		t.Errorf("group-readable by default: spool %v, file %v", c.spoolGroupReadable, c.file.GroupReadable)
+	}
+	if c := parse("-spool.group-readable", "-file.group-readable"); !c.spoolGroupReadable || !c.file.GroupReadable {
+		t.Errorf("flags not applied: spool %v, file %v", c.spoolGroupReadable, c.file.GroupReadable)
+	}
+}

@@ -90,6 +90,7 @@ Flags:
 	fs.Var(byteSize{&sp.MaxBytes}, "spool.max-bytes", "disk the spool may use; past it -spool.full decides (otlpgate_spool_append_errors_total{reason=\"full\"}, otlpgate_fastpath_refused_items_total{reason=\"spool_full\"})")
 	fs.StringVar(&cfg.spoolFull, "spool.full", cfg.spoolFull, "when the spool is full: refuse (backpressure to clients: 429, RESOURCE_EXHAUSTED, FailedRetryable) or drop-oldest (oldest segments deleted, otlpgate_spool_dropped_records_total{reason=\"drop_oldest\"})")
 	fs.DurationVar(&sp.CheckpointInterval, "spool.checkpoint-interval", sp.CheckpointInterval, "how often the destinations' spool positions are persisted and finished segments deleted: a crash replays at most this much delivered data (otlpgate_spool_replayed_records_total)")
+	fs.BoolVar(&cfg.spoolGroupReadable, "spool.group-readable", cfg.spoolGroupReadable, "create the spool's files 0640 and its directory 0750, so that the group may read them (default false: 0600 and 0700, the owner only, whatever the umask; an existing directory keeps its mode)")
 	fs.Var(byteSize{&sp.TailBytes}, "spool.tail-bytes", "memory kept of the newest spooled records (default 1MiB, held on top of -queue.max-bytes), so that destinations that keep up take them from memory instead of reading the segment file back; 0 always reads the file (otlpgate_spool_reads_total{source=\"memory\"} and {source=\"disk\"})")
 
 	in := &cfg.intake
@@ -103,6 +104,7 @@ Flags:
 	fs.IntVar(&f.MaxBackups, "file.max-backups", f.MaxBackups, "rotated files kept (path.1 is the newest)")
 	fs.Var(byteSize{&f.QueueBytes}, "file.queue-bytes", "batches waiting to be written; past it they are dropped (otlpgate_fastpath_destination_refused_batches_total{destination=\"file\"})")
 	fs.DurationVar(&f.SummaryInterval, "file.summary-interval", f.SummaryInterval, "log a one-line summary this often (0: never)")
+	fs.BoolVar(&f.GroupReadable, "file.group-readable", f.GroupReadable, "create the file and its rotations 0640 and their directory 0750, so that the group may read them (default false: 0600 and 0700, the owner only, whatever the umask; existing ones keep their mode)")
 
 	k := &cfg.kafka
 	fs.StringVar(&k.Listen, "kafka.listen", k.Listen, "Kafka KIP-714 client telemetry listener, e.g. 127.0.0.1:9093; empty turns it off")

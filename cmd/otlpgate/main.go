@@ -53,6 +53,10 @@ type config struct {
 	spool     spool.Config // Dir empty: no spool
 	spoolSync string
 	spoolFull string
+	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
+	spoolGroupReadable bool
+	// spoolFS is the spool's file system: nil is spool.OSFS; tests put a failing one here.
+	spoolFS spool.FS
 }
 
 func defaultConfig() config {
@@ -384,9 +388,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	var spoolFailed <-chan struct{} // nil without a spool: never ready
+	if sp != nil {
+		spoolFailed = sp.s.Failed()
+	}
+	var failure error
 	for waiting := true; waiting; {
 		select {
 		case <-ctx.Done():
+			waiting = false
+		case <-spoolFailed:
+			// Acknowledged records may be gone and the spool takes no more: stop, and say so
+			// in the exit status (exitLost).
+			failure = sp.s.Err()
+			log.Error("spool failed: acknowledged data may be lost; shutting down", "dir", cfg.spool.Dir, "err", failure)
 			waiting = false
 		case <-hup:
 			for _, f := range fleets {
@@ -401,7 +416,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 	}
-	return shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file, sp)
+	err = shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file, sp)
+	if failure != nil {
+		lost := &lossError{errs: []error{failure}}
+		if errors.As(err, &lost) {
+			lost.errs = append(lost.errs, failure)
+		}
+		return lost
+	}
+	return err
 }
 
 // intake is a server that takes data in; Shutdown stops it accepting and hands what it took

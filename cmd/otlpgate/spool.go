@@ -23,7 +23,11 @@ func openSpool(cfg config, dests []fastpath.Destination, log *slog.Logger) (*spo
 	for i, d := range dests {
 		names[i] = d.Name()
 	}
-	s, err := spool.Open(cfg.spool, spool.OSFS{}, names)
+	fs := cfg.spoolFS
+	if fs == nil {
+		fs = spool.OSFS{GroupReadable: cfg.spoolGroupReadable}
+	}
+	s, err := spool.Open(cfg.spool, fs, names)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,25 +306,48 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 	}
 }
 
+// sendAcked sends n trace requests to the gateway, one at a time, and fails the test unless
+// each is answered Success; it returns the span ids sent.
+func sendAcked(t *testing.T, g *gateway, l *loader, n int) []uint64 {
+	t.Helper()
+	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := otepv1.NewUnaryExporterClient(conn)
+	var all []uint64
+	for range n {
+		req, ids := l.next()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := c.ExportTraces(ctx, req)
+		cancel()
+		if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("%v %v", resp, err)
+		}
+		l.ack(ids)
+		all = append(all, ids...)
+	}
+	return all
+}
+
+// received returns how many spans the recorder got, duplicates included.
+func (u *recorder) received() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen) + u.dups
+}
+
 // A graceful shutdown with the upstream down loses nothing (exit status 0: the spool keeps
 // it); the next start delivers it, and after a graceful shutdown with everything delivered,
-// the start after that replays nothing.
+// the start after that replays nothing and delivers what it is sent.
 func TestSpoolGracefulRestart(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	up := freePort(t)
 	g := spoolGateway(t, bin, dir, up)
 	l := newLoader(2, otlpgen.Shape{Spans: 5, Attrs: 2})
-	for range 200 {
-		req, ids := l.next()
-		conn, _ := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(context.Background(), req)
-		conn.Close()
-		if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
-			t.Fatalf("%v %v", resp, err)
-		}
-		l.ack(ids)
-	}
+	sendAcked(t, g, l, 200)
 	g.terminate(t)
 	if g.exitErr != nil {
 		t.Fatalf("exit with the upstream down: %v\n%s", g.exitErr, g.stderr.String())
@@ -334,26 +358,95 @@ func TestSpoolGracefulRestart(t *testing.T) {
 	if n := u.waitFor(l.ackedIDs(), 30*time.Second); n > 0 {
 		t.Fatalf("%d of 1000 spans never arrived", n)
 	}
-	// Let a checkpoint record the delivery, then stop: Close persists the positions anyway.
+	// Close persists the positions.
 	g2.terminate(t)
 	if g2.exitErr != nil {
 		t.Fatalf("exit: %v\n%s", g2.exitErr, g2.stderr.String())
 	}
-	u.mu.Lock()
-	first := len(u.seen) + u.dups
-	u.mu.Unlock()
+	first := u.received()
 
+	// New traffic after the restart: the feeder reads oldest first, so once it arrived any
+	// replay of the old records would have been read, and counted, before it.
 	g3 := spoolGateway(t, bin, dir, up)
-	time.Sleep(300 * time.Millisecond) // a replay would be under way by now
+	fresh := sendAcked(t, g3, l, 20)
+	if n := u.waitFor(fresh, 30*time.Second); n > 0 {
+		t.Fatalf("%d of %d spans sent after the restart never arrived", n, len(fresh))
+	}
 	if r := scrape(t, g3.admin, "otlpgate_spool_replayed_records_total", `destination="up"`); r != 0 {
 		t.Errorf("%v records replayed after a graceful shutdown with everything delivered", r)
 	}
+	if got := u.received(); got != first+len(fresh) {
+		t.Errorf("upstream got %d spans after the third start, want %d: the %d new ones and no old one again",
+			got-first, len(fresh), len(fresh))
+	}
+	g3.terminate(t)
+	if g3.exitErr != nil {
+		t.Errorf("exit: %v\n%s", g3.exitErr, g3.stderr.String())
+	}
+}
+
+// Three starts on one spool, the second idle, as an operator restarts twice in a row: traffic
+// delivered and a clean stop; a start with no traffic and a clean stop (it deletes the last,
+// finished segment, leaving only the destination's cursor); a start with traffic. Every span
+// acknowledged on the third start must reach the upstream, and the spool's files are the
+// owner's only.
+func TestSpoolThreeStartsSecondIdle(t *testing.T) {
+	bin := buildBinary(t)
+	dir := filepath.Join(t.TempDir(), "spool")
+	up := freePort(t)
+	u := startRecorder(t, up)
+	l := newLoader(4, otlpgen.Shape{Spans: 5, Attrs: 2})
+	stop := func(g *gateway) {
+		t.Helper()
+		g.terminate(t)
+		if g.exitErr != nil {
+			t.Fatalf("exit: %v\n%s", g.exitErr, g.stderr.String())
+		}
+	}
+
+	g := spoolGateway(t, bin, dir, up, "-spool.sync", "always")
+	first := sendAcked(t, g, l, 100)
+	if n := u.waitFor(first, 30*time.Second); n > 0 {
+		t.Fatalf("first start: %d of %d spans never arrived", n, len(first))
+	}
+	stop(g)
+
+	stop(spoolGateway(t, bin, dir, up, "-spool.sync", "always"))
+
+	g = spoolGateway(t, bin, dir, up, "-spool.sync", "always")
+	third := sendAcked(t, g, l, 100)
+	if n := u.waitFor(third, 30*time.Second); n > 0 {
+		t.Fatalf("third start: %d of %d acknowledged spans never arrived (spool: %v segments created, %v deleted as finished)",
+			n, len(third), scrape(t, g.admin, "otlpgate_spool_segments_created_total"),
+			scrape(t, g.admin, "otlpgate_spool_segments_deleted_total", `reason="finished"`))
+	}
+	stop(g)
 	u.mu.Lock()
-	if got := len(u.seen) + u.dups; got != first {
-		t.Errorf("upstream got %d spans after the third start, want none more than %d", got, first)
+	for id := range u.seen {
+		if !l.sent[id] {
+			t.Errorf("span %d arrived but was never sent", id)
+		}
 	}
 	u.mu.Unlock()
-	g3.terminate(t)
+
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(path string, want os.FileMode) {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %04o, want %04o", path, got, want)
+		}
+	}
+	check(dir, 0o700)
+	for _, e := range ents {
+		check(filepath.Join(dir, e.Name()), 0o600)
+	}
 }
 
 // vmHWM reads the peak resident set of a process, in bytes.

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// With -spool.sync=interval, requests are acknowledged after write(2); when the interval sync
+// then fails, they may be gone, and the spool must not sync the segment again and trust it.
+// otlpgate stops by itself, with the loss error (exit status 3) and a log line that says what
+// happened. The disk is a CrashFS failing every sync once the first request was answered.
+func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerFlags(fs, &cfg)
+	grpcAddr := freePort(t)
+	if err := fs.Parse([]string{"-grpc.listen", grpcAddr, "-http.listen", "", "-admin.listen", freePort(t),
+		"-uds.listen", filepath.Join(dir, "oc.sock"), "-file.path", filepath.Join(dir, "otlp.jsonl"),
+		"-spool.dir", "/spool", "-spool.sync", "interval", "-spool.sync-interval", "10ms", "-shutdown.timeout", "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := finishConfig(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	disk := spool.NewCrashFS()
+	cfg.spoolFS = disk
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	served := make(chan error, 1)
+	go func() { served <- serve(context.Background(), cfg, log) }()
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	l := newLoader(5, otlpgen.Shape{Spans: 2, Attrs: 1})
+	req, _ := l.next()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(ctx, req, grpc.WaitForReady(true))
+	if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("first request: %v %v", resp, err)
+	}
+	disk.SetSyncErr(syscall.EIO)
+
+	select {
+	case err = <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still serving 30s after every sync began to fail:\n%s", logs.String())
+	}
+	var lost *lossError
+	if !errors.As(err, &lost) || !strings.Contains(err.Error(), spool.ErrSyncFailed.Error()) {
+		t.Fatalf("serve returned %v, want the loss error naming the failed sync", err)
+	}
+	if !strings.Contains(logs.String(), "spool failed: acknowledged data may be lost") {
+		t.Fatalf("no log line says the spool failed:\n%s", logs.String())
+	}
+}

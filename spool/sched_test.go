@@ -1,5 +1,0 @@
-package spool
-
-import "runtime"
-
-func runtimeGosched() { runtime.Gosched() }
