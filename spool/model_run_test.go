@@ -90,6 +90,8 @@ type modelRun struct {
 	done      map[string]map[int]bool
 	countable map[string]map[int]bool
 	recount   map[string]int // per destination: records owed at power losses, which may be counted twice
+	// dropBase: per destination, its drop_oldest counter when it was last added.
+	dropBase map[string]float64
 
 	// unsure: destinations whose cursor on disk may be a rename a killed process never synced;
 	// it stays so until the destination moves and a checkpoint writes the cursor again.
@@ -171,6 +173,7 @@ func runModel(sc modelScript) (trace []string, err error) {
 		done:        make(map[string]map[int]bool),
 		countable:   make(map[string]map[int]bool),
 		recount:     make(map[string]int),
+		dropBase:    make(map[string]float64),
 		floor:       make(map[string]int),
 		removedNone: make(map[string]int),
 		segLast:     -1,
@@ -743,14 +746,20 @@ func (m *modelRun) open(dests []string, mode SyncMode) {
 			m.last[d] = -1
 		}
 		if !m.configured(d) {
+			// A new destination: what drop-oldest counts for it is counted from now.
 			m.owed[d] = make(map[int]bool)
 			m.done[d] = make(map[int]bool)
-			if m.countable[d] == nil {
-				m.countable[d] = make(map[int]bool)
-			}
+			m.countable[d] = make(map[int]bool)
+			m.heldAtCrash[d], m.recount[d] = 0, 0
+			m.dropBase[d] = gatherSpoolMetrics()[dropOldestKey(d)]
 			m.floor[d] = len(m.recs) // a new destination starts at the tail
 			if f, ok := m.removedNone[d]; ok {
-				m.floor[d] = f // unless a power loss brought its old cursor back
+				// Unless a power loss brought its old cursor back: then it may read, or
+				// drop-oldest count, anything above its old position.
+				m.floor[d] = f
+				for id := f; id < len(m.recs); id++ {
+					m.countable[d][id] = true
+				}
 			}
 		}
 		if m.s.Reader(d) == nil {
@@ -824,7 +833,7 @@ func (m *modelRun) finish(before map[string]float64) {
 			missing = append(missing, id)
 		}
 		slices.Sort(missing)
-		oldest := got(`otlpgate_spool_dropped_records_total{destination="` + d + `",reason="drop_oldest"}`)
+		oldest := int(after[dropOldestKey(d)] - m.dropBase[d])
 		slack := 0
 		if m.sc.cfg.full == FullDropOldest {
 			slack = m.heldAtCrash[d]
@@ -876,6 +885,10 @@ func (m *modelRun) finish(before map[string]float64) {
 			m.failf("counter", "%s moved by %d: the model damages no file", key, g)
 		}
 	}
+}
+
+func dropOldestKey(d string) string {
+	return `otlpgate_spool_dropped_records_total{destination="` + d + `",reason="drop_oldest"}`
 }
 
 // checkGauges: after a clean Close the gauges describe the segment files left.
