@@ -52,8 +52,8 @@ type FullPolicy uint8
 const (
 	// FullRefuse fails the append with ErrFull: backpressure to the client.
 	FullRefuse FullPolicy = iota
-	// FullDropOldest deletes the oldest segment(s), counting their unfinished records as
-	// dropped for every destination that had not finished them.
+	// FullDropOldest deletes the oldest segment(s), counting as dropped, for every
+	// destination, exactly the records it will never deliver (see dropOldest).
 	FullDropOldest
 )
 

@@ -34,7 +34,7 @@ var (
 	}, []string{"destination"})
 	droppedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_spool_dropped_records_total",
-		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them unread).",
+		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them before the destination read them, or while it held them unfinished at shutdown).",
 	}, []string{"destination", "reason"})
 	corruptRecords = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_spool_corrupt_records_total",
