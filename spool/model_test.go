@@ -75,6 +75,11 @@ func seedChoices(seed uint64) choices {
 // checkModelScript runs sc and reports a failure with the script, shrunk, and its trace.
 func checkModelScript(t *testing.T, sc modelScript, origin string) bool {
 	t.Helper()
+	return checkModelScriptShrink(t, sc, origin, *modelShrink)
+}
+
+func checkModelScriptShrink(t *testing.T, sc modelScript, origin string, shrink bool) bool {
+	t.Helper()
 	trace, err := runModel(sc)
 	if err == nil {
 		return true
@@ -84,7 +89,7 @@ func checkModelScript(t *testing.T, sc modelScript, origin string) bool {
 		t.Fatalf("%s: %v", origin, err)
 	}
 	small := sc
-	if *modelShrink {
+	if shrink {
 		small, trace, err = shrinkModelScript(sc, f.kind, trace, err)
 	}
 	t.Fatalf("%s\n\n%v\n\nscript (%d of %d operations; save it to a file and replay with -spool.model.script=FILE):\n%s\ntrace:\n%s",
@@ -272,6 +277,7 @@ func FuzzSpoolModel(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc := genModelScript(&byteChoices{b: data}, 120)
-		checkModelScript(t, sc, "fuzz input")
+		// The fuzzer minimizes the input itself.
+		checkModelScriptShrink(t, sc, "fuzz input", false)
 	})
 }
