@@ -15,11 +15,15 @@ import (
 // drops, checkpoints, restarts, crashes at any file-system operation and a disk that fills,
 // run against the real spool over CrashFS and checked against the model in model_run_test.go.
 //
-//	go test ./spool -run 'TestSpoolModel$'                          # modelRuns scripts, seeds from 1
+//	go test ./spool -run 'TestSpoolModel$'                 # modelRuns scripts, seeds from 1
 //	go test ./spool -run 'TestSpoolModel$' -spool.model.seed=SEED -spool.model.n=1
-//	go test ./spool -run 'TestSpoolModel$' -spool.model.script=FILE # a script in its text form
-//	go test ./spool -run '^$' -fuzz FuzzSpoolModel                   # the fuzzer writes the scripts
-//	make soak-spool                                                  # many more, random seeds
+//	go test ./spool -run 'TestSpoolModel$' -spool.model.script=FILE   # a script's text form
+//	go test ./spool -run '^$' -fuzz FuzzSpoolModel -fuzzminimizetime 1x
+//	make soak-spool                                        # many more, new seeds each run
+//
+// A script replays the same operations with the same crash points. What can vary is when the
+// housekeeper runs the checkpoint a refused append asks for, concurrently with the script: a
+// failure that depends on it may need a few replays.
 var (
 	modelN = flag.Int("spool.model.n", modelRuns,
 		"scripts TestSpoolModel runs (default "+fmt.Sprint(modelRuns)+", fewer under -race)")
@@ -265,7 +269,10 @@ restart power
 }
 
 // FuzzSpoolModel lets the fuzzer write the scripts: its input is the sequence of choices the
-// generator makes, so every input is a valid script and mutations explore nearby ones.
+// generator makes, so every input is a valid script and mutations explore nearby ones. Run it
+// with -fuzzminimizetime 1x: the spool's goroutines make the coverage of one input vary from
+// run to run, so nearly every input looks new, and minimizing each for the default 60 s leaves
+// the fuzzer at a few executions a minute instead of about 250 a second.
 func FuzzSpoolModel(f *testing.F) {
 	for seed := range uint64(8) {
 		r := rand.New(rand.NewPCG(seed, 0xf022))
