@@ -133,8 +133,8 @@ profile-diff: ## compare two CPU profiles: make profile-diff BASE=profiles/a.cpu
 soak: build ## 10 minutes of mixed load; reports RSS, goroutine and descriptor growth (not in CI)
 	./$(BIN)/otlpbench soak -gate ./$(BIN)/otlpgate -duration $${SOAK_DURATION:-10m}
 
-soak-spool: ## the spool's model test on SPOOL_MODEL_N random scripts (default 200000, new seeds each run; not in CI)
-	$(GO) test -count=1 -timeout 3h -run '^TestSpoolModel$$' ./spool -spool.model.seed=0 -spool.model.n=$${SPOOL_MODEL_N:-200000} -v
+soak-spool: ## the spool's model test on SPOOL_MODEL_N random scripts (default 100000, 10-20 minutes; new seeds each run; not in CI)
+	$(GO) test -count=1 -timeout 3h -run '^TestSpoolModel$$' ./spool -spool.model.seed=0 -spool.model.n=$${SPOOL_MODEL_N:-100000} -v
 
 clean:
 	rm -rf $(BIN)
