@@ -148,8 +148,8 @@ var modelRegressions = []struct {
 	{
 		// Issue 20, defect 1: after an idle start the next segment number came from the segment
 		// files alone (none left), below the cursors: the third process's records landed
-		// behind every position and were deleted as finished. The first failure the model
-		// found (seed 3, before the fix).
+		// behind every position and were deleted as finished (seeds 4 and 15, among others,
+		// before the fix).
 		name: "IdleRestartKeepsSegmentNumbers",
 		script: `
 config sync=always segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
