@@ -35,7 +35,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint bench docs generate check-generate fuzz tools clean \
-	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak soak-spool
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -137,6 +137,9 @@ profile-diff: ## compare two CPU profiles: make profile-diff BASE=profiles/a.cpu
 soak: build ## 10 minutes of mixed load; reports RSS, goroutine and descriptor growth; then the hostile suite's long forms (not in CI)
 	./$(BIN)/otlpbench soak -gate ./$(BIN)/otlpgate -duration $${SOAK_DURATION:-10m}
 	HOSTILE_LONG=1 $(GO) test -count=1 -timeout 30m ./internal/hostile/
+
+soak-spool: ## the spool's model test on SPOOL_MODEL_N random scripts (default 100000, 10-20 minutes; new seeds each run; not in CI)
+	$(GO) test -count=1 -timeout 3h -run '^TestSpoolModel$$' ./spool -spool.model.seed=0 -spool.model.n=$${SPOOL_MODEL_N:-100000} -v
 
 clean:
 	rm -rf $(BIN)

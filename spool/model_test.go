@@ -1,0 +1,290 @@
+package spool
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The model-based randomized test of the spool: random scripts of appends, reads, finishes,
+// drops, checkpoints, restarts, crashes at any file-system operation and a disk that fills,
+// run against the real spool over CrashFS and checked against the model in model_run_test.go.
+//
+//	go test ./spool -run 'TestSpoolModel$'                 # modelRuns scripts, seeds from 1
+//	go test ./spool -run 'TestSpoolModel$' -spool.model.seed=SEED -spool.model.n=1
+//	go test ./spool -run 'TestSpoolModel$' -spool.model.script=FILE   # a script's text form
+//	go test ./spool -run '^$' -fuzz FuzzSpoolModel -fuzzminimizetime 1x
+//	make soak-spool                                        # many more, new seeds each run
+//
+// A script replays the same operations with the same crash points. What can vary is when the
+// housekeeper runs the checkpoint a refused append asks for, concurrently with the script: a
+// failure that depends on it may need a few replays.
+var (
+	modelN = flag.Int("spool.model.n", modelRuns,
+		"scripts TestSpoolModel runs (default "+fmt.Sprint(modelRuns)+", fewer under -race)")
+	modelSeed = flag.Uint64("spool.model.seed", 1,
+		"seed of the first script of TestSpoolModel; the i-th uses seed+i (0: from the clock)")
+	modelOps = flag.Int("spool.model.ops", 40,
+		"operations of a generated script (default 40)")
+	modelScriptFile = flag.String("spool.model.script", "",
+		"file holding a script in the text form a failure prints: TestSpoolModel runs it alone")
+	modelShrink = flag.Bool("spool.model.shrink", true,
+		"shrink a failing script to fewer operations before printing it (default true)")
+)
+
+func TestSpoolModel(t *testing.T) {
+	if *modelScriptFile != "" {
+		text, err := os.ReadFile(*modelScriptFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := parseModelScript(string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkModelScript(t, sc, "from "+*modelScriptFile)
+		return
+	}
+	base := *modelSeed
+	if base == 0 {
+		base = uint64(time.Now().UnixNano())
+	}
+	start := time.Now()
+	ops := 0
+	for i := range *modelN {
+		seed := base + uint64(i)
+		sc := genModelScript(seedChoices(seed), *modelOps)
+		ops += len(sc.ops)
+		if !checkModelScript(t, sc, fmt.Sprintf("seed %d: replay with go test ./spool -run 'TestSpoolModel$' -spool.model.seed=%d -spool.model.n=1", seed, seed)) {
+			return
+		}
+	}
+	t.Logf("%d scripts, %d operations, seeds %d to %d, in %v", *modelN, ops, base, base+uint64(*modelN)-1, time.Since(start).Round(time.Millisecond))
+}
+
+type randChoices struct{ r *rand.Rand }
+
+func (c randChoices) intn(n int) int  { return c.r.IntN(n) }
+func (c randChoices) exhausted() bool { return false }
+
+func seedChoices(seed uint64) choices {
+	return randChoices{rand.New(rand.NewPCG(seed, 0x5b001))}
+}
+
+// checkModelScript runs sc and reports a failure with the script, shrunk, and its trace.
+func checkModelScript(t *testing.T, sc modelScript, origin string) bool {
+	t.Helper()
+	return checkModelScriptShrink(t, sc, origin, *modelShrink)
+}
+
+func checkModelScriptShrink(t *testing.T, sc modelScript, origin string, shrink bool) bool {
+	t.Helper()
+	trace, err := runModel(sc)
+	if err == nil {
+		return true
+	}
+	var f *modelFailure
+	if !errors.As(err, &f) {
+		t.Fatalf("%s: %v", origin, err)
+	}
+	small := sc
+	if shrink {
+		small, trace, err = shrinkModelScript(sc, f.kind, trace, err)
+	}
+	t.Fatalf("%s\n\n%v\n\nscript (%d of %d operations; save it to a file and replay with -spool.model.script=FILE):\n%s\ntrace:\n%s",
+		origin, err, len(small.ops), len(sc.ops), small, strings.Join(trace, "\n"))
+	return false
+}
+
+// shrinkModelScript removes operations, in runs of halving length, as long as the script
+// still fails the same way. Bounded: at most a few hundred reruns.
+func shrinkModelScript(sc modelScript, kind string, trace []string, err error) (modelScript, []string, error) {
+	budget := 400
+	for n := len(sc.ops) / 2; n >= 1 && budget > 0; n /= 2 {
+		for i := 0; i+n <= len(sc.ops) && budget > 0; {
+			budget--
+			try := modelScript{cfg: sc.cfg, ops: append(append([]modelOp(nil), sc.ops[:i]...), sc.ops[i+n:]...)}
+			tr, e := runModel(try)
+			var f *modelFailure
+			if errors.As(e, &f) && f.kind == kind {
+				sc, trace, err = try, tr, e
+				continue
+			}
+			i++
+		}
+	}
+	return sc, trace, err
+}
+
+// TestSpoolModelRegressions replays scripts that once broke a promise.
+func TestSpoolModelRegressions(t *testing.T) {
+	for _, tc := range modelRegressions {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gap != "" && !*tc.fixed {
+				t.Skipf("known gap, allowed until %s is true: %s", tc.gap, tc.name)
+			}
+			sc, err := parseModelScript(tc.script)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkModelScript(t, sc, tc.name)
+		})
+	}
+}
+
+var modelRegressions = []struct {
+	name   string
+	script string
+	// gap names the known-gap variable (model_run_test.go) the case needs true, fixed points
+	// to it; the case is skipped while it is false.
+	gap   string
+	fixed *bool
+}{
+	{
+		// Issue 20, defect 1: after an idle start the next segment number came from the segment
+		// files alone (none left), below the cursors: the third process's records landed
+		// behind every position and were deleted as finished (seeds 4 and 15, among others,
+		// before the fix).
+		name: "IdleRestartKeepsSegmentNumbers",
+		script: `
+config sync=always segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 3 100
+read a 0
+finishall a
+restart clean
+restart clean
+append 3 100
+read a 0
+`,
+	},
+	{
+		// Defect 1 after a power loss in none mode: the reused segment's records were read
+		// from the middle of a frame out of the tail, which trusts its framing: a payload that
+		// was never appended reached the destination (seed 778 before the fix).
+		name: "PowerLossThenRestartReadsNoPhantom",
+		script: `
+config sync=none segment=2048 max=8192 full=refuse tail=1048576 capacity=0 dests=a,c
+append 2 100
+drain
+restart power
+restart clean
+append 3 20
+append 6 100
+read a 0
+`,
+	},
+	{
+		// Defect 1 again: the same misplaced position in the tail, larger records: the tail
+		// panicked with "a record in the tail runs past its end" (seed 358 before the fix).
+		name: "PowerLossThenRestartNoTailPanic",
+		script: `
+config sync=none segment=2048 max=6144 full=drop-oldest tail=4096 capacity=0 dests=a,c
+append 8 100
+drain
+restart power
+restart clean
+append 4 400
+read c 8
+`,
+	},
+	{
+		// Issue 20, defect 2 as the model sees it: with 2054 bytes of disk, every destination
+		// finished everything and a checkpoint ran, yet the next append failed, because a
+		// reader kept the deleted segment open (seed 13 before the fix).
+		name: "DrainedDiskTakesAppendsAgain",
+		script: `
+config sync=always segment=1024 max=8192 full=refuse tail=4096 capacity=0 dests=a,b
+append 8 100
+append 8 100
+capacity 2054
+drain
+`,
+	},
+	{
+		// Issue 20, defect 6 (drop-oldest): records b had read and not finished were deleted
+		// to make room, and counted for nobody: after a restart b never got them, and
+		// dropped_records_total{reason="drop_oldest"} said nothing was lost.
+		name: "DropOldestCountsReadUnfinished",
+		script: `
+config sync=interval segment=1024 max=2048 full=drop-oldest tail=0 capacity=0 dests=a,b
+append 6 250
+read b 8
+append 5 100
+`,
+	},
+	{
+		// An append refused because its group commit's fdatasync failed was not counted in
+		// append_errors_total{reason="io"}, whose help promises it.
+		name:  "FailedCommitCountedAsIOError",
+		gap:   "failedCommitsCounted",
+		fixed: &failedCommitsCounted,
+		script: `
+config sync=always segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 1 100
+syncfail on
+append 1 100
+`,
+	},
+	{
+		// Interval mode: records acknowledged and not yet synced when the process was killed
+		// stay in the page cache; the next process never syncs them, so a power loss any
+		// number of intervals later takes them (seed 73).
+		name:  "KillThenPowerLossKeepsOldIntervalRecords",
+		gap:   "openSyncsInherited",
+		fixed: &openSyncsInherited,
+		script: `
+config sync=interval segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 3 100
+restart kill
+tick
+restart power
+`,
+	},
+	{
+		// A checkpoint killed between its cursor rename and the directory sync: the next
+		// process takes the renamed cursor as persisted and does not write it again while the
+		// destination stays put, so after a power loss the destination replays what it had
+		// finished before that process's successful checkpoint (seed 5598).
+		name:  "KillInCheckpointThenPowerLossReplaysNothingFinished",
+		gap:   "openSyncsInherited",
+		fixed: &openSyncsInherited,
+		script: `
+config sync=interval segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a
+append 3 100
+tick
+read a 2
+finishall a
+crashat 4 kill
+checkpoint
+read a 0
+checkpoint
+restart power
+`,
+	},
+}
+
+// FuzzSpoolModel lets the fuzzer write the scripts: its input is the sequence of choices the
+// generator makes, so every input is a valid script and mutations explore nearby ones. Run it
+// with -fuzzminimizetime 1x: the spool's goroutines make the coverage of one input vary from
+// run to run, so nearly every input looks new, and minimizing each for the default 60 s leaves
+// the fuzzer at a few executions a minute instead of about 250 a second.
+func FuzzSpoolModel(f *testing.F) {
+	for seed := range uint64(8) {
+		r := rand.New(rand.NewPCG(seed, 0xf022))
+		b := make([]byte, 96+r.IntN(160))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc := genModelScript(&byteChoices{b: data}, 120)
+		// The fuzzer minimizes the input itself.
+		checkModelScriptShrink(t, sc, "fuzz input", false)
+	})
+}
