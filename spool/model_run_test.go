@@ -64,7 +64,7 @@ var (
 	// failedCommitsCounted: an append refused because its group commit's fdatasync failed
 	// (SyncAlways) is counted in append_errors_total{reason="io"}, as the help says. Until it
 	// is, the model lets the counter fall short by those appends.
-	failedCommitsCounted = false
+	failedCommitsCounted = true
 )
 
 type modelRun struct {

@@ -366,6 +366,11 @@ func (s *Spool) rotateLocked() error {
 // releaseWaitersLocked answers waiters; their channels have room, so this never blocks.
 func (s *Spool) releaseWaitersLocked(ws []*waiter, err error) {
 	for i, w := range ws {
+		if err != nil {
+			// The group commit's fdatasync failed: each append it held is refused like any
+			// other the disk refused, and counted with them.
+			appendErrIO.Inc()
+		}
 		w.ch <- err
 		ws[i] = nil
 	}
