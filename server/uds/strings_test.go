@@ -15,6 +15,7 @@ func TestStringCap(t *testing.T) {
 	tooLong := counter(statsRejected[rejectTooLong])
 	noMeasure := counter(statsRejected[rejectUnknownMeasure])
 
+	records := counter(messagesByType[ocdaemon.StatsRecord])
 	h := start(t, func(c *Config) { c.MaxStringBytes = 64 })
 	c := h.dial()
 	s := newStream(5).init().measure("m", ocdaemon.MeasureInt).view("m_sum", "m", ocdaemon.AggregationSum, "k").
@@ -27,6 +28,8 @@ func TestStringCap(t *testing.T) {
 		// The refused measure does not exist.
 		recordInt("big", 1)
 	write(t, c, s.buf, 0)
+	// Every message handled before the shutdown's final export: the three records last.
+	waitMessages(t, ocdaemon.StatsRecord, records, 3)
 	c.Close()
 	h.shutdown()
 
