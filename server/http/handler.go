@@ -73,24 +73,26 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
 		return
 	}
-	// The body's bytes come from the intake limiter before the rest of it is read; a chunked
-	// body reserves the largest, as a gRPC call does. The client waits meanwhile, held back by
-	// TCP, up to -intake.wait.
-	var hold admission.Hold
-	if n := reserve(cl, s.cfg.MaxRequestBytes); n > 0 && !s.adm.Take(&hold, fastpath.IntakeHTTP, n, s.waitCtx.Done()) {
-		s.refuseBusy(ctx, f)
-		return
-	}
-	defer hold.Release()
+	// The body's buffer takes its bytes from the intake limiter as it grows while the body
+	// arrives, and the decompressed body's as it grows while it is inflated: a request holds
+	// what it was sent and what it produced, never what it declared. A request refused before
+	// any of its body was read keeps its connection (settle); the client waits meanwhile, held
+	// back by TCP, up to -intake.wait.
 	sc := getScratch()
 	defer sc.release()
+	sc.bind(&s.adm, s.waitCtx.Done())
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
-	read = true
+	read = err != errBusy || sc.streamed
 	if err != nil {
-		ctx.SetConnectionClose()
-		if err == errBodyTooLarge {
+		if read {
+			ctx.SetConnectionClose()
+		}
+		switch err {
+		case errBusy:
+			s.refuseBusy(ctx, f)
+		case errBodyTooLarge:
 			s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
-		} else {
+		default:
 			s.reject(ctx, f, rejectCorrupt, s.replies.badRequest)
 		}
 		return
@@ -101,9 +103,14 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			dec = s.dec.zstd
 		}
 		if body, err = sc.decompress(dec, body, s.cfg.MaxRequestBytes); err != nil {
-			if err == errBodyTooLarge {
+			switch err {
+			case errBusy:
+				// Like any request the limiter refuses; the body was read, the connection
+				// serves the next request.
+				s.refuseBusy(ctx, f)
+			case errBodyTooLarge:
 				s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
-			} else {
+			default:
 				s.reject(ctx, f, rejectCorrupt, s.replies.corrupt)
 			}
 			return
@@ -123,7 +130,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		b, rejected, msg, reason = s.admitProto(sc, sig, body)
 	}
 	// Admission copied what it kept: the reservation is free before -ack=upstream waits.
-	hold.Release()
+	sc.hold.Release()
 	if reason == admission.Accepted {
 		reason = admission.Await(s.waitCtx, b)
 	}
@@ -229,15 +236,6 @@ func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*f
 		ctr.refuse(f, sig, reason, items)
 	}
 	return b, reason
-}
-
-// reserve is what a body of Content-Length cl takes from the intake limiter: its length, or
-// the largest a body may be when it is chunked.
-func reserve(cl, maxBody int) int64 {
-	if cl < 0 {
-		return int64(maxBody)
-	}
-	return int64(cl)
 }
 
 // drainBelow is the largest unread body a refused request may leave and still keep its
