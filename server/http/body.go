@@ -2,10 +2,13 @@ package httpserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"sync"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/encoding"
 
@@ -105,6 +108,9 @@ type scratch struct {
 	// streamed is set once bytes were read from the connection's body stream: a refusal
 	// after that leaves the body half read.
 	streamed bool
+	// probe reads the byte past a full buffer at the limit (a field: a local would escape
+	// through the io.Reader call).
+	probe [1]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -136,11 +142,43 @@ const firstGuess = 8
 // holds (and takes from the intake limiter) about what it sent, not what it declared.
 const firstRead = 64 << 10
 
+// Deflate inflates at most about 1032 times its input; zstd, with its run-length blocks, far
+// more. A size a body states is believed up to
+// these ratios, so that a body that lies about it cannot make a buffer much larger than its
+// stream could fill.
+const (
+	maxGzipRatio = 1032
+	maxZstdRatio = 32 << 10
+)
+
+// sizeHint is what a compressed body says it inflates to, 0 when it says nothing: a gzip
+// member's ISIZE (the last member's, when there are several: an underestimate) or a zstd
+// frame's content size, believed up to what the body could inflate to. It only sizes the first
+// buffer: the body is read the same way whatever it says, and a lie grows a buffer, or leaves
+// one part empty, as a body without a hint would.
+func sizeHint(cod coding, body []byte) int {
+	switch cod {
+	case codingGzip:
+		if len(body) < 18 { // 10 bytes of header, 8 of trailer
+			return 0
+		}
+		return min(int(binary.LittleEndian.Uint32(body[len(body)-4:])), maxGzipRatio*len(body))
+	case codingZstd:
+		var h zstd.Header
+		if h.Decode(body) != nil || !h.HasFCS || h.FrameContentSize > math.MaxInt32 {
+			return 0
+		}
+		return min(int(h.FrameContentSize), maxZstdRatio*len(body))
+	}
+	return 0
+}
+
 // decompress inflates body with c into the scratch's pooled buffer, reading at most limit
-// bytes of output. Every buffer it grows into takes its bytes from the intake limiter before
-// any output is written to it: errBusy when the limiter had no room within -intake.wait. The
-// result is valid until release.
-func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]byte, error) {
+// bytes of output; hint is the size the body says it inflates to (sizeHint), 0 for none. Every
+// buffer it grows into takes its bytes from the intake limiter before any output is written to
+// it: errBusy when the limiter had no room within -intake.wait. The result is valid until
+// release.
+func (s *scratch) decompress(c encoding.Compressor, body []byte, hint, limit int) ([]byte, error) {
 	s.src.Reset(body)
 	r, err := c.Decompress(&s.src)
 	if err != nil {
@@ -149,7 +187,11 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 	if cl, ok := r.(io.Closer); ok {
 		defer cl.Close()
 	}
-	out, err := s.readCapped(r, &s.plain, len(body)*firstGuess, -1, limit)
+	guess := len(body) * firstGuess
+	if hint > 0 {
+		guess = hint + 1 // room for the end of the stream to show without growing
+	}
+	out, err := s.readCapped(r, &s.plain, guess, -1, limit)
 	if err != nil && err != errBodyTooLarge && err != errBusy {
 		return nil, errCorrupt
 	}
@@ -240,21 +282,20 @@ func (s *scratch) putCharged(b *[]byte) {
 }
 
 // readCapped reads r to its end, or want bytes of it when want >= 0, into a pooled buffer it
-// keeps in *slot (growing it through the pool, never past want), starting with room for guess
-// bytes and refusing more than limit. Each buffer's
-// capacity is taken from the intake limiter before anything is read into it, and the buffer
-// it replaces given back once copied: errBusy when the limiter refused. The bytes are valid
-// until *slot is returned to the pool; release gives their reservation back.
+// keeps in *slot (growing it through the pool, never past want or limit), starting with room
+// for guess bytes and refusing more than limit. Each buffer's capacity is taken from the intake
+// limiter before anything is read into it, and the buffer it replaces given back once copied:
+// errBusy when the limiter refused. The bytes are valid until *slot is returned to the pool;
+// release gives their reservation back.
 func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int) ([]byte, error) {
-	// One byte more than the limit tells a body of exactly limit bytes from a longer one.
-	ceiling := limit + 1
+	ceiling := limit
 	switch {
 	case want == 0:
 		return nil, nil
 	case want > 0:
-		ceiling = min(ceiling, want)
+		ceiling = min(limit, want)
 	}
-	buf := s.getCharged(min(max(guess, pool.MinSize), ceiling))
+	buf := s.getCharged(min(max(guess, pool.MinSize), max(ceiling, 1)))
 	if buf == nil {
 		return nil, errBusy
 	}
@@ -263,9 +304,20 @@ func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int)
 		if len(*buf) == want {
 			return *buf, nil
 		}
-		if len(*buf) == cap(*buf) {
-			if len(*buf) >= ceiling {
-				return nil, errBodyTooLarge
+		if len(*buf) == min(cap(*buf), ceiling) {
+			if len(*buf) >= limit {
+				// Full at the limit: one more byte tells a body of exactly limit bytes from a
+				// longer one, without a buffer twice the limit.
+				n, err := r.Read(s.probe[:])
+				switch {
+				case n > 0:
+					return nil, errBodyTooLarge
+				case err == io.EOF:
+					return *buf, nil
+				case err != nil:
+					return nil, errRead
+				}
+				continue
 			}
 			nb := s.getCharged(min(2*cap(*buf), ceiling))
 			if nb == nil {
@@ -278,9 +330,6 @@ func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int)
 		}
 		n, err := r.Read((*buf)[len(*buf):min(cap(*buf), ceiling)])
 		*buf = (*buf)[:len(*buf)+n]
-		if len(*buf) > limit {
-			return nil, errBodyTooLarge
-		}
 		switch {
 		case err == io.EOF:
 			return *buf, nil

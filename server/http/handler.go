@@ -10,10 +10,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 // handle serves one request. It runs on the connection's fasthttp worker; the request body it
@@ -102,7 +102,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if cod == codingZstd {
 			dec = s.dec.zstd
 		}
-		if body, err = sc.decompress(dec, body, s.cfg.MaxRequestBytes); err != nil {
+		if body, err = sc.decompress(dec, body, sizeHint(cod, body), s.cfg.MaxRequestBytes); err != nil {
 			switch err {
 			case errBusy:
 				// Like any request the limiter refuses; the body was read, the connection
@@ -137,6 +137,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.answer(ctx, f, sig, reason, rejected, msg)
 }
 
+// reasonBusy is the outcome of a request whose admission needed intake-limiter bytes the
+// limiter did not have (the copy of a partially malformed request's good entries): answered
+// like any request the limiter refuses.
+const reasonBusy = admission.NumReasons
+
 // answer writes the response for a request that reached admission.
 func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string) {
 	switch reason {
@@ -160,6 +165,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		send(ctx, f, s.replies.queueTooLarge)
 	case admission.Upstream:
 		sendRetry(ctx, f, s.replies.overloaded503, s.adm.QueueDelay())
+	case reasonBusy:
+		s.refuseBusy(ctx, f)
 	default: // admission.Closed, admission.Timeout
 		send(ctx, f, s.replies.closed)
 	}
@@ -210,7 +217,15 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		}
 		// A request whose top level holds together may carry a few malformed resource
 		// entries: keep the good ones and say which part was dropped, as the gRPC intake does.
-		sc.out = pool.GetBytes(len(req))
+		// Their copy is held before admission too, so it takes its bytes from the limiter, and
+		// is not made for a request whose top level is broken (garbage, a bomb of zeros).
+		if !entriesDelimited(req) {
+			ctr.refuse(encProto, sig, admission.Invalid, 0)
+			return nil, 0, "", admission.Invalid
+		}
+		if sc.out = sc.getCharged(len(req)); sc.out == nil {
+			return nil, 0, "", reasonBusy
+		}
 		var e fastpath.Entries
 		*sc.out, e, err = fastpath.AppendValidEntries(*sc.out, sig, req)
 		if err != nil || e.Good == 0 {
@@ -226,6 +241,19 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 	ctr.items[encProto][sig].Add(float64(items))
 	b, reason = s.admit(encProto, sig, req, items)
 	return b, rejected, msg, reason
+}
+
+// entriesDelimited reports whether req's top level holds together with every resource entry
+// length-delimited: what fastpath.AppendValidEntries needs to salvage entries, checked without
+// copying anything.
+func entriesDelimited(req []byte) bool {
+	it := fastpath.NewTopLevel(req)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		if f.Num == 1 && f.Type != protowire.BytesType {
+			return false
+		}
+	}
+	return it.Err() == nil
 }
 
 // admit hands a checked v1 request body to the pipeline. Admission strips unknown top-level

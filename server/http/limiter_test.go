@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
