@@ -32,7 +32,7 @@ type Server struct {
 	ln    atomic.Pointer[net.Listener]
 	token string // expected "Bearer ..." value; empty: no check
 
-	adm      admission.Control // admission, refusal episodes, the intake limiter
+	adm admission.Control // admission, refusal episodes, the intake limiter
 	// budgetConns are the open connections with their accounts (connbudget.go), swept for
 	// progress until stopSweep closes; sweeping is done once the sweep returned.
 	budgetConns connSet
@@ -40,9 +40,9 @@ type Server struct {
 	stopOnce    sync.Once
 	sweeping    sync.WaitGroup
 	draining    atomic.Bool
-	drain    chan struct{}  // closed when draining is set: idle streams end
-	loops    sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
-	served   chan struct{}
+	drain       chan struct{}  // closed when draining is set: idle streams end
+	loops       sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
+	served      chan struct{}
 }
 
 // New builds the server for cfg in front of p. Start listens.
