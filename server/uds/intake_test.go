@@ -77,8 +77,8 @@ func TestStalledPartialsDoNotStarveOthers(t *testing.T) {
 		stalled = append(stalled, c)
 		write(t, c, partial, 0)
 	}
-	waitFor(t, "the unauthenticated budget to run out", func() bool {
-		return counter(discarded[ocdaemon.ReasonNoMemory]) > noMemory
+	waitFor(t, "the partial messages to fill the unauthenticated budget", func() bool {
+		return counter(discarded[ocdaemon.ReasonNoMemory]) > noMemory || lim.BytesFor(fastpath.IntakeUDS) >= open
 	})
 	if got := lim.BytesFor(fastpath.IntakeUDS); got > open {
 		t.Fatalf("UDS partial messages hold %d bytes, budget %d", got, open)
