@@ -105,9 +105,9 @@ type scratch struct {
 	hold admission.Hold
 	adm  *admission.Control
 	done <-chan struct{}
-	// streamed is set once bytes were read from the connection's body stream: a refusal
+	// stream reads the connection's body stream and notes that it did (streamed): a refusal
 	// after that leaves the body half read.
-	streamed bool
+	stream streamReader
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
@@ -129,7 +129,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.streamed = nil, nil, false
+	s.adm, s.done, s.stream = nil, nil, streamReader{}
 	scratchPool.Put(s)
 }
 
@@ -211,17 +211,19 @@ func (s *scratch) readBody(req *fasthttp.Request, cl, limit int) ([]byte, error)
 	if cl < 0 {
 		guess = pool.MinSize
 	}
-	return s.readCapped(streamReader{req.BodyStream(), s}, &s.wire, guess, cl, limit)
+	s.stream.r = req.BodyStream()
+	return s.readCapped(&s.stream, &s.wire, guess, cl, limit)
 }
 
-// streamReader notes that the body stream was read from.
+// streamReader notes that the body stream was read from. It is the scratch's own field, so
+// that passing it as an io.Reader allocates nothing.
 type streamReader struct {
-	r io.Reader
-	s *scratch
+	r        io.Reader
+	streamed bool
 }
 
-func (r streamReader) Read(p []byte) (int, error) {
-	r.s.streamed = true
+func (r *streamReader) Read(p []byte) (int, error) {
+	r.streamed = true
 	return r.r.Read(p)
 }
 

@@ -82,7 +82,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
-	read = err != errBusy || sc.streamed
+	read = err != errBusy || sc.stream.streamed
 	if err != nil {
 		if read {
 			ctx.SetConnectionClose()
