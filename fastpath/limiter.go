@@ -148,7 +148,7 @@ var (
 
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight",
-		Help: "Bytes intakes hold before admission (gRPC calls being received, HTTP bodies being read and decompressed, Kafka requests and decompressed pushes, UDS partial messages), bounded by -intake.max-bytes and -intake.unauthenticated.max-bytes together.",
+		Help: "Bytes intakes hold before admission (gRPC calls being received and their messages being inflated, HTTP bodies being read and decompressed, Kafka requests and decompressed pushes, UDS partial messages), bounded by -intake.max-bytes, -intake.unauthenticated.max-bytes and -intake.inflate-bytes together.",
 	}, func() float64 { return float64(liveBytes.Load()) })
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight_high_water",
@@ -310,7 +310,7 @@ func (l *Limiter) take(in Intake, n int64, wait time.Duration, done <-chan struc
 	return true
 }
 
-// noteTotal adds n to what the Limiter and the process hold over both budgets, and raises the
+// noteTotal adds n to what the Limiter and the process hold over every budget, and raises the
 // high-water marks.
 func (l *Limiter) noteTotal(n int64) {
 	u := l.total.Add(n)
