@@ -48,9 +48,9 @@ func Compressors(cfg Config) ([]encoding.Compressor, error) {
 		return nil, err
 	}
 	return []encoding.Compressor{
-		newGzipCompressor(cfg.GzipLevel),
+		newGzipCompressor(cfg.GzipLevel, cfg.Budget, cfg.InflateClaim),
 		newZstdCompressor(cfg),
-		newSnappyCompressor(),
+		newSnappyCompressor(cfg.Budget, cfg.InflateClaim),
 	}, nil
 }
 

@@ -25,6 +25,12 @@ type Config struct {
 	// small malicious frame can claim. 8 MiB is what the zstd format asks every decoder to
 	// support and what encoders at their default levels use.
 	ZstdMaxWindow int
+	// Budget, when set, is what the decompressors inflate into (see Budget); nil: no bound
+	// but the receiver's maximum message size. InflateClaim is what one message past
+	// FreeInflate takes from it: the largest message the receivers accept
+	// (-grpc.max-recv-msg-size), which gRPC never lets a decompressor exceed.
+	Budget       Budget
+	InflateClaim int
 }
 
 // DefaultConfig returns the configuration RegisterCompressors uses. Safe for concurrent use.
@@ -50,6 +56,9 @@ func (c Config) Validate() error {
 	}
 	if c.ZstdWindow > c.ZstdMaxWindow {
 		return fmt.Errorf("codec: zstd window %d exceeds the largest window accepted, %d", c.ZstdWindow, c.ZstdMaxWindow)
+	}
+	if c.Budget != nil && c.InflateClaim <= 0 {
+		return fmt.Errorf("codec: a decompression budget needs a positive claim, not %d", c.InflateClaim)
 	}
 	if c.ZstdMaxWindow < zstd.MinWindowSize || c.ZstdMaxWindow > zstd.MaxWindowSize {
 		return fmt.Errorf("codec: zstd max window %d outside %d..%d", c.ZstdMaxWindow, zstd.MinWindowSize, zstd.MaxWindowSize)

@@ -32,7 +32,9 @@
 // zstd ones run with concurrency 1 and so start no goroutines. The decompressed size is capped
 // by gRPC itself: it reads at most the maximum receive message size plus one byte from a
 // decompressor and rejects the message when that byte arrives (grpc.MaxRecvMsgSize, 4 MiB by
-// default). zstd frames that ask for a window above Config.ZstdMaxWindow are rejected before any
+// default). With Config.Budget set, a decompressor also claims Config.InflateClaim
+// bytes from the Budget before it inflates a message past FreeInflate, and gives them back when
+// gRPC closes it (budget.go): the intake limiter's inflate budget, in otlpgate. zstd frames that ask for a window above Config.ZstdMaxWindow are rejected before any
 // window is allocated.
 //
 // # Rules

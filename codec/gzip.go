@@ -12,13 +12,15 @@ import (
 // gzipCompressor is the "gzip" encoding.Compressor, with pooled writers and readers.
 type gzipCompressor struct {
 	level   int
+	budget  Budget
+	claim   int
 	writers sync.Pool // *gzipWriter
 	readers sync.Pool // *gzipReader
 	corrupt prometheus.Counter
 }
 
-func newGzipCompressor(level int) *gzipCompressor {
-	return &gzipCompressor{level: level, corrupt: decompressErrors.WithLabelValues(Gzip)}
+func newGzipCompressor(level int, b Budget, claim int) *gzipCompressor {
+	return &gzipCompressor{level: level, budget: b, claim: claim, corrupt: decompressErrors.WithLabelValues(Gzip)}
 }
 
 // Name returns "gzip".
@@ -61,6 +63,7 @@ func (w *gzipWriter) Close() error {
 
 type gzipReader struct {
 	z   gzip.Reader
+	m   meter
 	br  *bufio.Reader // flate reads bytes one at a time; it has a fast path for *bufio.Reader
 	src source
 	c   *gzipCompressor
@@ -75,6 +78,7 @@ func (c *gzipCompressor) Decompress(r io.Reader) (io.Reader, error) {
 		gr.br = bufio.NewReader(&gr.src)
 	}
 	gr.src.r = r
+	gr.m.reset(c.budget, c.claim)
 	gr.br.Reset(&gr.src)
 	if err := gr.z.Reset(gr.br); err != nil {
 		c.corrupt.Inc()
@@ -85,7 +89,12 @@ func (c *gzipCompressor) Decompress(r io.Reader) (io.Reader, error) {
 }
 
 func (r *gzipReader) Read(p []byte) (int, error) {
-	n, err := r.z.Read(p)
+	k, err := r.m.allow(len(p))
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.z.Read(p[:k])
+	r.m.produced += n
 	countCorrupt(r.c.corrupt, err)
 	return n, err
 }
@@ -97,6 +106,7 @@ func (r *gzipReader) Close() error {
 }
 
 func (r *gzipReader) release() {
+	r.m.release()
 	r.src.r = nil
 	r.br.Reset(&r.src) // drop bytes read ahead of the message's end
 	r.c.readers.Put(r)

@@ -14,13 +14,15 @@ import (
 // implementations send under that name. Pooled writers and readers; writers encode on the
 // caller's goroutine.
 type snappyCompressor struct {
+	budget  Budget
+	claim   int
 	writers sync.Pool // *snappyWriter
 	readers sync.Pool // *snappyReader
 	corrupt prometheus.Counter
 }
 
-func newSnappyCompressor() *snappyCompressor {
-	return &snappyCompressor{corrupt: decompressErrors.WithLabelValues(Snappy)}
+func newSnappyCompressor(b Budget, claim int) *snappyCompressor {
+	return &snappyCompressor{budget: b, claim: claim, corrupt: decompressErrors.WithLabelValues(Snappy)}
 }
 
 // Name returns "snappy".
@@ -60,6 +62,7 @@ func (w *snappyWriter) Close() error {
 
 type snappyReader struct {
 	r   *snappy.Reader
+	m   meter
 	src source
 	c   *snappyCompressor
 }
@@ -75,17 +78,24 @@ func (c *snappyCompressor) Decompress(r io.Reader) (io.Reader, error) {
 		sr.r.Reset(&sr.src)
 	}
 	sr.src.r = r
+	sr.m.reset(c.budget, c.claim)
 	return sr, nil
 }
 
 func (r *snappyReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
+	k, err := r.m.allow(len(p))
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.r.Read(p[:k])
+	r.m.produced += n
 	countCorrupt(r.c.corrupt, err)
 	return n, err
 }
 
 // Close returns the reader to the pool; gRPC calls it exactly once.
 func (r *snappyReader) Close() error {
+	r.m.release()
 	r.src.r = nil
 	r.c.readers.Put(r)
 	return nil

@@ -14,6 +14,8 @@ type zstdCompressor struct {
 	level     zstd.EncoderLevel
 	window    int
 	maxWindow uint64
+	budget    Budget
+	claim     int
 	writers   sync.Pool // *zstdWriter
 	readers   sync.Pool // *zstdReader
 	corrupt   prometheus.Counter
@@ -24,6 +26,8 @@ func newZstdCompressor(cfg Config) *zstdCompressor {
 		level:     zstd.EncoderLevel(cfg.ZstdLevel),
 		window:    cfg.ZstdWindow,
 		maxWindow: uint64(cfg.ZstdMaxWindow),
+		budget:    cfg.Budget,
+		claim:     cfg.InflateClaim,
 		corrupt:   decompressErrors.WithLabelValues(Zstd),
 	}
 }
@@ -70,6 +74,7 @@ func (w *zstdWriter) Close() error {
 
 type zstdReader struct {
 	d   *zstd.Decoder
+	m   meter
 	src source
 	c   *zstdCompressor
 }
@@ -89,6 +94,7 @@ func (c *zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 		zr.d = d
 	}
 	zr.src.r = r
+	zr.m.reset(c.budget, c.claim)
 	if err := zr.d.Reset(&zr.src); err != nil {
 		c.corrupt.Inc()
 		zr.release()
@@ -98,7 +104,12 @@ func (c *zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 }
 
 func (r *zstdReader) Read(p []byte) (int, error) {
-	n, err := r.d.Read(p)
+	k, err := r.m.allow(len(p))
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.d.Read(p[:k])
+	r.m.produced += n
 	countCorrupt(r.c.corrupt, err)
 	return n, err
 }
@@ -110,6 +121,7 @@ func (r *zstdReader) Close() error {
 }
 
 func (r *zstdReader) release() {
+	r.m.release()
 	r.src.r = nil
 	r.c.readers.Put(r)
 }

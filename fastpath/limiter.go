@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,13 +36,39 @@ func (i Intake) String() string {
 // ErrIntakeBusy is what an intake reports when the Limiter refused it.
 var ErrIntakeBusy = errors.New("fastpath: intake limit reached")
 
-// LimiterConfig bounds what every intake holds before admission, together.
+// LimiterConfig bounds what the intakes hold before admission.
+//
+// The intakes that can authenticate their clients (gRPC and OTLP/HTTP) share one budget; Kafka
+// and UDS, which cannot, have one of their own, so that nobody who can merely reach their port
+// can take the memory the authenticated clients are served from.
 type LimiterConfig struct {
-	// MaxBytes bounds the bytes intakes hold before admission: gRPC calls being received,
-	// Kafka requests read and not yet answered, UDS messages waiting for their rest
-	// HTTP bodies being read (-intake.max-bytes, default 256MiB). Refusals are counted in
+	// MaxBytes bounds the bytes the gRPC and OTLP/HTTP intakes hold before admission: gRPC
+	// calls being received, HTTP bodies as they are read and as they are decompressed
+	// (-intake.max-bytes, default 256MiB). Refusals are counted in
 	// otlpgate_intake_refused_total{resource="bytes"}.
 	MaxBytes int64
+	// UnauthenticatedMaxBytes bounds, apart from MaxBytes, the bytes Kafka and UDS hold: Kafka
+	// requests as they are read and pushes as they are decompressed, UDS partial messages
+	// (-intake.unauthenticated.max-bytes, default 64MiB; 0: as large as MaxBytes). Refusals
+	// are counted under their intakes in otlpgate_intake_refused_total{resource="bytes"}.
+	UnauthenticatedMaxBytes int64
+	// InflateMaxBytes bounds the bytes gRPC messages are decompressed into at once, each
+	// message claiming the largest it may inflate to before it inflates, apart from MaxBytes: a
+	// gRPC call holds its reservation while its message inflates, and inflating within the
+	// same budget could leave every call waiting for the others (-intake.inflate-bytes,
+	// default 64MiB; 0: as large as MaxBytes). OTLP/HTTP
+	// bodies inflate within MaxBytes, Kafka pushes within UnauthenticatedMaxBytes. Refusals
+	// are counted in otlpgate_intake_refused_total{resource="inflate_bytes"}.
+	InflateMaxBytes int64
+	// MaxConnBytes caps what one gRPC connection's calls hold together, the only intake whose
+	// connections receive several requests at once (-intake.max-conn-bytes, default 64MiB;
+	// 0: MaxBytes). Refusals are counted in otlpgate_intake_refused_total{resource="conn_bytes"}.
+	MaxConnBytes int64
+	// ProgressTimeout ends a gRPC connection that holds intake bytes and receives less than
+	// ProgressBytes in this long (-intake.progress-timeout, default 10s; 0: never), counted in
+	// otlpgate_intake_refused_total{resource="stalled"}. The other intakes hold only bytes that
+	// arrived, for at most their read timeouts.
+	ProgressTimeout time.Duration
 	// MaxDecodes bounds the decodes running at once: decompressing and decoding a Kafka push
 	// (-intake.max-decodes, default 0: twice GOMAXPROCS). Refusals are counted in
 	// otlpgate_intake_refused_total{resource="decodes"}.
@@ -53,9 +78,15 @@ type LimiterConfig struct {
 	Wait time.Duration
 }
 
+// ProgressBytes is what a gRPC connection holding intake bytes must deliver every
+// ProgressTimeout: one HTTP/2 frame's worth. A client that sends its requests sends far more;
+// pings and settings frames do not add up to it.
+const ProgressBytes = 16 << 10
+
 // DefaultLimiterConfig returns the defaults documented on LimiterConfig. Safe for concurrent use.
 func DefaultLimiterConfig() LimiterConfig {
-	return LimiterConfig{MaxBytes: 256 << 20, Wait: time.Second}
+	return LimiterConfig{MaxBytes: 256 << 20, UnauthenticatedMaxBytes: 64 << 20, InflateMaxBytes: 64 << 20,
+		MaxConnBytes: 64 << 20, ProgressTimeout: 10 * time.Second, Wait: time.Second}
 }
 
 // Validate reports a configuration that cannot work. Safe for concurrent use.
@@ -63,6 +94,14 @@ func (c LimiterConfig) Validate() error {
 	switch {
 	case c.MaxBytes < 1<<20:
 		return fmt.Errorf("fastpath: intake max bytes %d below 1MiB", c.MaxBytes)
+	case c.UnauthenticatedMaxBytes != 0 && c.UnauthenticatedMaxBytes < 1<<20:
+		return fmt.Errorf("fastpath: unauthenticated intake max bytes %d below 1MiB", c.UnauthenticatedMaxBytes)
+	case c.InflateMaxBytes != 0 && c.InflateMaxBytes < 1<<20:
+		return fmt.Errorf("fastpath: intake inflate bytes %d below 1MiB", c.InflateMaxBytes)
+	case c.MaxConnBytes != 0 && (c.MaxConnBytes < 1<<20 || c.MaxConnBytes > c.MaxBytes):
+		return fmt.Errorf("fastpath: intake max conn bytes %d outside [1MiB, intake max bytes %d]", c.MaxConnBytes, c.MaxBytes)
+	case c.ProgressTimeout < 0:
+		return errors.New("fastpath: intake progress timeout must not be negative")
 	case c.MaxDecodes < 0:
 		return errors.New("fastpath: intake max decodes must not be negative")
 	case c.Wait < 0:
@@ -71,26 +110,61 @@ func (c LimiterConfig) Validate() error {
 	return nil
 }
 
+// Refusal is why the Limiter refused, for the refusal counters.
+type Refusal uint8
+
 const (
-	resBytes = iota
-	resDecodes
-	numResources
+	// RefusedBytes: the intake's budget (MaxBytes or UnauthenticatedMaxBytes) had no room.
+	RefusedBytes Refusal = iota
+	// RefusedDecodes: MaxDecodes decodes were running.
+	RefusedDecodes
+	// RefusedConnBytes: the connection held MaxConnBytes already.
+	RefusedConnBytes
+	// RefusedStalled: a connection holding bytes was ended for want of progress.
+	RefusedStalled
+	// RefusedInflate: InflateMaxBytes had no room for a gRPC message's decompressed bytes.
+	RefusedInflate
+	numRefusals
 )
+
+var refusalNames = [numRefusals]string{"bytes", "decodes", "conn_bytes", "stalled", "inflate_bytes"}
+
+// Budgets, for the gauges.
+const (
+	budgetShared  = iota // gRPC and OTLP/HTTP
+	budgetOpen           // Kafka and UDS
+	budgetInflate        // gRPC decompression
+	numBudgets
+)
+
+var budgetNames = [numBudgets]string{"grpc_http", "kafka_uds", "grpc_inflate"}
 
 var (
 	// live sums what every Limiter of the process holds: there is one in production, and the
 	// gauges are created once, here, rather than per Limiter.
 	liveBytes, liveDecodes atomic.Int64
 	highBytes              atomic.Int64
+	liveBudget             [numBudgets]atomic.Int64
 
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight",
-		Help: "Bytes intakes hold before admission (gRPC calls and HTTP bodies being received, Kafka requests, UDS partial messages), bounded by -intake.max-bytes.",
+		Help: "Bytes intakes hold before admission (gRPC calls being received and their messages being inflated, HTTP bodies being read and decompressed, Kafka requests and decompressed pushes, UDS partial messages), bounded by -intake.max-bytes, -intake.unauthenticated.max-bytes and -intake.inflate-bytes together.",
 	}, func() float64 { return float64(liveBytes.Load()) })
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight_high_water",
 		Help: "The highest otlpgate_intake_bytes_in_flight seen since start.",
 	}, func() float64 { return float64(highBytes.Load()) })
+	_ = func() [numBudgets]prometheus.GaugeFunc {
+		var g [numBudgets]prometheus.GaugeFunc
+		for b := range g {
+			g[b] = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "otlpgate_intake_budget_bytes_in_flight",
+				Help:        "otlpgate_intake_bytes_in_flight by budget: grpc_http (bounded by -intake.max-bytes), kafka_uds (-intake.unauthenticated.max-bytes), grpc_inflate (-intake.inflate-bytes).",
+				ConstLabels: prometheus.Labels{"budget": budgetNames[b]},
+			}, func() float64 { return float64(liveBudget[b].Load()) })
+		}
+		return g
+	}()
 	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_decodes_in_flight",
 		Help: "Decodes running before admission, bounded by -intake.max-decodes.",
@@ -98,12 +172,13 @@ var (
 
 	intakeRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_intake_refused_total",
-		Help: "Requests an intake refused, paused or discarded because the intake limiter was full, by intake and resource (bytes: -intake.max-bytes, decodes: -intake.max-decodes).",
+		Help: "Requests an intake refused, paused or discarded because the intake limiter had no room, and gRPC connections it ended, by intake and resource (bytes: -intake.max-bytes, or -intake.unauthenticated.max-bytes for kafka and uds; decodes: -intake.max-decodes; conn_bytes: -intake.max-conn-bytes; inflate_bytes: -intake.inflate-bytes; stalled: a connection holding bytes received too little for -intake.progress-timeout).",
 	}, []string{"intake", "resource"})
-	intakeRefusedC = func() (c [NumIntakes][numResources]prometheus.Counter) {
+	intakeRefusedC = func() (c [NumIntakes][numRefusals]prometheus.Counter) {
 		for i := range NumIntakes {
-			c[i][resBytes] = intakeRefused.WithLabelValues(i.String(), "bytes")
-			c[i][resDecodes] = intakeRefused.WithLabelValues(i.String(), "decodes")
+			for r := range numRefusals {
+				c[i][r] = intakeRefused.WithLabelValues(i.String(), refusalNames[r])
+			}
 		}
 		return c
 	}()
@@ -114,12 +189,21 @@ var (
 // result is admitted (copied into the pipeline) or refused. What the queue bounds after
 // admission (-queue.max-bytes), the Limiter bounds before it.
 //
+// Bytes are taken as they are about to be held, not as a client declares them: a body read
+// grows its buffer (and its reservation) as bytes arrive, a decompression takes budget for
+// the output it is about to produce. The one exception is a gRPC call, whose whole message
+// gRPC lets in once the call reads it: see Account.
+//
 // Waiters are served in arrival order, so a large request is not starved by small ones. Every
-// method is safe for concurrent use and none allocates (waiters are pooled).
+// method is safe for concurrent use and none allocates (waiters are pooled), except NewAccount.
 type Limiter struct {
-	wait    time.Duration
-	bytes   gate
-	decodes gate
+	wait     time.Duration
+	progress time.Duration
+	maxConn  int64
+	bytes    [numBudgets]gate
+	decodes  gate
+	// total is what every budget holds, high its high-water mark.
+	total, high atomic.Int64
 }
 
 // NewLimiter returns a Limiter for cfg, which must be valid.
@@ -131,52 +215,118 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	if d == 0 {
 		d = 2 * runtime.GOMAXPROCS(0)
 	}
-	l := &Limiter{wait: cfg.Wait}
-	l.bytes.init(cfg.MaxBytes, &liveBytes, &highBytes)
+	open := cfg.UnauthenticatedMaxBytes
+	if open == 0 {
+		open = cfg.MaxBytes
+	}
+	inflate := cfg.InflateMaxBytes
+	if inflate == 0 {
+		inflate = cfg.MaxBytes
+	}
+	l := &Limiter{wait: cfg.Wait, progress: cfg.ProgressTimeout, maxConn: cfg.MaxConnBytes}
+	if l.maxConn == 0 {
+		l.maxConn = cfg.MaxBytes
+	}
+	l.bytes[budgetShared].init(cfg.MaxBytes, &liveBudget[budgetShared], nil)
+	l.bytes[budgetOpen].init(open, &liveBudget[budgetOpen], nil)
+	l.bytes[budgetInflate].init(inflate, &liveBudget[budgetInflate], nil)
 	l.decodes.init(int64(d), &liveDecodes, nil)
 	return l
 }
 
-// MaxBytes returns the byte bound. Safe for concurrent use.
-func (l *Limiter) MaxBytes() int64 { return l.bytes.max }
+// budgetOf is the budget intake in draws from.
+func budgetOf(in Intake) int {
+	if in == IntakeKafka || in == IntakeUDS {
+		return budgetOpen
+	}
+	return budgetShared
+}
+
+// MaxBytes returns the byte bound of the gRPC and OTLP/HTTP intakes. Safe for concurrent use.
+func (l *Limiter) MaxBytes() int64 { return l.bytes[budgetShared].max }
+
+// MaxBytesFor returns the byte bound intake in draws from. Safe for concurrent use.
+func (l *Limiter) MaxBytesFor(in Intake) int64 { return l.bytes[budgetOf(in)].max }
+
+// MaxConnBytes returns the cap of one Account. Safe for concurrent use.
+func (l *Limiter) MaxConnBytes() int64 { return l.maxConn }
+
+// ProgressTimeout returns how long a connection holding bytes may go without ProgressBytes
+// arriving, 0 for no limit. Safe for concurrent use.
+func (l *Limiter) ProgressTimeout() time.Duration { return l.progress }
 
 // Wait returns the longest wait of AcquireBytes and AcquireDecode, which is also the delay a
 // refused client is told to wait before it retries. Safe for concurrent use.
 func (l *Limiter) Wait() time.Duration { return l.wait }
 
-// Bytes returns the bytes held now. Safe for concurrent use.
-func (l *Limiter) Bytes() int64 { return l.bytes.used.Load() }
+// Bytes returns the bytes held now, in every budget. Safe for concurrent use.
+func (l *Limiter) Bytes() int64 { return l.total.Load() }
 
-// HighWaterBytes returns the most bytes held at once since the Limiter was made. Safe for
-// concurrent use.
-func (l *Limiter) HighWaterBytes() int64 { return l.bytes.high.Load() }
+// BytesFor returns the bytes held now in the budget intake in draws from. Safe for concurrent
+// use.
+func (l *Limiter) BytesFor(in Intake) int64 { return l.bytes[budgetOf(in)].used.Load() }
+
+// HighWaterBytes returns the most bytes held at once since the Limiter was made, in every
+// budget together. Safe for concurrent use.
+func (l *Limiter) HighWaterBytes() int64 { return l.high.Load() }
 
 // Decodes returns the decode slots held now. Safe for concurrent use.
 func (l *Limiter) Decodes() int64 { return l.decodes.used.Load() }
 
-// AcquireBytes takes n bytes, waiting up to the configured wait (or until done is closed; nil
-// never is). It reports false, counted as a refusal of in, when they could not be had, and at
-// once when n exceeds MaxBytes. Release with ReleaseBytes(n). Safe for concurrent use.
+// AcquireBytes takes n bytes from in's budget, waiting up to the configured wait (or until
+// done is closed; nil never is). It reports false, counted as a refusal of in, when they could
+// not be had, and at once when n exceeds the budget. Release with ReleaseBytes(in, n). Safe for
+// concurrent use.
 func (l *Limiter) AcquireBytes(in Intake, n int64, done <-chan struct{}) bool {
-	if l.bytes.acquire(n, l.wait, done) {
+	if l.take(in, n, l.wait, done) {
 		return true
 	}
-	intakeRefusedC[in][resBytes].Inc()
+	intakeRefusedC[in][RefusedBytes].Inc()
 	return false
 }
 
 // TryAcquireBytes is AcquireBytes without waiting, for event loops. Safe for concurrent use.
 func (l *Limiter) TryAcquireBytes(in Intake, n int64) bool {
-	if l.bytes.acquire(n, 0, nil) {
+	if l.take(in, n, 0, nil) {
 		return true
 	}
-	intakeRefusedC[in][resBytes].Inc()
+	intakeRefusedC[in][RefusedBytes].Inc()
 	return false
 }
 
-// ReleaseBytes gives back n bytes taken by AcquireBytes or TryAcquireBytes. Safe for
+// ReleaseBytes gives back n bytes in took by AcquireBytes or TryAcquireBytes. Safe for
 // concurrent use.
-func (l *Limiter) ReleaseBytes(n int64) { l.bytes.release(n) }
+func (l *Limiter) ReleaseBytes(in Intake, n int64) {
+	l.bytes[budgetOf(in)].release(n)
+	l.noteTotal(-n)
+}
+
+// take takes n bytes from in's budget and adds them to the process-wide total.
+func (l *Limiter) take(in Intake, n int64, wait time.Duration, done <-chan struct{}) bool {
+	if !l.bytes[budgetOf(in)].acquire(n, wait, done) {
+		return false
+	}
+	l.noteTotal(n)
+	return true
+}
+
+// noteTotal adds n to what the Limiter and the process hold over every budget, and raises the
+// high-water marks.
+func (l *Limiter) noteTotal(n int64) {
+	u := l.total.Add(n)
+	t := liveBytes.Add(n)
+	if n <= 0 {
+		return
+	}
+	raise(&l.high, u)
+	raise(&highBytes, t)
+}
+
+// raise lifts a high-water mark to v.
+func raise(h *atomic.Int64, v int64) {
+	for p := h.Load(); v > p && !h.CompareAndSwap(p, v); p = h.Load() {
+	}
+}
 
 // AcquireDecode takes a decode slot, waiting like AcquireBytes. Release with ReleaseDecode.
 // Safe for concurrent use.
@@ -184,154 +334,50 @@ func (l *Limiter) AcquireDecode(in Intake, done <-chan struct{}) bool {
 	if l.decodes.acquire(1, l.wait, done) {
 		return true
 	}
-	intakeRefusedC[in][resDecodes].Inc()
+	intakeRefusedC[in][RefusedDecodes].Inc()
 	return false
 }
 
 // ReleaseDecode gives back a slot taken by AcquireDecode. Safe for concurrent use.
 func (l *Limiter) ReleaseDecode() { l.decodes.release(1) }
 
-// gate is a weighted semaphore with a FIFO of waiters.
-//
-// Invariants (under mu):
-//  1. used never exceeds max.
-//  2. A waiter is in the list until it is granted (granted set, its n added to used) or it
-//     removes itself after giving up; never both.
-//  3. When the list is not empty, its head does not fit (used+head.n > max): every release and
-//     every removal re-checks it.
-type gate struct {
-	max   int64
-	used  atomic.Int64 // written under mu, read lock-free by gauges and tests
-	high  atomic.Int64
-	total *atomic.Int64 // the process-wide sum this gate adds to
-	peak  *atomic.Int64 // the process-wide high-water mark, or nil
-	mu    sync.Mutex
-	head  *waiter
-	tail  *waiter
-}
-
-type waiter struct {
-	next    *waiter
-	n       int64
-	granted bool
-	ready   chan struct{} // capacity 1: the grant never blocks the releaser
-	timer   *time.Timer
-}
-
-var waiterPool = sync.Pool{New: func() any {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &waiter{ready: make(chan struct{}, 1), timer: t}
-}}
-
-func (g *gate) init(max int64, total, peak *atomic.Int64) {
-	g.max, g.total, g.peak = max, total, peak
-}
-
-func (g *gate) acquire(n int64, wait time.Duration, done <-chan struct{}) bool {
-	if n < 0 || n > g.max {
-		return false
-	}
-	g.mu.Lock()
-	if g.head == nil && g.used.Load()+n <= g.max {
-		g.takeLocked(n)
-		g.mu.Unlock()
+// AcquireInflate takes n bytes of the inflate budget for a gRPC message being decompressed,
+// waiting up to wait (or until done is closed) rather than the Limiter's wait: a decompressor
+// takes from it once per message and holds it only while it inflates, so a waiter is served
+// as soon as the messages ahead of it are inflated, and a refusal would reach the client as an
+// error it does not retry. A refusal is counted as an inflate_bytes refusal of in. Release
+// with ReleaseInflate. Safe for concurrent use.
+func (l *Limiter) AcquireInflate(in Intake, n int64, wait time.Duration, done <-chan struct{}) bool {
+	if l.bytes[budgetInflate].acquire(n, wait, done) {
+		l.noteTotal(n)
 		return true
 	}
-	if wait <= 0 {
-		g.mu.Unlock()
-		return false
-	}
-	w := waiterPool.Get().(*waiter)
-	w.n, w.granted, w.next = n, false, nil
-	if g.tail == nil {
-		g.head = w
-	} else {
-		g.tail.next = w
-	}
-	g.tail = w
-	g.mu.Unlock()
-
-	w.timer.Reset(wait)
-	select {
-	case <-w.ready:
-	case <-w.timer.C:
-	case <-done:
-	}
-	w.timer.Stop()
-	g.mu.Lock()
-	ok := w.granted
-	if !ok {
-		g.removeLocked(w)
-		// The head may have been waiting behind w only.
-		g.grantLocked()
-	}
-	g.mu.Unlock()
-	// A grant that raced with the timer left its token: drain it before the waiter is reused.
-	select {
-	case <-w.ready:
-	default:
-	}
-	waiterPool.Put(w)
-	return ok
+	intakeRefusedC[in][RefusedInflate].Inc()
+	return false
 }
 
-func (g *gate) release(n int64) {
-	g.mu.Lock()
-	u := g.used.Add(-n)
-	g.total.Add(-n)
-	if u < 0 {
-		g.mu.Unlock()
-		panic("BUG: intake limiter released more than it granted")
-	}
-	g.grantLocked()
-	g.mu.Unlock()
+// InflateWaiting returns how many decompressions wait for the inflate budget now. Safe for
+// concurrent use.
+func (l *Limiter) InflateWaiting() int { return l.bytes[budgetInflate].waiting() }
+
+// ReleaseInflate gives back n bytes taken by AcquireInflate. Safe for concurrent use.
+func (l *Limiter) ReleaseInflate(n int64) {
+	l.bytes[budgetInflate].release(n)
+	l.noteTotal(-n)
 }
 
-func (g *gate) takeLocked(n int64) {
-	u := g.used.Add(n)
-	t := g.total.Add(n)
-	if u > g.high.Load() {
-		g.high.Store(u)
-	}
-	if g.peak != nil {
-		for p := g.peak.Load(); t > p && !g.peak.CompareAndSwap(p, t); p = g.peak.Load() {
-		}
-	}
-}
+// InflateBytes returns the inflate budget's bytes held now. Safe for concurrent use.
+func (l *Limiter) InflateBytes() int64 { return l.bytes[budgetInflate].used.Load() }
 
-// grantLocked grants waiters from the head while they fit.
-func (g *gate) grantLocked() {
-	for w := g.head; w != nil && g.used.Load()+w.n <= g.max; w = g.head {
-		g.head = w.next
-		if g.head == nil {
-			g.tail = nil
-		}
-		w.next = nil
-		w.granted = true
-		g.takeLocked(w.n)
-		w.ready <- struct{}{}
-	}
-}
+// MaxInflateBytes returns the inflate budget. Safe for concurrent use.
+func (l *Limiter) MaxInflateBytes() int64 { return l.bytes[budgetInflate].max }
 
-func (g *gate) removeLocked(w *waiter) {
-	var prev *waiter
-	for c := g.head; c != nil; prev, c = c, c.next {
-		if c != w {
-			continue
-		}
-		if prev == nil {
-			g.head = c.next
-		} else {
-			prev.next = c.next
-		}
-		if g.tail == c {
-			g.tail = prev
-		}
-		c.next = nil
-		return
-	}
-}
+// CountStalled counts a connection of in ended for want of progress while it held bytes.
+// Safe for concurrent use.
+func (l *Limiter) CountStalled(in Intake) { intakeRefusedC[in][RefusedStalled].Inc() }
 
 // IntakeRefusedCounter returns the counter of in's byte refusals, for tests of the intakes.
-func IntakeRefusedCounter(in Intake) prometheus.Counter { return intakeRefusedC[in][resBytes] }
+func IntakeRefusedCounter(in Intake) prometheus.Counter { return intakeRefusedC[in][RefusedBytes] }
+
+// RefusedCounter returns the counter of in's refusals for r, for tests of the intakes.
+func RefusedCounter(in Intake, r Refusal) prometheus.Counter { return intakeRefusedC[in][r] }

@@ -15,7 +15,7 @@ func TestLimiterZeroAlloc(t *testing.T) {
 			t.Fatal("refused with nothing held")
 		}
 		l.ReleaseDecode()
-		l.ReleaseBytes(4096)
+		l.ReleaseBytes(IntakeGRPC, 4096)
 	}); got != 0 {
 		t.Errorf("acquire+release: %v allocs/op, want 0", got)
 	}
@@ -29,5 +29,19 @@ func TestLimiterZeroAlloc(t *testing.T) {
 	}); got != 0 {
 		t.Errorf("waiting acquire: %v allocs/op, want 0", got)
 	}
-	l.ReleaseBytes(1 << 20)
+	l.ReleaseBytes(IntakeGRPC, 1<<20)
+}
+
+func TestAccountZeroAlloc(t *testing.T) {
+	l := NewLimiter(LimiterConfig{MaxBytes: 1 << 20, Wait: time.Microsecond})
+	a := l.NewAccount(IntakeGRPC)
+	if got := testing.AllocsPerRun(1000, func() {
+		tick, ok := a.Acquire(4096, nil)
+		if !ok {
+			t.Fatal("refused with nothing held")
+		}
+		a.Release(4096, tick)
+	}); got != 0 {
+		t.Errorf("account acquire+release: %v allocs/op, want 0", got)
+	}
 }

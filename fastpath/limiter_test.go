@@ -20,15 +20,7 @@ func newTestLimiter(t *testing.T, maxBytes int64, decodes int, wait time.Duratio
 }
 
 // waiters counts the waiters queued on g.
-func (g *gate) waiters() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := 0
-	for w := g.head; w != nil; w = w.next {
-		n++
-	}
-	return n
-}
+func (g *gate) waiters() int { return g.waiting() }
 
 // untilWaiters polls (bounded) until g has n waiters queued.
 func untilWaiters(t *testing.T, g *gate, n int) {
@@ -44,7 +36,7 @@ func untilWaiters(t *testing.T, g *gate, n int) {
 
 func TestLimiterRefusesWithoutWait(t *testing.T) {
 	l := newTestLimiter(t, 1<<20, 2, 0)
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeUDS][resBytes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeUDS][RefusedBytes])
 	if !l.TryAcquireBytes(IntakeUDS, 700<<10) {
 		t.Fatal("first 700KiB refused")
 	}
@@ -60,11 +52,11 @@ func TestLimiterRefusesWithoutWait(t *testing.T) {
 	if l.TryAcquireBytes(IntakeUDS, 1) {
 		t.Fatal("one byte granted past the limit")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeUDS][resBytes]) - refused; got != 2 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeUDS][RefusedBytes]) - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=uds,resource=bytes} grew by %v, want 2", got)
 	}
-	l.ReleaseBytes(700 << 10)
-	l.ReleaseBytes(324 << 10)
+	l.ReleaseBytes(IntakeUDS, 700<<10)
+	l.ReleaseBytes(IntakeUDS, 324<<10)
 	if got := l.HighWaterBytes(); got != 1<<20 {
 		t.Fatalf("HighWaterBytes() = %d, want %d", got, 1<<20)
 	}
@@ -76,7 +68,7 @@ func TestLimiterRefusesWithoutWait(t *testing.T) {
 
 func TestLimiterDecodes(t *testing.T) {
 	l := newTestLimiter(t, 1<<20, 2, 0)
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][resDecodes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedDecodes])
 	if !l.AcquireDecode(IntakeKafka, nil) || !l.AcquireDecode(IntakeKafka, nil) {
 		t.Fatal("two decodes refused with MaxDecodes 2")
 	}
@@ -92,7 +84,7 @@ func TestLimiterDecodes(t *testing.T) {
 	}
 	l.ReleaseDecode()
 	l.ReleaseDecode()
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][resDecodes]) - refused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedDecodes]) - refused; got != 1 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=kafka,resource=decodes} grew by %v, want 1", got)
 	}
 	if d := NewLimiter(DefaultLimiterConfig()).decodes.max; d < 2 || d%2 != 0 {
@@ -119,14 +111,14 @@ func TestLimiterWaitFIFO(t *testing.T) {
 	}
 	wg.Add(1)
 	go acquire(600 << 10)
-	untilWaiters(t, &l.bytes, 1)
+	untilWaiters(t, &l.bytes[budgetOpen], 1)
 	wg.Add(1)
 	go acquire(100 << 10) // would fit now, but must queue behind the 600KiB
-	untilWaiters(t, &l.bytes, 2)
+	untilWaiters(t, &l.bytes[budgetOpen], 2)
 	if got := l.Bytes(); got != 900<<10 {
 		t.Fatalf("Bytes() = %d while waiting, want %d", got, 900<<10)
 	}
-	l.ReleaseBytes(900 << 10)
+	l.ReleaseBytes(IntakeKafka, 900<<10)
 	wg.Wait()
 	close(order)
 	var got []int64
@@ -136,8 +128,8 @@ func TestLimiterWaitFIFO(t *testing.T) {
 	if len(got) != 2 || l.Bytes() != 700<<10 {
 		t.Fatalf("granted %v, holding %d; want both granted, 700KiB held", got, l.Bytes())
 	}
-	l.ReleaseBytes(600 << 10)
-	l.ReleaseBytes(100 << 10)
+	l.ReleaseBytes(IntakeKafka, 600<<10)
+	l.ReleaseBytes(IntakeKafka, 100<<10)
 }
 
 func TestLimiterWaitEnds(t *testing.T) {
@@ -145,7 +137,7 @@ func TestLimiterWaitEnds(t *testing.T) {
 	if !l.AcquireBytes(IntakeGRPC, 1<<20, nil) {
 		t.Fatal("first acquire refused")
 	}
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][resBytes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes])
 	// The bounded wait passes.
 	if l.AcquireBytes(IntakeGRPC, 1, nil) {
 		t.Fatal("granted while the budget was held")
@@ -158,19 +150,19 @@ func TestLimiterWaitEnds(t *testing.T) {
 	if l2.AcquireBytes(IntakeGRPC, 1, done) {
 		t.Fatal("granted after done closed")
 	}
-	if n := l.bytes.waiters() + l2.bytes.waiters(); n != 0 {
+	if n := l.bytes[budgetShared].waiters() + l2.bytes[budgetShared].waiters(); n != 0 {
 		t.Fatalf("%d waiters left queued after giving up", n)
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][resBytes]) - refused; got != 2 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes]) - refused; got != 2 {
 		t.Fatalf("refusals grew by %v, want 2", got)
 	}
-	l.ReleaseBytes(1 << 20)
-	l2.ReleaseBytes(1 << 20)
+	l.ReleaseBytes(IntakeGRPC, 1<<20)
+	l2.ReleaseBytes(IntakeGRPC, 1<<20)
 	// A waiter that gave up must not block the next one.
 	if !l.AcquireBytes(IntakeGRPC, 1<<20, nil) {
 		t.Fatal("acquire refused with nothing held")
 	}
-	l.ReleaseBytes(1 << 20)
+	l.ReleaseBytes(IntakeGRPC, 1<<20)
 }
 
 // A waiter giving up at the head lets the ones behind it through when they fit.
@@ -180,10 +172,10 @@ func TestLimiterGiveUpUnblocksNext(t *testing.T) {
 	done := make(chan struct{})
 	first := make(chan bool)
 	go func() { first <- l.AcquireBytes(IntakeKafka, 1<<20, done) }()
-	untilWaiters(t, &l.bytes, 1)
+	untilWaiters(t, &l.bytes[budgetOpen], 1)
 	second := make(chan bool)
 	go func() { second <- l.AcquireBytes(IntakeKafka, 256<<10, nil) }()
-	untilWaiters(t, &l.bytes, 2)
+	untilWaiters(t, &l.bytes[budgetOpen], 2)
 	close(done)
 	if <-first {
 		t.Fatal("the 1MiB waiter was granted")
@@ -191,8 +183,8 @@ func TestLimiterGiveUpUnblocksNext(t *testing.T) {
 	if !<-second {
 		t.Fatal("the 256KiB waiter was not granted once the head gave up")
 	}
-	l.ReleaseBytes(512 << 10)
-	l.ReleaseBytes(256 << 10)
+	l.ReleaseBytes(IntakeKafka, 512<<10)
+	l.ReleaseBytes(IntakeKafka, 256<<10)
 }
 
 func TestLimiterConcurrent(t *testing.T) {
@@ -217,7 +209,7 @@ func TestLimiterConcurrent(t *testing.T) {
 					t.Errorf("holding %d bytes and %d decodes, limits %d and 3", b, d, max)
 				}
 				l.ReleaseDecode()
-				l.ReleaseBytes(n)
+				l.ReleaseBytes(IntakeGRPC, n)
 			}
 		}()
 	}
@@ -239,6 +231,12 @@ func TestLimiterConfigValidate(t *testing.T) {
 	f(LimiterConfig{MaxBytes: 1 << 20, MaxDecodes: -1}, false)
 	f(LimiterConfig{MaxBytes: 1 << 20, Wait: -1}, false)
 	f(LimiterConfig{MaxBytes: 1 << 20}, true)
+	f(LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 19}, false)
+	f(LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 8 << 20}, true)
+	f(LimiterConfig{MaxBytes: 8 << 20, MaxConnBytes: 1 << 19}, false)
+	f(LimiterConfig{MaxBytes: 8 << 20, MaxConnBytes: 16 << 20}, false)
+	f(LimiterConfig{MaxBytes: 8 << 20, MaxConnBytes: 8 << 20}, true)
+	f(LimiterConfig{MaxBytes: 1 << 20, ProgressTimeout: -1}, false)
 }
 
 func BenchmarkLimiterAcquireRelease(b *testing.B) {
@@ -248,8 +246,95 @@ func BenchmarkLimiterAcquireRelease(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if l.AcquireBytes(IntakeGRPC, 64<<10, nil) {
-				l.ReleaseBytes(64 << 10)
+				l.ReleaseBytes(IntakeGRPC, 64<<10)
 			}
 		}
 	})
+}
+
+// Kafka and UDS, which cannot authenticate their clients, draw from a budget of their own:
+// filling it to the last byte leaves the gRPC and OTLP/HTTP budget whole, and the reverse.
+func TestLimiterUnauthenticatedBudgetApart(t *testing.T) {
+	l := NewLimiter(LimiterConfig{MaxBytes: 4 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: time.Millisecond})
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedBytes])
+	if !l.TryAcquireBytes(IntakeKafka, 512<<10) || !l.TryAcquireBytes(IntakeUDS, 512<<10) {
+		t.Fatal("the unauthenticated budget refused its own size")
+	}
+	if l.AcquireBytes(IntakeKafka, 1, nil) {
+		t.Fatal("a Kafka byte granted past -intake.unauthenticated.max-bytes")
+	}
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedBytes]) - refused; got != 1 {
+		t.Fatalf("kafka byte refusals grew by %v, want 1", got)
+	}
+	// The other budget is untouched: the whole of it is granted.
+	if !l.AcquireBytes(IntakeGRPC, 3<<20, nil) || !l.AcquireBytes(IntakeHTTP, 1<<20, nil) {
+		t.Fatal("gRPC and HTTP refused while only Kafka and UDS held bytes")
+	}
+	if got, want := l.BytesFor(IntakeHTTP), int64(4<<20); got != want {
+		t.Fatalf("grpc_http budget holds %d, want %d", got, want)
+	}
+	if got, want := l.BytesFor(IntakeUDS), int64(1<<20); got != want {
+		t.Fatalf("kafka_uds budget holds %d, want %d", got, want)
+	}
+	if got, want := l.Bytes(), int64(5<<20); got != want || l.HighWaterBytes() != want {
+		t.Fatalf("Bytes %d, high water %d, want both %d", got, l.HighWaterBytes(), want)
+	}
+	if l.MaxBytesFor(IntakeUDS) != 1<<20 || l.MaxBytesFor(IntakeGRPC) != 4<<20 || l.MaxBytes() != 4<<20 {
+		t.Fatalf("MaxBytesFor: uds %d, grpc %d", l.MaxBytesFor(IntakeUDS), l.MaxBytesFor(IntakeGRPC))
+	}
+	l.ReleaseBytes(IntakeGRPC, 3<<20)
+	l.ReleaseBytes(IntakeHTTP, 1<<20)
+	l.ReleaseBytes(IntakeKafka, 512<<10)
+	l.ReleaseBytes(IntakeUDS, 512<<10)
+	if l.Bytes() != 0 {
+		t.Fatalf("holding %d after every release", l.Bytes())
+	}
+	// Unset, the unauthenticated budget is as large as the other.
+	if d := NewLimiter(LimiterConfig{MaxBytes: 2 << 20}); d.MaxBytesFor(IntakeKafka) != 2<<20 || d.MaxConnBytes() != 2<<20 {
+		t.Fatalf("unset budgets: kafka %d, conn %d, want both 2MiB", d.MaxBytesFor(IntakeKafka), d.MaxConnBytes())
+	}
+}
+
+// A budget's release is counted against that budget only, and a release past what was
+// granted is a bug, whichever the budget.
+func TestLimiterReleaseWrongBudgetPanics(t *testing.T) {
+	l := NewLimiter(LimiterConfig{MaxBytes: 1 << 20})
+	l.TryAcquireBytes(IntakeGRPC, 100)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("releasing Kafka bytes that only gRPC took did not panic")
+		}
+	}()
+	l.ReleaseBytes(IntakeKafka, 100)
+}
+
+// gRPC messages inflate into a budget of their own: a full -intake.max-bytes (every call's
+// reservation taken) does not keep a call from inflating its message, and the inflate budget
+// refuses past its size (counted as inflate_bytes).
+func TestLimiterInflateBudgetApart(t *testing.T) {
+	l := NewLimiter(LimiterConfig{MaxBytes: 4 << 20, InflateMaxBytes: 2 << 20, Wait: time.Millisecond})
+	if !l.AcquireBytes(IntakeGRPC, 4<<20, nil) {
+		t.Fatal("cannot take the shared budget")
+	}
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedInflate])
+	if !l.AcquireInflate(IntakeGRPC, 2<<20, time.Millisecond, nil) {
+		t.Fatal("inflate refused while only the shared budget was full")
+	}
+	if l.AcquireInflate(IntakeGRPC, 1, time.Millisecond, nil) {
+		t.Fatal("inflate granted past -intake.inflate-bytes")
+	}
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedInflate]) - refused; got != 1 {
+		t.Fatalf("inflate_bytes refusals grew by %v, want 1", got)
+	}
+	if l.Bytes() != 6<<20 || l.InflateBytes() != 2<<20 || l.HighWaterBytes() != 6<<20 {
+		t.Fatalf("Bytes %d, InflateBytes %d, high water %d", l.Bytes(), l.InflateBytes(), l.HighWaterBytes())
+	}
+	l.ReleaseInflate(2 << 20)
+	l.ReleaseBytes(IntakeGRPC, 4<<20)
+	if l.Bytes() != 0 {
+		t.Fatalf("holding %d after the releases", l.Bytes())
+	}
+	if d := NewLimiter(LimiterConfig{MaxBytes: 8 << 20}); d.MaxInflateBytes() != 8<<20 {
+		t.Fatalf("unset inflate budget %d, want as large as MaxBytes", d.MaxInflateBytes())
+	}
 }

@@ -10,7 +10,7 @@ import (
 
 const (
 	minShift = 10 // smallest tier: 1 KiB
-	maxShift = 24 // largest tier: 16 MiB
+	maxShift = 26 // largest tier: 64 MiB
 	numTiers = maxShift - minShift + 1
 
 	// MinSize is the capacity of the smallest tier; every pooled buffer has at least this.
@@ -35,7 +35,7 @@ func init() {
 
 var oversizedGets = promauto.NewCounter(prometheus.CounterOpts{
 	Name: "otlpgate_pool_oversized_gets_total",
-	Help: "Byte buffer requests above the largest pool tier (16 MiB), served by a plain allocation.",
+	Help: "Byte buffer requests above the largest pool tier (64 MiB), served by a plain allocation.",
 })
 
 // GetBytes returns an empty buffer (len 0) with capacity of at least size, from the smallest

@@ -3,12 +3,15 @@
 //
 // # Byte pools
 //
-// GetBytes and PutBytes serve *[]byte from fifteen tiers, 1 KiB to 16 MiB in powers of two, each
-// a sync.Pool. A request is served by the smallest tier whose capacity covers it, so the buffer
-// never has to grow while the caller fills it; PutBytes files a buffer under the largest tier its
-// capacity covers, so a buffer grown by append is still reused. Requests above 16 MiB are
-// allocated and dropped again on put: they are rare (a batch is capped well below that) and
-// pooling them would pin memory that the next burst may never need.
+// GetBytes and PutBytes serve *[]byte from seventeen tiers, 1 KiB to 64 MiB in powers of two,
+// each a sync.Pool. A request is served by the smallest tier whose capacity covers it, so the
+// buffer never has to grow while the caller fills it; PutBytes files a buffer under the largest
+// tier its capacity covers, so a buffer grown by append is still reused. The largest tiers hold
+// the bodies of the largest requests the intakes accept (-http.max-request-bytes is 64 MiB) and
+// their decompressed copies: under a burst of them, a buffer dropped after each request would
+// be garbage the collector lets grow to the live heap's size before it runs, where a pooled one
+// is taken again by the next request, so the process holds about what the intake limiter lets
+// it hold. Requests above 64 MiB are allocated and dropped again on put.
 //
 // A sync.Pool drops what sat unused through two collections, and gRPC's garbage makes a busy
 // proxy collect every few milliseconds, so a pool alone comes up short after every lull and at

@@ -18,6 +18,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -215,11 +216,17 @@ func finishConfig(cfg *config) error {
 	if err := cfg.intake.Validate(); err != nil {
 		return err
 	}
-	if m := int64(cfg.grpc.MaxRecvMsgSize); cfg.grpc.Listen != "" && m > cfg.intake.MaxBytes {
-		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d: no call could be received", m, cfg.intake.MaxBytes)
+	// The servers check their sizes against the limiter again; these name the flags.
+	in := fastpath.NewLimiter(cfg.intake)
+	if m := int64(cfg.grpc.MaxRecvMsgSize); cfg.grpc.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
+		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
+			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
 	}
-	if m := int64(cfg.kafka.MaxRequestBytes); cfg.kafka.Listen != "" && m > cfg.intake.MaxBytes {
-		return fmt.Errorf("-kafka.max-request-bytes %d exceeds -intake.max-bytes %d", m, cfg.intake.MaxBytes)
+	if m := 2 * int64(cfg.http.MaxRequestBytes); cfg.http.Listen != "" && m > in.MaxBytes() {
+		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
+	}
+	if m := int64(cfg.kafka.MaxRequestBytes + pool.Cap(cfg.kafka.TelemetryMaxBytes)); cfg.kafka.Listen != "" && m > in.MaxBytesFor(fastpath.IntakeKafka) {
+		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(fastpath.IntakeKafka))
 	}
 	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(), cfg.pprof.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
@@ -278,7 +285,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
-	codec.RegisterCompressors()
+	// One intake limiter bounds what every intake holds before admission, as the queue does
+	// after; gRPC messages inflate into its inflate budget, so it exists before the
+	// compressors are registered (before any server or client).
+	lim := fastpath.NewLimiter(cfg.intake)
+	cc := codec.DefaultConfig()
+	cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(lim), cfg.grpc.MaxRecvMsgSize
+	if err := codec.RegisterCompressorsWith(cc); err != nil {
+		return err
+	}
 
 	var dests []fastpath.Destination
 	var clients []outlet
@@ -331,8 +346,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 	}
-	// One intake limiter bounds what every intake holds before admission, as the queue does after.
-	lim := fastpath.NewLimiter(cfg.intake)
 	cfg.grpc.Limiter, cfg.http.Limiter, cfg.kafka.Limiter, cfg.uds.Limiter = lim, lim, lim, lim
 	gs, err := grpcserver.New(cfg.grpc, p, log)
 	if err != nil {

@@ -143,16 +143,21 @@ func (c *Control) BusyDelay() time.Duration { return c.lim.Wait() }
 // Limiter returns the intake limiter, nil for none.
 func (c *Control) Limiter() *fastpath.Limiter { return c.lim }
 
-// Hold is the intake limiter's reservation for one request body being received and admitted.
-// The zero value holds nothing.
+// Hold is the intake limiter's reservation for one request being received and admitted: a
+// gRPC call's message, an HTTP body and its decompressed copy as they grow. The zero value
+// holds nothing.
 type Hold struct {
-	lim *fastpath.Limiter
-	n   int64
+	lim  *fastpath.Limiter
+	acct *fastpath.Account // the connection's account, when the bytes came from one
+	tick uint64            // when the account's reservation was taken
+	in   fastpath.Intake
+	n    int64
 }
 
-// Take reserves n bytes for in, waiting up to -intake.wait or until done is closed. It reports
-// false when the limiter refused (counted there). Without a limiter it takes nothing and
-// reports true. h must hold nothing.
+// Take reserves n more bytes for in, waiting up to -intake.wait or until done is closed. It
+// reports false when the limiter refused (counted there); h keeps what it held before. Without
+// a limiter it takes nothing and reports true. h must not hold bytes of another intake or
+// account.
 func (c *Control) Take(h *Hold, in fastpath.Intake, n int64, done <-chan struct{}) bool {
 	if c.lim == nil {
 		return true
@@ -160,17 +165,51 @@ func (c *Control) Take(h *Hold, in fastpath.Intake, n int64, done <-chan struct{
 	if !c.lim.AcquireBytes(in, n, done) {
 		return false
 	}
-	h.lim, h.n = c.lim, n
+	h.lim, h.in, h.n = c.lim, in, h.n+n
 	return true
 }
 
-// Release gives the reservation back; calling it again does nothing.
-func (h *Hold) Release() {
-	if h.n > 0 {
-		h.lim.ReleaseBytes(h.n)
-		h.n = 0
+// TakeFrom reserves n bytes from a connection's account (gRPC), within its share
+// (-intake.max-conn-bytes), waiting like Take. It is one reservation: h must hold nothing, and
+// gives it back whole.
+func (c *Control) TakeFrom(h *Hold, a *fastpath.Account, n int64, done <-chan struct{}) bool {
+	if h.n != 0 {
+		panic("BUG: admission: a hold takes from an account once")
 	}
+	tick, ok := a.Acquire(n, done)
+	if !ok {
+		return false
+	}
+	h.acct, h.tick, h.in, h.n = a, tick, a.Intake(), n
+	return true
 }
+
+// Give returns n of the bytes h holds, as when a buffer was replaced by a larger one. An
+// account's reservation is given back whole only.
+func (h *Hold) Give(n int64) {
+	if n <= 0 {
+		return
+	}
+	if n > h.n {
+		panic("BUG: admission: giving back more than the hold holds")
+	}
+	if h.acct != nil {
+		if n != h.n {
+			panic("BUG: admission: an account's reservation is given back whole")
+		}
+		h.acct.Release(n, h.tick)
+		h.n, h.acct = 0, nil
+		return
+	}
+	h.n -= n
+	h.lim.ReleaseBytes(h.in, n)
+}
+
+// Held returns the bytes h holds.
+func (h *Hold) Held() int64 { return h.n }
+
+// Release gives the reservation back; calling it again does nothing.
+func (h *Hold) Release() { h.Give(h.n) }
 
 // RetryAfterSeconds is d as an HTTP Retry-After value: whole seconds rounded up, at least one,
 // because the header has no finer unit and 0 would invite an immediate retry.

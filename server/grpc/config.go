@@ -68,8 +68,12 @@ type Config struct {
 	// "authorization: Bearer <token>" metadata (-grpc.auth.token-file).
 	AuthTokenFile string
 
-	// Limiter is the process-wide intake limiter (-intake.*), nil for none: see recvHold for
-	// what it bounds. A refused call ends with UNAVAILABLE and RetryInfo, counted in
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none: a call reserves
+	// MaxRecvMsgSize before its message is read, from its connection's share
+	// (-intake.max-conn-bytes) and -intake.max-bytes, and a connection whose reservations
+	// see no progress for -intake.progress-timeout is closed (see takeRecv and
+	// connbudget.go); compressed messages inflate into its inflate budget (InflateBudget). A
+	// refused call ends with RESOURCE_EXHAUSTED and RetryInfo, counted in
 	// otlpgate_intake_refused_total{intake="grpc"}.
 	Limiter *fastpath.Limiter
 }
@@ -128,6 +132,10 @@ func (c Config) Validate() error {
 		return errors.New("grpc: bad scan depth")
 	case c.Limiter != nil && int64(c.MaxRecvMsgSize) > c.Limiter.MaxBytes():
 		return fmt.Errorf("grpc: max receive message size %d exceeds the intake limit %d (-intake.max-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxBytes())
+	case c.Limiter != nil && int64(c.MaxRecvMsgSize) > c.Limiter.MaxConnBytes():
+		return fmt.Errorf("grpc: max receive message size %d exceeds what one connection may hold %d (-intake.max-conn-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxConnBytes())
+	case c.Limiter != nil && int64(c.MaxRecvMsgSize) > c.Limiter.MaxInflateBytes():
+		return fmt.Errorf("grpc: max receive message size %d exceeds the inflate budget %d (-intake.inflate-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxInflateBytes())
 	}
 	return nil
 }

@@ -7,10 +7,15 @@
 // fastpath.Pipeline, OTEP requests being re-tagged to the v1 layout on the way into the batch.
 // Responses are small typed messages marshalled by the vtprotobuf codec.
 //
+// Before a unary call's message is read it reserves the largest message from the intake
+// limiter, within its connection's share; a sweep closes connections whose reservations see no
+// progress (intake.go, connbudget.go). Compressed messages inflate into the limiter's inflate
+// budget through the codec's compressors (InflateBudget).
+//
 // It imports fastpath/, codec/, pool/, proto/ and internal/admission (refusal reasons, overload
 // episodes, the intake limiter hold, shared with the HTTP intake); never client/ or cmd/.
 // gRPC runs each call on its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
 // the stream's own, so that its handler's goroutine can end it at shutdown while it waits for a
 // request (drain.go); in -ack=upstream mode they are answered by up to -grpc.stream.window waiter
-// goroutines.
+// goroutines. The progress sweep runs on a goroutine of its own while the server serves.
 package grpcserver

@@ -2,10 +2,13 @@ package grpcserver
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
@@ -14,23 +17,66 @@ import (
 // admitted, waiting up to -intake.wait or until the call ends; false when the limiter refused.
 //
 // grpc-go reads a unary request inside the handler's dec call (RecvMsg), not before the
-// handler runs, so the reservation is taken before the message is read: while a call waits
-// for it, gRPC keeps at most the stream's flow-control window of that call's bytes
-// (-grpc.http2.stream-window), and the client is held back by flow control. The message size
-// is not known before it is read, so a call reserves the largest (-grpc.max-recv-msg-size):
-// -intake.max-bytes / -grpc.max-recv-msg-size calls are received at once, the others wait up to
-// -intake.wait. The reservation is given back as soon as admission copied the message, before
-// an -ack=upstream call waits for its upstream.
+// handler runs, and once it read the message's length it lets the whole message in: the
+// reservation is taken before the message is read. While a call waits for it, gRPC keeps at
+// most the stream's flow-control window of that call's bytes (-grpc.http2.stream-window), and
+// the client is held back by flow control. The message size is not known before it is read, so
+// a call reserves the largest (-grpc.max-recv-msg-size), from its connection's account
+// (-intake.max-conn-bytes, connbudget.go) and the budget of -intake.max-bytes; the inflated
+// copy of a compressed message takes its bytes from the inflate budget before it is produced
+// (InflateBudget). The reservation is given back as soon as admission copied the message,
+// before an -ack=upstream call waits for its upstream.
 func (s *Server) takeRecv(ctx context.Context, h *admission.Hold) bool {
-	return s.adm.Take(h, fastpath.IntakeGRPC, int64(s.cfg.MaxRecvMsgSize), ctx.Done())
+	n := int64(s.cfg.MaxRecvMsgSize)
+	if p, ok := peer.FromContext(ctx); ok {
+		if a := accountOf(p); a != nil {
+			return s.adm.TakeFrom(h, a, n, ctx.Done())
+		}
+	}
+	return s.adm.Take(h, fastpath.IntakeGRPC, n, ctx.Done())
 }
 
-// busy is the answer to a call the intake limiter refused: UNAVAILABLE with RetryInfo, as for
-// a full queue, with the limiter's wait as the delay.
+// busy is the answer to a call the intake limiter refused: RESOURCE_EXHAUSTED with RetryInfo
+// set to the limiter's wait, which OTLP clients retry after the delay.
 func (s *Server) busy() error {
-	st := status.New(codes.Unavailable, "otlpgate intake is busy (-intake.max-bytes): retry after the given delay")
+	st := status.New(codes.ResourceExhausted, "otlpgate intake is busy (-intake.max-bytes): retry after the given delay")
 	if d, err := st.WithDetails(retryInfo(s.adm.BusyDelay())); err == nil {
 		st = d
 	}
 	return st.Err()
 }
+
+// recvError is what a call answers when receiving its message failed with err: the inflate
+// budget's refusal (after inflateWait) as busy, anything else as gRPC reported it. A unary
+// call's client still sees the INTERNAL status gRPC wrote when the receive failed; an OTEP
+// stream ends with this one.
+func (s *Server) recvError(err error) error {
+	if codec.IsInflateBudget(err) {
+		return s.busy()
+	}
+	return err
+}
+
+// InflateBudget returns the codec.Budget the gRPC decompressors inflate into: the intake
+// limiter's inflate budget (-intake.inflate-bytes), from which each message past
+// codec.FreeInflate claims -grpc.max-recv-msg-size before it inflates. It is separate from the
+// budget the calls' reservations come from: a call holds its reservation (for the compressed
+// message) while its message inflates, and calls waiting in one budget for bytes the others
+// hold could wait on one another. A decompression waits for its claim up to inflateWait, not
+// -intake.wait: the claims ahead of it are released as soon as their messages are inflated,
+// and gRPC would answer a refusal INTERNAL, which OTLP clients drop rather than retry. cmd/
+// registers the compressors with it (codec.RegisterCompressorsWith), which also covers the
+// replies the upstream clients decompress, past codec.FreeInflate.
+func InflateBudget(lim *fastpath.Limiter) codec.Budget { return inflateBudget{lim} }
+
+// inflateWait bounds a decompression's wait for its claim; it is only reached if claims were
+// not given back, which would be a bug.
+const inflateWait = 30 * time.Second
+
+type inflateBudget struct{ lim *fastpath.Limiter }
+
+func (b inflateBudget) Acquire(n int) bool {
+	return b.lim.AcquireInflate(fastpath.IntakeGRPC, int64(n), inflateWait, nil)
+}
+
+func (b inflateBudget) Release(n int) { b.lim.ReleaseInflate(int64(n)) }

@@ -15,8 +15,8 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// A call the intake limiter refuses within -intake.wait ends with UNAVAILABLE and RetryInfo
-// set to the wait, on v1 and on the OTEP unary service alike.
+// A call the intake limiter refuses within -intake.wait ends with RESOURCE_EXHAUSTED and
+// RetryInfo set to the wait, on v1 and on the OTEP unary service alike.
 func TestIntakeBusyAnswer(t *testing.T) {
 	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
@@ -41,14 +41,14 @@ func TestIntakeBusyAnswer(t *testing.T) {
 	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC))
 	for name, call := range map[string]func() error{"v1": v1, "otep": func() error { _, err := otep(); return err }} {
 		st := status.Convert(call())
-		if st.Code() != codes.Unavailable || retryDelay(st) != 30*time.Millisecond {
-			t.Fatalf("%s while busy: %v, retry delay %v; want UNAVAILABLE with 30ms", name, st, retryDelay(st))
+		if st.Code() != codes.ResourceExhausted || retryDelay(st) != 30*time.Millisecond {
+			t.Fatalf("%s while busy: %v, retry delay %v; want RESOURCE_EXHAUSTED with 30ms", name, st, retryDelay(st))
 		}
 	}
 	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC)) - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=grpc,resource=bytes} grew by %v, want 2", got)
 	}
-	lim.ReleaseBytes(1)
+	lim.ReleaseBytes(fastpath.IntakeGRPC, 1)
 	if err := v1(); err != nil {
 		t.Fatalf("v1 with room: %v", err)
 	}

@@ -56,7 +56,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		defer hold.Release()
 		var raw codec.Raw
 		if err := dec(&raw); err != nil {
-			return nil, err
+			return nil, s.recvError(err)
 		}
 		defer raw.Release()
 		req := raw.Bytes()
@@ -137,7 +137,9 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			if errors.Is(err, io.EOF) || err == errDrained || err == errStopped {
 				return st.finish(nil)
 			}
-			return st.finish(err)
+			// A message the inflate budget had no room for ends the stream like overload:
+			// the client sends what was not answered again, on a new stream, after the delay.
+			return st.finish(s.recvError(err))
 		}
 		req := raw.Bytes()
 		sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)

@@ -32,11 +32,17 @@ type Server struct {
 	ln    atomic.Pointer[net.Listener]
 	token string // expected "Bearer ..." value; empty: no check
 
-	adm      admission.Control // admission, refusal episodes, the intake limiter
-	draining atomic.Bool
-	drain    chan struct{}  // closed when draining is set: idle streams end
-	loops    sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
-	served   chan struct{}
+	adm admission.Control // admission, refusal episodes, the intake limiter
+	// budgetConns are the open connections with their accounts (connbudget.go), swept for
+	// progress until stopSweep closes; sweeping is done once the sweep returned.
+	budgetConns connSet
+	stopSweep   chan struct{}
+	stopOnce    sync.Once
+	sweeping    sync.WaitGroup
+	draining    atomic.Bool
+	drain       chan struct{}  // closed when draining is set: idle streams end
+	loops       sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
+	served      chan struct{}
 }
 
 // New builds the server for cfg in front of p. Start listens.
@@ -44,7 +50,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{})}
+	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	if cfg.AuthTokenFile != "" {
 		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
@@ -99,6 +105,16 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) error {
 	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	s.ln.Store(&ln)
+	if lim := s.adm.Limiter(); lim != nil {
+		ln = budgetListener{Listener: ln, s: s}
+		if d := lim.ProgressTimeout(); d > 0 {
+			s.sweeping.Add(1)
+			go func() {
+				defer s.sweeping.Done()
+				s.sweepProgress(d, s.stopSweep)
+			}()
+		}
+	}
 	go func() {
 		defer close(s.served)
 		if err := s.gs.Serve(ln); err != nil {
@@ -146,6 +162,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	<-s.served
 	s.loops.Wait() // every handler returned, so every stream's context ended and its loop with it
+	s.stopOnce.Do(func() { close(s.stopSweep) })
+	s.sweeping.Wait()
 	return err
 }
 

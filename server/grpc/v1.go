@@ -72,7 +72,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		raw := getRaw()
 		defer putRaw(raw)
 		if err := dec(raw); err != nil {
-			return nil, err
+			return nil, s.recvError(err)
 		}
 		req := raw.Bytes()
 		_, b, reason := s.admit(kindV1, sig, req, fastpath.LayoutV1)

@@ -2,14 +2,19 @@ package httpserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"sync"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -60,6 +65,7 @@ var (
 	errBodyTooLarge = errors.New("httpserver: decompressed body exceeds -http.max-request-bytes")
 	errCorrupt      = errors.New("httpserver: corrupt compressed body")
 	errRead         = errors.New("httpserver: cannot read the request body")
+	errBusy         = errors.New("httpserver: the intake limiter had no room for the body (-intake.max-bytes)")
 )
 
 // decoders are the pooled decompressors of codec/, the same the gRPC intake uses.
@@ -90,22 +96,40 @@ func newDecoders() (decoders, error) {
 // scratch is the per-request state of the handler, pooled.
 type scratch struct {
 	src bytes.Reader
-	// wire holds the body as read from the connection; plain the decompressed body; out the bytes built for admission (valid entries of a
-	// partially malformed request, a transcoded JSON body). Both are pooled buffers, nil when
-	// unused, returned by release.
+	// wire holds the body as read from the connection; plain the decompressed body; out the
+	// bytes built for admission (valid entries of a partially malformed request, a
+	// transcoded JSON body). All are pooled buffers, nil when unused, returned by release.
 	wire, plain, out *[]byte
+	// hold is the intake limiter's reservation for wire and plain, taken as they grow; adm and
+	// done are where it is taken from and what ends a wait for it (set by bind).
+	hold admission.Hold
+	adm  *admission.Control
+	done <-chan struct{}
+	// stream reads the connection's body stream and notes that it did (streamed): a refusal
+	// after that leaves the body half read.
+	stream streamReader
+	// probe reads the byte past a full buffer at the limit (a field: a local would escape
+	// through the io.Reader call).
+	probe [1]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
+// bind sets where the scratch's buffers take their intake-limiter bytes from.
+func (s *scratch) bind(adm *admission.Control, done <-chan struct{}) {
+	s.adm, s.done = adm, done
+}
+
 func (s *scratch) release() {
+	s.hold.Release()
 	pool.PutBytes(s.wire)
 	pool.PutBytes(s.plain)
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
+	s.adm, s.done, s.stream = nil, nil, streamReader{}
 	scratchPool.Put(s)
 }
 
@@ -113,9 +137,48 @@ func (s *scratch) release() {
 // OTLP compresses about 4 to 10 times, and the buffer doubles (through the pool) when short.
 const firstGuess = 8
 
+// firstRead is the most a body's buffer starts with, whatever its Content-Length: the buffer
+// doubles as the bytes arrive, so that a client that declares a large body and then stalls
+// holds (and takes from the intake limiter) about what it sent, not what it declared.
+const firstRead = 64 << 10
+
+// Deflate inflates at most about 1032 times its input; zstd, with its run-length blocks, far
+// more. A size a body states is believed up to
+// these ratios, so that a body that lies about it cannot make a buffer much larger than its
+// stream could fill.
+const (
+	maxGzipRatio = 1032
+	maxZstdRatio = 32 << 10
+)
+
+// sizeHint is what a compressed body says it inflates to, 0 when it says nothing: a gzip
+// member's ISIZE (the last member's, when there are several: an underestimate) or a zstd
+// frame's content size, believed up to what the body could inflate to. It only sizes the first
+// buffer: the body is read the same way whatever it says, and a lie grows a buffer, or leaves
+// one part empty, as a body without a hint would.
+func sizeHint(cod coding, body []byte) int {
+	switch cod {
+	case codingGzip:
+		if len(body) < 18 { // 10 bytes of header, 8 of trailer
+			return 0
+		}
+		return min(int(binary.LittleEndian.Uint32(body[len(body)-4:])), maxGzipRatio*len(body))
+	case codingZstd:
+		var h zstd.Header
+		if h.Decode(body) != nil || !h.HasFCS || h.FrameContentSize > math.MaxInt32 {
+			return 0
+		}
+		return min(int(h.FrameContentSize), maxZstdRatio*len(body))
+	}
+	return 0
+}
+
 // decompress inflates body with c into the scratch's pooled buffer, reading at most limit
-// bytes of output. The result is valid until release.
-func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]byte, error) {
+// bytes of output; hint is the size the body says it inflates to (sizeHint), 0 for none. Every
+// buffer it grows into takes its bytes from the intake limiter before any output is written to
+// it: errBusy when the limiter had no room within -intake.wait. The result is valid until
+// release.
+func (s *scratch) decompress(c encoding.Compressor, body []byte, hint, limit int) ([]byte, error) {
 	s.src.Reset(body)
 	r, err := c.Decompress(&s.src)
 	if err != nil {
@@ -124,8 +187,12 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 	if cl, ok := r.(io.Closer); ok {
 		defer cl.Close()
 	}
-	out, err := readCapped(r, &s.plain, len(body)*firstGuess, limit)
-	if err != nil && err != errBodyTooLarge {
+	guess := len(body) * firstGuess
+	if hint > 0 {
+		guess = hint + 1 // room for the end of the stream to show without growing
+	}
+	out, err := s.readCapped(r, &s.plain, guess, -1, limit)
+	if err != nil && err != errBodyTooLarge && err != errBusy {
 		return nil, errCorrupt
 	}
 	return out, err
@@ -133,17 +200,31 @@ func (s *scratch) decompress(c encoding.Compressor, body []byte, limit int) ([]b
 
 // readBody returns the request body, reading what fasthttp left in its stream into the
 // scratch's pooled buffer: cl bytes (the Content-Length), or, for a chunked body (cl < 0),
-// until its end, at most limit. The result is valid until release.
+// until its end, at most limit. Its buffer takes its bytes from the intake limiter as it grows
+// (errBusy when it had no room). The result is valid until release.
 func (s *scratch) readBody(req *fasthttp.Request, cl, limit int) ([]byte, error) {
 	if !req.IsBodyStream() {
-		// Set whole (tests that call the handler directly).
+		// Set whole (tests that call the handler directly): fasthttp already holds it.
 		return req.Body(), nil
 	}
-	guess := cl + 1 // room for the end of the stream to show without growing
+	guess := min(cl, firstRead)
 	if cl < 0 {
 		guess = pool.MinSize
 	}
-	return readCapped(req.BodyStream(), &s.wire, guess, limit)
+	s.stream.r = req.BodyStream()
+	return s.readCapped(&s.stream, &s.wire, guess, cl, limit)
+}
+
+// streamReader notes that the body stream was read from. It is the scratch's own field, so
+// that passing it as an io.Reader allocates nothing.
+type streamReader struct {
+	r        io.Reader
+	streamed bool
+}
+
+func (r *streamReader) Read(p []byte) (int, error) {
+	r.streamed = true
+	return r.r.Read(p)
 }
 
 // discardBody reads the rest of an unread body and drops it, so that the connection can serve
@@ -167,30 +248,90 @@ func discardBody(req *fasthttp.Request) bool {
 	}
 }
 
-// readCapped reads r to its end into a pooled buffer it keeps in *slot (growing it through
-// the pool), starting with room for guess bytes and refusing more than limit. The bytes are
-// valid until *slot is returned to the pool.
-func readCapped(r io.Reader, slot **[]byte, guess, limit int) ([]byte, error) {
-	// One byte more than the limit tells a body of exactly limit bytes from a longer one.
-	ceiling := limit + 1
-	buf := pool.GetBytes(min(max(guess, pool.MinSize), ceiling))
+// grow takes n more bytes from the intake limiter for the scratch's buffers.
+func (s *scratch) grow(n int) bool {
+	if s.adm == nil {
+		return true
+	}
+	return s.adm.Take(&s.hold, fastpath.IntakeHTTP, int64(n), s.done)
+}
+
+// shrink gives back n bytes of the scratch's buffers to the intake limiter.
+func (s *scratch) shrink(n int) {
+	if s.adm != nil {
+		s.hold.Give(int64(n))
+	}
+}
+
+// getCharged returns an empty pooled buffer of capacity exactly pool.Cap(size), whose bytes
+// were taken from the intake limiter first; nil when the limiter refused. (A pooled buffer may
+// come with more capacity than its tier promises: it is cut to what was taken.)
+func (s *scratch) getCharged(size int) *[]byte {
+	c := pool.Cap(size)
+	if !s.grow(c) {
+		return nil
+	}
+	b := pool.GetBytes(size)
+	*b = (*b)[:0:c]
+	return b
+}
+
+// putCharged returns a buffer of getCharged to the pool and its bytes to the limiter.
+func (s *scratch) putCharged(b *[]byte) {
+	c := cap(*b)
+	pool.PutBytes(b)
+	s.shrink(c)
+}
+
+// readCapped reads r to its end, or want bytes of it when want >= 0, into a pooled buffer it
+// keeps in *slot (growing it through the pool, never past want or limit), starting with room
+// for guess bytes and refusing more than limit. Each buffer's capacity is taken from the intake
+// limiter before anything is read into it, and the buffer it replaces given back once copied:
+// errBusy when the limiter refused. The bytes are valid until *slot is returned to the pool;
+// release gives their reservation back.
+func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int) ([]byte, error) {
+	ceiling := limit
+	switch {
+	case want == 0:
+		return nil, nil
+	case want > 0:
+		ceiling = min(limit, want)
+	}
+	buf := s.getCharged(min(max(guess, pool.MinSize), max(ceiling, 1)))
+	if buf == nil {
+		return nil, errBusy
+	}
 	*slot = buf
 	for {
-		if len(*buf) == cap(*buf) {
-			if len(*buf) >= ceiling {
-				return nil, errBodyTooLarge
+		if len(*buf) == want {
+			return *buf, nil
+		}
+		if len(*buf) == min(cap(*buf), ceiling) {
+			if len(*buf) >= limit {
+				// Full at the limit: one more byte tells a body of exactly limit bytes from a
+				// longer one, without a buffer twice the limit.
+				n, err := r.Read(s.probe[:])
+				switch {
+				case n > 0:
+					return nil, errBodyTooLarge
+				case err == io.EOF:
+					return *buf, nil
+				case err != nil:
+					return nil, errRead
+				}
+				continue
 			}
-			nb := pool.GetBytes(min(2*cap(*buf), ceiling))
+			nb := s.getCharged(min(2*cap(*buf), ceiling))
+			if nb == nil {
+				return nil, errBusy
+			}
 			*nb = append(*nb, *buf...)
-			pool.PutBytes(buf)
+			s.putCharged(buf)
 			buf = nb
 			*slot = buf
 		}
 		n, err := r.Read((*buf)[len(*buf):min(cap(*buf), ceiling)])
 		*buf = (*buf)[:len(*buf)+n]
-		if len(*buf) > limit {
-			return nil, errBodyTooLarge
-		}
 		switch {
 		case err == io.EOF:
 			return *buf, nil

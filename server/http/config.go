@@ -37,9 +37,13 @@ type Config struct {
 	// the answer turns from 429 into 503 (-http.overload-after, default 2s), as
 	// -grpc.overload-after ends calls with UNAVAILABLE.
 	OverloadAfter time.Duration
-	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A request takes its
-	// Content-Length from it before its body is read (-http.max-request-bytes for a chunked
-	// body, whose size is not known) and gives it back once admission copied the body.
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A request's body
+	// buffer takes its bytes from it as it grows while the body arrives (never what the
+	// Content-Length declares ahead of the bytes), and so does the buffer a compressed body is
+	// inflated into, before anything is inflated into it; both are given back once admission
+	// copied the body. A request the limiter refuses is answered 429 with Retry-After. The
+	// budget must hold twice -http.max-request-bytes: a body and its decompressed copy, or a
+	// buffer and the one it grows into.
 	Limiter *fastpath.Limiter
 	// ScanDepth is how deep requests are validated; cmd/otlpgate sets it from -grpc.scan-depth,
 	// which serves both intakes.
@@ -120,8 +124,8 @@ func (c Config) Validate() error {
 		return errors.New("http: a client CA (mTLS) needs a server certificate")
 	case c.ScanDepth > fastpath.DepthFull:
 		return errors.New("http: bad scan depth")
-	case c.Limiter != nil && int64(c.MaxRequestBytes) > c.Limiter.MaxBytes():
-		return fmt.Errorf("http: max request bytes %d exceeds the intake limit %d (-intake.max-bytes)", c.MaxRequestBytes, c.Limiter.MaxBytes())
+	case c.Limiter != nil && 2*int64(c.MaxRequestBytes) > c.Limiter.MaxBytes():
+		return fmt.Errorf("http: twice the max request bytes %d (a body and its decompressed copy) exceeds the intake limit %d (-intake.max-bytes)", c.MaxRequestBytes, c.Limiter.MaxBytes())
 	}
 	for _, o := range c.CORSAllowedOrigins {
 		if o == "" || strings.Count(o, "*") > 1 {

@@ -2,11 +2,12 @@
 // /v1/metrics and /v1/logs with protobuf or JSON bodies, as the OTLP specification's OTLP/HTTP
 // section describes, served by fasthttp.
 //
-// The handler runs once a request's headers are in (fasthttp streams the body): it takes the
-// body's Content-Length from the process-wide intake limiter, refusing with 429 when there is
-// no room within -intake.wait, and only then reads the body into a pooled buffer. Refusal
-// reasons, overload episodes and Retry-After sizing are internal/admission's, shared with the
-// gRPC intake.
+// The handler runs once a request's headers are in (fasthttp streams the body): it reads the
+// body into a pooled buffer that takes its bytes from the process-wide intake limiter as it
+// grows, and inflates a compressed body into one that does the same before anything is
+// inflated into it, refusing with 429 when the limiter has no room within -intake.wait
+// (body.go). Refusal reasons, overload episodes and Retry-After sizing are
+// internal/admission's, shared with the gRPC intake.
 //
 // Protobuf bodies are never decoded: the handler takes the request body (or its decompressed
 // form, in a pooled buffer), scans it with fastpath.ScanRequest at the

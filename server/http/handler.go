@@ -10,10 +10,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 // handle serves one request. It runs on the connection's fasthttp worker; the request body it
@@ -73,24 +73,26 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
 		return
 	}
-	// The body's bytes come from the intake limiter before the rest of it is read; a chunked
-	// body reserves the largest, as a gRPC call does. The client waits meanwhile, held back by
-	// TCP, up to -intake.wait.
-	var hold admission.Hold
-	if n := reserve(cl, s.cfg.MaxRequestBytes); n > 0 && !s.adm.Take(&hold, fastpath.IntakeHTTP, n, s.waitCtx.Done()) {
-		s.refuseBusy(ctx, f)
-		return
-	}
-	defer hold.Release()
+	// The body's buffer takes its bytes from the intake limiter as it grows while the body
+	// arrives, and the decompressed body's as it grows while it is inflated: a request holds
+	// what it was sent and what it produced, never what it declared. A request refused before
+	// any of its body was read keeps its connection (settle); the client waits meanwhile, held
+	// back by TCP, up to -intake.wait.
 	sc := getScratch()
 	defer sc.release()
+	sc.bind(&s.adm, s.waitCtx.Done())
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
-	read = true
+	read = err != errBusy || sc.stream.streamed
 	if err != nil {
-		ctx.SetConnectionClose()
-		if err == errBodyTooLarge {
+		if read {
+			ctx.SetConnectionClose()
+		}
+		switch err {
+		case errBusy:
+			s.refuseBusy(ctx, f)
+		case errBodyTooLarge:
 			s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
-		} else {
+		default:
 			s.reject(ctx, f, rejectCorrupt, s.replies.badRequest)
 		}
 		return
@@ -100,10 +102,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if cod == codingZstd {
 			dec = s.dec.zstd
 		}
-		if body, err = sc.decompress(dec, body, s.cfg.MaxRequestBytes); err != nil {
-			if err == errBodyTooLarge {
+		if body, err = sc.decompress(dec, body, sizeHint(cod, body), s.cfg.MaxRequestBytes); err != nil {
+			switch err {
+			case errBusy:
+				// Like any request the limiter refuses; the body was read, the connection
+				// serves the next request.
+				s.refuseBusy(ctx, f)
+			case errBodyTooLarge:
 				s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
-			} else {
+			default:
 				s.reject(ctx, f, rejectCorrupt, s.replies.corrupt)
 			}
 			return
@@ -123,12 +130,17 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		b, rejected, msg, reason = s.admitProto(sc, sig, body)
 	}
 	// Admission copied what it kept: the reservation is free before -ack=upstream waits.
-	hold.Release()
+	sc.hold.Release()
 	if reason == admission.Accepted {
 		reason = admission.Await(s.waitCtx, b)
 	}
 	s.answer(ctx, f, sig, reason, rejected, msg)
 }
+
+// reasonBusy is the outcome of a request whose admission needed intake-limiter bytes the
+// limiter did not have (the copy of a partially malformed request's good entries): answered
+// like any request the limiter refuses.
+const reasonBusy = admission.NumReasons
 
 // answer writes the response for a request that reached admission.
 func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string) {
@@ -153,6 +165,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		send(ctx, f, s.replies.queueTooLarge)
 	case admission.Upstream:
 		sendRetry(ctx, f, s.replies.overloaded503, s.adm.QueueDelay())
+	case reasonBusy:
+		s.refuseBusy(ctx, f)
 	default: // admission.Closed, admission.Timeout
 		send(ctx, f, s.replies.closed)
 	}
@@ -203,7 +217,15 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		}
 		// A request whose top level holds together may carry a few malformed resource
 		// entries: keep the good ones and say which part was dropped, as the gRPC intake does.
-		sc.out = pool.GetBytes(len(req))
+		// Their copy is held before admission too, so it takes its bytes from the limiter, and
+		// is not made for a request whose top level is broken (garbage, a bomb of zeros).
+		if !entriesDelimited(req) {
+			ctr.refuse(encProto, sig, admission.Invalid, 0)
+			return nil, 0, "", admission.Invalid
+		}
+		if sc.out = sc.getCharged(len(req)); sc.out == nil {
+			return nil, 0, "", reasonBusy
+		}
 		var e fastpath.Entries
 		*sc.out, e, err = fastpath.AppendValidEntries(*sc.out, sig, req)
 		if err != nil || e.Good == 0 {
@@ -221,6 +243,19 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 	return b, rejected, msg, reason
 }
 
+// entriesDelimited reports whether req's top level holds together with every resource entry
+// length-delimited: what fastpath.AppendValidEntries needs to salvage entries, checked without
+// copying anything.
+func entriesDelimited(req []byte) bool {
+	it := fastpath.NewTopLevel(req)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		if f.Num == 1 && f.Type != protowire.BytesType {
+			return false
+		}
+	}
+	return it.Err() == nil
+}
+
 // admit hands a checked v1 request body to the pipeline. Admission strips unknown top-level
 // fields (and counts them), as for every intake.
 func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
@@ -229,15 +264,6 @@ func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*f
 		ctr.refuse(f, sig, reason, items)
 	}
 	return b, reason
-}
-
-// reserve is what a body of Content-Length cl takes from the intake limiter: its length, or
-// the largest a body may be when it is chunked.
-func reserve(cl, maxBody int) int64 {
-	if cl < 0 {
-		return int64(maxBody)
-	}
-	return int64(cl)
 }
 
 // drainBelow is the largest unread body a refused request may leave and still keep its

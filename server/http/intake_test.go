@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,12 +24,13 @@ import (
 func TestIntakeBusyAnswer(t *testing.T) {
 	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
-	sc.MaxRequestBytes = 1 << 20
+	sc.MaxRequestBytes = 512 << 10
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
 	body := traces(t, 1, 3)
-	// Leave less room than the body needs.
-	if !lim.AcquireBytes(fastpath.IntakeHTTP, 1<<20-int64(len(body))+1, nil) {
+	// Leave less room than the smallest body buffer (1KiB) takes.
+	const held = 1<<20 - 512
+	if !lim.AcquireBytes(fastpath.IntakeHTTP, held, nil) {
 		t.Fatal("cannot fill the limiter")
 	}
 	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP))
@@ -39,28 +41,32 @@ func TestIntakeBusyAnswer(t *testing.T) {
 	}{{ctProto, body}, {ctJSON, []byte(`{"resourceSpans":[]}`)}} {
 		r := e.do(t, http.MethodPost, "/v1/traces", map[string]string{"Content-Type": f.ct}, f.body)
 		if f.ct == ctJSON {
-			// A JSON body this small fits: the limiter holds all but len(body)-1 bytes.
-			if r.status != 200 {
-				t.Fatalf("small JSON body: %d %q", r.status, r.body)
+			// Answered in the request's encoding.
+			var st struct {
+				Code    codes.Code
+				Message string
 			}
-			continue
+			if err := json.Unmarshal(r.body, &st); err != nil || r.status != 429 || st.Code != codes.ResourceExhausted || st.Message != msgBusy {
+				t.Fatalf("JSON: %d %s (%v), want 429 with RESOURCE_EXHAUSTED %q", r.status, r.body, err, msgBusy)
+			}
+		} else {
+			wantStatus(t, r, 429, codes.ResourceExhausted, msgBusy)
 		}
-		wantStatus(t, r, 429, codes.ResourceExhausted, msgBusy)
 		if got := r.header.Get("Retry-After"); got != "1" {
 			t.Fatalf("Retry-After %q, want \"1\"", got)
 		}
 	}
-	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP)) - refused; got != 1 {
-		t.Fatalf("otlpgate_intake_refused_total{intake=http,resource=bytes} grew by %v, want 1", got)
+	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP)) - refused; got != 2 {
+		t.Fatalf("otlpgate_intake_refused_total{intake=http,resource=bytes} grew by %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(ctr.rejected[rejectBusy]) - busy; got != 1 {
-		t.Fatalf("otlpgate_http_rejected_requests_total{reason=intake_busy} grew by %v, want 1", got)
+	if got := testutil.ToFloat64(ctr.rejected[rejectBusy]) - busy; got != 2 {
+		t.Fatalf("otlpgate_http_rejected_requests_total{reason=intake_busy} grew by %v, want 2", got)
 	}
 	e.p.Flush()
 	if _, items := e.rec.payload(); items != 0 {
 		t.Fatalf("%d items reached the destination while busy", items)
 	}
-	lim.ReleaseBytes(1<<20 - int64(len(body)) + 1)
+	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
 	if r := e.post(t, "/v1/traces", body); r.status != 200 {
 		t.Fatalf("with room: %d %q", r.status, r.body)
 	}
@@ -71,19 +77,18 @@ func TestIntakeBusyAnswer(t *testing.T) {
 	if lim.Bytes() != 0 {
 		t.Fatalf("limiter holds %d bytes after the requests", lim.Bytes())
 	}
-	// What the test held, plus the JSON body, which fit beside it.
-	if want := int64(1<<20 - len(body) + 1 + len(`{"resourceSpans":[]}`)); lim.HighWaterBytes() != want {
-		t.Fatalf("high water %d, want %d", lim.HighWaterBytes(), want)
+	if lim.HighWaterBytes() != held {
+		t.Fatalf("high water %d, want %d (what the test held; the refused requests took nothing)", lim.HighWaterBytes(), held)
 	}
 }
 
 // A refused request's connection stays usable: a small unread body is dropped and the next
-// request on the same connection is read from its start; a chunked body, whose size is not
-// known, reserves -http.max-request-bytes.
+// request on the same connection is read from its start; a refused chunked body, whose size
+// is not known, closes the connection instead of being read.
 func TestIntakeBusyKeepsConnection(t *testing.T) {
 	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
-	sc.MaxRequestBytes = 1 << 20
+	sc.MaxRequestBytes = 512 << 10
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
 	body := traces(t, 2, 5)
@@ -93,31 +98,31 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n", len(b))
 		c.Write(b)
 	}
-	if !lim.AcquireBytes(fastpath.IntakeHTTP, 1<<20-10, nil) {
+	const held = 1<<20 - 512
+	if !lim.AcquireBytes(fastpath.IntakeHTTP, held, nil) {
 		t.Fatal("cannot fill the limiter")
 	}
 	post(body)
 	if r := readResponse(t, br); r.status != 429 || r.header.Get("Retry-After") != "1" || r.header.Get("Connection") == "close" {
 		t.Fatalf("busy: %d, Retry-After %q, Connection %q", r.status, r.header.Get("Retry-After"), r.header.Get("Connection"))
 	}
-	lim.ReleaseBytes(1<<20 - 10)
+	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
 	post(body)
 	if r := readResponse(t, br); r.status != 200 {
 		t.Fatalf("next request on the connection: %d %q", r.status, r.body)
 	}
-	// Chunked: the whole limit is reserved, so one byte held elsewhere refuses it.
-	lim.AcquireBytes(fastpath.IntakeHTTP, 1, nil)
+	lim.AcquireBytes(fastpath.IntakeHTTP, held, nil)
 	chunked := fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 	io.WriteString(c, chunked)
 	if r := readResponse(t, br); r.status != 429 || r.header.Get("Retry-After") != "1" {
-		t.Fatalf("chunked while one byte is held: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+		t.Fatalf("chunked while the limiter is full: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
 	}
 	// The unread chunked body is not read to find the next request: the connection closes.
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("after a refused chunked body the connection reads %v, want EOF", err)
 	}
-	lim.ReleaseBytes(1)
+	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
 	c2 := dial(t, e)
 	br2 := bufio.NewReader(c2)
 	io.WriteString(c2, chunked)

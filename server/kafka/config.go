@@ -9,6 +9,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Config of the Kafka KIP-714 intake. cmd/ maps each field to the flag named in its comment.
@@ -84,11 +85,14 @@ type Config struct {
 	// DeltaTemporality asks clients for delta sums and histograms instead of cumulative ones
 	// (-kafka.delta-temporality, default true).
 	DeltaTemporality bool
-	// Limiter is the process-wide intake limiter (-intake.*), nil for none. A request larger
-	// than 16KiB takes its bytes before its body is read (the connection is not read while it
-	// waits); a push takes a decode slot before it is decompressed. A refused push is answered
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none; Kafka draws from
+	// the budget of the unauthenticated intakes (-intake.unauthenticated.max-bytes). A request
+	// larger than 16KiB takes bytes as its buffer grows while the body arrives (the connection
+	// is not read while it waits); a push takes a decode slot, then the bytes of the buffer it
+	// is decompressed into, before it is decompressed. A refused push is answered
 	// THROTTLING_QUOTA_EXCEEDED with a throttle time, counted in
-	// otlpgate_kafka_export_errors_total{reason="intake_busy"}.
+	// otlpgate_kafka_export_errors_total{reason="intake_busy"}. The budget must hold a
+	// request of MaxRequestBytes and a decompression buffer of TelemetryMaxBytes.
 	Limiter *fastpath.Limiter
 }
 
@@ -141,6 +145,10 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes <= c.TelemetryMaxBytes || c.MaxRequestBytes > maxRequestBytesLimit {
 		return fmt.Errorf("kafka: max request bytes %d must exceed telemetry max bytes %d and be at most %d", c.MaxRequestBytes, c.TelemetryMaxBytes, maxRequestBytesLimit)
+	}
+	if c.Limiter != nil && int64(c.MaxRequestBytes+pool.Cap(c.TelemetryMaxBytes)) > c.Limiter.MaxBytesFor(fastpath.IntakeKafka) {
+		return fmt.Errorf("kafka: max request bytes %d and a decompression buffer of telemetry max bytes %d exceed the intake limit %d (-intake.unauthenticated.max-bytes)",
+			c.MaxRequestBytes, c.TelemetryMaxBytes, c.Limiter.MaxBytesFor(fastpath.IntakeKafka))
 	}
 	if c.IdleTimeout <= 0 {
 		return errors.New("kafka: idle timeout must be positive")

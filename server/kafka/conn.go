@@ -170,28 +170,27 @@ func (c *conn) serve() {
 			badTooLarge.Inc()
 			return
 		}
-		held, refused := c.holdRequest(int(n))
+		lim := cfg.Limiter
+		bp, held, busy, rerr := readRequest(c.nc, int(n), lim)
 		var resp []byte
 		var ok bool
-		if refused {
-			resp, ok, err = c.refuseBusy(int(n))
+		switch {
+		case rerr != nil:
+			putRequest(bp, held, lim)
+			countReadError(rerr, true)
+			return
+		case busy:
+			resp, ok, err = c.refuseBusy(*bp, int(n))
+			putRequest(bp, held, lim)
 			if err != nil {
 				countReadError(err, true)
 				return
 			}
-		} else {
-			bp, rerr := readRequest(c.nc, int(n))
-			if rerr != nil {
-				pool.PutBytes(bp)
-				c.releaseRequest(held)
-				countReadError(rerr, true)
-				return
-			}
+		default:
 			hold := noteBuffered(cap(*bp))
 			resp, ok = c.handle(*bp)
 			noteBuffered(-hold)
-			pool.PutBytes(bp)
-			c.releaseRequest(held)
+			putRequest(bp, held, lim)
 		}
 		if ok {
 			ok = c.chargeResponse()
@@ -243,43 +242,72 @@ func noteBuffered(n int) int {
 	return n
 }
 
-// holdRequest takes the intake limiter's bytes for a request body of n bytes before it is
-// read: the capacity of the buffer readRequest ends with. Small requests are bounded by the
-// connection limit instead (max-connections × 16KiB). While it waits, nothing is read from
-// the connection, so TCP flow control holds the client back. refused means the wait ended
-// without them.
-func (c *conn) holdRequest(n int) (held int64, refused bool) {
-	lim := c.s.cfg.Limiter
-	if lim == nil || n <= smallBufSize {
-		return 0, false
+// smallBufSize is the buffer every request starts in: the many small requests (ApiVersions,
+// GetTelemetrySubscriptions) fit, and a push grows from it. It is not taken from the intake
+// limiter: connections are capped (-kafka.max-connections), and so is what they hold this way.
+const smallBufSize = 16 << 10
+
+// readRequest reads a request body of n bytes into a buffer from pool/. A large request grows
+// its buffer as bytes arrive rather than reserving n up front, and each buffer past the first
+// takes its capacity from the intake limiter (the budget of the unauthenticated intakes)
+// before anything is read into it, giving back the one it replaces: a client that announces
+// the maximum and then trickles holds memory, and budget, in proportion to what it sent. While
+// a growth waits for the limiter nothing is read, so TCP holds the client back.
+//
+// held is what the buffer took from the limiter (give it back with putRequest). busy means the
+// limiter had no room within -intake.wait: the buffer holds the bytes read so far (at least the
+// first buffer's worth), the rest is still to be read.
+func readRequest(r io.Reader, n int, lim *fastpath.Limiter) (bp *[]byte, held int64, busy bool, err error) {
+	first := min(n, smallBufSize+1)
+	bp = pool.GetBytes(first)
+	*bp = (*bp)[:0:pool.Cap(first)]
+	buf := *bp
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			size := min(n, 2*cap(buf))
+			want := pool.Cap(size)
+			if lim != nil && !lim.AcquireBytes(fastpath.IntakeKafka, int64(want), nil) {
+				*bp = buf
+				return bp, held, true, nil
+			}
+			grown := pool.GetBytes(size)
+			*grown = append((*grown)[:0:want], buf...)
+			*bp = buf
+			putRequest(bp, held, lim)
+			bp, buf, held = grown, *grown, 0
+			if lim != nil {
+				held = int64(want)
+			}
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			*bp = buf
+			return bp, held, false, err
+		}
 	}
-	held = int64(pool.Cap(n))
-	if !lim.AcquireBytes(fastpath.IntakeKafka, held, nil) {
-		return 0, true
-	}
-	return held, false
+	*bp = buf
+	return bp, held, false, nil
 }
 
-func (c *conn) releaseRequest(held int64) {
+// putRequest returns a request buffer of readRequest to the pool and its bytes to lim.
+func putRequest(bp *[]byte, held int64, lim *fastpath.Limiter) {
+	pool.PutBytes(bp)
 	if held > 0 {
-		c.s.cfg.Limiter.ReleaseBytes(held)
+		lim.ReleaseBytes(fastpath.IntakeKafka, held)
 	}
 }
 
-// refuseBusy answers a request of n bytes for which the limiter had no room, without holding
-// it: the fixed prefix is read, the rest is read and dropped through a small buffer. A push is
-// answered THROTTLING_QUOTA_EXCEEDED with the limiter's wait as throttle time (the client
-// pushes again after its interval); any other request this large closes the connection.
-func (c *conn) refuseBusy(n int) ([]byte, bool, error) {
-	var prefix [minRequestSize]byte
-	if _, err := io.ReadFull(c.nc, prefix[:]); err != nil {
-		return nil, false, err
-	}
-	if _, err := io.CopyN(io.Discard, c.nc, int64(n-minRequestSize)); err != nil {
+// refuseBusy answers a request of n bytes for which the limiter had no room, of which got was
+// read: the rest is read and dropped through a small buffer. A push is answered
+// THROTTLING_QUOTA_EXCEEDED with the limiter's wait as throttle time (the client pushes again
+// after its interval); any other request this large closes the connection.
+func (c *conn) refuseBusy(got []byte, n int) ([]byte, bool, error) {
+	if _, err := io.CopyN(io.Discard, c.nc, int64(n-len(got))); err != nil {
 		return nil, false, err
 	}
 	h := &c.hdr
-	if parsePrefix(prefix[:], h) != nil || h.key != keyPushTelemetry || !supported(h.key, h.version) {
+	if parsePrefix(got, h) != nil || h.key != keyPushTelemetry || !supported(h.key, h.version) {
 		return nil, false, nil
 	}
 	requestsPush.Inc()
@@ -290,40 +318,6 @@ func (c *conn) refuseBusy(n int) ([]byte, bool, error) {
 	resp.ErrorCode = errThrottlingQuotaExceeded
 	resp.ThrottleMillis = int32(c.s.cfg.Limiter.Wait().Milliseconds())
 	return c.respond(resp, true), true, nil
-}
-
-// smallBufSize is the buffer every request starts in: the many small requests (ApiVersions,
-// GetTelemetrySubscriptions) fit, and a push grows from it.
-const smallBufSize = 16 << 10
-
-// readRequest reads a request body of n bytes into a buffer from pool/. A large request grows
-// its buffer as bytes arrive rather than reserving n up front, so a client that announces the
-// maximum and then trickles holds memory in proportion to what it sent.
-func readRequest(r io.Reader, n int) (*[]byte, error) {
-	bp := pool.GetBytes(min(n, smallBufSize+1))
-	buf := *bp
-	if cap(buf) >= n {
-		_, err := io.ReadFull(r, buf[:n])
-		*bp = buf[:n]
-		return bp, err
-	}
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := pool.GetBytes(min(n, 2*cap(buf)))
-			*grown = append(*grown, buf...)
-			*bp = buf
-			pool.PutBytes(bp)
-			bp, buf = grown, *grown
-		}
-		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+m]
-		if err != nil && len(buf) < n {
-			*bp = buf
-			return bp, err
-		}
-	}
-	*bp = buf
-	return bp, nil
 }
 
 // handle answers one request (without its size prefix). It returns the whole response, size

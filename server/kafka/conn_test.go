@@ -259,7 +259,7 @@ func TestReadRequest(t *testing.T) {
 		for i := range want {
 			want[i] = byte(i * 7)
 		}
-		bp, err := readRequest(iotest.HalfReader(bytes.NewReader(want)), n)
+		bp, _, _, err := readRequest(iotest.HalfReader(bytes.NewReader(want)), n, nil)
 		if err != nil || !bytes.Equal(*bp, want) {
 			t.Fatalf("n=%d: err %v, %d bytes", n, err, len(*bp))
 		}
@@ -268,7 +268,7 @@ func TestReadRequest(t *testing.T) {
 	// A client announcing 4 MiB and sending 100 KB holds about that (or a buffer the pool
 	// already had), not 4 MiB.
 	sent := make([]byte, 100_000)
-	bp, err := readRequest(iotest.HalfReader(bytes.NewReader(sent)), 4<<20)
+	bp, _, _, err := readRequest(iotest.HalfReader(bytes.NewReader(sent)), 4<<20, nil)
 	if err == nil {
 		t.Fatal("short request read without error")
 	}

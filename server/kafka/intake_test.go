@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -71,21 +73,23 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 	}
 }
 
-// A request body that finds no room in -intake.max-bytes is read through a small buffer and
-// dropped, answered THROTTLING_QUOTA_EXCEEDED, and the connection stays in step.
+// A request body whose buffer finds no room to grow in the unauthenticated intakes' budget is
+// read through a small buffer and dropped, answered THROTTLING_QUOTA_EXCEEDED, and the
+// connection stays in step.
 func TestPushIntakeBusyBytes(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
+	cfg.MaxRequestBytes = 2 << 20
 	cfg.Limiter = lim
 	rec := &recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "busy")
 	sub := c.get([16]byte{})
 	payload := largeZstd(t, 1, 100<<10)
-	if len(payload) <= smallBufSize || len(payload) > cfg.TelemetryMaxBytes {
+	if len(payload) <= 2*smallBufSize || len(payload) > cfg.TelemetryMaxBytes {
 		t.Fatalf("payload of %d bytes, want a large one under the telemetry limit", len(payload))
 	}
-	if !lim.AcquireBytes(fastpath.IntakeKafka, 1<<20, nil) {
+	if !lim.AcquireBytes(fastpath.IntakeKafka, 4<<20, nil) {
 		t.Fatal("cannot take the whole budget")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -96,24 +100,123 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
 		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
 	}
-	lim.ReleaseBytes(1 << 20)
+	lim.ReleaseBytes(fastpath.IntakeKafka, 4<<20)
 	clk.advance(2 * time.Second)
 	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
 		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
 	}
-	if lim.Bytes() != 0 || lim.HighWaterBytes() != 1<<20 {
+	if lim.Bytes() != 0 || lim.HighWaterBytes() != 4<<20 {
 		t.Fatalf("limiter holds %d bytes (high water %d) after the pushes", lim.Bytes(), lim.HighWaterBytes())
+	}
+}
+
+// A push is decompressed into a buffer whose bytes come from the intake limiter before
+// anything is decompressed into it: without room the push is answered THROTTLING_QUOTA_EXCEEDED
+// like any push the limiter refuses, and nothing is forwarded; with room the limiter's
+// high-water mark shows the buffer.
+func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	cfg := testConfig()
+	cfg.Limiter = lim
+	rec := &recorder{}
+	s, clk := startServer(t, cfg, rec)
+	c := dial(t, s, "bomb")
+	sub := c.get([16]byte{})
+	payload := zstdPayload(t, testMetrics("a.gauge", "a.sum"))
+	if len(payload) > smallBufSize {
+		t.Fatalf("payload of %d bytes: the request itself would take bytes", len(payload))
+	}
+	// Room for everything but the decompression buffer.
+	held := int64(8<<20 - pool.Cap(cfg.TelemetryMaxBytes) + 1)
+	if !lim.AcquireBytes(fastpath.IntakeKafka, held, nil) {
+		t.Fatal("cannot fill the budget")
+	}
+	before := counterValue(t, errIntakeBusy)
+	resp := c.pushResp(sub.ClientInstanceID, sub.SubscriptionID, 4, payload)
+	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
+		t.Fatalf("push without room to decompress: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
+	}
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	}
+	lim.ReleaseBytes(fastpath.IntakeKafka, held)
+	clk.advance(2 * time.Second)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
+		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
+	}
+	if lim.Bytes() != 0 || lim.HighWaterBytes() != held {
+		t.Fatalf("limiter holds %d (high water %d), want 0 (and %d)", lim.Bytes(), lim.HighWaterBytes(), held)
+	}
+	if lim.Decodes() != 0 {
+		t.Fatalf("%d decode slots held after the pushes", lim.Decodes())
+	}
+}
+
+// Connections that announce the largest request and stall hold intake bytes in proportion to
+// what they sent, not to what they announced: 64 of them, each announcing
+// -kafka.max-request-bytes and sending 40KiB, used to take the whole budget until
+// -kafka.read-timeout and every push beside them was throttled. A well-behaved client beside
+// them keeps being served, and the gRPC and OTLP/HTTP budget is never touched.
+func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
+	const budget = 8 << 20
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, UnauthenticatedMaxBytes: budget, MaxDecodes: 4, Wait: 50 * time.Millisecond})
+	cfg := testConfig()
+	cfg.Limiter = lim
+	cfg.MaxConnections = 128
+	rec := &recorder{}
+	s, clk := startServer(t, cfg, rec)
+	const stalled, sent = 64, 40 << 10
+	for range stalled {
+		nc, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		var size [4]byte
+		binary.BigEndian.PutUint32(size[:], uint32(cfg.MaxRequestBytes))
+		nc.Write(append(size[:], make([]byte, sent)...))
+	}
+	// Each grows past its first buffer to hold what it sent (64KiB), or, as before, takes what
+	// it announced, which fills the budget with two of them.
+	for i := 0; lim.BytesFor(fastpath.IntakeKafka) < min(stalled*64<<10, budget); i++ {
+		if i > 2000 {
+			t.Fatalf("the stalled requests hold %d bytes", lim.BytesFor(fastpath.IntakeKafka))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := lim.BytesFor(fastpath.IntakeKafka); got > stalled*64<<10 {
+		t.Fatalf("%d stalled requests that sent %d bytes each hold %d bytes", stalled, sent, got)
+	}
+	if !lim.TryAcquireBytes(fastpath.IntakeGRPC, 16<<20) {
+		t.Fatal("the gRPC and OTLP/HTTP budget is not whole while Kafka clients stall")
+	}
+	lim.ReleaseBytes(fastpath.IntakeGRPC, 16<<20)
+
+	c := dial(t, s, "good")
+	sub := c.get([16]byte{})
+	payload := largeZstd(t, 2, 100<<10)
+	for i := range 5 {
+		clk.advance(2 * time.Second)
+		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone {
+			t.Fatalf("well-behaved push %d beside the stalled requests: code %d", i, code)
+		}
+	}
+	if rec.count() != 5 {
+		t.Fatalf("%d pushes forwarded, want 5", rec.count())
 	}
 }
 
 // Many clients pushing large compressed payloads at once over TCP: the buffers the connections
 // hold before admission stay within the limiter's bound. Without the limiter every connection
-// holds its request and a decompression buffer at once (hundreds of MiB here).
+// holds its request and a decompression buffer at once (hundreds of MiB here). Request buffers
+// grow as their bytes arrive, so under this overload some requests wait holding a part of
+// their body while the budget is taken: after -intake.wait they are throttled and give their
+// bytes back, and their clients push again, as KIP-714 clients do. Every push gets through.
 func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	const clients = 256
 	const maxBytes = 8 << 20
 	const decodes = 4
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: time.Minute})
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = clients
@@ -131,34 +234,56 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 		conns[i].wait = 5 * time.Minute // 256 pushes through 4 decodes, under the race detector too
 		subs[i] = conns[i].get([16]byte{})
 	}
-	clk.advance(2 * time.Second)
 	bufferedHigh.Store(buffered.Load())
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	codes := make([]int16, clients)
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			codes[i] = conns[i].push(subs[i].ClientInstanceID, subs[i].SubscriptionID, 4, payloads[i%len(payloads)], false)
-		}()
+	for i := range codes {
+		codes[i] = -1
 	}
-	close(start)
-	wg.Wait()
-	for i, code := range codes {
-		if code != errNone {
-			t.Fatalf("client %d: code %d, want 0 (the limiter waits up to a minute)", i, code)
+	throttled := 0
+	for round := 0; ; round++ {
+		if round > 100 {
+			t.Fatalf("pushes still throttled after 100 rounds: %v", codes)
+		}
+		clk.advance(2 * time.Second) // past the push interval
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range conns {
+			if codes[i] == errNone {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				codes[i] = conns[i].push(subs[i].ClientInstanceID, subs[i].SubscriptionID, 4, payloads[i%len(payloads)], false)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		left := 0
+		for i, code := range codes {
+			switch code {
+			case errNone:
+			case errThrottlingQuotaExceeded:
+				left++
+			default:
+				t.Fatalf("client %d: code %d, want 0 or a throttle", i, code)
+			}
+		}
+		throttled += left
+		if left == 0 {
+			break
 		}
 	}
 	if rec.count() != clients {
 		t.Fatalf("%d pushes forwarded, want %d", rec.count(), clients)
 	}
-	// Request bodies take their tier size from the limiter; a pooled buffer of a tier may have
-	// grown to just under twice it. Each decode holds one decompression buffer of the
-	// telemetry limit's tier and one labelled body of at most twice the limit, under the same
-	// factor. Every connection keeps a small response buffer.
-	bound := int64(2*maxBytes + 2*decodes*(pool.Cap(cfg.TelemetryMaxBytes)+pool.Cap(2*cfg.TelemetryMaxBytes)) + clients*smallBufSize)
+	t.Logf("%d pushes throttled on the way", throttled)
+	// Request buffers past the first, and decompression buffers, take their capacity from the
+	// limiter (a pooled buffer of a tier may have grown to just under twice it); each decode
+	// holds a labelled body of at most twice the telemetry limit besides; every connection may
+	// hold a first buffer and a small response buffer.
+	bound := int64(2*maxBytes + 2*decodes*(pool.Cap(cfg.TelemetryMaxBytes)+pool.Cap(2*cfg.TelemetryMaxBytes)) + clients*pool.Cap(smallBufSize+1))
 	high := bufferedHigh.Load()
 	t.Logf("%d clients, %d-byte pushes: buffered high water %d bytes (bound %d), limiter high water %d of %d",
 		clients, len(payloads[0]), high, bound, lim.HighWaterBytes(), maxBytes)

@@ -109,6 +109,28 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		errTooLarge.Inc()
 		return errTelemetryTooLarge
 	}
+	// The buffer a compressed push is decompressed into takes its bytes from the intake
+	// limiter before anything is decompressed into it, and before the decode slot: a push
+	// that holds a slot then never waits, so the slots always drain.
+	var bp *[]byte
+	if codec != kafkacompress.None {
+		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
+		// none) is decoded into the capacity it is given, and one size keeps the buffer in
+		// one pool class.
+		size := pool.Cap(s.cfg.TelemetryMaxBytes)
+		if lim := s.cfg.Limiter; lim != nil {
+			if !lim.AcquireBytes(fastpath.IntakeKafka, int64(size), nil) {
+				errIntakeBusy.Inc()
+				c.pushResp.ThrottleMillis = int32(lim.Wait().Milliseconds())
+				return errThrottlingQuotaExceeded
+			}
+			defer lim.ReleaseBytes(fastpath.IntakeKafka, int64(size))
+		}
+		bp = pool.GetBytes(s.cfg.TelemetryMaxBytes)
+		*bp = (*bp)[:0:size]
+		hold := noteBuffered(cap(*bp))
+		defer func() { noteBuffered(-hold); pool.PutBytes(bp) }()
+	}
 	if lim := s.cfg.Limiter; lim != nil {
 		// Decompressing and decoding hold several times the payload in buffers and objects: at
 		// most -intake.max-decodes pushes do it at once.
@@ -121,13 +143,7 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 	}
 	start := time.Now()
 	data := r.Metrics
-	if codec != kafkacompress.None {
-		// Room for the whole limit: a zstd frame without a content size (librdkafka writes
-		// none) is decoded into the capacity it is given, and one size keeps the buffer in
-		// one pool class.
-		bp := pool.GetBytes(s.cfg.TelemetryMaxBytes)
-		hold := noteBuffered(cap(*bp))
-		defer func() { noteBuffered(-hold); pool.PutBytes(bp) }()
+	if bp != nil {
 		out, err := s.dec.Decompress((*bp)[:0], codec, r.Metrics)
 		*bp = out[:0] // keep what the decoder grew, for the pool
 		switch {

@@ -69,7 +69,7 @@ func (c *conn) endResponse() {
 	c.getResp = kmsg.GetTelemetrySubscriptionsResponse{}
 	c.pushReq = kmsg.PushTelemetryRequest{}
 	if c.outCharged > 0 {
-		c.s.cfg.Limiter.ReleaseBytes(c.outCharged)
+		c.s.cfg.Limiter.ReleaseBytes(fastpath.IntakeKafka, c.outCharged)
 		c.outCharged = 0
 	}
 	if cap(c.out) > smallBufSize {
@@ -83,7 +83,7 @@ func (c *conn) endResponse() {
 // closeOut gives back the response buffer of a closing connection.
 func (c *conn) closeOut() {
 	if c.outCharged > 0 {
-		c.s.cfg.Limiter.ReleaseBytes(c.outCharged)
+		c.s.cfg.Limiter.ReleaseBytes(fastpath.IntakeKafka, c.outCharged)
 		c.outCharged = 0
 	}
 	c.out = nil

@@ -64,4 +64,4 @@ func (b udsBudget) TryReserve(n int) bool {
 	return b.lim.TryAcquireBytes(fastpath.IntakeUDS, int64(n))
 }
 
-func (b udsBudget) Unreserve(n int) { b.lim.ReleaseBytes(int64(n)) }
+func (b udsBudget) Unreserve(n int) { b.lim.ReleaseBytes(fastpath.IntakeUDS, int64(n)) }

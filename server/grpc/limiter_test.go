@@ -1,0 +1,287 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
+)
+
+// inflateLimiter is the limiter whose inflate budget the compressors registered for this
+// package's tests inflate into (nil: none), set by the test that needs one. Compressors are
+// registered once, before any server or client exists, as gRPC requires: they reach the
+// limiter of the moment through it.
+var inflateLimiter atomic.Pointer[fastpath.Limiter]
+
+type testInflateBudget struct{}
+
+func (testInflateBudget) Acquire(n int) bool {
+	if l := inflateLimiter.Load(); l != nil {
+		return InflateBudget(l).Acquire(n)
+	}
+	return true
+}
+
+func (testInflateBudget) Release(n int) {
+	if l := inflateLimiter.Load(); l != nil {
+		InflateBudget(l).Release(n)
+	}
+}
+
+func init() {
+	cfg := codec.DefaultConfig()
+	cfg.Budget, cfg.InflateClaim = testInflateBudget{}, DefaultConfig().MaxRecvMsgSize
+	if err := codec.RegisterCompressorsWith(cfg); err != nil {
+		panic(err)
+	}
+}
+
+// useInflateLimiter makes lim the one the registered decompressors inflate into, until the
+// test ends.
+func useInflateLimiter(t *testing.T, lim *fastpath.Limiter) {
+	inflateLimiter.Store(lim)
+	t.Cleanup(func() { inflateLimiter.Store(nil) })
+}
+
+// inflatingTraces is a valid traces request of one span whose attribute value is size bytes of
+// one letter: it compresses about a thousand times.
+func inflatingTraces(t *testing.T, size int) []byte {
+	t.Helper()
+	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
+		ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{
+			TraceId: bytes.Repeat([]byte{1}, 16), SpanId: bytes.Repeat([]byte{2}, 8), Name: "bomb",
+			Attributes: []*commonv1.KeyValue{{Key: "k", Value: &commonv1.AnyValue{
+				Value: &commonv1.AnyValue_StringValue{StringValue: strings.Repeat("a", size)}}}},
+		}}}},
+	}}}
+	b, err := req.MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A compressed message is inflated into bytes of the intake limiter's inflate budget, claimed
+// before the first byte past codec.FreeInflate is produced, beside the call's reservation for
+// the compressed message: v1 and OTEP unary calls and an OTEP stream are delivered, and the
+// limiter's high-water mark shows both. When the inflate budget is taken, a call waits for its
+// claim without inflating anything (and without answering), then is delivered once the budget
+// has room: it is never answered INTERNAL, which OTLP clients do not retry.
+func TestInflateHoldsIntakeLimiter(t *testing.T) {
+	const inflated = 12 << 20
+	maxRecv := int64(DefaultConfig().MaxRecvMsgSize)
+	body := inflatingTraces(t, inflated)
+	gz := grpc.UseCompressor(codec.Gzip)
+	newEnv := func(t *testing.T) (*env, *fastpath.Limiter) {
+		lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 64 << 20, InflateMaxBytes: maxRecv, Wait: 30 * time.Millisecond})
+		useInflateLimiter(t, lim)
+		sc := DefaultConfig()
+		sc.Limiter = lim
+		return start(t, testPipelineConfig(), sc, nil), lim
+	}
+	v1 := func(ctx context.Context, e *env) error {
+		var r rawBytes = body
+		return e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{}, gz)
+	}
+
+	t.Run("delivered", func(t *testing.T) {
+		e, lim := newEnv(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := v1(ctx, e); err != nil {
+			t.Fatalf("v1: %v", err)
+		}
+		var o rawBytes = otepReq(t, 5, body)
+		resp := &otepv1.ExportResponse{}
+		if err := e.raw.Invoke(ctx, "/otlpgate.otep.v1.UnaryExporter/ExportTraces", o.raw(), resp, gz); err != nil || resp.Id != 5 || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("OTEP unary: %v, %v", resp, err)
+		}
+		s, err := e.raw.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/otlpgate.otep.v1.StreamExporter/ExportTraces", gz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendRaw(t, s, otepReq(t, 6, body))
+		s.CloseSend()
+		if resp, err := recvResp(t, s); err != nil || resp.Id != 6 || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("OTEP stream: %v, %v", resp, err)
+		}
+		if _, err := drainEOF(s); err != nil {
+			t.Fatalf("OTEP stream end: %v", err)
+		}
+		e.p.Flush()
+		got, items := e.rec.totals()
+		if items != 3 || !bytes.Equal(bytes.Join(got, nil), bytes.Repeat(body, 3)) {
+			t.Fatalf("delivered %d spans (%d bytes), want the 3 inflated requests", items, len(bytes.Join(got, nil)))
+		}
+		if h := lim.HighWaterBytes(); h < maxRecv+maxRecv {
+			t.Fatalf("limiter high water %d, want a call's reservation and its inflate claim (%d each)", h, maxRecv)
+		}
+		if lim.Bytes() != 0 {
+			t.Fatalf("limiter holds %d after the calls", lim.Bytes())
+		}
+	})
+	t.Run("waits for room", func(t *testing.T) {
+		e, lim := newEnv(t)
+		if !lim.AcquireInflate(fastpath.IntakeGRPC, maxRecv, 0, nil) {
+			t.Fatal("cannot take the inflate budget")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- v1(ctx, e) }()
+		until(t, "the call to wait for its claim", func() bool { return lim.InflateWaiting() == 1 })
+		select {
+		case err := <-done:
+			t.Fatalf("the call was answered (%v) while it waited for its claim", err)
+		default:
+		}
+		e.p.Flush()
+		if _, items := e.rec.totals(); items != 0 {
+			t.Fatalf("%d spans delivered before the message could be inflated", items)
+		}
+		lim.ReleaseInflate(maxRecv)
+		if err := <-done; err != nil {
+			t.Fatalf("call after the budget had room: %v", err)
+		}
+		e.p.Flush()
+		if got, items := e.rec.totals(); items != 1 || !bytes.Equal(bytes.Join(got, nil), body) {
+			t.Fatalf("delivered %d spans, want the inflated request", items)
+		}
+		until(t, "the call's bytes to come back", func() bool { return lim.Bytes() == 0 })
+	})
+}
+
+// stall opens n calls of the v1 Export method on conn that send their headers and no message,
+// as a client that stalls does; the calls end with the test.
+func stall(t *testing.T, conn *grpc.ClientConn, n int) []grpc.ClientStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var out []grpc.ClientStream
+	for range n {
+		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+			"/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func dialRaw(t *testing.T, e *env) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient(e.srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// until polls cond (boundedly) and fails the test with what when it never holds.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 6000 {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The review's attack: one connection opens 16 calls that send HEADERS and no DATA. Its calls
+// hold at most -intake.max-conn-bytes together (the others are refused, counted as
+// conn_bytes); a well-behaved client on another connection is served throughout; and at
+// -intake.progress-timeout the connection is closed and every byte it held comes back.
+func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
+	const maxRecv, connCap, budget = 2 << 20, 8 << 20, 32 << 20
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: budget, MaxConnBytes: connCap, ProgressTimeout: 400 * time.Millisecond, Wait: 50 * time.Millisecond})
+	sc := DefaultConfig()
+	sc.MaxRecvMsgSize = maxRecv
+	sc.Limiter = lim
+	e := start(t, testPipelineConfig(), sc, nil)
+	stalledBefore := testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))
+	attacker := dialRaw(t, e)
+	streams := stall(t, attacker, 16)
+	// The stalled calls hold what their connection may (or, without a cap, the whole budget).
+	until(t, "the stalled calls to take their reservations", func() bool { return lim.Bytes() >= connCap })
+	if got := lim.Bytes(); got > connCap {
+		t.Fatalf("16 stalled calls of one connection hold %d bytes, cap %d", got, connCap)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var r rawBytes = traceBody(t, 4, 3)
+	for i := range 20 {
+		if err := e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{}); err != nil {
+			t.Fatalf("well-behaved call %d beside the stalled ones: %v", i, err)
+		}
+	}
+	e.p.Flush()
+	if _, items := e.rec.totals(); items != 60 {
+		t.Fatalf("delivered %d spans, want the 60 of the well-behaved calls", items)
+	}
+	// The progress deadline: the stalled connection is closed and its bytes return.
+	until(t, "the stalled connection to be closed", func() bool {
+		return testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))-stalledBefore == 1
+	})
+	until(t, "the stalled calls' bytes to come back", func() bool { return lim.Bytes() == 0 })
+	for i, s := range streams {
+		if err := s.RecvMsg(&coltracev1.ExportTraceServiceResponse{}); status.Code(err) != codes.Unavailable && status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("stalled call %d ended with %v, want UNAVAILABLE (connection closed) or RESOURCE_EXHAUSTED (over its connection's cap)", i, err)
+		}
+	}
+	// The well-behaved connection, which kept making calls, was never closed.
+	if err := e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{}); err != nil {
+		t.Fatalf("well-behaved call after the attack: %v", err)
+	}
+}
+
+// The same attack spread over 16 connections, one stalled call each, takes the whole budget:
+// the well-behaved client is refused (RESOURCE_EXHAUSTED with RetryInfo) until the progress
+// deadline closes every stalled connection, and then served again.
+func TestStalledConnectionsClosedAtProgressDeadline(t *testing.T) {
+	const maxRecv, budget = 2 << 20, 32 << 20
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: budget, MaxConnBytes: 8 << 20, ProgressTimeout: 400 * time.Millisecond, Wait: 20 * time.Millisecond})
+	sc := DefaultConfig()
+	sc.MaxRecvMsgSize = maxRecv
+	sc.Limiter = lim
+	e := start(t, testPipelineConfig(), sc, nil)
+	stalledBefore := testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))
+	for range 16 {
+		stall(t, dialRaw(t, e), 1)
+	}
+	until(t, "the stalled calls to take the budget", func() bool { return lim.Bytes() == budget })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var r rawBytes = traceBody(t, 5, 2)
+	call := func() error {
+		return e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{})
+	}
+	if st := status.Convert(call()); st.Code() != codes.ResourceExhausted || retryDelay(st) != 20*time.Millisecond {
+		t.Fatalf("call while the budget is taken: %v; want RESOURCE_EXHAUSTED with RetryInfo 20ms", st)
+	}
+	until(t, "the 16 stalled connections to be closed", func() bool {
+		return testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))-stalledBefore == 16
+	})
+	until(t, "the budget to come back", func() bool { return lim.Bytes() == 0 })
+	if err := call(); err != nil {
+		t.Fatalf("call after the stalled connections were closed: %v", err)
+	}
+}
