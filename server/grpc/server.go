@@ -33,6 +33,7 @@ type Server struct {
 	token string // expected "Bearer ..." value; empty: no check
 
 	adm      admission.Control // admission, refusal episodes, the intake limiter
+	conns    *conns            // per-peer cap, connection registry, unfinished messages (conns.go)
 	draining atomic.Bool
 	drain    chan struct{}  // closed when draining is set: idle streams end
 	loops    sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
@@ -45,6 +46,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{})}
+	s.conns = newConns(&s.cfg)
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	if cfg.AuthTokenFile != "" {
 		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
@@ -54,8 +56,10 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		s.token = tok
 	}
 	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(codec.New(nil)),
+		grpc.ForceServerCodecV2(answerCodec{inner: codec.New(nil)}),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxHeaderListSize(uint32(cfg.MaxHeaderBytes)),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.InitialWindowSize(cfg.InitialWindowSize),
 		grpc.InitialConnWindowSize(cfg.InitialConnWindowSize),
@@ -65,6 +69,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		grpc.SharedWriteBuffer(cfg.SharedWriteBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
+			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	}
@@ -73,7 +78,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpc: %w", err)
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		opts = append(opts, grpc.Creds(watchedCreds{credentials.NewTLS(tc)}))
 	}
 	s.gs = grpc.NewServer(opts...)
 	for _, d := range s.serviceDescs() {
@@ -97,10 +102,12 @@ func (s *Server) Start() error {
 
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	ln = &listener{Listener: netutil.LimitListener(ln, s.cfg.MaxConnections), cs: s.conns}
 	s.ln.Store(&ln)
+	go s.conns.sweep()
 	go func() {
 		defer close(s.served)
+		defer func() { close(s.conns.stop); <-s.conns.done }()
 		if err := s.gs.Serve(ln); err != nil {
 			s.log.Error("grpc server stopped", "err", err)
 		}
