@@ -378,7 +378,6 @@ func grpcGoroutines(t testing.TB, g *gate) int {
 // well-behaved client's 127.0.0.1.
 func grpcPeer(i int) string { return "127.0.1." + strconv.Itoa(1+i%250) }
 
-
 // grpcOTEPSpansRequest is an OTEP trace request with one resource entry of one span: admitted
 // into a batch, so that with -ack=upstream its answer waits for delivery.
 func grpcOTEPSpansRequest(t testing.TB, id uint64) []byte {
