@@ -1,13 +1,22 @@
 package hostile
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
 // The gRPC attacks of the review, each in a short, bounded form, against the real binary with
@@ -195,4 +204,202 @@ func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func
 			return
 		}
 	}
+}
+
+// Finding 7: unfinished messages. gRPC reads a message into memory as its frames come, up to
+// -grpc.max-recv-msg-size, and an OTEP stream's messages are not charged to the intake limiter:
+// 32 streams each holding a 16 MiB message short of its last bytes held 549 MiB. Here 8
+// connections of 4 streams each send 3.5 MiB of 4 MiB messages (112 MiB in all); each
+// connection is closed once its unfinished messages pass -grpc.max-conn-recv-bytes (4 MiB). A
+// connection that stays under it (one 3.5 MiB message) and one whose call sends headers and no
+// body at all are closed at -grpc.recv-timeout (2 s).
+func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
+	const (
+		maxMsg      = 4 << 20
+		conns, per  = 8, 4
+		partial     = maxMsg - maxMsg/8
+		capPerConn  = 4 << 20
+		recvTimeout = 2 * time.Second
+	)
+	g := startGate(t, "-intake.wait=1s", "-grpc.max-recv-msg-size=4MiB", "-grpc.max-conn-recv-bytes=4MiB",
+		"-grpc.recv-timeout="+recvTimeout.String())
+	w := grpcWitness(t, g)
+	var all []*grpcRaw
+	var wg sync.WaitGroup
+	for i := range conns {
+		c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(10 + i), streamWindow: -1})
+		all = append(all, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				if grpcPartialMessage(c, grpcOTEPStream, maxMsg, partial) != nil {
+					return
+				}
+			}
+		}()
+	}
+	under := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(20), streamWindow: -1})
+	all = append(all, under)
+	if err := grpcPartialMessage(under, grpcOTEPStream, maxMsg, partial); err != nil {
+		t.Fatalf("partial message under the cap: %v", err)
+	}
+	bodiless := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(21), streamWindow: -1})
+	all = append(all, bodiless)
+	if _, err := bodiless.open(grpcHeaders(grpcV1Export), false); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, c := range all {
+		if !grpcWaitFor(10*recvTimeout, c.isClosed) {
+			t.Errorf("connection %d still open %v after its messages stopped", i, 10*recvTimeout)
+		}
+	}
+	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_bytes"`); v != conns {
+		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_bytes\"} = %v, want %d", v, conns)
+	}
+	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_timeout"`); v != 2 {
+		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_timeout\"} = %v, want 2", v)
+	}
+	if v := g.metric(t, "otlpgate_grpc_unfinished_bytes"); v != 0 {
+		t.Errorf("otlpgate_grpc_unfinished_bytes = %v after every connection closed, want 0", v)
+	}
+	// Bound: the overhead, plus per connection its cap and the frames that crossed it (gRPC
+	// reads DATA into pooled 16 KiB buffers and does not copy a message until it is whole;
+	// 64 KiB of slack): 10 connections, 41 MiB. Without the cap they held 119 MiB.
+	grpcCheck(t, g, w, grpcOverhead+(conns+2)*(capPerConn+64<<10), 42+20, time.Second)
+}
+
+// grpcPartialMessage opens a stream of method on c and sends the prefix of a msgLen-byte
+// message and sendLen bytes of its body, as flow control allows, and no more.
+func grpcPartialMessage(c *grpcRaw, method string, msgLen, sendLen int) error {
+	id, err := c.open(grpcHeaders(method), false)
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 5+sendLen)
+	b[1], b[2], b[3], b[4] = byte(msgLen>>24), byte(msgLen>>16), byte(msgLen>>8), byte(msgLen)
+	return c.sendBytes(id, b, false)
+}
+
+// Finding 7: idle connections. Connections used to live as long as their client kept them,
+// so 4,096 idle ones took every slot of -grpc.max-connections and each new client waited in
+// the accept backlog. Here one address opens 100 connections that send the HTTP/2 preface
+// and nothing more, against -grpc.max-connections=64: -grpc.max-connections-per-peer=16 closes
+// 84 as soon as they are accepted, a new client from another address is served meanwhile, and
+// -grpc.max-connection-idle=1s closes the 16 that stayed.
+func TestGRPCIdleConnectionsBounded(t *testing.T) {
+	const attempts, perPeer = 100, 16
+	g := startGate(t, "-intake.wait=1s", "-grpc.max-connections=64", "-grpc.max-connections-per-peer=16",
+		"-grpc.max-connection-idle=1s")
+	w := grpcWitness(t, g)
+	var cs []*grpcRaw
+	for range attempts {
+		c, err := grpcTryDialRaw(g.GRPC, grpcRawOptions{local: grpcPeer(30), streamWindow: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.close()
+		}
+	}()
+	open := func() int {
+		n := 0
+		for _, c := range cs {
+			if !c.isClosed() {
+				n++
+			}
+		}
+		return n
+	}
+	refused := func() bool {
+		return g.metric(t, "otlpgate_grpc_refused_connections_total", `reason="per_peer"`) >= attempts-perPeer
+	}
+	if !grpcWaitFor(10*time.Second, refused) {
+		t.Errorf("otlpgate_grpc_refused_connections_total{reason=\"per_peer\"} = %v, want %d",
+			g.metric(t, "otlpgate_grpc_refused_connections_total", `reason="per_peer"`), attempts-perPeer)
+	}
+	if err := grpcFreshExport(g, 5*time.Second); err != nil {
+		t.Errorf("a new client was not served while the idle connections were open: %v", err)
+	}
+	if !grpcWaitFor(20*time.Second, func() bool { return open() == 0 }) {
+		t.Errorf("%d idle connections still open 20 s later", open())
+	}
+	// Bound: the overhead, plus at most 16 idle HTTP/2 connections (read and write buffers of
+	// 256 KiB each, gRPC's transport state): 8 MiB.
+	grpcCheck(t, g, w, grpcOverhead+perPeer*(512<<10), 42+20, time.Second)
+}
+
+// grpcFreshExport makes one OTLP/gRPC Export on a new connection, within timeout.
+func grpcFreshExport(g *gate, timeout time.Duration) error {
+	conn, err := grpc.NewClient(g.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err = coltracev1.NewTraceServiceClient(conn).Export(ctx, otlpgen.New(9).Spans(otlpgen.Shape{Spans: 2, Attrs: 1}))
+	return err
+}
+
+// Rapid reset (CVE-2023-44487) held up in the review: 2.44 M HEADERS + RST_STREAM pairs in
+// 20 s left RSS at 47 MiB. It must keep holding: here for up to 3 s (or 300,000 pairs) on one
+// connection, each stream an OTLP v1 Export cancelled as soon as opened.
+func TestGRPCRapidResetHolds(t *testing.T) {
+	g := startGate(t, "-intake.wait=1s")
+	w := grpcWitness(t, g)
+	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(40), streamWindow: -1})
+	deadline := time.Now().Add(3 * time.Second)
+	n := 0
+	for ; n < 300_000 && time.Now().Before(deadline); n++ {
+		id, err := c.open(grpcHeaders(grpcV1Export), false)
+		if err != nil || c.reset(id) != nil {
+			break
+		}
+	}
+	t.Logf("%d HEADERS + RST_STREAM pairs", n)
+	if !c.sync(30 * time.Second) {
+		t.Fatalf("the server did not read the flood within 30 s")
+	}
+	// The cancelled calls end: goroutines come back to those of the idle server, the
+	// well-behaved client and the attacker's connection.
+	const maxG = 42 + 20
+	if !grpcWaitFor(10*time.Second, func() bool { return grpcGoroutines(t, g) <= maxG }) {
+		t.Errorf("%d goroutines 10 s after the flood, bound %d", grpcGoroutines(t, g), maxG)
+	}
+	// Bound: the overhead, plus gRPC's state of the streams not yet cleaned up when the
+	// flood was read (at most -grpc.max-concurrent-streams, 1,024, of a few KiB each: 16 MiB);
+	// nothing of a cancelled call outlives it.
+	grpcCheck(t, g, w, grpcOverhead+1024*(16<<10), maxG, time.Second)
+}
+
+// CONTINUATION floods (CVE-2024-27316) held up too: a header block that never ends is cut off
+// once it passes -grpc.max-header-bytes, and the connection closed. Here: HEADERS without
+// END_HEADERS, then 16 KiB CONTINUATION frames of indexed fields, until the server closes the
+// connection (or 64 MiB were sent).
+func TestGRPCContinuationFloodHolds(t *testing.T) {
+	g := startGate(t, "-intake.wait=1s")
+	w := grpcWitness(t, g)
+	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(41), streamWindow: -1})
+	frag := bytes.Repeat([]byte{0x82}, 16<<10) // indexed :method GET, 42 bytes decoded each
+	if err := c.write(func() error {
+		return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: frag})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(frag)
+	for sent < 64<<20 && !c.isClosed() {
+		if c.write(func() error { return c.fr.WriteContinuation(1, false, frag) }) != nil {
+			break
+		}
+		sent += len(frag)
+	}
+	if !grpcWaitFor(10*time.Second, c.isClosed) {
+		t.Errorf("connection still open after %d bytes of one header block", sent)
+	}
+	grpcCheck(t, g, w, grpcOverhead, 42+20, time.Second)
 }

@@ -45,6 +45,7 @@ type grpcRaw struct {
 		initWin int64
 	}
 	winCh   chan struct{} // signalled when window is granted
+	pongs   chan [8]byte  // PING acknowledgements
 	goaways atomic.Int32
 }
 
@@ -82,7 +83,8 @@ func grpcTryDialRaw(addr string, o grpcRawOptions) (*grpcRaw, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &grpcRaw{conn: conn, next: 1, closed: make(chan struct{}), done: make(chan struct{}), winCh: make(chan struct{}, 1)}
+	c := &grpcRaw{conn: conn, next: 1, closed: make(chan struct{}), done: make(chan struct{}), winCh: make(chan struct{}, 1),
+		pongs: make(chan [8]byte, 16)}
 	c.mu.ended = map[uint32]string{}
 	c.mu.data = map[uint32]int{}
 	c.mu.win = map[uint32]int64{}
@@ -95,18 +97,14 @@ func grpcTryDialRaw(addr string, o grpcRawOptions) (*grpcRaw, error) {
 	if o.streamWindow >= 0 {
 		win = uint32(o.streamWindow)
 	}
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	// The connection window is granted in full at once: only stream windows are withheld.
-	if err := c.fr.WriteWindowUpdate(0, 1<<30); err != nil {
-		conn.Close()
-		return nil, err
+	// Write errors mean that the server closed the connection already (a refusal), which the
+	// reader reports.
+	conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err == nil {
+		if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}); err == nil {
+			// The connection window is granted in full at once: only stream windows are withheld.
+			c.fr.WriteWindowUpdate(0, 1<<30)
+		}
 	}
 	go c.read()
 	return c, nil
@@ -151,6 +149,11 @@ func (c *grpcRaw) read() {
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				c.write(func() error { return c.fr.WritePing(true, f.Data) })
+			} else {
+				select {
+				case c.pongs <- f.Data:
+				default:
+				}
 			}
 		case *http2.MetaHeadersFrame:
 			if f.StreamEnded() {
@@ -307,6 +310,29 @@ func (c *grpcRaw) sendBytes(id uint32, b []byte, endStream bool) error {
 		}
 		if len(b) == 0 {
 			return nil
+		}
+	}
+}
+
+// sync sends a PING and waits up to within for its acknowledgement: the server reads frames in
+// order, so by then it has read every frame sent before. False when none came.
+func (c *grpcRaw) sync(within time.Duration) bool {
+	data := [8]byte{'s', 'y', 'n', 'c', byte(c.next), byte(c.next >> 8), byte(c.next >> 16), byte(c.next >> 24)}
+	if c.write(func() error { return c.fr.WritePing(false, data) }) != nil {
+		return false
+	}
+	t := time.NewTimer(within)
+	defer t.Stop()
+	for {
+		select {
+		case d := <-c.pongs:
+			if d == data {
+				return true
+			}
+		case <-c.closed:
+			return false
+		case <-t.C:
+			return false
 		}
 	}
 }
