@@ -2,11 +2,14 @@ package grpcserver
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -61,5 +64,83 @@ func TestConnectionChurnLeaksNothing(t *testing.T) {
 	}
 	if g, f := settle(t, g0, f0); g > g0 || f > f0 {
 		t.Fatalf("after 10,000 connections: %d goroutines (was %d), %d descriptors (was %d)", g, g0, f, f0)
+	}
+}
+
+// One address gets at most MaxConnectionsPerPeer connections; the others are closed as soon as
+// accepted and counted, while another address still connects.
+func TestConnectionsPerPeer(t *testing.T) {
+	sc := DefaultConfig()
+	sc.MaxConnectionsPerPeer = 2
+	e := start(t, testPipelineConfig(), sc, nil)
+	addr := e.srv.Addr().String()
+	before := testutil.ToFloat64(refusedPerPeer)
+	var cs []*h2
+	for range 4 {
+		cs = append(cs, dialH2(t, addr, "127.0.0.2", nil, 1<<20))
+	}
+	for _, c := range cs[2:] {
+		c.waitClosed(t, 10*time.Second)
+	}
+	if got := testutil.ToFloat64(refusedPerPeer) - before; got != 2 {
+		t.Fatalf("refused %v connections, want 2", got)
+	}
+	for i, c := range cs[:2] {
+		if c.isClosed() {
+			t.Fatalf("connection %d within the cap was closed", i)
+		}
+	}
+	// Another address is served.
+	c := otepv1.NewUnaryExporterClient(e.conn)
+	if _, err := c.ExportTraces(context.Background(), &otepv1.TraceExportRequest{Id: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A call whose message stays unfinished past RecvTimeout closes its connection, over TLS too
+// (the frames are followed in clear text, above TLS); so does a call that sends headers and no
+// body.
+func TestRecvTimeoutClosesConnection(t *testing.T) {
+	p := newPKI(t)
+	for _, tlsOn := range []bool{false, true} {
+		sc := DefaultConfig()
+		sc.RecvTimeout = 300 * time.Millisecond
+		var tc *tls.Config
+		if tlsOn {
+			sc.TLSCert, sc.TLSKey = p.certFile, p.keyFile
+			tc = &tls.Config{RootCAs: p.caPool, ServerName: "127.0.0.1"}
+		}
+		addr := startTLS(t, sc)
+		for _, body := range []bool{true, false} {
+			before := testutil.ToFloat64(closedConns[closeRecvTimeout])
+			c := dialH2(t, addr, "", tc, 1<<20)
+			id := c.open(t, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
+			if body {
+				c.data(t, id, grpcMsg(0, nil))                  // an empty request: answered
+				c.data(t, id, grpcMsg(1000, make([]byte, 100))) // the next, unfinished
+			}
+			c.waitClosed(t, 30*time.Second)
+			if got := testutil.ToFloat64(closedConns[closeRecvTimeout]) - before; got != 1 {
+				t.Fatalf("tls=%v body=%v: recv_timeout closes %v, want 1", tlsOn, body, got)
+			}
+		}
+	}
+}
+
+// A connection whose unfinished messages pass MaxConnRecvBytes is closed at once.
+func TestConnRecvBytesClosesConnection(t *testing.T) {
+	sc := DefaultConfig()
+	sc.MaxRecvMsgSize = 64 << 10
+	sc.MaxConnRecvBytes = 64 << 10
+	e := start(t, testPipelineConfig(), sc, nil)
+	before := testutil.ToFloat64(closedConns[closeRecvBytes])
+	c := dialH2(t, e.srv.Addr().String(), "", nil, 1<<20)
+	for range 5 {
+		id := c.open(t, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
+		c.data(t, id, grpcMsg(60<<10, make([]byte, 15<<10)))
+	}
+	c.waitClosed(t, 30*time.Second)
+	if got := testutil.ToFloat64(closedConns[closeRecvBytes]) - before; got != 1 {
+		t.Fatalf("recv_bytes closes %v, want 1", got)
 	}
 }
