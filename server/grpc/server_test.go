@@ -475,6 +475,14 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.StreamMaxAge = -1 },
 		func(c *Config) { c.TLSCert = "x" },
 		func(c *Config) { c.TLSClientCA = "ca" },
+		func(c *Config) { c.MaxConnectionsPerPeer = -1 },
+		func(c *Config) { c.HandshakeTimeout = 0 },
+		func(c *Config) { c.MaxConnectionAge = -1 },
+		func(c *Config) { c.MaxHeaderBytes = 100 },
+		func(c *Config) { c.RecvTimeout = 0 },
+		func(c *Config) { c.MaxConnRecvBytes = int64(c.MaxRecvMsgSize) - 1 },
+		func(c *Config) { c.StreamMaxUnsent = 0 },
+		func(c *Config) { c.StreamAnswerTimeout = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
