@@ -31,7 +31,7 @@ Flags:
 	fs.DurationVar(&g.HandshakeTimeout, "grpc.handshake-timeout", g.HandshakeTimeout, "bound on a new connection's TLS handshake and HTTP/2 preface")
 	fs.Var(intSize{&g.MaxHeaderBytes}, "grpc.max-header-bytes", "largest header list of a call, as decoded; a longer one resets the stream (otlpgate_grpc_refused_streams_total{reason=\"header_too_large\"})")
 	fs.DurationVar(&g.RecvTimeout, "grpc.recv-timeout", g.RecvTimeout, "bound on receiving one message, from the call's headers (first message) or its first byte (later ones) to its last byte, while the client may send; past it the connection is closed (otlpgate_grpc_closed_connections_total{reason=\"recv_timeout\"})")
-	fs.Var(byteSize{&g.MaxConnRecvBytes}, "grpc.max-conn-recv-bytes", "bytes of unfinished messages one connection may have sent, at least -grpc.max-recv-msg-size; past it the connection is closed (otlpgate_grpc_closed_connections_total{reason=\"recv_bytes\"}, otlpgate_grpc_unfinished_bytes)")
+	fs.Var(byteSize{&g.MaxConnRecvBytes}, "grpc.max-conn-recv-bytes", "bytes of unfinished messages one connection may have sent beyond each stream's initial window (-grpc.http2.stream-window), at least -grpc.max-recv-msg-size (0: twice -grpc.max-recv-msg-size); past it the connection is closed (otlpgate_grpc_closed_connections_total{reason=\"recv_bytes\"}, otlpgate_grpc_unfinished_bytes)")
 	fs.Var(int32Size{&g.InitialWindowSize}, "grpc.http2.stream-window", "HTTP/2 flow-control window per stream")
 	fs.Var(int32Size{&g.InitialConnWindowSize}, "grpc.http2.conn-window", "HTTP/2 flow-control window per connection")
 	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")

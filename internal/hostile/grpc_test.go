@@ -219,15 +219,18 @@ func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func
 // -grpc.max-recv-msg-size, and an OTEP stream's messages are not charged to the intake limiter:
 // 32 streams each holding a 16 MiB message short of its last bytes held 549 MiB. Here 8
 // connections of 4 streams each send 3.5 MiB of 4 MiB messages (112 MiB in all); each
-// connection is closed once its unfinished messages pass -grpc.max-conn-recv-bytes (4 MiB). A
-// connection that stays under it (one 3.5 MiB message) and one whose call sends headers and no
-// body at all are closed at -grpc.recv-timeout (2 s).
+// connection is closed once its unfinished messages hold more than -grpc.max-conn-recv-bytes
+// (4 MiB) beyond each stream's initial window (-grpc.http2.stream-window, 1 MiB: what any
+// client may park without the server reading). A connection that stays under it (one 3.5 MiB
+// message) and one whose call sends headers and no body at all are closed at
+// -grpc.recv-timeout (2 s).
 func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
 	const (
 		maxMsg      = 4 << 20
 		conns, per  = 8, 4
 		partial     = maxMsg - maxMsg/8
 		capPerConn  = 4 << 20
+		window      = 1 << 20 // -grpc.http2.stream-window's default
 		recvTimeout = 2 * time.Second
 	)
 	g := startGate(t, "-intake.wait=1s", "-grpc.max-recv-msg-size=4MiB", "-grpc.max-conn-recv-bytes=4MiB",
@@ -273,10 +276,11 @@ func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
 	if v := g.metric(t, "otlpgate_grpc_unfinished_bytes"); v != 0 {
 		t.Errorf("otlpgate_grpc_unfinished_bytes = %v after every connection closed, want 0", v)
 	}
-	// Bound: the overhead, plus per connection its cap and the frames that crossed it (gRPC
-	// reads DATA into pooled 16 KiB buffers and does not copy a message until it is whole;
-	// 64 KiB of slack): 10 connections, 41 MiB. Without the cap they held 119 MiB.
-	grpcCheck(t, g, w, grpcOverhead+(conns+2)*(capPerConn+64<<10), base+grpcSlack, time.Second)
+	// Bound: the overhead, plus per connection its cap, a window per stream and the frames that
+	// crossed the cap (gRPC reads DATA into pooled 16 KiB buffers and does not copy a message
+	// until it is whole; 64 KiB of slack): 10 connections, 80 MiB. Without the cap they held
+	// 119 MiB, and for as long as the attacker liked.
+	grpcCheck(t, g, w, grpcOverhead+(conns+2)*(capPerConn+per*window+64<<10), base+grpcSlack, time.Second)
 }
 
 // grpcPartialMessage opens a stream of method on c and sends the prefix of a msgLen-byte

@@ -69,8 +69,10 @@ type Config struct {
 	// -grpc.max-recv-msg-size. Counted in otlpgate_grpc_closed_connections_total{reason="recv_timeout"}.
 	// Waiting between messages is not bounded by it (see StreamMaxAge).
 	RecvTimeout time.Duration
-	// MaxConnRecvBytes caps the bytes of unfinished messages one connection may have sent
-	// (-grpc.max-conn-recv-bytes, default 32MiB, at least -grpc.max-recv-msg-size); past it the
+	// MaxConnRecvBytes caps the bytes of unfinished messages one connection may have sent beyond
+	// the initial stream window of each (InitialWindowSize; within it a client may send without
+	// the server reading, which many concurrent uploads do) (-grpc.max-conn-recv-bytes, default 0: twice MaxRecvMsgSize, 32MiB with its default; at
+	// least MaxRecvMsgSize when set), so that it follows a raised message size; past it the
 	// connection is closed, counted in otlpgate_grpc_closed_connections_total{reason="recv_bytes"}.
 	MaxConnRecvBytes int64
 
@@ -127,7 +129,6 @@ func DefaultConfig() Config {
 		MaxConnectionAgeGrace: 20 * time.Minute,
 		MaxHeaderBytes:        16 << 10,
 		RecvTimeout:           30 * time.Second,
-		MaxConnRecvBytes:      32 << 20,
 		InitialWindowSize:     1 << 20,
 		InitialConnWindowSize: 8 << 20,
 		ReadBufferSize:        256 << 10,
@@ -173,7 +174,7 @@ func (c Config) Validate() error {
 		return errors.New("grpc: max header bytes must be between 1KiB and 16MiB")
 	case c.RecvTimeout <= 0:
 		return errors.New("grpc: receive timeout must be positive")
-	case c.MaxConnRecvBytes < int64(c.MaxRecvMsgSize):
+	case c.MaxConnRecvBytes < 0 || c.MaxConnRecvBytes > 0 && c.MaxConnRecvBytes < int64(c.MaxRecvMsgSize):
 		return fmt.Errorf("grpc: max connection receive bytes %d below the max receive message size %d", c.MaxConnRecvBytes, c.MaxRecvMsgSize)
 	case c.StreamWindow <= 0:
 		return errors.New("grpc: stream window must be positive")
@@ -195,4 +196,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: max receive message size %d exceeds the intake limit %d (-intake.max-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxBytes())
 	}
 	return nil
+}
+
+// connRecvBytes is MaxConnRecvBytes with its default applied.
+func (c *Config) connRecvBytes() int64 {
+	if c.MaxConnRecvBytes > 0 {
+		return c.MaxConnRecvBytes
+	}
+	return 2 * int64(c.MaxRecvMsgSize)
 }

@@ -127,17 +127,36 @@ func TestRecvTimeoutClosesConnection(t *testing.T) {
 	}
 }
 
-// A connection whose unfinished messages pass MaxConnRecvBytes is closed at once.
+// A connection whose unfinished messages pass MaxConnRecvBytes beyond their initial window is
+// closed at once. Within the window (64 KiB here) concurrent uploads may park a message each.
 func TestConnRecvBytesClosesConnection(t *testing.T) {
 	sc := DefaultConfig()
-	sc.MaxRecvMsgSize = 64 << 10
-	sc.MaxConnRecvBytes = 64 << 10
+	sc.InitialWindowSize = 64 << 10
+	sc.MaxRecvMsgSize = 1 << 20
+	sc.MaxConnRecvBytes = 1 << 20
 	e := start(t, testPipelineConfig(), sc, nil)
 	before := testutil.ToFloat64(closedConns[closeRecvBytes])
 	c := dialH2(t, e.srv.Addr().String(), "", nil, 1<<20)
-	for range 5 {
+	chunk := make([]byte, 16<<10)
+	for range 8 { // 8 × 64 KiB within the window: 512 KiB parked, nothing counted
 		id := c.open(t, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
-		c.data(t, id, grpcMsg(60<<10, make([]byte, 15<<10)))
+		c.data(t, id, grpcMsg(1<<20-5, chunk[:16<<10-5]))
+		for range 3 {
+			c.data(t, id, chunk)
+		}
+	}
+	// Streams 1 and 3 are being read: their handlers asked for the whole message. 600 KiB
+	// more of each, beyond the window, crosses the cap.
+	c.waitWindow(t, 1, 3)
+	if c.isClosed() {
+		t.Fatal("closed for messages within their window")
+	}
+	for range 600 / 16 {
+		for _, id := range []uint32{1, 3} {
+			c.mu.Lock()
+			c.fr.WriteData(id, false, chunk)
+			c.mu.Unlock()
+		}
 	}
 	c.waitClosed(t, 30*time.Second)
 	if got := testutil.ToFloat64(closedConns[closeRecvBytes]) - before; got != 1 {

@@ -22,6 +22,7 @@ type h2 struct {
 	hbuf   bytes.Buffer
 	next   uint32
 	closed chan struct{} // closed when the server closed the connection
+	wins   chan uint32   // streams the server granted window to
 }
 
 // dialH2 connects from local (empty: any) to addr, over TLS when tc is set, and grants the
@@ -44,7 +45,7 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &h2{conn: conn, next: 1, closed: make(chan struct{})}
+	c := &h2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024)}
 	c.fr = http2.NewFramer(conn, conn)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	conn.Write([]byte(http2.ClientPreface))
@@ -58,10 +59,20 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 			if err != nil {
 				return
 			}
-			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
-				c.mu.Lock()
-				c.fr.WriteSettingsAck()
-				c.mu.Unlock()
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					c.mu.Lock()
+					c.fr.WriteSettingsAck()
+					c.mu.Unlock()
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID != 0 {
+					select {
+					case c.wins <- f.StreamID:
+					default:
+					}
+				}
 			}
 		}
 	}()
@@ -99,6 +110,25 @@ func (c *h2) data(t *testing.T, id uint32, b []byte) {
 	defer c.mu.Unlock()
 	if err := c.fr.WriteData(id, false, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitWindow waits (boundedly) until the server granted each of ids window: their handlers
+// began reading messages larger than the initial window.
+func (c *h2) waitWindow(t *testing.T, ids ...uint32) {
+	t.Helper()
+	want := map[uint32]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case got := <-c.wins:
+			delete(want, got)
+		case <-deadline:
+			t.Fatalf("no window granted to streams %v", want)
+		}
 	}
 }
 

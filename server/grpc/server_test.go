@@ -481,6 +481,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.MaxHeaderBytes = 100 },
 		func(c *Config) { c.RecvTimeout = 0 },
 		func(c *Config) { c.MaxConnRecvBytes = int64(c.MaxRecvMsgSize) - 1 },
+		func(c *Config) { c.MaxConnRecvBytes = -1 },
 		func(c *Config) { c.StreamMaxUnsent = 0 },
 		func(c *Config) { c.StreamAnswerTimeout = 0 },
 	} {
@@ -489,6 +490,12 @@ func TestValidate(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("invalid config accepted: %+v", c)
 		}
+	}
+	// The per-connection cap follows a raised message size unless it is set.
+	c := DefaultConfig()
+	c.MaxRecvMsgSize = 64 << 20
+	if err := c.Validate(); err != nil || c.connRecvBytes() != 128<<20 {
+		t.Errorf("64MiB messages: %v, per-connection cap %d", err, c.connRecvBytes())
 	}
 	if _, err := New(Config{Listen: "127.0.0.1:1", AuthTokenFile: "/nonexistent"}, nil, nil); err == nil {
 		t.Error("missing token file accepted")

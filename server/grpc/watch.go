@@ -16,8 +16,8 @@ import (
 // The watch reads frame headers only (9 bytes a frame, and the 5-byte gRPC prefix of each
 // message); payloads are skipped, never copied.
 //
-// Per open stream it knows whether a message is unfinished, since when, and how much of it
-// has arrived. The clock of a stream's first message starts with its HEADERS, so that a call
+// Per open stream it knows whether a message is unfinished, since when, how much of it has
+// arrived, and whether its client may send more (flow control). The clock of a stream's first message starts with its HEADERS, so that a call
 // whose body never comes is bounded too; the clock of a later message starts with its first
 // byte, so that an OTEP stream may wait between requests (up to -grpc.stream.max-age). The
 // clock stops while the client cannot send because the server has not granted it window
@@ -94,7 +94,7 @@ var (
 )
 
 func (w *watch) init(cfg *Config) {
-	w.maxHeld = cfg.MaxConnRecvBytes
+	w.maxHeld = cfg.connRecvBytes()
 	w.window = int64(cfg.InitialWindowSize)
 	w.rd.skip = clientPrefaceLen
 	w.mu.streams = map[uint32]*msgState{}
@@ -194,10 +194,26 @@ func (w *watch) read(p []byte) (reason int, bad bool) {
 		}
 	}
 	w.reportLocked()
-	if w.mu.held > w.maxHeld {
+	if w.mu.held > w.maxHeld && w.grantedLocked() > w.maxHeld {
 		return closeRecvBytes, true
 	}
 	return 0, false
+}
+
+// grantedLocked sums what unfinished messages hold beyond the initial stream window. Within it
+// a client may send without the server reading: that much per stream is what HTTP/2 flow
+// control lets any client park (gRPC's own exposure, and many concurrent uploads on one
+// connection hold it legitimately, each message moving a frame at a time). Beyond it, bytes
+// arrive only because a handler is reading a large message (gRPC grants window to the message's
+// end when the read begins), which is what a client that withholds the tail exploits.
+func (w *watch) grantedLocked() int64 {
+	var n int64
+	for _, st := range w.mu.streams {
+		if st.since != 0 && st.held > w.window {
+			n += st.held - w.window
+		}
+	}
+	return n
 }
 
 // begin decodes the frame header just completed.

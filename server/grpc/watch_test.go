@@ -183,24 +183,46 @@ func TestWatchOverdueOnlyWithWindow(t *testing.T) {
 	}
 }
 
-// Past maxHeld the read side asks for the connection to be closed.
-func TestWatchCap(t *testing.T) {
-	w := testWatch(1000)
+// A closed connection gives its unfinished bytes back to the gauge, once.
+func TestWatchRelease(t *testing.T) {
+	w := testWatch(1 << 20)
 	c := newFrames(true)
 	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: true})
-	c.fr.WriteData(1, false, grpcMsg(5000, make([]byte, 995)))
+	c.fr.WriteData(1, false, grpcMsg(5000, make([]byte, 996)))
+	feed(w, c.take(), false)
+	before := unfinishedBytes.Load()
+	w.release()
+	w.release()
+	if got := before - unfinishedBytes.Load(); got != 1001 {
+		t.Fatalf("release gave back %d bytes, want 1001", got)
+	}
+}
+
+// The cap counts what unfinished messages hold beyond the initial stream window: within it,
+// concurrent uploads of one connection may each park a message.
+func TestWatchCapBeyondWindow(t *testing.T) {
+	w := testWatch(1000)
+	c := newFrames(true)
+	for _, id := range []uint32{1, 3, 5} { // 3 × 64 KiB parked, nothing beyond the window
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: []byte{0x82}, EndHeaders: true})
+		c.fr.WriteData(id, false, grpcMsg(1<<20, make([]byte, 16<<10-5)))
+		for range 3 {
+			c.fr.WriteData(id, false, make([]byte, 16<<10))
+		}
+	}
+	if feed(w, c.take(), false) {
+		t.Fatal("closed for messages within their window")
+	}
+	s := newFrames(false)
+	s.fr.WriteWindowUpdate(1, 1<<20) // a handler reads stream 1's message
+	w.write(s.take())
+	c.fr.WriteData(1, false, make([]byte, 1000))
 	if feed(w, c.take(), false) {
 		t.Fatal("closed at the cap")
 	}
 	c.fr.WriteData(1, false, []byte{0})
-	reason, bad := w.read(c.take())
-	if !bad || reason != closeRecvBytes {
-		t.Fatalf("one byte past the cap: %v, %v", reason, bad)
-	}
-	before := unfinishedBytes.Load()
-	w.release()
-	if got := before - unfinishedBytes.Load(); got != 1001 {
-		t.Fatalf("release gave back %d bytes, want 1001", got)
+	if reason, bad := w.read(c.take()); !bad || reason != closeRecvBytes {
+		t.Fatalf("1001 bytes beyond the window past a cap of 1000: %v, %v", reason, bad)
 	}
 }
 
