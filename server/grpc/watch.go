@@ -34,6 +34,7 @@ type watch struct {
 	mu      struct {
 		sync.Mutex
 		streams  map[uint32]*msgState
+		spare    []*msgState // states of ended streams, for the next ones: a call costs no allocation
 		held     int64 // bytes of unfinished messages received
 		reported int64 // the part of held counted in otlpgate_grpc_unfinished_bytes
 		partial  int   // streams with a message unfinished (since != 0)
@@ -240,7 +241,15 @@ func (w *watch) readFrameLocked(c *cursor, now int64) {
 		}
 		if _, ok := w.mu.streams[c.id]; !ok {
 			// A new stream: its first message is expected now.
-			w.mu.streams[c.id] = &msgState{since: now, window: w.window}
+			var st *msgState
+			if n := len(w.mu.spare); n > 0 {
+				st = w.mu.spare[n-1]
+				w.mu.spare = w.mu.spare[:n-1]
+			} else {
+				st = new(msgState)
+			}
+			*st = msgState{since: now, window: w.window}
+			w.mu.streams[c.id] = st
 			w.mu.partial++
 		}
 	case frameData:
@@ -308,6 +317,7 @@ func (w *watch) endStreamLocked(id uint32) {
 		w.mu.partial--
 	}
 	delete(w.mu.streams, id)
+	w.mu.spare = append(w.mu.spare, st)
 }
 
 // write follows the bytes gRPC writes: the streams it ends, the window it grants, and the
