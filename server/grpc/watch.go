@@ -35,10 +35,10 @@ type watch struct {
 		sync.Mutex
 		streams  map[uint32]*msgState
 		spare    []*msgState // states of ended streams, for the next ones: a call costs no allocation
-		held     int64 // bytes of unfinished messages received
-		reported int64 // the part of held counted in otlpgate_grpc_unfinished_bytes
-		partial  int   // streams with a message unfinished (since != 0)
-		released bool  // the connection closed: nothing of it is counted any more
+		held     int64       // bytes of unfinished messages received
+		reported int64       // the part of held counted in otlpgate_grpc_unfinished_bytes
+		partial  int         // streams with a message unfinished (since != 0)
+		released bool        // the connection closed: nothing of it is counted any more
 	}
 }
 
