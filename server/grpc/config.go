@@ -40,9 +40,41 @@ type Config struct {
 	// MaxConnections caps the connections open at once (-grpc.max-connections, default 4096);
 	// further clients wait in the accept backlog until one closes.
 	MaxConnections int
-	// MaxConnectionIdle closes connections without streams after this long
-	// (-grpc.max-connection-idle, default 0: never).
-	MaxConnectionIdle time.Duration
+	// MaxConnectionsPerPeer caps the connections of one client address, so that one host
+	// cannot take every connection (-grpc.max-connections-per-peer, default 1024; 0: no cap).
+	// Further connections from it are closed at once, counted in
+	// otlpgate_grpc_refused_connections_total{reason="per_peer"}.
+	MaxConnectionsPerPeer int
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2 preface
+	// (-grpc.handshake-timeout, default 10s): a connection that says nothing holds a slot of
+	// MaxConnections no longer.
+	HandshakeTimeout time.Duration
+	// MaxConnectionIdle closes connections without calls after this long
+	// (-grpc.max-connection-idle, default 5m; 0: never). MaxConnectionAge closes any connection
+	// after this long, with a GOAWAY that lets clients move to a new one, and
+	// MaxConnectionAgeGrace is how long its calls may still run before it is cut
+	// (-grpc.max-connection-age, default 1h; -grpc.max-connection-age-grace, default 20m, longer
+	// than the default -grpc.stream.max-age so that streams end on their own first; 0: never).
+	MaxConnectionIdle, MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// MaxHeaderBytes bounds the header list of a call, as HPACK decodes it
+	// (-grpc.max-header-bytes, default 16KiB). OTLP clients send a few hundred bytes; HPACK's
+	// indexing lets a client send a large list for a few bytes a field, so the bound is on the
+	// decoded size. A longer list resets the stream (RST_STREAM FRAME_SIZE_ERROR), counted in
+	// otlpgate_grpc_refused_streams_total{reason="header_too_large"}.
+	MaxHeaderBytes int
+	// RecvTimeout bounds the receipt of one message, from the stream's headers (for its first
+	// message) or from the message's first byte (for the others) to its last byte
+	// (-grpc.recv-timeout, default 30s). A connection that keeps a message unfinished longer is
+	// closed: gRPC cannot abandon one stream's half-received message, and each may hold up to
+	// -grpc.max-recv-msg-size. Counted in otlpgate_grpc_closed_connections_total{reason="recv_timeout"}.
+	// Waiting between messages is not bounded by it (see StreamMaxAge).
+	RecvTimeout time.Duration
+	// MaxConnRecvBytes caps the bytes of unfinished messages one connection may have sent beyond
+	// the initial stream window of each (InitialWindowSize; within it a client may send without
+	// the server reading, which many concurrent uploads do) (-grpc.max-conn-recv-bytes, default 0: twice MaxRecvMsgSize, 32MiB with its default; at
+	// least MaxRecvMsgSize when set), so that it follows a raised message size; past it the
+	// connection is closed, counted in otlpgate_grpc_closed_connections_total{reason="recv_bytes"}.
+	MaxConnRecvBytes int64
 
 	// StreamMaxAge and StreamMaxRequests end a stream (after answering everything it accepted)
 	// so that clients re-open it and load balancers can spread them (-grpc.stream.max-age,
@@ -53,6 +85,15 @@ type Config struct {
 	// StreamWindow is how many requests of one stream may wait for their batch at once in
 	// -ack=upstream mode (-grpc.stream.window, default 256).
 	StreamWindow int
+	// StreamMaxUnsent is how many answers of one OTEP stream may wait to be taken by the
+	// client (HTTP/2 flow control: a client that grants no window takes none) before the
+	// stream stops reading requests (-grpc.stream.max-unsent, default 64), counted in
+	// otlpgate_grpc_stream_stalls_total. StreamAnswerTimeout is how long it then waits for the
+	// client to take one (-grpc.stream.answer-timeout, default 30s) before the connection is
+	// closed: gRPC frees a stream's unsent answers only with its connection. Counted in
+	// otlpgate_grpc_closed_connections_total{reason="answers_not_taken"}.
+	StreamMaxUnsent     int
+	StreamAnswerTimeout time.Duration
 	// OverloadAfter is how long requests must keep being refused for want of queue space before
 	// a stream or unary call is ended with UNAVAILABLE and RetryInfo instead of FailedRetryable
 	// (-grpc.overload-after, default 2s).
@@ -85,6 +126,13 @@ func DefaultConfig() Config {
 		MaxRecvMsgSize:        16 << 20,
 		MaxConcurrentStreams:  1024,
 		MaxConnections:        4096,
+		MaxConnectionsPerPeer: 1024,
+		HandshakeTimeout:      10 * time.Second,
+		MaxConnectionIdle:     5 * time.Minute,
+		MaxConnectionAge:      time.Hour,
+		MaxConnectionAgeGrace: 20 * time.Minute,
+		MaxHeaderBytes:        16 << 10,
+		RecvTimeout:           30 * time.Second,
 		InitialWindowSize:     1 << 20,
 		InitialConnWindowSize: 8 << 20,
 		ReadBufferSize:        256 << 10,
@@ -96,6 +144,8 @@ func DefaultConfig() Config {
 		StreamMaxAge:          15 * time.Minute,
 		StreamMaxRequests:     1_000_000,
 		StreamWindow:          256,
+		StreamMaxUnsent:       64,
+		StreamAnswerTimeout:   30 * time.Second,
 		OverloadAfter:         2 * time.Second,
 		ScanDepth:             fastpath.DepthFull,
 	}
@@ -118,8 +168,24 @@ func (c Config) Validate() error {
 		return errors.New("grpc: max connections must be positive")
 	case c.InitialWindowSize < 64<<10 || c.InitialConnWindowSize < 64<<10:
 		return errors.New("grpc: HTTP/2 windows must be at least 64KiB")
+	case c.MaxConnectionsPerPeer < 0:
+		return errors.New("grpc: max connections per peer must not be negative")
+	case c.HandshakeTimeout <= 0:
+		return errors.New("grpc: handshake timeout must be positive")
+	case c.MaxConnectionIdle < 0 || c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0:
+		return errors.New("grpc: connection idle time, age and grace must not be negative")
+	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
+		return errors.New("grpc: max header bytes must be between 1KiB and 16MiB")
+	case c.RecvTimeout <= 0:
+		return errors.New("grpc: receive timeout must be positive")
+	case c.MaxConnRecvBytes < 0 || c.MaxConnRecvBytes > 0 && c.MaxConnRecvBytes < int64(c.MaxRecvMsgSize):
+		return fmt.Errorf("grpc: max connection receive bytes %d below the max receive message size %d", c.MaxConnRecvBytes, c.MaxRecvMsgSize)
 	case c.StreamWindow <= 0:
 		return errors.New("grpc: stream window must be positive")
+	case c.StreamMaxUnsent <= 0 || c.StreamMaxUnsent > 1<<16:
+		return errors.New("grpc: stream max unsent answers must be between 1 and 65536")
+	case c.StreamAnswerTimeout <= 0:
+		return errors.New("grpc: stream answer timeout must be positive")
 	case c.StreamMaxAge < 0 || c.StreamMaxRequests < 0:
 		return errors.New("grpc: stream limits must not be negative")
 	case c.OverloadAfter < 0:
@@ -138,4 +204,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: max receive message size %d exceeds the inflate budget %d (-intake.inflate-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxInflateBytes())
 	}
 	return nil
+}
+
+// connRecvBytes is MaxConnRecvBytes with its default applied.
+func (c *Config) connRecvBytes() int64 {
+	if c.MaxConnRecvBytes > 0 {
+		return c.MaxConnRecvBytes
+	}
+	return 2 * int64(c.MaxRecvMsgSize)
 }

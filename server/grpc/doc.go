@@ -15,7 +15,14 @@
 // It imports fastpath/, codec/, pool/, proto/ and internal/admission (refusal reasons, overload
 // episodes, the intake limiter hold, shared with the HTTP intake); never client/ or cmd/.
 // gRPC runs each call on its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
-// the stream's own, so that its handler's goroutine can end it at shutdown while it waits for a
-// request (drain.go); in -ack=upstream mode they are answered by up to -grpc.stream.window waiter
-// goroutines. The progress sweep runs on a goroutine of its own while the server serves.
+// the stream's own, so that its handler's goroutine can end it at shutdown or at its max age
+// while it waits for a request (drain.go); in -ack=upstream mode up to -grpc.stream.window waiter
+// goroutines wait for delivery and one sender goroutine per stream answers (otep.go). The
+// limiter's progress sweep runs on a goroutine of its own while the server serves.
+//
+// Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
+// accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames
+// (watch.go) that times and sizes unfinished messages, enforced by one sweep goroutine per
+// server and on gRPC's reader goroutine; OTEP answers go out of per-stream slots whose return
+// gRPC reports (answers.go).
 package grpcserver

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"google.golang.org/grpc"
 
 	"github.com/otlpgate/otlpgate/codec"
 )
@@ -22,6 +21,8 @@ import (
 //     touches the stream no more; what it received is unanswered, and the client re-sends it.
 //  3. If the handler finds the loop busy, the loop is handling a request: it answers it, sees
 //     draining and ends the stream itself.
+//
+// The same holds for the stream's max age (otep.go), with expired in place of draining.
 //
 // Races: the handler stores draining before it tries the gate, and the loop re-reads draining
 // after it moved to receiving. So either the handler's attempt sees receiving, or the loop sees
@@ -44,22 +45,29 @@ var (
 	errDrained = errors.New("grpc: stream ended by shutdown")
 	// errStopped tells the loop that the handler ended the stream.
 	errStopped = errors.New("grpc: stream taken over by its handler")
+	// errExpired ends a stream whose loop noticed -grpc.stream.max-age before receiving.
+	errExpired = errors.New("grpc: stream reached its max age")
 )
 
 // recv receives the next request of a stream into raw. Called by the stream's loop only.
-func (s *Server) recv(g *recvGate, stream grpc.ServerStream, raw *codec.Raw) error {
+func (s *Server) recv(st *streamState, raw *codec.Raw) error {
+	g := &st.gate
 	if !g.state.CompareAndSwap(gateBusy, gateReceiving) {
 		return errStopped
 	}
-	if s.draining.Load() {
+	// Re-read after moving to receiving: a handler that found the loop busy relies on it.
+	if s.draining.Load() || st.expired.Load() {
 		if g.state.CompareAndSwap(gateReceiving, gateBusy) {
+			if st.expired.Load() && !s.draining.Load() {
+				return errExpired
+			}
 			// Idle at shutdown, like a stream the handler stops: counted the same.
 			drainedStreams.Inc()
 			return errDrained
 		}
 		return errStopped
 	}
-	err := stream.RecvMsg(raw)
+	err := st.stream.RecvMsg(raw)
 	if !g.state.CompareAndSwap(gateReceiving, gateBusy) {
 		raw.Release()
 		return errStopped
@@ -68,11 +76,7 @@ func (s *Server) recv(g *recvGate, stream grpc.ServerStream, raw *codec.Raw) err
 }
 
 // stopIdle ends the stream for its handler if the loop waits in RecvMsg. Called by the handler
-// only, after draining was set.
+// only, after it set draining or expired; the caller counts the end.
 func (g *recvGate) stopIdle() bool {
-	if !g.state.CompareAndSwap(gateReceiving, gateStopped) {
-		return false
-	}
-	drainedStreams.Inc()
-	return true
+	return g.state.CompareAndSwap(gateReceiving, gateStopped)
 }

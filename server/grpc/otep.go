@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -82,59 +84,78 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 
 // otepStream handles otlpgate.otep.v1.StreamExporter for one signal.
 //
-// Requests are read and admitted on the handler's goroutine. With -ack=accept the answer is
-// sent at once, so answers leave in request order; with -ack=upstream each admitted request is
-// answered by a waiter goroutine when its batch is delivered, up to StreamWindow at once, in
-// whatever order batches complete.
+// Requests are read and admitted on a loop goroutine of the stream's own. With -ack=accept the
+// loop answers each at once, so answers leave in request order; with -ack=upstream each
+// admitted request waits for its batch on a waiter goroutine, up to StreamWindow at once, and
+// one sender goroutine sends the answers in whatever order batches complete.
 //
 // The stream ends (after every accepted request was answered) when the client closes its side,
 // at StreamMaxAge or StreamMaxRequests (the client re-opens: re-balancing), under sustained
-// overload (UNAVAILABLE with RetryInfo), or at shutdown. The age is checked as requests arrive:
-// an idle stream past its age ends at its next request, which is still answered. At shutdown an
-// idle stream ends at once, after the answers it owes (drain.go).
+// overload (UNAVAILABLE with RetryInfo), or at shutdown. StreamMaxAge ends an idle stream too,
+// at once; a stream busy with a request ends once it answered it. At shutdown an idle stream
+// ends at once, after the answers it owes (drain.go).
+//
+// Answers the client does not take are bounded (answers.go): with StreamMaxUnsent of them
+// waiting, the stream stops reading; when none is taken within StreamAnswerTimeout the
+// connection is closed.
 func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
-		if err := s.authorize(stream.Context()); err != nil {
+		ctx := stream.Context()
+		if err := s.authorize(ctx); err != nil {
 			return err
 		}
-		st := &streamState{stream: stream}
+		// Answers are a few bytes: compressing them saves nothing, and a compressed copy would
+		// be queued in place of the answer slot and escape the count of unsent answers.
+		_ = grpc.SetSendCompressor(ctx, encoding.Identity)
+		st := s.newStreamState(stream)
 		done := make(chan error, 1)
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
 			done <- s.otepStreamLoop(sig, st)
 		}()
-		select {
-		case err := <-done:
-			return err
-		case <-s.drain:
+		var age <-chan time.Time
+		if s.cfg.StreamMaxAge > 0 {
+			t := time.NewTimer(s.cfg.StreamMaxAge)
+			defer t.Stop()
+			age = t.C
 		}
-		if !st.gate.stopIdle() {
-			return <-done // busy with a request: the loop answers it and ends the stream
+		for {
+			select {
+			case err := <-done:
+				return err
+			case <-s.drain:
+				if !st.gate.stopIdle() {
+					return <-done // busy with a request: the loop answers it and ends the stream
+				}
+				drainedStreams.Inc()
+			case <-age:
+				// Stored before the gate is tried, and read by the loop after it moved to
+				// receiving: as for draining (drain.go), an idle loop cannot miss it.
+				st.expired.Store(true)
+				if !st.gate.stopIdle() {
+					age = nil // busy with a request: the loop ends the stream after answering it
+					continue
+				}
+				ctr.rebalanceAge.Inc()
+			}
+			return st.finish(nil) // the answers still owed (-ack=upstream)
 		}
-		st.wg.Wait() // the answers still owed (-ack=upstream)
-		return nil
 	}
 }
 
 // otepStreamLoop reads and admits the requests of one stream; it runs on a goroutine of its own.
 func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
-	ctx := st.stream.Context()
-	defer st.wg.Wait()
-	var expired atomic.Bool
-	if s.cfg.StreamMaxAge > 0 {
-		t := time.AfterFunc(s.cfg.StreamMaxAge, func() { expired.Store(true) })
-		defer t.Stop()
-	}
-	var window chan struct{}
-	if s.p.Config().Ack == fastpath.AckUpstream {
-		window = make(chan struct{}, s.cfg.StreamWindow)
-	}
 	var raw codec.Raw
+	defer raw.Release()
 	for n := int64(1); ; n++ {
 		raw.Release()
-		if err := s.recv(&st.gate, st.stream, &raw); err != nil {
-			if errors.Is(err, io.EOF) || err == errDrained || err == errStopped {
+		if err := s.recv(st, &raw); err != nil {
+			switch {
+			case err == errExpired:
+				ctr.rebalanceAge.Inc()
+				return st.finish(nil)
+			case errors.Is(err, io.EOF) || err == errDrained || err == errStopped:
 				return st.finish(nil)
 			}
 			// A message the inflate budget had no room for ends the stream like overload:
@@ -147,15 +168,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		if reason == admission.Invalid {
 			id = peekID(req)
 		}
-		if b != nil {
-			window <- struct{}{}
-			st.wg.Add(1)
-			go func() {
-				defer st.wg.Done()
-				st.send(id, resultOf(admission.Await(ctx, b)))
-				<-window
-			}()
-		} else if err := st.send(id, resultOf(reason)); err != nil {
+		if err := st.answer(id, b, reason); err != nil {
 			return st.finish(err)
 		}
 		switch {
@@ -170,38 +183,130 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		case s.cfg.StreamMaxRequests > 0 && n >= s.cfg.StreamMaxRequests:
 			ctr.rebalanceReq.Inc()
 			return st.finish(nil)
-		case expired.Load():
+		case st.expired.Load():
 			ctr.rebalanceAge.Inc()
 			return st.finish(nil)
 		}
 	}
 }
 
-// streamState serialises the answers of one stream: gRPC allows one SendMsg at a time.
+// streamState is one OTEP stream. Its answers are sent by one goroutine: the loop with
+// -ack=accept, the sender with -ack=upstream (gRPC allows one SendMsg at a time).
 type streamState struct {
-	stream grpc.ServerStream
-	gate   recvGate
-	wg     sync.WaitGroup
-	mu     struct {
-		sync.Mutex
-		resp otepv1.ExportResponse
-		err  error
+	s       *Server
+	stream  grpc.ServerStream
+	ctx     context.Context
+	conn    *conn // the stream's connection, closed when answers are not taken; nil if unknown
+	gate    recvGate
+	expired atomic.Bool // StreamMaxAge passed
+
+	// Owned by the sending goroutine.
+	ring answerRing
+	resp otepv1.ExportResponse
+	err  error // the first send failure: nothing more is sent
+
+	// -ack=upstream only.
+	window  chan struct{} // a token per request admitted and not yet answered
+	queue   chan answer   // answers for the sender, in the order their batches completed
+	waiters sync.WaitGroup
+	sent    chan struct{} // closed when the sender returned
+	closeQ  sync.Once
+	failed  atomic.Pointer[error] // the sender's failure: the loop stops
+}
+
+type answer struct {
+	id   uint64
+	code otepv1.ResultCode
+}
+
+func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
+	ctx := stream.Context()
+	st := &streamState{s: s, stream: stream, ctx: ctx, conn: s.conns.of(ctx)}
+	st.ring.init(s.cfg.StreamMaxUnsent)
+	if s.p.Config().Ack == fastpath.AckUpstream {
+		st.window = make(chan struct{}, s.cfg.StreamWindow)
+		st.queue = make(chan answer, s.cfg.StreamWindow)
+		st.sent = make(chan struct{})
+		s.loops.Add(1)
+		go st.sendLoop()
+	}
+	return st
+}
+
+// answer answers request id, refused for reason or admitted into b (-ack=upstream: answered
+// once b is delivered). With -ack=upstream it waits while StreamWindow requests are unanswered.
+// Called by the loop only.
+func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason) error {
+	if st.queue == nil {
+		return st.send(id, resultOf(reason))
+	}
+	if err := st.failed.Load(); err != nil {
+		return *err
+	}
+	select {
+	case st.window <- struct{}{}:
+	case <-st.ctx.Done():
+		return status.FromContextError(st.ctx.Err()).Err()
+	}
+	if b == nil {
+		st.queue <- answer{id, resultOf(reason)} // never blocks: it has room for the window
+		return nil
+	}
+	st.waiters.Add(1)
+	go func() {
+		defer st.waiters.Done()
+		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b))}
+	}()
+	return nil
+}
+
+// sendLoop sends the answers of an -ack=upstream stream until finish closes the queue.
+func (st *streamState) sendLoop() {
+	defer st.s.loops.Done()
+	defer close(st.sent)
+	for a := range st.queue {
+		if err := st.send(a.id, a.code); err != nil && st.failed.Load() == nil {
+			st.failed.Store(&err)
+		}
+		<-st.window
 	}
 }
 
+// send sends one answer from a slot of the ring, waiting up to StreamAnswerTimeout for one.
+// Sending goroutine only.
 func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.mu.err != nil {
-		return st.mu.err
+	if st.err != nil {
+		return st.err
 	}
-	st.mu.resp.Id, st.mu.resp.ResultCode = id, code
-	st.mu.err = st.stream.SendMsg(&st.mu.resp)
-	return st.mu.err
+	a := st.ring.take(st.s.cfg.StreamAnswerTimeout, st.ctx.Done())
+	if a == nil {
+		if err := st.ctx.Err(); err != nil {
+			st.err = status.FromContextError(err).Err()
+			return st.err
+		}
+		// None of StreamMaxUnsent answers was taken in time. gRPC keeps them (and any other
+		// stream's) until the connection ends: end it.
+		if st.conn != nil {
+			st.conn.kill(closeAnswers)
+		}
+		st.err = errAnswersNotTaken
+		return st.err
+	}
+	st.resp.Id, st.resp.ResultCode = id, code
+	a.fill(&st.resp)
+	if err := st.stream.SendMsg(a); err != nil {
+		st.err = err
+	}
+	return st.err
 }
 
-// finish waits for the answers still owed and returns the stream's final status.
+// finish waits for the answers still owed and returns the stream's final status. Called by the
+// loop before it returns, and by the handler when it ends an idle stream.
 func (st *streamState) finish(err error) error {
-	st.wg.Wait()
+	if st.queue != nil {
+		st.waiters.Wait()
+		st.closeQ.Do(func() { close(st.queue) })
+		<-st.sent
+	}
 	return err
 }

@@ -32,7 +32,8 @@ type Server struct {
 	ln    atomic.Pointer[net.Listener]
 	token string // expected "Bearer ..." value; empty: no check
 
-	adm admission.Control // admission, refusal episodes, the intake limiter
+	adm   admission.Control // admission, refusal episodes, the intake limiter
+	conns *conns            // per-peer cap, connection registry, unfinished messages (conns.go)
 	// budgetConns are the open connections with their accounts (connbudget.go), swept for
 	// progress until stopSweep closes; sweeping is done once the sweep returned.
 	budgetConns connSet
@@ -51,6 +52,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
+	s.conns = newConns(&s.cfg)
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	if cfg.AuthTokenFile != "" {
 		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
@@ -60,8 +62,10 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		s.token = tok
 	}
 	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(codec.New(nil)),
+		grpc.ForceServerCodecV2(answerCodec{inner: codec.New(nil)}),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxHeaderListSize(uint32(cfg.MaxHeaderBytes)),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.InitialWindowSize(cfg.InitialWindowSize),
 		grpc.InitialConnWindowSize(cfg.InitialConnWindowSize),
@@ -71,6 +75,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		grpc.SharedWriteBuffer(cfg.SharedWriteBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
+			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	}
@@ -79,7 +84,7 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpc: %w", err)
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		opts = append(opts, grpc.Creds(watchedCreds{credentials.NewTLS(tc)}))
 	}
 	s.gs = grpc.NewServer(opts...)
 	for _, d := range s.serviceDescs() {
@@ -103,10 +108,12 @@ func (s *Server) Start() error {
 
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
-	s.ln.Store(&ln)
+	// The limiter's account wraps the raw connection, and the frame watch wraps that: the watch
+	// must be the connection the TLS handshake sees (conns.go), and the account is found through
+	// the remote address both pass through.
+	inner := netutil.LimitListener(ln, s.cfg.MaxConnections)
 	if lim := s.adm.Limiter(); lim != nil {
-		ln = budgetListener{Listener: ln, s: s}
+		inner = budgetListener{Listener: inner, s: s}
 		if d := lim.ProgressTimeout(); d > 0 {
 			s.sweeping.Add(1)
 			go func() {
@@ -115,8 +122,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			}()
 		}
 	}
+	ln = &listener{Listener: inner, cs: s.conns}
+	s.ln.Store(&ln)
+	go s.conns.sweep()
 	go func() {
 		defer close(s.served)
+		defer func() { close(s.conns.stop); <-s.conns.done }()
 		if err := s.gs.Serve(ln); err != nil {
 			s.log.Error("grpc server stopped", "err", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -331,29 +332,71 @@ func TestStreamMaxRequests(t *testing.T) {
 	}
 }
 
-func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
+// A stream past -grpc.stream.max-age ends even when no request comes: idle OTEP streams held
+// whatever their call held (its metadata, up to -grpc.max-header-bytes) until the client sent
+// again, which a hostile one never does. The answered requests are delivered; the end is clean
+// and counted as a re-balance.
+func TestStreamMaxAgeEndsIdleStream(t *testing.T) {
 	sc := DefaultConfig()
-	sc.StreamMaxAge = 20 * time.Millisecond
+	sc.StreamMaxAge = 200 * time.Millisecond
 	e := start(t, testPipelineConfig(), sc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := testutil.ToFloat64(ctr.rebalanceAge)
+	s := e.rawStream(t, ctx)
+	body := traceBody(t, 4, 1)
+	sendRaw(t, s, otepReq(t, 1, body))
+	if resp, err := recvResp(t, s); err != nil || resp.Id != 1 || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	// Nothing more is sent: the server ends the stream on its own, long before ctx does.
+	if extra, err := drainEOF(s); err != nil || extra != 0 {
+		t.Fatalf("stream end: %d extra answers, %v; want a clean end", extra, err)
+	}
+	if got := testutil.ToFloat64(ctr.rebalanceAge) - before; got != 1 {
+		t.Errorf("%v streams re-balanced by age, want 1", got)
+	}
+	e.p.Flush()
+	if _, items := e.rec.totals(); items != 1 {
+		t.Fatalf("destination got %d, want 1", items)
+	}
+}
+
+// A stream that reaches its age while a request waits for its upstream (-ack=upstream) answers
+// it first, then ends.
+func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
+	pc := testPipelineConfig()
+	pc.Ack = fastpath.AckUpstream
+	sc := DefaultConfig()
+	sc.StreamMaxAge = 100 * time.Millisecond
+	rec := &recorder{hold: true}
+	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
 	body := traceBody(t, 4, 1)
 	sendRaw(t, s, otepReq(t, 1, body))
-	if resp, err := recvResp(t, s); err != nil || resp.Id != 1 {
-		t.Fatalf("%v, %v", resp, err)
+	e.p.Flush()
+	// The batch is held past the age: the answer is owed when the stream reaches it.
+	for range 5000 {
+		rec.mu.Lock()
+		n := len(rec.held)
+		rec.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // past the age: the next request is the stream's last
-	sendRaw(t, s, otepReq(t, 2, body))
-	if resp, err := recvResp(t, s); err != nil || resp.Id != 2 || resp.ResultCode != otepv1.ResultCode_Success {
+	time.Sleep(2 * sc.StreamMaxAge)
+	rec.release(false)
+	if resp, err := recvResp(t, s); err != nil || resp.Id != 1 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("%v, %v", resp, err)
 	}
 	if extra, err := drainEOF(s); err != nil || extra != 0 {
 		t.Fatalf("stream end: %d, %v", extra, err)
 	}
-	e.p.Flush()
-	if _, items := e.rec.totals(); items != 2 {
-		t.Fatalf("destination got %d, want 2", items)
+	if _, items := e.rec.totals(); items != 1 {
+		t.Fatalf("destination got %d, want 1", items)
 	}
 }
 
@@ -432,12 +475,27 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.StreamMaxAge = -1 },
 		func(c *Config) { c.TLSCert = "x" },
 		func(c *Config) { c.TLSClientCA = "ca" },
+		func(c *Config) { c.MaxConnectionsPerPeer = -1 },
+		func(c *Config) { c.HandshakeTimeout = 0 },
+		func(c *Config) { c.MaxConnectionAge = -1 },
+		func(c *Config) { c.MaxHeaderBytes = 100 },
+		func(c *Config) { c.RecvTimeout = 0 },
+		func(c *Config) { c.MaxConnRecvBytes = int64(c.MaxRecvMsgSize) - 1 },
+		func(c *Config) { c.MaxConnRecvBytes = -1 },
+		func(c *Config) { c.StreamMaxUnsent = 0 },
+		func(c *Config) { c.StreamAnswerTimeout = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
 		if c.Validate() == nil {
 			t.Errorf("invalid config accepted: %+v", c)
 		}
+	}
+	// The per-connection cap follows a raised message size unless it is set.
+	c := DefaultConfig()
+	c.MaxRecvMsgSize = 64 << 20
+	if err := c.Validate(); err != nil || c.connRecvBytes() != 128<<20 {
+		t.Errorf("64MiB messages: %v, per-connection cap %d", err, c.connRecvBytes())
 	}
 	if _, err := New(Config{Listen: "127.0.0.1:1", AuthTokenFile: "/nonexistent"}, nil, nil); err == nil {
 		t.Error("missing token file accepted")

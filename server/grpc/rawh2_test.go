@@ -1,0 +1,152 @@
+package grpcserver
+
+import (
+	"bytes"
+	"crypto/tls"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2 is a bare HTTP/2 client for the tests that need to misbehave below gRPC: withhold window,
+// leave a message unfinished, connect from another loopback address.
+type h2 struct {
+	conn   net.Conn
+	mu     sync.Mutex
+	fr     *http2.Framer
+	enc    *hpack.Encoder
+	hbuf   bytes.Buffer
+	next   uint32
+	closed chan struct{} // closed when the server closed the connection
+	wins   chan uint32   // streams the server granted window to
+}
+
+// dialH2 connects from local (empty: any) to addr, over TLS when tc is set, and grants the
+// server streamWindow bytes of window per stream for its answers.
+func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint32) *h2 {
+	t.Helper()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
+	var conn net.Conn
+	var err error
+	if tc != nil {
+		tc = tc.Clone()
+		tc.NextProtos = []string{"h2"}
+		conn, err = tls.DialWithDialer(d, "tcp", addr, tc)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &h2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024)}
+	c.fr = http2.NewFramer(conn, conn)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	conn.Write([]byte(http2.ClientPreface))
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(c.closed)
+		for {
+			f, err := c.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					c.mu.Lock()
+					c.fr.WriteSettingsAck()
+					c.mu.Unlock()
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID != 0 {
+					select {
+					case c.wins <- f.StreamID:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		conn.Close()
+		<-done
+	})
+	return c
+}
+
+// open starts a stream of method and returns its id.
+func (c *h2) open(t *testing.T, method string) uint32 {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.next
+	c.next += 2
+	c.hbuf.Reset()
+	for _, f := range []hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: method},
+		{Name: ":authority", Value: "otlpgate"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+	} {
+		c.enc.WriteField(f)
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// data sends b on stream id as one DATA frame (at most 16 KiB, within the initial window).
+func (c *h2) data(t *testing.T, id uint32, b []byte) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fr.WriteData(id, false, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWindow waits (boundedly) until the server granted each of ids window: their handlers
+// began reading messages larger than the initial window.
+func (c *h2) waitWindow(t *testing.T, ids ...uint32) {
+	t.Helper()
+	want := map[uint32]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case got := <-c.wins:
+			delete(want, got)
+		case <-deadline:
+			t.Fatalf("no window granted to streams %v", want)
+		}
+	}
+}
+
+// waitClosed waits (boundedly) for the server to close the connection.
+func (c *h2) waitClosed(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case <-c.closed:
+	case <-time.After(within):
+		t.Fatalf("connection still open after %v", within)
+	}
+}
+
+func (c *h2) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
