@@ -140,7 +140,7 @@ const (
 // forwarded, and the process stays within its bound while the well-behaved client is served.
 func TestKafkaLabelBomb(t *testing.T) {
 	const wait = 2 * time.Second
-	g := startGate(t, "-intake.max-bytes", "64MiB", "-intake.max-decodes", "2", "-intake.wait", wait.String())
+	g := startGate(t, "-intake.unauthenticated.max-bytes", "64MiB", "-intake.max-decodes", "2", "-intake.wait", wait.String())
 	w := watch(t, g, 100*time.Millisecond, 5*time.Second)
 	name := strings.Repeat("a", 4<<20-256)
 	push := kafkaEmptyEntries(20000)
@@ -177,7 +177,7 @@ func TestKafkaLabelBomb(t *testing.T) {
 	if n := g.metric(t, "otlpgate_kafka_empty_pushes_total"); n != float64(rounds) {
 		t.Errorf("empty pushes %v, want %d", n, rounds)
 	}
-	// live: the 4 MiB requests (each charged to -intake.max-bytes at its tier, 64 MiB in all)
+	// live: the 4 MiB requests (each charged to -intake.unauthenticated.max-bytes at its tier, 64 MiB in all)
 	// and 2 decodes × (a decompression buffer of the 1 MiB telemetry cap + a labelled body of
 	// at most twice it) = 64 + 6 MiB, plus the pool's reserves.
 	live := int64(64<<20 + 2*(1<<20+2<<20) + poolReserves)
@@ -225,7 +225,7 @@ func kafkaMetadata() *kmsg.MetadataRequest {
 // an answer unread for a while, holding it in the server's hands.
 func TestKafkaIdleAfterLargeMetadata(t *testing.T) {
 	const wait = 2 * time.Second
-	g := startGate(t, "-intake.max-bytes", "64MiB", "-intake.wait", wait.String())
+	g := startGate(t, "-intake.unauthenticated.max-bytes", "64MiB", "-intake.wait", wait.String())
 	w := watch(t, g, 100*time.Millisecond, 5*time.Second)
 	n := kafkaScale(24, 100)
 	md := kafkaMetadata()
@@ -268,7 +268,7 @@ func TestKafkaIdleAfterLargeMetadata(t *testing.T) {
 		t.Errorf("otlpgate_kafka_connections %v, want the %d answered", c, answered)
 	}
 	w.end(t, wait)
-	// live: request buffers and answers over 16 KiB are charged to -intake.max-bytes (64 MiB),
+	// live: request buffers and answers over 16 KiB are charged to -intake.unauthenticated.max-bytes (64 MiB),
 	// plus what two requests in flight decode outside it (10,000 topics of a request and of
 	// its answer, under 4 MiB each), plus the pool's reserves.
 	live := int64(64<<20 + 2*(4<<20) + poolReserves)
@@ -301,7 +301,7 @@ func kafkaMetadataRound(t testing.TB, g *gate, md *kmsg.MetadataRequest, i int) 
 // flag while the least recently seen are evicted.
 func TestKafkaInstanceLabels(t *testing.T) {
 	const wait = 2 * time.Second
-	g := startGate(t, "-intake.max-bytes", "64MiB", "-intake.wait", wait.String(), "-kafka.max-instance-bytes", "1MiB")
+	g := startGate(t, "-intake.unauthenticated.max-bytes", "64MiB", "-intake.wait", wait.String(), "-kafka.max-instance-bytes", "1MiB")
 	w := watch(t, g, 100*time.Millisecond, 5*time.Second)
 	conns := kafkaScale(64, 200)
 	perConn := kafkaScale(20, 100)
@@ -333,7 +333,7 @@ func TestKafkaInstanceLabels(t *testing.T) {
 		t.Errorf("instances: %v created, %v kept, %v evicted", created, kept, evicted)
 	}
 	w.end(t, wait)
-	// live: the 4 MiB ApiVersions requests charged to -intake.max-bytes (64 MiB), the
+	// live: the 4 MiB ApiVersions requests charged to -intake.unauthenticated.max-bytes (64 MiB), the
 	// instances within -kafka.max-instance-bytes (1 MiB), each connection's labels at the caps
 	// (under 1 KiB each), plus the pool's reserves.
 	live := int64(64<<20 + 1<<20 + conns*1<<10 + poolReserves)
