@@ -186,6 +186,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		grace.Stop()
 	}
+	// A shutdown that came before fasthttp's Serve registered the listener leaves Serve
+	// accepting for ever: closing the listener ends it either way.
+	if ln := s.ln.Load(); ln != nil {
+		(*ln).Close()
+	}
 	s.inflight.Wait()
 	s.cancelWait()
 	<-s.served

@@ -118,8 +118,10 @@ func pipeConn(t *testing.T, s *Server) (net.Conn, chan struct{}) {
 // unread, and one that finds the limiter full is not written: its connection is closed,
 // counted. Reading the answer gives everything back.
 func TestUnreadLargeResponsesBounded(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
+	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
+	// Within the 1 MiB budget, as Validate asks: a request and a decompression buffer fit.
+	cfg.MaxRequestBytes, cfg.TelemetryMaxBytes = 512<<10, 256<<10
 	cfg.Limiter = lim
 	s, err := New(cfg, &recorder{}, nil)
 	if err != nil {
