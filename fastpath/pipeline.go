@@ -114,8 +114,23 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		p.m.refused(sig, reasonTooLarge, items)
 		return nil, ErrTooLarge
 	}
+	var pst Stripped // what processing stripped, counted once the request is admitted
+	if p.cfg.Processor != nil {
+		buf, left, st, err := p.process(sig, req, items, layout)
+		if err != nil {
+			return nil, err
+		}
+		defer pool.PutBytes(buf)
+		if len(*buf) == 0 {
+			// Every entry was dropped or sampled out (and counted there): the client is
+			// answered Success and nothing is admitted.
+			return nil, nil
+		}
+		req, items, layout, pst = *buf, left, LayoutV1, st
+		n = int64(len(req))
+	}
 	if p.log != nil {
-		return nil, p.appendLog(sig, req, items, layout)
+		return nil, p.appendLog(sig, req, items, layout, pst)
 	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)
@@ -186,7 +201,8 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	s.mu.Unlock()
 
 	p.m.admitted(sig, items, len(req))
-	if st.Fields > 0 {
+	if st.Fields += pst.Fields; st.Fields > 0 {
+		st.Bytes += pst.Bytes
 		p.m.stripped(sig, st)
 	}
 	if sealed != nil {
