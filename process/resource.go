@@ -54,6 +54,19 @@ func encodeSet(attrs []Attr) []byte {
 // keyValue returns the key and the AnyValue payload of the KeyValue kv (the last of each,
 // as a decoder keeps them).
 func keyValue(kv []byte) (key, value []byte, err error) {
+	// Nearly every KeyValue is a key and a value with one-byte lengths, in field order
+	// (protobuf-go, the SDKs) or in reverse (the Collector's pdata): read those two shapes
+	// without walking.
+	if len(kv) > 3 && kv[1] < 0x80 {
+		if a := 2 + int(kv[1]); a+2 <= len(kv) && kv[a+1] < 0x80 && a+2+int(kv[a+1]) == len(kv) {
+			switch {
+			case kv[0] == 0x0a && kv[a] == 0x12:
+				return kv[2:a], kv[a+2:], nil
+			case kv[0] == 0x12 && kv[a] == 0x0a:
+				return kv[a+2:], kv[2:a], nil
+			}
+		}
+	}
 	for off := 0; off < len(kv); {
 		f, err := next(kv, off)
 		if err != nil {

@@ -79,40 +79,80 @@ const priorityKey = "sampling.priority"
 func (s *sampler) keep(span []byte) (bool, error) {
 	var tid, ts []byte
 	prio, prioSeen := deferToHash, false
+	// A span is walked for three of its fields on every request sampled, so the walk is
+	// written out here rather than through next: one-byte tags and lengths are read inline.
 	for off := 0; off < len(span); {
-		f, err := next(span, off)
-		if err != nil {
-			return false, err
-		}
-		off = f.end
-		switch f.num {
-		case 1: // trace_id
-			if f.typ != protowire.BytesType {
-				return false, errMalformed
-			}
-			tid = span[f.val:f.end]
-		case 3: // trace_state
-			if f.typ != protowire.BytesType {
-				return false, errMalformed
-			}
-			ts = span[f.val:f.end]
-		case 9: // attributes
-			if f.typ != protowire.BytesType {
-				return false, errMalformed
-			}
-			if prioSeen {
-				continue // the first sampling.priority is the one a map lookup finds
-			}
-			key, val, err := keyValue(span[f.val:f.end])
+		c := span[off]
+		if c < 1<<3 || c >= 0x80 {
+			// A long tag (field 16 and above), or a malformed one: the general reader.
+			f, err := next(span, off)
 			if err != nil {
 				return false, err
 			}
-			if string(key) == priorityKey {
-				prioSeen = true
-				if prio, err = parsePriority(val); err != nil {
+			off = f.end
+			continue
+		}
+		num, typ := protowire.Number(c>>3), protowire.Type(c&7)
+		off++
+		switch typ {
+		case protowire.BytesType:
+			l := 0
+			if off < len(span) && span[off] < 0x80 {
+				l = int(span[off])
+				off++
+			} else {
+				v, n := protowire.ConsumeVarint(span[off:])
+				if n < 0 || v > uint64(len(span)-off-n) {
+					return false, errMalformed
+				}
+				l, off = int(v), off+n
+			}
+			if l > len(span)-off {
+				return false, errMalformed
+			}
+			val := span[off : off+l]
+			off += l
+			switch num {
+			case 1: // trace_id
+				tid = val
+			case 3: // trace_state
+				ts = val
+			case 9: // attributes
+				if prioSeen {
+					continue // the first sampling.priority is the one a map lookup finds
+				}
+				key, v, err := keyValue(val)
+				if err != nil {
 					return false, err
 				}
+				if string(key) == priorityKey {
+					prioSeen = true
+					if prio, err = parsePriority(v); err != nil {
+						return false, err
+					}
+				}
 			}
+			continue
+		case protowire.VarintType:
+			for off < len(span) && span[off] >= 0x80 {
+				off++
+			}
+			if off++; off > len(span) {
+				return false, errMalformed
+			}
+		case protowire.Fixed64Type:
+			if off += 8; off > len(span) {
+				return false, errMalformed
+			}
+		case protowire.Fixed32Type:
+			if off += 4; off > len(span) {
+				return false, errMalformed
+			}
+		default:
+			return false, errMalformed
+		}
+		if num == 1 || num == 3 || num == 9 {
+			return false, errMalformed // a known field with the wrong wire type
 		}
 	}
 	switch {

@@ -54,7 +54,22 @@ func next(b []byte, off int) (field, error) {
 			return f, errMalformed
 		}
 		f.val, f.end = off+n, off+n+int(l)
+	case protowire.Fixed64Type:
+		if len(b)-off < 8 {
+			return f, errMalformed
+		}
+		f.val, f.end = off, off+8
+	case protowire.Fixed32Type:
+		if len(b)-off < 4 {
+			return f, errMalformed
+		}
+		f.val, f.end = off, off+4
 	case protowire.VarintType:
+		if off < len(b) && b[off] < 0x80 {
+			f.varint = uint64(b[off])
+			f.val, f.end = off, off+1
+			return f, nil
+		}
 		v, n := protowire.ConsumeVarint(b[off:])
 		if n < 0 {
 			return f, errMalformed
