@@ -44,11 +44,11 @@ func TestDropTraces(t *testing.T) {
 			s.Spans().AppendEmpty().SetName(svc)
 		}
 	}
-	add("dev", "checkout", 2)      // dropped: namespace
-	add("prod", "checkout", 3)     // kept
-	add("", "test-loadgen", 4)     // dropped: prefix
-	add("develop", "cart", 5)      // kept: exact match only
-	add("prod", "tes", 6)          // kept: shorter than the prefix
+	add("dev", "checkout", 2)  // dropped: namespace
+	add("prod", "checkout", 3) // kept
+	add("", "test-loadgen", 4) // dropped: prefix
+	add("develop", "cart", 5)  // kept: exact match only
+	add("prod", "tes", 6)      // kept: shorter than the prefix
 	before := testutil.ToFloat64(droppedItemsC[sigTraces])
 	beforeRes := testutil.ToFloat64(droppedResourcesC[sigTraces])
 	out, removed := apply(t, c, sigTraces, marshalTraces(t, td))

@@ -169,9 +169,9 @@ func TestResourceEditDuplicateKeys(t *testing.T) {
 func TestResourceEditRefusesMalformed(t *testing.T) {
 	c := mustChain(t, editCfg)
 	for _, e := range [][]byte{
-		{0x0a, 0x05, 0x0a},       // Resource longer than the entry
-		{0x08, 0x01},             // Resource as a varint
-		{0x0a, 0x02, 0x0a, 0x09}, // attribute longer than the Resource
+		{0x0a, 0x05, 0x0a},                   // Resource longer than the entry
+		{0x08, 0x01},                         // Resource as a varint
+		{0x0a, 0x02, 0x0a, 0x09},             // attribute longer than the Resource
 		{0x0a, 0x02, 0x08, 0x01, 0x12, 0x01}, // a scope length past the end
 	} {
 		if _, _, err := c.AppendEntry(nil, sigTraces, e); err == nil {

@@ -230,12 +230,12 @@ func TestSampleSpanCases(t *testing.T) {
 	f(100, tid, "ot=rv:FD70A3D70A3D71", "", nil, false)
 	f(100, tid, "ot=th:8", "", nil, false)
 	f(100, tid, "vendor=x,ot=th:c;rv:aaaaaaaaaaaaaa", "", nil, false)
-	f(100, tid, "ot=rv:zz", "", nil, false)      // a bad rv is an error too
-	f(100, tid, "Vendor=abc", "", nil, false)    // upper-case key
-	f(100, tid, "vendor=", "", nil, false)       // empty value
-	f(100, tid, "vendor=a b ", "", nil, true)    // the space after the value is whitespace around the member
-	f(100, tid, "ot=p:8;", "", nil, false)       // empty ot member
-	f(100, tid, "ot=P:8", "", nil, false)        // upper-case ot key
+	f(100, tid, "ot=rv:zz", "", nil, false)   // a bad rv is an error too
+	f(100, tid, "Vendor=abc", "", nil, false) // upper-case key
+	f(100, tid, "vendor=", "", nil, false)    // empty value
+	f(100, tid, "vendor=a b ", "", nil, true) // the space after the value is whitespace around the member
+	f(100, tid, "ot=p:8;", "", nil, false)    // empty ot member
+	f(100, tid, "ot=P:8", "", nil, false)     // upper-case ot key
 	f(50, tid, "", "", nil, true)
 	f(49, tid, "", "", nil, referenceKeep(49, 653, tid))
 }
