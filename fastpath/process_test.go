@@ -164,3 +164,39 @@ func TestProcessorBeforeTheLog(t *testing.T) {
 		t.Errorf("k8s.node.name = %q", v.Str())
 	}
 }
+
+// What the steps removed counts once a request is in: a request refused for want of room and
+// sent again is counted once, as is one answered without admitting anything.
+func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {
+	dropped := func() float64 {
+		return testutil.ToFloat64(process.DroppedItems().WithLabelValues("traces"))
+	}
+	cfg := testConfig()
+	cfg.Processor = testChain(t)
+	req := twoResources(t, 2, 3)
+	cfg.QueueMaxBytes = int64(len(req)) + 64 // room for one request
+	cfg.BatchMaxBytes = int(cfg.QueueMaxBytes)
+	r := &recorder{name: "r", ok: true, hold: true}
+	p := newTestPipeline(t, cfg, r)
+	before := dropped()
+	if err := p.Consume(Traces, req, 5); err != nil {
+		t.Fatal(err)
+	}
+	p.Flush() // the batch is held by the destination: the queue is full
+	if err := p.Consume(Traces, req, 5); err != ErrFull {
+		t.Fatalf("second request: %v, want ErrFull", err)
+	}
+	if d := dropped() - before; d != 2 {
+		t.Fatalf("after one admitted and one refused request: %v dropped items counted, want 2", d)
+	}
+	r.release(true)
+	if err := p.Consume(Traces, req, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Consume(Traces, twoResources(t, 2, 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	if d := dropped() - before; d != 6 {
+		t.Fatalf("%v dropped items counted, want 6", d)
+	}
+}

@@ -57,16 +57,22 @@ var stepConfigs = []struct {
 // run is apply without the test helper's checks, into dst.
 func run(c *Chain, sig int, req, dst []byte) ([]byte, error) {
 	out := dst[:0]
+	var sum Tally
 	for off := 0; off < len(req); {
 		f, err := next(req, off)
 		if err != nil {
 			return nil, err
 		}
 		off = f.end
-		if out, _, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
+		var t Tally
+		if out, t, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
 			return nil, err
 		}
+		for i := range sum {
+			sum[i] += t[i]
+		}
 	}
+	c.Commit(sig, sum)
 	return out, nil
 }
 

@@ -41,43 +41,54 @@ func (c *Chain) Slack() int { return len(c.set) + 1 + binary.MaxVarintLen64 }
 
 // AppendEntry runs the steps on one resource entry (the payload of a top-level field 1 of a
 // v1 request of signal sig) and appends the result, as a whole field, to dst; nothing when a
-// drop rule matches it or sampling leaves none of its spans. removed is the items the result
-// lost, already counted in the step's metric. An error (errMalformed, ...) refuses the request.
-// Safe for concurrent use; e is only read during the call.
-func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, removed int, err error) {
+// drop rule matches it or sampling leaves none of its spans. The tally says what was done
+// (slot 0: the items the result lost), for Commit. An error (errMalformed, ...) refuses the
+// request. Safe for concurrent use; e is only read during the call.
+func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, t Tally, err error) {
 	if sig < 0 || sig >= numSignals {
-		return dst, 0, errSignal
+		return dst, t, errSignal
 	}
 	var pl resourcePlan
 	if len(c.editKeys) > 0 || len(c.drop) > 0 {
 		drop, err := c.planResource(&pl, e)
 		if err != nil {
-			return dst, 0, err
+			return dst, t, err
 		}
 		if drop {
 			n, err := countItems(sig, e)
 			if err != nil {
-				return dst, 0, err
+				return dst, t, err
 			}
-			countDropped(sig, n)
-			return dst, n, nil
+			t[tRemoved], t[tDroppedItems], t[tDroppedResources] = int64(n), int64(n), 1
+			return dst, t, nil
 		}
 		if pl.edit {
-			editedC[sig].Inc()
+			t[tEdited] = 1
 		}
 	}
 	if sig == sigTraces && c.sampler != nil {
-		return c.sampleEntry(dst, e, &pl)
+		return c.sampleEntry(dst, e, &pl, t)
 	}
 	if !pl.edit {
-		return append(appendHeader(dst, 1, len(e)), e...), 0, nil
+		return append(appendHeader(dst, 1, len(e)), e...), t, nil
 	}
 	dst = appendHeader(dst, 1, len(e)+pl.delta)
-	return c.appendEntry(dst, e, &pl, nil), 0, nil
+	return c.appendEntry(dst, e, &pl, nil), t, nil
+}
+
+// Commit counts what the steps did to one admitted request in the metrics. Safe for
+// concurrent use.
+func (c *Chain) Commit(sig int, t Tally) {
+	if sig < 0 || sig >= numSignals {
+		return
+	}
+	commitDropped(sig, &t)
+	commitEdited(sig, &t)
+	commitSampled(&t)
 }
 
 // sampleEntry decides the spans of the ResourceSpans e and writes what is kept.
-func (c *Chain) sampleEntry(dst, e []byte, pl *resourcePlan) ([]byte, int, error) {
+func (c *Chain) sampleEntry(dst, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
 	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
 	defer func() {
 		pool.PutBytes(sp.dec)
@@ -85,22 +96,25 @@ func (c *Chain) sampleEntry(dst, e []byte, pl *resourcePlan) ([]byte, int, error
 	}()
 	total, kept, delta, scopes, err := c.sampler.planSpans(&sp, e)
 	if err != nil {
-		return dst, 0, err
+		return dst, t, err
 	}
-	countSampled(kept, total-kept)
+	t[tSampledKept], t[tSampledOut] = int64(kept), int64(total-kept)
 	if scopes == 0 {
-		return dst, total, nil
+		t[tRemoved] = int64(total)
+		t[tEdited] = 0 // the entry is gone
+		return dst, t, nil
 	}
+	t[tRemoved] = int64(total - kept)
 	if kept == total && scopes*4 == len(*sp.scopes) {
 		// Nothing left out: the spans stay as they are.
 		if !pl.edit {
-			return append(appendHeader(dst, 1, len(e)), e...), 0, nil
+			return append(appendHeader(dst, 1, len(e)), e...), t, nil
 		}
 		dst = appendHeader(dst, 1, len(e)+pl.delta)
-		return c.appendEntry(dst, e, pl, nil), 0, nil
+		return c.appendEntry(dst, e, pl, nil), t, nil
 	}
 	dst = appendHeader(dst, 1, len(e)+pl.delta+delta)
-	return c.appendEntry(dst, e, pl, &sp), total - kept, nil
+	return c.appendEntry(dst, e, pl, &sp), t, nil
 }
 
 // appendEntry writes the payload of the entry e as planned: Resource fields rewritten when

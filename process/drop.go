@@ -32,9 +32,14 @@ func (m *Match) matches(v []byte) bool {
 	return string(v) == m.Value
 }
 
-func countDropped(sig, items int) {
-	droppedResourcesC[sig].Inc()
-	if items > 0 {
-		droppedItemsC[sig].Add(float64(items))
+func commitDropped(sig int, t *Tally) {
+	if t[tDroppedResources] > 0 {
+		droppedResourcesC[sig].Add(float64(t[tDroppedResources]))
+	}
+	if t[tDroppedItems] > 0 {
+		droppedItemsC[sig].Add(float64(t[tDroppedItems]))
 	}
 }
+
+// DroppedItems is otlpgate_process_dropped_items_total, for tests of other packages.
+func DroppedItems() *prometheus.CounterVec { return droppedItems }

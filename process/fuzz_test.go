@@ -24,7 +24,8 @@ func FuzzAppendEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, entry []byte) {
 		in := appendHeader(nil, 1, len(entry))
 		in = append(in, entry...)
-		out, removed, err := c.AppendEntry(nil, sigTraces, entry)
+		out, tally, err := c.AppendEntry(nil, sigTraces, entry)
+		removed := int(tally[tRemoved])
 		if err != nil {
 			return
 		}

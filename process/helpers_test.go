@@ -14,7 +14,7 @@ import (
 func apply(t testing.TB, c *Chain, sig int, req []byte) ([]byte, int) {
 	t.Helper()
 	out := make([]byte, 0, len(req)+4096)
-	removed := 0
+	var sum Tally
 	for off := 0; off < len(req); {
 		f, err := next(req, off)
 		if err != nil {
@@ -24,13 +24,16 @@ func apply(t testing.TB, c *Chain, sig int, req []byte) ([]byte, int) {
 		if f.num != 1 {
 			t.Fatalf("top-level field %d", f.num)
 		}
-		var n int
-		if out, n, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
+		var tl Tally
+		if out, tl, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
 			t.Fatal(err)
 		}
-		removed += n
+		for i := range sum {
+			sum[i] += tl[i]
+		}
 	}
-	return out, removed
+	c.Commit(sig, sum)
+	return out, int(sum[tRemoved])
 }
 
 func mustChain(t testing.TB, cfg Config) *Chain {

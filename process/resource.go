@@ -20,6 +20,12 @@ var editedC = func() (c [numSignals]prometheus.Counter) {
 	return c
 }()
 
+func commitEdited(sig int, t *Tally) {
+	if t[tEdited] > 0 {
+		editedC[sig].Add(float64(t[tEdited]))
+	}
+}
+
 // maxResources bounds the Resource fields of one entry (protobuf merges repeats; encoders
 // write one): their new lengths are planned in a fixed array.
 const maxResources = 4

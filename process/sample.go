@@ -323,12 +323,11 @@ func appendScope(dst []byte, e []byte, f field, size int, sp *spanPlan, di int) 
 	return append(dst, scope[run:]...), di
 }
 
-// sampledOut counts one entry's decisions.
-func countSampled(kept, out int) {
-	if out > 0 {
-		sampledOutSpans.Add(float64(out))
+func commitSampled(t *Tally) {
+	if t[tSampledOut] > 0 {
+		sampledOutSpans.Add(float64(t[tSampledOut]))
 	}
-	if kept > 0 {
-		sampledKeptSpans.Add(float64(kept))
+	if t[tSampledKept] > 0 {
+		sampledKeptSpans.Add(float64(t[tSampledKept]))
 	}
 }
