@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -169,7 +170,24 @@ func TestProcessorBeforeTheLog(t *testing.T) {
 // sent again is counted once, as is one answered without admitting anything.
 func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {
 	dropped := func() float64 {
-		return testutil.ToFloat64(process.DroppedItems().WithLabelValues("traces"))
+		mfs, err := prometheus.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "otlpgate_process_dropped_items_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "signal" && l.GetValue() == "traces" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatal("otlpgate_process_dropped_items_total{signal=\"traces\"} is not registered")
+		return 0
 	}
 	cfg := testConfig()
 	cfg.Processor = testChain(t)

@@ -11,7 +11,9 @@
 // entry; a drop leaves the entry out (a subset of the entries is a valid request); sampling
 // leaves spans out of their ScopeSpans and rewrites the enclosing lengths. Spans are never
 // decoded: sampling reads a span's trace id, its trace_state and its attribute keys, nothing
-// else. What is dropped or sampled out is counted (otlpgate_process_*).
+// else. What is dropped or sampled out is counted (otlpgate_process_*), by Commit, once
+// fastpath admitted the request: a request refused for backpressure and sent again is
+// counted once.
 //
 // Lengths are written before the bytes they measure, so each entry is planned first (new
 // sizes, span decisions) and written second; span decisions are kept in pooled buffers

@@ -40,6 +40,3 @@ func commitDropped(sig int, t *Tally) {
 		droppedItemsC[sig].Add(float64(t[tDroppedItems]))
 	}
 }
-
-// DroppedItems is otlpgate_process_dropped_items_total, for tests of other packages.
-func DroppedItems() *prometheus.CounterVec { return droppedItems }
