@@ -69,6 +69,11 @@ type Config struct {
 	// share upstream requests, for about the gap of added latency (at most twice the gap for a
 	// request followed by silence). A request after a quiet gap leaves at once.
 	BatchMinGap time.Duration
+	// Processor, when set, runs on every resource entry of every request, from every intake,
+	// before the request joins a batch or the spool: the byte-level steps of process/
+	// (-resource.set, -resource.delete, -drop, -sample.traces). A request it leaves empty is
+	// answered as admitted and admits nothing. nil runs no step.
+	Processor Processor
 }
 
 // DefaultConfig returns the defaults documented on Config.

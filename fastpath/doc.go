@@ -30,6 +30,15 @@
 // memory and on disk waiting for the same destination, and a replay after a restart travels
 // the same way as a fresh record.
 //
+// # Processing
+//
+// Config.Processor, when set, runs the byte-level steps of process/ (resource attribute
+// edits, drops by resource attribute, trace sampling) on every resource entry of a request
+// inside admission, before the request joins a batch or the spool: every intake's requests
+// pass through it. It writes into a pooled buffer that admission then copies from; a request
+// it leaves without entries is answered as admitted and admits nothing. fastpath does not
+// import process/: the Processor interface is the whole of the contract.
+//
 // # OTLP/JSON
 //
 // JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the

@@ -49,7 +49,8 @@ func NewLogged(cfg Config, log Log) (*Pipeline, error) {
 }
 
 // appendLog is admission with a Log: strip into a pooled buffer, append, answer.
-func (p *Pipeline) appendLog(sig Signal, req []byte, items int, layout Layout) error {
+// pst is what processing stripped before (Config.Processor).
+func (p *Pipeline) appendLog(sig Signal, req []byte, items int, layout Layout, pst Stripped) error {
 	buf := pool.GetBytes(len(req))
 	var st Stripped
 	var err error
@@ -77,7 +78,8 @@ func (p *Pipeline) appendLog(sig Signal, req []byte, items int, layout Layout) e
 		return err
 	}
 	p.m.admitted(sig, items, len(req))
-	if st.Fields > 0 {
+	if st.Fields += pst.Fields; st.Fields > 0 {
+		st.Bytes += pst.Bytes
 		p.m.stripped(sig, st)
 	}
 	return nil

@@ -102,7 +102,7 @@ func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Bat
 	return p.admit(sig, req, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (*Batch, error) {
+func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (_ *Batch, err error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -114,8 +114,31 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		p.m.refused(sig, reasonTooLarge, items)
 		return nil, ErrTooLarge
 	}
+	var pst Stripped // what processing stripped, counted once the request is admitted
+	if proc := p.cfg.Processor; proc != nil {
+		buf, left, st, tally, perr := p.process(sig, req, items, layout)
+		if perr != nil {
+			return nil, perr
+		}
+		defer pool.PutBytes(buf)
+		if len(*buf) == 0 {
+			// Every entry was dropped or sampled out: the client is answered Success and
+			// nothing is admitted.
+			proc.Commit(int(sig), tally)
+			return nil, nil
+		}
+		req, items, layout, pst = *buf, left, LayoutV1, st
+		n = int64(len(req))
+		// What the steps did counts once the request is in: a request refused below and
+		// sent again is counted when it is admitted.
+		defer func() {
+			if err == nil {
+				proc.Commit(int(sig), tally)
+			}
+		}()
+	}
 	if p.log != nil {
-		return nil, p.appendLog(sig, req, items, layout)
+		return nil, p.appendLog(sig, req, items, layout, pst)
 	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)
@@ -150,7 +173,6 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	before := len(*buf)
 	// Only the resource entries join the batch: see AppendEntries.
 	var st Stripped
-	var err error
 	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
@@ -186,7 +208,8 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	s.mu.Unlock()
 
 	p.m.admitted(sig, items, len(req))
-	if st.Fields > 0 {
+	if st.Fields += pst.Fields; st.Fields > 0 {
+		st.Bytes += pst.Bytes
 		p.m.stripped(sig, st)
 	}
 	if sealed != nil {

@@ -120,3 +120,29 @@ func TestPipelineEagerZeroAlloc(t *testing.T) {
 		}
 	}
 }
+
+// Admission with processing steps (an attribute set, a drop rule) allocates nothing.
+func TestPipelineProcessorZeroAlloc(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxBytes = 64 << 10
+	cfg.BatchMaxItems = 50
+	cfg.Processor = testChain(t)
+	p := newTestPipeline(t, cfg, sink{}, sink{})
+	req := twoResources(t, 2, 3)
+	otep, _ := AppendOTEP(nil, 7, req)
+	for range 100 { // warm the pools
+		p.Consume(Traces, req, 5)
+		p.Admit(Traces, otep, 5, LayoutOTEP)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := p.Consume(Traces, req, 5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Admit(Traces, otep, 5, LayoutOTEP); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("admit with processing: %v allocations per run, want 0", allocs)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
 )
 
 // registerFlags defines every flag on fs, writing into cfg. Each help text names its default
@@ -89,6 +90,20 @@ Flags:
 	fs.DurationVar(&p.BatchMinGap, "batch.min-gap", p.BatchMinGap, "with -batch.eager, keep a signal's batches at least this far apart while requests keep coming, so that they share upstream requests (about this much added latency, at most twice it; 0: off)")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
 	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
+
+	fs.Var(multiFlag{&cfg.procSet}, "resource.set", "upsert a string attribute into every resource of every signal from every intake, repeatable: key=value; ${env:NAME} in the value reads the environment at start (a variable not set is an error); an attribute with the same key is replaced (otlpgate_process_edited_resources_total)")
+	fs.Var(multiFlag{&cfg.procDelete}, "resource.delete", "remove a resource attribute by key from every resource of every signal, repeatable (otlpgate_process_edited_resources_total)")
+	fs.Var(multiFlag{&cfg.procDrop}, "drop", "leave out every resource (with its spans, points or log records) whose string attribute matches, repeatable: 'resource:KEY=VALUE' (exact) or 'resource:KEY=PREFIX*'; the client is answered Success (otlpgate_process_dropped_items_total, otlpgate_process_dropped_resources_total)")
+	fs.StringVar(&cfg.sampleTraces, "sample.traces", "", "keep this percentage of traces (0 to 100) by trace id, deciding each span as the Collector-contrib probabilistic_sampler does in its hash_seed mode with fail_closed; empty (the default) turns sampling off (otlpgate_process_sampled_out_spans_total, otlpgate_process_sampled_kept_spans_total)")
+	fs.Func("sample.hash-seed", "seed of the trace id hash of -sample.traces, the Collector's hash_seed: tiers that must agree use the same seed (default 0)", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want an unsigned 32-bit integer")
+		}
+		cfg.sampleSeed, cfg.sampleSeedSet = uint32(n), true
+		return nil
+	})
+	fs.StringVar(&cfg.sampleMode, "sample.mode", cfg.sampleMode, "sampling mode of -sample.traces: hash_seed (the Collector's proportional and equalizing modes are not implemented)")
 
 	sp := &cfg.spool
 	fs.StringVar(&sp.Dir, "spool.dir", sp.Dir, "directory of the durable spool: every request is appended there before it is acknowledged and the destinations are fed from it, so that what was acknowledged survives kill -9, restarts and long outages; empty (the default) turns it off (otlpgate_spool_bytes, otlpgate_spool_appended_records_total)")

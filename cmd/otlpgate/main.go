@@ -19,6 +19,7 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/pool"
+	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -59,29 +60,36 @@ type config struct {
 	spoolGroupReadable bool
 	// spoolFS is the spool's file system: nil is spool.OSFS; tests put a failing one here.
 	spoolFS spool.FS
+	// The processing steps (process/): -resource.set, -resource.delete, -drop, -sample.*.
+	procSet, procDelete, procDrop []string
+	sampleTraces, sampleMode      string
+	sampleSeed                    uint32
+	sampleSeedSet                 bool
+	proc                          process.Config
 }
 
 func defaultConfig() config {
 	return config{
-		grpc:      grpcserver.DefaultConfig(),
-		http:      httpserver.DefaultConfig(),
-		pipeline:  fastpath.DefaultConfig(),
-		intake:    fastpath.DefaultLimiterConfig(),
-		file:      filedest.DefaultConfig(),
-		admin:     admin.DefaultConfig(),
-		pprof:     admin.DefaultPprofConfig(),
-		kafka:     kafka.DefaultConfig(),
-		uds:       uds.DefaultConfig(),
-		udsMode:   "0660",
-		kafkaMets: "*",
-		ack:       "accept",
-		scanDepth: "full",
-		logLevel:  "info",
-		logFormat: "text",
-		shutdown:  30 * time.Second,
-		spool:     spool.DefaultConfig(),
-		spoolSync: spool.DefaultConfig().Sync.String(),
-		spoolFull: spool.DefaultConfig().Full.String(),
+		grpc:       grpcserver.DefaultConfig(),
+		http:       httpserver.DefaultConfig(),
+		pipeline:   fastpath.DefaultConfig(),
+		intake:     fastpath.DefaultLimiterConfig(),
+		file:       filedest.DefaultConfig(),
+		admin:      admin.DefaultConfig(),
+		pprof:      admin.DefaultPprofConfig(),
+		kafka:      kafka.DefaultConfig(),
+		uds:        uds.DefaultConfig(),
+		udsMode:    "0660",
+		kafkaMets:  "*",
+		ack:        "accept",
+		scanDepth:  "full",
+		logLevel:   "info",
+		logFormat:  "text",
+		shutdown:   30 * time.Second,
+		spool:      spool.DefaultConfig(),
+		spoolSync:  spool.DefaultConfig().Sync.String(),
+		spoolFull:  spool.DefaultConfig().Full.String(),
+		sampleMode: "hash_seed",
 	}
 }
 
@@ -213,6 +221,9 @@ func finishConfig(cfg *config) error {
 	if err := finishSpoolConfig(cfg); err != nil {
 		return err
 	}
+	if err := finishProcessConfig(cfg, os.LookupEnv); err != nil {
+		return err
+	}
 	if err := cfg.intake.Validate(); err != nil {
 		return err
 	}
@@ -248,6 +259,48 @@ func finishSpoolConfig(cfg *config) error {
 		return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
 	}
 	return cfg.spool.Validate()
+}
+
+// finishProcessConfig reads the flags of the processing steps and builds their chain into the
+// pipeline's configuration; getenv resolves ${env:NAME} in -resource.set values.
+func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error {
+	cfg.proc = process.DefaultConfig()
+	for _, s := range cfg.procSet {
+		a, err := process.ParseSet(s, getenv)
+		if err != nil {
+			return err
+		}
+		cfg.proc.Set = append(cfg.proc.Set, a)
+	}
+	cfg.proc.Delete = append(cfg.proc.Delete, cfg.procDelete...)
+	for _, s := range cfg.procDrop {
+		m, err := process.ParseDrop(s)
+		if err != nil {
+			return err
+		}
+		cfg.proc.Drop = append(cfg.proc.Drop, m)
+	}
+	if cfg.sampleMode != "hash_seed" {
+		return fmt.Errorf("-sample.mode %q: only hash_seed is implemented (the Collector's proportional and equalizing modes are not)", cfg.sampleMode)
+	}
+	if cfg.sampleTraces != "" {
+		pct, err := process.ParsePercent(cfg.sampleTraces)
+		if err != nil {
+			return err
+		}
+		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, HashSeed: cfg.sampleSeed}
+	} else if cfg.sampleSeedSet {
+		return errors.New("-sample.hash-seed needs -sample.traces")
+	}
+	c, err := process.New(cfg.proc)
+	if err != nil {
+		return err
+	}
+	cfg.pipeline.Processor = nil
+	if c != nil { // a nil *Chain in the interface would not read as "no processor"
+		cfg.pipeline.Processor = c
+	}
+	return nil
 }
 
 // specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).

@@ -51,6 +51,7 @@ var flagGroups = map[string]string{
 	"queue": "Queue and batching", "batch": "Queue and batching", "ack": "Queue and batching",
 	"dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
 	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
+	"resource": "Processing", "drop": "Processing", "sample": "Processing",
 }
 
 func configurationPage(t *testing.T) []byte {
@@ -76,7 +77,8 @@ func configurationPage(t *testing.T) []byte {
 	b.WriteString("# Configuration reference\n\n")
 	b.WriteString("Generated from otlpgate's flag set by `make docs`; do not edit by hand. Every flag is also\n")
 	b.WriteString("printed by `otlpgate -help`. Sizes accept KiB, MiB and GiB suffixes; durations Go's syntax\n")
-	b.WriteString("(`250ms`, `5m`). Destinations (`-dest`) are described in [destinations.md](destinations.md).\n")
+	b.WriteString("(`250ms`, `5m`). Destinations (`-dest`) are described in [destinations.md](destinations.md),\n")
+	b.WriteString("the processing steps (`-resource.*`, `-drop`, `-sample.*`) in [processing.md](processing.md).\n")
 	for _, g := range order {
 		fmt.Fprintf(&b, "\n## %s\n\n| flag | default | meaning |\n| --- | --- | --- |\n", g)
 		fl := sections[g]

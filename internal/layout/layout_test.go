@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"codec/ocdaemon":       {"pool"},
 	"codec":                {"pool", "proto/"},
 	"fastpath":             {"pool", "proto/"},
+	"process":              {"pool", "proto/"},
 	"internal/admission":   {"fastpath"},
 	"spool":                {"pool"},
 	"spool/feed":           {"fastpath", "spool", "pool"},

@@ -1,0 +1,220 @@
+package fastpath
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/process"
+)
+
+func testChain(t testing.TB) *process.Chain {
+	t.Helper()
+	c, err := process.New(process.Config{
+		Set:  []process.Attr{{Key: "k8s.node.name", Value: "node-7"}},
+		Drop: []process.Match{{Key: "k8s.namespace.name", Value: "dev"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// twoResources is a v1 traces request: a resource in namespace dev with devSpans spans and
+// one in prod with prodSpans.
+func twoResources(t testing.TB, devSpans, prodSpans int) []byte {
+	td := ptrace.NewTraces()
+	for _, r := range []struct {
+		ns    string
+		spans int
+	}{{"dev", devSpans}, {"prod", prodSpans}} {
+		if r.spans == 0 {
+			continue
+		}
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("k8s.namespace.name", r.ns)
+		ss := rs.ScopeSpans().AppendEmpty()
+		for i := range r.spans {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName(r.ns)
+			sp.SetTraceID(pcommon.TraceID{byte(i + 1)})
+		}
+	}
+	b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Every request runs the processor before it joins a batch, in either layout: the batch holds
+// the processed entries, its item count is what is left, and stripped fields are still
+// counted.
+func TestProcessorRunsBeforeBatching(t *testing.T) {
+	cfg := testConfig()
+	cfg.Processor = testChain(t)
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	v1 := twoResources(t, 2, 3)
+	odd := []byte{0x28, 0x07} // a top-level field 5: stripped
+	if err := p.Consume(Traces, append(append([]byte{}, odd...), v1...), 5); err != nil {
+		t.Fatal(err)
+	}
+	otep, err := AppendOTEP(nil, 9, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := testutil.ToFloat64(strippedFields.WithLabelValues("traces"))
+	if _, err := p.Admit(Traces, otep, 5, LayoutOTEP); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(strippedFields.WithLabelValues("traces")) - stripped; got != 0 {
+		t.Errorf("the OTEP id was counted as stripped: %v", got)
+	}
+	p.Flush()
+	got := r.batches()
+	if len(got) != 1 || got[0].items != 6 {
+		t.Fatalf("batches %+v, want one of 6 items", got)
+	}
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(got[0].body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss := td.ResourceSpans()
+	if rss.Len() != 2 || td.SpanCount() != 6 {
+		t.Fatalf("%d resources, %d spans, want 2 and 6", rss.Len(), td.SpanCount())
+	}
+	for i := range rss.Len() {
+		a := rss.At(i).Resource().Attributes().AsRaw()
+		if want := map[string]any{"k8s.namespace.name": "prod", "k8s.node.name": "node-7"}; !maps.Equal(a, want) {
+			t.Errorf("resource %d: %v, want %v", i, a, want)
+		}
+	}
+}
+
+// A request whose every resource is dropped is answered as admitted and admits nothing.
+func TestProcessorEmptyRequestIsNotAdmitted(t *testing.T) {
+	for _, ack := range []AckMode{AckAccept, AckUpstream} {
+		cfg := testConfig()
+		cfg.Ack = ack
+		cfg.Processor = testChain(t)
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		admitted := testutil.ToFloat64(admittedItems.WithLabelValues("traces"))
+		b, err := p.Admit(Traces, twoResources(t, 4, 0), 4, LayoutV1)
+		if err != nil || b != nil {
+			t.Fatalf("%v: Admit = %v, %v, want nil, nil", ack, b, err)
+		}
+		if q := p.QueuedBytes(); q != 0 {
+			t.Errorf("%v: %d bytes queued", ack, q)
+		}
+		p.Flush()
+		if n := len(r.batches()); n != 0 {
+			t.Errorf("%v: %d batches sealed", ack, n)
+		}
+		if d := testutil.ToFloat64(admittedItems.WithLabelValues("traces")) - admitted; d != 0 {
+			t.Errorf("%v: %v items counted as admitted", ack, d)
+		}
+	}
+}
+
+// A request the processor cannot read is refused whole; nothing of it is admitted.
+func TestProcessorRefusesMalformedEntries(t *testing.T) {
+	cfg := testConfig()
+	cfg.Processor = testChain(t)
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	bad := append(twoResources(t, 0, 1), 0x0a, 0x03, 0x0a, 0x05, 0x00) // a Resource past its entry
+	if err := p.Consume(Traces, bad, 2); err == nil {
+		t.Fatal("no error")
+	}
+	p.Flush()
+	if n := len(r.batches()); n != 0 || p.QueuedBytes() != 0 {
+		t.Errorf("%d batches, %d bytes queued", n, p.QueuedBytes())
+	}
+}
+
+// With a spool, the processed request is what is appended.
+func TestProcessorBeforeTheLog(t *testing.T) {
+	l := &memLog{}
+	cfg := testConfig()
+	cfg.Processor = testChain(t)
+	p, err := NewLogged(cfg, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Consume(Traces, twoResources(t, 2, 3), 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Consume(Traces, twoResources(t, 2, 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.recs) != 1 || l.items[0] != 3 {
+		t.Fatalf("%d records, items %v, want one of 3", len(l.recs), l.items)
+	}
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(l.recs[0])
+	if err != nil || td.SpanCount() != 3 {
+		t.Fatalf("%v spans, %v", td.SpanCount(), err)
+	}
+	if v, _ := td.ResourceSpans().At(0).Resource().Attributes().Get("k8s.node.name"); v.Str() != "node-7" {
+		t.Errorf("k8s.node.name = %q", v.Str())
+	}
+}
+
+// What the steps removed counts once a request is in: a request refused for want of room and
+// sent again is counted once, as is one answered without admitting anything.
+func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {
+	dropped := func() float64 {
+		mfs, err := prometheus.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "otlpgate_process_dropped_items_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "signal" && l.GetValue() == "traces" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatal("otlpgate_process_dropped_items_total{signal=\"traces\"} is not registered")
+		return 0
+	}
+	cfg := testConfig()
+	cfg.Processor = testChain(t)
+	req := twoResources(t, 2, 3)
+	cfg.QueueMaxBytes = int64(len(req)) + 64 // room for one request
+	cfg.BatchMaxBytes = int(cfg.QueueMaxBytes)
+	r := &recorder{name: "r", ok: true, hold: true}
+	p := newTestPipeline(t, cfg, r)
+	before := dropped()
+	if err := p.Consume(Traces, req, 5); err != nil {
+		t.Fatal(err)
+	}
+	p.Flush() // the batch is held by the destination: the queue is full
+	if err := p.Consume(Traces, req, 5); err != ErrFull {
+		t.Fatalf("second request: %v, want ErrFull", err)
+	}
+	if d := dropped() - before; d != 2 {
+		t.Fatalf("after one admitted and one refused request: %v dropped items counted, want 2", d)
+	}
+	r.release(true)
+	if err := p.Consume(Traces, req, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Consume(Traces, twoResources(t, 2, 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	if d := dropped() - before; d != 6 {
+		t.Fatalf("%v dropped items counted, want 6", d)
+	}
+}

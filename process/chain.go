@@ -1,0 +1,163 @@
+package process
+
+import (
+	"encoding/binary"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// Chain runs the configured steps on resource entries: it implements fastpath.Processor.
+// Built once at start; safe for concurrent use.
+type Chain struct {
+	set      []byte   // -resource.set, encoded as Resource field-1 KeyValues
+	editKeys []string // keys -resource.set replaces and -resource.delete removes
+	drop     []Match
+	sampler  *sampler // nil: no trace sampling
+}
+
+// New builds the chain of cfg, or returns nil when cfg runs no step (the pipeline then needs
+// no Processor at all).
+func New(cfg Config) (*Chain, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Set) == 0 && len(cfg.Delete) == 0 && len(cfg.Drop) == 0 && !cfg.Sample.On {
+		return nil, nil
+	}
+	c := &Chain{set: encodeSet(cfg.Set), drop: cfg.Drop}
+	for _, a := range cfg.Set {
+		c.editKeys = append(c.editKeys, a.Key)
+	}
+	c.editKeys = append(c.editKeys, cfg.Delete...)
+	if cfg.Sample.On {
+		c.sampler = newSampler(cfg.Sample)
+	}
+	return c, nil
+}
+
+// Slack is the most an entry grows by: the set attributes, and the header of a Resource
+// inserted to hold them. Safe for concurrent use.
+func (c *Chain) Slack() int { return len(c.set) + 1 + binary.MaxVarintLen64 }
+
+// AppendEntry runs the steps on one resource entry (the payload of a top-level field 1 of a
+// v1 request of signal sig) and appends the result, as a whole field, to dst; nothing when a
+// drop rule matches it or sampling leaves none of its spans. The tally says what was done
+// (slot 0: the items the result lost), for Commit. An error (errMalformed, ...) refuses the
+// request. Safe for concurrent use; e is only read during the call.
+func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, t Tally, err error) {
+	if sig < 0 || sig >= numSignals {
+		return dst, t, errSignal
+	}
+	var pl resourcePlan
+	if len(c.editKeys) > 0 || len(c.drop) > 0 {
+		drop, err := c.planResource(&pl, e)
+		if err != nil {
+			return dst, t, err
+		}
+		if drop {
+			n, err := countItems(sig, e)
+			if err != nil {
+				return dst, t, err
+			}
+			t[tRemoved], t[tDroppedItems], t[tDroppedResources] = int64(n), int64(n), 1
+			return dst, t, nil
+		}
+		if pl.edit {
+			t[tEdited] = 1
+		}
+	}
+	if sig == sigTraces && c.sampler != nil {
+		return c.sampleEntry(dst, e, &pl, t)
+	}
+	if !pl.edit {
+		return append(appendHeader(dst, 1, len(e)), e...), t, nil
+	}
+	dst = appendHeader(dst, 1, len(e)+pl.delta)
+	return c.appendEntry(dst, e, &pl, nil), t, nil
+}
+
+// Commit counts what the steps did to one admitted request in the metrics. Safe for
+// concurrent use.
+func (c *Chain) Commit(sig int, t Tally) {
+	if sig < 0 || sig >= numSignals {
+		return
+	}
+	commitDropped(sig, &t)
+	commitEdited(sig, &t)
+	commitSampled(&t)
+}
+
+// sampleEntry decides the spans of the ResourceSpans e and writes what is kept.
+func (c *Chain) sampleEntry(dst, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
+	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
+	defer func() {
+		pool.PutBytes(sp.dec)
+		pool.PutBytes(sp.scopes)
+	}()
+	total, kept, delta, scopes, err := c.sampler.planSpans(&sp, e)
+	if err != nil {
+		return dst, t, err
+	}
+	t[tSampledKept], t[tSampledOut] = int64(kept), int64(total-kept)
+	if scopes == 0 {
+		t[tRemoved] = int64(total)
+		t[tEdited] = 0 // the entry is gone
+		return dst, t, nil
+	}
+	t[tRemoved] = int64(total - kept)
+	if kept == total && scopes*4 == len(*sp.scopes) {
+		// Nothing left out: the spans stay as they are.
+		if !pl.edit {
+			return append(appendHeader(dst, 1, len(e)), e...), t, nil
+		}
+		dst = appendHeader(dst, 1, len(e)+pl.delta)
+		return c.appendEntry(dst, e, pl, nil), t, nil
+	}
+	dst = appendHeader(dst, 1, len(e)+pl.delta+delta)
+	return c.appendEntry(dst, e, pl, &sp), t, nil
+}
+
+// appendEntry writes the payload of the entry e as planned: Resource fields rewritten when
+// pl.edit, ScopeSpans filtered when sp is not nil, every other field as it is.
+func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byte {
+	if pl.insert {
+		dst = appendHeader(dst, 1, len(c.set))
+		dst = append(dst, c.set...)
+	}
+	run, k, si, di := 0, 0, 0, 0
+	for off := 0; off < len(e); {
+		f, _ := next(e, off) // the plans read these bytes already
+		off = f.end
+		switch {
+		case f.num == 1 && pl.edit:
+			dst = append(dst, e[run:f.tag]...)
+			dst = c.appendResource(dst, e[f.val:f.end], pl.size[k], k)
+			k++
+			run = f.end
+		case f.num == 2 && sp != nil:
+			dst = append(dst, e[run:f.tag]...)
+			size := binary.LittleEndian.Uint32((*sp.scopes)[4*si:])
+			si++
+			if size == removedScope {
+				di += scopeSpans(e[f.val:f.end])
+			} else {
+				dst, di = appendScope(dst, e, f, int(size), sp, di)
+			}
+			run = f.end
+		}
+	}
+	return append(dst, e[run:]...)
+}
+
+// scopeSpans counts the spans of a ScopeSpans, to skip their decisions.
+func scopeSpans(scope []byte) int {
+	n := 0
+	for off := 0; off < len(scope); {
+		f, _ := next(scope, off)
+		off = f.end
+		if f.num == 2 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,175 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Config of the processing steps. The zero Config runs none.
+type Config struct {
+	// Set is upserted into every Resource of every signal (-resource.set key=value,
+	// repeatable): attributes with the same key are dropped, the new ones appended, as string
+	// values. A resource entry without a Resource gets one.
+	Set []Attr
+	// Delete lists attribute keys removed from every Resource (-resource.delete, repeatable).
+	Delete []string
+	// Drop lists the rules of -drop: a resource entry whose Resource matches any of them is
+	// left out of its request and counted in otlpgate_process_dropped_items_total.
+	Drop []Match
+	// Sample is trace sampling (-sample.*); off unless Sample.On.
+	Sample SampleConfig
+}
+
+// Attr is one attribute of -resource.set.
+type Attr struct{ Key, Value string }
+
+// Match is one rule of -drop: the Resource has the attribute Key with a string value equal to
+// Value or, with Prefix, starting with it.
+type Match struct {
+	Key, Value string
+	Prefix     bool
+}
+
+// SampleConfig is trace sampling by trace id, as the Collector-contrib probabilistic_sampler
+// decides in its hash_seed mode with fail_closed (its defaults).
+type SampleConfig struct {
+	// On turns sampling on (-sample.traces given).
+	On bool
+	// Percent of traces kept, 0 to 100 (-sample.traces). A float32, as the Collector reads
+	// its sampling_percentage, so that the same value gives the same rate.
+	Percent float32
+	// HashSeed is mixed into the hash of the trace id (-sample.hash-seed): tiers that should
+	// agree on their decisions use the same seed, tiers that should decide independently
+	// different ones.
+	HashSeed uint32
+}
+
+// DefaultConfig returns a Config that runs no step.
+func DefaultConfig() Config { return Config{} }
+
+// maxDropRules bounds -drop: the rules a Resource has matched are tracked in one word.
+const maxDropRules = 64
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	edited := map[string]string{}
+	for _, a := range c.Set {
+		if err := checkKey(a.Key); err != nil {
+			return fmt.Errorf("-resource.set %q: %w", a.Key, err)
+		}
+		if !utf8.ValidString(a.Value) {
+			return fmt.Errorf("-resource.set %s: the value is not UTF-8", a.Key)
+		}
+		if _, dup := edited[a.Key]; dup {
+			return fmt.Errorf("-resource.set %s: the key is given twice", a.Key)
+		}
+		edited[a.Key] = "-resource.set"
+	}
+	for _, k := range c.Delete {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("-resource.delete %q: %w", k, err)
+		}
+		if by, dup := edited[k]; dup {
+			return fmt.Errorf("-resource.delete %s: the key is also given to %s", k, by)
+		}
+		edited[k] = "-resource.delete"
+	}
+	if len(c.Drop) > maxDropRules {
+		return fmt.Errorf("-drop: %d rules, at most %d", len(c.Drop), maxDropRules)
+	}
+	for _, m := range c.Drop {
+		if err := checkKey(m.Key); err != nil {
+			return fmt.Errorf("-drop resource:%s: %w", m.Key, err)
+		}
+		// Drop rules read the attributes as they arrive. A rule on a key an edit replaces or
+		// removes would be decided by the edit alone (everything or nothing dropped), which
+		// is never what was meant.
+		if by, ok := edited[m.Key]; ok {
+			return fmt.Errorf("-drop resource:%s: the key is also given to %s, so the rule would drop all or nothing", m.Key, by)
+		}
+	}
+	if s := c.Sample; s.On {
+		p := float64(s.Percent)
+		if math.IsNaN(p) || p < 0 || p > 100 {
+			return fmt.Errorf("-sample.traces %v: want a percentage from 0 to 100", s.Percent)
+		}
+	}
+	return nil
+}
+
+func checkKey(k string) error {
+	switch {
+	case k == "":
+		return errors.New("empty attribute key")
+	case !utf8.ValidString(k):
+		return errors.New("the key is not UTF-8")
+	}
+	return nil
+}
+
+// ParseSet reads one -resource.set value, key=value. ${env:NAME} anywhere in the value is
+// replaced by the environment variable NAME, read through getenv (os.LookupEnv) once, at
+// start: a variable that is not set is an error, so that a missing downward-API variable
+// stops the process instead of labelling every resource with an empty value.
+func ParseSet(s string, getenv func(string) (string, bool)) (Attr, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return Attr{}, fmt.Errorf("-resource.set %q: want key=value", s)
+	}
+	var b strings.Builder
+	for rest := v; ; {
+		i := strings.Index(rest, "${")
+		if i < 0 {
+			b.WriteString(rest)
+			break
+		}
+		b.WriteString(rest[:i])
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return Attr{}, fmt.Errorf("-resource.set %s: unterminated ${ in %q", k, v)
+		}
+		ref := rest[i+2 : i+end]
+		name, ok := strings.CutPrefix(ref, "env:")
+		if !ok || name == "" {
+			return Attr{}, fmt.Errorf("-resource.set %s: ${%s}: only ${env:NAME} is understood", k, ref)
+		}
+		val, set := getenv(name)
+		if !set {
+			return Attr{}, fmt.Errorf("-resource.set %s: environment variable %s is not set", k, name)
+		}
+		b.WriteString(val)
+		rest = rest[i+end+1:]
+	}
+	return Attr{Key: k, Value: b.String()}, nil
+}
+
+// ParseDrop reads one -drop value: resource:KEY=VALUE (exact) or resource:KEY=PREFIX* (the
+// value starts with PREFIX).
+func ParseDrop(s string) (Match, error) {
+	rest, ok := strings.CutPrefix(s, "resource:")
+	if !ok {
+		return Match{}, fmt.Errorf("-drop %q: want resource:KEY=VALUE or resource:KEY=PREFIX*", s)
+	}
+	k, v, ok := strings.Cut(rest, "=")
+	if !ok || k == "" {
+		return Match{}, fmt.Errorf("-drop %q: want resource:KEY=VALUE or resource:KEY=PREFIX*", s)
+	}
+	m := Match{Key: k, Value: v}
+	if p, ok := strings.CutSuffix(v, "*"); ok {
+		m.Value, m.Prefix = p, true
+	}
+	return m, nil
+}
+
+// ParsePercent reads -sample.traces.
+func ParsePercent(s string) (float32, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 32)
+	if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
+		return 0, fmt.Errorf("-sample.traces %q: want a percentage from 0 to 100", s)
+	}
+	return float32(f), nil
+}

@@ -1,0 +1,85 @@
+package process
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+func TestParseSet(t *testing.T) {
+	env := map[string]string{"NODE_NAME": "node-7", "EMPTY": ""}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	f := func(in string, want Attr, wantErr string) {
+		t.Helper()
+		a, err := ParseSet(in, getenv)
+		switch {
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("ParseSet(%q): error %v, want one containing %q", in, err, wantErr)
+		case wantErr == "" && (err != nil || a != want):
+			t.Errorf("ParseSet(%q) = %+v, %v, want %+v", in, a, err, want)
+		}
+	}
+	f("deployment.environment=prod", Attr{"deployment.environment", "prod"}, "")
+	f("k8s.node.name=${env:NODE_NAME}", Attr{"k8s.node.name", "node-7"}, "")
+	f("host=${env:NODE_NAME}.${env:NODE_NAME}:1", Attr{"host", "node-7.node-7:1"}, "")
+	f("x=${env:EMPTY}", Attr{"x", ""}, "")
+	f("x=a=b", Attr{"x", "a=b"}, "")
+	f("x=", Attr{"x", ""}, "")
+	f("k8s.node.name=${env:NOPE}", Attr{}, "environment variable NOPE is not set")
+	f("x=${env:}", Attr{}, "only ${env:NAME}")
+	f("x=${NODE_NAME}", Attr{}, "only ${env:NAME}")
+	f("x=${env:NODE_NAME", Attr{}, "unterminated")
+	f("novalue", Attr{}, "want key=value")
+	f("=v", Attr{}, "want key=value")
+}
+
+func TestValidate(t *testing.T) {
+	f := func(c Config, wantErr string) {
+		t.Helper()
+		err := c.Validate()
+		if wantErr == "" && err != nil || wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("%+v: %v, want %q", c, err, wantErr)
+		}
+	}
+	f(Config{}, "")
+	f(Config{Set: []Attr{{"a", "1"}, {"a", "2"}}}, "given twice")
+	f(Config{Set: []Attr{{"a", "1"}}, Delete: []string{"a"}}, "also given to -resource.set")
+	f(Config{Set: []Attr{{"a", "\xff"}}}, "not UTF-8")
+	f(Config{Delete: []string{""}}, "empty attribute key")
+	f(Config{Drop: []Match{{Key: "a", Value: "x"}}, Delete: []string{"a"}}, "all or nothing")
+	f(Config{Drop: make([]Match, 65)}, "at most 64")
+	f(Config{Sample: SampleConfig{On: true, Percent: 101}}, "from 0 to 100")
+	f(Config{Sample: SampleConfig{On: true, Percent: -1}}, "from 0 to 100")
+	f(Config{Sample: SampleConfig{On: true, Percent: 0}}, "")
+	if c, err := New(Config{}); c != nil || err != nil {
+		t.Errorf("New of an empty config: %v, %v", c, err)
+	}
+}
+
+func TestParsePercent(t *testing.T) {
+	for in, want := range map[string]float32{"10": 10, "15.3": 15.3, "0": 0, "100": 100, "33.333%": 33.333} {
+		if got, err := ParsePercent(in); err != nil || got != want {
+			t.Errorf("ParsePercent(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "100.5", "NaN", "1e3"} {
+		if _, err := ParsePercent(in); err == nil {
+			t.Errorf("ParsePercent(%q): no error", in)
+		}
+	}
+}
+
+// The hook passes fastpath's signal numbers as ints.
+func TestSignalNumbers(t *testing.T) {
+	if sigTraces != int(fastpath.Traces) || sigMetrics != int(fastpath.Metrics) || sigLogs != int(fastpath.Logs) || numSignals != int(fastpath.NumSignals) {
+		t.Fatal("process and fastpath number the signals differently")
+	}
+	for s := range numSignals {
+		if signalNames[s] != fastpath.Signal(s).String() {
+			t.Errorf("signal %d: %q vs %q", s, signalNames[s], fastpath.Signal(s).String())
+		}
+	}
+}
+
+var _ fastpath.Processor = (*Chain)(nil)

@@ -1,0 +1,26 @@
+// Package process owns the byte-level processing steps that run on a request after the
+// intake's scan and before it joins a batch: resource attribute edits (-resource.set,
+// -resource.delete), drops by resource attribute (-drop) and trace sampling by trace id
+// (-sample.traces, the Collector-contrib probabilistic_sampler's hash_seed decision).
+//
+// A request is a run of resource entries (ResourceSpans, ResourceMetrics, ResourceLogs), and
+// fastpath hands them to Chain.AppendEntry one at a time (fastpath.Config.Processor): every
+// intake's requests, gRPC, HTTP, UDS and Kafka, pass through it. Each step reads and rewrites
+// protobuf bytes: a Resource's attributes are its field-1 KeyValues, so an edit drops the
+// colliding ones, appends the new ones and rewrites the lengths of the Resource and of its
+// entry; a drop leaves the entry out (a subset of the entries is a valid request); sampling
+// leaves spans out of their ScopeSpans and rewrites the enclosing lengths. Spans are never
+// decoded: sampling reads a span's trace id, its trace_state and its attribute keys, nothing
+// else. What is dropped or sampled out is counted (otlpgate_process_*), by Commit, once
+// fastpath admitted the request: a request refused for backpressure and sent again is
+// counted once.
+//
+// Lengths are written before the bytes they measure, so each entry is planned first (new
+// sizes, span decisions) and written second; span decisions are kept in pooled buffers
+// between the two passes. Nothing allocates per request once the pools are warm.
+//
+// It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;
+// the signal crosses the boundary as an int). It starts no goroutines: AppendEntry runs on
+// the goroutine of the intake that admits the request, and a Chain is safe for concurrent use
+// once built.
+package process
