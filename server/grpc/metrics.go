@@ -21,6 +21,10 @@ const (
 var kindNames = [numKinds]string{"v1", "otep_unary", "otep_stream"}
 
 var (
+	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_received_requests_total",
+		Help: "Well-formed requests received by the gRPC intake (the status page's request rate), by protocol and signal.",
+	}, []string{"protocol", "signal"})
 	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_received_items_total",
 		Help: "Items in well-formed requests received by the gRPC intake, by protocol and signal.",
@@ -52,6 +56,7 @@ var (
 )
 
 type counters struct {
+	reqs         [numKinds][fastpath.NumSignals]prometheus.Counter
 	items, bytes [numKinds][fastpath.NumSignals]prometheus.Counter
 	refused      [numKinds][fastpath.NumSignals][admission.NumReasons]prometheus.Counter
 	refusedItems [numKinds][fastpath.NumSignals][admission.NumReasons]prometheus.Counter
@@ -66,6 +71,7 @@ var ctr = func() *counters {
 	for k := range numKinds {
 		for s := range fastpath.NumSignals {
 			c.items[k][s] = receivedItems.WithLabelValues(kindNames[k], s.String())
+			c.reqs[k][s] = receivedRequests.WithLabelValues(kindNames[k], s.String())
 			c.bytes[k][s] = receivedBytes.WithLabelValues(kindNames[k], s.String())
 			for r := range admission.NumReasons {
 				c.refused[k][s][r] = refusedRequests.WithLabelValues(kindNames[k], s.String(), r.String())

@@ -215,6 +215,7 @@ func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.
 	}
 	items := max(sc.Items, 0)
 	ctr.items[k][sig].Add(float64(items))
+	ctr.reqs[k][sig].Inc()
 	if sc.Resources == 0 {
 		return sc, nil, admission.Accepted
 	}

@@ -239,6 +239,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		return nil, 0, "", admission.Accepted
 	}
 	ctr.items[encProto][sig].Add(float64(items))
+	ctr.reqs[encProto][sig].Inc()
 	b, reason = s.admit(encProto, sig, req, items)
 	return b, rejected, msg, reason
 }

@@ -36,6 +36,7 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 		return nil, admission.Invalid, err
 	}
 	ctr.items[encJSON][sig].Add(float64(scan.Items))
+	ctr.reqs[encJSON][sig].Inc()
 	if scan.Resources == 0 {
 		return nil, admission.Accepted, nil
 	}

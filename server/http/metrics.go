@@ -38,6 +38,10 @@ var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsuppo
 	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy"}
 
 var (
+	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_http_received_requests_total",
+		Help: "Well-formed requests received by the OTLP/HTTP intake (the status page's request rate), by encoding and signal.",
+	}, []string{"encoding", "signal"})
 	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_received_items_total",
 		Help: "Items in well-formed requests received by the OTLP/HTTP intake, by encoding and signal.",
@@ -70,6 +74,7 @@ var (
 
 type counters struct {
 	items, bytes [numFormats][3]prometheus.Counter
+	reqs         [numFormats][3]prometheus.Counter
 	refused      [numFormats][3][admission.NumReasons]prometheus.Counter
 	refusedItems [numFormats][3][admission.NumReasons]prometheus.Counter
 	partial      [3]prometheus.Counter
@@ -81,6 +86,7 @@ var ctr = func() *counters {
 	for e := range numFormats {
 		for s := fastpath.Traces; s <= fastpath.Logs; s++ {
 			c.items[e][s] = receivedItems.WithLabelValues(formatNames[e], s.String())
+			c.reqs[e][s] = receivedRequests.WithLabelValues(formatNames[e], s.String())
 			c.bytes[e][s] = receivedBytes.WithLabelValues(formatNames[e], s.String())
 			for r := range admission.NumReasons {
 				c.refused[e][s][r] = refusedRequests.WithLabelValues(formatNames[e], s.String(), r.String())
