@@ -302,7 +302,9 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	}
 	for tid, c := range byTrace {
 		switch {
-		case tid[0] == 0xaa:
+		case tid[0] == 0xaa && tid[1] < 0x10 && tid[2] == 0 && tid[15] == 0:
+			// A hand-made trace id ({0xaa, len(service)} and zeros); the SDK's random ids
+			// start with 0xaa one time in 256 and are told apart by the rest.
 			if c != 1 {
 				t.Errorf("hand-made trace %x: %d spans", tid, c)
 			}

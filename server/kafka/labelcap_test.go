@@ -87,7 +87,9 @@ func TestLabelCaps(t *testing.T) {
 		if d := counted() - before; d != 2 {
 			t.Fatalf("client_id counted %v, want 2", d)
 		}
-		if s.reg.len() != instances || rec.count() != forwarded {
+		// No instance is made for the refused id (the earlier subtest's may go meanwhile, as
+		// its connection closed).
+		if s.reg.len() > instances || rec.count() != forwarded {
 			t.Fatalf("%d instances (was %d), %d forwarded (was %d)", s.reg.len(), instances, rec.count(), forwarded)
 		}
 		// The same connection with an id at the cap gets its telemetry through.
