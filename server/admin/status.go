@@ -62,12 +62,12 @@ type Status struct {
 
 // QueueStatus is the pipeline's queue and the intake limiter.
 type QueueStatus struct {
-	Bytes           float64 `json:"bytes"`
-	MaxBytes        float64 `json:"max_bytes"`
-	IntakeBytes     float64 `json:"intake_bytes_in_flight"`
-	RefusedPerSec   float64 `json:"refused_items_per_second"`
-	AdmittedPerSec  float64 `json:"admitted_items_per_second"`
-	AdmittedHistory []float64
+	Bytes           float64   `json:"bytes"`
+	MaxBytes        float64   `json:"max_bytes"`
+	IntakeBytes     float64   `json:"intake_bytes_in_flight"`
+	RefusedPerSec   float64   `json:"refused_items_per_second"`
+	AdmittedPerSec  float64   `json:"admitted_items_per_second"`
+	AdmittedHistory []float64 `json:"admitted_history"`
 }
 
 // IntakeStatus is one intake's traffic.
