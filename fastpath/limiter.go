@@ -297,8 +297,11 @@ func (l *Limiter) TryAcquireBytes(in Intake, n int64) bool {
 // ReleaseBytes gives back n bytes in took by AcquireBytes or TryAcquireBytes. Safe for
 // concurrent use.
 func (l *Limiter) ReleaseBytes(in Intake, n int64) {
-	l.bytes[budgetOf(in)].release(n)
+	// The total goes down before the budget frees the bytes (and up after it took them, in
+	// take): so the total never counts bytes a budget has already handed to someone else, and
+	// its high-water mark never exceeds what the budgets allow together.
 	l.noteTotal(-n)
+	l.bytes[budgetOf(in)].release(n)
 }
 
 // take takes n bytes from in's budget and adds them to the process-wide total.
@@ -362,8 +365,8 @@ func (l *Limiter) InflateWaiting() int { return l.bytes[budgetInflate].waiting()
 
 // ReleaseInflate gives back n bytes taken by AcquireInflate. Safe for concurrent use.
 func (l *Limiter) ReleaseInflate(n int64) {
+	l.noteTotal(-n) // before the release: see ReleaseBytes
 	l.bytes[budgetInflate].release(n)
-	l.noteTotal(-n)
 }
 
 // InflateBytes returns the inflate budget's bytes held now. Safe for concurrent use.
