@@ -479,17 +479,7 @@ func (d *Dest) retryAfterPause(r *request) {
 }
 
 // resend sends r again at once: the stream it was pending on ended without answering it.
-func (d *Dest) resend(r *request) {
-	switch {
-	case !d.cfg.RetryOnReconnect:
-		d.drop(r, dropStreamBroken)
-	case d.expired(r, 0):
-		d.drop(r, dropRetryExhausted)
-	default:
-		d.m.resent.Inc()
-		d.q.pushReady(r)
-	}
-}
+func (d *Dest) resend(r *request) { d.sendAgain(r, dropStreamBroken) }
 
 // unanswered acts on r, taken out of the ack table because its answer is later than
 // AckTimeout. The request is sent again at once, as when its stream breaks: an upstream that
@@ -498,9 +488,16 @@ func (d *Dest) resend(r *request) {
 // when nothing at all came back on it. The upstream may have the request: a possible duplicate.
 func (d *Dest) unanswered(r *request) {
 	d.m.ackTimeouts.Inc()
+	d.sendAgain(r, dropAckTimeout)
+}
+
+// sendAgain queues r to be sent again at once, or drops it, counted under noRetry, when the
+// destination does not re-send (retry-on-reconnect=false), or under retry_exhausted when its
+// retry budget is spent.
+func (d *Dest) sendAgain(r *request, noRetry int) {
 	switch {
 	case !d.cfg.RetryOnReconnect:
-		d.drop(r, dropAckTimeout)
+		d.drop(r, noRetry)
 	case d.expired(r, 0):
 		d.drop(r, dropRetryExhausted)
 	default:

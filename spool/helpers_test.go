@@ -124,14 +124,7 @@ func abandon(s *Spool) {
 	s.mu.Unlock()
 	close(s.done)
 	s.wg.Wait()
-	s.mu.Lock()
-	if s.mu.active != nil {
-		s.mu.active.release()
-		s.mu.active = nil
-	}
-	readers := s.mu.readers
-	s.mu.Unlock()
-	for _, r := range readers {
+	for _, r := range s.releaseFiles() {
 		r.close()
 	}
 }

@@ -412,14 +412,7 @@ func (s *Spool) Close() error {
 	if cerr := s.Checkpoint(); err == nil {
 		err = cerr
 	}
-	s.mu.Lock()
-	if s.mu.active != nil {
-		s.mu.active.release()
-		s.mu.active = nil
-	}
-	readers := s.mu.readers
-	s.mu.Unlock()
-	for _, r := range readers {
+	for _, r := range s.releaseFiles() {
 		r.countLostInFlight()
 		r.close()
 	}
@@ -437,4 +430,16 @@ func (s *Spool) Reader(destination string) *Reader {
 		}
 	}
 	return nil
+}
+
+// releaseFiles lets go of the active segment's handle and returns the readers, whose files the
+// caller closes: the last step of Close, and of a test's simulated crash.
+func (s *Spool) releaseFiles() []*Reader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.active != nil {
+		s.mu.active.release()
+		s.mu.active = nil
+	}
+	return s.mu.readers
 }

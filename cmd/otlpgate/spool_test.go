@@ -98,6 +98,24 @@ func (u *recorder) missing(ids []uint64) int {
 }
 
 // waitFor waits (boundedly) until every id arrived and reports how many did not.
+// arrived waits (30 s at most) for every acknowledged span, fails the test on any that never
+// arrives or that arrived without ever being sent, and returns the duplicates and the distinct
+// spans received.
+func (u *recorder) arrived(t *testing.T, acked []uint64, sent map[uint64]bool) (dups, distinct int) {
+	t.Helper()
+	if n := u.waitFor(acked, 30*time.Second); n > 0 {
+		t.Fatalf("%d of %d acknowledged spans never arrived", n, len(acked))
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for id := range u.seen {
+		if !sent[id] {
+			t.Errorf("span %d arrived but was never sent", id)
+		}
+	}
+	return u.dups, len(u.seen)
+}
+
 func (u *recorder) waitFor(ids []uint64, within time.Duration) int {
 	deadline := time.Now().Add(within)
 	for {
@@ -281,17 +299,7 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 
 			g2 := spoolGateway(t, bin, dir, up, "-spool.sync", mode)
 			u := startRecorder(t, up)
-			if n := u.waitFor(acked, 30*time.Second); n > 0 {
-				t.Fatalf("%d of %d acknowledged spans never arrived", n, len(acked))
-			}
-			u.mu.Lock()
-			for id := range u.seen {
-				if !l.sent[id] {
-					t.Errorf("span %d arrived but was never sent", id)
-				}
-			}
-			dups, distinct := u.dups, len(u.seen)
-			u.mu.Unlock()
+			dups, distinct := u.arrived(t, acked, l.sent)
 			replayed := scrape(t, g2.admin, "otlpgate_spool_replayed_records_total", `destination="up"`)
 			t.Logf("sync=%s: %d spans acknowledged before kill -9, %d distinct arrived (%d sent in all), %d duplicates; %v records replayed",
 				mode, len(acked), distinct, len(l.sent), dups, replayed)

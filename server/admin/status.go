@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,39 +297,27 @@ func (sm *sample) byLabel(metric, lbl string, want ...string) map[string]float64
 	return out
 }
 
-func hasPrefixBar(k, metric string) bool {
-	return len(k) > len(metric) && k[:len(metric)] == metric && k[len(metric)] == '|'
-}
+// hasPrefixBar reports whether series key k belongs to metric (keys are "metric|k=v|...").
+func hasPrefixBar(k, metric string) bool { return strings.HasPrefix(k, metric+"|") }
 
-func containsLabel(k, kv string) bool {
-	for i := 0; i+len(kv) <= len(k); i++ {
-		if k[i] == '|' && k[i+1:min(len(k), i+1+len(kv))] == kv && (i+1+len(kv) == len(k) || k[i+1+len(kv)] == '|') {
-			return true
-		}
-	}
-	return false
-}
+// containsLabel reports whether key k has the label kv ("name=value").
+func containsLabel(k, kv string) bool { return strings.Contains(k+"|", "|"+kv+"|") }
 
+// labelOf returns the value of label lbl in key k, or "".
 func labelOf(k, lbl string) string {
-	p := "|" + lbl + "="
-	for i := 0; i+len(p) <= len(k); i++ {
-		if k[i:i+len(p)] == p {
-			j := i + len(p)
-			e := j
-			for e < len(k) && k[e] != '|' {
-				e++
-			}
-			return k[j:e]
-		}
+	_, rest, ok := strings.Cut(k, "|"+lbl+"=")
+	if !ok {
+		return ""
 	}
-	return ""
+	v, _, _ := strings.Cut(rest, "|")
+	return v
 }
 
 // destinations returns the destination names seen in a sample.
 func (sm *sample) destinations() []string {
 	seen := map[string]bool{}
 	for k := range sm.values {
-		if d := labelOf(k, "destination"); d != "" && hasAnyPrefix(k, "otlpgate_client_") {
+		if d := labelOf(k, "destination"); d != "" && strings.HasPrefix(k, "otlpgate_client_") {
 			seen[d] = true
 		}
 	}
@@ -339,8 +328,6 @@ func (sm *sample) destinations() []string {
 	sort.Strings(out)
 	return out
 }
-
-func hasAnyPrefix(k, p string) bool { return len(k) >= len(p) && k[:len(p)] == p }
 
 // trackLocked moves each destination's state with the newest sample.
 func (s *sampler) trackLocked(sm sample) {
