@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,13 +14,15 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaner
+// goroutines when the package initialises: they belong to the dependency, not to a test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
 // recorder is a gateway's destination: it decodes every batch and records the span ids, each
 // with the time it arrived.
@@ -74,40 +75,39 @@ func (r *recorder) count(since time.Time) int {
 	return n
 }
 
-// gateway is an otlpgate gateway assembled in the test: the gRPC intake and a pipeline in front
-// of a recorder.
+// gateway is an otlpgate gateway built in the test as cmd/otlpgate builds it: the gRPC intake
+// and a pipeline in front of a recorder.
 type gateway struct {
 	rec  *recorder
-	p    *fastpath.Pipeline
-	srv  *grpcserver.Server
 	addr string
+}
+
+// gatewayConfig is an otlpgate with every listener off: each test turns on what it uses.
+func gatewayConfig() gw.Config {
+	c := gw.DefaultConfig()
+	c.GRPC.Listen, c.HTTP.Listen, c.Kafka.Listen, c.UDS.Listen, c.Admin.Listen = "", "", "", "", ""
+	return c
 }
 
 func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 	t.Helper()
 	g := &gateway{rec: &recorder{name: name, ids: map[uint64]int{}}}
-	var err error
-	if g.p, err = fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{g.rec}); err != nil {
-		t.Fatal(err)
-	}
-	sc := grpcserver.DefaultConfig()
-	sc.StreamMaxAge = maxAge
-	if g.srv, err = grpcserver.New(sc, g.p, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cfg := gatewayConfig()
+	cfg.GRPC.Listen = "127.0.0.1:0"
+	cfg.GRPC.StreamMaxAge = maxAge
+	cfg.Extra = []fastpath.Destination{g.rec}
+	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.srv.Serve(ln); err != nil {
+	if err := gate.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	g.addr = ln.Addr().String()
+	g.addr = gate.GRPCAddr().String()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		g.srv.Shutdown(ctx)
-		g.p.Close()
+		gate.Shutdown(ctx)
 	})
 	return g
 }
@@ -115,23 +115,23 @@ func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 // edge is an otlpgate edge: a pipeline whose one destination streams OTEP to the balancer.
 type edge struct {
 	p    *fastpath.Pipeline
-	dest *client.Dest
+	gate *gw.Gateway
 }
 
 func startEdge(t *testing.T, cfg client.Config) *edge {
 	t.Helper()
-	d, err := client.New(cfg, slog.New(slog.DiscardHandler))
+	c := gatewayConfig()
+	c.Pipeline.BatchMaxItems = 16
+	c.Destinations = []client.Config{cfg}
+	c.ShutdownTimeout = 20 * time.Second
+	gate, err := gw.New(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Start()
-	pc := fastpath.DefaultConfig()
-	pc.BatchMaxItems = 16
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
-	if err != nil {
+	if err := gate.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e := &edge{p: p, dest: d}
+	e := &edge{p: gate.Pipeline(), gate: gate}
 	t.Cleanup(func() { e.close(t) })
 	return e
 }
@@ -142,10 +142,7 @@ func (e *edge) close(t *testing.T) {
 	if _, done := edgeClosed.LoadOrStore(e, true); done {
 		return
 	}
-	e.p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.dest.Shutdown(ctx); err != nil {
+	if err := e.gate.Shutdown(context.Background()); err != nil {
 		t.Errorf("edge shutdown: %v", err)
 	}
 }

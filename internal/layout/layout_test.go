@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"server/http":          {"fastpath", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/kafka":         {"fastpath", "codec/kafkacompress", "proto/", "pool", "internal/credfile", "internal/bytesize"},
 	"server/uds":           {"codec/ocdaemon", "fastpath", "proto/", "pool"},
+	"internal/gateway":     {"fastpath", "client", "client/filedest", "codec", "pool", "spool", "spool/feed", "server/admin", "server/grpc", "server/http", "server/kafka", "server/uds"},
 	"bench":                {"*"},
 	"cmd/otlpbench":        {"*"},
 	"cmd/otlpgate":         {"*"},
@@ -55,6 +56,7 @@ var importers = map[string]struct {
 	strict bool     // tests of other packages may not import it either
 }{
 	"bench":                {by: []string{"cmd/otlpbench"}},
+	"internal/gateway":     {by: []string{"cmd/otlpgate", "bench"}},
 	"internal/faultproxy":  {},
 	"internal/l7lb":        {by: []string{"bench"}},
 	"internal/conformance": {strict: true},

@@ -25,13 +25,15 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/gateway"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaner
+// goroutines when the package initialises: they belong to the dependency, not to a test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
 // upstream is an OTEP stream server that records the span ids it accepted.
 type upstream struct {
@@ -154,11 +156,12 @@ func spanIDs(rs []*tracev1.ResourceSpans) []uint64 {
 	return ids
 }
 
-// gate is an otlpgate assembled in the test: intake, pipeline, destinations.
+// gate is an otlpgate built in the test as cmd/otlpgate builds it: the gRPC intake, the
+// pipeline, the destinations.
 type gate struct {
+	gw    *gateway.Gateway
 	p     *fastpath.Pipeline
-	srv   *grpcserver.Server
-	dests []*client.Dest
+	names []string // of the destinations
 	addr  string
 	peak  atomic.Int64 // highest QueuedBytes seen by the sampler
 	stop  chan struct{}
@@ -179,32 +182,24 @@ func destConfig(name, endpoint string) client.Config {
 func startGate(t *testing.T, pc fastpath.Config, dcs ...client.Config) *gate {
 	t.Helper()
 	g := &gate{stop: make(chan struct{})}
-	var ds []fastpath.Destination
-	log := slog.New(slog.DiscardHandler)
-	for _, c := range dcs {
-		d, err := client.New(c, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Start()
-		g.dests = append(g.dests, d)
-		ds = append(ds, d)
-	}
+	cfg := gateway.DefaultConfig()
+	cfg.GRPC.Listen = "127.0.0.1:0"
+	cfg.GRPC.OverloadAfter = time.Hour // per-request FailedRetryable: the load client retries
+	cfg.HTTP.Listen, cfg.Kafka.Listen, cfg.UDS.Listen, cfg.Admin.Listen = "", "", "", ""
+	cfg.Pipeline = pc
+	cfg.Destinations = dcs
 	var err error
-	if g.p, err = fastpath.New(pc, ds); err != nil {
+	if g.gw, err = gateway.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	sc := grpcserver.DefaultConfig()
-	sc.OverloadAfter = time.Hour // per-request FailedRetryable: the load client retries
-	if g.srv, err = grpcserver.New(sc, g.p, log); err != nil {
+	if err := g.gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	g.p = g.gw.Pipeline()
+	for _, c := range dcs {
+		g.names = append(g.names, c.Name)
 	}
-	g.srv.Serve(ln)
-	g.addr = ln.Addr().String()
+	g.addr = g.gw.GRPCAddr().String()
 	g.wg.Add(1)
 	go func() { // sample the queued bytes: the memory bound is checked on every reading
 		defer g.wg.Done()
@@ -234,11 +229,7 @@ func (g *gate) shutdown(t *testing.T, d time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	g.srv.Shutdown(ctx)
-	g.p.Close()
-	for _, dst := range g.dests {
-		dst.Shutdown(ctx)
-	}
+	g.gw.Shutdown(ctx) // what is lost at the deadline is the scenario's to judge
 	close(g.stop)
 	g.wg.Wait()
 }

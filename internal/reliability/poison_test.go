@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/gateway"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
 // sinkDest is a gateway's destination that decodes every batch and records its span ids, and
@@ -77,33 +76,31 @@ func (s *sinkDest) snapshot() (map[uint64]int, int, int) {
 func TestUnknownTopLevelFieldDoesNotPoisonBatch(t *testing.T) {
 	sink := &sinkDest{seen: map[uint64]int{}}
 	log := slog.New(slog.DiscardHandler)
-	gpc := pipelineConfig()
-	gp, err := fastpath.New(gpc, []fastpath.Destination{sink})
+	gcfg := gateway.DefaultConfig()
+	gcfg.GRPC.Listen = "127.0.0.1:0"
+	gcfg.HTTP.Listen, gcfg.Kafka.Listen, gcfg.UDS.Listen, gcfg.Admin.Listen = "", "", "", ""
+	gcfg.Pipeline = pipelineConfig()
+	gcfg.Extra = []fastpath.Destination{sink}
+	gw, err := gateway.New(gcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := grpcserver.New(grpcserver.DefaultConfig(), gp, log)
-	if err != nil {
+	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	gwLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Serve(gwLn)
+	gp := gw.Pipeline()
 	// Cleanups run last first: the edge, started below, stops before the gateway.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		gw.Shutdown(ctx)
-		gp.Close()
 	})
 
 	epc := pipelineConfig()
 	epc.BatchMaxItems = 50 // batches of several calls, good and odd mixed
 	epc.BatchMaxAge = 20 * time.Millisecond
 	epc.Eager = false
-	edge := startGate(t, epc, destConfig("poison_edge", gwLn.Addr().String()))
+	edge := startGate(t, epc, destConfig("poison_edge", gw.GRPCAddr().String()))
 	strippedBefore := metric(t, "otlpgate_fastpath_stripped_fields_total", map[string]string{"signal": "traces"})
 
 	conn, err := grpc.NewClient(edge.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -153,6 +153,7 @@ func (s *Server) Addr() net.Addr {
 // with the handlers.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln.Load() == nil {
+		s.gs.Stop() // never served: only the stream workers New started run
 		return nil
 	}
 	if !s.draining.Swap(true) {
