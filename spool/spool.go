@@ -420,6 +420,14 @@ func (s *Spool) Close() error {
 	return err
 }
 
+// Bytes is what the segments take on disk, framing included: what MaxBytes bounds. Safe for
+// concurrent use.
+func (s *Spool) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.bytes
+}
+
 // Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.
 func (s *Spool) Reader(destination string) *Reader {
 	s.mu.Lock()

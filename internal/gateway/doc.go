@@ -12,8 +12,8 @@
 // # Rules
 //
 // It imports every otlpgate package that takes part in the data path (fastpath, client,
-// client/filedest, spool, spool/feed, server/..., codec, pool) and nothing of cmd/ or bench/;
-// only cmd/, bench/ and tests import it. It never exits the process.
+// client/filedest, spool, spool/feed, server/..., codec, pool, internal/bytesize) and nothing
+// of cmd/ or bench/; only cmd/, bench/ and tests import it. It never exits the process.
 //
 // # Goroutines
 //

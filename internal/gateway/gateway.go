@@ -203,17 +203,6 @@ func (g *Gateway) release() {
 	}
 }
 
-// ready is what /readyz asks besides draining: every intake that should listen does.
-func (g *Gateway) ready() error {
-	if g.gs.Addr() == nil && g.cfg.GRPC.Listen != "" {
-		return errors.New("grpc intake not listening")
-	}
-	if g.hs.Addr() == nil && g.cfg.HTTP.Listen != "" {
-		return errors.New("http intake not listening")
-	}
-	return nil
-}
-
 // Start starts the destinations and the listeners; it returns once every listener is bound.
 // ctx bounds the binding only. On an error, everything is stopped again (Shutdown need not be
 // called, and returns the same error).
