@@ -20,15 +20,21 @@
 // count nothing themselves: the intake that calls them knows the protocol and counts the
 // rejection under its own label.
 //
-// # With a spool
+// # Admission
 //
-// NewLogged builds a pipeline that neither batches nor fans out: admission strips a request
-// into a pooled buffer and appends it to a Log (the spool, through spool/feed), and answers
+// The intakes admit through two contracts: Admitter (gRPC and OTLP/HTTP, which answer each
+// request and, with -ack=upstream, wait for its batch) and Consumer (UDS and Kafka). Pipeline
+// implements both. Every admitter starts with Prepare, which checks a request against
+// -queue.max-bytes, runs the processing steps and counts the outcome
+// (otlpgate_fastpath_admitted_*, _refused_items_total, _stripped_*), so that a request is
+// checked and counted alike wherever it goes.
+//
+// With a spool, the spool's admission (spool/feed) stands in front of the intakes instead of
+// a Pipeline: it strips a request into a pooled buffer, appends it to the spool and answers
 // once the append returned; the spool's feeders build batches with NewBatch and deliver them.
-// A Log's refusals are ErrFull to the intakes (backpressure), counted as spool_full or
-// spool_io. Keeping one path from the spool to the destinations means no record is both in
-// memory and on disk waiting for the same destination, and a replay after a restart travels
-// the same way as a fresh record.
+// Keeping one path from the spool to the destinations means no record is both in memory and
+// on disk waiting for the same destination, and a replay after a restart travels the same way
+// as a fresh record.
 //
 // # Processing
 //

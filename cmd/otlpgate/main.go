@@ -18,6 +18,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
@@ -37,7 +38,7 @@ type config struct {
 	corsOrig  string
 	corsHdrs  string
 	pipeline  fastpath.Config
-	intake    fastpath.LimiterConfig
+	intake    admission.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
 	pprof     admin.PprofConfig
@@ -73,7 +74,7 @@ func defaultConfig() config {
 		grpc:       grpcserver.DefaultConfig(),
 		http:       httpserver.DefaultConfig(),
 		pipeline:   fastpath.DefaultConfig(),
-		intake:     fastpath.DefaultLimiterConfig(),
+		intake:     admission.DefaultLimiterConfig(),
 		file:       filedest.DefaultConfig(),
 		admin:      admin.DefaultConfig(),
 		pprof:      admin.DefaultPprofConfig(),
@@ -228,7 +229,7 @@ func finishConfig(cfg *config) error {
 		return err
 	}
 	// The servers check their sizes against the limiter again; these name the flags.
-	in := fastpath.NewLimiter(cfg.intake)
+	in := admission.NewLimiter(cfg.intake)
 	if m := int64(cfg.grpc.MaxRecvMsgSize); cfg.grpc.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
 		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
 			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
@@ -236,8 +237,8 @@ func finishConfig(cfg *config) error {
 	if m := 2 * int64(cfg.http.MaxRequestBytes); cfg.http.Listen != "" && m > in.MaxBytes() {
 		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
 	}
-	if m := int64(cfg.kafka.MaxRequestBytes + pool.Cap(cfg.kafka.TelemetryMaxBytes)); cfg.kafka.Listen != "" && m > in.MaxBytesFor(fastpath.IntakeKafka) {
-		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(fastpath.IntakeKafka))
+	if m := int64(cfg.kafka.MaxRequestBytes + pool.Cap(cfg.kafka.TelemetryMaxBytes)); cfg.kafka.Listen != "" && m > in.MaxBytesFor(admission.IntakeKafka) {
+		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(admission.IntakeKafka))
 	}
 	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(), cfg.pprof.Validate(),
 		cfg.kafka.Validate(), cfg.uds.Validate())
@@ -341,7 +342,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One intake limiter bounds what every intake holds before admission, as the queue does
 	// after; gRPC messages inflate into its inflate budget, so it exists before the
 	// compressors are registered (before any server or client).
-	lim := fastpath.NewLimiter(cfg.intake)
+	lim := admission.NewLimiter(cfg.intake)
 	cc := codec.DefaultConfig()
 	cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(lim), cfg.grpc.MaxRecvMsgSize
 	if err := codec.RegisterCompressorsWith(cc); err != nil {
@@ -381,14 +382,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("destination", "name", "file", "path", cfg.file.Path)
 	}
 
-	var p *fastpath.Pipeline
+	var p admitter
 	var sp *spooled
 	if cfg.spool.Dir != "" {
 		var err error
 		if sp, err = openSpool(cfg, dests, log); err != nil {
 			return err
 		}
-		if p, err = fastpath.NewLogged(cfg.pipeline, feed.Log{Spool: sp.s}); err != nil {
+		if p, err = feed.NewAdmission(cfg.pipeline, sp.s); err != nil {
 			sp.close(log)
 			return err
 		}
@@ -522,6 +523,16 @@ type intake interface {
 	Shutdown(ctx context.Context) error
 }
 
+// admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the
+// spool's admission (feed.Admission), which holds nothing once a request is spooled.
+type admitter interface {
+	fastpath.Admitter
+	fastpath.Consumer
+	Flush()
+	QueuedBytes() int64
+	Close()
+}
+
 // outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
 type outlet interface {
 	Shutdown(ctx context.Context) error
@@ -539,7 +550,7 @@ type outlet interface {
 //
 // It returns a lossError when something acknowledged was not delivered; each loss is logged
 // here, once.
-func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fastpath.Pipeline,
+func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p admitter,
 	intakes []intake, clients []outlet, file *filedest.Dest, sp *spooled) error {
 	log.Info("shutting down", "timeout", timeout)
 	began := time.Now()
@@ -619,7 +630,7 @@ func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fas
 const sealEvery = 5 * time.Millisecond
 
 // sealWhileDraining seals the open batches every sealEvery until done is closed.
-func sealWhileDraining(p *fastpath.Pipeline, done <-chan struct{}) {
+func sealWhileDraining(p admitter, done <-chan struct{}) {
 	t := time.NewTicker(sealEvery)
 	defer t.Stop()
 	for {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Config of the gRPC intake. Every limit has a flag; cmd/otlpgate defines them.
@@ -116,7 +117,7 @@ type Config struct {
 	// connbudget.go); compressed messages inflate into its inflate budget (InflateBudget). A
 	// refused call ends with RESOURCE_EXHAUSTED and RetryInfo, counted in
 	// otlpgate_intake_refused_total{intake="grpc"}.
-	Limiter *fastpath.Limiter
+	Limiter *admission.Limiter
 }
 
 // DefaultConfig returns the defaults documented on Config.
