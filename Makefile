@@ -71,7 +71,7 @@ tools: ## install the pinned code generators into bin/
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(PROTOC_GEN_VTPROTO_VERSION)
 
-generate: tools ## regenerate Go code from proto/ (needs protoc)
+generate: tools ## regenerate Go code from proto/ (needs protoc), then fastpath/walk_gen.go from the schema table
 	find proto -name '*.pb.go' -delete
 	PATH=$(CURDIR)/$(BIN):$$PATH $(PROTOC) -I proto \
 		--go_out=proto --go_opt=paths=source_relative \
@@ -80,13 +80,14 @@ generate: tools ## regenerate Go code from proto/ (needs protoc)
 		--go-vtproto_opt=features=marshal+unmarshal+size+equal+clone+pool \
 		$(foreach m,$(VTPROTO_POOL),--go-vtproto_opt=pool=$(m)) \
 		$(patsubst proto/%,%,$(PROTO_FILES))
+	$(GO) generate ./fastpath
 
 docs: ## regenerate docs/configuration.md and docs/metrics.md from the flag set and the registered metrics
 	$(GO) test -count=1 -run '^TestReferenceDocs$$' ./cmd/otlpgate -update
 
-check-generate: generate ## fail when the committed generated code is stale
-	@git add -N proto >/dev/null 2>&1; \
-	if ! git diff --exit-code --stat -- proto; then \
+check-generate: generate ## fail when the committed generated code (proto/, fastpath/walk_gen.go) is stale
+	@git add -N proto fastpath/walk_gen.go >/dev/null 2>&1; \
+	if ! git diff --exit-code --stat -- proto fastpath/walk_gen.go; then \
 		echo "generated code is stale: run make generate and commit"; exit 1; fi
 
 fuzz: ## run every fuzz target for FUZZTIME each

@@ -56,8 +56,8 @@
 //
 // The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
 // under proto/ and tested against their compiled descriptors. Below the top level, ScanRequest
-// runs walkers generated from that table (walk_gen.go, by fastpath/internal/gen: go generate
-// ./fastpath), one per message and depth; the walker that interprets the table at run time is
+// runs walkers generated from that table (walk_gen.go, by the program fastpath/internal/walkgen,
+// which reads the table from source: go generate ./fastpath), one per message and depth; the walker that interprets the table at run time is
 // kept in refwalk_test.go as their reference, and FuzzScanEquivalence holds the two to the same
 // counts and errors.
 package fastpath
