@@ -69,8 +69,10 @@ func TestLimiterRefusesWithoutWait(t *testing.T) {
 func TestLimiterDecodes(t *testing.T) {
 	l := newTestLimiter(t, 1<<20, 2, 0)
 	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][refusedDecodes])
-	if !l.AcquireDecode(IntakeKafka, nil) || !l.AcquireDecode(IntakeKafka, nil) {
-		t.Fatal("two decodes refused with MaxDecodes 2")
+	for i := range 2 {
+		if !l.AcquireDecode(IntakeKafka, nil) {
+			t.Fatalf("decode %d refused with MaxDecodes 2", i+1)
+		}
 	}
 	if l.AcquireDecode(IntakeKafka, nil) {
 		t.Fatal("a third decode granted with MaxDecodes 2")

@@ -30,9 +30,6 @@ type Config struct {
 	// only when all are busy (-grpc.stream-workers, default 16; 0: a new goroutine per call).
 	// Reused goroutines keep their grown stacks, so calls stop paying for stack growth.
 	StreamWorkers uint32
-	// SharedWriteBuffer releases a connection's write buffer between flushes
-	// (-grpc.shared-write-buffer, default false).
-	SharedWriteBuffer bool
 	// KeepaliveTime pings an idle client after this long (-grpc.keepalive.time, default 2h);
 	// KeepaliveTimeout closes the connection when the ping is not answered
 	// (-grpc.keepalive.timeout, default 20s); KeepaliveMinTime is the shortest client ping

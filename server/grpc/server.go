@@ -72,7 +72,6 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 		grpc.ReadBufferSize(cfg.ReadBufferSize),
 		grpc.WriteBufferSize(cfg.WriteBufferSize),
 		grpc.NumStreamWorkers(cfg.StreamWorkers),
-		grpc.SharedWriteBuffer(cfg.SharedWriteBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
