@@ -20,7 +20,6 @@ import (
 type Pipeline struct {
 	cfg   Config
 	dests []Destination
-	log   Log // NewLogged: admission appends here and nothing is batched
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
@@ -88,6 +87,10 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 // Config returns the configuration the pipeline runs with.
 func (p *Pipeline) Config() Config { return p.cfg }
 
+// Ack returns the acknowledgement mode (Config.Ack). It implements Admitter. Safe for
+// concurrent use.
+func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
+
 // Consume admits body as a v1 request body. It implements Consumer. Safe for concurrent use.
 func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
 	_, err := p.admit(sig, body, items, LayoutV1, false)
@@ -96,53 +99,32 @@ func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
 
 // Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
 // batch). With AckUpstream it returns the batch holding the request, with a reference for the
-// caller, who waits on it and then calls Unref; with AckAccept it returns nil. Safe for
-// concurrent use.
+// caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
+// Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
 	return p.admit(sig, req, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (_ *Batch, err error) {
+func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if sig >= NumSignals {
-		return nil, errBadSignal
+	r, err := Prepare(&p.cfg, sig, req, items, layout)
+	if err != nil || r.Dropped() {
+		return nil, err
 	}
+	defer r.Release()
+	return p.enqueue(&r, wait)
+}
+
+// enqueue appends a prepared request to the open batch of its signal, within the queue's
+// budget.
+func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
+	sig, req, layout := r.Sig, r.Req, r.Layout
 	n := int64(len(req))
-	if n > p.cfg.QueueMaxBytes {
-		p.m.refused(sig, reasonTooLarge, items)
-		return nil, ErrTooLarge
-	}
-	var pst Stripped // what processing stripped, counted once the request is admitted
-	if proc := p.cfg.Processor; proc != nil {
-		buf, left, st, tally, perr := p.process(sig, req, items, layout)
-		if perr != nil {
-			return nil, perr
-		}
-		defer pool.PutBytes(buf)
-		if len(*buf) == 0 {
-			// Every entry was dropped or sampled out: the client is answered Success and
-			// nothing is admitted.
-			proc.Commit(int(sig), tally)
-			return nil, nil
-		}
-		req, items, layout, pst = *buf, left, LayoutV1, st
-		n = int64(len(req))
-		// What the steps did counts once the request is in: a request refused below and
-		// sent again is counted when it is admitted.
-		defer func() {
-			if err == nil {
-				proc.Commit(int(sig), tally)
-			}
-		}()
-	}
-	if p.log != nil {
-		return nil, p.appendLog(sig, req, items, layout, pst)
-	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)
-		p.m.refused(sig, reasonQueueFull, items)
+		r.Refused(RefusedQueueFull)
 		return nil, ErrFull
 	}
 
@@ -173,6 +155,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	before := len(*buf)
 	// Only the resource entries join the batch: see AppendEntries.
 	var st Stripped
+	var err error
 	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
@@ -195,7 +178,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if added != n {
 		p.queued.Add(added - n)
 	}
-	b.Items += items
+	b.Items += r.Items
 	if wait {
 		b.refs.Add(1)
 	}
@@ -207,11 +190,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	}
 	s.mu.Unlock()
 
-	p.m.admitted(sig, items, len(req))
-	if st.Fields += pst.Fields; st.Fields > 0 {
-		st.Bytes += pst.Bytes
-		p.m.stripped(sig, st)
-	}
+	r.Admitted(st)
 	if sealed != nil {
 		p.seal(sealed)
 	}
@@ -223,8 +202,6 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	}
 	return nil, nil
 }
-
-var errBadSignal = errors.New("fastpath: unknown signal")
 
 // pastGapLocked reports whether BatchMinGap has passed since sig's last seal; if not, it arms
 // the signal's gap timer to seal the open batch when it has. Called with the signal's lock held.
@@ -455,9 +432,7 @@ func (p *Pipeline) Close() {
 		time.Sleep(50 * time.Microsecond)
 	}
 	for i := range p.sig {
-		if t := p.sig[i].gap; t != nil { // a logged pipeline (NewLogged) batches nothing
-			t.Stop() // the final seal below takes what it was holding back
-		}
+		p.sig[i].gap.Stop() // the final seal below takes what it was holding back
 	}
 	p.sealOlder(1<<63-1, true)
 	if p.queued.Load() == 0 {

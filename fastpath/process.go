@@ -39,18 +39,17 @@ type Tally = [8]int64
 // MaxEntryHeader is the room an entry's tag and length prefix take at most.
 const MaxEntryHeader = 1 + binary.MaxVarintLen64
 
-// process runs the Processor on every entry of req (in layout) into a pooled buffer, which it
+// processEntries runs the Processor on every entry of req (in layout) into a pooled buffer, which it
 // returns holding the v1 body that is admitted instead of req, with its item count: items less
 // what the steps removed. Fields that are not entries are stripped and counted, as
 // AppendEntries does, and reported for admission to count, with the summed tally for Commit. The caller returns the buffer
 // with pool.PutBytes. On error it returns nil.
-func (p *Pipeline) process(sig Signal, req []byte, items int, layout Layout) (*[]byte, int, Stripped, Tally, error) {
+func processEntries(proc Processor, sig Signal, req []byte, items int, layout Layout) (*[]byte, int, Stripped, Tally, error) {
 	var st Stripped
 	var sum Tally
 	if layout >= numLayouts {
 		return nil, 0, st, sum, ErrLayout
 	}
-	proc := p.cfg.Processor
 	slack := proc.Slack() + MaxEntryHeader
 	buf := pool.GetBytes(len(req) + slack)
 	out := (*buf)[:0]

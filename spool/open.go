@@ -236,10 +236,12 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
 	if res.end < size {
 		recTornTail.Inc()
 		truncatedBytes.Add(float64(size - res.end))
-		if err := f.Truncate(res.end); err == nil {
-			err = f.Sync()
+		// A failed truncation leaves the torn bytes for readers to skip; they are counted. A
+		// failed sync leaves the truncation to the segment's next sync, or to the next Open,
+		// which finds the same torn tail.
+		if f.Truncate(res.end) == nil {
+			_ = f.Sync()
 		}
-		// A failed truncation leaves the torn bytes for readers to skip; they are counted.
 		g.size = res.end
 	}
 	return g, false, nil

@@ -41,7 +41,6 @@ Flags:
 		_, err := fmt.Sscan(s, &g.StreamWorkers)
 		return err
 	})
-	fs.BoolVar(&g.SharedWriteBuffer, "grpc.shared-write-buffer", g.SharedWriteBuffer, "release each connection's write buffer between flushes")
 	fs.DurationVar(&g.KeepaliveTime, "grpc.keepalive.time", g.KeepaliveTime, "ping an idle client after this long")
 	fs.DurationVar(&g.KeepaliveTimeout, "grpc.keepalive.timeout", g.KeepaliveTimeout, "close a connection whose ping is not answered in this time")
 	fs.DurationVar(&g.KeepaliveMinTime, "grpc.keepalive.min-time", g.KeepaliveMinTime, "shortest client ping interval tolerated")

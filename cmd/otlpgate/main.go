@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
@@ -33,7 +34,7 @@ type config struct {
 	corsOrig  string
 	corsHdrs  string
 	pipeline  fastpath.Config
-	intake    fastpath.LimiterConfig
+	intake    admission.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
 	pprof     admin.PprofConfig
@@ -67,7 +68,7 @@ func defaultConfig() config {
 		grpc:       grpcserver.DefaultConfig(),
 		http:       httpserver.DefaultConfig(),
 		pipeline:   fastpath.DefaultConfig(),
-		intake:     fastpath.DefaultLimiterConfig(),
+		intake:     admission.DefaultLimiterConfig(),
 		file:       filedest.DefaultConfig(),
 		admin:      admin.DefaultConfig(),
 		pprof:      admin.DefaultPprofConfig(),

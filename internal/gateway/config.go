@@ -9,6 +9,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -29,7 +30,7 @@ type Config struct {
 	Pprof admin.PprofConfig // -pprof.*
 	// Intake bounds what every intake holds before admission (-intake.*). The gateway builds
 	// one limiter from it and gives it to each intake: their own Limiter fields are ignored.
-	Intake fastpath.LimiterConfig
+	Intake admission.LimiterConfig
 	// Pipeline is admission and batching (-queue.max-bytes, -batch.*, -ack); its Processor holds
 	// the processing steps.
 	Pipeline fastpath.Config
@@ -67,7 +68,7 @@ func DefaultConfig() Config {
 		UDS:             uds.DefaultConfig(),
 		Admin:           admin.DefaultConfig(),
 		Pprof:           admin.DefaultPprofConfig(),
-		Intake:          fastpath.DefaultLimiterConfig(),
+		Intake:          admission.DefaultLimiterConfig(),
 		Pipeline:        fastpath.DefaultConfig(),
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
@@ -109,7 +110,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	// The servers check their sizes against the limiter again; these name the flags.
-	in := fastpath.NewLimiter(c.Intake)
+	in := admission.NewLimiter(c.Intake)
 	if m := int64(c.GRPC.MaxRecvMsgSize); c.GRPC.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
 		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
 			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
@@ -117,8 +118,8 @@ func (c Config) Validate() error {
 	if m := 2 * int64(c.HTTP.MaxRequestBytes); c.HTTP.Listen != "" && m > in.MaxBytes() {
 		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
 	}
-	if m := int64(c.Kafka.MaxRequestBytes + pool.Cap(c.Kafka.TelemetryMaxBytes)); c.Kafka.Listen != "" && m > in.MaxBytesFor(fastpath.IntakeKafka) {
-		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(fastpath.IntakeKafka))
+	if m := int64(c.Kafka.MaxRequestBytes + pool.Cap(c.Kafka.TelemetryMaxBytes)); c.Kafka.Listen != "" && m > in.MaxBytesFor(admission.IntakeKafka) {
+		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(admission.IntakeKafka))
 	}
 	return errors.Join(c.GRPC.Validate(), c.HTTP.Validate(), c.Pipeline.Validate(), c.File.Validate(), c.Admin.Validate(), c.Pprof.Validate(),
 		c.Kafka.Validate(), c.UDS.Validate())

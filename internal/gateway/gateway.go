@@ -13,6 +13,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -27,12 +28,13 @@ type Gateway struct {
 	cfg Config
 	log *slog.Logger
 
-	lim     *fastpath.Limiter
-	p       *fastpath.Pipeline
-	sp      *spooled        // nil without a spool
-	outlets []outlet        // the Destinations, each a client.Dest or a client.Fleet
-	fleets  []*client.Fleet // re-resolved by Reload
-	file    *filedest.Dest  // the local file, when there is no other destination
+	lim     *admission.Limiter
+	in      admitter           // what every intake admits into: p, or the spool's admission
+	p       *fastpath.Pipeline // nil with a spool
+	sp      *spooled           // nil without a spool
+	outlets []outlet           // the Destinations, each a client.Dest or a client.Fleet
+	fleets  []*client.Fleet    // re-resolved by Reload
+	file    *filedest.Dest     // the local file, when there is no other destination
 
 	gs   *grpcserver.Server
 	hs   *httpserver.Server
@@ -49,6 +51,16 @@ type Gateway struct {
 	started   bool
 	shutOnce  sync.Once
 	shutErr   error
+}
+
+// admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the spool's
+// admission (spool/feed), which the shutdown seals and closes alike.
+type admitter interface {
+	fastpath.Admitter
+	fastpath.Consumer
+	Flush()
+	QueuedBytes() int64
+	Close()
 }
 
 // outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
@@ -88,7 +100,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	// One intake limiter bounds what every intake holds before admission, as the queue does
 	// after; gRPC messages inflate into its inflate budget, so it exists before the
 	// compressors are registered (before any server or client).
-	g.lim = fastpath.NewLimiter(cfg.Intake)
+	g.lim = admission.NewLimiter(cfg.Intake)
 	registerCompressors.once.Do(func() {
 		cc := codec.DefaultConfig()
 		cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(g.lim), cfg.GRPC.MaxRecvMsgSize
@@ -143,23 +155,26 @@ func (g *Gateway) build() error {
 		if g.sp, err = openSpool(cfg, configs, dests, log); err != nil {
 			return err
 		}
-		if g.p, err = fastpath.NewLogged(cfg.Pipeline, feed.Log{Spool: g.sp.s}); err != nil {
+		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.sp.s); err != nil {
 			return err
 		}
-	} else if g.p, err = fastpath.New(cfg.Pipeline, dests); err != nil {
-		return err
+	} else {
+		if g.p, err = fastpath.New(cfg.Pipeline, dests); err != nil {
+			return err
+		}
+		g.in = g.p
 	}
 	cfg.GRPC.Limiter, cfg.HTTP.Limiter, cfg.Kafka.Limiter, cfg.UDS.Limiter = g.lim, g.lim, g.lim, g.lim
-	if g.gs, err = grpcserver.New(cfg.GRPC, g.p, log); err != nil {
+	if g.gs, err = grpcserver.New(cfg.GRPC, g.in, log); err != nil {
 		return err
 	}
-	if g.hs, err = httpserver.New(cfg.HTTP, g.p, log); err != nil {
+	if g.hs, err = httpserver.New(cfg.HTTP, g.in, log); err != nil {
 		return err
 	}
-	if g.ks, err = kafka.New(cfg.Kafka, g.p, log); err != nil {
+	if g.ks, err = kafka.New(cfg.Kafka, g.in, log); err != nil {
 		return err
 	}
-	if g.us, err = uds.New(cfg.UDS, g.p, log); err != nil {
+	if g.us, err = uds.New(cfg.UDS, g.in, log); err != nil {
 		return err
 	}
 	for _, in := range []struct{ name, addr string }{{"grpc", cfg.GRPC.Listen}, {"http", cfg.HTTP.Listen}, {"kafka", cfg.Kafka.Listen}, {"uds", cfg.UDS.Listen}} {
@@ -180,8 +195,8 @@ func (g *Gateway) build() error {
 
 // release gives back what a failed New built: nothing was admitted, so nothing can be lost.
 func (g *Gateway) release() {
-	if g.p != nil {
-		g.p.Close()
+	if g.in != nil {
+		g.in.Close()
 	}
 	if g.ks != nil {
 		g.ks.Shutdown(context.Background())
@@ -290,7 +305,8 @@ func (g *Gateway) Reload() error {
 }
 
 // Pipeline is the gateway's pipeline, for tests and benchmarks that admit requests without an
-// intake or watch its queue. Safe for concurrent use.
+// intake or watch its queue; nil with a spool, whose admission writes to the log instead.
+// Safe for concurrent use.
 func (g *Gateway) Pipeline() *fastpath.Pipeline { return g.p }
 
 // GRPCAddr is the OTLP/gRPC intake's bound address, nil when it is off or not started.

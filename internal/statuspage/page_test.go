@@ -2,7 +2,6 @@ package statuspage
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -208,5 +207,5 @@ func waitReady(t *testing.T, admin string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal(fmt.Sprintf("admin listener %s never came up", admin))
+	t.Fatalf("admin listener %s never came up", admin)
 }

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -18,7 +18,7 @@ import (
 // A call the intake limiter refuses within -intake.wait ends with RESOURCE_EXHAUSTED and
 // RetryInfo set to the wait, on v1 and on the OTEP unary service alike.
 func TestIntakeBusyAnswer(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 4 << 20
 	sc.Limiter = lim
@@ -35,20 +35,20 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		resp := &otepv1.ExportResponse{}
 		return resp, e.raw.Invoke(ctx, "/otlpgate.otep.v1.UnaryExporter/ExportTraces", o.raw(), resp)
 	}
-	if !lim.AcquireBytes(fastpath.IntakeGRPC, 1, nil) {
+	if !lim.AcquireBytes(admission.IntakeGRPC, 1, nil) {
 		t.Fatal("cannot take a byte")
 	}
-	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC))
+	refused := intakeRefused(t, "grpc", "bytes")
 	for name, call := range map[string]func() error{"v1": v1, "otep": func() error { _, err := otep(); return err }} {
 		st := status.Convert(call())
 		if st.Code() != codes.ResourceExhausted || retryDelay(st) != 30*time.Millisecond {
 			t.Fatalf("%s while busy: %v, retry delay %v; want RESOURCE_EXHAUSTED with 30ms", name, st, retryDelay(st))
 		}
 	}
-	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC)) - refused; got != 2 {
+	if got := intakeRefused(t, "grpc", "bytes") - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=grpc,resource=bytes} grew by %v, want 2", got)
 	}
-	lim.ReleaseBytes(fastpath.IntakeGRPC, 1)
+	lim.ReleaseBytes(admission.IntakeGRPC, 1)
 	if err := v1(); err != nil {
 		t.Fatalf("v1 with room: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 // With -ack=upstream the receive reservation is given back once the request is admitted, not
 // when the upstream answers.
 func TestIntakeReleasedBeforeUpstream(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, Wait: time.Minute})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 16 << 20, Wait: time.Minute})
 	sc := DefaultConfig()
 	sc.Limiter = lim
 	pc := testPipelineConfig()
@@ -108,7 +108,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 func TestManyConcurrentCallsBounded(t *testing.T) {
 	const calls = 64
 	const maxBytes = 8 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, Wait: time.Minute})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: maxBytes, Wait: time.Minute})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 2 << 20
 	sc.Limiter = lim

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -253,7 +252,7 @@ func (s *scratch) grow(n int) bool {
 	if s.adm == nil {
 		return true
 	}
-	return s.adm.Take(&s.hold, fastpath.IntakeHTTP, int64(n), s.done)
+	return s.adm.Take(&s.hold, admission.IntakeHTTP, int64(n), s.done)
 }
 
 // shrink gives back n bytes of the scratch's buffers to the intake limiter.

@@ -53,8 +53,7 @@ func sdkRun(t *testing.T, gz bool) {
 	}
 	defer p.Close()
 	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
-	e.srv.p = p // the server of start, in front of this pipeline
-	e.srv.adm.Init(p, nil, e.srv.cfg.OverloadAfter)
+	e.srv.adm.Init(p, nil, e.srv.cfg.OverloadAfter) // the server of start, in front of this pipeline
 	addr := strings.TrimPrefix(e.url, "http://")
 	res := resource.NewSchemaless(attribute.String("service.name", "sdk-http-test"))
 

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // pushResp sends a push and returns the whole response.
@@ -42,7 +41,7 @@ func largeZstd(t testing.TB, seed uint64, n int) []byte {
 // A push that finds no decode slot within -intake.wait is answered THROTTLING_QUOTA_EXCEEDED
 // with the wait as throttle time, counted, and nothing is forwarded.
 func TestPushIntakeBusyDecodes(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 1, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 1, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	rec := &recorder{}
@@ -51,7 +50,7 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 	sub := c.get([16]byte{})
 	payload := zstdPayload(t, testMetrics("a.gauge", "a.sum"))
 
-	if !lim.AcquireDecode(fastpath.IntakeKafka, nil) {
+	if !lim.AcquireDecode(admission.IntakeKafka, nil) {
 		t.Fatal("cannot take the only decode slot")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -77,7 +76,7 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 // read through a small buffer and dropped, answered THROTTLING_QUOTA_EXCEEDED, and the
 // connection stays in step.
 func TestPushIntakeBusyBytes(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.MaxRequestBytes = 2 << 20
 	cfg.Limiter = lim
@@ -89,7 +88,7 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if len(payload) <= 2*smallBufSize || len(payload) > cfg.TelemetryMaxBytes {
 		t.Fatalf("payload of %d bytes, want a large one under the telemetry limit", len(payload))
 	}
-	if !lim.AcquireBytes(fastpath.IntakeKafka, 4<<20, nil) {
+	if !lim.AcquireBytes(admission.IntakeKafka, 4<<20, nil) {
 		t.Fatal("cannot take the whole budget")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -100,7 +99,7 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
 		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
 	}
-	lim.ReleaseBytes(fastpath.IntakeKafka, 4<<20)
+	lim.ReleaseBytes(admission.IntakeKafka, 4<<20)
 	clk.advance(2 * time.Second)
 	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
 		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
@@ -115,7 +114,7 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 // like any push the limiter refuses, and nothing is forwarded; with room the limiter's
 // high-water mark shows the buffer.
 func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	rec := &recorder{}
@@ -128,7 +127,7 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	}
 	// Room for everything but the decompression buffer.
 	held := int64(8<<20 - pool.Cap(cfg.TelemetryMaxBytes) + 1)
-	if !lim.AcquireBytes(fastpath.IntakeKafka, held, nil) {
+	if !lim.AcquireBytes(admission.IntakeKafka, held, nil) {
 		t.Fatal("cannot fill the budget")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -139,7 +138,7 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
 		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
 	}
-	lim.ReleaseBytes(fastpath.IntakeKafka, held)
+	lim.ReleaseBytes(admission.IntakeKafka, held)
 	clk.advance(2 * time.Second)
 	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
 		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
@@ -159,7 +158,7 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 // them keeps being served, and the gRPC and OTLP/HTTP budget is never touched.
 func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	const budget = 8 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, UnauthenticatedMaxBytes: budget, MaxDecodes: 4, Wait: 50 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 16 << 20, UnauthenticatedMaxBytes: budget, MaxDecodes: 4, Wait: 50 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = 128
@@ -178,19 +177,19 @@ func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	}
 	// Each grows past its first buffer to hold what it sent (64KiB), or, as before, takes what
 	// it announced, which fills the budget with two of them.
-	for i := 0; lim.BytesFor(fastpath.IntakeKafka) < min(stalled*64<<10, budget); i++ {
+	for i := 0; lim.BytesFor(admission.IntakeKafka) < min(stalled*64<<10, budget); i++ {
 		if i > 2000 {
-			t.Fatalf("the stalled requests hold %d bytes", lim.BytesFor(fastpath.IntakeKafka))
+			t.Fatalf("the stalled requests hold %d bytes", lim.BytesFor(admission.IntakeKafka))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := lim.BytesFor(fastpath.IntakeKafka); got > stalled*64<<10 {
+	if got := lim.BytesFor(admission.IntakeKafka); got > stalled*64<<10 {
 		t.Fatalf("%d stalled requests that sent %d bytes each hold %d bytes", stalled, sent, got)
 	}
-	if !lim.TryAcquireBytes(fastpath.IntakeGRPC, 16<<20) {
+	if !lim.TryAcquireBytes(admission.IntakeGRPC, 16<<20) {
 		t.Fatal("the gRPC and OTLP/HTTP budget is not whole while Kafka clients stall")
 	}
-	lim.ReleaseBytes(fastpath.IntakeGRPC, 16<<20)
+	lim.ReleaseBytes(admission.IntakeGRPC, 16<<20)
 
 	c := dial(t, s, "good")
 	sub := c.get([16]byte{})
@@ -216,7 +215,7 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	const clients = 256
 	const maxBytes = 8 << 20
 	const decodes = 4
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: 100 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = clients

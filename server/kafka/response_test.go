@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // metadataRequest is a Metadata request (size prefix included) naming topics topics of nameLen
@@ -118,7 +118,7 @@ func pipeConn(t *testing.T, s *Server) (net.Conn, chan struct{}) {
 // unread, and one that finds the limiter full is not written: its connection is closed,
 // counted. Reading the answer gives everything back.
 func TestUnreadLargeResponsesBounded(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
 	// Within the 1 MiB budget, as Validate asks: a request and a decompression buffer fit.
 	cfg.MaxRequestBytes, cfg.TelemetryMaxBytes = 512<<10, 256<<10
