@@ -90,7 +90,7 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 		}
 		r := d.next(fastpath.Traces, timer)
 		r.attempt, r.taken = 1, nanotime()
-		d.retry(r, retryFailed)
+		d.retry(r, RetryFailed)
 		r = d.next(fastpath.Traces, timer)
 		d.deliver(r)
 	})

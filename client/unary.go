@@ -97,7 +97,7 @@ func (w *worker) run() {
 func (w *worker) call(r *request) {
 	d := w.d
 	if r.sig >= fastpath.NumSignals {
-		d.drop(r, dropInvalid)
+		d.drop(r, DropInvalid)
 		return
 	}
 	if !d.waitPause(w.timer) { // a throttle may have come since next returned r
@@ -109,18 +109,18 @@ func (w *worker) call(r *request) {
 	if d.cfg.Protocol == ProtocolOTEP {
 		var err error
 		if f, err = newFrame(r.id, r.b.Payload); err != nil {
-			d.drop(r, dropInvalid)
+			d.drop(r, DropInvalid)
 			return
 		}
 		if f.size > d.cfg.MaxSendMsgSize {
 			f.unref()
-			d.drop(r, dropTooLarge)
+			d.drop(r, DropTooLarge)
 			return
 		}
 		msg, reply = f, &w.resp
 	} else {
 		if r.size > d.cfg.MaxSendMsgSize {
-			d.drop(r, dropTooLarge)
+			d.drop(r, DropTooLarge)
 			return
 		}
 		w.raw.SetPayload(r.b.Payload.Retain())
@@ -167,19 +167,19 @@ func (w *worker) call(r *request) {
 	}
 	w.reply.Release()
 	switch v, delay := classify(err, false); {
-	case d.stopping.Load() && d.handback.Load() != nil:
+	case d.stopping() && d.handback.Load() != nil:
 		d.lose(r)
-	case d.stopping.Load():
-		d.drop(r, dropShutdownPending)
+	case d.stopping():
+		d.drop(r, DropShutdownPending)
 	case timedOut:
 		d.m.ackTimeouts.Inc()
-		d.retry(r, retryAckTimeout)
+		d.retry(r, RetryAckTimeout)
 	case v == verdictThrottle:
 		d.throttle(delay)
 		d.retryAfterPause(r)
 	case v == verdictRetry:
-		d.retry(r, retryFailed)
+		d.retry(r, RetryFailed)
 	default:
-		d.drop(r, dropRejected)
+		d.drop(r, DropRejected)
 	}
 }
