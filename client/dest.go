@@ -58,6 +58,9 @@ type Dest struct {
 	handback  atomic.Pointer[func(*fastpath.Batch, bool)]
 	throttled atomic.Int32 // throttles since the last success
 
+	lastErr lastError // the latest failure, for the status page (lasterror.go)
+	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
+
 	streams struct {
 		mu   sync.Mutex
 		set  map[*stream]struct{} // open streams, for the sweeper
@@ -142,6 +145,16 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	if backend != "" {
 		d.log = d.log.With("backend", backend)
 	}
+	var headers []string
+	for _, vs := range md {
+		headers = append(headers, vs...)
+	}
+	if hs != nil {
+		for _, h := range hs.headers {
+			headers = append(headers, h[1])
+		}
+	}
+	d.secrets = secretsOf(cfg, headers)
 	d.backend = backend
 	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
 		func() float64 { return float64(d.held.Load()) })
@@ -383,6 +396,12 @@ func (d *Dest) drop(r *request, reason DropReason) {
 		l.requests.Add(1)
 		l.items.Add(int64(r.items))
 	}
+	switch reason {
+	case DropTooLarge:
+		d.noteError(errTooLarge)
+	case DropInvalid:
+		d.noteError(errInvalidPayload)
+	}
 	d.m.dropped[reason].Inc()
 	d.m.droppedItems[reason].Add(float64(r.items))
 	d.finish(r, false)
@@ -439,8 +458,10 @@ func (d *Dest) result(r *request, code otepv1.ResultCode) {
 	case otepv1.ResultCode_Success:
 		d.deliver(r)
 	case otepv1.ResultCode_FailedNoneRetryable:
+		d.noteError(errRejectedResult)
 		d.drop(r, DropRejected)
 	default: // FailedRetryable, and codes this build does not know
+		d.noteError(errRetryableResult)
 		d.retry(r, RetryFailed)
 	}
 }
@@ -485,6 +506,7 @@ func (d *Dest) resend(r *request) { d.sendAgain(r, DropStreamBroken) }
 // when nothing at all came back on it. The upstream may have the request: a possible duplicate.
 func (d *Dest) unanswered(r *request) {
 	d.m.ackTimeouts.Inc()
+	d.noteError(errAckTimeout)
 	d.sendAgain(r, DropAckTimeout)
 }
 

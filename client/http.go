@@ -270,9 +270,11 @@ func (w *httpWorker) call(r *request) {
 	case errors.Is(err, fasthttp.ErrTimeout):
 		// fasthttp closes the connection of a timed-out request, so a late answer cannot be
 		// read as the next request's; the request goes again on another.
+		d.noteError(errAckTimeout)
 		d.m.ackTimeouts.Inc()
 		d.retry(r, RetryAckTimeout)
 	default: // could not connect, reset, closed before the answer: nothing says it arrived
+		d.noteError(err)
 		d.retry(r, RetryFailed)
 	}
 	w.resp.Reset()
@@ -292,6 +294,7 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		d.deliver(r)
 	case code == fasthttp.StatusTooManyRequests, code == fasthttp.StatusBadGateway,
 		code == fasthttp.StatusServiceUnavailable, code == fasthttp.StatusGatewayTimeout:
+		d.noteHTTPStatus(code, w.resp.Body())
 		if delay, ok := retryAfter(w.resp.Header.Peek(fasthttp.HeaderRetryAfter), time.Now()); ok {
 			d.throttle(delay)
 			d.retryAfterPause(r)
@@ -299,6 +302,7 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		}
 		d.retry(r, RetryFailed)
 	default:
+		d.noteHTTPStatus(code, w.resp.Body())
 		d.drop(r, DropRejected)
 		// The count is in the metric; the log says why, at most once a second, so that an
 		// upstream refusing everything (a wrong token) does not flood it.

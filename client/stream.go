@@ -201,6 +201,9 @@ func (l *lane) send(r *request) {
 			// ours, and ends the stream too. Either way the bytes may have left: a re-send.
 			s.broken.Store(true)
 			s.cancel()
+			if err != io.EOF {
+				d.noteError(err)
+			}
 			if r := d.acks.remove(id, s); r != nil {
 				s.settle()
 				d.resend(r)
@@ -275,6 +278,7 @@ func (l *lane) stream(r *request, wire int64) *stream {
 			return nil
 		}
 		l.failures++
+		d.noteError(err)
 		d.log.Warn("cannot open stream", "signal", sig.String(), "err", err, "failures", l.failures)
 		if d.expired(r, d.cfg.backoff(l.failures)) {
 			return nil
@@ -381,6 +385,9 @@ func (s *stream) end(err error) {
 	d.streams.mu.Unlock()
 	if d.stopping() {
 		return // Shutdown counts what is left in the table
+	}
+	if !errors.Is(err, io.EOF) && !s.silent.Load() && s.half.Load() == 0 {
+		d.noteError(err) // not the stream's own end: a silent one was noted by the sweeper
 	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.

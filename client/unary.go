@@ -162,6 +162,11 @@ func (w *worker) call(r *request) {
 		return
 	}
 	w.reply.Release()
+	if timedOut {
+		d.noteError(errAckTimeout)
+	} else {
+		d.noteError(err)
+	}
 	switch v, delay := classify(err, false); {
 	case d.stopping() && d.handback.Load() != nil:
 		d.lose(r)

@@ -425,6 +425,21 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The status page's last error per destination: each client.Dest and client.Fleet keeps its own.
+	adm.SetLastErrors(func() map[string]admin.LastError {
+		m := map[string]admin.LastError{}
+		for _, o := range clients {
+			if d, ok := o.(interface {
+				Name() string
+				LastError() (string, time.Time)
+			}); ok {
+				if msg, at := d.LastError(); msg != "" {
+					m[d.Name()] = admin.LastError{Message: msg, At: at}
+				}
+			}
+		}
+		return m
+	})
 	if err := adm.Start(); err != nil {
 		return err
 	}
