@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/status"
 )
 
 // A destination keeps its latest failure for the people who run it: the status page shows it
@@ -72,7 +74,11 @@ func (d *Dest) LastError() (string, time.Time) {
 	if err == nil {
 		return "", time.Time{}
 	}
-	return redactSecrets(err.Error(), d.secrets), at
+	msg := err.Error()
+	if st, ok := status.FromError(err); ok {
+		msg = st.Code().String() + ": " + st.Message() // without grpc-go's "rpc error: code = ... desc =" wrapping
+	}
+	return redactSecrets(msg, d.secrets), at
 }
 
 // secretsOf lists what a destination's errors must never show: header values (the bearer
