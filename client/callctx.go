@@ -38,7 +38,6 @@ type callContext struct {
 		cause error         // why: errAckTimeout, or the parent's error
 		slots []afterSlot
 	}
-	run []func() // cancel's scratch: the functions to run once mu is released
 }
 
 type afterSlot struct {
@@ -92,20 +91,21 @@ func (c *callContext) cancel(cause error) {
 	}
 	c.mu.err, c.mu.cause = context.Canceled, cause
 	close(c.mu.done)
-	run := c.run[:0]
+	// A cancel is rare (an ack timeout, the destination stopping): the list may allocate. It
+	// is this call's own, since the parent's cancel may still run these while the worker's next
+	// call begins and is cancelled in turn.
+	var run []func()
 	for i := range c.mu.slots {
 		if f := c.mu.slots[i].f; f != nil {
 			run = append(run, f)
 			c.mu.slots[i].f = nil
 		}
 	}
-	c.run = run
 	c.mu.Unlock()
 	// Outside mu: a registered function is a child context's cancel, which calls back into
 	// stop through the child's removal from this parent.
-	for i, f := range run {
+	for _, f := range run {
 		f()
-		run[i] = nil
 	}
 }
 
