@@ -553,7 +553,7 @@ func startDest(t *testing.T, cfg Config) *Dest {
 	}
 	d.Start()
 	t.Cleanup(func() {
-		if d.shut.Load() {
+		if d.closing() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -136,7 +136,7 @@ func TestHTTPEndToEndOwnIntake(t *testing.T) {
 	if f.wait(0) {
 		t.Fatal("delivered without the token")
 	}
-	if got := value(d.m.dropped[dropRejected]); got != 1 {
+	if got := value(d.m.dropped[DropRejected]); got != 1 {
 		t.Errorf("rejected %d, want 1", got)
 	}
 	if got := value(d.m.sentRequests); got != 1 {

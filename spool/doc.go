@@ -56,6 +56,13 @@
 // records given up are counted by Drop under their own reason. A kill -9 while a destination
 // holds records of a dropped segment loses those uncounted.
 //
+// # Age
+//
+// otlpgate_spool_oldest_unfinished_age_seconds says how far behind the slowest destination is.
+// Records carry no time on disk (the segment format is unchanged): an index in memory notes,
+// once a second, the position of the record being appended (age.go), so the age of any record
+// is known to within a second; records recovered at Open count from Open.
+//
 // # Recovery
 //
 // Open reads the headers of all segments and the records of the last one only, so start-up time

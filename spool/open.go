@@ -52,6 +52,8 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 	}
 	s.syncDone = sync.NewCond(&s.mu.Mutex)
 	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
+	s.mu.ages = make([]ageMark, 0, 64)
+	s.initAgeLocked() // nothing else holds s yet
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
 	}
@@ -64,6 +66,7 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 	}
 	s.wg.Add(1)
 	go s.housekeeper()
+	ageSpool.Store(s)
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,12 +115,14 @@ type Spool struct {
 		// unflushed is how many bytes at the end of the active segment, [off-unflushed, off),
 		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
 		unflushed int64
+		ages      []ageMark // when records were appended, sparse (age.go)
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
 	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
 	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
 	tailOpen   Pos           // end of the log at Open: records before it are replays
+	opened     time.Time     // when Open began; the age index counts from it (age.go)
 
 	ckMu sync.Mutex // serialises Checkpoint
 
@@ -275,6 +278,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		s.wbuf = pool.GetBytes(pool.MinSize)
 	}
 	pos := makePos(ref.seq, off)
+	s.markAgeLocked(pos)
 	s.mu.off += n
 	s.mu.bytes += n
 	curBytes.Store(s.mu.bytes)
@@ -403,6 +407,7 @@ func (s *Spool) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
+	ageSpool.CompareAndSwap(s, nil)
 	close(s.done)
 	s.wg.Wait()
 	var err error

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"time"
 	"syscall"
 
 	"github.com/otlpgate/otlpgate/client"
@@ -185,6 +186,8 @@ func (g *Gateway) build() error {
 	if g.adm, err = admin.New(cfg.Admin, log, g.ready); err != nil {
 		return err
 	}
+	// The status page's last error per destination: each client.Dest and client.Fleet keeps its own.
+	g.adm.SetLastErrors(g.lastErrors)
 	// Profiles only when asked for, on loopback; the listener lives until the end of Shutdown,
 	// so that a shutdown can be profiled too.
 	if g.prof, err = admin.NewPprof(cfg.Pprof, log); err != nil {
@@ -324,3 +327,20 @@ func (g *Gateway) AdminAddr() net.Addr { return g.adm.Addr() }
 
 // PprofAddr is the profiling listener's bound address, nil when it is off or not started.
 func (g *Gateway) PprofAddr() net.Addr { return g.prof.Addr() }
+
+// lastErrors is each destination's latest failure, for the status page; destinations that never
+// failed are left out.
+func (g *Gateway) lastErrors() map[string]admin.LastError {
+	m := map[string]admin.LastError{}
+	for _, o := range g.outlets {
+		if d, ok := o.(interface {
+			Name() string
+			LastError() (string, time.Time)
+		}); ok {
+			if msg, at := d.LastError(); msg != "" {
+				m[d.Name()] = admin.LastError{Message: msg, At: at}
+			}
+		}
+	}
+	return m
+}

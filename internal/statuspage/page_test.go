@@ -66,7 +66,8 @@ func (s *sink) Export(_ context.Context, r *coltracev1.ExportTraceServiceRequest
 }
 
 // A person opening the page during an outage sees which destination is down and since when,
-// what is being dropped, and that traffic flows to the other.
+// why (its last error, as the client saw it), what is being dropped, and that traffic flows to
+// the other.
 func TestStatusPageShowsOutage(t *testing.T) {
 	browser := chromium(t)
 	dir := t.TempDir()
@@ -153,7 +154,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	}
 
 	// The page refreshes itself: wait, without reloading, until it shows the outage.
-	var archiveRow, backendRow, grpcRow string
+	var archiveRow, archiveErr, backendRow, grpcRow string
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		row := func(sel string) string {
@@ -164,16 +165,18 @@ func TestStatusPageShowsOutage(t *testing.T) {
 			return s
 		}
 		archiveRow, backendRow, grpcRow = row(`tr[data-dest="archive"]`), row(`tr[data-dest="backend"]`), row(`tr[data-intake="grpc"]`)
+		archiveErr = row(`tr[data-dest-error="archive"]`)
 		if strings.Contains(archiveRow, "down") && strings.Contains(archiveRow, "retry_exhausted") &&
+			strings.Contains(archiveErr, "connection refused") && strings.Contains(archiveErr, "ago") &&
 			strings.Contains(backendRow, "ok") && !strings.Contains(backendRow, "\t0/s") && grpcRow != "" && !strings.HasPrefix(cell(grpcRow, 2), "0/s") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed the outage:\narchive: %q\nbackend: %q\ngrpc: %q", archiveRow, backendRow, grpcRow)
+			t.Fatalf("the page never showed the outage:\narchive: %q\nits error: %q\nbackend: %q\ngrpc: %q", archiveRow, archiveErr, backendRow, grpcRow)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("archive: %s\nbackend: %s\ngrpc: %s", archiveRow, backendRow, grpcRow)
+	t.Logf("archive: %s\n%s\nbackend: %s\ngrpc: %s", archiveRow, archiveErr, backendRow, grpcRow)
 	// Since when: the state column is followed by how long ago it changed, and the last ack.
 	if !strings.Contains(archiveRow, "never") || !strings.Contains(archiveRow, "ago") {
 		t.Errorf("archive row does not say since when or that it never acknowledged: %q", archiveRow)
