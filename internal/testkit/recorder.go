@@ -45,6 +45,14 @@ var (
 // NewRecorder returns a recorder named name (the destination's name in metrics).
 func NewRecorder(name string) *Recorder { return &Recorder{name: name} }
 
+// NewHoldingRecorder returns a recorder named name that holds every batch until Release: an
+// upstream that does not drain.
+func NewHoldingRecorder(name string) *Recorder {
+	r := &Recorder{name: name}
+	r.mu.hold = true
+	return r
+}
+
 // Name implements fastpath.Destination.
 func (r *Recorder) Name() string {
 	if r.name == "" {
