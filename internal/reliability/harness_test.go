@@ -25,6 +25,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -33,7 +34,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// upstream is an OTEP stream server that records the span ids it accepted.
+// upstream is an OTEP stream server that records the span ids it accepted. It is not
+// testkit.GRPCSink: it injects faults (a share of FailedRetryable answers, delays, throttling,
+// silence), and what it saw is kept in a seenSet that outlives its restarts.
 type upstream struct {
 	otepv1.UnimplementedStreamExporterServer
 	gs   *grpc.Server
@@ -134,24 +137,12 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 		}
 		u.mu.Unlock()
 		if code == otepv1.ResultCode_Success {
-			u.seen.add(spanIDs(req.ResourceSpans))
+			u.seen.add(testkit.ResourceSpanIDs(req.ResourceSpans))
 		}
 		if err := st.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: code}); err != nil {
 			return err
 		}
 	}
-}
-
-func spanIDs(rs []*tracev1.ResourceSpans) []uint64 {
-	var ids []uint64
-	for _, r := range rs {
-		for _, ss := range r.ScopeSpans {
-			for _, sp := range ss.Spans {
-				ids = append(ids, binary.BigEndian.Uint64(sp.SpanId))
-			}
-		}
-	}
-	return ids
 }
 
 // gate is an otlpgate assembled in the test: intake, pipeline, destinations.
