@@ -15,7 +15,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// dest is a destination that keeps what it is given until the test answers.
+// dest is a destination that keeps what it is given until the test answers: the test takes the
+// batches themselves and finishes each as it chooses, and a full dest refuses and keeps the
+// refused batch, which testkit.Recorder does not do.
 type dest struct {
 	mu      sync.Mutex
 	batches []*fastpath.Batch
