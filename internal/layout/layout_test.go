@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"internal/layout":      {},
 	"internal/statuspage":  {},
 	"internal/strictsink":  {"codec", "fastpath"},
-	"internal/testkit":     {"codec", "fastpath", "pool", "proto/"},
+	"internal/testkit":     {"codec", "fastpath", "proto/"},
 	"internal/hostile":     {},
 	"internal/reliability": {},
 	"internal/zeroalloc":   {},

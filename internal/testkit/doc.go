@@ -5,10 +5,10 @@
 // (OpenFDs) and a clock that moves only when told (Clock).
 //
 // Only tests import it (internal/layout checks that no non-test file does). It imports
-// fastpath, codec, pool and proto/ of otlpgate, and nothing else of it, so that the tests of
-// every intake, of client/, spool/ and cmd/ can use it. The internal tests of fastpath, codec and
-// pool cannot (their packages are imported here): they keep small destinations of their own,
-// and external tests (package fastpath_test) use the kit.
+// fastpath, codec and proto/ of otlpgate (and so pool), and nothing else of it, so that the
+// tests of every intake, of client/, spool/ and cmd/ can use it. The internal tests of fastpath,
+// codec and pool cannot (their packages are imported here): they keep small destinations of
+// their own, and external tests (package fastpath_test) use the kit.
 //
 // Timer-driven logic that needs no network is tested inside a testing/synctest bubble rather
 // than with a fake clock; Clock is for servers that must run on real sockets (the bubble does
