@@ -157,12 +157,22 @@ next:
 	return sum
 }
 
-// waitReady waits (boundedly) for the gateway's /readyz.
+// waitReady waits until the gateway's /readyz answers 200. The admin listener starts before
+// the intakes, so a 503 "not listening" at first only means they are still starting (on a busy
+// machine, for a while); a gateway that never gets ready fails the test with its last answer.
 func waitReady(t *testing.T, g *gateway) {
 	t.Helper()
-	if code, body := readyz(t, g.admin); code != http.StatusOK {
-		t.Fatalf("/readyz = %d %q", code, body)
-	}
+	var code int
+	var body string
+	t.Cleanup(func() {
+		if t.Failed() && code != http.StatusOK {
+			t.Logf("last /readyz: %d %q", code, body)
+		}
+	})
+	testkit.WaitFor(t, "the gateway's /readyz to answer 200", func() bool {
+		code, body = readyz(t, g.admin)
+		return code == http.StatusOK
+	})
 }
 
 // spoolGateway starts the binary with the spool in dir, one OTEP destination at upstream and
