@@ -59,7 +59,9 @@ test: lint ## gofmt check, go vet, go test -race, then the allocation tests (whi
 
 # The allocation tests are built with !race (the race detector allocates): they run in a second,
 # plain pass, which selects every test of every file whose build constraint requires !race
-# (.ci/race-free-tests reads the constraints, so no such test is left out by its name).
+# (.ci/race-free-tests reads the constraints, so no such test is left out by its name;
+# internal/layout's TestRaceFreePassRunsEveryRaceFreeTest evaluates them as go build does and
+# fails on any test the pattern misses).
 
 lint: ## go vet, gofmt check, staticcheck, go.mod/go.sum tidy, and no tracked binary or file over 1 MiB (.ci/check-tracked)
 	$(GO) vet ./...

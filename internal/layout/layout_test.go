@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"internal/layout":           {},
 	"internal/statuspage":       {},
 	"internal/strictsink":       {"codec", "fastpath"},
+	"internal/testkit":          {"codec", "fastpath", "proto/"},
 	"internal/hostile":          {},
 	"internal/reliability":      {},
 	"internal/zeroalloc":        {},
@@ -68,6 +69,7 @@ var importers = map[string]struct {
 	"internal/layout":       {strict: true},
 	"internal/statuspage":   {strict: true},
 	"internal/strictsink":   {},
+	"internal/testkit":      {}, // the shared test kit: tests only
 	"internal/protoreg":     {},
 	"fastpath/internal/gen": {by: []string{"fastpath/internal/walkgen"}},
 	"cmd/otlpgate":          {strict: true},

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -48,23 +48,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// sink is a working OTLP/gRPC upstream that counts the spans it accepts.
-type sink struct {
-	coltracev1.UnimplementedTraceServiceServer
-	spans atomic.Int64
-}
-
-func (s *sink) Export(_ context.Context, r *coltracev1.ExportTraceServiceRequest) (*coltracev1.ExportTraceServiceResponse, error) {
-	n := 0
-	for _, rs := range r.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			n += len(ss.Spans)
-		}
-	}
-	s.spans.Add(int64(n))
-	return &coltracev1.ExportTraceServiceResponse{}, nil
-}
-
 // A person opening the page during an outage sees which destination is down and since when,
 // why (its last error, as the client saw it), what is being dropped, and that traffic flows to
 // the other.
@@ -75,21 +58,13 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/otlpgate").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	up := &sink{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	coltracev1.RegisterTraceServiceServer(gs, up)
-	go gs.Serve(ln)
-	defer gs.Stop()
+	up := testkit.StartGRPCSink(t, "") // a working OTLP/gRPC upstream
 
 	grpcAddr, admin := freeAddr(t), freeAddr(t)
 	dead := freeAddr(t) // nobody listens: connection refused
 	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", "", "-uds.listen", "", "-admin.listen", admin,
 		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
-		"-dest", "name=backend,endpoint="+ln.Addr().String()+",protocol=v1,mode=unary",
+		"-dest", "name=backend,endpoint="+up.Addr()+",protocol=v1,mode=unary",
 		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -181,7 +156,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	if !strings.Contains(archiveRow, "never") || !strings.Contains(archiveRow, "ago") {
 		t.Errorf("archive row does not say since when or that it never acknowledged: %q", archiveRow)
 	}
-	if up.spans.Load() == 0 {
+	if n, _ := up.SpanCount(); n == 0 {
 		t.Error("the working destination received nothing")
 	}
 	if os.Getenv("STATUS_SCREENSHOT") != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -56,7 +57,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		t.Fatalf("otep with room: %v, %v", resp, err)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 6 {
+	if _, items := totals(e.rec); items != 6 {
 		t.Fatalf("delivered %d spans, want 6", items)
 	}
 	if lim.Bytes() != 0 {
@@ -72,7 +73,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	sc.Limiter = lim
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -83,7 +84,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	}()
 	for i := 0; ; i++ {
 		e.p.Flush()
-		if got, _ := rec.totals(); len(got) == 1 {
+		if got, _ := totals(rec); len(got) == 1 {
 			break
 		}
 		if i == 10000 {
@@ -97,7 +98,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	if lim.HighWaterBytes() != int64(sc.MaxRecvMsgSize) {
 		t.Fatalf("high water %d, want one reservation of %d", lim.HighWaterBytes(), sc.MaxRecvMsgSize)
 	}
-	rec.release(false)
+	rec.Release(true)
 	if err := <-done; err != nil {
 		t.Fatalf("call: %v", err)
 	}
@@ -138,7 +139,7 @@ func TestManyConcurrentCallsBounded(t *testing.T) {
 		}
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != calls*4000 {
+	if _, items := totals(e.rec); items != calls*4000 {
 		t.Fatalf("delivered %d spans, want %d", items, calls*4000)
 	}
 	t.Logf("%d concurrent %d-byte calls: limiter high water %d of %d bytes", calls, len(r), lim.HighWaterBytes(), maxBytes)

@@ -64,7 +64,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		t.Fatalf("otlpgate_http_rejected_requests_total{reason=intake_busy} grew by %v, want 2", got)
 	}
 	e.p.Flush()
-	if _, items := e.rec.payload(); items != 0 {
+	if _, items := e.rec.Payload(); items != 0 {
 		t.Fatalf("%d items reached the destination while busy", items)
 	}
 	lim.ReleaseBytes(admission.IntakeHTTP, held)
@@ -72,7 +72,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		t.Fatalf("with room: %d %q", r.status, r.body)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 3 || !bytes.Equal(got, body) {
+	if got, items := e.rec.Payload(); items != 3 || !bytes.Equal(got, body) {
 		t.Fatalf("destination got %d items (%d bytes), want the 3 spans of the request", items, len(got))
 	}
 	if lim.Bytes() != 0 {
@@ -131,7 +131,7 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 		t.Fatalf("chunked with room: %d %q", r.status, r.body)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 10 || !bytes.Equal(got, append(append([]byte(nil), body...), body...)) {
+	if got, items := e.rec.Payload(); items != 10 || !bytes.Equal(got, append(append([]byte(nil), body...), body...)) {
 		t.Fatalf("destination got %d items (%d bytes), want the two requests' 10 spans", items, len(got))
 	}
 	if lim.Bytes() != 0 {
@@ -158,7 +158,7 @@ func TestIntakeStripsUnknownTopLevelFields(t *testing.T) {
 		t.Fatalf("otlpgate_fastpath_stripped_fields_total{signal=traces} grew by %v, want 4", got)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 4 || !bytes.Equal(got, append(append([]byte(nil), entries...), entries...)) {
+	if got, items := e.rec.Payload(); items != 4 || !bytes.Equal(got, append(append([]byte(nil), entries...), entries...)) {
 		t.Fatalf("destination got %d items (%d bytes), want exactly the entries of both requests (4 spans, %d bytes)", items, len(got), 2*len(entries))
 	}
 }

@@ -88,7 +88,7 @@ func TestDecompressionHoldsIntakeLimiter(t *testing.T) {
 				t.Fatalf("with room: %d %q", r.status, r.body)
 			}
 			e.p.Flush()
-			if got, items := e.rec.payload(); items != 1 || !bytes.Equal(got, plain) {
+			if got, items := e.rec.Payload(); items != 1 || !bytes.Equal(got, plain) {
 				t.Fatalf("destination got %d items (%d bytes), want the inflated request (%d bytes)", items, len(got), len(plain))
 			}
 			if h := lim.HighWaterBytes(); h < inflated {
@@ -140,7 +140,7 @@ func TestStalledBodiesDoNotLockOutOthers(t *testing.T) {
 		}
 	}
 	e.p.Flush()
-	if _, items := e.rec.payload(); items != 40 {
+	if _, items := e.rec.Payload(); items != 40 {
 		t.Fatalf("destination got %d items, want the 40 spans of the well-behaved requests", items)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otlpgate/otlpgate/internal/admission"
-	"github.com/otlpgate/otlpgate/pool"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // pushResp sends a push and returns the whole response.
@@ -44,7 +46,7 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 1, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "busy")
 	sub := c.get([16]byte{})
@@ -58,14 +60,14 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("busy push: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
 	lim.ReleaseDecode()
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	resp = c.pushResp(sub.ClientInstanceID, sub.SubscriptionID, 4, payload)
-	if resp.ErrorCode != errNone || resp.ThrottleMillis != 0 || rec.count() != 1 {
-		t.Fatalf("push with room: code %d throttle %d, %d forwarded", resp.ErrorCode, resp.ThrottleMillis, rec.count())
+	if resp.ErrorCode != errNone || resp.ThrottleMillis != 0 || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d throttle %d, %d forwarded", resp.ErrorCode, resp.ThrottleMillis, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.Decodes() != 0 {
 		t.Fatalf("limiter holds %d bytes, %d decodes after the pushes", lim.Bytes(), lim.Decodes())
@@ -80,7 +82,7 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxRequestBytes = 2 << 20
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "busy")
 	sub := c.get([16]byte{})
@@ -96,13 +98,13 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("busy push: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
 	lim.ReleaseBytes(admission.IntakeKafka, 4<<20)
-	clk.advance(2 * time.Second)
-	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
-		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
+	clk.Advance(2 * time.Second)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d, %d forwarded", code, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.HighWaterBytes() != 4<<20 {
 		t.Fatalf("limiter holds %d bytes (high water %d) after the pushes", lim.Bytes(), lim.HighWaterBytes())
@@ -117,7 +119,7 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "bomb")
 	sub := c.get([16]byte{})
@@ -135,13 +137,13 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("push without room to decompress: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
 	lim.ReleaseBytes(admission.IntakeKafka, held)
-	clk.advance(2 * time.Second)
-	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
-		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
+	clk.Advance(2 * time.Second)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d, %d forwarded", code, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.HighWaterBytes() != held {
 		t.Fatalf("limiter holds %d (high water %d), want 0 (and %d)", lim.Bytes(), lim.HighWaterBytes(), held)
@@ -162,7 +164,7 @@ func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = 128
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	const stalled, sent = 64, 40 << 10
 	for range stalled {
@@ -195,13 +197,13 @@ func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	sub := c.get([16]byte{})
 	payload := largeZstd(t, 2, 100<<10)
 	for i := range 5 {
-		clk.advance(2 * time.Second)
+		clk.Advance(2 * time.Second)
 		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone {
 			t.Fatalf("well-behaved push %d beside the stalled requests: code %d", i, code)
 		}
 	}
-	if rec.count() != 5 {
-		t.Fatalf("%d pushes forwarded, want 5", rec.count())
+	if rec.Count() != 5 {
+		t.Fatalf("%d pushes forwarded, want 5", rec.Count())
 	}
 }
 
@@ -220,7 +222,7 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	cfg.Limiter = lim
 	cfg.MaxConnections = clients
 	cfg.ReadTimeout = time.Minute
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	payloads := make([][]byte, 8)
 	for i := range payloads {
@@ -243,7 +245,7 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 		if round > 100 {
 			t.Fatalf("pushes still throttled after 100 rounds: %v", codes)
 		}
-		clk.advance(2 * time.Second) // past the push interval
+		clk.Advance(2 * time.Second) // past the push interval
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range conns {
@@ -274,8 +276,8 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 			break
 		}
 	}
-	if rec.count() != clients {
-		t.Fatalf("%d pushes forwarded, want %d", rec.count(), clients)
+	if rec.Count() != clients {
+		t.Fatalf("%d pushes forwarded, want %d", rec.Count(), clients)
 	}
 	t.Logf("%d pushes throttled on the way", throttled)
 	// Request buffers past the first, and decompression buffers, take their capacity from the

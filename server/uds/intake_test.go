@@ -8,6 +8,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // A message that does not arrive in one read is kept only with the intake limiter's bytes:
@@ -26,7 +27,7 @@ func TestCarryUsesIntakeLimiter(t *testing.T) {
 	}
 	c := h.dial()
 	write(t, c, partial, 0)
-	waitFor(t, "the partial message to be discarded", func() bool { return counter(discarded[ocdaemon.ReasonNoMemory])-noMemory == 1 })
+	testkit.WaitFor(t, "the partial message to be discarded", func() bool { return counter(discarded[ocdaemon.ReasonNoMemory])-noMemory == 1 })
 	if got := intakeRefused(t, "uds", "bytes") - refused; got != 1 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=uds} grew by %v, want 1", got)
 	}
@@ -36,12 +37,12 @@ func TestCarryUsesIntakeLimiter(t *testing.T) {
 	c = h.dial()
 	defer c.Close()
 	write(t, c, partial, 0)
-	waitFor(t, "the carry to be reserved", func() bool { return lim.Bytes() > 0 })
+	testkit.WaitFor(t, "the carry to be reserved", func() bool { return lim.Bytes() > 0 })
 	if got := lim.Bytes(); got > 64<<10 {
 		t.Fatalf("carry of a %d-byte partial message reserves %d bytes", len(partial), got)
 	}
 	c.Close()
-	waitFor(t, "the carry to be given back", func() bool { return lim.Bytes() == 0 })
+	testkit.WaitFor(t, "the carry to be given back", func() bool { return lim.Bytes() == 0 })
 	if got := counter(discarded[ocdaemon.ReasonNoMemory]) - noMemory; got != 1 {
 		t.Fatalf("intake_limit discards %v, want 1", got)
 	}
@@ -60,7 +61,7 @@ func TestStalledPartialsDoNotStarveOthers(t *testing.T) {
 	// What one capture of the well-behaved client becomes, before the others stall.
 	capture := readFile(t, "trace_minimal.bin")
 	h.replay(capture, 0)
-	baseline := h.rec.snapshot()
+	baseline := h.rec.Received()
 	if len(baseline) == 0 {
 		t.Fatal("the capture produced nothing")
 	}
@@ -77,7 +78,7 @@ func TestStalledPartialsDoNotStarveOthers(t *testing.T) {
 		stalled = append(stalled, c)
 		write(t, c, partial, 0)
 	}
-	waitFor(t, "the partial messages to fill the unauthenticated budget", func() bool {
+	testkit.WaitFor(t, "the partial messages to fill the unauthenticated budget", func() bool {
 		return counter(discarded[ocdaemon.ReasonNoMemory]) > noMemory || lim.BytesFor(admission.IntakeUDS) >= open
 	})
 	if got := lim.BytesFor(admission.IntakeUDS); got > open {
@@ -93,12 +94,12 @@ func TestStalledPartialsDoNotStarveOthers(t *testing.T) {
 	for range 5 {
 		h.replay(capture, 0)
 	}
-	got := h.rec.snapshot()[len(baseline):]
+	got := h.rec.Received()[len(baseline):]
 	if len(got) != 5*len(baseline) {
 		t.Fatalf("5 replays of the capture became %d payloads, want %d", len(got), 5*len(baseline))
 	}
 	for i, p := range got {
-		if want := baseline[i%len(baseline)]; p.sig != want.sig || p.items != want.items || !bytes.Equal(p.body, want.body) {
+		if want := baseline[i%len(baseline)]; p.Signal != want.Signal || p.Items != want.Items || !bytes.Equal(p.Body, want.Body) {
 			t.Fatalf("payload %d of the well-behaved client differs from what the capture gave before the stall", i)
 		}
 	}
@@ -106,5 +107,5 @@ func TestStalledPartialsDoNotStarveOthers(t *testing.T) {
 		c.Close()
 	}
 	stalled = nil
-	waitFor(t, "the carries to be given back", func() bool { return lim.Bytes() == 0 })
+	testkit.WaitFor(t, "the carries to be given back", func() bool { return lim.Bytes() == 0 })
 }
