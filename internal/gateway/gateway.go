@@ -7,8 +7,8 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"time"
 	"syscall"
+	"time"
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
