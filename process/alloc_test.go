@@ -2,7 +2,11 @@
 
 package process
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
 
 // Every step, and all of them together, runs on a request without allocating.
 func TestStepsAllocateNothing(t *testing.T) {
@@ -51,6 +55,12 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 		if len(out) == 0 || (string(out) == string(c.req)) != c.same {
 			t.Fatalf("%s: %d bytes out of %d, unchanged %v", c.name, len(out), len(c.req), string(out) == string(c.req))
 		}
+		if c.same {
+			// Not rewritten into the same bytes either: the spans are copied as they came.
+			if n := rewrittenSpans(t, ch, c.req); n != 0 {
+				t.Errorf("%s: %d spans rewritten", c.name, n)
+			}
+		}
 		if n := testing.AllocsPerRun(200, func() {
 			if _, err := run(ch, sigTraces, c.req, dst); err != nil {
 				t.Fatal(err)
@@ -72,4 +82,26 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("logs: %v allocations per request", n)
 	}
+}
+
+// rewrittenSpans plans every entry of req and counts the spans given a new trace_state.
+func rewrittenSpans(t *testing.T, c *Chain, req []byte) int {
+	n := 0
+	for off := 0; off < len(req); {
+		f, err := next(req, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = f.end
+		sp := spanPlan{dec: pool.GetBytes(64), scopes: pool.GetBytes(64), tracestates: pool.GetBytes(2048)}
+		pn, err := c.sampler.planItems(&sp, sigTraces, req[f.val:f.end])
+		pool.PutBytes(sp.dec)
+		pool.PutBytes(sp.scopes)
+		pool.PutBytes(sp.tracestates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += pn.rewritten
+	}
+	return n
 }
