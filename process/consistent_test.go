@@ -1,6 +1,7 @@
 package process
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func tvalue(th uint64) string { return string(appendTValue(nil, th)) }
@@ -387,5 +389,47 @@ func TestSampleLogsByTraceID(t *testing.T) {
 	in := marshalLogs(t, ld)
 	if out, removed := apply(t, c, sigLogs, in); string(out) != string(in) || removed != 0 {
 		t.Error("logs sampled without -sample.logs")
+	}
+}
+
+// The trace_state a kept span gets goes where an encoder puts it, before the fields numbered
+// above 3, whatever the order of the others; a span that carries several trace_state fields
+// (the last one counts) leaves with one, in the place of the first.
+func TestConsistentTracestateField(t *testing.T) {
+	c := mustChain(t, Config{Sample: SampleConfig{On: true, Mode: SampleProportional, Percent: 50}})
+	tid := make([]byte, 16)
+	tid[9] = 0xc0 // randomness 0xc0..., kept at 50%
+	field := func(num protowire.Number, v string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), v)
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	name, sid, tidF := field(5, "op"), field(2, "\x01\x02\x03\x04\x05\x06\x07\x08"), field(1, string(tid))
+	for _, v := range []struct {
+		name      string
+		span      []byte
+		want      []byte
+		wantState string
+	}{
+		{"canonical", cat(tidF, sid, name), cat(tidF, sid, field(3, "ot=th:8"), name), "ot=th:8"},
+		{"name first", cat(name, tidF, sid), cat(field(3, "ot=th:8"), name, tidF, sid), "ot=th:8"},
+		{"two trace_states", cat(tidF, field(3, "a=1"), sid, field(3, "b=2"), name), cat(tidF, field(3, "ot=th:8,b=2"), sid, name), "ot=th:8,b=2"},
+		{"trace_state last", cat(tidF, sid, name, field(3, "b=2")), cat(tidF, sid, name, field(3, "ot=th:8,b=2")), "ot=th:8,b=2"},
+	} {
+		scope := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), v.span)
+		entry := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), scope)
+		out, _, err := c.AppendEntry(nil, sigTraces, entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantScope := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), v.want)
+		wantEntry := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), wantScope)
+		want := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), wantEntry)
+		if !bytes.Equal(out, want) {
+			t.Errorf("%s:\n got % x\nwant % x", v.name, out, want)
+		}
+		td := unmarshalTraces(t, out)
+		if ts := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().AsRaw(); ts != v.wantState {
+			t.Errorf("%s: the decoder reads %q", v.name, ts)
+		}
 	}
 }

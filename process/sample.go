@@ -108,13 +108,16 @@ const priorityKey = "sampling.priority"
 type spanView struct {
 	tid, ts []byte   // trace_id and trace_state (the last of each, as a decoder keeps them)
 	tsSize  int      // the encoded size of every trace_state field of the span, which a rewrite replaces
+	tsCount int      // trace_state fields
+	tsAt    int      // where the first trace_state field starts; without one, where the first field numbered above 3 does (or the end)
 	prio    priority // what sampling.priority asks for
 }
 
 // readSpan reads the fields sampling needs: the trace id, the trace_state and the attribute
 // keys; every other field is skipped without a look.
 func readSpan(span []byte) (v spanView, err error) {
-	prioSeen := false
+	prioSeen, above3 := false, false
+	v.tsAt = len(span)
 	// A span is walked for three of its fields on every request sampled, so the walk is
 	// written out here rather than through next: one-byte tags and lengths are read inline.
 	for off := 0; off < len(span); {
@@ -125,11 +128,17 @@ func readSpan(span []byte) (v spanView, err error) {
 			if err != nil {
 				return v, err
 			}
+			if !above3 && f.num > 3 && v.tsCount == 0 {
+				above3, v.tsAt = true, off
+			}
 			off = f.end
 			continue
 		}
 		num, typ := protowire.Number(c>>3), protowire.Type(c&7)
 		start := off
+		if !above3 && num > 3 && v.tsCount == 0 {
+			above3, v.tsAt = true, off
+		}
 		off++
 		switch typ {
 		case protowire.BytesType:
@@ -153,8 +162,12 @@ func readSpan(span []byte) (v spanView, err error) {
 			case 1: // trace_id
 				v.tid = val
 			case 3: // trace_state
+				if v.tsCount == 0 {
+					v.tsAt = start
+				}
 				v.ts = val
 				v.tsSize += off - start
+				v.tsCount++
 			case 9: // attributes
 				if prioSeen {
 					continue // the first sampling.priority is the one a map lookup finds

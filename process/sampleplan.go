@@ -30,11 +30,19 @@ type spanPlan struct {
 	scopes *[]byte
 	// tracestates holds, per rewritten span in order, its new payload length (4 bytes, little
 	// endian), the length of its new trace_state (2 bytes, little endian; at most
-	// maxTracestate plus what a rewrite adds) and the trace_state.
+	// maxTracestate plus what a rewrite adds), where in the span it goes (4 bytes) and how
+	// many bytes there it replaces (2 bytes; cutWalk when the span has several trace_state
+	// fields to leave out), then the trace_state.
 	tracestates *[]byte
 }
 
 const removedScope = math.MaxUint32
+
+// rewriteHeader is the size of the lengths before a rewritten span's trace_state in the plan.
+const rewriteHeader = 12
+
+// cutWalk: the span has several trace_state fields, which appendSpan finds by walking it.
+const cutWalk = math.MaxUint16
 
 func appendPooled(buf *[]byte, b ...byte) {
 	reservePooled(buf, len(b))
@@ -165,17 +173,23 @@ func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size i
 		tvalue = st.th
 	}
 	buf := sp.tracestates
-	reservePooled(buf, 6+tracestateRoom)
+	reservePooled(buf, rewriteHeader+tracestateRoom)
 	at := len(*buf)
-	out := appendTraceState((*buf)[:at+6], v.ts, &st, tvalue)
-	nts := out[at+6:]
+	out := appendTraceState((*buf)[:at+rewriteHeader], v.ts, &st, tvalue)
+	nts := out[at+rewriteHeader:]
 	if string(nts) == string(v.ts) && v.tsSize == fieldSize(len(v.ts)) {
 		*buf = out[:at]
 		return itemKept, 0, nil
 	}
 	size = len(item) - v.tsSize + fieldSize(len(nts))
+	cut := v.tsSize // one trace_state field at tsAt, or none (0)
+	if v.tsCount > 1 {
+		cut = cutWalk
+	}
 	binary.LittleEndian.PutUint32(out[at:], uint32(size))
 	binary.LittleEndian.PutUint16(out[at+4:], uint16(len(nts)))
+	binary.LittleEndian.PutUint32(out[at+6:], uint32(v.tsAt))
+	binary.LittleEndian.PutUint16(out[at+10:], uint16(cut))
 	*buf = out
 	return itemRewritten, size, nil
 }
@@ -198,11 +212,23 @@ func appendScope(dst []byte, e []byte, f field, size int, sp *spanPlan, di, ri i
 			run = g.end
 		case itemRewritten:
 			dst = append(dst, scope[run:g.tag]...)
-			ts := (*sp.tracestates)[ri:]
-			size := int(binary.LittleEndian.Uint32(ts))
-			n := int(binary.LittleEndian.Uint16(ts[4:]))
-			dst = appendSpan(dst, scope[g.val:g.end], size, ts[6:6+n])
-			ri += 6 + n
+			p := (*sp.tracestates)[ri:]
+			size := int(binary.LittleEndian.Uint32(p))
+			n := int(binary.LittleEndian.Uint16(p[4:]))
+			at := int(binary.LittleEndian.Uint32(p[6:]))
+			cut := int(binary.LittleEndian.Uint16(p[10:]))
+			ts := p[rewriteHeader : rewriteHeader+n]
+			span := scope[g.val:g.end]
+			if cut == cutWalk {
+				dst = appendSpan(dst, span, size, ts)
+			} else {
+				// The trace_state goes where the span's was, or where an encoder puts it.
+				dst = appendHeader(dst, 2, size)
+				dst = append(dst, span[:at]...)
+				dst = append(appendHeader(dst, 3, len(ts)), ts...)
+				dst = append(dst, span[at+cut:]...)
+			}
+			ri += rewriteHeader + n
 			run = g.end
 		}
 		di++
@@ -210,33 +236,23 @@ func appendScope(dst []byte, e []byte, f field, size int, sp *spanPlan, di, ri i
 	return append(dst, scope[run:]...), di, ri
 }
 
-// appendSpan writes span as a field 2 of size bytes with ts as its only trace_state: in the
-// place of the first trace_state it had, else before its first field numbered above 3 (where
-// an encoder puts it), else at the end.
+// appendSpan writes span, which has several trace_state fields, as a field 2 of size bytes
+// with ts as its only trace_state, in the place of the first.
 func appendSpan(dst, span []byte, size int, ts []byte) []byte {
 	dst = appendHeader(dst, 2, size)
 	run, written := 0, false
 	for off := 0; off < len(span); {
 		f, _ := next(span, off) // readSpan read these bytes already
 		off = f.end
-		switch {
-		case f.num == 3:
-			dst = append(dst, span[run:f.tag]...)
-			if !written {
-				dst = append(appendHeader(dst, 3, len(ts)), ts...)
-				written = true
-			}
-			run = f.end
-		case f.num > 3 && !written:
-			dst = append(dst, span[run:f.tag]...)
+		if f.num != 3 {
+			continue
+		}
+		dst = append(dst, span[run:f.tag]...)
+		if !written {
 			dst = append(appendHeader(dst, 3, len(ts)), ts...)
 			written = true
-			run = f.tag
 		}
+		run = f.end
 	}
-	dst = append(dst, span[run:]...)
-	if !written {
-		dst = append(appendHeader(dst, 3, len(ts)), ts...)
-	}
-	return dst
+	return append(dst, span[run:]...)
 }
