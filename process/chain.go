@@ -101,7 +101,7 @@ func (c *Chain) Commit(sig int, t Tally) {
 func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
 	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
 	if sig == sigTraces && c.sampler.mode != SampleHashSeed {
-		sp.tracestates = pool.GetBytes(2 * (6 + tracestateRoom))
+		sp.tracestates = pool.GetBytes(2 * (rewriteHeader + tracestateRoom))
 	}
 	defer func() {
 		pool.PutBytes(sp.dec)
