@@ -115,9 +115,9 @@ type spanView struct {
 
 // readSpan reads the fields sampling needs: the trace id, the trace_state and the attribute
 // keys; every other field is skipped without a look.
-func readSpan(span []byte) (v spanView, err error) {
+func readSpan(span []byte, v *spanView) error {
+	*v = spanView{tsAt: len(span)}
 	prioSeen, above3 := false, false
-	v.tsAt = len(span)
 	// A span is walked for three of its fields on every request sampled, so the walk is
 	// written out here rather than through next: one-byte tags and lengths are read inline.
 	for off := 0; off < len(span); {
@@ -126,7 +126,7 @@ func readSpan(span []byte) (v spanView, err error) {
 			// A long tag (field 16 and above), or a malformed one: the general reader.
 			f, err := next(span, off)
 			if err != nil {
-				return v, err
+				return err
 			}
 			if !above3 && f.num > 3 && v.tsCount == 0 {
 				above3, v.tsAt = true, off
@@ -149,12 +149,12 @@ func readSpan(span []byte) (v spanView, err error) {
 			} else {
 				n, k := protowire.ConsumeVarint(span[off:])
 				if k < 0 || n > uint64(len(span)-off-k) {
-					return v, errMalformed
+					return errMalformed
 				}
 				l, off = int(n), off+k
 			}
 			if l > len(span)-off {
-				return v, errMalformed
+				return errMalformed
 			}
 			val := span[off : off+l]
 			off += l
@@ -174,12 +174,12 @@ func readSpan(span []byte) (v spanView, err error) {
 				}
 				key, value, err := keyValue(val)
 				if err != nil {
-					return v, err
+					return err
 				}
 				if string(key) == priorityKey {
 					prioSeen = true
 					if v.prio, err = parsePriority(value); err != nil {
-						return v, err
+						return err
 					}
 				}
 			}
@@ -189,30 +189,30 @@ func readSpan(span []byte) (v spanView, err error) {
 				off++
 			}
 			if off++; off > len(span) {
-				return v, errMalformed
+				return errMalformed
 			}
 		case protowire.Fixed64Type:
 			if off += 8; off > len(span) {
-				return v, errMalformed
+				return errMalformed
 			}
 		case protowire.Fixed32Type:
 			if off += 4; off > len(span) {
-				return v, errMalformed
+				return errMalformed
 			}
 		default:
-			return v, errMalformed
+			return errMalformed
 		}
 		if num == 1 || num == 3 || num == 9 {
-			return v, errMalformed // a known field with the wrong wire type
+			return errMalformed // a known field with the wrong wire type
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // keep is the hash_seed decision of one span.
 func (s *sampler) keep(span []byte) (bool, error) {
-	v, err := readSpan(span)
-	if err != nil {
+	var v spanView
+	if err := readSpan(span, &v); err != nil {
 		return false, err
 	}
 	return s.hashSeedKeeps(&v), nil
@@ -226,7 +226,7 @@ func (s *sampler) hashSeedKeeps(v *spanView) bool {
 	switch {
 	case v.prio == mustKeep:
 		return true
-	case v.prio == mustDrop, s.scaled == 0, len(v.tid) != 16, allZero(v.tid), tracestateBlocks(v.ts):
+	case v.prio == mustDrop, s.scaled == 0, len(v.tid) != 16, allZero(v.tid), len(v.ts) > 0 && tracestateBlocks(v.ts):
 		return false
 	}
 	return s.bucket(v.tid) < s.scaled

@@ -146,8 +146,8 @@ func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size i
 		}
 		return itemDropped, 0, err
 	}
-	v, err := readSpan(item)
-	if err != nil {
+	var v spanView
+	if err := readSpan(item, &v); err != nil {
 		return itemDropped, 0, err
 	}
 	if s.mode == SampleHashSeed {
