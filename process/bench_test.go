@@ -111,8 +111,9 @@ func run(c *Chain, sig int, req, dst []byte) ([]byte, error) {
 
 // BenchmarkStep is the cost per request of each step (go test -bench Step ./process/),
 // beside BenchmarkStep/copy, the copy admission makes of every request anyway. The
-// sample_*_equal_threshold runs take a request whose spans carry the threshold the sampler
-// writes (what a second tier at the same rate receives): they are kept as they came.
+// sample_*_second_tier runs take what a first tier in the same mode at the same rate passed on,
+// spans that carry the threshold it wrote: equalizing keeps them all as they came,
+// proportional multiplies their probability again and rewrites the threshold of those it keeps.
 func BenchmarkStep(b *testing.B) {
 	req := benchRequest(b, 2)
 	dst := make([]byte, 0, 3*len(req))
@@ -138,7 +139,7 @@ func BenchmarkStep(b *testing.B) {
 	for _, mode := range []SampleMode{SampleProportional, SampleEqualizing} {
 		c := mustChain(b, Config{Sample: SampleConfig{On: true, Mode: mode, Percent: 30}})
 		tiered := tieredRequest(b, mode, 30)
-		b.Run(fmt.Sprintf("sample_%v_30_equal_threshold", mode), func(b *testing.B) {
+		b.Run(fmt.Sprintf("sample_%v_30_second_tier", mode), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tiered)))
 			for b.Loop() {
