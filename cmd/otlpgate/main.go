@@ -58,6 +58,9 @@ type config struct {
 	sampleTraces, sampleMode      string
 	sampleSeed                    uint32
 	sampleSeedSet                 bool
+	samplePrecision               string
+	samplePrecisionSet            bool
+	sampleLogs                    bool
 	proc                          process.Config
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
@@ -213,17 +216,31 @@ func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error 
 		}
 		cfg.proc.Drop = append(cfg.proc.Drop, m)
 	}
-	if cfg.sampleMode != "hash_seed" {
-		return fmt.Errorf("-sample.mode %q: only hash_seed is implemented (the Collector's proportional and equalizing modes are not)", cfg.sampleMode)
+	mode, err := process.ParseSampleMode(cfg.sampleMode)
+	if err != nil {
+		return err
 	}
-	if cfg.sampleTraces != "" {
+	switch {
+	case cfg.sampleTraces == "" && (cfg.sampleSeedSet || cfg.samplePrecisionSet || cfg.sampleLogs):
+		return errors.New("-sample.hash-seed, -sample.precision and -sample.logs need -sample.traces")
+	case cfg.sampleTraces == "":
+	case mode == process.SampleHashSeed && cfg.samplePrecisionSet:
+		return errors.New("-sample.precision applies to -sample.mode=proportional and equalizing, which write thresholds; hash_seed writes none")
+	case mode != process.SampleHashSeed && cfg.sampleSeedSet:
+		return fmt.Errorf("-sample.hash-seed applies to -sample.mode=hash_seed; %v decides by the trace id's randomness, without a seed", mode)
+	default:
 		pct, err := process.ParsePercent(cfg.sampleTraces)
 		if err != nil {
 			return err
 		}
-		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, HashSeed: cfg.sampleSeed}
-	} else if cfg.sampleSeedSet {
-		return errors.New("-sample.hash-seed needs -sample.traces")
+		precision := 0
+		if cfg.samplePrecisionSet {
+			if precision, err = process.ParsePrecision(cfg.samplePrecision); err != nil {
+				return err
+			}
+		}
+		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, Mode: mode, HashSeed: cfg.sampleSeed,
+			Precision: precision, Logs: cfg.sampleLogs}
 	}
 	c, err := process.New(cfg.proc)
 	if err != nil {

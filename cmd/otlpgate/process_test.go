@@ -26,6 +26,7 @@ import (
 
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	"github.com/otlpgate/otlpgate/internal/strictsink"
+	"github.com/otlpgate/otlpgate/process"
 )
 
 func TestProcessFlags(t *testing.T) {
@@ -74,8 +75,23 @@ func TestProcessFlags(t *testing.T) {
 	f([]string{"-sample.traces", "150"}, "-sample.traces \"150\": want a percentage from 0 to 100")
 	f([]string{"-sample.traces", "half"}, "want a percentage")
 	f([]string{"-sample.traces", "10", "-sample.hash-seed", "-1"}, "unsigned 32-bit")
-	f([]string{"-sample.hash-seed", "5"}, "-sample.hash-seed needs -sample.traces")
-	f([]string{"-sample.traces", "10", "-sample.mode", "proportional"}, "only hash_seed is implemented")
+	f([]string{"-sample.hash-seed", "5"}, "need -sample.traces")
+	cfg = f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "6", "-sample.logs"}, "")
+	if s := cfg.proc.Sample; !s.On || s.Mode != process.SampleProportional || s.Precision != 6 || !s.Logs || s.Percent != 10 {
+		t.Errorf("%+v", s)
+	}
+	if s := f([]string{"-sample.traces", "10", "-sample.mode", "equalizing"}, "").proc.Sample; s.Mode != process.SampleEqualizing || s.Precision != 0 {
+		t.Errorf("%+v", s)
+	}
+	f([]string{"-sample.traces", "10", "-sample.mode", "consistent"}, "-sample.mode \"consistent\": want hash_seed, proportional or equalizing")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "0"}, "-sample.precision \"0\": want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "15"}, "want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", ""}, "want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.precision", "4"}, "-sample.precision applies to -sample.mode=proportional and equalizing")
+	f([]string{"-sample.traces", "10", "-sample.mode", "equalizing", "-sample.hash-seed", "1"}, "-sample.hash-seed applies to -sample.mode=hash_seed")
+	f([]string{"-sample.logs"}, "need -sample.traces")
+	f([]string{"-sample.mode", "proportional", "-sample.precision", "4"}, "need -sample.traces")
+	f([]string{"-sample.traces", "1e-20"}, "below the smallest sampling probability")
 }
 
 // startUpstream is an OTLP/gRPC upstream that decodes with the Collector's own pdata: what it
