@@ -69,7 +69,7 @@ type JSONTranscoder struct {
 // keyMax bounds the escaped keys that are unescaped to be looked up: an escape shrinks to no
 // less than a sixth of its length (\uXXXX to one byte), and no field name is longer than 24
 // bytes, so a longer escaped key names no field.
-const keyMax = 6 * 24
+const keyMax = 6 * maxKeyLen
 
 // AppendRequest appends to dst the protobuf encoding of the OTLP/JSON Export request body of
 // signal sig, and returns the Scan of the result (resource entries and items, as ScanRequest
@@ -218,15 +218,21 @@ func (t *JSONTranscoder) entries(dst []byte, i int, sig Signal, s *Scan) ([]byte
 // value, which exists.
 func (t *JSONTranscoder) member(i int) (key []byte, esc bool, v int, err error) {
 	b := t.in
-	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '"' {
-		return nil, false, i, ErrJSONSyntax
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return nil, false, i, ErrJSONSyntax
+		}
 	}
 	e, esc, ok := stringEnd(b, i+1)
 	if !ok {
 		return nil, false, i, ErrJSONSyntax
 	}
 	key = b[i+1 : e]
+	// Compact JSON, as SDKs write it: the colon, then the value.
+	if e+2 < len(b) && b[e+1] == ':' && b[e+2] > ' ' {
+		return key, esc, e + 2, nil
+	}
 	i = skipWS(b, e+1)
 	if i >= len(b) || b[i] != ':' {
 		return nil, false, i, ErrJSONSyntax
@@ -240,7 +246,9 @@ func (t *JSONTranscoder) member(i int) (key []byte, esc bool, v int, err error) 
 
 // memberEnd reads what follows a member or element: a comma, or the closing byte (end true).
 func memberEnd(b []byte, i int, closing byte) (int, bool, error) {
-	i = skipWS(b, i)
+	if i >= len(b) || b[i] <= ' ' {
+		i = skipWS(b, i)
+	}
 	if i < len(b) {
 		switch b[i] {
 		case ',':
@@ -277,7 +285,7 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	if d+1 > maxJSONDepth {
 		return dst, i, ErrJSONSyntax
 	}
-	fields := jsonSchema[m]
+	fields, keys := jsonSchema[m], &jsonKeys[m]
 	base := len(t.segs)
 	var seen uint32  // field numbers met, to refuse repeats (OTLP field numbers are below 32)
 	var oneofs uint8 // oneof groups already set
@@ -290,14 +298,14 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 		if esc {
 			key = t.unescapeKey(key)
 		}
-		f := lookupJSON(fields, key)
+		f := keys.lookup(fields, key)
 		switch {
 		case f == nil:
 			// Unknown: a newer schema may define it.
 			i, err = skipJSON(b, i, d+1)
 		case seen&(1<<f.num) != 0:
 			err = ErrJSONDuplicate
-		case bytesAt(b, i, "null"):
+		case b[i] == 'n' && bytesAt(b, i, "null"):
 			seen |= 1 << f.num
 			i += 4
 		case f.oneof != 0 && oneofs&(1<<f.oneof) != 0:
@@ -306,7 +314,15 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 			seen |= 1 << f.num
 			oneofs |= 1 << f.oneof
 			start, mark := len(dst), len(t.marks)
-			if dst, i, err = t.value(dst, i, m, f, nest, d+1); err == nil {
+			switch {
+			case f.flags&jRepeated != 0:
+				dst, i, err = t.list(dst, i, f, nest, d+1)
+			case f.typ == jMessage:
+				dst, i, err = t.nested(dst, i, f, nest, d+1)
+			default:
+				dst, i, err = t.scalar(dst, i, f, true)
+			}
+			if err == nil {
 				t.wrote(dst, start, mark, f.order)
 			}
 		}
@@ -326,14 +342,8 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	return dst, i, nil
 }
 
-// value writes the value at b[i], at depth d, of the known field f of message m.
-func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
-	if f.flags&jRepeated == 0 {
-		if f.typ == jMessage {
-			return t.nested(dst, i, m, f, nest, d)
-		}
-		return t.scalar(dst, i, f, true)
-	}
+// list writes the array at b[i], at depth d, of the repeated field f.
+func (t *JSONTranscoder) list(dst []byte, i int, f *jsonField, nest, d int) ([]byte, int, error) {
 	b := t.in
 	if b[i] != '[' {
 		return dst, i, ErrJSONType
@@ -358,7 +368,7 @@ func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d
 		}
 		var err error
 		if f.typ == jMessage {
-			dst, i, err = t.nested(dst, i, m, f, nest, d+1)
+			dst, i, err = t.nested(dst, i, f, nest, d+1)
 		} else {
 			dst, i, err = t.scalar(dst, i, f, !packed)
 		}
@@ -380,22 +390,21 @@ func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d
 }
 
 // nested writes one occurrence of a message field, the object at b[i] at depth d.
-func (t *JSONTranscoder) nested(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
+func (t *JSONTranscoder) nested(dst []byte, i int, f *jsonField, nest, d int) ([]byte, int, error) {
 	if t.in[i] != '{' {
 		return dst, i, ErrJSONType
 	}
 	if nest >= MaxNesting {
 		return dst, i, ErrNesting
 	}
-	sf := schema[m][f.num]
-	dst = protowire.AppendTag(dst, protowire.Number(f.num), protowire.BytesType)
+	dst = f.appendTag(dst)
 	dst, o := t.open(dst)
-	dst, i, err := t.object(dst, i, sf.msg, nest+1, d)
+	dst, i, err := t.object(dst, i, f.msg, nest+1, d)
 	if err != nil {
 		return dst, i, err
 	}
 	dst = t.close(dst, o)
-	if sf.flags&fItem != 0 {
+	if f.item {
 		t.items++
 	}
 	return dst, i, nil

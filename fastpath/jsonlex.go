@@ -2,6 +2,8 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -54,38 +56,74 @@ func skipWS(b []byte, i int) int {
 // stringEnd finds the closing quote of the string whose content starts at b[j], and reports
 // whether the content holds a backslash; ok is false when the string never closes.
 func stringEnd(b []byte, j int) (end int, esc, ok bool) {
-	// Keys and most values end within a few bytes, where a plain loop is quicker than setting
-	// up a vector search.
-	k := j
-	for n := min(len(b), j+16); k < n; k++ {
-		switch b[k] {
-		case '"':
-			return k, false, true
-		case '\\':
-			return escapedStringEnd(b, k)
-		}
-	}
-	q := bytes.IndexByte(b[k:], '"')
-	if q < 0 {
-		return 0, false, false
-	}
-	if e := bytes.IndexByte(b[k:k+q], '\\'); e >= 0 {
-		return escapedStringEnd(b, k+e)
-	}
-	return k + q, false, true
+	end, esc, _, ok = scanString(b, j)
+	return end, esc, ok
 }
 
-// escapedStringEnd finishes stringEnd from the backslash at b[k].
-func escapedStringEnd(b []byte, k int) (end int, esc, ok bool) {
+// scanString is stringEnd that also reports whether the content may hold a byte outside ASCII
+// (high: always when it holds a backslash), so that a string field's plain ASCII value needs
+// no UTF-8 check.
+//
+// It reads eight bytes a step and finds a quote or a backslash among them with word
+// arithmetic: keys and values are mostly 4 to 40 bytes, too short for a vector search to pay
+// for its set-up, too long for a byte loop to be quick.
+func scanString(b []byte, j int) (end int, esc, high, ok bool) {
+	var or uint64 // the bytes before j, ORed together
+	for ; j+8 <= len(b); j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		if m := quoteOrBackslash(w); m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			k := j + n
+			if b[k] != '"' {
+				end, ok = escapedStringEnd(b, k)
+				return end, true, true, ok
+			}
+			// The bytes of w before the quote; n < 8, so the shift is less than 64.
+			or |= w & (1<<(8*n) - 1)
+			return k, false, or&bytes80 != 0, true
+		}
+		or |= w
+	}
+	for ; j < len(b); j++ {
+		switch c := b[j]; c {
+		case '"':
+			return j, false, or&bytes80 != 0, true
+		case '\\':
+			end, ok = escapedStringEnd(b, j)
+			return end, true, true, ok
+		default:
+			or |= uint64(c)
+		}
+	}
+	return 0, false, false, false
+}
+
+// Word constants of quoteOrBackslash: a byte value in every byte of a uint64.
+const (
+	bytes01 = 0x0101010101010101
+	bytes80 = 0x8080808080808080
+)
+
+// quoteOrBackslash returns a word whose lowest set bit is the top bit of the first byte of w
+// (in memory order) that is '"' or '\\', or 0 when there is none. Bits above the lowest may be
+// set for bytes that are neither (the subtraction borrows past a match), never below it.
+func quoteOrBackslash(w uint64) uint64 {
+	q := w ^ ('"' * bytes01)
+	s := w ^ ('\\' * bytes01)
+	return ((q-bytes01)&^q | (s-bytes01)&^s) & bytes80
+}
+
+// escapedStringEnd finishes scanString from the backslash at b[k].
+func escapedStringEnd(b []byte, k int) (end int, ok bool) {
 	for ; k < len(b); k++ {
 		switch b[k] {
 		case '"':
-			return k, true, true
+			return k, true
 		case '\\':
 			k++ // the escaped byte, a quote included, does not end the string
 		}
 	}
-	return 0, true, false
+	return 0, false
 }
 
 // numberChar reports the bytes a number token runs over.

@@ -1,5 +1,7 @@
 package fastpath
 
+import "google.golang.org/protobuf/encoding/protowire"
+
 // The OTLP/JSON column of the schema: for every field schema.go knows, the names a JSON body
 // may give it and the protobuf type its value turns into. schema.go says what a field looks
 // like on the wire, which is all the scanner needs; the transcoder also needs what the wire
@@ -28,6 +30,27 @@ const (
 	jSfixed64                     // 8 bytes, signed
 	jDouble                       // 8 bytes; JSON number or "NaN", "Infinity", "-Infinity"
 )
+
+// wireType is the wire type one value of type t takes, unpacked.
+func (t jsonType) wireType() protowire.Type {
+	switch t {
+	case jMessage, jString, jBytes, jTraceID, jSpanID:
+		return protowire.BytesType
+	case jFixed32:
+		return protowire.Fixed32Type
+	case jFixed64, jSfixed64, jDouble:
+		return protowire.Fixed64Type
+	}
+	return protowire.VarintType
+}
+
+// appendTag appends f's tag, for one value of f.
+func (f *jsonField) appendTag(dst []byte) []byte {
+	if f.tag < 0x80 {
+		return append(dst, byte(f.tag))
+	}
+	return append(dst, byte(f.tag)|0x80, byte(f.tag>>7))
+}
 
 // Flags of a JSON field.
 const (
@@ -61,6 +84,10 @@ type jsonField struct {
 	flags uint8
 	oneof uint8 // 1-based oneof group within the message, 0 if none
 	enum  enumID
+	// Filled by init from schema.go and typ, so that the transcoder reads one struct per field:
+	msg  msgID  // the nested message of a jMessage field
+	item bool   // each occurrence is one item (schema's fItem)
+	tag  uint16 // the field's tag, with the wire type of one value (a packed run's differs)
 }
 
 func jf(num uint8, name string, typ jsonType) jsonField {
@@ -329,10 +356,16 @@ func init() {
 			if f.oneof != 0 {
 				f.order |= 0x80
 			}
+			sf := schema[m][f.num]
+			f.msg, f.item = sf.msg, sf.flags&fItem != 0
+			f.tag = uint16(protowire.EncodeTag(protowire.Number(f.num), f.typ.wireType()))
 		}
 	}
 	for s := range requestField {
 		requestField[s].camel = lowerCamel(requestField[s].name)
+	}
+	for m := range jsonSchema {
+		jsonKeys[m].build(jsonSchema[m])
 	}
 }
 
@@ -357,21 +390,84 @@ func lowerCamel(name string) string {
 	return string(b)
 }
 
-// lookupJSON finds the field of message m a JSON key names, by either name, or nil.
-func lookupJSON(fields []jsonField, key []byte) *jsonField {
-	if len(key) == 0 {
+// maxKeyLen is the longest name of a field, in either spelling ("dropped_attributes_count").
+const maxKeyLen = 24
+
+// jsonKeyTable finds the field a key names in one message with one hash and one comparison:
+// a perfect hash of the key's length and three of its bytes, its multiplier chosen at start-up
+// so that no two names of the message share a slot. A slot holds the index of the field plus
+// one (0: no name hashes there), with the top bit set when the name there is the proto
+// (snake_case) one rather than the lowerCamelCase one.
+type jsonKeyTable struct {
+	mul  uint32
+	slot [128]uint8
+}
+
+// jsonKeys holds a key table per message, filled by init.
+var jsonKeys [numMsgs]jsonKeyTable
+
+// keyWord packs what the key hash reads of a key of 1 to maxKeyLen bytes.
+func keyWord(key []byte) uint32 {
+	n := len(key)
+	return uint32(n) | uint32(key[0])<<8 | uint32(key[n-1])<<16 | uint32(key[n>>1])<<24
+}
+
+// lookup returns the field of fields (the message's jsonSchema row) that key names, by either
+// name, or nil.
+func (kt *jsonKeyTable) lookup(fields []jsonField, key []byte) *jsonField {
+	if len(key) == 0 || len(key) > maxKeyLen {
 		return nil
 	}
+	s := kt.slot[(keyWord(key)*kt.mul)>>25]
+	if s == 0 {
+		return nil
+	}
+	f := &fields[int(s&0x7f)-1]
+	name := f.camel
+	if s&0x80 != 0 {
+		name = f.name
+	}
+	if string(key) != name {
+		return nil
+	}
+	return f
+}
+
+// build fills the table for fields, trying multipliers until one puts every name in a slot of
+// its own. With at most 32 names in 128 slots, about one odd multiplier in 40 does.
+func (kt *jsonKeyTable) build(fields []jsonField) {
+	mul := uint32(0x9e3779b1)
+	for range 1 << 16 {
+		*kt = jsonKeyTable{mul: mul}
+		if kt.place(fields) {
+			return
+		}
+		mul = mul*0x2c9277b5 + 0xac564b05 | 1
+	}
+	panic("BUG: fastpath JSON key table finds no perfect hash")
+}
+
+// place puts the names of fields in the slots kt.mul hashes them to, and reports false when
+// two of them meet.
+func (kt *jsonKeyTable) place(fields []jsonField) bool {
 	for i := range fields {
 		f := &fields[i]
-		// Both names start with the same letter: comparing it first passes over most fields
-		// without comparing strings.
-		if f.name[0] != key[0] {
-			continue
-		}
-		if string(key) == f.camel || string(key) == f.name {
-			return f
+		for _, n := range []struct {
+			name  string
+			snake uint8
+		}{{f.camel, 0}, {f.name, 0x80}} {
+			if n.snake != 0 && n.name == f.camel {
+				continue // one word: both spellings are the same name
+			}
+			if len(n.name) > maxKeyLen {
+				panic("BUG: fastpath JSON field name longer than maxKeyLen")
+			}
+			h := (keyWord([]byte(n.name)) * kt.mul) >> 25
+			if kt.slot[h] != 0 {
+				return false
+			}
+			kt.slot[h] = uint8(i+1) | n.snake
 		}
 	}
-	return nil
+	return true
 }
