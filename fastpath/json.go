@@ -139,14 +139,14 @@ func (t *JSONTranscoder) request(dst []byte, sig Signal) ([]byte, Scan, error) {
 		i++
 	} else {
 		for {
-			key, esc, v, err := t.member(i)
+			ks, ke, esc, v, err := t.member(i)
 			if err != nil {
 				return dst, Scan{}, err
 			}
 			i = v
-			k := key
+			k := b[ks:ke]
 			if esc {
-				k = t.unescapeKey(key)
+				k = t.unescapeKey(k)
 			}
 			if k != nil && (string(k) == rf.camel || string(k) == rf.name) {
 				if seen {
@@ -214,34 +214,33 @@ func (t *JSONTranscoder) entries(dst []byte, i int, sig Signal, s *Scan) ([]byte
 }
 
 // member reads an object member's key at b[i] (after whitespace) and its colon, and returns
-// the raw key (escapes not undone, esc telling whether there are any) and the index of the
-// value, which exists.
-func (t *JSONTranscoder) member(i int) (key []byte, esc bool, v int, err error) {
+// where the raw key lies (b[ks:ke], escapes not undone, esc telling whether there are any)
+// and the index of the value, which exists.
+func (t *JSONTranscoder) member(i int) (ks, ke int, esc bool, v int, err error) {
 	b := t.in
 	if i >= len(b) || b[i] != '"' {
 		i = skipWS(b, i)
 		if i >= len(b) || b[i] != '"' {
-			return nil, false, i, ErrJSONSyntax
+			return 0, 0, false, i, ErrJSONSyntax
 		}
 	}
 	e, esc, ok := stringEnd(b, i+1)
 	if !ok {
-		return nil, false, i, ErrJSONSyntax
+		return 0, 0, false, i, ErrJSONSyntax
 	}
-	key = b[i+1 : e]
 	// Compact JSON, as SDKs write it: the colon, then the value.
 	if e+2 < len(b) && b[e+1] == ':' && b[e+2] > ' ' {
-		return key, esc, e + 2, nil
+		return i + 1, e, esc, e + 2, nil
 	}
-	i = skipWS(b, e+1)
-	if i >= len(b) || b[i] != ':' {
-		return nil, false, i, ErrJSONSyntax
+	v = skipWS(b, e+1)
+	if v >= len(b) || b[v] != ':' {
+		return 0, 0, false, v, ErrJSONSyntax
 	}
-	i = skipWS(b, i+1)
-	if i >= len(b) {
-		return nil, false, i, ErrJSONSyntax
+	v = skipWS(b, v+1)
+	if v >= len(b) {
+		return 0, 0, false, v, ErrJSONSyntax
 	}
-	return key, esc, i, nil
+	return i + 1, e, esc, v, nil
 }
 
 // memberEnd reads what follows a member or element: a comma, or the closing byte (end true).
@@ -285,20 +284,28 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	if d+1 > maxJSONDepth {
 		return dst, i, ErrJSONSyntax
 	}
-	fields, keys := jsonSchema[m], &jsonKeys[m]
+	keys := &jsonKeys[m]
 	base := len(t.segs)
 	var seen uint32  // field numbers met, to refuse repeats (OTLP field numbers are below 32)
 	var oneofs uint8 // oneof groups already set
 	for {
-		key, esc, v, err := t.member(i)
+		ks, ke, esc, v, err := t.member(i)
 		if err != nil {
 			return dst, i, err
 		}
 		i = v
-		if esc {
-			key = t.unescapeKey(key)
+		var f *jsonField
+		switch n := ke - ks; {
+		case esc:
+			f = keys.lookup(t.unescapeKey(b[ks:ke]))
+		case n == 0 || n > maxKeyLen:
+		case ks+maxKeyLen <= len(b):
+			// Read in place: b holds the key and enough bytes after it for three words.
+			w := keyWords(b, ks, n)
+			f = keys.find(&w, n)
+		default:
+			f = keys.lookup(b[ks:ke])
 		}
-		f := keys.lookup(fields, key)
 		switch {
 		case f == nil:
 			// Unknown: a newer schema may define it.
@@ -396,6 +403,13 @@ func (t *JSONTranscoder) nested(dst []byte, i int, f *jsonField, nest, d int) ([
 	}
 	if nest >= MaxNesting {
 		return dst, i, ErrNesting
+	}
+	// An attribute: a KeyValue at nest+1 holding an AnyValue at depth d+1 (the bounds the
+	// general reader checks on its way down).
+	if f.msg == mKeyValue && nest+1 < MaxNesting && d+2 <= maxJSONDepth {
+		if out, next, ok := t.attribute(dst, i, f); ok {
+			return out, next, nil
+		}
 	}
 	dst = f.appendTag(dst)
 	dst, o := t.open(dst)

@@ -45,6 +45,9 @@ func jsonEquivalenceSeeds(tb testing.TB) [][]byte {
 	} {
 		seeds = append(seeds, []byte(s))
 	}
+	for _, s := range attrSeeds() {
+		seeds = append(seeds, []byte(s))
+	}
 	return seeds
 }
 

@@ -71,16 +71,16 @@ func scanString(b []byte, j int) (end int, esc, high, ok bool) {
 	var or uint64 // the bytes before j, ORed together
 	for ; j+8 <= len(b); j += 8 {
 		w := binary.LittleEndian.Uint64(b[j:])
-		if m := quoteOrBackslash(w); m != 0 {
-			n := bits.TrailingZeros64(m) >> 3
-			k := j + n
-			if b[k] != '"' {
-				end, ok = escapedStringEnd(b, k)
+		q, s := matchByte(w, '"'), matchByte(w, '\\')
+		if m := q | s; m != 0 {
+			first := m & -m // the top bit of the first match, exact (see matchByte)
+			if q&first == 0 {
+				end, ok = escapedStringEnd(b, j+bits.TrailingZeros64(m)>>3)
 				return end, true, true, ok
 			}
-			// The bytes of w before the quote; n < 8, so the shift is less than 64.
-			or |= w & (1<<(8*n) - 1)
-			return k, false, or&bytes80 != 0, true
+			// The bytes of w before the quote.
+			or |= w & (first>>7 - 1)
+			return j + bits.TrailingZeros64(m)>>3, false, or&bytes80 != 0, true
 		}
 		or |= w
 	}
@@ -98,19 +98,18 @@ func scanString(b []byte, j int) (end int, esc, high, ok bool) {
 	return 0, false, false, false
 }
 
-// Word constants of quoteOrBackslash: a byte value in every byte of a uint64.
+// Word constants of matchByte: a byte value in every byte of a uint64.
 const (
 	bytes01 = 0x0101010101010101
 	bytes80 = 0x8080808080808080
 )
 
-// quoteOrBackslash returns a word whose lowest set bit is the top bit of the first byte of w
-// (in memory order) that is '"' or '\\', or 0 when there is none. Bits above the lowest may be
-// set for bytes that are neither (the subtraction borrows past a match), never below it.
-func quoteOrBackslash(w uint64) uint64 {
-	q := w ^ ('"' * bytes01)
-	s := w ^ ('\\' * bytes01)
-	return ((q-bytes01)&^q | (s-bytes01)&^s) & bytes80
+// matchByte returns a word with the top bit set in the bytes of w (in memory order) equal to
+// c. The lowest set bit is exact; a bit above it may be set for a byte that is not c (the
+// subtraction borrows past a match), never one below it.
+func matchByte(w uint64, c byte) uint64 {
+	x := w ^ (bytes01 * uint64(c))
+	return (x - bytes01) &^ x & bytes80
 }
 
 // escapedStringEnd finishes scanString from the backslash at b[k].

@@ -1,6 +1,11 @@
 package fastpath
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // The OTLP/JSON column of the schema: for every field schema.go knows, the names a JSON body
 // may give it and the protobuf type its value turns into. schema.go says what a field looks
@@ -391,83 +396,126 @@ func lowerCamel(name string) string {
 }
 
 // maxKeyLen is the longest name of a field, in either spelling ("dropped_attributes_count").
+// Every name fits in three 8-byte words.
 const maxKeyLen = 24
 
-// jsonKeyTable finds the field a key names in one message with one hash and one comparison:
-// a perfect hash of the key's length and three of its bytes, its multiplier chosen at start-up
-// so that no two names of the message share a slot. A slot holds the index of the field plus
-// one (0: no name hashes there), with the top bit set when the name there is the proto
-// (snake_case) one rather than the lowerCamelCase one.
+// jsonKeyTable finds the field a key names in one message with one hash and one comparison of
+// three words: a perfect hash of the key's words and length, its multiplier chosen at start-up
+// so that no two names of the message share a slot.
 type jsonKeyTable struct {
-	mul  uint32
-	slot [128]uint8
+	mul   uint64
+	slot  [128]uint8 // index+1 in names of the name that hashes here; 0: none
+	names []jsonKeyName
+}
+
+// jsonKeyName is one spelling of a field's name, zero-padded to three words.
+type jsonKeyName struct {
+	w     [3]uint64
+	n     int
+	field *jsonField
 }
 
 // jsonKeys holds a key table per message, filled by init.
 var jsonKeys [numMsgs]jsonKeyTable
 
-// keyWord packs what the key hash reads of a key of 1 to maxKeyLen bytes.
-func keyWord(key []byte) uint32 {
-	n := len(key)
-	return uint32(n) | uint32(key[0])<<8 | uint32(key[n-1])<<16 | uint32(key[n>>1])<<24
+// keyMask[n] keeps the first n bytes of three words, zeroing the rest.
+var keyMask = func() (m [maxKeyLen + 1][3]uint64) {
+	for n := range m {
+		for k := range 3 {
+			switch left := n - 8*k; {
+			case left >= 8:
+				m[n][k] = ^uint64(0)
+			case left > 0:
+				m[n][k] = 1<<(8*left) - 1
+			}
+		}
+	}
+	return m
+}()
+
+// keyWords reads the n-byte key at b[s:] as three words, zeroed past the key. b must hold 24
+// bytes from s on.
+func keyWords(b []byte, s, n int) (w [3]uint64) {
+	m := &keyMask[n]
+	w[0] = binary.LittleEndian.Uint64(b[s:]) & m[0]
+	w[1] = binary.LittleEndian.Uint64(b[s+8:]) & m[1]
+	w[2] = binary.LittleEndian.Uint64(b[s+16:]) & m[2]
+	return w
 }
 
-// lookup returns the field of fields (the message's jsonSchema row) that key names, by either
-// name, or nil.
-func (kt *jsonKeyTable) lookup(fields []jsonField, key []byte) *jsonField {
-	if len(key) == 0 || len(key) > maxKeyLen {
-		return nil
-	}
-	s := kt.slot[(keyWord(key)*kt.mul)>>25]
+// slotOf hashes a key's words and length to a slot of a table of multiplier mul.
+func slotOf(w *[3]uint64, n int, mul uint64) uint64 {
+	x := w[0] ^ bits.RotateLeft64(w[1], 21) ^ bits.RotateLeft64(w[2], 42) ^ uint64(n)
+	return (x * mul) >> 57
+}
+
+// find returns the field whose name, in either spelling, is the n-byte key read as w (by
+// keyWords), or nil.
+func (kt *jsonKeyTable) find(w *[3]uint64, n int) *jsonField {
+	s := kt.slot[slotOf(w, n, kt.mul)]
 	if s == 0 {
 		return nil
 	}
-	f := &fields[int(s&0x7f)-1]
-	name := f.camel
-	if s&0x80 != 0 {
-		name = f.name
-	}
-	if string(key) != name {
+	k := &kt.names[s-1]
+	if k.n != n || (w[0]^k.w[0])|(w[1]^k.w[1])|(w[2]^k.w[2]) != 0 {
 		return nil
 	}
-	return f
+	return k.field
+}
+
+// lookup returns the field that key names, in either spelling, or nil. The key may lie
+// anywhere: it is copied to be read in words.
+func (kt *jsonKeyTable) lookup(key []byte) *jsonField {
+	if len(key) == 0 || len(key) > maxKeyLen {
+		return nil
+	}
+	var buf [maxKeyLen]byte
+	copy(buf[:], key)
+	w := keyWords(buf[:], 0, len(key))
+	return kt.find(&w, len(key))
 }
 
 // build fills the table for fields, trying multipliers until one puts every name in a slot of
-// its own. With at most 32 names in 128 slots, about one odd multiplier in 40 does.
+// its own. With at most 32 names in 128 slots, about one multiplier in 40 does.
 func (kt *jsonKeyTable) build(fields []jsonField) {
-	mul := uint32(0x9e3779b1)
+	var names []jsonKeyName
+	for i := range fields {
+		f := &fields[i]
+		for k, name := range []string{f.camel, f.name} {
+			if k == 1 && name == f.camel {
+				continue // one word: both spellings are the same name
+			}
+			if len(name) > maxKeyLen || name == "" {
+				panic("BUG: fastpath JSON field name empty or longer than maxKeyLen")
+			}
+			var buf [maxKeyLen]byte
+			copy(buf[:], name)
+			names = append(names, jsonKeyName{w: keyWords(buf[:], 0, len(name)), n: len(name), field: f})
+		}
+	}
+	if len(names) >= 64 {
+		panic("BUG: fastpath JSON message has too many names for its key table")
+	}
+	mul := uint64(0x9e3779b97f4a7c15)
 	for range 1 << 16 {
-		*kt = jsonKeyTable{mul: mul}
-		if kt.place(fields) {
+		*kt = jsonKeyTable{mul: mul, names: names}
+		if kt.place() {
 			return
 		}
-		mul = mul*0x2c9277b5 + 0xac564b05 | 1
+		mul = mul*0x5851f42d4c957f2d + 0x14057b7ef767814f | 1
 	}
 	panic("BUG: fastpath JSON key table finds no perfect hash")
 }
 
-// place puts the names of fields in the slots kt.mul hashes them to, and reports false when
-// two of them meet.
-func (kt *jsonKeyTable) place(fields []jsonField) bool {
-	for i := range fields {
-		f := &fields[i]
-		for _, n := range []struct {
-			name  string
-			snake uint8
-		}{{f.camel, 0}, {f.name, 0x80}} {
-			if n.snake != 0 && n.name == f.camel {
-				continue // one word: both spellings are the same name
-			}
-			if len(n.name) > maxKeyLen {
-				panic("BUG: fastpath JSON field name longer than maxKeyLen")
-			}
-			h := (keyWord([]byte(n.name)) * kt.mul) >> 25
-			if kt.slot[h] != 0 {
-				return false
-			}
-			kt.slot[h] = uint8(i+1) | n.snake
+// place puts the names in the slots kt.mul hashes them to, and reports false when two meet.
+func (kt *jsonKeyTable) place() bool {
+	for i := range kt.names {
+		k := &kt.names[i]
+		h := slotOf(&k.w, k.n, kt.mul)
+		if kt.slot[h] != 0 {
+			return false
 		}
+		kt.slot[h] = uint8(i + 1)
 	}
 	return true
 }
