@@ -108,18 +108,18 @@ func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int
 	}
 	kvLen := 1 + uint64(protowire.SizeVarint(kl)) + kl + 1 + uint64(protowire.SizeVarint(anyLen)) + anyLen
 	dst = f.appendTag(dst)
-	dst = protowire.AppendVarint(dst, kvLen)
+	dst = appendVarint(dst, kvLen)
 	dst = append(dst, tagKey)
-	dst = protowire.AppendVarint(dst, kl)
+	dst = appendVarint(dst, kl)
 	dst = append(dst, b[ks:ke]...)
 	dst = append(dst, tagValue)
-	dst = protowire.AppendVarint(dst, anyLen)
+	dst = appendVarint(dst, anyLen)
 	dst = append(dst, tag)
 	if tag == tagStringValue {
-		dst = protowire.AppendVarint(dst, vl)
+		dst = appendVarint(dst, vl)
 		dst = append(dst, b[vs:ve]...)
 	} else {
-		dst = protowire.AppendVarint(dst, x)
+		dst = appendVarint(dst, x)
 	}
 	return dst, j, true
 }
