@@ -64,6 +64,9 @@ type JSONTranscoder struct {
 	items   int
 	key     [keyMax]byte   // an escaped key, unescaped
 	tmp     [eagerMax]byte // small objects reordered, large ones rotated through it
+	// hints[m][k] is the name of message m's fields (see jsonKeyTable.find) that followed
+	// name k the last time, k 0 standing for an object's start: the key to compare first.
+	hints [numMsgs][maxNames]uint8
 }
 
 // keyMax bounds the escaped keys that are unescaped to be looked up: an escape shrinks to no
@@ -243,6 +246,39 @@ func (t *JSONTranscoder) member(i int) (ks, ke int, esc bool, v int, err error) 
 	return i + 1, e, esc, v, nil
 }
 
+// memberKey reads the member key at b[i] of an object whose key table is keys, and its colon, and
+// returns which name it is (as jsonKeyTable.find) and where the value starts. hint is the name
+// that followed the previous key the last time (0: none known): SDKs write the members of
+// every span, every data point, in the same order, so it is compared first, in place, with no
+// scan for the key's end and no hash.
+func (t *JSONTranscoder) memberKey(i int, keys *jsonKeyTable, hint uint8) (uint8, int, error) {
+	b := t.in
+	if hint != 0 && i < len(b) && b[i] == '"' {
+		k := &keys.names[hint-1]
+		ks := i + 1
+		e := ks + k.n
+		if ks+maxKeyLen <= len(b) && e+2 < len(b) && b[e] == '"' && b[e+1] == ':' && b[e+2] > ' ' &&
+			keyWords(b, ks, k.n) == k.w {
+			return hint, e + 2, nil
+		}
+	}
+	ks, ke, esc, v, err := t.member(i)
+	if err != nil {
+		return 0, v, err
+	}
+	switch n := ke - ks; {
+	case esc:
+		return keys.lookup(t.unescapeKey(b[ks:ke])), v, nil
+	case n == 0 || n > maxKeyLen:
+		return 0, v, nil
+	case ks+maxKeyLen <= len(b):
+		// Read in place: b holds the key and enough bytes after it for three words.
+		w := keyWords(b, ks, n)
+		return keys.find(&w, n), v, nil
+	}
+	return keys.lookup(b[ks:ke]), v, nil
+}
+
 // memberEnd reads what follows a member or element: a comma, or the closing byte (end true).
 func memberEnd(b []byte, i int, closing byte) (int, bool, error) {
 	if i >= len(b) || b[i] <= ' ' {
@@ -284,28 +320,22 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	if d+1 > maxJSONDepth {
 		return dst, i, ErrJSONSyntax
 	}
-	keys := &jsonKeys[m]
+	keys, hints := &jsonKeys[m], &t.hints[m]
 	base := len(t.segs)
 	var seen uint32  // field numbers met, to refuse repeats (OTLP field numbers are below 32)
 	var oneofs uint8 // oneof groups already set
+	var prev uint8   // the previous key's name (see jsonKeyTable.find); 0 before the first
 	for {
-		ks, ke, esc, v, err := t.member(i)
+		k, v, err := t.memberKey(i, keys, hints[prev])
 		if err != nil {
-			return dst, i, err
+			return dst, v, err
 		}
 		i = v
-		var f *jsonField
-		switch n := ke - ks; {
-		case esc:
-			f = keys.lookup(t.unescapeKey(b[ks:ke]))
-		case n == 0 || n > maxKeyLen:
-		case ks+maxKeyLen <= len(b):
-			// Read in place: b holds the key and enough bytes after it for three words.
-			w := keyWords(b, ks, n)
-			f = keys.find(&w, n)
-		default:
-			f = keys.lookup(b[ks:ke])
+		if k != 0 && hints[prev] != k {
+			hints[prev] = k
 		}
+		prev = k
+		f := keys.field(k)
 		switch {
 		case f == nil:
 			// Unknown: a newer schema may define it.

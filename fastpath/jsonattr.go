@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -30,6 +31,35 @@ const (
 	attrClose  = `}}`
 )
 
+// jsonLit is a literal of 8 to 16 bytes as two words that overlap when it is shorter than 16,
+// so that finding it takes two loads and two comparisons rather than a call to memequal.
+type jsonLit struct {
+	lo, hi uint64 // its first and last eight bytes
+	n      int
+}
+
+func newLit(s string) jsonLit {
+	if len(s) < 8 || len(s) > 16 {
+		panic("BUG: fastpath JSON literal not of 8 to 16 bytes")
+	}
+	return jsonLit{binary.LittleEndian.Uint64([]byte(s)), binary.LittleEndian.Uint64([]byte(s[len(s)-8:])), len(s)}
+}
+
+// at reports whether b holds the literal at i.
+func (l *jsonLit) at(b []byte, i int) bool {
+	return i >= 0 && len(b)-i >= l.n &&
+		binary.LittleEndian.Uint64(b[i:]) == l.lo && binary.LittleEndian.Uint64(b[i+l.n-8:]) == l.hi
+}
+
+var (
+	litOpen   = newLit(attrOpen)
+	litValue  = newLit(attrValue)
+	litString = newLit(attrString)
+	litInt    = newLit(attrInt)
+	litTrue   = newLit(attrTrue)
+	litFalse  = newLit(attrFalse)
+)
+
 // The protobuf tags of the members attribute writes: KeyValue's key and value, and the
 // AnyValue members it reads.
 const (
@@ -44,7 +74,7 @@ const (
 // and reports false, having written nothing, when it is not.
 func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int, bool) {
 	b := t.in
-	if !bytesAt(b, i, attrOpen) {
+	if !litOpen.at(b, i) {
 		return dst, i, false
 	}
 	ks := i + len(attrOpen)
@@ -53,7 +83,7 @@ func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int
 		return dst, i, false
 	}
 	j := ke
-	if !bytesAt(b, j, attrValue) {
+	if !litValue.at(b, j) {
 		return dst, i, false
 	}
 	j += len(attrValue)
@@ -64,14 +94,14 @@ func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int
 		x      uint64 // an int or bool value
 	)
 	switch {
-	case bytesAt(b, j, attrString):
+	case litString.at(b, j):
 		tag, vs = tagStringValue, j+len(attrString)
 		ve, esc, high, ok = scanString(b, vs)
 		if !ok || esc || high && !validUTF8(b[vs:ve]) {
 			return dst, i, false
 		}
 		j = ve + 1
-	case bytesAt(b, j, attrInt):
+	case litInt.at(b, j):
 		tag, j = tagIntValue, j+len(attrInt)
 		quoted := j < len(b) && b[j] == '"'
 		if quoted {
@@ -88,9 +118,9 @@ func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int
 		case quoted:
 			j++
 		}
-	case bytesAt(b, j, attrTrue):
+	case litTrue.at(b, j):
 		tag, x, j = tagBoolValue, 1, j+len(attrTrue)
-	case bytesAt(b, j, attrFalse):
+	case litFalse.at(b, j):
 		tag, j = tagBoolValue, j+len(attrFalse)
 	default:
 		return dst, i, false

@@ -415,6 +415,10 @@ type jsonKeyName struct {
 	field *jsonField
 }
 
+// maxNames bounds the names of one message's fields (both spellings), so that a name's index
+// fits the key table's slots and the transcoder's hints.
+const maxNames = 64
+
 // jsonKeys holds a key table per message, filled by init.
 var jsonKeys [numMsgs]jsonKeyTable
 
@@ -449,30 +453,37 @@ func slotOf(w *[3]uint64, n int, mul uint64) uint64 {
 	return (x * mul) >> 57
 }
 
-// find returns the field whose name, in either spelling, is the n-byte key read as w (by
-// keyWords), or nil.
-func (kt *jsonKeyTable) find(w *[3]uint64, n int) *jsonField {
+// find returns which name (its index in kt.names plus one) is the n-byte key read as w (by
+// keyWords), or 0 when it names no field.
+func (kt *jsonKeyTable) find(w *[3]uint64, n int) uint8 {
 	s := kt.slot[slotOf(w, n, kt.mul)]
 	if s == 0 {
-		return nil
+		return 0
 	}
 	k := &kt.names[s-1]
 	if k.n != n || (w[0]^k.w[0])|(w[1]^k.w[1])|(w[2]^k.w[2]) != 0 {
-		return nil
+		return 0
 	}
-	return k.field
+	return s
 }
 
-// lookup returns the field that key names, in either spelling, or nil. The key may lie
-// anywhere: it is copied to be read in words.
-func (kt *jsonKeyTable) lookup(key []byte) *jsonField {
+// lookup is find for a key that may lie anywhere: it is copied to be read in words.
+func (kt *jsonKeyTable) lookup(key []byte) uint8 {
 	if len(key) == 0 || len(key) > maxKeyLen {
-		return nil
+		return 0
 	}
 	var buf [maxKeyLen]byte
 	copy(buf[:], key)
 	w := keyWords(buf[:], 0, len(key))
 	return kt.find(&w, len(key))
+}
+
+// field returns the field of name k (as find returns it), or nil for 0.
+func (kt *jsonKeyTable) field(k uint8) *jsonField {
+	if k == 0 {
+		return nil
+	}
+	return kt.names[k-1].field
 }
 
 // build fills the table for fields, trying multipliers until one puts every name in a slot of
@@ -493,7 +504,7 @@ func (kt *jsonKeyTable) build(fields []jsonField) {
 			names = append(names, jsonKeyName{w: keyWords(buf[:], 0, len(name)), n: len(name), field: f})
 		}
 	}
-	if len(names) >= 64 {
+	if len(names) >= maxNames {
 		panic("BUG: fastpath JSON message has too many names for its key table")
 	}
 	mul := uint64(0x9e3779b97f4a7c15)

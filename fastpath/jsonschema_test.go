@@ -24,13 +24,13 @@ func TestJSONKeyTable(t *testing.T) {
 	for m := range jsonSchema {
 		for _, key := range keys {
 			want := lookupJSON(jsonSchema[m], []byte(key))
-			if got := jsonKeys[m].lookup([]byte(key)); got != want {
+			if got := jsonKeys[m].field(jsonKeys[m].lookup([]byte(key))); got != want {
 				t.Fatalf("message %d, key %q: lookup %v, want %v", m, key, got, want)
 			}
 			if n := len(key); n > 0 && n <= maxKeyLen {
 				body := []byte(`"` + key + `":` + strings.Repeat("\x00", maxKeyLen))
 				w := keyWords(body, 1, n)
-				if got := jsonKeys[m].find(&w, n); got != want {
+				if got := jsonKeys[m].field(jsonKeys[m].find(&w, n)); got != want {
 					t.Fatalf("message %d, key %q in place: find %v, want %v", m, key, got, want)
 				}
 			}
