@@ -366,6 +366,10 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 		if err != nil {
 			return dst, i, err
 		}
+		if i < len(b) && b[i] == ',' {
+			i++ // compact JSON: the next member
+			continue
+		}
 		var end bool
 		if i, end, err = memberEnd(b, i, '}'); err != nil {
 			return dst, i, err
@@ -411,6 +415,10 @@ func (t *JSONTranscoder) list(dst []byte, i int, f *jsonField, nest, d int) ([]b
 		}
 		if err != nil {
 			return dst, i, err
+		}
+		if i < len(b) && b[i] == ',' {
+			i++ // compact JSON: the next element
+			continue
 		}
 		var end bool
 		if i, end, err = memberEnd(b, i, ']'); err != nil {
