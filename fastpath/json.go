@@ -51,8 +51,16 @@ const (
 // one id, bytes or number value when it was written with escapes. jsonlen.go explains the
 // length prefixes and the field order.
 //
-// A reused transcoder does not allocate in steady state; it keeps at most a few KiB between
-// calls (keepMarks, keepScratch), so a pool may keep it whatever body it served.
+// What SDKs write most takes short paths that decide exactly as the general reader does and
+// hand it whatever they are not sure of: a key is compared first, in place, with the one that
+// followed the previous key the last time (hints); an attribute spelled as every writer
+// spells it is read with a few word comparisons (jsonattr.go); strings are scanned eight bytes
+// a step, and plain strings, hex ids, decimal times and small integers are read without the
+// general token reader.
+//
+// A reused transcoder does not allocate in steady state; besides its fixed arrays (about
+// 4 KiB: the hints and the reorder buffer) it keeps at most keepMarks marks and keepScratch
+// bytes of scratch between calls, so a pool may keep it whatever body it served.
 //
 // The zero value is ready to use.
 type JSONTranscoder struct {
