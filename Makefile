@@ -39,7 +39,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint vuln bench docs generate check-generate fuzz tools clean \
-	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak soak-spool
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-anchor profile profile-diff soak soak-spool
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -140,6 +140,15 @@ bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf
 		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -intake $$intake -shape $$shape -inflight $$inflight \
 			-floor=$$floor -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(PEER_ARGS); \
 	done; done; done
+
+# The anchor (docs/benchmarks.md): each proxy pinned to one CPU with GOMAXPROCS=1, the load and
+# the sink on the others, semconv batches at 100/s in an open loop, OTLP/gRPC and OTLP/HTTP in,
+# none, gzip and zstd on both hops, against a TCP relay (the floor) in the same run. The
+# Collector's column needs `make peer-otelcol` first; without it the column is left out.
+ANCHOR_ARGS ?=
+
+bench-anchor: build ## CPU-µs per span of otlpgate and the Collector pinned to one core, as a ratio to a TCP relay (ANCHOR_ARGS=-rounds 3 ...)
+	./$(BIN)/otlpbench anchor -gate ./$(BIN)/otlpgate -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(ANCHOR_ARGS)
 
 profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|http|uds|kafka)
 	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles
