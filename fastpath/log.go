@@ -12,10 +12,11 @@ import (
 // destinations reads the log back (see NewLogged).
 type Log interface {
 	// Append makes payload (a run of v1 resource entries, items spans, data points or log
-	// records) as durable as the log promises and returns nil, or fails with ErrLogFull (no
-	// room), ErrLogIO (the disk refused; a later Append may succeed), ErrTooLarge or
-	// ErrClosed. payload is only read during the call. Safe for concurrent use.
-	Append(sig Signal, items int, payload []byte) error
+	// records) of tenant t (nil without tenants; the log keeps t.Record beside the payload)
+	// as durable as the log promises and returns nil, or fails with ErrLogFull (no room),
+	// ErrLogIO (the disk refused; a later Append may succeed), ErrTooLarge or ErrClosed.
+	// payload is only read during the call. Safe for concurrent use.
+	Append(sig Signal, t *Tenant, items int, payload []byte) error
 }
 
 // Errors a Log returns when it cannot take a request now. Both are ErrFull to the intakes
@@ -50,7 +51,7 @@ func NewLogged(cfg Config, log Log) (*Pipeline, error) {
 
 // appendLog is admission with a Log: strip into a pooled buffer, append, answer.
 // pst is what processing stripped before (Config.Processor).
-func (p *Pipeline) appendLog(sig Signal, req []byte, items int, layout Layout, pst Stripped) error {
+func (p *Pipeline) appendLog(sig Signal, t *Tenant, req []byte, items int, layout Layout, pst Stripped) error {
 	buf := pool.GetBytes(len(req))
 	var st Stripped
 	var err error
@@ -60,7 +61,7 @@ func (p *Pipeline) appendLog(sig Signal, req []byte, items int, layout Layout, p
 		return err
 	}
 	if len(*buf) > 0 {
-		err = p.log.Append(sig, items, *buf)
+		err = p.log.Append(sig, t, items, *buf)
 	}
 	pool.PutBytes(buf)
 	switch {

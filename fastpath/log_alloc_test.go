@@ -6,7 +6,7 @@ import "testing"
 
 type nopLog struct{}
 
-func (nopLog) Append(Signal, int, []byte) error { return nil }
+func (nopLog) Append(Signal, *Tenant, int, []byte) error { return nil }
 
 // Admission with a log allocates nothing: the stripped copy lives in a pooled buffer.
 func TestLoggedAdmitZeroAlloc(t *testing.T) {

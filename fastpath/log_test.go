@@ -15,10 +15,11 @@ type memLog struct {
 	recs  [][]byte
 	sigs  []Signal
 	items []int
+	tens  []*Tenant
 	err   error
 }
 
-func (l *memLog) Append(sig Signal, items int, payload []byte) error {
+func (l *memLog) Append(sig Signal, t *Tenant, items int, payload []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -27,6 +28,7 @@ func (l *memLog) Append(sig Signal, items int, payload []byte) error {
 	l.recs = append(l.recs, bytes.Clone(payload))
 	l.sigs = append(l.sigs, sig)
 	l.items = append(l.items, items)
+	l.tens = append(l.tens, t)
 	return nil
 }
 
