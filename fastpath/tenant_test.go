@@ -168,7 +168,7 @@ func TestTenantRoutes(t *testing.T) {
 	routes := []Match{
 		{Header: "x-scope-orgid", Values: []string{"acme"}},
 		{Header: "x-scope-orgid", Values: []string{"beta", "acme"}},
-		{},                       // the rest
+		{},                        // the rest
 		{Header: "x-scope-orgid"}, // every value
 	}
 	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: routes})
