@@ -12,10 +12,15 @@ type Log struct{ Spool *spool.Spool }
 
 var _ fastpath.Log = Log{}
 
-// Append implements fastpath.Log, mapping the spool's errors onto admission's. Safe for
-// concurrent use.
-func (l Log) Append(sig fastpath.Signal, items int, payload []byte) error {
-	_, err := l.Spool.Append(uint8(sig), uint32(items), payload)
+// Append implements fastpath.Log, mapping the spool's errors onto admission's. A tenant is
+// kept as the record's meta (its Record), for the feeders to read back. Safe for concurrent
+// use.
+func (l Log) Append(sig fastpath.Signal, t *fastpath.Tenant, items int, payload []byte) error {
+	var meta []byte
+	if t != nil {
+		meta = t.Record()
+	}
+	_, err := l.Spool.AppendMeta(uint8(sig), uint32(items), meta, payload)
 	switch {
 	case err == nil:
 		return nil
