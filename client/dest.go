@@ -67,6 +67,7 @@ type Dest struct {
 	idleReceivers atomic.Int32
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
+	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
 	cancel    context.CancelFunc
 	stop      chan struct{}                      // closed when Shutdown stops waiting: senders give up
 	inFlight  [fastpath.NumSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)

@@ -132,7 +132,7 @@ func (w *worker) call(r *request) {
 	d.m.sentBytes.Add(float64(r.size))
 
 	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
-	ctx, cancel := context.WithCancelCause(d.ctx)
+	ctx, cancel := context.WithCancelCause(d.callCtx(r.b.Tenant))
 	cs, err := d.conn.NewStream(ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
 	if err == nil {
 		err = cs.SendMsg(msg) // a unary call's status, if it failed, comes from RecvMsg
