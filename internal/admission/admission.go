@@ -104,6 +104,22 @@ func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastp
 	return b, Accepted
 }
 
+// AdmitTenant is Admit for tenant t (-intake.headers; nil: the default tenant): the request
+// joins a batch of t's requests only. Safe for concurrent use.
+func (c *Control) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+	if t == nil {
+		return c.Admit(sig, req, items, layout)
+	}
+	b, err := c.p.AdmitTenant(t, sig, req, items, layout)
+	if err != nil {
+		return nil, Of(err)
+	}
+	if c.refusingSince.Load() != 0 {
+		c.refusingSince.Store(0)
+	}
+	return b, Accepted
+}
+
 // Overloaded records a refusal for want of queue space and reports whether refusals have now
 // lasted at least overloadAfter, when the intakes answer with their harder "go away" (gRPC
 // ends the call or stream with UNAVAILABLE, HTTP answers 503 rather than 429). Safe for

@@ -24,11 +24,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // recorder is a destination that keeps a copy of each batch; with hold set it keeps the batches
 // unfinished until release, like an upstream that does not drain.
 type recorder struct {
-	mu    sync.Mutex
-	hold  bool
-	got   [][]byte
-	items int
-	held  []*fastpath.Batch
+	mu      sync.Mutex
+	hold    bool
+	got     [][]byte
+	tenants []string // each batch's tenant, "" without one
+	items   int
+	held    []*fastpath.Batch
 }
 
 func (r *recorder) Name() string { return "recorder" }
@@ -36,6 +37,11 @@ func (r *recorder) Name() string { return "recorder" }
 func (r *recorder) Enqueue(b *fastpath.Batch) error {
 	r.mu.Lock()
 	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
+	tenant := ""
+	if b.Tenant != nil {
+		tenant = b.Tenant.String()
+	}
+	r.tenants = append(r.tenants, tenant)
 	r.items += b.Items
 	if r.hold {
 		r.held = append(r.held, b)

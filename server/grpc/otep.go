@@ -51,6 +51,10 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
 		var hold admission.Hold
 		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
@@ -62,7 +66,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		}
 		defer raw.Release()
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPUnary, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPUnary, tenant, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
@@ -104,10 +108,15 @@ func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 		if err := s.authorize(ctx); err != nil {
 			return err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return err
+		}
 		// Answers are a few bytes: compressing them saves nothing, and a compressed copy would
 		// be queued in place of the answer slot and escape the count of unsent answers.
 		_ = grpc.SetSendCompressor(ctx, encoding.Identity)
 		st := s.newStreamState(stream)
+		st.tenant = tenant
 		done := make(chan error, 1)
 		s.loops.Add(1)
 		go func() {
@@ -163,7 +172,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			return st.finish(s.recvError(err))
 		}
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPStream, st.tenant, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
@@ -198,7 +207,8 @@ type streamState struct {
 	ctx     context.Context
 	conn    *conn // the stream's connection, closed when answers are not taken; nil if unknown
 	gate    recvGate
-	expired atomic.Bool // StreamMaxAge passed
+	expired atomic.Bool      // StreamMaxAge passed
+	tenant  *fastpath.Tenant // the stream's (-intake.headers), nil without tenants
 
 	// Owned by the sending goroutine.
 	ring answerRing

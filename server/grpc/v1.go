@@ -64,6 +64,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
 		var hold admission.Hold
 		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
@@ -75,13 +79,13 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.recvError(err)
 		}
 		req := raw.Bytes()
-		_, b, reason := s.admit(kindV1, sig, req, fastpath.LayoutV1)
+		_, b, reason := s.admit(kindV1, tenant, sig, req, fastpath.LayoutV1)
 		var rejected int64
 		var msg string
 		if reason == admission.Invalid {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped.
-			b, rejected, msg, reason = s.admitValidEntries(sig, req)
+			b, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
 		}
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
@@ -116,7 +120,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 // admitValidEntries admits the resource entries of req that pass a full scan on their own, and
 // reports how many items the others held (when they can be counted at all). reason is
 // admission.Invalid when the top level is malformed or no entry is valid.
-func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
+func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
 		return nil, 0, "", admission.Invalid
 	}
@@ -129,7 +133,7 @@ func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath
 	}
 	good, bad, items, rejected := e.Good, e.Bad, e.Items, e.Rejected
 	ctr.partial[sig].Add(float64(bad))
-	if b, reason = s.adm.Admit(sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
+	if b, reason = s.adm.AdmitTenant(t, sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
 		ctr.refuse(kindV1, sig, reason, items)
 		return nil, 0, "", reason
 	}

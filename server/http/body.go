@@ -111,6 +111,8 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
+	// tenant is the request's tenant (-intake.headers), nil without tenants.
+	tenant *fastpath.Tenant
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -129,7 +131,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream = nil, nil, streamReader{}
+	s.adm, s.done, s.stream, s.tenant = nil, nil, streamReader{}, nil
 	scratchPool.Put(s)
 }
 

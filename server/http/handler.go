@@ -60,6 +60,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
 		return
 	}
+	tenant, refused := s.tenant(hdr)
+	if refused != nil {
+		s.reject(ctx, f, rejectTenant, refused)
+		return
+	}
 	cod := parseCoding(hdr.ContentEncoding())
 	if cod == codingUnknown {
 		s.reject(ctx, f, rejectEncoding, s.replies.coding)
@@ -81,6 +86,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	sc := getScratch()
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
+	sc.tenant = tenant
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
 	read = err != errBusy || sc.stream.streamed
 	if err != nil {
@@ -240,7 +246,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 	}
 	ctr.items[encProto][sig].Add(float64(items))
 	ctr.reqs[encProto][sig].Inc()
-	b, reason = s.admit(encProto, sig, req, items)
+	b, reason = s.admit(encProto, sc.tenant, sig, req, items)
 	return b, rejected, msg, reason
 }
 
@@ -257,10 +263,10 @@ func entriesDelimited(req []byte) bool {
 	return it.Err() == nil
 }
 
-// admit hands a checked v1 request body to the pipeline. Admission strips unknown top-level
-// fields (and counts them), as for every intake.
-func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
-	b, reason := s.adm.Admit(sig, req, items, fastpath.LayoutV1)
+// admit hands a checked v1 request body of tenant t to the pipeline. Admission strips unknown
+// top-level fields (and counts them), as for every intake.
+func (s *Server) admit(f format, t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
+	b, reason := s.adm.AdmitTenant(t, sig, req, items, fastpath.LayoutV1)
 	if reason != admission.Accepted {
 		ctr.refuse(f, sig, reason, items)
 	}

@@ -33,12 +33,13 @@ func TestMain(m *testing.M) {
 // unfinished until release, like an upstream that does not drain; with fail set it reports
 // every batch undelivered.
 type recorder struct {
-	mu    sync.Mutex
-	hold  bool
-	fail  bool
-	got   [][]byte
-	items int
-	held  []*fastpath.Batch
+	mu      sync.Mutex
+	hold    bool
+	fail    bool
+	got     [][]byte
+	tenants []string // each batch's tenant, "" without one
+	items   int
+	held    []*fastpath.Batch
 }
 
 func (r *recorder) Name() string { return "recorder" }
@@ -46,6 +47,11 @@ func (r *recorder) Name() string { return "recorder" }
 func (r *recorder) Enqueue(b *fastpath.Batch) error {
 	r.mu.Lock()
 	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
+	tenant := ""
+	if b.Tenant != nil {
+		tenant = b.Tenant.String()
+	}
+	r.tenants = append(r.tenants, tenant)
 	r.items += b.Items
 	if r.hold {
 		r.held = append(r.held, b)

@@ -31,11 +31,13 @@ const (
 	rejectHeader
 	rejectCORS
 	rejectBusy
+	rejectTenant
 	numRejects
 )
 
 var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsupported_media_type",
-	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy"}
+	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy",
+	"tenant_refused"}
 
 var (
 	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
