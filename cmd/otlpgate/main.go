@@ -66,6 +66,10 @@ type config struct {
 	sampleSeed                    uint32
 	sampleSeedSet                 bool
 	proc                          process.Config
+	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
+	// -intake.max-tenants, and the destinations' match-header (tenants.go).
+	tenantHeaders string
+	tenants       fastpath.TenantsConfig
 }
 
 func defaultConfig() config {
@@ -90,6 +94,7 @@ func defaultConfig() config {
 		spoolSync:  spool.DefaultConfig().Sync.String(),
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
+		tenants:    fastpath.DefaultTenantsConfig(),
 	}
 }
 
@@ -222,6 +227,9 @@ func finishConfig(cfg *config) error {
 		return err
 	}
 	if err := finishProcessConfig(cfg, os.LookupEnv); err != nil {
+		return err
+	}
+	if err := finishTenantConfig(cfg); err != nil {
 		return err
 	}
 	if err := cfg.intake.Validate(); err != nil {
@@ -381,6 +389,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("destination", "name", "file", "path", cfg.file.Path)
 	}
 
+	if err := buildTenants(&cfg); err != nil {
+		return err
+	}
 	var p *fastpath.Pipeline
 	var sp *spooled
 	if cfg.spool.Dir != "" {

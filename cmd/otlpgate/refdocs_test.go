@@ -52,6 +52,9 @@ var flagGroups = map[string]string{
 	"dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
 	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
 	"resource": "Processing", "drop": "Processing", "sample": "Processing",
+	// Tenant flags outside the -tenant.* prefix are named whole.
+	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
+	"tenant": "Tenants",
 }
 
 func configurationPage(t *testing.T) []byte {
@@ -61,7 +64,10 @@ func configurationPage(t *testing.T) []byte {
 	sections := map[string][]*flag.Flag{}
 	fs.VisitAll(func(f *flag.Flag) {
 		prefix, _, _ := strings.Cut(f.Name, ".")
-		g, ok := flagGroups[prefix]
+		g, ok := flagGroups[f.Name]
+		if !ok {
+			g, ok = flagGroups[prefix]
+		}
 		if !ok {
 			t.Errorf("flag -%s has no section in flagGroups (refdocs_test.go)", f.Name)
 			g = "Other"

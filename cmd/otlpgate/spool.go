@@ -43,6 +43,8 @@ func openSpool(cfg config, dests []fastpath.Destination, log *slog.Logger) (*spo
 			BatchMaxBytes: cfg.pipeline.BatchMaxBytes,
 			BatchMaxItems: cfg.pipeline.BatchMaxItems,
 			BatchMaxAge:   cfg.pipeline.BatchMaxAge,
+			Tenants:       cfg.pipeline.Tenants,
+			Dest:          i,
 		}
 		f, err := feed.New(fc, s.Reader(d.Name()), d, log)
 		if err != nil {

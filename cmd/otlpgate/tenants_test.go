@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// tenantCall is one upstream request a tenant sink received: the forwarded X-Scope-OrgID
+// ("<none>" without one) and the span ids it held.
+type tenantCall struct {
+	org   string
+	spans []pcommon.SpanID
+}
+
+// tenantSink is an upstream that records, per request, the forwarded header and the span
+// ids, read with the Collector's own pdata decoder: over OTLP/gRPC (v1 Export) or OTLP/HTTP.
+type tenantSink struct {
+	ptraceotlp.UnimplementedGRPCServer
+	addr  string
+	mu    sync.Mutex
+	calls []tenantCall
+}
+
+func (s *tenantSink) record(org string, req ptraceotlp.ExportRequest) {
+	c := tenantCall{org: org}
+	rss := req.Traces().ResourceSpans()
+	for i := range rss.Len() {
+		for j := range rss.At(i).ScopeSpans().Len() {
+			sps := rss.At(i).ScopeSpans().At(j).Spans()
+			for k := range sps.Len() {
+				c.spans = append(c.spans, sps.At(k).SpanID())
+			}
+		}
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+}
+
+func (s *tenantSink) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	org := "<none>"
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-scope-orgid")) > 0 {
+		org = strings.Join(md.Get("x-scope-orgid"), ",")
+	}
+	s.record(org, req)
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+// startTenantSink serves OTLP/gRPC, or OTLP/HTTP with asHTTP, on addr ("": a free port).
+func startTenantSink(t *testing.T, addr string, asHTTP bool) *tenantSink {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tenantSink{addr: ln.Addr().String()}
+	if !asHTTP {
+		srv := grpc.NewServer()
+		ptraceotlp.RegisterGRPCServer(srv, s)
+		go srv.Serve(ln)
+		t.Cleanup(srv.Stop)
+		return s
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		req := ptraceotlp.NewExportRequest()
+		if err == nil {
+			err = req.UnmarshalProto(body)
+		}
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		org := "<none>"
+		if vs := r.Header.Values("X-Scope-OrgID"); len(vs) > 0 {
+			org = strings.Join(vs, ",")
+		}
+		s.record(org, req)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return s
+}
+
+// byTenant returns the span ids the sink received for each forwarded header value, failing
+// when a request held spans of a tenant other than the one its header names.
+func (s *tenantSink) byTenant(t *testing.T, owner map[pcommon.SpanID]string) map[string][]pcommon.SpanID {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := map[string][]pcommon.SpanID{}
+	for i, c := range s.calls {
+		for _, id := range c.spans {
+			if owner[id] != c.org {
+				t.Fatalf("request %d with X-Scope-OrgID %q holds span %s of tenant %q", i, c.org, id, owner[id])
+			}
+		}
+		got[c.org] = append(got[c.org], c.spans...)
+	}
+	return got
+}
+
+func (s *tenantSink) spanCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += len(c.spans)
+	}
+	return n
+}
+
+// sendTenants sends spans as two tenants, acme and beta, through the official OpenTelemetry
+// Go SDK over both of the gateway's intakes, the four exporters at once: acme names its
+// header with the exporters' WithHeaders option, beta with OTEL_EXPORTER_OTLP_HEADERS. It
+// returns the tenant of every span id sent.
+func sendTenants(t *testing.T, grpcAddr, httpAddr string, perExporter int) map[pcommon.SpanID]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Scope-OrgID=beta")
+	acme := map[string]string{"X-Scope-OrgID": "acme"}
+	var exps []struct {
+		tenant string
+		exp    sdktrace.SpanExporter
+	}
+	add := func(tenant string, exp sdktrace.SpanExporter, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exps = append(exps, struct {
+			tenant string
+			exp    sdktrace.SpanExporter
+		}{tenant, exp})
+	}
+	g, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(grpcAddr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithHeaders(acme))
+	add("acme", g, err)
+	g, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(grpcAddr), otlptracegrpc.WithInsecure())
+	add("beta", g, err)
+	h, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(), otlptracehttp.WithHeaders(acme))
+	add("acme", h, err)
+	h, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure())
+	add("beta", h, err)
+
+	owner := map[pcommon.SpanID]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, len(exps))
+	for i, e := range exps {
+		wg.Go(func() {
+			// A syncer sends each span as its own request as it ends: the four exporters'
+			// requests interleave at the gateway, and its batches would mix them if keyed
+			// by signal alone. Export errors reach the SDK's error handler, not End, so the
+			// sinks' counts are what proves delivery.
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.exp))
+			defer func() { errs <- tp.Shutdown(ctx) }()
+			tr := tp.Tracer("tenants")
+			for j := range perExporter {
+				_, sp := tr.Start(ctx, fmt.Sprintf("%s-%d-%d", e.tenant, i, j))
+				sp.End()
+				mu.Lock()
+				owner[pcommon.SpanID(sp.SpanContext().SpanID())] = e.tenant
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(owner) != len(exps)*perExporter {
+		t.Fatalf("%d distinct span ids for %d spans", len(owner), len(exps)*perExporter)
+	}
+	return owner
+}
+
+// waitSpans waits (boundedly) until the sinks hold want spans between them.
+func waitSpans(t *testing.T, g *gateway, want int, sinks ...*tenantSink) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n := 0
+		for _, s := range sinks {
+			n += s.spanCount()
+		}
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sinks hold %d of %d spans\n%s", n, want, g.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkTenants checks what the three sinks received: acme's spans, each once, at the gRPC
+// sink with the header forwarded; beta's at the HTTP sink; both at the sink of every tenant,
+// no request of any sink holding a span of another tenant than its header names.
+func checkTenants(t *testing.T, owner map[pcommon.SpanID]string, acmeSink, betaSink, allSink *tenantSink) {
+	t.Helper()
+	want := map[string][]pcommon.SpanID{}
+	for id, tn := range owner {
+		want[tn] = append(want[tn], id)
+	}
+	sorted := func(ids []pcommon.SpanID) []pcommon.SpanID {
+		ids = slices.Clone(ids)
+		slices.SortFunc(ids, func(a, b pcommon.SpanID) int { return strings.Compare(a.String(), b.String()) })
+		return ids
+	}
+	f := func(name string, s *tenantSink, tenants ...string) {
+		t.Helper()
+		got := s.byTenant(t, owner)
+		if len(got) != len(tenants) {
+			t.Fatalf("%s sink got tenants %v, want %v", name, slices.Collect(mapsKeys(got)), tenants)
+		}
+		for _, tn := range tenants {
+			if !slices.Equal(sorted(got[tn]), sorted(want[tn])) {
+				t.Fatalf("%s sink: %d spans of %s, want exactly its %d", name, len(got[tn]), tn, len(want[tn]))
+			}
+		}
+	}
+	f("acme", acmeSink, "acme")
+	f("beta", betaSink, "beta")
+	f("every tenant's", allSink, "acme", "beta")
+}
+
+func mapsKeys(m map[string][]pcommon.SpanID) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// tenantDests are the destinations of the tenant tests: acme's tenant to a gRPC upstream,
+// beta's to an OTLP/HTTP one, both to a third that takes every tenant; each forwards the
+// header.
+func tenantDests(acme, beta, all string) []string {
+	return []string{
+		"-intake.headers", "X-Scope-OrgID",
+		"-dest", "name=acme,endpoint=" + acme + ",protocol=v1,mode=unary,retry-initial=20ms,retry-max=200ms,match-header=x-scope-orgid:acme,forward-headers=x-scope-orgid",
+		"-dest", "name=beta,endpoint=http://" + beta + ",protocol=http,retry-initial=20ms,retry-max=200ms,match-header=x-scope-orgid:beta,forward-headers=x-scope-orgid",
+		"-dest", "name=all,endpoint=" + all + ",protocol=v1,mode=unary,retry-initial=20ms,retry-max=200ms,match-header=x-scope-orgid:*,forward-headers=x-scope-orgid",
+	}
+}
+
+// Two tenants through one real otlpgate, sent by the official OpenTelemetry Go SDK over gRPC
+// and HTTP: each tenant's upstream receives exactly its spans with the header forwarded, and
+// no upstream request holds both tenants' spans. With the spool, the same holds for what was
+// spooled before a kill -9 and delivered by the next start: the tenant survives the spool.
+func TestBinaryTenants(t *testing.T) {
+	bin := buildBinary(t)
+	const perExporter = 40
+	t.Run("memory", func(t *testing.T) {
+		acme, beta, all := startTenantSink(t, "", false), startTenantSink(t, "", true), startTenantSink(t, "", false)
+		httpAddr := freePort(t)
+		g := startGateway(t, bin, append([]string{"-http.listen", httpAddr, "-batch.max-age", "20ms"},
+			tenantDests(acme.addr, beta.addr, all.addr)...)...)
+		waitReady(t, g)
+		owner := sendTenants(t, g.grpcAddr, httpAddr, perExporter)
+		waitSpans(t, g, 2*len(owner), acme, beta, all)
+		checkTenants(t, owner, acme, beta, all)
+	})
+	t.Run("spool", func(t *testing.T) {
+		dir := t.TempDir()
+		acmeAddr, betaAddr, allAddr, httpAddr := freePort(t), freePort(t), freePort(t), freePort(t)
+		flags := append([]string{"-http.listen", httpAddr, "-batch.max-age", "20ms", "-spool.dir", filepath.Join(dir, "spool")},
+			tenantDests(acmeAddr, betaAddr, allAddr)...)
+		// Nothing listens at the upstreams: every request is acknowledged once spooled, and
+		// stays there until the process is killed.
+		g := startGateway(t, bin, flags...)
+		waitReady(t, g)
+		owner := sendTenants(t, g.grpcAddr, httpAddr, perExporter)
+		g.cmd.Process.Kill()
+		<-g.exited
+
+		acme, beta, all := startTenantSink(t, acmeAddr, false), startTenantSink(t, betaAddr, true), startTenantSink(t, allAddr, false)
+		g = startGateway(t, bin, flags...)
+		waitReady(t, g)
+		waitSpans(t, g, 2*len(owner), acme, beta, all)
+		checkTenants(t, owner, acme, beta, all)
+	})
+}
+
+// The tenant flags and the destinations' tenant keys: what they set, and a clear error at
+// start-up for each malformed or contradictory value.
+func TestTenantFlags(t *testing.T) {
+	f := func(args []string, wantErr string) *config {
+		t.Helper()
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		registerFlags(fs, &cfg)
+		err := fs.Parse(args)
+		if err == nil {
+			err = finishConfig(&cfg)
+		}
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%v: %v", args, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%v: error %v, want one containing %q", args, err, wantErr)
+		}
+		return &cfg
+	}
+	const a, b = "name=a,endpoint=x:1,protocol=v1,mode=unary", "name=b,endpoint=y:1,protocol=v1,mode=unary"
+	if cfg := f(nil, ""); len(cfg.tenants.Headers) != 0 || cfg.spool.Meta {
+		t.Error("tenants on by default")
+	}
+	cfg := f([]string{"-intake.headers", "X-Scope-OrgID, x-region", "-intake.headers.default", "anonymous", "-intake.max-tenants", "50",
+		"-dest", a + ",match-header=x-scope-orgid:acme|beta,forward-headers=x-scope-orgid|x-region", "-dest", b}, "")
+	tc := cfg.tenants
+	if !slices.Equal(tc.Headers, []string{"x-scope-orgid", "x-region"}) || tc.Default != "anonymous" || tc.Max != 50 ||
+		len(tc.Routes) != 2 || tc.Routes[0].String() != "x-scope-orgid:acme|beta" || tc.Routes[1].Header != "" || !cfg.spool.Meta {
+		t.Errorf("%+v", tc)
+	}
+	// Without any match-header every destination takes every tenant: no routes.
+	if cfg := f([]string{"-intake.headers", "x-scope-orgid", "-dest", a, "-dest", b}, ""); cfg.tenants.Routes != nil {
+		t.Errorf("routes %v", cfg.tenants.Routes)
+	}
+	f([]string{"-dest", a + ",match-header=x-scope-orgid:acme"}, "give -intake.headers")
+	f([]string{"-dest", a + ",forward-headers=x-scope-orgid"}, "give -intake.headers")
+	f([]string{"-intake.headers.default", "x"}, "-intake.headers.default needs -intake.headers")
+	f([]string{"-intake.headers", "x-scope-orgid", "-dest", a + ",forward-headers=x-region"}, `forward-headers names "x-region", which is not one of -intake.headers`)
+	f([]string{"-intake.headers", "x-scope-orgid", "-dest", a + ",match-header=x-region:eu"}, "match-header \"x-region\" is not one of -intake.headers")
+	f([]string{"-intake.headers", "x-scope-orgid", "-dest", a + ",match-header=acme"}, "want NAME:VALUE")
+	f([]string{"-intake.headers", "x-scope-orgid", "-intake.max-tenants", "0"}, "-intake.max-tenants 0")
+	f([]string{"-intake.headers", "grpc-status"}, "reserved")
+	f([]string{"-intake.headers", "x scope"}, "lower-case letters")
+	f([]string{"-intake.headers", "x-a,x-a"}, "named twice")
+	f([]string{"-intake.headers", "x-scope-orgid", "-intake.headers.default", "caf\u00e9"}, "not printable ASCII")
+	f([]string{"-intake.headers", "x-scope-orgid", "-dest", "name=s,endpoint=x:1,forward-headers=x-scope-orgid"}, "mode=unary")
+}
