@@ -79,6 +79,7 @@ func (p *Pipeline) appendLog(sig Signal, t *Tenant, req []byte, items int, layou
 		return err
 	}
 	p.m.admitted(sig, items, len(req))
+	t.countAdmitted(items, len(req))
 	if st.Fields += pst.Fields; st.Fields > 0 {
 		st.Bytes += pst.Bytes
 		p.m.stripped(sig, st)

@@ -227,6 +227,7 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	s.mu.Unlock()
 
 	p.m.admitted(sig, items, len(req))
+	t.countAdmitted(items, len(req))
 	if st.Fields += pst.Fields; st.Fields > 0 {
 		st.Bytes += pst.Bytes
 		p.m.stripped(sig, st)

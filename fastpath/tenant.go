@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -74,10 +75,18 @@ type TenantsConfig struct {
 	// Routes says, for each destination in the order the pipeline and the feeders number them,
 	// which tenants it takes (its match-header). Empty: every destination takes every tenant.
 	Routes []Match
+	// Rate is each tenant's token bucket (-tenant.rate, -tenant.burst; default off): the gRPC
+	// and OTLP/HTTP intakes refuse a request of a tenant over it, counted in
+	// otlpgate_tenant_throttled_requests_total (tenantrate.go).
+	Rate TenantRate
+	// MetricsTop is how many tenants get series of their own in the per-tenant counters
+	// (-tenant.metrics.top, default 20): the first this many seen since start, labelled by
+	// their values; every later one is counted under tenant="_other" (tenantmetrics.go).
+	MetricsTop int
 }
 
 // DefaultTenantsConfig returns the defaults documented on TenantsConfig.
-func DefaultTenantsConfig() TenantsConfig { return TenantsConfig{Max: 1000} }
+func DefaultTenantsConfig() TenantsConfig { return TenantsConfig{Max: 1000, MetricsTop: 20} }
 
 // Validate reports a configuration that cannot work.
 func (c TenantsConfig) Validate() error {
@@ -105,6 +114,14 @@ func (c TenantsConfig) Validate() error {
 		if m.Header != "" && !slices.Contains(c.Headers, m.Header) {
 			return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(c.Headers, ","))
 		}
+	}
+	switch r := c.Rate; {
+	case r.PerSecond < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0):
+		return fmt.Errorf("fastpath: -tenant.rate %v must not be negative", r.PerSecond)
+	case r.On() && !(r.Burst >= 1 && !math.IsInf(r.Burst, 0)):
+		return fmt.Errorf("fastpath: -tenant.burst %v must be at least 1", r.Burst)
+	case c.MetricsTop < 0 || c.MetricsTop > maxTenants:
+		return fmt.Errorf("fastpath: -tenant.metrics.top %d outside 0..%d", c.MetricsTop, maxTenants)
 	}
 	return nil
 }
@@ -203,6 +220,10 @@ type Tenant struct {
 	rec    []byte   // the spool's form (Record)
 	takes  []uint64 // bit i: destination i takes the tenant's batches
 	routed bool     // some destination does
+
+	bucket bucket // -tenant.rate (tenantrate.go)
+	// Counters read by the per-tenant metrics (tenantmetrics.go).
+	admittedItems, admittedBytes, throttled atomic.Int64
 }
 
 // ID numbers the tenant in its table, from 0 (the default tuple) up; below Tenants.Len.
@@ -278,6 +299,7 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 		return nil, err
 	}
 	ts.def = def
+	metricsTable.Store(ts)
 	return ts, nil
 }
 
@@ -389,6 +411,7 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	}
 	t.label = strings.Join(t.values, "|")
 	t.rec = appendTenantRecord(nil, ts.cfg.Headers, t.values)
+	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
 	ts.route(t)
 	m := make(map[string]*Tenant, len(old)+1)
 	for key, v := range old {

@@ -1,0 +1,172 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/otlpgate/otlpgate/internal/bytesize"
+)
+
+// Per-tenant rate limits (-tenant.rate, -tenant.burst): every tenant has a token bucket of its
+// own, filled at Rate.PerSecond up to Rate.Burst, in bytes or in items. The gRPC and OTLP/HTTP
+// intakes take a request's cost from its tenant's bucket once the request is scanned (its size
+// and items known) and before it is admitted, and refuse it, with the time until the bucket
+// holds enough, when it does not: one tenant over its rate is told to wait while every other
+// tenant at the same edge is served as before. The UDS and Kafka intakes, which have no tenant
+// headers and answer refusals their own way, are not limited.
+//
+// A request costs its bytes as received (decompressed) or its items. It is admitted when the
+// bucket holds its cost, or a full bucket when the cost is larger than the burst (so that no
+// request is refused for ever), and the bucket may then go below zero: a tenant that sent a
+// large request waits for it to be paid off.
+
+// TenantRate is the per-tenant token bucket of -tenant.rate and -tenant.burst. The zero value
+// limits nothing.
+type TenantRate struct {
+	// PerSecond is the rate the bucket fills at, in tokens per second; 0 turns limits off.
+	PerSecond float64
+	// Burst is the bucket's size in tokens: what a tenant may send at once after a quiet spell.
+	Burst float64
+	// Items counts tokens in items (spans, data points, log records); false counts bytes.
+	Items bool
+}
+
+// On reports whether tenants are limited.
+func (r TenantRate) On() bool { return r.PerSecond > 0 }
+
+// String writes the rate as -tenant.rate reads it.
+func (r TenantRate) String() string {
+	if !r.On() {
+		return ""
+	}
+	if r.Items {
+		return strconv.FormatFloat(r.PerSecond, 'f', -1, 64) + "items/s"
+	}
+	return bytesize.Format(int64(r.PerSecond)) + "/s"
+}
+
+// ParseTenantRate reads -tenant.rate and -tenant.burst: a rate such as 10MiB/s, 500KB/s,
+// 1048576/s (bytes) or 5000items/s, and a burst in the same unit (20MiB, 10000items); an empty
+// burst is one second of the rate. An empty rate limits nothing (and takes no burst).
+func ParseTenantRate(rate, burst string) (TenantRate, error) {
+	rate, burst = strings.TrimSpace(rate), strings.TrimSpace(burst)
+	if rate == "" {
+		if burst != "" {
+			return TenantRate{}, errors.New("fastpath: -tenant.burst needs -tenant.rate")
+		}
+		return TenantRate{}, nil
+	}
+	amount, ok := strings.CutSuffix(rate, "/s")
+	if !ok {
+		return TenantRate{}, fmt.Errorf("fastpath: -tenant.rate %q: want bytes or items per second, e.g. 10MiB/s or 5000items/s", rate)
+	}
+	var r TenantRate
+	n, items, err := parseTokens(amount)
+	if err != nil || n <= 0 {
+		return TenantRate{}, fmt.Errorf("fastpath: -tenant.rate %q: want a positive amount per second, e.g. 10MiB/s or 5000items/s", rate)
+	}
+	r.PerSecond, r.Items, r.Burst = float64(n), items, float64(n)
+	if burst != "" {
+		b, bItems, err := parseTokens(burst)
+		switch {
+		case err != nil || b <= 0:
+			return TenantRate{}, fmt.Errorf("fastpath: -tenant.burst %q: want a positive amount, e.g. 20MiB or 10000items", burst)
+		case bItems != items:
+			return TenantRate{}, fmt.Errorf("fastpath: -tenant.burst %q counts %s, -tenant.rate %q the other", burst, unitName(bItems), rate)
+		}
+		r.Burst = float64(b)
+	}
+	return r, nil
+}
+
+func unitName(items bool) string {
+	if items {
+		return "items"
+	}
+	return "bytes"
+}
+
+// parseTokens reads an amount of items (5000items) or bytes (10MiB, 1000).
+func parseTokens(s string) (int64, bool, error) {
+	if n, ok := strings.CutSuffix(s, "items"); ok {
+		v, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+		return v, true, err
+	}
+	v, err := bytesize.Parse(s, 1<<50)
+	return v, false, err
+}
+
+// bucket is a tenant's token bucket. Guarded by its own lock, which only requests of the one
+// tenant contend for.
+type bucket struct {
+	sync.Mutex
+	tokens float64
+	last   int64 // monotonic nanoseconds of the last fill
+}
+
+// ErrTenantRate refuses a request whose tenant is over its rate (-tenant.rate); Tenant.Take
+// returns how long to wait.
+var ErrTenantRate = errors.New("fastpath: the tenant is over its rate (-tenant.rate)")
+
+// Take takes the cost of a request of bytes bytes and items items from the tenant's bucket and
+// reports true, or, when the bucket does not hold it, takes nothing and returns how long until
+// it does (at least a millisecond). Always true without a rate. A refusal is counted in the
+// tenant's throttled counters. Safe for concurrent use; allocates nothing.
+func (t *Tenant) Take(bytes, items int) (time.Duration, bool) {
+	return t.takeAt(bytes, items, nanotime())
+}
+
+// takeAt is Take at the monotonic time now.
+func (t *Tenant) takeAt(bytes, items int, now int64) (time.Duration, bool) {
+	r := t.tab.cfg.Rate
+	if !r.On() {
+		return 0, true
+	}
+	cost := float64(bytes)
+	if r.Items {
+		cost = float64(items)
+	}
+	need := min(cost, r.Burst)
+	b := &t.bucket
+	b.Lock()
+	if now > b.last {
+		b.tokens = min(r.Burst, b.tokens+float64(now-b.last)/1e9*r.PerSecond)
+		b.last = now
+	}
+	if b.tokens >= need {
+		b.tokens -= cost
+		b.Unlock()
+		return 0, true
+	}
+	wait := (need - b.tokens) / r.PerSecond
+	b.Unlock()
+	t.throttled.Add(1)
+	d := time.Duration(math.Ceil(wait * 1e9))
+	return max(d, time.Millisecond), false
+}
+
+// Refund gives back what Take took for a request that was then not admitted (the queue was
+// full, say): it is sent again, and must not pay twice. Safe for concurrent use.
+func (t *Tenant) Refund(bytes, items int) {
+	r := t.tab.cfg.Rate
+	if !r.On() {
+		return
+	}
+	cost := float64(bytes)
+	if r.Items {
+		cost = float64(items)
+	}
+	t.bucket.Lock()
+	t.bucket.tokens = min(r.Burst, t.bucket.tokens+cost)
+	t.bucket.Unlock()
+}
+
+// epoch anchors the buckets' monotonic clock.
+var epoch = time.Now()
+
+func nanotime() int64 { return int64(time.Since(epoch)) }
