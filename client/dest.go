@@ -437,17 +437,23 @@ func (d *Dest) shutdownLoss() error {
 		d.cfg.Name, requests, items, strings.Join(parts, "; "))
 }
 
-// result acts on an OTEP result code.
-func (d *Dest) result(r *request, code otepv1.ResultCode) {
+// result acts on an OTEP answer: its result code, and the retry_delay_ms of a FailedRetryable
+// one, a wait the server asks for this request alone (its tenant is over its rate, say): the
+// request waits at least that long, and the destination's other requests are not held up.
+func (d *Dest) result(r *request, code otepv1.ResultCode, delayMs uint64) {
 	switch code {
 	case otepv1.ResultCode_Success:
 		d.deliver(r)
 	case otepv1.ResultCode_FailedNoneRetryable:
 		d.drop(r, dropRejected)
 	default: // FailedRetryable, and codes this build does not know
-		d.retry(r, retryFailed)
+		d.retryAfter(r, retryFailed, time.Duration(min(delayMs, maxAnswerDelayMs))*time.Millisecond)
 	}
 }
+
+// maxAnswerDelayMs caps the wait an answer may ask for (an hour): RetryMaxElapsed still bounds
+// the whole, and a larger value is no reason to hold a request longer.
+const maxAnswerDelayMs = uint64(time.Hour / time.Millisecond)
 
 // expired reports whether r would be sent later than RetryMaxElapsed after the destination took
 // it. The budget runs from then, not from the first send: a request that never leaves because
@@ -458,8 +464,11 @@ func (d *Dest) expired(r *request, delay time.Duration) bool {
 }
 
 // retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.
-func (d *Dest) retry(r *request, why int) {
-	delay := d.cfg.backoff(r.attempt)
+func (d *Dest) retry(r *request, why int) { d.retryAfter(r, why, 0) }
+
+// retryAfter is retry that waits at least atLeast.
+func (d *Dest) retryAfter(r *request, why int, atLeast time.Duration) {
+	delay := max(d.cfg.backoff(r.attempt), atLeast)
 	if d.expired(r, delay) {
 		d.drop(r, dropRetryExhausted)
 		return

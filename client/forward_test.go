@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // tenantFeeder is a feeder whose pipeline has tenants x-scope-orgid and x-region.
@@ -144,4 +145,62 @@ func TestParseForwardAndMatch(t *testing.T) {
 			t.Errorf("%q: %v, want an error mentioning %q", spec, err, want)
 		}
 	}
+}
+
+// FailedRetryable with retry_delay_ms (an upstream otlpgate whose -tenant.rate the batch's
+// tenant is over): the request waits at least the delay before it goes again, and the
+// destination's other requests are not held up meanwhile (no throttle of the destination).
+func TestRetryDelayOfAnAnswer(t *testing.T) {
+	u := newUpstream(t)
+	u.onUnary = func(g received) (otepv1.ResultCode, error) {
+		if g.tag == "slow" {
+			return otepv1.ResultCode_FailedRetryable, nil
+		}
+		return otepv1.ResultCode_Success, nil
+	}
+	u.unaryDelayMs = func(g received) uint64 {
+		if g.tag == "slow" {
+			return 3600 * 1000
+		}
+		return 0
+	}
+	cfg := unaryConfig(t, u.addr, ProtocolOTEP, 1)
+	cfg.RetryMaxElapsed = 0
+	cfg.WaitOnShutdown = false // the slow batch waits an hour: the cleanup drops it
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.admitTagged("slow")
+	u.waitUntil("the slow batch answered", func() bool { return len(u.got) == 1 })
+	f.admitTagged("b1")
+	f.admitTagged("b2")
+	if !f.wait(1) || !f.wait(2) {
+		t.Fatal("the other batches were not delivered while one waits for its delay")
+	}
+	d.q.mu.Lock()
+	heap := d.q.mu.sig[fastpath.Traces].delayed
+	var due, taken int64
+	if len(heap) == 1 {
+		due, taken = heap[0].due, heap[0].taken
+	}
+	d.q.mu.Unlock()
+	if len(heap) != 1 || time.Duration(due-taken) < time.Hour {
+		t.Fatalf("%d requests waiting for a retry, due %v after it was taken; want the slow one, an hour later", len(heap), time.Duration(due-taken))
+	}
+	if n := value(d.m.throttles); n != 0 {
+		t.Fatalf("the destination was throttled %d times for one request's delay", n)
+	}
+}
+
+// admitTagged admits a one-entry trace batch tagged tag for the default tenant.
+func (f *feeder) admitTagged(tag string) {
+	f.t.Helper()
+	body := traceBody(tag, 1, 10)
+	b, err := f.p.Admit(fastpath.Traces, body, 1, fastpath.LayoutV1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, b)
+	f.bodies[tag] = body
+	f.mu.Unlock()
 }

@@ -155,7 +155,7 @@ func (w *worker) call(r *request) {
 			if w.resp.Id != r.id {
 				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
 			}
-			d.result(r, w.resp.ResultCode)
+			d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 			return
 		}
 		if n := rejectedItems(w.reply.Bytes()); n > 0 {

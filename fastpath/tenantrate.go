@@ -150,6 +150,29 @@ func (t *Tenant) takeAt(bytes, items int, now int64) (time.Duration, bool) {
 	return max(d, time.Millisecond), false
 }
 
+// Wait returns how long until the tenant's bucket holds a request of bytes bytes and items
+// items (at least a millisecond), without taking anything: the delay a refused request is
+// told. 0 without a rate. Safe for concurrent use.
+func (t *Tenant) Wait(bytes, items int) time.Duration {
+	r := t.tab.cfg.Rate
+	if !r.On() {
+		return 0
+	}
+	cost := float64(bytes)
+	if r.Items {
+		cost = float64(items)
+	}
+	need := min(cost, r.Burst)
+	now := nanotime()
+	t.bucket.Lock()
+	tokens := min(r.Burst, t.bucket.tokens+float64(max(now-t.bucket.last, 0))/1e9*r.PerSecond)
+	t.bucket.Unlock()
+	if tokens >= need {
+		return time.Millisecond
+	}
+	return max(time.Duration(math.Ceil((need-tokens)/r.PerSecond*1e9)), time.Millisecond)
+}
+
 // Refund gives back what Take took for a request that was then not admitted (the queue was
 // full, say): it is sent again, and must not pay twice. Safe for concurrent use.
 func (t *Tenant) Refund(bytes, items int) {

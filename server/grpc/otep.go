@@ -71,6 +71,10 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if reason == admission.Invalid {
 			id = peekID(req)
 		}
+		var delay uint64
+		if reason == admission.Throttled {
+			delay = retryDelayMs(admission.TenantDelay(tenant, req, sc.Items))
+		}
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
 		raw.Release()
@@ -82,7 +86,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 			ctr.overload[kindOTEPUnary].Inc()
 			return nil, s.unavailable()
 		}
-		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason)}, nil
+		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason), RetryDelayMs: delay}, nil
 	}
 }
 
@@ -177,7 +181,13 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		if reason == admission.Invalid {
 			id = peekID(req)
 		}
-		if err := st.answer(id, b, reason); err != nil {
+		var delay uint64
+		if reason == admission.Throttled {
+			// FailedRetryable with the tenant's wait; the stream goes on: the other requests
+			// on it may fit, and another tenant's streams are not concerned.
+			delay = retryDelayMs(admission.TenantDelay(st.tenant, req, sc.Items))
+		}
+		if err := st.answer(id, b, reason, delay); err != nil {
 			return st.finish(err)
 		}
 		switch {
@@ -225,8 +235,9 @@ type streamState struct {
 }
 
 type answer struct {
-	id   uint64
-	code otepv1.ResultCode
+	id    uint64
+	code  otepv1.ResultCode
+	delay uint64 // retry_delay_ms
 }
 
 func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
@@ -243,12 +254,12 @@ func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 	return st
 }
 
-// answer answers request id, refused for reason or admitted into b (-ack=upstream: answered
-// once b is delivered). With -ack=upstream it waits while StreamWindow requests are unanswered.
-// Called by the loop only.
-func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason) error {
+// answer answers request id, refused for reason (with delay, the retry_delay_ms of a
+// throttled one) or admitted into b (-ack=upstream: answered once b is delivered). With
+// -ack=upstream it waits while StreamWindow requests are unanswered. Called by the loop only.
+func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason, delay uint64) error {
 	if st.queue == nil {
-		return st.send(id, resultOf(reason))
+		return st.send(id, resultOf(reason), delay)
 	}
 	if err := st.failed.Load(); err != nil {
 		return *err
@@ -259,13 +270,13 @@ func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Rea
 		return status.FromContextError(st.ctx.Err()).Err()
 	}
 	if b == nil {
-		st.queue <- answer{id, resultOf(reason)} // never blocks: it has room for the window
+		st.queue <- answer{id, resultOf(reason), delay} // never blocks: it has room for the window
 		return nil
 	}
 	st.waiters.Add(1)
 	go func() {
 		defer st.waiters.Done()
-		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b))}
+		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b)), 0}
 	}()
 	return nil
 }
@@ -275,7 +286,7 @@ func (st *streamState) sendLoop() {
 	defer st.s.loops.Done()
 	defer close(st.sent)
 	for a := range st.queue {
-		if err := st.send(a.id, a.code); err != nil && st.failed.Load() == nil {
+		if err := st.send(a.id, a.code, a.delay); err != nil && st.failed.Load() == nil {
 			st.failed.Store(&err)
 		}
 		<-st.window
@@ -284,7 +295,7 @@ func (st *streamState) sendLoop() {
 
 // send sends one answer from a slot of the ring, waiting up to StreamAnswerTimeout for one.
 // Sending goroutine only.
-func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
+func (st *streamState) send(id uint64, code otepv1.ResultCode, delay uint64) error {
 	if st.err != nil {
 		return st.err
 	}
@@ -302,7 +313,7 @@ func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
 		st.err = errAnswersNotTaken
 		return st.err
 	}
-	st.resp.Id, st.resp.ResultCode = id, code
+	st.resp.Id, st.resp.ResultCode, st.resp.RetryDelayMs = id, code, delay
 	a.fill(&st.resp)
 	if err := st.stream.SendMsg(a); err != nil {
 		st.err = err

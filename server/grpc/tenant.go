@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"reflect"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -62,6 +63,29 @@ var (
 	errBadTenant      = status.Error(codes.InvalidArgument, "a tenant header value is longer than 255 bytes or not printable ASCII")
 	errNoRoute        = status.Error(codes.PermissionDenied, "no destination takes this tenant header value (match-header)")
 )
+
+// throttled is the status of a v1 call whose tenant is over its rate (-tenant.rate):
+// RESOURCE_EXHAUSTED with RetryInfo, which OTLP clients retry after the delay. It allocates,
+// as the overload answer does: a tenant over its rate is told once per request it sends.
+func throttled(d time.Duration) error {
+	st := status.New(codes.ResourceExhausted, "the tenant is over its rate (-tenant.rate): retry after the given delay")
+	if dd, err := st.WithDetails(retryInfo(d)); err == nil {
+		st = dd
+	}
+	return st.Err()
+}
+
+// maxRetryDelayMs bounds the retry_delay_ms of an OTEP answer, so that an answer fits its slot
+// (answers.go): about three days.
+const maxRetryDelayMs = 1<<28 - 1
+
+// retryDelayMs is d as an OTEP answer's retry_delay_ms, rounded up.
+func retryDelayMs(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return min(uint64((d+time.Millisecond-1)/time.Millisecond), maxRetryDelayMs)
+}
 
 // tenant returns the call's tenant, nil without tenants, or the status that refuses the call.
 // A header sent several times counts with its first value. A known tenant costs no allocation.

@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -147,5 +150,84 @@ func TestIncomingKeyFound(t *testing.T) {
 	}
 	if got := incomingMD(context.Background()); got != nil {
 		t.Fatalf("a context without metadata read %v", got)
+	}
+}
+
+// A tenant over -tenant.rate: v1 calls get RESOURCE_EXHAUSTED with RetryInfo, OTEP unary and
+// stream requests FailedRetryable with retry_delay_ms (the stream goes on); another tenant's
+// calls, between them, are all served; nothing refused was admitted, and what the refusals
+// took from the bucket does not make the tenant pay twice.
+func TestTenantRateGRPC(t *testing.T) {
+	body := traceBody(t, 3, 10) // 10 spans
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: fastpath.TenantRate{PerSecond: 1, Burst: 20, Items: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPipelineConfig()
+	pc.Tenants = ts
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	e := start(t, pc, sc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v1 := func(org string) error {
+		var r codec.Raw
+		r.SetBytes(body)
+		return e.raw.Invoke(withOrg(ctx, org), "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, &codec.Raw{})
+	}
+	for i := range 2 { // the burst: 20 items
+		if err := v1("noisy"); err != nil {
+			t.Fatalf("noisy call %d within the burst: %v", i, err)
+		}
+	}
+	err = v1("noisy")
+	st := status.Convert(err)
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(interface{ GetRetryDelay() *durationpb.Duration }); ok {
+			delay = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if st.Code() != codes.ResourceExhausted || delay <= 0 || delay > 10*time.Second || !strings.Contains(st.Message(), "-tenant.rate") {
+		t.Fatalf("noisy over its rate: %v, retry delay %v; want RESOURCE_EXHAUSTED and a delay up to 10s", err, delay)
+	}
+	for i := range 2 {
+		if err := v1("quiet"); err != nil {
+			t.Fatalf("another tenant's call %d: %v", i, err)
+		}
+	}
+
+	var r codec.Raw
+	r.SetBytes(otepReq(t, 9, body))
+	resp := &otepv1.ExportResponse{}
+	if err := e.raw.Invoke(withOrg(ctx, "noisy"), "/otlpgate.otep.v1.UnaryExporter/ExportTraces", &r, resp); err != nil ||
+		resp.Id != 9 || resp.ResultCode != otepv1.ResultCode_FailedRetryable || resp.RetryDelayMs == 0 || resp.RetryDelayMs > 10000 {
+		t.Fatalf("OTEP unary over the rate: %v %v", resp, err)
+	}
+	s := e.rawStream(t, withOrg(ctx, "noisy"))
+	for id := uint64(1); id <= 2; id++ {
+		sendRaw(t, s, otepReq(t, id, body))
+		resp, err := recvResp(t, s)
+		if err != nil || resp.Id != id || resp.ResultCode != otepv1.ResultCode_FailedRetryable || resp.RetryDelayMs == 0 {
+			t.Fatalf("OTEP stream request %d over the rate: %v %v", id, resp, err)
+		}
+	}
+	s.CloseSend()
+	if _, err := drainEOF(s); err != nil {
+		t.Fatalf("the stream of a throttled tenant ended with %v", err)
+	}
+	e.p.Flush()
+	e.rec.mu.Lock()
+	defer e.rec.mu.Unlock()
+	count := map[string]int{}
+	for i, tn := range e.rec.tenants {
+		count[tn] += bytes.Count(e.rec.got[i], body)
+	}
+	if count["noisy"] != 2 || count["quiet"] != 2 {
+		t.Fatalf("admitted requests by tenant %v, want noisy 2 and quiet 2", count)
+	}
+	if got := testutil.ToFloat64(ctr.refused[kindV1][fastpath.Traces][admission.Throttled]); got < 1 {
+		t.Fatalf("tenant_rate refusals counted %v", got)
 	}
 }

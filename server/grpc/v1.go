@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -79,13 +80,17 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.recvError(err)
 		}
 		req := raw.Bytes()
-		_, b, reason := s.admit(kindV1, tenant, sig, req, fastpath.LayoutV1)
+		sc, b, reason := s.admit(kindV1, tenant, sig, req, fastpath.LayoutV1)
 		var rejected int64
 		var msg string
 		if reason == admission.Invalid {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped.
 			b, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
+		}
+		var wait time.Duration
+		if reason == admission.Throttled {
+			wait = admission.TenantDelay(tenant, req, max(sc.Items, 0))
 		}
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
@@ -111,6 +116,8 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, status.Error(codes.Unavailable, "otlpgate is shutting down")
 		case admission.Upstream:
 			return nil, s.unavailable()
+		case admission.Throttled:
+			return nil, throttled(wait)
 		default:
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
@@ -111,8 +112,10 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
-	// tenant is the request's tenant (-intake.headers), nil without tenants.
+	// tenant is the request's tenant (-intake.headers), nil without tenants; wait is how long
+	// it is told to wait when refused for its rate (-tenant.rate).
 	tenant *fastpath.Tenant
+	wait   time.Duration
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -131,7 +134,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream, s.tenant = nil, nil, streamReader{}, nil
+	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
 	scratchPool.Put(s)
 }
 

@@ -58,6 +58,7 @@ const (
 	msgTooManyTenants = "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until otlpgate restarts"
 	msgBadTenant      = "a tenant header value is longer than 255 bytes or not printable ASCII"
 	msgNoRoute        = "no destination takes this tenant header value (match-header)"
+	msgTenantRate     = "the tenant is over its rate (-tenant.rate): retry after the given delay"
 )
 
 // replies are the fixed answers of one server (some name its configured limits).
@@ -65,7 +66,7 @@ type replies struct {
 	notFound, method, mediaType, coding, bodyTooLarge, corrupt, unauthenticated *reply
 	malformed, overloaded429, overloaded503, queueTooLarge, closed              *reply
 	headerTooLarge, badRequest, timeout, busy                                   *reply
-	tooManyTenants, badTenant, noRoute                                          *reply
+	tooManyTenants, badTenant, noRoute, tenantRate                              *reply
 }
 
 func newReplies(cfg Config) *replies {
@@ -93,6 +94,7 @@ func newReplies(cfg Config) *replies {
 		tooManyTenants: newReply(fasthttp.StatusForbidden, codes.ResourceExhausted, msgTooManyTenants),
 		badTenant:      newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, msgBadTenant),
 		noRoute:        newReply(fasthttp.StatusForbidden, codes.PermissionDenied, msgNoRoute),
+		tenantRate:     newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgTenantRate),
 	}
 }
 

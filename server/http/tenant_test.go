@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bytes"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 func startTenants(t *testing.T, max int, routes ...fastpath.Match) *env {
@@ -99,5 +101,43 @@ func TestTenantRefusedHTTP(t *testing.T) {
 	o := startTenants(t, 10, fastpath.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
 	if r := o.postOrg(t, "beta", ctProto, body); r.status != 403 || codes.Code(status(t, r.body).Code) != codes.PermissionDenied {
 		t.Fatalf("a tenant no destination takes: %d", r.status)
+	}
+}
+
+// A tenant over -tenant.rate is answered 429 with Retry-After, protobuf and JSON alike, while
+// another tenant's requests between its refusals are all served.
+func TestTenantRateHTTP(t *testing.T) {
+	body := traces(t, 3, 10) // 10 spans
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: fastpath.TenantRate{PerSecond: 1, Burst: 20, Items: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPipelineConfig()
+	pc.Tenants = ts
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	e := start(t, pc, sc, nil)
+	for i := range 2 {
+		if r := e.postOrg(t, "noisy", ctProto, body); r.status != 200 {
+			t.Fatalf("noisy request %d within the burst: %d", i, r.status)
+		}
+	}
+	for i := range 3 {
+		r := e.postOrg(t, "noisy", ctProto, body)
+		st := status(t, r.body)
+		ra, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		if r.status != 429 || codes.Code(st.Code) != codes.ResourceExhausted || ra < 1 || ra > 10 || !strings.Contains(st.Message, "-tenant.rate") {
+			t.Fatalf("noisy request %d over its rate: %d %v Retry-After %q", i, r.status, st, r.header.Get("Retry-After"))
+		}
+		if r := e.postOrg(t, "quiet", ctProto, traces(t, 4, 1)); r.status != 200 {
+			t.Fatalf("another tenant's request %d: %d", i, r.status)
+		}
+	}
+	if got := testutil.ToFloat64(ctr.refused[encProto][fastpath.Traces][admission.Throttled]); got < 3 {
+		t.Fatalf("tenant_rate refusals counted %v, want 3", got)
+	}
+	if n := ts.All()[1].Throttled(); n != 3 {
+		t.Fatalf("noisy throttled %d, want 3", n)
 	}
 }
