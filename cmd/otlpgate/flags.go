@@ -131,6 +131,10 @@ Flags:
 	fs.StringVar(&tn.Default, "intake.headers.default", tn.Default, "the value of a tenant header a request does not carry (or carries empty); UDS and Kafka requests have it for every header (default empty)")
 	fs.IntVar(&tn.Max, "intake.max-tenants", tn.Max, "distinct tenant values (tuples of -intake.headers) kept until restart; a request with a new one past it is refused: gRPC RESOURCE_EXHAUSTED without RetryInfo, HTTP 403 (otlpgate_tenant_refused_requests_total{reason=\"max_tenants\"}, otlpgate_tenants)")
 
+	fs.StringVar(&cfg.tenantRate, "tenant.rate", cfg.tenantRate, "rate each tenant (-intake.headers) may send at over gRPC and OTLP/HTTP, in bytes or items (spans, points, log records) per second: 10MiB/s, 5000items/s; a request over it is refused with HTTP 429 + Retry-After, gRPC RESOURCE_EXHAUSTED + RetryInfo, OTEP FailedRetryable with retry_delay_ms, while other tenants are served; empty (the default) limits nothing (otlpgate_tenant_throttled_requests_total, otlpgate_grpc_refused_requests_total{reason=\"tenant_rate\"}, otlpgate_http_refused_requests_total{reason=\"tenant_rate\"})")
+	fs.StringVar(&cfg.tenantBurst, "tenant.burst", cfg.tenantBurst, "what a tenant may send at once over -tenant.rate, in its unit: 20MiB, 10000items (default one second of -tenant.rate)")
+	fs.IntVar(&tn.MetricsTop, "tenant.metrics.top", tn.MetricsTop, "tenants with series of their own in the per-tenant counters, the first seen since start; later ones are summed under tenant=\"_other\" (otlpgate_tenant_admitted_items_total, otlpgate_tenant_admitted_bytes_total, otlpgate_tenant_throttled_requests_total)")
+
 	f := &cfg.file
 	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")
 	fs.Var(byteSize{&f.MaxBytes}, "file.max-bytes", "rotate the file before it grows past this size")

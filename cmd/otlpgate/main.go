@@ -68,8 +68,9 @@ type config struct {
 	proc                          process.Config
 	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
 	// -intake.max-tenants, and the destinations' match-header (tenants.go).
-	tenantHeaders string
-	tenants       fastpath.TenantsConfig
+	tenantHeaders           string
+	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
+	tenants                 fastpath.TenantsConfig
 }
 
 func defaultConfig() config {

@@ -174,8 +174,12 @@ func metricsIn(t *testing.T, path, pkg string) []metricDoc {
 			return true
 		}
 		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "prometheus" && sel.Sel.Name == "NewDesc" && len(call.Args) >= 3 {
-			out = append(out, metricDoc{name: str(t, path, call.Args[0]), help: str(t, path, call.Args[1]),
-				kind: "gauge", labels: strs(t, path, call.Args[2]), pkg: pkg})
+			name, kind := str(t, path, call.Args[0]), "gauge"
+			if strings.HasSuffix(name, "_total") {
+				kind = "counter" // a collector's counter, emitted as prometheus.CounterValue
+			}
+			out = append(out, metricDoc{name: name, help: str(t, path, call.Args[1]),
+				kind: kind, labels: strs(t, path, call.Args[2]), pkg: pkg})
 			return true
 		}
 		if len(call.Args) == 0 {

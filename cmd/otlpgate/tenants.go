@@ -17,7 +17,14 @@ func finishTenantConfig(cfg *config) error {
 		cfg.tenants.Headers = append(cfg.tenants.Headers, strings.ToLower(h))
 	}
 	cfg.tenants.Routes = nil
+	var err error
+	if cfg.tenants.Rate, err = fastpath.ParseTenantRate(cfg.tenantRate, cfg.tenantBurst); err != nil {
+		return err
+	}
 	if len(cfg.tenants.Headers) == 0 {
+		if cfg.tenants.Rate.On() {
+			return errors.New("-tenant.rate limits each tenant: give -intake.headers")
+		}
 		for _, c := range cfg.clients {
 			if c.MatchHeader.Header != "" || len(c.ForwardHeaders) > 0 {
 				return fmt.Errorf("-dest %s: match-header and forward-headers name tenant headers: give -intake.headers", c.Name)

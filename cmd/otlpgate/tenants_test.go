@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -9,18 +10,24 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // tenantCall is one upstream request a tenant sink received: the forwarded X-Scope-OrgID
@@ -359,4 +366,132 @@ func TestTenantFlags(t *testing.T) {
 	f([]string{"-intake.headers", "x-a,x-a"}, "named twice")
 	f([]string{"-intake.headers", "x-scope-orgid", "-intake.headers.default", "caf\u00e9"}, "not printable ASCII")
 	f([]string{"-intake.headers", "x-scope-orgid", "-dest", "name=s,endpoint=x:1,forward-headers=x-scope-orgid"}, "mode=unary")
+
+	cfg = f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "10MiB/s", "-tenant.burst", "20MiB", "-tenant.metrics.top", "5"}, "")
+	if r := cfg.tenants.Rate; r.PerSecond != 10<<20 || r.Burst != 20<<20 || r.Items || cfg.tenants.MetricsTop != 5 {
+		t.Errorf("rate %+v top %d", r, cfg.tenants.MetricsTop)
+	}
+	cfg = f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "5000items/s"}, "")
+	if r := cfg.tenants.Rate; r.PerSecond != 5000 || r.Burst != 5000 || !r.Items {
+		t.Errorf("rate %+v", r)
+	}
+	f([]string{"-tenant.rate", "10MiB/s"}, "give -intake.headers")
+	f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "10MiB"}, "want bytes or items per second")
+	f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "0/s"}, "want a positive amount")
+	f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "10MiB/s", "-tenant.burst", "10items"}, "-tenant.burst \"10items\" counts items")
+	f([]string{"-intake.headers", "x-scope-orgid", "-tenant.burst", "1MiB"}, "-tenant.burst needs -tenant.rate")
+	f([]string{"-intake.headers", "x-scope-orgid", "-tenant.metrics.top", "-1"}, "-tenant.metrics.top -1")
+}
+
+// One tenant over -tenant.rate at the real binary gets 429 with Retry-After over OTLP/HTTP
+// and RESOURCE_EXHAUSTED with RetryInfo over gRPC, while another tenant, sending between its
+// refusals over both intakes, is served without a single refusal; the upstream receives what
+// was admitted, each tenant's alone, and the refusals are counted by tenant.
+func TestBinaryTenantRate(t *testing.T) {
+	bin := buildBinary(t)
+	sink := startTenantSink(t, "", false)
+	httpAddr := freePort(t)
+	// 1 item per second with a burst of 100: a tenant sending 50-span requests gets two in,
+	// and the third would wait 50 seconds; 20 one-span requests never run short.
+	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "20ms", "-intake.headers", "x-scope-orgid",
+		"-tenant.rate", "1items/s", "-tenant.burst", "100items",
+		"-dest", "name=all,endpoint="+sink.addr+",protocol=v1,mode=unary,forward-headers=x-scope-orgid")
+	waitReady(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tc := ptraceotlp.NewGRPCClient(conn)
+	request := func(tenant string, spans int, seed byte) ptraceotlp.ExportRequest {
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		for i := range spans {
+			sp := ss.AppendEmpty()
+			sp.SetName(tenant)
+			sp.SetTraceID(pcommon.TraceID{seed, 1})
+			sp.SetSpanID(pcommon.SpanID{seed, byte(i), 1})
+		}
+		return ptraceotlp.NewExportRequestFromTraces(td)
+	}
+	grpcSend := func(tenant string, spans int, seed byte) error {
+		_, err := tc.Export(metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", tenant), request(tenant, spans, seed))
+		return err
+	}
+	httpSend := func(tenant string, spans int, seed byte) (*http.Response, error) {
+		body, err := request(tenant, spans, seed).MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/traces", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-Scope-OrgID", tenant)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	quiet := 0
+	quietSend := func(seed byte) {
+		t.Helper()
+		if err := grpcSend("quiet", 1, seed); err != nil {
+			t.Fatalf("the quiet tenant was refused over gRPC: %v", err)
+		}
+		resp, err := httpSend("quiet", 1, seed+100)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the quiet tenant was refused over HTTP: %v %v", resp, err)
+		}
+		quiet += 2
+	}
+	if err := grpcSend("noisy", 50, 1); err != nil {
+		t.Fatalf("noisy within its burst: %v", err)
+	}
+	quietSend(2)
+	if resp, err := httpSend("noisy", 50, 3); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("noisy within its burst over HTTP: %v %v", resp, err)
+	}
+	for i := range 5 {
+		quietSend(byte(10 + i))
+		err := grpcSend("noisy", 50, byte(20+i))
+		st := status.Convert(err)
+		var delay time.Duration
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok {
+				delay = ri.GetRetryDelay().AsDuration()
+			}
+		}
+		if st.Code() != codes.ResourceExhausted || delay < 30*time.Second || delay > 50*time.Second {
+			t.Fatalf("noisy over its rate over gRPC: %v, RetryInfo %v; want RESOURCE_EXHAUSTED and about 50s", err, delay)
+		}
+		resp, err := httpSend("noisy", 50, byte(30+i))
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("noisy over its rate over HTTP: %v %v", resp, err)
+		}
+		if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 30 || ra > 50 {
+			t.Fatalf("Retry-After %q, want about 50", resp.Header.Get("Retry-After"))
+		}
+	}
+	waitSpans(t, g, 100+quiet, sink)
+	sink.mu.Lock()
+	count := map[string]int{}
+	for _, c := range sink.calls {
+		count[c.org] += len(c.spans)
+	}
+	sink.mu.Unlock()
+	if count["noisy"] != 100 || count["quiet"] != quiet || len(count) != 2 {
+		t.Fatalf("the upstream got %v, want noisy 100 and quiet %d", count, quiet)
+	}
+	if got := scrape(t, g.admin, "otlpgate_tenant_throttled_requests_total", `tenant="noisy"`); got != 10 {
+		t.Fatalf("noisy throttled %v times, want 10", got)
+	}
+	if got := scrape(t, g.admin, "otlpgate_tenant_admitted_items_total", `tenant="quiet"`); got != float64(quiet) {
+		t.Fatalf("quiet admitted %v items, want %d", got, quiet)
+	}
+	if got := scrape(t, g.admin, "otlpgate_tenant_throttled_requests_total", `tenant="quiet"`); got != 0 {
+		t.Fatalf("quiet throttled %v times", got)
+	}
 }
