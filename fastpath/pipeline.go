@@ -370,16 +370,21 @@ func (p *Pipeline) kick() {
 // initialSize is the capacity a new batch of sig for t starts with: the last sealed batch's
 // size (the best guess of this one's), at least the first request and a few KiB, at most
 // BatchMaxBytes unless the request alone is larger. A tenant other than the default starts
-// with twice its first request at most: with many tenants open at once, each pinning a buffer
-// the size of the signal's last batch would multiply the memory open batches hold; a busy
-// tenant's batch grows by doubling.
+// with twice its first request or minTenantBatchCap at most: with many tenants open at once,
+// each pinning a buffer the size of the signal's last batch would multiply the memory open
+// batches hold (a thousand tenants, three signals, 1MiB each: 3GiB); a busy tenant's batch
+// grows by doubling.
 func (p *Pipeline) initialSize(sig Signal, t *Tenant, first int) int {
 	n := min(max(int(p.sizeHint[sig].Load()), minBatchCap), p.cfg.BatchMaxBytes)
 	if !isDefault(t) {
-		n = min(n, max(2*first, minBatchCap))
+		n = min(n, max(2*first, minTenantBatchCap))
 	}
 	return max(n, first)
 }
+
+// minTenantBatchCap is what a tenant's batch may start with before it is capped by its first
+// request: a thousand tenants' open batches of three signals then pin at most 48MiB.
+const minTenantBatchCap = 16 << 10
 
 // minBatchCap is the smallest buffer a batch starts with.
 const minBatchCap = 4 << 10
