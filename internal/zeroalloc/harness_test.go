@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/client"
@@ -346,7 +347,7 @@ type gate struct {
 	httpAddr string
 }
 
-func startGate(t *testing.T, dc client.Config) *gate {
+func startGate(t *testing.T, dc client.Config, tenants bool) *gate {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	g := &gate{}
@@ -355,7 +356,15 @@ func startGate(t *testing.T, dc client.Config) *gate {
 		t.Fatal(err)
 	}
 	g.d.Start()
-	if g.p, err = fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{g.d}); err != nil {
+	pc := fastpath.DefaultConfig()
+	var ts *fastpath.Tenants
+	if tenants {
+		if ts, err = fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10}); err != nil {
+			t.Fatal(err)
+		}
+		pc.Tenants = ts
+	}
+	if g.p, err = fastpath.New(pc, []fastpath.Destination{g.d}); err != nil {
 		t.Fatal(err)
 	}
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -364,6 +373,7 @@ func startGate(t *testing.T, dc client.Config) *gate {
 	}
 	gc := grpcserver.DefaultConfig()
 	gc.Listen = gl.Addr().String()
+	gc.Tenants = ts
 	if g.gs, err = grpcserver.New(gc, g.p, log); err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +385,7 @@ func startGate(t *testing.T, dc client.Config) *gate {
 	}
 	hc := httpserver.DefaultConfig()
 	hc.Listen = hl.Addr().String()
+	hc.Tenants = ts
 	if g.hs, err = httpserver.New(hc, g.p, log); err != nil {
 		t.Fatal(err)
 	}
@@ -464,8 +475,9 @@ func drive(t *testing.T, first, n int, senders []sender) {
 	}
 }
 
-// grpcSenders are workers calling the v1 trace Export method of addr over one connection.
-func grpcSenders(t *testing.T, addr string, workers int, bodies [][]byte) []sender {
+// grpcSenders are workers calling the v1 trace Export method of addr over one connection;
+// with orgs, worker w sends as tenant orgs[w%len(orgs)] (X-Scope-OrgID).
+func grpcSenders(t *testing.T, addr string, workers int, bodies [][]byte, orgs ...string) []sender {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
@@ -473,9 +485,12 @@ func grpcSenders(t *testing.T, addr string, workers int, bodies [][]byte) []send
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	ctx := context.Background()
 	out := make([]sender, workers)
 	for w := range out {
+		ctx := context.Background()
+		if len(orgs) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", orgs[w%len(orgs)])
+		}
 		var reply []byte
 		out[w] = func(i int) error {
 			return conn.Invoke(ctx, coltracev1.TraceService_Export_FullMethodName, &bodies[i], &reply)
