@@ -2,14 +2,9 @@ package fastpath
 
 import (
 	"errors"
-	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
 // Per-tenant rate limits (-tenant.rate, -tenant.burst): every tenant has a token bucket of its
@@ -38,68 +33,6 @@ type TenantRate struct {
 
 // On reports whether tenants are limited.
 func (r TenantRate) On() bool { return r.PerSecond > 0 }
-
-// String writes the rate as -tenant.rate reads it.
-func (r TenantRate) String() string {
-	if !r.On() {
-		return ""
-	}
-	if r.Items {
-		return strconv.FormatFloat(r.PerSecond, 'f', -1, 64) + "items/s"
-	}
-	return bytesize.Format(int64(r.PerSecond)) + "/s"
-}
-
-// ParseTenantRate reads -tenant.rate and -tenant.burst: a rate such as 10MiB/s, 500KB/s,
-// 1048576/s (bytes) or 5000items/s, and a burst in the same unit (20MiB, 10000items); an empty
-// burst is one second of the rate. An empty rate limits nothing (and takes no burst).
-func ParseTenantRate(rate, burst string) (TenantRate, error) {
-	rate, burst = strings.TrimSpace(rate), strings.TrimSpace(burst)
-	if rate == "" {
-		if burst != "" {
-			return TenantRate{}, errors.New("fastpath: -tenant.burst needs -tenant.rate")
-		}
-		return TenantRate{}, nil
-	}
-	amount, ok := strings.CutSuffix(rate, "/s")
-	if !ok {
-		return TenantRate{}, fmt.Errorf("fastpath: -tenant.rate %q: want bytes or items per second, e.g. 10MiB/s or 5000items/s", rate)
-	}
-	var r TenantRate
-	n, items, err := parseTokens(amount)
-	if err != nil || n <= 0 {
-		return TenantRate{}, fmt.Errorf("fastpath: -tenant.rate %q: want a positive amount per second, e.g. 10MiB/s or 5000items/s", rate)
-	}
-	r.PerSecond, r.Items, r.Burst = float64(n), items, float64(n)
-	if burst != "" {
-		b, bItems, err := parseTokens(burst)
-		switch {
-		case err != nil || b <= 0:
-			return TenantRate{}, fmt.Errorf("fastpath: -tenant.burst %q: want a positive amount, e.g. 20MiB or 10000items", burst)
-		case bItems != items:
-			return TenantRate{}, fmt.Errorf("fastpath: -tenant.burst %q counts %s, -tenant.rate %q the other", burst, unitName(bItems), rate)
-		}
-		r.Burst = float64(b)
-	}
-	return r, nil
-}
-
-func unitName(items bool) string {
-	if items {
-		return "items"
-	}
-	return "bytes"
-}
-
-// parseTokens reads an amount of items (5000items) or bytes (10MiB, 1000).
-func parseTokens(s string) (int64, bool, error) {
-	if n, ok := strings.CutSuffix(s, "items"); ok {
-		v, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
-		return v, true, err
-	}
-	v, err := bytesize.Parse(s, 1<<50)
-	return v, false, err
-}
 
 // bucket is a tenant's token bucket. Guarded by its own lock, which only requests of the one
 // tenant contend for.

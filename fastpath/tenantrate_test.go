@@ -9,30 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func TestParseTenantRate(t *testing.T) {
-	f := func(rate, burst string, want TenantRate) {
-		t.Helper()
-		got, err := ParseTenantRate(rate, burst)
-		if err != nil || got != want {
-			t.Fatalf("%q %q: %+v %v, want %+v", rate, burst, got, err, want)
-		}
-	}
-	f("", "", TenantRate{})
-	f("10MiB/s", "", TenantRate{PerSecond: 10 << 20, Burst: 10 << 20})
-	f("10MiB/s", "20MiB", TenantRate{PerSecond: 10 << 20, Burst: 20 << 20})
-	f("1000/s", "", TenantRate{PerSecond: 1000, Burst: 1000})
-	f("5000items/s", "10000items", TenantRate{PerSecond: 5000, Burst: 10000, Items: true})
-	for _, bad := range [][2]string{{"10MiB", ""}, {"0/s", ""}, {"fast/s", ""}, {"-5items/s", ""},
-		{"10MiB/s", "100items"}, {"5items/s", "1MiB"}, {"", "1MiB"}, {"10MiB/s", "0"}} {
-		if _, err := ParseTenantRate(bad[0], bad[1]); err == nil {
-			t.Errorf("%q %q: no error", bad[0], bad[1])
-		}
-	}
-	if s := (TenantRate{PerSecond: 10 << 20}).String(); s != "10MiB/s" {
-		t.Errorf("String %q", s)
-	}
-}
-
 // A tenant's bucket: a burst at once, then the rate; a refusal says how long until the
 // request fits and takes nothing; a request larger than the burst passes on a full bucket and
 // leaves a debt; a refund gives back; another tenant's bucket is its own.

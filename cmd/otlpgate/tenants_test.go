@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // tenantCall is one upstream request a tenant sink received: the forwarded X-Scope-OrgID
@@ -493,5 +495,26 @@ func TestBinaryTenantRate(t *testing.T) {
 	}
 	if got := scrape(t, g.admin, "otlpgate_tenant_throttled_requests_total", `tenant="quiet"`); got != 0 {
 		t.Fatalf("quiet throttled %v times", got)
+	}
+}
+
+func TestParseTenantRate(t *testing.T) {
+	f := func(rate, burst string, want fastpath.TenantRate) {
+		t.Helper()
+		got, err := parseTenantRate(rate, burst)
+		if err != nil || got != want {
+			t.Fatalf("%q %q: %+v %v, want %+v", rate, burst, got, err, want)
+		}
+	}
+	f("", "", fastpath.TenantRate{})
+	f("10MiB/s", "", fastpath.TenantRate{PerSecond: 10 << 20, Burst: 10 << 20})
+	f("10MiB/s", "20MiB", fastpath.TenantRate{PerSecond: 10 << 20, Burst: 20 << 20})
+	f("1000/s", "", fastpath.TenantRate{PerSecond: 1000, Burst: 1000})
+	f("5000items/s", "10000items", fastpath.TenantRate{PerSecond: 5000, Burst: 10000, Items: true})
+	for _, bad := range [][2]string{{"10MiB", ""}, {"0/s", ""}, {"fast/s", ""}, {"-5items/s", ""},
+		{"10MiB/s", "100items"}, {"5items/s", "1MiB"}, {"", "1MiB"}, {"10MiB/s", "0"}} {
+		if _, err := parseTenantRate(bad[0], bad[1]); err == nil {
+			t.Errorf("%q %q: no error", bad[0], bad[1])
+		}
 	}
 }
