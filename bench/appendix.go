@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
@@ -110,6 +110,13 @@ func (d *countDest) Enqueue(b *fastpath.Batch) error {
 	return nil
 }
 
+// gatewayConfig is an otlpgate with every listener off.
+func gatewayConfig() gateway.Config {
+	c := gateway.DefaultConfig()
+	c.GRPC.Listen, c.HTTP.Listen, c.Kafka.Listen, c.UDS.Listen, c.Admin.Listen = "", "", "", "", ""
+	return c
+}
+
 // RunAppendix runs one row: it generates cfg.Batches batches (inside the timed loop, as the
 // reference does), sends them through otlpgate's client to otlpgate's server over the delay line,
 // and measures this process's CPU time and the wall time until the last acknowledgement.
@@ -120,58 +127,59 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 	}
 	log := slog.New(slog.DiscardHandler)
 
-	// Server side: otlpgate's gRPC intake into a pipeline that only counts.
+	// Server side: an otlpgate whose gRPC intake feeds a pipeline that only counts.
 	counted := &countDest{}
-	spc := fastpath.DefaultConfig()
-	spc.BatchMaxAge = time.Millisecond
-	spc.QueueMaxBytes = 1 << 30
-	srvPipe, err := fastpath.New(spc, []fastpath.Destination{counted})
-	if err != nil {
-		return Row{}, err
-	}
-	defer srvPipe.Close()
-	scfg := grpcserver.DefaultConfig()
+	srvCfg := gatewayConfig()
+	srvCfg.Pipeline.BatchMaxAge = time.Millisecond
+	srvCfg.Pipeline.QueueMaxBytes = 1 << 30
+	srvCfg.Extra = []fastpath.Destination{counted}
+	scfg := &srvCfg.GRPC
+	scfg.Listen = "127.0.0.1:0"
 	scfg.MaxRecvMsgSize = 64 << 20
 	scfg.InitialWindowSize, scfg.InitialConnWindowSize = cfg.StreamWindow, cfg.ConnWindow
+	// The appendix measures the protocol, not the intake limiter: each call reserves the
+	// largest message (64MiB) while it is received, and none may wait for another's.
+	srvCfg.Intake.MaxBytes = 64 * int64(scfg.MaxRecvMsgSize)
+	srvCfg.Intake.MaxConnBytes = srvCfg.Intake.MaxBytes
 	ccfg := client.DefaultConfig()
 	ccfg.Name = "appendix"
 	ccfg.InitialWindowSize, ccfg.InitialConnWindowSize = cfg.StreamWindow, cfg.ConnWindow
 	ccfg.MaxSendMsgSize = 64 << 20
 	ccfg.QueueBytes = 1 << 30
-	cfg.Mode.setup(&ccfg, &scfg)
-	srv, err := grpcserver.New(scfg, srvPipe, log)
+	cfg.Mode.setup(&ccfg, scfg)
+	srv, err := gateway.New(srvCfg, log)
 	if err != nil {
 		return Row{}, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := srv.Start(ctx); err != nil {
 		return Row{}, err
 	}
-	srv.Serve(ln)
 	defer srv.Shutdown(context.Background())
 
-	addr, stopDelay, err := cfg.DelayLine(ln.Addr().String(), cfg.RTT)
+	addr, stopDelay, err := cfg.DelayLine(srv.GRPCAddr().String(), cfg.RTT)
 	if err != nil {
 		return Row{}, err
 	}
 	defer stopDelay()
 
-	// Client side: otlpgate's client fed by a pipeline that seals every request on its own, so
-	// that a batch of the appendix is one request on the wire.
+	// Client side: an otlpgate without intakes whose pipeline seals every request on its own,
+	// so that a batch of the appendix is one request on the wire.
 	ccfg.Endpoint = addr
-	dest, err := client.New(ccfg, log)
+	cliCfg := gatewayConfig()
+	cliCfg.Pipeline.BatchMaxItems = shape.Spans
+	cliCfg.Pipeline.BatchMaxBytes = 16 << 20
+	cliCfg.Pipeline.QueueMaxBytes = 256 << 20
+	cliCfg.Destinations = []client.Config{ccfg}
+	cliCfg.ShutdownTimeout = 10 * time.Second
+	cli, err := gateway.New(cliCfg, log)
 	if err != nil {
 		return Row{}, err
 	}
-	dest.Start()
-	cpc := fastpath.DefaultConfig()
-	cpc.BatchMaxItems = shape.Spans
-	cpc.BatchMaxBytes = 16 << 20
-	cpc.QueueMaxBytes = 256 << 20
-	cliPipe, err := fastpath.New(cpc, []fastpath.Destination{dest})
-	if err != nil {
+	if err := cli.Start(ctx); err != nil {
 		return Row{}, err
 	}
+	defer cli.Shutdown(context.Background())
+	cliPipe := cli.Pipeline()
 
 	gen := otlpgen.New(1)
 	var body []byte
@@ -212,11 +220,8 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(cfg.Batches)
 	}
-	cliPipe.Close()
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	dest.Shutdown(sctx)
-	srvPipe.Flush()
+	cli.Shutdown(ctx)
+	srv.Pipeline().Flush()
 	received := int(counted.items.Load()) / shape.Spans
 	return Row{
 		Mode: cfg.Mode.Name, RTT: cfg.RTT, Shape: cfg.Shape,

@@ -13,6 +13,9 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
+		// gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaners
+		// when the package initialises.
+		goleak.IgnoreCurrent(),
 		// fasthttp's process-wide helpers, started once and never stopped: the Date header
 		// refresher, the default dialer's address-cache cleaner, and the HTTP load client's
 		// idle-connection cleaner (ends a while after its last connection closed).

@@ -59,7 +59,10 @@
 //
 // Shutdown refuses new batches, waits while its context allows for every request to be
 // answered (WaitOnShutdown), then stops, and finishes the rest with Done(false), counted by
-// reason (queued, pending, waiting for a retry).
+// reason (queued, pending, waiting for a retry). A destination's life is one state moved by
+// documented steps (lifecycle.go: created, running, draining, stopping, stopped); the reasons
+// a request is dropped or retried are typed (reasons.go), their strings the metric labels.
+// Each destination keeps its latest failure, redacted, for the status page (lasterror.go).
 //
 // # Payloads are shared, never copied per destination
 //

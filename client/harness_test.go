@@ -192,7 +192,9 @@ type received struct {
 
 // upstream is a gRPC server written for these tests. It serves every method through one raw
 // handler: OTEP streams, OTEP unary calls and v1 Export calls, answering as the test's
-// policies say.
+// policies say. It is not testkit.GRPCSink, which answers Success to everything: the client's
+// tests script each answer (per stream and request, late or never) and check how the client
+// speaks the protocol (windows, half-closes, compression).
 type upstream struct {
 	t    testing.TB
 	addr string
@@ -559,7 +561,7 @@ func startDest(t *testing.T, cfg Config) *Dest {
 	}
 	d.Start()
 	t.Cleanup(func() {
-		if d.shut.Load() {
+		if d.closing() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)

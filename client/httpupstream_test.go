@@ -31,7 +31,8 @@ type hit struct {
 }
 
 // httpUpstream is an OTLP/HTTP server for these tests, on 127.0.0.1. Every request is
-// recorded, then answered by answer (nil: 200 with an empty protobuf body).
+// recorded, then answered by answer (nil: 200 with an empty protobuf body). Only the client's
+// tests need an OTLP/HTTP upstream, so it lives here rather than in internal/testkit.
 type httpUpstream struct {
 	t    testing.TB
 	url  string // http://127.0.0.1:port or https://

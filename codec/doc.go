@@ -20,7 +20,7 @@
 // Marshal and the raw paths allocate nothing once the pools are warm; the proof is in
 // alloc_test.go and the figures in codec_bench_test.go.
 //
-// Nothing is registered in init: cmd/ decides. Install the codec per server or per call;
+// Nothing is registered in init: internal/gateway decides, once per process. Install the codec per server or per call;
 // RegisterCompressors (or RegisterCompressorsWith) registers gzip, zstd and snappy globally and,
 // as gRPC requires of registration, must run before any server or client is created.
 //

@@ -21,7 +21,6 @@ import (
 type Pipeline struct {
 	cfg   Config
 	dests []Destination
-	log   Log // NewLogged: admission appends here and nothing is batched
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
@@ -92,6 +91,10 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 // Config returns the configuration the pipeline runs with.
 func (p *Pipeline) Config() Config { return p.cfg }
 
+// Ack returns the acknowledgement mode (Config.Ack). It implements Admitter. Safe for
+// concurrent use.
+func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
+
 // Consume admits body as a v1 request body, for the default tenant. It implements Consumer.
 // Safe for concurrent use.
 func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
@@ -100,69 +103,39 @@ func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
 }
 
 // Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
-// batch), for the default tenant. With AckUpstream it returns the batch holding the request,
-// with a reference for the caller, who waits on it and then calls Unref; with AckAccept it
-// returns nil. Safe for concurrent use.
+// batch). With AckUpstream it returns the batch holding the request, with a reference for the
+// caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
+// Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
 	return p.admit(sig, nil, req, items, layout, p.cfg.Ack == AckUpstream)
 }
 
 // AdmitTenant is Admit for tenant t, from Config.Tenants (nil: the default tenant). The request
-// joins a batch of t's requests only. Safe for concurrent use.
+// joins a batch of t's requests only. It implements Admitter. Safe for concurrent use.
 func (p *Pipeline) AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
 	return p.admit(sig, t, req, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout Layout, wait bool) (_ *Batch, err error) {
+func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout Layout, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if sig >= NumSignals {
-		return nil, errBadSignal
+	r, err := Prepare(&p.cfg, t, sig, req, items, layout)
+	if err != nil || r.Dropped() {
+		return nil, err
 	}
-	if t == nil && p.cfg.Tenants != nil {
-		t = p.cfg.Tenants.def
-	}
-	if t != nil && !t.routed {
-		// The intakes that read headers refuse it in Lookup; this is the default tenant of the
-		// UDS and Kafka intakes, which no destination takes.
-		tenantRefusedNoRoute.Inc()
-		return nil, ErrNoRoute
-	}
+	defer r.Release()
+	return p.enqueue(&r, wait)
+}
+
+// enqueue appends a prepared request to the open batch of its signal and tenant, within the
+// queue's budget.
+func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
+	sig, req, layout, t := r.Sig, r.Req, r.Layout, r.Tenant
 	n := int64(len(req))
-	if n > p.cfg.QueueMaxBytes {
-		p.m.refused(sig, reasonTooLarge, items)
-		return nil, ErrTooLarge
-	}
-	var pst Stripped // what processing stripped, counted once the request is admitted
-	if proc := p.cfg.Processor; proc != nil {
-		buf, left, st, tally, perr := p.process(sig, req, items, layout)
-		if perr != nil {
-			return nil, perr
-		}
-		defer pool.PutBytes(buf)
-		if len(*buf) == 0 {
-			// Every entry was dropped or sampled out: the client is answered Success and
-			// nothing is admitted.
-			proc.Commit(int(sig), tally)
-			return nil, nil
-		}
-		req, items, layout, pst = *buf, left, LayoutV1, st
-		n = int64(len(req))
-		// What the steps did counts once the request is in: a request refused below and
-		// sent again is counted when it is admitted.
-		defer func() {
-			if err == nil {
-				proc.Commit(int(sig), tally)
-			}
-		}()
-	}
-	if p.log != nil {
-		return nil, p.appendLog(sig, t, req, items, layout, pst)
-	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)
-		p.m.refused(sig, reasonQueueFull, items)
+		r.Refused(RefusedQueueFull)
 		return nil, ErrFull
 	}
 
@@ -193,6 +166,7 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	before := len(*buf)
 	// Only the resource entries join the batch: see AppendEntries.
 	var st Stripped
+	var err error
 	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
@@ -215,7 +189,7 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	if added != n {
 		p.queued.Add(added - n)
 	}
-	b.Items += items
+	b.Items += r.Items
 	if wait {
 		b.refs.Add(1)
 	}
@@ -226,12 +200,7 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	}
 	s.mu.Unlock()
 
-	p.m.admitted(sig, items, len(req))
-	t.countAdmitted(items, len(req))
-	if st.Fields += pst.Fields; st.Fields > 0 {
-		st.Bytes += pst.Bytes
-		p.m.stripped(sig, st)
-	}
+	r.Admitted(st)
 	if sealed != nil {
 		p.seal(sealed)
 	}
@@ -243,8 +212,6 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	}
 	return nil, nil
 }
-
-var errBadSignal = errors.New("fastpath: unknown signal")
 
 // pastGapLocked reports whether BatchMinGap has passed since sig's last seal; if not, it arms
 // the signal's gap timer to seal the open batch when it has. Called with the signal's lock held.
@@ -528,9 +495,7 @@ func (p *Pipeline) Close() {
 		time.Sleep(50 * time.Microsecond)
 	}
 	for i := range p.sig {
-		if t := p.sig[i].gap; t != nil { // a logged pipeline (NewLogged) batches nothing
-			t.Stop() // the final seal below takes what it was holding back
-		}
+		p.sig[i].gap.Stop() // the final seal below takes what it was holding back
 	}
 	p.sealOlder(1<<63-1, true)
 	if p.queued.Load() == 0 {

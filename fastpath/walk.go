@@ -12,7 +12,7 @@ import (
 // message and the offset of a value in it and returns the offset past it, so that a walker
 // keeps one slice and one index instead of re-slicing at every field.
 
-//go:generate go test -run ^TestWalkersGenerated$ -gen .
+//go:generate go run ./internal/walkgen
 
 // readTag reads a tag at b[i] that is not a one-byte tag of a valid field number.
 func readTag(b []byte, i int) (tag uint64, next int, err error) {

@@ -61,6 +61,13 @@
 // records given up are counted by Drop under their own reason. A kill -9 while a destination
 // holds records of a dropped segment loses those uncounted.
 //
+// # Age
+//
+// otlpgate_spool_oldest_unfinished_age_seconds says how far behind the slowest destination is.
+// Records carry no time on disk (the segment format is unchanged): an index in memory notes,
+// once a second, the position of the record being appended (age.go), so the age of any record
+// is known to within a second; records recovered at Open count from Open.
+//
 // # Recovery
 //
 // Open reads the headers of all segments and the records of the last one only, so start-up time
@@ -72,9 +79,9 @@
 //
 // # Wiring
 //
-// cmd/otlpgate opens the spool with the -dest names and gives admission fastpath.NewLogged with
-// feed.Log: a request is appended (stripped, as a batch carries it) before it is acknowledged,
-// and nothing else is kept in memory. Package spool/feed runs one Feeder per destination that
+// internal/gateway opens the spool with the -dest names and puts feed.Admission in front of the
+// intakes instead of a fastpath.Pipeline: a request is appended (stripped, as a batch carries
+// it) before it is acknowledged, and nothing else is kept in memory. Package spool/feed runs one Feeder per destination that
 // reads that destination's Reader and hands it batches within its share of -queue.max-bytes;
 // delivered batches Finish their records, batches given up for a counted reason Drop them, and
 // at shutdown the feeders stop first, the destinations drain, then Close persists positions.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,12 +115,14 @@ type Spool struct {
 		// unflushed is how many bytes at the end of the active segment, [off-unflushed, off),
 		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
 		unflushed int64
+		ages      []ageMark // when records were appended, sparse (age.go)
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
 	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
 	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
 	tailOpen   Pos           // end of the log at Open: records before it are replays
+	opened     time.Time     // when Open began; the age index counts from it (age.go)
 
 	ckMu sync.Mutex // serialises Checkpoint
 
@@ -285,6 +288,7 @@ func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Po
 		s.wbuf = pool.GetBytes(pool.MinSize)
 	}
 	pos := makePos(ref.seq, off)
+	s.markAgeLocked(pos)
 	s.mu.off += n
 	s.mu.bytes += n
 	curBytes.Store(s.mu.bytes)
@@ -417,6 +421,7 @@ func (s *Spool) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
+	ageSpool.CompareAndSwap(s, nil)
 	close(s.done)
 	s.wg.Wait()
 	var err error
@@ -432,6 +437,14 @@ func (s *Spool) Close() error {
 	}
 	pool.PutBytes(s.wbuf)
 	return err
+}
+
+// Bytes is what the segments take on disk, framing included: what MaxBytes bounds. Safe for
+// concurrent use.
+func (s *Spool) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.bytes
 }
 
 // Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.

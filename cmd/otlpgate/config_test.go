@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
@@ -20,12 +21,22 @@ func TestSpoolConfigRetriesWithoutBudget(t *testing.T) {
 	if err := finishConfig(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.clients[0].RetryMaxElapsed; got != 0 {
+	if got := allDests(t, cfg)[0].RetryMaxElapsed; got != 0 {
 		t.Errorf("RetryMaxElapsed = %v with a spool, want 0 (no limit)", got)
 	}
 	if cfg.spool.Sync.String() != "none" || cfg.spool.Dir != "/d" {
 		t.Errorf("spool config %+v", cfg.spool)
 	}
+}
+
+// allDests is the destinations the gateway runs for cfg.
+func allDests(t *testing.T, cfg config) []client.Config {
+	t.Helper()
+	d, err := cfg.gw.AllDestinations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func TestFinishConfig(t *testing.T) {
@@ -109,10 +120,10 @@ func TestSharedIntakeFlags(t *testing.T) {
 	if c.grpc.AuthTokenFile != "/t" || c.http.AuthTokenFile != "/h" {
 		t.Errorf("grpc %q, http %q", c.grpc.AuthTokenFile, c.http.AuthTokenFile)
 	}
-	if c := parse("-grpc.stream-workers", "3", "-grpc.shared-write-buffer"); c.grpc.StreamWorkers != 3 || !c.grpc.SharedWriteBuffer {
-		t.Errorf("stream workers %d, shared write buffer %v", c.grpc.StreamWorkers, c.grpc.SharedWriteBuffer)
+	if c := parse("-grpc.stream-workers", "3"); c.grpc.StreamWorkers != 3 {
+		t.Errorf("stream workers %d", c.grpc.StreamWorkers)
 	}
-	if c := parse(); c.grpc.StreamWorkers != 16 || c.grpc.SharedWriteBuffer {
+	if c := parse(); c.grpc.StreamWorkers != 16 {
 		t.Errorf("grpc defaults: %+v", c.grpc)
 	}
 	if c := parse(); c.http.Listen != "127.0.0.1:4318" || c.http.AuthTokenFile != "" || c.http.CORSAllowedOrigins != nil {
@@ -138,16 +149,16 @@ func TestDestinationQueueDefaults(t *testing.T) {
 		return cfg
 	}
 	one := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1")
-	if q := one.clients[0].QueueBytes; q != 100<<20 || len(one.warnings) != 0 {
-		t.Errorf("single destination: queue %d, warnings %v", q, one.warnings)
+	if q := allDests(t, one)[0].QueueBytes; q != 100<<20 || len(one.gw.Warnings()) != 0 {
+		t.Errorf("single destination: queue %d, warnings %v", q, one.gw.Warnings())
 	}
 	two := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1", "-dest", "name=b,endpoint=y:1")
-	if two.clients[0].QueueBytes != 50<<20 || two.clients[1].QueueBytes != 50<<20 {
-		t.Errorf("two destinations: %d, %d", two.clients[0].QueueBytes, two.clients[1].QueueBytes)
+	if allDests(t, two)[0].QueueBytes != 50<<20 || allDests(t, two)[1].QueueBytes != 50<<20 {
+		t.Errorf("two destinations: %d, %d", allDests(t, two)[0].QueueBytes, allDests(t, two)[1].QueueBytes)
 	}
 	set := parse("-queue.max-bytes", "100MiB", "-dest", "name=a,endpoint=x:1,queue.bytes=10MiB")
-	if set.clients[0].QueueBytes != 10<<20 || len(set.warnings) != 1 {
-		t.Errorf("explicit queue-bytes: %d, warnings %v", set.clients[0].QueueBytes, set.warnings)
+	if allDests(t, set)[0].QueueBytes != 10<<20 || len(set.gw.Warnings()) != 1 {
+		t.Errorf("explicit queue-bytes: %d, warnings %v", allDests(t, set)[0].QueueBytes, set.gw.Warnings())
 	}
 }
 

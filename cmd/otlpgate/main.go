@@ -8,17 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
-	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/pool"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -26,7 +24,6 @@ import (
 	"github.com/otlpgate/otlpgate/server/kafka"
 	"github.com/otlpgate/otlpgate/server/uds"
 	"github.com/otlpgate/otlpgate/spool"
-	"github.com/otlpgate/otlpgate/spool/feed"
 )
 
 // config is everything the flags set.
@@ -37,7 +34,7 @@ type config struct {
 	corsOrig  string
 	corsHdrs  string
 	pipeline  fastpath.Config
-	intake    fastpath.LimiterConfig
+	intake    admission.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
 	pprof     admin.PprofConfig
@@ -46,8 +43,6 @@ type config struct {
 	udsMode   string
 	kafkaMets string
 	dests     []string
-	clients   []client.Config
-	warnings  []string // configurations that work but may surprise
 	ack       string
 	scanDepth string
 	logLevel  string
@@ -58,19 +53,22 @@ type config struct {
 	spoolFull string
 	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
 	spoolGroupReadable bool
-	// spoolFS is the spool's file system: nil is spool.OSFS; tests put a failing one here.
-	spoolFS spool.FS
 	// The processing steps (process/): -resource.set, -resource.delete, -drop, -sample.*.
 	procSet, procDelete, procDrop []string
 	sampleTraces, sampleMode      string
 	sampleSeed                    uint32
 	sampleSeedSet                 bool
+	samplePrecision               string
+	samplePrecisionSet            bool
+	sampleLogs                    bool
 	proc                          process.Config
 	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
-	// -intake.max-tenants, and the destinations' match-header (tenants.go).
+	// -intake.max-tenants, -tenant.* (tenants.go).
 	tenantHeaders           string
 	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
 	tenants                 fastpath.TenantsConfig
+	// gw is what finishConfig builds from the rest: the whole gateway.
+	gw gw.Config
 }
 
 func defaultConfig() config {
@@ -78,7 +76,7 @@ func defaultConfig() config {
 		grpc:       grpcserver.DefaultConfig(),
 		http:       httpserver.DefaultConfig(),
 		pipeline:   fastpath.DefaultConfig(),
-		intake:     fastpath.DefaultLimiterConfig(),
+		intake:     admission.DefaultLimiterConfig(),
 		file:       filedest.DefaultConfig(),
 		admin:      admin.DefaultConfig(),
 		pprof:      admin.DefaultPprofConfig(),
@@ -126,7 +124,7 @@ func run(args []string, stderr *os.File) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log); err != nil {
-		var lost *lossError
+		var lost *gw.LossError
 		if errors.As(err, &lost) {
 			return exitLost // each loss was logged where it was found
 		}
@@ -151,9 +149,9 @@ func newLogger(level, format string, w *os.File) (*slog.Logger, error) {
 	return nil, fmt.Errorf("bad -log.format %q (want text or json)", format)
 }
 
-// finishConfig turns the string-valued flags into typed settings and validates everything.
+// finishConfig turns the string-valued flags into typed settings, builds the gateway's
+// configuration from them (cfg.gw) and validates it.
 func finishConfig(cfg *config) error {
-	cfg.warnings = nil
 	var err error
 	if cfg.pipeline.Ack, err = fastpath.ParseAckMode(cfg.ack); err != nil {
 		return err
@@ -178,52 +176,6 @@ func finishConfig(cfg *config) error {
 		return fmt.Errorf("bad -uds.mode %q (want octal permissions such as 0660)", cfg.udsMode)
 	}
 	cfg.uds.Mode = os.FileMode(mode)
-	names := map[string]bool{}
-	for _, spec := range cfg.dests {
-		base := client.DefaultConfig()
-		if !specHasKey(spec, "queue-bytes") {
-			// Unless told otherwise, a destination may hold what the pipeline admits: a single
-			// destination then never refuses a batch at hand-over (overload shows as backpressure
-			// to clients, and nothing acknowledged is dropped); several split the budget, so that a
-			// dead one cannot stall the others.
-			base.QueueBytes = cfg.pipeline.QueueMaxBytes
-			if len(cfg.dests) > 1 {
-				base.QueueBytes = cfg.pipeline.QueueMaxBytes / 2
-			}
-		}
-		if cfg.spool.Dir != "" {
-			if specHasKey(spec, "retry-max-elapsed") {
-				return fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", client.RedactDest(spec))
-			}
-			// Data on disk is never given up because a retry budget ran out.
-			base.RetryMaxElapsed = 0
-		}
-		c, err := client.ParseDest(spec, base)
-		if err != nil {
-			return fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
-		}
-		if names[c.Name] {
-			return fmt.Errorf("-dest: two destinations are named %q", c.Name)
-		}
-		names[c.Name] = true
-		cfg.clients = append(cfg.clients, c)
-	}
-	if len(cfg.clients) == 1 && cfg.clients[0].QueueBytes < cfg.pipeline.QueueMaxBytes {
-		cfg.warnings = append(cfg.warnings, fmt.Sprintf("-dest %s: queue-bytes below -queue.max-bytes: under overload, batches already acknowledged to clients can be refused at hand-over (counted in otlpgate_fastpath_destination_refused_batches_total)", cfg.clients[0].Name))
-	}
-	if len(cfg.clients) > 1 {
-		// Every batch counts against -queue.max-bytes until each destination is done with it: a
-		// dead destination allowed to hold as much would stall the others.
-		for _, c := range cfg.clients {
-			if c.QueueBytes >= cfg.pipeline.QueueMaxBytes {
-				return fmt.Errorf("-dest %s: queue-bytes %d must be below -queue.max-bytes %d when there are several destinations, or a dead one could stall the rest",
-					c.Name, c.QueueBytes, cfg.pipeline.QueueMaxBytes)
-			}
-		}
-	}
-	if cfg.shutdown <= 0 {
-		return errors.New("-shutdown.timeout must be positive")
-	}
 	if err := finishSpoolConfig(cfg); err != nil {
 		return err
 	}
@@ -233,23 +185,13 @@ func finishConfig(cfg *config) error {
 	if err := finishTenantConfig(cfg); err != nil {
 		return err
 	}
-	if err := cfg.intake.Validate(); err != nil {
-		return err
+	cfg.gw = gw.Config{
+		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
+		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, File: cfg.file,
+		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
+		Tenants: cfg.tenants,
 	}
-	// The servers check their sizes against the limiter again; these name the flags.
-	in := fastpath.NewLimiter(cfg.intake)
-	if m := int64(cfg.grpc.MaxRecvMsgSize); cfg.grpc.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
-		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
-			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
-	}
-	if m := 2 * int64(cfg.http.MaxRequestBytes); cfg.http.Listen != "" && m > in.MaxBytes() {
-		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
-	}
-	if m := int64(cfg.kafka.MaxRequestBytes + pool.Cap(cfg.kafka.TelemetryMaxBytes)); cfg.kafka.Listen != "" && m > in.MaxBytesFor(fastpath.IntakeKafka) {
-		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(fastpath.IntakeKafka))
-	}
-	return errors.Join(cfg.grpc.Validate(), cfg.http.Validate(), cfg.pipeline.Validate(), cfg.file.Validate(), cfg.admin.Validate(), cfg.pprof.Validate(),
-		cfg.kafka.Validate(), cfg.uds.Validate())
+	return cfg.gw.Validate()
 }
 
 // finishSpoolConfig reads the -spool.* flags; nothing is checked when the spool is off.
@@ -261,13 +203,8 @@ func finishSpoolConfig(cfg *config) error {
 	if cfg.spool.Sync, err = spool.ParseSyncMode(cfg.spoolSync); err != nil {
 		return err
 	}
-	if cfg.spool.Full, err = spool.ParseFullPolicy(cfg.spoolFull); err != nil {
-		return err
-	}
-	if cfg.pipeline.Ack == fastpath.AckUpstream {
-		return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
-	}
-	return cfg.spool.Validate()
+	cfg.spool.Full, err = spool.ParseFullPolicy(cfg.spoolFull)
+	return err
 }
 
 // finishProcessConfig reads the flags of the processing steps and builds their chain into the
@@ -289,17 +226,31 @@ func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error 
 		}
 		cfg.proc.Drop = append(cfg.proc.Drop, m)
 	}
-	if cfg.sampleMode != "hash_seed" {
-		return fmt.Errorf("-sample.mode %q: only hash_seed is implemented (the Collector's proportional and equalizing modes are not)", cfg.sampleMode)
+	mode, err := process.ParseSampleMode(cfg.sampleMode)
+	if err != nil {
+		return err
 	}
-	if cfg.sampleTraces != "" {
+	switch {
+	case cfg.sampleTraces == "" && (cfg.sampleSeedSet || cfg.samplePrecisionSet || cfg.sampleLogs):
+		return errors.New("-sample.hash-seed, -sample.precision and -sample.logs need -sample.traces")
+	case cfg.sampleTraces == "":
+	case mode == process.SampleHashSeed && cfg.samplePrecisionSet:
+		return errors.New("-sample.precision applies to -sample.mode=proportional and equalizing, which write thresholds; hash_seed writes none")
+	case mode != process.SampleHashSeed && cfg.sampleSeedSet:
+		return fmt.Errorf("-sample.hash-seed applies to -sample.mode=hash_seed; %v decides by the trace id's randomness, without a seed", mode)
+	default:
 		pct, err := process.ParsePercent(cfg.sampleTraces)
 		if err != nil {
 			return err
 		}
-		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, HashSeed: cfg.sampleSeed}
-	} else if cfg.sampleSeedSet {
-		return errors.New("-sample.hash-seed needs -sample.traces")
+		precision := 0
+		if cfg.samplePrecisionSet {
+			if precision, err = process.ParsePrecision(cfg.samplePrecision); err != nil {
+				return err
+			}
+		}
+		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, Mode: mode, HashSeed: cfg.sampleSeed,
+			Precision: precision, Logs: cfg.sampleLogs}
 	}
 	c, err := process.New(cfg.proc)
 	if err != nil {
@@ -310,17 +261,6 @@ func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error 
 		cfg.pipeline.Processor = c
 	}
 	return nil
-}
-
-// specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
-func specHasKey(spec, key string) bool {
-	for _, item := range strings.Split(spec, ",") {
-		k, _, _ := strings.Cut(item, "=")
-		if strings.ReplaceAll(strings.TrimSpace(k), ".", "-") == key {
-			return true
-		}
-	}
-	return false
 }
 
 // splitList splits a comma-separated flag value, dropping empty elements.
@@ -334,321 +274,36 @@ func splitList(s string) []string {
 	return out
 }
 
-// serve runs otlpgate until ctx ends, then shuts it down in phases (see shutdown).
+// serve runs otlpgate until ctx ends or it fails, reloading on SIGHUP, then shuts it down in
+// phases (gw.Gateway.Shutdown).
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
-	for _, w := range cfg.warnings {
-		log.Warn(w)
-	}
 	if lim := descriptorLimit(); lim > 0 {
 		if w := descriptorWarning(&cfg, lim); w != "" {
 			log.Warn(w)
 		}
 	}
-	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
-		"ack", cfg.pipeline.Ack.String(), "queue_max_bytes", cfg.pipeline.QueueMaxBytes)
-	// One intake limiter bounds what every intake holds before admission, as the queue does
-	// after; gRPC messages inflate into its inflate budget, so it exists before the
-	// compressors are registered (before any server or client).
-	lim := fastpath.NewLimiter(cfg.intake)
-	cc := codec.DefaultConfig()
-	cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(lim), cfg.grpc.MaxRecvMsgSize
-	if err := codec.RegisterCompressorsWith(cc); err != nil {
-		return err
-	}
-
-	var dests []fastpath.Destination
-	var clients []outlet
-	var fleets []*client.Fleet // re-resolved on SIGHUP
-	var file *filedest.Dest
-	for _, c := range cfg.clients {
-		if c.Resolver != "" {
-			f, err := client.NewFleet(c, log)
-			if err != nil {
-				return err
-			}
-			f.Start()
-			clients, fleets, dests = append(clients, f), append(fleets, f), append(dests, f)
-			log.Info("destination", "name", c.Name, "resolver", c.Resolver, "balance", c.Balance, "backends", f.Backends())
-			continue
-		}
-		d, err := client.New(c, log)
-		if err != nil {
-			return err
-		}
-		d.Start()
-		clients = append(clients, d)
-		dests = append(dests, d)
-		log.Info("destination", "name", c.Name, "endpoint", c.Endpoint, "protocol", c.Protocol, "mode", c.Mode)
-	}
-	if len(dests) == 0 {
-		var err error
-		if file, err = filedest.New(cfg.file, log); err != nil {
-			return err
-		}
-		dests = append(dests, file)
-		log.Info("destination", "name", "file", "path", cfg.file.Path)
-	}
-
-	if err := buildTenants(&cfg); err != nil {
-		return err
-	}
-	var p *fastpath.Pipeline
-	var sp *spooled
-	if cfg.spool.Dir != "" {
-		var err error
-		if sp, err = openSpool(cfg, dests, log); err != nil {
-			return err
-		}
-		if p, err = fastpath.NewLogged(cfg.pipeline, feed.Log{Spool: sp.s}); err != nil {
-			sp.close(log)
-			return err
-		}
-		sp.start()
-	} else {
-		var err error
-		if p, err = fastpath.New(cfg.pipeline, dests); err != nil {
-			return err
-		}
-	}
-	cfg.grpc.Limiter, cfg.http.Limiter, cfg.kafka.Limiter, cfg.uds.Limiter = lim, lim, lim, lim
-	gs, err := grpcserver.New(cfg.grpc, p, log)
+	g, err := gw.New(cfg.gw, log)
 	if err != nil {
 		return err
 	}
-	hs, err := httpserver.New(cfg.http, p, log)
-	if err != nil {
-		return err
-	}
-	for name, addr := range map[string]string{"grpc": cfg.grpc.Listen, "http": cfg.http.Listen, "kafka": cfg.kafka.Listen, "uds": cfg.uds.Listen} {
-		if addr != "" {
-			cfg.admin.Status.Intakes = append(cfg.admin.Status.Intakes, name)
-		}
-	}
-	adm, err := admin.New(cfg.admin, log, func() error {
-		if gs.Addr() == nil && cfg.grpc.Listen != "" {
-			return errors.New("grpc intake not listening")
-		}
-		if hs.Addr() == nil && cfg.http.Listen != "" {
-			return errors.New("http intake not listening")
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := adm.Start(); err != nil {
-		return err
-	}
-	// Profiles only when asked for, on loopback; the listener lives until the process ends, so
-	// that a shutdown can be profiled too.
-	prof, err := admin.NewPprof(cfg.pprof, log)
-	if err != nil {
-		return err
-	}
-	if err := prof.Start(); err != nil {
-		adm.Shutdown(context.Background())
-		return err
-	}
-	defer prof.Shutdown(context.Background())
-	ks, err := kafka.New(cfg.kafka, p, log)
-	if err != nil {
-		return err
-	}
-	if err := gs.Start(); err != nil {
-		adm.Shutdown(context.Background())
-		return err
-	}
-	if err := hs.Start(); err != nil {
-		gs.Shutdown(context.Background())
-		adm.Shutdown(context.Background())
-		return err
-	}
-	if err := ks.Start(ctx); err != nil {
-		hs.Shutdown(context.Background())
-		gs.Shutdown(context.Background())
-		adm.Shutdown(context.Background())
-		return err
-	}
-	us, err := uds.New(cfg.uds, p, log)
-	if err == nil {
-		// gnet creates the socket file with the process umask, and its mode and group are set
-		// just after: a tight umask closes the window in which another user could connect.
-		old := syscall.Umask(0o177)
-		err = us.Start(ctx)
-		syscall.Umask(old)
-	}
-	if err != nil {
-		ks.Shutdown(context.Background())
-		hs.Shutdown(context.Background())
-		gs.Shutdown(context.Background())
-		adm.Shutdown(context.Background())
-		return err
-	}
-
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	var spoolFailed <-chan struct{} // nil without a spool: never ready
-	if sp != nil {
-		spoolFailed = sp.s.Failed()
+	if err := g.Start(ctx); err != nil {
+		return err
 	}
-	var failure error
 	for waiting := true; waiting; {
 		select {
 		case <-ctx.Done():
 			waiting = false
-		case <-spoolFailed:
-			// Acknowledged records may be gone and the spool takes no more: stop, and say so
-			// in the exit status (exitLost).
-			failure = sp.s.Err()
-			log.Error("spool failed: acknowledged data may be lost; shutting down", "dir", cfg.spool.Dir, "err", failure)
-			waiting = false
+		case <-g.Failed():
+			waiting = false // logged by the gateway; Shutdown returns the loss
 		case <-hup:
-			for _, f := range fleets {
-				if err := f.Reload(); err != nil {
-					log.Error("cannot resolve the backends; keeping the current set", "destination", f.Name(), "err", err)
-				}
-			}
-			if err := ks.Reload(); err != nil {
-				log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
-			} else {
-				log.Info("reloaded the Kafka subscriptions")
-			}
+			g.Reload() // each failure is logged, and keeps what ran before
 		}
 	}
-	err = shutdown(cfg.shutdown, log, adm, p, []intake{gs, hs, ks, us}, clients, file, sp)
-	if failure != nil {
-		lost := &lossError{errs: []error{failure}}
-		if errors.As(err, &lost) {
-			lost.errs = append(lost.errs, failure)
-		}
-		return lost
-	}
-	return err
+	return g.Shutdown(context.Background())
 }
-
-// intake is a server that takes data in; Shutdown stops it accepting and hands what it took
-// to the pipeline.
-type intake interface {
-	Shutdown(ctx context.Context) error
-}
-
-// outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
-type outlet interface {
-	Shutdown(ctx context.Context) error
-}
-
-// shutdown stops otlpgate in phases, each with its own share of the deadline:
-//
-//  1. /readyz fails at once, so that load balancers stop routing here.
-//  2. Every intake stops accepting, in parallel, within half the deadline: idle streams end at
-//     once, streams answer what they accepted (with -ack=upstream, once delivered), unary calls
-//     finish, and the UDS exporter's final flush and Kafka's last pushes are admitted. Open
-//     batches are sealed meanwhile, so that what waits for its upstream answer is sent.
-//  3. Open batches are sealed for the last time and admission ends (pipeline Close).
-//  4. The destinations drain in parallel, until the deadline.
-//
-// It returns a lossError when something acknowledged was not delivered; each loss is logged
-// here, once.
-func shutdown(timeout time.Duration, log *slog.Logger, adm *admin.Server, p *fastpath.Pipeline,
-	intakes []intake, clients []outlet, file *filedest.Dest, sp *spooled) error {
-	log.Info("shutting down", "timeout", timeout)
-	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-
-	adm.Drain()
-
-	ictx, icancel := context.WithTimeout(ctx, timeout/2)
-	defer icancel()
-	intakesDone := make(chan struct{})
-	go sealWhileDraining(p, intakesDone)
-	ierrs := make(chan error, len(intakes))
-	for _, in := range intakes {
-		go func() { ierrs <- in.Shutdown(ictx) }()
-	}
-	for range intakes {
-		if err := <-ierrs; err != nil {
-			// Not a loss: what an intake did not finish was not acknowledged, and the client
-			// (or the PHP process, or the Kafka client) sends it again or counted it.
-			log.Warn("intake did not stop cleanly", "err", err)
-		}
-	}
-	close(intakesDone)
-	log.Debug("intakes stopped", "took", time.Since(began))
-
-	p.Close()
-	if sp != nil {
-		// Nothing more is read from the spool; what the destinations hold is finished as usual.
-		sp.stopFeeding()
-	}
-
-	// Destinations drain in parallel: one slow upstream must not eat the others' time.
-	errc := make(chan error, len(clients)+1)
-	for _, d := range clients {
-		go func() { errc <- d.Shutdown(ctx) }()
-	}
-	n := len(clients)
-	if file != nil {
-		n++
-		go func() { errc <- file.Shutdown(ctx) }()
-	}
-	var lost lossError
-	for range n {
-		if err := <-errc; err != nil {
-			if sp != nil {
-				// Not a loss: what a destination gave up at shutdown is still in the spool and is
-				// delivered after the next start.
-				log.Info("undelivered batches stay in the spool for the next start", "err", err)
-				continue
-			}
-			log.Error("data lost at shutdown", "err", err)
-			lost.errs = append(lost.errs, err)
-		}
-	}
-	if sp != nil {
-		if err := sp.close(log); err != nil {
-			log.Error("spool not closed cleanly: the next start replays more than needed", "err", err)
-		}
-	}
-	if q := p.QueuedBytes(); q > 0 && len(lost.errs) == 0 {
-		// Every destination finishes every batch it took, lost or not; bytes left over were
-		// never accounted for by one.
-		log.Error("data lost at shutdown", "err", fmt.Sprintf("%d admitted bytes were not finished by every destination", q))
-		lost.errs = append(lost.errs, fmt.Errorf("%d bytes unaccounted for", q))
-	}
-	adm.Shutdown(ctx)
-	log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "lost", len(lost.errs) > 0)
-	if len(lost.errs) > 0 {
-		return &lost
-	}
-	return nil
-}
-
-// sealEvery is how often open batches are sealed while the intakes stop: requests that wait for
-// their upstream answer (-ack=upstream) must not wait for -batch.max-age as well.
-const sealEvery = 5 * time.Millisecond
-
-// sealWhileDraining seals the open batches every sealEvery until done is closed.
-func sealWhileDraining(p *fastpath.Pipeline, done <-chan struct{}) {
-	t := time.NewTicker(sealEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			p.Flush()
-		}
-	}
-}
-
-// lossError reports that data acknowledged to clients was lost at shutdown; every loss was
-// logged already. The process exits with exitLost.
-type lossError struct{ errs []error }
-
-func (e *lossError) Error() string { return errors.Join(e.errs...).Error() }
 
 // Exit statuses.
 const (

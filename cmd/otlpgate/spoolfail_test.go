@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 	"github.com/otlpgate/otlpgate/spool"
@@ -40,7 +41,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	disk := spool.NewCrashFS()
-	cfg.spoolFS = disk
+	cfg.gw.SpoolFS = disk
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	served := make(chan error, 1)
@@ -74,7 +75,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("still serving 30s after every sync began to fail:\n%s", logs.String())
 	}
-	var lost *lossError
+	var lost *gw.LossError
 	if !errors.As(err, &lost) || !strings.Contains(err.Error(), spool.ErrSyncFailed.Error()) {
 		t.Fatalf("serve returned %v, want the loss error naming the failed sync", err)
 	}

@@ -342,19 +342,15 @@ func TestTenantFlags(t *testing.T) {
 		return &cfg
 	}
 	const a, b = "name=a,endpoint=x:1,protocol=v1,mode=unary", "name=b,endpoint=y:1,protocol=v1,mode=unary"
-	if cfg := f(nil, ""); len(cfg.tenants.Headers) != 0 || cfg.spool.Meta {
+	if cfg := f(nil, ""); len(cfg.gw.Tenants.Headers) != 0 {
 		t.Error("tenants on by default")
 	}
+	// The routes the destinations' match-header make are the gateway's (its TestTenantRoutes).
 	cfg := f([]string{"-intake.headers", "X-Scope-OrgID, x-region", "-intake.headers.default", "anonymous", "-intake.max-tenants", "50",
 		"-dest", a + ",match-header=x-scope-orgid:acme|beta,forward-headers=x-scope-orgid|x-region", "-dest", b}, "")
-	tc := cfg.tenants
-	if !slices.Equal(tc.Headers, []string{"x-scope-orgid", "x-region"}) || tc.Default != "anonymous" || tc.Max != 50 ||
-		len(tc.Routes) != 2 || tc.Routes[0].String() != "x-scope-orgid:acme|beta" || tc.Routes[1].Header != "" || !cfg.spool.Meta {
+	tc := cfg.gw.Tenants
+	if !slices.Equal(tc.Headers, []string{"x-scope-orgid", "x-region"}) || tc.Default != "anonymous" || tc.Max != 50 || tc.MetricsTop != 20 {
 		t.Errorf("%+v", tc)
-	}
-	// Without any match-header every destination takes every tenant: no routes.
-	if cfg := f([]string{"-intake.headers", "x-scope-orgid", "-dest", a, "-dest", b}, ""); cfg.tenants.Routes != nil {
-		t.Errorf("routes %v", cfg.tenants.Routes)
 	}
 	f([]string{"-dest", a + ",match-header=x-scope-orgid:acme"}, "give -intake.headers")
 	f([]string{"-dest", a + ",forward-headers=x-scope-orgid"}, "give -intake.headers")
@@ -370,11 +366,11 @@ func TestTenantFlags(t *testing.T) {
 	f([]string{"-intake.headers", "x-scope-orgid", "-dest", "name=s,endpoint=x:1,forward-headers=x-scope-orgid"}, "mode=unary")
 
 	cfg = f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "10MiB/s", "-tenant.burst", "20MiB", "-tenant.metrics.top", "5"}, "")
-	if r := cfg.tenants.Rate; r.PerSecond != 10<<20 || r.Burst != 20<<20 || r.Items || cfg.tenants.MetricsTop != 5 {
-		t.Errorf("rate %+v top %d", r, cfg.tenants.MetricsTop)
+	if r := cfg.gw.Tenants.Rate; r.PerSecond != 10<<20 || r.Burst != 20<<20 || r.Items || cfg.gw.Tenants.MetricsTop != 5 {
+		t.Errorf("rate %+v top %d", r, cfg.gw.Tenants.MetricsTop)
 	}
 	cfg = f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "5000items/s"}, "")
-	if r := cfg.tenants.Rate; r.PerSecond != 5000 || r.Burst != 5000 || !r.Items {
+	if r := cfg.gw.Tenants.Rate; r.PerSecond != 5000 || r.Burst != 5000 || !r.Items {
 		t.Errorf("rate %+v", r)
 	}
 	f([]string{"-tenant.rate", "10MiB/s"}, "give -intake.headers")

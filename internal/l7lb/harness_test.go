@@ -3,8 +3,8 @@ package l7lb
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,99 +15,63 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	gw "github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaner
+// goroutines when the package initialises: they belong to the dependency, not to a test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// recorder is a gateway's destination: it decodes every batch and records the span ids, each
-// with the time it arrived.
-type recorder struct {
-	name string
-	mu   sync.Mutex
-	ids  map[uint64]int
-	at   []arrival
-}
-
-type arrival struct {
-	t time.Time
-	n int
-}
-
-func (r *recorder) Name() string { return r.name }
-
-func (r *recorder) Enqueue(b *fastpath.Batch) error {
-	var req coltracev1.ExportTraceServiceRequest
-	err := req.UnmarshalVT(b.Payload.Bytes())
-	now := time.Now()
-	r.mu.Lock()
+// spansSince is how many spans arrived at rec; since, if not zero, counts only those that
+// arrived after it.
+func spansSince(rec *testkit.Recorder, since time.Time) int {
 	n := 0
-	if err == nil {
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, sp := range ss.Spans {
-					r.ids[binary.BigEndian.Uint64(sp.SpanId)]++
-					n++
-				}
-			}
-		}
-	}
-	r.at = append(r.at, arrival{now, n})
-	r.mu.Unlock()
-	b.Done(err == nil)
-	return nil
-}
-
-// count is how many spans arrived; since, if not zero, counts only those that arrived after it.
-func (r *recorder) count(since time.Time) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, a := range r.at {
-		if a.t.After(since) {
-			n += a.n
+	for _, g := range rec.Received() {
+		if g.At.After(since) {
+			ids, _ := testkit.SpanIDs(g.Body)
+			n += len(ids)
 		}
 	}
 	return n
 }
 
-// gateway is an otlpgate gateway assembled in the test: the gRPC intake and a pipeline in front
-// of a recorder.
+// gateway is an otlpgate gateway built in the test as cmd/otlpgate builds it: the gRPC intake
+// and a pipeline in front of a recorder.
 type gateway struct {
-	rec  *recorder
-	p    *fastpath.Pipeline
-	srv  *grpcserver.Server
+	rec  *testkit.Recorder
 	addr string
+}
+
+// gatewayConfig is an otlpgate with every listener off: each test turns on what it uses.
+func gatewayConfig() gw.Config {
+	c := gw.DefaultConfig()
+	c.GRPC.Listen, c.HTTP.Listen, c.Kafka.Listen, c.UDS.Listen, c.Admin.Listen = "", "", "", "", ""
+	return c
 }
 
 func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 	t.Helper()
-	g := &gateway{rec: &recorder{name: name, ids: map[uint64]int{}}}
-	var err error
-	if g.p, err = fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{g.rec}); err != nil {
-		t.Fatal(err)
-	}
-	sc := grpcserver.DefaultConfig()
-	sc.StreamMaxAge = maxAge
-	if g.srv, err = grpcserver.New(sc, g.p, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g := &gateway{rec: testkit.NewRecorder(name)}
+	cfg := gatewayConfig()
+	cfg.GRPC.Listen = "127.0.0.1:0"
+	cfg.GRPC.StreamMaxAge = maxAge
+	cfg.Extra = []fastpath.Destination{g.rec}
+	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.srv.Serve(ln); err != nil {
+	if err := gate.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	g.addr = ln.Addr().String()
+	g.addr = gate.GRPCAddr().String()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		g.srv.Shutdown(ctx)
-		g.p.Close()
+		gate.Shutdown(ctx)
 	})
 	return g
 }
@@ -115,23 +79,23 @@ func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 // edge is an otlpgate edge: a pipeline whose one destination streams OTEP to the balancer.
 type edge struct {
 	p    *fastpath.Pipeline
-	dest *client.Dest
+	gate *gw.Gateway
 }
 
 func startEdge(t *testing.T, cfg client.Config) *edge {
 	t.Helper()
-	d, err := client.New(cfg, slog.New(slog.DiscardHandler))
+	c := gatewayConfig()
+	c.Pipeline.BatchMaxItems = 16
+	c.Destinations = []client.Config{cfg}
+	c.ShutdownTimeout = 20 * time.Second
+	gate, err := gw.New(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Start()
-	pc := fastpath.DefaultConfig()
-	pc.BatchMaxItems = 16
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
-	if err != nil {
+	if err := gate.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e := &edge{p: p, dest: d}
+	e := &edge{p: gate.Pipeline(), gate: gate}
 	t.Cleanup(func() { e.close(t) })
 	return e
 }
@@ -142,10 +106,7 @@ func (e *edge) close(t *testing.T) {
 	if _, done := edgeClosed.LoadOrStore(e, true); done {
 		return
 	}
-	e.p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.dest.Shutdown(ctx); err != nil {
+	if err := e.gate.Shutdown(context.Background()); err != nil {
 		t.Errorf("edge shutdown: %v", err)
 	}
 }
@@ -210,38 +171,29 @@ func loadBodies(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at 
 	return admitted
 }
 
-// settle waits (bounded) until every admitted id arrived at some gateway, then checks that none
-// is missing and returns the duplicates.
+// settle waits until every admitted id arrived at some gateway and returns the duplicates.
 func settle(t *testing.T, admitted []uint64, gws ...*gateway) (dups int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		seen := map[uint64]int{}
+	var seen map[uint64]int
+	testkit.WaitFor(t, fmt.Sprintf("all %d admitted spans to reach a gateway", len(admitted)), func() bool {
+		seen = map[uint64]int{}
 		for _, g := range gws {
-			g.rec.mu.Lock()
-			for id, n := range g.rec.ids {
+			ids, _ := g.rec.SpanIDs()
+			for id, n := range ids {
 				seen[id] += n
 			}
-			g.rec.mu.Unlock()
 		}
-		missing := 0
 		for _, id := range admitted {
 			if seen[id] == 0 {
-				missing++
+				return false
 			}
 		}
-		if missing == 0 {
-			dups = 0
-			for _, n := range seen {
-				dups += n - 1
-			}
-			return dups
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d admitted spans never reached a gateway", missing, len(admitted))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true
+	})
+	for _, n := range seen {
+		dups += n - 1
 	}
+	return dups
 }
 
 // counter sums a counter of the default registry over the series carrying label=value.
@@ -272,7 +224,7 @@ func shares(since time.Time, gws ...*gateway) []float64 {
 	total := 0
 	counts := make([]int, len(gws))
 	for i, g := range gws {
-		counts[i] = g.rec.count(since)
+		counts[i] = spansSince(g.rec, since)
 		total += counts[i]
 	}
 	out := make([]float64, len(gws))

@@ -24,8 +24,8 @@ func pipelineConfig() fastpath.Config {
 // counters are this test's own.
 func report(t *testing.T, g *gate, acked map[uint64]bool, seen map[uint64]int, dups int) {
 	var resent, retried, throttled float64
-	for _, d := range g.dests {
-		l := map[string]string{"destination": d.Name()}
+	for _, name := range g.names {
+		l := map[string]string{"destination": name}
 		resent += metric(t, "otlpgate_client_resent_requests_total", l)
 		retried += metric(t, "otlpgate_client_retried_requests_total", l)
 		throttled += metric(t, "otlpgate_client_throttles_total", l)

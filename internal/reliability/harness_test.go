@@ -25,15 +25,20 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaner
+// goroutines when the package initialises: they belong to the dependency, not to a test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// upstream is an OTEP stream server that records the span ids it accepted.
+// upstream is an OTEP stream server that records the span ids it accepted. It is not
+// testkit.GRPCSink: it injects faults (a share of FailedRetryable answers, delays, throttling,
+// silence), and what it saw is kept in a seenSet that outlives its restarts.
 type upstream struct {
 	otepv1.UnimplementedStreamExporterServer
 	gs   *grpc.Server
@@ -134,7 +139,7 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 		}
 		u.mu.Unlock()
 		if code == otepv1.ResultCode_Success {
-			u.seen.add(spanIDs(req.ResourceSpans))
+			u.seen.add(testkit.ResourceSpanIDs(req.ResourceSpans))
 		}
 		if err := st.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: code}); err != nil {
 			return err
@@ -142,23 +147,12 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 	}
 }
 
-func spanIDs(rs []*tracev1.ResourceSpans) []uint64 {
-	var ids []uint64
-	for _, r := range rs {
-		for _, ss := range r.ScopeSpans {
-			for _, sp := range ss.Spans {
-				ids = append(ids, binary.BigEndian.Uint64(sp.SpanId))
-			}
-		}
-	}
-	return ids
-}
-
-// gate is an otlpgate assembled in the test: intake, pipeline, destinations.
+// gate is an otlpgate built through internal/gateway, as cmd/otlpgate builds it: the gRPC
+// intake, the pipeline, the destinations.
 type gate struct {
+	gw    *gateway.Gateway
 	p     *fastpath.Pipeline
-	srv   *grpcserver.Server
-	dests []*client.Dest
+	names []string // of the destinations
 	addr  string
 	peak  atomic.Int64 // highest QueuedBytes seen by the sampler
 	stop  chan struct{}
@@ -179,32 +173,24 @@ func destConfig(name, endpoint string) client.Config {
 func startGate(t *testing.T, pc fastpath.Config, dcs ...client.Config) *gate {
 	t.Helper()
 	g := &gate{stop: make(chan struct{})}
-	var ds []fastpath.Destination
-	log := slog.New(slog.DiscardHandler)
-	for _, c := range dcs {
-		d, err := client.New(c, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Start()
-		g.dests = append(g.dests, d)
-		ds = append(ds, d)
-	}
+	cfg := gateway.DefaultConfig()
+	cfg.GRPC.Listen = "127.0.0.1:0"
+	cfg.GRPC.OverloadAfter = time.Hour // per-request FailedRetryable: the load client retries
+	cfg.HTTP.Listen, cfg.Kafka.Listen, cfg.UDS.Listen, cfg.Admin.Listen = "", "", "", ""
+	cfg.Pipeline = pc
+	cfg.Destinations = dcs
 	var err error
-	if g.p, err = fastpath.New(pc, ds); err != nil {
+	if g.gw, err = gateway.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	sc := grpcserver.DefaultConfig()
-	sc.OverloadAfter = time.Hour // per-request FailedRetryable: the load client retries
-	if g.srv, err = grpcserver.New(sc, g.p, log); err != nil {
+	if err := g.gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	g.p = g.gw.Pipeline()
+	for _, c := range dcs {
+		g.names = append(g.names, c.Name)
 	}
-	g.srv.Serve(ln)
-	g.addr = ln.Addr().String()
+	g.addr = g.gw.GRPCAddr().String()
 	g.wg.Add(1)
 	go func() { // sample the queued bytes: the memory bound is checked on every reading
 		defer g.wg.Done()
@@ -234,11 +220,7 @@ func (g *gate) shutdown(t *testing.T, d time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	g.srv.Shutdown(ctx)
-	g.p.Close()
-	for _, dst := range g.dests {
-		dst.Shutdown(ctx)
-	}
+	g.gw.Shutdown(ctx) // what is lost at the deadline is the scenario's to judge
 	close(g.stop)
 	g.wg.Wait()
 }

@@ -32,13 +32,12 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/gateway"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
-	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
-	httpserver "github.com/otlpgate/otlpgate/server/http"
 )
 
 // Every allocation of this test binary is recorded with its stack, from its package
@@ -50,8 +49,9 @@ func TestMain(m *testing.M) {
 	// fasthttp's client cleans idle connections on a goroutine that sleeps until the idle
 	// limit, and its default dialer keeps one process-wide goroutine that forgets resolved
 	// addresses; its servers share a clock goroutine and stop their worker pool's cleaner one
-	// idle period after shutdown. None of them holds a payload.
-	goleak.VerifyTestMain(m,
+	// idle period after shutdown. None of them holds a payload. gnet's worker pool (ants), which
+	// the gateway links in with the UDS intake, starts its cleaners at package initialisation.
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
@@ -183,7 +183,8 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // sink is the upstream: a gRPC server that answers every OTEP stream request with Success and
 // every v1 Export call with an empty response, and keeps a copy of each body for the check
-// after the run.
+// after the run. It is not testkit.GRPCSink: its arena is allocated up front, so that the sink
+// adds no allocation per request to the process being measured.
 type sink struct {
 	gs   *grpc.Server
 	addr string
@@ -336,72 +337,37 @@ func eachBytes(msg []byte, num protowire.Number, fn func([]byte) bool) bool {
 
 // ---- otlpgate -----------------------------------------------------------------------------
 
-// gate is a complete otlpgate in process, as cmd/otlpgate wires it with its defaults: both
-// intakes on 127.0.0.1, the pipeline, one destination.
+// gate is a complete otlpgate in process, built as cmd/otlpgate builds it, with its defaults:
+// both intakes on 127.0.0.1, the intake limiter, the pipeline, one destination.
 type gate struct {
 	p        *fastpath.Pipeline
-	gs       *grpcserver.Server
-	hs       *httpserver.Server
-	d        *client.Dest
 	grpcAddr string
 	httpAddr string
 }
 
 func startGate(t *testing.T, dc client.Config, tenants bool) *gate {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	g := &gate{}
-	var err error
-	if g.d, err = client.New(dc, log); err != nil {
-		t.Fatal(err)
-	}
-	g.d.Start()
-	pc := fastpath.DefaultConfig()
-	var ts *fastpath.Tenants
+	cfg := gateway.DefaultConfig()
+	cfg.GRPC.Listen, cfg.HTTP.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Kafka.Listen, cfg.UDS.Listen, cfg.Admin.Listen = "", "", ""
+	cfg.Destinations = []client.Config{dc}
 	if tenants {
-		if ts, err = fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10}); err != nil {
-			t.Fatal(err)
-		}
-		pc.Tenants = ts
+		cfg.Tenants.Headers = []string{"x-scope-orgid"}
 	}
-	if g.p, err = fastpath.New(pc, []fastpath.Destination{g.d}); err != nil {
-		t.Fatal(err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	cfg.ShutdownTimeout = waitFor
+	gw, err := gateway.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gc := grpcserver.DefaultConfig()
-	gc.Listen = gl.Addr().String()
-	gc.Tenants = ts
-	if g.gs, err = grpcserver.New(gc, g.p, log); err != nil {
+	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	g.gs.Serve(gl)
-	g.grpcAddr = gc.Listen
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := httpserver.DefaultConfig()
-	hc.Listen = hl.Addr().String()
-	hc.Tenants = ts
-	if g.hs, err = httpserver.New(hc, g.p, log); err != nil {
-		t.Fatal(err)
-	}
-	g.hs.Serve(hl)
-	g.httpAddr = hc.Listen
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		g.gs.Shutdown(ctx)
-		g.hs.Shutdown(ctx)
-		g.p.Close()
-		if err := g.d.Shutdown(ctx); err != nil {
-			t.Errorf("destination shutdown: %v", err)
+		if err := gw.Shutdown(context.Background()); err != nil {
+			t.Errorf("gateway shutdown: %v", err)
 		}
 	})
-	return g
+	return &gate{p: gw.Pipeline(), grpcAddr: gw.GRPCAddr().String(), httpAddr: gw.HTTPAddr().String()}
 }
 
 // drained waits until every admitted byte was delivered: the sink answered every request.

@@ -244,7 +244,7 @@ func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 	ctx := stream.Context()
 	st := &streamState{s: s, stream: stream, ctx: ctx, conn: s.conns.of(ctx)}
 	st.ring.init(s.cfg.StreamMaxUnsent)
-	if s.p.Config().Ack == fastpath.AckUpstream {
+	if s.adm.AckUpstream() {
 		st.window = make(chan struct{}, s.cfg.StreamWindow)
 		st.queue = make(chan answer, s.cfg.StreamWindow)
 		st.sent = make(chan struct{})

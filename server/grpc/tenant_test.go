@@ -70,16 +70,14 @@ func TestTenantFromMetadata(t *testing.T) {
 		}
 		e.p.Flush()
 	}
-	e.rec.mu.Lock()
-	defer e.rec.mu.Unlock()
 	count := map[string]int{}
-	for i, tn := range e.rec.tenants {
+	for i, g := range e.rec.Received() {
 		// Each tenant's three requests are in one batch, or several: never another's.
-		n := bytes.Count(e.rec.got[i], body)
-		if n == 0 || len(e.rec.got[i]) != n*len(body) {
-			t.Fatalf("batch %d of %q holds something besides whole requests", i, tn)
+		n := bytes.Count(g.Body, body)
+		if n == 0 || len(g.Body) != n*len(body) {
+			t.Fatalf("batch %d of %q holds something besides whole requests", i, g.Tenant)
 		}
-		count[tn] += n
+		count[g.Tenant] += n
 	}
 	if count["acme"] != 3 || count["beta"] != 3 || count[""] != 3 || len(count) != 3 {
 		t.Fatalf("requests by tenant %v, want 3 each of acme, beta and the default", count)
@@ -121,11 +119,9 @@ func TestTenantRefusals(t *testing.T) {
 		t.Fatalf("a known tenant at the bound: %v", err)
 	}
 	e.p.Flush()
-	e.rec.mu.Lock()
-	defer e.rec.mu.Unlock()
-	for _, tn := range e.rec.tenants {
-		if tn != "acme" {
-			t.Fatalf("batches of %q", e.rec.tenants)
+	for _, g := range e.rec.Received() {
+		if g.Tenant != "acme" {
+			t.Fatalf("a batch of %q", g.Tenant)
 		}
 	}
 
@@ -218,11 +214,9 @@ func TestTenantRateGRPC(t *testing.T) {
 		t.Fatalf("the stream of a throttled tenant ended with %v", err)
 	}
 	e.p.Flush()
-	e.rec.mu.Lock()
-	defer e.rec.mu.Unlock()
 	count := map[string]int{}
-	for i, tn := range e.rec.tenants {
-		count[tn] += bytes.Count(e.rec.got[i], body)
+	for _, g := range e.rec.Received() {
+		count[g.Tenant] += bytes.Count(g.Body, body)
 	}
 	if count["noisy"] != 2 || count["quiet"] != 2 {
 		t.Fatalf("admitted requests by tenant %v, want noisy 2 and quiet 2", count)

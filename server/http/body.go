@@ -258,7 +258,7 @@ func (s *scratch) grow(n int) bool {
 	if s.adm == nil {
 		return true
 	}
-	return s.adm.Take(&s.hold, fastpath.IntakeHTTP, int64(n), s.done)
+	return s.adm.Take(&s.hold, admission.IntakeHTTP, int64(n), s.done)
 }
 
 // shrink gives back n bytes of the scratch's buffers to the intake limiter.

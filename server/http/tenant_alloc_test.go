@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // With -intake.headers, a request of a known tenant through the handler into the pipeline
@@ -16,7 +17,7 @@ func TestHandlerTenantAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &handlerHarness{sink: &discard{}}
+	h := &handlerHarness{sink: &testkit.Discard{}}
 	pc := fastpath.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
 	pc.Tenants = ts

@@ -51,15 +51,13 @@ func TestTenantFromHeaders(t *testing.T) {
 		t.Fatalf("json: status %d %q", r.status, r.body)
 	}
 	e.p.Flush()
-	e.rec.mu.Lock()
-	defer e.rec.mu.Unlock()
 	count := map[string]int{}
-	for i, tn := range e.rec.tenants {
-		n := bytes.Count(e.rec.got[i], body)
-		if tn == "beta" && bytes.Contains(e.rec.got[i], []byte("\x2a\x01j")) { // the span name
+	for _, g := range e.rec.Received() {
+		n := bytes.Count(g.Body, body)
+		if g.Tenant == "beta" && bytes.Contains(g.Body, []byte("\x2a\x01j")) { // the span name
 			n++ // the JSON request, transcoded
 		}
-		count[tn] += n
+		count[g.Tenant] += n
 	}
 	if count["acme"] != 2 || count["beta"] != 2 || count[""] != 1 || len(count) != 3 {
 		t.Fatalf("requests by tenant %v, want acme 2, beta 2, default 1", count)
@@ -90,13 +88,11 @@ func TestTenantRefusedHTTP(t *testing.T) {
 		t.Fatalf("tenant_refused counted %v, want 2", got)
 	}
 	e.p.Flush()
-	e.rec.mu.Lock()
-	for _, tn := range e.rec.tenants {
-		if tn != "acme" {
-			t.Fatalf("batches of %q", e.rec.tenants)
+	for _, g := range e.rec.Received() {
+		if g.Tenant != "acme" {
+			t.Fatalf("a batch of %q", g.Tenant)
 		}
 	}
-	e.rec.mu.Unlock()
 
 	o := startTenants(t, 10, fastpath.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
 	if r := o.postOrg(t, "beta", ctProto, body); r.status != 403 || codes.Code(status(t, r.body).Code) != codes.PermissionDenied {

@@ -1,8 +1,9 @@
-package main
+package gateway
 
 import (
 	"log/slog"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
@@ -18,32 +19,32 @@ type spooled struct {
 // releases its hold, a new one starts at the tail), and prepares one feeder per destination.
 // The feeders share -queue.max-bytes: each may hand its destination its share, less one batch
 // (a feeder may go past its share by one), and no more than the destination's own queue.
-func openSpool(cfg config, dests []fastpath.Destination, log *slog.Logger) (*spooled, error) {
+func openSpool(cfg Config, configs []client.Config, dests []fastpath.Destination, log *slog.Logger) (*spooled, error) {
 	names := make([]string, len(dests))
 	for i, d := range dests {
 		names[i] = d.Name()
 	}
-	fs := cfg.spoolFS
+	fs := cfg.SpoolFS
 	if fs == nil {
-		fs = spool.OSFS{GroupReadable: cfg.spoolGroupReadable}
+		fs = spool.OSFS{GroupReadable: cfg.SpoolGroupReadable}
 	}
-	s, err := spool.Open(cfg.spool, fs, names)
+	s, err := spool.Open(cfg.Spool, fs, names)
 	if err != nil {
 		return nil, err
 	}
 	sp := &spooled{s: s}
-	share := cfg.pipeline.QueueMaxBytes / int64(len(dests))
+	share := cfg.Pipeline.QueueMaxBytes / int64(len(dests))
 	for i, d := range dests {
 		limit := share
-		if q := destQueueBytes(cfg, i); q > 0 {
+		if q := destQueueBytes(cfg, configs, i); q > 0 {
 			limit = min(limit, q)
 		}
 		fc := feed.Config{
-			MaxBytes:      max(limit-int64(cfg.pipeline.BatchMaxBytes), int64(cfg.pipeline.BatchMaxBytes)),
-			BatchMaxBytes: cfg.pipeline.BatchMaxBytes,
-			BatchMaxItems: cfg.pipeline.BatchMaxItems,
-			BatchMaxAge:   cfg.pipeline.BatchMaxAge,
-			Tenants:       cfg.pipeline.Tenants,
+			MaxBytes:      max(limit-int64(cfg.Pipeline.BatchMaxBytes), int64(cfg.Pipeline.BatchMaxBytes)),
+			BatchMaxBytes: cfg.Pipeline.BatchMaxBytes,
+			BatchMaxItems: cfg.Pipeline.BatchMaxItems,
+			BatchMaxAge:   cfg.Pipeline.BatchMaxAge,
+			Tenants:       cfg.Pipeline.Tenants,
 			Dest:          i,
 		}
 		f, err := feed.New(fc, s.Reader(d.Name()), d, log)
@@ -53,18 +54,21 @@ func openSpool(cfg config, dests []fastpath.Destination, log *slog.Logger) (*spo
 		}
 		sp.feeders = append(sp.feeders, f)
 	}
-	log.Info("spool open", "dir", cfg.spool.Dir, "sync", cfg.spool.Sync.String(), "max_bytes", cfg.spool.MaxBytes,
-		"full", cfg.spool.Full.String(), "destinations", names)
+	log.Info("spool open", "dir", cfg.Spool.Dir, "sync", cfg.Spool.Sync.String(), "max_bytes", cfg.Spool.MaxBytes,
+		"full", cfg.Spool.Full.String(), "destinations", names)
 	return sp, nil
 }
 
-// destQueueBytes is the queue bound of destination i (the file destination when no -dest is
-// given).
-func destQueueBytes(cfg config, i int) int64 {
-	if len(cfg.clients) == 0 {
-		return cfg.file.QueueBytes
+// destQueueBytes is the queue bound of destination i of those New builds (configs, then the
+// Extra ones, or the file destination alone), 0 when it has none of its own.
+func destQueueBytes(cfg Config, configs []client.Config, i int) int64 {
+	switch {
+	case i < len(configs):
+		return configs[i].QueueBytes
+	case len(configs)+len(cfg.Extra) == 0:
+		return cfg.File.QueueBytes
 	}
-	return cfg.clients[i].QueueBytes
+	return 0
 }
 
 func (sp *spooled) start() {

@@ -1,0 +1,210 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/client/filedest"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/pool"
+	"github.com/otlpgate/otlpgate/server/admin"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+	httpserver "github.com/otlpgate/otlpgate/server/http"
+	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/uds"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// Config is a whole otlpgate. The flag that sets each part is named in parentheses; the
+// parts' own Config types document their fields.
+type Config struct {
+	GRPC  grpcserver.Config // -grpc.*; an empty Listen turns the intake off
+	HTTP  httpserver.Config // -http.*
+	Kafka kafka.Config      // -kafka.*
+	UDS   uds.Config        // -uds.*
+	Admin admin.Config      // -admin.listen, -status.*
+	Pprof admin.PprofConfig // -pprof.*
+	// Intake bounds what every intake holds before admission (-intake.*). The gateway builds
+	// one limiter from it and gives it to each intake: their own Limiter fields are ignored.
+	Intake admission.LimiterConfig
+	// Pipeline is admission and batching (-queue.max-bytes, -batch.*, -ack); its Processor holds
+	// the processing steps.
+	Pipeline fastpath.Config
+	// Dests are the -dest values, read with the defaults otlpgate derives from the rest of the
+	// configuration (AllDestinations).
+	Dests []string
+	// Destinations are upstreams configured in code, used as given. With neither Dests,
+	// Destinations nor Extra, batches go to the local file (File).
+	Destinations []client.Config
+	// Extra are destinations the caller built and owns, handed batches like the others (the
+	// in-process recorders of tests and benchmarks): the gateway neither starts nor shuts
+	// them down, and with a spool each gets a feeder under its name.
+	Extra []fastpath.Destination
+	// File is the local OTLP/JSON file written when there is no other destination (-file.*).
+	File filedest.Config
+	// Spool is the durable spool behind acknowledgement (-spool.*); an empty Dir turns it off.
+	Spool spool.Config
+	// SpoolFS is the spool's file system: nil is spool.OSFS with SpoolGroupReadable. Tests put
+	// a failing one here.
+	SpoolFS spool.FS
+	// SpoolGroupReadable creates the spool's files for the group to read (-spool.group-readable).
+	SpoolGroupReadable bool
+	// ShutdownTimeout bounds the whole shutdown (-shutdown.timeout, default 30s).
+	ShutdownTimeout time.Duration
+	// Tenants are the tenant headers and their bounds (-intake.headers, -intake.max-tenants,
+	// -tenant.*); no Headers: tenants off. Its Routes are ignored: the gateway takes them from
+	// the destinations' match-header (tenants.go).
+	Tenants fastpath.TenantsConfig
+}
+
+// DefaultConfig returns otlpgate's defaults: every part's own defaults (gRPC, OTLP/HTTP and
+// the admin listener on loopback, the UDS socket in /tmp, Kafka off), no destination (so the
+// local file), no spool.
+func DefaultConfig() Config {
+	return Config{
+		GRPC:            grpcserver.DefaultConfig(),
+		HTTP:            httpserver.DefaultConfig(),
+		Kafka:           kafka.DefaultConfig(),
+		UDS:             uds.DefaultConfig(),
+		Admin:           admin.DefaultConfig(),
+		Pprof:           admin.DefaultPprofConfig(),
+		Intake:          admission.DefaultLimiterConfig(),
+		Pipeline:        fastpath.DefaultConfig(),
+		File:            filedest.DefaultConfig(),
+		Spool:           spool.DefaultConfig(),
+		ShutdownTimeout: 30 * time.Second,
+		Tenants:         fastpath.DefaultTenantsConfig(),
+	}
+}
+
+// Validate reports a configuration that cannot work, naming the flags involved.
+func (c Config) Validate() error {
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("-shutdown.timeout must be positive")
+	}
+	dests, err := c.AllDestinations()
+	if err != nil {
+		return err
+	}
+	if _, err := c.tenantConfig(dests); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, d := range dests {
+		if names[d.Name] {
+			return fmt.Errorf("-dest: two destinations are named %q", d.Name)
+		}
+		names[d.Name] = true
+	}
+	for _, d := range c.Extra {
+		if names[d.Name()] {
+			return fmt.Errorf("-dest: two destinations are named %q", d.Name())
+		}
+		names[d.Name()] = true
+	}
+	if c.Spool.Dir != "" {
+		if c.Pipeline.Ack == fastpath.AckUpstream {
+			return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
+		}
+		if err := c.Spool.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := c.Intake.Validate(); err != nil {
+		return err
+	}
+	// The servers check their sizes against the limiter again; these name the flags.
+	in := admission.NewLimiter(c.Intake)
+	if m := int64(c.GRPC.MaxRecvMsgSize); c.GRPC.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
+		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
+			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
+	}
+	if m := 2 * int64(c.HTTP.MaxRequestBytes); c.HTTP.Listen != "" && m > in.MaxBytes() {
+		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
+	}
+	if m := int64(c.Kafka.MaxRequestBytes + pool.Cap(c.Kafka.TelemetryMaxBytes)); c.Kafka.Listen != "" && m > in.MaxBytesFor(admission.IntakeKafka) {
+		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(admission.IntakeKafka))
+	}
+	return errors.Join(c.GRPC.Validate(), c.HTTP.Validate(), c.Pipeline.Validate(), c.File.Validate(), c.Admin.Validate(), c.Pprof.Validate(),
+		c.Kafka.Validate(), c.UDS.Validate())
+}
+
+// Warnings lists configurations that work but may surprise; New logs them.
+func (c Config) Warnings() []string {
+	var out []string
+	dests, _ := c.AllDestinations()
+	if len(dests) == 1 && len(c.Extra) == 0 && dests[0].QueueBytes < c.Pipeline.QueueMaxBytes {
+		out = append(out, fmt.Sprintf("-dest %s: queue-bytes below -queue.max-bytes: under overload, batches already acknowledged to clients can be refused at hand-over (counted in otlpgate_fastpath_destination_refused_batches_total)", dests[0].Name))
+	}
+	return out
+}
+
+// AllDestinations returns the upstreams New builds: the Dests read with otlpgate's defaults
+// (parseDests), then the Destinations as given.
+func (c Config) AllDestinations() ([]client.Config, error) {
+	dests, err := c.parseDests(c.Dests)
+	if err != nil {
+		return nil, err
+	}
+	return append(dests, c.Destinations...), nil
+}
+
+// parseDests reads -dest values into destination configurations, with the defaults otlpgate
+// derives from the rest of c: unless a value sets queue-bytes, a single destination may hold
+// what the pipeline admits (-queue.max-bytes) and several get half of it each; with a spool
+// they retry without a time budget. Several destinations must each hold less than the
+// pipeline admits.
+func (c Config) parseDests(specs []string) ([]client.Config, error) {
+	var out []client.Config
+	for _, spec := range specs {
+		base := client.DefaultConfig()
+		if !specHasKey(spec, "queue-bytes") {
+			// Unless told otherwise, a destination may hold what the pipeline admits: a single
+			// destination then never refuses a batch at hand-over (overload shows as backpressure
+			// to clients, and nothing acknowledged is dropped); several split the budget, so that a
+			// dead one cannot stall the others.
+			base.QueueBytes = c.Pipeline.QueueMaxBytes
+			if len(specs) > 1 {
+				base.QueueBytes = c.Pipeline.QueueMaxBytes / 2
+			}
+		}
+		if c.Spool.Dir != "" {
+			if specHasKey(spec, "retry-max-elapsed") {
+				return nil, fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", client.RedactDest(spec))
+			}
+			// Data on disk is never given up because a retry budget ran out.
+			base.RetryMaxElapsed = 0
+		}
+		d, err := client.ParseDest(spec, base)
+		if err != nil {
+			return nil, fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
+		}
+		out = append(out, d)
+	}
+	if len(out) > 1 {
+		// Every batch counts against -queue.max-bytes until each destination is done with it: a
+		// dead destination allowed to hold as much would stall the others.
+		for _, d := range out {
+			if d.QueueBytes >= c.Pipeline.QueueMaxBytes {
+				return nil, fmt.Errorf("-dest %s: queue-bytes %d must be below -queue.max-bytes %d when there are several destinations, or a dead one could stall the rest",
+					d.Name, d.QueueBytes, c.Pipeline.QueueMaxBytes)
+			}
+		}
+	}
+	return out, nil
+}
+
+// specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
+func specHasKey(spec, key string) bool {
+	for _, item := range strings.Split(spec, ",") {
+		k, _, _ := strings.Cut(item, "=")
+		if strings.ReplaceAll(strings.TrimSpace(k), ".", "-") == key {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,349 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/client/filedest"
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/server/admin"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
+	httpserver "github.com/otlpgate/otlpgate/server/http"
+	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/uds"
+	"github.com/otlpgate/otlpgate/spool/feed"
+)
+
+// Gateway is one otlpgate: intakes, pipeline, destinations and admin endpoints, built from a
+// Config. New builds it, Start serves, Shutdown stops it in order.
+type Gateway struct {
+	cfg Config
+	log *slog.Logger
+
+	lim     *admission.Limiter
+	in      admitter           // what every intake admits into: p, or the spool's admission
+	p       *fastpath.Pipeline // nil with a spool
+	sp      *spooled           // nil without a spool
+	outlets []outlet           // the Destinations, each a client.Dest or a client.Fleet
+	fleets  []*client.Fleet    // re-resolved by Reload
+	file    *filedest.Dest     // the local file, when there is no other destination
+
+	gs   *grpcserver.Server
+	hs   *httpserver.Server
+	ks   *kafka.Server
+	us   *uds.Server
+	adm  *admin.Server
+	prof *admin.Listener
+
+	failed    chan struct{} // closed when the spool failed (watchSpool)
+	stopWatch chan struct{}
+	watchDone chan struct{}
+	watching  bool  // watchSpool runs
+	failure   error // the spool's failure; written by watchSpool before it ends
+	started   bool
+	shutOnce  sync.Once
+	shutErr   error
+}
+
+// admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the spool's
+// admission (spool/feed), which the shutdown seals and closes alike.
+type admitter interface {
+	fastpath.Admitter
+	fastpath.Consumer
+	Flush()
+	QueuedBytes() int64
+	Close()
+}
+
+// outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
+type outlet interface {
+	fastpath.Destination
+	Shutdown(ctx context.Context) error
+}
+
+// intake is a server that takes data in; Shutdown stops it accepting and hands what it took
+// to the pipeline.
+type intake interface {
+	Shutdown(ctx context.Context) error
+}
+
+// registerCompressors makes gRPC's process-wide compressors once: the first gateway of a
+// process binds their decompression to its intake limiter's inflate budget. gRPC's registry may
+// not change while calls run, and a process runs one gateway (tests that start several share
+// the first one's budget).
+var registerCompressors struct {
+	once sync.Once
+	err  error
+}
+
+// New builds the gateway cfg describes, logging to log. Nothing listens until Start. On an
+// error, whatever was built is released.
+func New(cfg Config, log *slog.Logger) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// GOMAXPROCS is left to the runtime, which follows the cgroup CPU limit and keeps it current.
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
+		"ack", cfg.Pipeline.Ack.String(), "queue_max_bytes", cfg.Pipeline.QueueMaxBytes)
+	g := &Gateway{cfg: cfg, log: log, failed: make(chan struct{}), stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
+	// One intake limiter bounds what every intake holds before admission, as the queue does
+	// after; gRPC messages inflate into its inflate budget, so it exists before the
+	// compressors are registered (before any server or client).
+	g.lim = admission.NewLimiter(cfg.Intake)
+	registerCompressors.once.Do(func() {
+		cc := codec.DefaultConfig()
+		cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(g.lim), cfg.GRPC.MaxRecvMsgSize
+		registerCompressors.err = codec.RegisterCompressorsWith(cc)
+	})
+	if err := registerCompressors.err; err != nil {
+		return nil, err
+	}
+	if err := g.build(); err != nil {
+		g.release()
+		return nil, err
+	}
+	return g, nil
+}
+
+// build makes every part, in the order they depend on one another.
+func (g *Gateway) build() error {
+	cfg, log := g.cfg, g.log
+	configs, err := cfg.AllDestinations()
+	if err != nil {
+		return err
+	}
+	var dests []fastpath.Destination
+	for _, c := range configs {
+		if c.Resolver != "" {
+			f, err := client.NewFleet(c, log)
+			if err != nil {
+				return err
+			}
+			g.outlets, g.fleets, dests = append(g.outlets, f), append(g.fleets, f), append(dests, f)
+			log.Info("destination", "name", c.Name, "resolver", c.Resolver, "balance", c.Balance)
+			continue
+		}
+		d, err := client.New(c, log)
+		if err != nil {
+			return err
+		}
+		g.outlets, dests = append(g.outlets, d), append(dests, d)
+		log.Info("destination", "name", c.Name, "endpoint", c.Endpoint, "protocol", c.Protocol, "mode", c.Mode)
+	}
+	dests = append(dests, cfg.Extra...)
+	if len(dests) == 0 {
+		var err error
+		if g.file, err = filedest.New(cfg.File, log); err != nil {
+			return err
+		}
+		dests = append(dests, g.file)
+		log.Info("destination", "name", "file", "path", cfg.File.Path)
+	}
+
+	if err := cfg.buildTenants(configs); err != nil {
+		return err
+	}
+	if cfg.Spool.Dir != "" {
+		if g.sp, err = openSpool(cfg, configs, dests, log); err != nil {
+			return err
+		}
+		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.sp.s); err != nil {
+			return err
+		}
+	} else {
+		if g.p, err = fastpath.New(cfg.Pipeline, dests); err != nil {
+			return err
+		}
+		g.in = g.p
+	}
+	cfg.GRPC.Limiter, cfg.HTTP.Limiter, cfg.Kafka.Limiter, cfg.UDS.Limiter = g.lim, g.lim, g.lim, g.lim
+	if g.gs, err = grpcserver.New(cfg.GRPC, g.in, log); err != nil {
+		return err
+	}
+	if g.hs, err = httpserver.New(cfg.HTTP, g.in, log); err != nil {
+		return err
+	}
+	if g.ks, err = kafka.New(cfg.Kafka, g.in, log); err != nil {
+		return err
+	}
+	if g.us, err = uds.New(cfg.UDS, g.in, log); err != nil {
+		return err
+	}
+	for _, in := range []struct{ name, addr string }{{"grpc", cfg.GRPC.Listen}, {"http", cfg.HTTP.Listen}, {"kafka", cfg.Kafka.Listen}, {"uds", cfg.UDS.Listen}} {
+		if in.addr != "" {
+			cfg.Admin.Status.Intakes = append(cfg.Admin.Status.Intakes, in.name)
+		}
+	}
+	if g.adm, err = admin.New(cfg.Admin, log, g.ready); err != nil {
+		return err
+	}
+	// The status page's last error per destination: each client.Dest and client.Fleet keeps its own.
+	g.adm.SetLastErrors(g.lastErrors)
+	// Profiles only when asked for, on loopback; the listener lives until the end of Shutdown,
+	// so that a shutdown can be profiled too.
+	if g.prof, err = admin.NewPprof(cfg.Pprof, log); err != nil {
+		return err
+	}
+	return nil
+}
+
+// release gives back what a failed New built: nothing was admitted, so nothing can be lost.
+func (g *Gateway) release() {
+	if g.in != nil {
+		g.in.Close()
+	}
+	if g.ks != nil {
+		g.ks.Shutdown(context.Background())
+	}
+	if g.us != nil {
+		g.us.Shutdown(context.Background())
+	}
+	if g.sp != nil {
+		g.sp.stopFeeding()
+	}
+	for _, d := range g.outlets {
+		d.Shutdown(context.Background())
+	}
+	if g.file != nil {
+		g.file.Shutdown(context.Background())
+	}
+	if g.sp != nil {
+		g.sp.close(g.log)
+	}
+}
+
+// Start starts the destinations and the listeners; it returns once every listener is bound.
+// ctx bounds the binding only. On an error, everything is stopped again (Shutdown need not be
+// called, and returns the same error).
+func (g *Gateway) Start(ctx context.Context) error {
+	g.started = true
+	for _, d := range g.outlets {
+		d.(interface{ Start() }).Start()
+	}
+	if g.sp != nil {
+		g.sp.start()
+		g.watching = true
+		go g.watchSpool()
+	}
+	err := g.listen(ctx)
+	if err != nil {
+		g.shutOnce.Do(func() {
+			g.shutdown(context.Background())
+			g.shutErr = err
+		})
+	}
+	return err
+}
+
+// listen binds the listeners, admin first so that /readyz answers (not ready) while the
+// intakes come up.
+func (g *Gateway) listen(ctx context.Context) error {
+	if err := g.adm.Start(); err != nil {
+		return err
+	}
+	if err := g.prof.Start(); err != nil {
+		return err
+	}
+	if err := g.gs.Start(); err != nil {
+		return err
+	}
+	if err := g.hs.Start(); err != nil {
+		return err
+	}
+	if err := g.ks.Start(ctx); err != nil {
+		return err
+	}
+	// gnet creates the socket file with the process umask, and its mode and group are set
+	// just after: a tight umask closes the window in which another user could connect.
+	old := syscall.Umask(0o177)
+	err := g.us.Start(ctx)
+	syscall.Umask(old)
+	return err
+}
+
+// watchSpool closes failed when the spool fails: acknowledged records may be gone and it takes
+// no more, so the gateway must stop, and say so (Shutdown's LossError).
+func (g *Gateway) watchSpool() {
+	defer close(g.watchDone)
+	select {
+	case <-g.sp.s.Failed():
+		g.failure = g.sp.s.Err()
+		g.log.Error("spool failed: acknowledged data may be lost; shutting down", "dir", g.cfg.Spool.Dir, "err", g.failure)
+		close(g.failed)
+	case <-g.stopWatch:
+	}
+}
+
+// Failed is closed when the gateway cannot go on (the spool failed); Shutdown then returns a
+// LossError. Safe for concurrent use.
+func (g *Gateway) Failed() <-chan struct{} { return g.failed }
+
+// Reload does what SIGHUP asks: the balanced destinations resolve their backends again and
+// the Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran
+// before; the error joins them. Safe for concurrent use.
+func (g *Gateway) Reload() error {
+	var errs []error
+	for _, f := range g.fleets {
+		if err := f.Reload(); err != nil {
+			g.log.Error("cannot resolve the backends; keeping the current set", "destination", f.Name(), "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if err := g.ks.Reload(); err != nil {
+		g.log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
+		errs = append(errs, err)
+	} else {
+		g.log.Info("reloaded the Kafka subscriptions")
+	}
+	return errors.Join(errs...)
+}
+
+// Pipeline is the gateway's pipeline, for tests and benchmarks that admit requests without an
+// intake or watch its queue; nil with a spool, whose admission writes to the log instead.
+// Safe for concurrent use.
+func (g *Gateway) Pipeline() *fastpath.Pipeline { return g.p }
+
+// GRPCAddr is the OTLP/gRPC intake's bound address, nil when it is off or not started.
+// Safe for concurrent use.
+func (g *Gateway) GRPCAddr() net.Addr { return g.gs.Addr() }
+
+// HTTPAddr is the OTLP/HTTP intake's bound address, nil when it is off or not started.
+func (g *Gateway) HTTPAddr() net.Addr { return g.hs.Addr() }
+
+// KafkaAddr is the Kafka intake's bound address, nil when it is off or not started.
+func (g *Gateway) KafkaAddr() net.Addr { return g.ks.Addr() }
+
+// AdminAddr is the admin listener's bound address, nil when it is off or not started.
+func (g *Gateway) AdminAddr() net.Addr { return g.adm.Addr() }
+
+// PprofAddr is the profiling listener's bound address, nil when it is off or not started.
+func (g *Gateway) PprofAddr() net.Addr { return g.prof.Addr() }
+
+// lastErrors is each destination's latest failure, for the status page; destinations that never
+// failed are left out.
+func (g *Gateway) lastErrors() map[string]admin.LastError {
+	m := map[string]admin.LastError{}
+	for _, o := range g.outlets {
+		if d, ok := o.(interface {
+			Name() string
+			LastError() (string, time.Time)
+		}); ok {
+			if msg, at := d.LastError(); msg != "" {
+				m[d.Name()] = admin.LastError{Message: msg, At: at}
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// LossError reports that data acknowledged to clients was lost: at shutdown, or because the
+// spool failed. Every loss was logged where it was found; cmd/otlpgate exits with status 3.
+type LossError struct{ Errs []error }
+
+func (e *LossError) Error() string { return errors.Join(e.Errs...).Error() }
+
+// Unwrap returns the losses, so that errors.Is finds each cause.
+func (e *LossError) Unwrap() []error { return e.Errs }
+
+// Shutdown stops the gateway in phases, within ctx and Config.ShutdownTimeout:
+//
+//  1. /readyz fails at once, so that load balancers stop routing here.
+//  2. Every intake stops accepting, in parallel, within half the time left: idle streams end
+//     at once, streams answer what they accepted (with -ack=upstream, once delivered), unary
+//     calls finish, and the UDS exporter's final flush and Kafka's last pushes are admitted.
+//     Open batches are sealed meanwhile, so that what waits for its upstream answer is sent.
+//  3. Open batches are sealed for the last time and admission ends (pipeline Close).
+//  4. The destinations drain in parallel, until the deadline.
+//
+// It returns a *LossError when something acknowledged was not delivered, or when the spool
+// failed (Failed); each loss is logged here, once. Calls after the first return the first's
+// result.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.shutOnce.Do(func() { g.shutErr = g.shutdown(ctx) })
+	return g.shutErr
+}
+
+func (g *Gateway) shutdown(ctx context.Context) error {
+	timeout := g.cfg.ShutdownTimeout
+	g.log.Info("shutting down", "timeout", timeout)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The profiling listener stays up until the end, so that a shutdown can be profiled too.
+	defer g.prof.Shutdown(context.Background())
+
+	g.adm.Drain()
+
+	deadline, _ := ctx.Deadline()
+	ictx, icancel := context.WithTimeout(ctx, time.Until(deadline)/2)
+	defer icancel()
+	intakesDone := make(chan struct{})
+	go sealWhileDraining(g.in, intakesDone)
+	intakes := []intake{g.gs, g.hs, g.ks, g.us}
+	ierrs := make(chan error, len(intakes))
+	for _, in := range intakes {
+		go func() { ierrs <- in.Shutdown(ictx) }()
+	}
+	for range intakes {
+		if err := <-ierrs; err != nil {
+			// Not a loss: what an intake did not finish was not acknowledged, and the client
+			// (or the PHP process, or the Kafka client) sends it again or counted it.
+			g.log.Warn("intake did not stop cleanly", "err", err)
+		}
+	}
+	close(intakesDone)
+	g.log.Debug("intakes stopped", "took", time.Since(began))
+
+	g.in.Close()
+	sp := g.sp
+	if sp != nil {
+		// Nothing more is read from the spool; what the destinations hold is finished as usual.
+		sp.stopFeeding()
+	}
+	close(g.stopWatch)
+	if g.watching {
+		<-g.watchDone
+	}
+
+	// Destinations drain in parallel: one slow upstream must not eat the others' time.
+	errc := make(chan error, len(g.outlets)+1)
+	for _, d := range g.outlets {
+		go func() { errc <- d.Shutdown(ctx) }()
+	}
+	n := len(g.outlets)
+	if g.file != nil {
+		n++
+		go func() { errc <- g.file.Shutdown(ctx) }()
+	}
+	var lost LossError
+	for range n {
+		if err := <-errc; err != nil {
+			if sp != nil {
+				// Not a loss: what a destination gave up at shutdown is still in the spool and is
+				// delivered after the next start.
+				g.log.Info("undelivered batches stay in the spool for the next start", "err", err)
+				continue
+			}
+			g.log.Error("data lost at shutdown", "err", err)
+			lost.Errs = append(lost.Errs, err)
+		}
+	}
+	if sp != nil {
+		if err := sp.close(g.log); err != nil {
+			g.log.Error("spool not closed cleanly: the next start replays more than needed", "err", err)
+		}
+	}
+	if q := g.in.QueuedBytes(); q > 0 && len(lost.Errs) == 0 {
+		// Every destination finishes every batch it took, lost or not; bytes left over were
+		// never accounted for by one.
+		g.log.Error("data lost at shutdown", "err", fmt.Sprintf("%d admitted bytes were not finished by every destination", q))
+		lost.Errs = append(lost.Errs, fmt.Errorf("%d bytes unaccounted for", q))
+	}
+	g.adm.Shutdown(ctx)
+	g.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "lost", len(lost.Errs) > 0)
+	if g.failure != nil {
+		// Acknowledged records may be gone (the spool failed): a loss, whatever the
+		// destinations did.
+		lost.Errs = append(lost.Errs, g.failure)
+	}
+	if len(lost.Errs) > 0 {
+		return &lost
+	}
+	return nil
+}
+
+// sealEvery is how often open batches are sealed while the intakes stop: requests that wait for
+// their upstream answer (-ack=upstream) must not wait for -batch.max-age as well.
+const sealEvery = 5 * time.Millisecond
+
+// sealWhileDraining seals the open batches every sealEvery until done is closed.
+func sealWhileDraining(p admitter, done <-chan struct{}) {
+	t := time.NewTicker(sealEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			p.Flush()
+		}
+	}
+}
