@@ -30,6 +30,9 @@ import (
 //     true.
 type callContext struct {
 	parent context.Context // the destination's: outgoing metadata; cancelled when it stops
+	// values is what Value reads: parent, or a context under it with the outgoing metadata
+	// of the call's batch's tenant (forward-headers). Set by use, between calls.
+	values context.Context
 
 	mu struct {
 		sync.Mutex
@@ -48,12 +51,17 @@ type afterSlot struct {
 // newCallContext makes the context of one worker under parent. The caller must call release
 // when the worker ends, which stops following parent.
 func newCallContext(parent context.Context) (c *callContext, release func() bool) {
-	c = &callContext{parent: parent}
+	c = &callContext{parent: parent, values: parent}
 	c.mu.done = make(chan struct{})
 	// The destination stopping cancels the call under way; begin checks the parent for calls
 	// that start after that.
 	return c, context.AfterFunc(parent, func() { c.cancel(parent.Err()) })
 }
+
+// use makes Value read values, a context under parent, from the next call on. Called by the
+// worker between calls: grpc-go reads the outgoing metadata while it opens the call's stream,
+// on the worker's goroutine.
+func (c *callContext) use(values context.Context) { c.values = values }
 
 // begin makes the context ready for a call. Called by the worker before the call.
 func (c *callContext) begin() {
@@ -128,7 +136,7 @@ func (c *callContext) Err() error {
 }
 
 // Value implements context.Context.
-func (c *callContext) Value(key any) any { return c.parent.Value(key) }
+func (c *callContext) Value(key any) any { return c.values.Value(key) }
 
 // AfterFunc arranges for f to run once the call is cancelled, as context.AfterFunc does; the
 // context package uses it to tie a child context to this one without a goroutine. f runs on

@@ -70,6 +70,7 @@ type Dest struct {
 	idleReceivers atomic.Int32
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
+	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
 	cancel    context.CancelFunc
 	stop      chan struct{}                      // closed when Shutdown stops waiting: senders give up
 	inFlight  [fastpath.NumSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
@@ -452,8 +453,10 @@ func (d *Dest) shutdownLoss() error {
 		d.cfg.Name, requests, items, strings.Join(parts, "; "))
 }
 
-// result acts on an OTEP result code.
-func (d *Dest) result(r *request, code otepv1.ResultCode) {
+// result acts on an OTEP answer: its result code, and the retry_delay_ms of a FailedRetryable
+// one, a wait the server asks for this request alone (its tenant is over its rate, say): the
+// request waits at least that long, and the destination's other requests are not held up.
+func (d *Dest) result(r *request, code otepv1.ResultCode, delayMs uint64) {
 	switch code {
 	case otepv1.ResultCode_Success:
 		d.deliver(r)
@@ -462,9 +465,13 @@ func (d *Dest) result(r *request, code otepv1.ResultCode) {
 		d.drop(r, DropRejected)
 	default: // FailedRetryable, and codes this build does not know
 		d.noteError(errRetryableResult)
-		d.retry(r, RetryFailed)
+		d.retryAfter(r, RetryFailed, time.Duration(min(delayMs, maxAnswerDelayMs))*time.Millisecond)
 	}
 }
+
+// maxAnswerDelayMs caps the wait an answer may ask for (an hour): RetryMaxElapsed still bounds
+// the whole, and a larger value is no reason to hold a request longer.
+const maxAnswerDelayMs = uint64(time.Hour / time.Millisecond)
 
 // expired reports whether r would be sent later than RetryMaxElapsed after the destination took
 // it. The budget runs from then, not from the first send: a request that never leaves because
@@ -475,8 +482,11 @@ func (d *Dest) expired(r *request, delay time.Duration) bool {
 }
 
 // retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.
-func (d *Dest) retry(r *request, why RetryReason) {
-	delay := d.cfg.backoff(r.attempt)
+func (d *Dest) retry(r *request, why RetryReason) { d.retryAfter(r, why, 0) }
+
+// retryAfter is retry that waits at least atLeast.
+func (d *Dest) retryAfter(r *request, why RetryReason, atLeast time.Duration) {
+	delay := max(d.cfg.backoff(r.attempt), atLeast)
 	if d.expired(r, delay) {
 		d.drop(r, DropRetryExhausted)
 		return

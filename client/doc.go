@@ -82,6 +82,14 @@
 // Retry-After throttles, anything else rejects). The body is the payload's own bytes, or a
 // pooled compressed copy.
 //
+// # Tenants
+//
+// A batch carries its tenant (-intake.headers). forward-headers sends the tenant's values with
+// each batch: a unary call's metadata from a context made once per tenant, an OTLP/HTTP
+// request's headers rewritten in place (forward.go); stream mode cannot, since a stream's
+// metadata is sent once and it carries every tenant's batches. A FailedRetryable answer's
+// retry_delay_ms (an upstream otlpgate's -tenant.rate) delays that request alone.
+//
 // # Goroutines and rules
 //
 // Enqueue runs on the pipeline's goroutines and never blocks. Start launches the senders

@@ -239,6 +239,9 @@ func (w *httpWorker) call(r *request) {
 		return
 	}
 	req := &w.reqs[r.sig]
+	if len(d.cfg.ForwardHeaders) > 0 {
+		d.setForwarded(&req.Header, r.b.Tenant)
+	}
 	body := r.b.Payload.Bytes() // r holds the payload reference until it is finished
 	if w.s.comp != nil {
 		var err error

@@ -364,7 +364,7 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 			d.m.ackLatency.Observe(0) // answered before the lane saw its SendMsg return
 		}
 		s.settle()
-		d.result(r, resp.ResultCode)
+		d.result(r, resp.ResultCode, resp.RetryDelayMs)
 	}
 }
 

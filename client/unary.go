@@ -128,7 +128,9 @@ func (w *worker) call(r *request) {
 
 	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
 	// Every path that opened the stream ends in RecvMsg, which ends it: the call's context is
-	// never cancelled merely because the call is over (callctx.go).
+	// never cancelled merely because the call is over (callctx.go). Its values (the outgoing
+	// metadata) are the batch's tenant's with forward-headers (forward.go).
+	w.ctx.use(d.callCtx(r.b.Tenant))
 	w.ctx.begin()
 	cs, err := d.conn.NewStream(w.ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
 	if err == nil {
@@ -151,7 +153,7 @@ func (w *worker) call(r *request) {
 			if w.resp.Id != r.id {
 				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
 			}
-			d.result(r, w.resp.ResultCode)
+			d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 			return
 		}
 		if n := rejectedItems(w.reply.Bytes()); n > 0 {

@@ -20,6 +20,10 @@ type Admitter interface {
 	// It fails with ErrFull (no room now), ErrTooLarge, ErrClosed or a scan error. req is
 	// only read during the call. Safe for concurrent use.
 	Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error)
+	// AdmitTenant is Admit for tenant t, from Config.Tenants (-intake.headers; nil: the
+	// default tenant): the request goes only to the destinations that take t, in batches of
+	// t's requests alone. Safe for concurrent use.
+	AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error)
 	// Ack is when the intakes may answer a request: AckUpstream when Admit returns a batch
 	// to wait on. Safe for concurrent use.
 	Ack() AckMode
@@ -96,6 +100,7 @@ type Prepared struct {
 	Req    []byte // the request to admit: as received, or the processed v1 body
 	Items  int
 	Layout Layout
+	Tenant *Tenant // nil without tenants (Config.Tenants)
 
 	dropped bool     // the steps removed every entry
 	st      Stripped // what the processing stripped, counted once the request is admitted
@@ -104,20 +109,30 @@ type Prepared struct {
 	buf     *[]byte // the processed body, pooled; nil without a processor
 }
 
-// Prepare checks a request for admission under cfg: a known signal, no larger than
+// Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant
+// some destination takes (else ErrNoRoute: the default tenant of the UDS and Kafka intakes,
+// which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
 // QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, whose
 // errors refuse it whole. A request the steps leave without entries is Dropped: the client
 // is answered as admitted, and the steps' tally is committed now. Safe for concurrent use;
 // req is only read until Release.
-func Prepare(cfg *Config, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
+func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
 	if sig >= NumSignals {
 		return Prepared{}, errBadSignal
+	}
+	if t == nil && cfg.Tenants != nil {
+		t = cfg.Tenants.def
+	}
+	if t != nil && !t.routed {
+		// The intakes that read headers refuse such a tenant in Lookup already.
+		tenantRefusedNoRoute.Inc()
+		return Prepared{}, ErrNoRoute
 	}
 	if int64(len(req)) > cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return Prepared{}, ErrTooLarge
 	}
-	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout}
+	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
 	proc := cfg.Processor
 	if proc == nil {
 		return r, nil
@@ -131,7 +146,7 @@ func Prepare(cfg *Config, sig Signal, req []byte, items int, layout Layout) (Pre
 		// answered Success.
 		pool.PutBytes(buf)
 		proc.Commit(int(sig), tally)
-		return Prepared{Sig: sig, dropped: true}, nil
+		return Prepared{Sig: sig, Tenant: t, dropped: true}, nil
 	}
 	r.Req, r.Items, r.Layout, r.st = *buf, left, LayoutV1, st
 	r.proc, r.tally, r.buf = proc, tally, buf
@@ -148,6 +163,7 @@ func (r *Prepared) Dropped() bool { return r.dropped }
 func (r *Prepared) Admitted(st Stripped) {
 	admittedItemsC[r.Sig].Add(float64(r.Items))
 	admittedBytesC[r.Sig].Add(float64(len(r.Req)))
+	r.Tenant.countAdmitted(r.Items, len(r.Req))
 	if st.Fields += r.st.Fields; st.Fields > 0 {
 		st.Bytes += r.st.Bytes
 		strippedFieldsC[r.Sig].Add(float64(st.Fields))

@@ -45,6 +45,17 @@
 // it leaves without entries is answered as admitted and admits nothing. fastpath does not
 // import process/: the Processor interface is the whole of the contract.
 //
+// # Tenants
+//
+// Config.Tenants, with -intake.headers, is a table of the tuples of tenant header values the
+// gRPC and HTTP intakes read (tenant.go): bounded, interned once, then a *Tenant that a
+// lookup finds without a lock or an allocation. Admission keeps one open batch per signal and
+// tenant (openset.go), so a batch never mixes tenants, and hands a sealed batch only to the
+// destinations whose match-header takes its tenant (the routes); the spool's admission keeps
+// the tenant beside each request (Prepared.Tenant), and the spool's feeders read it back. Each tenant has a token bucket for
+// -tenant.rate (tenantrate.go), taken by the intakes, and counters read at scrape time
+// (tenantmetrics.go).
+//
 // # OTLP/JSON
 //
 // JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the

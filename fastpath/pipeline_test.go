@@ -27,9 +27,10 @@ type recorder struct {
 }
 
 type recorded struct {
-	sig   Signal
-	items int
-	body  []byte
+	sig    Signal
+	items  int
+	body   []byte
+	tenant string // the batch's tenant, "" without one
 }
 
 func (r *recorder) Name() string { return r.name }
@@ -39,7 +40,11 @@ func (r *recorder) Enqueue(b *Batch) error {
 		return r.refuse
 	}
 	r.mu.Lock()
-	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes())})
+	var tenant string
+	if b.Tenant != nil {
+		tenant = b.Tenant.String()
+	}
+	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), tenant})
 	if r.hold {
 		r.held = append(r.held, b)
 		r.mu.Unlock()

@@ -350,7 +350,7 @@ func countFrames(f io.ReaderAt, off, end int64) int {
 			break
 		}
 		l := int64(binary.LittleEndian.Uint32(h[4:]))
-		if l > MaxRecordBytes || off+frameSize+l > end {
+		if l > MaxRecordBytes+MaxMetaBytes+2 || off+frameSize+l > end {
 			break
 		}
 		n++

@@ -51,7 +51,10 @@ type Entry struct {
 	Pos    Pos
 	Signal uint8
 	Items  uint32
-	Size   int // payload bytes
+	Size   int // payload bytes, meta not included
+	// Meta is the record's meta (AppendMeta), nil when it has none. Valid until the next call
+	// to Next; copy to retain.
+	Meta []byte
 }
 
 // Reader reads the spool for one destination, oldest record first, and tracks which records
@@ -82,6 +85,7 @@ type Reader struct {
 		fseq     uint64
 		inflight []inflight // read and not finished, in read order, from head
 		head     int
+		meta     []byte // the last record's meta, handed out in Entry.Meta
 	}
 
 	replayed prometheus.Counter
@@ -123,6 +127,7 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.s
+	start := len(*buf)
 	for {
 		limit := Pos(s.readable.Load())
 		if r.mu.next >= limit {
@@ -130,7 +135,7 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 		}
 		if fr, ok := s.readTail(r.mu.next, limit, buf); ok {
 			readsMemory.Inc()
-			return r.emitLocked(fr), nil
+			return r.emitLocked(fr, buf, start), nil
 		}
 		seq := r.mu.next.Segment()
 		seg, size, sealed := s.segmentFrom(seq)
@@ -173,19 +178,29 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 			continue
 		}
 		readsDisk.Inc()
-		return r.emitLocked(fr), nil
+		return r.emitLocked(fr, buf, start), nil
 	}
 }
 
-// emitLocked hands out the record fr just read at r.mu.next.
-func (r *Reader) emitLocked(fr frame) Entry {
+// emitLocked hands out the record fr just read at r.mu.next, whose payload *buf holds from
+// start: its meta, if any, is cut off the end into r.mu.meta.
+func (r *Reader) emitLocked(fr frame, buf *[]byte, start int) Entry {
 	pos := r.mu.next
 	r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
 	r.setNextLocked(makePos(pos.Segment(), pos.Offset()+frameSize+int64(fr.length)))
 	if pos < r.s.tailOpen {
 		r.replayed.Inc()
 	}
-	return Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
+	e := Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
+	if fr.flags&flagMeta != 0 {
+		body := (*buf)[start:]
+		n, _ := fr.metaLen(body) // readFrame checked it; the tail holds frames Append built
+		end := len(body) - 2 - n
+		r.mu.meta = append(r.mu.meta[:0], body[end:end+n]...)
+		*buf = (*buf)[:start+end]
+		e.Size, e.Meta = end, r.mu.meta
+	}
+	return e
 }
 
 func (r *Reader) setNextLocked(p Pos) {

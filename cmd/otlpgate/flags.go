@@ -130,6 +130,15 @@ Flags:
 	fs.IntVar(&in.MaxDecodes, "intake.max-decodes", in.MaxDecodes, "Kafka pushes decompressed and decoded at once (0: twice GOMAXPROCS; otlpgate_intake_refused_total{resource=\"decodes\"})")
 	fs.DurationVar(&in.Wait, "intake.wait", in.Wait, "how long a gRPC call, OTLP/HTTP request or Kafka request waits for the intake limiter before it is refused; also the retry delay it is told")
 
+	tn := &cfg.tenants
+	fs.StringVar(&cfg.tenantHeaders, "intake.headers", cfg.tenantHeaders, "tenant headers, comma-separated (e.g. x-scope-orgid): read from each gRPC call's metadata and OTLP/HTTP request's headers, carried with the request through admission and the spool; a batch holds one tenant's requests, destinations select tenants with match-header and send them with forward-headers (see docs/tenants.md); empty (the default) turns tenants off")
+	fs.StringVar(&tn.Default, "intake.headers.default", tn.Default, "the value of a tenant header a request does not carry (or carries empty); UDS and Kafka requests have it for every header (default empty)")
+	fs.IntVar(&tn.Max, "intake.max-tenants", tn.Max, "distinct tenant values (tuples of -intake.headers) kept until restart; a request with a new one past it is refused: gRPC RESOURCE_EXHAUSTED without RetryInfo, HTTP 403 (otlpgate_tenant_refused_requests_total{reason=\"max_tenants\"}, otlpgate_tenants)")
+
+	fs.StringVar(&cfg.tenantRate, "tenant.rate", cfg.tenantRate, "rate each tenant (-intake.headers) may send at over gRPC and OTLP/HTTP, in bytes or items (spans, points, log records) per second: 10MiB/s, 5000items/s; a request over it is refused with HTTP 429 + Retry-After, gRPC RESOURCE_EXHAUSTED + RetryInfo, OTEP FailedRetryable with retry_delay_ms, while other tenants are served; empty (the default) limits nothing (otlpgate_tenant_throttled_requests_total, otlpgate_grpc_refused_requests_total{reason=\"tenant_rate\"}, otlpgate_http_refused_requests_total{reason=\"tenant_rate\"})")
+	fs.StringVar(&cfg.tenantBurst, "tenant.burst", cfg.tenantBurst, "what a tenant may send at once over -tenant.rate, in its unit: 20MiB, 10000items (default one second of -tenant.rate)")
+	fs.IntVar(&tn.MetricsTop, "tenant.metrics.top", tn.MetricsTop, "tenants with series of their own in the per-tenant counters, the first seen since start; later ones are summed under tenant=\"_other\" (otlpgate_tenant_admitted_items_total, otlpgate_tenant_admitted_bytes_total, otlpgate_tenant_throttled_requests_total)")
+
 	f := &cfg.file
 	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")
 	fs.Var(byteSize{&f.MaxBytes}, "file.max-bytes", "rotate the file before it grows past this size")

@@ -62,6 +62,11 @@ type config struct {
 	samplePrecisionSet            bool
 	sampleLogs                    bool
 	proc                          process.Config
+	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
+	// -intake.max-tenants, -tenant.* (tenants.go).
+	tenantHeaders           string
+	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
+	tenants                 fastpath.TenantsConfig
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
 }
@@ -88,6 +93,7 @@ func defaultConfig() config {
 		spoolSync:  spool.DefaultConfig().Sync.String(),
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
+		tenants:    fastpath.DefaultTenantsConfig(),
 	}
 }
 
@@ -176,10 +182,14 @@ func finishConfig(cfg *config) error {
 	if err := finishProcessConfig(cfg, os.LookupEnv); err != nil {
 		return err
 	}
+	if err := finishTenantConfig(cfg); err != nil {
+		return err
+	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
 		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
+		Tenants: cfg.tenants,
 	}
 	return cfg.gw.Validate()
 }

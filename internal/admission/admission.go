@@ -19,16 +19,17 @@ const Accepted Reason = -1
 
 // Why a request was not accepted. The values index the intakes' refusal counters.
 const (
-	Invalid  Reason = iota // the scanner or the transcoder rejected it
-	Full                   // no queue space now
-	TooLarge               // larger than the whole queue
-	Closed                 // shutting down
-	Upstream               // -ack=upstream: a destination did not deliver it
-	Timeout                // -ack=upstream: the wait ended before the destinations answered
+	Invalid   Reason = iota // the scanner or the transcoder rejected it
+	Full                    // no queue space now
+	TooLarge                // larger than the whole queue
+	Closed                  // shutting down
+	Upstream                // -ack=upstream: a destination did not deliver it
+	Timeout                 // -ack=upstream: the wait ended before the destinations answered
+	Throttled               // its tenant is over -tenant.rate: retry after the tenant's wait
 	NumReasons
 )
 
-var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
+var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate"}
 
 // String returns the reason as used in metric labels. Safe for concurrent use.
 func (r Reason) String() string {
@@ -104,6 +105,28 @@ func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastp
 	return b, Accepted
 }
 
+// AdmitTenant is Admit for tenant t (-intake.headers; nil: the default tenant): the request
+// joins a batch of t's requests only. A tenant over its rate (-tenant.rate) is refused as
+// Throttled before admission, and told to wait TenantDelay; what a request took from its
+// tenant's bucket is given back when admission then refuses it. Safe for concurrent use.
+func (c *Control) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+	if t == nil {
+		return c.Admit(sig, req, items, layout)
+	}
+	if _, ok := t.Take(len(req), items); !ok {
+		return nil, Throttled
+	}
+	b, err := c.p.AdmitTenant(t, sig, req, items, layout)
+	if err != nil {
+		t.Refund(len(req), items)
+		return nil, Of(err)
+	}
+	if c.refusingSince.Load() != 0 {
+		c.refusingSince.Store(0)
+	}
+	return b, Accepted
+}
+
 // Overloaded records a refusal for want of queue space and reports whether refusals have now
 // lasted at least overloadAfter, when the intakes answer with their harder "go away" (gRPC
 // ends the call or stream with UNAVAILABLE, HTTP answers 503 rather than 429). Safe for
@@ -136,6 +159,12 @@ func (c *Control) AckUpstream() bool { return c.p.Ack() == fastpath.AckUpstream 
 // QueueDelay is how long a client refused for want of queue space (or whose batch the
 // upstream gave up, with -ack=upstream) should wait: sized from the queue's drain rate.
 func (c *Control) QueueDelay() time.Duration { return c.p.RetryDelay() }
+
+// TenantDelay is how long a client whose request of req bytes and items items was refused as
+// Throttled should wait: until its tenant's bucket holds the request.
+func TenantDelay(t *fastpath.Tenant, req []byte, items int) time.Duration {
+	return t.Wait(len(req), items)
+}
 
 // BusyDelay is how long a client the intake limiter refused should wait: the limiter's own
 // wait, which is what the refused request just waited in vain.

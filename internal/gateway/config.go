@@ -55,6 +55,10 @@ type Config struct {
 	SpoolGroupReadable bool
 	// ShutdownTimeout bounds the whole shutdown (-shutdown.timeout, default 30s).
 	ShutdownTimeout time.Duration
+	// Tenants are the tenant headers and their bounds (-intake.headers, -intake.max-tenants,
+	// -tenant.*); no Headers: tenants off. Its Routes are ignored: the gateway takes them from
+	// the destinations' match-header (tenants.go).
+	Tenants fastpath.TenantsConfig
 }
 
 // DefaultConfig returns otlpgate's defaults: every part's own defaults (gRPC, OTLP/HTTP and
@@ -73,6 +77,7 @@ func DefaultConfig() Config {
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
+		Tenants:         fastpath.DefaultTenantsConfig(),
 	}
 }
 
@@ -83,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	dests, err := c.AllDestinations()
 	if err != nil {
+		return err
+	}
+	if _, err := c.tenantConfig(dests); err != nil {
 		return err
 	}
 	names := map[string]bool{}

@@ -152,6 +152,9 @@ func (g *Gateway) build() error {
 		log.Info("destination", "name", "file", "path", cfg.File.Path)
 	}
 
+	if err := cfg.buildTenants(configs); err != nil {
+		return err
+	}
 	if cfg.Spool.Dir != "" {
 		if g.sp, err = openSpool(cfg, configs, dests, log); err != nil {
 			return err

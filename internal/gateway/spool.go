@@ -44,6 +44,8 @@ func openSpool(cfg Config, configs []client.Config, dests []fastpath.Destination
 			BatchMaxBytes: cfg.Pipeline.BatchMaxBytes,
 			BatchMaxItems: cfg.Pipeline.BatchMaxItems,
 			BatchMaxAge:   cfg.Pipeline.BatchMaxAge,
+			Tenants:       cfg.Pipeline.Tenants,
+			Dest:          i,
 		}
 		f, err := feed.New(fc, s.Reader(d.Name()), d, log)
 		if err != nil {

@@ -16,6 +16,7 @@ type Received struct {
 	Items  int
 	Body   []byte    // a copy of the bytes, exactly as given
 	At     time.Time // when it arrived
+	Tenant string    // the batch's tenant (fastpath.Tenant.String), "" without one
 }
 
 // Recorder is a fastpath.Destination and a fastpath.Consumer that keeps a copy of everything it
@@ -69,7 +70,11 @@ func (r *Recorder) Enqueue(b *fastpath.Batch) error {
 		r.mu.Unlock()
 		return err
 	}
-	r.mu.got = append(r.mu.got, Received{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), time.Now()})
+	var tenant string
+	if b.Tenant != nil {
+		tenant = b.Tenant.String()
+	}
+	r.mu.got = append(r.mu.got, Received{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), time.Now(), tenant})
 	if r.mu.hold {
 		r.mu.held = append(r.mu.held, b)
 		r.mu.Unlock()
@@ -88,7 +93,7 @@ func (r *Recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
 	if r.mu.err != nil {
 		return r.mu.err
 	}
-	r.mu.got = append(r.mu.got, Received{sig, items, bytes.Clone(body), time.Now()})
+	r.mu.got = append(r.mu.got, Received{sig, items, bytes.Clone(body), time.Now(), ""})
 	return nil
 }
 

@@ -56,7 +56,7 @@ func TestUnaryCallStrictOwnAllocs(t *testing.T) {
 			dc := client.DefaultConfig()
 			dc.Name, dc.Endpoint = "zeroalloc_unary_"+protocol, sk.addr
 			dc.Protocol, dc.Mode, dc.Concurrency = protocol, client.ModeUnary, 1
-			g := startGate(t, dc)
+			g := startGate(t, dc, false)
 			gen := newBodies()
 			bodies := make([][]byte, warm+measured)
 			for i := range bodies {

@@ -115,6 +115,12 @@ type Config struct {
 	// refused call ends with RESOURCE_EXHAUSTED and RetryInfo, counted in
 	// otlpgate_intake_refused_total{intake="grpc"}.
 	Limiter *admission.Limiter
+	// Tenants is the tenant table (-intake.headers), nil for none: a call's values of its
+	// headers are read from its metadata before its first message, and a call the table
+	// refuses ends with RESOURCE_EXHAUSTED (a new value past -intake.max-tenants, without
+	// RetryInfo: not worth retrying), INVALID_ARGUMENT (a bad value) or PERMISSION_DENIED (a
+	// value no destination takes), counted in otlpgate_tenant_refused_requests_total.
+	Tenants *fastpath.Tenants
 }
 
 // DefaultConfig returns the defaults documented on Config.

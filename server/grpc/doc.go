@@ -22,6 +22,10 @@
 // goroutines wait for delivery and one sender goroutine per stream answers (otep.go). The
 // limiter's progress sweep runs on a goroutine of its own while the server serves.
 //
+// With -intake.headers a call's tenant is read from its metadata before its first message
+// (a stream's once), in place: grpc-go's own metadata map is found through the key it files
+// it under, learnt once at start (tenant.go), so that reading a known tenant allocates nothing.
+//
 // Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
 // accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames
 // (watch.go) that times and sizes unfinished messages, enforced by one sweep goroutine per

@@ -205,8 +205,8 @@ func (s *Server) unavailable() error {
 	return st.Err()
 }
 
-// admit scans req and admits it.
-func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+// admit scans req and admits it for tenant t (nil: the default tenant).
+func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
 	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 	if err != nil {
@@ -219,7 +219,7 @@ func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.
 	if sc.Resources == 0 {
 		return sc, nil, admission.Accepted
 	}
-	if b, reason = s.adm.Admit(sig, req, items, layout); reason != admission.Accepted {
+	if b, reason = s.adm.AdmitTenant(t, sig, req, items, layout); reason != admission.Accepted {
 		ctr.refuse(k, sig, reason, items)
 	}
 	return sc, b, reason

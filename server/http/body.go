@@ -7,12 +7,14 @@ import (
 	"io"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -110,6 +112,10 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
+	// tenant is the request's tenant (-intake.headers), nil without tenants; wait is how long
+	// it is told to wait when refused for its rate (-tenant.rate).
+	tenant *fastpath.Tenant
+	wait   time.Duration
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -128,7 +134,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream = nil, nil, streamReader{}
+	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
 	scratchPool.Put(s)
 }
 

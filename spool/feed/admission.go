@@ -59,19 +59,25 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 // once appended. It fails with ErrSpoolFull or ErrSpoolIO (both fastpath.ErrFull),
 // fastpath.ErrTooLarge, fastpath.ErrClosed or a scan error. req is only read during the call.
 func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(sig, req, items, layout)
+	return nil, a.admit(nil, sig, req, items, layout)
 }
 
-// Consume appends body, a v1 request body.
+// AdmitTenant is Admit for tenant t (nil: the default tenant): the record keeps t as its meta
+// (t.Record), for the feeders to read back.
+func (a *Admission) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
+	return nil, a.admit(t, sig, req, items, layout)
+}
+
+// Consume appends body, a v1 request body, for the default tenant.
 func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return a.admit(sig, body, items, fastpath.LayoutV1)
+	return a.admit(nil, sig, body, items, fastpath.LayoutV1)
 }
 
-func (a *Admission) admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
 	if a.closed.Load() {
 		return fastpath.ErrClosed
 	}
-	r, err := fastpath.Prepare(&a.cfg, sig, req, items, layout)
+	r, err := fastpath.Prepare(&a.cfg, t, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return err
 	}
@@ -83,7 +89,11 @@ func (a *Admission) admit(sig fastpath.Signal, req []byte, items int, layout fas
 		return err
 	}
 	if len(*buf) > 0 {
-		_, err = a.s.Append(uint8(sig), uint32(r.Items), *buf)
+		var meta []byte
+		if r.Tenant != nil {
+			meta = r.Tenant.Record()
+		}
+		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), meta, *buf)
 	}
 	switch {
 	case err == nil:
