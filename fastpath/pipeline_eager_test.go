@@ -292,13 +292,13 @@ func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 			t.Fatalf("batches %+v, want [a] [b c], and d held", got)
 		}
 		// The first fallback, had it stayed armed, would seal d at 2 gaps after a.
-		time.Sleep(start.Add(2*cfg.BatchMinGap + time.Millisecond).Sub(time.Now()))
+		time.Sleep(time.Until(start.Add(2*cfg.BatchMinGap + time.Millisecond)))
 		synctest.Wait()
 		if n := len(r.batches()); n != 2 {
 			t.Fatalf("%d batches 2 gaps after a: a stale timer sealed d", n)
 		}
 		// d's own fallback is due 2 gaps after [b c], not before.
-		time.Sleep(second.Add(2*cfg.BatchMinGap - time.Nanosecond).Sub(time.Now()))
+		time.Sleep(time.Until(second.Add(2*cfg.BatchMinGap - time.Nanosecond)))
 		synctest.Wait()
 		if n := len(r.batches()); n != 2 {
 			t.Fatalf("%d batches before d's fallback was due, want d still held", n)

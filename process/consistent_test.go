@@ -322,7 +322,6 @@ func TestSampleLogsByTraceID(t *testing.T) {
 			sc := SampleConfig{On: true, Mode: mode, Percent: 30, HashSeed: 7, Logs: true}
 			c := mustChain(t, Config{Sample: sc})
 			ld := plog.NewLogs()
-			var tids []pcommon.TraceID
 			for r := range 3 {
 				rl := ld.ResourceLogs().AppendEmpty()
 				rl.Resource().Attributes().PutInt("r", int64(r))
@@ -339,7 +338,6 @@ func TestSampleLogsByTraceID(t *testing.T) {
 							tid[j] = byte(r*31 + i*7 + j*13 + int(mode))
 						}
 						lr.SetTraceID(tid)
-						tids = append(tids, tid)
 					}
 				}
 			}
