@@ -46,6 +46,7 @@ func jsonEquivalenceSeeds(tb testing.TB) [][]byte {
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":2},{"names":"c","kind":3},` +
 			`{"nam":"d"},{"name" :"e"},{"name": "f"},{"n\u0061me":"g"},{"kind":1,"name":"h"},{"name":"i","name_":1}]}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","name":"c"}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a"},{"namex:1":"b"},{"name\":1":"c"}]}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":2}]}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind"`,

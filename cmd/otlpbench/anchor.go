@@ -35,7 +35,10 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	rate := fs.Float64("rate", 100, "batches per second, sent in an open loop")
 	duration := fs.Duration("duration", 10*time.Second, "measured sending per cell")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured sending per cell before it")
-	inflight := fs.Int("max-inflight", 64, "unanswered requests before the open loop waits (and counts the send late)")
+	// Four batches of 820 KB unanswered means the proxy is several batch times behind; more
+	// would only meet otlpgate's budget for one gRPC connection (-intake.max-conn-bytes, four
+	// calls of -grpc.max-recv-msg-size) and be refused, where an exporter would wait.
+	inflight := fs.Int("max-inflight", 4, "unanswered requests before the open loop waits (and counts the send late)")
 	rounds := fs.Int("rounds", 1, "times the whole matrix runs; each cell reports its median round")
 	proxyCPU := fs.Int("proxy-cpu", -1, "the CPU the proxies are pinned to (-1: the last this process may use); the load and the sink get the others")
 	pin := fs.Bool("pin", true, "pin the proxies to -proxy-cpu and this process to the other CPUs")
