@@ -39,7 +39,7 @@ func NewLogged(cfg Config, log Log) (*Pipeline, error) {
 	if log == nil {
 		return nil, errors.New("fastpath: no log")
 	}
-	p := &Pipeline{cfg: cfg, log: log, m: newPipelineMetrics(nil), stop: make(chan struct{})}
+	p := &Pipeline{cfg: cfg, log: log, m: newPipelineMetrics(), stop: make(chan struct{})}
 	p.wg.Add(1)
 	go func() { // nothing to seal: the flusher only waits for Close
 		defer p.wg.Done()

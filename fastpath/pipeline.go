@@ -18,8 +18,10 @@ import (
 // destinations do; a destination that cannot keep up drops for itself (its own queue limit) and
 // never stalls the others.
 type Pipeline struct {
-	cfg   Config
-	dests []Destination
+	cfg Config
+	// dests is the destination set a new batch takes (destset.go); setMu serializes its swaps.
+	dests atomic.Pointer[destSet]
+	setMu sync.Mutex
 	log   Log // NewLogged: admission appends here and nothing is batched
 	m     *pipelineMetrics
 
@@ -73,7 +75,8 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if len(dests) == 0 {
 		return nil, errors.New("fastpath: no destination")
 	}
-	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
+	p.dests.Store(newDestSet(dests))
 	for i := range p.sig {
 		sig := Signal(i)
 		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })
@@ -155,7 +158,10 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		return nil, ErrClosed
 	}
 	b := s.mu.open
-	if b != nil && b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes {
+	// A batch opened before SetDestinations goes to the previous set: the request, admitted
+	// now, goes to the current one, in a batch of its own.
+	set := p.dests.Load()
+	if b != nil && (b.set != set || b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes) {
 		sealed, b = b, nil
 		s.mu.open = nil
 		p.disarmLocked(sig)
@@ -164,6 +170,8 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if fresh {
 		b = getBatch(p, sig, p.initialSize(sig, len(req)))
 		b.born = time.Now().UnixNano()
+		b.set = set
+		set.users.Add(1)
 		s.mu.open = b
 	}
 	buf := b.Payload.Buf()
@@ -180,6 +188,7 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 			// The batch was opened for this request, and nothing else holds it: an empty
 			// batch must not be sealed.
 			s.mu.open = nil
+			set.users.Add(-1)
 			b.Payload.Release()
 			b.unref()
 		}
@@ -340,7 +349,7 @@ func grow(buf *[]byte, need, limit int) {
 	pool.PutBytes(nb)
 }
 
-// seal hands b to every destination. It runs without the signal's lock: destinations may finish
+// seal hands b to every destination of its set. It runs without the signal's lock: destinations may finish
 // the batch synchronously, inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
@@ -350,15 +359,17 @@ func (p *Pipeline) seal(b *Batch) {
 	p.sizeHint[b.Signal].Store(int64(b.size))
 	p.sealedN.Add(1)
 	p.m.sealed(b)
-	b.pending.Store(int32(len(p.dests)))
+	set := b.set
+	b.pending.Store(int32(len(set.dests)))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
-	for i, d := range p.dests {
+	for i, d := range set.dests {
 		b.Payload.Retain()
 		if err := d.Enqueue(b); err != nil {
-			p.m.destRefused(i, err)
+			set.refused(i, err)
 			b.Done(false)
 		}
 	}
+	set.users.Add(-1)   // handed out: SetDestinations may retire the set
 	b.Payload.Release() // the reference the batch was built with
 	b.unref()
 }
