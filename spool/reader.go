@@ -82,6 +82,9 @@ type Reader struct {
 		fseq     uint64
 		inflight []inflight // read and not finished, in read order, from head
 		head     int
+		// skip holds, in order, the records at or after next that were finished before a Rewind:
+		// Next passes over them instead of handing them out again.
+		skip []Pos
 	}
 
 	replayed prometheus.Counter
@@ -123,6 +126,7 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.s
+	before := len(*buf)
 	for {
 		limit := Pos(s.readable.Load())
 		if r.mu.next >= limit {
@@ -130,6 +134,10 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 		}
 		if fr, ok := s.readTail(r.mu.next, limit, buf); ok {
 			readsMemory.Inc()
+			if r.skipLocked(fr) {
+				*buf = (*buf)[:before]
+				continue
+			}
 			return r.emitLocked(fr), nil
 		}
 		seq := r.mu.next.Segment()
@@ -173,8 +181,61 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 			continue
 		}
 		readsDisk.Inc()
+		if r.skipLocked(fr) {
+			*buf = (*buf)[:before]
+			continue
+		}
 		return r.emitLocked(fr), nil
 	}
+}
+
+// skipLocked passes over the record fr just read at r.mu.next when it was finished before a
+// Rewind, and reports whether it did.
+func (r *Reader) skipLocked(fr frame) bool {
+	pos := r.mu.next
+	for len(r.mu.skip) > 0 && r.mu.skip[0] < pos {
+		r.mu.skip = r.mu.skip[1:] // its segment is gone: nothing to skip there any more
+	}
+	if len(r.mu.skip) == 0 || r.mu.skip[0] != pos {
+		return false
+	}
+	r.mu.skip = r.mu.skip[1:]
+	if r.mu.head < len(r.mu.inflight) {
+		// A later Rewind goes back to the first unfinished record, before this one: it must
+		// find it finished again.
+		r.mu.inflight = append(r.mu.inflight, inflight{pos: pos, done: true})
+	}
+	r.setNextLocked(makePos(pos.Segment(), pos.Offset()+frameSize+int64(fr.length)))
+	return true
+}
+
+// Rewind makes the reader hand out again, from its durable position, every record it handed
+// out that was not finished: what a destination that was stopped left unfinished (a destination
+// removed, or replaced, while otlpgate runs) is read again for the one that takes its place.
+// Records finished out of order above the durable position are passed over, not handed out
+// twice; unfinished records whose segment -spool.full=drop-oldest deleted meanwhile are counted
+// as dropped. Call it only when no record of the reader is held: the feeder stopped and its
+// destination finished every batch. Safe for concurrent use, but not with Next.
+func (r *Reader) Rewind() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.mu.inflight[r.mu.head:]
+	if len(q) == 0 {
+		return // nothing handed out is unfinished
+	}
+	var skip []Pos
+	for _, e := range q {
+		switch {
+		case e.done:
+			skip = append(skip, e.pos)
+		case !r.s.hasSegment(e.pos.Segment()):
+			r.dropped[dropOldest].Inc()
+		}
+	}
+	// What an earlier Rewind left to skip lies ahead of every record handed out since.
+	r.mu.skip = append(skip, r.mu.skip...)
+	r.mu.inflight, r.mu.head = r.mu.inflight[:0], 0
+	r.setNextLocked(q[0].pos)
 }
 
 // emitLocked hands out the record fr just read at r.mu.next.
@@ -263,6 +324,12 @@ func (r *Reader) closeFileLocked() {
 		_ = r.mu.f.Close()
 		r.mu.f = nil
 	}
+}
+
+// hasSegment reports whether segment seq is still in the spool.
+func (s *Spool) hasSegment(seq uint64) bool {
+	g, _, _ := s.segmentFrom(seq)
+	return g != nil && g.seq == seq
 }
 
 // countLostInFlight counts, at Close, the records the destination read and never finished
