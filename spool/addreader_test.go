@@ -108,3 +108,47 @@ func TestRewindHandsOutTheUnfinished(t *testing.T) {
 		t.Fatalf("a rewind with nothing unfinished handed out %v", got)
 	}
 }
+
+// A destination removed while otlpgate runs (Away) and added again (Back) is owed what was
+// appended before it left and after it came back, not what was appended in between: after the
+// Rewind it reads what it left unfinished, then passes over the gap. The others read all.
+func TestAwayBackPassesOverTheGap(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := mustOpen(t, testConfig(mode), NewCrashFS(), "a", "b")
+			defer s.Close()
+			b := reader(t, s, "b")
+			appendN(t, s, 0, 10)
+			buf := pool.GetBytes(pool.MinSize)
+			defer pool.PutBytes(buf)
+			for i := range 6 { // read 0..5, finish the even ones
+				*buf = (*buf)[:0]
+				e, err := b.Next(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i%2 == 0 {
+					b.Finish(e.Pos)
+				}
+			}
+			b.Away()
+			appendN(t, s, 10, 30) // over several segments
+			b.Back()
+			appendN(t, s, 30, 35)
+			b.Rewind()
+			want := append([]int{1, 3, 5, 6, 7, 8, 9}, seq(30, 35)...)
+			if got := drain(t, b, true); !slices.Equal(got, want) {
+				t.Fatalf("b read %v, want %v", got, want)
+			}
+			if got := drain(t, reader(t, s, "a"), true); !slices.Equal(got, seq(0, 35)) {
+				t.Fatalf("a read %v", got)
+			}
+			if err := s.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			if got := segFiles(t, s.fs); len(got) > 1 {
+				t.Fatalf("segments %v left after both finished everything", got)
+			}
+		})
+	}
+}

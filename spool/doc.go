@@ -48,9 +48,10 @@
 // a segment's file when it moves past it, so that deleting it gives the space back.
 //
 // While the spool runs, AddReader adds a destination at the tail, its cursor made durable
-// first. No reader is removed before Close: a destination that goes away keeps its hold and
-// its records until it comes back or a start without it releases them. Rewind hands out again
-// what a stopped destination left unfinished, passing over what it finished out of order.
+// first. No reader is removed before Close: a destination that goes away (Away) keeps its hold
+// and its records until it comes back (Back) or a start without it releases them; once back it
+// passes over what was appended while it was away. Rewind hands out again what a stopped
+// destination left unfinished, passing over what it finished out of order.
 //
 // # Drop-oldest
 //

@@ -85,6 +85,10 @@ type Reader struct {
 		// skip holds, in order, the records at or after next that were finished before a Rewind:
 		// Next passes over them instead of handing them out again.
 		skip []Pos
+		// gaps are the stretches of the log appended while the destination was away
+		// (Away..Back), in order: Next passes over them.
+		gaps   []gap
+		awayAt Pos // set by Away, until Back; 0: here
 	}
 
 	replayed prometheus.Counter
@@ -95,6 +99,9 @@ type inflight struct {
 	pos  Pos
 	done bool
 }
+
+// gap is a stretch [from, to) of the log that is not the reader's destination's.
+type gap struct{ from, to Pos }
 
 func newReader(s *Spool, name string, at Pos) *Reader {
 	r := &Reader{s: s, name: name, ready: make(chan struct{}, 1), persisted: at}
@@ -128,6 +135,11 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	s := r.s
 	before := len(*buf)
 	for {
+		for _, g := range r.mu.gaps {
+			if r.mu.next >= g.from && r.mu.next < g.to {
+				r.setNextLocked(g.to)
+			}
+		}
 		limit := Pos(s.readable.Load())
 		if r.mu.next >= limit {
 			return Entry{}, ErrEmpty
@@ -324,6 +336,41 @@ func (r *Reader) closeFileLocked() {
 		_ = r.mu.f.Close()
 		r.mu.f = nil
 	}
+}
+
+// Away marks the reader's destination gone (removed while otlpgate runs): what is appended
+// from now on is not its own. The reader keeps its hold on the spool, and what it was owed
+// until now, for Back. Safe for concurrent use, but not with Next.
+func (r *Reader) Away() {
+	r.s.mu.Lock()
+	at := r.s.mu.written // every record placed so far, synced or not, was admitted before
+	r.s.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.awayAt == 0 {
+		r.mu.awayAt = at
+	}
+}
+
+// Back ends Away: what is appended from now on is the destination's again, and Next passes
+// over what was appended in between. Safe for concurrent use, but not with Next.
+func (r *Reader) Back() {
+	// Not written: a failed sync can cut written back (SyncAlways), and records appended after
+	// that would land inside the gap. Records between readable and written, admitted while
+	// the destination came back, are read.
+	at := Pos(r.s.readable.Load())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.awayAt == 0 {
+		return
+	}
+	if at > r.mu.awayAt {
+		r.mu.gaps = append(r.mu.gaps, gap{r.mu.awayAt, at})
+	}
+	r.mu.awayAt = 0
+	// Gaps wholly behind the durable position can never be read again.
+	durable := Pos(r.durable.Load())
+	r.mu.gaps = slices.DeleteFunc(r.mu.gaps, func(g gap) bool { return g.to <= durable })
 }
 
 // hasSegment reports whether segment seq is still in the spool.

@@ -60,6 +60,10 @@ type config struct {
 	proc                          process.Config
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
+
+	// -dest.file and -dest.file.poll-interval.
+	destFile     string
+	destFilePoll time.Duration
 }
 
 func defaultConfig() config {
@@ -84,6 +88,8 @@ func defaultConfig() config {
 		spoolSync:  spool.DefaultConfig().Sync.String(),
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
+
+		destFilePoll: gw.DefaultConfig().DestFilePoll,
 	}
 }
 
@@ -174,7 +180,7 @@ func finishConfig(cfg *config) error {
 	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
-		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, File: cfg.file,
+		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
 	}
 	return cfg.gw.Validate()
