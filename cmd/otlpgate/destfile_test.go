@@ -78,6 +78,30 @@ type ackedSpans struct {
 	windows            map[trace.SpanID][2]int64
 }
 
+// settle waits (bounded) until n spans were acknowledged wholly within generation gen, so that
+// every generation is proven by spans of its own, however slow the machine.
+func (a *ackedSpans) settle(t *testing.T, gen int64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a.mu.Lock()
+		c := 0
+		for _, w := range a.windows {
+			if w[0] == gen && w[1] == gen {
+				c++
+			}
+		}
+		a.mu.Unlock()
+		if c >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spans acknowledged in generation %d within a minute, want %d", c, gen, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (a *ackedSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	lo := a.installed.Load()
 	if err := a.SpanExporter.ExportSpans(ctx, spans); err != nil {
@@ -152,7 +176,7 @@ func TestBinaryDestFileReloadedUnderLoad(t *testing.T) {
 	reloads, failures := 0, 0
 	step := func(want []string, lines ...string) {
 		t.Helper()
-		time.Sleep(300 * time.Millisecond) // spans flow in the generation before
+		acked.settle(t, int64(len(sets)-1), 100) // spans flow in the generation before
 		gen := int64(len(sets))
 		sets = append(sets, want)
 		acked.started.Store(gen)
@@ -178,7 +202,7 @@ func TestBinaryDestFileReloadedUnderLoad(t *testing.T) {
 	step([]string{"a", "c"}, spec("a", "concurrency=2"), spec("c"))                                // one changed
 	step(nil, spec("a", "concurrency=2"), spec("c"), "name=d,endpoint=127.0.0.1:1,frobnicate=1")   // invalid
 	step([]string{"a", "c", "b"}, spec("a", "concurrency=2"), "# b is back", spec("c"), spec("b")) // the removed one back
-	time.Sleep(300 * time.Millisecond)
+	acked.settle(t, int64(len(sets)-1), 100)
 	close(stop)
 	<-loaded
 	if err := tp.Shutdown(ctx); err != nil { // exports what the batcher holds

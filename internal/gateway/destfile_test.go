@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -96,6 +97,23 @@ func startSender(t *testing.T, addr string) *sender {
 	return s
 }
 
+// settle waits (bounded) until n ids were acknowledged wholly within generation gen, so that
+// every generation is proven by spans of its own, however slow the machine.
+func (s *sender) settle(t *testing.T, gen int64, n int) {
+	t.Helper()
+	eventually(t, func() string { return fmt.Sprintf("fewer than %d spans acknowledged in generation %d", n, gen) }, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		c := 0
+		for _, w := range s.windows {
+			if w[0] == gen && w[1] == gen {
+				c++
+			}
+		}
+		return c >= n
+	})
+}
+
 // acked stops the sender and returns the windows of the acknowledged ids.
 func (s *sender) acked() map[uint64][2]int64 {
 	close(s.stop)
@@ -146,6 +164,29 @@ func checkDelivered(t *testing.T, acked map[uint64][2]int64, sets [][]string, up
 	t.Logf("%d spans acknowledged; wholly within each generation: %v", len(acked), perGen)
 }
 
+// counterValue is a counter of the default registry summed over the series of destination.
+func counterValue(t *testing.T, name, destination string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "destination" && l.GetValue() == destination {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
 // in reports whether name is in every (all) or some (!all) set of window w.
 func in(sets [][]string, w [2]int64, name string, all bool) bool {
 	for g := w[0]; g <= w[1]; g++ {
@@ -180,7 +221,7 @@ func TestDestFileReloadWhileAdmitting(t *testing.T) {
 	sets := [][]string{{"a", "b"}}
 	step := func(want []string, lines ...string) {
 		t.Helper()
-		time.Sleep(150 * time.Millisecond) // spans flow in the generation before
+		s.settle(t, int64(len(sets)-1), 20) // spans flow in the generation before
 		gen := int64(len(sets))
 		sets = append(sets, want)
 		s.started.Store(gen)
@@ -196,13 +237,24 @@ func TestDestFileReloadWhileAdmitting(t *testing.T) {
 	}
 	step([]string{"a", "b", "c"}, spec("a"), spec("b"), spec("c"))
 	step([]string{"a", "c"}, spec("a"), spec("c"))
+	// a stalls while it is changed: its old instance holds queued batches, which it hands
+	// over to the new one, and calls in flight, which it waits for.
+	handed := counterValue(t, "otlpgate_client_handed_over_requests_total", "a")
+	ups["a"].hold()
 	step([]string{"a", "c"}, spec("a", "concurrency=2"), spec("c"))
+	time.Sleep(50 * time.Millisecond)
+	ups["a"].release()
 	step(nil, spec("a", "concurrency=2"), spec("c"), "name=d,endpoint=127.0.0.1:1,frobnicate=1")
 	step([]string{"a", "c", "b"}, spec("a", "concurrency=2"), spec("c"), spec("b"))
-	time.Sleep(150 * time.Millisecond)
+	s.settle(t, int64(len(sets)-1), 20)
 	acked := s.acked()
 
 	checkDelivered(t, acked, sets, ups)
+	if n := counterValue(t, "otlpgate_client_handed_over_requests_total", "a") - handed; n == 0 {
+		t.Error("the changed destination handed nothing over: the test did not reach the hand-over")
+	} else {
+		t.Logf("the changed destination handed %v requests over to its replacement", n)
+	}
 	if d := testutil.ToFloat64(configReloads) - reloads; d != 4 {
 		t.Errorf("otlpgate_config_reloads_total rose by %v, want 4", d)
 	}
