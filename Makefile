@@ -22,6 +22,10 @@ VTPROTO_POOL := \
 
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 
+# Linters, pinned; `go run pkg@version` fetches them from the module proxy (no install step).
+STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.9.0
+
 # The OpenTelemetry Collector built as the benchmark peer, pinned (its modules come from the proxy).
 OTELCOL_BUILDER_VERSION := v0.162.0
 PEER_OTELCOL := peer/otelcol/otelcol-peer
@@ -34,8 +38,8 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static run test lint bench docs generate check-generate fuzz tools clean \
-	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer profile profile-diff soak soak-spool
+.PHONY: help build static run test lint vuln bench docs generate check-generate fuzz tools clean \
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-anchor profile profile-diff soak soak-spool
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -55,13 +59,22 @@ test: lint ## gofmt check, go vet, go test -race, then the allocation tests (whi
 
 # The allocation tests are built with !race (the race detector allocates): they run in a second,
 # plain pass, which selects every test of every file whose build constraint requires !race
-# (.ci/race-free-tests reads the constraints, so no such test is left out by its name).
+# (.ci/race-free-tests reads the constraints, so no such test is left out by its name;
+# internal/layout's TestRaceFreePassRunsEveryRaceFreeTest evaluates them as go build does and
+# fails on any test the pattern misses).
 
-lint: ## go vet, gofmt check, and no tracked binary or file over 1 MiB (.ci/check-tracked)
+lint: ## go vet, gofmt check, staticcheck, go.mod/go.sum tidy, and no tracked binary or file over 1 MiB (.ci/check-tracked)
 	$(GO) vet ./...
 	@bash .ci/check-tracked
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
+
+# govulncheck reads the Go vulnerability database (vuln.go.dev) at run time, so it is not part
+# of lint: lint must pass on a machine without that access.
+vuln: ## known vulnerabilities in the modules and the Go release otlpgate uses (needs vuln.go.dev)
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 bench: ## micro-benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 20m ./...
@@ -71,7 +84,7 @@ tools: ## install the pinned code generators into bin/
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(PROTOC_GEN_VTPROTO_VERSION)
 
-generate: tools ## regenerate Go code from proto/ (needs protoc)
+generate: tools ## regenerate Go code from proto/ (needs protoc), then fastpath/walk_gen.go from the schema table
 	find proto -name '*.pb.go' -delete
 	PATH=$(CURDIR)/$(BIN):$$PATH $(PROTOC) -I proto \
 		--go_out=proto --go_opt=paths=source_relative \
@@ -80,13 +93,14 @@ generate: tools ## regenerate Go code from proto/ (needs protoc)
 		--go-vtproto_opt=features=marshal+unmarshal+size+equal+clone+pool \
 		$(foreach m,$(VTPROTO_POOL),--go-vtproto_opt=pool=$(m)) \
 		$(patsubst proto/%,%,$(PROTO_FILES))
+	$(GO) generate ./fastpath
 
 docs: ## regenerate docs/configuration.md and docs/metrics.md from the flag set and the registered metrics
 	$(GO) test -count=1 -run '^TestReferenceDocs$$' ./cmd/otlpgate -update
 
-check-generate: generate ## fail when the committed generated code is stale
-	@git add -N proto >/dev/null 2>&1; \
-	if ! git diff --exit-code --stat -- proto; then \
+check-generate: generate ## fail when the committed generated code (proto/, fastpath/walk_gen.go) is stale
+	@git add -N proto fastpath/walk_gen.go >/dev/null 2>&1; \
+	if ! git diff --exit-code --stat -- proto fastpath/walk_gen.go; then \
 		echo "generated code is stale: run make generate and commit"; exit 1; fi
 
 fuzz: ## run every fuzz target for FUZZTIME each
@@ -126,6 +140,15 @@ bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf
 		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -intake $$intake -shape $$shape -inflight $$inflight \
 			-floor=$$floor -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(PEER_ARGS); \
 	done; done; done
+
+# The anchor (docs/benchmarks.md): each proxy pinned to one CPU with GOMAXPROCS=1, the load and
+# the sink on the others, semconv batches at 100/s in an open loop, OTLP/gRPC and OTLP/HTTP in,
+# none, gzip and zstd on both hops, against a TCP relay (the floor) in the same run. The
+# Collector's column needs `make peer-otelcol` first; without it the column is left out.
+ANCHOR_ARGS ?=
+
+bench-anchor: build ## CPU-µs per span of otlpgate and the Collector pinned to one core, as a ratio to a TCP relay (ANCHOR_ARGS=-rounds 3 ...)
+	./$(BIN)/otlpbench anchor -gate ./$(BIN)/otlpgate -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(ANCHOR_ARGS)
 
 profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|http|uds|kafka)
 	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles

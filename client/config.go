@@ -148,6 +148,17 @@ type Config struct {
 	// BearerTokenFile holds a token sent as "authorization: Bearer <token>"
 	// (bearer-token-file). Read once, by New.
 	BearerTokenFile string
+	// ForwardHeaders are tenant headers (of -intake.headers) whose values are sent with each
+	// batch, as gRPC metadata or HTTP headers, taken from the batch's tenant; an empty value
+	// is not sent (forward-headers=NAME|NAME). gRPC sends metadata once per call or stream,
+	// so it needs mode=unary, or protocol=http.
+	ForwardHeaders []string
+	// MatchHeader selects the tenants whose batches the destination takes
+	// (match-header=NAME:VALUE|VALUE, or NAME:* for every value); without it the destination
+	// takes the tenants that no destination with named values takes. The pipeline and the
+	// spool's feeders apply it (fastpath.TenantsConfig.Routes); cmd checks NAME against
+	// -intake.headers.
+	MatchHeader fastpath.Match
 
 	// Balanced destinations (a Fleet, NewFleet): with Resolver set, the destination names a
 	// set of backends, each a full destination built from the other settings.
@@ -315,6 +326,34 @@ func (c Config) validate() error {
 	for k := range c.Headers {
 		if k == "" || strings.ToLower(k) != k || strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") {
 			return fmt.Errorf("header %q: names must be lower case and not reserved", k)
+		}
+	}
+	return c.validateForward()
+}
+
+// validateForward checks forward-headers: tenant header names, not set by header= as well, on
+// a destination that sends metadata per batch.
+func (c Config) validateForward() error {
+	if len(c.ForwardHeaders) == 0 {
+		return nil
+	}
+	if c.stream() {
+		return errors.New("forward-headers needs mode=unary (or protocol=http): gRPC sends metadata once per stream, and a stream carries the batches of every tenant")
+	}
+	for i, h := range c.ForwardHeaders {
+		if h == "" || strings.ToLower(h) != h || strings.ContainsAny(h, " \t\r\n:,|\x00") {
+			return fmt.Errorf("forward-headers: %q is not a lower-case header name", h)
+		}
+		if _, ok := c.Headers[h]; ok {
+			return fmt.Errorf("forward-headers: %q is set by header= too", h)
+		}
+		if h == "authorization" || httpOwnedHeaders[h] || strings.HasPrefix(h, "grpc-") {
+			return fmt.Errorf("forward-headers: %q is reserved", h)
+		}
+		for _, o := range c.ForwardHeaders[:i] {
+			if o == h {
+				return fmt.Errorf("forward-headers: %q named twice", h)
+			}
 		}
 	}
 	return nil

@@ -58,6 +58,9 @@ type Dest struct {
 	handback  atomic.Pointer[func(*fastpath.Batch, bool)]
 	throttled atomic.Int32 // throttles since the last success
 
+	lastErr lastError // the latest failure, for the status page (lasterror.go)
+	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
+
 	streams struct {
 		mu   sync.Mutex
 		set  map[*stream]struct{} // open streams, for the sweeper
@@ -67,21 +70,19 @@ type Dest struct {
 	idleReceivers atomic.Int32
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
+	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
 	cancel    context.CancelFunc
 	stop      chan struct{}                      // closed when Shutdown stops waiting: senders give up
 	inFlight  [fastpath.NumSignals]chan struct{} // stream mode: a token per unacknowledged request, per signal (MaxInFlight)
 	drained   chan struct{}                      // closed once nothing is outstanding after Shutdown began
 	drainOnce sync.Once
-	started   atomic.Bool
-	shut      atomic.Bool
-	closing   atomic.Bool // Shutdown began
-	stopping  atomic.Bool // Shutdown stopped waiting: failures are losses, not retries
+	state     lifecycleState // created, running, draining, stopping, stopped (lifecycle.go)
 	wg        sync.WaitGroup
 
 	// shutdownLost counts what was given up on because Shutdown stopped waiting, by reason
-	// (index: reason - dropShutdownQueued), for the one report Shutdown returns. Senders drop
+	// (index: reason - DropShutdownQueued), for the one report Shutdown returns. Senders drop
 	// what they hold as they stop, so this is counted at the drop, not where Shutdown sweeps.
-	shutdownLost [numDropReasons - dropShutdownQueued]struct{ requests, items atomic.Int64 }
+	shutdownLost [numDropReasons - DropShutdownQueued]struct{ requests, items atomic.Int64 }
 }
 
 var _ fastpath.Destination = (*Dest)(nil)
@@ -145,6 +146,16 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	if backend != "" {
 		d.log = d.log.With("backend", backend)
 	}
+	var headers []string
+	for _, vs := range md {
+		headers = append(headers, vs...)
+	}
+	if hs != nil {
+		for _, h := range hs.headers {
+			headers = append(headers, h[1])
+		}
+	}
+	d.secrets = secretsOf(cfg, headers)
 	d.backend = backend
 	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
 		func() float64 { return float64(d.held.Load()) })
@@ -200,8 +211,8 @@ func (d *Dest) Config() Config { return d.cfg }
 // upstream only delays delivery (batches queue up to QueueBytes). Call it once, before
 // Shutdown; safe for concurrent use.
 func (d *Dest) Start() {
-	if d.started.Swap(true) || d.closing.Load() {
-		return
+	if _, ok := d.state.move(stateRunning, stateCreated); !ok {
+		return // started already, or Shutdown began first
 	}
 	d.log.Info("destination starting", "endpoint", d.cfg.Endpoint, "protocol", d.cfg.Protocol,
 		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
@@ -252,7 +263,7 @@ func (d *Dest) enqueue(b *fastpath.Batch, first bool) error {
 		return errBadSignal
 	}
 	d.q.mu.Lock()
-	if d.q.mu.closed {
+	if d.closing() { // read under q.mu: Shutdown takes that step under it
 		d.q.mu.Unlock()
 		return fastpath.ErrClosed
 	}
@@ -309,7 +320,7 @@ func (d *Dest) nextUntil(sig fastpath.Signal, t *time.Timer, until int64) (r *re
 		r, wait = d.q.popLocked(sig, now)
 		d.q.mu.Unlock()
 		if r != nil && d.expired(r, 0) {
-			d.drop(r, dropRetryExhausted) // waited its whole budget in the queue
+			d.drop(r, DropRetryExhausted) // waited its whole budget in the queue
 			continue
 		}
 		if r != nil {
@@ -380,11 +391,17 @@ func (d *Dest) deliver(r *request) {
 }
 
 // drop finishes r as given up on, counted by reason.
-func (d *Dest) drop(r *request, reason int) {
-	if reason >= dropShutdownQueued {
-		l := &d.shutdownLost[reason-dropShutdownQueued]
+func (d *Dest) drop(r *request, reason DropReason) {
+	if reason.atShutdown() {
+		l := &d.shutdownLost[reason-DropShutdownQueued]
 		l.requests.Add(1)
 		l.items.Add(int64(r.items))
+	}
+	switch reason {
+	case DropTooLarge:
+		d.noteError(errTooLarge)
+	case DropInvalid:
+		d.noteError(errInvalidPayload)
 	}
 	d.m.dropped[reason].Inc()
 	d.m.droppedItems[reason].Add(float64(r.items))
@@ -398,10 +415,10 @@ func (d *Dest) lose(r *request) {
 		return
 	}
 	if r.attempt == 0 {
-		d.drop(r, dropShutdownQueued)
+		d.drop(r, DropShutdownQueued)
 		return
 	}
-	d.drop(r, dropShutdownRetry)
+	d.drop(r, DropShutdownRetry)
 }
 
 func (d *Dest) finish(r *request, delivered bool) {
@@ -409,7 +426,7 @@ func (d *Dest) finish(r *request, delivered bool) {
 	putRequest(r)
 	d.held.Add(-int64(n))
 	b.Done(delivered)
-	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
+	if d.outstanding.Add(-1) == 0 && d.closing() {
 		d.drainOnce.Do(d.closeDrained)
 	}
 }
@@ -427,7 +444,7 @@ func (d *Dest) shutdownLoss() error {
 			continue
 		}
 		requests, items = requests+r, items+n
-		parts = append(parts, fmt.Sprintf("%s: %d requests, %d items", dropReasonNames[dropShutdownQueued+i], r, n))
+		parts = append(parts, fmt.Sprintf("%s: %d requests, %d items", DropShutdownQueued+DropReason(i), r, n))
 	}
 	if requests == 0 {
 		return nil
@@ -436,17 +453,25 @@ func (d *Dest) shutdownLoss() error {
 		d.cfg.Name, requests, items, strings.Join(parts, "; "))
 }
 
-// result acts on an OTEP result code.
-func (d *Dest) result(r *request, code otepv1.ResultCode) {
+// result acts on an OTEP answer: its result code, and the retry_delay_ms of a FailedRetryable
+// one, a wait the server asks for this request alone (its tenant is over its rate, say): the
+// request waits at least that long, and the destination's other requests are not held up.
+func (d *Dest) result(r *request, code otepv1.ResultCode, delayMs uint64) {
 	switch code {
 	case otepv1.ResultCode_Success:
 		d.deliver(r)
 	case otepv1.ResultCode_FailedNoneRetryable:
-		d.drop(r, dropRejected)
+		d.noteError(errRejectedResult)
+		d.drop(r, DropRejected)
 	default: // FailedRetryable, and codes this build does not know
-		d.retry(r, retryFailed)
+		d.noteError(errRetryableResult)
+		d.retryAfter(r, RetryFailed, time.Duration(min(delayMs, maxAnswerDelayMs))*time.Millisecond)
 	}
 }
+
+// maxAnswerDelayMs caps the wait an answer may ask for (an hour): RetryMaxElapsed still bounds
+// the whole, and a larger value is no reason to hold a request longer.
+const maxAnswerDelayMs = uint64(time.Hour / time.Millisecond)
 
 // expired reports whether r would be sent later than RetryMaxElapsed after the destination took
 // it. The budget runs from then, not from the first send: a request that never leaves because
@@ -457,10 +482,13 @@ func (d *Dest) expired(r *request, delay time.Duration) bool {
 }
 
 // retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.
-func (d *Dest) retry(r *request, why int) {
-	delay := d.cfg.backoff(r.attempt)
+func (d *Dest) retry(r *request, why RetryReason) { d.retryAfter(r, why, 0) }
+
+// retryAfter is retry that waits at least atLeast.
+func (d *Dest) retryAfter(r *request, why RetryReason, atLeast time.Duration) {
+	delay := max(d.cfg.backoff(r.attempt), atLeast)
 	if d.expired(r, delay) {
-		d.drop(r, dropRetryExhausted)
+		d.drop(r, DropRetryExhausted)
 		return
 	}
 	d.m.retried[why].Inc()
@@ -471,15 +499,15 @@ func (d *Dest) retry(r *request, why int) {
 // retryAfterPause sends r again once the destination's throttle pause is over.
 func (d *Dest) retryAfterPause(r *request) {
 	if d.expired(r, time.Duration(d.pausedUntil.Load()-nanotime())) {
-		d.drop(r, dropRetryExhausted)
+		d.drop(r, DropRetryExhausted)
 		return
 	}
-	d.m.retried[retryThrottled].Inc()
+	d.m.retried[RetryThrottled].Inc()
 	d.q.pushReady(r)
 }
 
 // resend sends r again at once: the stream it was pending on ended without answering it.
-func (d *Dest) resend(r *request) { d.sendAgain(r, dropStreamBroken) }
+func (d *Dest) resend(r *request) { d.sendAgain(r, DropStreamBroken) }
 
 // unanswered acts on r, taken out of the ack table because its answer is later than
 // AckTimeout. The request is sent again at once, as when its stream breaks: an upstream that
@@ -488,18 +516,19 @@ func (d *Dest) resend(r *request) { d.sendAgain(r, dropStreamBroken) }
 // when nothing at all came back on it. The upstream may have the request: a possible duplicate.
 func (d *Dest) unanswered(r *request) {
 	d.m.ackTimeouts.Inc()
-	d.sendAgain(r, dropAckTimeout)
+	d.noteError(errAckTimeout)
+	d.sendAgain(r, DropAckTimeout)
 }
 
 // sendAgain queues r to be sent again at once, or drops it, counted under noRetry, when the
 // destination does not re-send (retry-on-reconnect=false), or under retry_exhausted when its
 // retry budget is spent.
-func (d *Dest) sendAgain(r *request, noRetry int) {
+func (d *Dest) sendAgain(r *request, noRetry DropReason) {
 	switch {
 	case !d.cfg.RetryOnReconnect:
 		d.drop(r, noRetry)
 	case d.expired(r, 0):
-		d.drop(r, dropRetryExhausted)
+		d.drop(r, DropRetryExhausted)
 	default:
 		d.m.resent.Inc()
 		d.q.pushReady(r)
@@ -529,23 +558,22 @@ func (d *Dest) throttle(delay time.Duration) {
 // shutdown_pending (sent, not answered) or shutdown_retry (waiting to be sent again); the
 // error says how much. Call it once; safe for concurrent use with everything else.
 func (d *Dest) Shutdown(ctx context.Context) error {
-	if d.shut.Swap(true) {
+	d.q.mu.Lock()
+	prev, ok := d.state.move(stateDraining, stateCreated, stateRunning)
+	d.q.mu.Unlock()
+	if !ok {
 		return errors.New("client: Shutdown called twice")
 	}
-	d.q.mu.Lock()
-	d.q.mu.closed = true
-	d.q.mu.Unlock()
-	d.closing.Store(true)
 	if d.outstanding.Load() == 0 {
 		d.drainOnce.Do(d.closeDrained)
 	}
-	if d.cfg.WaitOnShutdown && d.started.Load() {
+	if d.cfg.WaitOnShutdown && prev == stateRunning {
 		select {
 		case <-d.drained:
 		case <-ctx.Done():
 		}
 	}
-	d.stopping.Store(true)
+	d.state.move(stateStopping, stateDraining)
 	close(d.stop)
 	d.cancel()
 	if d.http != nil {
@@ -560,17 +588,18 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	// Every goroutine is gone: what is left is in the ack table or the queue.
 	for _, r := range d.acks.takeIf(func(*request) bool { return true }, nil) {
 		d.sending.Add(-1)
-		d.drop(r, dropShutdownPending)
+		d.drop(r, DropShutdownPending)
 	}
 	d.q.mu.Lock()
 	left, fresh := d.q.takeAllLocked(nil, nil)
 	d.q.mu.Unlock()
 	for _, r := range left {
-		d.drop(r, dropShutdownRetry)
+		d.drop(r, DropShutdownRetry)
 	}
 	for _, r := range fresh {
-		d.drop(r, dropShutdownQueued)
+		d.drop(r, DropShutdownQueued)
 	}
+	d.state.move(stateStopped, stateStopping)
 	// The caller reports the loss, once: no log line here.
 	if err := d.shutdownLoss(); err != nil {
 		return err

@@ -59,7 +59,10 @@
 //
 // Shutdown refuses new batches, waits while its context allows for every request to be
 // answered (WaitOnShutdown), then stops, and finishes the rest with Done(false), counted by
-// reason (queued, pending, waiting for a retry).
+// reason (queued, pending, waiting for a retry). A destination's life is one state moved by
+// documented steps (lifecycle.go: created, running, draining, stopping, stopped); the reasons
+// a request is dropped or retried are typed (reasons.go), their strings the metric labels.
+// Each destination keeps its latest failure, redacted, for the status page (lasterror.go).
 //
 // # Payloads are shared, never copied per destination
 //
@@ -78,6 +81,14 @@
 // drop, retry and throttle as a gRPC status (429, 502, 503, 504 and transport errors retry,
 // Retry-After throttles, anything else rejects). The body is the payload's own bytes, or a
 // pooled compressed copy.
+//
+// # Tenants
+//
+// A batch carries its tenant (-intake.headers). forward-headers sends the tenant's values with
+// each batch: a unary call's metadata from a context made once per tenant, an OTLP/HTTP
+// request's headers rewritten in place (forward.go); stream mode cannot, since a stream's
+// metadata is sent once and it carries every tenant's batches. A FailedRetryable answer's
+// retry_delay_ms (an upstream otlpgate's -tenant.rate) delays that request alone.
 //
 // # Goroutines and rules
 //

@@ -15,7 +15,8 @@ import (
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
-// countSink is a gateway's destination that counts items and finishes each batch at once.
+// countSink is a gateway's destination that counts items and finishes each batch at once. Unlike
+// testkit.Discard, the gateways of a fleet share its counter.
 type countSink struct{ items *atomic.Int64 }
 
 func (c countSink) Name() string { return "sink" }

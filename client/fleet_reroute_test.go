@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/binary"
-	"github.com/prometheus/client_golang/prometheus"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
@@ -133,17 +135,6 @@ func startTestFleet(t *testing.T, cfg Config) *Fleet {
 	return f
 }
 
-// waitCond polls cond until it holds; the test fails after waitFor.
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitFor); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // holdFirst makes u keep the answer to the request carrying span first until release is
 // closed, and answer every other request at once.
 func holdFirst(u *upstream, first string, release chan struct{}) {
@@ -211,7 +202,7 @@ func TestFleetReroutedGoFirst(t *testing.T) {
 		defer cancel()
 		done <- f.Shutdown(ctx)
 	}()
-	waitCond(t, "the old span re-routed", func() bool { return value(f.m.rerouted[rerouteLeft]) == rr0+1 })
+	testkit.WaitFor(t, "the old span re-routed", func() bool { return value(f.m.rerouted[rerouteLeft]) == rr0+1 })
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v", err)
@@ -285,7 +276,7 @@ func TestFleetReroutedWaitsForRoom(t *testing.T) {
 	if err := f.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "a batch held for room (or refused)", func() bool {
+	testkit.WaitFor(t, "a batch held for room (or refused)", func() bool {
 		return value(f.m.held) > 0 || value(f.m.refused[fleetRefusedFull]) != refused0
 	})
 	if v := value(f.m.refused[fleetRefusedFull]) - refused0; v != 0 {
@@ -293,7 +284,7 @@ func TestFleetReroutedWaitsForRoom(t *testing.T) {
 	}
 	held := value(f.m.held)
 	close(release)
-	waitCond(t, "the hold to empty", func() bool { return value(f.m.held) == 0 })
+	testkit.WaitFor(t, "the hold to empty", func() bool { return value(f.m.held) == 0 })
 	// a2 was queued at A; a1 too, unless A's sender had taken it to wait for the window.
 	ub.waitUntil("a2 at B", func() bool { return slices.Contains(ub.tagsLocked(), "a2") })
 
@@ -349,7 +340,7 @@ func TestFleetReadmitsBackend(t *testing.T) {
 	for i := 0; i < 30; i += 3 {
 		batch("before", i, 3)
 	}
-	waitCond(t, "C ejected", func() bool { return len(f.Backends()) == 2 })
+	testkit.WaitFor(t, "C ejected", func() bool { return len(f.Backends()) == 2 })
 	ok := fd.waitAll()
 	if !allTrue(ok) {
 		t.Fatalf("delivered %v, want all", ok)
@@ -371,7 +362,7 @@ func TestFleetReadmitsBackend(t *testing.T) {
 
 	// C answers again: admitted again, and new traces go to their owner among all three.
 	gone.restart()
-	waitCond(t, "C admitted again", func() bool { return len(f.Backends()) == 3 })
+	testkit.WaitFor(t, "C admitted again", func() bool { return len(f.Backends()) == 3 })
 	if v := value(f.m.readmissions) - ra0; v != 1 {
 		t.Errorf("%d readmissions, want 1", v)
 	}
@@ -472,17 +463,17 @@ func TestFleetHungBackendBacksOff(t *testing.T) {
 	ej0, ra0 := value(f.m.ejections), value(f.m.readmissions)
 	next := 0
 	fd.admitSpans(oneSpan("x0", traceOwnedBy(t, addrs, ua.addr, &next)), 1)
-	waitCond(t, "the hung backend ejected", func() bool { return value(f.m.ejections)-ej0 == 1 })
+	testkit.WaitFor(t, "the hung backend ejected", func() bool { return value(f.m.ejections)-ej0 == 1 })
 	ejected := time.Now()
-	waitCond(t, "the hung backend admitted again", func() bool { return value(f.m.readmissions)-ra0 == 1 })
+	testkit.WaitFor(t, "the hung backend admitted again", func() bool { return value(f.m.readmissions)-ra0 == 1 })
 	if out := time.Since(ejected); out < 2*cfg.EjectAfter-50*time.Millisecond {
 		t.Errorf("admitted again %v after its ejection, want at least twice eject-after (%v)", out, 2*cfg.EjectAfter)
 	}
 	// Still no answer: the second ejection keeps it out twice as long again.
 	fd.admitSpans(oneSpan("x1", traceOwnedBy(t, addrs, ua.addr, &next)), 1)
-	waitCond(t, "the hung backend ejected again", func() bool { return value(f.m.ejections)-ej0 == 2 })
+	testkit.WaitFor(t, "the hung backend ejected again", func() bool { return value(f.m.ejections)-ej0 == 2 })
 	ejected = time.Now()
-	waitCond(t, "the hung backend admitted again, later", func() bool { return value(f.m.readmissions)-ra0 == 2 })
+	testkit.WaitFor(t, "the hung backend admitted again, later", func() bool { return value(f.m.readmissions)-ra0 == 2 })
 	if out := time.Since(ejected); out < 4*cfg.EjectAfter-50*time.Millisecond {
 		t.Errorf("admitted again %v after its second ejection, want at least four times eject-after (%v)", out, 4*cfg.EjectAfter)
 	}
@@ -532,7 +523,7 @@ func TestFleetForgetsLeftBackendSeries(t *testing.T) {
 	if err := f.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "the left backend's series gone", func() bool { return seriesOf(t, ua.addr) == 0 })
+	testkit.WaitFor(t, "the left backend's series gone", func() bool { return seriesOf(t, ua.addr) == 0 })
 	if seriesOf(t, ub.addr) == 0 {
 		t.Error("the remaining backend lost its series")
 	}

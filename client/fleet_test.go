@@ -36,7 +36,9 @@ func newArrivals() *arrivals {
 	return &arrivals{spans: map[string]int{}, traces: map[string]map[string]bool{}, phase: map[string]string{}, per: map[string]int{}}
 }
 
-// gwRecorder is a gateway's destination: it decodes each batch into the shared arrivals.
+// gwRecorder is a gateway's destination: it decodes each batch into the arrivals the gateways
+// of a fleet share (which gateways hold a span of each trace), as it comes, rather than keeping
+// the batches as testkit.Recorder does.
 type gwRecorder struct {
 	name string
 	a    *arrivals

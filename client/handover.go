@@ -26,28 +26,28 @@ import (
 // Call it once, instead of Shutdown. take may run on the destination's senders as well as on
 // Handover's goroutine, until Handover returns. Safe for concurrent use with everything else.
 func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent bool)) error {
-	if d.shut.Swap(true) {
+	d.q.mu.Lock()
+	prev, ok := d.state.move(stateDraining, stateCreated, stateRunning)
+	if !ok {
+		d.q.mu.Unlock()
 		return errors.New("client: Handover after Shutdown or Handover")
 	}
-	d.q.mu.Lock()
-	d.q.mu.closed = true
 	queued := d.takeQueueLocked(nil)
 	d.q.mu.Unlock()
-	d.closing.Store(true)
 	for _, r := range queued {
 		d.handBack(r, take)
 	}
 	if d.outstanding.Load() == 0 {
 		d.drainOnce.Do(d.closeDrained)
 	}
-	if d.started.Load() {
+	if prev == stateRunning {
 		select {
 		case <-d.drained:
 		case <-ctx.Done():
 		}
 	}
 	d.handback.Store(&take)
-	d.stopping.Store(true)
+	d.state.move(stateStopping, stateDraining)
 	close(d.stop)
 	d.cancel()
 	d.wg.Wait()
@@ -66,6 +66,7 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 	for _, r := range left {
 		d.handBack(r, take)
 	}
+	d.state.move(stateStopped, stateStopping)
 	return nil
 }
 
@@ -89,7 +90,7 @@ func (d *Dest) handBack(r *request, take func(*fastpath.Batch, bool)) {
 	d.held.Add(-int64(n))
 	d.m.handedOver.Inc()
 	take(b, sent)
-	if d.outstanding.Add(-1) == 0 && d.closing.Load() {
+	if d.outstanding.Add(-1) == 0 && d.closing() {
 		d.drainOnce.Do(d.closeDrained)
 	}
 }

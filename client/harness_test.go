@@ -192,7 +192,9 @@ type received struct {
 
 // upstream is a gRPC server written for these tests. It serves every method through one raw
 // handler: OTEP streams, OTEP unary calls and v1 Export calls, answering as the test's
-// policies say.
+// policies say. It is not testkit.GRPCSink, which answers Success to everything: the client's
+// tests script each answer (per stream and request, late or never) and check how the client
+// speaks the protocol (windows, half-closes, compression).
 type upstream struct {
 	t    testing.TB
 	addr string
@@ -208,6 +210,8 @@ type upstream struct {
 	// onUnary answers an OTEP unary call (code) or a v1 call (code ignored); an error fails
 	// the call with that status. nil: Success.
 	onUnary func(g received) (otepv1.ResultCode, error)
+	// unaryDelayMs, when set, gives the retry_delay_ms of each OTEP unary answer.
+	unaryDelayMs func(g received) uint64
 	// window is the client's window, to catch a stream with more requests unanswered.
 	window int
 	// keepOpen leaves half-closed streams open until the client cancels them.
@@ -405,7 +409,11 @@ func (u *upstream) serveUnary(ss grpc.ServerStream, method string, otep bool) er
 		}
 	}
 	if otep {
-		return ss.SendMsg(&otepv1.ExportResponse{Id: g.id, ResultCode: code})
+		var delay uint64
+		if u.unaryDelayMs != nil {
+			delay = u.unaryDelayMs(g)
+		}
+		return ss.SendMsg(&otepv1.ExportResponse{Id: g.id, ResultCode: code, RetryDelayMs: delay})
 	}
 	resp := &coltracev1.ExportTraceServiceResponse{}
 	if u.v1Rejected > 0 {
@@ -553,7 +561,7 @@ func startDest(t *testing.T, cfg Config) *Dest {
 	}
 	d.Start()
 	t.Cleanup(func() {
-		if d.shut.Load() {
+		if d.closing() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -227,11 +227,11 @@ func (w *httpWorker) run() {
 func (w *httpWorker) call(r *request) {
 	d := w.d
 	if r.sig >= fastpath.NumSignals {
-		d.drop(r, dropInvalid)
+		d.drop(r, DropInvalid)
 		return
 	}
 	if r.size > d.cfg.MaxSendMsgSize {
-		d.drop(r, dropTooLarge)
+		d.drop(r, DropTooLarge)
 		return
 	}
 	if !d.waitPause(w.timer) { // a throttle may have come since next returned r
@@ -239,12 +239,15 @@ func (w *httpWorker) call(r *request) {
 		return
 	}
 	req := &w.reqs[r.sig]
+	if len(d.cfg.ForwardHeaders) > 0 {
+		d.setForwarded(&req.Header, r.b.Tenant)
+	}
 	body := r.b.Payload.Bytes() // r holds the payload reference until it is finished
 	if w.s.comp != nil {
 		var err error
 		if body, err = w.compress(body); err != nil {
 			w.out.release()
-			d.drop(r, dropInvalid)
+			d.drop(r, DropInvalid)
 			return
 		}
 	}
@@ -265,15 +268,17 @@ func (w *httpWorker) call(r *request) {
 		// An answer came; ErrBodyTooLarge leaves its header read and its body unread.
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 		w.answer(r, err == nil)
-	case d.stopping.Load():
-		d.drop(r, dropShutdownPending)
+	case d.stopping():
+		d.drop(r, DropShutdownPending)
 	case errors.Is(err, fasthttp.ErrTimeout):
 		// fasthttp closes the connection of a timed-out request, so a late answer cannot be
 		// read as the next request's; the request goes again on another.
+		d.noteError(errAckTimeout)
 		d.m.ackTimeouts.Inc()
-		d.retry(r, retryAckTimeout)
+		d.retry(r, RetryAckTimeout)
 	default: // could not connect, reset, closed before the answer: nothing says it arrived
-		d.retry(r, retryFailed)
+		d.noteError(err)
+		d.retry(r, RetryFailed)
 	}
 	w.resp.Reset()
 }
@@ -292,14 +297,16 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		d.deliver(r)
 	case code == fasthttp.StatusTooManyRequests, code == fasthttp.StatusBadGateway,
 		code == fasthttp.StatusServiceUnavailable, code == fasthttp.StatusGatewayTimeout:
+		d.noteHTTPStatus(code, w.resp.Body())
 		if delay, ok := retryAfter(w.resp.Header.Peek(fasthttp.HeaderRetryAfter), time.Now()); ok {
 			d.throttle(delay)
 			d.retryAfterPause(r)
 			return
 		}
-		d.retry(r, retryFailed)
+		d.retry(r, RetryFailed)
 	default:
-		d.drop(r, dropRejected)
+		d.noteHTTPStatus(code, w.resp.Body())
+		d.drop(r, DropRejected)
 		// The count is in the metric; the log says why, at most once a second, so that an
 		// upstream refusing everything (a wrong token) does not flood it.
 		if now, last := nanotime(), w.s.rejectLogged.Load(); last == 0 || now-last >= int64(time.Second) {

@@ -7,47 +7,19 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 )
 
-// sinkDest is the destination of the receiving otlpgate: it keeps a copy of every batch's
-// payload, by signal, and finishes it as delivered.
-type sinkDest struct {
-	mu   sync.Mutex
-	got  [fastpath.NumSignals][][]byte
-	seen chan struct{}
-}
-
-func (s *sinkDest) Name() string { return "sink" }
-
-func (s *sinkDest) Enqueue(b *fastpath.Batch) error {
-	s.mu.Lock()
-	s.got[b.Signal] = append(s.got[b.Signal], bytes.Clone(b.Payload.Bytes()))
-	s.mu.Unlock()
-	b.Done(true)
-	select {
-	case s.seen <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (s *sinkDest) payloads(sig fastpath.Signal) [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([][]byte(nil), s.got[sig]...)
-}
-
 // startHTTPIntake runs otlpgate's own OTLP/HTTP intake on 127.0.0.1 in front of a pipeline that
 // seals every request as its own batch for the sink and answers only once the sink has it.
-func startHTTPIntake(t *testing.T, tokenFile string) (*sinkDest, string) {
+func startHTTPIntake(t *testing.T, tokenFile string) (*testkit.Recorder, string) {
 	t.Helper()
-	sink := &sinkDest{seen: make(chan struct{}, 1)}
+	sink := testkit.NewRecorder("sink")
 	pc := fastpath.DefaultConfig()
 	pc.Ack = fastpath.AckUpstream
 	pc.BatchMaxItems = 1
@@ -112,7 +84,7 @@ func TestHTTPEndToEndOwnIntake(t *testing.T) {
 		}
 	}
 	for sig := range fastpath.NumSignals {
-		got := sink.payloads(fastpath.Signal(sig))
+		got := sink.Bodies(fastpath.Signal(sig))
 		if len(got) != len(want[sig]) {
 			t.Fatalf("signal %d: %d batches at the sink, want %d", sig, len(got), len(want[sig]))
 		}
@@ -136,13 +108,13 @@ func TestHTTPEndToEndOwnIntake(t *testing.T) {
 	if f.wait(0) {
 		t.Fatal("delivered without the token")
 	}
-	if got := value(d.m.dropped[dropRejected]); got != 1 {
+	if got := value(d.m.dropped[DropRejected]); got != 1 {
 		t.Errorf("rejected %d, want 1", got)
 	}
 	if got := value(d.m.sentRequests); got != 1 {
 		t.Errorf("sent %d times, want once", got)
 	}
-	if n := len(sink.payloads(fastpath.Traces)); n != 3 {
+	if n := len(sink.Bodies(fastpath.Traces)); n != 3 {
 		t.Errorf("the sink has %d trace batches, want the 3 sent with the token", n)
 	}
 }

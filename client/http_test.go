@@ -194,13 +194,13 @@ func TestHTTPStatusCodes(t *testing.T) {
 			t.Errorf("%s: delivered %v after %d attempts, want %v after %d", tag, ok[i], attempts[tag], wantOK, want)
 		}
 	}
-	if got := value(d.m.retried[retryFailed]); got != 2*len(retryable) {
+	if got := value(d.m.retried[RetryFailed]); got != 2*len(retryable) {
 		t.Errorf("retried %d, want %d", got, 2*len(retryable))
 	}
-	if got := value(d.m.dropped[dropRejected]); got != len(final) {
+	if got := value(d.m.dropped[DropRejected]); got != len(final) {
 		t.Errorf("dropped as rejected %d, want %d", got, len(final))
 	}
-	if got := value(d.m.droppedItems[dropRejected]); got != len(final) {
+	if got := value(d.m.droppedItems[DropRejected]); got != len(final) {
 		t.Errorf("dropped items %d, want %d", got, len(final))
 	}
 	if got := value(d.m.ackedRequests); got != len(retryable) {
@@ -238,7 +238,7 @@ func TestHTTPTransportErrorsRetried(t *testing.T) {
 	if hits := u.received(); len(hits) != 3 || hits[0].tag != "b0" || hits[2].tag != "b0" {
 		t.Fatalf("%d attempts, want 3", len(hits))
 	}
-	if got := value(d.m.retried[retryFailed]); got != 2 {
+	if got := value(d.m.retried[RetryFailed]); got != 2 {
 		t.Errorf("retried %d, want 2", got)
 	}
 
@@ -250,7 +250,7 @@ func TestHTTPTransportErrorsRetried(t *testing.T) {
 	f2 := newFeeder(t, d2)
 	f2.send(1, 1, 1, 10)
 	deadline := time.Now().Add(waitFor)
-	for value(d2.m.retried[retryFailed]) < 2 && time.Now().Before(deadline) {
+	for value(d2.m.retried[RetryFailed]) < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	u3 := listenHTTPAgain(t, u2.addr)
@@ -260,7 +260,7 @@ func TestHTTPTransportErrorsRetried(t *testing.T) {
 	if hits := u3.received(); len(hits) != 1 || hits[0].tag != "b1" {
 		t.Errorf("upstream got %d requests", len(hits))
 	}
-	if got := value(d2.m.dropped[dropRejected]) + value(d2.m.dropped[dropRetryExhausted]); got != 0 {
+	if got := value(d2.m.dropped[DropRejected]) + value(d2.m.dropped[DropRetryExhausted]); got != 0 {
 		t.Errorf("%d dropped", got)
 	}
 }
@@ -323,7 +323,7 @@ func TestHTTPRetryAfter(t *testing.T) {
 			if got := value(d.m.throttles); got != 1 {
 				t.Errorf("throttles %d, want 1", got)
 			}
-			if got := value(d.m.retried[retryThrottled]); got != 1 {
+			if got := value(d.m.retried[RetryThrottled]); got != 1 {
 				t.Errorf("throttled retries %d, want 1", got)
 			}
 		})
@@ -422,7 +422,7 @@ func TestHTTPResponseBodyCap(t *testing.T) {
 	if got := value(d.m.partialRejected); got != 2 {
 		t.Errorf("partially rejected %d, want the 2 of the body under the cap", got)
 	}
-	if got := value(d.m.dropped[dropRejected]); got != 1 {
+	if got := value(d.m.dropped[DropRejected]); got != 1 {
 		t.Errorf("rejected %d, want 1", got)
 	}
 }
@@ -448,12 +448,12 @@ func TestHTTPAckTimeout(t *testing.T) {
 	if n := len(u.received()); n != 2 {
 		t.Errorf("%d attempts, want 2", n)
 	}
-	if r, a := value(d.m.retried[retryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
+	if r, a := value(d.m.retried[RetryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
 		t.Errorf("retried after a timeout %d, ack timeouts %d; want 1, 1", r, a)
 	}
 	for reason, c := range d.m.dropped {
 		if v := value(c); v != 0 {
-			t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+			t.Errorf("dropped %d with reason %s", v, DropReason(reason))
 		}
 	}
 }
@@ -494,10 +494,10 @@ func TestHTTPShutdown(t *testing.T) {
 		if ok := f.waitAll(); ok[0] || ok[1] {
 			t.Fatalf("delivered %v", ok)
 		}
-		if got := value(d.m.dropped[dropShutdownPending]); got != 1 {
+		if got := value(d.m.dropped[DropShutdownPending]); got != 1 {
 			t.Errorf("shutdown_pending %d, want 1", got)
 		}
-		if got := value(d.m.dropped[dropShutdownQueued]); got != 1 {
+		if got := value(d.m.dropped[DropShutdownQueued]); got != 1 {
 			t.Errorf("shutdown_queued %d, want 1", got)
 		}
 	})
@@ -540,7 +540,7 @@ func TestHTTPTLS(t *testing.T) {
 	if n := len(u.received()); n != 2 {
 		t.Errorf("upstream received %d requests, want the 2 sent with a certificate", n)
 	}
-	if got := value(d2.m.dropped[dropRetryExhausted]); got != 1 {
+	if got := value(d2.m.dropped[DropRetryExhausted]); got != 1 {
 		t.Errorf("retry_exhausted %d, want 1", got)
 	}
 }

@@ -23,13 +23,16 @@ type hit struct {
 	ctype    string
 	auth     string
 	tenant   string // x-tenant header
+	orgID    string // x-scope-orgid header, "<none>" without one
+	region   string // x-region header, "<none>" without one
 	body     []byte // decompressed with the reference decoders, not the sender's codec
 	tag      string // span name of a trace body's first entry
 	at       time.Time
 }
 
 // httpUpstream is an OTLP/HTTP server for these tests, on 127.0.0.1. Every request is
-// recorded, then answered by answer (nil: 200 with an empty protobuf body).
+// recorded, then answered by answer (nil: 200 with an empty protobuf body). Only the client's
+// tests need an OTLP/HTTP upstream, so it lives here rather than in internal/testkit.
 type httpUpstream struct {
 	t    testing.TB
 	url  string // http://127.0.0.1:port or https://
@@ -112,6 +115,8 @@ func (u *httpUpstream) handle(ctx *fasthttp.RequestCtx) {
 		ctype:    string(ctx.Request.Header.ContentType()),
 		auth:     string(ctx.Request.Header.Peek("Authorization")),
 		tenant:   string(ctx.Request.Header.Peek("X-Tenant")),
+		orgID:    headerOrNone(ctx, "X-Scope-OrgID"),
+		region:   headerOrNone(ctx, "X-Region"),
 		at:       time.Now(),
 	}
 	body, err := decodeBody(h.encoding, ctx.Request.Body())
@@ -203,4 +208,12 @@ func httpConfig(t testing.TB, u *httpUpstream, extra string) Config {
 func hijackClose(ctx *fasthttp.RequestCtx) {
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) { c.Close() })
+}
+
+// headerOrNone is the value of the request header name, "<none>" when the request has none.
+func headerOrNone(ctx *fasthttp.RequestCtx, name string) string {
+	if v := ctx.Request.Header.Peek(name); v != nil {
+		return string(v)
+	}
+	return "<none>"
 }

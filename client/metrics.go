@@ -7,35 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Why a request was dropped: given up on for good, its batch finished with Done(false).
-const (
-	dropRejected        = iota // FailedNoneRetryable, or a status that retrying cannot fix
-	dropAckTimeout             // no answer within AckTimeout, with RetryOnReconnect off
-	dropRetryExhausted         // still failing RetryMaxElapsed after its first send
-	dropStreamBroken           // pending on a stream that broke, with RetryOnReconnect off
-	dropTooLarge               // larger than MaxSendMsgSize
-	dropInvalid                // the payload is not a v1 body (cannot be framed)
-	dropShutdownQueued         // still queued (never sent) when Shutdown gave up
-	dropShutdownPending        // sent, not yet answered, when Shutdown gave up
-	dropShutdownRetry          // waiting for a retry or re-send when Shutdown gave up
-	numDropReasons
-)
-
-var dropReasonNames = [numDropReasons]string{
-	"rejected", "ack_timeout", "retry_exhausted", "stream_broken", "too_large", "invalid",
-	"shutdown_queued", "shutdown_pending", "shutdown_retry",
-}
-
-// Why a request is sent again after a delay.
-const (
-	retryFailed     = iota // FailedRetryable, or a retryable status of a unary call
-	retryThrottled         // UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo
-	retryAckTimeout        // a unary call not answered within AckTimeout
-	numRetryReasons
-)
-
-var retryReasonNames = [numRetryReasons]string{"failed_retryable", "throttled", "ack_timeout"}
-
 var (
 	sentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_sent_requests_total",
@@ -221,11 +192,11 @@ func newDestMetrics(name, backend string) *destMetrics {
 		handedOver:      handedOver.WithLabelValues(name, backend),
 	}
 	for i := range m.retried {
-		m.retried[i] = retriedRequests.WithLabelValues(name, backend, retryReasonNames[i])
+		m.retried[i] = retriedRequests.WithLabelValues(name, backend, RetryReason(i).String())
 	}
 	for i := range m.dropped {
-		m.dropped[i] = droppedRequests.WithLabelValues(name, backend, dropReasonNames[i])
-		m.droppedItems[i] = droppedItems.WithLabelValues(name, backend, dropReasonNames[i])
+		m.dropped[i] = droppedRequests.WithLabelValues(name, backend, DropReason(i).String())
+		m.droppedItems[i] = droppedItems.WithLabelValues(name, backend, DropReason(i).String())
 	}
 	for i := range m.streamsEnded {
 		m.streamsEnded[i] = streamsEnded.WithLabelValues(name, backend, streamEndNames[i])

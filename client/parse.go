@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
@@ -139,6 +140,15 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = strings.TrimSpace(hv)
 		case "bearer-token-file":
 			c.BearerTokenFile = v
+		case "forward-headers":
+			c.ForwardHeaders = nil
+			for h := range strings.SplitSeq(v, "|") {
+				if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+					c.ForwardHeaders = append(c.ForwardHeaders, h)
+				}
+			}
+		case "match-header":
+			c.MatchHeader, err = fastpath.ParseMatch(v)
 		case "resolver":
 			c.Resolver = v
 		case "endpoints":

@@ -16,12 +16,12 @@ import (
 // destination's budget.
 //
 // One mutex guards every signal: ids are given under it in Enqueue order across signals, and
-// Shutdown empties all of them at once.
+// Shutdown empties all of them at once. The destination leaves its running state under it too
+// (lifecycle.go), so that Enqueue's check of the state and its put are one step.
 type queue struct {
 	mu struct {
 		sync.Mutex
-		sig    [fastpath.NumSignals]signalQueue
-		closed bool // Shutdown began: no fresh batch may enter
+		sig [fastpath.NumSignals]signalQueue
 	}
 	// wake carries, per signal, one token per put, up to one per sender of that signal, so
 	// that each put wakes at most one waiting sender and a put while nobody waits is not lost.

@@ -48,7 +48,10 @@ const (
 // classify reads a gRPC error as the OTLP specification's table does: CANCELLED,
 // DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE and DATA_LOSS are retryable;
 // UNAVAILABLE and RESOURCE_EXHAUSTED with a RetryInfo are a throttle lasting its retry_delay;
-// RESOURCE_EXHAUSTED without one, and every other code, are not retryable. A stream end
+// RESOURCE_EXHAUSTED without one, and every other code, are not retryable: INTERNAL among them,
+// with or without a RetryInfo, which is what grpc-go and the Collector answer to a request
+// they cannot decode (the specification's table says No, and the Collector's exporter reads
+// RetryInfo for RESOURCE_EXHAUSTED only). A stream end
 // (streamEnd) is more lenient: only the codes that say the call itself is refused (bad
 // argument, unknown method, no credentials or permission, failed precondition, not found)
 // reject, because anything else is the connection's fault rather than the requests'. A unary

@@ -42,7 +42,7 @@ func TestShutdownWaitsForAnswers(t *testing.T) {
 	u.waitUntil("every request", func() bool { return len(u.got) == n })
 	errc := make(chan error, 1)
 	go func() { errc <- shutdown(t, d, waitFor) }()
-	for i := 0; !d.closing.Load(); i++ {
+	for i := 0; !d.closing(); i++ {
 		if i == 3000 {
 			t.Fatal("shutdown never began")
 		}
@@ -82,7 +82,7 @@ func TestShutdownCountsLosses(t *testing.T) {
 	f := newFeeder(t, d)
 	f.send(0, 5, 2, 10)
 	u.waitUntil("b0, b1 and b2", func() bool { return len(u.got) == 3 })
-	for i := 0; value(d.m.retried[retryFailed]) == 0; i++ {
+	for i := 0; value(d.m.retried[RetryFailed]) == 0; i++ {
 		if i == 3000 {
 			t.Fatal("b1 never scheduled for a retry")
 		}
@@ -97,11 +97,11 @@ func TestShutdownCountsLosses(t *testing.T) {
 			t.Errorf("batch %d delivered", i)
 		}
 	}
-	p, r, q := value(d.m.dropped[dropShutdownPending]), value(d.m.dropped[dropShutdownRetry]), value(d.m.dropped[dropShutdownQueued])
+	p, r, q := value(d.m.dropped[DropShutdownPending]), value(d.m.dropped[DropShutdownRetry]), value(d.m.dropped[DropShutdownQueued])
 	if p != 2 || r != 1 || q != 2 {
 		t.Errorf("lost pending %d, retry %d, queued %d; want 2, 1, 2", p, r, q)
 	}
-	if items := value(d.m.droppedItems[dropShutdownPending]); items != 4 {
+	if items := value(d.m.droppedItems[DropShutdownPending]); items != 4 {
 		t.Errorf("pending items lost %d, want 4", items)
 	}
 	// One report says everything, by reason, including what the senders dropped as they stopped.
@@ -134,7 +134,7 @@ func TestShutdownWithoutWaiting(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Error("Shutdown waited for its context")
 	}
-	if v := value(d.m.dropped[dropShutdownPending]); v != 2 {
+	if v := value(d.m.dropped[DropShutdownPending]); v != 2 {
 		t.Errorf("pending lost %d, want 2", v)
 	}
 }
@@ -204,7 +204,7 @@ func TestEnqueueBounds(t *testing.T) {
 	if err := shutdown(t, d, time.Second); err == nil {
 		t.Error("no loss reported")
 	}
-	if v := value(d.m.dropped[dropShutdownQueued]); v != 3 {
+	if v := value(d.m.dropped[DropShutdownQueued]); v != 3 {
 		t.Errorf("queued lost %d, want 3", v)
 	}
 	f.send(5, 1, 1, 100)

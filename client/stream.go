@@ -119,12 +119,12 @@ func (l *lane) send(r *request) {
 	// frame holds its own payload reference, so it outlives r if it must.
 	f, err := newFrame(r.id, r.b.Payload)
 	if err != nil {
-		d.drop(r, dropInvalid)
+		d.drop(r, DropInvalid)
 		return
 	}
 	if f.size > d.cfg.MaxSendMsgSize {
 		f.unref()
-		d.drop(r, dropTooLarge)
+		d.drop(r, DropTooLarge)
 		return
 	}
 	id, size := r.id, r.size
@@ -133,10 +133,10 @@ func (l *lane) send(r *request) {
 		s := l.stream(r, wire)
 		if s == nil {
 			f.unref()
-			if d.stopping.Load() {
+			if d.stopping() {
 				d.lose(r)
 			} else {
-				d.drop(r, dropRetryExhausted) // no stream could be opened within its budget
+				d.drop(r, DropRetryExhausted) // no stream could be opened within its budget
 			}
 			return
 		}
@@ -201,6 +201,9 @@ func (l *lane) send(r *request) {
 			// ours, and ends the stream too. Either way the bytes may have left: a re-send.
 			s.broken.Store(true)
 			s.cancel()
+			if err != io.EOF {
+				d.noteError(err)
+			}
 			if r := d.acks.remove(id, s); r != nil {
 				s.settle()
 				d.resend(r)
@@ -271,10 +274,11 @@ func (l *lane) stream(r *request, wire int64) *stream {
 			l.cur = s
 			return s
 		}
-		if d.stopping.Load() {
+		if d.stopping() {
 			return nil
 		}
 		l.failures++
+		d.noteError(err)
 		d.log.Warn("cannot open stream", "signal", sig.String(), "err", err, "failures", l.failures)
 		if d.expired(r, d.cfg.backoff(l.failures)) {
 			return nil
@@ -360,7 +364,7 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 			d.m.ackLatency.Observe(0) // answered before the lane saw its SendMsg return
 		}
 		s.settle()
-		d.result(r, resp.ResultCode)
+		d.result(r, resp.ResultCode, resp.RetryDelayMs)
 	}
 }
 
@@ -370,7 +374,7 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 func (s *stream) end(err error) {
 	d := s.d
 	v, delay := classify(err, true)
-	if v == verdictThrottle && !d.stopping.Load() {
+	if v == verdictThrottle && !d.stopping() {
 		// Before the lane can see the end: it must find the pause when it opens the next stream.
 		d.throttle(delay)
 	}
@@ -379,8 +383,11 @@ func (s *stream) end(err error) {
 	d.streams.mu.Lock()
 	delete(d.streams.set, s)
 	d.streams.mu.Unlock()
-	if d.stopping.Load() {
+	if d.stopping() {
 		return // Shutdown counts what is left in the table
+	}
+	if !errors.Is(err, io.EOF) && !s.silent.Load() && s.half.Load() == 0 {
+		d.noteError(err) // not the stream's own end: a silent one was noted by the sweeper
 	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.
@@ -390,7 +397,7 @@ func (s *stream) end(err error) {
 		s.swept[i] = nil
 		s.settle() // not the last reference: the receiver still holds one
 		if v == verdictReject {
-			d.drop(r, dropRejected)
+			d.drop(r, DropRejected)
 		} else {
 			d.resend(r)
 		}

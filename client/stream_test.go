@@ -159,10 +159,10 @@ func TestStreamResultCodes(t *testing.T) {
 	if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 1 || c["b2"] != 3 || c["b3"] != 1 {
 		t.Errorf("requests per batch %v, want b2 three times, the others once", c)
 	}
-	if a, r, x := value(d.m.ackedRequests), value(d.m.retried[retryFailed]), value(d.m.dropped[dropRejected]); a != 3 || r != 2 || x != 1 {
+	if a, r, x := value(d.m.ackedRequests), value(d.m.retried[RetryFailed]), value(d.m.dropped[DropRejected]); a != 3 || r != 2 || x != 1 {
 		t.Errorf("acknowledged %d, retried %d, rejected %d; want 3, 2, 1", a, r, x)
 	}
-	if v := value(d.m.droppedItems[dropRejected]); v != 2 {
+	if v := value(d.m.droppedItems[DropRejected]); v != 2 {
 		t.Errorf("rejected items %d, want 2", v)
 	}
 }
@@ -184,12 +184,12 @@ func TestStreamRetryExhausted(t *testing.T) {
 		t.Fatal("delivered")
 	}
 	sends := len(u.received())
-	if v := value(d.m.dropped[dropRetryExhausted]); v != 1 {
+	if v := value(d.m.dropped[DropRetryExhausted]); v != 1 {
 		t.Errorf("retry_exhausted %d, want 1", v)
 	}
 	// Every send but the first is a retry; the last retry scheduled may also run out of budget
 	// while it waits in the queue (a slow machine), and is then dropped unsent.
-	if r := value(d.m.retried[retryFailed]); r != sends-1 && r != sends {
+	if r := value(d.m.retried[RetryFailed]); r != sends-1 && r != sends {
 		t.Errorf("retried %d times, upstream saw %d sends", r, sends)
 	}
 	for _, g := range u.received() {
@@ -235,7 +235,7 @@ func TestStreamAckTimeout(t *testing.T) {
 		}
 		for reason, c := range d.m.dropped {
 			if v := value(c); v != 0 {
-				t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+				t.Errorf("dropped %d with reason %s", v, DropReason(reason))
 			}
 		}
 		if v := value(d.m.inFlight); v != 0 {
@@ -259,7 +259,7 @@ func TestStreamAckTimeout(t *testing.T) {
 		if c := count(u.tags()); len(c) != 4 || len(u.tags()) != 4 {
 			t.Errorf("sends per batch %v, want each once", c)
 		}
-		a, b := value(d.m.dropped[dropAckTimeout]), value(d.m.dropped[dropStreamBroken])
+		a, b := value(d.m.dropped[DropAckTimeout]), value(d.m.dropped[DropStreamBroken])
 		if a < 1 || a+b != 4 || value(d.m.ackTimeouts) != a || value(d.m.resent) != 0 {
 			t.Errorf("dropped ack_timeout %d, stream_broken %d, ack timeouts %d, resent %d; want 4 dropped, the timed out as ack_timeout, none resent",
 				a, b, value(d.m.ackTimeouts), value(d.m.resent))
@@ -314,7 +314,7 @@ func TestStreamAckTimeout(t *testing.T) {
 		}
 		for reason, c := range d.m.dropped {
 			if v := value(c); v != 0 {
-				t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+				t.Errorf("dropped %d with reason %s", v, DropReason(reason))
 			}
 		}
 	})
@@ -355,7 +355,7 @@ func TestStreamFlowControlStallNotTimedOut(t *testing.T) {
 	time.Sleep(2 * cfg.AckTimeout)
 	// The window held: the upstream read b0 alone and the lane could not hand all the rest
 	// over. Nothing was timed out meanwhile.
-	timedOut := value(d.m.ackTimeouts) + value(d.m.dropped[dropAckTimeout])
+	timedOut := value(d.m.ackTimeouts) + value(d.m.dropped[DropAckTimeout])
 	if got, sending := len(u.received()), d.sending.Load(); got != 1 || sending >= n-1 {
 		t.Fatalf("upstream read %d requests, %d handed over or being sent: the window did not hold", got, sending)
 	}
@@ -555,7 +555,7 @@ func TestStreamBroken(t *testing.T) {
 					t.Errorf("id %d re-sent with RetryOnReconnect off", id)
 				}
 			}
-			resent, dropped := value(d.m.resent), value(d.m.dropped[dropStreamBroken])
+			resent, dropped := value(d.m.resent), value(d.m.dropped[DropStreamBroken])
 			if resend && (resent < 3 || resent > n || dropped != 0) {
 				t.Errorf("resent %d, dropped %d; want 3..%d and 0", resent, dropped, n)
 			}

@@ -65,7 +65,7 @@ func (d *Dest) putStream(s *stream) {
 	s.stalled.Store(0)
 	s.lastAnswer.Store(0)
 	s.silent.Store(false)
-	if d.stopping.Load() {
+	if d.stopping() {
 		return
 	}
 	d.streams.mu.Lock()

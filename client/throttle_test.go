@@ -39,7 +39,7 @@ func TestThrottlePausesOnlyThatDestination(t *testing.T) {
 	if v := value(b.m.ackedRequests); v != n {
 		t.Errorf("unthrottled destination acknowledged %d, want %d", v, n)
 	}
-	q, r := value(a.m.dropped[dropShutdownQueued]), value(a.m.dropped[dropShutdownRetry])
+	q, r := value(a.m.dropped[DropShutdownQueued]), value(a.m.dropped[DropShutdownRetry])
 	if q != n-1 || r != 1 {
 		t.Errorf("throttled destination lost %d queued and %d waiting to be re-sent; want %d and 1", q, r, n-1)
 	}

@@ -1,9 +1,8 @@
 package client
 
 import (
-	"context"
 	"errors"
-	"sync"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,56 +34,52 @@ type worker struct {
 	reply codec.Raw // v1 response, read for its partial success only
 	resp  otepv1.ExportResponse
 
+	// ctx is the context of every call of the worker (callctx.go): a call makes none.
+	ctx     *callContext
+	release func() bool // stops ctx following the destination's context
+
 	// ack is the ack timeout of the call under way: one timer for the worker's life, so that a
 	// call allocates no closure for it. fired has a token once its function has cancelled a
-	// call; the worker takes it before it arms the timer again, so that a late firing can never
-	// reach the next call.
+	// call; the worker takes it before the call ends, so that a late firing can never reach the
+	// next call.
 	ack struct {
-		timer  *time.Timer
-		fired  chan struct{}
-		mu     sync.Mutex
-		cancel context.CancelCauseFunc // of the call under way; nil between calls
+		timer *time.Timer
+		fired chan struct{}
 	}
 }
 
 func newWorker(d *Dest, sig fastpath.Signal) *worker {
 	w := &worker{d: d, sig: sig, timer: stoppedTimer()}
+	w.ctx, w.release = newCallContext(d.ctx)
 	w.ack.fired = make(chan struct{}, 1)
 	w.ack.timer = time.AfterFunc(time.Hour, w.ackTimedOut)
 	w.ack.timer.Stop()
 	return w
 }
 
-// ackTimedOut runs on the timer's goroutine when a call's answer is overdue.
+// ackTimedOut runs on the timer's goroutine when a call's answer is overdue. The timer is
+// armed only while a call waits for its answer, and the call does not end before this has
+// returned (awaitAnswer), so it cancels that call and no other.
 func (w *worker) ackTimedOut() {
-	w.ack.mu.Lock()
-	if c := w.ack.cancel; c != nil {
-		c(errAckTimeout)
-	}
-	w.ack.mu.Unlock()
+	w.ctx.cancel(errAckTimeout)
 	w.ack.fired <- struct{}{}
 }
 
-// awaitAnswer reads the answer of cs into reply, cancelling the call (cancel) if it does not
-// come within AckTimeout.
-func (w *worker) awaitAnswer(cs grpc.ClientStream, reply any, cancel context.CancelCauseFunc) error {
-	w.ack.mu.Lock()
-	w.ack.cancel = cancel
-	w.ack.mu.Unlock()
+// awaitAnswer reads the answer of cs into reply, cancelling the call if it does not come
+// within AckTimeout.
+func (w *worker) awaitAnswer(cs grpc.ClientStream, reply any) error {
 	w.ack.timer.Reset(w.d.cfg.AckTimeout)
 	err := cs.RecvMsg(reply)
 	if !w.ack.timer.Stop() {
 		<-w.ack.fired // its function started: wait until it is done with this call
 	}
-	w.ack.mu.Lock()
-	w.ack.cancel = nil
-	w.ack.mu.Unlock()
 	return err
 }
 
 func (w *worker) run() {
 	defer w.d.wg.Done()
 	defer w.ack.timer.Stop()
+	defer w.release()
 	for {
 		r := w.d.next(w.sig, w.timer)
 		if r == nil {
@@ -97,7 +92,7 @@ func (w *worker) run() {
 func (w *worker) call(r *request) {
 	d := w.d
 	if r.sig >= fastpath.NumSignals {
-		d.drop(r, dropInvalid)
+		d.drop(r, DropInvalid)
 		return
 	}
 	if !d.waitPause(w.timer) { // a throttle may have come since next returned r
@@ -109,18 +104,18 @@ func (w *worker) call(r *request) {
 	if d.cfg.Protocol == ProtocolOTEP {
 		var err error
 		if f, err = newFrame(r.id, r.b.Payload); err != nil {
-			d.drop(r, dropInvalid)
+			d.drop(r, DropInvalid)
 			return
 		}
 		if f.size > d.cfg.MaxSendMsgSize {
 			f.unref()
-			d.drop(r, dropTooLarge)
+			d.drop(r, DropTooLarge)
 			return
 		}
 		msg, reply = f, &w.resp
 	} else {
 		if r.size > d.cfg.MaxSendMsgSize {
-			d.drop(r, dropTooLarge)
+			d.drop(r, DropTooLarge)
 			return
 		}
 		w.raw.SetPayload(r.b.Payload.Retain())
@@ -132,17 +127,20 @@ func (w *worker) call(r *request) {
 	d.m.sentBytes.Add(float64(r.size))
 
 	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
-	ctx, cancel := context.WithCancelCause(d.ctx)
-	cs, err := d.conn.NewStream(ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
+	// Every path that opened the stream ends in RecvMsg, which ends it: the call's context is
+	// never cancelled merely because the call is over (callctx.go). Its values (the outgoing
+	// metadata) are the batch's tenant's with forward-headers (forward.go).
+	w.ctx.use(d.callCtx(r.b.Tenant))
+	w.ctx.begin()
+	cs, err := d.conn.NewStream(w.ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
 	if err == nil {
-		err = cs.SendMsg(msg) // a unary call's status, if it failed, comes from RecvMsg
+		// io.EOF: the stream ended before the request went; its status comes from RecvMsg.
+		if err = cs.SendMsg(msg); err == nil || err == io.EOF {
+			r.sentAt = nanotime()
+			err = w.awaitAnswer(cs, reply)
+		}
 	}
-	if err == nil {
-		r.sentAt = nanotime()
-		err = w.awaitAnswer(cs, reply, cancel)
-	}
-	timedOut := errors.Is(context.Cause(ctx), errAckTimeout)
-	cancel(nil)
+	timedOut := w.ctx.end() == errAckTimeout
 	if f != nil {
 		f.unref()
 	}
@@ -155,7 +153,7 @@ func (w *worker) call(r *request) {
 			if w.resp.Id != r.id {
 				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
 			}
-			d.result(r, w.resp.ResultCode)
+			d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 			return
 		}
 		if n := rejectedItems(w.reply.Bytes()); n > 0 {
@@ -166,20 +164,25 @@ func (w *worker) call(r *request) {
 		return
 	}
 	w.reply.Release()
+	if timedOut {
+		d.noteError(errAckTimeout)
+	} else {
+		d.noteError(err)
+	}
 	switch v, delay := classify(err, false); {
-	case d.stopping.Load() && d.handback.Load() != nil:
+	case d.stopping() && d.handback.Load() != nil:
 		d.lose(r)
-	case d.stopping.Load():
-		d.drop(r, dropShutdownPending)
+	case d.stopping():
+		d.drop(r, DropShutdownPending)
 	case timedOut:
 		d.m.ackTimeouts.Inc()
-		d.retry(r, retryAckTimeout)
+		d.retry(r, RetryAckTimeout)
 	case v == verdictThrottle:
 		d.throttle(delay)
 		d.retryAfterPause(r)
 	case v == verdictRetry:
-		d.retry(r, retryFailed)
+		d.retry(r, RetryFailed)
 	default:
-		d.drop(r, dropRejected)
+		d.drop(r, DropRejected)
 	}
 }

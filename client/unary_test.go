@@ -148,7 +148,7 @@ func TestUnaryResultCodes(t *testing.T) {
 		t.Errorf("calls per batch %v, want %v", c, want)
 	}
 	checkIDs(t, f, u.received())
-	if r, x := value(d.m.retried[retryFailed]), value(d.m.dropped[dropRejected]); r != 2 || x != 3 {
+	if r, x := value(d.m.retried[RetryFailed]), value(d.m.dropped[DropRejected]); r != 2 || x != 3 {
 		t.Errorf("retried %d, rejected %d; want 2, 3", r, x)
 	}
 }
@@ -177,12 +177,12 @@ func TestUnaryAckTimeout(t *testing.T) {
 	if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 2 || c["b2"] != 1 {
 		t.Errorf("calls per batch %v, want b1 twice, the others once", c)
 	}
-	if r, a := value(d.m.retried[retryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
+	if r, a := value(d.m.retried[RetryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
 		t.Errorf("retried after a timeout %d, ack timeouts %d; want 1, 1", r, a)
 	}
 	for reason, c := range d.m.dropped {
 		if v := value(c); v != 0 {
-			t.Errorf("dropped %d with reason %s", v, dropReasonNames[reason])
+			t.Errorf("dropped %d with reason %s", v, DropReason(reason))
 		}
 	}
 }
@@ -215,7 +215,7 @@ func TestUnaryAckTimeoutStartsAtSend(t *testing.T) {
 	if most != 1 {
 		t.Errorf("%d calls at once at the upstream, want 1 (the others waited for a stream)", most)
 	}
-	if a, r := value(d.m.ackTimeouts)+value(d.m.dropped[dropAckTimeout]), value(d.m.retried[retryFailed]); a != 0 || r != 0 {
+	if a, r := value(d.m.ackTimeouts)+value(d.m.dropped[DropAckTimeout]), value(d.m.retried[RetryFailed]); a != 0 || r != 0 {
 		t.Errorf("ack timeouts %d, retried %d; want 0, 0", a, r)
 	}
 }

@@ -26,7 +26,8 @@ import (
 const rawEchoMethod = "/otlpgate.test.Raw/Echo"
 
 // traceSink is a v1 TraceService that keeps what it receives and answers with the number of
-// spans it saw, so the client can check the response as well.
+// spans it saw, so the client can check the response as well. The codec's tests keep their own
+// servers: internal/testkit imports codec, so package codec cannot import it.
 type traceSink struct {
 	coltracev1.UnimplementedTraceServiceServer
 	mu  sync.Mutex

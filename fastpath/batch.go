@@ -25,6 +25,9 @@ type Batch struct {
 	Items int
 	// Payload holds the v1 export request body. Valid until Done.
 	Payload *pool.Payload
+	// Tenant is the tenant of every request in the batch (-intake.headers), nil without
+	// tenants. Set before the batch is sealed; a destination reads it for its forward-headers.
+	Tenant *Tenant
 
 	p        *Pipeline
 	size     int   // payload length, fixed at seal: the payload may be gone when the budget is settled
@@ -46,7 +49,7 @@ type BatchOwner interface {
 
 // NewBatch returns a sealed batch of sig holding payload (the caller's reference, handed to
 // the batch) with items items, for one destination, outside any pipeline: the spool's feeder
-// builds batches from spooled records this way. Whoever holds the batch calls Done exactly
+// builds batches from spooled records this way (and sets Tenant). Whoever holds the batch calls Done exactly
 // once: the destination, after a nil Enqueue, or the caller, when it gives the batch up
 // without handing it over. Done releases the payload, then tells owner.
 func NewBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *Batch {

@@ -14,6 +14,10 @@ var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
 }, []string{"destination", "reason"})
 
+// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant routes: the routes
+// number destinations by position, so a changed set would route tenants to the wrong ones.
+var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant routes are set")
+
 // destSet is the destinations a batch is handed to, with their refusal counters. A batch
 // takes the pipeline's current set when it opens and keeps it until it was handed out, so that
 // every request goes to the destinations that were configured when it was admitted, whatever
@@ -49,11 +53,13 @@ func (s *destSet) refused(i int, err error) {
 // admitted before the call is sealed (by the call, or by the next request of its signal) and
 // handed to the previous set. SetDestinations returns once no batch can be handed to the
 // previous set any more, so that the caller may then shut down the destinations dests leaves
-// out (each finishes, as usual, every batch it took). Calls are serialized; a logged pipeline
-// (NewLogged) has no destinations, and a closed one takes none. Safe for concurrent use.
+// out (each finishes, as usual, every batch it took). Calls are serialized; a closed pipeline
+// takes none, and a pipeline with tenant routes (TenantsConfig.Routes) refuses with
+// ErrTenantRoutes. Safe for concurrent use.
 func (p *Pipeline) SetDestinations(dests []Destination) error {
-	if p.log != nil {
-		return errors.New("fastpath: a pipeline with a log has no destinations")
+	if ts := p.cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 {
+		// Routes number the destinations by position: a new set would need routes of its own.
+		return ErrTenantRoutes
 	}
 	if len(dests) == 0 {
 		return errors.New("fastpath: no destination")
@@ -69,8 +75,13 @@ func (p *Pipeline) SetDestinations(dests []Destination) error {
 	// are seals handing batches out right now, outside the lock, each a few microseconds
 	// (Enqueue does not block).
 	p.Flush()
-	for old.users.Load() != 0 {
+	for i := 1; old.users.Load() != 0; i++ {
 		time.Sleep(50 * time.Microsecond)
+		if i%20 == 0 {
+			// With tenants a signal holds a batch per tenant, and a Flush racing new requests
+			// may have sealed batches of the new set in place of old ones: seal again.
+			p.Flush()
+		}
 	}
 	return nil
 }

@@ -20,15 +20,21 @@
 // count nothing themselves: the intake that calls them knows the protocol and counts the
 // rejection under its own label.
 //
-// # With a spool
+// # Admission
 //
-// NewLogged builds a pipeline that neither batches nor fans out: admission strips a request
-// into a pooled buffer and appends it to a Log (the spool, through spool/feed), and answers
+// The intakes admit through two contracts: Admitter (gRPC and OTLP/HTTP, which answer each
+// request and, with -ack=upstream, wait for its batch) and Consumer (UDS and Kafka). Pipeline
+// implements both. Every admitter starts with Prepare, which checks a request against
+// -queue.max-bytes, runs the processing steps and counts the outcome
+// (otlpgate_fastpath_admitted_*, _refused_items_total, _stripped_*), so that a request is
+// checked and counted alike wherever it goes.
+//
+// With a spool, the spool's admission (spool/feed) stands in front of the intakes instead of
+// a Pipeline: it strips a request into a pooled buffer, appends it to the spool and answers
 // once the append returned; the spool's feeders build batches with NewBatch and deliver them.
-// A Log's refusals are ErrFull to the intakes (backpressure), counted as spool_full or
-// spool_io. Keeping one path from the spool to the destinations means no record is both in
-// memory and on disk waiting for the same destination, and a replay after a restart travels
-// the same way as a fresh record.
+// Keeping one path from the spool to the destinations means no record is both in memory and
+// on disk waiting for the same destination, and a replay after a restart travels the same way
+// as a fresh record.
 //
 // # Processing
 //
@@ -38,6 +44,17 @@
 // pass through it. It writes into a pooled buffer that admission then copies from; a request
 // it leaves without entries is answered as admitted and admits nothing. fastpath does not
 // import process/: the Processor interface is the whole of the contract.
+//
+// # Tenants
+//
+// Config.Tenants, with -intake.headers, is a table of the tuples of tenant header values the
+// gRPC and HTTP intakes read (tenant.go): bounded, interned once, then a *Tenant that a
+// lookup finds without a lock or an allocation. Admission keeps one open batch per signal and
+// tenant (openset.go), so a batch never mixes tenants, and hands a sealed batch only to the
+// destinations whose match-header takes its tenant (the routes); the spool's admission keeps
+// the tenant beside each request (Prepared.Tenant), and the spool's feeders read it back. Each tenant has a token bucket for
+// -tenant.rate (tenantrate.go), taken by the intakes, and counters read at scrape time
+// (tenantmetrics.go).
 //
 // # OTLP/JSON
 //
@@ -50,8 +67,8 @@
 //
 // The wire schema the scanner checks is a table in schema.go, transcribed from the .proto files
 // under proto/ and tested against their compiled descriptors. Below the top level, ScanRequest
-// runs walkers generated from that table (walk_gen.go, by fastpath/internal/gen: go generate
-// ./fastpath), one per message and depth; the walker that interprets the table at run time is
+// runs walkers generated from that table (walk_gen.go, by the program fastpath/internal/walkgen,
+// which reads the table from source: go generate ./fastpath), one per message and depth; the walker that interprets the table at run time is
 // kept in refwalk_test.go as their reference, and FuzzScanEquivalence holds the two to the same
 // counts and errors.
 package fastpath

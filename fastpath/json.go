@@ -51,8 +51,16 @@ const (
 // one id, bytes or number value when it was written with escapes. jsonlen.go explains the
 // length prefixes and the field order.
 //
-// A reused transcoder does not allocate in steady state; it keeps at most a few KiB between
-// calls (keepMarks, keepScratch), so a pool may keep it whatever body it served.
+// What SDKs write most takes short paths that decide exactly as the general reader does and
+// hand it whatever they are not sure of: a key is compared first, in place, with the one that
+// followed the previous key the last time (hints); an attribute spelled as every writer
+// spells it is read with a few word comparisons (jsonattr.go); strings are scanned eight bytes
+// a step, and plain strings, hex ids, decimal times and small integers are read without the
+// general token reader.
+//
+// A reused transcoder does not allocate in steady state; besides its fixed arrays (about
+// 4 KiB: the hints and the reorder buffer) it keeps at most keepMarks marks and keepScratch
+// bytes of scratch between calls, so a pool may keep it whatever body it served.
 //
 // The zero value is ready to use.
 type JSONTranscoder struct {
@@ -64,12 +72,15 @@ type JSONTranscoder struct {
 	items   int
 	key     [keyMax]byte   // an escaped key, unescaped
 	tmp     [eagerMax]byte // small objects reordered, large ones rotated through it
+	// hints[m][k] is the name of message m's fields (see jsonKeyTable.find) that followed
+	// name k the last time, k 0 standing for an object's start: the key to compare first.
+	hints [numMsgs][maxNames]uint8
 }
 
 // keyMax bounds the escaped keys that are unescaped to be looked up: an escape shrinks to no
 // less than a sixth of its length (\uXXXX to one byte), and no field name is longer than 24
 // bytes, so a longer escaped key names no field.
-const keyMax = 6 * 24
+const keyMax = 6 * maxKeyLen
 
 // AppendRequest appends to dst the protobuf encoding of the OTLP/JSON Export request body of
 // signal sig, and returns the Scan of the result (resource entries and items, as ScanRequest
@@ -139,14 +150,14 @@ func (t *JSONTranscoder) request(dst []byte, sig Signal) ([]byte, Scan, error) {
 		i++
 	} else {
 		for {
-			key, esc, v, err := t.member(i)
+			ks, ke, esc, v, err := t.member(i)
 			if err != nil {
 				return dst, Scan{}, err
 			}
 			i = v
-			k := key
+			k := b[ks:ke]
 			if esc {
-				k = t.unescapeKey(key)
+				k = t.unescapeKey(k)
 			}
 			if k != nil && (string(k) == rf.camel || string(k) == rf.name) {
 				if seen {
@@ -214,33 +225,73 @@ func (t *JSONTranscoder) entries(dst []byte, i int, sig Signal, s *Scan) ([]byte
 }
 
 // member reads an object member's key at b[i] (after whitespace) and its colon, and returns
-// the raw key (escapes not undone, esc telling whether there are any) and the index of the
-// value, which exists.
-func (t *JSONTranscoder) member(i int) (key []byte, esc bool, v int, err error) {
+// where the raw key lies (b[ks:ke], escapes not undone, esc telling whether there are any)
+// and the index of the value, which exists.
+func (t *JSONTranscoder) member(i int) (ks, ke int, esc bool, v int, err error) {
 	b := t.in
-	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '"' {
-		return nil, false, i, ErrJSONSyntax
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return 0, 0, false, i, ErrJSONSyntax
+		}
 	}
 	e, esc, ok := stringEnd(b, i+1)
 	if !ok {
-		return nil, false, i, ErrJSONSyntax
+		return 0, 0, false, i, ErrJSONSyntax
 	}
-	key = b[i+1 : e]
-	i = skipWS(b, e+1)
-	if i >= len(b) || b[i] != ':' {
-		return nil, false, i, ErrJSONSyntax
+	// Compact JSON, as SDKs write it: the colon, then the value.
+	if e+2 < len(b) && b[e+1] == ':' && b[e+2] > ' ' {
+		return i + 1, e, esc, e + 2, nil
 	}
-	i = skipWS(b, i+1)
-	if i >= len(b) {
-		return nil, false, i, ErrJSONSyntax
+	v = skipWS(b, e+1)
+	if v >= len(b) || b[v] != ':' {
+		return 0, 0, false, v, ErrJSONSyntax
 	}
-	return key, esc, i, nil
+	v = skipWS(b, v+1)
+	if v >= len(b) {
+		return 0, 0, false, v, ErrJSONSyntax
+	}
+	return i + 1, e, esc, v, nil
+}
+
+// memberKey reads the member key at b[i] of an object whose key table is keys, and its colon, and
+// returns which name it is (as jsonKeyTable.find) and where the value starts. hint is the name
+// that followed the previous key the last time (0: none known): SDKs write the members of
+// every span, every data point, in the same order, so it is compared first, in place, with no
+// scan for the key's end and no hash.
+func (t *JSONTranscoder) memberKey(i int, keys *jsonKeyTable, hint uint8) (uint8, int, error) {
+	b := t.in
+	if hint != 0 && i < len(b) && b[i] == '"' {
+		k := &keys.names[hint-1]
+		ks := i + 1
+		e := ks + k.n
+		if ks+maxKeyLen <= len(b) && e+2 < len(b) && b[e] == '"' && b[e+1] == ':' && b[e+2] > ' ' &&
+			keyWords(b, ks, k.n) == k.w {
+			return hint, e + 2, nil
+		}
+	}
+	ks, ke, esc, v, err := t.member(i)
+	if err != nil {
+		return 0, v, err
+	}
+	switch n := ke - ks; {
+	case esc:
+		return keys.lookup(t.unescapeKey(b[ks:ke])), v, nil
+	case n == 0 || n > maxKeyLen:
+		return 0, v, nil
+	case ks+maxKeyLen <= len(b):
+		// Read in place: b holds the key and enough bytes after it for three words.
+		w := keyWords(b, ks, n)
+		return keys.find(&w, n), v, nil
+	}
+	return keys.lookup(b[ks:ke]), v, nil
 }
 
 // memberEnd reads what follows a member or element: a comma, or the closing byte (end true).
 func memberEnd(b []byte, i int, closing byte) (int, bool, error) {
-	i = skipWS(b, i)
+	if i >= len(b) || b[i] <= ' ' {
+		i = skipWS(b, i)
+	}
 	if i < len(b) {
 		switch b[i] {
 		case ',':
@@ -277,27 +328,29 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	if d+1 > maxJSONDepth {
 		return dst, i, ErrJSONSyntax
 	}
-	fields := jsonSchema[m]
+	keys, hints := &jsonKeys[m], &t.hints[m]
 	base := len(t.segs)
 	var seen uint32  // field numbers met, to refuse repeats (OTLP field numbers are below 32)
 	var oneofs uint8 // oneof groups already set
+	var prev uint8   // the previous key's name (see jsonKeyTable.find); 0 before the first
 	for {
-		key, esc, v, err := t.member(i)
+		k, v, err := t.memberKey(i, keys, hints[prev])
 		if err != nil {
-			return dst, i, err
+			return dst, v, err
 		}
 		i = v
-		if esc {
-			key = t.unescapeKey(key)
+		if k != 0 && hints[prev] != k {
+			hints[prev] = k
 		}
-		f := lookupJSON(fields, key)
+		prev = k
+		f := keys.field(k)
 		switch {
 		case f == nil:
 			// Unknown: a newer schema may define it.
 			i, err = skipJSON(b, i, d+1)
 		case seen&(1<<f.num) != 0:
 			err = ErrJSONDuplicate
-		case bytesAt(b, i, "null"):
+		case b[i] == 'n' && bytesAt(b, i, "null"):
 			seen |= 1 << f.num
 			i += 4
 		case f.oneof != 0 && oneofs&(1<<f.oneof) != 0:
@@ -306,12 +359,24 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 			seen |= 1 << f.num
 			oneofs |= 1 << f.oneof
 			start, mark := len(dst), len(t.marks)
-			if dst, i, err = t.value(dst, i, m, f, nest, d+1); err == nil {
+			switch {
+			case f.flags&jRepeated != 0:
+				dst, i, err = t.list(dst, i, f, nest, d+1)
+			case f.typ == jMessage:
+				dst, i, err = t.nested(dst, i, f, nest, d+1)
+			default:
+				dst, i, err = t.scalar(dst, i, f, true)
+			}
+			if err == nil {
 				t.wrote(dst, start, mark, f.order)
 			}
 		}
 		if err != nil {
 			return dst, i, err
+		}
+		if i < len(b) && b[i] == ',' {
+			i++ // compact JSON: the next member
+			continue
 		}
 		var end bool
 		if i, end, err = memberEnd(b, i, '}'); err != nil {
@@ -326,14 +391,8 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	return dst, i, nil
 }
 
-// value writes the value at b[i], at depth d, of the known field f of message m.
-func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
-	if f.flags&jRepeated == 0 {
-		if f.typ == jMessage {
-			return t.nested(dst, i, m, f, nest, d)
-		}
-		return t.scalar(dst, i, f, true)
-	}
+// list writes the array at b[i], at depth d, of the repeated field f.
+func (t *JSONTranscoder) list(dst []byte, i int, f *jsonField, nest, d int) ([]byte, int, error) {
 	b := t.in
 	if b[i] != '[' {
 		return dst, i, ErrJSONType
@@ -358,12 +417,16 @@ func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d
 		}
 		var err error
 		if f.typ == jMessage {
-			dst, i, err = t.nested(dst, i, m, f, nest, d+1)
+			dst, i, err = t.nested(dst, i, f, nest, d+1)
 		} else {
 			dst, i, err = t.scalar(dst, i, f, !packed)
 		}
 		if err != nil {
 			return dst, i, err
+		}
+		if i < len(b) && b[i] == ',' {
+			i++ // compact JSON: the next element
+			continue
 		}
 		var end bool
 		if i, end, err = memberEnd(b, i, ']'); err != nil {
@@ -380,22 +443,28 @@ func (t *JSONTranscoder) value(dst []byte, i int, m msgID, f *jsonField, nest, d
 }
 
 // nested writes one occurrence of a message field, the object at b[i] at depth d.
-func (t *JSONTranscoder) nested(dst []byte, i int, m msgID, f *jsonField, nest, d int) ([]byte, int, error) {
+func (t *JSONTranscoder) nested(dst []byte, i int, f *jsonField, nest, d int) ([]byte, int, error) {
 	if t.in[i] != '{' {
 		return dst, i, ErrJSONType
 	}
 	if nest >= MaxNesting {
 		return dst, i, ErrNesting
 	}
-	sf := schema[m][f.num]
-	dst = protowire.AppendTag(dst, protowire.Number(f.num), protowire.BytesType)
+	// An attribute: a KeyValue at nest+1 holding an AnyValue at depth d+1 (the bounds the
+	// general reader checks on its way down).
+	if f.msg == mKeyValue && nest+1 < MaxNesting && d+2 <= maxJSONDepth {
+		if out, next, ok := t.attribute(dst, i, f); ok {
+			return out, next, nil
+		}
+	}
+	dst = f.appendTag(dst)
 	dst, o := t.open(dst)
-	dst, i, err := t.object(dst, i, sf.msg, nest+1, d)
+	dst, i, err := t.object(dst, i, f.msg, nest+1, d)
 	if err != nil {
 		return dst, i, err
 	}
 	dst = t.close(dst, o)
-	if sf.flags&fItem != 0 {
+	if f.item {
 		t.items++
 	}
 	return dst, i, nil

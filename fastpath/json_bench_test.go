@@ -59,7 +59,8 @@ func otlpJSON(tb testing.TB, m proto.Message) []byte {
 }
 
 // jsonBodies are span batches of the benchmark shapes (otlpgen.Small: 100 spans of 4
-// attributes; otlpgen.Large: 500 spans of 10) as OTLP/JSON, with their protobuf encoding.
+// attributes; otlpgen.Large: 500 spans of 10) as OTLP/JSON, and batches of 100 and 1000 spans
+// as an SDK's OTLP/HTTP JSON exporter writes them (sdkTraceJSON), with their protobuf encoding.
 func jsonBodies(tb testing.TB) []struct {
 	name       string
 	body, want []byte
@@ -85,6 +86,17 @@ func jsonBodies(tb testing.TB) []struct {
 			body, want []byte
 			spans      int
 		}{s.name, otlpJSON(tb, req), want, s.shape.Spans})
+	}
+	for _, s := range []struct {
+		name  string
+		spans int
+	}{{"sdk", 100}, {"sdk-large", 1000}} {
+		body := sdkTraceJSON(s.spans)
+		out = append(out, struct {
+			name       string
+			body, want []byte
+			spans      int
+		}{s.name, body, fromOTLPJSON(tb, body), s.spans})
 	}
 	return out
 }

@@ -40,9 +40,22 @@ func jsonEquivalenceSeeds(tb testing.TB) [][]byte {
 		// Escapes and padding that narrow a length prefix from two bytes to one.
 		span0(`"name":"` + strings.Repeat(`\u0041`, 22) + `"`),
 		`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"bytesValue":"` + base64.StdEncoding.EncodeToString(make([]byte, 127)) + `"}}]}]}]}`,
+		// Keys that the previous object's order leads the reader to expect (memberKey's
+		// hints), then keys that differ from the expected one in length, spelling, escapes,
+		// whitespace or repetition, or that end the body.
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":2},{"names":"c","kind":3},` +
+			`{"nam":"d"},{"name" :"e"},{"name": "f"},{"n\u0061me":"g"},{"kind":1,"name":"h"},{"name":"i","name_":1}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","name":"c"}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":2}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind":`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind"`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":1},{"name":"b","kind`,
 		`{"x":` + strings.Repeat(`[`, 299) + strings.Repeat(`]`, 299) + `}`,
 		`{"x":` + strings.Repeat(`[`, 300) + strings.Repeat(`]`, 300) + `}`,
 	} {
+		seeds = append(seeds, []byte(s))
+	}
+	for _, s := range attrSeeds() {
 		seeds = append(seeds, []byte(s))
 	}
 	return seeds

@@ -2,6 +2,8 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -54,38 +56,73 @@ func skipWS(b []byte, i int) int {
 // stringEnd finds the closing quote of the string whose content starts at b[j], and reports
 // whether the content holds a backslash; ok is false when the string never closes.
 func stringEnd(b []byte, j int) (end int, esc, ok bool) {
-	// Keys and most values end within a few bytes, where a plain loop is quicker than setting
-	// up a vector search.
-	k := j
-	for n := min(len(b), j+16); k < n; k++ {
-		switch b[k] {
-		case '"':
-			return k, false, true
-		case '\\':
-			return escapedStringEnd(b, k)
-		}
-	}
-	q := bytes.IndexByte(b[k:], '"')
-	if q < 0 {
-		return 0, false, false
-	}
-	if e := bytes.IndexByte(b[k:k+q], '\\'); e >= 0 {
-		return escapedStringEnd(b, k+e)
-	}
-	return k + q, false, true
+	end, esc, _, ok = scanString(b, j)
+	return end, esc, ok
 }
 
-// escapedStringEnd finishes stringEnd from the backslash at b[k].
-func escapedStringEnd(b []byte, k int) (end int, esc, ok bool) {
+// scanString is stringEnd that also reports whether the content may hold a byte outside ASCII
+// (high: always when it holds a backslash), so that a string field's plain ASCII value needs
+// no UTF-8 check.
+//
+// It reads eight bytes a step and finds a quote or a backslash among them with word
+// arithmetic: keys and values are mostly 4 to 40 bytes, too short for a vector search to pay
+// for its set-up, too long for a byte loop to be quick.
+func scanString(b []byte, j int) (end int, esc, high, ok bool) {
+	var or uint64 // the bytes before j, ORed together
+	for ; j+8 <= len(b); j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		q, s := matchByte(w, '"'), matchByte(w, '\\')
+		if m := q | s; m != 0 {
+			first := m & -m // the top bit of the first match, exact (see matchByte)
+			if q&first == 0 {
+				end, ok = escapedStringEnd(b, j+bits.TrailingZeros64(m)>>3)
+				return end, true, true, ok
+			}
+			// The bytes of w before the quote.
+			or |= w & (first>>7 - 1)
+			return j + bits.TrailingZeros64(m)>>3, false, or&bytes80 != 0, true
+		}
+		or |= w
+	}
+	for ; j < len(b); j++ {
+		switch c := b[j]; c {
+		case '"':
+			return j, false, or&bytes80 != 0, true
+		case '\\':
+			end, ok = escapedStringEnd(b, j)
+			return end, true, true, ok
+		default:
+			or |= uint64(c)
+		}
+	}
+	return 0, false, false, false
+}
+
+// Word constants of matchByte: a byte value in every byte of a uint64.
+const (
+	bytes01 = 0x0101010101010101
+	bytes80 = 0x8080808080808080
+)
+
+// matchByte returns a word with the top bit set in the bytes of w (in memory order) equal to
+// c. The lowest set bit is exact; a bit above it may be set for a byte that is not c (the
+// subtraction borrows past a match), never one below it.
+func matchByte(w uint64, c byte) uint64 {
+	x := w ^ (bytes01 * uint64(c))
+	return (x - bytes01) &^ x & bytes80
+}
+
+// escapedStringEnd finishes scanString from the backslash at b[k].
+func escapedStringEnd(b []byte, k int) (end int, ok bool) {
 	for ; k < len(b); k++ {
 		switch b[k] {
 		case '"':
-			return k, true, true
+			return k, true
 		case '\\':
 			k++ // the escaped byte, a quote included, does not end the string
 		}
 	}
-	return 0, true, false
+	return 0, false
 }
 
 // numberChar reports the bytes a number token runs over.

@@ -14,7 +14,140 @@ import (
 // scalar writes the scalar value at b[i] of field f; with tagged false it writes the bare
 // value, as an element of a packed run, which is never left out. It returns the index after
 // the value.
+//
+// The values SDKs write most (strings without escapes, ids, times as decimal strings, small
+// integers) take a short path here; whatever it does not take, errors included, goes the
+// general way (scalarToken), which decides alike.
 func (t *JSONTranscoder) scalar(dst []byte, i int, f *jsonField, tagged bool) ([]byte, int, error) {
+	b := t.in
+	if c := b[i]; c == '"' {
+		switch f.typ {
+		case jString:
+			e, esc, high, ok := scanString(b, i+1)
+			if !ok || esc {
+				break
+			}
+			s := b[i+1 : e]
+			if len(s) == 0 && tagged && f.flags&(jPresence|jRepeated) == 0 {
+				return dst, e + 1, nil // proto3 leaves an empty string out
+			}
+			if high && !validUTF8(s) {
+				return dst, i, ErrJSONUTF8
+			}
+			dst = f.appendTag(dst) // strings are never packed
+			dst = appendVarint(dst, uint64(len(s)))
+			return append(dst, s...), e + 1, nil
+		case jTraceID, jSpanID:
+			size := spanIDSize
+			if f.typ == jTraceID {
+				size = traceIDSize
+			}
+			// Only an id of the right size: an empty one is left out, any other refused.
+			if e := i + 1 + 2*size; tagged && e < len(b) && b[e] == '"' {
+				start := len(dst)
+				dst = append(f.appendTag(dst), byte(size))
+				if dst, ok := appendHex(dst, b[i+1:e]); ok {
+					return dst, e + 1, nil
+				}
+				dst = dst[:start] // a quote or backslash among the digits too: decided below
+			}
+		case jFixed64, jUint64, jInt64, jSfixed64:
+			// Times and 64-bit counts, which the mapping writes as decimal strings.
+			if x, n := decimalPrefix(b[i+1:]); n > 0 && i+1+n < len(b) && b[i+1+n] == '"' && x != 0 {
+				if f.typ == jUint64 || f.typ == jFixed64 || x <= math.MaxInt64 {
+					return t.appendInt(dst, f, x, tagged), i + n + 2, nil
+				}
+			}
+		}
+	} else if c >= '1' && c <= '9' {
+		switch f.typ {
+		case jFixed64, jUint64, jInt64, jSfixed64, jEnum, jInt32, jUint32, jFixed32:
+			// A positive integer that the general way would also take: digits only, ended by a
+			// byte that no number token runs over, and in range.
+			x, n := decimalPrefix(b[i:])
+			e := i + n
+			if e < len(b) && !numberChar(b[e]) && x <= f.typ.maxPositive() {
+				return t.appendInt(dst, f, x, tagged), e, nil
+			}
+		}
+	}
+	return t.scalarToken(dst, i, f, tagged)
+}
+
+// maxPositive is the largest positive integer a field of integer type t takes.
+func (t jsonType) maxPositive() uint64 {
+	switch t {
+	case jEnum, jInt32, jSint32:
+		return math.MaxInt32
+	case jUint32, jFixed32:
+		return math.MaxUint32
+	case jInt64, jSfixed64:
+		return math.MaxInt64
+	}
+	return math.MaxUint64
+}
+
+// decimalPrefix reads the decimal digits at the start of b, at most 19 of them, so that their
+// value cannot overflow; n is how many it read. A 20th digit is left for the caller to see.
+// Runs of eight digits (a time in nanoseconds is 19) are read a word at a time.
+func decimalPrefix(b []byte) (x uint64, n int) {
+	for n+8 <= 16 && n+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[n:])
+		if !eightDigits(w) {
+			break
+		}
+		x = x*1e8 + eightDigitsValue(w)
+		n += 8
+	}
+	for n < len(b) && n < 19 {
+		d := b[n] - '0'
+		if d > 9 {
+			break
+		}
+		x = x*10 + uint64(d)
+		n++
+	}
+	return x, n
+}
+
+// eightDigits reports whether all eight bytes of w are ASCII digits: each has 3 as its high
+// nibble, and adding 6 leaves it so (no low nibble above 9).
+func eightDigits(w uint64) bool {
+	return (w&0xf0f0f0f0f0f0f0f0)|((w+0x0606060606060606)&0xf0f0f0f0f0f0f0f0)>>4 == 0x3333333333333333
+}
+
+// eightDigitsValue is the value of the eight digits in w, the first in its low byte: pairs of
+// digits, then of pairs, then of fours, combined by multiplications that work on all lanes at
+// once.
+func eightDigitsValue(w uint64) uint64 {
+	w -= 0x3030303030303030
+	w = w*10 + w>>8 // each even byte: a two-digit number
+	return ((w&0x000000ff000000ff)*(100+1000000<<32) + (w>>16&0x000000ff000000ff)*(1+10000<<32)) >> 32
+}
+
+// appendInt writes the integer x of field f, as the wire carries it (x is already
+// zigzag-encoded or sign-extended where the type asks); tagged as in scalar.
+func (t *JSONTranscoder) appendInt(dst []byte, f *jsonField, x uint64, tagged bool) []byte {
+	switch f.typ {
+	case jFixed32:
+		if tagged {
+			dst = f.appendTag(dst)
+		}
+		return binary.LittleEndian.AppendUint32(dst, uint32(x))
+	case jFixed64, jSfixed64:
+		if tagged {
+			dst = f.appendTag(dst)
+		}
+		return binary.LittleEndian.AppendUint64(dst, x)
+	}
+	if tagged {
+		dst = f.appendTag(dst)
+	}
+	return appendVarint(dst, x)
+}
+
+// scalarToken is scalar for any value: it reads the token, then checks it against f's type.
+func (t *JSONTranscoder) scalarToken(dst []byte, i int, f *jsonField, tagged bool) ([]byte, int, error) {
 	tok, next, err := token(t.in, i)
 	if err != nil {
 		return dst, i, err
@@ -91,22 +224,7 @@ func (t *JSONTranscoder) scalar(dst []byte, i int, f *jsonField, tagged bool) ([
 	if x == 0 && !keepZero {
 		return dst, next, nil
 	}
-	switch f.typ {
-	case jFixed32:
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.Fixed32Type)
-		}
-		return binary.LittleEndian.AppendUint32(dst, uint32(x)), next, nil
-	case jFixed64, jSfixed64:
-		if tagged {
-			dst = protowire.AppendTag(dst, num, protowire.Fixed64Type)
-		}
-		return binary.LittleEndian.AppendUint64(dst, x), next, nil
-	}
-	if tagged {
-		dst = protowire.AppendTag(dst, num, protowire.VarintType)
-	}
-	return protowire.AppendVarint(dst, x), next, nil
+	return t.appendInt(dst, f, x, tagged), next, nil
 }
 
 // text returns a string token's content unescaped: the body's bytes when it has no escapes,
@@ -159,16 +277,37 @@ func appendHexID(dst, s []byte) ([]byte, error) {
 		return dst, ErrJSONHex
 	}
 	dst = protowire.AppendVarint(dst, uint64(len(s)/2))
-	for i := 0; i < len(s); i += 2 {
-		hi, ok1 := fromHex(s[i])
-		lo, ok2 := fromHex(s[i+1])
-		if !ok1 || !ok2 {
-			return dst, ErrJSONHex
-		}
-		dst = append(dst, hi<<4|lo)
+	dst, ok := appendHex(dst, s)
+	if !ok {
+		return dst, ErrJSONHex
 	}
 	return dst, nil
 }
+
+// appendHex appends the bytes the even number of hex digits s spells, or reports false when s
+// holds anything else (dst may then have grown).
+func appendHex(dst, s []byte) ([]byte, bool) {
+	var bad byte
+	for i := 0; i+1 < len(s); i += 2 {
+		hi, lo := hexValue[s[i]], hexValue[s[i+1]]
+		bad |= hi | lo
+		dst = append(dst, hi<<4|lo)
+	}
+	return dst, bad&0xf0 == 0
+}
+
+// hexValue maps a hex digit of either case to its value and every other byte to 0xff, so that
+// one OR over a run of digits tells whether they all were digits.
+var hexValue = func() (t [256]byte) {
+	for c := range t {
+		d, ok := fromHex(byte(c))
+		if !ok {
+			d = 0xff
+		}
+		t[c] = d
+	}
+	return t
+}()
 
 func fromHex(c byte) (byte, bool) {
 	switch {
@@ -213,6 +352,15 @@ func appendBase64(dst, s []byte) ([]byte, error) {
 		return dst[:p], ErrJSONBase64
 	}
 	return putLen(dst[:p+k+n], p, k, n), nil
+}
+
+// appendVarint is protowire.AppendVarint with the one-byte case, which is most lengths and
+// values the transcoder writes, inlined at the caller.
+func appendVarint(dst []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(dst, byte(v))
+	}
+	return protowire.AppendVarint(dst, v)
 }
 
 // putVarint writes v at the start of b, which has room, and returns its size.

@@ -1,5 +1,12 @@
 package fastpath
 
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
 // The OTLP/JSON column of the schema: for every field schema.go knows, the names a JSON body
 // may give it and the protobuf type its value turns into. schema.go says what a field looks
 // like on the wire, which is all the scanner needs; the transcoder also needs what the wire
@@ -28,6 +35,27 @@ const (
 	jSfixed64                     // 8 bytes, signed
 	jDouble                       // 8 bytes; JSON number or "NaN", "Infinity", "-Infinity"
 )
+
+// wireType is the wire type one value of type t takes, unpacked.
+func (t jsonType) wireType() protowire.Type {
+	switch t {
+	case jMessage, jString, jBytes, jTraceID, jSpanID:
+		return protowire.BytesType
+	case jFixed32:
+		return protowire.Fixed32Type
+	case jFixed64, jSfixed64, jDouble:
+		return protowire.Fixed64Type
+	}
+	return protowire.VarintType
+}
+
+// appendTag appends f's tag, for one value of f.
+func (f *jsonField) appendTag(dst []byte) []byte {
+	if f.tag < 0x80 {
+		return append(dst, byte(f.tag))
+	}
+	return append(dst, byte(f.tag)|0x80, byte(f.tag>>7))
+}
 
 // Flags of a JSON field.
 const (
@@ -61,6 +89,10 @@ type jsonField struct {
 	flags uint8
 	oneof uint8 // 1-based oneof group within the message, 0 if none
 	enum  enumID
+	// Filled by init from schema.go and typ, so that the transcoder reads one struct per field:
+	msg  msgID  // the nested message of a jMessage field
+	item bool   // each occurrence is one item (schema's fItem)
+	tag  uint16 // the field's tag, with the wire type of one value (a packed run's differs)
 }
 
 func jf(num uint8, name string, typ jsonType) jsonField {
@@ -329,10 +361,16 @@ func init() {
 			if f.oneof != 0 {
 				f.order |= 0x80
 			}
+			sf := schema[m][f.num]
+			f.msg, f.item = sf.msg, sf.flags&fItem != 0
+			f.tag = uint16(protowire.EncodeTag(protowire.Number(f.num), f.typ.wireType()))
 		}
 	}
 	for s := range requestField {
 		requestField[s].camel = lowerCamel(requestField[s].name)
+	}
+	for m := range jsonSchema {
+		jsonKeys[m].build(jsonSchema[m])
 	}
 }
 
@@ -357,21 +395,138 @@ func lowerCamel(name string) string {
 	return string(b)
 }
 
-// lookupJSON finds the field of message m a JSON key names, by either name, or nil.
-func lookupJSON(fields []jsonField, key []byte) *jsonField {
-	if len(key) == 0 {
+// maxKeyLen is the longest name of a field, in either spelling ("dropped_attributes_count").
+// Every name fits in three 8-byte words.
+const maxKeyLen = 24
+
+// jsonKeyTable finds the field a key names in one message with one hash and one comparison of
+// three words: a perfect hash of the key's words and length, its multiplier chosen at start-up
+// so that no two names of the message share a slot.
+type jsonKeyTable struct {
+	mul   uint64
+	slot  [128]uint8 // index+1 in names of the name that hashes here; 0: none
+	names []jsonKeyName
+}
+
+// jsonKeyName is one spelling of a field's name, zero-padded to three words.
+type jsonKeyName struct {
+	w     [3]uint64
+	n     int
+	field *jsonField
+}
+
+// maxNames bounds the names of one message's fields (both spellings), so that a name's index
+// fits the key table's slots and the transcoder's hints.
+const maxNames = 64
+
+// jsonKeys holds a key table per message, filled by init.
+var jsonKeys [numMsgs]jsonKeyTable
+
+// keyMask[n] keeps the first n bytes of three words, zeroing the rest.
+var keyMask = func() (m [maxKeyLen + 1][3]uint64) {
+	for n := range m {
+		for k := range 3 {
+			switch left := n - 8*k; {
+			case left >= 8:
+				m[n][k] = ^uint64(0)
+			case left > 0:
+				m[n][k] = 1<<(8*left) - 1
+			}
+		}
+	}
+	return m
+}()
+
+// keyWords reads the n-byte key at b[s:] as three words, zeroed past the key. b must hold 24
+// bytes from s on.
+func keyWords(b []byte, s, n int) (w [3]uint64) {
+	m := &keyMask[n]
+	w[0] = binary.LittleEndian.Uint64(b[s:]) & m[0]
+	w[1] = binary.LittleEndian.Uint64(b[s+8:]) & m[1]
+	w[2] = binary.LittleEndian.Uint64(b[s+16:]) & m[2]
+	return w
+}
+
+// slotOf hashes a key's words and length to a slot of a table of multiplier mul.
+func slotOf(w *[3]uint64, n int, mul uint64) uint64 {
+	x := w[0] ^ bits.RotateLeft64(w[1], 21) ^ bits.RotateLeft64(w[2], 42) ^ uint64(n)
+	return (x * mul) >> 57
+}
+
+// find returns which name (its index in kt.names plus one) is the n-byte key read as w (by
+// keyWords), or 0 when it names no field.
+func (kt *jsonKeyTable) find(w *[3]uint64, n int) uint8 {
+	s := kt.slot[slotOf(w, n, kt.mul)]
+	if s == 0 {
+		return 0
+	}
+	k := &kt.names[s-1]
+	if k.n != n || (w[0]^k.w[0])|(w[1]^k.w[1])|(w[2]^k.w[2]) != 0 {
+		return 0
+	}
+	return s
+}
+
+// lookup is find for a key that may lie anywhere: it is copied to be read in words.
+func (kt *jsonKeyTable) lookup(key []byte) uint8 {
+	if len(key) == 0 || len(key) > maxKeyLen {
+		return 0
+	}
+	var buf [maxKeyLen]byte
+	copy(buf[:], key)
+	w := keyWords(buf[:], 0, len(key))
+	return kt.find(&w, len(key))
+}
+
+// field returns the field of name k (as find returns it), or nil for 0.
+func (kt *jsonKeyTable) field(k uint8) *jsonField {
+	if k == 0 {
 		return nil
 	}
+	return kt.names[k-1].field
+}
+
+// build fills the table for fields, trying multipliers until one puts every name in a slot of
+// its own. With at most 32 names in 128 slots, about one multiplier in 40 does.
+func (kt *jsonKeyTable) build(fields []jsonField) {
+	var names []jsonKeyName
 	for i := range fields {
 		f := &fields[i]
-		// Both names start with the same letter: comparing it first passes over most fields
-		// without comparing strings.
-		if f.name[0] != key[0] {
-			continue
-		}
-		if string(key) == f.camel || string(key) == f.name {
-			return f
+		for k, name := range []string{f.camel, f.name} {
+			if k == 1 && name == f.camel {
+				continue // one word: both spellings are the same name
+			}
+			if len(name) > maxKeyLen || name == "" {
+				panic("BUG: fastpath JSON field name empty or longer than maxKeyLen")
+			}
+			var buf [maxKeyLen]byte
+			copy(buf[:], name)
+			names = append(names, jsonKeyName{w: keyWords(buf[:], 0, len(name)), n: len(name), field: f})
 		}
 	}
-	return nil
+	if len(names) >= maxNames {
+		panic("BUG: fastpath JSON message has too many names for its key table")
+	}
+	mul := uint64(0x9e3779b97f4a7c15)
+	for range 1 << 16 {
+		*kt = jsonKeyTable{mul: mul, names: names}
+		if kt.place() {
+			return
+		}
+		mul = mul*0x5851f42d4c957f2d + 0x14057b7ef767814f | 1
+	}
+	panic("BUG: fastpath JSON key table finds no perfect hash")
+}
+
+// place puts the names in the slots kt.mul hashes them to, and reports false when two meet.
+func (kt *jsonKeyTable) place() bool {
+	for i := range kt.names {
+		k := &kt.names[i]
+		h := slotOf(&k.w, k.n, kt.mul)
+		if kt.slot[h] != 0 {
+			return false
+		}
+		kt.slot[h] = uint8(i + 1)
+	}
+	return true
 }

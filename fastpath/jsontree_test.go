@@ -533,3 +533,23 @@ func (t *treeTranscoder) base64(s []byte) ([]byte, error) {
 	}
 	return out[:n], nil
 }
+
+// lookupJSON finds the field of message m a JSON key names, by either name, or nil: the
+// linear search the tree transcoder did, kept here as the reference of jsonKeyTable.
+func lookupJSON(fields []jsonField, key []byte) *jsonField {
+	if len(key) == 0 {
+		return nil
+	}
+	for i := range fields {
+		f := &fields[i]
+		// Both names start with the same letter: comparing it first passes over most fields
+		// without comparing strings.
+		if f.name[0] != key[0] {
+			continue
+		}
+		if string(key) == f.camel || string(key) == f.name {
+			return f
+		}
+	}
+	return nil
+}

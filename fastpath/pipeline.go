@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,6 @@ type Pipeline struct {
 	// dests is the destination set a new batch takes (destset.go); setMu serializes its swaps.
 	dests atomic.Pointer[destSet]
 	setMu sync.Mutex
-	log   Log // NewLogged: admission appends here and nothing is batched
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
@@ -56,9 +56,9 @@ type Pipeline struct {
 		gap *time.Timer
 		mu  struct {
 			sync.Mutex
-			open   *Batch
-			closed bool // set by Close: nothing may open a batch after the final flush
-			armed  bool // gap is set to fire
+			open   openSet // one batch per tenant (openset.go)
+			closed bool    // set by Close: nothing may open a batch after the final flush
+			armed  bool    // gap is set to fire
 		}
 	}
 
@@ -74,6 +74,9 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	}
 	if len(dests) == 0 {
 		return nil, errors.New("fastpath: no destination")
+	}
+	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
+		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
 	}
 	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
 	p.dests.Store(newDestSet(dests))
@@ -91,61 +94,51 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 // Config returns the configuration the pipeline runs with.
 func (p *Pipeline) Config() Config { return p.cfg }
 
-// Consume admits body as a v1 request body. It implements Consumer. Safe for concurrent use.
+// Ack returns the acknowledgement mode (Config.Ack). It implements Admitter. Safe for
+// concurrent use.
+func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
+
+// Consume admits body as a v1 request body, for the default tenant. It implements Consumer.
+// Safe for concurrent use.
 func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
-	_, err := p.admit(sig, body, items, LayoutV1, false)
+	_, err := p.admit(sig, nil, body, items, LayoutV1, false)
 	return err
 }
 
 // Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
 // batch). With AckUpstream it returns the batch holding the request, with a reference for the
-// caller, who waits on it and then calls Unref; with AckAccept it returns nil. Safe for
-// concurrent use.
+// caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
+// Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
-	return p.admit(sig, req, items, layout, p.cfg.Ack == AckUpstream)
+	return p.admit(sig, nil, req, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait bool) (_ *Batch, err error) {
+// AdmitTenant is Admit for tenant t, from Config.Tenants (nil: the default tenant). The request
+// joins a batch of t's requests only. It implements Admitter. Safe for concurrent use.
+func (p *Pipeline) AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
+	return p.admit(sig, t, req, items, layout, p.cfg.Ack == AckUpstream)
+}
+
+func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout Layout, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if sig >= NumSignals {
-		return nil, errBadSignal
+	r, err := Prepare(&p.cfg, t, sig, req, items, layout)
+	if err != nil || r.Dropped() {
+		return nil, err
 	}
+	defer r.Release()
+	return p.enqueue(&r, wait)
+}
+
+// enqueue appends a prepared request to the open batch of its signal and tenant, within the
+// queue's budget.
+func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
+	sig, req, layout, t := r.Sig, r.Req, r.Layout, r.Tenant
 	n := int64(len(req))
-	if n > p.cfg.QueueMaxBytes {
-		p.m.refused(sig, reasonTooLarge, items)
-		return nil, ErrTooLarge
-	}
-	var pst Stripped // what processing stripped, counted once the request is admitted
-	if proc := p.cfg.Processor; proc != nil {
-		buf, left, st, tally, perr := p.process(sig, req, items, layout)
-		if perr != nil {
-			return nil, perr
-		}
-		defer pool.PutBytes(buf)
-		if len(*buf) == 0 {
-			// Every entry was dropped or sampled out: the client is answered Success and
-			// nothing is admitted.
-			proc.Commit(int(sig), tally)
-			return nil, nil
-		}
-		req, items, layout, pst = *buf, left, LayoutV1, st
-		n = int64(len(req))
-		// What the steps did counts once the request is in: a request refused below and
-		// sent again is counted when it is admitted.
-		defer func() {
-			if err == nil {
-				proc.Commit(int(sig), tally)
-			}
-		}()
-	}
-	if p.log != nil {
-		return nil, p.appendLog(sig, req, items, layout, pst)
-	}
 	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
 		p.queued.Add(-n)
-		p.m.refused(sig, reasonQueueFull, items)
+		r.Refused(RefusedQueueFull)
 		return nil, ErrFull
 	}
 
@@ -157,22 +150,22 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 		p.queued.Add(-n)
 		return nil, ErrClosed
 	}
-	b := s.mu.open
+	b := s.mu.open.get(t)
 	// A batch opened before SetDestinations goes to the previous set: the request, admitted
 	// now, goes to the current one, in a batch of its own.
 	set := p.dests.Load()
 	if b != nil && (b.set != set || b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes) {
 		sealed, b = b, nil
-		s.mu.open = nil
-		p.disarmLocked(sig)
+		p.takeOpenLocked(sig, sealed)
 	}
 	fresh := b == nil
 	if fresh {
-		b = getBatch(p, sig, p.initialSize(sig, len(req)))
+		b = getBatch(p, sig, p.initialSize(sig, t, len(req)))
+		b.Tenant = t
 		b.born = time.Now().UnixNano()
 		b.set = set
 		set.users.Add(1)
-		s.mu.open = b
+		s.mu.open.put(b)
 	}
 	buf := b.Payload.Buf()
 	if room := cap(*buf) - len(*buf); room < len(req) {
@@ -181,13 +174,14 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	before := len(*buf)
 	// Only the resource entries join the batch: see AppendEntries.
 	var st Stripped
+	var err error
 	*buf, _, st, err = AppendEntries(*buf, req, layout)
 	if err != nil {
 		*buf = (*buf)[:before]
 		if fresh {
 			// The batch was opened for this request, and nothing else holds it: an empty
 			// batch must not be sealed.
-			s.mu.open = nil
+			s.mu.open.remove(b)
 			set.users.Add(-1)
 			b.Payload.Release()
 			b.unref()
@@ -204,23 +198,18 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	if added != n {
 		p.queued.Add(added - n)
 	}
-	b.Items += items
+	b.Items += r.Items
 	if wait {
 		b.refs.Add(1)
 	}
 	var full *Batch
 	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
 		full = b
-		s.mu.open = nil
-		p.disarmLocked(sig)
+		p.takeOpenLocked(sig, b)
 	}
 	s.mu.Unlock()
 
-	p.m.admitted(sig, items, len(req))
-	if st.Fields += pst.Fields; st.Fields > 0 {
-		st.Bytes += pst.Bytes
-		p.m.stripped(sig, st)
-	}
+	r.Admitted(st)
 	if sealed != nil {
 		p.seal(sealed)
 	}
@@ -232,8 +221,6 @@ func (p *Pipeline) admit(sig Signal, req []byte, items int, layout Layout, wait 
 	}
 	return nil, nil
 }
-
-var errBadSignal = errors.New("fastpath: unknown signal")
 
 // pastGapLocked reports whether BatchMinGap has passed since sig's last seal; if not, it arms
 // the signal's gap timer to seal the open batch when it has. Called with the signal's lock held.
@@ -258,9 +245,9 @@ func (p *Pipeline) pastGapLocked(sig Signal) bool {
 	return false
 }
 
-// disarmLocked stops sig's gap timer when the open batch is sealed some other way (a request,
-// a kick, a limit, its age, Flush), so that the timer never seals the next batch early. Called
-// with the signal's lock held.
+// disarmLocked stops sig's gap timer when the open batches are sealed some other way (a
+// request, a kick, a limit, their age, Flush), so that the timer never seals the next batch
+// early. Called with the signal's lock held.
 func (p *Pipeline) disarmLocked(sig Signal) {
 	s := &p.sig[sig]
 	if s.mu.armed {
@@ -269,9 +256,19 @@ func (p *Pipeline) disarmLocked(sig Signal) {
 	}
 }
 
-// sealGap seals sig's open batch once the gap after the last seal has passed, unless the
-// destinations took a sealed batch in the meantime: the batch then keeps filling until they
-// finish it (kick) or it reaches a limit. It runs on the timer's goroutine.
+// takeOpenLocked takes b, an open batch of sig, out of the open set to be sealed; the gap
+// timer stops once no batch of sig is left open for it. Called with the signal's lock held.
+func (p *Pipeline) takeOpenLocked(sig Signal, b *Batch) {
+	s := &p.sig[sig]
+	s.mu.open.remove(b)
+	if s.mu.open.empty() {
+		p.disarmLocked(sig)
+	}
+}
+
+// sealGap seals sig's open batches once the gap after the last seal has passed, unless the
+// destinations took a sealed batch in the meantime: the batches then keep filling until they
+// finish it (kick) or reach a limit. It runs on the timer's goroutine.
 func (p *Pipeline) sealGap(sig Signal) {
 	p.sealers.Add(1)
 	defer p.sealers.Add(-1)
@@ -281,21 +278,42 @@ func (p *Pipeline) sealGap(sig Signal) {
 	s := &p.sig[sig]
 	s.mu.Lock()
 	s.mu.armed = false
-	b := s.mu.open
-	if b == nil || (p.cfg.Eager && p.sealedN.Load() != 0) {
+	n := s.mu.open.len()
+	if n == 0 || (p.cfg.Eager && p.sealedN.Load() != 0) {
 		s.mu.Unlock()
 		return
 	}
-	s.mu.open = nil
 	s.mu.Unlock()
-	p.seal(b)
+	// One batch per tenant: each is taken under the lock and sealed without it. The count
+	// bounds the loop while requests keep opening batches.
+	p.sealOpen(sig, n, 1<<63-1)
+}
+
+// sealOpen seals up to n of sig's open batches born at or before cutoff, one at a time: a
+// batch is taken under the signal's lock and sealed without it.
+func (p *Pipeline) sealOpen(sig Signal, n int, cutoff int64) {
+	s := &p.sig[sig]
+	for range n {
+		s.mu.Lock()
+		b := s.mu.open.takeBornBy(cutoff)
+		if b == nil {
+			s.mu.Unlock()
+			return
+		}
+		if s.mu.open.empty() {
+			p.disarmLocked(sig)
+		}
+		s.mu.Unlock()
+		p.seal(b)
+	}
 }
 
 // kick runs when the destinations have finished every sealed batch (Eager): each signal's open
-// batch, which waited while a batch was out, leaves now if its gap has passed, else when its gap
-// timer fires. Without it a waiting batch would leave only with the next request, the gap timer
-// or BatchMaxAge, however long the destinations had been idle. It runs on whichever goroutine
-// finished the last batch (a destination's, or inside Enqueue for one that finishes at once).
+// batches, which waited while a batch was out, leave now if the signal's gap has passed, else
+// when its gap timer fires. Without it a waiting batch would leave only with the next request,
+// the gap timer or BatchMaxAge, however long the destinations had been idle. It runs on
+// whichever goroutine finished the last batch (a destination's, or inside Enqueue for one that
+// finishes at once).
 func (p *Pipeline) kick() {
 	if p.kicks.Add(1) != 1 {
 		return // a pass is running or about to start: it makes one more for this request
@@ -311,15 +329,13 @@ func (p *Pipeline) kick() {
 		for i := range p.sig {
 			s := &p.sig[i]
 			s.mu.Lock()
-			b := s.mu.open
-			if b == nil || !p.pastGapLocked(Signal(i)) {
+			open := s.mu.open.len()
+			if open == 0 || !p.pastGapLocked(Signal(i)) {
 				s.mu.Unlock()
 				continue
 			}
-			s.mu.open = nil
-			p.disarmLocked(Signal(i))
 			s.mu.Unlock()
-			p.seal(b)
+			p.sealOpen(Signal(i), open, 1<<63-1)
 		}
 		if p.kicks.Add(-n) == 0 {
 			return
@@ -327,13 +343,24 @@ func (p *Pipeline) kick() {
 	}
 }
 
-// initialSize is the capacity a new batch of sig starts with: the last sealed batch's size (the
-// best guess of this one's), at least the first request and a few KiB, at most BatchMaxBytes
-// unless the request alone is larger.
-func (p *Pipeline) initialSize(sig Signal, first int) int {
+// initialSize is the capacity a new batch of sig for t starts with: the last sealed batch's
+// size (the best guess of this one's), at least the first request and a few KiB, at most
+// BatchMaxBytes unless the request alone is larger. A tenant other than the default starts
+// with twice its first request or minTenantBatchCap at most: with many tenants open at once,
+// each pinning a buffer the size of the signal's last batch would multiply the memory open
+// batches hold (a thousand tenants, three signals, 1MiB each: 3GiB); a busy tenant's batch
+// grows by doubling.
+func (p *Pipeline) initialSize(sig Signal, t *Tenant, first int) int {
 	n := min(max(int(p.sizeHint[sig].Load()), minBatchCap), p.cfg.BatchMaxBytes)
+	if !isDefault(t) {
+		n = min(n, max(2*first, minTenantBatchCap))
+	}
 	return max(n, first)
 }
+
+// minTenantBatchCap is what a tenant's batch may start with before it is capped by its first
+// request: a thousand tenants' open batches of three signals then pin at most 48MiB.
+const minTenantBatchCap = 16 << 10
 
 // minBatchCap is the smallest buffer a batch starts with.
 const minBatchCap = 4 << 10
@@ -349,8 +376,9 @@ func grow(buf *[]byte, need, limit int) {
 	pool.PutBytes(nb)
 }
 
-// seal hands b to every destination of its set. It runs without the signal's lock: destinations may finish
-// the batch synchronously, inside Enqueue.
+// seal hands b to every destination of its set that takes its tenant (all of them without
+// tenants). It runs without the signal's lock: destinations may finish the batch synchronously,
+// inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
 		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
@@ -359,10 +387,25 @@ func (p *Pipeline) seal(b *Batch) {
 	p.sizeHint[b.Signal].Store(int64(b.size))
 	p.sealedN.Add(1)
 	p.m.sealed(b)
-	set := b.set
-	b.pending.Store(int32(len(set.dests)))
+	set, t := b.set, b.Tenant
+	n := len(set.dests)
+	if t != nil {
+		n = 0
+		for i := range set.dests {
+			if t.Takes(i) {
+				n++
+			}
+		}
+		if n == 0 {
+			panic("BUG: fastpath: a batch was opened for a tenant no destination takes")
+		}
+	}
+	b.pending.Store(int32(n))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
 	for i, d := range set.dests {
+		if t != nil && !t.Takes(i) {
+			continue
+		}
 		b.Payload.Retain()
 		if err := d.Enqueue(b); err != nil {
 			set.refused(i, err)
@@ -421,15 +464,11 @@ func (p *Pipeline) sealOlder(cutoff int64, closing bool) {
 		s := &p.sig[i]
 		s.mu.Lock()
 		s.mu.closed = s.mu.closed || closing
-		b := s.mu.open
-		if b == nil || b.born > cutoff {
-			s.mu.Unlock()
-			continue
-		}
-		s.mu.open = nil
-		p.disarmLocked(Signal(i))
+		n := s.mu.open.len()
 		s.mu.Unlock()
-		p.seal(b)
+		if n > 0 {
+			p.sealOpen(Signal(i), n, cutoff)
+		}
 	}
 }
 
@@ -466,9 +505,7 @@ func (p *Pipeline) Close() {
 		time.Sleep(50 * time.Microsecond)
 	}
 	for i := range p.sig {
-		if t := p.sig[i].gap; t != nil { // a logged pipeline (NewLogged) batches nothing
-			t.Stop() // the final seal below takes what it was holding back
-		}
+		p.sig[i].gap.Stop() // the final seal below takes what it was holding back
 	}
 	p.sealOlder(1<<63-1, true)
 	if p.queued.Load() == 0 {

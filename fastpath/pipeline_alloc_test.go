@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/otlpgate/otlpgate/process"
 )
 
 func TestPipelineZeroAlloc(t *testing.T) {
@@ -144,5 +146,44 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("admit with processing: %v allocations per run, want 0", allocs)
+	}
+}
+
+// Admission with consistent sampling, which writes a threshold into the trace_state of every
+// span it keeps (at 100%, all of them: the entry grows by a third), allocates nothing.
+func TestPipelineConsistentSamplingZeroAlloc(t *testing.T) {
+	cfg := testConfig()
+	cfg.BatchMaxBytes = 64 << 10
+	cfg.BatchMaxItems = 50
+	c, err := process.New(process.Config{Sample: process.SampleConfig{On: true, Mode: process.SampleProportional, Percent: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Processor = c
+	cfg.BatchMaxItems = 1000
+	p := newTestPipeline(t, cfg, sink{}, sink{})
+	// One entry just below a pooled buffer's size (4 KiB), which the trace_states push past it.
+	// (A slack too small would still not show here once warm: the buffer append reallocates
+	// goes back to the pool, and the next request gets it. process/'s fuzz target checks the
+	// slack's bound.)
+	var req []byte
+	n := 0
+	for len(req) < 3900 {
+		n++
+		req = twoResources(t, 0, n)
+	}
+	if len(req) >= 4000 {
+		t.Fatalf("%d bytes", len(req))
+	}
+	for range 100 { // warm the pools
+		p.Consume(Traces, req, n)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := p.Consume(Traces, req, n); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("admit with consistent sampling: %v allocations per run, want 0", allocs)
 	}
 }

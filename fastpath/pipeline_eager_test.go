@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -21,19 +22,6 @@ func (h *holdSig) Enqueue(b *Batch) error {
 
 // concat is the bodies of reqs back to back: what a batch of them holds.
 func concat(reqs ...[]byte) []byte { return bytes.Join(reqs, nil) }
-
-// waitBatches waits (bounded: 10 s) until r recorded n batches and returns them.
-func waitBatches(t *testing.T, r *recorder, n int) []recorded {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if got := r.batches(); len(got) >= n || time.Now().After(deadline) {
-			if len(got) != n {
-				t.Fatalf("%d batches (%+v), want %d", len(got), got, n)
-			}
-			return got
-		}
-	}
-}
 
 // An idle path seals the first request at admission, with the default configuration; requests
 // that arrive while that batch is out wait, and leave together the moment the destination
@@ -98,7 +86,7 @@ func TestEagerKickSealsEverySignal(t *testing.T) {
 	}
 	h.release(true)
 	got := h.batches()
-	want := []recorded{{Traces, 1, t1}, {Traces, 1, t2}, {Metrics, 1, m1}, {Logs, 2, concat(l1, l2)}}
+	want := []recorded{{Traces, 1, t1, ""}, {Traces, 1, t2, ""}, {Metrics, 1, m1, ""}, {Logs, 2, concat(l1, l2), ""}}
 	if len(got) != len(want) {
 		t.Fatalf("batches %+v, want %d", got, len(want))
 	}
@@ -114,62 +102,67 @@ func TestEagerKickSealsEverySignal(t *testing.T) {
 }
 
 // A batch waiting behind one in flight leaves when the destination finishes, but not within
-// BatchMinGap of the signal's last seal: then its gap timer seals it.
+// BatchMinGap of the signal's last seal: then its gap timer seals it, never before the gap and
+// at most two gaps after the last seal.
 func TestEagerKickHonoursMinGap(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.BatchMinGap = 300 * time.Millisecond
-	cfg.BatchMaxAge = time.Minute
-	r := &recorder{name: "r", hold: true}
-	p := newTestPipeline(t, cfg, r)
-	a, b := entry(10, 1), entry(20, 2)
-	start := time.Now()
-	p.Consume(Traces, a, 1)
-	p.Consume(Traces, b, 1)
-	r.release(true)
-	// The check holds only while the gap has not passed: a slow machine skips it.
-	if n := len(r.batches()); n != 1 && time.Since(start) < cfg.BatchMinGap {
-		t.Fatalf("%d batches right after the first finished, within the gap: want the second held back", n)
-	}
-	got := waitBatches(t, r, 2)
-	if waited := time.Since(start); waited < cfg.BatchMinGap {
-		t.Errorf("the waiting batch was sealed %v after the first, before the gap (%v)", waited, cfg.BatchMinGap)
-	}
-	if got[1].items != 1 || !bytes.Equal(got[1].body, b) {
-		t.Fatalf("second batch %+v, want the held request", got[1])
-	}
-	r.release(true)
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.BatchMinGap = 300 * time.Millisecond
+		cfg.BatchMaxAge = time.Minute
+		r := &recorder{name: "r", hold: true}
+		p := newTestPipeline(t, cfg, r)
+		a, b := entry(10, 1), entry(20, 2)
+		p.Consume(Traces, a, 1)
+		p.Consume(Traces, b, 1)
+		r.release(true)
+		synctest.Wait()
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches right after the first finished, within the gap: want the second held back", n)
+		}
+		time.Sleep(cfg.BatchMinGap - time.Nanosecond)
+		synctest.Wait()
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches just before the gap passed, want the second still held back", n)
+		}
+		time.Sleep(cfg.BatchMinGap + time.Nanosecond)
+		synctest.Wait()
+		got := r.batches()
+		if len(got) != 2 || got[1].items != 1 || !bytes.Equal(got[1].body, b) {
+			t.Fatalf("batches %+v two gaps after the first seal, want the held request sealed", got)
+		}
+		r.release(true)
+	})
 }
 
 // A gap timer that fires while the destinations hold another batch leaves the open batch to
 // fill; it is sealed when they finish.
 func TestEagerGapWaitsForBusyDestination(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.BatchMinGap = 100 * time.Millisecond
-	cfg.BatchMaxAge = time.Minute
-	h := &holdSig{}
-	h.name = "h"
-	h.hold[Logs] = true // traces finish at once
-	p := newTestPipeline(t, cfg, h)
-	t1, t2, l1 := entry(10, 1), entry(20, 2), entry(30, 3)
-	start := time.Now()
-	p.Consume(Traces, t1, 1) // sealed at once, finished at once
-	p.Consume(Traces, t2, 1) // within the gap: waits for the gap timer
-	p.Consume(Logs, l1, 1)   // no logs sealed yet: sealed at once, held
-	if time.Since(start) >= cfg.BatchMinGap {
-		t.Skip("the machine was too slow to admit three requests within the gap")
-	}
-	if got := h.batches(); len(got) != 2 || got[0].sig != Traces || got[1].sig != Logs {
-		t.Fatalf("batches %+v, want the first traces request and the logs request", got)
-	}
-	time.Sleep(3 * cfg.BatchMinGap) // the traces gap timer fires meanwhile
-	if n := len(h.batches()); n != 2 {
-		t.Fatalf("%d batches: the gap timer sealed traces while the logs batch was out", n)
-	}
-	h.release(true)
-	got := h.batches()
-	if len(got) != 3 || got[2].sig != Traces || !bytes.Equal(got[2].body, t2) {
-		t.Fatalf("batches %+v, want the waiting traces request sealed when the logs batch finished", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.BatchMinGap = 100 * time.Millisecond
+		cfg.BatchMaxAge = time.Minute
+		h := &holdSig{}
+		h.name = "h"
+		h.hold[Logs] = true // traces finish at once
+		p := newTestPipeline(t, cfg, h)
+		t1, t2, l1 := entry(10, 1), entry(20, 2), entry(30, 3)
+		p.Consume(Traces, t1, 1) // sealed at once, finished at once
+		p.Consume(Traces, t2, 1) // within the gap: waits for the gap timer
+		p.Consume(Logs, l1, 1)   // no logs sealed yet: sealed at once, held
+		if got := h.batches(); len(got) != 2 || got[0].sig != Traces || got[1].sig != Logs {
+			t.Fatalf("batches %+v, want the first traces request and the logs request", got)
+		}
+		time.Sleep(3 * cfg.BatchMinGap) // the traces gap timer fires meanwhile
+		synctest.Wait()
+		if n := len(h.batches()); n != 2 {
+			t.Fatalf("%d batches: the gap timer sealed traces while the logs batch was out", n)
+		}
+		h.release(true)
+		got := h.batches()
+		if len(got) != 3 || got[2].sig != Traces || !bytes.Equal(got[2].body, t2) {
+			t.Fatalf("batches %+v, want the waiting traces request sealed when the logs batch finished", got)
+		}
+	})
 }
 
 // Close seals what waits; a batch finished afterwards kicks nothing.
@@ -280,29 +273,40 @@ func TestEagerConcurrent(t *testing.T) {
 // and disarms the gap timer, so that the timer, set as a fallback one gap past the gap's end,
 // never seals the next batch early; a request followed by silence leaves with the fallback.
 func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.BatchMinGap = 150 * time.Millisecond
-	cfg.BatchMaxAge = time.Minute
-	r := &recorder{name: "r"} // finishes every batch inside Enqueue
-	p := newTestPipeline(t, cfg, r)
-	a, b, c, d := entry(10, 1), entry(20, 2), entry(30, 3), entry(40, 4)
-	start := time.Now()
-	p.Consume(Traces, a, 1) // idle: sealed at once
-	p.Consume(Traces, b, 1) // within the gap: held, the fallback armed for 2 gaps after a
-	time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4)
-	if time.Since(start) >= 2*cfg.BatchMinGap-cfg.BatchMinGap/8 {
-		t.Skip("the machine was too slow to send the third request between the gap and the fallback")
-	}
-	p.Consume(Traces, c, 1) // past the gap: seals b and c at admission, disarms the fallback
-	second := time.Now()
-	p.Consume(Traces, d, 1) // within the new gap: held until its own fallback
-	got := waitBatches(t, r, 3)
-	if !bytes.Equal(got[0].body, a) || !bytes.Equal(got[1].body, concat(b, c)) || got[1].items != 2 || !bytes.Equal(got[2].body, d) {
-		t.Fatalf("batches %+v, want [a] [b c] [d]", got)
-	}
-	// The first fallback (due 2 gaps after a) would have sealed d about 0.4 gap after [b c];
-	// d's own fallback is due 2 gaps after [b c].
-	if waited := time.Since(second); waited < 2*cfg.BatchMinGap {
-		t.Errorf("d was sealed %v after [b c], before its fallback (%v): a stale timer sealed it", waited, 2*cfg.BatchMinGap)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.BatchMinGap = 150 * time.Millisecond
+		cfg.BatchMaxAge = time.Minute
+		r := &recorder{name: "r"} // finishes every batch inside Enqueue
+		p := newTestPipeline(t, cfg, r)
+		a, b, c, d := entry(10, 1), entry(20, 2), entry(30, 3), entry(40, 4)
+		start := time.Now()
+		p.Consume(Traces, a, 1) // idle: sealed at once
+		p.Consume(Traces, b, 1) // within the gap: held, the fallback armed for 2 gaps after a
+		time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4)
+		p.Consume(Traces, c, 1) // past the gap: seals b and c at admission, disarms the fallback
+		second := time.Now()
+		p.Consume(Traces, d, 1) // within the new gap: held until its own fallback
+		got := r.batches()
+		if len(got) != 2 || !bytes.Equal(got[0].body, a) || !bytes.Equal(got[1].body, concat(b, c)) || got[1].items != 2 {
+			t.Fatalf("batches %+v, want [a] [b c], and d held", got)
+		}
+		// The first fallback, had it stayed armed, would seal d at 2 gaps after a.
+		time.Sleep(start.Add(2*cfg.BatchMinGap + time.Millisecond).Sub(time.Now()))
+		synctest.Wait()
+		if n := len(r.batches()); n != 2 {
+			t.Fatalf("%d batches 2 gaps after a: a stale timer sealed d", n)
+		}
+		// d's own fallback is due 2 gaps after [b c], not before.
+		time.Sleep(second.Add(2*cfg.BatchMinGap - time.Nanosecond).Sub(time.Now()))
+		synctest.Wait()
+		if n := len(r.batches()); n != 2 {
+			t.Fatalf("%d batches before d's fallback was due, want d still held", n)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := r.batches(); len(got) != 3 || !bytes.Equal(got[2].body, d) {
+			t.Fatalf("batches %+v 2 gaps after [b c], want d sealed by its fallback", got)
+		}
+	})
 }

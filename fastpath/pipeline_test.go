@@ -6,13 +6,16 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // recorder is a destination that keeps a copy of every batch and, unless hold is set, finishes
-// it at once with result ok.
+// it at once with result ok. It is internal/testkit's Recorder for the tests inside package
+// fastpath, which cannot import testkit (testkit imports fastpath); external tests
+// (package fastpath_test) use testkit.
 type recorder struct {
 	name   string
 	hold   bool
@@ -24,9 +27,10 @@ type recorder struct {
 }
 
 type recorded struct {
-	sig   Signal
-	items int
-	body  []byte
+	sig    Signal
+	items  int
+	body   []byte
+	tenant string // the batch's tenant, "" without one
 }
 
 func (r *recorder) Name() string { return r.name }
@@ -36,7 +40,11 @@ func (r *recorder) Enqueue(b *Batch) error {
 		return r.refuse
 	}
 	r.mu.Lock()
-	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes())})
+	var tenant string
+	if b.Tenant != nil {
+		tenant = b.Tenant.String()
+	}
+	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), tenant})
 	if r.hold {
 		r.held = append(r.held, b)
 		r.mu.Unlock()
@@ -298,19 +306,27 @@ func TestDestinationRefusalDoesNotBlockOthers(t *testing.T) {
 	}
 }
 
+// An open batch is sealed once it is BatchMaxAge old (by the flusher's next tick), not before.
+// The bubble's clock makes both bounds exact on any machine.
 func TestAgeSealsBatches(t *testing.T) {
-	cfg := testConfig()
-	cfg.BatchMaxAge = 5 * time.Millisecond
-	r := &recorder{name: "r", ok: true}
-	p := newTestPipeline(t, cfg, r)
-	p.Consume(Traces, entry(10, 1), 1)
-	for range 2000 { // bounded: 10 s at most, normally a few milliseconds
-		if len(r.batches()) == 1 {
-			return
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.BatchMaxAge = 8 * time.Millisecond
+		tick := cfg.BatchMaxAge / 4 // the flusher's period
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		p.Consume(Traces, entry(10, 1), 1)
+		time.Sleep(cfg.BatchMaxAge - time.Nanosecond)
+		synctest.Wait()
+		if n := len(r.batches()); n != 0 {
+			t.Fatalf("%d batches before the batch was BatchMaxAge old, want 0", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the open batch was never sealed by age")
+		time.Sleep(tick)
+		synctest.Wait()
+		if got := r.batches(); len(got) != 1 || got[0].items != 1 {
+			t.Fatalf("batches %+v one tick past the age, want the open batch sealed", got)
+		}
+	})
 }
 
 func TestClose(t *testing.T) {
@@ -446,40 +462,40 @@ func TestEagerSealing(t *testing.T) {
 
 // With BatchMinGap, requests that follow a seal within the gap wait for it and leave together;
 // a request after a quiet gap leaves at once. The destination is never busy here: Eager alone
-// would send every request on its own.
+// would send every request on its own. Held requests followed by silence leave with the gap
+// timer, set as a fallback one gap past the gap's end: never before the gap, at two gaps.
 func TestMinGapSealing(t *testing.T) {
-	cfg := testConfig()
-	cfg.Eager = true
-	cfg.BatchMinGap = 200 * time.Millisecond
-	cfg.BatchMaxAge = time.Minute
-	r := &recorder{name: "r"}
-	p := newTestPipeline(t, cfg, r)
-	p.Consume(Traces, entry(10, 1), 1)
-	first := time.Now()
-	if n := len(r.batches()); n != 1 {
-		t.Fatalf("%d batches after the first request, want it sealed at once", n)
-	}
-	for i := range 4 {
-		p.Consume(Traces, entry(10, byte(2+i)), 1)
-	}
-	if n := len(r.batches()); n != 1 {
-		t.Fatalf("%d batches, want the four requests within the gap held back", n)
-	}
-	for deadline := time.Now().Add(10 * time.Second); len(r.batches()) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the held requests were never sealed")
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Eager = true
+		cfg.BatchMinGap = 200 * time.Millisecond
+		cfg.BatchMaxAge = time.Minute
+		r := &recorder{name: "r"}
+		p := newTestPipeline(t, cfg, r)
+		p.Consume(Traces, entry(10, 1), 1)
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches after the first request, want it sealed at once", n)
 		}
-	}
-	// A timer never fires early: this bound cannot fail on a slow machine.
-	if waited := time.Since(first); waited < cfg.BatchMinGap {
-		t.Errorf("held requests sealed %v after the first batch, before the gap (%v)", waited, cfg.BatchMinGap)
-	}
-	if got := r.batches(); len(got) != 2 || got[1].items != 4 {
-		t.Fatalf("batches %+v, want the four held requests together", got)
-	}
-	time.Sleep(cfg.BatchMinGap + 50*time.Millisecond) // quiet for longer than the gap
-	p.Consume(Traces, entry(10, 9), 1)
-	if got := r.batches(); len(got) != 3 || got[2].items != 1 {
-		t.Fatalf("batches %+v, want the request after a quiet gap sealed at once", got)
-	}
+		for i := range 4 {
+			p.Consume(Traces, entry(10, byte(2+i)), 1)
+		}
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches, want the four requests within the gap held back", n)
+		}
+		time.Sleep(cfg.BatchMinGap)
+		synctest.Wait()
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches one gap after the first seal, want the held requests still waiting for the fallback", n)
+		}
+		time.Sleep(cfg.BatchMinGap)
+		synctest.Wait()
+		if got := r.batches(); len(got) != 2 || got[1].items != 4 {
+			t.Fatalf("batches %+v two gaps after the first seal, want the four held requests together", got)
+		}
+		time.Sleep(cfg.BatchMinGap + time.Nanosecond) // quiet for longer than the gap
+		p.Consume(Traces, entry(10, 9), 1)
+		if got := r.batches(); len(got) != 3 || got[2].items != 1 {
+			t.Fatalf("batches %+v, want the request after a quiet gap sealed at once", got)
+		}
+	})
 }

@@ -19,16 +19,17 @@ type Processor interface {
 	// or appends nothing when the steps remove it. The tally says what the steps did: its
 	// slot 0 is the number of items (spans, data points, log records) the result holds fewer
 	// than entry, the other slots are the processor's own. An error refuses the whole request.
-	// dst has at least len(entry)+Slack()+MaxEntryHeader bytes of spare capacity, so that an
-	// implementation that stays within it does not allocate. Safe for concurrent use; entry
+	// dst has at least len(entry)+Slack(sig, len(entry))+MaxEntryHeader bytes of spare
+	// capacity, so that an implementation that stays within it does not allocate. Safe for concurrent use; entry
 	// is only read during the call.
 	AppendEntry(dst []byte, sig int, entry []byte) (out []byte, tally Tally, err error)
 	// Commit counts the summed tallies of one request's entries, once the request was
 	// admitted or answered without admitting anything: a request refused for want of room and
 	// sent again is counted once. Safe for concurrent use.
 	Commit(sig int, tally Tally)
-	// Slack is the most bytes a step may add to one entry.
-	Slack() int
+	// Slack is the most bytes the steps may add to an entry of n bytes of signal sig (a
+	// sampler that writes each kept span's trace_state adds in proportion to the entry).
+	Slack(sig, n int) int
 }
 
 // Tally is what a Processor did to a request: slot 0 the items removed, the rest its own.
@@ -39,20 +40,18 @@ type Tally = [8]int64
 // MaxEntryHeader is the room an entry's tag and length prefix take at most.
 const MaxEntryHeader = 1 + binary.MaxVarintLen64
 
-// process runs the Processor on every entry of req (in layout) into a pooled buffer, which it
+// processEntries runs the Processor on every entry of req (in layout) into a pooled buffer, which it
 // returns holding the v1 body that is admitted instead of req, with its item count: items less
 // what the steps removed. Fields that are not entries are stripped and counted, as
 // AppendEntries does, and reported for admission to count, with the summed tally for Commit. The caller returns the buffer
 // with pool.PutBytes. On error it returns nil.
-func (p *Pipeline) process(sig Signal, req []byte, items int, layout Layout) (*[]byte, int, Stripped, Tally, error) {
+func processEntries(proc Processor, sig Signal, req []byte, items int, layout Layout) (*[]byte, int, Stripped, Tally, error) {
 	var st Stripped
 	var sum Tally
 	if layout >= numLayouts {
 		return nil, 0, st, sum, ErrLayout
 	}
-	proc := p.cfg.Processor
-	slack := proc.Slack() + MaxEntryHeader
-	buf := pool.GetBytes(len(req) + slack)
+	buf := pool.GetBytes(len(req) + proc.Slack(int(sig), len(req)) + MaxEntryHeader)
 	out := (*buf)[:0]
 	it := NewTopLevel(req)
 	for f, ok := it.Next(); ok; f, ok = it.Next() {
@@ -64,7 +63,7 @@ func (p *Pipeline) process(sig Signal, req []byte, items int, layout Layout) (*[
 				return nil, 0, Stripped{}, sum, ErrWireType
 			}
 			entry := req[f.Value:f.End]
-			if need := len(out) + len(entry) + slack; need > cap(out) {
+			if need := len(out) + len(entry) + proc.Slack(int(sig), len(entry)) + MaxEntryHeader; need > cap(out) {
 				*buf = out
 				grow(buf, need, 2*need)
 				out = *buf

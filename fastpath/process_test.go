@@ -138,34 +138,6 @@ func TestProcessorRefusesMalformedEntries(t *testing.T) {
 	}
 }
 
-// With a spool, the processed request is what is appended.
-func TestProcessorBeforeTheLog(t *testing.T) {
-	l := &memLog{}
-	cfg := testConfig()
-	cfg.Processor = testChain(t)
-	p, err := NewLogged(cfg, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := p.Consume(Traces, twoResources(t, 2, 3), 5); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Consume(Traces, twoResources(t, 2, 0), 2); err != nil {
-		t.Fatal(err)
-	}
-	if len(l.recs) != 1 || l.items[0] != 3 {
-		t.Fatalf("%d records, items %v, want one of 3", len(l.recs), l.items)
-	}
-	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(l.recs[0])
-	if err != nil || td.SpanCount() != 3 {
-		t.Fatalf("%v spans, %v", td.SpanCount(), err)
-	}
-	if v, _ := td.ResourceSpans().At(0).Resource().Attributes().Get("k8s.node.name"); v.Str() != "node-7" {
-		t.Errorf("k8s.node.name = %q", v.Str())
-	}
-}
-
 // What the steps removed counts once a request is in: a request refused for want of room and
 // sent again is counted once, as is one answered without admitting anything.
 func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {

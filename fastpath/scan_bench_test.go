@@ -11,13 +11,27 @@ import (
 )
 
 // benchBatches are the Appendix B span batches, small (100 spans, 4 attributes) and large (500
-// spans, 10 attributes), and a string-heavy batch (stringHeavy), as v1 request bodies.
+// spans, 10 attributes), a string-heavy batch (stringHeavy), and the anchor benchmark's batch
+// (otlpgen.Semconv: 1000 HTTP server spans of about 820 bytes, mostly short strings), as v1
+// request bodies.
 func benchBatches(b *testing.B) []fixture {
 	return []fixture{
 		{name: "small", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Small))},
 		{name: "large", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Large))},
 		{name: "strings", sig: fastpath.Traces, v1: mustMarshal(b, stringHeavy())},
+		{name: "semconv", sig: fastpath.Traces, v1: mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Semconv))},
 	}
+}
+
+// BenchmarkScanSemconv is the full-depth scan of the anchor benchmark's batch alone, the one to
+// profile: go test -run '^$' -bench ScanSemconv -cpuprofile cpu.pprof ./fastpath.
+func BenchmarkScanSemconv(b *testing.B) {
+	req := mustMarshal(b, otlpgen.New(1).Spans(otlpgen.Semconv))
+	perCore(b, len(req), func() {
+		if _, err := fastpath.ScanRequest(fastpath.Traces, req, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkScanRequest scans each batch at each depth; "ref" runs the reference walker the

@@ -170,6 +170,7 @@ func (s *Splitter) Split(b *Batch, bal Balance, n int, pick Picker) (int, []*Bat
 		var k *Batch
 		if p := s.parts[i]; p != nil {
 			k = newPart(b.Signal, p, s.counts[i], j)
+			k.Tenant = b.Tenant
 			s.parts[i] = nil
 			live++
 		}

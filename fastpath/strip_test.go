@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 func TestTopLevel(t *testing.T) {
@@ -142,7 +142,7 @@ func malformedTops() map[string][]byte {
 // every signal, and the pipeline refuses it too (for intakes that do not scan): it never joins
 // a batch.
 func TestMalformedTopLevelRefusedEverywhere(t *testing.T) {
-	r := &batchRecorder{}
+	r := testkit.NewRecorder("batch_recorder")
 	cfg := fastpath.DefaultConfig()
 	cfg.BatchMaxAge = time.Hour
 	p, err := fastpath.New(cfg, []fastpath.Destination{r})
@@ -169,40 +169,12 @@ func TestMalformedTopLevelRefusedEverywhere(t *testing.T) {
 		}
 	}
 	p.Flush()
-	if got := r.all(); len(got) != 0 {
+	if got := r.Received(); len(got) != 0 {
 		t.Fatalf("%d batches sealed from malformed requests", len(got))
 	}
 	if q := p.QueuedBytes(); q != 0 {
 		t.Fatalf("%d bytes still charged to the budget", q)
 	}
-}
-
-// batchRecorder keeps a copy of every batch and finishes it at once.
-type batchRecorder struct {
-	mu  sync.Mutex
-	got []recordedBatch
-}
-
-type recordedBatch struct {
-	sig   fastpath.Signal
-	items int
-	body  []byte
-}
-
-func (r *batchRecorder) Name() string { return "batch_recorder" }
-
-func (r *batchRecorder) Enqueue(b *fastpath.Batch) error {
-	r.mu.Lock()
-	r.got = append(r.got, recordedBatch{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes())})
-	r.mu.Unlock()
-	b.Done(true)
-	return nil
-}
-
-func (r *batchRecorder) all() []recordedBatch {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recordedBatch(nil), r.got...)
 }
 
 // oddTails are top-level fields a buggy client or a newer schema may append to a request.
@@ -229,7 +201,7 @@ func TestBatchesHoldOnlyEntries(t *testing.T) {
 		for _, layout := range []fastpath.Layout{fastpath.LayoutV1, fastpath.LayoutOTEP} {
 			for _, depth := range []fastpath.Depth{fastpath.DepthTop, fastpath.DepthResource, fastpath.DepthFull} {
 				t.Run(fmt.Sprintf("%v/%v/%v", sig, layout, depth), func(t *testing.T) {
-					r := &batchRecorder{}
+					r := testkit.NewRecorder("batch_recorder")
 					cfg := fastpath.DefaultConfig()
 					cfg.BatchMaxAge = time.Hour
 					cfg.Eager = false
@@ -273,9 +245,9 @@ func TestBatchesHoldOnlyEntries(t *testing.T) {
 					}
 					p.Flush()
 					var got []byte
-					for _, b := range r.all() {
-						checkBatchable(t, sig, b.body)
-						got = append(got, b.body...)
+					for _, b := range r.Received() {
+						checkBatchable(t, sig, b.Body)
+						got = append(got, b.Body...)
 					}
 					if !bytes.Equal(got, want) {
 						t.Fatalf("batches hold %d bytes, want exactly the %d bytes of the entries sent", len(got), len(want))

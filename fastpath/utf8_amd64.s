@@ -219,3 +219,26 @@ sloop:
 
 sdone:
 	RET
+
+// func highBitsAVX512(dst *uint64, src *byte, words int)
+//
+// highBitsAVX2 on 64-byte registers: one byte-to-mask move per word of bits.
+TEXT ·highBitsAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ words+16(FP), CX
+	TESTQ CX, CX
+	JZ   zdone
+
+zloop:
+	VMOVDQU64 (SI), Z0
+	VPMOVB2M  Z0, K1
+	KMOVQ     K1, (DI)
+	ADDQ      $64, SI
+	ADDQ      $8, DI
+	DECQ      CX
+	JNZ       zloop
+	VZEROUPPER
+
+zdone:
+	RET

@@ -17,3 +17,10 @@ func highBits(dst []uint64, src []byte) {
 		dst[i] = w
 	}
 }
+
+// gatherHigh packs the high bits of the eight bytes of w, little-endian, into a byte: each
+// high bit, moved to the bottom of its byte, is multiplied up to bit 56+i by the one term of
+// the constant that lands it there, and the sums never carry into one another.
+func gatherHigh(w uint64) uint64 {
+	return ((w & hiBits) >> 7 * 0x0102040810204080) >> 56
+}

@@ -120,14 +120,16 @@ func TestValidString(t *testing.T) {
 // TestASCIIMapWindows walks strings across several windows of a long entry, with one byte
 // outside ASCII placed before, inside and after each string in turn, and checks each answer:
 // ascii never says true of a string that is not ASCII, and says it of every ASCII string of up
-// to 64 bytes inside the window, so that such strings never leave the walker's own test.
+// to 64 bytes inside the window, so that such strings never leave the walker's own test; check
+// answers for every length, those it looks up in the map (up to asciiLong) and longer ones.
 func TestASCIIMapWindows(t *testing.T) {
 	src := []byte(strings.Repeat("0123456789abcdef", 3*asciiWindow/16+5))
 	for _, hi := range []int{0, 63, 64, 65, asciiWindow - 1, asciiWindow, asciiWindow + 1, 2*asciiWindow + 7, len(src) - 1} {
 		src[hi] = 0xff
 		m := asciiMap{src: src}
 		for s := 0; s < len(src); s += 13 {
-			for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 55, 56, 57, 63, 64, 65, 100} {
+			for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 55, 56, 57, 63, 64, 65, 100, 127, 128, 129,
+				191, 192, 193, asciiLong - 1, asciiLong, asciiLong + 1, 1000} {
 				e := s + n
 				if e > len(src) {
 					continue

@@ -12,10 +12,17 @@ import (
 // message and the offset of a value in it and returns the offset past it, so that a walker
 // keeps one slice and one index instead of re-slicing at every field.
 
-//go:generate go test -run ^TestWalkersGenerated$ -gen .
+//go:generate go run ./internal/walkgen
 
-// readTag reads a tag at b[i] that is not a one-byte tag of a valid field number.
+// readTag reads a tag at b[i] that is not a one-byte tag of a valid field number. Two-byte
+// tags, those of fields 16 to 2047 (a span's flags), are read here; a two-byte tag of field 0
+// (a padded one-byte tag) and longer tags go through consumeTag, which refuses field 0.
 func readTag(b []byte, i int) (tag uint64, next int, err error) {
+	if len(b)-i >= 2 && b[i] >= 0x80 && b[i+1] < 0x80 {
+		if tag = uint64(b[i]&0x7f) | uint64(b[i+1])<<7; tag >= 8 {
+			return tag, i + 2, nil
+		}
+	}
 	num, typ, n, err := consumeTag(b[i:])
 	if err != nil {
 		return 0, 0, err
@@ -25,11 +32,24 @@ func readTag(b []byte, i int) (tag uint64, next int, err error) {
 
 // skipVarint skips a varint of two bytes or more at b[i]. One of up to eight bytes is found
 // in a word by its first byte without the high bit, with no branch on its length.
+//
+// A varint that ends its message, closer than eight bytes to the end of b, is the common case
+// and not the exception: an integer attribute's AnyValue holds nothing after its int_value,
+// and the walkers pass each message cut at its end. Its bytes are read from the last word of
+// b, which starts before b[i]: the walkers' b begins at the start of the resource entry.
 func skipVarint(b []byte, i int) (int, error) {
-	if len(b)-i >= 8 {
+	if n := len(b) - i; n >= 8 {
 		if end := ^binary.LittleEndian.Uint64(b[i:]) & hiBits; end != 0 {
 			return i + bits.TrailingZeros64(end)/8 + 1, nil
 		}
+	} else if n > 0 && len(b) >= 8 {
+		// The n bytes from b[i] on, at the bottom of the word; the bytes above them, shifted
+		// in as zeros, are masked off. A varint of fewer than eight bytes cannot overflow.
+		w := binary.LittleEndian.Uint64(b[len(b)-8:]) >> (64 - 8*uint(n))
+		if end := ^w & hiBits & (1<<(8*uint(n)) - 1); end != 0 {
+			return i + bits.TrailingZeros64(end)/8 + 1, nil
+		}
+		return 0, ErrTruncated
 	}
 	_, n := protowire.ConsumeVarint(b[i:])
 	if n < 0 {

@@ -35,9 +35,19 @@ func New(cfg Config) (*Chain, error) {
 	return c, nil
 }
 
-// Slack is the most an entry grows by: the set attributes, and the header of a Resource
-// inserted to hold them. Safe for concurrent use.
-func (c *Chain) Slack() int { return len(c.set) + 1 + binary.MaxVarintLen64 }
+// Slack is the most an entry of n bytes of signal sig grows by: the set attributes, the
+// header of a Resource inserted to hold them, and what trace_states written by sampling add.
+// A rewritten span is at least 20 bytes (a trace id, an rv or a sampling.priority attribute is
+// what lets it be kept) and grows by at most 23 (22 for its trace_state field, one for its
+// length), and its scope's length by one byte: half the entry is room enough. Safe for
+// concurrent use.
+func (c *Chain) Slack(sig, n int) int {
+	slack := len(c.set) + 1 + binary.MaxVarintLen64
+	if sig == sigTraces && c.sampler != nil && c.sampler.mode != SampleHashSeed {
+		slack += n/2 + 16
+	}
+	return slack
+}
 
 // AppendEntry runs the steps on one resource entry (the payload of a top-level field 1 of a
 // v1 request of signal sig) and appends the result, as a whole field, to dst; nothing when a
@@ -66,8 +76,8 @@ func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, t Tally,
 			t[tEdited] = 1
 		}
 	}
-	if sig == sigTraces && c.sampler != nil {
-		return c.sampleEntry(dst, e, &pl, t)
+	if c.sampler != nil && (sig == sigTraces || sig == sigLogs && c.sampler.logs) {
+		return c.sampleEntry(dst, sig, e, &pl, t)
 	}
 	if !pl.edit {
 		return append(appendHeader(dst, 1, len(e)), e...), t, nil
@@ -84,36 +94,42 @@ func (c *Chain) Commit(sig int, t Tally) {
 	}
 	commitDropped(sig, &t)
 	commitEdited(sig, &t)
-	commitSampled(&t)
+	commitSampled(sig, &t)
 }
 
-// sampleEntry decides the spans of the ResourceSpans e and writes what is kept.
-func (c *Chain) sampleEntry(dst, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
+// sampleEntry decides the spans or log records of the entry e and writes what is kept.
+func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
 	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
+	if sig == sigTraces && c.sampler.mode != SampleHashSeed {
+		sp.tracestates = pool.GetBytes(2 * (rewriteHeader + tracestateRoom))
+	}
 	defer func() {
 		pool.PutBytes(sp.dec)
 		pool.PutBytes(sp.scopes)
+		if sp.tracestates != nil {
+			pool.PutBytes(sp.tracestates)
+		}
 	}()
-	total, kept, delta, scopes, err := c.sampler.planSpans(&sp, e)
+	pn, err := c.sampler.planItems(&sp, sig, e)
 	if err != nil {
 		return dst, t, err
 	}
-	t[tSampledKept], t[tSampledOut] = int64(kept), int64(total-kept)
-	if scopes == 0 {
-		t[tRemoved] = int64(total)
+	t[tSampledKept], t[tSampledOut] = int64(pn.kept), int64(pn.total-pn.kept)
+	if pn.scopes == 0 {
+		t[tRemoved] = int64(pn.total)
 		t[tEdited] = 0 // the entry is gone
 		return dst, t, nil
 	}
-	t[tRemoved] = int64(total - kept)
-	if kept == total && scopes*4 == len(*sp.scopes) {
-		// Nothing left out: the spans stay as they are.
+	t[tRemoved] = int64(pn.total - pn.kept)
+	if pn.kept == pn.total && pn.rewritten == 0 && pn.scopes*4 == len(*sp.scopes) {
+		// Nothing left out or rewritten: the items stay as they are.
 		if !pl.edit {
 			return append(appendHeader(dst, 1, len(e)), e...), t, nil
 		}
 		dst = appendHeader(dst, 1, len(e)+pl.delta)
 		return c.appendEntry(dst, e, pl, nil), t, nil
 	}
-	dst = appendHeader(dst, 1, len(e)+pl.delta+delta)
+	dst = appendHeader(dst, 1, len(e)+pl.delta+pn.delta)
 	return c.appendEntry(dst, e, pl, &sp), t, nil
 }
 
@@ -124,7 +140,7 @@ func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byt
 		dst = appendHeader(dst, 1, len(c.set))
 		dst = append(dst, c.set...)
 	}
-	run, k, si, di := 0, 0, 0, 0
+	run, k, si, di, ri := 0, 0, 0, 0, 0
 	for off := 0; off < len(e); {
 		f, _ := next(e, off) // the plans read these bytes already
 		off = f.end
@@ -139,9 +155,9 @@ func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byt
 			size := binary.LittleEndian.Uint32((*sp.scopes)[4*si:])
 			si++
 			if size == removedScope {
-				di += scopeSpans(e[f.val:f.end])
+				di += scopeItems(e[f.val:f.end])
 			} else {
-				dst, di = appendScope(dst, e, f, int(size), sp, di)
+				dst, di, ri = appendScope(dst, e, f, int(size), sp, di, ri)
 			}
 			run = f.end
 		}
@@ -149,8 +165,9 @@ func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byt
 	return append(dst, e[run:]...)
 }
 
-// scopeSpans counts the spans of a ScopeSpans, to skip their decisions.
-func scopeSpans(scope []byte) int {
+// scopeItems counts the items of a scope, to skip their decisions (none of them is kept, so
+// none has a trace_state in the plan).
+func scopeItems(scope []byte) int {
 	n := 0
 	for off := 0; off < len(scope); {
 		f, _ := next(scope, off)

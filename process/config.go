@@ -34,18 +34,60 @@ type Match struct {
 	Prefix     bool
 }
 
-// SampleConfig is trace sampling by trace id, as the Collector-contrib probabilistic_sampler
-// decides in its hash_seed mode with fail_closed (its defaults).
+// SampleConfig is sampling by trace id, as the Collector-contrib probabilistic_sampler decides
+// with fail_closed (its default), in one of its modes.
 type SampleConfig struct {
 	// On turns sampling on (-sample.traces given).
 	On bool
 	// Percent of traces kept, 0 to 100 (-sample.traces). A float32, as the Collector reads
 	// its sampling_percentage, so that the same value gives the same rate.
 	Percent float32
-	// HashSeed is mixed into the hash of the trace id (-sample.hash-seed): tiers that should
-	// agree on their decisions use the same seed, tiers that should decide independently
-	// different ones.
+	// Mode is how a span is decided (-sample.mode).
+	Mode SampleMode
+	// HashSeed is mixed into the hash of the trace id in hash_seed mode (-sample.hash-seed):
+	// tiers that should agree on their decisions use the same seed, tiers that should decide
+	// independently different ones.
 	HashSeed uint32
+	// Precision is how many significant hex digits the thresholds written into trace_state
+	// keep in the proportional and equalizing modes, 1 to 14 (-sample.precision, the
+	// Collector's sampling_precision); 0 means DefaultSamplePrecision.
+	Precision int
+	// Logs applies the decision to log records by their trace id (-sample.logs); log records
+	// without one are kept.
+	Logs bool
+}
+
+// SampleMode is a mode of the Collector's probabilistic_sampler.
+type SampleMode uint8
+
+const (
+	// SampleHashSeed hashes the trace id with a seed (FNV-1a), as the sampler first did.
+	SampleHashSeed SampleMode = iota
+	// SampleProportional is OTEP 235 consistent sampling that multiplies the sampling
+	// probability a span arrives with (its th) by its own, and writes the product's threshold.
+	SampleProportional
+	// SampleEqualizing is OTEP 235 consistent sampling to a fixed probability: a span that
+	// arrives sampled with a lower one keeps it.
+	SampleEqualizing
+)
+
+var sampleModes = [...]string{"hash_seed", "proportional", "equalizing"}
+
+func (m SampleMode) String() string {
+	if int(m) < len(sampleModes) {
+		return sampleModes[m]
+	}
+	return "SampleMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseSampleMode reads -sample.mode.
+func ParseSampleMode(s string) (SampleMode, error) {
+	for i, name := range sampleModes {
+		if s == name {
+			return SampleMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("-sample.mode %q: want hash_seed, proportional or equalizing", s)
 }
 
 // DefaultConfig returns a Config that runs no step.
@@ -96,6 +138,15 @@ func (c Config) Validate() error {
 		p := float64(s.Percent)
 		if math.IsNaN(p) || p < 0 || p > 100 {
 			return fmt.Errorf("-sample.traces %v: want a percentage from 0 to 100", s.Percent)
+		}
+		if p > 0 && p/100 < minProbability {
+			return fmt.Errorf("-sample.traces %v: below the smallest sampling probability, 2^-56", s.Percent)
+		}
+		if int(s.Mode) >= len(sampleModes) {
+			return fmt.Errorf("-sample.mode %v: unknown", s.Mode)
+		}
+		if s.Precision < 0 || s.Precision > hexDigits {
+			return fmt.Errorf("-sample.precision %d: want 1 to 14 hex digits", s.Precision)
 		}
 	}
 	return nil
@@ -165,11 +216,23 @@ func ParseDrop(s string) (Match, error) {
 	return m, nil
 }
 
+// ParsePrecision reads -sample.precision.
+func ParsePrecision(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > hexDigits {
+		return 0, fmt.Errorf("-sample.precision %q: want 1 to 14 hex digits", s)
+	}
+	return n, nil
+}
+
 // ParsePercent reads -sample.traces.
 func ParsePercent(s string) (float32, error) {
 	f, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 32)
 	if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
 		return 0, fmt.Errorf("-sample.traces %q: want a percentage from 0 to 100", s)
+	}
+	if f > 0 && float64(float32(f))/100 < minProbability {
+		return 0, fmt.Errorf("-sample.traces %q: below the smallest sampling probability, 2^-56 (%g%%)", s, minProbability*100)
 	}
 	return float32(f), nil
 }

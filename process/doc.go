@@ -1,7 +1,10 @@
 // Package process owns the byte-level processing steps that run on a request after the
 // intake's scan and before it joins a batch: resource attribute edits (-resource.set,
 // -resource.delete), drops by resource attribute (-drop) and trace sampling by trace id
-// (-sample.traces, the Collector-contrib probabilistic_sampler's hash_seed decision).
+// (-sample.traces, the Collector-contrib probabilistic_sampler's decisions: its hash_seed mode,
+// and OTEP 235 consistent sampling in its proportional and equalizing modes, which write the
+// sampling threshold into each kept span's trace_state), log records by the same decision
+// (-sample.logs).
 //
 // A request is a run of resource entries (ResourceSpans, ResourceMetrics, ResourceLogs), and
 // fastpath hands them to Chain.AppendEntry one at a time (fastpath.Config.Processor): every
@@ -9,15 +12,17 @@
 // protobuf bytes: a Resource's attributes are its field-1 KeyValues, so an edit drops the
 // colliding ones, appends the new ones and rewrites the lengths of the Resource and of its
 // entry; a drop leaves the entry out (a subset of the entries is a valid request); sampling
-// leaves spans out of their ScopeSpans and rewrites the enclosing lengths. Spans are never
-// decoded: sampling reads a span's trace id, its trace_state and its attribute keys, nothing
-// else. What is dropped or sampled out is counted (otlpgate_process_*), by Commit, once
+// leaves spans out of their ScopeSpans and rewrites the enclosing lengths, and in the
+// consistent modes replaces a kept span's trace_state field. Spans are never decoded: sampling
+// reads a span's trace id, its trace_state and its attribute keys (a log record's trace id),
+// nothing else. What is dropped or sampled out is counted (otlpgate_process_*), by Commit, once
 // fastpath admitted the request: a request refused for backpressure and sent again is
 // counted once.
 //
 // Lengths are written before the bytes they measure, so each entry is planned first (new
-// sizes, span decisions) and written second; span decisions are kept in pooled buffers
-// between the two passes. Nothing allocates per request once the pools are warm.
+// sizes, span decisions, the trace_states to write) and written second; the plan is kept in
+// pooled buffers between the two passes. Nothing allocates per request once the pools are
+// warm.
 //
 // It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;
 // the signal crosses the boundary as an int). It starts no goroutines: AppendEntry runs on

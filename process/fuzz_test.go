@@ -1,44 +1,91 @@
 package process
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// FuzzAppendEntry feeds arbitrary entries to every step at once: nothing panics, and whatever
-// the Collector's decoder reads on the way in, it reads on the way out, with no more spans.
+// FuzzAppendEntry feeds arbitrary entries to every step at once, with hash_seed and with
+// proportional sampling (which rewrites trace_states): nothing panics, the entry grows by no
+// more than the chain's Slack, and whatever the Collector's decoder reads on the way in, it
+// reads on the way out, with no more spans.
 func FuzzAppendEntry(f *testing.F) {
 	req := benchRequest(f, 2)
-	for off := 0; off < len(req); {
-		fl, err := next(req, off)
-		if err != nil {
-			f.Fatal(err)
+	for _, r := range [][]byte{req, tieredRequest(f, SampleProportional, 50)} {
+		for off := 0; off < len(r); {
+			fl, err := next(r, off)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(r[fl.val:fl.end])
+			off = fl.end
 		}
-		f.Add(req[fl.val:fl.end])
-		off = fl.end
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x00, 0x12, 0x00})
-	c := mustChain(f, stepConfigs[len(stepConfigs)-1].cfg)
+	// A ScopeSpans holding a span with a trace id and a trace_state to rewrite.
+	span := append(appendHeader(nil, 1, 16), make([]byte, 15)...)
+	span = append(span, 0xff)
+	span = append(appendHeader(span, 3, 22), " ot=q:1;th:8, vendor=x"...)
+	scope := append(appendHeader(nil, 2, len(span)), span...)
+	f.Add(append(appendHeader(nil, 2, len(scope)), scope...))
+	all := stepConfigs[len(stepConfigs)-1].cfg
+	proportional := all
+	proportional.Sample = SampleConfig{On: true, Mode: SampleProportional, Percent: 50, Precision: 3}
+	chains := []*Chain{mustChain(f, all), mustChain(f, proportional)}
 	f.Fuzz(func(t *testing.T, entry []byte) {
 		in := appendHeader(nil, 1, len(entry))
 		in = append(in, entry...)
-		out, tally, err := c.AppendEntry(nil, sigTraces, entry)
-		removed := int(tally[tRemoved])
-		if err != nil {
+		for _, c := range chains {
+			out, tally, err := c.AppendEntry(nil, sigTraces, entry)
+			removed := int(tally[tRemoved])
+			if err != nil {
+				continue
+			}
+			if room := len(entry) + c.Slack(sigTraces, len(entry)) + 1 + binary.MaxVarintLen64; len(out) > room {
+				t.Fatalf("%d bytes out of %d, more than the %d the slack allows", len(out), len(entry), room)
+			}
+			before, errIn := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(in)
+			if errIn != nil {
+				continue
+			}
+			after, errOut := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(out)
+			if errOut != nil {
+				t.Fatalf("the decoder reads the input but not the output: %v\nin  % x\nout % x", errOut, in, out)
+			}
+			if after.SpanCount()+removed != before.SpanCount() {
+				t.Fatalf("%d spans in, %d out, %d removed", before.SpanCount(), after.SpanCount(), removed)
+			}
+		}
+	})
+}
+
+// FuzzTraceState: a tracestate that parses is written, with any threshold, as one that parses
+// again to the same rv, th and ot values; none that does not parse is ever written.
+func FuzzTraceState(f *testing.F) {
+	for _, s := range []string{"", "ot=th:8", "vendor=x, ot=rv:c0000000000000;th:8;q:r ,,a@b=1", "ot=th:4,ot=q:1", "Vendor=x", "ot=th:8;"} {
+		f.Add([]byte(s), uint64(0x80000000000000))
+	}
+	f.Fuzz(func(t *testing.T, ts []byte, th uint64) {
+		th &= maxRandomness
+		var st traceState
+		if !parseTraceState(ts, &st) {
 			return
 		}
-		before, errIn := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(in)
-		if errIn != nil {
-			return
+		tv := appendTValue(nil, th)
+		out := appendTraceState(nil, ts, &st, tv)
+		// At most "ot=", "th:", 14 digits and a separator are added.
+		if len(out) > len(ts)+21 {
+			t.Fatalf("%q grew to %q", ts, out)
 		}
-		after, errOut := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(out)
-		if errOut != nil {
-			t.Fatalf("the decoder reads the input but not the output: %v\nin  % x\nout % x", errOut, in, out)
+		var again traceState
+		if !parseTraceState(out, &again) {
+			t.Fatalf("%q was written as %q, which does not parse", ts, out)
 		}
-		if after.SpanCount()+removed != before.SpanCount() {
-			t.Fatalf("%d spans in, %d out, %d removed", before.SpanCount(), after.SpanCount(), removed)
+		if string(again.rv) != string(st.rv) || string(again.th) != string(tv) || again.thr != th {
+			t.Fatalf("%q was written as %q: rv %q th %q, want %q %q", ts, out, again.rv, again.th, st.rv, tv)
 		}
 	})
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 var (
@@ -21,6 +19,14 @@ var (
 	sampledKeptSpans = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_process_sampled_kept_spans_total",
 		Help: "Spans trace sampling (-sample.traces) kept.",
+	})
+	sampledOutLogs = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_process_sampled_out_log_records_total",
+		Help: "Log records left out by sampling by their trace id (-sample.logs): counted here, not delivered.",
+	})
+	sampledKeptLogs = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_process_sampled_kept_log_records_total",
+		Help: "Log records sampling by trace id (-sample.logs) kept, those without a trace id included.",
 	})
 )
 
@@ -35,18 +41,44 @@ const (
 	fnvPrime    = 16777619
 )
 
-// sampler decides per span. Immutable once built.
+// sampler decides per span and per log record. Immutable once built.
 type sampler struct {
+	mode SampleMode
+	logs bool // -sample.logs
+
+	// hash_seed
 	scaled uint32 // spans whose bucket is below it are kept
 	seeded uint32 // FNV-1a state after the seed's four bytes
+
+	// proportional and equalizing
+	never     bool    // 0%: only what sampling.priority keeps is kept
+	ratio     float64 // the sampling probability, at least 2^-56
+	precision int     // significant hex digits of the thresholds written
+	base      uint64  // the threshold of a span that arrives without one
 }
 
 func newSampler(c SampleConfig) *sampler {
 	pct := min(c.Percent, 100)
-	s := &sampler{scaled: uint32(pct * float32(hashBuckets/100.0))}
+	s := &sampler{mode: c.Mode, logs: c.Logs, scaled: uint32(pct * float32(hashBuckets/100.0))}
 	var seed [4]byte
 	binary.LittleEndian.PutUint32(seed[:], c.HashSeed)
 	s.seeded = fnv1a(fnvOffset, seed[:])
+	s.precision = c.Precision
+	if s.precision == 0 {
+		s.precision = DefaultSamplePrecision
+	}
+	if pct == 0 {
+		s.never, s.base = true, neverThreshold
+		return s
+	}
+	// The Collector divides in float64 after widening the float32 percentage, and raises a
+	// probability too small for 56 bits to the smallest (Validate refuses one anyway).
+	s.ratio = max(float64(pct)/100, minProbability)
+	th, ok := thresholdFor(s.ratio, s.precision)
+	if !ok {
+		th = neverThreshold
+	}
+	s.base = th
 	return s
 }
 
@@ -72,13 +104,20 @@ const (
 
 const priorityKey = "sampling.priority"
 
-// keep decides one span, as the Collector decides with fail_closed: sampling.priority 0
-// drops and above 0 keeps whatever else holds; otherwise a span without a trace id, with a
-// trace_state the hash_seed mode refuses (tracestateBlocks), or at 0% is dropped, and the
-// rest is kept when its trace id's bucket is below the scaled percentage.
-func (s *sampler) keep(span []byte) (bool, error) {
-	var tid, ts []byte
-	prio, prioSeen := deferToHash, false
+// spanView is what sampling reads of a span.
+type spanView struct {
+	tid, ts []byte   // trace_id and trace_state (the last of each, as a decoder keeps them)
+	tsSize  int      // the encoded size of every trace_state field of the span, which a rewrite replaces
+	tsCount int      // trace_state fields
+	tsAt    int      // where the first trace_state field starts; without one, where the first field numbered above 3 does (or the end)
+	prio    priority // what sampling.priority asks for
+}
+
+// readSpan reads the fields sampling needs: the trace id, the trace_state and the attribute
+// keys; every other field is skipped without a look.
+func readSpan(span []byte, v *spanView) error {
+	*v = spanView{tsAt: len(span)}
+	prioSeen, above3 := false, false
 	// A span is walked for three of its fields on every request sampled, so the walk is
 	// written out here rather than through next: one-byte tags and lengths are read inline.
 	for off := 0; off < len(span); {
@@ -87,12 +126,19 @@ func (s *sampler) keep(span []byte) (bool, error) {
 			// A long tag (field 16 and above), or a malformed one: the general reader.
 			f, err := next(span, off)
 			if err != nil {
-				return false, err
+				return err
+			}
+			if !above3 && f.num > 3 && v.tsCount == 0 {
+				above3, v.tsAt = true, off
 			}
 			off = f.end
 			continue
 		}
 		num, typ := protowire.Number(c>>3), protowire.Type(c&7)
+		start := off
+		if !above3 && num > 3 && v.tsCount == 0 {
+			above3, v.tsAt = true, off
+		}
 		off++
 		switch typ {
 		case protowire.BytesType:
@@ -101,34 +147,39 @@ func (s *sampler) keep(span []byte) (bool, error) {
 				l = int(span[off])
 				off++
 			} else {
-				v, n := protowire.ConsumeVarint(span[off:])
-				if n < 0 || v > uint64(len(span)-off-n) {
-					return false, errMalformed
+				n, k := protowire.ConsumeVarint(span[off:])
+				if k < 0 || n > uint64(len(span)-off-k) {
+					return errMalformed
 				}
-				l, off = int(v), off+n
+				l, off = int(n), off+k
 			}
 			if l > len(span)-off {
-				return false, errMalformed
+				return errMalformed
 			}
 			val := span[off : off+l]
 			off += l
 			switch num {
 			case 1: // trace_id
-				tid = val
+				v.tid = val
 			case 3: // trace_state
-				ts = val
+				if v.tsCount == 0 {
+					v.tsAt = start
+				}
+				v.ts = val
+				v.tsSize += off - start
+				v.tsCount++
 			case 9: // attributes
 				if prioSeen {
 					continue // the first sampling.priority is the one a map lookup finds
 				}
-				key, v, err := keyValue(val)
+				key, value, err := keyValue(val)
 				if err != nil {
-					return false, err
+					return err
 				}
 				if string(key) == priorityKey {
 					prioSeen = true
-					if prio, err = parsePriority(v); err != nil {
-						return false, err
+					if v.prio, err = parsePriority(value); err != nil {
+						return err
 					}
 				}
 			}
@@ -138,30 +189,149 @@ func (s *sampler) keep(span []byte) (bool, error) {
 				off++
 			}
 			if off++; off > len(span) {
-				return false, errMalformed
+				return errMalformed
 			}
 		case protowire.Fixed64Type:
 			if off += 8; off > len(span) {
-				return false, errMalformed
+				return errMalformed
 			}
 		case protowire.Fixed32Type:
 			if off += 4; off > len(span) {
-				return false, errMalformed
+				return errMalformed
 			}
 		default:
-			return false, errMalformed
+			return errMalformed
 		}
 		if num == 1 || num == 3 || num == 9 {
-			return false, errMalformed // a known field with the wrong wire type
+			return errMalformed // a known field with the wrong wire type
 		}
 	}
-	switch {
-	case prio == mustKeep:
-		return true, nil
-	case prio == mustDrop, s.scaled == 0, len(tid) != 16, allZero(tid), tracestateBlocks(ts):
-		return false, nil
+	return nil
+}
+
+// keep is the hash_seed decision of one span.
+func (s *sampler) keep(span []byte) (bool, error) {
+	var v spanView
+	if err := readSpan(span, &v); err != nil {
+		return false, err
 	}
-	return s.bucket(tid) < s.scaled, nil
+	return s.hashSeedKeeps(&v), nil
+}
+
+// hashSeedKeeps decides as the Collector does in hash_seed mode with fail_closed:
+// sampling.priority 0 drops and above 0 keeps whatever else holds; otherwise a span without a
+// trace id, with a trace_state that mode refuses (tracestateBlocks), or at 0% is dropped, and
+// the rest is kept when its trace id's bucket is below the scaled percentage.
+func (s *sampler) hashSeedKeeps(v *spanView) bool {
+	switch {
+	case v.prio == mustKeep:
+		return true
+	case v.prio == mustDrop, s.scaled == 0, len(v.tid) != 16, allZero(v.tid), len(v.ts) > 0 && tracestateBlocks(v.ts):
+		return false
+	}
+	return s.bucket(v.tid) < s.scaled
+}
+
+// consistentDecision is the decision of the proportional and equalizing modes for one span.
+type consistentDecision struct {
+	keep bool
+	// What the kept span's th becomes: th, or, with keepTH, the th it arrived with (a
+	// stricter threshold than this sampler's is never lowered).
+	th     uint64
+	keepTH bool
+	// rewrite is false when the span's trace_state does not parse: a kept span leaves with it
+	// as it came.
+	rewrite bool
+}
+
+// decideConsistent decides one span as the Collector's proportional or equalizing mode does
+// with fail_closed, given its trace_state parsed into st:
+//
+//  1. The randomness is the rv of the tracestate, else the trace id's last 56 bits. A span
+//     without either, or whose tracestate does not parse, fails: it is held to the never
+//     threshold. So is one whose th exceeds its randomness (it should not have been kept
+//     upstream), and that th is forgotten.
+//  2. Otherwise the threshold is, in proportional mode, the incoming sampling probability
+//     (1 without a th) times this sampler's, rounded to -sample.precision digits (never,
+//     below 2^-56); in equalizing mode this sampler's, or the incoming th when stricter. At
+//     0% it is never.
+//  3. sampling.priority 0 makes it never, above 0 zero (keep).
+//  4. The span is kept when its randomness is at least the threshold, and leaves with th set
+//     to the threshold, unless it came with a stricter one, which stays.
+func (s *sampler) decideConsistent(v *spanView, st *traceState) consistentDecision {
+	var d consistentDecision
+	parsed := parseTraceState(v.ts, st)
+	rnd, th := uint64(maxRandomness), uint64(neverThreshold)
+	switch {
+	case !parsed:
+	case s.never:
+		// The Collector's 0% sampler keeps nothing the priority does not, and checks no
+		// randomness.
+	case st.rv != nil:
+		rnd, th = st.rnd, 0
+	case len(v.tid) == 16 && !allZero(v.tid):
+		rnd, th = traceRandomness(v.tid), 0
+	}
+	if parsed && st.th != nil && st.thr > rnd {
+		st.th = nil // inconsistent: dropped unless the priority keeps it, without this th
+		th = neverThreshold
+	}
+	if th == 0 {
+		switch s.mode {
+		case SampleProportional:
+			th = s.base
+			if st.th != nil {
+				p := thresholdProbability(st.thr) * s.ratio
+				var ok bool
+				if th, ok = thresholdFor(p, s.precision); !ok {
+					th = neverThreshold
+				}
+			}
+		default: // SampleEqualizing
+			th = s.base
+			if st.th != nil && st.thr > th {
+				th = st.thr
+			}
+		}
+	}
+	switch v.prio {
+	case mustDrop:
+		th = neverThreshold
+	case mustKeep:
+		th = 0
+	}
+	if th > rnd {
+		return d
+	}
+	d.keep, d.rewrite, d.th = true, parsed, th
+	d.keepTH = st.th != nil && st.thr > th
+	return d
+}
+
+// keepLog decides a log record by its trace id: as a span of the same trace that arrives
+// without a tracestate or sampling.priority is decided. A record without a trace id is kept.
+func (s *sampler) keepLog(rec []byte) (bool, error) {
+	var tid []byte
+	for off := 0; off < len(rec); {
+		f, err := next(rec, off)
+		if err != nil {
+			return false, err
+		}
+		off = f.end
+		if f.num == 9 { // trace_id
+			if f.typ != protowire.BytesType {
+				return false, errMalformed
+			}
+			tid = rec[f.val:f.end]
+		}
+	}
+	if len(tid) != 16 || allZero(tid) {
+		return true, nil
+	}
+	if s.mode == SampleHashSeed {
+		return s.bucket(tid) < s.scaled, nil
+	}
+	return s.base <= traceRandomness(tid), nil
 }
 
 func allZero(b []byte) bool {
@@ -223,111 +393,15 @@ func parsePriority(v []byte) (priority, error) {
 	return deferToHash, nil
 }
 
-// spanPlan holds one entry's decisions between planning and writing: a byte per span of the
-// entry, in order (1: kept), and per ScopeSpans the new payload length (4 bytes, little
-// endian; removedScope when none of its spans is kept). Both buffers come from the pool.
-type spanPlan struct {
-	dec, scopes *[]byte
-}
-
-const removedScope = math.MaxUint32
-
-func appendPooled(buf *[]byte, b ...byte) {
-	if len(*buf)+len(b) > cap(*buf) {
-		nb := pool.GetBytes(2*cap(*buf) + len(b))
-		*nb = append(*nb, *buf...)
-		*buf, *nb = *nb, (*buf)[:0]
-		pool.PutBytes(nb)
+func commitSampled(sig int, t *Tally) {
+	out, kept := sampledOutSpans, sampledKeptSpans
+	if sig == sigLogs {
+		out, kept = sampledOutLogs, sampledKeptLogs
 	}
-	*buf = append(*buf, b...)
-}
-
-// planSpans decides every span of the ResourceSpans e. delta is how much the entry's payload
-// shrinks by (a negative number), scopes how many ScopeSpans keep a span.
-func (s *sampler) planSpans(sp *spanPlan, e []byte) (total, kept, delta, scopes int, err error) {
-	for off := 0; off < len(e); {
-		f, err := next(e, off)
-		if err != nil {
-			return 0, 0, 0, 0, err
-		}
-		off = f.end
-		if f.num != 2 {
-			continue
-		}
-		if f.typ != protowire.BytesType {
-			return 0, 0, 0, 0, errMalformed
-		}
-		scope := e[f.val:f.end]
-		n, k, size := 0, 0, len(scope)
-		for so := 0; so < len(scope); {
-			g, err := next(scope, so)
-			if err != nil {
-				return 0, 0, 0, 0, err
-			}
-			so = g.end
-			if g.num != 2 {
-				continue
-			}
-			if g.typ != protowire.BytesType {
-				return 0, 0, 0, 0, errMalformed
-			}
-			keep, err := s.keep(scope[g.val:g.end])
-			if err != nil {
-				return 0, 0, 0, 0, err
-			}
-			n++
-			if keep {
-				k++
-				appendPooled(sp.dec, 1)
-			} else {
-				size -= g.size()
-				appendPooled(sp.dec, 0)
-			}
-		}
-		total += n
-		kept += k
-		var b [4]byte
-		if k == 0 {
-			// The Collector removes a ScopeSpans left without spans (one that came without
-			// any too), and then a ResourceSpans left without ScopeSpans.
-			binary.LittleEndian.PutUint32(b[:], removedScope)
-			delta -= f.size()
-		} else {
-			binary.LittleEndian.PutUint32(b[:], uint32(size))
-			delta += fieldSize(size) - f.size()
-			scopes++
-		}
-		appendPooled(sp.scopes, b[:]...)
-	}
-	return total, kept, delta, scopes, nil
-}
-
-// appendScope writes the ScopeSpans field f of e with the spans sp keeps, starting at span
-// decision di; it returns the next decision's index.
-func appendScope(dst []byte, e []byte, f field, size int, sp *spanPlan, di int) ([]byte, int) {
-	dst = appendHeader(dst, 2, size)
-	scope := e[f.val:f.end]
-	run := 0
-	for so := 0; so < len(scope); {
-		g, _ := next(scope, so) // planSpans read these bytes already
-		so = g.end
-		if g.num != 2 {
-			continue
-		}
-		if (*sp.dec)[di] == 0 {
-			dst = append(dst, scope[run:g.tag]...)
-			run = g.end
-		}
-		di++
-	}
-	return append(dst, scope[run:]...), di
-}
-
-func commitSampled(t *Tally) {
 	if t[tSampledOut] > 0 {
-		sampledOutSpans.Add(float64(t[tSampledOut]))
+		out.Add(float64(t[tSampledOut]))
 	}
 	if t[tSampledKept] > 0 {
-		sampledKeptSpans.Add(float64(t[tSampledKept]))
+		kept.Add(float64(t[tSampledKept]))
 	}
 }

@@ -1,11 +1,14 @@
 package process
 
-// The Collector's hash_seed mode refuses to decide by hash, and with fail_closed (its default)
-// drops the span, when the span's trace_state does not parse as W3C tracestate or carries
-// OpenTelemetry sampling values (ot=rv:... or ot=th:...), which belong to the consistent
-// sampling modes. tracestateBlocks answers that question the way its parser does
-// (pkg/sampling: W3C list syntax and limits, then the syntax of the ot member), on the bytes,
-// without allocating.
+// A span's trace_state is W3C tracestate, in which the ot member carries OpenTelemetry's
+// sampling values: rv, an explicit randomness, and th, the threshold the trace was sampled
+// with. parseTraceState reads it as the Collector-contrib pkg/sampling parser does (W3C list
+// syntax and limits, then the syntax of the ot member, rv of exactly 14 hex digits, th of 1 to
+// 14), so that a span the Collector refuses to decide by is refused here too; and
+// appendTraceState writes the tracestate of a kept span as the Collector serializes it: the ot
+// member first (rv, th, then its other values), then the other members in their order, each
+// trimmed of the optional whitespace around it, empty members left out. Both work on the
+// bytes and allocate nothing.
 
 const (
 	maxTracestate     = 1024 // whole header
@@ -16,46 +19,146 @@ const (
 	maxOTelValue      = 256
 )
 
-// tracestateBlocks reports whether a span with this trace_state is dropped by the Collector's
-// hash_seed mode whatever its trace id: the value is malformed or holds rv or th in its ot
-// member.
-func tracestateBlocks(ts []byte) bool {
+// traceState is what parseTraceState read: slices of the trace_state it was given.
+type traceState struct {
+	ot       []byte // the value of the ot member (the last one: it replaces those before it); nil without one
+	rv, th   []byte // ot's rv and th values (the last of each); nil without
+	rnd, thr uint64 // rv as randomness, th as a threshold
+}
+
+// parseTraceState reads ts into st and reports whether the Collector's parser accepts it.
+func parseTraceState(ts []byte, st *traceState) bool {
+	*st = traceState{}
 	if len(ts) == 0 {
-		return false
+		return true
 	}
 	if len(ts) > maxTracestate {
-		return true
+		return false
 	}
 	members := 0
 	for rest := ts; len(rest) > 0; {
 		members++
 		if members >= maxTracestateKeys {
-			return true
+			return false
 		}
 		var m []byte
-		if i := indexByte(rest, ','); i >= 0 {
-			m, rest = rest[:i], rest[i+1:]
-		} else {
-			m, rest = rest, nil
-		}
+		m, rest = cutByte(rest, ',')
 		m = trimOWS(m)
 		if len(m) == 0 {
 			continue // W3C allows empty list members
 		}
 		eq := indexByte(m, '=')
 		if eq < 1 {
-			return true
+			return false
 		}
 		key, val := m[:eq], m[eq+1:]
 		if !validTraceKey(key) || !validTraceValue(val) {
-			return true
+			return false
 		}
-		if len(key) == 2 && key[0] == 'o' && key[1] == 't' && otelBlocks(val) {
-			return true
+		if isOT(key) && !parseOTel(val, st) {
+			return false
 		}
 	}
-	return false
+	return true
 }
+
+// tracestateBlocks reports whether the Collector's hash_seed mode refuses to decide a span by
+// its hash because of its trace_state (and so, failing closed, drops it): the value does not
+// parse, or carries rv or th, which belong to the consistent modes.
+func tracestateBlocks(ts []byte) bool {
+	var st traceState
+	return !parseTraceState(ts, &st) || st.rv != nil || st.th != nil
+}
+
+// parseOTel reads the value of an ot member: key:value pairs separated by ';', keys of
+// lower-case letters and digits starting with a letter, values of letters, digits, '.', '_'
+// and '-'; rv must be 14 hex digits and th 1 to 14.
+func parseOTel(v []byte, st *traceState) bool {
+	if len(v) > maxOTelValue {
+		return false
+	}
+	st.ot, st.rv, st.th, st.rnd, st.thr = v, nil, nil, 0, 0
+	for rest := v; ; {
+		m, more := cutByte(rest, ';')
+		colon := indexByte(m, ':')
+		if colon < 1 || !lcAlpha(m[0]) {
+			return false
+		}
+		for _, c := range m[1:colon] {
+			if !lcAlphaNum(c) {
+				return false
+			}
+		}
+		val := m[colon+1:]
+		for _, c := range val {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+		switch key := m[:colon]; {
+		case len(key) == 2 && key[0] == 'r' && key[1] == 'v':
+			n, ok := parseHex(val)
+			if !ok || len(val) != hexDigits {
+				return false
+			}
+			st.rv, st.rnd = val, n
+		case len(key) == 2 && key[0] == 't' && key[1] == 'h':
+			n, ok := parseHex(val)
+			if !ok {
+				return false
+			}
+			// th leaves out the trailing zeros of the 14 digits.
+			st.th, st.thr = val, n<<(4*(hexDigits-len(val)))
+		}
+		if more == nil {
+			return true
+		}
+		rest = more
+	}
+}
+
+// appendTraceState appends the tracestate a kept span leaves with: ts (which parsed into st)
+// with th set to tv, laid out as the Collector lays it out.
+func appendTraceState(dst, ts []byte, st *traceState, tv []byte) []byte {
+	dst = append(dst, "ot="...)
+	if st.rv != nil {
+		dst = append(dst, "rv:"...)
+		dst = append(dst, st.rv...)
+		dst = append(dst, ';')
+	}
+	dst = append(dst, "th:"...)
+	dst = append(dst, tv...)
+	for rest := st.ot; rest != nil; {
+		var m []byte
+		m, rest = cutByte(rest, ';')
+		if k := m[:indexByte(m, ':')]; len(k) == 2 && (k[0] == 'r' && k[1] == 'v' || k[0] == 't' && k[1] == 'h') {
+			continue
+		}
+		dst = append(dst, ';')
+		dst = append(dst, m...)
+	}
+	for rest := ts; len(rest) > 0; {
+		var m []byte
+		m, rest = cutByte(rest, ',')
+		if m = trimOWS(m); len(m) == 0 || isOT(m[:indexByte(m, '=')]) {
+			continue
+		}
+		dst = append(dst, ',')
+		dst = append(dst, m...)
+	}
+	return dst
+}
+
+// cutByte splits b at the first c: what comes before, and what comes after (nil when there is
+// no c, empty when c ends b).
+func cutByte(b []byte, c byte) (before, after []byte) {
+	if i := indexByte(b, c); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
+}
+
+func isOT(key []byte) bool { return len(key) == 2 && key[0] == 'o' && key[1] == 't' }
 
 func indexByte(b []byte, c byte) int {
 	for i, x := range b {
@@ -117,42 +220,4 @@ func validTraceValue(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// otelBlocks checks the value of the ot member: key:value pairs separated by ';', keys of
-// lower-case letters and digits starting with a letter, values of letters, digits, '.', '_'
-// and '-'. It blocks when that syntax fails or a key is rv or th.
-func otelBlocks(v []byte) bool {
-	if len(v) > maxOTelValue {
-		return true
-	}
-	for rest := v; ; {
-		var m []byte
-		i := indexByte(rest, ';')
-		if i >= 0 {
-			m, rest = rest[:i], rest[i+1:]
-		} else {
-			m = rest
-		}
-		colon := indexByte(m, ':')
-		if colon < 1 || !lcAlpha(m[0]) {
-			return true
-		}
-		for _, c := range m[1:colon] {
-			if !lcAlphaNum(c) {
-				return true
-			}
-		}
-		for _, c := range m[colon+1:] {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-				return true
-			}
-		}
-		if colon == 2 && (m[0] == 'r' && m[1] == 'v' || m[0] == 't' && m[1] == 'h') {
-			return true
-		}
-		if i < 0 {
-			return false
-		}
-	}
 }

@@ -95,24 +95,3 @@ func appendHeader(dst []byte, num protowire.Number, n int) []byte {
 	dst = append(dst, byte(num)<<3|byte(protowire.BytesType))
 	return protowire.AppendVarint(dst, uint64(n))
 }
-
-// stringField returns the payload of the last length-delimited field num of the message m
-// (protobuf: the last one wins), and whether there was one.
-func stringField(m []byte, num protowire.Number) ([]byte, bool, error) {
-	var v []byte
-	found := false
-	for off := 0; off < len(m); {
-		f, err := next(m, off)
-		if err != nil {
-			return nil, false, err
-		}
-		if f.num == num {
-			if f.typ != protowire.BytesType {
-				return nil, false, errMalformed
-			}
-			v, found = m[f.val:f.end], true
-		}
-		off = f.end
-	}
-	return v, found, nil
-}

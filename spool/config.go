@@ -100,6 +100,10 @@ type Config struct {
 	// CheckpointInterval is how often destination positions are persisted and finished
 	// segments deleted (default 1s). A crash replays what was finished since the last one.
 	CheckpointInterval time.Duration
+	// Meta lets records carry meta (AppendMeta): the tenant of each request, with
+	// -intake.headers. Segments are then written in a version that otlpgate releases without
+	// meta set aside rather than read. Segments of either version are read either way.
+	Meta bool
 	// TailBytes is the memory kept of the newest records, so that destinations that keep up
 	// copy them from memory rather than read them back from the file (default 1 MiB; 0: always
 	// read the file).

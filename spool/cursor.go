@@ -143,6 +143,11 @@ func (s *Spool) Checkpoint() error {
 		low = min(low, r.Position())
 	}
 	err := s.deleteFinished(low)
+	if len(readers) > 0 {
+		s.mu.Lock()
+		s.trimAgesLocked(low)
+		s.mu.Unlock()
+	}
 
 	type move struct {
 		r *Reader

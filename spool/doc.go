@@ -15,6 +15,11 @@
 // position, whatever a life of starts and stops left there (cursors only after an idle start
 // deleted the last finished segment, segments only, both, neither).
 //
+// A record may carry meta after its payload (AppendMeta; Config.Meta): the tenant of the
+// request, with -intake.headers, handed back to the reader in Entry.Meta. A spool that takes
+// meta writes segments of version 2, which earlier otlpgate releases set aside as written by a
+// newer one rather than skip its records as corrupt; version 1 segments are read as before.
+//
 // # Durability
 //
 // SyncAlways: Append returns after an fdatasync covered its record. Appends that arrive while a
@@ -62,6 +67,13 @@
 // records given up are counted by Drop under their own reason. A kill -9 while a destination
 // holds records of a dropped segment loses those uncounted.
 //
+// # Age
+//
+// otlpgate_spool_oldest_unfinished_age_seconds says how far behind the slowest destination is.
+// Records carry no time on disk (the segment format is unchanged): an index in memory notes,
+// once a second, the position of the record being appended (age.go), so the age of any record
+// is known to within a second; records recovered at Open count from Open.
+//
 // # Recovery
 //
 // Open reads the headers of all segments and the records of the last one only, so start-up time
@@ -73,9 +85,9 @@
 //
 // # Wiring
 //
-// internal/gateway opens the spool with the -dest names and gives admission
-// fastpath.NewLogged with feed.Log: a request is appended (stripped, as a batch carries it)
-// before it is acknowledged, and nothing else is kept in memory. Package spool/feed runs one Feeder per destination that
+// internal/gateway opens the spool with the -dest names and puts feed.Admission in front of the
+// intakes instead of a fastpath.Pipeline: a request is appended (stripped, as a batch carries
+// it) before it is acknowledged, and nothing else is kept in memory. Package spool/feed runs one Feeder per destination that
 // reads that destination's Reader and hands it batches within its share of -queue.max-bytes;
 // delivered batches Finish their records, batches given up for a counted reason Drop them, and
 // at shutdown the feeders stop first, the destinations drain, then Close persists positions.

@@ -106,8 +106,7 @@ func TestDropOldestConcurrentReaderExact(t *testing.T) {
 				}
 			}
 		}()
-		var dropped float64
-		dropped = delta(r.dropped[dropOldest], func() {
+		dropped := delta(r.dropped[dropOldest], func() {
 			appendN(t, s, 0, total)
 			close(stop)
 			wg.Wait()

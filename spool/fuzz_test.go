@@ -14,6 +14,19 @@ func segmentBytes(n int) []byte {
 	return b
 }
 
+// metaSegmentBytes builds a segment of version 2 whose odd records carry meta.
+func metaSegmentBytes(n int) []byte {
+	b := appendSegmentHeaderVersion(nil, 1, segmentVersionMeta)
+	for i := range n {
+		var meta []byte
+		if i%2 == 1 {
+			meta = []byte{1, 1, 13, 'x', '-', 's', 'c', 'o', 'p', 'e', '-', 'o', 'r', 'g', 'i', 'd', byte(i), 'a' + byte(i)}[:16+i%3]
+		}
+		b = appendMetaFrame(b, uint8(i%3), uint32(i), meta, payload(i)[:10+i*7%90])
+	}
+	return b
+}
+
 // FuzzSegmentReader feeds arbitrary bytes to the segment scanner that start-up and readers
 // use: it must terminate without panicking, every record it yields must re-frame to the exact
 // bytes it was read from, and valid, skipped and tail bytes must add up to the segment.
@@ -25,6 +38,7 @@ func FuzzSegmentReader(f *testing.F) {
 	flipped[headerSize+30] ^= 1
 	f.Add(flipped)
 	f.Add(appendSegmentHeader(nil, 1))
+	f.Add(metaSegmentBytes(5))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < headerSize {
 			return
@@ -32,7 +46,15 @@ func FuzzSegmentReader(f *testing.F) {
 		r := bytes.NewReader(data)
 		var valid int64
 		res := scanSegment(r, int64(len(data)), func(off int64, fr frame, p []byte) {
-			framed := appendFrame(nil, fr.signal, fr.items, p)
+			n, ok := fr.metaLen(p)
+			if !ok {
+				t.Fatalf("record at %d yielded with a bad meta length", off)
+			}
+			var meta []byte
+			if fr.flags&flagMeta != 0 {
+				meta, p = p[len(p)-2-n:len(p)-2], p[:len(p)-2-n]
+			}
+			framed := appendMetaFrame(nil, fr.signal, fr.items, meta, p)
 			if !bytes.Equal(framed, data[off:off+int64(len(framed))]) {
 				t.Fatalf("record at %d re-frames differently", off)
 			}
@@ -45,9 +67,10 @@ func FuzzSegmentReader(f *testing.F) {
 }
 
 func TestScanRealSegment(t *testing.T) {
-	data := segmentBytes(5)
-	res := scanSegment(bytes.NewReader(data), int64(len(data)), nil)
-	if res.records != 5 || res.end != int64(len(data)) || res.corruptRecords != 0 {
-		t.Fatalf("scan %+v of %d bytes", res, len(data))
+	for _, data := range [][]byte{segmentBytes(5), metaSegmentBytes(5)} {
+		res := scanSegment(bytes.NewReader(data), int64(len(data)), nil)
+		if res.records != 5 || res.end != int64(len(data)) || res.corruptRecords != 0 {
+			t.Fatalf("scan %+v of %d bytes", res, len(data))
+		}
 	}
 }

@@ -421,10 +421,7 @@ func (m *modelRun) append(size int) bool {
 	default:
 		m.failf("append", "record %d: unexpected error %v", id, err)
 	}
-	if m.dying() {
-		return false
-	}
-	return true
+	return !m.dying()
 }
 
 // syncPoint marks acknowledged records durable: those of this process (a rotation, a Close),

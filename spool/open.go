@@ -52,6 +52,8 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 	}
 	s.syncDone = sync.NewCond(&s.mu.Mutex)
 	s.mu.tail.buf = make([]byte, 0, cfg.TailBytes)
+	s.mu.ages = make([]ageMark, 0, 64)
+	s.initAgeLocked() // nothing else holds s yet
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
 	}
@@ -64,6 +66,7 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 	}
 	s.wg.Add(1)
 	go s.housekeeper()
+	ageSpool.Store(s)
 	return s, nil
 }
 
@@ -236,10 +239,12 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
 	if res.end < size {
 		recTornTail.Inc()
 		truncatedBytes.Add(float64(size - res.end))
-		if err := f.Truncate(res.end); err == nil {
-			err = f.Sync()
+		// A failed truncation leaves the torn bytes for readers to skip; they are counted. A
+		// failed sync leaves the truncation to the segment's next sync, or to the next Open,
+		// which finds the same torn tail.
+		if f.Truncate(res.end) == nil {
+			_ = f.Sync()
 		}
-		// A failed truncation leaves the torn bytes for readers to skip; they are counted.
 		g.size = res.end
 	}
 	return g, false, nil
@@ -345,7 +350,7 @@ func countFrames(f io.ReaderAt, off, end int64) int {
 			break
 		}
 		l := int64(binary.LittleEndian.Uint32(h[4:]))
-		if l > MaxRecordBytes || off+frameSize+l > end {
+		if l > MaxRecordBytes+MaxMetaBytes+2 || off+frameSize+l > end {
 			break
 		}
 		n++

@@ -51,7 +51,10 @@ type Entry struct {
 	Pos    Pos
 	Signal uint8
 	Items  uint32
-	Size   int // payload bytes
+	Size   int // payload bytes, meta not included
+	// Meta is the record's meta (AppendMeta), nil when it has none. Valid until the next call
+	// to Next; copy to retain.
+	Meta []byte
 }
 
 // Reader reads the spool for one destination, oldest record first, and tracks which records
@@ -88,7 +91,8 @@ type Reader struct {
 		// gaps are the stretches of the log appended while the destination was away
 		// (Away..Back), in order: Next passes over them.
 		gaps   []gap
-		awayAt Pos // set by Away, until Back; 0: here
+		awayAt Pos    // set by Away, until Back; 0: here
+		meta   []byte // the last record's meta, handed out in Entry.Meta
 	}
 
 	replayed prometheus.Counter
@@ -133,7 +137,7 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.s
-	before := len(*buf)
+	start := len(*buf)
 	for {
 		for _, g := range r.mu.gaps {
 			if r.mu.next >= g.from && r.mu.next < g.to {
@@ -147,10 +151,10 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 		if fr, ok := s.readTail(r.mu.next, limit, buf); ok {
 			readsMemory.Inc()
 			if r.skipLocked(fr) {
-				*buf = (*buf)[:before]
+				*buf = (*buf)[:start]
 				continue
 			}
-			return r.emitLocked(fr), nil
+			return r.emitLocked(fr, buf, start), nil
 		}
 		seq := r.mu.next.Segment()
 		seg, size, sealed := s.segmentFrom(seq)
@@ -194,10 +198,10 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 		}
 		readsDisk.Inc()
 		if r.skipLocked(fr) {
-			*buf = (*buf)[:before]
+			*buf = (*buf)[:start]
 			continue
 		}
-		return r.emitLocked(fr), nil
+		return r.emitLocked(fr, buf, start), nil
 	}
 }
 
@@ -250,15 +254,25 @@ func (r *Reader) Rewind() {
 	r.setNextLocked(q[0].pos)
 }
 
-// emitLocked hands out the record fr just read at r.mu.next.
-func (r *Reader) emitLocked(fr frame) Entry {
+// emitLocked hands out the record fr just read at r.mu.next, whose payload *buf holds from
+// start: its meta, if any, is cut off the end into r.mu.meta.
+func (r *Reader) emitLocked(fr frame, buf *[]byte, start int) Entry {
 	pos := r.mu.next
 	r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
 	r.setNextLocked(makePos(pos.Segment(), pos.Offset()+frameSize+int64(fr.length)))
 	if pos < r.s.tailOpen {
 		r.replayed.Inc()
 	}
-	return Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
+	e := Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
+	if fr.flags&flagMeta != 0 {
+		body := (*buf)[start:]
+		n, _ := fr.metaLen(body) // readFrame checked it; the tail holds frames Append built
+		end := len(body) - 2 - n
+		r.mu.meta = append(r.mu.meta[:0], body[end:end+n]...)
+		*buf = (*buf)[:start+end]
+		e.Size, e.Meta = end, r.mu.meta
+	}
+	return e
 }
 
 func (r *Reader) setNextLocked(p Pos) {

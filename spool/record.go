@@ -19,18 +19,34 @@ import (
 //	length  uint32   payload length
 //	items   uint32   spans, data points or log records in the payload
 //	signal  uint8    the payload's signal, as the caller numbers them
-//	zero    [3]byte  must be zero
+//	flags   uint8    0, or flagMeta (version 2 segments)
+//	zero    [2]byte  must be zero
 //	payload [length]byte
+//
+// With flagMeta the payload's last bytes are the record's meta (the tenant of the request,
+// for the caller to read) and its length as a little-endian uint16: payload, meta, len(meta).
+// The meta sits after the payload so that a reader that appended the whole record to a batch
+// cuts it off the end without moving the payload.
 //
 // Records are not aligned and carry no sync marker: a reader that meets a bad frame finds the
 // next good one by trying every later offset, which the zero bytes, the length bound and the
 // CRC make cheap to reject. The CRC covers the length, so a bit flip in a length is caught
 // before the reader trusts it to skip.
 const (
-	segmentMagic   = "OGSP"
-	segmentVersion = 1
-	headerSize     = 16
-	frameSize      = 16
+	segmentMagic = "OGSP"
+	// segmentVersion is the version of segments written without meta, which every otlpgate
+	// reads; segmentVersionMeta is written by a spool whose records may carry meta
+	// (Config.Meta), so that an older otlpgate sets such a segment aside as written by a newer
+	// one instead of skipping its records as corrupt. Both are read.
+	segmentVersion     = 1
+	segmentVersionMeta = 2
+	headerSize         = 16
+	frameSize          = 16
+
+	// flagMeta marks a record whose payload ends with meta.
+	flagMeta = 1
+	// MaxMetaBytes caps a record's meta.
+	MaxMetaBytes = 4 << 10
 
 	// MaxRecordBytes caps one record's payload: larger appends fail with ErrTooLarge, and a
 	// length above it marks a frame as corrupt.
@@ -46,15 +62,33 @@ var (
 
 // frame is a decoded record header.
 type frame struct {
-	length uint32
+	length uint32 // payload bytes, meta included
 	items  uint32
 	signal uint8
+	flags  uint8
 }
 
-// appendSegmentHeader appends the header of segment seq to dst.
+// metaLen is the length of the meta at the end of body, the payload of frame fr, and whether
+// the frame's meta fits in it.
+func (fr frame) metaLen(body []byte) (int, bool) {
+	if fr.flags&flagMeta == 0 {
+		return 0, true
+	}
+	if len(body) < 2 {
+		return 0, false
+	}
+	n := int(binary.LittleEndian.Uint16(body[len(body)-2:]))
+	return n, n > 0 && n <= MaxMetaBytes && n+2 <= len(body) // Append writes no empty meta
+}
+
+// appendSegmentHeader appends the header of segment seq to dst, of version segmentVersion.
 func appendSegmentHeader(dst []byte, seq uint64) []byte {
+	return appendSegmentHeaderVersion(dst, seq, segmentVersion)
+}
+
+func appendSegmentHeaderVersion(dst []byte, seq uint64, version uint32) []byte {
 	dst = append(dst, segmentMagic...)
-	dst = binary.LittleEndian.AppendUint32(dst, segmentVersion)
+	dst = binary.LittleEndian.AppendUint32(dst, version)
 	return binary.LittleEndian.AppendUint64(dst, seq)
 }
 
@@ -74,7 +108,7 @@ func checkSegmentHeader(h []byte, seq uint64) error {
 	if string(h[:4]) != segmentMagic {
 		return errHeaderMagic
 	}
-	if binary.LittleEndian.Uint32(h[4:]) != segmentVersion {
+	if v := binary.LittleEndian.Uint32(h[4:]); v != segmentVersion && v != segmentVersionMeta {
 		return errHeaderVersion
 	}
 	if binary.LittleEndian.Uint64(h[8:]) != seq {
@@ -83,14 +117,38 @@ func checkSegmentHeader(h []byte, seq uint64) error {
 	return nil
 }
 
-// appendFrame appends a framed record to dst.
+// appendFrame appends a framed record without meta to dst.
 func appendFrame(dst []byte, signal uint8, items uint32, payload []byte) []byte {
+	return appendMetaFrame(dst, signal, items, nil, payload)
+}
+
+// frameLen is the size of the frame of a record with this payload and meta.
+func frameLen(payload, meta []byte) int64 {
+	n := int64(frameSize + len(payload))
+	if len(meta) > 0 {
+		n += int64(len(meta)) + 2
+	}
+	return n
+}
+
+// appendMetaFrame appends a framed record to dst; meta, when not empty, follows the payload.
+func appendMetaFrame(dst []byte, signal uint8, items uint32, meta, payload []byte) []byte {
 	start := len(dst)
+	var flags uint8
+	length := len(payload)
+	if len(meta) > 0 {
+		flags = flagMeta
+		length += len(meta) + 2
+	}
 	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(length))
 	dst = binary.LittleEndian.AppendUint32(dst, items)
-	dst = append(dst, signal, 0, 0, 0)
+	dst = append(dst, signal, flags, 0, 0)
 	dst = append(dst, payload...)
+	if len(meta) > 0 {
+		dst = append(dst, meta...)
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(meta)))
+	}
 	crc := crc32.Update(0, castagnoli, dst[start+4:])
 	binary.LittleEndian.PutUint32(dst[start:], crc)
 	return dst
@@ -104,8 +162,9 @@ func parseFrameHeader(h []byte, room int64) (frame, uint32, bool) {
 		length: binary.LittleEndian.Uint32(h[4:]),
 		items:  binary.LittleEndian.Uint32(h[8:]),
 		signal: h[12],
+		flags:  h[13],
 	}
-	if h[13] != 0 || h[14] != 0 || h[15] != 0 || f.length > MaxRecordBytes || int64(f.length) > room {
+	if h[13]&^flagMeta != 0 || h[14] != 0 || h[15] != 0 || f.length > MaxRecordBytes+MaxMetaBytes+2 || int64(f.length) > room {
 		return frame{}, 0, false
 	}
 	return f, crc, true
@@ -139,6 +198,10 @@ func readFrame(f io.ReaderAt, off, end int64, buf *[]byte) (frame, error) {
 		return frame{}, err
 	}
 	if frameCRC(h[:], p) != crc {
+		*buf = (*buf)[:start]
+		return frame{}, errBadFrame
+	}
+	if _, ok := fr.metaLen(p); !ok {
 		*buf = (*buf)[:start]
 		return frame{}, errBadFrame
 	}

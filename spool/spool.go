@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,12 +115,14 @@ type Spool struct {
 		// unflushed is how many bytes at the end of the active segment, [off-unflushed, off),
 		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
 		unflushed int64
+		ages      []ageMark // when records were appended, sparse (age.go)
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
 	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
 	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
 	tailOpen   Pos           // end of the log at Open: records before it are replays
+	opened     time.Time     // when Open began; the age index counts from it (age.go)
 
 	ckMu sync.Mutex // serialises Checkpoint
 
@@ -173,16 +176,26 @@ func (s *Spool) path(name string) string { return filepath.Join(s.cfg.Dir, name)
 // is refuse, or nothing is left to drop), ErrIO wrapping the cause (the disk refused; a later
 // Append may succeed), ErrTooLarge or ErrClosed. Safe for concurrent use.
 func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) {
-	if len(payload) > MaxRecordBytes {
+	return s.AppendMeta(signal, items, nil, payload)
+}
+
+// AppendMeta is Append for a record that carries meta beside its payload (at most
+// MaxMetaBytes; the tenant of the request), which Reader.Next hands back in Entry.Meta. Only a
+// spool with Config.Meta takes meta. Safe for concurrent use.
+func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Pos, error) {
+	if len(payload) > MaxRecordBytes || len(meta) > MaxMetaBytes {
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
+	}
+	if len(meta) > 0 && !s.cfg.Meta {
+		panic("BUG: spool: meta appended to a spool without Config.Meta")
 	}
 	if s.unanchored.Load() != 0 {
 		appendErrIO.Inc()
 		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
 	}
-	n := int64(frameSize + len(payload))
+	n := frameLen(payload, meta)
 	s.mu.Lock()
 	var rotate bool
 	var need int64
@@ -244,7 +257,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 	ref, off := s.mu.active, s.mu.off
 	dst, inTail := s.frameBufLocked(ref.seq, off, n)
 	start := len(dst)
-	dst = appendFrame(dst, signal, items, payload)
+	dst = appendMetaFrame(dst, signal, items, meta, payload)
 	if inTail {
 		s.mu.tail.buf = dst
 	} else {
@@ -275,6 +288,7 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 		s.wbuf = pool.GetBytes(pool.MinSize)
 	}
 	pos := makePos(ref.seq, off)
+	s.markAgeLocked(pos)
 	s.mu.off += n
 	s.mu.bytes += n
 	curBytes.Store(s.mu.bytes)
@@ -334,7 +348,11 @@ func (s *Spool) rotateLocked() error {
 	if err != nil {
 		return err
 	}
-	hdr := appendSegmentHeader(make([]byte, 0, headerSize), seq)
+	version := uint32(segmentVersion)
+	if s.cfg.Meta {
+		version = segmentVersionMeta
+	}
+	hdr := appendSegmentHeaderVersion(make([]byte, 0, headerSize), seq, version)
 	if _, err = f.WriteAt(hdr, 0); err == nil && s.cfg.Sync != SyncNone {
 		if err = f.Sync(); err == nil {
 			err = s.fs.SyncDir(s.cfg.Dir)
@@ -403,6 +421,7 @@ func (s *Spool) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
+	ageSpool.CompareAndSwap(s, nil)
 	close(s.done)
 	s.wg.Wait()
 	var err error

@@ -43,9 +43,10 @@ func TestAlwaysFailedSyncIsNeverTrusted(t *testing.T) {
 		})
 	}
 	errs := make(chan error, 2)
-	go func() { _, err := s.Append(2%3, 2, payload(2)); errs <- err }()
+	appendTo := func(id int) { _, err := s.Append(uint8(id%3), uint32(id), payload(id)); errs <- err }
+	go appendTo(2)
 	<-inSync // the sync of record 2 runs
-	go func() { _, err := s.Append(3%3, 3, payload(3)); errs <- err }()
+	go appendTo(3)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if b, _ := fs.ReadFile(segName); len(b) == headerSize+4*(frameSize+100) {
 			break // record 3 is written and waits for its sync

@@ -66,6 +66,7 @@ func (s *Spool) readTail(p, limit Pos, buf *[]byte) (frame, bool) {
 		length: binary.LittleEndian.Uint32(h[4:]),
 		items:  binary.LittleEndian.Uint32(h[8:]),
 		signal: h[12],
+		flags:  h[13],
 	}
 	if int64(frameSize)+int64(fr.length) > int64(len(h)) {
 		panic("BUG: spool: a record in the tail runs past its end")

@@ -2,6 +2,8 @@
 //
 //	otlpbench appendix   the OTLP specification's Appendix B on otlpgate's client and server
 //	otlpbench proxy      load -> otlpgate -> sink, against load -> sink, and optionally a peer proxy
+//	otlpbench anchor     CPU per span of otlpgate and the Collector pinned to one core, against a TCP relay
+//	otlpbench relay      a TCP relay that copies bytes without looking at them (anchor's floor)
 //	otlpbench load       an OTLP trace load generator (v1 unary or OTEP stream)
 //	otlpbench sink       a counting OTLP trace receiver
 //	otlpbench delay      a TCP delay line on loopback (used by appendix, in its own process)

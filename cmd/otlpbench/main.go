@@ -16,6 +16,8 @@ var commands = map[string]func(args []string) error{
 	"rebalance": cmdRebalance,
 	"forward":   cmdForward,
 	"batching":  cmdBatching,
+	"anchor":    cmdAnchor,
+	"relay":     cmdRelay,
 }
 
 func usage() {
@@ -24,11 +26,13 @@ func usage() {
 commands:
   appendix   the OTLP specification's Appendix B on otlpgate's client and server
   proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
+  anchor     CPU per span of each proxy pinned to one core, against a TCP relay (the floor), semconv batches
   batching   otlpgate's batch policies compared at fixed gRPC and UDS rates (CPU, out/in, p50)
   load       an OTLP trace load generator (v1 unary or OTEP stream)
   sink       a counting OTLP trace receiver
   delay      a TCP delay line on loopback
   forward    a bare grpc-go forwarder (the floor of otlpbench proxy)
+  relay      a TCP relay that copies bytes without looking at them (the floor of otlpbench anchor)
   rebalance  the share of requests per gateway over time through nginx or HAProxy, a gateway added mid-run`)
 }
 

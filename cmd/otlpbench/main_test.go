@@ -9,14 +9,17 @@ import (
 	"github.com/otlpgate/otlpgate/bench"
 )
 
-// The appendix starts its delay line as `<this executable> delay ...`; under go test the
-// executable is the test binary, which therefore serves that command too.
+// The appendix starts its delay line as `<this executable> delay ...`, and the anchor its
+// relay as `<this executable> relay ...`; under go test the executable is the test binary,
+// which therefore serves those commands too.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "delay" {
-		if err := cmdDelay(os.Args[2:]); err != nil {
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		if run, ok := map[string]func([]string) error{"delay": cmdDelay, "relay": cmdRelay}[os.Args[1]]; ok {
+			if err := run(os.Args[2:]); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

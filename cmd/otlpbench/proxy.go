@@ -21,8 +21,8 @@ func cmdProxy(args []string) error {
 	intake := fs.String("intake", "grpc", "how the load reaches otlpgate and the peer: grpc (unary v1), http-proto or http-json (OTLP/HTTP); direct and the floor are always gRPC")
 	shape := shapeFlag(fs)
 	inflight := fs.Int("inflight", 8, "requests in flight in the closed-loop phase")
-	batches := fs.Int("batches", 0, "closed-loop batches per target (default 20000 small, 2000 large)")
-	rate := fs.Float64("rate", 0, "batches per second of the latency phase (default 200 small, 20 large)")
+	batches := fs.Int("batches", 0, "closed-loop batches per target (default 20000 small, 2000 large, 1000 semconv)")
+	rate := fs.Float64("rate", 0, "batches per second of the latency phase (default 200 small, 20 large and semconv)")
 	rateN := fs.Int("rate-batches", 0, "batches of the latency phase (default 10 s worth)")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
 	spoolMode := fs.String("spool", "", "run otlpgate with a spool in a temporary directory: always, interval or none (empty: no spool); fsyncs per second are read from its otlpgate_spool_fsyncs_total")
@@ -44,10 +44,10 @@ func cmdProxy(args []string) error {
 		return fmt.Errorf("proxy: unknown -intake %q (want grpc, http-proto or http-json)", *intake)
 	}
 	if *batches == 0 {
-		*batches = map[string]int{"small": 20000, "large": 2000}[*shape]
+		*batches = map[string]int{"small": 20000, "large": 2000, "semconv": 1000}[*shape]
 	}
 	if *rate == 0 {
-		*rate = map[string]float64{"small": 200, "large": 20}[*shape]
+		*rate = map[string]float64{"small": 200, "large": 20, "semconv": 20}[*shape]
 	}
 	if *rateN == 0 {
 		*rateN = int(*rate * 10)

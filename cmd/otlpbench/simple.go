@@ -15,7 +15,7 @@ import (
 )
 
 func shapeFlag(fs *flag.FlagSet) *string {
-	return fs.String("shape", "small", "batch shape: small (100 spans x 4 attributes) or large (500 x 10)")
+	return fs.String("shape", "small", "batch shape: small (100 spans x 4 attributes), large (500 x 10) or semconv (1000 HTTP server spans of about 820 bytes)")
 }
 
 func parseShape(s string) (otlpgen.Shape, error) {
@@ -24,8 +24,10 @@ func parseShape(s string) (otlpgen.Shape, error) {
 		return otlpgen.Small, nil
 	case "large":
 		return otlpgen.Large, nil
+	case "semconv":
+		return otlpgen.Semconv, nil
 	}
-	return otlpgen.Shape{}, fmt.Errorf("unknown shape %q (want small or large)", s)
+	return otlpgen.Shape{}, fmt.Errorf("unknown shape %q (want small, large or semconv)", s)
 }
 
 func cmdLoad(args []string) error {

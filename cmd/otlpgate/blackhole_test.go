@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,67 +9,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
-
-// bhSilentUpstream is an OTEP stream upstream that accepts connections and streams, reads every
-// request and answers none: a server hung behind a live connection.
-type bhSilentUpstream struct {
-	otepv1.UnimplementedStreamExporterServer
-	addr string
-
-	mu      sync.Mutex
-	seen    map[uint64]int // span id -> times received
-	streams int
-}
-
-func bhStartSilentUpstream(t *testing.T) *bhSilentUpstream {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &bhSilentUpstream{addr: ln.Addr().String(), seen: map[uint64]int{}}
-	srv := grpc.NewServer()
-	otepv1.RegisterStreamExporterServer(srv, u)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return u
-}
-
-func (u *bhSilentUpstream) ExportTraces(s grpc.BidiStreamingServer[otepv1.TraceExportRequest, otepv1.ExportResponse]) error {
-	u.mu.Lock()
-	u.streams++
-	u.mu.Unlock()
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			return err
-		}
-		u.mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, sp := range ss.Spans {
-					u.seen[binary.BigEndian.Uint64(sp.SpanId)]++
-				}
-			}
-		}
-		u.mu.Unlock()
-	}
-}
-
-// receivedAtLeast returns how many of ids the upstream received fewer than n times, and the
-// streams it was sent on so far.
-func (u *bhSilentUpstream) receivedAtLeast(ids []uint64, n int) (short, streams int) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, id := range ids {
-		if u.seen[id] < n {
-			short++
-		}
-	}
-	return short, u.streams
-}
 
 // bhGateway starts the binary with the spool in dir and one OTEP stream destination named up
 // at upstream, whose ack timeout is ackTimeout; checkpoints are frequent, so that a record
@@ -103,8 +42,9 @@ func TestSpoolBlackHoledUpstreamThenKill9(t *testing.T) {
 	const ackTimeout = 200 * time.Millisecond
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	hole := bhStartSilentUpstream(t)
-	g := bhGateway(t, bin, dir, hole.addr, ackTimeout)
+	hole := testkit.StartGRPCSink(t, "")
+	hole.SetSilent(true) // a server hung behind a live connection: reads every request, answers none
+	g := bhGateway(t, bin, dir, hole.Addr(), ackTimeout)
 
 	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -130,7 +70,7 @@ func TestSpoolBlackHoledUpstreamThenKill9(t *testing.T) {
 	start := time.Now()
 	var short, streams int
 	for deadline := start.Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if short, streams = hole.receivedAtLeast(acked, 3); short == 0 {
+		if short, streams = hole.Fewer(acked, 3), hole.Streams(); short == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -148,9 +88,9 @@ func TestSpoolBlackHoledUpstreamThenKill9(t *testing.T) {
 	kill9(t, g)
 
 	addr := freePort(t)
-	up := startRecorder(t, addr)
+	up := testkit.StartGRPCSink(t, addr)
 	g2 := bhGateway(t, bin, dir, addr, ackTimeout)
-	dups, distinct := up.arrived(t, acked, l.sent)
+	dups, distinct := arrived(t, up, acked, l.sent)
 	replayed := scrape(t, g2.admin, "otlpgate_spool_replayed_records_total", `destination="up"`)
 	spoolDropped, clientDropped = bhDropped(t, g2)
 	t.Logf("after the restart: %d of %d acknowledged spans arrived, %d duplicates, %v records replayed; dropped: spool %v, destination %v",

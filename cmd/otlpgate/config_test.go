@@ -120,10 +120,10 @@ func TestSharedIntakeFlags(t *testing.T) {
 	if c.grpc.AuthTokenFile != "/t" || c.http.AuthTokenFile != "/h" {
 		t.Errorf("grpc %q, http %q", c.grpc.AuthTokenFile, c.http.AuthTokenFile)
 	}
-	if c := parse("-grpc.stream-workers", "3", "-grpc.shared-write-buffer"); c.grpc.StreamWorkers != 3 || !c.grpc.SharedWriteBuffer {
-		t.Errorf("stream workers %d, shared write buffer %v", c.grpc.StreamWorkers, c.grpc.SharedWriteBuffer)
+	if c := parse("-grpc.stream-workers", "3"); c.grpc.StreamWorkers != 3 {
+		t.Errorf("stream workers %d", c.grpc.StreamWorkers)
 	}
-	if c := parse(); c.grpc.StreamWorkers != 16 || c.grpc.SharedWriteBuffer {
+	if c := parse(); c.grpc.StreamWorkers != 16 {
 		t.Errorf("grpc defaults: %+v", c.grpc)
 	}
 	if c := parse(); c.http.Listen != "127.0.0.1:4318" || c.http.AuthTokenFile != "" || c.http.CORSAllowedOrigins != nil {

@@ -41,7 +41,6 @@ Flags:
 		_, err := fmt.Sscan(s, &g.StreamWorkers)
 		return err
 	})
-	fs.BoolVar(&g.SharedWriteBuffer, "grpc.shared-write-buffer", g.SharedWriteBuffer, "release each connection's write buffer between flushes")
 	fs.DurationVar(&g.KeepaliveTime, "grpc.keepalive.time", g.KeepaliveTime, "ping an idle client after this long")
 	fs.DurationVar(&g.KeepaliveTimeout, "grpc.keepalive.timeout", g.KeepaliveTimeout, "close a connection whose ping is not answered in this time")
 	fs.DurationVar(&g.KeepaliveMinTime, "grpc.keepalive.min-time", g.KeepaliveMinTime, "shortest client ping interval tolerated")
@@ -96,8 +95,9 @@ Flags:
 	fs.Var(multiFlag{&cfg.procSet}, "resource.set", "upsert a string attribute into every resource of every signal from every intake, repeatable: key=value; ${env:NAME} in the value reads the environment at start (a variable not set is an error); an attribute with the same key is replaced (otlpgate_process_edited_resources_total)")
 	fs.Var(multiFlag{&cfg.procDelete}, "resource.delete", "remove a resource attribute by key from every resource of every signal, repeatable (otlpgate_process_edited_resources_total)")
 	fs.Var(multiFlag{&cfg.procDrop}, "drop", "leave out every resource (with its spans, points or log records) whose string attribute matches, repeatable: 'resource:KEY=VALUE' (exact) or 'resource:KEY=PREFIX*'; the client is answered Success (otlpgate_process_dropped_items_total, otlpgate_process_dropped_resources_total)")
-	fs.StringVar(&cfg.sampleTraces, "sample.traces", "", "keep this percentage of traces (0 to 100) by trace id, deciding each span as the Collector-contrib probabilistic_sampler does in its hash_seed mode with fail_closed; empty (the default) turns sampling off (otlpgate_process_sampled_out_spans_total, otlpgate_process_sampled_kept_spans_total)")
-	fs.Func("sample.hash-seed", "seed of the trace id hash of -sample.traces, the Collector's hash_seed: tiers that must agree use the same seed (default 0)", func(s string) error {
+	fs.StringVar(&cfg.sampleTraces, "sample.traces", "", "keep this percentage of traces (0 to 100) by trace id, deciding each span as the Collector-contrib probabilistic_sampler does in the -sample.mode given, with fail_closed; empty (the default) turns sampling off (otlpgate_process_sampled_out_spans_total, otlpgate_process_sampled_kept_spans_total)")
+	fs.StringVar(&cfg.sampleMode, "sample.mode", cfg.sampleMode, "how -sample.traces decides, as the Collector's probabilistic_sampler modes: hash_seed (an FNV hash of the trace id and -sample.hash-seed; tracestate left as it came), proportional (OTEP 235: the trace id's randomness against a threshold that multiplies the probability a span arrived with, written into its tracestate as ot=th:...) or equalizing (OTEP 235: a fixed threshold, or the stricter one a span arrived with)")
+	fs.Func("sample.hash-seed", "seed of the trace id hash of -sample.mode=hash_seed, the Collector's hash_seed: tiers that must agree use the same seed (default 0)", func(s string) error {
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
 			return fmt.Errorf("want an unsigned 32-bit integer")
@@ -105,7 +105,11 @@ Flags:
 		cfg.sampleSeed, cfg.sampleSeedSet = uint32(n), true
 		return nil
 	})
-	fs.StringVar(&cfg.sampleMode, "sample.mode", cfg.sampleMode, "sampling mode of -sample.traces: hash_seed (the Collector's proportional and equalizing modes are not implemented)")
+	fs.Func("sample.precision", "significant hex digits (1 to 14) of the thresholds -sample.mode=proportional and equalizing write into tracestate, the Collector's sampling_precision (default 4)", func(s string) error {
+		cfg.samplePrecision, cfg.samplePrecisionSet = s, true // read by finishProcessConfig, which knows the mode
+		return nil
+	})
+	fs.BoolVar(&cfg.sampleLogs, "sample.logs", false, "apply the -sample.traces decision to log records by their trace id, so that the logs of a dropped trace are dropped with it; log records without a trace id are kept (otlpgate_process_sampled_out_log_records_total, otlpgate_process_sampled_kept_log_records_total)")
 
 	sp := &cfg.spool
 	fs.StringVar(&sp.Dir, "spool.dir", sp.Dir, "directory of the durable spool: every request is appended there before it is acknowledged and the destinations are fed from it, so that what was acknowledged survives kill -9, restarts and long outages; empty (the default) turns it off (otlpgate_spool_bytes, otlpgate_spool_appended_records_total)")
@@ -127,6 +131,15 @@ Flags:
 	fs.DurationVar(&in.ProgressTimeout, "intake.progress-timeout", in.ProgressTimeout, "a gRPC connection one of whose calls held intake bytes this long while the connection received less than 16KiB meanwhile is closed, and its bytes return (0: never; otlpgate_intake_refused_total{resource=\"stalled\"}); the other intakes hold only bytes that arrived, for at most their read timeouts")
 	fs.IntVar(&in.MaxDecodes, "intake.max-decodes", in.MaxDecodes, "Kafka pushes decompressed and decoded at once (0: twice GOMAXPROCS; otlpgate_intake_refused_total{resource=\"decodes\"})")
 	fs.DurationVar(&in.Wait, "intake.wait", in.Wait, "how long a gRPC call, OTLP/HTTP request or Kafka request waits for the intake limiter before it is refused; also the retry delay it is told")
+
+	tn := &cfg.tenants
+	fs.StringVar(&cfg.tenantHeaders, "intake.headers", cfg.tenantHeaders, "tenant headers, comma-separated (e.g. x-scope-orgid): read from each gRPC call's metadata and OTLP/HTTP request's headers, carried with the request through admission and the spool; a batch holds one tenant's requests, destinations select tenants with match-header and send them with forward-headers (see docs/tenants.md); empty (the default) turns tenants off")
+	fs.StringVar(&tn.Default, "intake.headers.default", tn.Default, "the value of a tenant header a request does not carry (or carries empty); UDS and Kafka requests have it for every header (default empty)")
+	fs.IntVar(&tn.Max, "intake.max-tenants", tn.Max, "distinct tenant values (tuples of -intake.headers) kept until restart; a request with a new one past it is refused: gRPC RESOURCE_EXHAUSTED without RetryInfo, HTTP 403 (otlpgate_tenant_refused_requests_total{reason=\"max_tenants\"}, otlpgate_tenants)")
+
+	fs.StringVar(&cfg.tenantRate, "tenant.rate", cfg.tenantRate, "rate each tenant (-intake.headers) may send at over gRPC and OTLP/HTTP, in bytes or items (spans, points, log records) per second: 10MiB/s, 5000items/s; a request over it is refused with HTTP 429 + Retry-After, gRPC RESOURCE_EXHAUSTED + RetryInfo, OTEP FailedRetryable with retry_delay_ms, while other tenants are served; empty (the default) limits nothing (otlpgate_tenant_throttled_requests_total, otlpgate_grpc_refused_requests_total{reason=\"tenant_rate\"}, otlpgate_http_refused_requests_total{reason=\"tenant_rate\"})")
+	fs.StringVar(&cfg.tenantBurst, "tenant.burst", cfg.tenantBurst, "what a tenant may send at once over -tenant.rate, in its unit: 20MiB, 10000items (default one second of -tenant.rate)")
+	fs.IntVar(&tn.MetricsTop, "tenant.metrics.top", tn.MetricsTop, "tenants with series of their own in the per-tenant counters, the first seen since start; later ones are summed under tenant=\"_other\" (otlpgate_tenant_admitted_items_total, otlpgate_tenant_admitted_bytes_total, otlpgate_tenant_throttled_requests_total)")
 
 	f := &cfg.file
 	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")

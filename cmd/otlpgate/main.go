@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
@@ -33,7 +34,7 @@ type config struct {
 	corsOrig  string
 	corsHdrs  string
 	pipeline  fastpath.Config
-	intake    fastpath.LimiterConfig
+	intake    admission.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
 	pprof     admin.PprofConfig
@@ -57,7 +58,15 @@ type config struct {
 	sampleTraces, sampleMode      string
 	sampleSeed                    uint32
 	sampleSeedSet                 bool
+	samplePrecision               string
+	samplePrecisionSet            bool
+	sampleLogs                    bool
 	proc                          process.Config
+	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
+	// -intake.max-tenants, -tenant.* (tenants.go).
+	tenantHeaders           string
+	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
+	tenants                 fastpath.TenantsConfig
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
 
@@ -71,7 +80,7 @@ func defaultConfig() config {
 		grpc:       grpcserver.DefaultConfig(),
 		http:       httpserver.DefaultConfig(),
 		pipeline:   fastpath.DefaultConfig(),
-		intake:     fastpath.DefaultLimiterConfig(),
+		intake:     admission.DefaultLimiterConfig(),
 		file:       filedest.DefaultConfig(),
 		admin:      admin.DefaultConfig(),
 		pprof:      admin.DefaultPprofConfig(),
@@ -88,6 +97,7 @@ func defaultConfig() config {
 		spoolSync:  spool.DefaultConfig().Sync.String(),
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
+		tenants:    fastpath.DefaultTenantsConfig(),
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
 	}
@@ -178,10 +188,14 @@ func finishConfig(cfg *config) error {
 	if err := finishProcessConfig(cfg, os.LookupEnv); err != nil {
 		return err
 	}
+	if err := finishTenantConfig(cfg); err != nil {
+		return err
+	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
 		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
+		Tenants: cfg.tenants,
 	}
 	return cfg.gw.Validate()
 }
@@ -218,17 +232,31 @@ func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error 
 		}
 		cfg.proc.Drop = append(cfg.proc.Drop, m)
 	}
-	if cfg.sampleMode != "hash_seed" {
-		return fmt.Errorf("-sample.mode %q: only hash_seed is implemented (the Collector's proportional and equalizing modes are not)", cfg.sampleMode)
+	mode, err := process.ParseSampleMode(cfg.sampleMode)
+	if err != nil {
+		return err
 	}
-	if cfg.sampleTraces != "" {
+	switch {
+	case cfg.sampleTraces == "" && (cfg.sampleSeedSet || cfg.samplePrecisionSet || cfg.sampleLogs):
+		return errors.New("-sample.hash-seed, -sample.precision and -sample.logs need -sample.traces")
+	case cfg.sampleTraces == "":
+	case mode == process.SampleHashSeed && cfg.samplePrecisionSet:
+		return errors.New("-sample.precision applies to -sample.mode=proportional and equalizing, which write thresholds; hash_seed writes none")
+	case mode != process.SampleHashSeed && cfg.sampleSeedSet:
+		return fmt.Errorf("-sample.hash-seed applies to -sample.mode=hash_seed; %v decides by the trace id's randomness, without a seed", mode)
+	default:
 		pct, err := process.ParsePercent(cfg.sampleTraces)
 		if err != nil {
 			return err
 		}
-		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, HashSeed: cfg.sampleSeed}
-	} else if cfg.sampleSeedSet {
-		return errors.New("-sample.hash-seed needs -sample.traces")
+		precision := 0
+		if cfg.samplePrecisionSet {
+			if precision, err = process.ParsePrecision(cfg.samplePrecision); err != nil {
+				return err
+			}
+		}
+		cfg.proc.Sample = process.SampleConfig{On: true, Percent: pct, Mode: mode, HashSeed: cfg.sampleSeed,
+			Precision: precision, Logs: cfg.sampleLogs}
 	}
 	c, err := process.New(cfg.proc)
 	if err != nil {

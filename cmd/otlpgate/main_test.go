@@ -52,7 +52,8 @@ func TestHelpIsReadable(t *testing.T) {
 	for _, want := range []string{"-grpc.listen", "(default \"127.0.0.1:4317\")", "-queue.max-bytes", "(default 256MiB)",
 		"-batch.max-age", "-ack", "-dest", "-http.listen", "(default \"127.0.0.1:4318\")", "-http.max-request-bytes", "(default 64MiB)", "-auth.token-file", "-file.path", "-admin.listen", "-shutdown.timeout", "queue_full",
 		"-spool.dir", "-spool.sync", "(default \"interval\")", "-spool.max-bytes", "(default 1GiB)", "otlpgate_spool_fsyncs_total", "-spool.full", "-spool.checkpoint-interval",
-		"-resource.set", "-resource.delete", "-drop", "otlpgate_process_dropped_items_total", "-sample.traces", "otlpgate_process_sampled_out_spans_total", "-sample.hash-seed", "-sample.mode"} {
+		"-resource.set", "-resource.delete", "-drop", "otlpgate_process_dropped_items_total", "-sample.traces", "otlpgate_process_sampled_out_spans_total", "-sample.hash-seed", "-sample.mode",
+		"-intake.headers", "-intake.max-tenants", "(default 1000)", "otlpgate_tenant_refused_requests_total"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("-help lacks %q", want)
 		}

@@ -8,18 +8,13 @@ import (
 	"hash/fnv"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -28,9 +23,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
 
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
+	"github.com/otlpgate/otlpgate/internal/strictsink"
+	"github.com/otlpgate/otlpgate/process"
 )
 
 func TestProcessFlags(t *testing.T) {
@@ -79,63 +75,41 @@ func TestProcessFlags(t *testing.T) {
 	f([]string{"-sample.traces", "150"}, "-sample.traces \"150\": want a percentage from 0 to 100")
 	f([]string{"-sample.traces", "half"}, "want a percentage")
 	f([]string{"-sample.traces", "10", "-sample.hash-seed", "-1"}, "unsigned 32-bit")
-	f([]string{"-sample.hash-seed", "5"}, "-sample.hash-seed needs -sample.traces")
-	f([]string{"-sample.traces", "10", "-sample.mode", "proportional"}, "only hash_seed is implemented")
+	f([]string{"-sample.hash-seed", "5"}, "need -sample.traces")
+	cfg = f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "6", "-sample.logs"}, "")
+	if s := cfg.proc.Sample; !s.On || s.Mode != process.SampleProportional || s.Precision != 6 || !s.Logs || s.Percent != 10 {
+		t.Errorf("%+v", s)
+	}
+	if s := f([]string{"-sample.traces", "10", "-sample.mode", "equalizing"}, "").proc.Sample; s.Mode != process.SampleEqualizing || s.Precision != 0 {
+		t.Errorf("%+v", s)
+	}
+	f([]string{"-sample.traces", "10", "-sample.mode", "consistent"}, "-sample.mode \"consistent\": want hash_seed, proportional or equalizing")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "0"}, "-sample.precision \"0\": want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", "15"}, "want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.mode", "proportional", "-sample.precision", ""}, "want 1 to 14 hex digits")
+	f([]string{"-sample.traces", "10", "-sample.precision", "4"}, "-sample.precision applies to -sample.mode=proportional and equalizing")
+	f([]string{"-sample.traces", "10", "-sample.mode", "equalizing", "-sample.hash-seed", "1"}, "-sample.hash-seed applies to -sample.mode=hash_seed")
+	f([]string{"-sample.logs"}, "need -sample.traces")
+	f([]string{"-sample.mode", "proportional", "-sample.precision", "4"}, "need -sample.traces")
+	f([]string{"-sample.traces", "1e-20"}, "below the smallest sampling probability")
 }
 
-// upstream is an OTLP/gRPC server built on the Collector's own pdata receiver handlers: what
-// it keeps is what the Collector's decoder read.
-type upstream struct {
-	ptraceotlp.UnimplementedGRPCServer
-	addr string
-	mu   sync.Mutex
-	tr   []ptrace.Traces
-	logs []plog.Logs
-}
-
-type upstreamLogs struct {
-	plogotlp.UnimplementedGRPCServer
-	u *upstream
-}
-
-func (u *upstream) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	td := ptrace.NewTraces()
-	req.Traces().CopyTo(td)
-	u.mu.Lock()
-	u.tr = append(u.tr, td)
-	u.mu.Unlock()
-	return ptraceotlp.NewExportResponse(), nil
-}
-
-func (l *upstreamLogs) Export(_ context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
-	ld := plog.NewLogs()
-	req.Logs().CopyTo(ld)
-	l.u.mu.Lock()
-	l.u.logs = append(l.u.logs, ld)
-	l.u.mu.Unlock()
-	return plogotlp.NewExportResponse(), nil
-}
-
-func startUpstream(t *testing.T) *upstream {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startUpstream is an OTLP/gRPC upstream that decodes with the Collector's own pdata: what it
+// keeps is what the Collector's decoder read.
+func startUpstream(t *testing.T) *strictsink.Sink {
+	t.Helper()
+	u, err := strictsink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{addr: ln.Addr().String()}
-	s := grpc.NewServer()
-	ptraceotlp.RegisterGRPCServer(s, u)
-	plogotlp.RegisterGRPCServer(s, &upstreamLogs{u: u})
-	go s.Serve(ln)
-	t.Cleanup(s.Stop)
+	t.Cleanup(u.Close)
 	return u
 }
 
 // spans returns every span the upstream received with its resource's attributes.
-func (u *upstream) spans() (n int, byTrace map[pcommon.TraceID]int, resources []map[string]any) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+func spans(u *strictsink.Sink) (n int, byTrace map[pcommon.TraceID]int, resources []map[string]any) {
 	byTrace = map[pcommon.TraceID]int{}
-	for _, td := range u.tr {
+	for _, td := range u.Traces() {
 		for i := range td.ResourceSpans().Len() {
 			rs := td.ResourceSpans().At(i)
 			resources = append(resources, rs.Resource().Attributes().AsRaw())
@@ -173,7 +147,7 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	httpAddr := freePort(t)
 	const pct, seed = 50, 7
 	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
-		"-dest", "name=up,endpoint="+up.addr+",protocol=v1,mode=unary,retry-initial=20ms",
+		"-dest", "name=up,endpoint="+up.Addr()+",protocol=v1,mode=unary,retry-initial=20ms",
 		"-resource.set", "k8s.node.name=${env:OTLPGATE_TEST_NODE}", "-resource.set", "deployment.environment=prod",
 		"-resource.delete", "secret.token", "-drop", "resource:k8s.namespace.name=dev", "-drop", "resource:service.name=loadgen-*",
 		"-sample.traces", "50", "-sample.hash-seed", "7")
@@ -284,10 +258,8 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	want := 3*len(wantTraces) + 2
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		n, _, _ := up.spans()
-		up.mu.Lock()
-		nlogs := len(up.logs)
-		up.mu.Unlock()
+		n, _, _ := spans(up)
+		nlogs := len(up.Logs())
 		if n >= want && nlogs > 0 {
 			break
 		}
@@ -296,7 +268,7 @@ func TestBinaryProcessingSteps(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	n, byTrace, resources := up.spans()
+	n, byTrace, resources := spans(up)
 	if n != want {
 		t.Errorf("upstream has %d spans, want %d", n, want)
 	}
@@ -334,10 +306,9 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	if services["cart"] != 1 || services["payments"] != 1 || services["loadgen-3"] != 0 || services["loadgen-9"] != 0 {
 		t.Errorf("resources by service: %v", services)
 	}
-	up.mu.Lock()
-	la := up.logs[0].ResourceLogs().At(0).Resource().Attributes().AsRaw()
-	lbody := up.logs[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Body().Str()
-	up.mu.Unlock()
+	logs := up.Logs()
+	la := logs[0].ResourceLogs().At(0).Resource().Attributes().AsRaw()
+	lbody := logs[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Body().Str()
 	if want := map[string]any{"service.name": "checkout", "k8s.node.name": "node-from-env", "deployment.environment": "prod"}; !maps.Equal(la, want) || lbody != "hello" {
 		t.Errorf("log resource %v body %q, want %v", la, lbody, want)
 	}

@@ -52,6 +52,9 @@ var flagGroups = map[string]string{
 	"dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
 	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
 	"resource": "Processing", "drop": "Processing", "sample": "Processing",
+	// Tenant flags outside the -tenant.* prefix are named whole.
+	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
+	"tenant": "Tenants",
 }
 
 func configurationPage(t *testing.T) []byte {
@@ -61,7 +64,10 @@ func configurationPage(t *testing.T) []byte {
 	sections := map[string][]*flag.Flag{}
 	fs.VisitAll(func(f *flag.Flag) {
 		prefix, _, _ := strings.Cut(f.Name, ".")
-		g, ok := flagGroups[prefix]
+		g, ok := flagGroups[f.Name]
+		if !ok {
+			g, ok = flagGroups[prefix]
+		}
 		if !ok {
 			t.Errorf("flag -%s has no section in flagGroups (refdocs_test.go)", f.Name)
 			g = "Other"
@@ -168,8 +174,12 @@ func metricsIn(t *testing.T, path, pkg string) []metricDoc {
 			return true
 		}
 		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "prometheus" && sel.Sel.Name == "NewDesc" && len(call.Args) >= 3 {
-			out = append(out, metricDoc{name: str(t, path, call.Args[0]), help: str(t, path, call.Args[1]),
-				kind: "gauge", labels: strs(t, path, call.Args[2]), pkg: pkg})
+			name, kind := str(t, path, call.Args[0]), "gauge"
+			if strings.HasSuffix(name, "_total") {
+				kind = "counter" // a collector's counter, emitted as prometheus.CounterValue
+			}
+			out = append(out, metricDoc{name: name, help: str(t, path, call.Args[1]),
+				kind: kind, labels: strs(t, path, call.Args[2]), pkg: pkg})
 			return true
 		}
 		if len(call.Args) == 0 {

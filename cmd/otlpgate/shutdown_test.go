@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -135,64 +135,26 @@ func TestShutdownWithIdleStreamIsPrompt(t *testing.T) {
 	}
 }
 
-// holdingUpstream is an OTEP stream server that reports every request it receives and answers
-// Success only once release is closed (never, if the test does not close it).
-type holdingUpstream struct {
-	otepv1.UnimplementedStreamExporterServer
-	addr    string
-	got     chan int // spans of each request received
-	release chan struct{}
-}
-
-func startHoldingUpstream(t *testing.T) *holdingUpstream {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &holdingUpstream{addr: ln.Addr().String(), got: make(chan int, 100), release: make(chan struct{})}
-	srv := grpc.NewServer()
-	otepv1.RegisterStreamExporterServer(srv, u)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
+// holdingUpstream is an OTEP stream upstream that answers Success to each request only once the
+// test releases its answers (never, if the test does not).
+func holdingUpstream(t *testing.T) *testkit.GRPCSink {
+	u := testkit.StartGRPCSink(t, "")
+	u.HoldAnswers()
 	return u
 }
 
-func (u *holdingUpstream) ExportTraces(s grpc.BidiStreamingServer[otepv1.TraceExportRequest, otepv1.ExportResponse]) error {
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			return err
-		}
-		spans := 0
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				spans += len(ss.Spans)
-			}
-		}
-		u.got <- spans
-		select {
-		case <-u.release:
-		case <-s.Context().Done():
-			return s.Context().Err()
-		}
-		if err := s.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: otepv1.ResultCode_Success}); err != nil {
-			return err
-		}
-	}
-}
-
-func (u *holdingUpstream) dest() string {
-	return "name=up,endpoint=" + u.addr + ",protocol=otep,mode=stream,insecure=true"
+// upstreamDest is the -dest flag of an OTEP stream destination to u.
+func upstreamDest(u *testkit.GRPCSink) string {
+	return "name=up,endpoint=" + u.Addr() + ",protocol=otep,mode=stream,insecure=true"
 }
 
 // With -ack=upstream, a stream whose request waits for the upstream at shutdown gets its answer
 // before it ends, and meanwhile /readyz already fails. Nothing is lost: exit status 0.
 func TestShutdownAnswersEdgeAndFailsReadiness(t *testing.T) {
 	bin := buildBinary(t)
-	u := startHoldingUpstream(t)
+	u := holdingUpstream(t)
 	// The batch is sealed only by the shutdown (-batch.max-age is an hour).
-	g := startGateway(t, bin, "-shutdown.timeout", "2m", "-batch.max-age", "1h", "-ack", "upstream", "-dest", u.dest())
+	g := startGateway(t, bin, "-shutdown.timeout", "2m", "-batch.max-age", "1h", "-ack", "upstream", "-dest", upstreamDest(u))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := openStreamNoWait(t, ctx, g.grpcAddr)
@@ -204,13 +166,9 @@ func TestShutdownAnswersEdgeAndFailsReadiness(t *testing.T) {
 		t.Fatalf("/readyz = %d while serving, want 200", code)
 	}
 	g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case n := <-u.got:
-		if n != 2 {
-			t.Fatalf("upstream got %d spans, want 2", n)
-		}
-	case <-ctx.Done():
-		t.Fatal("the batch never reached the upstream during shutdown")
+	testkit.WaitFor(t, "the batch to reach the upstream during shutdown", func() bool { return len(u.Requests()) > 0 })
+	if n, _ := u.SpanCount(); n != 2 || len(u.Requests()) != 1 {
+		t.Fatalf("upstream got %d spans in %d requests, want 2 in 1", n, len(u.Requests()))
 	}
 	// The gateway now waits for the upstream's answer to answer the edge. With eager sealing the
 	// batch may have left before the signal was handled, so readiness is polled (bounded).
@@ -223,7 +181,7 @@ func TestShutdownAnswersEdgeAndFailsReadiness(t *testing.T) {
 			t.Fatalf("/readyz = %d %q during shutdown, want 503", code, body)
 		}
 	}
-	close(u.release)
+	u.ReleaseAnswers()
 	resp, err := st.Recv()
 	if err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("edge answer: %v, %v", resp, err)
@@ -248,8 +206,8 @@ func TestShutdownAnswersEdgeAndFailsReadiness(t *testing.T) {
 // logged once, with its count and reason, and the exit status is 3.
 func TestShutdownLossExitStatus(t *testing.T) {
 	bin := buildBinary(t)
-	u := startHoldingUpstream(t) // never answers
-	g := startGateway(t, bin, "-shutdown.timeout", "2s", "-batch.max-age", "1h", "-dest", u.dest())
+	u := holdingUpstream(t) // never answers
+	g := startGateway(t, bin, "-shutdown.timeout", "2s", "-batch.max-age", "1h", "-dest", upstreamDest(u))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := openStreamNoWait(t, ctx, g.grpcAddr)

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,110 +20,26 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// recorder is an OTEP stream upstream that answers Success to everything and remembers each
-// span id it received, in arrival order.
-type recorder struct {
-	otepv1.UnimplementedStreamExporterServer
-	srv *grpc.Server
-
-	mu    sync.Mutex
-	seen  map[uint64]int
-	order []uint64 // span ids at their first arrival
-	dups  int
-}
-
-// startRecorder listens on addr (an address reserved by freePort: the upstream was "down"
-// until now).
-func startRecorder(t *testing.T, addr string) *recorder {
-	t.Helper()
-	var ln net.Listener
-	var err error
-	for range 100 { // the port was free a moment ago; bounded
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &recorder{srv: grpc.NewServer(), seen: map[uint64]int{}}
-	otepv1.RegisterStreamExporterServer(u.srv, u)
-	go u.srv.Serve(ln)
-	t.Cleanup(u.srv.Stop)
-	return u
-}
-
-func (u *recorder) ExportTraces(s grpc.BidiStreamingServer[otepv1.TraceExportRequest, otepv1.ExportResponse]) error {
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			return err
-		}
-		u.mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, sp := range ss.Spans {
-					id := binary.BigEndian.Uint64(sp.SpanId)
-					if u.seen[id]++; u.seen[id] == 1 {
-						u.order = append(u.order, id)
-					} else {
-						u.dups++
-					}
-				}
-			}
-		}
-		u.mu.Unlock()
-		if err := s.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: otepv1.ResultCode_Success}); err != nil {
-			return err
-		}
-	}
-}
-
-// missing returns how many of ids the recorder has not seen.
-func (u *recorder) missing(ids []uint64) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	n := 0
-	for _, id := range ids {
-		if u.seen[id] == 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// waitFor waits (boundedly) until every id arrived and reports how many did not.
-// arrived waits (30 s at most) for every acknowledged span, fails the test on any that never
+// arrived waits for every acknowledged span to reach u, fails the test on any that never
 // arrives or that arrived without ever being sent, and returns the duplicates and the distinct
 // spans received.
-func (u *recorder) arrived(t *testing.T, acked []uint64, sent map[uint64]bool) (dups, distinct int) {
+func arrived(t *testing.T, u *testkit.GRPCSink, acked []uint64, sent map[uint64]bool) (dups, distinct int) {
 	t.Helper()
-	if n := u.waitFor(acked, 30*time.Second); n > 0 {
+	if n := u.WaitSpans(acked); n > 0 {
 		t.Fatalf("%d of %d acknowledged spans never arrived", n, len(acked))
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for id := range u.seen {
+	spans := u.Spans()
+	for id := range spans {
 		if !sent[id] {
 			t.Errorf("span %d arrived but was never sent", id)
 		}
 	}
-	return u.dups, len(u.seen)
-}
-
-func (u *recorder) waitFor(ids []uint64, within time.Duration) int {
-	deadline := time.Now().Add(within)
-	for {
-		n := u.missing(ids)
-		if n == 0 || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	_, dups = u.SpanCount()
+	return dups, len(spans)
 }
 
 // loader sends trace requests to a gateway over the OTEP unary service and keeps the span ids
@@ -242,12 +157,22 @@ next:
 	return sum
 }
 
-// waitReady waits (boundedly) for the gateway's /readyz.
+// waitReady waits until the gateway's /readyz answers 200. The admin listener starts before
+// the intakes, so a 503 "not listening" at first only means they are still starting (on a busy
+// machine, for a while); a gateway that never gets ready fails the test with its last answer.
 func waitReady(t *testing.T, g *gateway) {
 	t.Helper()
-	if code, body := readyz(t, g.admin); code != http.StatusOK {
-		t.Fatalf("/readyz = %d %q", code, body)
-	}
+	var code int
+	var body string
+	t.Cleanup(func() {
+		if t.Failed() && code != http.StatusOK {
+			t.Logf("last /readyz: %d %q", code, body)
+		}
+	})
+	testkit.WaitFor(t, "the gateway's /readyz to answer 200", func() bool {
+		code, body = readyz(t, g.admin)
+		return code == http.StatusOK
+	})
 }
 
 // spoolGateway starts the binary with the spool in dir, one OTEP destination at upstream and
@@ -298,8 +223,8 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 			acked := l.ackedIDs()
 
 			g2 := spoolGateway(t, bin, dir, up, "-spool.sync", mode)
-			u := startRecorder(t, up)
-			dups, distinct := u.arrived(t, acked, l.sent)
+			u := testkit.StartGRPCSink(t, up)
+			dups, distinct := arrived(t, u, acked, l.sent)
 			replayed := scrape(t, g2.admin, "otlpgate_spool_replayed_records_total", `destination="up"`)
 			t.Logf("sync=%s: %d spans acknowledged before kill -9, %d distinct arrived (%d sent in all), %d duplicates; %v records replayed",
 				mode, len(acked), distinct, len(l.sent), dups, replayed)
@@ -339,13 +264,6 @@ func sendAcked(t *testing.T, g *gateway, l *loader, n int) []uint64 {
 	return all
 }
 
-// received returns how many spans the recorder got, duplicates included.
-func (u *recorder) received() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.seen) + u.dups
-}
-
 // A graceful shutdown with the upstream down loses nothing (exit status 0: the spool keeps
 // it); the next start delivers it, and after a graceful shutdown with everything delivered,
 // the start after that replays nothing and delivers what it is sent.
@@ -361,9 +279,9 @@ func TestSpoolGracefulRestart(t *testing.T) {
 		t.Fatalf("exit with the upstream down: %v\n%s", g.exitErr, g.stderr.String())
 	}
 
-	u := startRecorder(t, up)
+	u := testkit.StartGRPCSink(t, up)
 	g2 := spoolGateway(t, bin, dir, up)
-	if n := u.waitFor(l.ackedIDs(), 30*time.Second); n > 0 {
+	if n := u.WaitSpans(l.ackedIDs()); n > 0 {
 		t.Fatalf("%d of 1000 spans never arrived", n)
 	}
 	// Close persists the positions.
@@ -371,19 +289,19 @@ func TestSpoolGracefulRestart(t *testing.T) {
 	if g2.exitErr != nil {
 		t.Fatalf("exit: %v\n%s", g2.exitErr, g2.stderr.String())
 	}
-	first := u.received()
+	first, _ := u.SpanCount()
 
 	// New traffic after the restart: the feeder reads oldest first, so once it arrived any
 	// replay of the old records would have been read, and counted, before it.
 	g3 := spoolGateway(t, bin, dir, up)
 	fresh := sendAcked(t, g3, l, 20)
-	if n := u.waitFor(fresh, 30*time.Second); n > 0 {
+	if n := u.WaitSpans(fresh); n > 0 {
 		t.Fatalf("%d of %d spans sent after the restart never arrived", n, len(fresh))
 	}
 	if r := scrape(t, g3.admin, "otlpgate_spool_replayed_records_total", `destination="up"`); r != 0 {
 		t.Errorf("%v records replayed after a graceful shutdown with everything delivered", r)
 	}
-	if got := u.received(); got != first+len(fresh) {
+	if got, _ := u.SpanCount(); got != first+len(fresh) {
 		t.Errorf("upstream got %d spans after the third start, want %d: the %d new ones and no old one again",
 			got-first, len(fresh), len(fresh))
 	}
@@ -402,7 +320,7 @@ func TestSpoolThreeStartsSecondIdle(t *testing.T) {
 	bin := buildBinary(t)
 	dir := filepath.Join(t.TempDir(), "spool")
 	up := freePort(t)
-	u := startRecorder(t, up)
+	u := testkit.StartGRPCSink(t, up)
 	l := newLoader(4, otlpgen.Shape{Spans: 5, Attrs: 2})
 	stop := func(g *gateway) {
 		t.Helper()
@@ -414,7 +332,7 @@ func TestSpoolThreeStartsSecondIdle(t *testing.T) {
 
 	g := spoolGateway(t, bin, dir, up, "-spool.sync", "always")
 	first := sendAcked(t, g, l, 100)
-	if n := u.waitFor(first, 30*time.Second); n > 0 {
+	if n := u.WaitSpans(first); n > 0 {
 		t.Fatalf("first start: %d of %d spans never arrived", n, len(first))
 	}
 	stop(g)
@@ -423,19 +341,17 @@ func TestSpoolThreeStartsSecondIdle(t *testing.T) {
 
 	g = spoolGateway(t, bin, dir, up, "-spool.sync", "always")
 	third := sendAcked(t, g, l, 100)
-	if n := u.waitFor(third, 30*time.Second); n > 0 {
+	if n := u.WaitSpans(third); n > 0 {
 		t.Fatalf("third start: %d of %d acknowledged spans never arrived (spool: %v segments created, %v deleted as finished)",
 			n, len(third), scrape(t, g.admin, "otlpgate_spool_segments_created_total"),
 			scrape(t, g.admin, "otlpgate_spool_segments_deleted_total", `reason="finished"`))
 	}
 	stop(g)
-	u.mu.Lock()
-	for id := range u.seen {
+	for id := range u.Spans() {
 		if !l.sent[id] {
 			t.Errorf("span %d arrived but was never sent", id)
 		}
 	}
-	u.mu.Unlock()
 
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -540,19 +456,18 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 		t.Errorf("spool holds %v bytes, want at least %d", onDisk, spooled)
 	}
 
-	u := startRecorder(t, up)
-	if n := u.waitFor(l.ackedIDs(), 40*time.Second); n > 0 {
+	u := testkit.StartGRPCSink(t, up)
+	if n := u.WaitSpans(l.ackedIDs()); n > 0 {
 		t.Fatalf("%d of %d spans never arrived", n, len(l.ackedIDs()))
 	}
 	// Oldest first: what memory held during the outage may come in any order, what was on disk
 	// only comes in append order. A request's spans must all arrive before those of any request
 	// appended more than memWindow requests later.
-	u.mu.Lock()
-	rank := make(map[uint64]int, len(u.order))
-	for i, id := range u.order {
+	order := u.FirstArrivals()
+	rank := make(map[uint64]int, len(order))
+	for i, id := range order {
 		rank[id] = i
 	}
-	u.mu.Unlock()
 	reqBytes := float64(spooled) / float64(len(reqIDs))
 	memWindow := int(2*queueMax/reqBytes) + 1
 	last := make([]int, len(reqIDs)) // latest first arrival among the request's spans

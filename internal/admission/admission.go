@@ -19,16 +19,17 @@ const Accepted Reason = -1
 
 // Why a request was not accepted. The values index the intakes' refusal counters.
 const (
-	Invalid  Reason = iota // the scanner or the transcoder rejected it
-	Full                   // no queue space now
-	TooLarge               // larger than the whole queue
-	Closed                 // shutting down
-	Upstream               // -ack=upstream: a destination did not deliver it
-	Timeout                // -ack=upstream: the wait ended before the destinations answered
+	Invalid   Reason = iota // the scanner or the transcoder rejected it
+	Full                    // no queue space now
+	TooLarge                // larger than the whole queue
+	Closed                  // shutting down
+	Upstream                // -ack=upstream: a destination did not deliver it
+	Timeout                 // -ack=upstream: the wait ended before the destinations answered
+	Throttled               // its tenant is over -tenant.rate: retry after the tenant's wait
 	NumReasons
 )
 
-var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled"}
+var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate"}
 
 // String returns the reason as used in metric labels. Safe for concurrent use.
 func (r Reason) String() string {
@@ -38,7 +39,7 @@ func (r Reason) String() string {
 	return "accepted"
 }
 
-// Of maps an error of fastpath.Pipeline.Admit to a Reason.
+// Of maps an error of fastpath.Admitter.Admit to a Reason.
 func Of(err error) Reason {
 	switch {
 	case err == nil:
@@ -71,11 +72,11 @@ func Await(ctx context.Context, b *fastpath.Batch) Reason {
 	return Accepted
 }
 
-// Control admits requests into a pipeline for one intake and tracks its refusal episodes.
-// The zero value is not usable: call Init.
+// Control admits requests for one intake and tracks its refusal episodes. The zero value is
+// not usable: call Init.
 type Control struct {
-	p             *fastpath.Pipeline
-	lim           *fastpath.Limiter // nil: no intake limit
+	p             fastpath.Admitter
+	lim           *Limiter // nil: no intake limit
 	overloadAfter time.Duration
 	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
 	// requests are admitted; lastRefusal is the time of the latest refusal. Shared by every
@@ -84,18 +85,40 @@ type Control struct {
 	lastRefusal   atomic.Int64
 }
 
-// Init sets the pipeline requests go into (nil in tests of the episode rules only), the
-// intake limiter (nil for none) and how long refusals must last before they are overload.
-// Call once, before use.
-func (c *Control) Init(p *fastpath.Pipeline, lim *fastpath.Limiter, overloadAfter time.Duration) {
+// Init sets what requests are admitted into (a fastpath.Pipeline, or with a spool the spool's
+// admission; nil in tests of the episode rules only), the intake limiter (nil for none) and
+// how long refusals must last before they are overload. Call once, before use.
+func (c *Control) Init(p fastpath.Admitter, lim *Limiter, overloadAfter time.Duration) {
 	c.p, c.lim, c.overloadAfter = p, lim, overloadAfter
 }
 
-// Admit hands a checked request to the pipeline. An admission ends the refusal episode. Safe
+// Admit hands a checked request to the admitter. An admission ends the refusal episode. Safe
 // for concurrent use.
 func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
 	b, err := c.p.Admit(sig, req, items, layout)
 	if err != nil {
+		return nil, Of(err)
+	}
+	if c.refusingSince.Load() != 0 {
+		c.refusingSince.Store(0)
+	}
+	return b, Accepted
+}
+
+// AdmitTenant is Admit for tenant t (-intake.headers; nil: the default tenant): the request
+// joins a batch of t's requests only. A tenant over its rate (-tenant.rate) is refused as
+// Throttled before admission, and told to wait TenantDelay; what a request took from its
+// tenant's bucket is given back when admission then refuses it. Safe for concurrent use.
+func (c *Control) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+	if t == nil {
+		return c.Admit(sig, req, items, layout)
+	}
+	if _, ok := t.Take(len(req), items); !ok {
+		return nil, Throttled
+	}
+	b, err := c.p.AdmitTenant(t, sig, req, items, layout)
+	if err != nil {
+		t.Refund(len(req), items)
 		return nil, Of(err)
 	}
 	if c.refusingSince.Load() != 0 {
@@ -129,28 +152,35 @@ func (c *Control) OverloadedAt(now int64) bool {
 	return time.Duration(now-since) >= c.overloadAfter
 }
 
-// EndEpisode ends the current refusal episode, as an admission does (for tests).
-func (c *Control) EndEpisode() { c.refusingSince.Store(0) }
+// AckUpstream reports whether the intake answers a request only once its batch was delivered
+// (-ack=upstream): Admit then returns the batch to wait on.
+func (c *Control) AckUpstream() bool { return c.p.Ack() == fastpath.AckUpstream }
 
 // QueueDelay is how long a client refused for want of queue space (or whose batch the
 // upstream gave up, with -ack=upstream) should wait: sized from the queue's drain rate.
 func (c *Control) QueueDelay() time.Duration { return c.p.RetryDelay() }
+
+// TenantDelay is how long a client whose request of req bytes and items items was refused as
+// Throttled should wait: until its tenant's bucket holds the request.
+func TenantDelay(t *fastpath.Tenant, req []byte, items int) time.Duration {
+	return t.Wait(len(req), items)
+}
 
 // BusyDelay is how long a client the intake limiter refused should wait: the limiter's own
 // wait, which is what the refused request just waited in vain.
 func (c *Control) BusyDelay() time.Duration { return c.lim.Wait() }
 
 // Limiter returns the intake limiter, nil for none.
-func (c *Control) Limiter() *fastpath.Limiter { return c.lim }
+func (c *Control) Limiter() *Limiter { return c.lim }
 
 // Hold is the intake limiter's reservation for one request being received and admitted: a
 // gRPC call's message, an HTTP body and its decompressed copy as they grow. The zero value
 // holds nothing.
 type Hold struct {
-	lim  *fastpath.Limiter
-	acct *fastpath.Account // the connection's account, when the bytes came from one
-	tick uint64            // when the account's reservation was taken
-	in   fastpath.Intake
+	lim  *Limiter
+	acct *Account // the connection's account, when the bytes came from one
+	tick uint64   // when the account's reservation was taken
+	in   Intake
 	n    int64
 }
 
@@ -158,7 +188,7 @@ type Hold struct {
 // reports false when the limiter refused (counted there); h keeps what it held before. Without
 // a limiter it takes nothing and reports true. h must not hold bytes of another intake or
 // account.
-func (c *Control) Take(h *Hold, in fastpath.Intake, n int64, done <-chan struct{}) bool {
+func (c *Control) Take(h *Hold, in Intake, n int64, done <-chan struct{}) bool {
 	if c.lim == nil {
 		return true
 	}
@@ -172,7 +202,7 @@ func (c *Control) Take(h *Hold, in fastpath.Intake, n int64, done <-chan struct{
 // TakeFrom reserves n bytes from a connection's account (gRPC), within its share
 // (-intake.max-conn-bytes), waiting like Take. It is one reservation: h must hold nothing, and
 // gives it back whole.
-func (c *Control) TakeFrom(h *Hold, a *fastpath.Account, n int64, done <-chan struct{}) bool {
+func (c *Control) TakeFrom(h *Hold, a *Account, n int64, done <-chan struct{}) bool {
 	if h.n != 0 {
 		panic("BUG: admission: a hold takes from an account once")
 	}

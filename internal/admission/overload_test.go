@@ -30,7 +30,7 @@ func TestOverloadGraceAfterQuietPeriod(t *testing.T) {
 	at(time.Hour+1500*time.Millisecond, false)
 	at(time.Hour+2*time.Second, true)
 	// An admission ends the episode too.
-	s.EndEpisode()
+	s.endEpisode()
 	at(time.Hour+2500*time.Millisecond, false)
 
 	var zero Control
@@ -66,3 +66,6 @@ func TestReasonsAndRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// endEpisode ends the current refusal episode, as an admission does.
+func (c *Control) endEpisode() { c.refusingSince.Store(0) }

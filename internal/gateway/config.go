@@ -10,6 +10,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -30,7 +31,7 @@ type Config struct {
 	Pprof admin.PprofConfig // -pprof.*
 	// Intake bounds what every intake holds before admission (-intake.*). The gateway builds
 	// one limiter from it and gives it to each intake: their own Limiter fields are ignored.
-	Intake fastpath.LimiterConfig
+	Intake admission.LimiterConfig
 	// Pipeline is admission and batching (-queue.max-bytes, -batch.*, -ack); its Processor holds
 	// the processing steps.
 	Pipeline fastpath.Config
@@ -61,6 +62,10 @@ type Config struct {
 	SpoolGroupReadable bool
 	// ShutdownTimeout bounds the whole shutdown (-shutdown.timeout, default 30s).
 	ShutdownTimeout time.Duration
+	// Tenants are the tenant headers and their bounds (-intake.headers, -intake.max-tenants,
+	// -tenant.*); no Headers: tenants off. Its Routes are ignored: the gateway takes them from
+	// the destinations' match-header (tenants.go).
+	Tenants fastpath.TenantsConfig
 }
 
 // DefaultConfig returns otlpgate's defaults: every part's own defaults (gRPC, OTLP/HTTP and
@@ -74,12 +79,13 @@ func DefaultConfig() Config {
 		UDS:             uds.DefaultConfig(),
 		Admin:           admin.DefaultConfig(),
 		Pprof:           admin.DefaultPprofConfig(),
-		Intake:          fastpath.DefaultLimiterConfig(),
+		Intake:          admission.DefaultLimiterConfig(),
 		Pipeline:        fastpath.DefaultConfig(),
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
 		DestFilePoll:    5 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
+		Tenants:         fastpath.DefaultTenantsConfig(),
 	}
 }
 
@@ -88,11 +94,15 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown.timeout must be positive")
 	}
-	if _, err := c.AllDestinations(); err != nil {
+	dests, err := c.AllDestinations()
+	if err != nil {
 		return err
 	}
 	if c.DestFilePoll < 0 {
 		return errors.New("-dest.file.poll-interval must not be negative")
+	}
+	if err := c.checkTenants(dests); err != nil {
+		return err
 	}
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == fastpath.AckUpstream {
@@ -106,7 +116,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	// The servers check their sizes against the limiter again; these name the flags.
-	in := fastpath.NewLimiter(c.Intake)
+	in := admission.NewLimiter(c.Intake)
 	if m := int64(c.GRPC.MaxRecvMsgSize); c.GRPC.Listen != "" && (m > in.MaxBytes() || m > in.MaxConnBytes() || m > in.MaxInflateBytes()) {
 		return fmt.Errorf("-grpc.max-recv-msg-size %d exceeds -intake.max-bytes %d, -intake.max-conn-bytes %d or -intake.inflate-bytes %d: no call could be received",
 			m, in.MaxBytes(), in.MaxConnBytes(), in.MaxInflateBytes())
@@ -114,8 +124,8 @@ func (c Config) Validate() error {
 	if m := 2 * int64(c.HTTP.MaxRequestBytes); c.HTTP.Listen != "" && m > in.MaxBytes() {
 		return fmt.Errorf("twice -http.max-request-bytes (%d: a body and its decompressed copy) exceeds -intake.max-bytes %d", m, in.MaxBytes())
 	}
-	if m := int64(c.Kafka.MaxRequestBytes + pool.Cap(c.Kafka.TelemetryMaxBytes)); c.Kafka.Listen != "" && m > in.MaxBytesFor(fastpath.IntakeKafka) {
-		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(fastpath.IntakeKafka))
+	if m := int64(c.Kafka.MaxRequestBytes + pool.Cap(c.Kafka.TelemetryMaxBytes)); c.Kafka.Listen != "" && m > in.MaxBytesFor(admission.IntakeKafka) {
+		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(admission.IntakeKafka))
 	}
 	return errors.Join(c.GRPC.Validate(), c.HTTP.Validate(), c.Pipeline.Validate(), c.File.Validate(), c.Admin.Validate(), c.Pprof.Validate(),
 		c.Kafka.Validate(), c.UDS.Validate())

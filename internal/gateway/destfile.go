@@ -77,6 +77,9 @@ func (g *Gateway) reloadDestFile(why string) error {
 		if len(configs)+len(g.cfg.Extra) == 0 {
 			return errors.New("no destination")
 		}
+		if err := g.cfg.checkTenants(configs); err != nil {
+			return err
+		}
 		added, removed, changed, err := g.applyDests(configs)
 		if err == nil {
 			g.log.Info("destinations reloaded", "file", g.cfg.DestFile, "trigger", why, "added", added, "removed", removed,

@@ -184,7 +184,8 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		}
 		r, err := g.spool.AddReader(m.name)
 		if err == nil {
-			err = g.newFeeder(m, r, len(next))
+			// Its position only matters to tenant routes, which a reload never has (checkTenants).
+			err = g.newFeeder(m, r, len(kept), len(next))
 		}
 		if err != nil {
 			m.out.Shutdown(context.Background())

@@ -10,11 +10,13 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -30,9 +32,10 @@ type Gateway struct {
 	cfg Config
 	log *slog.Logger
 
-	lim   *fastpath.Limiter
-	p     *fastpath.Pipeline
-	spool *spool.Spool // nil without a spool
+	lim   *admission.Limiter
+	in    admitter           // what every intake admits into: p, or the spool's admission
+	p     *fastpath.Pipeline // nil with a spool
+	spool *spool.Spool       // nil without a spool
 
 	gs   *grpcserver.Server
 	hs   *httpserver.Server
@@ -72,6 +75,16 @@ type Gateway struct {
 	shutErr   error
 }
 
+// admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the spool's
+// admission (spool/feed), which the shutdown seals and closes alike.
+type admitter interface {
+	fastpath.Admitter
+	fastpath.Consumer
+	Flush()
+	QueuedBytes() int64
+	Close()
+}
+
 // intake is a server that takes data in; Shutdown stops it accepting and hands what it took
 // to the pipeline.
 type intake interface {
@@ -106,7 +119,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	// One intake limiter bounds what every intake holds before admission, as the queue does
 	// after; gRPC messages inflate into its inflate budget, so it exists before the
 	// compressors are registered (before any server or client).
-	g.lim = fastpath.NewLimiter(cfg.Intake)
+	g.lim = admission.NewLimiter(cfg.Intake)
 	registerCompressors.once.Do(func() {
 		cc := codec.DefaultConfig()
 		cc.Budget, cc.InflateClaim = grpcserver.InflateBudget(g.lim), cfg.GRPC.MaxRecvMsgSize
@@ -141,6 +154,15 @@ func (g *Gateway) build() error {
 	if cfg.DestFile != "" && len(configs)+len(cfg.Extra) == 0 {
 		return fmt.Errorf("-dest.file %s: no destination", cfg.DestFile)
 	}
+	if err := cfg.checkTenants(configs); err != nil {
+		return err
+	}
+	// The tenant table goes to the pipeline, the spool's admission and feeders (g.cfg, which
+	// reloads build feeders from) and the intakes.
+	if err := g.cfg.buildTenants(configs); err != nil {
+		return err
+	}
+	cfg = g.cfg
 	var ms []*member
 	defer func() { g.dmu.members = ms }() // release stops what was built, also on an error
 	for _, c := range configs {
@@ -170,30 +192,33 @@ func (g *Gateway) build() error {
 		if g.spool, err = openSpool(cfg, names, log); err != nil {
 			return err
 		}
-		for _, m := range ms {
-			if err := g.newFeeder(m, g.spool.Reader(m.name), len(ms)); err != nil {
+		for i, m := range ms {
+			if err := g.newFeeder(m, g.spool.Reader(m.name), i, len(ms)); err != nil {
 				return err
 			}
 			m.resumed = make(chan struct{})
 			close(m.resumed)
 		}
-		if g.p, err = fastpath.NewLogged(cfg.Pipeline, feed.Log{Spool: g.spool}); err != nil {
+		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.spool); err != nil {
 			return err
 		}
-	} else if g.p, err = fastpath.New(cfg.Pipeline, dests(ms)); err != nil {
-		return err
+	} else {
+		if g.p, err = fastpath.New(cfg.Pipeline, dests(ms)); err != nil {
+			return err
+		}
+		g.in = g.p
 	}
 	cfg.GRPC.Limiter, cfg.HTTP.Limiter, cfg.Kafka.Limiter, cfg.UDS.Limiter = g.lim, g.lim, g.lim, g.lim
-	if g.gs, err = grpcserver.New(cfg.GRPC, g.p, log); err != nil {
+	if g.gs, err = grpcserver.New(cfg.GRPC, g.in, log); err != nil {
 		return err
 	}
-	if g.hs, err = httpserver.New(cfg.HTTP, g.p, log); err != nil {
+	if g.hs, err = httpserver.New(cfg.HTTP, g.in, log); err != nil {
 		return err
 	}
-	if g.ks, err = kafka.New(cfg.Kafka, g.p, log); err != nil {
+	if g.ks, err = kafka.New(cfg.Kafka, g.in, log); err != nil {
 		return err
 	}
-	if g.us, err = uds.New(cfg.UDS, g.p, log); err != nil {
+	if g.us, err = uds.New(cfg.UDS, g.in, log); err != nil {
 		return err
 	}
 	for _, in := range []struct{ name, addr string }{{"grpc", cfg.GRPC.Listen}, {"http", cfg.HTTP.Listen}, {"kafka", cfg.Kafka.Listen}, {"uds", cfg.UDS.Listen}} {
@@ -204,6 +229,8 @@ func (g *Gateway) build() error {
 	if g.adm, err = admin.New(cfg.Admin, log, g.ready); err != nil {
 		return err
 	}
+	// The status page's last error per destination: each client.Dest and client.Fleet keeps its own.
+	g.adm.SetLastErrors(g.lastErrors)
 	// Profiles only when asked for, on loopback; the listener lives until the end of Shutdown,
 	// so that a shutdown can be profiled too.
 	if g.prof, err = admin.NewPprof(cfg.Pprof, log); err != nil {
@@ -214,8 +241,8 @@ func (g *Gateway) build() error {
 
 // release gives back what a failed New built: nothing was admitted, so nothing can be lost.
 func (g *Gateway) release() {
-	if g.p != nil {
-		g.p.Close()
+	if g.in != nil {
+		g.in.Close()
 	}
 	if g.ks != nil {
 		g.ks.Shutdown(context.Background())
@@ -345,7 +372,8 @@ func (g *Gateway) Reload() error {
 }
 
 // Pipeline is the gateway's pipeline, for tests and benchmarks that admit requests without an
-// intake or watch its queue. Safe for concurrent use.
+// intake or watch its queue; nil with a spool, whose admission writes to the log instead.
+// Safe for concurrent use.
 func (g *Gateway) Pipeline() *fastpath.Pipeline { return g.p }
 
 // GRPCAddr is the OTLP/gRPC intake's bound address, nil when it is off or not started.
@@ -363,3 +391,26 @@ func (g *Gateway) AdminAddr() net.Addr { return g.adm.Addr() }
 
 // PprofAddr is the profiling listener's bound address, nil when it is off or not started.
 func (g *Gateway) PprofAddr() net.Addr { return g.prof.Addr() }
+
+// lastErrors is each destination's latest failure, for the status page; destinations that never
+// failed are left out. Those a reload removed are gone from it.
+func (g *Gateway) lastErrors() map[string]admin.LastError {
+	g.dmu.Lock()
+	outs := make([]fastpath.Destination, 0, len(g.dmu.members))
+	for _, m := range g.dmu.members {
+		outs = append(outs, m.dest)
+	}
+	g.dmu.Unlock()
+	m := map[string]admin.LastError{}
+	for _, o := range outs {
+		if d, ok := o.(interface {
+			Name() string
+			LastError() (string, time.Time)
+		}); ok {
+			if msg, at := d.LastError(); msg != "" {
+				m[d.Name()] = admin.LastError{Message: msg, At: at}
+			}
+		}
+	}
+	return m
+}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
@@ -35,14 +35,14 @@ func (g *Gateway) ready() error {
 		}
 	}
 	if g.cfg.GRPC.Listen != "" || g.cfg.HTTP.Listen != "" {
-		check("intake limiter", g.lim.BytesFor(fastpath.IntakeGRPC), g.lim.MaxBytes(), "intake.max-bytes")
+		check("intake limiter", g.lim.BytesFor(admission.IntakeGRPC), g.lim.MaxBytes(), "intake.max-bytes")
 	}
 	if g.cfg.Kafka.Listen != "" || g.cfg.UDS.Listen != "" {
-		check("unauthenticated intake limiter", g.lim.BytesFor(fastpath.IntakeKafka), g.lim.MaxBytesFor(fastpath.IntakeKafka), "intake.unauthenticated.max-bytes")
+		check("unauthenticated intake limiter", g.lim.BytesFor(admission.IntakeKafka), g.lim.MaxBytesFor(admission.IntakeKafka), "intake.unauthenticated.max-bytes")
 	}
 	if g.spool == nil {
 		// With a spool, admission holds nothing in memory: the spool is the queue.
-		check("queue", g.p.QueuedBytes(), g.cfg.Pipeline.QueueMaxBytes, "queue.max-bytes")
+		check("queue", g.in.QueuedBytes(), g.cfg.Pipeline.QueueMaxBytes, "queue.max-bytes")
 	} else {
 		check("spool", g.spool.Bytes(), g.cfg.Spool.MaxBytes, "spool.max-bytes")
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/client"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
@@ -85,11 +85,11 @@ func TestReadyzIntakeLimiter(t *testing.T) {
 	cfg.Destinations = []client.Config{destTo("readyl", up.addr)}
 	g := startGateway(t, cfg)
 	n := g.lim.MaxBytes() * 95 / 100
-	if !g.lim.TryAcquireBytes(fastpath.IntakeGRPC, n) {
+	if !g.lim.TryAcquireBytes(admission.IntakeGRPC, n) {
 		t.Fatal("the limiter refused 95% of its budget while idle")
 	}
 	code, body := readyz(t, g)
-	g.lim.ReleaseBytes(fastpath.IntakeGRPC, n)
+	g.lim.ReleaseBytes(admission.IntakeGRPC, n)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "intake limiter: ") || !strings.Contains(body, "-intake.max-bytes") {
 		t.Fatalf("/readyz with the limiter at 95%% = %d %q", code, body)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // LossError reports that data acknowledged to clients was lost: at shutdown, or because the
@@ -60,7 +58,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	ictx, icancel := context.WithTimeout(ctx, time.Until(deadline)/2)
 	defer icancel()
 	intakesDone := make(chan struct{})
-	go sealWhileDraining(g.p, intakesDone)
+	go sealWhileDraining(g.in, intakesDone)
 	intakes := []intake{g.gs, g.hs, g.ks, g.us}
 	ierrs := make(chan error, len(intakes))
 	for _, in := range intakes {
@@ -76,7 +74,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	close(intakesDone)
 	g.log.Debug("intakes stopped", "took", time.Since(began))
 
-	g.p.Close()
+	g.in.Close()
 	spooled := g.spool != nil
 	// Nothing more is read from the spool; what the destinations hold is finished as usual.
 	for _, m := range members {
@@ -128,7 +126,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 			g.log.Info("spool closed")
 		}
 	}
-	if q := g.p.QueuedBytes(); q > 0 && len(lost.Errs) == 0 {
+	if q := g.in.QueuedBytes(); q > 0 && len(lost.Errs) == 0 {
 		// Every destination finishes every batch it took, lost or not; bytes left over were
 		// never accounted for by one.
 		g.log.Error("data lost at shutdown", "err", fmt.Sprintf("%d admitted bytes were not finished by every destination", q))
@@ -152,7 +150,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 const sealEvery = 5 * time.Millisecond
 
 // sealWhileDraining seals the open batches every sealEvery until done is closed.
-func sealWhileDraining(p *fastpath.Pipeline, done <-chan struct{}) {
+func sealWhileDraining(p admitter, done <-chan struct{}) {
 	t := time.NewTicker(sealEvery)
 	defer t.Stop()
 	for {

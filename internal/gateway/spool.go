@@ -24,16 +24,18 @@ func openSpool(cfg Config, names []string, log *slog.Logger) (*spool.Spool, erro
 	return s, nil
 }
 
-// feedConfig is the configuration of a feeder of one of n destinations whose own queue holds
+// feedConfig is the configuration of the feeder of destination i of n, whose own queue holds
 // queue bytes (0: no bound of its own). The feeders share -queue.max-bytes: each may hand its
 // destination its share, less one batch (a feeder may go past its share by one), and no more
 // than the destination's own queue.
-func feedConfig(cfg Config, queue int64, n int) feed.Config {
+func feedConfig(cfg Config, queue int64, i, n int) feed.Config {
 	return feed.Config{
 		MaxBytes:      feedShare(cfg, queue, n),
 		BatchMaxBytes: cfg.Pipeline.BatchMaxBytes,
 		BatchMaxItems: cfg.Pipeline.BatchMaxItems,
 		BatchMaxAge:   cfg.Pipeline.BatchMaxAge,
+		Tenants:       cfg.Pipeline.Tenants,
+		Dest:          i,
 	}
 }
 
@@ -46,9 +48,9 @@ func feedShare(cfg Config, queue int64, n int) int64 {
 	return max(limit-int64(cfg.Pipeline.BatchMaxBytes), int64(cfg.Pipeline.BatchMaxBytes))
 }
 
-// newFeeder gives m a feeder from its reader in s, sized for one of n destinations.
-func (g *Gateway) newFeeder(m *member, r *spool.Reader, n int) error {
-	f, err := feed.New(feedConfig(g.cfg, m.queue, n), r, m.dest, g.log)
+// newFeeder gives m, destination i of n, a feeder from its reader r.
+func (g *Gateway) newFeeder(m *member, r *spool.Reader, i, n int) error {
+	f, err := feed.New(feedConfig(g.cfg, m.queue, i, n), r, m.dest, g.log)
 	if err != nil {
 		return err
 	}

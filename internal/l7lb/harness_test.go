@@ -3,6 +3,7 @@ package l7lb
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
@@ -24,52 +26,14 @@ import (
 // goroutines when the package initialises: they belong to the dependency, not to a test.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// recorder is a gateway's destination: it decodes every batch and records the span ids, each
-// with the time it arrived.
-type recorder struct {
-	name string
-	mu   sync.Mutex
-	ids  map[uint64]int
-	at   []arrival
-}
-
-type arrival struct {
-	t time.Time
-	n int
-}
-
-func (r *recorder) Name() string { return r.name }
-
-func (r *recorder) Enqueue(b *fastpath.Batch) error {
-	var req coltracev1.ExportTraceServiceRequest
-	err := req.UnmarshalVT(b.Payload.Bytes())
-	now := time.Now()
-	r.mu.Lock()
+// spansSince is how many spans arrived at rec; since, if not zero, counts only those that
+// arrived after it.
+func spansSince(rec *testkit.Recorder, since time.Time) int {
 	n := 0
-	if err == nil {
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, sp := range ss.Spans {
-					r.ids[binary.BigEndian.Uint64(sp.SpanId)]++
-					n++
-				}
-			}
-		}
-	}
-	r.at = append(r.at, arrival{now, n})
-	r.mu.Unlock()
-	b.Done(err == nil)
-	return nil
-}
-
-// count is how many spans arrived; since, if not zero, counts only those that arrived after it.
-func (r *recorder) count(since time.Time) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, a := range r.at {
-		if a.t.After(since) {
-			n += a.n
+	for _, g := range rec.Received() {
+		if g.At.After(since) {
+			ids, _ := testkit.SpanIDs(g.Body)
+			n += len(ids)
 		}
 	}
 	return n
@@ -78,7 +42,7 @@ func (r *recorder) count(since time.Time) int {
 // gateway is an otlpgate gateway built in the test as cmd/otlpgate builds it: the gRPC intake
 // and a pipeline in front of a recorder.
 type gateway struct {
-	rec  *recorder
+	rec  *testkit.Recorder
 	addr string
 }
 
@@ -91,7 +55,7 @@ func gatewayConfig() gw.Config {
 
 func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 	t.Helper()
-	g := &gateway{rec: &recorder{name: name, ids: map[uint64]int{}}}
+	g := &gateway{rec: testkit.NewRecorder(name)}
 	cfg := gatewayConfig()
 	cfg.GRPC.Listen = "127.0.0.1:0"
 	cfg.GRPC.StreamMaxAge = maxAge
@@ -207,38 +171,29 @@ func loadBodies(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at 
 	return admitted
 }
 
-// settle waits (bounded) until every admitted id arrived at some gateway, then checks that none
-// is missing and returns the duplicates.
+// settle waits until every admitted id arrived at some gateway and returns the duplicates.
 func settle(t *testing.T, admitted []uint64, gws ...*gateway) (dups int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		seen := map[uint64]int{}
+	var seen map[uint64]int
+	testkit.WaitFor(t, fmt.Sprintf("all %d admitted spans to reach a gateway", len(admitted)), func() bool {
+		seen = map[uint64]int{}
 		for _, g := range gws {
-			g.rec.mu.Lock()
-			for id, n := range g.rec.ids {
+			ids, _ := g.rec.SpanIDs()
+			for id, n := range ids {
 				seen[id] += n
 			}
-			g.rec.mu.Unlock()
 		}
-		missing := 0
 		for _, id := range admitted {
 			if seen[id] == 0 {
-				missing++
+				return false
 			}
 		}
-		if missing == 0 {
-			dups = 0
-			for _, n := range seen {
-				dups += n - 1
-			}
-			return dups
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d admitted spans never reached a gateway", missing, len(admitted))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true
+	})
+	for _, n := range seen {
+		dups += n - 1
 	}
+	return dups
 }
 
 // counter sums a counter of the default registry over the series carrying label=value.
@@ -269,7 +224,7 @@ func shares(since time.Time, gws ...*gateway) []float64 {
 	total := 0
 	counts := make([]int, len(gws))
 	for i, g := range gws {
-		counts[i] = g.rec.count(since)
+		counts[i] = spansSince(g.rec, since)
 		total += counts[i]
 	}
 	out := make([]float64, len(gws))

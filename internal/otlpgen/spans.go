@@ -18,6 +18,9 @@ type Shape struct {
 	// Traces is how many traces the spans of a batch belong to, interleaved span by span (as
 	// an SDK's batch of concurrent requests); 0 or 1: the whole batch is one trace.
 	Traces int
+	// Semconv makes the spans those of an HTTP server instrumentation (see Semconv) instead of
+	// the reference generator's; Attrs is then ignored.
+	Semconv bool
 }
 
 // The two batch shapes of Appendix B.
@@ -42,7 +45,8 @@ func New(seed uint64) *Generator {
 // baseTime is a fixed start so that batches of equal seed are byte-identical.
 const baseTime = uint64(1572516672_000000013) // 2019-10-31T10:11:12.000000013Z
 
-// Spans returns a trace export request of one resource with s.Spans spans, built like the
+// Spans returns a trace export request of one resource with s.Spans spans (with s.Semconv, see
+// Semconv; otherwise as follows), built like the
 // reference load generator: one trace id per batch (16 bytes; s.Traces of them, dealt out span
 // by span, when set), a span id per span (8 bytes), the first two attributes int64 sequence
 // numbers and the rest strings with random 1-50 character keys and 1-20 character values.
@@ -51,6 +55,9 @@ const baseTime = uint64(1572516672_000000013) // 2019-10-31T10:11:12.000000013Z
 // than allocated one by one: the generator runs inside the benchmarks' timed loops, where its
 // allocations would otherwise weigh more than the code under test.
 func (g *Generator) Spans(s Shape) *coltracev1.ExportTraceServiceRequest {
+	if s.Semconv {
+		return g.semconvSpans(s)
+	}
 	nTraces := max(s.Traces, 1)
 	traceIDs := make([]byte, 16*nTraces)
 	for t := range nTraces {

@@ -26,6 +26,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -35,7 +36,9 @@ import (
 // goroutines when the package initialises: they belong to the dependency, not to a test.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// upstream is an OTEP stream server that records the span ids it accepted.
+// upstream is an OTEP stream server that records the span ids it accepted. It is not
+// testkit.GRPCSink: it injects faults (a share of FailedRetryable answers, delays, throttling,
+// silence), and what it saw is kept in a seenSet that outlives its restarts.
 type upstream struct {
 	otepv1.UnimplementedStreamExporterServer
 	gs   *grpc.Server
@@ -136,7 +139,7 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 		}
 		u.mu.Unlock()
 		if code == otepv1.ResultCode_Success {
-			u.seen.add(spanIDs(req.ResourceSpans))
+			u.seen.add(testkit.ResourceSpanIDs(req.ResourceSpans))
 		}
 		if err := st.Send(&otepv1.ExportResponse{Id: req.Id, ResultCode: code}); err != nil {
 			return err
@@ -144,20 +147,8 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 	}
 }
 
-func spanIDs(rs []*tracev1.ResourceSpans) []uint64 {
-	var ids []uint64
-	for _, r := range rs {
-		for _, ss := range r.ScopeSpans {
-			for _, sp := range ss.Spans {
-				ids = append(ids, binary.BigEndian.Uint64(sp.SpanId))
-			}
-		}
-	}
-	return ids
-}
-
-// gate is an otlpgate built in the test as cmd/otlpgate builds it: the gRPC intake, the
-// pipeline, the destinations.
+// gate is an otlpgate built through internal/gateway, as cmd/otlpgate builds it: the gRPC
+// intake, the pipeline, the destinations.
 type gate struct {
 	gw    *gateway.Gateway
 	p     *fastpath.Pipeline

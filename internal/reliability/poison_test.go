@@ -14,56 +14,27 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
-// sinkDest is a gateway's destination that decodes every batch and records its span ids, and
-// the top-level fields other than the resource entries it found (there must be none).
-type sinkDest struct {
-	mu      sync.Mutex
-	seen    map[uint64]int
-	unknown int
-	bad     int
-}
-
-func (s *sinkDest) Name() string { return "poison_sink" }
-
-func (s *sinkDest) Enqueue(b *fastpath.Batch) error {
-	body := b.Payload.Bytes()
-	var req coltracev1.ExportTraceServiceRequest
-	err := req.UnmarshalVT(body)
+// unknownFields counts, over the batches rec received, the top-level fields other than the
+// resource entries (there must be none).
+func unknownFields(rec *testkit.Recorder) int {
 	unknown := 0
-	for it := fastpath.NewTopLevel(body); ; {
-		f, ok := it.Next()
-		if !ok {
-			break
+	for _, g := range rec.Received() {
+		for it := fastpath.NewTopLevel(g.Body); ; {
+			f, ok := it.Next()
+			if !ok {
+				break
+			}
+			if f.Num != 1 {
+				unknown++
+			}
 		}
-		if f.Num != 1 {
-			unknown++
-		}
 	}
-	s.mu.Lock()
-	if err != nil {
-		s.bad++
-	}
-	s.unknown += unknown
-	for _, id := range spanIDs(req.ResourceSpans) {
-		s.seen[id]++
-	}
-	s.mu.Unlock()
-	b.Done(true)
-	return nil
-}
-
-func (s *sinkDest) snapshot() (map[uint64]int, int, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[uint64]int, len(s.seen))
-	for k, v := range s.seen {
-		out[k] = v
-	}
-	return out, s.unknown, s.bad
+	return unknown
 }
 
 // An edge (gRPC intake, pipeline, OTEP stream destination) forwards to a gateway (gRPC intake,
@@ -74,7 +45,7 @@ func (s *sinkDest) snapshot() (map[uint64]int, int, int) {
 // every span arrives at the gateway: the good ones and the known content of the odd ones,
 // while the odd fields are stripped and counted at admission.
 func TestUnknownTopLevelFieldDoesNotPoisonBatch(t *testing.T) {
-	sink := &sinkDest{seen: map[uint64]int{}}
+	sink := testkit.NewRecorder("poison_sink")
 	log := slog.New(slog.DiscardHandler)
 	gcfg := gateway.DefaultConfig()
 	gcfg.GRPC.Listen = "127.0.0.1:0"
@@ -171,14 +142,12 @@ func TestUnknownTopLevelFieldDoesNotPoisonBatch(t *testing.T) {
 	// Once the edge finished every batch, the gateway admitted all it will get; its sink
 	// finishes a batch as soon as it is sealed.
 	edge.drained(t, time.Minute)
-	for i := 0; gp.QueuedBytes() > 0; i++ {
-		if i > 10000 {
-			t.Fatalf("the gateway still holds %d bytes", gp.QueuedBytes())
-		}
+	testkit.WaitFor(t, "the gateway to deliver every byte it holds", func() bool {
 		gp.Flush()
-		time.Sleep(5 * time.Millisecond)
-	}
-	seen, unknown, bad := sink.snapshot()
+		return gp.QueuedBytes() == 0
+	})
+	seen, bad := sink.SpanIDs()
+	unknown := unknownFields(sink)
 	var missing []uint64
 	for id := uint64(1); id <= good+odd; id++ {
 		if seen[id] == 0 {

@@ -2,13 +2,11 @@ package statuspage
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -49,25 +48,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// sink is a working OTLP/gRPC upstream that counts the spans it accepts.
-type sink struct {
-	coltracev1.UnimplementedTraceServiceServer
-	spans atomic.Int64
-}
-
-func (s *sink) Export(_ context.Context, r *coltracev1.ExportTraceServiceRequest) (*coltracev1.ExportTraceServiceResponse, error) {
-	n := 0
-	for _, rs := range r.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			n += len(ss.Spans)
-		}
-	}
-	s.spans.Add(int64(n))
-	return &coltracev1.ExportTraceServiceResponse{}, nil
-}
-
 // A person opening the page during an outage sees which destination is down and since when,
-// what is being dropped, and that traffic flows to the other.
+// why (its last error, as the client saw it), what is being dropped, and that traffic flows to
+// the other.
 func TestStatusPageShowsOutage(t *testing.T) {
 	browser := chromium(t)
 	dir := t.TempDir()
@@ -75,21 +58,13 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/otlpgate").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	up := &sink{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	coltracev1.RegisterTraceServiceServer(gs, up)
-	go gs.Serve(ln)
-	defer gs.Stop()
+	up := testkit.StartGRPCSink(t, "") // a working OTLP/gRPC upstream
 
 	grpcAddr, admin := freeAddr(t), freeAddr(t)
 	dead := freeAddr(t) // nobody listens: connection refused
 	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", "", "-uds.listen", "", "-admin.listen", admin,
 		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
-		"-dest", "name=backend,endpoint="+ln.Addr().String()+",protocol=v1,mode=unary",
+		"-dest", "name=backend,endpoint="+up.Addr()+",protocol=v1,mode=unary",
 		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -154,7 +129,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	}
 
 	// The page refreshes itself: wait, without reloading, until it shows the outage.
-	var archiveRow, backendRow, grpcRow string
+	var archiveRow, archiveErr, backendRow, grpcRow string
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		row := func(sel string) string {
@@ -165,21 +140,23 @@ func TestStatusPageShowsOutage(t *testing.T) {
 			return s
 		}
 		archiveRow, backendRow, grpcRow = row(`tr[data-dest="archive"]`), row(`tr[data-dest="backend"]`), row(`tr[data-intake="grpc"]`)
+		archiveErr = row(`tr[data-dest-error="archive"]`)
 		if strings.Contains(archiveRow, "down") && strings.Contains(archiveRow, "retry_exhausted") &&
+			strings.Contains(archiveErr, "connection refused") && strings.Contains(archiveErr, "ago") &&
 			strings.Contains(backendRow, "ok") && !strings.Contains(backendRow, "\t0/s") && grpcRow != "" && !strings.HasPrefix(cell(grpcRow, 2), "0/s") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed the outage:\narchive: %q\nbackend: %q\ngrpc: %q", archiveRow, backendRow, grpcRow)
+			t.Fatalf("the page never showed the outage:\narchive: %q\nits error: %q\nbackend: %q\ngrpc: %q", archiveRow, archiveErr, backendRow, grpcRow)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("archive: %s\nbackend: %s\ngrpc: %s", archiveRow, backendRow, grpcRow)
+	t.Logf("archive: %s\n%s\nbackend: %s\ngrpc: %s", archiveRow, archiveErr, backendRow, grpcRow)
 	// Since when: the state column is followed by how long ago it changed, and the last ack.
 	if !strings.Contains(archiveRow, "never") || !strings.Contains(archiveRow, "ago") {
 		t.Errorf("archive row does not say since when or that it never acknowledged: %q", archiveRow)
 	}
-	if up.spans.Load() == 0 {
+	if n, _ := up.SpanCount(); n == 0 {
 		t.Error("the working destination received nothing")
 	}
 	if os.Getenv("STATUS_SCREENSHOT") != "" {
@@ -208,5 +185,5 @@ func waitReady(t *testing.T, admin string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal(fmt.Sprintf("admin listener %s never came up", admin))
+	t.Fatalf("admin listener %s never came up", admin)
 }

@@ -45,14 +45,22 @@ func destConfig(name, endpoint string, unary bool) client.Config {
 // round). What a round may still show is a pool's stock falling one buffer short of a peak of
 // batches in flight that the warm-up did not reach: the buffer goes back to the pool, the next
 // peak finds it, and a later round is clean. The steady state allocates nothing.
-func forward(t *testing.T, in intake, unary bool) {
+func forward(t *testing.T, in intake, unary bool) { forwardTenants(t, in, unary, nil) }
+
+// forwardTenants is forward with -intake.headers=x-scope-orgid when orgs is not empty: the
+// load's workers send as the tenants orgs, in turns, and the destination forwards the header.
+func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	// One P: sync.Pool keeps the item a P put last where only that P's Get finds it, also after
 	// the collection that starts the measurement. With one P, whether the measured requests find
 	// the pools stocked by the warm-up does not depend on which P each goroutine last ran on.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	sk := startSink(t)
 	name := "zeroalloc_" + t.Name()
-	g := startGate(t, destConfig(name, sk.addr, unary))
+	dc := destConfig(name, sk.addr, unary)
+	if len(orgs) > 0 {
+		dc.ForwardHeaders = []string{"x-scope-orgid"}
+	}
+	g := startGate(t, dc, len(orgs) > 0)
 
 	total := warmRequests + maxRounds*runRequests
 	bodies := make([][]byte, total)
@@ -67,7 +75,7 @@ func forward(t *testing.T, in intake, unary bool) {
 	var senders []sender
 	switch in {
 	case intakeGRPC:
-		senders = grpcSenders(t, g.grpcAddr, 2*workers, bodies)
+		senders = grpcSenders(t, g.grpcAddr, 2*workers, bodies, orgs...)
 	case intakeHTTPProto:
 		senders = httpSenders(t, g.httpAddr, "application/x-protobuf", 2*workers, bodies)
 	case intakeHTTPJSON:
@@ -138,3 +146,10 @@ func TestHTTPProtoToStreamOwnAllocs(t *testing.T) { forward(t, intakeHTTPProto, 
 func TestHTTPProtoToUnaryOwnAllocs(t *testing.T)  { forward(t, intakeHTTPProto, true) }
 func TestHTTPJSONToStreamOwnAllocs(t *testing.T)  { forward(t, intakeHTTPJSON, false) }
 func TestHTTPJSONToUnaryOwnAllocs(t *testing.T)   { forward(t, intakeHTTPJSON, true) }
+
+// Tenants cost no allocation either: the gRPC intake reads each call's X-Scope-OrgID where
+// grpc-go filed it, admission keeps a batch per tenant, and the destination sends each batch
+// with its tenant's header from a context made once per tenant.
+func TestGRPCTenantsToUnaryOwnAllocs(t *testing.T) {
+	forwardTenants(t, intakeGRPC, true, []string{"acme", "beta", "gamma"})
+}

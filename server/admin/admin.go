@@ -113,8 +113,15 @@ func (s *Server) readyErr() error {
 	return nil
 }
 
-// SetLastErrors gives the status a source of each destination's last error. Call before Start.
-func (s *Server) SetLastErrors(f func() map[string]string) { s.sampler.lastErr = f }
+// LastError is a destination's latest failure, as the status shows it.
+type LastError struct {
+	Message string    // redacted by its source: the status shows it as given
+	At      time.Time // when it happened
+}
+
+// SetLastErrors gives the status a source of each destination's last error, keyed by
+// destination name; it is called once per /status.json and page view. Call before Start.
+func (s *Server) SetLastErrors(f func() map[string]LastError) { s.sampler.lastErr = f }
 
 // sample runs the status sampler until Shutdown.
 func (s *Server) sample() {

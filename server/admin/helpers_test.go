@@ -9,6 +9,7 @@ import (
 
 func nilLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// recorder is an HTTP response recorder for the handlers' tests, not a destination.
 type recorder struct {
 	*httptest.ResponseRecorder
 	body *bytes.Buffer

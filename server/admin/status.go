@@ -91,6 +91,7 @@ type DestinationStatus struct {
 	Since           time.Time          `json:"state_since"`
 	LastAck         *time.Time         `json:"last_ack,omitempty"`
 	LastError       string             `json:"last_error,omitempty"`
+	LastErrorAt     *time.Time         `json:"last_error_at,omitempty"`
 	QueueBytes      float64            `json:"queue_bytes"`
 	InFlight        float64            `json:"in_flight_requests"`
 	ItemsPerSec     float64            `json:"acknowledged_items_per_second"`
@@ -142,7 +143,7 @@ type sampler struct {
 	cfg     StatusConfig
 	g       prometheus.Gatherer
 	start   time.Time
-	lastErr func() map[string]string
+	lastErr func() map[string]LastError
 
 	mu struct {
 		sync.Mutex
@@ -160,7 +161,7 @@ type destTrack struct {
 	trouble time.Time // last sample where retries, throttles or drops moved
 }
 
-func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]string) *sampler {
+func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]LastError) *sampler {
 	s := &sampler{cfg: cfg, g: g, start: time.Now(), lastErr: lastErr}
 	s.mu.dests = map[string]*destTrack{}
 	return s
@@ -488,7 +489,7 @@ func (s *sampler) status(now time.Time) Status {
 		}
 		st.Intakes = append(st.Intakes, is)
 	}
-	var errs map[string]string
+	var errs map[string]LastError
 	if s.lastErr != nil {
 		errs = s.lastErr()
 	}
@@ -502,7 +503,7 @@ func (s *sampler) status(now time.Time) Status {
 	for _, d := range last.destinations() {
 		dw := "destination=" + d
 		t := tracks[d]
-		ds := DestinationStatus{Name: d, State: t.state, Since: t.since, LastError: errs[d],
+		ds := DestinationStatus{Name: d, State: t.state, Since: t.since, LastError: errs[d].Message,
 			QueueBytes:  last.sum("otlpgate_client_queue_bytes", dw),
 			InFlight:    last.sum("otlpgate_client_in_flight_requests", dw),
 			ItemsPerSec: round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) })),
@@ -521,6 +522,10 @@ func (s *sampler) status(now time.Time) Status {
 		if !t.lastAck.IsZero() {
 			la := t.lastAck
 			ds.LastAck = &la
+		}
+		if e := errs[d]; e.Message != "" && !e.At.IsZero() {
+			at := e.At
+			ds.LastErrorAt = &at
 		}
 		st.Destinations = append(st.Destinations, ds)
 	}

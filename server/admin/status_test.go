@@ -55,8 +55,10 @@ func findDest(t *testing.T, st Status, name string) DestinationStatus {
 func TestStatusDestinationStates(t *testing.T) {
 	r := newStatusRig()
 	cfg := StatusConfig{Interval: time.Second, Window: time.Minute, DownAfter: 10 * time.Second}
-	s := newSampler(cfg, r.reg, func() map[string]string { return map[string]string{"dead": "connection refused"} })
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := newSampler(cfg, r.reg, func() map[string]LastError {
+		return map[string]LastError{"dead": {Message: "connection refused", At: t0.Add(3 * time.Second)}}
+	})
 	s.start = t0
 	r.qMax.Set(1000)
 	r.spoolMax.Set(1 << 30)
@@ -103,8 +105,12 @@ func TestStatusDestinationStates(t *testing.T) {
 		t.Errorf("good latency p50 %v p99 %v, want within the 1-10 ms bucket", good.LatencyP50, good.LatencyP99)
 	}
 	if dead.State != "down" || !dead.Since.Equal(t0.Add(10*time.Second)) || dead.LastAck != nil || dead.QueueBytes != 4096 ||
-		dead.Dropped["retry_exhausted"] != 50 || dead.LastError != "connection refused" {
+		dead.Dropped["retry_exhausted"] != 50 || dead.LastError != "connection refused" ||
+		dead.LastErrorAt == nil || !dead.LastErrorAt.Equal(t0.Add(3*time.Second)) {
 		t.Errorf("dead: %+v", dead)
+	}
+	if good.LastError != "" || good.LastErrorAt != nil {
+		t.Errorf("good has a last error: %q at %v", good.LastError, good.LastErrorAt)
 	}
 	if slow.State != "degraded" || !slow.Since.Equal(t0.Add(25*time.Second)) || slow.Retried["failed_retryable"] != 5 {
 		t.Errorf("slow: %+v", slow)
@@ -131,8 +137,8 @@ func TestStatusDestinationStates(t *testing.T) {
 // The page renders what a person needs to read, and escapes what clients or upstreams control.
 func TestStatusPageRenders(t *testing.T) {
 	r := newStatusRig()
-	s := &Server{log: nilLogger(), sampler: newSampler(DefaultStatusConfig(), r.reg, func() map[string]string {
-		return map[string]string{"x<script>": "<b>boom</b>"}
+	s := &Server{log: nilLogger(), sampler: newSampler(DefaultStatusConfig(), r.reg, func() map[string]LastError {
+		return map[string]LastError{"x<script>": {Message: "<b>boom</b>", At: time.Now()}}
 	})}
 	r.queue.WithLabelValues("x<script>", "").Set(1)
 	r.dropped.WithLabelValues("x<script>", "", "rejected").Add(3)
@@ -140,7 +146,7 @@ func TestStatusPageRenders(t *testing.T) {
 	rec := newRecorder()
 	s.page(rec, mustRequest("/"))
 	body := rec.body.String()
-	for _, want := range []string{"x&lt;script&gt;", "&lt;b&gt;boom&lt;/b&gt;", "rejected 3", `class="state ok"`, "/status.json", "setInterval(refresh,  2000 )"} {
+	for _, want := range []string{"x&lt;script&gt;", "&lt;b&gt;boom&lt;/b&gt; <span class=\"muted\">(", "rejected 3", `class="state ok"`, "/status.json", "setInterval(refresh,  2000 )"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q\n%s", want, body[max(0, len(body)-300):])
 		}

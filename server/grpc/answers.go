@@ -14,7 +14,7 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// The answers of an OTEP stream are a few bytes each (id and result code: at most 13), and a
+// The answers of an OTEP stream are a few bytes each (id and result code: at most 18), and a
 // client that grants the stream no HTTP/2 window takes none of them: gRPC queues each with its
 // buffer until the connection ends, and its write quota counts only the bytes (5 + 3 for a
 // typical answer, so 8,192 answers per stream before SendMsg blocks). Marshalled by the codec,
@@ -26,8 +26,9 @@ import (
 // -grpc.stream.answer-timeout, the connection is closed, since gRPC frees a stream's queued
 // answers only with its connection.
 
-// answerStride is the room of one answer in the slab: the largest ExportResponse is 13 bytes.
-const answerStride = 16
+// answerStride is the room of one answer in the slab: the largest ExportResponse is 18 bytes
+// (an id of 10, a result code, and a retry_delay_ms below 2^28: maxRetryDelayMs).
+const answerStride = 24
 
 var (
 	streamStalls = promauto.NewCounter(prometheus.CounterOpts{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Config of the gRPC intake. Every limit has a flag; cmd/otlpgate defines them.
@@ -29,9 +30,6 @@ type Config struct {
 	// only when all are busy (-grpc.stream-workers, default 16; 0: a new goroutine per call).
 	// Reused goroutines keep their grown stacks, so calls stop paying for stack growth.
 	StreamWorkers uint32
-	// SharedWriteBuffer releases a connection's write buffer between flushes
-	// (-grpc.shared-write-buffer, default false).
-	SharedWriteBuffer bool
 	// KeepaliveTime pings an idle client after this long (-grpc.keepalive.time, default 2h);
 	// KeepaliveTimeout closes the connection when the ping is not answered
 	// (-grpc.keepalive.timeout, default 20s); KeepaliveMinTime is the shortest client ping
@@ -116,7 +114,13 @@ type Config struct {
 	// connbudget.go); compressed messages inflate into its inflate budget (InflateBudget). A
 	// refused call ends with RESOURCE_EXHAUSTED and RetryInfo, counted in
 	// otlpgate_intake_refused_total{intake="grpc"}.
-	Limiter *fastpath.Limiter
+	Limiter *admission.Limiter
+	// Tenants is the tenant table (-intake.headers), nil for none: a call's values of its
+	// headers are read from its metadata before its first message, and a call the table
+	// refuses ends with RESOURCE_EXHAUSTED (a new value past -intake.max-tenants, without
+	// RetryInfo: not worth retrying), INVALID_ARGUMENT (a bad value) or PERMISSION_DENIED (a
+	// value no destination takes), counted in otlpgate_tenant_refused_requests_total.
+	Tenants *fastpath.Tenants
 }
 
 // DefaultConfig returns the defaults documented on Config.

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/peer"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Connection accounts and the progress deadline.
@@ -17,13 +17,13 @@ import (
 // that sends HEADERS and then nothing would hold that reservation for as long as its
 // connection lives. Two bounds keep such calls from locking the other clients out:
 //
-//  1. Every connection has a fastpath.Account: its calls hold at most -intake.max-conn-bytes
+//  1. Every connection has a admission.Account: its calls hold at most -intake.max-conn-bytes
 //     together, whatever their number. The calls find the account through their peer address,
 //     which is the connection's own (connAddr), so that no lookup or allocation is needed per
 //     call; with TLS, the TLS connection reports the address of the connection it wraps.
 //  2. Every reservation has a progress deadline: the sweep closes a connection one of whose
 //     reservations is older than -intake.progress-timeout while the connection received less
-//     than fastpath.ProgressBytes in that time. Its calls end, and their reservations return.
+//     than admission.ProgressBytes in that time. Its calls end, and their reservations return.
 //     Calls that complete, however many, do not keep an old one alive; a client that keeps
 //     sending, however slowly a large message arrives, is not cut.
 //
@@ -41,7 +41,7 @@ func (l budgetListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	bc := &budgetConn{Conn: c, acct: l.s.adm.Limiter().NewAccount(fastpath.IntakeGRPC), s: l.s}
+	bc := &budgetConn{Conn: c, acct: l.s.adm.Limiter().NewAccount(admission.IntakeGRPC), s: l.s}
 	bc.addr = connAddr{Addr: c.RemoteAddr(), c: bc}
 	l.s.budgetConns.add(bc)
 	return bc, nil
@@ -50,7 +50,7 @@ func (l budgetListener) Accept() (net.Conn, error) {
 // budgetConn is an accepted connection with its account and the bytes read from it.
 type budgetConn struct {
 	net.Conn
-	acct *fastpath.Account
+	acct *admission.Account
 	addr connAddr
 	s    *Server
 	read atomic.Int64
@@ -87,7 +87,7 @@ type connAddr struct {
 
 // accountOf returns the account of the connection a call arrived on, nil when it has none
 // (no intake limiter).
-func accountOf(p *peer.Peer) *fastpath.Account {
+func accountOf(p *peer.Peer) *admission.Account {
 	if a, ok := p.Addr.(*connAddr); ok {
 		return a.c.acct
 	}
@@ -157,10 +157,10 @@ func (s *Server) checkProgress(c *budgetConn, timeout time.Duration) {
 		return
 	}
 	got := read - c.reads[(c.ticks-sweepTicks)%(sweepTicks+1)]
-	if got >= fastpath.ProgressBytes {
+	if got >= admission.ProgressBytes {
 		return
 	}
-	s.adm.Limiter().CountStalled(fastpath.IntakeGRPC)
+	s.adm.Limiter().CountStalled(admission.IntakeGRPC)
 	s.log.Debug("grpc: connection closed: a call held intake bytes past -intake.progress-timeout while it sent too little",
 		"peer", c.addr.String(), "held", c.acct.Held(), "received", got, "timeout", timeout)
 	c.Close()

@@ -3,39 +3,17 @@ package grpcserver
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
-
-func openFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skip("no /proc/self/fd")
-	}
-	return len(ents)
-}
-
-// settle waits (bounded) for goroutines and descriptors to come back to at most the baseline.
-func settle(t *testing.T, goroutines, fds int) (int, int) {
-	t.Helper()
-	var g, f int
-	for range 500 {
-		g, f = runtime.NumGoroutine(), openFDs(t)
-		if g <= goroutines && f <= fds {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return g, f
-}
 
 // 10,000 connections opened and closed, half of them after a real call, leak neither
 // descriptors nor goroutines.
@@ -50,7 +28,7 @@ func TestConnectionChurnLeaksNothing(t *testing.T) {
 	if _, err := c.ExportTraces(context.Background(), &otepv1.TraceExportRequest{Id: 1}); err != nil {
 		t.Fatal(err)
 	}
-	g0, f0 := runtime.NumGoroutine(), openFDs(t)
+	g0, f0 := runtime.NumGoroutine(), testkit.OpenFDs(t)
 	for i := range 10_000 {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -62,9 +40,9 @@ func TestConnectionChurnLeaksNothing(t *testing.T) {
 		}
 		conn.Close()
 	}
-	if g, f := settle(t, g0, f0); g > g0 || f > f0 {
-		t.Fatalf("after 10,000 connections: %d goroutines (was %d), %d descriptors (was %d)", g, g0, f, f0)
-	}
+	testkit.WaitFor(t, fmt.Sprintf("goroutines and descriptors to come back to %d and %d after 10,000 connections", g0, f0), func() bool {
+		return runtime.NumGoroutine() <= g0 && testkit.OpenFDs(t) <= f0
+	})
 }
 
 // One address gets at most MaxConnectionsPerPeer connections; the others are closed as soon as

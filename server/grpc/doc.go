@@ -3,8 +3,9 @@
 // and the original proposal's otlpgate.otep.v1 UnaryExporter and StreamExporter.
 //
 // Requests are never decoded: the handlers receive the request bytes through codec.Raw, scan
-// them with fastpath.ScanRequest (validation and item counts), and admit them into the
-// fastpath.Pipeline, OTEP requests being re-tagged to the v1 layout on the way into the batch.
+// them with fastpath.ScanRequest (validation and item counts), and admit them through the
+// fastpath.Admitter it was given (the pipeline, or with a spool the spool's admission), OTEP
+// requests being re-tagged to the v1 layout on the way in.
 // Responses are small typed messages marshalled by the vtprotobuf codec.
 //
 // Before a unary call's message is read it reserves the largest message from the intake
@@ -12,13 +13,18 @@
 // progress (intake.go, connbudget.go). Compressed messages inflate into the limiter's inflate
 // budget through the codec's compressors (InflateBudget).
 //
-// It imports fastpath/, codec/, pool/, proto/ and internal/admission (refusal reasons, overload
-// episodes, the intake limiter hold, shared with the HTTP intake); never client/ or cmd/.
+// It imports fastpath/, codec/, pool/, proto/, internal/credfile, internal/bytesize and
+// internal/admission (the intake limiter; refusal reasons, overload episodes and the limiter's
+// hold, shared with the HTTP intake); never client/, spool/ or cmd/.
 // gRPC runs each call on its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
 // the stream's own, so that its handler's goroutine can end it at shutdown or at its max age
 // while it waits for a request (drain.go); in -ack=upstream mode up to -grpc.stream.window waiter
 // goroutines wait for delivery and one sender goroutine per stream answers (otep.go). The
 // limiter's progress sweep runs on a goroutine of its own while the server serves.
+//
+// With -intake.headers a call's tenant is read from its metadata before its first message
+// (a stream's once), in place: grpc-go's own metadata map is found through the key it files
+// it under, learnt once at start (tenant.go), so that reading a known tenant allocates nothing.
 //
 // Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
 // accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames

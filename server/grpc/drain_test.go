@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -21,13 +23,9 @@ import (
 // waitDrained waits (boundedly) until n more idle streams than before were ended by shutdown.
 func waitDrained(t *testing.T, before float64, n int) {
 	t.Helper()
-	for range 5000 {
-		if testutil.ToFloat64(drainedStreams)-before >= float64(n) {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("%v idle streams ended by shutdown, want %d", testutil.ToFloat64(drainedStreams)-before, n)
+	testkit.WaitFor(t, fmt.Sprintf("%d idle streams to be ended by shutdown", n), func() bool {
+		return testutil.ToFloat64(drainedStreams)-before >= float64(n)
+	})
 }
 
 // An idle stream ends at once at shutdown, with an OK status, after its answers: Shutdown does
@@ -61,7 +59,7 @@ func TestShutdownEndsIdleStreams(t *testing.T) {
 		t.Errorf("%v streams ended idle, want %d", got, streams)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 2*streams {
+	if _, items := totals(e.rec); items != 2*streams {
 		t.Errorf("destination got %d spans, want %d", items, 2*streams)
 	}
 }
@@ -72,18 +70,13 @@ func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
 	sendRaw(t, s, otepReq(t, 42, traceBody(t, 5, 3)))
-	for range 1000 { // bounded wait until the batch reached the destination
-		if b, _ := rec.totals(); len(b) == 1 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the batch to reach the destination", func() bool { return rec.Count() == 1 })
 	before := testutil.ToFloat64(drainedStreams)
 	shut := make(chan error, 1)
 	go func() { shut <- e.srv.Shutdown(ctx) }()
@@ -93,7 +86,7 @@ func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 		t.Fatalf("shutdown returned (%v) with an answer owed", err)
 	default:
 	}
-	rec.release(false)
+	rec.Release(true)
 	resp, err := recvResp(t, s)
 	if err != nil || resp.Id != 42 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("owed answer: %v, %v", resp, err)
@@ -104,7 +97,7 @@ func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if _, items := rec.totals(); items != 3 {
+	if _, items := totals(rec); items != 3 {
 		t.Errorf("destination got %d spans, want 3", items)
 	}
 }
@@ -112,7 +105,7 @@ func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 // Readiness checks read Addr while Start binds the listener (cmd/otlpgate starts the admin
 // server first); under -race this was a data race.
 func TestAddrWhileStarting(t *testing.T) {
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&recorder{}})
+	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&testkit.Recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +186,7 @@ func TestShutdownUnderLoadKeepsEveryAnswer(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 	e.p.Flush()
-	batches, _ := e.rec.totals()
+	batches, _ := totals(e.rec)
 	delivered := map[uint64]int{}
 	for _, b := range batches {
 		var req coltracev1.ExportTraceServiceRequest

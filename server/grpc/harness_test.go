@@ -1,12 +1,10 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,80 +14,33 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is a destination that keeps a copy of each batch; with hold set it keeps the batches
-// unfinished until release, like an upstream that does not drain.
-type recorder struct {
-	mu    sync.Mutex
-	hold  bool
-	got   [][]byte
-	items int
-	held  []*fastpath.Batch
-}
-
-func (r *recorder) Name() string { return "recorder" }
-
-func (r *recorder) Enqueue(b *fastpath.Batch) error {
-	r.mu.Lock()
-	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
-	r.items += b.Items
-	if r.hold {
-		r.held = append(r.held, b)
-		r.mu.Unlock()
-		return nil
+// totals is what rec received: the bytes of each batch, and the items of all.
+func totals(rec *testkit.Recorder) (batches [][]byte, items int) {
+	for _, g := range rec.Received() {
+		batches = append(batches, g.Body)
+		items += g.Items
 	}
-	r.mu.Unlock()
-	b.Done(true)
-	return nil
-}
-
-// release finishes the held batches (newest first when reverse is set) and stops holding.
-func (r *recorder) release(reverse bool) {
-	r.mu.Lock()
-	held := r.held
-	r.held, r.hold = nil, false
-	r.mu.Unlock()
-	for i := range held {
-		if reverse {
-			i = len(held) - 1 - i
-		}
-		if held[i] != nil {
-			held[i].Done(true)
-		}
-	}
-}
-
-// releaseOne finishes the i-th held batch.
-func (r *recorder) releaseOne(i int) {
-	r.mu.Lock()
-	b := r.held[i]
-	r.held[i] = nil
-	r.mu.Unlock()
-	b.Done(true)
-}
-
-func (r *recorder) totals() (batches [][]byte, items int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([][]byte(nil), r.got...), r.items
+	return batches, items
 }
 
 type env struct {
 	p    *fastpath.Pipeline
 	srv  *Server
-	rec  *recorder
+	rec  *testkit.Recorder
 	conn *grpc.ClientConn // typed messages, default codec
 	raw  *grpc.ClientConn // codec.Raw requests
 }
 
-func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
+func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *env {
 	t.Helper()
 	if rec == nil {
-		rec = &recorder{}
+		rec = &testkit.Recorder{}
 	}
 	p, err := fastpath.New(pc, []fastpath.Destination{rec})
 	if err != nil {
@@ -118,7 +69,7 @@ func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
 	t.Cleanup(func() {
 		e.conn.Close()
 		e.raw.Close()
-		rec.release(false)
+		rec.Release(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -33,7 +32,7 @@ func (s *Server) takeRecv(ctx context.Context, h *admission.Hold) bool {
 			return s.adm.TakeFrom(h, a, n, ctx.Done())
 		}
 	}
-	return s.adm.Take(h, fastpath.IntakeGRPC, n, ctx.Done())
+	return s.adm.Take(h, admission.IntakeGRPC, n, ctx.Done())
 }
 
 // busy is the answer to a call the intake limiter refused: RESOURCE_EXHAUSTED with RetryInfo
@@ -67,16 +66,16 @@ func (s *Server) recvError(err error) error {
 // and gRPC would answer a refusal INTERNAL, which OTLP clients drop rather than retry. cmd/
 // registers the compressors with it (codec.RegisterCompressorsWith), which also covers the
 // replies the upstream clients decompress, past codec.FreeInflate.
-func InflateBudget(lim *fastpath.Limiter) codec.Budget { return inflateBudget{lim} }
+func InflateBudget(lim *admission.Limiter) codec.Budget { return inflateBudget{lim} }
 
 // inflateWait bounds a decompression's wait for its claim; it is only reached if claims were
 // not given back, which would be a bug.
 const inflateWait = 30 * time.Second
 
-type inflateBudget struct{ lim *fastpath.Limiter }
+type inflateBudget struct{ lim *admission.Limiter }
 
 func (b inflateBudget) Acquire(n int) bool {
-	return b.lim.AcquireInflate(fastpath.IntakeGRPC, int64(n), inflateWait, nil)
+	return b.lim.AcquireInflate(admission.IntakeGRPC, int64(n), inflateWait, nil)
 }
 
 func (b inflateBudget) Release(n int) { b.lim.ReleaseInflate(int64(n)) }

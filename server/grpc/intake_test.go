@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -18,7 +19,7 @@ import (
 // A call the intake limiter refuses within -intake.wait ends with RESOURCE_EXHAUSTED and
 // RetryInfo set to the wait, on v1 and on the OTEP unary service alike.
 func TestIntakeBusyAnswer(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 4 << 20
 	sc.Limiter = lim
@@ -35,20 +36,20 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		resp := &otepv1.ExportResponse{}
 		return resp, e.raw.Invoke(ctx, "/otlpgate.otep.v1.UnaryExporter/ExportTraces", o.raw(), resp)
 	}
-	if !lim.AcquireBytes(fastpath.IntakeGRPC, 1, nil) {
+	if !lim.AcquireBytes(admission.IntakeGRPC, 1, nil) {
 		t.Fatal("cannot take a byte")
 	}
-	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC))
+	refused := intakeRefused(t, "grpc", "bytes")
 	for name, call := range map[string]func() error{"v1": v1, "otep": func() error { _, err := otep(); return err }} {
 		st := status.Convert(call())
 		if st.Code() != codes.ResourceExhausted || retryDelay(st) != 30*time.Millisecond {
 			t.Fatalf("%s while busy: %v, retry delay %v; want RESOURCE_EXHAUSTED with 30ms", name, st, retryDelay(st))
 		}
 	}
-	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeGRPC)) - refused; got != 2 {
+	if got := intakeRefused(t, "grpc", "bytes") - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=grpc,resource=bytes} grew by %v, want 2", got)
 	}
-	lim.ReleaseBytes(fastpath.IntakeGRPC, 1)
+	lim.ReleaseBytes(admission.IntakeGRPC, 1)
 	if err := v1(); err != nil {
 		t.Fatalf("v1 with room: %v", err)
 	}
@@ -56,7 +57,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 		t.Fatalf("otep with room: %v, %v", resp, err)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 6 {
+	if _, items := totals(e.rec); items != 6 {
 		t.Fatalf("delivered %d spans, want 6", items)
 	}
 	if lim.Bytes() != 0 {
@@ -67,12 +68,12 @@ func TestIntakeBusyAnswer(t *testing.T) {
 // With -ack=upstream the receive reservation is given back once the request is admitted, not
 // when the upstream answers.
 func TestIntakeReleasedBeforeUpstream(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, Wait: time.Minute})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 16 << 20, Wait: time.Minute})
 	sc := DefaultConfig()
 	sc.Limiter = lim
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -83,7 +84,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	}()
 	for i := 0; ; i++ {
 		e.p.Flush()
-		if got, _ := rec.totals(); len(got) == 1 {
+		if got, _ := totals(rec); len(got) == 1 {
 			break
 		}
 		if i == 10000 {
@@ -97,7 +98,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	if lim.HighWaterBytes() != int64(sc.MaxRecvMsgSize) {
 		t.Fatalf("high water %d, want one reservation of %d", lim.HighWaterBytes(), sc.MaxRecvMsgSize)
 	}
-	rec.release(false)
+	rec.Release(true)
 	if err := <-done; err != nil {
 		t.Fatalf("call: %v", err)
 	}
@@ -108,7 +109,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 func TestManyConcurrentCallsBounded(t *testing.T) {
 	const calls = 64
 	const maxBytes = 8 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, Wait: time.Minute})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: maxBytes, Wait: time.Minute})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 2 << 20
 	sc.Limiter = lim
@@ -138,7 +139,7 @@ func TestManyConcurrentCallsBounded(t *testing.T) {
 		}
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != calls*4000 {
+	if _, items := totals(e.rec); items != calls*4000 {
 		t.Fatalf("delivered %d spans, want %d", items, calls*4000)
 	}
 	t.Logf("%d concurrent %d-byte calls: limiter high water %d of %d bytes", calls, len(r), lim.HighWaterBytes(), maxBytes)

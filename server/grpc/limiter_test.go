@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
@@ -26,7 +27,7 @@ import (
 // package's tests inflate into (nil: none), set by the test that needs one. Compressors are
 // registered once, before any server or client exists, as gRPC requires: they reach the
 // limiter of the moment through it.
-var inflateLimiter atomic.Pointer[fastpath.Limiter]
+var inflateLimiter atomic.Pointer[admission.Limiter]
 
 type testInflateBudget struct{}
 
@@ -53,7 +54,7 @@ func init() {
 
 // useInflateLimiter makes lim the one the registered decompressors inflate into, until the
 // test ends.
-func useInflateLimiter(t *testing.T, lim *fastpath.Limiter) {
+func useInflateLimiter(t *testing.T, lim *admission.Limiter) {
 	inflateLimiter.Store(lim)
 	t.Cleanup(func() { inflateLimiter.Store(nil) })
 }
@@ -87,8 +88,8 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 	maxRecv := int64(DefaultConfig().MaxRecvMsgSize)
 	body := inflatingTraces(t, inflated)
 	gz := grpc.UseCompressor(codec.Gzip)
-	newEnv := func(t *testing.T) (*env, *fastpath.Limiter) {
-		lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 64 << 20, InflateMaxBytes: maxRecv, Wait: 30 * time.Millisecond})
+	newEnv := func(t *testing.T) (*env, *admission.Limiter) {
+		lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 64 << 20, InflateMaxBytes: maxRecv, Wait: 30 * time.Millisecond})
 		useInflateLimiter(t, lim)
 		sc := DefaultConfig()
 		sc.Limiter = lim
@@ -124,7 +125,7 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 			t.Fatalf("OTEP stream end: %v", err)
 		}
 		e.p.Flush()
-		got, items := e.rec.totals()
+		got, items := totals(e.rec)
 		if items != 3 || !bytes.Equal(bytes.Join(got, nil), bytes.Repeat(body, 3)) {
 			t.Fatalf("delivered %d spans (%d bytes), want the 3 inflated requests", items, len(bytes.Join(got, nil)))
 		}
@@ -137,21 +138,21 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 	})
 	t.Run("waits for room", func(t *testing.T) {
 		e, lim := newEnv(t)
-		if !lim.AcquireInflate(fastpath.IntakeGRPC, maxRecv, 0, nil) {
+		if !lim.AcquireInflate(admission.IntakeGRPC, maxRecv, 0, nil) {
 			t.Fatal("cannot take the inflate budget")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- v1(ctx, e) }()
-		until(t, "the call to wait for its claim", func() bool { return lim.InflateWaiting() == 1 })
+		testkit.WaitFor(t, "the call to wait for its claim", func() bool { return lim.InflateWaiting() == 1 })
 		select {
 		case err := <-done:
 			t.Fatalf("the call was answered (%v) while it waited for its claim", err)
 		default:
 		}
 		e.p.Flush()
-		if _, items := e.rec.totals(); items != 0 {
+		if _, items := totals(e.rec); items != 0 {
 			t.Fatalf("%d spans delivered before the message could be inflated", items)
 		}
 		lim.ReleaseInflate(maxRecv)
@@ -159,10 +160,10 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 			t.Fatalf("call after the budget had room: %v", err)
 		}
 		e.p.Flush()
-		if got, items := e.rec.totals(); items != 1 || !bytes.Equal(bytes.Join(got, nil), body) {
+		if got, items := totals(e.rec); items != 1 || !bytes.Equal(bytes.Join(got, nil), body) {
 			t.Fatalf("delivered %d spans, want the inflated request", items)
 		}
-		until(t, "the call's bytes to come back", func() bool { return lim.Bytes() == 0 })
+		testkit.WaitFor(t, "the call's bytes to come back", func() bool { return lim.Bytes() == 0 })
 	})
 }
 
@@ -195,33 +196,22 @@ func dialRaw(t *testing.T, e *env) *grpc.ClientConn {
 	return c
 }
 
-// until polls cond (boundedly) and fails the test with what when it never holds.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i > 6000 {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // The review's attack: one connection opens 16 calls that send HEADERS and no DATA. Its calls
 // hold at most -intake.max-conn-bytes together (the others are refused, counted as
 // conn_bytes); a well-behaved client on another connection is served throughout; and at
 // -intake.progress-timeout the connection is closed and every byte it held comes back.
 func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
 	const maxRecv, connCap, budget = 2 << 20, 8 << 20, 32 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: budget, MaxConnBytes: connCap, ProgressTimeout: 400 * time.Millisecond, Wait: 50 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: budget, MaxConnBytes: connCap, ProgressTimeout: 400 * time.Millisecond, Wait: 50 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = maxRecv
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
-	stalledBefore := testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))
+	stalledBefore := intakeRefused(t, "grpc", "stalled")
 	attacker := dialRaw(t, e)
 	streams := stall(t, attacker, 16)
 	// The stalled calls hold what their connection may (or, without a cap, the whole budget).
-	until(t, "the stalled calls to take their reservations", func() bool { return lim.Bytes() >= connCap })
+	testkit.WaitFor(t, "the stalled calls to take their reservations", func() bool { return lim.Bytes() >= connCap })
 	if got := lim.Bytes(); got > connCap {
 		t.Fatalf("16 stalled calls of one connection hold %d bytes, cap %d", got, connCap)
 	}
@@ -234,14 +224,14 @@ func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
 		}
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 60 {
+	if _, items := totals(e.rec); items != 60 {
 		t.Fatalf("delivered %d spans, want the 60 of the well-behaved calls", items)
 	}
 	// The progress deadline: the stalled connection is closed and its bytes return.
-	until(t, "the stalled connection to be closed", func() bool {
-		return testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))-stalledBefore == 1
+	testkit.WaitFor(t, "the stalled connection to be closed", func() bool {
+		return intakeRefused(t, "grpc", "stalled")-stalledBefore == 1
 	})
-	until(t, "the stalled calls' bytes to come back", func() bool { return lim.Bytes() == 0 })
+	testkit.WaitFor(t, "the stalled calls' bytes to come back", func() bool { return lim.Bytes() == 0 })
 	for i, s := range streams {
 		if err := s.RecvMsg(&coltracev1.ExportTraceServiceResponse{}); status.Code(err) != codes.Unavailable && status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("stalled call %d ended with %v, want UNAVAILABLE (connection closed) or RESOURCE_EXHAUSTED (over its connection's cap)", i, err)
@@ -258,16 +248,16 @@ func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
 // deadline closes every stalled connection, and then served again.
 func TestStalledConnectionsClosedAtProgressDeadline(t *testing.T) {
 	const maxRecv, budget = 2 << 20, 32 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: budget, MaxConnBytes: 8 << 20, ProgressTimeout: 400 * time.Millisecond, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: budget, MaxConnBytes: 8 << 20, ProgressTimeout: 400 * time.Millisecond, Wait: 20 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = maxRecv
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
-	stalledBefore := testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))
+	stalledBefore := intakeRefused(t, "grpc", "stalled")
 	for range 16 {
 		stall(t, dialRaw(t, e), 1)
 	}
-	until(t, "the stalled calls to take the budget", func() bool { return lim.Bytes() == budget })
+	testkit.WaitFor(t, "the stalled calls to take the budget", func() bool { return lim.Bytes() == budget })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var r rawBytes = traceBody(t, 5, 2)
@@ -277,11 +267,41 @@ func TestStalledConnectionsClosedAtProgressDeadline(t *testing.T) {
 	if st := status.Convert(call()); st.Code() != codes.ResourceExhausted || retryDelay(st) != 20*time.Millisecond {
 		t.Fatalf("call while the budget is taken: %v; want RESOURCE_EXHAUSTED with RetryInfo 20ms", st)
 	}
-	until(t, "the 16 stalled connections to be closed", func() bool {
-		return testutil.ToFloat64(fastpath.RefusedCounter(fastpath.IntakeGRPC, fastpath.RefusedStalled))-stalledBefore == 16
+	testkit.WaitFor(t, "the 16 stalled connections to be closed", func() bool {
+		return intakeRefused(t, "grpc", "stalled")-stalledBefore == 16
 	})
-	until(t, "the budget to come back", func() bool { return lim.Bytes() == 0 })
+	testkit.WaitFor(t, "the budget to come back", func() bool { return lim.Bytes() == 0 })
 	if err := call(); err != nil {
 		t.Fatalf("call after the stalled connections were closed: %v", err)
 	}
+}
+
+// intakeRefused reads otlpgate_intake_refused_total{intake, resource} from the default
+// registry, as a scrape would; 0 before the first refusal.
+func intakeRefused(t *testing.T, intake, resource string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "otlpgate_intake_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var in, res string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "intake":
+					in = l.GetValue()
+				case "resource":
+					res = l.GetValue()
+				}
+			}
+			if in == intake && res == resource {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -51,6 +51,10 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
 		var hold admission.Hold
 		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
@@ -62,10 +66,14 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		}
 		defer raw.Release()
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPUnary, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPUnary, tenant, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
+		}
+		var delay uint64
+		if reason == admission.Throttled {
+			delay = retryDelayMs(admission.TenantDelay(tenant, req, sc.Items))
 		}
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
@@ -78,7 +86,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 			ctr.overload[kindOTEPUnary].Inc()
 			return nil, s.unavailable()
 		}
-		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason)}, nil
+		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason), RetryDelayMs: delay}, nil
 	}
 }
 
@@ -104,10 +112,15 @@ func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 		if err := s.authorize(ctx); err != nil {
 			return err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return err
+		}
 		// Answers are a few bytes: compressing them saves nothing, and a compressed copy would
 		// be queued in place of the answer slot and escape the count of unsent answers.
 		_ = grpc.SetSendCompressor(ctx, encoding.Identity)
 		st := s.newStreamState(stream)
+		st.tenant = tenant
 		done := make(chan error, 1)
 		s.loops.Add(1)
 		go func() {
@@ -163,12 +176,18 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			return st.finish(s.recvError(err))
 		}
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPStream, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPStream, st.tenant, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
 		}
-		if err := st.answer(id, b, reason); err != nil {
+		var delay uint64
+		if reason == admission.Throttled {
+			// FailedRetryable with the tenant's wait; the stream goes on: the other requests
+			// on it may fit, and another tenant's streams are not concerned.
+			delay = retryDelayMs(admission.TenantDelay(st.tenant, req, sc.Items))
+		}
+		if err := st.answer(id, b, reason, delay); err != nil {
 			return st.finish(err)
 		}
 		switch {
@@ -198,7 +217,8 @@ type streamState struct {
 	ctx     context.Context
 	conn    *conn // the stream's connection, closed when answers are not taken; nil if unknown
 	gate    recvGate
-	expired atomic.Bool // StreamMaxAge passed
+	expired atomic.Bool      // StreamMaxAge passed
+	tenant  *fastpath.Tenant // the stream's (-intake.headers), nil without tenants
 
 	// Owned by the sending goroutine.
 	ring answerRing
@@ -215,15 +235,16 @@ type streamState struct {
 }
 
 type answer struct {
-	id   uint64
-	code otepv1.ResultCode
+	id    uint64
+	code  otepv1.ResultCode
+	delay uint64 // retry_delay_ms
 }
 
 func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 	ctx := stream.Context()
 	st := &streamState{s: s, stream: stream, ctx: ctx, conn: s.conns.of(ctx)}
 	st.ring.init(s.cfg.StreamMaxUnsent)
-	if s.p.Config().Ack == fastpath.AckUpstream {
+	if s.adm.AckUpstream() {
 		st.window = make(chan struct{}, s.cfg.StreamWindow)
 		st.queue = make(chan answer, s.cfg.StreamWindow)
 		st.sent = make(chan struct{})
@@ -233,12 +254,12 @@ func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 	return st
 }
 
-// answer answers request id, refused for reason or admitted into b (-ack=upstream: answered
-// once b is delivered). With -ack=upstream it waits while StreamWindow requests are unanswered.
-// Called by the loop only.
-func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason) error {
+// answer answers request id, refused for reason (with delay, the retry_delay_ms of a
+// throttled one) or admitted into b (-ack=upstream: answered once b is delivered). With
+// -ack=upstream it waits while StreamWindow requests are unanswered. Called by the loop only.
+func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason, delay uint64) error {
 	if st.queue == nil {
-		return st.send(id, resultOf(reason))
+		return st.send(id, resultOf(reason), delay)
 	}
 	if err := st.failed.Load(); err != nil {
 		return *err
@@ -249,13 +270,13 @@ func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Rea
 		return status.FromContextError(st.ctx.Err()).Err()
 	}
 	if b == nil {
-		st.queue <- answer{id, resultOf(reason)} // never blocks: it has room for the window
+		st.queue <- answer{id, resultOf(reason), delay} // never blocks: it has room for the window
 		return nil
 	}
 	st.waiters.Add(1)
 	go func() {
 		defer st.waiters.Done()
-		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b))}
+		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b)), 0}
 	}()
 	return nil
 }
@@ -265,7 +286,7 @@ func (st *streamState) sendLoop() {
 	defer st.s.loops.Done()
 	defer close(st.sent)
 	for a := range st.queue {
-		if err := st.send(a.id, a.code); err != nil && st.failed.Load() == nil {
+		if err := st.send(a.id, a.code, a.delay); err != nil && st.failed.Load() == nil {
 			st.failed.Store(&err)
 		}
 		<-st.window
@@ -274,7 +295,7 @@ func (st *streamState) sendLoop() {
 
 // send sends one answer from a slot of the ring, waiting up to StreamAnswerTimeout for one.
 // Sending goroutine only.
-func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
+func (st *streamState) send(id uint64, code otepv1.ResultCode, delay uint64) error {
 	if st.err != nil {
 		return st.err
 	}
@@ -292,7 +313,7 @@ func (st *streamState) send(id uint64, code otepv1.ResultCode) error {
 		st.err = errAnswersNotTaken
 		return st.err
 	}
-	st.resp.Id, st.resp.ResultCode = id, code
+	st.resp.Id, st.resp.ResultCode, st.resp.RetryDelayMs = id, code, delay
 	a.fill(&st.resp)
 	if err := st.stream.SendMsg(a); err != nil {
 		st.err = err

@@ -24,7 +24,6 @@ import (
 // Server is the gRPC intake.
 type Server struct {
 	cfg Config
-	p   *fastpath.Pipeline
 	log *slog.Logger
 	gs  *grpc.Server
 	// ln is set once Serve runs; atomic because readiness checks read it from other goroutines
@@ -46,12 +45,13 @@ type Server struct {
 	served      chan struct{}
 }
 
-// New builds the server for cfg in front of p. Start listens.
-func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
+// New builds the server for cfg in front of p: a fastpath.Pipeline, or with a spool the
+// spool's admission. Start listens.
+func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
 	s.conns = newConns(&s.cfg)
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	if cfg.AuthTokenFile != "" {
@@ -72,7 +72,6 @@ func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
 		grpc.ReadBufferSize(cfg.ReadBufferSize),
 		grpc.WriteBufferSize(cfg.WriteBufferSize),
 		grpc.NumStreamWorkers(cfg.StreamWorkers),
-		grpc.SharedWriteBuffer(cfg.SharedWriteBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
@@ -206,8 +205,8 @@ func (s *Server) unavailable() error {
 	return st.Err()
 }
 
-// admit scans req and admits it.
-func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+// admit scans req and admits it for tenant t (nil: the default tenant).
+func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
 	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 	if err != nil {
@@ -220,7 +219,7 @@ func (s *Server) admit(k kind, sig fastpath.Signal, req []byte, layout fastpath.
 	if sc.Resources == 0 {
 		return sc, nil, admission.Accepted
 	}
-	if b, reason = s.adm.Admit(sig, req, items, layout); reason != admission.Accepted {
+	if b, reason = s.adm.AdmitTenant(t, sig, req, items, layout); reason != admission.Accepted {
 		ctr.refuse(k, sig, reason, items)
 	}
 	return sc, b, reason

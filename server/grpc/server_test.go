@@ -18,6 +18,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -84,7 +85,7 @@ func TestOTEPStreamPipelined(t *testing.T) {
 		t.Fatalf("after all answers: %d extra, %v", extra, err)
 	}
 	e.p.Flush()
-	batches, items := e.rec.totals()
+	batches, items := totals(e.rec)
 	if items != 2*n {
 		t.Fatalf("destination got %d spans, want %d", items, 2*n)
 	}
@@ -129,7 +130,7 @@ func TestGarbageAnsweredAndStreamGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 3 {
+	if _, items := totals(e.rec); items != 3 {
 		t.Fatalf("destination got %d spans, want 3", items)
 	}
 }
@@ -165,7 +166,7 @@ func TestV1Unary(t *testing.T) {
 		t.Fatalf("partial success = %v", ps)
 	}
 	e.p.Flush()
-	batches, items := e.rec.totals()
+	batches, items := totals(e.rec)
 	var all []byte
 	for _, b := range batches {
 		all = append(all, b...)
@@ -190,7 +191,7 @@ func TestOTEPUnary(t *testing.T) {
 		t.Fatalf("%v, %v", resp, err)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 100 {
+	if _, items := totals(e.rec); items != 100 {
 		t.Fatalf("destination got %d spans, want 100", items)
 	}
 }
@@ -203,7 +204,7 @@ func TestBackpressureAndRecovery(t *testing.T) {
 	pc.BatchMaxBytes = 16 << 10
 	sc := DefaultConfig()
 	sc.OverloadAfter = time.Hour // per-request FailedRetryable only, in this part
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -240,7 +241,7 @@ func TestBackpressureAndRecovery(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Unavailable || retryDelay(st) <= 0 {
 		t.Fatalf("v1 under pressure: %v (retry delay %v)", err, retryDelay(st))
 	}
-	e.rec.release(false)
+	e.rec.Release(true)
 	e.p.Flush()
 	sendRaw(t, s, otepReq(t, 999, body))
 	if resp, err := recvResp(t, s); err != nil || resp.ResultCode != otepv1.ResultCode_Success {
@@ -249,7 +250,7 @@ func TestBackpressureAndRecovery(t *testing.T) {
 	s.CloseSend()
 	drainEOF(s)
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != (accepted+1)*10 {
+	if _, items := totals(e.rec); items != (accepted+1)*10 {
 		t.Fatalf("delivered %d spans, accepted %d", items, (accepted+1)*10)
 	}
 }
@@ -269,7 +270,7 @@ func TestSustainedOverloadEndsStream(t *testing.T) {
 	pc.BatchMaxBytes = 8 << 10
 	sc := DefaultConfig()
 	sc.OverloadAfter = 0 // the first refusal counts as sustained
-	e := start(t, pc, sc, &recorder{hold: true})
+	e := start(t, pc, sc, testkit.NewHoldingRecorder("recorder"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
@@ -327,7 +328,7 @@ func TestStreamMaxRequests(t *testing.T) {
 	}
 	wg.Wait()
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 100 {
+	if _, items := totals(e.rec); items != 100 {
 		t.Fatalf("destination got %d, want exactly the 100 answered", items)
 	}
 }
@@ -357,7 +358,7 @@ func TestStreamMaxAgeEndsIdleStream(t *testing.T) {
 		t.Errorf("%v streams re-balanced by age, want 1", got)
 	}
 	e.p.Flush()
-	if _, items := e.rec.totals(); items != 1 {
+	if _, items := totals(e.rec); items != 1 {
 		t.Fatalf("destination got %d, want 1", items)
 	}
 }
@@ -369,7 +370,7 @@ func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
 	pc.Ack = fastpath.AckUpstream
 	sc := DefaultConfig()
 	sc.StreamMaxAge = 100 * time.Millisecond
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -378,24 +379,16 @@ func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
 	sendRaw(t, s, otepReq(t, 1, body))
 	e.p.Flush()
 	// The batch is held past the age: the answer is owed when the stream reaches it.
-	for range 5000 {
-		rec.mu.Lock()
-		n := len(rec.held)
-		rec.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the batch to be held", func() bool { return rec.Held() == 1 })
 	time.Sleep(2 * sc.StreamMaxAge)
-	rec.release(false)
+	rec.Release(true)
 	if resp, err := recvResp(t, s); err != nil || resp.Id != 1 || resp.ResultCode != otepv1.ResultCode_Success {
 		t.Fatalf("%v, %v", resp, err)
 	}
 	if extra, err := drainEOF(s); err != nil || extra != 0 {
 		t.Fatalf("stream end: %d, %v", extra, err)
 	}
-	if _, items := e.rec.totals(); items != 1 {
+	if _, items := totals(e.rec); items != 1 {
 		t.Fatalf("destination got %d, want 1", items)
 	}
 }
@@ -405,7 +398,7 @@ func TestUpstreamAckOutOfOrder(t *testing.T) {
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -414,14 +407,9 @@ func TestUpstreamAckOutOfOrder(t *testing.T) {
 	for id := uint64(1); id <= 5; id++ {
 		sendRaw(t, s, otepReq(t, id, body))
 	}
-	for range 1000 { // bounded wait until the five batches reached the destination
-		if b, _ := rec.totals(); len(b) == 5 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the five batches to reach the destination", func() bool { return rec.Count() == 5 })
 	for want := uint64(5); want >= 1; want-- { // newest first
-		rec.releaseOne(int(want - 1))
+		rec.ReleaseAt(int(want-1), true)
 		resp, err := recvResp(t, s)
 		if err != nil || resp.Id != want || resp.ResultCode != otepv1.ResultCode_Success {
 			t.Fatalf("want id %d: %v, %v", want, resp, err)

@@ -12,24 +12,16 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
-
-// discard is a destination that finishes every batch at once.
-type discard struct{}
-
-func (discard) Name() string { return "discard" }
-func (discard) Enqueue(b *fastpath.Batch) error {
-	b.Done(true)
-	return nil
-}
 
 // BenchmarkOTEPStream measures one pipelined OTEP stream end to end on loopback: the cost per
 // request of receiving on the stream's own goroutine (drain.go) shows here.
 func BenchmarkOTEPStream(b *testing.B) {
 	pc := fastpath.DefaultConfig()
 	pc.BatchMaxAge = 10 * time.Millisecond
-	p, err := fastpath.New(pc, []fastpath.Destination{discard{}})
+	p, err := fastpath.New(pc, []fastpath.Destination{&testkit.Discard{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestIntakeStripsUnknownTopLevelFields(t *testing.T) {
 			}
 
 			e.p.Flush()
-			batches, items := e.rec.totals()
+			batches, items := totals(e.rec)
 			var got []byte
 			for _, b := range batches {
 				got = append(got, b...)
@@ -150,7 +150,7 @@ func TestV1PartialSuccessStripsUnknownFields(t *testing.T) {
 		t.Fatalf("partial success = %v", ps)
 	}
 	e.p.Flush()
-	batches, items := e.rec.totals()
+	batches, items := totals(e.rec)
 	if len(batches) != 1 || !bytes.Equal(batches[0], good) || items != 2 {
 		t.Fatalf("%d batches (%d items), want one holding exactly the good entry", len(batches), items)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,6 +65,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
+		tenant, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
 		var hold admission.Hold
 		if !s.takeRecv(ctx, &hold) {
 			return nil, s.busy()
@@ -75,13 +80,17 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.recvError(err)
 		}
 		req := raw.Bytes()
-		_, b, reason := s.admit(kindV1, sig, req, fastpath.LayoutV1)
+		sc, b, reason := s.admit(kindV1, tenant, sig, req, fastpath.LayoutV1)
 		var rejected int64
 		var msg string
 		if reason == admission.Invalid {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped.
-			b, rejected, msg, reason = s.admitValidEntries(sig, req)
+			b, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
+		}
+		var wait time.Duration
+		if reason == admission.Throttled {
+			wait = admission.TenantDelay(tenant, req, max(sc.Items, 0))
 		}
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
@@ -107,6 +116,8 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, status.Error(codes.Unavailable, "otlpgate is shutting down")
 		case admission.Upstream:
 			return nil, s.unavailable()
+		case admission.Throttled:
+			return nil, throttled(wait)
 		default:
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
@@ -116,7 +127,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 // admitValidEntries admits the resource entries of req that pass a full scan on their own, and
 // reports how many items the others held (when they can be counted at all). reason is
 // admission.Invalid when the top level is malformed or no entry is valid.
-func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
+func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
 		return nil, 0, "", admission.Invalid
 	}
@@ -129,7 +140,7 @@ func (s *Server) admitValidEntries(sig fastpath.Signal, req []byte) (b *fastpath
 	}
 	good, bad, items, rejected := e.Good, e.Bad, e.Items, e.Rejected
 	ctr.partial[sig].Add(float64(bad))
-	if b, reason = s.adm.Admit(sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
+	if b, reason = s.adm.AdmitTenant(t, sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
 		ctr.refuse(kindV1, sig, reason, items)
 		return nil, 0, "", reason
 	}

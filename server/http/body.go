@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
@@ -111,6 +112,10 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
+	// tenant is the request's tenant (-intake.headers), nil without tenants; wait is how long
+	// it is told to wait when refused for its rate (-tenant.rate).
+	tenant *fastpath.Tenant
+	wait   time.Duration
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -129,7 +134,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream = nil, nil, streamReader{}
+	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
 	scratchPool.Put(s)
 }
 
@@ -253,7 +258,7 @@ func (s *scratch) grow(n int) bool {
 	if s.adm == nil {
 		return true
 	}
-	return s.adm.Take(&s.hold, fastpath.IntakeHTTP, int64(n), s.done)
+	return s.adm.Take(&s.hold, admission.IntakeHTTP, int64(n), s.done)
 }
 
 // shrink gives back n bytes of the scratch's buffers to the intake limiter.

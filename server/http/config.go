@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Config of the OTLP/HTTP intake. Every limit has a flag; cmd/otlpgate defines them.
@@ -44,7 +45,12 @@ type Config struct {
 	// copied the body. A request the limiter refuses is answered 429 with Retry-After. The
 	// budget must hold twice -http.max-request-bytes: a body and its decompressed copy, or a
 	// buffer and the one it grows into.
-	Limiter *fastpath.Limiter
+	Limiter *admission.Limiter
+	// Tenants is the tenant table (-intake.headers), nil for none: a request's values of its
+	// headers are read before its body, and a request the table refuses (a new value past
+	// -intake.max-tenants, a bad value, a value no destination takes) is answered 403 or 400
+	// without its body being read.
+	Tenants *fastpath.Tenants
 	// ScanDepth is how deep requests are validated; cmd/otlpgate sets it from -grpc.scan-depth,
 	// which serves both intakes.
 	ScanDepth fastpath.Depth

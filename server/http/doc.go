@@ -11,13 +11,14 @@
 //
 // Protobuf bodies are never decoded: the handler takes the request body (or its decompressed
 // form, in a pooled buffer), scans it with fastpath.ScanRequest at the
-// configured depth and admits it into the fastpath.Pipeline, exactly as the gRPC intake does,
+// configured depth and admits it through the fastpath.Admitter it was given (the pipeline, or
+// with a spool the spool's admission), exactly as the gRPC intake does,
 // malformed resource entries being dropped with a partial_success answer. JSON bodies are
 // transcoded to the same bytes first. Answers are the empty Export*ServiceResponse, a
 // partial_success, or a google.rpc.Status, in the encoding of the request.
 //
-// It imports fastpath/, codec/, pool/, proto/, internal/admission and internal/credfile; never
-// client/ or cmd/.
+// It imports fastpath/, codec/, pool/, proto/, internal/admission, internal/credfile and
+// internal/bytesize; never client/, spool/ or cmd/.
 // fasthttp serves each connection on a goroutine of its worker pool, and the handler runs there,
 // one request at a time per connection; in -ack=upstream mode it blocks on the batch.
 package httpserver

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/codes"
@@ -60,6 +61,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
 		return
 	}
+	tenant, refused := s.tenant(hdr)
+	if refused != nil {
+		s.reject(ctx, f, rejectTenant, refused)
+		return
+	}
 	cod := parseCoding(hdr.ContentEncoding())
 	if cod == codingUnknown {
 		s.reject(ctx, f, rejectEncoding, s.replies.coding)
@@ -81,6 +87,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	sc := getScratch()
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
+	sc.tenant = tenant
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
 	read = err != errBusy || sc.stream.streamed
 	if err != nil {
@@ -134,7 +141,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if reason == admission.Accepted {
 		reason = admission.Await(s.waitCtx, b)
 	}
-	s.answer(ctx, f, sig, reason, rejected, msg)
+	s.answer(ctx, f, sig, reason, rejected, msg, sc.wait)
 }
 
 // reasonBusy is the outcome of a request whose admission needed intake-limiter bytes the
@@ -142,8 +149,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 // like any request the limiter refuses.
 const reasonBusy = admission.NumReasons
 
-// answer writes the response for a request that reached admission.
-func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string) {
+// answer writes the response for a request that reached admission; wait is the delay of a
+// request refused for its tenant's rate.
+func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string, wait time.Duration) {
 	switch reason {
 	case admission.Accepted:
 		if msg != "" {
@@ -165,6 +173,9 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		send(ctx, f, s.replies.queueTooLarge)
 	case admission.Upstream:
 		sendRetry(ctx, f, s.replies.overloaded503, s.adm.QueueDelay())
+	case admission.Throttled:
+		// Not overload: one tenant is over its rate, and it alone is told to wait.
+		sendRetry(ctx, f, s.replies.tenantRate, wait)
 	case reasonBusy:
 		s.refuseBusy(ctx, f)
 	default: // admission.Closed, admission.Timeout
@@ -240,7 +251,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 	}
 	ctr.items[encProto][sig].Add(float64(items))
 	ctr.reqs[encProto][sig].Inc()
-	b, reason = s.admit(encProto, sig, req, items)
+	b, reason = s.admit(encProto, sc, sig, req, items)
 	return b, rejected, msg, reason
 }
 
@@ -257,10 +268,14 @@ func entriesDelimited(req []byte) bool {
 	return it.Err() == nil
 }
 
-// admit hands a checked v1 request body to the pipeline. Admission strips unknown top-level
-// fields (and counts them), as for every intake.
-func (s *Server) admit(f format, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
-	b, reason := s.adm.Admit(sig, req, items, fastpath.LayoutV1)
+// admit hands a checked v1 request body of sc's tenant to the pipeline. Admission strips
+// unknown top-level fields (and counts them), as for every intake. A request refused for its
+// tenant's rate leaves the delay it is told in sc.wait.
+func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
+	b, reason := s.adm.AdmitTenant(sc.tenant, sig, req, items, fastpath.LayoutV1)
+	if reason == admission.Throttled {
+		sc.wait = admission.TenantDelay(sc.tenant, req, items)
+	}
 	if reason != admission.Accepted {
 		ctr.refuse(f, sig, reason, items)
 	}

@@ -36,7 +36,7 @@ func TestHandlerAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per request, want 0", tc.name, got)
 		}
 		h.p.Flush()
-		if items := h.sink.items.Load(); items != 50*(10+501) {
+		if items := h.sink.Items(); items != 50*(10+501) {
 			t.Errorf("%s: destination got %d items, want %d", tc.name, items, 50*511)
 		}
 	}

@@ -3,34 +3,24 @@ package httpserver
 import (
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"testing"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// discard is a destination that finishes every batch at once, counting items.
-type discard struct{ items atomic.Int64 }
-
-func (d *discard) Name() string { return "discard" }
-func (d *discard) Enqueue(b *fastpath.Batch) error {
-	d.items.Add(int64(b.Items))
-	b.Done(true)
-	return nil
-}
 
 type handlerHarness struct {
 	p    *fastpath.Pipeline
 	srv  *Server
-	sink *discard
+	sink *testkit.Discard
 }
 
 // newHandlerHarness is a server that is never started: tests call its handler directly.
 func newHandlerHarness(tb testing.TB) *handlerHarness {
 	tb.Helper()
-	h := &handlerHarness{sink: &discard{}}
+	h := &handlerHarness{sink: &testkit.Discard{}}
 	pc := fastpath.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
 	var err error

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -29,62 +29,10 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
 }
 
-// recorder is a destination that keeps a copy of each batch; with hold set it keeps the batches
-// unfinished until release, like an upstream that does not drain; with fail set it reports
-// every batch undelivered.
-type recorder struct {
-	mu    sync.Mutex
-	hold  bool
-	fail  bool
-	got   [][]byte
-	items int
-	held  []*fastpath.Batch
-}
-
-func (r *recorder) Name() string { return "recorder" }
-
-func (r *recorder) Enqueue(b *fastpath.Batch) error {
-	r.mu.Lock()
-	r.got = append(r.got, bytes.Clone(b.Payload.Bytes()))
-	r.items += b.Items
-	if r.hold {
-		r.held = append(r.held, b)
-		r.mu.Unlock()
-		return nil
-	}
-	fail := r.fail
-	r.mu.Unlock()
-	b.Done(!fail)
-	return nil
-}
-
-func (r *recorder) release() {
-	r.mu.Lock()
-	held := r.held
-	r.held, r.hold = nil, false
-	r.mu.Unlock()
-	for _, b := range held {
-		b.Done(true)
-	}
-}
-
-// payload is everything the destination received, concatenated, and its item count.
-func (r *recorder) payload() ([]byte, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Join(r.got, nil), r.items
-}
-
-func (r *recorder) heldCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.held)
-}
-
 type env struct {
 	p   *fastpath.Pipeline
 	srv *Server
-	rec *recorder
+	rec *testkit.Recorder
 	url string
 	hc  *http.Client
 }
@@ -96,10 +44,10 @@ func testPipelineConfig() fastpath.Config {
 	return c
 }
 
-func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
+func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *env {
 	t.Helper()
 	if rec == nil {
-		rec = &recorder{}
+		rec = &testkit.Recorder{}
 	}
 	p, err := fastpath.New(pc, []fastpath.Destination{rec})
 	if err != nil {
@@ -121,7 +69,7 @@ func start(t *testing.T, pc fastpath.Config, sc Config, rec *recorder) *env {
 		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableCompression: true}}}
 	t.Cleanup(func() {
 		e.hc.CloseIdleConnections()
-		rec.release()
+		rec.Release(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
@@ -203,7 +151,7 @@ func zstded(t testing.TB, b []byte) []byte {
 
 func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
 	t.Helper()
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&recorder{}})
+	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&testkit.Recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}

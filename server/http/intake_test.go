@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // A request the intake limiter refuses within -intake.wait is answered 429 with Retry-After
@@ -22,7 +23,7 @@ import (
 // the limiter's and the intake's refusal metrics; nothing reaches the destination, and the
 // same request succeeds once the limiter has room. The limiter holds nothing afterwards.
 func TestIntakeBusyAnswer(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRequestBytes = 512 << 10
 	sc.Limiter = lim
@@ -30,10 +31,10 @@ func TestIntakeBusyAnswer(t *testing.T) {
 	body := traces(t, 1, 3)
 	// Leave less room than the smallest body buffer (1KiB) takes.
 	const held = 1<<20 - 512
-	if !lim.AcquireBytes(fastpath.IntakeHTTP, held, nil) {
+	if !lim.AcquireBytes(admission.IntakeHTTP, held, nil) {
 		t.Fatal("cannot fill the limiter")
 	}
-	refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP))
+	refused := intakeRefused(t, "http", "bytes")
 	busy := testutil.ToFloat64(ctr.rejected[rejectBusy])
 	for _, f := range []struct {
 		ct   string
@@ -56,22 +57,22 @@ func TestIntakeBusyAnswer(t *testing.T) {
 			t.Fatalf("Retry-After %q, want \"1\"", got)
 		}
 	}
-	if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP)) - refused; got != 2 {
+	if got := intakeRefused(t, "http", "bytes") - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=http,resource=bytes} grew by %v, want 2", got)
 	}
 	if got := testutil.ToFloat64(ctr.rejected[rejectBusy]) - busy; got != 2 {
 		t.Fatalf("otlpgate_http_rejected_requests_total{reason=intake_busy} grew by %v, want 2", got)
 	}
 	e.p.Flush()
-	if _, items := e.rec.payload(); items != 0 {
+	if _, items := e.rec.Payload(); items != 0 {
 		t.Fatalf("%d items reached the destination while busy", items)
 	}
-	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
+	lim.ReleaseBytes(admission.IntakeHTTP, held)
 	if r := e.post(t, "/v1/traces", body); r.status != 200 {
 		t.Fatalf("with room: %d %q", r.status, r.body)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 3 || !bytes.Equal(got, body) {
+	if got, items := e.rec.Payload(); items != 3 || !bytes.Equal(got, body) {
 		t.Fatalf("destination got %d items (%d bytes), want the 3 spans of the request", items, len(got))
 	}
 	if lim.Bytes() != 0 {
@@ -86,7 +87,7 @@ func TestIntakeBusyAnswer(t *testing.T) {
 // request on the same connection is read from its start; a refused chunked body, whose size
 // is not known, closes the connection instead of being read.
 func TestIntakeBusyKeepsConnection(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 1 << 20, Wait: 30 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRequestBytes = 512 << 10
 	sc.Limiter = lim
@@ -99,19 +100,19 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 		c.Write(b)
 	}
 	const held = 1<<20 - 512
-	if !lim.AcquireBytes(fastpath.IntakeHTTP, held, nil) {
+	if !lim.AcquireBytes(admission.IntakeHTTP, held, nil) {
 		t.Fatal("cannot fill the limiter")
 	}
 	post(body)
 	if r := readResponse(t, br); r.status != 429 || r.header.Get("Retry-After") != "1" || r.header.Get("Connection") == "close" {
 		t.Fatalf("busy: %d, Retry-After %q, Connection %q", r.status, r.header.Get("Retry-After"), r.header.Get("Connection"))
 	}
-	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
+	lim.ReleaseBytes(admission.IntakeHTTP, held)
 	post(body)
 	if r := readResponse(t, br); r.status != 200 {
 		t.Fatalf("next request on the connection: %d %q", r.status, r.body)
 	}
-	lim.AcquireBytes(fastpath.IntakeHTTP, held, nil)
+	lim.AcquireBytes(admission.IntakeHTTP, held, nil)
 	chunked := fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 	io.WriteString(c, chunked)
 	if r := readResponse(t, br); r.status != 429 || r.header.Get("Retry-After") != "1" {
@@ -122,7 +123,7 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("after a refused chunked body the connection reads %v, want EOF", err)
 	}
-	lim.ReleaseBytes(fastpath.IntakeHTTP, held)
+	lim.ReleaseBytes(admission.IntakeHTTP, held)
 	c2 := dial(t, e)
 	br2 := bufio.NewReader(c2)
 	io.WriteString(c2, chunked)
@@ -130,7 +131,7 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 		t.Fatalf("chunked with room: %d %q", r.status, r.body)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 10 || !bytes.Equal(got, append(append([]byte(nil), body...), body...)) {
+	if got, items := e.rec.Payload(); items != 10 || !bytes.Equal(got, append(append([]byte(nil), body...), body...)) {
 		t.Fatalf("destination got %d items (%d bytes), want the two requests' 10 spans", items, len(got))
 	}
 	if lim.Bytes() != 0 {
@@ -157,7 +158,7 @@ func TestIntakeStripsUnknownTopLevelFields(t *testing.T) {
 		t.Fatalf("otlpgate_fastpath_stripped_fields_total{signal=traces} grew by %v, want 4", got)
 	}
 	e.p.Flush()
-	if got, items := e.rec.payload(); items != 4 || !bytes.Equal(got, append(append([]byte(nil), entries...), entries...)) {
+	if got, items := e.rec.Payload(); items != 4 || !bytes.Equal(got, append(append([]byte(nil), entries...), entries...)) {
 		t.Fatalf("destination got %d items (%d bytes), want exactly the entries of both requests (4 spans, %d bytes)", items, len(got), 2*len(entries))
 	}
 }

@@ -40,6 +40,6 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 	if scan.Resources == 0 {
 		return nil, admission.Accepted, nil
 	}
-	b, reason := s.admit(encJSON, sig, *sc.out, scan.Items)
+	b, reason := s.admit(encJSON, sc, sig, *sc.out, scan.Items)
 	return b, reason, nil
 }

@@ -47,7 +47,7 @@ func TestJSONRequest(t *testing.T) {
 				t.Fatalf("%s %s: %d %q %q", ct, enc, r.status, r.header.Get("Content-Type"), r.body)
 			}
 			e.p.Flush()
-			got, items := e.rec.payload()
+			got, items := e.rec.Payload()
 			m := &coltracev1.ExportTraceServiceRequest{}
 			if err := proto.Unmarshal(got, m); err != nil || !proto.Equal(m, want) || items != 1 {
 				t.Errorf("%s %s: destination got %v (%d items), want %v", ct, enc, m, items, want)

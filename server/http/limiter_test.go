@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
@@ -49,7 +50,7 @@ func TestDecompressionHoldsIntakeLimiter(t *testing.T) {
 		body   []byte
 	}{{"gzip", gzipped(t, plain)}, {"zstd", zstded(t, plain)}} {
 		t.Run(tc.coding, func(t *testing.T) {
-			lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 64 << 20, Wait: 30 * time.Millisecond})
+			lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 64 << 20, Wait: 30 * time.Millisecond})
 			sc := DefaultConfig()
 			sc.MaxRequestBytes = 16 << 20
 			sc.Limiter = lim
@@ -61,17 +62,17 @@ func TestDecompressionHoldsIntakeLimiter(t *testing.T) {
 
 			// Room for the wire bytes, not for the inflated ones.
 			const held = 64<<20 - 4<<20
-			if !lim.AcquireBytes(fastpath.IntakeHTTP, held, nil) {
+			if !lim.AcquireBytes(admission.IntakeHTTP, held, nil) {
 				t.Fatal("cannot fill the limiter")
 			}
-			refused := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP))
+			refused := intakeRefused(t, "http", "bytes")
 			busy := testutil.ToFloat64(ctr.rejected[rejectBusy])
 			r := e.do(t, http.MethodPost, "/v1/traces", hdr, tc.body)
 			wantStatus(t, r, 429, codes.ResourceExhausted, msgBusy)
 			if got := r.header.Get("Retry-After"); got != "1" || r.header.Get("Connection") == "close" {
 				t.Fatalf("Retry-After %q, Connection %q; want \"1\" and a connection kept", got, r.header.Get("Connection"))
 			}
-			if got := testutil.ToFloat64(fastpath.IntakeRefusedCounter(fastpath.IntakeHTTP)) - refused; got != 1 {
+			if got := intakeRefused(t, "http", "bytes") - refused; got != 1 {
 				t.Fatalf("otlpgate_intake_refused_total{intake=http,resource=bytes} grew by %v, want 1", got)
 			}
 			if got := testutil.ToFloat64(ctr.rejected[rejectBusy]) - busy; got != 1 {
@@ -82,12 +83,12 @@ func TestDecompressionHoldsIntakeLimiter(t *testing.T) {
 			}
 			wantNothingReceived(t, e)
 
-			lim.ReleaseBytes(fastpath.IntakeHTTP, held)
+			lim.ReleaseBytes(admission.IntakeHTTP, held)
 			if r := e.do(t, http.MethodPost, "/v1/traces", hdr, tc.body); r.status != 200 {
 				t.Fatalf("with room: %d %q", r.status, r.body)
 			}
 			e.p.Flush()
-			if got, items := e.rec.payload(); items != 1 || !bytes.Equal(got, plain) {
+			if got, items := e.rec.Payload(); items != 1 || !bytes.Equal(got, plain) {
 				t.Fatalf("destination got %d items (%d bytes), want the inflated request (%d bytes)", items, len(got), len(plain))
 			}
 			if h := lim.HighWaterBytes(); h < inflated {
@@ -107,7 +108,7 @@ func TestDecompressionHoldsIntakeLimiter(t *testing.T) {
 // served throughout.
 func TestStalledBodiesDoNotLockOutOthers(t *testing.T) {
 	const maxBody = 2 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 2 * maxBody, Wait: 50 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 2 * maxBody, Wait: 50 * time.Millisecond})
 	sc := DefaultConfig()
 	sc.MaxRequestBytes = maxBody
 	sc.Limiter = lim
@@ -139,7 +140,37 @@ func TestStalledBodiesDoNotLockOutOthers(t *testing.T) {
 		}
 	}
 	e.p.Flush()
-	if _, items := e.rec.payload(); items != 40 {
+	if _, items := e.rec.Payload(); items != 40 {
 		t.Fatalf("destination got %d items, want the 40 spans of the well-behaved requests", items)
 	}
+}
+
+// intakeRefused reads otlpgate_intake_refused_total{intake, resource} from the default
+// registry, as a scrape would; 0 before the first refusal.
+func intakeRefused(t *testing.T, intake, resource string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "otlpgate_intake_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var in, res string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "intake":
+					in = l.GetValue()
+				case "resource":
+					res = l.GetValue()
+				}
+			}
+			if in == intake && res == resource {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

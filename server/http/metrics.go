@@ -31,11 +31,13 @@ const (
 	rejectHeader
 	rejectCORS
 	rejectBusy
+	rejectTenant
 	numRejects
 )
 
 var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsupported_media_type",
-	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy"}
+	"unsupported_encoding", "body_too_large", "corrupt_body", "unauthenticated", "bad_header", "cors_refused", "intake_busy",
+	"tenant_refused"}
 
 var (
 	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -52,7 +54,7 @@ var (
 	}, []string{"encoding", "signal"})
 	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_refused_requests_total",
-		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled).",
+		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled, tenant_rate: the tenant was over -tenant.rate).",
 	}, []string{"encoding", "signal", "reason"})
 	refusedItemsCounter = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_refused_items_total",
@@ -68,7 +70,7 @@ var (
 	})
 	rejectedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_rejected_requests_total",
-		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused, intake_busy: the intake limiter, -intake.max-bytes, refused to hold the body).",
+		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused, intake_busy: the intake limiter, -intake.max-bytes, refused to hold the body; tenant_refused: the tenant headers, -intake.headers, were refused, see otlpgate_tenant_refused_requests_total).",
 	}, []string{"reason"})
 )
 

@@ -20,19 +20,23 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
-// sigRecorder splits what arrives by signal.
-type sigRecorder struct{ recs [3]recorder }
-
-type sigDest struct{ r *sigRecorder }
-
-func (d sigDest) Name() string { return "sig" }
-func (d sigDest) Enqueue(b *fastpath.Batch) error {
-	return d.r.recs[b.Signal].Enqueue(b)
+// payloadOf is what r received of sig: the bodies back to back, and their items.
+func payloadOf(r *testkit.Recorder, sig fastpath.Signal) ([]byte, int) {
+	var body []byte
+	items := 0
+	for _, g := range r.Received() {
+		if g.Signal == sig {
+			body = append(body, g.Body...)
+			items += g.Items
+		}
+	}
+	return body, items
 }
 
 // The OpenTelemetry Go SDK's OTLP/HTTP exporters, with and without gzip, send traces, metrics
@@ -46,15 +50,14 @@ func TestSDKExporters(t *testing.T) {
 func sdkRun(t *testing.T, gz bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sr := &sigRecorder{}
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{sigDest{sr}})
+	sr := &testkit.Recorder{}
+	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{sr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
-	e.srv.p = p // the server of start, in front of this pipeline
-	e.srv.adm.Init(p, nil, e.srv.cfg.OverloadAfter)
+	e.srv.adm.Init(p, nil, e.srv.cfg.OverloadAfter) // the server of start, in front of this pipeline
 	addr := strings.TrimPrefix(e.url, "http://")
 	res := resource.NewSchemaless(attribute.String("service.name", "sdk-http-test"))
 
@@ -107,7 +110,7 @@ func sdkRun(t *testing.T, gz bool) {
 	}
 	p.Flush()
 
-	tb, titems := sr.recs[fastpath.Traces].payload()
+	tb, titems := payloadOf(sr, fastpath.Traces)
 	treq := &coltracev1.ExportTraceServiceRequest{}
 	if err := treq.UnmarshalVT(tb); err != nil || titems != 2 {
 		t.Fatalf("traces: %d items, %v", titems, err)
@@ -141,7 +144,7 @@ func sdkRun(t *testing.T, gz bool) {
 		t.Errorf("spans %v", spans)
 	}
 
-	mb, mitems := sr.recs[fastpath.Metrics].payload()
+	mb, mitems := payloadOf(sr, fastpath.Metrics)
 	mreq := &colmetricsv1.ExportMetricsServiceRequest{}
 	if err := mreq.UnmarshalVT(mb); err != nil || mitems != 2 {
 		t.Fatalf("metrics: %d items, %v", mitems, err)
@@ -161,7 +164,7 @@ func sdkRun(t *testing.T, gz bool) {
 		}
 	}
 
-	lb, litems := sr.recs[fastpath.Logs].payload()
+	lb, litems := payloadOf(sr, fastpath.Logs)
 	lreq := &collogsv1.ExportLogsServiceRequest{}
 	if err := lreq.UnmarshalVT(lb); err != nil || litems != 1 {
 		t.Fatalf("logs: %d items, %v", litems, err)

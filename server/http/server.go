@@ -21,7 +21,6 @@ import (
 // Server is the OTLP/HTTP intake.
 type Server struct {
 	cfg     Config
-	p       *fastpath.Pipeline
 	log     *slog.Logger
 	hs      *fasthttp.Server
 	tls     *tls.Config
@@ -45,12 +44,13 @@ type Server struct {
 	served chan struct{}
 }
 
-// New builds the server for cfg in front of p. Start listens.
-func New(cfg Config, p *fastpath.Pipeline, log *slog.Logger) (*Server, error) {
+// New builds the server for cfg in front of p: a fastpath.Pipeline, or with a spool the
+// spool's admission. Start listens.
+func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, p: p, log: log, served: make(chan struct{}),
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{}),
 		paths: [3]string{cfg.TracesPath, cfg.MetricsPath, cfg.LogsPath}, replies: newReplies(cfg), cors: newCORS(cfg)}
 	s.conns.open = map[net.Conn]struct{}{}
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)

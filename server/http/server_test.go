@@ -17,6 +17,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -51,7 +52,7 @@ func wantStatus(t *testing.T, r response, httpStatus int, code codes.Code, msg s
 func wantNothingReceived(t *testing.T, e *env) {
 	t.Helper()
 	e.p.Flush()
-	if got, items := e.rec.payload(); len(got) != 0 || items != 0 {
+	if got, items := e.rec.Payload(); len(got) != 0 || items != 0 {
 		t.Errorf("destination got %d bytes, %d items; want nothing", len(got), items)
 	}
 }
@@ -85,7 +86,7 @@ func TestStatusCodes(t *testing.T) {
 				t.Fatalf("got %d %q", r.status, r.body)
 			}
 			e.p.Flush()
-			if got, items := e.rec.payload(); !bytes.Equal(got, req) || items != 3 {
+			if got, items := e.rec.Payload(); !bytes.Equal(got, req) || items != 3 {
 				t.Errorf("destination got %d bytes, %d items; want the request's %d bytes, 3 items", len(got), items, len(req))
 			}
 		})
@@ -110,7 +111,7 @@ func TestStatusCodes(t *testing.T) {
 			t.Errorf("partial success %v", ps)
 		}
 		e.p.Flush()
-		if got, items := e.rec.payload(); !bytes.Equal(got, req) || items != 3 {
+		if got, items := e.rec.Payload(); !bytes.Equal(got, req) || items != 3 {
 			t.Errorf("destination got %x (%d items), want the good entry only", got, items)
 		}
 	})
@@ -203,7 +204,7 @@ func TestStatusCodes(t *testing.T) {
 			t.Errorf("body at the limit: %d %q", r.status, r.body)
 		}
 		e.p.Flush()
-		if _, items := e.rec.payload(); items != 3 {
+		if _, items := e.rec.Payload(); items != 3 {
 			t.Errorf("destination got %d items, want 3", items)
 		}
 	})
@@ -223,7 +224,7 @@ func TestStatusCodes(t *testing.T) {
 			pc.QueueMaxBytes, pc.BatchMaxBytes = int64(len(req)), len(req)
 			sc := DefaultConfig()
 			sc.OverloadAfter = tc.after
-			e := start(t, pc, sc, &recorder{hold: true})
+			e := start(t, pc, sc, testkit.NewHoldingRecorder("recorder"))
 			if r := e.post(t, "/v1/traces", req); r.status != 200 {
 				t.Fatalf("first request: %d", r.status)
 			}
@@ -281,7 +282,7 @@ func TestAckUpstream(t *testing.T) {
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
 	pc.Eager = true
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
 	done := make(chan response, 1)
 	go func() {
@@ -291,24 +292,17 @@ func TestAckUpstream(t *testing.T) {
 		}
 		done <- r
 	}()
-	for i := 0; rec.heldCount() == 0; i++ {
-		if i > 6000 {
-			t.Fatal("the batch never reached the destination")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the batch to reach the destination", func() bool { return rec.Held() > 0 })
 	select {
 	case r := <-done:
 		t.Fatalf("answered %d before the destination finished", r.status)
 	default:
 	}
-	rec.release()
+	rec.Release(true)
 	if r := <-done; r.status != 200 || len(r.body) != 0 {
 		t.Fatalf("after delivery: %d %q", r.status, r.body)
 	}
-	rec.mu.Lock()
-	rec.fail = true
-	rec.mu.Unlock()
+	rec.SetFail(true)
 	r := e.post(t, "/v1/traces", req)
 	wantStatus(t, r, 503, codes.Unavailable, "otlpgate is overloaded: retry after the given delay")
 	if r.header.Get("Retry-After") == "" {
@@ -322,7 +316,7 @@ func TestShutdownCutsUpstreamWaits(t *testing.T) {
 	pc := testPipelineConfig()
 	pc.Ack = fastpath.AckUpstream
 	pc.Eager = true
-	rec := &recorder{hold: true}
+	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
 	done := make(chan response, 1)
 	body := traces(t, 1, 1)
@@ -330,12 +324,7 @@ func TestShutdownCutsUpstreamWaits(t *testing.T) {
 		r, _ := e.try(http.MethodPost, "/v1/traces", map[string]string{"Content-Type": ctProto}, body)
 		done <- r
 	}()
-	for i := 0; rec.heldCount() == 0; i++ {
-		if i > 6000 {
-			t.Fatal("the batch never reached the destination")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the batch to reach the destination", func() bool { return rec.Held() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	e.srv.Shutdown(ctx)

@@ -131,7 +131,7 @@ func TestTLSAndMutualTLS(t *testing.T) {
 		t.Errorf("mTLS without a client certificate answered %d", code)
 	}
 	m.p.Flush()
-	if _, items := m.rec.payload(); items != 2 {
+	if _, items := m.rec.Payload(); items != 2 {
 		t.Errorf("mTLS destination got %d items, want 2", items)
 	}
 }

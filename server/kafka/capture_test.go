@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
@@ -106,7 +107,7 @@ func TestCaptures(t *testing.T) {
 	for _, file := range captureFiles(t) {
 		pc := loadCapture(t, file)
 		t.Run(pc.name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &testkit.Recorder{}
 			s, _ := startServer(t, testConfig(), rec)
 			c := dial(t, s, pc.meta.ClientID)
 			if av := c.apiVersions(3, "librdkafka", "2.15.1"); av.ErrorCode != 0 {
@@ -116,7 +117,7 @@ func TestCaptures(t *testing.T) {
 			if code := c.rawPush(pc.raw); code != errUnknownSubscriptionID {
 				t.Fatalf("push from an unknown instance: code %d, want %d", code, errUnknownSubscriptionID)
 			}
-			if rec.count() != 0 {
+			if rec.Count() != 0 {
 				t.Fatal("an unknown instance's push was forwarded")
 			}
 			sub := c.get(pc.req.ClientInstanceID)
@@ -127,7 +128,7 @@ func TestCaptures(t *testing.T) {
 				t.Fatalf("push: code %d", code)
 			}
 
-			n, got, items := rec.last(t)
+			n, got, items := lastMetrics(t, rec)
 			if n != 1 {
 				t.Fatalf("%d payloads forwarded, want 1", n)
 			}

@@ -2,21 +2,12 @@ package kafka
 
 import (
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
-)
 
-// openFDs counts the process's open descriptors.
-func openFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(ents)
-}
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
 
 // TestConnectionChurn opens and closes 10,000 connections, half of them after writing part of
 // a request: each of those is counted as truncated, and the descriptors, goroutines and
@@ -29,7 +20,7 @@ func TestConnectionChurn(t *testing.T) {
 	cfg := testConfig()
 	// The server may lag behind the clients' closes; no connection may be refused for that.
 	cfg.MaxConnections = total
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	// A first conversation creates whatever is created lazily before the baseline.
 	first := dial(t, s, "warm")
 	first.apiVersions(3, "a", "1")
@@ -39,8 +30,8 @@ func TestConnectionChurn(t *testing.T) {
 		defer s.mu.Unlock()
 		return len(s.mu.conns)
 	}
-	waitFor(t, "the first connection to be released", func() bool { return conns() == 0 })
-	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	testkit.WaitFor(t, "the first connection to be released", func() bool { return conns() == 0 })
+	fds, goroutines := testkit.OpenFDs(t), runtime.NumGoroutine()
 	truncated, rejected := counterValue(t, badTruncated), counterValue(t, rejectedConns)
 
 	// A size prefix announcing 100 bytes, then the start of an ApiVersions header.
@@ -69,11 +60,11 @@ func TestConnectionChurn(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	waitFor(t, "every connection to be released", func() bool { return conns() == 0 })
-	waitFor(t, "descriptors and goroutines to come back", func() bool {
-		return openFDs(t) <= fds && runtime.NumGoroutine() <= goroutines
+	testkit.WaitFor(t, "every connection to be released", func() bool { return conns() == 0 })
+	testkit.WaitFor(t, "descriptors and goroutines to come back", func() bool {
+		return testkit.OpenFDs(t) <= fds && runtime.NumGoroutine() <= goroutines
 	})
-	waitFor(t, "every partial request to be counted", func() bool {
+	testkit.WaitFor(t, "every partial request to be counted", func() bool {
 		return counterValue(t, badTruncated)-truncated == total/2
 	})
 	if d := counterValue(t, rejectedConns) - rejected; d != 0 {

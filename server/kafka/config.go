@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -93,7 +93,7 @@ type Config struct {
 	// THROTTLING_QUOTA_EXCEEDED with a throttle time, counted in
 	// otlpgate_kafka_export_errors_total{reason="intake_busy"}. The budget must hold a
 	// request of MaxRequestBytes and a decompression buffer of TelemetryMaxBytes.
-	Limiter *fastpath.Limiter
+	Limiter *admission.Limiter
 }
 
 // DefaultConfig returns the defaults documented on Config. Safe for concurrent use.
@@ -146,9 +146,9 @@ func (c Config) Validate() error {
 	if c.MaxRequestBytes <= c.TelemetryMaxBytes || c.MaxRequestBytes > maxRequestBytesLimit {
 		return fmt.Errorf("kafka: max request bytes %d must exceed telemetry max bytes %d and be at most %d", c.MaxRequestBytes, c.TelemetryMaxBytes, maxRequestBytesLimit)
 	}
-	if c.Limiter != nil && int64(c.MaxRequestBytes+pool.Cap(c.TelemetryMaxBytes)) > c.Limiter.MaxBytesFor(fastpath.IntakeKafka) {
+	if c.Limiter != nil && int64(c.MaxRequestBytes+pool.Cap(c.TelemetryMaxBytes)) > c.Limiter.MaxBytesFor(admission.IntakeKafka) {
 		return fmt.Errorf("kafka: max request bytes %d and a decompression buffer of telemetry max bytes %d exceed the intake limit %d (-intake.unauthenticated.max-bytes)",
-			c.MaxRequestBytes, c.TelemetryMaxBytes, c.Limiter.MaxBytesFor(fastpath.IntakeKafka))
+			c.MaxRequestBytes, c.TelemetryMaxBytes, c.Limiter.MaxBytesFor(admission.IntakeKafka))
 	}
 	if c.IdleTimeout <= 0 {
 		return errors.New("kafka: idle timeout must be positive")

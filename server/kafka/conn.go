@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -257,7 +257,7 @@ const smallBufSize = 16 << 10
 // held is what the buffer took from the limiter (give it back with putRequest). busy means the
 // limiter had no room within -intake.wait: the buffer holds the bytes read so far (at least the
 // first buffer's worth), the rest is still to be read.
-func readRequest(r io.Reader, n int, lim *fastpath.Limiter) (bp *[]byte, held int64, busy bool, err error) {
+func readRequest(r io.Reader, n int, lim *admission.Limiter) (bp *[]byte, held int64, busy bool, err error) {
 	first := min(n, smallBufSize+1)
 	bp = pool.GetBytes(first)
 	*bp = (*bp)[:0:pool.Cap(first)]
@@ -266,7 +266,7 @@ func readRequest(r io.Reader, n int, lim *fastpath.Limiter) (bp *[]byte, held in
 		if len(buf) == cap(buf) {
 			size := min(n, 2*cap(buf))
 			want := pool.Cap(size)
-			if lim != nil && !lim.AcquireBytes(fastpath.IntakeKafka, int64(want), nil) {
+			if lim != nil && !lim.AcquireBytes(admission.IntakeKafka, int64(want), nil) {
 				*bp = buf
 				return bp, held, true, nil
 			}
@@ -291,10 +291,10 @@ func readRequest(r io.Reader, n int, lim *fastpath.Limiter) (bp *[]byte, held in
 }
 
 // putRequest returns a request buffer of readRequest to the pool and its bytes to lim.
-func putRequest(bp *[]byte, held int64, lim *fastpath.Limiter) {
+func putRequest(bp *[]byte, held int64, lim *admission.Limiter) {
 	pool.PutBytes(bp)
 	if held > 0 {
-		lim.ReleaseBytes(fastpath.IntakeKafka, held)
+		lim.ReleaseBytes(admission.IntakeKafka, held)
 	}
 }
 

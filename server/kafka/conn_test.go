@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -52,7 +53,7 @@ func TestClosingRequests(t *testing.T) {
 	cfg := testConfig()
 	cfg.TelemetryMaxBytes = 1024
 	cfg.MaxRequestBytes = 64 << 10
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, s, "x")
@@ -67,7 +68,7 @@ func TestClosingRequests(t *testing.T) {
 }
 
 func TestApiVersions(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	c := dial(t, s, "x")
 	for _, v := range []int16{0, 1, 2, 3, 4} {
 		av := c.apiVersions(v, "confluent-kafka-go", "2.15.1")
@@ -93,7 +94,7 @@ func TestApiVersions(t *testing.T) {
 // TestMetadataVersions decodes Metadata at every advertised version; without an advertised
 // address the broker is the address the client dialled.
 func TestMetadataVersions(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	c := dial(t, s, "x")
 	host, port, _ := net.SplitHostPort(s.Addr().String())
 	wantPort, _ := strconv.Atoi(port)
@@ -123,17 +124,17 @@ func TestIdleConnectionClosed(t *testing.T) {
 	cfg := testConfig()
 	cfg.IdleTimeout = 200 * time.Millisecond
 	cfg.DefaultInterval = 100 * time.Millisecond
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	c := dial(t, s, "idle")
 	c.get([16]byte{})
 	c.expectClosed()
-	waitFor(t, "the idle client's instance to go", func() bool { return s.reg.len() == 0 })
+	testkit.WaitFor(t, "the idle client's instance to go", func() bool { return s.reg.len() == 0 })
 }
 
 func TestMaxConnections(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxConnections = 1
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	first := dial(t, s, "first")
 	first.apiVersions(3, "a", "1") // answered: the first connection is registered
 	before := counterValue(t, rejectedConns)
@@ -144,7 +145,7 @@ func TestMaxConnections(t *testing.T) {
 	}
 	first.apiVersions(3, "a", "1")
 	first.nc.Close()
-	waitFor(t, "the first connection to be released", func() bool {
+	testkit.WaitFor(t, "the first connection to be released", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.mu.conns) == 0
@@ -156,7 +157,7 @@ func TestMaxConnections(t *testing.T) {
 }
 
 func TestLifecycle(t *testing.T) {
-	off, err := New(DefaultConfig(), &recorder{}, nil)
+	off, err := New(DefaultConfig(), &testkit.Recorder{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	cfg := testConfig()
-	s, err := New(cfg, &recorder{}, slog.New(slog.DiscardHandler))
+	s, err := New(cfg, &testkit.Recorder{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestTagCountBomb(t *testing.T) {
 	md.Version = 13
 	push := kmsg.NewPtrPushTelemetryRequest()
 	push.ClientInstanceID = newID()
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	for _, r := range []kmsg.Request{av, md, kmsg.NewPtrGetTelemetrySubscriptionsRequest(), push} {
 		c := dial(t, s, "x")
 		before := counterValue(t, badMalformed)
@@ -233,7 +234,7 @@ func TestTagCountBomb(t *testing.T) {
 }
 
 func TestMetadataTopicCap(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	for _, v := range []int16{1, 12} {
 		md := kmsg.NewPtrMetadataRequest()
 		md.Version = v

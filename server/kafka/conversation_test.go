@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
@@ -110,7 +111,7 @@ subscriptions:
 	cfg.SubscriptionsFile = subsFile
 	cfg.DefaultMetrics = nil
 	cfg.AdvertisedAddress = "kafka.example:19093"
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "app-1")
 
@@ -163,7 +164,7 @@ subscriptions:
 	if code := c.push(id, sub.SubscriptionID, 4, payload, false); code != errNone {
 		t.Fatalf("push: code %d", code)
 	}
-	n, got, items := rec.last(t)
+	n, got, items := lastMetrics(t, rec)
 	if n != 1 || items != 2 { // two gauges of one point each; the sum (two points) is filtered out
 		t.Fatalf("forwarded %d payloads, last with %d items; want 1 with 2", n, items)
 	}
@@ -185,16 +186,16 @@ subscriptions:
 	}
 
 	// Too early: throttled, and nothing forwarded. After the interval: accepted.
-	clk.advance(1999 * time.Millisecond)
+	clk.Advance(1999 * time.Millisecond)
 	if code := c.push(id, sub.SubscriptionID, 4, payload, false); code != errThrottlingQuotaExceeded {
 		t.Fatalf("early push: code %d", code)
 	}
-	clk.advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	if code := c.push(id, sub.SubscriptionID, 4, payload, false); code != errNone {
 		t.Fatalf("push after the interval: code %d", code)
 	}
-	if rec.count() != 2 {
-		t.Fatalf("%d payloads forwarded, want 2", rec.count())
+	if rec.Count() != 2 {
+		t.Fatalf("%d payloads forwarded, want 2", rec.Count())
 	}
 
 	// The operator changes the subscription; the client's id goes stale.
@@ -209,7 +210,7 @@ subscriptions:
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if code := c.push(id, sub.SubscriptionID, 4, payload, false); code != errUnknownSubscriptionID {
 		t.Fatalf("push with a stale subscription id: code %d", code)
 	}
@@ -222,7 +223,7 @@ subscriptions:
 	if code := c.push(id, sub2.SubscriptionID, 4, payload, false); code != errNone {
 		t.Fatalf("push after re-fetch: code %d", code)
 	}
-	if _, got, _ := rec.last(t); len(metricNames(got)) != 3 {
+	if _, got, _ := lastMetrics(t, rec); len(metricNames(got)) != 3 {
 		t.Fatalf("after the change, forwarded %v", metricNames(got))
 	}
 
@@ -230,14 +231,14 @@ subscriptions:
 	if code := c.push(id, sub2.SubscriptionID, 4, payload, true); code != errNone {
 		t.Fatalf("terminating push: code %d", code)
 	}
-	if rec.count() != 4 {
-		t.Fatalf("%d payloads forwarded, want 4", rec.count())
+	if rec.Count() != 4 {
+		t.Fatalf("%d payloads forwarded, want 4", rec.Count())
 	}
-	clk.advance(2 * time.Second) // past the interval, within the instance's lifetime
+	clk.Advance(2 * time.Second) // past the interval, within the instance's lifetime
 	if code := c.push(id, sub2.SubscriptionID, 4, payload, false); code != errInvalidRequest {
 		t.Fatalf("push after terminating: code %d", code)
 	}
-	if rec.count() != 4 {
+	if rec.Count() != 4 {
 		t.Fatal("a push after the terminating one was forwarded")
 	}
 }

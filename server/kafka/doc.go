@@ -5,8 +5,9 @@
 // each accepted push, filtered to its subscribed metric prefixes and labelled with the client's
 // identity, to a fastpath.Consumer as an OTLP metrics payload.
 //
-// It imports fastpath/, pool/, codec/kafkacompress, internal/credfile (TLS) and proto/; it must
-// not import client/, other server/ packages, cmd/ or bench/.
+// It imports fastpath/, pool/, codec/kafkacompress, internal/admission (the intake limiter),
+// internal/credfile (TLS) and proto/; it must not import client/, other server/ packages, cmd/
+// or bench/.
 //
 // The listener has no authentication of its own: anyone who reaches it may push telemetry.
 // With -kafka.tls.client-ca only clients holding a certificate that CA signed are served.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 )
 
@@ -40,9 +41,11 @@ func TestForwardEmptyEntriesCostNothing(t *testing.T) {
 		name string
 		f    func() (int, bool, error)
 	}{
-		{"rewrite", func() (int, bool, error) { return forward(&recorder{}, payload, &plan{all: true}, attrs, 2<<20) }},
+		{"rewrite", func() (int, bool, error) {
+			return forward(&testkit.Recorder{}, payload, &plan{all: true}, attrs, 2<<20)
+		}},
 		{"decoded", func() (int, bool, error) {
-			return forwardDecoded(&recorder{}, payload, &plan{all: true}, attrs, 2<<20)
+			return forwardDecoded(&testkit.Recorder{}, payload, &plan{all: true}, attrs, 2<<20)
 		}},
 	} {
 		var points int
@@ -73,20 +76,22 @@ func TestForwardLabelledBodyBounded(t *testing.T) {
 	attrs := bigLabels()
 	for _, fn := range []struct {
 		name string
-		f    func(rec *recorder) (int, bool, error)
+		f    func(rec *testkit.Recorder) (int, bool, error)
 	}{
-		{"rewrite", func(rec *recorder) (int, bool, error) { return forward(rec, payload, &plan{all: true}, attrs, limit) }},
-		{"decoded", func(rec *recorder) (int, bool, error) {
+		{"rewrite", func(rec *testkit.Recorder) (int, bool, error) {
+			return forward(rec, payload, &plan{all: true}, attrs, limit)
+		}},
+		{"decoded", func(rec *testkit.Recorder) (int, bool, error) {
 			return forwardDecoded(rec, payload, &plan{all: true}, attrs, limit)
 		}},
 	} {
-		rec := &recorder{}
+		rec := &testkit.Recorder{}
 		var sent bool
 		var err error
 		fn.f(rec)
 		alloc := allocated(func() { _, sent, err = fn.f(rec) })
-		if err != errLabelledTooLarge || sent || rec.count() != 0 {
-			t.Fatalf("%s: sent %v, err %v, %d forwarded", fn.name, sent, err, rec.count())
+		if err != errLabelledTooLarge || sent || rec.Count() != 0 {
+			t.Fatalf("%s: sent %v, err %v, %d forwarded", fn.name, sent, err, rec.Count())
 		}
 		// The decoding path decodes the 2,000 entries into objects first.
 		if alloc > 2*limit {
@@ -94,11 +99,11 @@ func TestForwardLabelledBodyBounded(t *testing.T) {
 		}
 	}
 	// Within the limit the same entries go through, every one labelled.
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	if points, sent, err := forward(rec, payload[:10*len(entry)], &plan{all: true}, attrs, limit); err != nil || !sent || points != 10 {
 		t.Fatalf("10 entries: points %d, sent %v, err %v", points, sent, err)
 	}
-	_, md, _ := rec.last(t)
+	_, md, _ := lastMetrics(t, rec)
 	if len(md.ResourceMetrics) != 10 || resourceLabels(md)[labelClientSoftwareName] != strings.Repeat("n", 64<<10) {
 		t.Fatalf("%d resources", len(md.ResourceMetrics))
 	}

@@ -10,13 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// discard accepts every payload and keeps nothing.
-type discard struct{}
-
-func (discard) Consume(fastpath.Signal, []byte, int) error { return nil }
 
 // seedRequests returns real and kmsg-encoded requests (size prefix included) for every API
 // served, at several versions, plus the captured pushes.
@@ -52,7 +47,7 @@ func fuzzServer(t testing.TB) *Server {
 	cfg := testConfig()
 	cfg.MaxInstances = 16
 	cfg.MaxRequestBytes = 2 << 20
-	s, err := New(cfg, discard{}, slog.New(slog.DiscardHandler))
+	s, err := New(cfg, &testkit.Discard{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

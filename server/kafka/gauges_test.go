@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // gaugeValue reads a gauge of the default registry.
@@ -28,7 +30,7 @@ func gaugeValue(t *testing.T, name string) float64 {
 // The connection gauge reads the servers' own connection sets at scrape time: it follows
 // connections as they open and close, and a server leaves it at Shutdown.
 func TestConnectionGaugeReadsServers(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	before := gaugeValue(t, "otlpgate_kafka_connections")
 	c, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 
 func TestHandleAllocs(t *testing.T) {
 	s := fuzzServer(t)
-	clk := newFakeClock()
-	s.now = clk.now
+	clk := newClock()
+	s.now = clk.Now
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
@@ -65,14 +65,14 @@ func TestHandleAllocs(t *testing.T) {
 		{"ApiVersions", avReq, 0, nil, nil},
 		{"ApiVersions too new", tooNewReq, 0, nil, nil},
 		{"GetTelemetrySubscriptions", getReq, 0, nil, nil},
-		{"PushTelemetry accepted", okPush, errNone, func() { clk.advance(time.Minute) }, nil},
+		{"PushTelemetry accepted", okPush, errNone, func() { clk.Advance(time.Minute) }, nil},
 		{"PushTelemetry throttled", okPush, errThrottlingQuotaExceeded, nil, func() {
-			clk.advance(time.Minute)
+			clk.Advance(time.Minute)
 			if code := pushCode(mustHandle(t, c, okPush)); code != errNone {
 				t.Fatalf("first push: %d", code)
 			}
 		}},
-		{"PushTelemetry bad codec", badCodec, errUnsupportedCompressionType, func() { clk.advance(time.Second) }, nil},
+		{"PushTelemetry bad codec", badCodec, errUnsupportedCompressionType, func() { clk.Advance(time.Second) }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := func() {
@@ -107,7 +107,7 @@ func TestPushCaptureAllocs(t *testing.T) {
 			c, clk, req, interval := captureConn(t, pc)
 			before := counterValue(t, exportedPushes)
 			run := func() {
-				clk.advance(interval)
+				clk.Advance(interval)
 				resp := mustHandle(t, c, req)
 				var r kmsg.PushTelemetryResponse
 				if err := r.ReadFrom(resp[9:]); err != nil || r.ErrorCode != errNone {

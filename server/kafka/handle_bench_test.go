@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // benchConn returns a connection of a server that is not started, with a fake clock.
-func benchConn(b *testing.B) (*conn, *fakeClock, *kmsg.RequestFormatter) {
+func benchConn(b *testing.B) (*conn, *testkit.Clock, *kmsg.RequestFormatter) {
 	s := fuzzServer(b)
-	clk := newFakeClock()
-	s.now = clk.now
+	clk := newClock()
+	s.now = clk.Now
 	p1, p2 := net.Pipe()
 	b.Cleanup(func() { p1.Close(); p2.Close() })
 	return newConn(s, p1), clk, kmsg.NewRequestFormatter(kmsg.FormatterClientID("kip714-probe"))
@@ -45,11 +47,11 @@ func BenchmarkHandle(b *testing.B) {
 
 // captureConn returns a connection whose instance has fetched its subscription, and the
 // captured push carrying that subscription's id, with the push interval.
-func captureConn(tb testing.TB, pc *parsedCapture) (*conn, *fakeClock, []byte, time.Duration) {
+func captureConn(tb testing.TB, pc *parsedCapture) (*conn, *testkit.Clock, []byte, time.Duration) {
 	tb.Helper()
 	s := fuzzServer(tb)
-	clk := newFakeClock()
-	s.now = clk.now
+	clk := newClock()
+	s.now = clk.Now
 	p1, p2 := net.Pipe()
 	tb.Cleanup(func() { p1.Close(); p2.Close() })
 	c := newConn(s, p1)
@@ -78,7 +80,7 @@ func BenchmarkPushCapture(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(pc.wantBytes)))
 			for b.Loop() {
-				clk.advance(interval)
+				clk.Advance(interval)
 				if _, ok := c.handle(req); !ok {
 					b.Fatal("not answered")
 				}

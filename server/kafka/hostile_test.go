@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // bombCap is the telemetry cap of the bomb tests: small enough that every codec can blow 1 KiB
@@ -68,7 +69,7 @@ func TestDecompressionBombs(t *testing.T) {
 	cfg := testConfig()
 	cfg.TelemetryMaxBytes = bombCap
 	cfg.MaxRequestBytes = 64 << 10
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "bomber")
 	sub := c.get([16]byte{})
@@ -78,11 +79,11 @@ func TestDecompressionBombs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			before := counterValue(t, errTooLarge)
 			// Once to warm the pools, once measured.
-			clk.advance(cfg.DefaultInterval)
+			clk.Advance(cfg.DefaultInterval)
 			if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, int8(b.codec), b.in, false); code != errTelemetryTooLarge {
 				t.Fatalf("code %d, want TELEMETRY_TOO_LARGE", code)
 			}
-			clk.advance(cfg.DefaultInterval)
+			clk.Advance(cfg.DefaultInterval)
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
 			code := c.push(sub.ClientInstanceID, sub.SubscriptionID, int8(b.codec), b.in, false)
@@ -100,7 +101,7 @@ func TestDecompressionBombs(t *testing.T) {
 			}
 		})
 	}
-	if n := rec.count(); n != 0 {
+	if n := rec.Count(); n != 0 {
 		t.Fatalf("%d payloads forwarded", n)
 	}
 }
@@ -109,7 +110,7 @@ func TestDecompressionBombs(t *testing.T) {
 // holds nothing of the kind, reserve nothing: they close the connection as malformed, or (a
 // negative count, which Kafka reads as null) are answered as an empty array.
 func TestArrayCounts(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	header := func(key, version int16, flexible bool) []byte {
 		b := binary.BigEndian.AppendUint16(nil, uint16(key))
 		b = binary.BigEndian.AppendUint16(b, uint16(version))

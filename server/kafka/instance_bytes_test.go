@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // labelsAtCaps returns labels of a client whose id and software are as long as the default caps
@@ -51,7 +53,7 @@ func TestInstanceBytesEstimate(t *testing.T) {
 func TestInstanceBytesBound(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxInstanceBytes = 64 << 10
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	lbl := labelsAtCaps(7)
 	c := dial(t, s, lbl.clientID)
 	if r := c.apiVersions(3, lbl.softwareName, lbl.softwareVersion); r.ErrorCode != errNone {

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // testSet is a subscription set with one subscription on every metric at interval.
@@ -204,7 +206,7 @@ func TestRegistryDropConn(t *testing.T) {
 // TestInstanceGoneWithConnection closes a real connection and waits for its instance to go;
 // an instance last heard on another connection stays.
 func TestInstanceGoneWithConnection(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	c1 := dial(t, s, "one")
 	c2 := dial(t, s, "two")
 	c1.get([16]byte{})
@@ -213,7 +215,7 @@ func TestInstanceGoneWithConnection(t *testing.T) {
 		t.Fatalf("%d instances", s.reg.len())
 	}
 	c1.nc.Close()
-	waitFor(t, "the closed connection's instance to go", func() bool { return s.reg.len() == 1 })
+	testkit.WaitFor(t, "the closed connection's instance to go", func() bool { return s.reg.len() == 1 })
 	if again := c2.get(kept.ClientInstanceID); again.SubscriptionID != kept.SubscriptionID {
 		t.Fatal("the other connection's instance changed")
 	}
@@ -223,12 +225,12 @@ func TestInstanceGoneWithConnection(t *testing.T) {
 func TestMaxInstancesOverTCP(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxInstances = 2
-	s, clk := startServer(t, cfg, &recorder{})
+	s, clk := startServer(t, cfg, &testkit.Recorder{})
 	c := dial(t, s, "many")
 	first := c.get([16]byte{})
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	second := c.get([16]byte{})
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	c.get([16]byte{})
 	if s.reg.len() != 2 {
 		t.Fatalf("%d instances, max 2", s.reg.len())

@@ -11,7 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -42,16 +43,16 @@ func largeZstd(t testing.TB, seed uint64, n int) []byte {
 // A push that finds no decode slot within -intake.wait is answered THROTTLING_QUOTA_EXCEEDED
 // with the wait as throttle time, counted, and nothing is forwarded.
 func TestPushIntakeBusyDecodes(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 1, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 1, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "busy")
 	sub := c.get([16]byte{})
 	payload := zstdPayload(t, testMetrics("a.gauge", "a.sum"))
 
-	if !lim.AcquireDecode(fastpath.IntakeKafka, nil) {
+	if !lim.AcquireDecode(admission.IntakeKafka, nil) {
 		t.Fatal("cannot take the only decode slot")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -59,14 +60,14 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("busy push: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
 	lim.ReleaseDecode()
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	resp = c.pushResp(sub.ClientInstanceID, sub.SubscriptionID, 4, payload)
-	if resp.ErrorCode != errNone || resp.ThrottleMillis != 0 || rec.count() != 1 {
-		t.Fatalf("push with room: code %d throttle %d, %d forwarded", resp.ErrorCode, resp.ThrottleMillis, rec.count())
+	if resp.ErrorCode != errNone || resp.ThrottleMillis != 0 || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d throttle %d, %d forwarded", resp.ErrorCode, resp.ThrottleMillis, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.Decodes() != 0 {
 		t.Fatalf("limiter holds %d bytes, %d decodes after the pushes", lim.Bytes(), lim.Decodes())
@@ -77,11 +78,11 @@ func TestPushIntakeBusyDecodes(t *testing.T) {
 // read through a small buffer and dropped, answered THROTTLING_QUOTA_EXCEEDED, and the
 // connection stays in step.
 func TestPushIntakeBusyBytes(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.MaxRequestBytes = 2 << 20
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "busy")
 	sub := c.get([16]byte{})
@@ -89,7 +90,7 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if len(payload) <= 2*smallBufSize || len(payload) > cfg.TelemetryMaxBytes {
 		t.Fatalf("payload of %d bytes, want a large one under the telemetry limit", len(payload))
 	}
-	if !lim.AcquireBytes(fastpath.IntakeKafka, 4<<20, nil) {
+	if !lim.AcquireBytes(admission.IntakeKafka, 4<<20, nil) {
 		t.Fatal("cannot take the whole budget")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -97,13 +98,13 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("busy push: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
-	lim.ReleaseBytes(fastpath.IntakeKafka, 4<<20)
-	clk.advance(2 * time.Second)
-	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
-		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
+	lim.ReleaseBytes(admission.IntakeKafka, 4<<20)
+	clk.Advance(2 * time.Second)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d, %d forwarded", code, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.HighWaterBytes() != 4<<20 {
 		t.Fatalf("limiter holds %d bytes (high water %d) after the pushes", lim.Bytes(), lim.HighWaterBytes())
@@ -115,10 +116,10 @@ func TestPushIntakeBusyBytes(t *testing.T) {
 // like any push the limiter refuses, and nothing is forwarded; with room the limiter's
 // high-water mark shows the buffer.
 func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 8 << 20, MaxDecodes: 4, Wait: 20 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	c := dial(t, s, "bomb")
 	sub := c.get([16]byte{})
@@ -128,7 +129,7 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	}
 	// Room for everything but the decompression buffer.
 	held := int64(8<<20 - pool.Cap(cfg.TelemetryMaxBytes) + 1)
-	if !lim.AcquireBytes(fastpath.IntakeKafka, held, nil) {
+	if !lim.AcquireBytes(admission.IntakeKafka, held, nil) {
 		t.Fatal("cannot fill the budget")
 	}
 	before := counterValue(t, errIntakeBusy)
@@ -136,13 +137,13 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 	if resp.ErrorCode != errThrottlingQuotaExceeded || resp.ThrottleMillis != 20 {
 		t.Fatalf("push without room to decompress: code %d throttle %dms, want %d and 20ms", resp.ErrorCode, resp.ThrottleMillis, errThrottlingQuotaExceeded)
 	}
-	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.count() != 0 {
-		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.count())
+	if got := counterValue(t, errIntakeBusy) - before; got != 1 || rec.Count() != 0 {
+		t.Fatalf("intake_busy grew by %v, %d forwarded; want 1 and 0", got, rec.Count())
 	}
-	lim.ReleaseBytes(fastpath.IntakeKafka, held)
-	clk.advance(2 * time.Second)
-	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.count() != 1 {
-		t.Fatalf("push with room: code %d, %d forwarded", code, rec.count())
+	lim.ReleaseBytes(admission.IntakeKafka, held)
+	clk.Advance(2 * time.Second)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone || rec.Count() != 1 {
+		t.Fatalf("push with room: code %d, %d forwarded", code, rec.Count())
 	}
 	if lim.Bytes() != 0 || lim.HighWaterBytes() != held {
 		t.Fatalf("limiter holds %d (high water %d), want 0 (and %d)", lim.Bytes(), lim.HighWaterBytes(), held)
@@ -159,11 +160,11 @@ func TestPushDecompressionHoldsIntakeLimiter(t *testing.T) {
 // them keeps being served, and the gRPC and OTLP/HTTP budget is never touched.
 func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	const budget = 8 << 20
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 16 << 20, UnauthenticatedMaxBytes: budget, MaxDecodes: 4, Wait: 50 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 16 << 20, UnauthenticatedMaxBytes: budget, MaxDecodes: 4, Wait: 50 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = 128
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	const stalled, sent = 64, 40 << 10
 	for range stalled {
@@ -178,31 +179,31 @@ func TestStalledRequestsDoNotLockOutOthers(t *testing.T) {
 	}
 	// Each grows past its first buffer to hold what it sent (64KiB), or, as before, takes what
 	// it announced, which fills the budget with two of them.
-	for i := 0; lim.BytesFor(fastpath.IntakeKafka) < min(stalled*64<<10, budget); i++ {
+	for i := 0; lim.BytesFor(admission.IntakeKafka) < min(stalled*64<<10, budget); i++ {
 		if i > 2000 {
-			t.Fatalf("the stalled requests hold %d bytes", lim.BytesFor(fastpath.IntakeKafka))
+			t.Fatalf("the stalled requests hold %d bytes", lim.BytesFor(admission.IntakeKafka))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := lim.BytesFor(fastpath.IntakeKafka); got > stalled*64<<10 {
+	if got := lim.BytesFor(admission.IntakeKafka); got > stalled*64<<10 {
 		t.Fatalf("%d stalled requests that sent %d bytes each hold %d bytes", stalled, sent, got)
 	}
-	if !lim.TryAcquireBytes(fastpath.IntakeGRPC, 16<<20) {
+	if !lim.TryAcquireBytes(admission.IntakeGRPC, 16<<20) {
 		t.Fatal("the gRPC and OTLP/HTTP budget is not whole while Kafka clients stall")
 	}
-	lim.ReleaseBytes(fastpath.IntakeGRPC, 16<<20)
+	lim.ReleaseBytes(admission.IntakeGRPC, 16<<20)
 
 	c := dial(t, s, "good")
 	sub := c.get([16]byte{})
 	payload := largeZstd(t, 2, 100<<10)
 	for i := range 5 {
-		clk.advance(2 * time.Second)
+		clk.Advance(2 * time.Second)
 		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone {
 			t.Fatalf("well-behaved push %d beside the stalled requests: code %d", i, code)
 		}
 	}
-	if rec.count() != 5 {
-		t.Fatalf("%d pushes forwarded, want 5", rec.count())
+	if rec.Count() != 5 {
+		t.Fatalf("%d pushes forwarded, want 5", rec.Count())
 	}
 }
 
@@ -216,12 +217,12 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 	const clients = 256
 	const maxBytes = 8 << 20
 	const decodes = 4
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: 100 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: maxBytes, MaxDecodes: decodes, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
 	cfg.Limiter = lim
 	cfg.MaxConnections = clients
 	cfg.ReadTimeout = time.Minute
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	payloads := make([][]byte, 8)
 	for i := range payloads {
@@ -244,7 +245,7 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 		if round > 100 {
 			t.Fatalf("pushes still throttled after 100 rounds: %v", codes)
 		}
-		clk.advance(2 * time.Second) // past the push interval
+		clk.Advance(2 * time.Second) // past the push interval
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range conns {
@@ -275,8 +276,8 @@ func TestManyConcurrentPushesBoundedMemory(t *testing.T) {
 			break
 		}
 	}
-	if rec.count() != clients {
-		t.Fatalf("%d pushes forwarded, want %d", rec.count(), clients)
+	if rec.Count() != clients {
+		t.Fatalf("%d pushes forwarded, want %d", rec.Count(), clients)
 	}
 	t.Logf("%d pushes throttled on the way", throttled)
 	// Request buffers past the first, and decompression buffers, take their capacity from the

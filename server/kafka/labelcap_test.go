@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
 
@@ -25,7 +26,7 @@ func resourceLabels(md *metricsv1.MetricsData) map[string]string {
 func TestLabelCaps(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxClientIDBytes, cfg.MaxSoftwareBytes = 40, 20
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	payload, _ := testMetrics("m").MarshalVT()
 
@@ -54,11 +55,11 @@ func TestLabelCaps(t *testing.T) {
 			t.Fatalf("software at the caps: code %d", r.ErrorCode)
 		}
 		sub := c.get([16]byte{})
-		clk.advance(cfg.DefaultInterval)
+		clk.Advance(cfg.DefaultInterval)
 		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
 			t.Fatalf("push: code %d", code)
 		}
-		_, md, _ := rec.last(t)
+		_, md, _ := lastMetrics(t, rec)
 		if l := resourceLabels(md); l[labelClientSoftwareName] != name || l[labelClientSoftwareVersion] != version || l[labelClientID] != "app" {
 			t.Fatalf("labels %v", l)
 		}
@@ -68,7 +69,7 @@ func TestLabelCaps(t *testing.T) {
 		long := strings.Repeat("x", 41)
 		c := dial(t, s, long)
 		counted := func() float64 { return counterValue(t, oversizedClientID) }
-		before, instances, forwarded := counted(), s.reg.len(), rec.count()
+		before, instances, forwarded := counted(), s.reg.len(), rec.Count()
 		// Requests that do not label anything are answered as usual.
 		if r := c.apiVersions(3, "librdkafka", "2.5.0"); r.ErrorCode != errNone {
 			t.Fatalf("ApiVersions: code %d", r.ErrorCode)
@@ -89,8 +90,8 @@ func TestLabelCaps(t *testing.T) {
 		}
 		// No instance is made for the refused id (the earlier subtest's may go meanwhile, as
 		// its connection closed).
-		if s.reg.len() > instances || rec.count() != forwarded {
-			t.Fatalf("%d instances (was %d), %d forwarded (was %d)", s.reg.len(), instances, rec.count(), forwarded)
+		if s.reg.len() > instances || rec.Count() != forwarded {
+			t.Fatalf("%d instances (was %d), %d forwarded (was %d)", s.reg.len(), instances, rec.Count(), forwarded)
 		}
 		// The same connection with an id at the cap gets its telemetry through.
 		c.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID(long[:40]))
@@ -98,11 +99,11 @@ func TestLabelCaps(t *testing.T) {
 		if sub.ErrorCode != errNone {
 			t.Fatalf("Get at the cap: code %d", sub.ErrorCode)
 		}
-		clk.advance(cfg.DefaultInterval)
+		clk.Advance(cfg.DefaultInterval)
 		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
 			t.Fatalf("push at the cap: code %d", code)
 		}
-		_, got, _ := rec.last(t)
+		_, got, _ := lastMetrics(t, rec)
 		if l := resourceLabels(got); l[labelClientID] != long[:40] {
 			t.Fatalf("client_id label %q", l[labelClientID])
 		}

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
 
@@ -27,66 +25,31 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// recorder is a fastpath.Consumer that keeps a copy of every body, or refuses with err.
-type recorder struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	items  []int
-	err    error
-}
-
-func (r *recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
-	if sig != fastpath.Metrics {
-		panic("kafka intake sent a signal other than metrics")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err != nil {
-		return r.err
-	}
-	r.bodies = append(r.bodies, bytes.Clone(body))
-	r.items = append(r.items, items)
-	return nil
-}
-
-func (r *recorder) setErr(err error) {
-	r.mu.Lock()
-	r.err = err
-	r.mu.Unlock()
-}
-
-// got returns how many bodies arrived, and the last one decoded.
-func (r *recorder) last(t testing.TB) (int, *metricsv1.MetricsData, int) {
+// lastMetrics returns how many bodies rec was given, and the last one decoded with its items.
+// The Kafka intake forwards metrics only: a body of another signal fails the test.
+func lastMetrics(t testing.TB, rec *testkit.Recorder) (int, *metricsv1.MetricsData, int) {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.bodies) == 0 {
+	got := rec.Received()
+	for _, g := range got {
+		if g.Signal != fastpath.Metrics {
+			t.Fatalf("the kafka intake forwarded %v", g.Signal)
+		}
+	}
+	if len(got) == 0 {
 		return 0, nil, 0
 	}
+	last := got[len(got)-1]
 	var md metricsv1.MetricsData
-	if err := md.UnmarshalVT(r.bodies[len(r.bodies)-1]); err != nil {
+	if err := md.UnmarshalVT(last.Body); err != nil {
 		t.Fatalf("forwarded body does not decode: %v", err)
 	}
-	return len(r.bodies), &md, r.items[len(r.items)-1]
+	return len(got), &md, last.Items
 }
 
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.bodies)
+// newClock is the clock of throttling and expiry in tests; it only moves when told.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-
-// fakeClock is the clock of throttling and expiry in tests; it only moves when told.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // testConfig listens on a free loopback port with the default subscription on every metric.
 func testConfig() Config {
@@ -97,14 +60,14 @@ func testConfig() Config {
 }
 
 // startServer starts a server on loopback with a fake clock and stops it at the end of the test.
-func startServer(t testing.TB, cfg Config, next fastpath.Consumer) (*Server, *fakeClock) {
+func startServer(t testing.TB, cfg Config, next fastpath.Consumer) (*Server, *testkit.Clock) {
 	t.Helper()
 	s, err := New(cfg, next, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := newFakeClock()
-	s.now = clk.now
+	clk := newClock()
+	s.now = clk.Now
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -251,18 +214,6 @@ func (c *client) rawPush(req []byte) int16 {
 		c.t.Fatalf("push response: %v", err)
 	}
 	return resp.ErrorCode
-}
-
-// waitFor polls cond until it holds; the bound only stops a broken test from hanging.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
 }
 
 // captureFiles lists the captured requests under testdata/kip714.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -119,12 +120,12 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		// one pool class.
 		size := pool.Cap(s.cfg.TelemetryMaxBytes)
 		if lim := s.cfg.Limiter; lim != nil {
-			if !lim.AcquireBytes(fastpath.IntakeKafka, int64(size), nil) {
+			if !lim.AcquireBytes(admission.IntakeKafka, int64(size), nil) {
 				errIntakeBusy.Inc()
 				c.pushResp.ThrottleMillis = int32(lim.Wait().Milliseconds())
 				return errThrottlingQuotaExceeded
 			}
-			defer lim.ReleaseBytes(fastpath.IntakeKafka, int64(size))
+			defer lim.ReleaseBytes(admission.IntakeKafka, int64(size))
 		}
 		bp = pool.GetBytes(s.cfg.TelemetryMaxBytes)
 		*bp = (*bp)[:0:size]
@@ -134,7 +135,7 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 	if lim := s.cfg.Limiter; lim != nil {
 		// Decompressing and decoding hold several times the payload in buffers and objects: at
 		// most -intake.max-decodes pushes do it at once.
-		if !lim.AcquireDecode(fastpath.IntakeKafka, nil) {
+		if !lim.AcquireDecode(admission.IntakeKafka, nil) {
 			errIntakeBusy.Inc()
 			c.pushResp.ThrottleMillis = int32(lim.Wait().Milliseconds())
 			return errThrottlingQuotaExceeded

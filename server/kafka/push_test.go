@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // TestPushErrors drives every way a push can fail over TCP and checks the exact code, that
@@ -40,100 +41,100 @@ func TestPushErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		// prepare may push first (on the same instance) and returns the push under test.
-		prepare func(t *testing.T, c *client, clk *fakeClock, rec *recorder, p pushArgs) pushArgs
+		prepare func(t *testing.T, c *client, clk *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs
 		code    int16
 		counter prometheus.Collector
 	}{
-		{"zero instance id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"zero instance id", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.id = [16]byte{}
 			return p
 		}, errInvalidRequest, errInvalidInstance},
-		{"reserved instance id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"reserved instance id", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.id = [16]byte{15: 1}
 			return p
 		}, errInvalidRequest, errInvalidInstance},
-		{"unknown instance", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"unknown instance", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.id = newID()
 			return p
 		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
-		{"push after terminating", func(t *testing.T, c *client, clk *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"push after terminating", func(t *testing.T, c *client, clk *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			if code := c.push(p.id, p.subID, p.codec, p.payload, true); code != errNone {
 				t.Fatalf("terminating push: %d", code)
 			}
-			clk.advance(2 * time.Second)
+			clk.Advance(2 * time.Second)
 			return p
 		}, errInvalidRequest, errAfterTerminating},
-		{"too early", func(t *testing.T, c *client, clk *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"too early", func(t *testing.T, c *client, clk *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			if code := c.push(p.id, p.subID, p.codec, p.payload, false); code != errNone {
 				t.Fatalf("first push: %d", code)
 			}
-			clk.advance(999 * time.Millisecond)
+			clk.Advance(999 * time.Millisecond)
 			return p
 		}, errThrottlingQuotaExceeded, throttledPushes},
-		{"too early beats unsupported codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"too early beats unsupported codec", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			if code := c.push(p.id, p.subID, p.codec, p.payload, false); code != errNone {
 				t.Fatalf("first push: %d", code)
 			}
 			p.codec = 9
 			return p
 		}, errThrottlingQuotaExceeded, throttledPushes},
-		{"stale subscription id", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"stale subscription id", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.subID++
 			return p
 		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
-		{"stale subscription beats unsupported codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"stale subscription beats unsupported codec", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.subID++
 			p.codec = 9
 			return p
 		}, errUnknownSubscriptionID, unknownSubscriptionRequests},
-		{"unknown codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"unknown codec", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.codec = 5
 			return p
 		}, errUnsupportedCompressionType, errUnsupportedCodec},
-		{"negative codec", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"negative codec", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.codec = -1
 			return p
 		}, errUnsupportedCompressionType, errUnsupportedCodec},
-		{"compressed over the limit", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"compressed over the limit", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.payload = make([]byte, 1025)
 			return p
 		}, errTelemetryTooLarge, errTooLarge},
-		{"decompressed over the limit", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"decompressed over the limit", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.codec, p.payload = 4, bigZstd(t)
 			if len(p.payload) > 1024 {
 				t.Fatalf("compressed test payload is %d bytes, must fit the limit", len(p.payload))
 			}
 			return p
 		}, errTelemetryTooLarge, errTooLarge},
-		{"not protobuf", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"not protobuf", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.payload = []byte{0xff, 0xff, 0xff}
 			return p
 		}, errInvalidRecord, errInvalidRecordMetric},
-		{"protobuf but not MetricsData", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"protobuf but not MetricsData", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.payload = []byte{0x10, 0x01} // field 2, varint
 			return p
 		}, errInvalidRecord, errInvalidRecordMetric},
-		{"corrupt zstd", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"corrupt zstd", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.codec, p.payload = 4, []byte{0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3, 4, 5, 6}
 			return p
 		}, errInvalidRecord, errCorruptCompression},
-		{"pipeline full", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
-			rec.setErr(fastpath.ErrFull)
+		{"pipeline full", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(fastpath.ErrFull)
 			return p
 		}, errThrottlingQuotaExceeded, errQueueFull},
-		{"pipeline refuses the size", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
-			rec.setErr(fastpath.ErrTooLarge)
+		{"pipeline refuses the size", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(fastpath.ErrTooLarge)
 			return p
 		}, errTelemetryTooLarge, errQueueTooLarge},
-		{"pipeline error", func(t *testing.T, c *client, _ *fakeClock, rec *recorder, p pushArgs) pushArgs {
-			rec.setErr(consumeErr)
+		{"pipeline error", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(consumeErr)
 			return p
 		}, errUnknownServerError, errConsume},
-		{"empty payload is accepted", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"empty payload is accepted", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			p.payload = nil
 			return p
 		}, errNone, emptyPushes},
-		{"valid push", func(t *testing.T, c *client, _ *fakeClock, _ *recorder, p pushArgs) pushArgs {
+		{"valid push", func(t *testing.T, c *client, _ *testkit.Clock, _ *testkit.Recorder, p pushArgs) pushArgs {
 			return p
 		}, errNone, exportedPushes},
 	}
@@ -142,12 +143,12 @@ func TestPushErrors(t *testing.T) {
 			cfg := testConfig()
 			cfg.TelemetryMaxBytes = 1024
 			cfg.MaxRequestBytes = 64 << 10
-			rec := &recorder{}
+			rec := &testkit.Recorder{}
 			s, clk := startServer(t, cfg, rec)
 			c := dial(t, s, "errors")
 			sub := c.get([16]byte{})
 			p := tc.prepare(t, c, clk, rec, pushArgs{id: sub.ClientInstanceID, subID: sub.SubscriptionID, payload: valid(t)})
-			forwarded := rec.count()
+			forwarded := rec.Count()
 			before := counterValue(t, tc.counter)
 			if code := c.push(p.id, p.subID, p.codec, p.payload, p.terminating); code != tc.code {
 				t.Fatalf("code %d, want %d", code, tc.code)
@@ -159,8 +160,8 @@ func TestPushErrors(t *testing.T) {
 			if tc.counter == exportedPushes {
 				wantForwarded++
 			}
-			if rec.count() != wantForwarded {
-				t.Fatalf("%d payloads forwarded, want %d", rec.count(), wantForwarded)
+			if rec.Count() != wantForwarded {
+				t.Fatalf("%d payloads forwarded, want %d", rec.Count(), wantForwarded)
 			}
 		})
 	}
@@ -174,7 +175,7 @@ func counterValue(t testing.TB, c prometheus.Collector) float64 {
 // TestPushUnknownInstanceRecreated checks that the instance a push did not know is re-created
 // under the client's id, so the immediate re-fetch and push succeed.
 func TestPushUnknownInstanceRecreated(t *testing.T) {
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, _ := startServer(t, testConfig(), rec)
 	c := dial(t, s, "restarted")
 	id := newID()
@@ -193,8 +194,8 @@ func TestPushUnknownInstanceRecreated(t *testing.T) {
 	if code := c.push(id, sub.SubscriptionID, 0, payload, false); code != errNone {
 		t.Fatalf("push after re-fetch: code %d", code)
 	}
-	if rec.count() != 1 {
-		t.Fatalf("%d payloads forwarded", rec.count())
+	if rec.Count() != 1 {
+		t.Fatalf("%d payloads forwarded", rec.Count())
 	}
 }
 
@@ -202,7 +203,7 @@ func TestPushUnknownInstanceRecreated(t *testing.T) {
 func TestPushAllFiltered(t *testing.T) {
 	cfg := testConfig()
 	cfg.DefaultMetrics = []string{"org.apache.kafka.consumer."}
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, _ := startServer(t, cfg, rec)
 	c := dial(t, s, "filtered")
 	sub := c.get([16]byte{})
@@ -211,7 +212,7 @@ func TestPushAllFiltered(t *testing.T) {
 	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
 		t.Fatalf("code %d", code)
 	}
-	if rec.count() != 0 || counterValue(t, emptyPushes)-before != 1 {
-		t.Fatalf("forwarded %d, empty pushes +%v", rec.count(), counterValue(t, emptyPushes)-before)
+	if rec.Count() != 0 || counterValue(t, emptyPushes)-before != 1 {
+		t.Fatalf("forwarded %d, empty pushes +%v", rec.Count(), counterValue(t, emptyPushes)-before)
 	}
 }

@@ -1,12 +1,11 @@
 package kafka
 
 import (
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 // What a connection holds between two requests is what it holds while idle, for as long as
@@ -50,7 +49,7 @@ func (c *conn) chargeResponse() bool {
 	if n <= smallBufSize || lim == nil {
 		return true
 	}
-	if !lim.TryAcquireBytes(fastpath.IntakeKafka, int64(n)) {
+	if !lim.TryAcquireBytes(admission.IntakeKafka, int64(n)) {
 		refusedResponses.Inc()
 		return false
 	}
@@ -69,7 +68,7 @@ func (c *conn) endResponse() {
 	c.getResp = kmsg.GetTelemetrySubscriptionsResponse{}
 	c.pushReq = kmsg.PushTelemetryRequest{}
 	if c.outCharged > 0 {
-		c.s.cfg.Limiter.ReleaseBytes(fastpath.IntakeKafka, c.outCharged)
+		c.s.cfg.Limiter.ReleaseBytes(admission.IntakeKafka, c.outCharged)
 		c.outCharged = 0
 	}
 	if cap(c.out) > smallBufSize {
@@ -83,7 +82,7 @@ func (c *conn) endResponse() {
 // closeOut gives back the response buffer of a closing connection.
 func (c *conn) closeOut() {
 	if c.outCharged > 0 {
-		c.s.cfg.Limiter.ReleaseBytes(fastpath.IntakeKafka, c.outCharged)
+		c.s.cfg.Limiter.ReleaseBytes(admission.IntakeKafka, c.outCharged)
 		c.outCharged = 0
 	}
 	c.out = nil

@@ -12,7 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // metadataRequest is a Metadata request (size prefix included) naming topics topics of nameLen
@@ -48,7 +49,7 @@ func TestIdleConnectionsKeepNoLargeBuffers(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxConnections = clients + 1
 	// The consumer keeps nothing, so that what grows is what the connections keep.
-	s, clk := startServer(t, cfg, discard{})
+	s, clk := startServer(t, cfg, &testkit.Discard{})
 	req := metadataRequest(1, 4000, 200)
 	payload := largeZstd(t, 1, 300<<10)
 	if len(req) < 800_000 || len(payload) < 100_000 {
@@ -67,7 +68,7 @@ func TestIdleConnectionsKeepNoLargeBuffers(t *testing.T) {
 			t.Fatalf("metadata: %d topics, %v", len(md.Topics), err)
 		}
 		sub := c.get([16]byte{})
-		clk.advance(cfg.DefaultInterval)
+		clk.Advance(cfg.DefaultInterval)
 		if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 4, payload, false); code != errNone {
 			t.Fatalf("push: code %d", code)
 		}
@@ -118,12 +119,12 @@ func pipeConn(t *testing.T, s *Server) (net.Conn, chan struct{}) {
 // unread, and one that finds the limiter full is not written: its connection is closed,
 // counted. Reading the answer gives everything back.
 func TestUnreadLargeResponsesBounded(t *testing.T) {
-	lim := fastpath.NewLimiter(fastpath.LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 1 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: 100 * time.Millisecond})
 	cfg := testConfig()
 	// Within the 1 MiB budget, as Validate asks: a request and a decompression buffer fit.
 	cfg.MaxRequestBytes, cfg.TelemetryMaxBytes = 512<<10, 256<<10
 	cfg.Limiter = lim
-	s, err := New(cfg, &recorder{}, nil)
+	s, err := New(cfg, &testkit.Recorder{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestUnreadLargeResponsesBounded(t *testing.T) {
 	big := metadataRequest(1, 10000, 38)
 	a, _ := pipeConn(t, s)
 	go a.Write(big)
-	waitFor(t, "the answer to hold the limiter", func() bool { return lim.Bytes() == 1<<20 })
+	testkit.WaitFor(t, "the answer to hold the limiter", func() bool { return lim.Bytes() == 1<<20 })
 	if b := buffered.Load() - base; b < 1<<20 {
 		t.Fatalf("an unread 1 MiB answer counts %d buffered bytes", b)
 	}
@@ -170,6 +171,6 @@ func TestUnreadLargeResponsesBounded(t *testing.T) {
 	if err := md.ReadFrom(resp[4:]); err != nil || len(md.Topics) != 10000 {
 		t.Fatalf("answer: %d topics, %v", len(md.Topics), err)
 	}
-	waitFor(t, "the limiter to be given back", func() bool { return lim.Bytes() == 0 })
-	waitFor(t, "the buffer to go", func() bool { return buffered.Load()-base <= 1024 })
+	testkit.WaitFor(t, "the limiter to be given back", func() bool { return lim.Bytes() == 0 })
+	testkit.WaitFor(t, "the buffer to go", func() bool { return buffered.Load()-base <= 1024 })
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
@@ -56,10 +57,10 @@ type forwardOutcome struct {
 
 func runForward(t testing.TB, fn func(fastpath.Consumer, []byte, *plan, []*commonv1.KeyValue, int) (int, bool, error), payload []byte, p *plan) forwardOutcome {
 	t.Helper()
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	var o forwardOutcome
 	o.points, o.sent, o.err = fn(rec, payload, p, labelAttrs(&rewriteLabels), 1<<30)
-	if n, md, items := rec.last(t); n > 0 {
+	if n, md, items := lastMetrics(t, rec); n > 0 {
 		o.body, o.items = md, items
 	}
 	return o

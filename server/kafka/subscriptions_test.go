@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 func TestParseSubscriptions(t *testing.T) {
@@ -208,7 +210,7 @@ func TestReloadKeepsOldSetOnError(t *testing.T) {
 	cfg.DefaultMetrics = nil
 	cfg.SubscriptionsFile = filepath.Join(t.TempDir(), "subs.json")
 	writeFile(t, cfg.SubscriptionsFile, `{"subscriptions": [{"name": "a", "metrics": ["x."], "interval": "1s"}]}`)
-	s, err := New(cfg, &recorder{}, slog.New(slog.DiscardHandler))
+	s, err := New(cfg, &testkit.Recorder{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +257,7 @@ func TestConfigValidate(t *testing.T) {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		if _, err := New(cfg, &recorder{}, nil); err == nil {
+		if _, err := New(cfg, &testkit.Recorder{}, nil); err == nil {
 			t.Errorf("%s: New accepted", name)
 		}
 	}

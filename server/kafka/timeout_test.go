@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // healthy is a well-behaved client that sends ApiVersions every few milliseconds on its own
@@ -114,7 +116,7 @@ func trickle(nc net.Conn, first []byte, more bool) bool {
 func TestReadTimeout(t *testing.T) {
 	cfg := testConfig()
 	cfg.ReadTimeout = 200 * time.Millisecond
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	for _, tc := range []struct {
 		name  string
 		first []byte
@@ -154,7 +156,7 @@ func TestIdleTimeoutCounted(t *testing.T) {
 	cfg := testConfig()
 	cfg.IdleTimeout = 2 * time.Second
 	cfg.DefaultInterval = 100 * time.Millisecond
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	read, idle := counterValue(t, readTimeouts), counterValue(t, idleTimeouts)
 	good := startHealthy(t, s)
 	c := dial(t, s, "idle")
@@ -172,7 +174,7 @@ func TestIdleTimeoutCounted(t *testing.T) {
 // TestTruncatedRequest: a client that closes inside a request is counted; one that closes
 // between requests is not.
 func TestTruncatedRequest(t *testing.T) {
-	s, _ := startServer(t, testConfig(), &recorder{})
+	s, _ := startServer(t, testConfig(), &testkit.Recorder{})
 	for _, tc := range []struct {
 		name  string
 		bytes []byte
@@ -193,7 +195,7 @@ func TestTruncatedRequest(t *testing.T) {
 				c.write(tc.bytes)
 			}
 			c.nc.Close()
-			waitFor(t, "the connection to be released", func() bool {
+			testkit.WaitFor(t, "the connection to be released", func() bool {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				return len(s.mu.conns) == conns

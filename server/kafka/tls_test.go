@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // testPKI is a throwaway CA with a server certificate for 127.0.0.1 and a client certificate,
@@ -120,7 +122,7 @@ func TestMutualTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	cfg := testConfig()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = pki.certFile, pki.keyFile, pki.caFile
-	rec := &recorder{}
+	rec := &testkit.Recorder{}
 	s, clk := startServer(t, cfg, rec)
 	payload, _ := testMetrics("m").MarshalVT()
 
@@ -132,11 +134,11 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("ApiVersions: code %d", r.ErrorCode)
 	}
 	sub := c.get([16]byte{})
-	clk.advance(cfg.DefaultInterval)
+	clk.Advance(cfg.DefaultInterval)
 	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
 		t.Fatalf("push: code %d", code)
 	}
-	n, md, _ := rec.last(t)
+	n, md, _ := lastMetrics(t, rec)
 	if n != 1 || resourceLabels(md)[labelClientID] != "tls-client" || md.ResourceMetrics[0].ScopeMetrics[0].Metrics[0].Name != "m" {
 		t.Fatalf("%d forwarded: %v", n, md)
 	}
@@ -147,7 +149,7 @@ func TestMutualTLS(t *testing.T) {
 		if err := try(); err == nil {
 			t.Fatalf("%s: served", name)
 		}
-		waitFor(t, name+"'s handshake error to be counted", func() bool { return counterValue(t, tlsHandshakeErrors) == before+1 })
+		testkit.WaitFor(t, name+"'s handshake error to be counted", func() bool { return counterValue(t, tlsHandshakeErrors) == before+1 })
 	}
 	// A TLS 1.3 client finishes its side of the handshake before the server has checked its
 	// certificate: the refusal shows on the first read.
@@ -178,8 +180,8 @@ func TestMutualTLS(t *testing.T) {
 		}
 		return errOrClosed(err)
 	})
-	if rec.count() != 1 {
-		t.Fatalf("%d pushes forwarded", rec.count())
+	if rec.Count() != 1 {
+		t.Fatalf("%d pushes forwarded", rec.Count())
 	}
 }
 
@@ -196,7 +198,7 @@ func TestTLSWithoutClientCA(t *testing.T) {
 	pki := newTestPKI(t)
 	cfg := testConfig()
 	cfg.TLSCert, cfg.TLSKey = pki.certFile, pki.keyFile
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	c, err := dialTLS(t, s, pki)
 	if err != nil {
 		t.Fatal(err)
@@ -217,10 +219,10 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	cfg := testConfig()
 	cfg.TLSCert, cfg.TLSKey = pki.certFile, pki.keyFile
 	cfg.ReadTimeout = 200 * time.Millisecond
-	s, _ := startServer(t, cfg, &recorder{})
+	s, _ := startServer(t, cfg, &testkit.Recorder{})
 	before := counterValue(t, tlsHandshakeErrors)
 	c := dial(t, s, "silent")
 	c.expectClosed()
 	// The handshake's context closes the connection before the error is counted.
-	waitFor(t, "the handshake error to be counted", func() bool { return counterValue(t, tlsHandshakeErrors)-before == 1 })
+	testkit.WaitFor(t, "the handshake error to be counted", func() bool { return counterValue(t, tlsHandshakeErrors)-before == 1 })
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
@@ -67,20 +68,18 @@ func TestForwardOutputIsBatchable(t *testing.T) {
 	payloads["unknown inside the entry"] = withUnknown
 	for name, data := range payloads {
 		t.Run(name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &testkit.Recorder{}
 			_, sent, err := forward(rec, data, &plan{all: true}, attrs, 1<<30)
-			if err != nil || !sent || rec.count() != 1 {
-				t.Fatalf("forward: sent %v, %v, %d bodies", sent, err, rec.count())
+			if err != nil || !sent || rec.Count() != 1 {
+				t.Fatalf("forward: sent %v, %v, %d bodies", sent, err, rec.Count())
 			}
-			rec.mu.Lock()
-			body := rec.bodies[0]
-			rec.mu.Unlock()
+			body := rec.Received()[0].Body
 			checkBatchable(t, fastpath.Metrics, body)
 		})
 	}
 	for _, tail := range [][]byte{{0x12, 0x00}, {0x28, 0x07}} {
-		rec := &recorder{}
-		if _, sent, err := forward(rec, append(append([]byte(nil), payloads["one resource"]...), tail...), &plan{all: true}, attrs, 1<<30); err != errNotMetricsData || sent || rec.count() != 0 {
+		rec := &testkit.Recorder{}
+		if _, sent, err := forward(rec, append(append([]byte(nil), payloads["one resource"]...), tail...), &plan{all: true}, attrs, 1<<30); err != errNotMetricsData || sent || rec.Count() != 0 {
 			t.Fatalf("push with top-level field %x: sent %v, %v", tail, sent, err)
 		}
 	}

@@ -6,20 +6,15 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// discardConsumer accepts everything and keeps nothing.
-type discardConsumer struct{}
-
-func (discardConsumer) Consume(fastpath.Signal, []byte, int) error { return nil }
 
 // statsConn returns a connection (no socket) that has replayed stats_basic.bin up to its
 // VIEW_UNREGISTER, so four views aggregate, and the capture's first STATS_RECORD frame (two
 // tags, two attachments, three measurements), already recorded once more to create its series.
 func statsConn(tb testing.TB) (*conn, []byte) {
 	tb.Helper()
-	srv, err := New(DefaultConfig(), discardConsumer{}, slog.New(slog.DiscardHandler))
+	srv, err := New(DefaultConfig(), &testkit.Discard{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,7 +75,7 @@ func lastFrame(tb testing.TB, data []byte) []byte {
 // TRACE_EXPORT, and that frame with its span count.
 func traceConn(tb testing.TB, capture string) (*conn, []byte, int) {
 	tb.Helper()
-	srv, err := New(DefaultConfig(), discardConsumer{}, slog.New(slog.DiscardHandler))
+	srv, err := New(DefaultConfig(), &testkit.Discard{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -130,6 +125,6 @@ func BenchmarkSocketStatsRecord(b *testing.B) {
 		write(b, conn, batch, 0)
 	}
 	want := before + 2 + float64(b.N*perWrite)
-	waitFor(b, "the records", func() bool { return counter(messagesByType[ocdaemon.StatsRecord]) >= want })
+	testkit.WaitFor(b, "the records", func() bool { return counter(messagesByType[ocdaemon.StatsRecord]) >= want })
 	b.ReportMetric(float64(b.N*perWrite)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -3,7 +3,6 @@ package uds
 import (
 	"errors"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -11,17 +10,8 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// openFDs counts the process's open descriptors.
-func openFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(ents)
-}
 
 // TestConnectionChurn opens and closes 10,000 connections, half of them after writing part of
 // a message: every close is handled, every partial message counted as truncated, and the
@@ -35,7 +25,7 @@ func TestConnectionChurn(t *testing.T) {
 	h := start(t, nil)
 	// A first connection creates whatever the loops create lazily before the baseline.
 	h.replay(newStream(1).init().buf, 0)
-	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	fds, goroutines := testkit.OpenFDs(t), runtime.NumGoroutine()
 	closed := h.s.closed.Load()
 
 	hdr := ocdaemon.Header{Type: ocdaemon.TraceExport, Seq: 1, PID: 9, Time: 1795262752.5, Len: 500}
@@ -64,19 +54,19 @@ func TestConnectionChurn(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	waitFor(t, "every close to be handled", func() bool { return h.s.closed.Load() == closed+total })
+	testkit.WaitFor(t, "every close to be handled", func() bool { return h.s.closed.Load() == closed+total })
 	if d := counter(discarded[ocdaemon.ReasonTruncated]) - truncated; d != total/2 {
 		t.Errorf("truncated messages %v, want %d", d, total/2)
 	}
 	if n, w := h.s.conns.Load(), h.s.watch.len(); n != 0 || w != 0 {
 		t.Errorf("%d connections counted open, %d watched", n, w)
 	}
-	waitFor(t, "descriptors and goroutines to come back", func() bool {
-		return openFDs(t) <= fds && runtime.NumGoroutine() <= goroutines
+	testkit.WaitFor(t, "descriptors and goroutines to come back", func() bool {
+		return testkit.OpenFDs(t) <= fds && runtime.NumGoroutine() <= goroutines
 	})
 	// The server still serves.
 	h.replay(newStream(2).init().spans("after").buf, 0)
-	if got := spanNames(t, h.rec.snapshot())[2]; len(got) != 1 || got[0] != "after" {
+	if got := spanNames(t, h.rec.Received())[2]; len(got) != 1 || got[0] != "after" {
 		t.Fatalf("spans after the churn: %v", got)
 	}
 }

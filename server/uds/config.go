@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Config of the OpenCensus daemon intake. Flag names are those cmd/otlpgate defines.
@@ -77,7 +77,7 @@ type Config struct {
 	// does not arrive in one read is kept until its rest arrives only with the limiter's bytes;
 	// without them (event loops never wait) it is discarded and counted in
 	// otlpgate_uds_discarded_messages_total{reason="intake_limit"}.
-	Limiter *fastpath.Limiter
+	Limiter *admission.Limiter
 	// DefaultReportingPeriod is how often a process's views are exported until the process
 	// sends VIEW_REPORTING_PERIOD (-uds.reporting-period, default 10s).
 	DefaultReportingPeriod time.Duration

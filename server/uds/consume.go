@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // consumeOutcome indexes what became of a payload handed to the data path.
@@ -58,10 +59,10 @@ func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
 }
 
 // udsBudget lends the intake limiter to a connection's Splitter for its carry buffer.
-type udsBudget struct{ lim *fastpath.Limiter }
+type udsBudget struct{ lim *admission.Limiter }
 
 func (b udsBudget) TryReserve(n int) bool {
-	return b.lim.TryAcquireBytes(fastpath.IntakeUDS, int64(n))
+	return b.lim.TryAcquireBytes(admission.IntakeUDS, int64(n))
 }
 
-func (b udsBudget) Unreserve(n int) { b.lim.ReleaseBytes(fastpath.IntakeUDS, int64(n)) }
+func (b udsBudget) Unreserve(n int) { b.lim.ReleaseBytes(admission.IntakeUDS, int64(n)) }

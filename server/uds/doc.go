@@ -30,6 +30,6 @@
 //     from the server clock.
 //   - Distribution buckets follow OTLP: bucket i holds bounds[i-1] < v <= bounds[i].
 //
-// It imports codec/ocdaemon, fastpath (the Consumer contract) and proto/; it must not import
-// client/, the other servers, cmd/ or bench/.
+// It imports codec/ocdaemon, fastpath (the Consumer contract), internal/admission (the intake
+// limiter), pool/ and proto/; it must not import client/, the other servers, cmd/ or bench/.
 package uds

@@ -9,13 +9,14 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 )
 
 // refuseOnce is a fastpath.Consumer that refuses, with ErrFull, the first payload holding the
 // resource of process pid, and records everything else.
 type refuseOnce struct {
-	*recorder
+	*testkit.Recorder
 	pid int64
 
 	mu      sync.Mutex
@@ -32,7 +33,7 @@ func (r *refuseOnce) Consume(sig fastpath.Signal, body []byte, items int) error 
 	if first {
 		return fastpath.ErrFull
 	}
-	return r.recorder.Consume(sig, body, items)
+	return r.Recorder.Consume(sig, body, items)
 }
 
 // pidsOf lists the process.pid of every resource of a metrics body, in order.
@@ -76,7 +77,7 @@ func newExportServer(t *testing.T, next fastpath.Consumer, chunk int) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.clock = newFakeClock()
+	srv.clock = testkit.NewClock(testEpoch)
 	srv.chunkBytes = chunk
 	return srv
 }
@@ -84,8 +85,8 @@ func newExportServer(t *testing.T, next fastpath.Consumer, chunk int) *Server {
 // Processes are exported in bounded chunks: a refusal costs only its chunk, and an ended
 // process whose final export was refused is kept and exported, exactly once, in the next round.
 func TestRefusedChunkKeepsEndedProcess(t *testing.T) {
-	rec := &recorder{}
-	next := &refuseOnce{recorder: rec, pid: 2}
+	rec := &testkit.Recorder{}
+	next := &refuseOnce{Recorder: rec, pid: 2}
 	srv := newExportServer(t, next, 1) // one process per chunk
 	deferred, accepted, full := counter(exportsDeferred), counter(itemsCounters[1][consumeAccepted]), counter(itemsCounters[1][consumeFull])
 	feedProcess(srv, 1, 1, true)
@@ -102,8 +103,8 @@ func TestRefusedChunkKeepsEndedProcess(t *testing.T) {
 		t.Fatalf("dropped %d", len(dropped))
 	}
 	var got [][]int64
-	for _, p := range rec.snapshot() {
-		got = append(got, pidsOf(p.body))
+	for _, p := range rec.Received() {
+		got = append(got, pidsOf(p.Body))
 	}
 	if want := [][]int64{{1}, {3}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("first round exported %v, want %v", got, want)
@@ -117,15 +118,15 @@ func TestRefusedChunkKeepsEndedProcess(t *testing.T) {
 	if len(due) != 0 {
 		t.Fatalf("%d processes still due after their final export was admitted", len(due))
 	}
-	points := metricPoints(t, rec.snapshot())
+	points := metricPoints(t, rec.Received())
 	for pid, want := range map[int]float64{1: 1, 2: 2, 3: 3} {
 		key := []string{"", "1 m_count {}", "2 m_count {}", "3 m_count {}"}[pid]
 		if p := points[key]; len(p) != 1 || p[0].value != want {
 			t.Errorf("%s: %v, want one point of %v", key, p, want)
 		}
 	}
-	if len(rec.snapshot()) != 3 {
-		t.Errorf("%d payloads, want 3", len(rec.snapshot()))
+	if len(rec.Received()) != 3 {
+		t.Errorf("%d payloads, want 3", len(rec.Received()))
 	}
 	if d := counter(exportsDeferred) - deferred; d != 1 {
 		t.Errorf("deferred exports %v, want 1", d)
@@ -141,8 +142,8 @@ func TestRefusedChunkKeepsEndedProcess(t *testing.T) {
 // A live process refused while running is not retried (its next period reports the same
 // cumulative values), but a view it unregistered keeps its final report for that next period.
 func TestRefusedLiveProcessKeepsRetiredView(t *testing.T) {
-	rec := &recorder{}
-	next := &refuseOnce{recorder: rec, pid: 4}
+	rec := &testkit.Recorder{}
+	next := &refuseOnce{Recorder: rec, pid: 4}
 	srv := newExportServer(t, next, exportChunkBytes)
 	full := counter(itemsCounters[1][consumeFull])
 	s := newStream(4).init().measure("m", ocdaemon.MeasureInt).
@@ -158,7 +159,7 @@ func TestRefusedLiveProcessKeepsRetiredView(t *testing.T) {
 	if kept := srv.exportMetrics(due, now, false); len(kept) != 0 {
 		t.Fatalf("a live process was kept: %v", kept)
 	}
-	if len(rec.snapshot()) != 0 {
+	if len(rec.Received()) != 0 {
 		t.Fatal("the refused export was recorded")
 	}
 	if d := counter(itemsCounters[1][consumeFull]) - full; d != 2 {
@@ -166,7 +167,7 @@ func TestRefusedLiveProcessKeepsRetiredView(t *testing.T) {
 	}
 	due, _ = srv.reg.due(now, true)
 	srv.exportMetrics(due, now, false)
-	points := metricPoints(t, rec.snapshot())
+	points := metricPoints(t, rec.Received())
 	if a, b := points["4 a {}"], points["4 b {}"]; len(a) != 1 || a[0].value != 2 || len(b) != 1 || b[0].value != 12 {
 		t.Fatalf("after the refusal: a %v, b %v; want 2 and the retired view's 12", a, b)
 	}
@@ -177,8 +178,8 @@ func TestRefusedLiveProcessKeepsRetiredView(t *testing.T) {
 func TestShutdownRetriesRefusedFinalExport(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listen, cfg.Loops = socketPath(t), 2
-	h := &harness{t: t, rec: &recorder{}, clock: newFakeClock(), path: cfg.Listen}
-	srv, err := New(cfg, &refuseOnce{recorder: h.rec, pid: 6}, slog.New(slog.DiscardHandler))
+	h := &harness{t: t, rec: &testkit.Recorder{}, clock: testkit.NewClock(testEpoch), path: cfg.Listen}
+	srv, err := New(cfg, &refuseOnce{Recorder: h.rec, pid: 6}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestShutdownRetriesRefusedFinalExport(t *testing.T) {
 	waitMessages(t, ocdaemon.StatsRecord, records, 3)
 	h.shutdown()
 	c.Close()
-	got := metricPoints(t, h.rec.snapshot())
+	got := metricPoints(t, h.rec.Received())
 	if p := got["6 m_count {}"]; len(p) != 1 || p[0].value != 3 {
 		t.Fatalf("got %v, want one export of 3", got)
 	}

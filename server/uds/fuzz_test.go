@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -54,7 +56,7 @@ func FuzzSpanConverter(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		render(t, []payload{{sig: 0, body: b, items: len(c.spans)}})
+		render(t, []testkit.Received{{Signal: fastpath.Traces, Body: b, Items: len(c.spans)}})
 		checkWire(t, &c)
 		for _, sp := range otlpSpans(&c) {
 			if len(sp.TraceId) != 16 || len(sp.SpanId) != 8 || (sp.ParentSpanId != nil && len(sp.ParentSpanId) != 8) {
@@ -80,7 +82,7 @@ func FuzzFeed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
 		cfg := DefaultConfig()
 		cfg.MaxSeries = 4
-		rec := &recorder{}
+		rec := &testkit.Recorder{}
 		srv, err := New(cfg, rec, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -92,6 +94,6 @@ func FuzzFeed(f *testing.F) {
 		c.close()
 		due, _ := srv.reg.due(srv.clock.Now(), true)
 		srv.exportMetrics(due, srv.clock.Now(), true)
-		render(t, rec.snapshot())
+		render(t, rec.Received())
 	})
 }

@@ -39,7 +39,7 @@ func TestGolden(t *testing.T) {
 				h := start(t, nil)
 				h.replay(data, chunk)
 				h.shutdown()
-				got := render(t, h.rec.snapshot())
+				got := render(t, h.rec.Received())
 				if *update && chunk == 0 {
 					if err := os.WriteFile(goldenPath, []byte(got), 0o644); err != nil {
 						t.Fatal(err)

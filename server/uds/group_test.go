@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // otherGroup returns a group the process may give files to, other than its own when it can:
@@ -53,7 +55,7 @@ func TestSocketGroup(t *testing.T) {
 			}
 			h.replay(newStream(1).init().spans("grp").buf, 0)
 			h.shutdown()
-			if got := spanNames(t, h.rec.snapshot())[1]; len(got) != 1 {
+			if got := spanNames(t, h.rec.Received())[1]; len(got) != 1 {
 				t.Fatalf("spans %v", got)
 			}
 		})
@@ -65,7 +67,7 @@ func TestSocketGroupMissing(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Listen = socketPath(t)
 		cfg.Group = name
-		_, err := New(cfg, &recorder{}, nil)
+		_, err := New(cfg, &testkit.Recorder{}, nil)
 		if err == nil || !strings.Contains(err.Error(), "group") {
 			t.Fatalf("group %q: New returned %v, want an error", name, err)
 		}
@@ -104,7 +106,7 @@ func TestSocketGroupRefused(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listen = socketPath(t)
 	cfg.Group = strconv.Itoa(gid)
-	s, err := New(cfg, &recorder{}, nil)
+	s, err := New(cfg, &testkit.Recorder{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

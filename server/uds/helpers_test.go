@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
@@ -33,113 +33,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }
 
-// payload is one Consume call as the consumer saw it.
-type payload struct {
-	sig   fastpath.Signal
-	body  []byte
-	items int
-}
-
-// recorder is a fastpath.Consumer that keeps copies of what it is given; err, when set, is
-// returned instead (and nothing is kept).
-type recorder struct {
-	mu       sync.Mutex
-	payloads []payload
-	err      error
-}
-
-func (r *recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err != nil {
-		return r.err
-	}
-	r.payloads = append(r.payloads, payload{sig: sig, body: bytes.Clone(body), items: items})
-	return nil
-}
-
-func (r *recorder) setErr(err error) {
-	r.mu.Lock()
-	r.err = err
-	r.mu.Unlock()
-}
-
-func (r *recorder) snapshot() []payload {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]payload(nil), r.payloads...)
-}
-
-// fakeClock stands still until advanced; timers fire when it passes their deadline.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-// testEpoch is the fake clock's start, after the captures were made.
+// testEpoch is the test clock's start, after the captures were made.
 var testEpoch = time.Date(2026, 11, 21, 12, 10, 0, 0, time.UTC)
-
-func newFakeClock() *fakeClock { return &fakeClock{now: testEpoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if !t.After(c.now) {
-		ch <- c.now
-		return ch, func() {}
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: t, ch: ch})
-	return ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, w := range c.waiters {
-			if w.ch == ch {
-				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
-				break
-			}
-		}
-	}
-}
-
-// waitingAt reports whether a timer waits for exactly t: the exporter's next deadline.
-func (c *fakeClock) waitingAt(t time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, w := range c.waiters {
-		if w.at.Equal(t) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
 
 // socketPath returns a short socket path (sun_path is limited) in a fresh directory.
 func socketPath(t testing.TB) string {
@@ -155,8 +50,8 @@ func socketPath(t testing.TB) string {
 type harness struct {
 	t     testing.TB
 	s     *Server
-	rec   *recorder
-	clock *fakeClock
+	rec   *testkit.Recorder
+	clock *testkit.Clock
 	path  string
 }
 
@@ -169,7 +64,7 @@ func start(t testing.TB, edit func(*Config)) *harness {
 	if edit != nil {
 		edit(&cfg)
 	}
-	h := &harness{t: t, rec: &recorder{}, clock: newFakeClock(), path: cfg.Listen}
+	h := &harness{t: t, rec: &testkit.Recorder{}, clock: testkit.NewClock(testEpoch), path: cfg.Listen}
 	s, err := New(cfg, h.rec, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -213,18 +108,6 @@ func write(t testing.TB, c net.Conn, data []byte, chunk int) {
 	}
 }
 
-// waitFor polls cond until it holds; the bound only keeps a broken test from hanging.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // replay sends data over a new connection, closes it and waits until the server has handled
 // the close (every byte before it is then handled too).
 func (h *harness) replay(data []byte, chunk int) {
@@ -233,7 +116,7 @@ func (h *harness) replay(data []byte, chunk int) {
 	c := h.dial()
 	write(h.t, c, data, chunk)
 	c.Close()
-	waitFor(h.t, "the server to handle the close", func() bool { return h.s.closed.Load() > closed })
+	testkit.WaitFor(h.t, "the server to handle the close", func() bool { return h.s.closed.Load() > closed })
 }
 
 func readFile(t testing.TB, name string) []byte {
@@ -247,31 +130,31 @@ func readFile(t testing.TB, name string) []byte {
 
 // render turns consumed payloads into stable, indented JSON: traces first, then metrics, each in
 // the order they were consumed.
-func render(t testing.TB, payloads []payload) string {
+func render(t testing.TB, payloads []testkit.Received) string {
 	t.Helper()
 	var out bytes.Buffer
-	sorted := append([]payload(nil), payloads...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].sig < sorted[j].sig })
+	sorted := append([]testkit.Received(nil), payloads...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Signal < sorted[j].Signal })
 	for _, p := range sorted {
 		var msg proto.Message
-		switch p.sig {
+		switch p.Signal {
 		case fastpath.Traces:
 			m := &coltracev1.ExportTraceServiceRequest{}
-			if err := m.UnmarshalVT(p.body); err != nil {
+			if err := m.UnmarshalVT(p.Body); err != nil {
 				t.Fatal(err)
 			}
 			msg = m
 		case fastpath.Metrics:
 			m := &colmetricsv1.ExportMetricsServiceRequest{}
-			if err := m.UnmarshalVT(p.body); err != nil {
+			if err := m.UnmarshalVT(p.Body); err != nil {
 				t.Fatal(err)
 			}
 			msg = m
 		}
 		// proto.Unmarshal with the reflection-based runtime validates UTF-8 and wire types
 		// independently of the vtprotobuf code.
-		if err := proto.Unmarshal(p.body, msg.ProtoReflect().Type().New().Interface()); err != nil {
-			t.Fatalf("%s body rejected by the protobuf runtime: %v", p.sig, err)
+		if err := proto.Unmarshal(p.Body, msg.ProtoReflect().Type().New().Interface()); err != nil {
+			t.Fatalf("%s body rejected by the protobuf runtime: %v", p.Signal, err)
 		}
 		j, err := protojson.Marshal(msg)
 		if err != nil {
@@ -290,7 +173,7 @@ func render(t testing.TB, payloads []payload) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&out, "# %s items=%d\n%s\n", p.sig, p.items, indented)
+		fmt.Fprintf(&out, "# %s items=%d\n%s\n", p.Signal, p.Items, indented)
 	}
 	return out.String()
 }
@@ -319,3 +202,33 @@ func hexIDs(t testing.TB, v any) {
 
 // counter reads a prometheus counter; tests compare values before and after.
 func counter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
+
+// intakeRefused reads otlpgate_intake_refused_total{intake, resource} from the default
+// registry, as a scrape would; 0 before the first refusal.
+func intakeRefused(t *testing.T, intake, resource string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "otlpgate_intake_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var in, res string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "intake":
+					in = l.GetValue()
+				case "resource":
+					res = l.GetValue()
+				}
+			}
+			if in == intake && res == resource {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}

@@ -73,7 +73,7 @@ func TestDeepNestingOverTheSocket(t *testing.T) {
 		spans("after")
 	h.replay(s.buf, 4096)
 	h.shutdown()
-	if got := spanNames(t, h.rec.snapshot())[21]; !slices.Equal(got, []string{"before", "after"}) {
+	if got := spanNames(t, h.rec.Received())[21]; !slices.Equal(got, []string{"before", "after"}) {
 		t.Fatalf("spans %v", got)
 	}
 	if d := counter(discarded[ocdaemon.ReasonUndecodable]) - undecodable; d != 1 {
@@ -96,7 +96,7 @@ func TestHugeDeclaredLength(t *testing.T) {
 	s.spans("after")
 	h.replay(s.buf, 0)
 	h.shutdown()
-	if got := spanNames(t, h.rec.snapshot())[22]; !slices.Equal(got, []string{"after"}) {
+	if got := spanNames(t, h.rec.Received())[22]; !slices.Equal(got, []string{"after"}) {
 		t.Fatalf("spans %v", got)
 	}
 	if d := counter(discarded[ocdaemon.ReasonTooLarge]) - tooLarge; d != 3 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -90,15 +91,15 @@ type point struct {
 }
 
 // metricPoints decodes every metrics payload into "pid name attrs" -> points, in export order.
-func metricPoints(t testing.TB, payloads []payload) map[string][]point {
+func metricPoints(t testing.TB, payloads []testkit.Received) map[string][]point {
 	t.Helper()
 	out := make(map[string][]point)
 	for _, p := range payloads {
-		if p.sig != fastpath.Metrics {
+		if p.Signal != fastpath.Metrics {
 			continue
 		}
 		var req colmetricsv1.ExportMetricsServiceRequest
-		if err := req.UnmarshalVT(p.body); err != nil {
+		if err := req.UnmarshalVT(p.Body); err != nil {
 			t.Fatal(err)
 		}
 		for _, rm := range req.ResourceMetrics {
@@ -157,15 +158,15 @@ func attrString(kvs []*commonv1.KeyValue) string {
 }
 
 // spanNames decodes every traces payload into pid -> span names, in consumption order.
-func spanNames(t testing.TB, payloads []payload) map[int64][]string {
+func spanNames(t testing.TB, payloads []testkit.Received) map[int64][]string {
 	t.Helper()
 	out := make(map[int64][]string)
 	for _, p := range payloads {
-		if p.sig != fastpath.Traces {
+		if p.Signal != fastpath.Traces {
 			continue
 		}
 		var req coltracev1.ExportTraceServiceRequest
-		if err := req.UnmarshalVT(p.body); err != nil {
+		if err := req.UnmarshalVT(p.Body); err != nil {
 			t.Fatal(err)
 		}
 		for _, rs := range req.ResourceSpans {
@@ -188,7 +189,7 @@ func spanNames(t testing.TB, payloads []payload) map[int64][]string {
 // waitMessages waits until the server handled n more messages of type t than before.
 func waitMessages(t testing.TB, typ ocdaemon.Type, before float64, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d %s messages", n, typ), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("%d %s messages", n, typ), func() bool {
 		return counter(messagesByType[typ]) >= before+float64(n)
 	})
 }
@@ -223,7 +224,7 @@ func TestPartialMessage(t *testing.T) {
 		h := start(t, nil)
 		h.replay(spliced, chunk)
 		h.shutdown()
-		got := metricPoints(t, h.rec.snapshot())
+		got := metricPoints(t, h.rec.Received())
 		want := point{value: 7, start: 1795262753453380000, time: uint64(testEpoch.UnixNano())}
 		if pts := got["31153 partial/sum {}"]; len(pts) != 1 || pts[0] != want {
 			t.Fatalf("chunk %d: got %v, want one point %v", chunk, got, want)
@@ -246,10 +247,10 @@ func TestReportingPeriod(t *testing.T) {
 	epoch := testEpoch
 	exportAt := func(at time.Duration, wantPayloads int) map[string][]point {
 		t.Helper()
-		waitFor(t, "the exporter to wait for "+at.String(), func() bool { return h.clock.waitingAt(epoch.Add(at)) })
+		testkit.WaitFor(t, "the exporter to wait for "+at.String(), func() bool { return h.clock.WaitingAt(epoch.Add(at)) })
 		h.clock.Advance(epoch.Add(at).Sub(h.clock.Now()))
-		waitFor(t, "an export", func() bool { return len(h.rec.snapshot()) == wantPayloads })
-		return metricPoints(t, h.rec.snapshot())
+		testkit.WaitFor(t, "an export", func() bool { return len(h.rec.Received()) == wantPayloads })
+		return metricPoints(t, h.rec.Received())
 	}
 	at := func(d time.Duration) uint64 { return uint64(epoch.Add(d).UnixNano()) }
 
@@ -289,8 +290,8 @@ func TestProcShutdownExportsAtOnce(t *testing.T) {
 		add(ocdaemon.ProcShutdown, nil)
 	write(t, c, s.buf, 0)
 	// The connection stays open: PROC_SHUTDOWN alone ends the process and flushes it.
-	waitFor(t, "the final export", func() bool { return len(h.rec.snapshot()) == 1 })
-	got := metricPoints(t, h.rec.snapshot())
+	testkit.WaitFor(t, "the final export", func() bool { return len(h.rec.Received()) == 1 })
+	got := metricPoints(t, h.rec.Received())
 	if p := got["88 m_last {}"]; len(p) != 1 || p[0].value != 9 {
 		t.Fatalf("got %v", got)
 	}
@@ -310,7 +311,7 @@ func TestShutdownFlushes(t *testing.T) {
 	waitMessages(t, ocdaemon.StatsRecord, records, 3)
 	h.shutdown()
 	c.Close()
-	got := metricPoints(t, h.rec.snapshot())
+	got := metricPoints(t, h.rec.Received())
 	if a, b := got["99 m_dist {k=a}"], got["99 m_dist {k=b}"]; len(a) != 1 || a[0].value != 2 || len(b) != 1 || b[0].value != 1 {
 		t.Fatalf("got %v", got)
 	}
@@ -329,7 +330,7 @@ func TestSeriesOverflow(t *testing.T) {
 	h.replay(s.buf, 0)
 	h.shutdown()
 	var keys []string
-	for k, p := range metricPoints(t, h.rec.snapshot()) {
+	for k, p := range metricPoints(t, h.rec.Received()) {
 		keys = append(keys, fmt.Sprintf("%s:%v", k, p[0].value))
 	}
 	sort.Strings(keys)
@@ -347,10 +348,10 @@ func TestConsumerRejectionsAreCounted(t *testing.T) {
 	full := counter(itemsCounters[0][consumeFull])
 	tooLarge := counter(itemsCounters[1][consumeTooLarge])
 	h := start(t, nil)
-	h.rec.setErr(fastpath.ErrFull)
+	h.rec.SetErr(fastpath.ErrFull)
 	s := newStream(7).init().spans("a", "b", "c")
 	h.replay(s.buf, 0)
-	h.rec.setErr(fastpath.ErrTooLarge)
+	h.rec.SetErr(fastpath.ErrTooLarge)
 	s = newStream(8).init().measure("m", ocdaemon.MeasureInt).view("v", "m", ocdaemon.AggregationCount).recordInt("m", 1)
 	h.replay(s.buf, 0)
 	h.shutdown()
@@ -369,7 +370,7 @@ func TestFloat32Headers(t *testing.T) {
 	s.init().spans("f32")
 	h.replay(s.buf, 3)
 	h.shutdown()
-	if got := spanNames(t, h.rec.snapshot()); len(got[9]) != 1 || got[9][0] != "f32" {
+	if got := spanNames(t, h.rec.Received()); len(got[9]) != 1 || got[9][0] != "f32" {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -406,10 +407,10 @@ func TestConcurrentConnections(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "all connections to close", func() bool { return h.s.closed.Load() == closed+conns })
+	testkit.WaitFor(t, "all connections to close", func() bool { return h.s.closed.Load() == closed+conns })
 	h.shutdown()
 
-	payloads := h.rec.snapshot()
+	payloads := h.rec.Received()
 	names := spanNames(t, payloads)
 	points := metricPoints(t, payloads)
 	for i := range conns {
@@ -444,7 +445,7 @@ func TestSocketLifecycle(t *testing.T) {
 		h := start(t, func(c *Config) { c.Listen = path })
 		h.replay(newStream(1).init().spans("x").buf, 0)
 		h.shutdown()
-		if len(h.rec.snapshot()) != 1 {
+		if len(h.rec.Received()) != 1 {
 			t.Fatal("no spans through the replaced socket")
 		}
 	})
@@ -457,7 +458,7 @@ func TestSocketLifecycle(t *testing.T) {
 		defer ln.Close()
 		cfg := DefaultConfig()
 		cfg.Listen = path
-		s, err := New(cfg, &recorder{}, nil)
+		s, err := New(cfg, &testkit.Recorder{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +478,7 @@ func TestSocketLifecycle(t *testing.T) {
 		}
 		cfg := DefaultConfig()
 		cfg.Listen = path
-		s, _ := New(cfg, &recorder{}, nil)
+		s, _ := New(cfg, &testkit.Recorder{}, nil)
 		if err := s.Start(context.Background()); err == nil {
 			t.Fatal("Start over a regular file succeeded")
 		}
@@ -505,14 +506,14 @@ func TestSocketLifecycle(t *testing.T) {
 		h.path = filepath.Join(dir, "oc b.sock")
 		h.replay(newStream(1).init().spans("rel").buf, 0)
 		h.shutdown()
-		if got := spanNames(t, h.rec.snapshot())[1]; len(got) != 1 {
+		if got := spanNames(t, h.rec.Received())[1]; len(got) != 1 {
 			t.Fatalf("spans %v", got)
 		}
 	})
 	t.Run("empty listen turns the intake off", func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Listen = ""
-		s, err := New(cfg, &recorder{}, nil)
+		s, err := New(cfg, &testkit.Recorder{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +533,7 @@ func TestMaxConnections(t *testing.T) {
 	defer first.Close()
 	// Once a message through it came out, the first connection surely was accepted.
 	write(t, first, newStream(1).init().spans("first").buf, 0)
-	waitFor(t, "the first connection's spans", func() bool { return len(h.rec.snapshot()) == 1 })
+	testkit.WaitFor(t, "the first connection's spans", func() bool { return len(h.rec.Received()) == 1 })
 	second := h.dial()
 	defer second.Close()
 	second.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -581,7 +582,7 @@ func TestNegativeIntRecord(t *testing.T) {
 		recordInt("m", 6)
 	h.replay(s.buf, 0)
 	h.shutdown()
-	if p := metricPoints(t, h.rec.snapshot())["11 m_sum {}"]; len(p) != 1 || p[0].value != 10 {
+	if p := metricPoints(t, h.rec.Received())["11 m_sum {}"]; len(p) != 1 || p[0].value != 10 {
 		t.Fatalf("sum %v, want 10 from the two valid records", p)
 	}
 	if d := counter(discarded[ocdaemon.ReasonUndecodable]) - undecodable; d != 1 {
@@ -595,7 +596,7 @@ func TestMaxMessageBytes(t *testing.T) {
 	s := newStream(12).init().spans("small").spans("a", "b", "c", "d", "e", "f").spans("after")
 	h.replay(s.buf, 0)
 	h.shutdown()
-	if got := spanNames(t, h.rec.snapshot())[12]; !slices.Equal(got, []string{"small", "after"}) {
+	if got := spanNames(t, h.rec.Received())[12]; !slices.Equal(got, []string{"small", "after"}) {
 		t.Fatalf("spans %v", got)
 	}
 	if d := counter(discarded[ocdaemon.ReasonTooLarge]) - tooLarge; d != 1 {
@@ -613,14 +614,14 @@ func TestSeriesTotalCap(t *testing.T) {
 	a := newStream(5).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
 	a.recordInt("m", 1, "k", "a").recordInt("m", 1, "k", "b")
 	write(t, ca, a.buf, 0)
-	waitFor(t, "process 5's two series", func() bool { return h.s.limits.budget.n.Load() == 2 })
+	testkit.WaitFor(t, "process 5's two series", func() bool { return h.s.limits.budget.n.Load() == 2 })
 	b := newStream(6).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
 	b.recordInt("m", 1, "k", "c").recordInt("m", 1, "k", "d").recordInt("m", 1, "k", "e")
 	write(t, cb, b.buf, 0)
-	waitFor(t, "d and e in the overflow series", func() bool { return counter(seriesGlobalOverflow)-overflow == 2 })
+	testkit.WaitFor(t, "d and e in the overflow series", func() bool { return counter(seriesGlobalOverflow)-overflow == 2 })
 	// Process 5 ends; once its final export is admitted its two series are free again.
 	ca.Close()
-	waitFor(t, "process 5's series given back", func() bool { return h.s.limits.budget.n.Load() == 1 })
+	testkit.WaitFor(t, "process 5's series given back", func() bool { return h.s.limits.budget.n.Load() == 1 })
 	c := newStream(7).init().measure("m", ocdaemon.MeasureInt).view("m_count", "m", ocdaemon.AggregationCount, "k")
 	c.recordInt("m", 1, "k", "f").recordInt("m", 1, "k", "g")
 	h.replay(c.buf, 0)
@@ -630,7 +631,7 @@ func TestSeriesTotalCap(t *testing.T) {
 		t.Fatalf("global overflow counted %v after the recount, want still 2", d)
 	}
 	var keys []string
-	for k, p := range metricPoints(t, h.rec.snapshot()) {
+	for k, p := range metricPoints(t, h.rec.Received()) {
 		keys = append(keys, fmt.Sprintf("%s:%v", k, p[0].value))
 	}
 	sort.Strings(keys)

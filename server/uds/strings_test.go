@@ -39,7 +39,7 @@ func TestStringCap(t *testing.T) {
 	if d := counter(statsRejected[rejectUnknownMeasure]) - noMeasure; d != 1 {
 		t.Errorf("unknown_measure: %v, want 1 (the refused measure)", d)
 	}
-	got := metricPoints(t, h.rec.snapshot())
+	got := metricPoints(t, h.rec.Received())
 	if pts := got["5 m_sum {k=v}"]; len(pts) != 1 || pts[0].value != 7 {
 		t.Errorf("m_sum: %v, want one point of 7 (all: %v)", pts, got)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // healthy is a well-behaved client that sends one whole TRACE_EXPORT every few milliseconds
@@ -89,12 +90,12 @@ func TestReadTimeout(t *testing.T) {
 	if werr == nil {
 		t.Fatal("the slow client was not cut off within 30 s")
 	}
-	waitFor(t, "the slow connection's close", func() bool { return h.s.closed.Load() == closed+1 })
+	testkit.WaitFor(t, "the slow connection's close", func() bool { return h.s.closed.Load() == closed+1 })
 
 	sent := good.finish(t)
-	waitFor(t, "the healthy connection's close", func() bool { return h.s.closed.Load() == closed+2 })
+	testkit.WaitFor(t, "the healthy connection's close", func() bool { return h.s.closed.Load() == closed+2 })
 	h.shutdown()
-	if got := spanNames(t, h.rec.snapshot())[42]; !slices.Equal(got, sent) {
+	if got := spanNames(t, h.rec.Received())[42]; !slices.Equal(got, sent) {
 		t.Fatalf("healthy connection: %d spans arrived, %d sent", len(got), len(sent))
 	}
 	if d := counter(readTimeouts) - readBefore; d != 1 {
@@ -128,9 +129,9 @@ func TestIdleTimeout(t *testing.T) {
 	}
 
 	sent := good.finish(t)
-	waitFor(t, "the healthy connection's close", func() bool { return h.s.closed.Load() == closed+2 })
+	testkit.WaitFor(t, "the healthy connection's close", func() bool { return h.s.closed.Load() == closed+2 })
 	h.shutdown()
-	names := spanNames(t, h.rec.snapshot())
+	names := spanNames(t, h.rec.Received())
 	if !slices.Equal(names[43], sent) || !slices.Equal(names[44], []string{"only"}) {
 		t.Fatalf("spans: healthy %d of %d, quiet %v", len(names[43]), len(sent), names[44])
 	}
@@ -149,7 +150,7 @@ func TestDeadlines(t *testing.T) {
 	const read, idle = time.Second, 10 * time.Second
 	cfg := DefaultConfig()
 	cfg.ReadTimeout, cfg.IdleTimeout = read, idle
-	srv, err := New(cfg, &recorder{}, slog.New(slog.DiscardHandler))
+	srv, err := New(cfg, &testkit.Recorder{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestTimeoutsOff(t *testing.T) {
 	c := h.dial()
 	defer c.Close()
 	write(t, c, newStream(3).init().spans("a").buf, 0)
-	waitFor(t, "the span", func() bool { return len(h.rec.snapshot()) == 1 })
+	testkit.WaitFor(t, "the span", func() bool { return len(h.rec.Received()) == 1 })
 	if h.s.sweepEvery != 0 || h.s.watch.len() != 0 {
 		t.Fatalf("sweep every %v, %d watched", h.s.sweepEvery, h.s.watch.len())
 	}
@@ -298,7 +299,7 @@ func TestNoTimeoutWhileConnecting(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "every close", func() bool { return h.s.closed.Load() == closed+workers*each })
+	testkit.WaitFor(t, "every close", func() bool { return h.s.closed.Load() == closed+workers*each })
 	if n := h.s.watch.len(); n != 0 {
 		t.Fatalf("%d connections still watched", n)
 	}

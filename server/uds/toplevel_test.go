@@ -18,26 +18,26 @@ func TestOutputIsBatchable(t *testing.T) {
 			h := start(t, nil)
 			h.replay(readFile(t, name+".bin"), 0)
 			h.shutdown()
-			got := h.rec.snapshot()
+			got := h.rec.Received()
 			total += len(got)
 			for i, p := range got {
-				it := fastpath.NewTopLevel(p.body)
+				it := fastpath.NewTopLevel(p.Body)
 				for f, ok := it.Next(); ok; f, ok = it.Next() {
 					if f.Num != 1 || f.Type != protowire.BytesType {
-						t.Fatalf("%v payload %d holds top-level field %d (wire type %d)", p.sig, i, f.Num, f.Type)
+						t.Fatalf("%v payload %d holds top-level field %d (wire type %d)", p.Signal, i, f.Num, f.Type)
 					}
 				}
 				if err := it.Err(); err != nil {
-					t.Fatalf("%v payload %d: %v", p.sig, i, err)
+					t.Fatalf("%v payload %d: %v", p.Signal, i, err)
 				}
-				if _, err := fastpath.ScanRequest(p.sig, p.body, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
-					t.Fatalf("%v payload %d does not scan: %v", p.sig, i, err)
+				if _, err := fastpath.ScanRequest(p.Signal, p.Body, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
+					t.Fatalf("%v payload %d does not scan: %v", p.Signal, i, err)
 				}
-				if _, _, st, err := fastpath.AppendEntries(nil, p.body, fastpath.LayoutV1); err != nil || st.Fields != 0 {
-					t.Fatalf("%v payload %d: admission would strip %+v, %v", p.sig, i, st, err)
+				if _, _, st, err := fastpath.AppendEntries(nil, p.Body, fastpath.LayoutV1); err != nil || st.Fields != 0 {
+					t.Fatalf("%v payload %d: admission would strip %+v, %v", p.Signal, i, st, err)
 				}
-				if _, err := fastpath.AppendOTEP(nil, 1, p.body); err != nil {
-					t.Fatalf("%v payload %d does not frame as OTEP: %v", p.sig, i, err)
+				if _, err := fastpath.AppendOTEP(nil, 1, p.Body); err != nil {
+					t.Fatalf("%v payload %d does not frame as OTEP: %v", p.Signal, i, err)
 				}
 			}
 		})

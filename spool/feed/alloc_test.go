@@ -5,20 +5,9 @@ package feed
 import (
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/spool"
 )
-
-// doneDest delivers every batch at once, so the feeder loop runs without a goroutine.
-type doneDest struct{ items int }
-
-func (d *doneDest) Name() string { return "d" }
-
-func (d *doneDest) Enqueue(b *fastpath.Batch) error {
-	d.items += b.Items
-	b.Done(true)
-	return nil
-}
 
 // TestFeederLoopAllocs: one turn of the feeder loop (read the record just appended, from the
 // tail, into a batch, hand it over, finish it) allocates nothing in steady state. sync.Pool and
@@ -31,7 +20,7 @@ func TestFeederLoopAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	d := &doneDest{}
+	d := &testkit.Discard{} // delivers every batch at once, so the feeder loop runs without a goroutine
 	f, err := New(feedConfig(), s.Reader("d"), d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +43,9 @@ func TestFeederLoopAllocs(t *testing.T) {
 	if got := testing.AllocsPerRun(1000, turn); got != 0 {
 		t.Fatalf("feeder loop: %v allocs/turn, want 0", got)
 	}
-	if d.items != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 {
+	if d.Items() != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 {
 		t.Fatalf("delivered %d items, %d bytes held, %d unfinished; want %d, 0, 0",
-			d.items, f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
+			d.Items(), f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
 	}
 }
 
@@ -70,7 +59,7 @@ func BenchmarkFeederLoop(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	f, err := New(feedConfig(), s.Reader("d"), &doneDest{}, nil)
+	f, err := New(feedConfig(), s.Reader("d"), &testkit.Discard{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package feed delivers the spool to the destinations: one Feeder per destination reads that
 // destination's spool.Reader, oldest record first, builds batches from consecutive records of
 // one signal and hands them to the destination (a client.Dest, a client.Fleet or the file);
-// Log adapts a spool.Spool to fastpath.Log so that admission appends to it.
+// Admission admits requests into the spool, in front of the intakes (it implements
+// fastpath.Admitter and fastpath.Consumer, as a fastpath.Pipeline does without a spool).
 //
 // # Why admission does not hand batches to the destinations itself
 //
@@ -36,5 +37,5 @@
 // # Goroutines
 //
 // Start runs one goroutine per Feeder; Stop ends it. BatchDone runs on the destination's
-// goroutines. It imports fastpath/, spool/ and pool/, never client/, server/ or cmd/.
+// goroutines. Admission runs on the intakes' goroutines and starts none. It imports fastpath/, spool/ and pool/, never client/, server/ or cmd/.
 package feed

@@ -25,6 +25,12 @@ type Config struct {
 	BatchMaxBytes int
 	BatchMaxItems int
 	BatchMaxAge   time.Duration
+	// Tenants, with -intake.headers, reads each record's tenant back from its meta: a batch
+	// holds records of one tenant, and a record whose tenant destination Dest (numbered as in
+	// the table's routes) does not take is finished unread by it. nil: every record goes to
+	// the destination, without a tenant.
+	Tenants *fastpath.Tenants
+	Dest    int
 }
 
 // Validate reports a configuration that cannot work.
@@ -66,6 +72,7 @@ type Feeder struct {
 	cur   building
 	carry *[]byte // a record read that did not fit cur, payload bytes
 	carE  spool.Entry
+	carT  *fastpath.Tenant
 	hint  int // size of the last batch handed over, to size the next one
 	timer *time.Timer
 }
@@ -75,9 +82,12 @@ type building struct {
 	payload *pool.Payload
 	h       *held
 	sig     uint8
+	tenant  *fastpath.Tenant
 	items   int
 	born    time.Time
 }
+
+var errTenantRecord = errors.New("feed: a spooled record's tenant cannot be read")
 
 // held is one batch in the destination's hands: the records to finish when it is done.
 type held struct {
@@ -215,7 +225,7 @@ func (f *Feeder) fill() (bool, error) {
 		*buf = append(*buf, *f.carry...)
 		pool.PutBytes(f.carry)
 		f.carry = nil
-		if f.add(f.carE) {
+		if f.add(f.carE, f.carT) {
 			return true, nil
 		}
 	}
@@ -241,16 +251,26 @@ func (f *Feeder) fill() (bool, error) {
 			}
 			continue
 		}
-		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || len(*buf) > f.cfg.BatchMaxBytes ||
+		t, take := f.tenant(e)
+		if !take {
+			// Another destination's tenant (match-header), or a tenant that cannot be read:
+			// nothing of it joins this destination's batches.
+			*buf = (*buf)[:before]
+			if len(f.cur.h.pos) == 0 {
+				f.close()
+			}
+			continue
+		}
+		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || len(*buf) > f.cfg.BatchMaxBytes ||
 			f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
 			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
 			f.carry = pool.GetBytes(len(*buf) - before)
 			*f.carry = append(*f.carry, (*buf)[before:]...)
-			f.carE = e
+			f.carE, f.carT = e, t
 			*buf = (*buf)[:before]
 			return true, nil
 		}
-		if f.add(e) {
+		if f.add(e, t) {
 			return true, nil
 		}
 	}
@@ -271,9 +291,39 @@ func (f *Feeder) close() {
 	f.cur = building{}
 }
 
-// add records e, whose payload cur already holds, and reports whether cur is full.
-func (f *Feeder) add(e spool.Entry) bool {
-	f.cur.sig = e.Signal
+// tenant reads the tenant of e, and reports whether the destination takes it. A record whose
+// tenant it does not take is finished at once: the destinations that take it deliver it. A
+// record whose tenant cannot be read, or that no destination takes, is dropped, counted by
+// the spool: delivering it as another tenant's would hand one tenant's data to another's
+// backend.
+func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
+	ts := f.cfg.Tenants
+	if ts == nil {
+		return nil, true
+	}
+	t, err := ts.FromRecord(e.Meta)
+	if err != nil {
+		f.log.Error("dropping a spooled record", "err", errTenantRecord, "cause", err)
+		f.r.Drop(e.Pos, spool.DropUndeliverable)
+		return nil, false
+	}
+	if !t.Routed() {
+		// Admission refuses such a tenant; a restart whose match-headers no longer take it
+		// leaves its spooled records without a destination: counted, not silently finished.
+		f.r.Drop(e.Pos, spool.DropUndeliverable)
+		return nil, false
+	}
+	if !t.Takes(f.cfg.Dest) {
+		f.r.Finish(e.Pos)
+		return nil, false
+	}
+	return t, true
+}
+
+// add records e of tenant t, whose payload cur already holds, and reports whether cur is
+// full.
+func (f *Feeder) add(e spool.Entry, t *fastpath.Tenant) bool {
+	f.cur.sig, f.cur.tenant = e.Signal, t
 	f.cur.items += int(e.Items)
 	f.cur.h.pos = append(f.cur.h.pos, e.Pos)
 	return f.cur.payload.Len() >= f.cfg.BatchMaxBytes || f.cur.items >= f.cfg.BatchMaxItems
@@ -289,6 +339,7 @@ func (f *Feeder) send() bool {
 	c.h.size = int64(cap(*c.payload.Buf()))
 	f.hint = c.payload.Len()
 	b := fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
+	b.Tenant = c.tenant
 	f.held.Add(c.h.size)
 	f.batches.Add(1)
 	for {
@@ -318,7 +369,7 @@ func (f *Feeder) abandon() {
 	}
 	if f.carry != nil {
 		pool.PutBytes(f.carry)
-		f.carry = nil
+		f.carry, f.carT = nil, nil
 	}
 }
 

@@ -4,18 +4,22 @@ import (
 	"encoding/binary"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// dest is a destination that keeps what it is given until the test answers.
+// dest is a destination that keeps what it is given until the test answers: the test takes the
+// batches themselves and finishes each as it chooses, and a full dest refuses and keeps the
+// refused batch, which testkit.Recorder does not do.
 type dest struct {
 	mu      sync.Mutex
 	batches []*fastpath.Batch
@@ -218,105 +222,110 @@ func TestFeederStopLeavesUndeliveredForNextStart(t *testing.T) {
 // The feeder hands over no more than MaxBytes (plus one batch) whatever the spool holds; the
 // rest stays on disk until batches finish.
 func TestFeederBoundsWhatItHandsOver(t *testing.T) {
-	fs := spool.NewCrashFS()
-	s := testSpool(t, fs)
-	defer s.Close()
-	const n = 200
-	for i := range n {
-		if _, err := s.Append(0, 1, rec(i, 500)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := feedConfig()
-	cfg.MaxBytes = 8 << 10
-	d := newDest()
-	f, _ := New(cfg, s.Reader("d"), d, nil)
-	f.Start()
-	defer f.Stop()
-	next := 0
-	for next < n {
-		bs := d.take(t, 1)
-		// Give the feeder a moment to overshoot if it would; then check the bound.
-		time.Sleep(time.Millisecond)
-		if h := f.HeldBytes(); h > cfg.MaxBytes+int64(4<<10) {
-			t.Fatalf("held %d bytes, bound %d plus one batch", h, cfg.MaxBytes)
-		}
-		for _, id := range ids(bs[0], 500) {
-			if id != next {
-				t.Fatalf("record %d arrived, want %d (oldest first)", id, next)
+	synctest.Test(t, func(t *testing.T) {
+		fs := spool.NewCrashFS()
+		s := testSpool(t, fs)
+		defer s.Close()
+		const n = 200
+		for i := range n {
+			if _, err := s.Append(0, 1, rec(i, 500)); err != nil {
+				t.Fatal(err)
 			}
-			next++
 		}
-		bs[0].Done(true)
-	}
+		cfg := feedConfig()
+		cfg.MaxBytes = 8 << 10
+		d := newDest()
+		f, _ := New(cfg, s.Reader("d"), d, nil)
+		f.Start()
+		defer f.Stop()
+		next := 0
+		for next < n {
+			bs := d.take(t, 1)
+			// Let the feeder run until it blocks, so that it overshoots if it would; then check
+			// the bound.
+			synctest.Wait()
+			if h := f.HeldBytes(); h > cfg.MaxBytes+int64(4<<10) {
+				t.Fatalf("held %d bytes, bound %d plus one batch", h, cfg.MaxBytes)
+			}
+			for _, id := range ids(bs[0], 500) {
+				if id != next {
+					t.Fatalf("record %d arrived, want %d (oldest first)", id, next)
+				}
+				next++
+			}
+			bs[0].Done(true)
+		}
+	})
 }
 
 // A destination whose queue is full is offered the same batch again, unchanged, until it takes
 // it: the record stays unfinished meanwhile, nothing is dropped, and once delivered it is
 // finished and never offered again.
 func TestFeederRetriesFullDestination(t *testing.T) {
-	fs := spool.NewCrashFS()
-	s := testSpool(t, fs)
-	defer s.Close()
-	if _, err := s.Append(2, 3, rec(7, 100)); err != nil {
-		t.Fatal(err)
-	}
-	droppedBefore := dropped(t, "undeliverable")
-	d := newDest()
-	d.full = true
-	f, _ := New(feedConfig(), s.Reader("d"), d, nil)
-	f.Start()
-	defer f.Stop()
-	// Refused twice at least: the second offer is the retry.
-	var offers []*fastpath.Batch
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := spool.NewCrashFS()
+		s := testSpool(t, fs)
+		defer s.Close()
+		if _, err := s.Append(2, 3, rec(7, 100)); err != nil {
+			t.Fatal(err)
+		}
+		droppedBefore := dropped(t, "undeliverable")
+		d := newDest()
+		d.full = true
+		f, _ := New(feedConfig(), s.Reader("d"), d, nil)
+		f.Start()
+		defer f.Stop()
+		refused := func() int {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return len(d.refused)
+		}
+		// Refused, then offered again after a pause (not at once, in a loop): the second offer is
+		// the retry.
+		testkit.WaitFor(t, "the first offer", func() bool { return refused() >= 1 })
+		synctest.Wait()
+		if n := refused(); n != 1 {
+			t.Fatalf("offered %d times at once while the destination was full, want one offer, then a pause", n)
+		}
+		testkit.WaitFor(t, "the feeder to offer the batch again", func() bool { return refused() >= 2 })
 		d.mu.Lock()
-		n := len(d.refused)
-		if n >= 2 {
-			d.full = false
-			offers = append(offers, d.refused...)
-		}
+		d.full = false
+		offers := append([]*fastpath.Batch(nil), d.refused...)
 		d.mu.Unlock()
-		if n >= 2 {
-			break
+		b := d.take(t, 1)[0]
+		for i, o := range offers {
+			if o != b {
+				t.Fatalf("offer %d was another batch than the one delivered", i)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("offered %d times in 10s while the destination was full, want a retry", n)
+		if got := ids(b, 100); len(got) != 1 || got[0] != 7 || b.Signal != 2 || b.Items != 3 {
+			t.Fatalf("batch %v signal %v items %d, want record 7 alone, signal 2, 3 items", got, b.Signal, b.Items)
 		}
-	}
-	b := d.take(t, 1)[0]
-	for i, o := range offers {
-		if o != b {
-			t.Fatalf("offer %d was another batch than the one delivered", i)
+		if n := s.Reader("d").Unfinished(); n != 1 {
+			t.Fatalf("%d records unfinished while the batch is in the destination's hands, want 1", n)
 		}
-	}
-	if got := ids(b, 100); len(got) != 1 || got[0] != 7 || b.Signal != 2 || b.Items != 3 {
-		t.Fatalf("batch %v signal %v items %d, want record 7 alone, signal 2, 3 items", got, b.Signal, b.Items)
-	}
-	if n := s.Reader("d").Unfinished(); n != 1 {
-		t.Fatalf("%d records unfinished while the batch is in the destination's hands, want 1", n)
-	}
-	b.Done(true)
-	if n := s.Reader("d").Unfinished(); n != 0 {
-		t.Fatalf("%d records unfinished after delivery", n)
-	}
-	if h := f.HeldBytes(); h != 0 {
-		t.Fatalf("held %d bytes after delivery", h)
-	}
-	if n := dropped(t, "undeliverable") - droppedBefore; n != 0 {
-		t.Fatalf("%v records dropped while the destination was full", n)
-	}
-	// The next record comes alone: the delivered one is not offered again.
-	if _, err := s.Append(2, 1, rec(8, 100)); err != nil {
-		t.Fatal(err)
-	}
-	b = d.take(t, 1)[0]
-	if got := ids(b, 100); len(got) != 1 || got[0] != 8 {
-		t.Fatalf("next batch holds %v, want record 8 alone", got)
-	}
-	b.Done(true)
-	d.mu.Lock()
-	refusals := len(d.refused)
-	d.mu.Unlock()
-	t.Logf("offered %d times while full, then delivered once", refusals)
+		b.Done(true)
+		if n := s.Reader("d").Unfinished(); n != 0 {
+			t.Fatalf("%d records unfinished after delivery", n)
+		}
+		if h := f.HeldBytes(); h != 0 {
+			t.Fatalf("held %d bytes after delivery", h)
+		}
+		if n := dropped(t, "undeliverable") - droppedBefore; n != 0 {
+			t.Fatalf("%v records dropped while the destination was full", n)
+		}
+		// The next record comes alone: the delivered one is not offered again.
+		if _, err := s.Append(2, 1, rec(8, 100)); err != nil {
+			t.Fatal(err)
+		}
+		b = d.take(t, 1)[0]
+		if got := ids(b, 100); len(got) != 1 || got[0] != 8 {
+			t.Fatalf("next batch holds %v, want record 8 alone", got)
+		}
+		b.Done(true)
+		d.mu.Lock()
+		refusals := len(d.refused)
+		d.mu.Unlock()
+		t.Logf("offered %d times while full, then delivered once", refusals)
+	})
 }

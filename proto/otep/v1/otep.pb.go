@@ -248,9 +248,14 @@ func (x *LogExportRequest) GetResourceLogs() []*v12.ResourceLogs {
 
 // The answer to one request, matched to it by id.
 type ExportResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	ResultCode    ResultCode             `protobuf:"varint,2,opt,name=result_code,json=resultCode,proto3,enum=otlpgate.otep.v1.ResultCode" json:"result_code,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	ResultCode ResultCode             `protobuf:"varint,2,opt,name=result_code,json=resultCode,proto3,enum=otlpgate.otep.v1.ResultCode" json:"result_code,omitempty"`
+	// With FailedRetryable: the server asks the client to wait at least this many milliseconds
+	// before it sends the request again (a tenant over its rate, say); 0 leaves the wait to the
+	// client's backoff. An otlpgate extension of the proposal: servers and clients that do not
+	// know it skip it, as protobuf skips unknown fields.
+	RetryDelayMs  uint64 `protobuf:"varint,3,opt,name=retry_delay_ms,json=retryDelayMs,proto3" json:"retry_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +304,13 @@ func (x *ExportResponse) GetResultCode() ResultCode {
 	return ResultCode_Success
 }
 
+func (x *ExportResponse) GetRetryDelayMs() uint64 {
+	if x != nil {
+		return x.RetryDelayMs
+	}
+	return 0
+}
+
 var File_otep_v1_otep_proto protoreflect.FileDescriptor
 
 const file_otep_v1_otep_proto_rawDesc = "" +
@@ -312,11 +324,12 @@ const file_otep_v1_otep_proto_rawDesc = "" +
 	"\x0fresourceMetrics\x18\x02 \x03(\v2/.opentelemetry.proto.metrics.v1.ResourceMetricsR\x0fresourceMetrics\"q\n" +
 	"\x10LogExportRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12M\n" +
-	"\fresourceLogs\x18\x02 \x03(\v2).opentelemetry.proto.logs.v1.ResourceLogsR\fresourceLogs\"_\n" +
+	"\fresourceLogs\x18\x02 \x03(\v2).opentelemetry.proto.logs.v1.ResourceLogsR\fresourceLogs\"\x85\x01\n" +
 	"\x0eExportResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12=\n" +
 	"\vresult_code\x18\x02 \x01(\x0e2\x1c.otlpgate.otep.v1.ResultCodeR\n" +
-	"resultCode*G\n" +
+	"resultCode\x12$\n" +
+	"\x0eretry_delay_ms\x18\x03 \x01(\x04R\fretryDelayMs*G\n" +
 	"\n" +
 	"ResultCode\x12\v\n" +
 	"\aSuccess\x10\x00\x12\x17\n" +

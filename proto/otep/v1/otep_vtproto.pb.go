@@ -102,6 +102,7 @@ func (m *ExportResponse) CloneVT() *ExportResponse {
 	r := ExportResponseFromVTPool()
 	r.Id = m.Id
 	r.ResultCode = m.ResultCode
+	r.RetryDelayMs = m.RetryDelayMs
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -231,6 +232,9 @@ func (this *ExportResponse) EqualVT(that *ExportResponse) bool {
 		return false
 	}
 	if this.ResultCode != that.ResultCode {
+		return false
+	}
+	if this.RetryDelayMs != that.RetryDelayMs {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -423,6 +427,11 @@ func (m *ExportResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.RetryDelayMs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.RetryDelayMs))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.ResultCode != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ResultCode))
 		i--
@@ -602,6 +611,9 @@ func (m *ExportResponse) SizeVT() (n int) {
 	}
 	if m.ResultCode != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.ResultCode))
+	}
+	if m.RetryDelayMs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.RetryDelayMs))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1003,6 +1015,25 @@ func (m *ExportResponse) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ResultCode |= ResultCode(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RetryDelayMs", wireType)
+			}
+			m.RetryDelayMs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.RetryDelayMs |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

@@ -1,4 +1,4 @@
-package fastpath
+package admission
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func (i Intake) String() string {
 }
 
 // ErrIntakeBusy is what an intake reports when the Limiter refused it.
-var ErrIntakeBusy = errors.New("fastpath: intake limit reached")
+var ErrIntakeBusy = errors.New("admission: intake limit reached")
 
 // LimiterConfig bounds what the intakes hold before admission.
 //
@@ -93,37 +93,37 @@ func DefaultLimiterConfig() LimiterConfig {
 func (c LimiterConfig) Validate() error {
 	switch {
 	case c.MaxBytes < 1<<20:
-		return fmt.Errorf("fastpath: intake max bytes %d below 1MiB", c.MaxBytes)
+		return fmt.Errorf("admission: intake max bytes %d below 1MiB", c.MaxBytes)
 	case c.UnauthenticatedMaxBytes != 0 && c.UnauthenticatedMaxBytes < 1<<20:
-		return fmt.Errorf("fastpath: unauthenticated intake max bytes %d below 1MiB", c.UnauthenticatedMaxBytes)
+		return fmt.Errorf("admission: unauthenticated intake max bytes %d below 1MiB", c.UnauthenticatedMaxBytes)
 	case c.InflateMaxBytes != 0 && c.InflateMaxBytes < 1<<20:
-		return fmt.Errorf("fastpath: intake inflate bytes %d below 1MiB", c.InflateMaxBytes)
+		return fmt.Errorf("admission: intake inflate bytes %d below 1MiB", c.InflateMaxBytes)
 	case c.MaxConnBytes != 0 && (c.MaxConnBytes < 1<<20 || c.MaxConnBytes > c.MaxBytes):
-		return fmt.Errorf("fastpath: intake max conn bytes %d outside [1MiB, intake max bytes %d]", c.MaxConnBytes, c.MaxBytes)
+		return fmt.Errorf("admission: intake max conn bytes %d outside [1MiB, intake max bytes %d]", c.MaxConnBytes, c.MaxBytes)
 	case c.ProgressTimeout < 0:
-		return errors.New("fastpath: intake progress timeout must not be negative")
+		return errors.New("admission: intake progress timeout must not be negative")
 	case c.MaxDecodes < 0:
-		return errors.New("fastpath: intake max decodes must not be negative")
+		return errors.New("admission: intake max decodes must not be negative")
 	case c.Wait < 0:
-		return errors.New("fastpath: intake wait must not be negative")
+		return errors.New("admission: intake wait must not be negative")
 	}
 	return nil
 }
 
-// Refusal is why the Limiter refused, for the refusal counters.
-type Refusal uint8
+// refusal is why the Limiter refused, for the refusal counters.
+type refusal uint8
 
 const (
-	// RefusedBytes: the intake's budget (MaxBytes or UnauthenticatedMaxBytes) had no room.
-	RefusedBytes Refusal = iota
-	// RefusedDecodes: MaxDecodes decodes were running.
-	RefusedDecodes
-	// RefusedConnBytes: the connection held MaxConnBytes already.
-	RefusedConnBytes
-	// RefusedStalled: a connection holding bytes was ended for want of progress.
-	RefusedStalled
-	// RefusedInflate: InflateMaxBytes had no room for a gRPC message's decompressed bytes.
-	RefusedInflate
+	// refusedBytes: the intake's budget (MaxBytes or UnauthenticatedMaxBytes) had no room.
+	refusedBytes refusal = iota
+	// refusedDecodes: MaxDecodes decodes were running.
+	refusedDecodes
+	// refusedConnBytes: the connection held MaxConnBytes already.
+	refusedConnBytes
+	// refusedStalled: a connection holding bytes was ended for want of progress.
+	refusedStalled
+	// refusedInflate: InflateMaxBytes had no room for a gRPC message's decompressed bytes.
+	refusedInflate
 	numRefusals
 )
 
@@ -281,7 +281,7 @@ func (l *Limiter) AcquireBytes(in Intake, n int64, done <-chan struct{}) bool {
 	if l.take(in, n, l.wait, done) {
 		return true
 	}
-	intakeRefusedC[in][RefusedBytes].Inc()
+	intakeRefusedC[in][refusedBytes].Inc()
 	return false
 }
 
@@ -290,7 +290,7 @@ func (l *Limiter) TryAcquireBytes(in Intake, n int64) bool {
 	if l.take(in, n, 0, nil) {
 		return true
 	}
-	intakeRefusedC[in][RefusedBytes].Inc()
+	intakeRefusedC[in][refusedBytes].Inc()
 	return false
 }
 
@@ -337,7 +337,7 @@ func (l *Limiter) AcquireDecode(in Intake, done <-chan struct{}) bool {
 	if l.decodes.acquire(1, l.wait, done) {
 		return true
 	}
-	intakeRefusedC[in][RefusedDecodes].Inc()
+	intakeRefusedC[in][refusedDecodes].Inc()
 	return false
 }
 
@@ -355,7 +355,7 @@ func (l *Limiter) AcquireInflate(in Intake, n int64, wait time.Duration, done <-
 		l.noteTotal(n)
 		return true
 	}
-	intakeRefusedC[in][RefusedInflate].Inc()
+	intakeRefusedC[in][refusedInflate].Inc()
 	return false
 }
 
@@ -377,10 +377,4 @@ func (l *Limiter) MaxInflateBytes() int64 { return l.bytes[budgetInflate].max }
 
 // CountStalled counts a connection of in ended for want of progress while it held bytes.
 // Safe for concurrent use.
-func (l *Limiter) CountStalled(in Intake) { intakeRefusedC[in][RefusedStalled].Inc() }
-
-// IntakeRefusedCounter returns the counter of in's byte refusals, for tests of the intakes.
-func IntakeRefusedCounter(in Intake) prometheus.Counter { return intakeRefusedC[in][RefusedBytes] }
-
-// RefusedCounter returns the counter of in's refusals for r, for tests of the intakes.
-func RefusedCounter(in Intake, r Refusal) prometheus.Counter { return intakeRefusedC[in][r] }
+func (l *Limiter) CountStalled(in Intake) { intakeRefusedC[in][refusedStalled].Inc() }

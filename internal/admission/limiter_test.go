@@ -1,4 +1,4 @@
-package fastpath
+package admission
 
 import (
 	"sync"
@@ -36,7 +36,7 @@ func untilWaiters(t *testing.T, g *gate, n int) {
 
 func TestLimiterRefusesWithoutWait(t *testing.T) {
 	l := newTestLimiter(t, 1<<20, 2, 0)
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeUDS][RefusedBytes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeUDS][refusedBytes])
 	if !l.TryAcquireBytes(IntakeUDS, 700<<10) {
 		t.Fatal("first 700KiB refused")
 	}
@@ -52,7 +52,7 @@ func TestLimiterRefusesWithoutWait(t *testing.T) {
 	if l.TryAcquireBytes(IntakeUDS, 1) {
 		t.Fatal("one byte granted past the limit")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeUDS][RefusedBytes]) - refused; got != 2 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeUDS][refusedBytes]) - refused; got != 2 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=uds,resource=bytes} grew by %v, want 2", got)
 	}
 	l.ReleaseBytes(IntakeUDS, 700<<10)
@@ -68,9 +68,11 @@ func TestLimiterRefusesWithoutWait(t *testing.T) {
 
 func TestLimiterDecodes(t *testing.T) {
 	l := newTestLimiter(t, 1<<20, 2, 0)
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedDecodes])
-	if !l.AcquireDecode(IntakeKafka, nil) || !l.AcquireDecode(IntakeKafka, nil) {
-		t.Fatal("two decodes refused with MaxDecodes 2")
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][refusedDecodes])
+	for i := range 2 {
+		if !l.AcquireDecode(IntakeKafka, nil) {
+			t.Fatalf("decode %d refused with MaxDecodes 2", i+1)
+		}
 	}
 	if l.AcquireDecode(IntakeKafka, nil) {
 		t.Fatal("a third decode granted with MaxDecodes 2")
@@ -84,7 +86,7 @@ func TestLimiterDecodes(t *testing.T) {
 	}
 	l.ReleaseDecode()
 	l.ReleaseDecode()
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedDecodes]) - refused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][refusedDecodes]) - refused; got != 1 {
 		t.Fatalf("otlpgate_intake_refused_total{intake=kafka,resource=decodes} grew by %v, want 1", got)
 	}
 	if d := NewLimiter(DefaultLimiterConfig()).decodes.max; d < 2 || d%2 != 0 {
@@ -137,7 +139,7 @@ func TestLimiterWaitEnds(t *testing.T) {
 	if !l.AcquireBytes(IntakeGRPC, 1<<20, nil) {
 		t.Fatal("first acquire refused")
 	}
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedBytes])
 	// The bounded wait passes.
 	if l.AcquireBytes(IntakeGRPC, 1, nil) {
 		t.Fatal("granted while the budget was held")
@@ -153,7 +155,7 @@ func TestLimiterWaitEnds(t *testing.T) {
 	if n := l.bytes[budgetShared].waiters() + l2.bytes[budgetShared].waiters(); n != 0 {
 		t.Fatalf("%d waiters left queued after giving up", n)
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes]) - refused; got != 2 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedBytes]) - refused; got != 2 {
 		t.Fatalf("refusals grew by %v, want 2", got)
 	}
 	l.ReleaseBytes(IntakeGRPC, 1<<20)
@@ -256,14 +258,14 @@ func BenchmarkLimiterAcquireRelease(b *testing.B) {
 // filling it to the last byte leaves the gRPC and OTLP/HTTP budget whole, and the reverse.
 func TestLimiterUnauthenticatedBudgetApart(t *testing.T) {
 	l := NewLimiter(LimiterConfig{MaxBytes: 4 << 20, UnauthenticatedMaxBytes: 1 << 20, Wait: time.Millisecond})
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedBytes])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeKafka][refusedBytes])
 	if !l.TryAcquireBytes(IntakeKafka, 512<<10) || !l.TryAcquireBytes(IntakeUDS, 512<<10) {
 		t.Fatal("the unauthenticated budget refused its own size")
 	}
 	if l.AcquireBytes(IntakeKafka, 1, nil) {
 		t.Fatal("a Kafka byte granted past -intake.unauthenticated.max-bytes")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][RefusedBytes]) - refused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeKafka][refusedBytes]) - refused; got != 1 {
 		t.Fatalf("kafka byte refusals grew by %v, want 1", got)
 	}
 	// The other budget is untouched: the whole of it is granted.
@@ -316,14 +318,14 @@ func TestLimiterInflateBudgetApart(t *testing.T) {
 	if !l.AcquireBytes(IntakeGRPC, 4<<20, nil) {
 		t.Fatal("cannot take the shared budget")
 	}
-	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedInflate])
+	refused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedInflate])
 	if !l.AcquireInflate(IntakeGRPC, 2<<20, time.Millisecond, nil) {
 		t.Fatal("inflate refused while only the shared budget was full")
 	}
 	if l.AcquireInflate(IntakeGRPC, 1, time.Millisecond, nil) {
 		t.Fatal("inflate granted past -intake.inflate-bytes")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedInflate]) - refused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedInflate]) - refused; got != 1 {
 		t.Fatalf("inflate_bytes refusals grew by %v, want 1", got)
 	}
 	if l.Bytes() != 6<<20 || l.InflateBytes() != 2<<20 || l.HighWaterBytes() != 6<<20 {

@@ -1,4 +1,4 @@
-package fastpath
+package admission
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package fastpath
+package admission
 
 import (
 	"sync"
@@ -59,7 +59,7 @@ func (a *Account) Acquire(n int64, done <-chan struct{}) (tick uint64, ok bool) 
 	// The connection's own share first: a connection at its cap waits there, behind its own
 	// requests, without holding anything of the budget the other connections share.
 	if !a.own.acquire(n, l.wait, done) {
-		intakeRefusedC[a.in][RefusedConnBytes].Inc()
+		intakeRefusedC[a.in][refusedConnBytes].Inc()
 		return 0, false
 	}
 	var rest time.Duration
@@ -68,7 +68,7 @@ func (a *Account) Acquire(n int64, done <-chan struct{}) (tick uint64, ok bool) 
 	}
 	if !l.take(a.in, n, rest, done) {
 		a.own.release(n)
-		intakeRefusedC[a.in][RefusedBytes].Inc()
+		intakeRefusedC[a.in][refusedBytes].Inc()
 		return 0, false
 	}
 	a.mu.Lock()

@@ -1,4 +1,4 @@
-package fastpath
+package admission
 
 import (
 	"testing"
@@ -26,8 +26,8 @@ func TestAccountCapsOneConnection(t *testing.T) {
 	l := newTestLimiter(t, 8<<20, 1, 20*time.Millisecond)
 	l.maxConn = 3 << 20
 	a, b, c := l.NewAccount(IntakeGRPC), l.NewAccount(IntakeGRPC), l.NewAccount(IntakeGRPC)
-	connRefused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedConnBytes])
-	bytesRefused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes])
+	connRefused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedConnBytes])
+	bytesRefused := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedBytes])
 	var ticks []uint64
 	for range 3 {
 		ticks = append(ticks, acquire(t, a, 1<<20))
@@ -35,7 +35,7 @@ func TestAccountCapsOneConnection(t *testing.T) {
 	if _, ok := a.Acquire(1, nil); ok {
 		t.Fatal("a byte granted past the connection's cap")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedConnBytes]) - connRefused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedConnBytes]) - connRefused; got != 1 {
 		t.Fatalf("conn_bytes refusals grew by %v, want 1", got)
 	}
 	if a.Held() != 3<<20 || l.Bytes() != 3<<20 {
@@ -47,7 +47,7 @@ func TestAccountCapsOneConnection(t *testing.T) {
 	if _, ok := c.Acquire(1<<20, nil); ok {
 		t.Fatal("granted past the shared budget")
 	}
-	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][RefusedBytes]) - bytesRefused; got != 1 {
+	if got := testutil.ToFloat64(intakeRefusedC[IntakeGRPC][refusedBytes]) - bytesRefused; got != 1 {
 		t.Fatalf("bytes refusals grew by %v, want 1", got)
 	}
 	if c.Held() != 2<<20 {

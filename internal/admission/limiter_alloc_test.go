@@ -1,6 +1,6 @@
 //go:build !race
 
-package fastpath
+package admission
 
 import (
 	"testing"

@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+)
+
+// AnchorConfig is an `otlpbench anchor` run: the measurement that places otlpgate against the
+// physical floor and against its peers. Each proxy in turn runs pinned to one processor with
+// GOMAXPROCS=1 while the load and the sink run on the others; an open loop sends semconv
+// batches at a fixed rate through it to a gRPC sink (OTLP/gRPC unary v1 out, both hops in the
+// same compression), and what the proxy process spent (user plus system time, from the
+// kernel's CPU clock of the process: ProcCPU) is divided by the spans it delivered. The floor
+// is a TCP relay (Relay) in the same run: what moving those bytes through a process costs the
+// kernel alone.
+type AnchorConfig struct {
+	Gate     string   // otlpgate binary
+	GateArgs []string // extra otlpgate flags
+	// Top also measures otlpgate at -grpc.scan-depth=top (which sets both network intakes'
+	// depth), beside its default full depth.
+	Top bool
+	// Bench is the otlpbench binary, run as `otlpbench relay` for the floor.
+	Bench string
+	// Peer is the Collector built by `make peer-otelcol`, "" for none. It gets PEER_LISTEN,
+	// PEER_HTTP_LISTEN, PEER_TARGET and PEER_COMPRESSION in its environment.
+	Peer     string
+	PeerArgs []string
+	Shape    otlpgen.Shape
+	// Intakes are "grpc" (OTLP/gRPC unary v1) and "http" (OTLP/HTTP protobuf); Compressions
+	// "none", "gzip" and "zstd", used by the load and by the proxy towards the sink alike.
+	Intakes, Compressions []string
+	Rate                  float64       // batches per second
+	Duration, Warmup      time.Duration // measured and unmeasured sending per cell
+	MaxInFlight           int           // unanswered requests before the open loop waits
+	Rounds                int           // times the whole matrix runs; each cell reports the median
+	// ProxyCPUs are the processors the proxy is pinned to; nil runs it unpinned.
+	ProxyCPUs []int
+	Dir       string // where the children's logs go
+}
+
+// AnchorCell is one proxy's measurement in one intake and compression, the median round's.
+type AnchorCell struct {
+	Target, Intake, Compression string
+	Spans                       int64         // spans the sink received in the measured phase
+	CPU                         time.Duration // the proxy's user+system time in that phase
+	Sent, Failed, Late          int
+	Err                         string // why the cell has no figure
+	rounds                      []float64
+}
+
+// CPUPerSpan is the proxy's CPU time per delivered span, in microseconds; 0 when unknown.
+func (c AnchorCell) CPUPerSpan() float64 {
+	if c.Spans == 0 || c.CPU <= 0 {
+		return 0
+	}
+	return float64(c.CPU) / 1e3 / float64(c.Spans)
+}
+
+// AnchorResult is a whole run.
+type AnchorResult struct {
+	Config    AnchorConfig
+	SpanBytes int            // bytes per span of an uncompressed request body
+	Wire      map[string]int // bytes of a request body on the wire, by compression
+	Pinned    string         // the processors the kernel held the proxies to, from /proc
+	Targets   []string
+	Cells     []AnchorCell
+}
+
+// Cell returns the cell of target, intake and compression, or nil.
+func (r *AnchorResult) Cell(target, intake, compression string) *AnchorCell {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Target == target && c.Intake == intake && c.Compression == compression {
+			return c
+		}
+	}
+	return nil
+}
+
+// The anchor's targets: the floor first, so that every ratio has its denominator.
+const (
+	AnchorRelay = "tcp-relay"
+	AnchorGate  = "otlpgate"
+	AnchorTop   = "otlpgate-top"
+)
+
+// RunAnchor runs the matrix: per round, compression and intake, each target in turn, so that
+// the cells compared with one another are measured minutes apart at most.
+func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*AnchorResult, error) {
+	sink, err := StartSink("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+	hsink, err := sink.StartHTTP("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer hsink.Close()
+
+	res := &AnchorResult{Config: cfg, Wire: map[string]int{}}
+	res.Targets = []string{AnchorRelay, AnchorGate}
+	if cfg.Top {
+		res.Targets = append(res.Targets, AnchorTop)
+	}
+	if cfg.Peer != "" {
+		res.Targets = append(res.Targets, filepath.Base(cfg.Peer))
+	}
+	bodies := map[string]*anchorBodies{}
+	for _, comp := range cfg.Compressions {
+		b, size, err := buildBodies(ctx, cfg.Shape, 8, comp, sink.Addr())
+		if err != nil {
+			return nil, err
+		}
+		bodies[comp] = b
+		res.Wire[comp] = b.wire
+		res.SpanBytes = size / cfg.Shape.Spans
+	}
+	for _, comp := range cfg.Compressions {
+		for _, intake := range cfg.Intakes {
+			for _, target := range res.Targets {
+				res.Cells = append(res.Cells, AnchorCell{Target: target, Intake: intake, Compression: comp})
+			}
+		}
+	}
+	for round := range max(cfg.Rounds, 1) {
+		for i := range res.Cells {
+			c := &res.Cells[i]
+			m, err := runAnchorCell(ctx, cfg, c.Target, c.Intake, bodies[c.Compression], sink, hsink, res, progress)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			if err != nil {
+				c.Err = err.Error()
+				fmt.Fprintf(progress, "round %d %s %s/%s: %v\n", round+1, c.Target, c.Intake, c.Compression, err)
+				continue
+			}
+			fmt.Fprintf(progress, "round %d %s %s/%s: %d spans, %v CPU, %.3f µs/span, %d failed, %d late\n",
+				round+1, c.Target, c.Intake, c.Compression, m.Spans, m.CPU, m.CPUPerSpan(), m.Failed, m.Late)
+			c.rounds = append(c.rounds, m.CPUPerSpan())
+			// The cell keeps the measurement nearest the median so far: the table's figure is
+			// one real run, with its own counts.
+			if med := median(c.rounds); c.Spans == 0 || abs(m.CPUPerSpan()-med) < abs(c.CPUPerSpan()-med) {
+				c.Spans, c.CPU, c.Sent, c.Failed, c.Late = m.Spans, m.CPU, m.Sent, m.Failed, m.Late
+			}
+		}
+	}
+	return res, nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func abs(x float64) float64 { return max(x, -x) }
+
+// runAnchorCell starts target, warms it up, measures it and stops it.
+func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string, bodies *anchorBodies,
+	sink *Sink, hsink *HTTPSink, res *AnchorResult, progress io.Writer) (AnchorCell, error) {
+	m := AnchorCell{Target: target, Intake: intake, Compression: bodies.compression}
+	grpcListen, _ := FreeAddr()
+	httpListen, _ := FreeAddr()
+	env := []string{"GOMAXPROCS=1"}
+	var bin string
+	var args []string
+	listen := grpcListen
+	if intake == "http" {
+		listen = httpListen
+	}
+	switch target {
+	case AnchorRelay:
+		// The relay moves the load's bytes as they are, so on the HTTP intake it goes to the
+		// sink's OTLP/HTTP side.
+		to := sink.Addr()
+		if intake == "http" {
+			to = hsink.Addr()
+		}
+		bin, args = cfg.Bench, []string{"relay", "-listen", listen, "-target", to}
+	case AnchorGate, AnchorTop:
+		admin, _ := FreeAddr()
+		pprofAddr, _ := FreeAddr()
+		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
+		if bodies.compression != "none" {
+			dest += ",compression=" + bodies.compression
+		}
+		bin = cfg.Gate
+		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
+			"-pprof.listen", pprofAddr, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
+		if target == AnchorTop {
+			args = append(args, "-grpc.scan-depth=top")
+		}
+	default:
+		bin, args = cfg.Peer, cfg.PeerArgs
+		env = append(env, "PEER_LISTEN="+grpcListen, "PEER_HTTP_LISTEN="+httpListen, "PEER_TARGET="+sink.Addr(),
+			"PEER_COMPRESSION="+bodies.compression)
+	}
+	logPath := filepath.Join(cfg.Dir, fmt.Sprintf("anchor-%s-%s-%s.log", target, intake, bodies.compression))
+	var proc *Proc
+	var err error
+	if cfg.ProxyCPUs != nil {
+		proc, err = StartPinnedProc(target, bin, args, env, logPath, cfg.ProxyCPUs)
+	} else {
+		proc, err = StartProc(target, bin, args, env, logPath)
+	}
+	if err != nil {
+		return m, err
+	}
+	defer proc.Stop()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = WaitListening(wctx, listen)
+	cancel()
+	if err != nil {
+		return m, fmt.Errorf("%w (log: %s)", err, logPath)
+	}
+	if cpus, err := ProcCPUs(proc.Pid()); err == nil {
+		if res.Pinned == "" {
+			res.Pinned = cpus
+		} else if cpus != res.Pinned {
+			fmt.Fprintf(progress, "%s runs on CPUs %s, the proxies before it on %s\n", target, cpus, res.Pinned)
+		}
+	}
+
+	spans := int64(cfg.Shape.Spans)
+	warm := max(int(cfg.Warmup.Seconds()*cfg.Rate), 1)
+	wr, err := runOpenLoad(ctx, listen, intake, bodies, warm, cfg.Rate, cfg.MaxInFlight)
+	if err != nil {
+		return m, err
+	}
+	if wr.Failed > 0 {
+		return m, fmt.Errorf("warm-up: %d of %d requests failed: %v", wr.Failed, wr.Sent, wr.FirstErr)
+	}
+	if err := waitSpans(ctx, sink, int64(wr.Acked)*spans); err != nil {
+		return m, fmt.Errorf("warm-up: %w", err)
+	}
+	sink.Reset()
+
+	n := max(int(cfg.Duration.Seconds()*cfg.Rate), 1)
+	cpu0, err := ProcCPU(proc.Pid())
+	if err != nil {
+		return m, err
+	}
+	lr, err := runOpenLoad(ctx, listen, intake, bodies, n, cfg.Rate, cfg.MaxInFlight)
+	if err != nil {
+		return m, err
+	}
+	// The proxy's work on the measured requests ends when the sink has their last span.
+	if err := waitSpans(ctx, sink, int64(lr.Acked)*spans); err != nil {
+		return m, err
+	}
+	cpu1, err := ProcCPU(proc.Pid())
+	if err != nil {
+		return m, err
+	}
+	_, got, bad := sink.Counts()
+	m.Spans, m.CPU = got, cpu1-cpu0
+	m.Sent, m.Failed, m.Late = lr.Sent, lr.Failed, lr.Late
+	sink.Reset()
+	if bad > 0 {
+		return m, fmt.Errorf("the sink could not read %d requests", bad)
+	}
+	if lr.Failed > 0 {
+		fmt.Fprintf(progress, "%s %s/%s: %d of %d requests failed: %v\n", target, intake, bodies.compression, lr.Failed, lr.Sent, lr.FirstErr)
+	}
+	return m, nil
+}
+
+// waitSpans waits until the sink has received want spans, for at most 60 s.
+func waitSpans(ctx context.Context, s *Sink, want int64) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, got, _ := s.Counts()
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sink received %d spans of %d", got, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// WriteAnchor prints the run as a Markdown table: CPU-µs per span of each proxy in each
+// intake and compression, with its ratio to the relay floor of the same column.
+func WriteAnchor(w io.Writer, r *AnchorResult) {
+	cfg := r.Config
+	pinned := "unpinned"
+	if cfg.ProxyCPUs != nil {
+		pinned = "pinned to CPU " + r.Pinned + " with GOMAXPROCS=1"
+	}
+	fmt.Fprintf(w, "anchor: %d-span batches of %d B per span, %.0f batches/s open loop, %v measured per cell after %v warm-up, median of %d round(s); each proxy %s, load and sink on the other CPUs\n",
+		cfg.Shape.Spans, r.SpanBytes, cfg.Rate, cfg.Duration, cfg.Warmup, max(cfg.Rounds, 1), pinned)
+	var sizes []string
+	for _, c := range cfg.Compressions {
+		sizes = append(sizes, fmt.Sprintf("%s %d KiB", c, r.Wire[c]>>10))
+	}
+	fmt.Fprintf(w, "request body on the wire: %s\n\n", strings.Join(sizes, ", "))
+	fmt.Fprintf(w, "| CPU-µs per span (x relay) |")
+	for _, comp := range cfg.Compressions {
+		for _, in := range cfg.Intakes {
+			fmt.Fprintf(w, " %s %s |", map[string]string{"grpc": "OTLP/gRPC", "http": "OTLP/HTTP"}[in], comp)
+		}
+	}
+	fmt.Fprintf(w, "\n| --- |%s\n", strings.Repeat(" --- |", len(cfg.Compressions)*len(cfg.Intakes)))
+	for _, t := range r.Targets {
+		fmt.Fprintf(w, "| %s |", t)
+		for _, comp := range cfg.Compressions {
+			for _, in := range cfg.Intakes {
+				c, floor := r.Cell(t, in, comp), r.Cell(AnchorRelay, in, comp)
+				switch {
+				case c == nil || c.CPUPerSpan() == 0:
+					fmt.Fprintf(w, " - |")
+				case t == AnchorRelay || floor == nil || floor.CPUPerSpan() == 0:
+					fmt.Fprintf(w, " %.2f |", c.CPUPerSpan())
+				default:
+					fmt.Fprintf(w, " %.2f (%.1fx) |", c.CPUPerSpan(), c.CPUPerSpan()/floor.CPUPerSpan())
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, c := range r.Cells {
+		if c.Err != "" {
+			fmt.Fprintf(w, "\n%s %s/%s: %s", c.Target, c.Intake, c.Compression, c.Err)
+		}
+		if c.Failed > 0 || c.Late > 0 {
+			fmt.Fprintf(w, "\n%s %s/%s: %d of %d requests failed, %d sent late (the run fell behind the rate: the proxy, or the load and sink on their CPUs)", c.Target, c.Intake, c.Compression, c.Failed, c.Sent, c.Late)
+		}
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A short anchor run through the command, against a real otlpgate binary and the relay (this
+// test binary, as `relay`): every cell delivers every span it sent and has a CPU figure, each
+// otlpgate figure has its ratio to the relay of the same column, and a Collector that is not
+// built is left out with a message.
+func TestAnchorCommand(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "otlpgate")
+	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	err := anchorCommand([]string{"-gate", gate, "-peer", filepath.Join(dir, "no-collector"), "-top=false",
+		"-compression", "none,zstd", "-rate", "20", "-duration", "300ms", "-warmup", "100ms", "-logs", dir}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no Collector column: "+filepath.Join(dir, "no-collector")+" is not built") {
+		t.Errorf("no message about the missing Collector:\n%s", stderr.String())
+	}
+	// Each cell's progress line: 6 batches of 1000 spans delivered, none failed.
+	cells := regexp.MustCompile(`round 1 (\S+) (grpc|http)/(none|zstd): (\d+) spans, \S+ CPU, ([0-9.]+) µs/span, (\d+) failed`).FindAllStringSubmatch(stderr.String(), -1)
+	if len(cells) != 8 {
+		t.Fatalf("%d cells measured, want 8 (2 targets, 2 intakes, 2 compressions):\n%s", len(cells), stderr.String())
+	}
+	for _, c := range cells {
+		if c[4] != "6000" || c[5] == "0.000" || c[6] != "0" {
+			t.Errorf("%s %s/%s: %s spans, %s µs/span, %s failed; want 6000, a figure, 0", c[1], c[2], c[3], c[4], c[5], c[6])
+		}
+	}
+	table := stdout.String()
+	for _, row := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^\| CPU-µs per span \(x relay\) \| OTLP/gRPC none \| OTLP/HTTP none \| OTLP/gRPC zstd \| OTLP/HTTP zstd \|$`),
+		regexp.MustCompile(`(?m)^\| tcp-relay( \| [0-9.]+){4} \|$`),
+		regexp.MustCompile(`(?m)^\| otlpgate( \| [0-9.]+ \([0-9.]+x\)){4} \|$`),
+	} {
+		if !row.MatchString(table) {
+			t.Errorf("no line matches %s in\n%s", row, table)
+		}
+	}
+	if strings.Contains(table, "otelcol") || strings.Contains(table, "no-collector") {
+		t.Errorf("a column for the missing Collector:\n%s", table)
+	}
+}
+
+// A compression or intake the load cannot send is refused before anything starts.
+func TestAnchorRefusesUnknown(t *testing.T) {
+	for _, args := range [][]string{{"-compression", "lz4"}, {"-intakes", "udp"}} {
+		var out bytes.Buffer
+		if err := anchorCommand(append(args, "-gate", "/nonexistent"), &out, &out); err == nil || !strings.Contains(err.Error(), "unknown") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

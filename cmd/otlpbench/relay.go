@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/otlpgate/otlpgate/bench"
+)
+
+func cmdRelay(args []string) error {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:4327", "address to accept connections on")
+	target := fs.String("target", "127.0.0.1:4319", "address each connection is relayed to")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r, err := bench.StartRelay(*listen, *target)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	r.Close()
+	return nil
+}

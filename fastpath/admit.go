@@ -1,0 +1,189 @@
+package fastpath
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// Admitter takes requests from the intakes that answer each request on its own (gRPC and
+// OTLP/HTTP): a Pipeline, or with a spool the spool's admission (spool/feed). The intakes that
+// only hand data on (UDS, Kafka) take a Consumer.
+type Admitter interface {
+	// Admit admits req, a request in layout (an OTEP request is re-tagged to v1 on the way
+	// in) carrying items items. With AckUpstream it returns the batch holding the request,
+	// with a reference for the caller, who waits on it and then calls Unref; otherwise nil.
+	// It fails with ErrFull (no room now), ErrTooLarge, ErrClosed or a scan error. req is
+	// only read during the call. Safe for concurrent use.
+	Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error)
+	// AdmitTenant is Admit for tenant t, from Config.Tenants (-intake.headers; nil: the
+	// default tenant): the request goes only to the destinations that take t, in batches of
+	// t's requests alone. Safe for concurrent use.
+	AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error)
+	// Ack is when the intakes may answer a request: AckUpstream when Admit returns a batch
+	// to wait on. Safe for concurrent use.
+	Ack() AckMode
+	// RetryDelay is how long a client refused for want of room should wait before it tries
+	// again. Safe for concurrent use.
+	RetryDelay() time.Duration
+}
+
+// Refusal is why admission refused a request, the reason label of
+// otlpgate_fastpath_refused_items_total.
+type Refusal uint8
+
+const (
+	RefusedQueueFull Refusal = iota // -queue.max-bytes reached
+	RefusedTooLarge                 // one request exceeds -queue.max-bytes
+	RefusedSpoolFull                // -spool.max-bytes reached (spool/feed)
+	RefusedSpoolIO                  // the spool could not write (spool/feed)
+	numRefusals
+)
+
+var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io"}
+
+var (
+	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_admitted_items_total",
+		Help: "Spans, data points and log records admitted into the pipeline.",
+	}, []string{"signal"})
+	admittedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_admitted_bytes_total",
+		Help: "Request bytes admitted into the pipeline.",
+	}, []string{"signal"})
+	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_refused_items_total",
+		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write).",
+	}, []string{"signal", "reason"})
+	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_fields_total",
+		Help: "Top-level fields of admitted requests other than the resource entries (and the OTEP id), left out of the batch: they mean nothing once requests are concatenated.",
+	}, []string{"signal"})
+	strippedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_stripped_bytes_total",
+		Help: "Bytes of the top-level fields counted in otlpgate_fastpath_stripped_fields_total.",
+	}, []string{"signal"})
+
+	// The label children, resolved once so that admission never formats a label.
+	admittedItemsC, admittedBytesC  = bySignal(admittedItems), bySignal(admittedBytes)
+	strippedFieldsC, strippedBytesC = bySignal(strippedFields), bySignal(strippedBytes)
+	refusedItemsC                   = func() (c [NumSignals][numRefusals]prometheus.Counter) {
+		for s := range NumSignals {
+			for r := range numRefusals {
+				c[s][r] = refusedItems.WithLabelValues(s.String(), refusalNames[r])
+			}
+		}
+		return c
+	}()
+)
+
+func bySignal(v *prometheus.CounterVec) (c [NumSignals]prometheus.Counter) {
+	for s := range NumSignals {
+		c[s] = v.WithLabelValues(s.String())
+	}
+	return c
+}
+
+var errBadSignal = errors.New("fastpath: unknown signal")
+
+// Prepared is a request made ready for admission by Prepare: checked against the queue's
+// bound and run through the processing steps (Config.Processor). Pipeline and the spool's
+// admission (spool/feed) both start with it, so that they check, process and count a request
+// alike; each then holds Req its own way and reports the outcome with Admitted or Refused.
+// Call Release once Req is no longer read.
+type Prepared struct {
+	Sig    Signal
+	Req    []byte // the request to admit: as received, or the processed v1 body
+	Items  int
+	Layout Layout
+	Tenant *Tenant // nil without tenants (Config.Tenants)
+
+	dropped bool     // the steps removed every entry
+	st      Stripped // what the processing stripped, counted once the request is admitted
+	proc    Processor
+	tally   Tally
+	buf     *[]byte // the processed body, pooled; nil without a processor
+}
+
+// Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant
+// some destination takes (else ErrNoRoute: the default tenant of the UDS and Kafka intakes,
+// which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
+// QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, whose
+// errors refuse it whole. A request the steps leave without entries is Dropped: the client
+// is answered as admitted, and the steps' tally is committed now. Safe for concurrent use;
+// req is only read until Release.
+func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
+	if sig >= NumSignals {
+		return Prepared{}, errBadSignal
+	}
+	if t == nil && cfg.Tenants != nil {
+		t = cfg.Tenants.def
+	}
+	if t != nil && !t.routed {
+		// The intakes that read headers refuse such a tenant in Lookup already.
+		tenantRefusedNoRoute.Inc()
+		return Prepared{}, ErrNoRoute
+	}
+	if int64(len(req)) > cfg.QueueMaxBytes {
+		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
+		return Prepared{}, ErrTooLarge
+	}
+	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
+	proc := cfg.Processor
+	if proc == nil {
+		return r, nil
+	}
+	buf, left, st, tally, err := processEntries(proc, sig, req, items, layout)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if len(*buf) == 0 {
+		// Every entry was dropped or sampled out: nothing is admitted, and the client is
+		// answered Success.
+		pool.PutBytes(buf)
+		proc.Commit(int(sig), tally)
+		return Prepared{Sig: sig, Tenant: t, dropped: true}, nil
+	}
+	r.Req, r.Items, r.Layout, r.st = *buf, left, LayoutV1, st
+	r.proc, r.tally, r.buf = proc, tally, buf
+	return r, nil
+}
+
+// Dropped reports that the processing steps removed every entry: there is nothing to admit,
+// and the request is answered as admitted.
+func (r *Prepared) Dropped() bool { return r.dropped }
+
+// Admitted counts the request as admitted, with st the top-level fields stripped on its way
+// in (AppendEntries), and commits what the processing steps did: a request refused and sent
+// again is counted once, when it gets in.
+func (r *Prepared) Admitted(st Stripped) {
+	admittedItemsC[r.Sig].Add(float64(r.Items))
+	admittedBytesC[r.Sig].Add(float64(len(r.Req)))
+	r.Tenant.countAdmitted(r.Items, len(r.Req))
+	if st.Fields += r.st.Fields; st.Fields > 0 {
+		st.Bytes += r.st.Bytes
+		strippedFieldsC[r.Sig].Add(float64(st.Fields))
+		strippedBytesC[r.Sig].Add(float64(st.Bytes))
+	}
+	if r.proc != nil {
+		r.proc.Commit(int(r.Sig), r.tally)
+	}
+}
+
+// Refused counts the request's items as refused for reason.
+func (r *Prepared) Refused(reason Refusal) {
+	refusedItemsC[r.Sig][reason].Add(float64(r.Items))
+}
+
+// Release returns the processed body to the pool; Req must not be read after it. Calling it
+// again does nothing.
+func (r *Prepared) Release() {
+	if r.buf != nil {
+		pool.PutBytes(r.buf)
+		r.buf, r.Req = nil, nil
+	}
+}

@@ -1,0 +1,94 @@
+package fastpath
+
+// openSet is the open batches of one signal: one per tenant, since a batch never mixes
+// tenants (-intake.headers). Without tenants, and for the default tenant, it is the one field
+// def, as it was before tenants existed; the others' batches sit in a dense list found through
+// a table indexed by tenant id, so that finding a known tenant's batch costs an index and no
+// allocation. Guarded by the signal's lock.
+//
+// Invariants:
+//  1. other holds no nil and no two batches of one tenant; slot[id] is 1 + the index in other
+//     of the batch of tenant id, 0 when it has none.
+//  2. def's tenant is nil or has id 0; every batch in other has a tenant with id > 0.
+type openSet struct {
+	def   *Batch
+	other []*Batch
+	slot  []int32
+}
+
+func isDefault(t *Tenant) bool { return t == nil || t.id == 0 }
+
+// get returns t's open batch, or nil.
+func (o *openSet) get(t *Tenant) *Batch {
+	if isDefault(t) {
+		return o.def
+	}
+	if int(t.id) < len(o.slot) {
+		if i := o.slot[t.id]; i > 0 {
+			return o.other[i-1]
+		}
+	}
+	return nil
+}
+
+// put makes b the open batch of its tenant, which has none.
+func (o *openSet) put(b *Batch) {
+	t := b.Tenant
+	if isDefault(t) {
+		o.def = b
+		return
+	}
+	if int(t.id) >= len(o.slot) {
+		// Grows once per new tenant id at most: a tenant seen before finds its slot.
+		o.slot = append(o.slot, make([]int32, int(t.id)+1-len(o.slot))...)
+	}
+	o.other = append(o.other, b)
+	o.slot[t.id] = int32(len(o.other))
+}
+
+// remove takes b, an open batch, out of the set.
+func (o *openSet) remove(b *Batch) {
+	t := b.Tenant
+	if isDefault(t) {
+		o.def = nil
+		return
+	}
+	i := o.slot[t.id] - 1
+	last := len(o.other) - 1
+	if i != int32(last) {
+		moved := o.other[last]
+		o.other[i] = moved
+		o.slot[moved.Tenant.id] = i + 1
+	}
+	o.other[last] = nil
+	o.other = o.other[:last]
+	o.slot[t.id] = 0
+}
+
+// empty reports whether no batch is open.
+func (o *openSet) empty() bool { return o.def == nil && len(o.other) == 0 }
+
+// len is the number of open batches.
+func (o *openSet) len() int {
+	n := len(o.other)
+	if o.def != nil {
+		n++
+	}
+	return n
+}
+
+// takeBornBy removes and returns an open batch born at or before cutoff (unix nanoseconds),
+// or nil when there is none.
+func (o *openSet) takeBornBy(cutoff int64) *Batch {
+	if b := o.def; b != nil && b.born <= cutoff {
+		o.def = nil
+		return b
+	}
+	for i := len(o.other) - 1; i >= 0; i-- {
+		if b := o.other[i]; b.born <= cutoff {
+			o.remove(b)
+			return b
+		}
+	}
+	return nil
+}

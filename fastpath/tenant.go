@@ -1,0 +1,528 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Tenants (-intake.headers) are the values of a few named request headers, such as
+// X-Scope-OrgID, that travel with each request from the gRPC and HTTP intakes through admission
+// and the spool to the destinations. A tuple of values is interned once in a Tenants table and
+// is a *Tenant from then on: a batch holds requests of one tenant only, a destination takes the
+// batches of the tenants its match-header selects, and it sends the values of its
+// forward-headers with each batch.
+//
+// The table is bounded (-intake.max-tenants): a tuple past the bound is refused, so that a
+// client cycling through header values cannot grow the process's memory, its open batches or
+// its metric series. Entries live as long as the process: a restart forgets them.
+
+// Limits of a tenant tuple. Values are printable ASCII (0x20-0x7e) of at most MaxTenantValue
+// bytes: they are forwarded as HTTP headers and gRPC metadata and become metric labels, and a
+// value that could not be all three is refused where it arrives.
+const (
+	MaxTenantHeaders = 8
+	MaxTenantValue   = 255
+	maxTenantKey     = MaxTenantHeaders * (1 + MaxTenantValue)
+	// maxTenants caps -intake.max-tenants itself.
+	maxTenants = 1 << 20
+)
+
+// Errors of Tenants.Lookup, refused at the intakes. Neither is worth retrying soon: the bound
+// is reached until the process restarts, and a bad value stays bad.
+var (
+	ErrTooManyTenants = errors.New("fastpath: too many distinct tenant header values (-intake.max-tenants reached)")
+	ErrTenantValue    = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
+	// ErrNoRoute refuses a request whose tenant no destination takes (every destination has a
+	// match-header, and none names the tenant's value).
+	ErrNoRoute = errors.New("fastpath: no destination takes this tenant's data (match-header)")
+)
+
+var (
+	tenantRefused = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_tenant_refused_requests_total",
+		Help: "Requests refused for their tenant headers (-intake.headers), by reason (max_tenants: a new value past -intake.max-tenants; bad_value: longer than 255 bytes or not printable ASCII; no_route: no destination's match-header takes the value).",
+	}, []string{"reason"})
+	tenantRefusedMax     = tenantRefused.WithLabelValues("max_tenants")
+	tenantRefusedValue   = tenantRefused.WithLabelValues("bad_value")
+	tenantRefusedNoRoute = tenantRefused.WithLabelValues("no_route")
+	tenantsKnown         = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "otlpgate_tenants",
+		Help: "Distinct tenant header values seen since start (bounded by -intake.max-tenants).",
+	})
+)
+
+// TenantsConfig configures the tenant table.
+type TenantsConfig struct {
+	// Headers are the request header names whose values make up a tenant, lower case
+	// (-intake.headers, default none: tenants are off).
+	Headers []string
+	// Default is the value of a header a request does not carry, or carries empty
+	// (-intake.headers.default, default ""). The UDS and Kafka intakes carry no headers: their
+	// requests have the default value of every header.
+	Default string
+	// Max bounds the distinct tuples of values (-intake.max-tenants, default 1000); a request
+	// bringing a new one past it is refused and counted in
+	// otlpgate_tenant_refused_requests_total{reason="max_tenants"}.
+	Max int
+	// Routes says, for each destination in the order the pipeline and the feeders number them,
+	// which tenants it takes (its match-header). Empty: every destination takes every tenant.
+	Routes []Match
+	// Rate is each tenant's token bucket (-tenant.rate, -tenant.burst; default off): the gRPC
+	// and OTLP/HTTP intakes refuse a request of a tenant over it, counted in
+	// otlpgate_tenant_throttled_requests_total (tenantrate.go).
+	Rate TenantRate
+	// MetricsTop is how many tenants get series of their own in the per-tenant counters
+	// (-tenant.metrics.top, default 20): the first this many seen since start, labelled by
+	// their values; every later one is counted under tenant="_other" (tenantmetrics.go).
+	MetricsTop int
+}
+
+// DefaultTenantsConfig returns the defaults documented on TenantsConfig.
+func DefaultTenantsConfig() TenantsConfig { return TenantsConfig{Max: 1000, MetricsTop: 20} }
+
+// Validate reports a configuration that cannot work.
+func (c TenantsConfig) Validate() error {
+	if len(c.Headers) == 0 {
+		return errors.New("fastpath: no tenant header named (-intake.headers)")
+	}
+	if len(c.Headers) > MaxTenantHeaders {
+		return fmt.Errorf("fastpath: %d tenant headers, at most %d", len(c.Headers), MaxTenantHeaders)
+	}
+	for i, h := range c.Headers {
+		if err := checkHeaderName(h); err != nil {
+			return err
+		}
+		if slices.Contains(c.Headers[:i], h) {
+			return fmt.Errorf("fastpath: tenant header %q named twice", h)
+		}
+	}
+	if !validTenantValue(c.Default) {
+		return fmt.Errorf("fastpath: -intake.headers.default %q: longer than %d bytes or not printable ASCII", c.Default, MaxTenantValue)
+	}
+	if c.Max < 1 || c.Max > maxTenants {
+		return fmt.Errorf("fastpath: -intake.max-tenants %d outside 1..%d", c.Max, maxTenants)
+	}
+	for _, m := range c.Routes {
+		if m.Header != "" && !slices.Contains(c.Headers, m.Header) {
+			return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(c.Headers, ","))
+		}
+	}
+	switch r := c.Rate; {
+	case r.PerSecond < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0):
+		return fmt.Errorf("fastpath: -tenant.rate %v must not be negative", r.PerSecond)
+	case r.On() && !(r.Burst >= 1 && !math.IsInf(r.Burst, 0)):
+		return fmt.Errorf("fastpath: -tenant.burst %v must be at least 1", r.Burst)
+	case c.MetricsTop < 0 || c.MetricsTop > maxTenants:
+		return fmt.Errorf("fastpath: -tenant.metrics.top %d outside 0..%d", c.MetricsTop, maxTenants)
+	}
+	return nil
+}
+
+// checkHeaderName accepts a lower-case HTTP token that gRPC also carries as ASCII metadata.
+func checkHeaderName(h string) error {
+	if h == "" || len(h) > 255 {
+		return fmt.Errorf("fastpath: tenant header name %q is empty or too long", h)
+	}
+	for i := range len(h) {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("fastpath: tenant header name %q: lower-case letters, digits, '-', '_' and '.' only", h)
+		}
+	}
+	switch {
+	case strings.HasPrefix(h, "grpc-"), strings.HasSuffix(h, "-bin"):
+		return fmt.Errorf("fastpath: tenant header name %q is reserved by gRPC or binary", h)
+	case h == "authorization", h == "content-type", h == "content-length", h == "content-encoding",
+		h == "host", h == "te", h == "connection", h == "transfer-encoding", h == "user-agent":
+		return fmt.Errorf("fastpath: tenant header name %q is a protocol header", h)
+	}
+	return nil
+}
+
+// validTenantValue reports whether v can be a tenant value: printable ASCII, at most
+// MaxTenantValue bytes.
+func validTenantValue[T string | []byte](v T) bool {
+	if len(v) > MaxTenantValue {
+		return false
+	}
+	for i := range len(v) {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Match is a destination's match-header: which tenants' batches it takes.
+type Match struct {
+	// Header is the tenant header the destination selects on; "" takes the rest: every
+	// tenant that no destination with a Match of named values takes.
+	Header string
+	// Values are the values taken; nil takes every value (match-header=NAME:*), alongside the
+	// destinations that select.
+	Values []string
+}
+
+// ParseMatch reads a match-header value: NAME:VALUE, NAME:V1|V2|..., or NAME:* for every
+// value. The name is case-insensitive; an empty VALUE is the empty value.
+func ParseMatch(s string) (Match, error) {
+	name, vals, ok := strings.Cut(s, ":")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !ok || name == "" {
+		return Match{}, fmt.Errorf("fastpath: match-header %q: want NAME:VALUE, NAME:V1|V2 or NAME:*", s)
+	}
+	if err := checkHeaderName(name); err != nil {
+		return Match{}, err
+	}
+	m := Match{Header: name}
+	if strings.TrimSpace(vals) == "*" {
+		return m, nil
+	}
+	m.Values = []string{}
+	for v := range strings.SplitSeq(vals, "|") {
+		v = strings.TrimSpace(v)
+		if !validTenantValue(v) {
+			return Match{}, fmt.Errorf("fastpath: match-header value %q: longer than %d bytes or not printable ASCII", v, MaxTenantValue)
+		}
+		if !slices.Contains(m.Values, v) {
+			m.Values = append(m.Values, v)
+		}
+	}
+	return m, nil
+}
+
+// String is the match-header the Match was parsed from.
+func (m Match) String() string {
+	switch {
+	case m.Header == "":
+		return ""
+	case m.Values == nil:
+		return m.Header + ":*"
+	}
+	return m.Header + ":" + strings.Join(m.Values, "|")
+}
+
+// Tenant is one interned tuple of tenant header values. It is immutable but for its rate
+// bucket and counters; every method is safe for concurrent use.
+type Tenant struct {
+	id     uint32
+	tab    *Tenants
+	values []string // by header index
+	label  string   // the values joined by '|': logs and metric labels
+	rec    []byte   // the spool's form (Record)
+	takes  []uint64 // bit i: destination i takes the tenant's batches
+	routed bool     // some destination does
+
+	bucket bucket // -tenant.rate (tenantrate.go)
+	// Counters read by the per-tenant metrics (tenantmetrics.go).
+	admittedItems, admittedBytes, throttled atomic.Int64
+}
+
+// ID numbers the tenant in its table, from 0 (the default tuple) up; below Tenants.Len.
+func (t *Tenant) ID() uint32 { return t.id }
+
+// Values returns the tenant's value of each header, in the order of Tenants.Headers. The
+// slice must not be modified.
+func (t *Tenant) Values() []string { return t.values }
+
+// Value returns the tenant's value of the header name (lower case), and false when the table
+// has no such header.
+func (t *Tenant) Value(name string) (string, bool) {
+	for i, h := range t.tab.cfg.Headers {
+		if h == name {
+			return t.values[i], true
+		}
+	}
+	return "", false
+}
+
+// String returns the values joined by '|', as in logs and metric labels.
+func (t *Tenant) String() string { return t.label }
+
+// Takes reports whether destination i (in the order of TenantsConfig.Routes) takes the
+// tenant's batches.
+func (t *Tenant) Takes(i int) bool {
+	if len(t.tab.cfg.Routes) == 0 {
+		return true
+	}
+	return i >= 0 && i/64 < len(t.takes) && t.takes[i/64]&(1<<(i%64)) != 0
+}
+
+// Routed reports whether any destination takes the tenant's batches.
+func (t *Tenant) Routed() bool { return t.routed }
+
+// Record returns the tenant as the spool records it beside a request: the header names with
+// their values, so that a restart with other -intake.headers still reads it (FromRecord). The
+// slice must not be modified.
+func (t *Tenant) Record() []byte { return t.rec }
+
+// Tenants interns tenant tuples. Lookups of a known tuple take no lock and allocate nothing;
+// a new tuple takes the table's lock and copies the index (there are at most Max).
+//
+// Invariants:
+//  1. index maps the key of every interned tuple to its *Tenant; the map is never modified
+//     once published: inserts publish a copy.
+//  2. mu.all[id] is the tenant numbered id; ids are dense from 0, the default tuple.
+type Tenants struct {
+	cfg   TenantsConfig
+	index atomic.Pointer[map[string]*Tenant]
+	def   *Tenant
+	mu    struct {
+		sync.Mutex
+		all []*Tenant
+	}
+}
+
+// NewTenants returns a table holding the default tuple.
+func NewTenants(cfg TenantsConfig) (*Tenants, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Headers = slices.Clone(cfg.Headers)
+	ts := &Tenants{cfg: cfg}
+	m := map[string]*Tenant{}
+	ts.index.Store(&m)
+	var k TenantKey
+	for range cfg.Headers {
+		ts.AddString(&k, "")
+	}
+	def, err := ts.insert(&k, true)
+	if err != nil {
+		return nil, err
+	}
+	ts.def = def
+	metricsTable.Store(ts)
+	return ts, nil
+}
+
+// Headers returns the header names, in the order their values are added to a key. The slice
+// must not be modified. Safe for concurrent use.
+func (ts *Tenants) Headers() []string { return ts.cfg.Headers }
+
+// Config returns the configuration the table was made with. Safe for concurrent use.
+func (ts *Tenants) Config() TenantsConfig { return ts.cfg }
+
+// Default returns the tuple of default values: the tenant of a request without any of the
+// headers, and of every request of the UDS and Kafka intakes. Safe for concurrent use.
+func (ts *Tenants) Default() *Tenant { return ts.def }
+
+// Len returns how many tuples the table holds. Safe for concurrent use.
+func (ts *Tenants) Len() int { return len(*ts.index.Load()) }
+
+// All returns the tenants interned so far, by id. Safe for concurrent use.
+func (ts *Tenants) All() []*Tenant {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.mu.all)
+}
+
+// TenantKey collects one request's tenant values, in the order of Tenants.Headers, with the
+// table's Add or AddString. The zero value is empty; it is meant to live on the caller's stack.
+type TenantKey struct {
+	n   int
+	bad bool
+	b   [maxTenantKey]byte
+}
+
+// Reset empties k.
+func (k *TenantKey) Reset() { k.n, k.bad = 0, false }
+
+// Add appends a request's value of the next header to k: empty (the header is missing or
+// empty) stands for the default value. A value that is too long or not printable ASCII makes
+// Lookup refuse the key. Safe for concurrent use on distinct keys.
+func (ts *Tenants) Add(k *TenantKey, v []byte) {
+	if len(v) == 0 {
+		ts.AddString(k, ts.cfg.Default)
+		return
+	}
+	if !validTenantValue(v) || k.n+1+len(v) > len(k.b) {
+		k.bad = true
+		return
+	}
+	k.b[k.n] = byte(len(v))
+	k.n += 1 + copy(k.b[k.n+1:], v)
+}
+
+// AddString is Add for a value held in a string.
+func (ts *Tenants) AddString(k *TenantKey, v string) {
+	if v == "" {
+		v = ts.cfg.Default
+	}
+	if !validTenantValue(v) || k.n+1+len(v) > len(k.b) {
+		k.bad = true
+		return
+	}
+	k.b[k.n] = byte(len(v))
+	k.n += 1 + copy(k.b[k.n+1:], v)
+}
+
+// Lookup returns the tenant of k, interning it when it is new and the table has room.
+// It refuses a key with a bad value (ErrTenantValue), a new tuple past Max
+// (ErrTooManyTenants) and a tenant no destination takes (ErrNoRoute), each counted in
+// otlpgate_tenant_refused_requests_total. A known tenant costs a map lookup and no allocation.
+// Safe for concurrent use.
+func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
+	if k.bad {
+		tenantRefusedValue.Inc()
+		return nil, ErrTenantValue
+	}
+	t, ok := (*ts.index.Load())[string(k.b[:k.n])]
+	if !ok {
+		var err error
+		if t, err = ts.insert(k, false); err != nil {
+			tenantRefusedMax.Inc()
+			return nil, err
+		}
+	}
+	if !t.routed {
+		tenantRefusedNoRoute.Inc()
+		return nil, ErrNoRoute
+	}
+	return t, nil
+}
+
+// insert interns k; past Max only when force is set.
+func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	old := *ts.index.Load()
+	if t, ok := old[string(k.b[:k.n])]; ok {
+		return t, nil // interned meanwhile
+	}
+	if len(old) >= ts.cfg.Max && !force {
+		return nil, ErrTooManyTenants
+	}
+	t := &Tenant{id: uint32(len(ts.mu.all)), tab: ts}
+	for b := k.b[:k.n]; len(b) > 0; {
+		n := int(b[0])
+		t.values = append(t.values, string(b[1:1+n]))
+		b = b[1+n:]
+	}
+	if len(t.values) != len(ts.cfg.Headers) {
+		panic("BUG: fastpath: a tenant key holds a value per header")
+	}
+	t.label = strings.Join(t.values, "|")
+	t.rec = appendTenantRecord(nil, ts.cfg.Headers, t.values)
+	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
+	ts.route(t)
+	m := make(map[string]*Tenant, len(old)+1)
+	for key, v := range old {
+		m[key] = v
+	}
+	m[string(k.b[:k.n])] = t
+	ts.mu.all = append(ts.mu.all, t)
+	ts.index.Store(&m)
+	tenantsKnown.Set(float64(len(m)))
+	return t, nil
+}
+
+// route works out which destinations take t: those whose Match names its value or takes every
+// value, and, when none of those with named values does, those without a Match.
+func (ts *Tenants) route(t *Tenant) {
+	rs := ts.cfg.Routes
+	if len(rs) == 0 {
+		t.routed = true
+		return
+	}
+	t.takes = make([]uint64, (len(rs)+63)/64)
+	set := func(i int) { t.takes[i/64] |= 1 << (i % 64); t.routed = true }
+	claimed := false
+	for i, m := range rs {
+		if m.Header == "" {
+			continue
+		}
+		v, _ := t.Value(m.Header)
+		if m.Values == nil {
+			set(i)
+		} else if slices.Contains(m.Values, v) {
+			set(i)
+			claimed = true
+		}
+	}
+	if claimed {
+		return
+	}
+	for i, m := range rs {
+		if m.Header == "" {
+			set(i)
+		}
+	}
+}
+
+// The spool's record of a tenant: a version byte, the number of headers, then for each its
+// name and value, each prefixed by its length in one byte.
+const tenantRecordVersion = 1
+
+func appendTenantRecord(dst []byte, names, values []string) []byte {
+	dst = append(dst, tenantRecordVersion, byte(len(names)))
+	for i, n := range names {
+		dst = append(dst, byte(len(n)))
+		dst = append(dst, n...)
+		dst = append(dst, byte(len(values[i])))
+		dst = append(dst, values[i]...)
+	}
+	return dst
+}
+
+var errTenantRecord = errors.New("fastpath: malformed tenant record")
+
+// FromRecord returns the tenant a spooled request was admitted for, from its Record: the value
+// of each of the table's headers that the record names, the default for the others; a nil
+// record (a spool written without -intake.headers) is the default tenant. Replays are never
+// refused for the table's bound (their requests were admitted already), nor for want of a
+// route: the caller decides what a destination does with a tenant it does not take. A known
+// tenant costs no allocation. Safe for concurrent use.
+func (ts *Tenants) FromRecord(rec []byte) (*Tenant, error) {
+	if len(rec) == 0 {
+		return ts.def, nil
+	}
+	if rec[0] != tenantRecordVersion || len(rec) < 2 {
+		return nil, errTenantRecord
+	}
+	var k TenantKey
+	for _, h := range ts.cfg.Headers {
+		v, ok, err := recordValue(rec[2:], int(rec[1]), h)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			v = nil
+		}
+		ts.Add(&k, v)
+	}
+	if k.bad {
+		return nil, errTenantRecord
+	}
+	if t, ok := (*ts.index.Load())[string(k.b[:k.n])]; ok {
+		return t, nil
+	}
+	return ts.insert(&k, true)
+}
+
+// recordValue finds the value of name among the n pairs of b.
+func recordValue(b []byte, n int, name string) ([]byte, bool, error) {
+	for range n {
+		if len(b) < 1 || len(b) < 1+int(b[0])+1 {
+			return nil, false, errTenantRecord
+		}
+		k := b[1 : 1+int(b[0])]
+		b = b[1+int(b[0]):]
+		if len(b) < 1+int(b[0]) {
+			return nil, false, errTenantRecord
+		}
+		v := b[1 : 1+int(b[0])]
+		b = b[1+int(b[0]):]
+		if string(k) == name {
+			return v, true, nil
+		}
+	}
+	return nil, false, nil
+}

@@ -1,0 +1,116 @@
+package grpcserver
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+// Tenants (-intake.headers) are read from a call's metadata once per call (once per stream:
+// a stream's metadata comes with its headers), before its first message.
+//
+// grpc-go keeps a call's incoming metadata in its context under a key of an unexported type,
+// and hands it out only as a copy (metadata.FromIncomingContext copies the whole map,
+// ValueFromIncomingContext the values it returns): an allocation per call for what is a read.
+// incomingKey is that key, learnt once from a context metadata.NewIncomingContext made, so
+// that the map grpc-go filed is read in place. If a grpc-go release files metadata another
+// way, the self-check fails and the copying accessor is used instead: slower, never wrong.
+var incomingKey = findIncomingKey()
+
+// findIncomingKey returns the key metadata.NewIncomingContext stores metadata under, or nil
+// when it cannot be found or does not read back what was stored.
+func findIncomingKey() any {
+	want := metadata.MD{"x-probe": {"1"}}
+	ctx := metadata.NewIncomingContext(context.Background(), want)
+	v := reflect.ValueOf(ctx)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.Elem().FieldByName("key")
+	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
+		return nil
+	}
+	kt := f.Elem().Type()
+	if !kt.Comparable() || kt.Size() != 0 {
+		return nil // a key with state could not be made again from its type alone
+	}
+	key := reflect.New(kt).Elem().Interface()
+	got, ok := ctx.Value(key).(metadata.MD)
+	if !ok || len(got["x-probe"]) != 1 || &got["x-probe"][0] != &want["x-probe"][0] {
+		return nil
+	}
+	return key
+}
+
+// incomingMD returns the call's metadata as grpc-go filed it. It must not be modified.
+func incomingMD(ctx context.Context) metadata.MD {
+	if incomingKey != nil {
+		md, _ := ctx.Value(incomingKey).(metadata.MD)
+		return md
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return md
+}
+
+var (
+	errTooManyTenants = status.Error(codes.ResourceExhausted, "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until otlpgate restarts")
+	errBadTenant      = status.Error(codes.InvalidArgument, "a tenant header value is longer than 255 bytes or not printable ASCII")
+	errNoRoute        = status.Error(codes.PermissionDenied, "no destination takes this tenant header value (match-header)")
+)
+
+// throttled is the status of a v1 call whose tenant is over its rate (-tenant.rate):
+// RESOURCE_EXHAUSTED with RetryInfo, which OTLP clients retry after the delay. It allocates,
+// as the overload answer does: a tenant over its rate is told once per request it sends.
+func throttled(d time.Duration) error {
+	st := status.New(codes.ResourceExhausted, "the tenant is over its rate (-tenant.rate): retry after the given delay")
+	if dd, err := st.WithDetails(retryInfo(d)); err == nil {
+		st = dd
+	}
+	return st.Err()
+}
+
+// maxRetryDelayMs bounds the retry_delay_ms of an OTEP answer, so that an answer fits its slot
+// (answers.go): about three days.
+const maxRetryDelayMs = 1<<28 - 1
+
+// retryDelayMs is d as an OTEP answer's retry_delay_ms, rounded up.
+func retryDelayMs(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return min(uint64((d+time.Millisecond-1)/time.Millisecond), maxRetryDelayMs)
+}
+
+// tenant returns the call's tenant, nil without tenants, or the status that refuses the call.
+// A header sent several times counts with its first value. A known tenant costs no allocation.
+func (s *Server) tenant(ctx context.Context) (*fastpath.Tenant, error) {
+	ts := s.cfg.Tenants
+	if ts == nil {
+		return nil, nil
+	}
+	md := incomingMD(ctx)
+	var k fastpath.TenantKey
+	for _, h := range ts.Headers() {
+		var v string
+		if vs := md[h]; len(vs) > 0 {
+			v = vs[0]
+		}
+		ts.AddString(&k, v)
+	}
+	t, err := ts.Lookup(&k)
+	switch err {
+	case nil:
+		return t, nil
+	case fastpath.ErrTooManyTenants:
+		return nil, errTooManyTenants
+	case fastpath.ErrNoRoute:
+		return nil, errNoRoute
+	}
+	return nil, errBadTenant
+}

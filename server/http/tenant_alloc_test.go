@@ -1,0 +1,55 @@
+//go:build !race
+
+package httpserver
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
+
+// With -intake.headers, a request of a known tenant through the handler into the pipeline
+// allocates nothing either: its header is read in place and its batch found by the tenant's id.
+func TestHandlerTenantAllocs(t *testing.T) {
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handlerHarness{sink: &testkit.Discard{}}
+	pc := fastpath.DefaultConfig()
+	pc.BatchMaxAge = 1 << 62
+	pc.Tenants = ts
+	if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
+		t.Fatal(err)
+	}
+	defer h.p.Close()
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	if h.srv, err = New(sc, h.p, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	req := traces(t, 1, 20)
+	acme, beta := h.ctx("", req), h.ctx("", req)
+	acme.Request.Header.Set("X-Scope-OrgID", "acme")
+	beta.Request.Header.Set("X-Scope-OrgID", "beta")
+	step := func() {
+		h.srv.handle(acme)
+		h.srv.handle(beta)
+		if acme.Response.StatusCode() != 200 || beta.Response.StatusCode() != 200 {
+			t.Fatalf("status %d %d", acme.Response.StatusCode(), beta.Response.StatusCode())
+		}
+		acme.Response.Reset()
+		beta.Response.Reset()
+	}
+	for range 10 {
+		step() // warm the pools and the tenants' batch slots
+	}
+	if got := testing.AllocsPerRun(500, step); got != 0 {
+		t.Errorf("%v allocs per two tenants' requests, want 0", got)
+	}
+	if ts.Len() != 3 {
+		t.Errorf("tenants %d, want the default, acme and beta", ts.Len())
+	}
+}

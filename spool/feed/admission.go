@@ -1,0 +1,130 @@
+package feed
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// Errors of Admission when the spool cannot take a request now. Both are fastpath.ErrFull to
+// the intakes (errors.Is), which answer with backpressure; each is counted under its own
+// reason of otlpgate_fastpath_refused_items_total (spool_full, spool_io).
+var (
+	ErrSpoolFull = fmt.Errorf("%w: the spool is full (-spool.max-bytes)", fastpath.ErrFull)
+	ErrSpoolIO   = fmt.Errorf("%w: the spool could not write", fastpath.ErrFull)
+)
+
+// Admission admits requests into the spool: with -spool.dir it stands where the pipeline
+// stands without one, in front of every intake. Each request is checked and processed as the
+// pipeline does (fastpath.Prepare), stripped to its v1 resource entries (as a batch would
+// carry it) in a pooled buffer, appended, and answered once Append returned. It holds nothing
+// after admission: the Feeders deliver from the spool. Config.QueueMaxBytes bounds only what
+// a single request may be.
+//
+// It implements fastpath.Admitter and fastpath.Consumer. Every method is safe for concurrent
+// use.
+type Admission struct {
+	cfg    fastpath.Config
+	s      *spool.Spool
+	closed atomic.Bool
+}
+
+var (
+	_ fastpath.Admitter = (*Admission)(nil)
+	_ fastpath.Consumer = (*Admission)(nil)
+)
+
+// NewAdmission returns the admission into s under cfg. -ack=upstream has no meaning with a
+// spool (requests are acknowledged once spooled) and is refused. Close stops it; the spool
+// is the caller's to close, after.
+func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Ack == fastpath.AckUpstream {
+		return nil, errors.New("feed: -ack=upstream cannot be combined with a spool: requests are acknowledged once spooled")
+	}
+	if s == nil {
+		return nil, errors.New("feed: no spool")
+	}
+	return &Admission{cfg: cfg, s: s}, nil
+}
+
+// Admit appends req, in layout, to the spool. It returns no batch: the request is answered
+// once appended. It fails with ErrSpoolFull or ErrSpoolIO (both fastpath.ErrFull),
+// fastpath.ErrTooLarge, fastpath.ErrClosed or a scan error. req is only read during the call.
+func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
+	return nil, a.admit(nil, sig, req, items, layout)
+}
+
+// AdmitTenant is Admit for tenant t (nil: the default tenant): the record keeps t as its meta
+// (t.Record), for the feeders to read back.
+func (a *Admission) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
+	return nil, a.admit(t, sig, req, items, layout)
+}
+
+// Consume appends body, a v1 request body, for the default tenant.
+func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
+	return a.admit(nil, sig, body, items, fastpath.LayoutV1)
+}
+
+func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+	if a.closed.Load() {
+		return fastpath.ErrClosed
+	}
+	r, err := fastpath.Prepare(&a.cfg, t, sig, req, items, layout)
+	if err != nil || r.Dropped() {
+		return err
+	}
+	defer r.Release()
+	buf := pool.GetBytes(len(r.Req))
+	defer pool.PutBytes(buf)
+	var st fastpath.Stripped
+	if *buf, _, st, err = fastpath.AppendEntries((*buf)[:0], r.Req, r.Layout); err != nil {
+		return err
+	}
+	if len(*buf) > 0 {
+		var meta []byte
+		if r.Tenant != nil {
+			meta = r.Tenant.Record()
+		}
+		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), meta, *buf)
+	}
+	switch {
+	case err == nil:
+		r.Admitted(st)
+		return nil
+	case errors.Is(err, spool.ErrFull):
+		r.Refused(fastpath.RefusedSpoolFull)
+		return ErrSpoolFull
+	case errors.Is(err, spool.ErrTooLarge):
+		r.Refused(fastpath.RefusedTooLarge)
+		return fastpath.ErrTooLarge
+	case errors.Is(err, spool.ErrClosed):
+		return fastpath.ErrClosed
+	}
+	r.Refused(fastpath.RefusedSpoolIO) // and counted by the spool with its cause
+	return ErrSpoolIO
+}
+
+// Ack is fastpath.AckAccept: a request is answered once it is spooled.
+func (a *Admission) Ack() fastpath.AckMode { return fastpath.AckAccept }
+
+// RetryDelay is what a client refused for want of spool room is told to wait. The spool
+// drains at the pace of its feeders, which admission does not see, so it is the delay the
+// pipeline gives while it knows no drain rate.
+func (a *Admission) RetryDelay() time.Duration { return 5 * time.Second }
+
+// QueuedBytes is 0: admission holds nothing once a request is spooled.
+func (a *Admission) QueuedBytes() int64 { return 0 }
+
+// Flush does nothing: admission builds no batches (the Feeders do).
+func (a *Admission) Flush() {}
+
+// Close refuses new requests. It does not close the spool.
+func (a *Admission) Close() { a.closed.Store(true) }
