@@ -2,7 +2,9 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,5 +167,61 @@ func TestSetDestinationsRefuses(t *testing.T) {
 	p.Close()
 	if err := p.SetDestinations([]Destination{&recorder{name: "b", ok: true}}); err != ErrClosed {
 		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+
+	// Tenant routes number the destinations by position: a new set would misroute tenants.
+	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Routes: []Match{{Header: "x-scope-orgid", Values: []string{"acme"}}}})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	routed := newTestPipeline(t, cfg, &recorder{name: "a", ok: true})
+	if err := routed.SetDestinations([]Destination{&recorder{name: "b", ok: true}}); !errors.Is(err, ErrTenantRoutes) {
+		t.Errorf("with tenant routes: %v, want ErrTenantRoutes", err)
+	}
+}
+
+// With tenants (no routes), a signal holds an open batch per tenant: SetDestinations hands
+// each tenant's open batch to the previous set, and a tenant's next request opens a batch of
+// its own for the new set, still keyed by its tenant.
+func TestSetDestinationsWithTenants(t *testing.T) {
+	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	cfg.BatchMaxAge = time.Hour // only SetDestinations and Flush seal
+	old, next := &recorder{name: "old", ok: true}, &recorder{name: "next", ok: true}
+	p := newTestPipeline(t, cfg, old)
+	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
+	admit := func(tn *Tenant, fill byte) {
+		t.Helper()
+		if _, err := p.AdmitTenant(tn, Traces, entry(10, fill), 1, LayoutV1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit(acme, 'a')
+	admit(beta, 'b')
+	if err := p.SetDestinations([]Destination{next}); err != nil {
+		t.Fatal(err)
+	}
+	admit(acme, 'c')
+	p.Flush()
+	tenants := func(r *recorder) []string {
+		var got []string
+		for _, b := range r.batches() {
+			got = append(got, b.tenant)
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := tenants(old); !slices.Equal(got, []string{"acme", "beta"}) {
+		t.Errorf("the previous set got tenants %q, want acme and beta", got)
+	}
+	if got := tenants(next); !slices.Equal(got, []string{"acme"}) {
+		t.Errorf("the new set got tenants %q, want acme", got)
+	}
+	if n := len(old.batches()) + len(next.batches()); n != 3 {
+		t.Errorf("%d batches, want 3", n)
+	}
+	if q := p.QueuedBytes(); q != 0 {
+		t.Errorf("%d bytes still queued", q)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -384,5 +385,55 @@ func TestDestFileInvalidAtStart(t *testing.T) {
 	writeFile(t, path, "# nothing yet")
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no destination") {
 		t.Errorf("empty file: %v", err)
+	}
+}
+
+// Tenant routes number the destinations by position, which a reload changes: -dest.file with a
+// match-header (in -dest or in the file) stops the start, and a reload whose file adds one is
+// refused while the running set goes on. Tenant headers without routes reload as usual.
+func TestDestFileRefusesTenantRoutes(t *testing.T) {
+	a, b := startUpstream(t), startUpstream(t)
+	path := filepath.Join(t.TempDir(), "dests")
+	cfg := testConfig()
+	cfg.Tenants.Headers = []string{"x-scope-orgid"}
+	cfg.DestFile = path
+	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
+	routed := destSpec("b", b.addr, "match-header=x-scope-orgid:acme")
+
+	writeFile(t, path, destSpec("a", a.addr), routed)
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrDestFileRoutes) {
+		t.Errorf("match-header in the file: %v, want ErrDestFileRoutes", err)
+	}
+	writeFile(t, path, destSpec("a", a.addr))
+	flagged := cfg
+	flagged.Dests = []string{routed}
+	if _, err := New(flagged, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrDestFileRoutes) {
+		t.Errorf("match-header in -dest: %v, want ErrDestFileRoutes", err)
+	}
+
+	g := startGateway(t, cfg)
+	failures := testutil.ToFloat64(configReloadFailures)
+	writeFile(t, path, destSpec("a", a.addr), routed)
+	if err := g.Reload(); !errors.Is(err, ErrDestFileRoutes) {
+		t.Errorf("reload adding match-header: %v, want ErrDestFileRoutes", err)
+	}
+	if d := testutil.ToFloat64(configReloadFailures) - failures; d != 1 {
+		t.Errorf("%v reload failures counted, want 1", d)
+	}
+	if code := post(t, g, traceBody(t, 0, 1)); code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	eventually(t, func() string { return "span 1 missing at a" }, func() bool { return a.count(1) == 1 })
+
+	writeFile(t, path, destSpec("a", a.addr), destSpec("b", b.addr))
+	if err := g.Reload(); err != nil {
+		t.Fatalf("reload without routes: %v", err)
+	}
+	if code := post(t, g, traceBody(t, 0, 2)); code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	eventually(t, func() string { return "span 2 missing" }, func() bool { return a.count(2) == 1 && b.count(2) == 1 })
+	if b.count(1) != 0 {
+		t.Errorf("b got span 1, admitted before it was configured")
 	}
 }
