@@ -36,6 +36,7 @@ type Batch struct {
 	failures atomic.Int32
 	refs     atomic.Int32
 	finished chan struct{} // AckUpstream only: closed once pending reaches zero
+	set      *destSet      // the destinations it goes to (a pipeline's batch), fixed when it opens
 	join     *join         // a part of a split batch: finishes the split batch, p is nil
 	owner    BatchOwner    // NewBatch: told when the batch is finished, p is nil
 }

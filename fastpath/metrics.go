@@ -1,7 +1,6 @@
 package fastpath
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,10 +26,6 @@ var (
 		Help:    "Items in sealed batches.",
 		Buckets: prometheus.ExponentialBuckets(1, 4, 9),
 	}, []string{"signal"})
-	destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "otlpgate_fastpath_destination_refused_batches_total",
-		Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
-	}, []string{"destination", "reason"})
 	undeliveredItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_undelivered_items_total",
 		Help: "Items in batches that at least one destination did not deliver (see the destination's own drop counters for why).",
@@ -42,20 +37,15 @@ var (
 type pipelineMetrics struct {
 	batchBytes, batchItems [NumSignals]prometheus.Observer
 	undeliveredC           [NumSignals]prometheus.Counter
-	destFull, destClosed   []prometheus.Counter
 }
 
-func newPipelineMetrics(dests []Destination) *pipelineMetrics {
+func newPipelineMetrics() *pipelineMetrics {
 	m := &pipelineMetrics{}
 	for s := Signal(0); s < NumSignals; s++ {
 		n := s.String()
 		m.batchBytes[s] = batchBytes.WithLabelValues(n)
 		m.batchItems[s] = batchItems.WithLabelValues(n)
 		m.undeliveredC[s] = undeliveredItems.WithLabelValues(n)
-	}
-	for _, d := range dests {
-		m.destFull = append(m.destFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
-		m.destClosed = append(m.destClosed, destRefused.WithLabelValues(d.Name(), "closed"))
 	}
 	return m
 }
@@ -105,14 +95,6 @@ func (s *pipelineSet) limit() float64 {
 func (m *pipelineMetrics) sealed(b *Batch) {
 	m.batchBytes[b.Signal].Observe(float64(b.size))
 	m.batchItems[b.Signal].Observe(float64(b.Items))
-}
-
-func (m *pipelineMetrics) destRefused(i int, err error) {
-	if errors.Is(err, ErrClosed) {
-		m.destClosed[i].Inc()
-		return
-	}
-	m.destFull[i].Inc()
 }
 
 func (m *pipelineMetrics) undelivered(b *Batch) {

@@ -19,8 +19,10 @@ import (
 // destinations do; a destination that cannot keep up drops for itself (its own queue limit) and
 // never stalls the others.
 type Pipeline struct {
-	cfg   Config
-	dests []Destination
+	cfg Config
+	// dests is the destination set a new batch takes (destset.go); setMu serializes its swaps.
+	dests atomic.Pointer[destSet]
+	setMu sync.Mutex
 	m     *pipelineMetrics
 
 	queued  atomic.Int64 // admitted bytes not yet finished by every destination
@@ -76,7 +78,8 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
 		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
 	}
-	p := &Pipeline{cfg: cfg, dests: dests, m: newPipelineMetrics(dests), stop: make(chan struct{})}
+	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
+	p.dests.Store(newDestSet(dests))
 	for i := range p.sig {
 		sig := Signal(i)
 		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })
@@ -148,7 +151,10 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		return nil, ErrClosed
 	}
 	b := s.mu.open.get(t)
-	if b != nil && b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes {
+	// A batch opened before SetDestinations goes to the previous set: the request, admitted
+	// now, goes to the current one, in a batch of its own.
+	set := p.dests.Load()
+	if b != nil && (b.set != set || b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)
 	}
@@ -157,6 +163,8 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		b = getBatch(p, sig, p.initialSize(sig, t, len(req)))
 		b.Tenant = t
 		b.born = time.Now().UnixNano()
+		b.set = set
+		set.users.Add(1)
 		s.mu.open.put(b)
 	}
 	buf := b.Payload.Buf()
@@ -174,6 +182,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 			// The batch was opened for this request, and nothing else holds it: an empty
 			// batch must not be sealed.
 			s.mu.open.remove(b)
+			set.users.Add(-1)
 			b.Payload.Release()
 			b.unref()
 		}
@@ -367,9 +376,9 @@ func grow(buf *[]byte, need, limit int) {
 	pool.PutBytes(nb)
 }
 
-// seal hands b to every destination that takes its tenant (all of them without tenants). It
-// runs without the signal's lock: destinations may finish the batch synchronously, inside
-// Enqueue.
+// seal hands b to every destination of its set that takes its tenant (all of them without
+// tenants). It runs without the signal's lock: destinations may finish the batch synchronously,
+// inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
 		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
@@ -378,11 +387,11 @@ func (p *Pipeline) seal(b *Batch) {
 	p.sizeHint[b.Signal].Store(int64(b.size))
 	p.sealedN.Add(1)
 	p.m.sealed(b)
-	t := b.Tenant
-	n := len(p.dests)
+	set, t := b.set, b.Tenant
+	n := len(set.dests)
 	if t != nil {
 		n = 0
-		for i := range p.dests {
+		for i := range set.dests {
 			if t.Takes(i) {
 				n++
 			}
@@ -393,16 +402,17 @@ func (p *Pipeline) seal(b *Batch) {
 	}
 	b.pending.Store(int32(n))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
-	for i, d := range p.dests {
+	for i, d := range set.dests {
 		if t != nil && !t.Takes(i) {
 			continue
 		}
 		b.Payload.Retain()
 		if err := d.Enqueue(b); err != nil {
-			p.m.destRefused(i, err)
+			set.refused(i, err)
 			b.Done(false)
 		}
 	}
+	set.users.Add(-1)   // handed out: SetDestinations may retire the set
 	b.Payload.Release() // the reference the batch was built with
 	b.unref()
 }

@@ -52,6 +52,12 @@
 // cursor is durable (Open does not fail on a full disk: it comes up and drains). A reader closes
 // a segment's file when it moves past it, so that deleting it gives the space back.
 //
+// While the spool runs, AddReader adds a destination at the tail, its cursor made durable
+// first. No reader is removed before Close: a destination that goes away (Away) keeps its hold
+// and its records until it comes back (Back) or a start without it releases them; once back it
+// passes over what was appended while it was away. Rewind hands out again what a stopped
+// destination left unfinished, passing over what it finished out of order.
+//
 // # Drop-oldest
 //
 // Dropping a segment counts, per destination, exactly the records it will never be handed: the

@@ -85,7 +85,14 @@ type Reader struct {
 		fseq     uint64
 		inflight []inflight // read and not finished, in read order, from head
 		head     int
-		meta     []byte // the last record's meta, handed out in Entry.Meta
+		// skip holds, in order, the records at or after next that were finished before a Rewind:
+		// Next passes over them instead of handing them out again.
+		skip []Pos
+		// gaps are the stretches of the log appended while the destination was away
+		// (Away..Back), in order: Next passes over them.
+		gaps   []gap
+		awayAt Pos    // set by Away, until Back; 0: here
+		meta   []byte // the last record's meta, handed out in Entry.Meta
 	}
 
 	replayed prometheus.Counter
@@ -96,6 +103,9 @@ type inflight struct {
 	pos  Pos
 	done bool
 }
+
+// gap is a stretch [from, to) of the log that is not the reader's destination's.
+type gap struct{ from, to Pos }
 
 func newReader(s *Spool, name string, at Pos) *Reader {
 	r := &Reader{s: s, name: name, ready: make(chan struct{}, 1), persisted: at}
@@ -129,12 +139,21 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	s := r.s
 	start := len(*buf)
 	for {
+		for _, g := range r.mu.gaps {
+			if r.mu.next >= g.from && r.mu.next < g.to {
+				r.setNextLocked(g.to)
+			}
+		}
 		limit := Pos(s.readable.Load())
 		if r.mu.next >= limit {
 			return Entry{}, ErrEmpty
 		}
 		if fr, ok := s.readTail(r.mu.next, limit, buf); ok {
 			readsMemory.Inc()
+			if r.skipLocked(fr) {
+				*buf = (*buf)[:start]
+				continue
+			}
 			return r.emitLocked(fr, buf, start), nil
 		}
 		seq := r.mu.next.Segment()
@@ -178,8 +197,61 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 			continue
 		}
 		readsDisk.Inc()
+		if r.skipLocked(fr) {
+			*buf = (*buf)[:start]
+			continue
+		}
 		return r.emitLocked(fr, buf, start), nil
 	}
+}
+
+// skipLocked passes over the record fr just read at r.mu.next when it was finished before a
+// Rewind, and reports whether it did.
+func (r *Reader) skipLocked(fr frame) bool {
+	pos := r.mu.next
+	for len(r.mu.skip) > 0 && r.mu.skip[0] < pos {
+		r.mu.skip = r.mu.skip[1:] // its segment is gone: nothing to skip there any more
+	}
+	if len(r.mu.skip) == 0 || r.mu.skip[0] != pos {
+		return false
+	}
+	r.mu.skip = r.mu.skip[1:]
+	if r.mu.head < len(r.mu.inflight) {
+		// A later Rewind goes back to the first unfinished record, before this one: it must
+		// find it finished again.
+		r.mu.inflight = append(r.mu.inflight, inflight{pos: pos, done: true})
+	}
+	r.setNextLocked(makePos(pos.Segment(), pos.Offset()+frameSize+int64(fr.length)))
+	return true
+}
+
+// Rewind makes the reader hand out again, from its durable position, every record it handed
+// out that was not finished: what a destination that was stopped left unfinished (a destination
+// removed, or replaced, while otlpgate runs) is read again for the one that takes its place.
+// Records finished out of order above the durable position are passed over, not handed out
+// twice; unfinished records whose segment -spool.full=drop-oldest deleted meanwhile are counted
+// as dropped. Call it only when no record of the reader is held: the feeder stopped and its
+// destination finished every batch. Safe for concurrent use, but not with Next.
+func (r *Reader) Rewind() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.mu.inflight[r.mu.head:]
+	if len(q) == 0 {
+		return // nothing handed out is unfinished
+	}
+	var skip []Pos
+	for _, e := range q {
+		switch {
+		case e.done:
+			skip = append(skip, e.pos)
+		case !r.s.hasSegment(e.pos.Segment()):
+			r.dropped[dropOldest].Inc()
+		}
+	}
+	// What an earlier Rewind left to skip lies ahead of every record handed out since.
+	r.mu.skip = append(skip, r.mu.skip...)
+	r.mu.inflight, r.mu.head = r.mu.inflight[:0], 0
+	r.setNextLocked(q[0].pos)
 }
 
 // emitLocked hands out the record fr just read at r.mu.next, whose payload *buf holds from
@@ -278,6 +350,47 @@ func (r *Reader) closeFileLocked() {
 		_ = r.mu.f.Close()
 		r.mu.f = nil
 	}
+}
+
+// Away marks the reader's destination gone (removed while otlpgate runs): what is appended
+// from now on is not its own. The reader keeps its hold on the spool, and what it was owed
+// until now, for Back. Safe for concurrent use, but not with Next.
+func (r *Reader) Away() {
+	r.s.mu.Lock()
+	at := r.s.mu.written // every record placed so far, synced or not, was admitted before
+	r.s.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.awayAt == 0 {
+		r.mu.awayAt = at
+	}
+}
+
+// Back ends Away: what is appended from now on is the destination's again, and Next passes
+// over what was appended in between. Safe for concurrent use, but not with Next.
+func (r *Reader) Back() {
+	// Not written: a failed sync can cut written back (SyncAlways), and records appended after
+	// that would land inside the gap. Records between readable and written, admitted while
+	// the destination came back, are read.
+	at := Pos(r.s.readable.Load())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.awayAt == 0 {
+		return
+	}
+	if at > r.mu.awayAt {
+		r.mu.gaps = append(r.mu.gaps, gap{r.mu.awayAt, at})
+	}
+	r.mu.awayAt = 0
+	// Gaps wholly behind the durable position can never be read again.
+	durable := Pos(r.durable.Load())
+	r.mu.gaps = slices.DeleteFunc(r.mu.gaps, func(g gap) bool { return g.to <= durable })
+}
+
+// hasSegment reports whether segment seq is still in the spool.
+func (s *Spool) hasSegment(seq uint64) bool {
+	g, _, _ := s.segmentFrom(seq)
+	return g != nil && g.seq == seq
 }
 
 // countLostInFlight counts, at Close, the records the destination read and never finished

@@ -439,6 +439,41 @@ func (s *Spool) Close() error {
 	return err
 }
 
+// AddReader returns the reader of destination, adding one when the spool has none: a
+// destination added while otlpgate runs reads every record appended from now on. Its cursor is
+// durable before the reader is added, so that a crash cannot start it again at a later tail,
+// past records acknowledged in between (appends are not held up meanwhile, as they are for a
+// destination new at Open). A reader is never removed while the spool is open: a destination
+// that goes away keeps its hold, and its records, until it comes back or a start without it
+// releases them. Safe for concurrent use.
+func (s *Spool) AddReader(destination string) (*Reader, error) {
+	s.ckMu.Lock() // no checkpoint in between: it could delete what the new reader needs
+	defer s.ckMu.Unlock()
+	if r := s.Reader(destination); r != nil {
+		return r, nil
+	}
+	// Every record appended from here on lies at or after at.
+	at := Pos(s.readable.Load())
+	if err := s.writeCursorTmp(destination, at); err != nil {
+		return nil, fmt.Errorf("cannot write the cursor of %q: %w", destination, err)
+	}
+	if err := s.fs.Rename(s.path(cursorName(destination)+tmpSuffix), s.path(cursorName(destination))); err != nil {
+		_ = s.fs.Remove(s.path(cursorName(destination) + tmpSuffix))
+		return nil, fmt.Errorf("cannot write the cursor of %q: %w", destination, err)
+	}
+	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+		return nil, fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
+	}
+	r := newReader(s, destination, at)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	s.mu.readers = append(s.mu.readers, r)
+	return r, nil
+}
+
 // Bytes is what the segments take on disk, framing included: what MaxBytes bounds. Safe for
 // concurrent use.
 func (s *Spool) Bytes() int64 {

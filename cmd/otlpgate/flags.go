@@ -89,6 +89,8 @@ Flags:
 	fs.DurationVar(&p.BatchMinGap, "batch.min-gap", p.BatchMinGap, "with -batch.eager, keep a signal's batches at least this far apart while requests keep coming, so that they share upstream requests (about this much added latency, at most twice it; 0: off)")
 	fs.StringVar(&cfg.ack, "ack", cfg.ack, "acknowledge requests once admitted (accept) or once every destination's upstream acknowledged them (upstream)")
 	fs.Var(multiFlag{&cfg.dests}, "dest", "an upstream destination, repeatable: 'name=gw,endpoint=host:4317,protocol=otep|v1,mode=stream|unary,...' or 'name=be,endpoint=https://host:4318,protocol=http,...'")
+	fs.StringVar(&cfg.destFile, "dest.file", "", "file of more destinations, one -dest value a line (# starts a comment line); on SIGHUP and on a change the difference is applied while otlpgate runs: new destinations start, removed ones drain, changed ones are replaced; an invalid file keeps the running set (otlpgate_config_reloads_total, otlpgate_config_reload_failures_total)")
+	fs.DurationVar(&cfg.destFilePoll, "dest.file.poll-interval", cfg.destFilePoll, "how often -dest.file is read for a change (0: only on SIGHUP)")
 
 	fs.Var(multiFlag{&cfg.procSet}, "resource.set", "upsert a string attribute into every resource of every signal from every intake, repeatable: key=value; ${env:NAME} in the value reads the environment at start (a variable not set is an error); an attribute with the same key is replaced (otlpgate_process_edited_resources_total)")
 	fs.Var(multiFlag{&cfg.procDelete}, "resource.delete", "remove a resource attribute by key from every resource of every signal, repeatable (otlpgate_process_edited_resources_total)")

@@ -69,6 +69,10 @@ type config struct {
 	tenants                 fastpath.TenantsConfig
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
+
+	// -dest.file and -dest.file.poll-interval.
+	destFile     string
+	destFilePoll time.Duration
 }
 
 func defaultConfig() config {
@@ -94,6 +98,8 @@ func defaultConfig() config {
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
 		tenants:    fastpath.DefaultTenantsConfig(),
+
+		destFilePoll: gw.DefaultConfig().DestFilePoll,
 	}
 }
 
@@ -187,7 +193,7 @@ func finishConfig(cfg *config) error {
 	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
-		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, File: cfg.file,
+		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
 		Tenants: cfg.tenants,
 	}

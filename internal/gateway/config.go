@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +39,14 @@ type Config struct {
 	// configuration (AllDestinations).
 	Dests []string
 	// Destinations are upstreams configured in code, used as given. With neither Dests,
-	// Destinations nor Extra, batches go to the local file (File).
+	// Destinations, Extra nor DestFile, batches go to the local file (File).
 	Destinations []client.Config
+	// DestFile holds more -dest values, one a line (-dest.file, destfile.go). Reload, and a
+	// change seen by reading it every DestFilePoll, apply the difference while otlpgate runs.
+	DestFile string
+	// DestFilePoll is how often DestFile is read for a change (-dest.file.poll-interval,
+	// default 5s; 0: only on Reload).
+	DestFilePoll time.Duration
 	// Extra are destinations the caller built and owns, handed batches like the others (the
 	// in-process recorders of tests and benchmarks): the gateway neither starts nor shuts
 	// them down, and with a spool each gets a feeder under its name.
@@ -76,6 +83,7 @@ func DefaultConfig() Config {
 		Pipeline:        fastpath.DefaultConfig(),
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
+		DestFilePoll:    5 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		Tenants:         fastpath.DefaultTenantsConfig(),
 	}
@@ -90,21 +98,11 @@ func (c Config) Validate() error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.tenantConfig(dests); err != nil {
+	if c.DestFilePoll < 0 {
+		return errors.New("-dest.file.poll-interval must not be negative")
+	}
+	if err := c.checkTenants(dests); err != nil {
 		return err
-	}
-	names := map[string]bool{}
-	for _, d := range dests {
-		if names[d.Name] {
-			return fmt.Errorf("-dest: two destinations are named %q", d.Name)
-		}
-		names[d.Name] = true
-	}
-	for _, d := range c.Extra {
-		if names[d.Name()] {
-			return fmt.Errorf("-dest: two destinations are named %q", d.Name())
-		}
-		names[d.Name()] = true
 	}
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == fastpath.AckUpstream {
@@ -143,14 +141,33 @@ func (c Config) Warnings() []string {
 	return out
 }
 
-// AllDestinations returns the upstreams New builds: the Dests read with otlpgate's defaults
-// (parseDests), then the Destinations as given.
-func (c Config) AllDestinations() ([]client.Config, error) {
-	dests, err := c.parseDests(c.Dests)
+// AllDestinations returns the upstreams New builds, DestFile's aside: the Dests read with
+// otlpgate's defaults (parseDests), then the Destinations as given.
+func (c Config) AllDestinations() ([]client.Config, error) { return c.destinations(nil) }
+
+// destinations returns the Dests and the -dest.file values fileSpecs, read together with
+// otlpgate's defaults, then the Destinations; every name, the Extra ones' included, must be
+// unique.
+func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
+	dests, err := c.parseDests(append(slices.Clone(c.Dests), fileSpecs...))
 	if err != nil {
 		return nil, err
 	}
-	return append(dests, c.Destinations...), nil
+	dests = append(dests, c.Destinations...)
+	names := map[string]bool{}
+	for _, d := range dests {
+		if names[d.Name] {
+			return nil, fmt.Errorf("-dest: two destinations are named %q", d.Name)
+		}
+		names[d.Name] = true
+	}
+	for _, d := range c.Extra {
+		if names[d.Name()] {
+			return nil, fmt.Errorf("-dest: two destinations are named %q", d.Name())
+		}
+		names[d.Name()] = true
+	}
+	return dests, nil
 }
 
 // parseDests reads -dest values into destination configurations, with the defaults otlpgate

@@ -19,8 +19,10 @@
 //
 // New builds every part and starts only what the parts start themselves (the pipeline's
 // flusher, the spool's housekeeper). Start starts the destinations, the feeders and the
-// listeners, plus one goroutine that watches the spool for a failure (Failed). Shutdown stops
-// everything New and Start started. New, Start and Shutdown are called once each, in that
-// order, from one goroutine; the address accessors, Failed and Reload are safe for concurrent
-// use once Start returned.
+// listeners, plus one goroutine that watches the spool for a failure (Failed) and, with
+// -dest.file, one that polls the file. A reload drains what it removed on goroutines of its own
+// (destinations.go). Shutdown stops everything New, Start and the reloads started. New, Start
+// and Shutdown are called once each, in that order, from one goroutine; the address accessors,
+// Failed and Reload are safe for concurrent use once Start returned; reloads run one at a time
+// and none after Shutdown began.
 package gateway

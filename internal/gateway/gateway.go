@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
 	"github.com/otlpgate/otlpgate/server/uds"
+	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
 )
 
@@ -29,13 +32,10 @@ type Gateway struct {
 	cfg Config
 	log *slog.Logger
 
-	lim     *admission.Limiter
-	in      admitter           // what every intake admits into: p, or the spool's admission
-	p       *fastpath.Pipeline // nil with a spool
-	sp      *spooled           // nil without a spool
-	outlets []outlet           // the Destinations, each a client.Dest or a client.Fleet
-	fleets  []*client.Fleet    // re-resolved by Reload
-	file    *filedest.Dest     // the local file, when there is no other destination
+	lim   *admission.Limiter
+	in    admitter           // what every intake admits into: p, or the spool's admission
+	p     *fastpath.Pipeline // nil with a spool
+	spool *spool.Spool       // nil without a spool
 
 	gs   *grpcserver.Server
 	hs   *httpserver.Server
@@ -43,6 +43,27 @@ type Gateway struct {
 	us   *uds.Server
 	adm  *admin.Server
 	prof *admin.Listener
+
+	// dmu guards the destination set, which reloads change (destinations.go, destfile.go).
+	dmu struct {
+		sync.Mutex
+		members []*member
+		// parked maps a destination's name to the end of the drain of its instance that a
+		// reload removed, with a spool: the name's next instance resumes after it.
+		parked map[string]chan struct{}
+		closed bool      // Shutdown began: reloads change nothing any more
+		seen   fileState // DestFile as last read
+	}
+	// retiring counts the drains of destinations a reload removed or replaced, and the
+	// resumptions waiting for them; retireCtx ends them when Shutdown's time is up.
+	retiring     sync.WaitGroup
+	retireCtx    context.Context
+	retireCancel context.CancelFunc
+	lostMu       sync.Mutex
+	reloadLost   []error // what those drains could not deliver (without a spool)
+	stopPoll     chan struct{}
+	pollDone     chan struct{}
+	polling      bool // pollDestFile runs
 
 	failed    chan struct{} // closed when the spool failed (watchSpool)
 	stopWatch chan struct{}
@@ -62,12 +83,6 @@ type admitter interface {
 	Flush()
 	QueuedBytes() int64
 	Close()
-}
-
-// outlet is a destination that drains on Shutdown: a client.Dest or a client.Fleet.
-type outlet interface {
-	fastpath.Destination
-	Shutdown(ctx context.Context) error
 }
 
 // intake is a server that takes data in; Shutdown stops it accepting and hands what it took
@@ -97,7 +112,10 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.Pipeline.Ack.String(), "queue_max_bytes", cfg.Pipeline.QueueMaxBytes)
-	g := &Gateway{cfg: cfg, log: log, failed: make(chan struct{}), stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: log, failed: make(chan struct{}), stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
+		stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g.dmu.parked = map[string]chan struct{}{}
+	g.retireCtx, g.retireCancel = context.WithCancel(context.Background())
 	// One intake limiter bounds what every intake holds before admission, as the queue does
 	// after; gRPC messages inflate into its inflate budget, so it exists before the
 	// compressors are registered (before any server or client).
@@ -120,50 +138,72 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 // build makes every part, in the order they depend on one another.
 func (g *Gateway) build() error {
 	cfg, log := g.cfg, g.log
-	configs, err := cfg.AllDestinations()
+	var fileSpecs []string
+	if cfg.DestFile != "" {
+		body, err := os.ReadFile(cfg.DestFile)
+		if err != nil {
+			return fmt.Errorf("-dest.file: %w", err)
+		}
+		g.dmu.seen = fileState{body: body}
+		fileSpecs = parseDestFile(body)
+	}
+	configs, err := cfg.destinations(fileSpecs)
 	if err != nil {
 		return err
 	}
-	var dests []fastpath.Destination
+	if cfg.DestFile != "" && len(configs)+len(cfg.Extra) == 0 {
+		return fmt.Errorf("-dest.file %s: no destination", cfg.DestFile)
+	}
+	if err := cfg.checkTenants(configs); err != nil {
+		return err
+	}
+	// The tenant table goes to the pipeline, the spool's admission and feeders (g.cfg, which
+	// reloads build feeders from) and the intakes.
+	if err := g.cfg.buildTenants(configs); err != nil {
+		return err
+	}
+	cfg = g.cfg
+	var ms []*member
+	defer func() { g.dmu.members = ms }() // release stops what was built, also on an error
 	for _, c := range configs {
-		if c.Resolver != "" {
-			f, err := client.NewFleet(c, log)
-			if err != nil {
-				return err
-			}
-			g.outlets, g.fleets, dests = append(g.outlets, f), append(g.fleets, f), append(dests, f)
-			log.Info("destination", "name", c.Name, "resolver", c.Resolver, "balance", c.Balance)
-			continue
-		}
-		d, err := client.New(c, log)
+		m, err := g.upstream(c)
 		if err != nil {
 			return err
 		}
-		g.outlets, dests = append(g.outlets, d), append(dests, d)
-		log.Info("destination", "name", c.Name, "endpoint", c.Endpoint, "protocol", c.Protocol, "mode", c.Mode)
+		ms = append(ms, m)
 	}
-	dests = append(dests, cfg.Extra...)
-	if len(dests) == 0 {
-		var err error
-		if g.file, err = filedest.New(cfg.File, log); err != nil {
+	for _, d := range cfg.Extra {
+		ms = append(ms, &member{name: d.Name(), dest: d})
+	}
+	if len(ms) == 0 {
+		file, err := filedest.New(cfg.File, log)
+		if err != nil {
 			return err
 		}
-		dests = append(dests, g.file)
+		ms = append(ms, &member{name: file.Name(), dest: file, out: file, queue: cfg.File.QueueBytes})
 		log.Info("destination", "name", "file", "path", cfg.File.Path)
 	}
 
-	if err := cfg.buildTenants(configs); err != nil {
-		return err
-	}
 	if cfg.Spool.Dir != "" {
-		if g.sp, err = openSpool(cfg, configs, dests, log); err != nil {
+		names := make([]string, len(ms))
+		for i, m := range ms {
+			names[i] = m.name
+		}
+		if g.spool, err = openSpool(cfg, names, log); err != nil {
 			return err
 		}
-		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.sp.s); err != nil {
+		for i, m := range ms {
+			if err := g.newFeeder(m, g.spool.Reader(m.name), i, len(ms)); err != nil {
+				return err
+			}
+			m.resumed = make(chan struct{})
+			close(m.resumed)
+		}
+		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.spool); err != nil {
 			return err
 		}
 	} else {
-		if g.p, err = fastpath.New(cfg.Pipeline, dests); err != nil {
+		if g.p, err = fastpath.New(cfg.Pipeline, dests(ms)); err != nil {
 			return err
 		}
 		g.in = g.p
@@ -210,18 +250,20 @@ func (g *Gateway) release() {
 	if g.us != nil {
 		g.us.Shutdown(context.Background())
 	}
-	if g.sp != nil {
-		g.sp.stopFeeding()
+	for _, m := range g.dmu.members {
+		if m.feeder != nil {
+			m.feeder.Stop()
+		}
 	}
-	for _, d := range g.outlets {
-		d.Shutdown(context.Background())
+	for _, m := range g.dmu.members {
+		if m.out != nil {
+			m.out.Shutdown(context.Background())
+		}
 	}
-	if g.file != nil {
-		g.file.Shutdown(context.Background())
+	if g.spool != nil {
+		g.spool.Close()
 	}
-	if g.sp != nil {
-		g.sp.close(g.log)
-	}
+	g.retireCancel()
 }
 
 // Start starts the destinations and the listeners; it returns once every listener is bound.
@@ -229,15 +271,20 @@ func (g *Gateway) release() {
 // called, and returns the same error).
 func (g *Gateway) Start(ctx context.Context) error {
 	g.started = true
-	for _, d := range g.outlets {
-		d.(interface{ Start() }).Start()
+	g.dmu.Lock()
+	for _, m := range g.dmu.members {
+		m.start()
 	}
-	if g.sp != nil {
-		g.sp.start()
+	g.dmu.Unlock()
+	if g.spool != nil {
 		g.watching = true
 		go g.watchSpool()
 	}
 	err := g.listen(ctx)
+	if err == nil && g.cfg.DestFile != "" && g.cfg.DestFilePoll > 0 {
+		g.polling = true
+		go g.pollDestFile()
+	}
 	if err != nil {
 		g.shutOnce.Do(func() {
 			g.shutdown(context.Background())
@@ -278,8 +325,8 @@ func (g *Gateway) listen(ctx context.Context) error {
 func (g *Gateway) watchSpool() {
 	defer close(g.watchDone)
 	select {
-	case <-g.sp.s.Failed():
-		g.failure = g.sp.s.Err()
+	case <-g.spool.Failed():
+		g.failure = g.spool.Err()
 		g.log.Error("spool failed: acknowledged data may be lost; shutting down", "dir", g.cfg.Spool.Dir, "err", g.failure)
 		close(g.failed)
 	case <-g.stopWatch:
@@ -290,12 +337,26 @@ func (g *Gateway) watchSpool() {
 // LossError. Safe for concurrent use.
 func (g *Gateway) Failed() <-chan struct{} { return g.failed }
 
-// Reload does what SIGHUP asks: the balanced destinations resolve their backends again and
-// the Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran
-// before; the error joins them. Safe for concurrent use.
+// Reload does what SIGHUP asks: with -dest.file, the destinations are read again and the
+// difference applied (destfile.go); the balanced destinations resolve their backends again; the
+// Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran before; the
+// error joins them. Safe for concurrent use.
 func (g *Gateway) Reload() error {
 	var errs []error
-	for _, f := range g.fleets {
+	if g.cfg.DestFile != "" {
+		if err := g.reloadDestFile("reload"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	g.dmu.Lock()
+	var fleets []*client.Fleet
+	for _, m := range g.dmu.members {
+		if f, ok := m.out.(*client.Fleet); ok {
+			fleets = append(fleets, f)
+		}
+	}
+	g.dmu.Unlock()
+	for _, f := range fleets {
 		if err := f.Reload(); err != nil {
 			g.log.Error("cannot resolve the backends; keeping the current set", "destination", f.Name(), "err", err)
 			errs = append(errs, err)
@@ -332,10 +393,16 @@ func (g *Gateway) AdminAddr() net.Addr { return g.adm.Addr() }
 func (g *Gateway) PprofAddr() net.Addr { return g.prof.Addr() }
 
 // lastErrors is each destination's latest failure, for the status page; destinations that never
-// failed are left out.
+// failed are left out. Those a reload removed are gone from it.
 func (g *Gateway) lastErrors() map[string]admin.LastError {
+	g.dmu.Lock()
+	outs := make([]fastpath.Destination, 0, len(g.dmu.members))
+	for _, m := range g.dmu.members {
+		outs = append(outs, m.dest)
+	}
+	g.dmu.Unlock()
 	m := map[string]admin.LastError{}
-	for _, o := range g.outlets {
+	for _, o := range outs {
 		if d, ok := o.(interface {
 			Name() string
 			LastError() (string, time.Time)

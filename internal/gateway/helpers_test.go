@@ -42,6 +42,8 @@ type upstream struct {
 	addr string
 	done chan struct{}
 
+	delay time.Duration // taken over each call: a slow upstream
+
 	mu      sync.Mutex
 	ids     map[uint64]int
 	held    chan struct{} // nil: answer at once
@@ -100,6 +102,9 @@ func (u *upstream) Export(ctx context.Context, req *coltracev1.ExportTraceServic
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if u.delay > 0 {
+		time.Sleep(u.delay)
 	}
 	u.mu.Lock()
 	for _, id := range spanIDs(req.ResourceSpans) {

@@ -40,11 +40,11 @@ func (g *Gateway) ready() error {
 	if g.cfg.Kafka.Listen != "" || g.cfg.UDS.Listen != "" {
 		check("unauthenticated intake limiter", g.lim.BytesFor(admission.IntakeKafka), g.lim.MaxBytesFor(admission.IntakeKafka), "intake.unauthenticated.max-bytes")
 	}
-	if g.sp == nil {
+	if g.spool == nil {
 		// With a spool, admission holds nothing in memory: the spool is the queue.
 		check("queue", g.in.QueuedBytes(), g.cfg.Pipeline.QueueMaxBytes, "queue.max-bytes")
 	} else {
-		check("spool", g.sp.s.Bytes(), g.cfg.Spool.MaxBytes, "spool.max-bytes")
+		check("spool", g.spool.Bytes(), g.cfg.Spool.MaxBytes, "spool.max-bytes")
 	}
 	if len(failed) == 0 {
 		return nil

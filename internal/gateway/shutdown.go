@@ -44,6 +44,15 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	defer g.prof.Shutdown(context.Background())
 
 	g.adm.Drain()
+	// No reload from here on: the destinations that drain are the last ones.
+	close(g.stopPoll)
+	if g.polling {
+		<-g.pollDone
+	}
+	g.dmu.Lock()
+	g.dmu.closed = true
+	members := g.dmu.members
+	g.dmu.Unlock()
 
 	deadline, _ := ctx.Deadline()
 	ictx, icancel := context.WithTimeout(ctx, time.Until(deadline)/2)
@@ -66,30 +75,37 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	g.log.Debug("intakes stopped", "took", time.Since(began))
 
 	g.in.Close()
-	sp := g.sp
-	if sp != nil {
-		// Nothing more is read from the spool; what the destinations hold is finished as usual.
-		sp.stopFeeding()
+	spooled := g.spool != nil
+	// Nothing more is read from the spool; what the destinations hold is finished as usual.
+	for _, m := range members {
+		if m.feeder != nil {
+			m.feeder.Stop()
+		}
 	}
 	close(g.stopWatch)
 	if g.watching {
 		<-g.watchDone
 	}
 
-	// Destinations drain in parallel: one slow upstream must not eat the others' time.
-	errc := make(chan error, len(g.outlets)+1)
-	for _, d := range g.outlets {
+	// Destinations drain in parallel: one slow upstream must not eat the others' time. Those a
+	// reload removed go on draining meanwhile, until the same deadline.
+	stopRetiring := context.AfterFunc(ctx, g.retireCancel)
+	defer stopRetiring()
+	defer g.retireCancel()
+	var outs []outlet
+	for _, m := range members {
+		if m.out != nil {
+			outs = append(outs, m.out)
+		}
+	}
+	errc := make(chan error, len(outs))
+	for _, d := range outs {
 		go func() { errc <- d.Shutdown(ctx) }()
 	}
-	n := len(g.outlets)
-	if g.file != nil {
-		n++
-		go func() { errc <- g.file.Shutdown(ctx) }()
-	}
 	var lost LossError
-	for range n {
+	for range outs {
 		if err := <-errc; err != nil {
-			if sp != nil {
+			if spooled {
 				// Not a loss: what a destination gave up at shutdown is still in the spool and is
 				// delivered after the next start.
 				g.log.Info("undelivered batches stay in the spool for the next start", "err", err)
@@ -99,9 +115,15 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 			lost.Errs = append(lost.Errs, err)
 		}
 	}
-	if sp != nil {
-		if err := sp.close(g.log); err != nil {
+	g.retiring.Wait()
+	g.lostMu.Lock()
+	lost.Errs = append(lost.Errs, g.reloadLost...) // each logged when it happened
+	g.lostMu.Unlock()
+	if spooled {
+		if err := g.spool.Close(); err != nil {
 			g.log.Error("spool not closed cleanly: the next start replays more than needed", "err", err)
+		} else {
+			g.log.Info("spool closed")
 		}
 	}
 	if q := g.in.QueuedBytes(); q > 0 && len(lost.Errs) == 0 {

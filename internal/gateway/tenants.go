@@ -70,3 +70,20 @@ func (cfg *Config) buildTenants(dests []client.Config) error {
 	cfg.Spool.Meta = true
 	return nil
 }
+
+// ErrDestFileRoutes refuses -dest.file with tenant routes: the routes number the destinations
+// by position, and a reload changes which destination stands where.
+var ErrDestFileRoutes = errors.New("-dest.file cannot be combined with match-header yet")
+
+// checkTenants is tenantConfig's check of dests (the destinations as configured, DestFile's
+// among them once read), refusing tenant routes with DestFile.
+func (c Config) checkTenants(dests []client.Config) error {
+	tc, err := c.tenantConfig(dests)
+	if err != nil {
+		return err
+	}
+	if c.DestFile != "" && len(tc.Routes) != 0 {
+		return ErrDestFileRoutes
+	}
+	return nil
+}

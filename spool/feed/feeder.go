@@ -60,6 +60,7 @@ type Feeder struct {
 	log *slog.Logger
 
 	held     atomic.Int64
+	maxBytes atomic.Int64 // Config.MaxBytes, or what SetMaxBytes set since
 	batches  atomic.Int32
 	room     chan struct{} // a handed-over batch finished
 	stopping atomic.Bool   // Stop began: given-up batches leave their records unfinished
@@ -110,8 +111,24 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
-		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}, nil
+	f := &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
+		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}
+	f.maxBytes.Store(cfg.MaxBytes)
+	return f, nil
+}
+
+// SetMaxBytes replaces Config.MaxBytes (which must stay positive): the feeders share
+// -queue.max-bytes, and the share changes when destinations come or go while otlpgate runs. A
+// lower bound holds from the next batch on. Safe for concurrent use.
+func (f *Feeder) SetMaxBytes(n int64) {
+	if n <= 0 {
+		panic("BUG: feed: max bytes must be positive")
+	}
+	f.maxBytes.Store(n)
+	select {
+	case f.room <- struct{}{}: // a raised bound may let a waiting batch go
+	default:
+	}
 }
 
 // Start starts the feeding goroutine. Call it once.
@@ -145,7 +162,7 @@ func (f *Feeder) run() {
 			return
 		default:
 		}
-		if f.held.Load() >= f.cfg.MaxBytes {
+		if f.held.Load() >= f.maxBytes.Load() {
 			if !f.wait(f.room, nil, 0) {
 				return
 			}

@@ -1,0 +1,87 @@
+package fastpath
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "otlpgate_fastpath_destination_refused_batches_total",
+	Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
+}, []string{"destination", "reason"})
+
+// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant routes: the routes
+// number destinations by position, so a changed set would route tenants to the wrong ones.
+var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant routes are set")
+
+// destSet is the destinations a batch is handed to, with their refusal counters. A batch
+// takes the pipeline's current set when it opens and keeps it until it was handed out, so that
+// every request goes to the destinations that were configured when it was admitted, whatever
+// SetDestinations does meanwhile.
+type destSet struct {
+	dests            []Destination
+	refFull, refShut []prometheus.Counter // otlpgate_fastpath_destination_refused_batches_total
+	// users counts the batches opened with this set that have not yet been handed to every
+	// destination of it: SetDestinations waits for it to reach zero.
+	users atomic.Int64
+}
+
+func newDestSet(dests []Destination) *destSet {
+	s := &destSet{dests: dests}
+	for _, d := range dests {
+		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
+		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
+	}
+	return s
+}
+
+// refused counts destination i's refusal of a batch at hand-over.
+func (s *destSet) refused(i int, err error) {
+	if errors.Is(err, ErrClosed) {
+		s.refShut[i].Inc()
+		return
+	}
+	s.refFull[i].Inc()
+}
+
+// SetDestinations makes dests the destinations of every request admitted from now on. A request
+// goes to the destinations that were set when it was admitted: an open batch holding requests
+// admitted before the call is sealed (by the call, or by the next request of its signal) and
+// handed to the previous set. SetDestinations returns once no batch can be handed to the
+// previous set any more, so that the caller may then shut down the destinations dests leaves
+// out (each finishes, as usual, every batch it took). Calls are serialized; a closed pipeline
+// takes none, and a pipeline with tenant routes (TenantsConfig.Routes) refuses with
+// ErrTenantRoutes. Safe for concurrent use.
+func (p *Pipeline) SetDestinations(dests []Destination) error {
+	if ts := p.cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 {
+		// Routes number the destinations by position: a new set would need routes of its own.
+		return ErrTenantRoutes
+	}
+	if len(dests) == 0 {
+		return errors.New("fastpath: no destination")
+	}
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	old := p.dests.Swap(newDestSet(dests))
+	// Admission compares an open batch's set with the current one under the signal's lock, so
+	// once Flush has taken every signal's lock no batch of the old set is open: what is left
+	// are seals handing batches out right now, outside the lock, each a few microseconds
+	// (Enqueue does not block).
+	p.Flush()
+	for i := 1; old.users.Load() != 0; i++ {
+		time.Sleep(50 * time.Microsecond)
+		if i%20 == 0 {
+			// With tenants a signal holds a batch per tenant, and a Flush racing new requests
+			// may have sealed batches of the new set in place of old ones: seal again.
+			p.Flush()
+		}
+	}
+	return nil
+}
