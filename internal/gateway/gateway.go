@@ -244,6 +244,9 @@ func (g *Gateway) release() {
 	if g.in != nil {
 		g.in.Close()
 	}
+	if g.gs != nil {
+		g.gs.Shutdown(context.Background()) // its stream workers run from New on
+	}
 	if g.ks != nil {
 		g.ks.Shutdown(context.Background())
 	}

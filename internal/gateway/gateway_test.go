@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,20 @@ func TestNewValidates(t *testing.T) {
 	cfg := testConfig()
 	cfg.Destinations = []client.Config{destTo("twice", "127.0.0.1:1"), destTo("twice", "127.0.0.1:2")}
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "two destinations are named") {
+		t.Fatalf("New: %v", err)
+	}
+}
+
+// A part that fails to build after others were (here the UDS intake, whose group does not
+// exist, after the destinations, the pipeline and the gRPC intake) fails New, and what was built
+// is released: goleak finds none of its goroutines.
+func TestNewFailureReleases(t *testing.T) {
+	up := startUpstream(t)
+	cfg := testConfig()
+	cfg.UDS.Listen = filepath.Join(t.TempDir(), "oc.sock")
+	cfg.UDS.Group = "otlpgate-no-such-group"
+	cfg.Destinations = []client.Config{destTo("nobuild", up.addr)}
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "otlpgate-no-such-group") {
 		t.Fatalf("New: %v", err)
 	}
 }
