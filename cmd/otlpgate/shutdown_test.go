@@ -165,6 +165,11 @@ func TestShutdownAnswersEdgeAndFailsReadiness(t *testing.T) {
 	if code, _ := readyz(t, g.admin); code != http.StatusOK {
 		t.Fatalf("/readyz = %d while serving, want 200", code)
 	}
+	// The stream connects and sends in the background: the signal must come after the request
+	// was admitted, or a slow machine lets the listener close before the client ever connected.
+	testkit.WaitFor(t, "the request to be admitted", func() bool {
+		return scrape(t, g.admin, "otlpgate_fastpath_admitted_items_total", `signal="traces"`) >= 2
+	})
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	testkit.WaitFor(t, "the batch to reach the upstream during shutdown", func() bool { return len(u.Requests()) > 0 })
 	if n, _ := u.SpanCount(); n != 2 || len(u.Requests()) != 1 {
