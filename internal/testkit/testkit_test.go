@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -299,5 +300,30 @@ func TestOpenFDs(t *testing.T) {
 	f.Close()
 	if got := OpenFDs(t); got != before {
 		t.Errorf("%d descriptors after closing it, want %d", got, before)
+	}
+}
+
+func TestCounter(t *testing.T) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "testkit_counter_test_total", Help: "test"}, []string{"a", "b"})
+	prometheus.MustRegister(c)
+	defer prometheus.Unregister(c)
+	c.WithLabelValues("x", "1").Add(2)
+	c.WithLabelValues("x", "2").Add(3)
+	c.WithLabelValues("y", "1").Add(5)
+	for _, tc := range []struct {
+		labels []string
+		want   float64
+	}{
+		{nil, 10},
+		{[]string{"a", "x"}, 5},
+		{[]string{"a", "x", "b", "2"}, 3},
+		{[]string{"a", "z"}, 0},
+	} {
+		if got := Counter(t, "testkit_counter_test_total", tc.labels...); got != tc.want {
+			t.Errorf("Counter(%v) = %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+	if got := Counter(t, "testkit_no_such_total"); got != 0 {
+		t.Errorf("missing counter = %v, want 0", got)
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
@@ -149,28 +149,5 @@ func TestStalledBodiesDoNotLockOutOthers(t *testing.T) {
 // registry, as a scrape would; 0 before the first refusal.
 func intakeRefused(t *testing.T, intake, resource string) float64 {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "otlpgate_intake_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var in, res string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "intake":
-					in = l.GetValue()
-				case "resource":
-					res = l.GetValue()
-				}
-			}
-			if in == intake && res == resource {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testkit.Counter(t, "otlpgate_intake_refused_total", "intake", intake, "resource", resource)
 }

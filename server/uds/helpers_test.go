@@ -207,28 +207,5 @@ func counter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
 // registry, as a scrape would; 0 before the first refusal.
 func intakeRefused(t *testing.T, intake, resource string) float64 {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "otlpgate_intake_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var in, res string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "intake":
-					in = l.GetValue()
-				case "resource":
-					res = l.GetValue()
-				}
-			}
-			if in == intake && res == resource {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testkit.Counter(t, "otlpgate_intake_refused_total", "intake", intake, "resource", resource)
 }
