@@ -131,13 +131,27 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 	return p.enqueue(&r, wait)
 }
 
+// charge adds n bytes to the queue if they fit within Config.QueueMaxBytes. A refused charge
+// never shows: adding first and taking back on refusal would let the gauge, /readyz and the
+// status page read the queue above its bound while requests are refused.
+func (p *Pipeline) charge(n int64) bool {
+	for {
+		q := p.queued.Load()
+		if q+n > p.cfg.QueueMaxBytes {
+			return false
+		}
+		if p.queued.CompareAndSwap(q, q+n) {
+			return true
+		}
+	}
+}
+
 // enqueue appends a prepared request to the open batch of its signal and tenant, within the
 // queue's budget.
 func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	sig, req, layout, t := r.Sig, r.Req, r.Layout, r.Tenant
 	n := int64(len(req))
-	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
-		p.queued.Add(-n)
+	if !p.charge(n) {
 		r.Refused(RefusedQueueFull)
 		return nil, ErrFull
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -498,4 +499,48 @@ func TestMinGapSealing(t *testing.T) {
 			t.Fatalf("batches %+v, want the request after a quiet gap sealed at once", got)
 		}
 	})
+}
+
+// Requests refused at a full queue must not lift the queued bytes above the bound even for a
+// moment: otlpgate_queue_bytes, /readyz and the status page read the same counter, and a gauge
+// over its configured maximum reads as a broken bound.
+func TestQueueNeverReadsAboveBound(t *testing.T) {
+	cfg := testConfig()
+	cfg.QueueMaxBytes = 10_000
+	cfg.BatchMaxBytes = 1000
+	r := &recorder{name: "slow", hold: true}
+	p := newTestPipeline(t, cfg, r)
+	body := entry(250, 1)
+	for p.Consume(Traces, body, 1) == nil {
+	}
+	small := entry(3, 2)
+	for p.Consume(Traces, small, 1) == nil {
+	}
+	if q := p.QueuedBytes(); q > cfg.QueueMaxBytes || q+int64(len(small)) <= cfg.QueueMaxBytes {
+		t.Fatalf("queued %d: want the queue full within %d bytes of %d", q, len(small), cfg.QueueMaxBytes)
+	}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100_000 {
+				if err := p.Consume(Traces, body, 1); !errors.Is(err, ErrFull) {
+					t.Errorf("a full queue admitted a request: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); done.Store(true) }()
+	peak := int64(0)
+	for !done.Load() {
+		peak = max(peak, p.QueuedBytes())
+	}
+	if peak > cfg.QueueMaxBytes {
+		t.Fatalf("queued bytes read %d, above the bound %d, while full requests were refused", peak, cfg.QueueMaxBytes)
+	}
+	p.Flush()
+	r.release(true)
 }

@@ -163,10 +163,12 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 		return fastpath.ErrClosed
 	}
 	n := int64(b.Len())
-	if d.queued.Add(n) > d.cfg.QueueBytes {
-		d.queued.Add(-n)
+	// Enqueue holds d.mu and the writer only takes bytes off: checking before adding keeps the
+	// gauge from reading above the bound while batches are refused.
+	if d.queued.Load()+n > d.cfg.QueueBytes {
 		return fastpath.ErrFull
 	}
+	d.queued.Add(n)
 	select {
 	case d.queue <- b:
 		return nil
