@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -435,5 +436,58 @@ func TestDestFileRefusesTenantRoutes(t *testing.T) {
 	eventually(t, func() string { return "span 2 missing" }, func() bool { return a.count(2) == 1 && b.count(2) == 1 })
 	if b.count(1) != 0 {
 		t.Errorf("b got span 1, admitted before it was configured")
+	}
+}
+
+// A destination a reload removed leaves the status page once it holds nothing, while the ones
+// configured stay on it.
+func TestDestFileRemovedLeavesStatus(t *testing.T) {
+	a, b := startUpstream(t), startUpstream(t)
+	path := filepath.Join(t.TempDir(), "dests")
+	cfg := testConfig()
+	cfg.DestFile = path
+	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
+	writeFile(t, path, destSpec("status-a", a.addr), destSpec("status-b", b.addr))
+	g := startGateway(t, cfg)
+	if code := post(t, g, traceBody(t, 0, 1)); code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	eventually(t, func() string { return "span 1 missing" }, func() bool { return a.count(1) == 1 && b.count(1) == 1 })
+	listed := func() []string {
+		code, body := get(t, g, "/status.json")
+		if code != 200 {
+			t.Fatalf("/status.json: %d", code)
+		}
+		var st struct {
+			Destinations []struct{ Name, State string }
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, d := range st.Destinations {
+			if strings.HasPrefix(d.Name, "status-") {
+				names = append(names, d.Name+":"+d.State)
+			}
+		}
+		return names
+	}
+	eventually(t, func() string { return fmt.Sprintf("status lists %v, want both", listed()) }, func() bool {
+		return strings.Join(listed(), " ") == "status-a:ok status-b:ok"
+	})
+
+	writeFile(t, path, destSpec("status-a", a.addr))
+	if err := g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, g, traceBody(t, 0, 2)); code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	eventually(t, func() string { return "span 2 missing" }, func() bool { return a.count(2) == 1 })
+	eventually(t, func() string { return fmt.Sprintf("status lists %v, want status-a alone", listed()) }, func() bool {
+		return strings.Join(listed(), " ") == "status-a:ok"
+	})
+	if b.count(2) != 0 {
+		t.Fatal("span 2 reached the removed destination")
 	}
 }

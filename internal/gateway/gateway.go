@@ -231,6 +231,7 @@ func (g *Gateway) build() error {
 	}
 	// The status page's last error per destination: each client.Dest and client.Fleet keeps its own.
 	g.adm.SetLastErrors(g.lastErrors)
+	g.adm.SetDestinations(g.destNames)
 	// Profiles only when asked for, on loopback; the listener lives until the end of Shutdown,
 	// so that a shutdown can be profiled too.
 	if g.prof, err = admin.NewPprof(cfg.Pprof, log); err != nil {
@@ -394,6 +395,17 @@ func (g *Gateway) AdminAddr() net.Addr { return g.adm.Addr() }
 
 // PprofAddr is the profiling listener's bound address, nil when it is off or not started.
 func (g *Gateway) PprofAddr() net.Addr { return g.prof.Addr() }
+
+// destNames are the names of the destinations configured now, for the status page.
+func (g *Gateway) destNames() []string {
+	g.dmu.Lock()
+	defer g.dmu.Unlock()
+	names := make([]string, 0, len(g.dmu.members))
+	for _, m := range g.dmu.members {
+		names = append(names, m.name)
+	}
+	return names
+}
 
 // lastErrors is each destination's latest failure, for the status page; destinations that never
 // failed are left out. Those a reload removed are gone from it.

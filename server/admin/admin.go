@@ -123,6 +123,12 @@ type LastError struct {
 // destination name; it is called once per /status.json and page view. Call before Start.
 func (s *Server) SetLastErrors(f func() map[string]LastError) { s.sampler.lastErr = f }
 
+// SetDestinations gives the status the names of the destinations configured now; it is called
+// once per /status.json and page view. Without it every destination that ever had a series is
+// shown. With it, a destination a reload removed is shown in state "removed" while it still
+// holds queued or in-flight data, and left out once it holds nothing. Call before Start.
+func (s *Server) SetDestinations(f func() []string) { s.sampler.current = f }
+
 // sample runs the status sampler until Shutdown.
 func (s *Server) sample() {
 	defer close(s.sampleDone)

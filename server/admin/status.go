@@ -86,7 +86,8 @@ type IntakeStatus struct {
 type DestinationStatus struct {
 	Name string `json:"name"`
 	// State is ok, degraded (retrying, throttled or dropping within the last DownAfter) or down
-	// (holding data with nothing acknowledged for DownAfter).
+	// (holding data with nothing acknowledged for DownAfter); removed while a destination a reload
+	// took out still drains (SetDestinations).
 	State           string             `json:"state"`
 	Since           time.Time          `json:"state_since"`
 	LastAck         *time.Time         `json:"last_ack,omitempty"`
@@ -144,6 +145,7 @@ type sampler struct {
 	g       prometheus.Gatherer
 	start   time.Time
 	lastErr func() map[string]LastError
+	current func() []string // nil: every destination with a series is current
 
 	mu struct {
 		sync.Mutex
@@ -500,9 +502,23 @@ func (s *sampler) status(now time.Time) Status {
 			break
 		}
 	}
+	var current map[string]bool
+	if s.current != nil {
+		current = map[string]bool{}
+		for _, d := range s.current() {
+			current[d] = true
+		}
+	}
 	for _, d := range last.destinations() {
 		dw := "destination=" + d
 		t := tracks[d]
+		removed := current != nil && !current[d]
+		if removed && last.sum("otlpgate_client_queue_bytes", dw) == 0 && last.sum("otlpgate_client_in_flight_requests", dw) == 0 {
+			continue // removed by a reload and drained: its counters stay in /metrics, not here
+		}
+		if removed {
+			t.state = "removed"
+		}
 		ds := DestinationStatus{Name: d, State: t.state, Since: t.since, LastError: errs[d].Message,
 			QueueBytes:  last.sum("otlpgate_client_queue_bytes", dw),
 			InFlight:    last.sum("otlpgate_client_in_flight_requests", dw),

@@ -155,3 +155,41 @@ func TestStatusPageRenders(t *testing.T) {
 		t.Error("unescaped client data on the page")
 	}
 }
+
+// With the configured destinations known, one a reload removed is shown as removed while it
+// holds data and left out once it holds nothing; one never removed is shown as before.
+func TestStatusRemovedDestination(t *testing.T) {
+	r := newStatusRig()
+	cfg := StatusConfig{Interval: time.Second, Window: time.Minute, DownAfter: 10 * time.Second}
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := newSampler(cfg, r.reg, nil)
+	s.start = t0
+	current := []string{"kept", "gone"}
+	s.current = func() []string { return current }
+	names := func(st Status) string {
+		var n []string
+		for _, d := range st.Destinations {
+			n = append(n, d.Name+":"+d.State)
+		}
+		return strings.Join(n, " ")
+	}
+	step := func(i int) Status {
+		now := t0.Add(time.Duration(i) * time.Second)
+		r.acked.WithLabelValues("kept", "").Inc()
+		r.acked.WithLabelValues("gone", "").Inc()
+		s.take(now)
+		return s.status(now)
+	}
+	r.queue.WithLabelValues("gone", "").Set(512)
+	if got := names(step(0)); got != "gone:ok kept:ok" {
+		t.Fatalf("before the reload: %q", got)
+	}
+	current = []string{"kept"}
+	if got := names(step(1)); got != "gone:removed kept:ok" {
+		t.Fatalf("removed, still holding 512 bytes: %q", got)
+	}
+	r.queue.WithLabelValues("gone", "").Set(0)
+	if got := names(step(2)); got != "kept:ok" {
+		t.Fatalf("removed and drained: %q", got)
+	}
+}
