@@ -230,7 +230,8 @@ func (w *httpWorker) call(r *request) {
 		d.drop(r, DropInvalid)
 		return
 	}
-	if r.size > d.cfg.MaxSendMsgSize {
+	// The upstream checks the decompressed body against its limit (the Collector does).
+	if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 		d.drop(r, DropTooLarge)
 		return
 	}
@@ -243,7 +244,9 @@ func (w *httpWorker) call(r *request) {
 		d.setForwarded(&req.Header, r.b.Tenant)
 	}
 	body := r.b.Payload.Bytes() // r holds the payload reference until it is finished
-	if w.s.comp != nil {
+	// A pass-through batch is already compressed the way the worker sends (fastpath takes it
+	// for this destination only then, Dest.PassThrough): its bytes go as they are.
+	if w.s.comp != nil && r.b.Encoding == fastpath.EncodingNone {
 		var err error
 		if body, err = w.compress(body); err != nil {
 			w.out.release()

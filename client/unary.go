@@ -114,7 +114,9 @@ func (w *worker) call(r *request) {
 		}
 		msg, reply = f, &w.resp
 	} else {
-		if r.size > d.cfg.MaxSendMsgSize {
+		// The upstream checks the decompressed message against its limit; a pass-through
+		// batch goes compressed as it is (codec/passthrough.go).
+		if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 			d.drop(r, DropTooLarge)
 			return
 		}
