@@ -46,7 +46,7 @@ type wireBatch struct {
 	body         []byte
 }
 
-func (r *wireRecorder) Name() string                    { return "wire-" + r.enc.String() }
+func (r *wireRecorder) Name() string                   { return "wire-" + r.enc.String() }
 func (r *wireRecorder) PassThrough() fastpath.Encoding { return r.enc }
 func (r *wireRecorder) Enqueue(b *fastpath.Batch) error {
 	r.mu.Lock()

@@ -228,4 +228,3 @@ func TestBinaryPassThroughZstd(t *testing.T) {
 		t.Fatalf("%v requests and %v batches went compressed; want %d and at least 1", c, b, n)
 	}
 }
-
