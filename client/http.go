@@ -259,7 +259,7 @@ func (w *httpWorker) call(r *request) {
 	r.sentAt = nanotime()
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
-	d.m.sentBytes.Add(float64(r.size))
+	d.m.sentBytes.Add(float64(r.b.PlainLen())) // before compression, a pass-through batch's too
 
 	err := w.s.hc.DoTimeout(req, &w.resp, d.cfg.AckTimeout)
 	req.SetBodyRaw(nil) // the body's bytes go back to their owners below

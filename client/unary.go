@@ -126,7 +126,7 @@ func (w *worker) call(r *request) {
 	r.attempt++
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
-	d.m.sentBytes.Add(float64(r.size))
+	d.m.sentBytes.Add(float64(r.b.PlainLen())) // before compression, a pass-through batch's too
 
 	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
 	// Every path that opened the stream ends in RecvMsg, which ends it: the call's context is
