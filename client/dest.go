@@ -626,3 +626,11 @@ func (d *Dest) PassThrough() fastpath.Encoding {
 	}
 	return fastpath.EncodingNone
 }
+
+// sendsAsIs reports whether d can send b: a plain batch, or a pass-through batch in the
+// encoding d sends. The pipeline hands a pass-through batch only to destinations whose
+// PassThrough matches; this guards that invariant, since a batch sent with the wrong encoding
+// would reach the upstream compressed twice, or not decompressed at all.
+func (d *Dest) sendsAsIs(b *fastpath.Batch) bool {
+	return b.Encoding == fastpath.EncodingNone || b.Encoding == d.PassThrough()
+}

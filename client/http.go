@@ -230,6 +230,10 @@ func (w *httpWorker) call(r *request) {
 		d.drop(r, DropInvalid)
 		return
 	}
+	if !d.sendsAsIs(r.b) {
+		d.drop(r, DropInvalid)
+		return
+	}
 	// The upstream checks the decompressed body against its limit (the Collector does).
 	if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 		d.drop(r, DropTooLarge)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // compressAs compresses body as one gzip member or zstd frame, as an exporter does.
@@ -134,4 +136,53 @@ func testWaitAcked(t *testing.T, d *Dest, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A pass-through batch in an encoding the destination does not send is dropped as invalid,
+// never sent: compressed again, or sent as if plain, it would reach the upstream unreadable.
+// The pipeline never hands over such a batch; this holds the destination to it.
+func TestPassThroughWrongEncodingDropped(t *testing.T) {
+	u := newHTTPUpstream(t, nil)
+	d := startDest(t, httpConfig(t, u, "compression=gzip,concurrency=1"))
+	body := traceBody("wrong", 1, 10)
+	pl := pool.NewPayload(64)
+	*pl.Buf() = append(*pl.Buf(), compressAs(t, fastpath.EncodingZstd, body)...)
+	owner := &doneOwner{}
+	b := fastpath.NewBatch(fastpath.Traces, 1, pl, owner)
+	b.Encoding = fastpath.EncodingZstd
+	if err := d.Enqueue(b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for value(d.m.dropped[DropInvalid]) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch was not dropped as invalid")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(u.received()); n != 0 {
+		t.Fatalf("%d requests reached the upstream", n)
+	}
+	if d, n := owner.get(); n != 1 || d {
+		t.Fatalf("the batch finished %d times, delivered %v; want once, not delivered", n, d)
+	}
+}
+
+// doneOwner notes how a batch built by NewBatch finished.
+type doneOwner struct {
+	mu        sync.Mutex
+	n         int
+	delivered bool
+}
+
+func (o *doneOwner) BatchDone(delivered bool) {
+	o.mu.Lock()
+	o.n, o.delivered = o.n+1, delivered
+	o.mu.Unlock()
+}
+
+func (o *doneOwner) get() (bool, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.delivered, o.n
 }

@@ -99,6 +99,10 @@ func (w *worker) call(r *request) {
 		d.lose(r)
 		return
 	}
+	if !d.sendsAsIs(r.b) {
+		d.drop(r, DropInvalid)
+		return
+	}
 	var msg, reply any
 	var f *frame
 	if d.cfg.Protocol == ProtocolOTEP {

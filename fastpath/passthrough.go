@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,6 +134,13 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 		return nil, ErrTooLarge
 	}
 	b, err := p.enqueueWire(sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
+	if err == errSetChanged {
+		b, err = p.AdmitTenant(t, sig, plain, items, LayoutV1)
+		if err == nil {
+			CountFallback(FallbackDestinations, len(plain))
+		}
+		return b, err
+	}
 	if err == nil {
 		admittedItemsC[sig].Add(float64(items))
 		admittedBytesC[sig].Add(float64(len(plain)))
@@ -174,6 +182,10 @@ func onlyEntries(req []byte) bool {
 	return it.Err() == nil
 }
 
+// errSetChanged is enqueueWire's refusal when the destinations changed to a set that does not
+// send the request's encoding: the request goes the plain way.
+var errSetChanged = errors.New("fastpath: the destinations changed")
+
 // minWireCap is the smallest buffer a pass-through batch starts with; it doubles as it fills.
 const minWireCap = 16 << 10
 
@@ -195,8 +207,15 @@ func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, ite
 		p.queued.Add(-n)
 		return nil, ErrClosed
 	}
-	b := s.mu.open.wire[enc]
 	set := p.dests.Load()
+	if set.enc != enc {
+		// SetDestinations swapped in a set that does not send enc since passes looked: a
+		// batch of enc must never reach a destination that would compress it again.
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		return nil, errSetChanged
+	}
+	b := s.mu.open.wire[enc]
 	if b != nil && (b.set != set || b.plain+len(plain) > p.cfg.BatchMaxBytes) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)

@@ -170,3 +170,33 @@ func TestPassThroughBatchLimits(t *testing.T) {
 		t.Fatalf("%d bytes still queued once every batch was finished", q)
 	}
 }
+
+// A request that passed the check just before SetDestinations swapped in destinations that do
+// not send its encoding goes the plain way: a pass-through batch never reaches a destination
+// that would compress it again.
+func TestPassThroughSetChanged(t *testing.T) {
+	body := entry(500, 2)
+	wire := gzipped(t, body)
+	plain := &recorder{name: "plain", ok: true}
+	p := newTestPipeline(t, testConfig(), wireSink{EncodingGzip})
+	if err := p.SetDestinations([]Destination{plain}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.enqueueWire(Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
+		t.Fatalf("enqueueWire after the swap: %v, want errSetChanged", err)
+	}
+	if q := p.QueuedBytes(); q != 0 {
+		t.Fatalf("%d bytes left queued by the refusal", q)
+	}
+	before := testutil.ToFloat64(passFallbackC[FallbackDestinations])
+	if _, err := p.AdmitWire(nil, Traces, body, wire, EncodingGzip, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Flush()
+	if got := plain.batches(); len(got) != 1 || !bytes.Equal(got[0].body, body) {
+		t.Fatalf("the plain destination got %d batches, want the request's plain body", len(got))
+	}
+	if d := testutil.ToFloat64(passFallbackC[FallbackDestinations]) - before; d != 1 {
+		t.Fatalf("fallback destinations counted %v times, want 1", d)
+	}
+}
