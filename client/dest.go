@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
@@ -606,4 +607,30 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	}
 	d.log.Info("destination stopped")
 	return nil
+}
+
+// PassThrough is the encoding a pass-through batch must be in for the destination to send its
+// bytes as they are (fastpath.WireEncoder): its compression, gzip or zstd, when the request
+// body is the batch itself, as in OTLP/HTTP and the v1 Export call. An OTEP request wraps the
+// batch in a message of its own, which the compressor must compress whole. Safe for concurrent
+// use.
+func (d *Dest) PassThrough() fastpath.Encoding {
+	if d.cfg.Protocol != ProtocolHTTP && d.cfg.Protocol != ProtocolV1 {
+		return fastpath.EncodingNone
+	}
+	switch d.cfg.compressor() {
+	case codec.Gzip:
+		return fastpath.EncodingGzip
+	case codec.Zstd:
+		return fastpath.EncodingZstd
+	}
+	return fastpath.EncodingNone
+}
+
+// sendsAsIs reports whether d can send b: a plain batch, or a pass-through batch in the
+// encoding d sends. The pipeline hands a pass-through batch only to destinations whose
+// PassThrough matches; this guards that invariant, since a batch sent with the wrong encoding
+// would reach the upstream compressed twice, or not decompressed at all.
+func (d *Dest) sendsAsIs(b *fastpath.Batch) bool {
+	return b.Encoding == fastpath.EncodingNone || b.Encoding == d.PassThrough()
 }

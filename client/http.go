@@ -230,7 +230,12 @@ func (w *httpWorker) call(r *request) {
 		d.drop(r, DropInvalid)
 		return
 	}
-	if r.size > d.cfg.MaxSendMsgSize {
+	if !d.sendsAsIs(r.b) {
+		d.drop(r, DropInvalid)
+		return
+	}
+	// The upstream checks the decompressed body against its limit (the Collector does).
+	if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 		d.drop(r, DropTooLarge)
 		return
 	}
@@ -243,7 +248,9 @@ func (w *httpWorker) call(r *request) {
 		d.setForwarded(&req.Header, r.b.Tenant)
 	}
 	body := r.b.Payload.Bytes() // r holds the payload reference until it is finished
-	if w.s.comp != nil {
+	// A pass-through batch is already compressed the way the worker sends (fastpath takes it
+	// for this destination only then, Dest.PassThrough): its bytes go as they are.
+	if w.s.comp != nil && r.b.Encoding == fastpath.EncodingNone {
 		var err error
 		if body, err = w.compress(body); err != nil {
 			w.out.release()
@@ -256,7 +263,7 @@ func (w *httpWorker) call(r *request) {
 	r.sentAt = nanotime()
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
-	d.m.sentBytes.Add(float64(r.size))
+	d.m.sentBytes.Add(float64(r.b.PlainLen())) // before compression, a pass-through batch's too
 
 	err := w.s.hc.DoTimeout(req, &w.resp, d.cfg.AckTimeout)
 	req.SetBodyRaw(nil) // the body's bytes go back to their owners below

@@ -117,6 +117,10 @@ func (l *lane) send(r *request) {
 	d := l.d
 	// Build the frame while r is ours: once r is in the table an answer may finish it. The
 	// frame holds its own payload reference, so it outlives r if it must.
+	if !d.sendsAsIs(r.b) {
+		d.drop(r, DropInvalid)
+		return
+	}
 	f, err := newFrame(r.id, r.b.Payload)
 	if err != nil {
 		d.drop(r, DropInvalid)

@@ -99,6 +99,10 @@ func (w *worker) call(r *request) {
 		d.lose(r)
 		return
 	}
+	if !d.sendsAsIs(r.b) {
+		d.drop(r, DropInvalid)
+		return
+	}
 	var msg, reply any
 	var f *frame
 	if d.cfg.Protocol == ProtocolOTEP {
@@ -114,7 +118,9 @@ func (w *worker) call(r *request) {
 		}
 		msg, reply = f, &w.resp
 	} else {
-		if r.size > d.cfg.MaxSendMsgSize {
+		// The upstream checks the decompressed message against its limit; a pass-through
+		// batch goes compressed as it is (codec/passthrough.go).
+		if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 			d.drop(r, DropTooLarge)
 			return
 		}
@@ -124,7 +130,7 @@ func (w *worker) call(r *request) {
 	r.attempt++
 	d.sending.Add(1)
 	d.m.sentRequests.Inc()
-	d.m.sentBytes.Add(float64(r.size))
+	d.m.sentBytes.Add(float64(r.b.PlainLen())) // before compression, a pass-through batch's too
 
 	// What ClientConn.Invoke does, with the ack timeout armed between the send and the answer.
 	// Every path that opened the stream ends in RecvMsg, which ends it: the call's context is

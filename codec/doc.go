@@ -35,7 +35,10 @@
 // default). With Config.Budget set, a decompressor also claims Config.InflateClaim
 // bytes from the Budget before it inflates a message past FreeInflate, and gives them back when
 // gRPC closes it (budget.go): the intake limiter's inflate budget, in otlpgate. zstd frames that ask for a window above Config.ZstdMaxWindow are rejected before any
-// window is allocated.
+// window is allocated. The gzip and zstd writers send a message that is already a compressed
+// stream (fastpath's pass-through batches: gzip members, or zstd frames behind an empty
+// skippable frame) as it is: its first byte, 0x1f or 0x57, begins no protobuf message
+// (passthrough.go).
 //
 // # Rules
 //

@@ -27,9 +27,10 @@ func newGzipCompressor(level int, b Budget, claim int) *gzipCompressor {
 func (c *gzipCompressor) Name() string { return Gzip }
 
 type gzipWriter struct {
-	z   *gzip.Writer
-	dst sink
-	c   *gzipCompressor
+	z    *gzip.Writer
+	dst  sink
+	c    *gzipCompressor
+	mode passMode // modeRaw: the message is a pass-through batch, copied (passthrough.go)
 }
 
 // Compress returns a writer that compresses one message into w; its Close returns it to the
@@ -50,13 +51,21 @@ func (c *gzipCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
 	return gw, nil
 }
 
-func (w *gzipWriter) Write(p []byte) (int, error) { return w.z.Write(p) }
+func (w *gzipWriter) Write(p []byte) (int, error) {
+	if w.mode.decide(p, gzipFirst); w.mode == modeRaw {
+		return w.dst.w.Write(p)
+	}
+	return w.z.Write(p)
+}
 
 // Close ends the gzip member and returns the writer to the pool; the caller must not use it
 // again.
 func (w *gzipWriter) Close() error {
-	err := w.z.Close()
-	w.dst.w = nil
+	var err error
+	if w.mode != modeRaw {
+		err = w.z.Close()
+	}
+	w.dst.w, w.mode = nil, modeUndecided
 	w.c.writers.Put(w)
 	return err
 }

@@ -36,9 +36,10 @@ func newZstdCompressor(cfg Config) *zstdCompressor {
 func (c *zstdCompressor) Name() string { return Zstd }
 
 type zstdWriter struct {
-	e   *zstd.Encoder
-	dst sink
-	c   *zstdCompressor
+	e    *zstd.Encoder
+	dst  sink
+	c    *zstdCompressor
+	mode passMode // modeRaw: the message is a pass-through batch, copied (passthrough.go)
 }
 
 // Compress returns a writer that compresses one message into w; its Close returns it to the
@@ -62,12 +63,20 @@ func (c *zstdCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
 	return zw, nil
 }
 
-func (w *zstdWriter) Write(p []byte) (int, error) { return w.e.Write(p) }
+func (w *zstdWriter) Write(p []byte) (int, error) {
+	if w.mode.decide(p, zstdFirst); w.mode == modeRaw {
+		return w.dst.w.Write(p)
+	}
+	return w.e.Write(p)
+}
 
 // Close ends the frame and returns the writer to the pool; the caller must not use it again.
 func (w *zstdWriter) Close() error {
-	err := w.e.Close()
-	w.dst.w = nil
+	var err error
+	if w.mode != modeRaw {
+		err = w.e.Close()
+	}
+	w.dst.w, w.mode = nil, modeUndecided
 	w.c.writers.Put(w)
 	return err
 }

@@ -28,8 +28,13 @@ type Batch struct {
 	// Tenant is the tenant of every request in the batch (-intake.headers), nil without
 	// tenants. Set before the batch is sealed; a destination reads it for its forward-headers.
 	Tenant *Tenant
+	// Encoding is how Payload is compressed: EncodingNone for a plain v1 body, else the
+	// concatenated compressed requests of a pass-through batch (passthrough.go), which only
+	// destinations that send that encoding take.
+	Encoding Encoding
 
 	p        *Pipeline
+	plain    int   // decompressed size of a pass-through batch's requests (PlainLen)
 	size     int   // payload length, fixed at seal: the payload may be gone when the budget is settled
 	born     int64 // nanotime of the first request, for BatchMaxAge
 	pending  atomic.Int32
@@ -88,6 +93,16 @@ func (b *Batch) unref() {
 
 // Len is the size of the batch's payload in bytes.
 func (b *Batch) Len() int { return b.size }
+
+// PlainLen is the size of the batch's requests decompressed: Len for a plain batch, the sum
+// of the decompressed requests for a pass-through one. An upstream checks its message size
+// limit against it (the Collector compares the decompressed body with its max receive size).
+func (b *Batch) PlainLen() int {
+	if b.Encoding == EncodingNone {
+		return b.size
+	}
+	return b.plain
+}
 
 // Done reports that one destination is finished with the batch: delivered is true when its
 // upstream acknowledged it, false when it was dropped (rejected, timed out, shut down). It

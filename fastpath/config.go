@@ -79,6 +79,12 @@ type Config struct {
 	// destinations New is given). Requests admitted without a tenant (Consume, Admit) are the
 	// default tenant's. nil: no tenants.
 	Tenants *Tenants
+	// PassThrough keeps the compressed bytes of a request that arrived gzip- or
+	// zstd-compressed when every destination sends that compression and nothing rewrites the
+	// request (-compression.passthrough, default true): the batch is the concatenation of the
+	// requests' compressed members (passthrough.go). Counted in
+	// otlpgate_fastpath_passthrough_requests_total{way}.
+	PassThrough bool
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -91,6 +97,7 @@ func DefaultConfig() Config {
 		Ack:           AckAccept,
 		Eager:         true,
 		BatchMinGap:   time.Millisecond,
+		PassThrough:   true,
 	}
 }
 

@@ -28,11 +28,24 @@ type destSet struct {
 	// users counts the batches opened with this set that have not yet been handed to every
 	// destination of it: SetDestinations waits for it to reach zero.
 	users atomic.Int64
+	// enc is the encoding every destination sends a pass-through batch's bytes in
+	// (WireEncoder), EncodingNone when they do not all send the same one.
+	enc Encoding
 }
 
 func newDestSet(dests []Destination) *destSet {
 	s := &destSet{dests: dests}
-	for _, d := range dests {
+	for i, d := range dests {
+		var e Encoding
+		if w, ok := d.(WireEncoder); ok {
+			e = w.PassThrough()
+		}
+		switch {
+		case i == 0:
+			s.enc = e
+		case e != s.enc:
+			s.enc = EncodingNone
+		}
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
 	}

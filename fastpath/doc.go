@@ -36,6 +36,16 @@
 // on disk waiting for the same destination, and a replay after a restart travels the same way
 // as a fresh record.
 //
+// # Compressed pass-through
+//
+// A request that arrived gzip- or zstd-compressed may join a batch as its received bytes
+// (passthrough.go, Pipeline.AdmitWire) when nothing would rewrite it and every destination
+// sends that encoding as it is (WireEncoder): the batch, its Encoding set, is the concatenation
+// of the compressed requests, a stream every gzip or zstd decoder reads as the concatenated
+// requests. The batch limits apply to its decompressed size (PlainLen), the queue's budget to
+// the bytes it holds. Such batches have an open slot of their own per signal and encoding
+// (openset.go); anything else falls back to the plain path, counted by reason.
+//
 // # Processing
 //
 // Config.Processor, when set, runs the byte-level steps of process/ (resource attribute

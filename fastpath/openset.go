@@ -14,6 +14,9 @@ type openSet struct {
 	def   *Batch
 	other []*Batch
 	slot  []int32
+	// wire is the default tenant's open pass-through batch of each encoding (passthrough.go);
+	// slot EncodingNone is never used.
+	wire [numEncodings]*Batch
 }
 
 func isDefault(t *Tenant) bool { return t == nil || t.id == 0 }
@@ -48,6 +51,10 @@ func (o *openSet) put(b *Batch) {
 
 // remove takes b, an open batch, out of the set.
 func (o *openSet) remove(b *Batch) {
+	if b.Encoding != EncodingNone {
+		o.wire[b.Encoding] = nil
+		return
+	}
 	t := b.Tenant
 	if isDefault(t) {
 		o.def = nil
@@ -66,13 +73,20 @@ func (o *openSet) remove(b *Batch) {
 }
 
 // empty reports whether no batch is open.
-func (o *openSet) empty() bool { return o.def == nil && len(o.other) == 0 }
+func (o *openSet) empty() bool {
+	return o.def == nil && len(o.other) == 0 && o.wire == [numEncodings]*Batch{}
+}
 
 // len is the number of open batches.
 func (o *openSet) len() int {
 	n := len(o.other)
 	if o.def != nil {
 		n++
+	}
+	for _, b := range o.wire {
+		if b != nil {
+			n++
+		}
 	}
 	return n
 }
@@ -83,6 +97,12 @@ func (o *openSet) takeBornBy(cutoff int64) *Batch {
 	if b := o.def; b != nil && b.born <= cutoff {
 		o.def = nil
 		return b
+	}
+	for e, b := range o.wire {
+		if b != nil && b.born <= cutoff {
+			o.wire[e] = nil
+			return b
+		}
 	}
 	for i := len(o.other) - 1; i >= 0; i-- {
 		if b := o.other[i]; b.born <= cutoff {

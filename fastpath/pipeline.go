@@ -398,9 +398,12 @@ func (p *Pipeline) seal(b *Batch) {
 		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
 	}
 	b.size = b.Payload.Len()
-	p.sizeHint[b.Signal].Store(int64(b.size))
+	if b.Encoding == EncodingNone { // a pass-through batch's size says nothing of a plain one's
+		p.sizeHint[b.Signal].Store(int64(b.size))
+	}
 	p.sealedN.Add(1)
 	p.m.sealed(b)
+	countSealed(b)
 	set, t := b.set, b.Tenant
 	n := len(set.dests)
 	if t != nil {

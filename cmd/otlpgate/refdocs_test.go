@@ -49,7 +49,7 @@ var flagGroups = map[string]string{
 	"grpc": "OTLP/gRPC intake", "http": "OTLP/HTTP intake", "uds": "OpenCensus daemon intake (unix socket)",
 	"kafka": "Kafka KIP-714 intake", "intake": "Intake limiter (every intake)", "auth": "Authentication",
 	"queue": "Queue and batching", "batch": "Queue and batching", "ack": "Queue and batching",
-	"dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
+	"compression": "Queue and batching", "dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
 	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
 	"resource": "Processing", "drop": "Processing", "sample": "Processing",
 	// Tenant flags outside the -tenant.* prefix are named whole.

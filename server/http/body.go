@@ -116,6 +116,10 @@ type scratch struct {
 	// it is told to wait when refused for its rate (-tenant.rate).
 	tenant *fastpath.Tenant
 	wait   time.Duration
+	// packed is the body as received when it arrived compressed in enc, kept beside its
+	// decompressed form for a pass-through batch (fastpath.WireAdmitter); valid until release.
+	packed []byte
+	enc    fastpath.Encoding
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -135,6 +139,7 @@ func (s *scratch) release() {
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
 	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
+	s.packed, s.enc = nil, fastpath.EncodingNone
 	scratchPool.Put(s)
 }
 

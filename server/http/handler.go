@@ -105,10 +105,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if cod != codingIdentity {
-		dec := s.dec.gzip
+		dec, enc := s.dec.gzip, fastpath.EncodingGzip
 		if cod == codingZstd {
-			dec = s.dec.zstd
+			dec, enc = s.dec.zstd, fastpath.EncodingZstd
 		}
+		sc.packed, sc.enc = body, enc
 		if body, err = sc.decompress(dec, body, sizeHint(cod, body), s.cfg.MaxRequestBytes); err != nil {
 			switch err {
 			case errBusy:
@@ -245,6 +246,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		}
 		ctr.partial[sig].Add(float64(e.Bad))
 		req, items, rejected = *sc.out, e.Items, e.Rejected
+		sc.enc = fastpath.EncodingNone // the admitted bytes are not the ones received
 		msg = fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad)
 	} else if scan.Resources == 0 {
 		return nil, 0, "", admission.Accepted
@@ -272,7 +274,14 @@ func entriesDelimited(req []byte) bool {
 // unknown top-level fields (and counts them), as for every intake. A request refused for its
 // tenant's rate leaves the delay it is told in sc.wait.
 func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
-	b, reason := s.adm.AdmitTenant(sc.tenant, sig, req, items, fastpath.LayoutV1)
+	var b *fastpath.Batch
+	var reason admission.Reason
+	if f == encProto && sc.enc != fastpath.EncodingNone {
+		// Arrived compressed: it may join a batch as received (compressed pass-through).
+		b, reason = s.adm.AdmitWire(sc.tenant, sig, req, sc.packed, sc.enc, items)
+	} else {
+		b, reason = s.adm.AdmitTenant(sc.tenant, sig, req, items, fastpath.LayoutV1)
+	}
 	if reason == admission.Throttled {
 		sc.wait = admission.TenantDelay(sc.tenant, req, items)
 	}

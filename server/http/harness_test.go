@@ -49,7 +49,13 @@ func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *
 	if rec == nil {
 		rec = &testkit.Recorder{}
 	}
-	p, err := fastpath.New(pc, []fastpath.Destination{rec})
+	return startWith(t, pc, sc, rec, rec)
+}
+
+// startWith is start with d, which hands its batches to rec, as the pipeline's destination.
+func startWith(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder, d fastpath.Destination) *env {
+	t.Helper()
+	p, err := fastpath.New(pc, []fastpath.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}

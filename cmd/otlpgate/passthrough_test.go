@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
+
+// sendSDKSpans sends n spans, one OTLP/HTTP request each, gzip-compressed by the official
+// OpenTelemetry Go SDK exporter, to the gateway's HTTP intake, and returns their span ids.
+func sendSDKSpans(t *testing.T, httpAddr string, n int) map[pcommon.SpanID]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(),
+		otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewSchemaless(
+		attribute.String("service.name", "checkout"))))
+	ids := map[pcommon.SpanID]bool{}
+	for i := range n {
+		_, sp := tp.Tracer("t").Start(ctx, "op")
+		sp.SetAttributes(attribute.Int("i", i))
+		sp.End()
+		ids[pcommon.SpanID(sp.SpanContext().SpanID())] = true
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// The real binary between the official SDK's gzip OTLP/HTTP exporter and a v1 gRPC upstream
+// that sends gzip (decoded by grpc-go's gzip and the Collector's pdata): every request passes
+// through compressed, the upstream gets every span; with -resource.set the same requests are
+// rewritten, so they go the plain way, with the attribute set on every span's resource.
+func TestBinaryPassThroughGzip(t *testing.T) {
+	bin := buildBinary(t)
+	const n = 20
+	for _, c := range []struct {
+		name       string
+		extra      []string
+		compressed bool
+	}{
+		{"passthrough", nil, true},
+		{"resource-set", []string{"-resource.set", "deployment.environment=prod"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := startUpstream(t)
+			httpAddr := freePort(t)
+			args := append([]string{"-http.listen", httpAddr, "-batch.max-age", "10ms",
+				"-dest", "name=up,endpoint=" + up.Addr() + ",protocol=v1,mode=unary,compression=gzip,retry-initial=20ms"}, c.extra...)
+			g := startGateway(t, bin, args...)
+			waitReady(t, g)
+			ids := sendSDKSpans(t, httpAddr, n)
+			testkit.WaitFor(t, "every span upstream", func() bool { return len(up.Spans()) >= n })
+			got := up.Spans()
+			for id := range ids {
+				if got[id] != 1 {
+					t.Fatalf("span %v arrived %d times; %d spans upstream", id, got[id], len(got))
+				}
+			}
+			if len(got) != n || up.Refused(0) != 0 {
+				t.Fatalf("%d spans upstream (%d calls refused), want %d", len(got), up.Refused(0), n)
+			}
+			compressed := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="compressed"`)
+			plain := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="plain"`)
+			batches := scrape(t, g.admin, "otlpgate_fastpath_passthrough_batches_total", `way="compressed"`)
+			if c.compressed {
+				if compressed != n || plain != 0 || batches < 1 {
+					t.Fatalf("requests compressed %v, plain %v, compressed batches %v; want %d, 0, at least 1", compressed, plain, batches, n)
+				}
+				return
+			}
+			if fb := scrape(t, g.admin, "otlpgate_fastpath_passthrough_fallback_requests_total", `reason="processor"`); compressed != 0 || plain != n || batches != 0 || fb != n {
+				t.Fatalf("requests compressed %v, plain %v (processor %v), compressed batches %v; want 0, %d (%d), 0", compressed, plain, fb, batches, n, n)
+			}
+			for _, td := range up.Traces() {
+				for i := range td.ResourceSpans().Len() {
+					if v, _ := td.ResourceSpans().At(i).Resource().Attributes().Get("deployment.environment"); v.Str() != "prod" {
+						t.Fatalf("a resource without the attribute -resource.set sets: %v", td.ResourceSpans().At(i).Resource().Attributes().AsRaw())
+					}
+				}
+			}
+		})
+	}
+}
+
+// collectorHTTPUpstream is an OTLP/HTTP upstream built by the Collector's confighttp (its
+// decompression) that decodes trace requests with pdata and records their span ids.
+type collectorHTTPUpstream struct {
+	url string
+	mu  sync.Mutex
+	ids map[pcommon.SpanID]int
+	bad int
+}
+
+func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
+	t.Helper()
+	u := &collectorHTTPUpstream{ids: map[pcommon.SpanID]int{}}
+	cfg := confighttp.NewDefaultServerConfig()
+	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
+	srv, err := cfg.ToServer(context.Background(), nil, settings, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		req := ptraceotlp.NewExportRequest()
+		if err == nil {
+			err = req.UnmarshalProto(body)
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if err != nil {
+			u.bad++
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rss := req.Traces().ResourceSpans()
+		for i := range rss.Len() {
+			sss := rss.At(i).ScopeSpans()
+			for j := range sss.Len() {
+				for k := range sss.At(j).Spans().Len() {
+					u.ids[sss.At(j).Spans().At(k).SpanID()]++
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
+		w.Write(resp)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	u.url = "http://" + ln.Addr().String()
+	return u
+}
+
+func (u *collectorHTTPUpstream) spans() (map[pcommon.SpanID]int, int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[pcommon.SpanID]int, len(u.ids))
+	for k, v := range u.ids {
+		out[k] = v
+	}
+	return out, u.bad
+}
+
+// The real binary between zstd-compressed OTLP/HTTP requests (one zstd frame each, as the
+// Collector's exporter sends) and an OTLP/HTTP upstream that sends zstd, built with the
+// Collector's confighttp and decoding with its pdata: every request passes through
+// compressed and every span arrives once.
+func TestBinaryPassThroughZstd(t *testing.T) {
+	bin := buildBinary(t)
+	up := startCollectorHTTP(t)
+	httpAddr := freePort(t)
+	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
+		"-dest", "name=up,endpoint="+up.url+",protocol=http,compression=zstd,retry-initial=20ms")
+	waitReady(t, g)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	const n = 20
+	want := map[pcommon.SpanID]bool{}
+	for i := range n {
+		td := ptrace.NewTraces()
+		sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetName("op")
+		sp.SetTraceID(pcommon.TraceID{0xbb, byte(i)})
+		sp.SetSpanID(pcommon.SpanID{0xcc, byte(i)})
+		want[sp.SpanID()] = true
+		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/traces", bytes.NewReader(enc.EncodeAll(body, nil)))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("Content-Encoding", "zstd")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	testkit.WaitFor(t, "every span upstream", func() bool { got, _ := up.spans(); return len(got) >= n })
+	got, bad := up.spans()
+	for id := range want {
+		if got[id] != 1 {
+			t.Fatalf("span %v arrived %d times", id, got[id])
+		}
+	}
+	if len(got) != n || bad != 0 {
+		t.Fatalf("%d spans upstream, %d requests refused; want %d, 0", len(got), bad, n)
+	}
+	if c, b := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="compressed"`),
+		scrape(t, g.admin, "otlpgate_fastpath_passthrough_batches_total", `way="compressed"`); c != n || b < 1 {
+		t.Fatalf("%v requests and %v batches went compressed; want %d and at least 1", c, b, n)
+	}
+}

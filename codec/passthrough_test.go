@@ -1,0 +1,52 @@
+package codec
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+)
+
+// The gzip and zstd writers send a pass-through batch (gzip members; zstd frames behind an
+// empty skippable frame) as it is and compress a protobuf message, a pooled writer deciding
+// afresh for each message: a batch, a message, a batch, a message, each comes out right.
+func TestCompressPassesBatchesThrough(t *testing.T) {
+	cs := compressors(t)
+	msg, _ := otlpgen.New(5).Spans(otlpgen.Shape{Spans: 5, Attrs: 4}).MarshalVT()
+	var gz bytes.Buffer
+	for range 2 { // two members, as a batch of two requests
+		w := gzip.NewWriter(&gz)
+		w.Write(msg)
+		w.Close()
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	zs := append([]byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}, enc.EncodeAll(msg, nil)...)
+	zs = append(zs, enc.EncodeAll(msg, nil)...)
+	twice := append(append([]byte(nil), msg...), msg...)
+	for name, batch := range map[string][]byte{Gzip: gz.Bytes(), Zstd: zs} {
+		c := cs[name]
+		for i := range 2 {
+			out, err := tryCompress(c, batch)
+			if err != nil || !bytes.Equal(out, batch) {
+				t.Fatalf("%s round %d: a batch came out changed (%v)", name, i, err)
+			}
+			if got, err := decompress(c, out); err != nil || !bytes.Equal(got, twice) {
+				t.Fatalf("%s round %d: the batch decompresses to %d bytes (%v), want its two requests", name, i, len(got), err)
+			}
+			out, err = tryCompress(c, msg)
+			if err != nil || bytes.Equal(out, msg) {
+				t.Fatalf("%s round %d: a protobuf message was not compressed (%v)", name, i, err)
+			}
+			if got, err := decompress(c, out); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("%s round %d: message round trip: %v", name, i, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package fastpath
+
+import (
+	"testing"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+)
+
+// BenchmarkPassThroughAdmit admits a compressed request of the Appendix B shapes into a
+// pass-through batch (check, append, seal, fan-out to two destinations); BenchmarkPipelineAdmit
+// is the plain path's figure. Bytes are the decompressed request's.
+func BenchmarkPassThroughAdmit(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		shape otlpgen.Shape
+	}{{"small", otlpgen.Small}, {"large", otlpgen.Large}} {
+		body, _ := otlpgen.New(1).Spans(c.shape).MarshalVT()
+		for _, enc := range []Encoding{EncodingGzip, EncodingZstd} {
+			wire := compressTo(b, enc, body)
+			b.Run(c.name+"/"+enc.String(), func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.BatchMaxBytes = 4 << 20
+				p, _ := New(cfg, []Destination{wireSink{enc}, wireSink{enc}})
+				defer p.Close()
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := p.AdmitWire(nil, Traces, body, wire, enc, c.shape.Spans); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,45 @@
+//go:build !race
+
+package httpserver
+
+import (
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
+
+// A compressed protobuf request that takes the pass-through way (inflated under the intake
+// limiter, scanned, its received bytes appended to the batch) allocates nothing either.
+func TestHandlerPassThroughAllocs(t *testing.T) {
+	req := traces(t, 1, 50)
+	for _, tc := range []struct {
+		name, coding string
+		enc          fastpath.Encoding
+		body         []byte
+	}{{"gzip", "gzip", fastpath.EncodingGzip, gzipped(t, req)}, {"zstd", "zstd", fastpath.EncodingZstd, zstded(t, req)}} {
+		h := newPassThroughHarness(t, tc.enc)
+		ctx := h.ctx(tc.coding, tc.body)
+		run := func() {
+			h.srv.handle(ctx)
+			if ctx.Response.StatusCode() != 200 {
+				t.Fatalf("%s: status %d %q", tc.name, ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			ctx.Response.Reset()
+		}
+		for range 10 {
+			run() // warm the pools
+		}
+		before := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
+		if got := testing.AllocsPerRun(500, run); got != 0 {
+			t.Errorf("%s: %v allocs per request, want 0", tc.name, got)
+		}
+		if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - before; n != 501 {
+			t.Errorf("%s: %v requests passed through, want 501", tc.name, n)
+		}
+		h.p.Flush()
+		if items := h.sink.Items(); items != 50*(10+501) {
+			t.Errorf("%s: destination got %d items, want %d", tc.name, items, 50*511)
+		}
+	}
+}
