@@ -266,6 +266,48 @@ checkpoint
 restart power
 `,
 	},
+	{
+		// Drop-oldest counted for a destination the records appended while it was away (a
+		// reload removed it), which are not its own: otlpgate_spool_dropped_records_total
+		// {reason="drop_oldest"} reported seven records lost to b that b was never to get
+		// (seed 76 before the fix).
+		name: "DropOldestCountsNothingAppendedWhileAway",
+		script: `
+config sync=always segment=1024 max=3072 full=drop-oldest tail=512 capacity=0 dests=a,b,c
+away b
+append 6 100
+append 3 250
+append 8 250
+`,
+	},
+	{
+		// The same after Back: the records appended between Away and Back, which Next passes
+		// over, were counted when their segment was dropped.
+		name: "DropOldestCountsNothingInTheGap",
+		script: `
+config sync=none segment=1024 max=2048 full=drop-oldest tail=0 capacity=0 dests=a,b
+append 2 100
+away b
+append 4 100
+back b
+append 14 100
+`,
+	},
+	{
+		// Drop-oldest counted, for a destination that had rewound, the records it had finished
+		// out of order before the Rewind (Next passes over them): b delivered records 1 and 3
+		// and drop_oldest counted them as lost.
+		name: "DropOldestCountsNothingFinishedBeforeARewind",
+		script: `
+config sync=always segment=1024 max=2048 full=drop-oldest tail=0 capacity=0 dests=a,b
+append 7 100
+read b 0
+finish b 1
+finish b 2
+rewind b
+append 20 100
+`,
+	},
 }
 
 // FuzzSpoolModel lets the fuzzer write the scripts: its input is the sequence of choices the
