@@ -938,6 +938,12 @@ func (m *modelRun) open(dests []string, mode SyncMode) {
 			m.failf("reader", "no reader for %q after Open", d)
 		}
 	}
+	for _, d := range modelDests {
+		if _, err := m.fs.ReadFile(testDir + "/" + cursorName(d)); err == nil && !slices.Contains(dests, d) {
+			// Promise 7: a start that does not list a destination releases its hold.
+			m.failf("released", "the cursor of %s, not listed, is still there after Open", d)
+		}
+	}
 	m.dests = slices.Clone(dests)
 	m.died = false
 	for _, d := range dests {
