@@ -12,8 +12,9 @@ import (
 )
 
 // The model-based randomized test of the spool: random scripts of appends, reads, finishes,
-// drops, checkpoints, restarts, crashes at any file-system operation and a disk that fills,
-// run against the real spool over CrashFS and checked against the model in model_run_test.go.
+// drops, checkpoints, restarts, crashes at any file-system operation, a disk that fills, and
+// what -dest.file reloads do (AddReader, Away, Back, Rewind), run against the real spool over
+// CrashFS and checked against the model in model_run_test.go.
 //
 //	go test ./spool -run 'TestSpoolModel$'                 # modelRuns scripts, seeds from 1
 //	go test ./spool -run 'TestSpoolModel$' -spool.model.seed=SEED -spool.model.n=1

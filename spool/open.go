@@ -296,7 +296,7 @@ func (s *Spool) deleteFinished(low Pos) error {
 // then (countLostInFlight), since a restart cannot read it again.
 func (s *Spool) dropOldest(need int64) bool {
 	s.mu.Lock()
-	readers := s.mu.readers // fixed at Open
+	readers := s.mu.readers // one AddReader adds meanwhile starts past every sealed segment
 	s.mu.Unlock()
 	for _, r := range readers {
 		r.mu.Lock()
