@@ -112,7 +112,7 @@ type modelRun struct {
 	// or taken by a power loss, any of which may still be on disk.
 	done      map[string]map[int]bool
 	countable map[string]map[int]bool
-	recount   map[string]int // per destination: records owed at power losses, which may be counted twice
+	recount   map[string]int // per destination: records owed or counted at power losses, which may be counted again
 	// dropBase: per destination, its drop_oldest counter when it was last added.
 	dropBase map[string]float64
 
@@ -816,9 +816,11 @@ func (m *modelRun) crash(stop stopKind) {
 	}
 	if stop == stopPower {
 		// A power loss may also undo the removal of a segment drop-oldest dropped and counted:
-		// what was owed then may come back, to be dropped and counted again.
+		// what was owed then may come back, to be dropped and counted again, and so may what
+		// drop-oldest counted before (a record finished, then replayed from a cursor the power
+		// loss took back, then dropped), since the removals are not synced.
 		for d, owed := range m.owed {
-			m.recount[d] += len(owed)
+			m.recount[d] += len(owed) + int(dropOldestCount(d)-m.dropBase[d])
 		}
 		m.fs.Crash()
 		var lost []int

@@ -288,9 +288,9 @@ func (s *Spool) deleteFinished(low Pos) error {
 // dropOldest deletes sealed segments, oldest first, until need more bytes fit, and reports
 // whether they fit. It counts, for each destination, exactly the records it will never be
 // handed: those at or after its next read in a dropped segment, but for those Next would pass
-// over anyway (finished before a Rewind, appended while the destination was away). It holds every reader's lock
-// meanwhile, so that no reader is halfway through reading a record it is counted for; once
-// the segment is gone, Next skips it. A record already read and not finished is not counted
+// over anyway (finished before a Rewind, appended while the destination was away). It holds
+// every reader's lock meanwhile, so that no reader is halfway through reading a record it is
+// counted for; once the segment is gone, Next skips it. A record already read and not finished is not counted
 // here: the destination holds it in memory and delivers it (Finish), or gives it up and counts
 // it under its own reason (Drop), or still holds it when the spool closes, and Close counts it
 // then (countLostInFlight), since a restart cannot read it again.
