@@ -123,3 +123,67 @@ func TestDropOldestConcurrentReaderExact(t *testing.T) {
 		}
 	}
 }
+
+// Drop-oldest counts for a destination only the records it would have been handed: not those
+// it finished before a Rewind (Next passes over them), nor those appended while it was away
+// (they are not its own). Segment 1 (records 0-7) is dropped when record 17 is appended.
+func TestDropOldestCountsOnlyWhatTheDestinationIsOwed(t *testing.T) {
+	cfg := testConfig(SyncNone)
+	cfg.MaxBytes = 2048
+	cfg.Full = FullDropOldest
+	t.Run("finished before a rewind", func(t *testing.T) {
+		s := mustOpen(t, cfg, NewCrashFS(), "a")
+		defer s.Close()
+		a := reader(t, s, "a")
+		appendN(t, s, 0, 6)
+		buf := pool.GetBytes(pool.MinSize)
+		defer pool.PutBytes(buf)
+		var pos []Pos
+		for range 6 {
+			*buf = (*buf)[:0]
+			e, err := a.Next(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos = append(pos, e.Pos)
+		}
+		a.Finish(pos[1])
+		a.Finish(pos[3])
+		a.Rewind() // 0, 2, 4, 5 to be handed out again; 1 and 3 delivered
+		if got := delta(a.dropped[dropOldest], func() { appendN(t, s, 6, 20) }); got != 6 {
+			t.Errorf("drop_oldest counted %v, want 6: records 0, 2, 4, 5, 6, 7, not the delivered 1 and 3", got)
+		}
+		if got := drain(t, a, true); !slices.Equal(got, seq(8, 20)) {
+			t.Errorf("a read %v after the drop, want 8-19", got)
+		}
+	})
+	for _, backFirst := range []bool{false, true} {
+		name := map[bool]string{false: "away", true: "back"}[backFirst]
+		t.Run(name, func(t *testing.T) {
+			s := mustOpen(t, cfg, NewCrashFS(), "a", "b")
+			defer s.Close()
+			a, b := reader(t, s, "a"), reader(t, s, "b")
+			appendN(t, s, 0, 4)
+			b.Away()
+			appendN(t, s, 4, 8) // not b's
+			if backFirst {
+				b.Back()
+			}
+			var da, db float64
+			db = delta(b.dropped[dropOldest], func() {
+				da = delta(a.dropped[dropOldest], func() { appendN(t, s, 8, 20) })
+			})
+			if da != 8 || db != 4 {
+				t.Errorf("drop_oldest counted %v for a, %v for b; want 8 (0-7) and 4 (0-3: 4-7 were appended while b was away)", da, db)
+			}
+			b.Back()
+			want := seq(8, 20)
+			if !backFirst {
+				want = nil // all appended while it was away
+			}
+			if got := drain(t, b, true); !slices.Equal(got, want) {
+				t.Errorf("b read %v after the drop, want %v", got, want)
+			}
+		})
+	}
+}

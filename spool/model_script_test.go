@@ -29,6 +29,12 @@ import (
 //	                        and then an append must succeed: a full disk recovers
 //	syncfail on             file syncs fail with EIO from now on (off: they work again; every
 //	                        restart mends the disk)
+//	addreader d             Spool.AddReader: d, if not configured, reads what is appended from
+//	                        now on; the restarts that follow list it, unless they name others
+//	rewind a                a gives up what it holds unfinished (a feeder stopped, its batches
+//	                        abandoned), then Reader.Rewind hands that out again
+//	away a                  Reader.Away: a was removed (a reload); it reads nothing meanwhile
+//	back a                  Reader.Back: a came back; what was appended in between is not its
 type modelScript struct {
 	cfg modelConfig
 	ops []modelOp
@@ -60,11 +66,16 @@ const (
 	opCapacity
 	opDrain
 	opSyncFail
+	opAddReader
+	opRewind
+	opAway
+	opBack
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"append", "read", "finish", "drop", "finishall", "refinish",
-	"checkpoint", "tick", "restart", "crashat", "capacity", "drain", "syncfail"}
+	"checkpoint", "tick", "restart", "crashat", "capacity", "drain", "syncfail", "addreader", "rewind",
+	"away", "back"}
 
 // stopKind is how a process ends: Close, kill -9, or a power loss.
 type stopKind uint8
@@ -101,7 +112,7 @@ func (o modelOp) String() string {
 		return fmt.Sprintf("%s %s %d", name, o.dest, o.k)
 	case opDrop:
 		return fmt.Sprintf("%s %s %d %s", name, o.dest, o.k, dropReasonNames[o.reason])
-	case opFinishAll:
+	case opFinishAll, opAddReader, opRewind, opAway, opBack:
 		return name + " " + o.dest
 	case opRestart:
 		s := name + " " + stopNames[o.stop]
@@ -241,7 +252,8 @@ func parseModelOp(f []string) (modelOp, error) {
 	o.kind = opKind(k)
 	args := f[1:]
 	want := map[opKind]int{opAppend: 2, opRead: 2, opFinish: 2, opDrop: 3, opFinishAll: 1,
-		opRefinish: 2, opCheckpoint: 0, opTick: 0, opCrashAt: 2, opCapacity: 1, opDrain: 0, opSyncFail: 1}
+		opRefinish: 2, opCheckpoint: 0, opTick: 0, opCrashAt: 2, opCapacity: 1, opDrain: 0, opSyncFail: 1,
+		opAddReader: 1, opRewind: 1, opAway: 1, opBack: 1}
 	if n, ok := want[o.kind]; ok && len(args) != n {
 		return o, fmt.Errorf("%s takes %d arguments", f[0], n)
 	}
@@ -292,7 +304,7 @@ func parseModelOp(f []string) (modelOp, error) {
 				}
 			}
 		}
-	case opFinishAll:
+	case opFinishAll, opAddReader, opRewind, opAway, opBack:
 		o.dest, err = dest(args[0])
 	case opRestart:
 		if len(args) == 0 {
@@ -398,7 +410,7 @@ func genModelScript(c choices, maxOps int) modelScript {
 	}
 	weights := [numOpKinds]int{opAppend: 22, opRead: 16, opFinish: 10, opDrop: 3, opFinishAll: 9,
 		opRefinish: 2, opCheckpoint: 8, opTick: 5, opRestart: 11, opCrashAt: 7, opCapacity: 2, opDrain: 5,
-		opSyncFail: 2}
+		opSyncFail: 2, opAddReader: 2, opRewind: 2, opAway: 2, opBack: 1}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -444,10 +456,46 @@ func genModelScript(c choices, maxOps int) modelScript {
 			o.n = pick(0, int(cfg.segment)*(2+c.intn(4))+c.intn(1024))
 		case opSyncFail:
 			o.n = c.intn(2)
+		case opAddReader:
+			// A reload adds a destination: the restarts that follow list it (the file does).
+			o.dest = modelDests[c.intn(len(modelDests))]
+			if !slices.Contains(dests, o.dest) {
+				dests = append(slices.Clone(dests), o.dest)
+			}
+		case opRewind:
+			// A reload replaces a changed destination as the gateway does: the old feeder
+			// stops, its destination finishes some of what it holds and gives up the rest,
+			// and the new one starts with a Rewind.
+			o.dest = dest()
+			sc.ops = genFinishes(c, sc.ops, o.dest)
+		case opAway:
+			o.dest = dest()
+			if c.intn(3) != 0 {
+				// A reload removes it (Away while it drains), appends go on, and a later reload
+				// brings it back: Back, and the Rewind once the old one drained.
+				d := o.dest
+				sc.ops = append(sc.ops, o)
+				sc.ops = genFinishes(c, sc.ops, d)
+				for range c.intn(3) {
+					sc.ops = append(sc.ops, modelOp{kind: opAppend, n: 1 + c.intn(4), k: pick(20, 100, 250)})
+				}
+				sc.ops = append(sc.ops, modelOp{kind: opBack, dest: d})
+				o = modelOp{kind: opRewind, dest: d}
+			}
+		case opBack:
+			o.dest = dest()
 		}
 		sc.ops = append(sc.ops, o)
 	}
 	return sc
+}
+
+// genFinishes adds what a stopped destination finishes of what it holds before it drained.
+func genFinishes(c choices, ops []modelOp, d string) []modelOp {
+	for range c.intn(3) {
+		ops = append(ops, modelOp{kind: opFinish, dest: d, k: c.intn(8)})
+	}
+	return ops
 }
 
 func genDests(c choices) []string {

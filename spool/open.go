@@ -287,15 +287,16 @@ func (s *Spool) deleteFinished(low Pos) error {
 
 // dropOldest deletes sealed segments, oldest first, until need more bytes fit, and reports
 // whether they fit. It counts, for each destination, exactly the records it will never be
-// handed: those at or after its next read in a dropped segment. It holds every reader's lock
-// meanwhile, so that no reader is halfway through reading a record it is counted for; once
-// the segment is gone, Next skips it. A record already read and not finished is not counted
+// handed: those at or after its next read in a dropped segment, but for those Next would pass
+// over anyway (finished before a Rewind, appended while the destination was away). It holds
+// every reader's lock meanwhile, so that no reader is halfway through reading a record it is
+// counted for; once the segment is gone, Next skips it. A record already read and not finished is not counted
 // here: the destination holds it in memory and delivers it (Finish), or gives it up and counts
 // it under its own reason (Drop), or still holds it when the spool closes, and Close counts it
 // then (countLostInFlight), since a restart cannot read it again.
 func (s *Spool) dropOldest(need int64) bool {
 	s.mu.Lock()
-	readers := s.mu.readers // fixed at Open
+	readers := s.mu.readers // one AddReader adds meanwhile starts past every sealed segment
 	s.mu.Unlock()
 	for _, r := range readers {
 		r.mu.Lock()
@@ -319,7 +320,7 @@ func (s *Spool) dropOldest(need int64) bool {
 				if from.Segment() == g.seq {
 					off = from.Offset()
 				}
-				r.dropped[dropOldest].Add(float64(countFrames(f, off, g.size)))
+				r.dropped[dropOldest].Add(float64(countFrames(f, g.seq, off, g.size, r)))
 			}
 			_ = f.Close()
 		}
@@ -340,9 +341,10 @@ func (s *Spool) dropOldest(need int64) bool {
 	return true
 }
 
-// countFrames counts records from off to end by their length fields alone, without reading
-// payloads: it is for accounting only, and stops at the first implausible header.
-func countFrames(f io.ReaderAt, off, end int64) int {
+// countFrames counts the records of segment seq from off to end that r would hand out, by
+// their length fields alone, without reading payloads: it is for accounting only, and stops at
+// the first implausible header. The caller holds r.mu.
+func countFrames(f io.ReaderAt, seq uint64, off, end int64, r *Reader) int {
 	var h [frameSize]byte
 	n := 0
 	for off+frameSize <= end {
@@ -353,7 +355,9 @@ func countFrames(f io.ReaderAt, off, end int64) int {
 		if l > MaxRecordBytes+MaxMetaBytes+2 || off+frameSize+l > end {
 			break
 		}
-		n++
+		if r.handsOutLocked(makePos(seq, off)) {
+			n++
+		}
 		off += frameSize + l
 	}
 	return n

@@ -387,6 +387,23 @@ func (r *Reader) Back() {
 	r.mu.gaps = slices.DeleteFunc(r.mu.gaps, func(g gap) bool { return g.to <= durable })
 }
 
+// handsOutLocked reports whether Next, reading on from before p, would hand out the record at
+// p: not when the destination finished it before a Rewind, nor when it was appended while the
+// destination was away. Drop-oldest counts only those (a record that is not the destination's
+// is not lost to it).
+func (r *Reader) handsOutLocked(p Pos) bool {
+	if r.mu.awayAt != 0 && p >= r.mu.awayAt {
+		return false
+	}
+	for _, g := range r.mu.gaps {
+		if p >= g.from && p < g.to {
+			return false
+		}
+	}
+	_, skipped := slices.BinarySearch(r.mu.skip, p)
+	return !skipped
+}
+
 // hasSegment reports whether segment seq is still in the spool.
 func (s *Spool) hasSegment(seq uint64) bool {
 	g, _, _ := s.segmentFrom(seq)
