@@ -144,6 +144,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 						res.OwnAllocs = min(sp.Own/float64(cfg.Batches), res.AllocsPerBatch)
 					}
 					res.OtherAllocs = res.AllocsPerBatch - res.OwnAllocs
+					writeOwnSites(progress, name, sp, cfg.Batches)
 				}
 			}
 		}
