@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -25,6 +26,8 @@ type AllocSplit struct {
 	// OwnSites is Own by the otlpgate function charged with it (allocattr.Allocator): where to
 	// look when Own is not zero.
 	OwnSites map[string]float64
+	// OwnStacks is a stack (innermost first, up to eight functions) of each of OwnSites.
+	OwnStacks map[string][]string
 }
 
 // OwnShare is the fraction of the allocations made by otlpgate's own code; 0 with no samples.
@@ -66,13 +69,16 @@ func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 	if idx < 0 {
 		return AllocSplit{}, fmt.Errorf("bench: the profile has no alloc_objects samples")
 	}
-	s := AllocSplit{OwnSites: map[string]float64{}}
+	s := AllocSplit{OwnSites: map[string]float64{}, OwnStacks: map[string][]string{}}
 	add := func(p *profile.Profile, sign float64) {
 		for _, smp := range p.Sample {
 			n := sign * float64(smp.Value[idx])
 			if fn, own := allocatingFrame(smp.Location); own {
 				s.Own += n
 				s.OwnSites[fn] += n
+				if _, ok := s.OwnStacks[fn]; !ok && sign > 0 {
+					s.OwnStacks[fn] = stackNames(smp.Location, 8)
+				}
 			} else {
 				s.Other += n
 			}
@@ -118,6 +124,32 @@ func writeOwnSites(w io.Writer, name string, s AllocSplit, batches int) {
 		if i == 8 {
 			break
 		}
-		fmt.Fprintf(w, "%s: own allocations %.3f per batch (%.0f objects) by %s\n", name, s.OwnSites[fn]/float64(batches), s.OwnSites[fn], fn)
+		fmt.Fprintf(w, "%s: own allocations %.3f per batch (%.0f objects) by %s\n\t%s\n", name, s.OwnSites[fn]/float64(batches), s.OwnSites[fn], fn,
+			strings.Join(s.OwnStacks[fn], " < "))
 	}
+}
+
+// stackNames is the function names of a stack, innermost first, at most n, from the innermost
+// one outside the runtime's allocator (the caller of mallocgc, makeslice and the like) on.
+func stackNames(locs []*profile.Location, n int) []string {
+	var out []string
+	for _, loc := range locs {
+		for _, ln := range loc.Line {
+			if ln.Function == nil || len(out) == n {
+				continue
+			}
+			if name := ln.Function.Name; len(out) > 0 || !runtimeAllocator[name] {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// runtimeAllocator is the runtime's functions that allocate for their caller.
+var runtimeAllocator = map[string]bool{
+	"runtime.mallocgc": true, "runtime.newobject": true, "runtime.makeslice": true, "runtime.growslice": true,
+	"runtime.mallocgcSmallNoscan": true, "runtime.mallocgcSmallScanNoHeader": true, "runtime.mallocgcSmallScanHeader": true,
+	"runtime.mallocgcLarge": true, "runtime.mallocgcTiny": true, "runtime.makemap_small": true, "runtime.makemap": true,
+	"runtime.rawstring": true, "runtime.rawstringtmp": true, "runtime.rawbyteslice": true,
 }

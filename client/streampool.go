@@ -1,6 +1,9 @@
 package client
 
 import (
+	"context"
+	"time"
+
 	"github.com/otlpgate/otlpgate/fastpath"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -36,7 +39,19 @@ func (d *Dest) getStream() *stream {
 		return s
 	}
 	d.streams.mu.Unlock()
-	return &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+	s := &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+	s.over = make(chan struct{}, 1)
+	s.ctx, s.release = newStreamContext(d.ctx)
+	s.cancel = func() {
+		s.ctx.cancel(context.Canceled)
+		select {
+		case s.over <- struct{}{}:
+		default: // the lane has yet to take the last one
+		}
+	}
+	s.openWait = time.AfterFunc(time.Hour, s.cancel)
+	s.openWait.Stop()
+	return s
 }
 
 // unref gives back one reference to s; the last one recycles it.
@@ -55,7 +70,8 @@ func (d *Dest) putStream(s *stream) {
 	if len(s.slots) != 0 {
 		panic("BUG: client: stream recycled with requests in its window")
 	}
-	s.cs, s.ctx, s.cancel = nil, nil, nil
+	s.cs = nil
+	s.ctx.end() // grpc-go let go of the stream's context when the stream ended
 	s.opened, s.sent, s.bytes = 0, 0, 0
 	s.pend.Store(0)
 	s.acked.Store(false)
@@ -66,13 +82,18 @@ func (d *Dest) putStream(s *stream) {
 	s.lastAnswer.Store(0)
 	s.silent.Store(false)
 	if d.stopping() {
+		s.release()
 		return
 	}
 	d.streams.mu.Lock()
-	if len(d.streams.free) < d.maxFreeStreams() {
+	kept := len(d.streams.free) < d.maxFreeStreams()
+	if kept {
 		d.streams.free = append(d.streams.free, s)
 	}
 	d.streams.mu.Unlock()
+	if !kept {
+		s.release()
+	}
 }
 
 // receive hands s to an idle receiver, or starts one.

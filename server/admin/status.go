@@ -298,20 +298,41 @@ func (sm *sample) byLabel(metric, lbl string, want ...string) map[string]float64
 	return out
 }
 
+// The key helpers below run on every series of every sample, once a second: they compare in
+// place rather than build the strings they look for.
+
 // hasPrefixBar reports whether series key k belongs to metric (keys are "metric|k=v|...").
-func hasPrefixBar(k, metric string) bool { return strings.HasPrefix(k, metric+"|") }
+func hasPrefixBar(k, metric string) bool {
+	return len(k) > len(metric) && k[len(metric)] == '|' && strings.HasPrefix(k, metric)
+}
 
 // containsLabel reports whether key k has the label kv ("name=value").
-func containsLabel(k, kv string) bool { return strings.Contains(k+"|", "|"+kv+"|") }
+func containsLabel(k, kv string) bool {
+	for rest := k; ; {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+1:]
+		if strings.HasPrefix(rest, kv) && (len(rest) == len(kv) || rest[len(kv)] == '|') {
+			return true
+		}
+	}
+}
 
 // labelOf returns the value of label lbl in key k, or "".
 func labelOf(k, lbl string) string {
-	_, rest, ok := strings.Cut(k, "|"+lbl+"=")
-	if !ok {
-		return ""
+	for rest := k; ; {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+		if len(rest) > len(lbl) && rest[len(lbl)] == '=' && strings.HasPrefix(rest, lbl) {
+			v, _, _ := strings.Cut(rest[len(lbl)+1:], "|")
+			return v
+		}
 	}
-	v, _, _ := strings.Cut(rest, "|")
-	return v
 }
 
 // destinations returns the destination names seen in a sample.
