@@ -54,6 +54,9 @@ func TestAllocator(t *testing.T) {
 	// So is its per-P queue, started at the first Put after each collection.
 	f([]string{"runtime.mallocgc", "runtime.newobject", "sync.(*poolChain).pushHead", "sync.(*Pool).Put", "github.com/otlpgate/otlpgate/pool.PutBytes", admit},
 		"github.com/otlpgate/otlpgate/pool.PutBytes", false)
+	// So is a wait-queue entry of the runtime, under a contended lock.
+	f([]string{"runtime.mallocgc", "runtime.newobject", "runtime.acquireSudog", "runtime.semacquire1", "internal/sync.runtime_SemacquireMutex",
+		"internal/sync.(*Mutex).lockSlow", "sync.(*Mutex).Lock", admit}, admit, false)
 	// Stacks of the runtime and the standard library alone are nobody's.
 	f([]string{"runtime.malg", "runtime.newproc1"}, "", false)
 	f([]string{"runtime.mallocgc", "time.NewTimer", "net/http.(*persistConn).readLoop"}, "time.NewTimer", false)

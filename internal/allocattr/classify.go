@@ -25,8 +25,10 @@ const Module = "github.com/otlpgate/otlpgate/"
 // random after a miss (the less often the larger it is); a sync.Pool's per-P array, which a
 // pool makes at its first Get after each collection, once per pool and collection whatever
 // the traffic; and a pool's per-P queue, which it starts (8 items) at the first Put after each
-// collection and doubles when a P holds more. fn then names the function that holds the
-// switch or calls the pool, and own is false.
+// collection and doubles when a P holds more; and the runtime's wait-queue entries (sudogs),
+// which a contended lock or a blocked channel operation takes from a per-P cache that each
+// collection empties. fn then names the function that holds the switch, calls the pool or
+// waits, and own is false.
 func Allocator(funcs iter.Seq[string]) (fn string, own bool) {
 	bookkeeping := false
 	first := ""
@@ -56,6 +58,7 @@ var bookkeepers = map[string]bool{
 	"runtime.buildTypeAssertCache":      true,
 	"sync.(*Pool).pinSlow":              true,
 	"sync.(*poolChain).pushHead":        true,
+	"runtime.acquireSudog":              true,
 }
 
 // Std reports whether pkg, an import path, is part of the Go distribution (the runtime, the

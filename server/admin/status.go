@@ -150,6 +150,14 @@ type sampler struct {
 		ring  []sample
 		dests map[string]*destTrack
 	}
+
+	// keys interns the series keys of the samples: the same few dozen series come back every
+	// second, and a key built afresh for each would be a string per series per sample.
+	keys struct {
+		sync.Mutex
+		m   map[string]string
+		buf []byte
+	}
 }
 
 // destTrack is what the sampler remembers of a destination across samples.
@@ -164,6 +172,7 @@ type destTrack struct {
 func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]LastError) *sampler {
 	s := &sampler{cfg: cfg, g: g, start: time.Now(), lastErr: lastErr}
 	s.mu.dests = map[string]*destTrack{}
+	s.keys.m = map[string]string{}
 	return s
 }
 
@@ -171,13 +180,14 @@ func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[stri
 func (s *sampler) take(now time.Time) {
 	fams, _ := s.g.Gather()
 	sm := sample{at: now, values: map[string]float64{}, hist: map[string][]bucket{}}
+	s.keys.Lock()
 	for _, f := range fams {
 		name := f.GetName()
 		if !statusMetrics[name] {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			key := seriesKey(name, m.GetLabel())
+			key := s.seriesKeyLocked(name, m.GetLabel())
 			switch {
 			case m.Counter != nil:
 				sm.values[key] += m.GetCounter().GetValue()
@@ -196,6 +206,7 @@ func (s *sampler) take(now time.Time) {
 			}
 		}
 	}
+	s.keys.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.ring = append(s.mu.ring, sm)
@@ -227,15 +238,29 @@ func init() {
 	}
 }
 
-// seriesKey keeps the labels the status groups by: destination, reason, intake, api, outcome.
-func seriesKey(name string, ls []*dto.LabelPair) string {
-	key := name
+// maxStatusKeys bounds the interned series keys; the status reads a few dozen series.
+const maxStatusKeys = 4096
+
+// seriesKeyLocked is the key of a series: the metric's name and the labels the status groups
+// by (destination, reason, intake, api, outcome, resource), "name|k=v|...". The key of a series
+// seen before is the string made the first time. s.keys must be held.
+func (s *sampler) seriesKeyLocked(name string, ls []*dto.LabelPair) string {
+	b := append(s.keys.buf[:0], name...)
 	for _, l := range ls {
 		switch l.GetName() {
 		case "destination", "reason", "intake", "api", "outcome", "resource":
-			key += "|" + l.GetName() + "=" + l.GetValue()
+			b = append(append(append(append(b, '|'), l.GetName()...), '='), l.GetValue()...)
 		}
 	}
+	s.keys.buf = b
+	if key, ok := s.keys.m[string(b)]; ok {
+		return key
+	}
+	key := string(b)
+	if len(s.keys.m) >= maxStatusKeys {
+		clear(s.keys.m) // series come and go (destinations of a resolver): start over
+	}
+	s.keys.m[key] = key
 	return key
 }
 
