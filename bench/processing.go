@@ -41,6 +41,9 @@ type ProcessingShape struct {
 type ProcessingRow struct {
 	Intake, Shape string
 	Plain, Proc   []float64 // CPU-µs per span, one per round
+	// PlainOut and ProcOut are otlpgate's upstream requests per intake request, one per round:
+	// tenants split batches (a batch holds one tenant's requests), which shows here.
+	PlainOut, ProcOut []float64
 	Load          float64   // 1-minute load average at the end of the row
 }
 
@@ -79,10 +82,11 @@ func RunProcessing(ctx context.Context, cfg ProcessingConfig, progress io.Writer
 						return rows, fmt.Errorf("%s %s: otlpgate forwarded nothing", intake, sh.Name)
 					}
 					us := float64(rs[0].CPUPerSpan().Nanoseconds()) / 1e3
+					out := float64(rs[0].Upstream) / float64(max(rs[0].Received, 1))
 					if proc {
-						row.Proc = append(row.Proc, us)
+						row.Proc, row.ProcOut = append(row.Proc, us), append(row.ProcOut, out)
 					} else {
-						row.Plain = append(row.Plain, us)
+						row.Plain, row.PlainOut = append(row.Plain, us), append(row.PlainOut, out)
 					}
 				}
 			}
@@ -98,10 +102,10 @@ func RunProcessing(ctx context.Context, cfg ProcessingConfig, progress io.Writer
 // their ratio, every round's figures, and the load average at the row's end.
 func WriteProcessing(w io.Writer, rows []ProcessingRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "intake\tshape\tplain CPU-µs/span\tprocessed\tratio\tplain rounds\tprocessed rounds\tload\t\n")
+	fmt.Fprintf(tw, "intake\tshape\tplain CPU-µs/span\tprocessed\tratio\tplain rounds\tprocessed rounds\tout/in plain\tprocessed\tload\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%.1f\t\n", r.Intake, r.Shape, median(r.Plain), median(r.Proc), r.Ratio(),
-			rounds(r.Plain), rounds(r.Proc), r.Load)
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%.3f\t%.3f\t%.1f\t\n", r.Intake, r.Shape, median(r.Plain), median(r.Proc), r.Ratio(),
+			rounds(r.Plain), rounds(r.Proc), median(r.PlainOut), median(r.ProcOut), r.Load)
 	}
 	tw.Flush()
 }

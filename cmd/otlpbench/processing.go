@@ -24,7 +24,7 @@ func cmdProcessing(args []string) error {
 	shapes := fs.String("shapes", "small,large", "batch shapes, comma-separated: small, large, semconv")
 	inflight := fs.Int("inflight", 8, "requests in flight")
 	rounds := fs.Int("rounds", 3, "runs of each row each way, alternating plain and processed")
-	batches := fs.Int("batches", 0, "batches of a measured run (default 5000 small, 600 large, 300 semconv)")
+	batches := fs.Int("batches", 0, "batches of a measured run (default 20000 small, 3000 large, 1000 semconv)")
 	header := fs.String("header", "x-scope-orgid=acme,beta,gamma", "a header on every load request of both runs, name=v1,v2,...: worker w sends value w mod n (the tenants of -intake.headers); empty: none")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
 	if err := fs.Parse(args); err != nil {
@@ -44,7 +44,7 @@ func cmdProcessing(args []string) error {
 		}
 		n := *batches
 		if n == 0 {
-			n = map[string]int{"small": 5000, "large": 600, "semconv": 300}[name]
+			n = map[string]int{"small": 20000, "large": 3000, "semconv": 1000}[name]
 		}
 		cfg.Shapes = append(cfg.Shapes, bench.ProcessingShape{Name: name, Shape: sh, Batches: n})
 	}
