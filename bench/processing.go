@@ -44,7 +44,7 @@ type ProcessingRow struct {
 	// PlainOut and ProcOut are otlpgate's upstream requests per intake request, one per round:
 	// tenants split batches (a batch holds one tenant's requests), which shows here.
 	PlainOut, ProcOut []float64
-	Load          float64   // 1-minute load average at the end of the row
+	Load              float64 // 1-minute load average at the end of the row
 }
 
 // Ratio is the processed run's median CPU per span over the plain run's.
