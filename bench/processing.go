@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
@@ -72,9 +73,19 @@ func RunProcessing(ctx context.Context, cfg ProcessingConfig, progress io.Writer
 						args = cfg.ProcArgs
 					}
 					fmt.Fprintf(progress, "%s %s round %d, processed %v: otlpgate %v\n", intake, sh.Name, round+1, proc, args)
-					rs, err := RunProxy(ctx, ProxyConfig{Gate: cfg.Gate, GateArgs: args, Intake: intake, Shape: sh.Shape,
-						InFlight: cfg.InFlight, Batches: sh.Batches, Dir: cfg.Dir, Header: cfg.Header, HeaderValues: cfg.HeaderValues,
-						NoDirect: true}, io.Discard)
+					var rs []ProxyResult
+					var err error
+					// Another process on the machine may take a port between its choice and
+					// otlpgate's bind: such a run is started again, twice at most.
+					for try := 0; try < 3 && ctx.Err() == nil; try++ {
+						rs, err = RunProxy(ctx, ProxyConfig{Gate: cfg.Gate, GateArgs: args, Intake: intake, Shape: sh.Shape,
+							InFlight: cfg.InFlight, Batches: sh.Batches, Dir: cfg.Dir, Header: cfg.Header, HeaderValues: cfg.HeaderValues,
+							NoDirect: true}, io.Discard)
+						if err == nil || !strings.Contains(err.Error(), "never listened") {
+							break
+						}
+						fmt.Fprintf(progress, "%s %s: %v; again\n", intake, sh.Name, err)
+					}
 					if err != nil {
 						return rows, fmt.Errorf("%s %s: %w", intake, sh.Name, err)
 					}

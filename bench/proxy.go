@@ -221,10 +221,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	// fleet of sink addresses, each batch split by trace id. Both network intakes get a port of
 	// their own (the default ones may be taken on a shared machine).
 	runGate := func(name, dest string) error {
-		listen, _ := FreeAddr()
-		httpListen, _ := FreeAddr()
-		admin, _ := FreeAddr()
-		pprofAddr, _ := FreeAddr()
+		addrs, err := FreeAddrs(4)
+		if err != nil {
+			return err
+		}
+		listen, httpListen, admin, pprofAddr := addrs[0], addrs[1], addrs[2], addrs[3]
 		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "",
 			"-dest", dest}, cfg.GateArgs...)
 		gate, err := StartProc(name, cfg.Gate, args, cfg.childEnv(), filepath.Join(cfg.Dir, name+".log"))
