@@ -146,7 +146,7 @@ bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf
 # plain forwarding under the same load, alternating the two PROCESSING_ROUNDS times per row; gRPC,
 # OTLP/HTTP protobuf and JSON in, small and large batches, 8 in flight. PROCESSING_ARGS adds
 # otlpbench processing flags (-batches, -proc-args, -intakes, -shapes).
-PROCESSING_ROUNDS ?= 3
+PROCESSING_ROUNDS ?= 5
 PROCESSING_ARGS   ?=
 
 bench-processing: build ## otlpgate's CPU-µs per span with -resource.set (2) and -intake.headers against plain forwarding, and the ratio

@@ -23,7 +23,7 @@ func cmdProcessing(args []string) error {
 	intakes := fs.String("intakes", "grpc,http-proto,http-json", "intakes, comma-separated: grpc (unary v1), http-proto, http-json")
 	shapes := fs.String("shapes", "small,large", "batch shapes, comma-separated: small, large, semconv")
 	inflight := fs.Int("inflight", 8, "requests in flight")
-	rounds := fs.Int("rounds", 3, "runs of each row each way, alternating plain and processed")
+	rounds := fs.Int("rounds", 5, "runs of each row each way, alternating plain and processed")
 	batches := fs.Int("batches", 0, "batches of a measured run (default 20000 small, 3000 large, 1000 semconv)")
 	header := fs.String("header", "x-scope-orgid=acme,beta,gamma", "a header on every load request of both runs, name=v1,v2,...: worker w sends value w mod n (the tenants of -intake.headers); empty: none")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
