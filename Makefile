@@ -39,7 +39,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint vuln bench docs generate check-generate fuzz tools clean \
-	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-anchor profile profile-diff soak soak-spool
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor profile profile-diff soak soak-spool
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -140,6 +140,17 @@ bench-peer: build peer-otelcol ## otlpgate vs the Collector: gRPC, HTTP protobuf
 		./$(BIN)/otlpbench proxy -gate ./$(BIN)/otlpgate -intake $$intake -shape $$shape -inflight $$inflight \
 			-floor=$$floor -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(PEER_ARGS); \
 	done; done; done
+
+# The cost of processing (issue 23, docs/benchmarks.md): otlpgate's CPU per forwarded span with two
+# resource attributes set and tenants on (the load sends X-Scope-OrgID as three tenants), against
+# plain forwarding under the same load, alternating the two PROCESSING_ROUNDS times per row; gRPC,
+# OTLP/HTTP protobuf and JSON in, small and large batches, 8 in flight. PROCESSING_ARGS adds
+# otlpbench processing flags (-batches, -proc-args, -intakes, -shapes).
+PROCESSING_ROUNDS ?= 5
+PROCESSING_ARGS   ?=
+
+bench-processing: build ## otlpgate's CPU-µs per span with -resource.set (2) and -intake.headers against plain forwarding, and the ratio
+	./$(BIN)/otlpbench processing -gate ./$(BIN)/otlpgate -rounds $(PROCESSING_ROUNDS) $(PROCESSING_ARGS)
 
 # The anchor (docs/benchmarks.md): each proxy pinned to one CPU with GOMAXPROCS=1, the load and
 # the sink on the others, semconv batches at 100/s in an open loop, OTLP/gRPC and OTLP/HTTP in,

@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -11,13 +15,19 @@ import (
 )
 
 // AllocSplit is where the allocations of a measured phase were made, from the allocation
-// profile's samples: by otlpgate's own code, or inside everything else (grpc-go, x/net, the
-// standard library and the runtime). By default the profile samples one allocation per 512 KiB
-// on average (runtime.MemProfileRate) and pprof scales the samples back up, so the split is an
-// estimate; a process run with GODEBUG=memprofilerate=1 records every allocation, and the split
-// is a count. Total comes from the exact malloc counter when the caller has it.
+// profile's samples: by otlpgate's own code (standard library calls it makes included), or
+// inside everything else (grpc-go, x/net, fasthttp, the runtime). By default the profile samples
+// one allocation per 512 KiB on average (runtime.MemProfileRate) and pprof scales the samples
+// back up, so the split is an estimate; a process run with GODEBUG=memprofilerate=1 records
+// every allocation, and the split is a count. Total comes from the exact malloc counter when the
+// caller has it.
 type AllocSplit struct {
 	Own, Other float64 // allocated objects, estimated from the profile
+	// OwnSites is Own by the otlpgate function charged with it (allocattr.Allocator): where to
+	// look when Own is not zero.
+	OwnSites map[string]float64
+	// OwnStacks is a stack (innermost first, up to eight functions) of each of OwnSites.
+	OwnStacks map[string][]string
 }
 
 // OwnShare is the fraction of the allocations made by otlpgate's own code; 0 with no samples.
@@ -44,10 +54,11 @@ func FetchAllocProfile(base string) (*profile.Profile, error) {
 }
 
 // SplitAllocs attributes the allocations made between the profiles before and after (both
-// cumulative, as /debug/pprof/allocs serves them) to the frame that made each: the innermost
-// frame outside package runtime, since runtime.makeslice, growslice, newobject and the like
-// allocate for their caller. Stacks made only of runtime frames (goroutine stacks, the GC)
-// count as Other.
+// cumulative, as /debug/pprof/allocs serves them) by the strict rule of allocattr.Allocator:
+// an allocation is otlpgate's own when the innermost frame of its stack outside the runtime
+// and the standard library is otlpgate's (a context.WithTimeout or fmt.Sprintf that otlpgate
+// calls is otlpgate's), and Other otherwise (grpc-go, x/net, fasthttp, and stacks made only of
+// runtime and standard library frames: goroutine stacks, the collector, net/http's own work).
 func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 	idx := -1
 	for i, st := range after.SampleType {
@@ -58,12 +69,16 @@ func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 	if idx < 0 {
 		return AllocSplit{}, fmt.Errorf("bench: the profile has no alloc_objects samples")
 	}
-	var s AllocSplit
+	s := AllocSplit{OwnSites: map[string]float64{}, OwnStacks: map[string][]string{}}
 	add := func(p *profile.Profile, sign float64) {
 		for _, smp := range p.Sample {
 			n := sign * float64(smp.Value[idx])
-			if allocatingFrame(smp.Location) {
+			if fn, own := allocatingFrame(smp.Location); own {
 				s.Own += n
+				s.OwnSites[fn] += n
+				if _, ok := s.OwnStacks[fn]; !ok && sign > 0 {
+					s.OwnStacks[fn] = stackNames(smp.Location, 8)
+				}
 			} else {
 				s.Other += n
 			}
@@ -74,13 +89,18 @@ func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
 		add(before, -1)
 	}
 	s.Own, s.Other = max(s.Own, 0), max(s.Other, 0)
+	for fn, n := range s.OwnSites {
+		if n <= 0 {
+			delete(s.OwnSites, fn)
+		}
+	}
 	return s, nil
 }
 
-// allocatingFrame reports whether the allocation of a stack (leaf first) was made by otlpgate's
-// own code, as allocattr.Allocator decides for the tests' exact counts.
-func allocatingFrame(locs []*profile.Location) bool {
-	_, own := allocattr.Allocator(func(yield func(string) bool) {
+// allocatingFrame returns the function charged with the allocation of a stack (leaf first) and
+// whether it is otlpgate's own, as allocattr.Allocator decides for the tests' exact counts.
+func allocatingFrame(locs []*profile.Location) (fn string, own bool) {
+	return allocattr.Allocator(func(yield func(string) bool) {
 		for _, loc := range locs {
 			// Inlined calls come innermost first within a location, as the stack does.
 			for _, ln := range loc.Line {
@@ -90,5 +110,46 @@ func allocatingFrame(locs []*profile.Location) bool {
 			}
 		}
 	})
-	return own
+}
+
+// writeOwnSites prints the top otlpgate functions charged with allocations in a measured phase
+// of batches, per batch, most first: where to look when the own column is not zero.
+func writeOwnSites(w io.Writer, name string, s AllocSplit, batches int) {
+	fns := make([]string, 0, len(s.OwnSites))
+	for fn := range s.OwnSites {
+		fns = append(fns, fn)
+	}
+	slices.SortFunc(fns, func(a, b string) int { return cmp.Compare(s.OwnSites[b], s.OwnSites[a]) })
+	for i, fn := range fns {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(w, "%s: own allocations %.3f per batch (%.0f objects) by %s\n\t%s\n", name, s.OwnSites[fn]/float64(batches), s.OwnSites[fn], fn,
+			strings.Join(s.OwnStacks[fn], " < "))
+	}
+}
+
+// stackNames is the function names of a stack, innermost first, at most n, from the innermost
+// one outside the runtime's allocator (the caller of mallocgc, makeslice and the like) on.
+func stackNames(locs []*profile.Location, n int) []string {
+	var out []string
+	for _, loc := range locs {
+		for _, ln := range loc.Line {
+			if ln.Function == nil || len(out) == n {
+				continue
+			}
+			if name := ln.Function.Name; len(out) > 0 || !runtimeAllocator[name] {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// runtimeAllocator is the runtime's functions that allocate for their caller.
+var runtimeAllocator = map[string]bool{
+	"runtime.mallocgc": true, "runtime.newobject": true, "runtime.makeslice": true, "runtime.growslice": true,
+	"runtime.mallocgcSmallNoscan": true, "runtime.mallocgcSmallScanNoHeader": true, "runtime.mallocgcSmallScanHeader": true,
+	"runtime.mallocgcLarge": true, "runtime.mallocgcTiny": true, "runtime.makemap_small": true, "runtime.makemap": true,
+	"runtime.rawstring": true, "runtime.rawstringtmp": true, "runtime.rawbyteslice": true,
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -33,6 +34,28 @@ type LoadConfig struct {
 	InFlight int           // requests awaiting an answer at once (workers for v1, window for otep)
 	Rate     float64       // batches per second; 0 is a closed loop (send as fast as answers allow)
 	Seed     uint64
+	// Header, when not empty, is sent with every request (gRPC metadata, an HTTP header): worker
+	// w (of InFlight) sends HeaderValues[w%len(HeaderValues)], so that a proxy reading it as a
+	// tenant (otlpgate's -intake.headers) sees that many tenants, interleaved. The pipelined
+	// OTEP load has one stream and sends the first value.
+	Header       string
+	HeaderValues []string
+}
+
+// headerValue is the value worker w sends in Header, "" when there is no header.
+func (cfg LoadConfig) headerValue(w int) string {
+	if cfg.Header == "" || len(cfg.HeaderValues) == 0 {
+		return ""
+	}
+	return cfg.HeaderValues[w%len(cfg.HeaderValues)]
+}
+
+// workerContext is ctx with worker w's header in its outgoing metadata.
+func (cfg LoadConfig) workerContext(ctx context.Context, w int) context.Context {
+	if v := cfg.headerValue(w); v != "" {
+		return metadata.AppendToOutgoingContext(ctx, cfg.Header, v)
+	}
+	return ctx
 }
 
 // LoadResult is what a run did.
@@ -143,7 +166,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 	var next, acked, failed, retried atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error]
-	for range cfg.InFlight {
+	for w := range cfg.InFlight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -152,6 +175,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 			for i, t := range tmpl {
 				own[i] = template{append([]byte(nil), t.b...), t.off, t.json}
 			}
+			ctx := cfg.workerContext(ctx, w)
 			var r codec.Raw
 			resp := new(coltracev1.ExportTraceServiceResponse)
 			for {
@@ -205,7 +229,7 @@ func loadUnary(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl 
 }
 
 func loadStream(ctx context.Context, conn *grpc.ClientConn, cfg LoadConfig, tmpl []template, pace <-chan time.Time) (LoadResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(cfg.workerContext(ctx, 0))
 	defer cancel()
 	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
 		"/otlpgate.otep.v1.StreamExporter/ExportTraces")

@@ -38,7 +38,7 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 	var next, acked, failed, retried atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
-	for range cfg.InFlight {
+	for w := range cfg.InFlight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -53,6 +53,9 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 			req.SetRequestURI(uri)
 			req.Header.SetMethod(fasthttp.MethodPost)
 			req.Header.SetContentType(ct)
+			if v := cfg.headerValue(w); v != "" {
+				req.Header.Set(cfg.Header, v)
+			}
 			for ctx.Err() == nil {
 				i := next.Add(1) - 1
 				if i >= int64(cfg.Batches) {

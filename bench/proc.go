@@ -66,6 +66,21 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// FreeAddrs returns n distinct free loopback addresses: each stays bound until all are chosen,
+// so that two of them cannot be the same port (FreeAddr called n times can return one twice).
+func FreeAddrs(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out, nil
+}
+
 // WaitListening waits until addr accepts TCP connections or ctx ends.
 func WaitListening(ctx context.Context, addr string) error {
 	for {

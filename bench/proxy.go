@@ -41,6 +41,13 @@ type ProxyConfig struct {
 	// instead of per 512 KiB. With 1 every allocation is recorded with its stack, and the
 	// own/other split is a count, not an estimate (at a CPU cost to the measured process).
 	AllocProfileRate int
+	// Header and HeaderValues are sent with every load request (LoadConfig.Header): tenants
+	// for otlpgate's -intake.headers.
+	Header       string
+	HeaderValues []string
+	// NoDirect skips the direct load -> sink run (its latency is the baseline of the +p columns),
+	// and a RateN of 0 the latency phase: for runs that compare CPU only (otlpbench processing).
+	NoDirect bool
 }
 
 // childEnv is the environment the measured Go children get on top of the tool's own.
@@ -100,7 +107,8 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		if adminURL != "" {
 			metricsURL = adminURL + "/metrics"
 		}
-		load := LoadConfig{Target: target, Protocol: protocol, Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7}
+		load := LoadConfig{Target: target, Protocol: protocol, Shape: cfg.Shape, InFlight: cfg.InFlight, Seed: 7,
+			Header: cfg.Header, HeaderValues: cfg.HeaderValues}
 		// Warm up: connections, pools, the peer's JIT-free but cache-cold start.
 		load.Batches = max(cfg.Batches/20, 10)
 		if _, err := RunLoad(ctx, load); err != nil {
@@ -144,6 +152,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 						res.OwnAllocs = min(sp.Own/float64(cfg.Batches), res.AllocsPerBatch)
 					}
 					res.OtherAllocs = res.AllocsPerBatch - res.OwnAllocs
+					writeOwnSites(progress, name, sp, cfg.Batches)
 				}
 			}
 		}
@@ -155,6 +164,9 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 		}
 
 		sink.Reset()
+		if cfg.RateN <= 0 {
+			return res, nil
+		}
 		load.Batches, load.Rate = cfg.RateN, cfg.Rate
 		fmt.Fprintf(progress, "%s: %d batches at %.0f/s for latency\n", name, cfg.RateN, cfg.Rate)
 		if _, err := RunLoad(ctx, load); err != nil {
@@ -173,11 +185,13 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	if cfg.Intake == "http-proto" || cfg.Intake == "http-json" {
 		proxied = cfg.Intake
 	}
-	direct, err := run("direct", sink.Addr(), "v1", nil, "", "")
-	if err != nil {
-		return nil, err
+	if !cfg.NoDirect {
+		direct, err := run("direct", sink.Addr(), "v1", nil, "", "")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, direct)
 	}
-	out = append(out, direct)
 
 	// The floor: a bare grpc-go forwarder, one unary call out per call in.
 	if cfg.Bench != "" {
@@ -207,10 +221,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	// fleet of sink addresses, each batch split by trace id. Both network intakes get a port of
 	// their own (the default ones may be taken on a shared machine).
 	runGate := func(name, dest string) error {
-		listen, _ := FreeAddr()
-		httpListen, _ := FreeAddr()
-		admin, _ := FreeAddr()
-		pprofAddr, _ := FreeAddr()
+		addrs, err := FreeAddrs(4)
+		if err != nil {
+			return err
+		}
+		listen, httpListen, admin, pprofAddr := addrs[0], addrs[1], addrs[2], addrs[3]
 		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "",
 			"-dest", dest}, cfg.GateArgs...)
 		gate, err := StartProc(name, cfg.Gate, args, cfg.childEnv(), filepath.Join(cfg.Dir, name+".log"))

@@ -30,6 +30,9 @@ import (
 //     true.
 type callContext struct {
 	parent context.Context // the destination's: outgoing metadata; cancelled when it stops
+	// shared: Done serves the package's two shared channels instead of one of its own
+	// (newStreamContext).
+	shared bool
 	// values is what Value reads: parent, or a context under it with the outgoing metadata
 	// of the call's batch's tenant (forward-headers). Set by use, between calls.
 	values context.Context
@@ -58,6 +61,27 @@ func newCallContext(parent context.Context) (c *callContext, release func() bool
 	return c, context.AfterFunc(parent, func() { c.cancel(parent.Err()) })
 }
 
+// newStreamContext is newCallContext for a stream object, which is cancelled at the end of
+// every stream it carries (a re-open every RebalanceBytes): a channel per cancel would cost an
+// allocation per re-open. Its Done is therefore good for a look, not for a wait: it is the
+// shared closed channel once cancelled, the shared open one, never closed, before. The context
+// package looks (a select with a default) and then ties children through AfterFunc, and grpc-go
+// waits only on the child it derives at the start of NewStream; the lane, which waits for a
+// stream's end, waits on the stream's own signal (stream.over).
+func newStreamContext(parent context.Context) (c *callContext, release func() bool) {
+	c, release = newCallContext(parent)
+	c.shared, c.mu.done = true, nil
+	return c, release
+}
+
+// neverDone and closedDone are the Done channels of every stream context (newStreamContext):
+// before its cancel and after it.
+var neverDone, closedDone = make(chan struct{}), func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 // use makes Value read values, a context under parent, from the next call on. Called by the
 // worker between calls: grpc-go reads the outgoing metadata while it opens the call's stream,
 // on the worker's goroutine.
@@ -67,7 +91,9 @@ func (c *callContext) use(values context.Context) { c.values = values }
 func (c *callContext) begin() {
 	c.mu.Lock()
 	if c.mu.err != nil {
-		c.mu.done = make(chan struct{})
+		if !c.shared {
+			c.mu.done = make(chan struct{})
+		}
 		c.mu.err, c.mu.cause = nil, nil
 	}
 	c.mu.Unlock()
@@ -98,7 +124,9 @@ func (c *callContext) cancel(cause error) {
 		return
 	}
 	c.mu.err, c.mu.cause = context.Canceled, cause
-	close(c.mu.done)
+	if !c.shared {
+		close(c.mu.done)
+	}
 	// A cancel is rare (an ack timeout, the destination stopping): the list may allocate. It
 	// is this call's own, since the parent's cancel may still run these while the worker's next
 	// call begins and is cancelled in turn.
@@ -125,7 +153,13 @@ func (c *callContext) Deadline() (time.Time, bool) { return c.parent.Deadline() 
 func (c *callContext) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.done
+	switch {
+	case !c.shared:
+		return c.mu.done
+	case c.mu.err != nil:
+		return closedDone
+	}
+	return neverDone
 }
 
 // Err implements context.Context.

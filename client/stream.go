@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync/atomic"
@@ -31,11 +30,19 @@ import (
 // stream is one OTEP stream of one signal. Streams are recycled (streampool.go): refs counts
 // who may still touch one, and the last to let go gives it back to its destination.
 type stream struct {
-	d      *Dest
-	sig    fastpath.Signal
-	cs     grpc.ClientStream
-	ctx    context.Context // done once the stream is over: cancelled by the receiver when it ends
-	cancel context.CancelFunc
+	d   *Dest
+	sig fastpath.Signal
+	cs  grpc.ClientStream
+	// ctx is done once the stream is over: cancelled by the receiver when it ends. It is the
+	// stream object's for its whole life (callctx.go), begun again at each open, so that a
+	// re-open costs no context; cancel and the open timer (openWait) are made with it, once.
+	ctx      *callContext
+	release  func() bool // stops ctx following the destination's context
+	cancel   func()
+	openWait *time.Timer
+	// over holds a token once cancel ran: the lane waits on it for a window slot's sake (a
+	// stream context's Done is not for waiting, callctx.go). Emptied at each open.
+	over   chan struct{}
 	slots  chan struct{} // the window: one token per pending request; empty when recycled
 	refs   atomic.Int32  // the lane (while the stream is its current one), the receiver, each pending request
 	opened int64         // nanotime
@@ -156,7 +163,7 @@ func (l *lane) send(r *request) {
 		}
 		select {
 		case s.slots <- struct{}{}:
-		case <-s.ctx.Done():
+		case <-s.over:
 			<-d.inFlight[r.sig]
 			continue // l.stream replaces it
 		case <-d.stop:
@@ -315,26 +322,34 @@ func (s *stream) halfClose(how int) {
 // fails, so that the lane can give up on requests whose budget ran out. The stream comes with
 // the lane's reference and the receiver's.
 func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, error) {
-	ctx, cancel := context.WithCancel(d.ctx)
-	var timer *time.Timer
-	if wait > 0 {
-		timer = time.AfterFunc(wait, cancel)
+	s := d.getStream()
+	select {
+	case <-s.over: // the last stream's
+	default:
 	}
-	cs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
-	if timer != nil && !timer.Stop() {
+	s.ctx.begin()
+	if wait > 0 {
+		s.openWait.Reset(wait)
+	}
+	cs, err := d.conn.NewStream(s.ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	if wait > 0 && !s.openWait.Stop() {
 		// The wait ran out: the stream, if one opened at that instant, is cancelled with it.
-		cancel()
+		// The timer's function may still be running: the stream object is not used again.
+		s.cancel()
+		s.ctx.end()
+		s.release()
 		if err == nil {
 			err = errOpenTimeout
 		}
 		return nil, err
 	}
 	if err != nil {
-		cancel()
+		s.cancel()
+		s.ctx.end()
+		d.putStream(s)
 		return nil, err
 	}
-	s := d.getStream()
-	s.sig, s.cs, s.ctx, s.cancel = sig, cs, ctx, cancel
+	s.sig, s.cs = sig, cs
 	s.opened = nanotime()
 	s.refs.Store(2)
 	d.streams.mu.Lock()

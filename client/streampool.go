@@ -1,14 +1,18 @@
 package client
 
 import (
+	"context"
+	"time"
+
 	"github.com/otlpgate/otlpgate/fastpath"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // A destination re-opens its streams for re-balancing every RebalanceBytes (960 KiB by
 // default), which at high rates is many times a second. The state of a stream and the
-// goroutine that reads its answers are therefore recycled: opening a stream costs gRPC's and
-// the context's allocations, none of the destination's own.
+// goroutine that reads its answers are therefore recycled, and with the state its context,
+// cancel function and open timer (a stream context, callctx.go): opening a stream costs
+// gRPC's allocations, none of the destination's own, standard library calls included.
 //
 // A stream's refs count the lane while it is the lane's current stream, the receiver until it
 // has settled everything pending at the end, and each request in the ack table on it. When the
@@ -36,7 +40,19 @@ func (d *Dest) getStream() *stream {
 		return s
 	}
 	d.streams.mu.Unlock()
-	return &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+	s := &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+	s.over = make(chan struct{}, 1)
+	s.ctx, s.release = newStreamContext(d.ctx)
+	s.cancel = func() {
+		s.ctx.cancel(context.Canceled)
+		select {
+		case s.over <- struct{}{}:
+		default: // the lane has yet to take the last one
+		}
+	}
+	s.openWait = time.AfterFunc(time.Hour, s.cancel)
+	s.openWait.Stop()
+	return s
 }
 
 // unref gives back one reference to s; the last one recycles it.
@@ -55,7 +71,8 @@ func (d *Dest) putStream(s *stream) {
 	if len(s.slots) != 0 {
 		panic("BUG: client: stream recycled with requests in its window")
 	}
-	s.cs, s.ctx, s.cancel = nil, nil, nil
+	s.cs = nil
+	s.ctx.end() // grpc-go let go of the stream's context when the stream ended
 	s.opened, s.sent, s.bytes = 0, 0, 0
 	s.pend.Store(0)
 	s.acked.Store(false)
@@ -66,13 +83,18 @@ func (d *Dest) putStream(s *stream) {
 	s.lastAnswer.Store(0)
 	s.silent.Store(false)
 	if d.stopping() {
+		s.release()
 		return
 	}
 	d.streams.mu.Lock()
-	if len(d.streams.free) < d.maxFreeStreams() {
+	kept := len(d.streams.free) < d.maxFreeStreams()
+	if kept {
 		d.streams.free = append(d.streams.free, s)
 	}
 	d.streams.mu.Unlock()
+	if !kept {
+		s.release()
+	}
 }
 
 // receive hands s to an idle receiver, or starts one.

@@ -6,18 +6,19 @@ import (
 )
 
 var commands = map[string]func(args []string) error{
-	"load":      cmdLoad,
-	"sink":      cmdSink,
-	"delay":     cmdDelay,
-	"proxy":     cmdProxy,
-	"appendix":  cmdAppendix,
-	"profile":   cmdProfile,
-	"soak":      cmdSoak,
-	"rebalance": cmdRebalance,
-	"forward":   cmdForward,
-	"batching":  cmdBatching,
-	"anchor":    cmdAnchor,
-	"relay":     cmdRelay,
+	"load":       cmdLoad,
+	"sink":       cmdSink,
+	"delay":      cmdDelay,
+	"proxy":      cmdProxy,
+	"processing": cmdProcessing,
+	"appendix":   cmdAppendix,
+	"profile":    cmdProfile,
+	"soak":       cmdSoak,
+	"rebalance":  cmdRebalance,
+	"forward":    cmdForward,
+	"batching":   cmdBatching,
+	"anchor":     cmdAnchor,
+	"relay":      cmdRelay,
 }
 
 func usage() {
@@ -26,6 +27,7 @@ func usage() {
 commands:
   appendix   the OTLP specification's Appendix B on otlpgate's client and server
   proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
+  processing otlpgate's CPU per span with processing steps (-resource.set, tenants) against without
   anchor     CPU per span of each proxy pinned to one core, against a TCP relay (the floor), semconv batches
   batching   otlpgate's batch policies compared at fixed gRPC and UDS rates (CPU, out/in, p50)
   load       an OTLP trace load generator (v1 unary or OTEP stream)

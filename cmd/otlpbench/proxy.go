@@ -29,6 +29,7 @@ func cmdProxy(args []string) error {
 	traces := fs.Int("traces", 1, "traces per batch, their spans interleaved (1: every batch is one trace, so a balanced destination passes it whole)")
 	fleet := fs.Int("fleet", 0, "also run otlpgate with a balanced destination (resolver=static, balance=trace_id) over this many backends, all listeners of the sink (0: not)")
 	profRate := fs.Int("alloc-profile-rate", 0, "run otlpgate and the floor with GODEBUG=memprofilerate=N (0: the runtime's default, one sample per 512 KiB); 1 records every allocation, so the own/other columns are exact counts, at a CPU cost")
+	header := fs.String("header", "", "a header on every load request, name=v1,v2,...: worker w sends value w mod n, e.g. x-scope-orgid=acme,beta,gamma for otlpgate's -intake.headers (add it with -gate-args); empty: none")
 	floor := fs.Bool("floor", true, "also measure a bare grpc-go forwarder (otlpbench forward), the floor of CPU and allocations")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -38,6 +39,10 @@ func cmdProxy(args []string) error {
 		return err
 	}
 	sh.Traces = *traces
+	hdr, hdrValues, err := parseHeader(*header)
+	if err != nil {
+		return err
+	}
 	switch *intake {
 	case "grpc", "http-proto", "http-json":
 	default:
@@ -79,7 +84,7 @@ func cmdProxy(args []string) error {
 	res, err := bench.RunProxy(ctx, bench.ProxyConfig{
 		Bench: self, Gate: *gate, GateArgs: gateFlags, Peer: *peer, PeerArgs: strings.Fields(*peerArgs),
 		Intake: *intake, Shape: sh, InFlight: *inflight, Batches: *batches, Rate: *rate, RateN: *rateN, Dir: *dir,
-		Fleet: *fleet, AllocProfileRate: *profRate,
+		Fleet: *fleet, AllocProfileRate: *profRate, Header: hdr, HeaderValues: hdrValues,
 	}, os.Stderr)
 	fmt.Printf("\nload -> proxy -> sink, %s intake, %s batches (%d spans x %d attributes, %d traces), %d in flight, latency at %.0f batches/s\n",
 		*intake, *shape, sh.Spans, sh.Attrs, max(sh.Traces, 1), *inflight, *rate)

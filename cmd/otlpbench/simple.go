@@ -33,12 +33,13 @@ func parseShape(s string) (otlpgen.Shape, error) {
 func cmdLoad(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	target := fs.String("target", "127.0.0.1:4317", "receiver address")
-	proto := fs.String("protocol", "otep", "v1 (TraceService unary calls) or otep (one pipelined StreamExporter stream)")
+	proto := fs.String("protocol", "otep", "v1 (TraceService unary calls), otep (one pipelined StreamExporter stream), http-proto or http-json (OTLP/HTTP POST /v1/traces)")
 	shape := shapeFlag(fs)
 	batches := fs.Int("batches", 10000, "batches to send")
 	inflight := fs.Int("inflight", 8, "requests awaiting an answer at once (v1: concurrent calls; otep: stream window)")
 	rate := fs.Float64("rate", 0, "batches per second; 0 sends as fast as answers allow (closed loop)")
 	seed := fs.Uint64("seed", 1, "seed of the generated attributes")
+	header := fs.String("header", "", "a header on every request, name=v1,v2,...: worker w sends value w mod n (tenants for otlpgate's -intake.headers); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,11 +47,15 @@ func cmdLoad(args []string) error {
 	if err != nil {
 		return err
 	}
+	hdr, hdrValues, err := parseHeader(*header)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	before := bench.SelfUsage()
 	res, err := bench.RunLoad(ctx, bench.LoadConfig{Target: *target, Protocol: *proto, Shape: sh,
-		Batches: *batches, InFlight: *inflight, Rate: *rate, Seed: *seed})
+		Batches: *batches, InFlight: *inflight, Rate: *rate, Seed: *seed, Header: hdr, HeaderValues: hdrValues})
 	cpu := bench.SelfUsage().Sub(before)
 	fmt.Printf("sent %d, acknowledged %d, failed %d batches (%d spans) in %v: %.0f batches/s, load CPU %v\n",
 		res.Sent, res.Acked, res.Failed, res.Acked*sh.Spans, res.Wall.Round(time.Millisecond),

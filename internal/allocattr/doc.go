@@ -1,9 +1,12 @@
 // Package allocattr attributes allocations to the code that made them, exactly.
 //
 // Classification (Allocator) is shared by the benchmark tool, which reads pprof profiles of a
-// running otlpgate, and by the tests, which read the runtime's own records: an allocation is
-// otlpgate's own when the innermost frame of its stack outside package runtime is in this
-// module, since runtime.makeslice, growslice, newobject and the like allocate for their caller.
+// running otlpgate, and by the tests, which read the runtime's own records. The rule is strict:
+// an allocation is otlpgate's own when the innermost frame of its stack outside the runtime and
+// the standard library is in this module (or is the program's main package), since
+// runtime.makeslice and newobject allocate for their caller, and so do context.WithTimeout,
+// fmt.Sprintf and strconv.Itoa. The runtime's type-switch caches and a sync.Pool's per-P array,
+// made on the collector's schedule rather than per call, are nobody's.
 //
 // A Recorder measures a phase of a test binary that runs with runtime.MemProfileRate = 1, so
 // that every allocation is recorded with its stack (not a sample of one per 512 KiB): it

@@ -20,9 +20,10 @@ import (
 // refill after a collection costs per collection, not per request. Both record buffers are made
 // before the first copy, so the copies themselves add nothing to the phase.
 //
-// Allocations whose function is in a harness package (this one, the package that called
-// New, and any named there) belong to the measurement: the load it sends, the sink it
-// records into. They are counted apart, neither own nor other.
+// Allocations whose function (Allocator) is in a harness package (this one, the package that
+// called New, the test binary's generated main, and any named there) belong to the
+// measurement: the load it sends, the sink it records into, the standard library calls they
+// make. They are counted apart, neither own nor other.
 type Recorder struct {
 	harness   []string
 	before    []runtime.MemProfileRecord
@@ -60,6 +61,8 @@ func New(harness ...string) *Recorder {
 			}
 		}
 	}
+	// A test binary's main package is the one the go tool generates to run the tests.
+	r.harness = append(r.harness, "main")
 	r.harness = append(r.harness, harness...)
 	r.gcPercent = debug.SetGCPercent(-1)
 	return r

@@ -55,8 +55,7 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	// the pools stocked by the warm-up does not depend on which P each goroutine last ran on.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	sk := startSink(t)
-	name := "zeroalloc_" + t.Name()
-	dc := destConfig(name, sk.addr, unary)
+	dc := destConfig("zeroalloc_"+t.Name(), sk.addr, unary)
 	if len(orgs) > 0 {
 		dc.ForwardHeaders = []string{"x-scope-orgid"}
 	}
@@ -94,14 +93,14 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	// last round used are still pooled in the next, so a buffer a round had to add stays.
 	var rep allocattr.Report
 	clean, sent := -1, warmRequests
-	opened := streamsOpened(t, name)
+	opened := sk.streams.Load()
 	rec.Start()
 	for round := 0; round < maxRounds && clean < 0; round++ {
 		drive(t, sent, runRequests, senders[:workers])
 		g.drained(t)
 		rep = rec.Lap()
 		sent += runRequests
-		now := streamsOpened(t, name)
+		now := sk.streams.Load()
 		reopens := now - opened
 		opened = now
 		t.Logf("round %d, %d requests, %v streams opened: %s", round+1, runRequests, reopens, rep.Summary(8))

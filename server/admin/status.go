@@ -152,6 +152,14 @@ type sampler struct {
 		ring  []sample
 		dests map[string]*destTrack
 	}
+
+	// keys interns the series keys of the samples: the same few dozen series come back every
+	// second, and a key built afresh for each would be a string per series per sample.
+	keys struct {
+		sync.Mutex
+		m   map[string]string
+		buf []byte
+	}
 }
 
 // destTrack is what the sampler remembers of a destination across samples.
@@ -166,6 +174,7 @@ type destTrack struct {
 func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]LastError) *sampler {
 	s := &sampler{cfg: cfg, g: g, start: time.Now(), lastErr: lastErr}
 	s.mu.dests = map[string]*destTrack{}
+	s.keys.m = map[string]string{}
 	return s
 }
 
@@ -173,13 +182,14 @@ func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[stri
 func (s *sampler) take(now time.Time) {
 	fams, _ := s.g.Gather()
 	sm := sample{at: now, values: map[string]float64{}, hist: map[string][]bucket{}}
+	s.keys.Lock()
 	for _, f := range fams {
 		name := f.GetName()
 		if !statusMetrics[name] {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			key := seriesKey(name, m.GetLabel())
+			key := s.seriesKeyLocked(name, m.GetLabel())
 			switch {
 			case m.Counter != nil:
 				sm.values[key] += m.GetCounter().GetValue()
@@ -198,6 +208,7 @@ func (s *sampler) take(now time.Time) {
 			}
 		}
 	}
+	s.keys.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.ring = append(s.mu.ring, sm)
@@ -229,15 +240,29 @@ func init() {
 	}
 }
 
-// seriesKey keeps the labels the status groups by: destination, reason, intake, api, outcome.
-func seriesKey(name string, ls []*dto.LabelPair) string {
-	key := name
+// maxStatusKeys bounds the interned series keys; the status reads a few dozen series.
+const maxStatusKeys = 4096
+
+// seriesKeyLocked is the key of a series: the metric's name and the labels the status groups
+// by (destination, reason, intake, api, outcome, resource), "name|k=v|...". The key of a series
+// seen before is the string made the first time. s.keys must be held.
+func (s *sampler) seriesKeyLocked(name string, ls []*dto.LabelPair) string {
+	b := append(s.keys.buf[:0], name...)
 	for _, l := range ls {
 		switch l.GetName() {
 		case "destination", "reason", "intake", "api", "outcome", "resource":
-			key += "|" + l.GetName() + "=" + l.GetValue()
+			b = append(append(append(append(b, '|'), l.GetName()...), '='), l.GetValue()...)
 		}
 	}
+	s.keys.buf = b
+	if key, ok := s.keys.m[string(b)]; ok {
+		return key
+	}
+	key := string(b)
+	if len(s.keys.m) >= maxStatusKeys {
+		clear(s.keys.m) // series come and go (destinations of a resolver): start over
+	}
+	s.keys.m[key] = key
 	return key
 }
 
@@ -300,20 +325,41 @@ func (sm *sample) byLabel(metric, lbl string, want ...string) map[string]float64
 	return out
 }
 
+// The key helpers below run on every series of every sample, once a second: they compare in
+// place rather than build the strings they look for.
+
 // hasPrefixBar reports whether series key k belongs to metric (keys are "metric|k=v|...").
-func hasPrefixBar(k, metric string) bool { return strings.HasPrefix(k, metric+"|") }
+func hasPrefixBar(k, metric string) bool {
+	return len(k) > len(metric) && k[len(metric)] == '|' && strings.HasPrefix(k, metric)
+}
 
 // containsLabel reports whether key k has the label kv ("name=value").
-func containsLabel(k, kv string) bool { return strings.Contains(k+"|", "|"+kv+"|") }
+func containsLabel(k, kv string) bool {
+	for rest := k; ; {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+1:]
+		if strings.HasPrefix(rest, kv) && (len(rest) == len(kv) || rest[len(kv)] == '|') {
+			return true
+		}
+	}
+}
 
 // labelOf returns the value of label lbl in key k, or "".
 func labelOf(k, lbl string) string {
-	_, rest, ok := strings.Cut(k, "|"+lbl+"=")
-	if !ok {
-		return ""
+	for rest := k; ; {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+		if len(rest) > len(lbl) && rest[len(lbl)] == '=' && strings.HasPrefix(rest, lbl) {
+			v, _, _ := strings.Cut(rest[len(lbl)+1:], "|")
+			return v
+		}
 	}
-	v, _, _ := strings.Cut(rest, "|")
-	return v
 }
 
 // destinations returns the destination names seen in a sample.

@@ -156,6 +156,33 @@ func TestStatusPageRenders(t *testing.T) {
 	}
 }
 
+// The series key helpers read keys "metric|name=value|..." without building strings.
+func TestSeriesKeyHelpers(t *testing.T) {
+	const k = "otlpgate_client_sent_total|destination=a|signal=traces"
+	for _, c := range []struct {
+		metric string
+		want   bool
+	}{{"otlpgate_client_sent_total", true}, {"otlpgate_client_sent", false}, {k, false}, {"", false}} {
+		if got := hasPrefixBar(k, c.metric); got != c.want {
+			t.Errorf("hasPrefixBar(%q) = %v, want %v", c.metric, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		kv   string
+		want bool
+	}{{"destination=a", true}, {"signal=traces", true}, {"signal=trace", false}, {"destination=", false},
+		{"otlpgate_client_sent_total", false}, {"a|signal=traces", false}} {
+		if got := containsLabel(k, c.kv); got != c.want {
+			t.Errorf("containsLabel(%q) = %v, want %v", c.kv, got, c.want)
+		}
+	}
+	for lbl, want := range map[string]string{"destination": "a", "signal": "traces", "sig": "", "otlpgate_client_sent_total": ""} {
+		if got := labelOf(k, lbl); got != want {
+			t.Errorf("labelOf(%q) = %q, want %q", lbl, got, want)
+		}
+	}
+}
+
 // With the configured destinations known, one a reload removed is shown as removed while it
 // holds data and left out once it holds nothing; one never removed is shown as before.
 func TestStatusRemovedDestination(t *testing.T) {
