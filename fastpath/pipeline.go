@@ -128,6 +128,9 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 		return nil, err
 	}
 	defer r.Release()
+	if r.route != nil {
+		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
+	}
 	return p.enqueue(&r, wait)
 }
 
@@ -376,8 +379,8 @@ func grow(buf *[]byte, need, limit int) {
 	pool.PutBytes(nb)
 }
 
-// seal hands b to every destination of its set that takes its tenant (all of them without
-// tenants). It runs without the signal's lock: destinations may finish the batch synchronously,
+// seal hands b to every destination of its set that takes its tenant and route (all of them
+// without tenants and routes). It runs without the signal's lock: destinations may finish the batch synchronously,
 // inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
@@ -389,10 +392,10 @@ func (p *Pipeline) seal(b *Batch) {
 	p.m.sealed(b)
 	set, t := b.set, b.Tenant
 	n := len(set.dests)
-	if t != nil {
+	if t != nil || b.route != 0 {
 		n = 0
 		for i := range set.dests {
-			if t.Takes(i) {
+			if b.takes(i) {
 				n++
 			}
 		}
@@ -403,7 +406,7 @@ func (p *Pipeline) seal(b *Batch) {
 	b.pending.Store(int32(n))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
 	for i, d := range set.dests {
-		if t != nil && !t.Takes(i) {
+		if !b.takes(i) {
 			continue
 		}
 		b.Payload.Retain()
