@@ -168,7 +168,7 @@ func (r *Prepared) routes(cfg *Config) error {
 	if cfg.Router == nil {
 		return nil
 	}
-	s, err := splitRoutes(cfg.Router, r.Tenant, r.Sig, r.Req, r.Layout)
+	s, err := splitRoutes(cfg.Router, r.Tenant, r.Sig, r.Req, r.Items, r.Layout)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func (s *routeSplitter) release() {
 	if s.buf != nil {
 		pool.PutBytes(s.buf)
 	}
-	*s = routeSplitter{pieces: s.pieces}
+	*s = routeSplitter{}
 	routeSplitters.Put(s)
 }
 
@@ -123,11 +123,13 @@ func (t *Tenant) routeMask() uint64 {
 	return t.takes[0]
 }
 
-// splitRoutes groups the entries of req (in layout) of tenant t by route. It walks the top
-// level twice: once to route each entry (the piece of each is kept in a pooled scratch
-// buffer, a byte an entry), and, when the entries do not all go one way, once more to copy
-// them into their pieces. It allocates nothing once the pools are warm.
-func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, layout Layout) (*routeSplitter, error) {
+// splitRoutes groups the entries of req (in layout, holding items items) of tenant t by
+// route. It walks the top level twice: once to route each entry (the piece of each is kept in
+// a pooled scratch buffer, a byte an entry), and, when the entries do not all go one way, once
+// more to copy them into their pieces. Counting items walks each entry down to its items: the
+// largest piece is not walked, it holds what the others do not. It allocates nothing once the
+// pools are warm.
+func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
 	if layout >= numLayouts {
 		return nil, ErrLayout
 	}
@@ -198,10 +200,13 @@ func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, layout Layout) (*
 	if s.n == 0 {
 		return s, nil // nothing is taken
 	}
-	total := 0
+	total, big := 0, 0
 	for j := range s.n {
 		s.pieces[j].start, s.pieces[j].end = total, total
 		total += sizes[j]
+		if sizes[j] > sizes[big] {
+			big = j
+		}
 	}
 	s.buf = pool.GetBytes(total)
 	out := (*s.buf)[:total]
@@ -218,13 +223,18 @@ func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, layout Layout) (*
 		pc := &s.pieces[j]
 		out[pc.end] = tagV1Entry
 		pc.end += 1 + copy(out[pc.end+1:], req[f.After:f.End])
+		if int(j) == big {
+			continue
+		}
 		n, err := rt.Items(int(sig), req[f.Value:f.End])
 		if err != nil {
 			return fail(err)
 		}
 		pc.items += n
+		items -= n
 	}
 	*s.buf = out
+	s.pieces[big].items = max(items-s.lost, 0)
 	return s, nil
 }
 
