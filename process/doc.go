@@ -1,5 +1,6 @@
 // Package process owns the byte-level processing steps that run on a request after the
-// intake's scan and before it joins a batch: resource attribute edits (-resource.set,
+// intake's scan and before it joins a batch, and the Router that reads a Resource's
+// attributes for a -dest's match=resource (route.go; fastpath.Config.Router): resource attribute edits (-resource.set,
 // -resource.delete), drops by resource attribute (-drop) and trace sampling by trace id
 // (-sample.traces, the Collector-contrib probabilistic_sampler's decisions: its hash_seed mode,
 // and OTEP 235 consistent sampling in its proportional and equalizing modes, which write the
