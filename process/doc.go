@@ -1,6 +1,5 @@
 // Package process owns the byte-level processing steps that run on a request after the
-// intake's scan and before it joins a batch, and the Router that reads a Resource's
-// attributes for a -dest's match=resource (route.go; fastpath.Config.Router): resource attribute edits (-resource.set,
+// intake's scan and before it joins a batch: resource attribute edits (-resource.set,
 // -resource.delete), drops by resource attribute (-drop) and trace sampling by trace id
 // (-sample.traces, the Collector-contrib probabilistic_sampler's decisions: its hash_seed mode,
 // and OTEP 235 consistent sampling in its proportional and equalizing modes, which write the
@@ -24,6 +23,10 @@
 // sizes, span decisions, the trace_states to write) and written second; the plan is kept in
 // pooled buffers between the two passes. Nothing allocates per request once the pools are
 // warm.
+//
+// Router reads a Resource's attributes with -drop's rules for a -dest's match=resource
+// (route.go): fastpath asks it which destinations take each entry (fastpath.Config.Router)
+// and splits a request whose entries go different ways.
 //
 // It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;
 // the signal crosses the boundary as an int). It starts no goroutines: AppendEntry runs on
