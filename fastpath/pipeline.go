@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,9 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	}
 	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
 		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
+	}
+	if r := cfg.Router; r != nil && bits.Len64(r.All()) != len(dests) {
+		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
 	}
 	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
 	p.dests.Store(newDestSet(dests))

@@ -307,6 +307,14 @@ func TestPipelineRoutes(t *testing.T) {
 		t.Errorf("%d batches, want the first request's 3 pieces", n)
 	}
 
+	// Routes number the destinations: the count must agree, and the set cannot change.
+	if err := p.SetDestinations([]Destination{co, cart, rest}); !errors.Is(err, ErrTenantRoutes) {
+		t.Errorf("SetDestinations with routes: %v", err)
+	}
+	if _, err := New(cfg, []Destination{co, cart}); err == nil {
+		t.Error("three routes for two destinations")
+	}
+
 	// -ack=upstream has no single batch to wait on.
 	cfg.Ack = AckUpstream
 	if err := cfg.Validate(); err == nil {
