@@ -256,3 +256,58 @@ func runBinary(t *testing.T, bin string, args ...string) ([]byte, error) {
 		"-kafka.listen", freePort(t), "-uds.listen", filepath.Join(dir, "oc.sock"), "-file.path", filepath.Join(dir, "f")}, args...)
 	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
 }
+
+// Tenants and resource routes together: acme's resources go between the two destinations
+// that take acme, by service.name (checkout to one, the rest to the other); beta's, whole, to
+// beta's destination, whatever their services. The spool keeps each request's tenant and the
+// feeders route its resources among that tenant's destinations.
+func TestBinaryResourceRoutesWithTenants(t *testing.T) {
+	bin := buildBinary(t)
+	for _, spool := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "spool"}[spool], func(t *testing.T) {
+			acmeCo, acmeRest, beta := startUpstream(t), startUpstream(t), startUpstream(t)
+			httpAddr := freePort(t)
+			dest := func(name, addr, extra string) string {
+				return "name=" + name + ",endpoint=" + addr + ",protocol=v1,mode=unary,retry-initial=20ms," + extra
+			}
+			args := []string{"-http.listen", httpAddr, "-batch.max-age", "10ms", "-intake.headers", "x-scope-orgid",
+				"-dest", dest("acme-co", acmeCo.Addr(), "match-header=x-scope-orgid:acme,match=resource:service.name=checkout"),
+				"-dest", dest("acme-rest", acmeRest.Addr(), "match-header=x-scope-orgid:acme"),
+				"-dest", dest("beta", beta.Addr(), "match-header=x-scope-orgid:beta")}
+			if spool {
+				args = append(args, "-spool.dir", filepath.Join(t.TempDir(), "spool"))
+			}
+			g := startGateway(t, bin, args...)
+			waitReady(t, g)
+			send := func(org string, base byte) map[string][]pcommon.SpanID {
+				td, ids := routedTraces(3, base)
+				body, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+				req, _ := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/traces", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-protobuf")
+				req.Header.Set("X-Scope-OrgID", org)
+				r, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Body.Close()
+				if r.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %d", org, r.StatusCode)
+				}
+				return ids
+			}
+			a, b := send("acme", 1), send("beta", 2)
+			testkit.WaitFor(t, "every span at its upstream", func() bool {
+				return len(acmeCo.Spans())+len(acmeRest.Spans())+len(beta.Spans()) >= 18
+			})
+			if got := received(t, acmeCo); len(got) != 1 || !sameIDs(got["checkout"], a["checkout"]) {
+				t.Errorf("acme-co received %v", got)
+			}
+			if got := received(t, acmeRest); len(got) != 2 || !sameIDs(got["cart"], a["cart"]) || !sameIDs(got["payments"], a["payments"]) {
+				t.Errorf("acme-rest received %v", got)
+			}
+			if got := received(t, beta); len(got) != 3 || !sameIDs(got["checkout"], b["checkout"]) || !sameIDs(got["cart"], b["cart"]) {
+				t.Errorf("beta received %v", got)
+			}
+		})
+	}
+}
