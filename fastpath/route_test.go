@@ -388,3 +388,58 @@ func TestFilterRoute(t *testing.T) {
 		t.Errorf("no entry kept: %d bytes, %v", len(out), err)
 	}
 }
+
+// FuzzSplitRoutes: any bytes either refuse or split into pieces whose every entry routes to
+// its piece's route, together holding each routed entry of the request once, in order within
+// its route.
+func FuzzSplitRoutes(f *testing.F) {
+	rt := newRouter(f, "resource:service.name=checkout", "resource:service.name=cart|pay*", "")
+	for _, sig := range []Signal{Traces, Metrics, Logs} {
+		f.Add(uint8(sig), routedRequest(f, sig, 2, "checkout", "cart", "search", "payments"))
+		f.Add(uint8(sig), routedRequest(f, sig, 1, "checkout"))
+	}
+	f.Add(uint8(0), []byte{0x0a, 0x00, 0x12, 0x01, 0x00})
+	f.Fuzz(func(t *testing.T, sigByte uint8, req []byte) {
+		sig := Signal(sigByte % uint8(NumSignals))
+		s, err := splitRoutes(rt, nil, sig, req, 0, LayoutV1)
+		if err != nil {
+			return
+		}
+		defer s.release()
+		// The request's entries by route, in order.
+		want := map[uint64][]string{}
+		it := NewTopLevel(req)
+		for fl, ok := it.Next(); ok; fl, ok = it.Next() {
+			if fl.Num != 1 {
+				continue
+			}
+			route, err := rt.Route(int(sig), req[fl.Value:fl.End], rt.All())
+			if err != nil {
+				t.Fatalf("split, but routing an entry fails: %v", err)
+			}
+			if route != 0 {
+				want[route] = append(want[route], string(req[fl.Value:fl.End]))
+			}
+		}
+		if s.one {
+			if len(want) > 1 {
+				t.Fatalf("one way, but the entries go %d ways", len(want))
+			}
+			return
+		}
+		if s.n != len(want) {
+			t.Fatalf("%d pieces for %d routes", s.n, len(want))
+		}
+		for j := range s.n {
+			pc := s.pieces[j]
+			var got []string
+			it := NewTopLevel((*s.buf)[pc.start:pc.end])
+			for fl, ok := it.Next(); ok; fl, ok = it.Next() {
+				got = append(got, string((*s.buf)[pc.start+fl.Value:pc.start+fl.End]))
+			}
+			if it.Err() != nil || !slices.Equal(got, want[pc.route]) {
+				t.Fatalf("piece %b: %d entries (%v), want %d", pc.route, len(got), it.Err(), len(want[pc.route]))
+			}
+		}
+	})
+}
