@@ -384,8 +384,8 @@ func grow(buf *[]byte, need, limit int) {
 }
 
 // seal hands b to every destination of its set that takes its tenant and route (all of them
-// without tenants and routes). It runs without the signal's lock: destinations may finish the batch synchronously,
-// inside Enqueue.
+// without tenants and routes). It runs without the signal's lock: destinations may finish the
+// batch synchronously, inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
 		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
