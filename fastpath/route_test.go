@@ -322,6 +322,38 @@ func TestPipelineRoutes(t *testing.T) {
 	}
 }
 
+// OTEP requests (the OTEP stream and unary intakes) are routed too: re-tagged to v1 whether
+// they go one way (copied as they came, by AppendEntries) or are split.
+func TestPipelineRoutesOTEP(t *testing.T) {
+	cfg := testConfig()
+	cfg.Router = newRouter(t, "resource:service.name=checkout", "")
+	co, rest := &recorder{name: "co", ok: true}, &recorder{name: "rest", ok: true}
+	p := newTestPipeline(t, cfg, co, rest)
+	for _, svcs := range [][]string{{"checkout", "cart"}, {"cart", "search"}} {
+		otep, _ := AppendOTEP(nil, 9, routedRequest(t, Logs, 1, svcs...))
+		if _, err := p.Admit(Logs, otep, 2, LayoutOTEP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Flush()
+	for _, c := range []struct {
+		r    *recorder
+		want []string
+	}{{co, []string{"checkout"}}, {rest, []string{"cart", "cart", "search"}}} {
+		var names []string
+		for _, b := range c.r.batches() {
+			got, n := services(t, Logs, b.body)
+			if n != b.items {
+				t.Errorf("%s: %d records, said %d", c.r.name, n, b.items)
+			}
+			names = append(names, got...)
+		}
+		if !slices.Equal(names, c.want) {
+			t.Errorf("%s got %q, want %q", c.r.name, names, c.want)
+		}
+	}
+}
+
 // With tenants, a destination's rule and its match-header both hold: a tenant's entries go
 // among its destinations only, and the rest is the rest of that tenant's destinations.
 func TestPipelineRoutesWithTenants(t *testing.T) {
