@@ -106,7 +106,8 @@ type Prepared struct {
 	st      Stripped // what the processing stripped, counted once the request is admitted
 	proc    Processor
 	tally   Tally
-	buf     *[]byte // the processed body, pooled; nil without a processor
+	buf     *[]byte        // the processed body, pooled; nil without a processor
+	route   *routeSplitter // its entries by route (Config.Router); nil without routes
 }
 
 // Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant
@@ -135,6 +136,9 @@ func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout L
 	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
 	proc := cfg.Processor
 	if proc == nil {
+		if err := r.routes(cfg); err != nil {
+			return Prepared{}, err
+		}
 		return r, nil
 	}
 	buf, left, st, tally, err := processEntries(proc, sig, req, items, layout)
@@ -150,7 +154,35 @@ func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout L
 	}
 	r.Req, r.Items, r.Layout, r.st = *buf, left, LayoutV1, st
 	r.proc, r.tally, r.buf = proc, tally, buf
+	if err := r.routes(cfg); err != nil {
+		r.Release()
+		return Prepared{}, err
+	}
 	return r, nil
+}
+
+// routes splits the request by route (Config.Router, route.go). A request no destination
+// takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
+// counted now.
+func (r *Prepared) routes(cfg *Config) error {
+	if cfg.Router == nil {
+		return nil
+	}
+	s, err := splitRoutes(cfg.Router, r.Tenant, r.Sig, r.Req, r.Items, r.Layout)
+	if err != nil {
+		return err
+	}
+	r.route = s
+	r.Items = max(r.Items-s.lost, 0)
+	if s.n == 0 && s.unrouted > 0 {
+		s.commit(r.Sig)
+		if r.proc != nil {
+			r.proc.Commit(int(r.Sig), r.tally)
+		}
+		r.Release()
+		*r = Prepared{Sig: r.Sig, Tenant: r.Tenant, dropped: true}
+	}
+	return nil
 }
 
 // Dropped reports that the processing steps removed every entry: there is nothing to admit,
@@ -172,6 +204,9 @@ func (r *Prepared) Admitted(st Stripped) {
 	if r.proc != nil {
 		r.proc.Commit(int(r.Sig), r.tally)
 	}
+	if r.route != nil {
+		r.route.commit(r.Sig)
+	}
 }
 
 // Refused counts the request's items as refused for reason.
@@ -185,5 +220,9 @@ func (r *Prepared) Release() {
 	if r.buf != nil {
 		pool.PutBytes(r.buf)
 		r.buf, r.Req = nil, nil
+	}
+	if r.route != nil {
+		r.route.release()
+		r.route = nil
 	}
 }

@@ -42,6 +42,7 @@ type Batch struct {
 	refs     atomic.Int32
 	finished chan struct{} // AckUpstream only: closed once pending reaches zero
 	set      *destSet      // the destinations it goes to (a pipeline's batch), fixed when it opens
+	route    uint64        // with Config.Router: the destinations of set that take it (route.go)
 	join     *join         // a part of a split batch: finishes the split batch, p is nil
 	owner    BatchOwner    // NewBatch: told when the batch is finished, p is nil
 }

@@ -85,6 +85,12 @@ type Config struct {
 	// requests' compressed members (passthrough.go). Counted in
 	// otlpgate_fastpath_passthrough_requests_total{way}.
 	PassThrough bool
+	// Router, when set, routes each resource entry by its Resource's attributes (a -dest's
+	// match=resource, route.go): a request is split into one piece per set of destinations
+	// that take its entries, and each piece joins the batches of its route. Destinations are
+	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
+	// every entry (of the tenants it takes).
+	Router Router
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -118,6 +124,8 @@ func (c Config) Validate() error {
 		return errors.New("fastpath: batch min gap must be between 0 and the batch max age")
 	case c.Ack > AckUpstream:
 		return fmt.Errorf("fastpath: bad ack mode %d", c.Ack)
+	case c.Router != nil && c.Ack == AckUpstream:
+		return errors.New("fastpath: -ack=upstream cannot be combined with match=resource: a split request has no single batch to wait on")
 	}
 	return nil
 }

@@ -14,9 +14,9 @@ var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
 }, []string{"destination", "reason"})
 
-// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant routes: the routes
-// number destinations by position, so a changed set would route tenants to the wrong ones.
-var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant routes are set")
+// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant or resource routes: the routes
+// number destinations by position, so a changed set would route data to the wrong ones.
+var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant or resource routes are set")
 
 // destSet is the destinations a batch is handed to, with their refusal counters. A batch
 // takes the pipeline's current set when it opens and keeps it until it was handed out, so that
@@ -67,12 +67,15 @@ func (s *destSet) refused(i int, err error) {
 // handed to the previous set. SetDestinations returns once no batch can be handed to the
 // previous set any more, so that the caller may then shut down the destinations dests leaves
 // out (each finishes, as usual, every batch it took). Calls are serialized; a closed pipeline
-// takes none, and a pipeline with tenant routes (TenantsConfig.Routes) refuses with
-// ErrTenantRoutes. Safe for concurrent use.
+// takes none, and a pipeline with tenant routes (TenantsConfig.Routes) or resource routes
+// (Config.Router) refuses with ErrTenantRoutes. Safe for concurrent use.
 func (p *Pipeline) SetDestinations(dests []Destination) error {
 	if ts := p.cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 {
 		// Routes number the destinations by position: a new set would need routes of its own.
 		return ErrTenantRoutes
+	}
+	if p.cfg.Router != nil {
+		return ErrTenantRoutes // resource routes number the destinations too
 	}
 	if len(dests) == 0 {
 		return errors.New("fastpath: no destination")

@@ -66,6 +66,17 @@
 // -tenant.rate (tenantrate.go), taken by the intakes, and counters read at scrape time
 // (tenantmetrics.go).
 //
+// # Routes by resource attribute
+//
+// Config.Router, with a -dest's match=resource, says which destinations take each resource
+// entry (process.Router implements it). Prepare groups a request's entries by route
+// (route.go): a request whose entries go one way is admitted as it came; a mixed one is copied,
+// entry by entry and never below the Resource, into one piece per route, and each piece joins
+// the open batch of its tenant and route (openset.go), which seal hands only to that route's
+// destinations. The budget is charged for the whole request and the pieces join their batches
+// under one lock: a request is admitted whole or not at all. With a spool the routed entries
+// are one record, and each feeder keeps its destination's entries of it (FilterRoute).
+//
 // # OTLP/JSON
 //
 // JSONTranscoder turns an OTLP/JSON Export request into the v1 protobuf bytes the rest of the

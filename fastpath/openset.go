@@ -6,17 +6,33 @@ package fastpath
 // a table indexed by tenant id, so that finding a known tenant's batch costs an index and no
 // allocation. Guarded by the signal's lock.
 //
+// With routes (Config.Router) a batch is also of one route, the destinations that take it:
+// those batches sit in routed, by tenant and route; a map, since a request finds its pieces'
+// batches by both, and a map whose keys come back allocates nothing once it has grown.
+//
 // Invariants:
+//  0. a batch with a route is in routed under its tenant and route, and nowhere else.
 //  1. other holds no nil and no two batches of one tenant; slot[id] is 1 + the index in other
 //     of the batch of tenant id, 0 when it has none.
 //  2. def's tenant is nil or has id 0; every batch in other has a tenant with id > 0.
 type openSet struct {
-	def   *Batch
-	other []*Batch
-	slot  []int32
+	def    *Batch
+	other  []*Batch
+	slot   []int32
+	routed map[routeKey]*Batch
 	// wire is the default tenant's open pass-through batch of each encoding (passthrough.go);
 	// slot EncodingNone is never used.
 	wire [numEncodings]*Batch
+}
+
+type routeKey struct {
+	t     *Tenant
+	route uint64
+}
+
+// getRoute returns the open batch of t and route, or nil.
+func (o *openSet) getRoute(t *Tenant, route uint64) *Batch {
+	return o.routed[routeKey{t, route}]
 }
 
 func isDefault(t *Tenant) bool { return t == nil || t.id == 0 }
@@ -37,6 +53,13 @@ func (o *openSet) get(t *Tenant) *Batch {
 // put makes b the open batch of its tenant, which has none.
 func (o *openSet) put(b *Batch) {
 	t := b.Tenant
+	if b.route != 0 {
+		if o.routed == nil {
+			o.routed = map[routeKey]*Batch{}
+		}
+		o.routed[routeKey{t, b.route}] = b
+		return
+	}
 	if isDefault(t) {
 		o.def = b
 		return
@@ -56,6 +79,10 @@ func (o *openSet) remove(b *Batch) {
 		return
 	}
 	t := b.Tenant
+	if b.route != 0 {
+		delete(o.routed, routeKey{t, b.route})
+		return
+	}
 	if isDefault(t) {
 		o.def = nil
 		return
@@ -74,12 +101,12 @@ func (o *openSet) remove(b *Batch) {
 
 // empty reports whether no batch is open.
 func (o *openSet) empty() bool {
-	return o.def == nil && len(o.other) == 0 && o.wire == [numEncodings]*Batch{}
+	return o.def == nil && len(o.other) == 0 && len(o.routed) == 0 && o.wire == [numEncodings]*Batch{}
 }
 
 // len is the number of open batches.
 func (o *openSet) len() int {
-	n := len(o.other)
+	n := len(o.other) + len(o.routed)
 	if o.def != nil {
 		n++
 	}
@@ -107,6 +134,12 @@ func (o *openSet) takeBornBy(cutoff int64) *Batch {
 	for i := len(o.other) - 1; i >= 0; i-- {
 		if b := o.other[i]; b.born <= cutoff {
 			o.remove(b)
+			return b
+		}
+	}
+	for k, b := range o.routed {
+		if b.born <= cutoff {
+			delete(o.routed, k)
 			return b
 		}
 	}

@@ -66,10 +66,11 @@ const (
 	FallbackDestinations                 // some destination does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
 	FallbackSpool                        // the spool admits plain requests
+	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
 
-var fallbackNames = [numFallbacks]string{"off", "processor", "tenants", "destinations", "fields", "spool"}
+var fallbackNames = [numFallbacks]string{"off", "processor", "tenants", "destinations", "fields", "spool", "routes"}
 
 var (
 	passRequests = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -86,7 +87,7 @@ var (
 	}, []string{"way"})
 	passFallbacks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_fallback_requests_total",
-		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; tenants: -intake.headers; destinations: a destination does not send that compression as is; fields: top-level fields to strip; spool: -spool.dir).",
+		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; tenants: -intake.headers; destinations: a destination does not send that compression as is; fields: top-level fields to strip; spool: -spool.dir; routes: a destination's match=resource).",
 	}, []string{"reason"})
 
 	passRequestsC = [2]prometheus.Counter{passRequests.WithLabelValues("plain"), passRequests.WithLabelValues("compressed")}
@@ -152,7 +153,7 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 
 // passes reports whether a request of t compressed with enc may join a pass-through batch,
 // else why not. Nothing in the batch may differ from the request as received: no processing
-// step, no tenant, no field the plain path would strip (AppendEntries keeps the resource
+// step, no tenant, no resource route, no field the plain path would strip (AppendEntries keeps the resource
 // entries alone), and every destination of the current set sends enc as it is.
 func (p *Pipeline) passes(t *Tenant, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
 	switch {
@@ -162,6 +163,8 @@ func (p *Pipeline) passes(t *Tenant, sig Signal, plain []byte, enc Encoding) (Fa
 		return FallbackProcessor, false
 	case t != nil || p.cfg.Tenants != nil:
 		return FallbackTenants, false
+	case p.cfg.Router != nil:
+		return FallbackRoutes, false
 	case p.dests.Load().enc != enc:
 		return FallbackDestinations, false
 	case !onlyEntries(plain):

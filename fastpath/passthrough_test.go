@@ -106,6 +106,9 @@ func TestPassThroughFallbacks(t *testing.T) {
 	proc := testConfig()
 	proc.Processor = nopProcessor{}
 	f("processor", proc, gz(), body, EncodingGzip, FallbackProcessor, false)
+	routed := testConfig()
+	routed.Router = newRouter(t, "")
+	f("routes", routed, gz(), body, EncodingGzip, FallbackRoutes, false)
 }
 
 // nopProcessor keeps every entry as it is: its presence alone means requests may be rewritten.

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,9 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
 		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
 	}
+	if r := cfg.Router; r != nil && bits.Len64(r.All()) != len(dests) {
+		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
+	}
 	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
 	p.dests.Store(newDestSet(dests))
 	for i := range p.sig {
@@ -128,6 +132,9 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, items int, layout La
 		return nil, err
 	}
 	defer r.Release()
+	if r.route != nil {
+		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
+	}
 	return p.enqueue(&r, wait)
 }
 
@@ -390,9 +397,9 @@ func grow(buf *[]byte, need, limit int) {
 	pool.PutBytes(nb)
 }
 
-// seal hands b to every destination of its set that takes its tenant (all of them without
-// tenants). It runs without the signal's lock: destinations may finish the batch synchronously,
-// inside Enqueue.
+// seal hands b to every destination of its set that takes its tenant and route (all of them
+// without tenants and routes). It runs without the signal's lock: destinations may finish the
+// batch synchronously, inside Enqueue.
 func (p *Pipeline) seal(b *Batch) {
 	if p.cfg.BatchMinGap > 0 {
 		p.lastSeal[b.Signal].Store(time.Now().UnixNano())
@@ -406,10 +413,10 @@ func (p *Pipeline) seal(b *Batch) {
 	countSealed(b)
 	set, t := b.set, b.Tenant
 	n := len(set.dests)
-	if t != nil {
+	if t != nil || b.route != 0 {
 		n = 0
 		for i := range set.dests {
-			if t.Takes(i) {
+			if b.takes(i) {
 				n++
 			}
 		}
@@ -420,7 +427,7 @@ func (p *Pipeline) seal(b *Batch) {
 	b.pending.Store(int32(n))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
 	for i, d := range set.dests {
-		if t != nil && !t.Takes(i) {
+		if !b.takes(i) {
 			continue
 		}
 		b.Payload.Retain()

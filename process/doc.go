@@ -24,6 +24,10 @@
 // pooled buffers between the two passes. Nothing allocates per request once the pools are
 // warm.
 //
+// Router reads a Resource's attributes with -drop's rules for a -dest's match=resource
+// (route.go): fastpath asks it which destinations take each entry (fastpath.Config.Router)
+// and splits a request whose entries go different ways.
+//
 // It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;
 // the signal crosses the boundary as an int). It starts no goroutines: AppendEntry runs on
 // the goroutine of the intake that admits the request, and a Chain is safe for concurrent use

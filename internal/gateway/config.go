@@ -104,6 +104,9 @@ func (c Config) Validate() error {
 	if err := c.checkTenants(dests); err != nil {
 		return err
 	}
+	if _, err := c.resourceRoutes(); err != nil {
+		return err
+	}
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == fastpath.AckUpstream {
 			return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
@@ -149,6 +152,11 @@ func (c Config) AllDestinations() ([]client.Config, error) { return c.destinatio
 // otlpgate's defaults, then the Destinations; every name, the Extra ones' included, must be
 // unique.
 func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
+	for _, spec := range fileSpecs {
+		if _, m := cutMatch(spec); m != "" {
+			return nil, ErrDestFileResourceRoutes
+		}
+	}
 	dests, err := c.parseDests(append(slices.Clone(c.Dests), fileSpecs...))
 	if err != nil {
 		return nil, err
@@ -196,6 +204,7 @@ func (c Config) parseDests(specs []string) ([]client.Config, error) {
 			// Data on disk is never given up because a retry budget ran out.
 			base.RetryMaxElapsed = 0
 		}
+		spec, _ = cutMatch(spec) // the gateway's key (routes.go)
 		d, err := client.ParseDest(spec, base)
 		if err != nil {
 			return nil, fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)

@@ -11,9 +11,10 @@
 //
 // # Rules
 //
-// It imports every otlpgate package that takes part in the data path (fastpath, client,
-// client/filedest, spool, spool/feed, server/..., codec, pool, internal/bytesize) and nothing
-// of cmd/ or bench/; only cmd/, bench/ and tests import it. It never exits the process.
+// It imports every otlpgate package that takes part in the data path (fastpath, process for
+// the router of a -dest's match=resource, client, client/filedest, spool, spool/feed,
+// server/..., codec, pool, internal/bytesize) and nothing of cmd/ or bench/; only cmd/, bench/
+// and tests import it. It never exits the process.
 //
 // # Goroutines
 //

@@ -162,6 +162,9 @@ func (g *Gateway) build() error {
 	if err := g.cfg.buildTenants(configs); err != nil {
 		return err
 	}
+	if err := g.cfg.buildRoutes(); err != nil {
+		return err
+	}
 	cfg = g.cfg
 	var ms []*member
 	defer func() { g.dmu.members = ms }() // release stops what was built, also on an error

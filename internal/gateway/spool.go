@@ -36,6 +36,7 @@ func feedConfig(cfg Config, queue int64, i, n int) feed.Config {
 		BatchMaxAge:   cfg.Pipeline.BatchMaxAge,
 		Tenants:       cfg.Pipeline.Tenants,
 		Dest:          i,
+		Router:        cfg.Pipeline.Router,
 	}
 }
 

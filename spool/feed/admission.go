@@ -85,7 +85,10 @@ func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, i
 	buf := pool.GetBytes(len(r.Req))
 	defer pool.PutBytes(buf)
 	var st fastpath.Stripped
-	if *buf, _, st, err = fastpath.AppendEntries((*buf)[:0], r.Req, r.Layout); err != nil {
+	// With routes (-dest match=resource) the record holds the entries some destination
+	// takes, and each feeder keeps those of its own destination (FilterRoute): one record, so
+	// a request is spooled whole or not at all, however its entries are routed.
+	if *buf, st, err = r.AppendEntries((*buf)[:0]); err != nil {
 		return err
 	}
 	if len(*buf) > 0 {

@@ -13,6 +13,14 @@
 // has to decide which records are already in flight. The cost is one read per record per
 // destination, served by the page cache while the destinations keep up.
 //
+// # Routes
+//
+// With routes by resource attribute (Config.Router, a -dest's match=resource) admission
+// spools the entries some destination takes as one record, so that a request is spooled whole
+// or not at all however its entries are routed; each Feeder keeps, of every record, the
+// entries its destination takes (fastpath.FilterRoute, in place in the batch's buffer) and
+// finishes a record of which it takes none unread.
+//
 // # Memory
 //
 // A Feeder hands over batches while the bytes it handed over and the destination has not

@@ -31,6 +31,11 @@ type Config struct {
 	// the destination, without a tenant.
 	Tenants *fastpath.Tenants
 	Dest    int
+	// Router, with routes by resource attribute (-dest match=resource), is the pipeline's
+	// (fastpath.Config.Router): of each record the feeder keeps the resource entries
+	// destination Dest takes, and finishes a record of which it takes none unread. nil: every
+	// entry goes to the destination.
+	Router fastpath.Router
 }
 
 // Validate reports a configuration that cannot work.
@@ -260,6 +265,27 @@ func (f *Feeder) fill() (bool, error) {
 				f.close()
 			}
 			continue
+		}
+		if f.cfg.Router != nil {
+			var rec []byte
+			var items int
+			rec, items, err = fastpath.FilterRoute(f.cfg.Router, t, fastpath.Signal(e.Signal), f.cfg.Dest, (*buf)[before:], int(e.Items))
+			switch {
+			case err != nil:
+				f.log.Error("dropping a spooled record", "err", err)
+				f.r.Drop(e.Pos, spool.DropUndeliverable)
+				rec = nil
+			case len(rec) == 0:
+				f.r.Finish(e.Pos) // another destination's entries only
+			}
+			*buf = (*buf)[:before+len(rec)]
+			if len(rec) == 0 {
+				if len(f.cur.h.pos) == 0 {
+					f.close()
+				}
+				continue
+			}
+			e.Items = uint32(items)
 		}
 		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || len(*buf) > f.cfg.BatchMaxBytes ||
 			f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
