@@ -47,7 +47,8 @@ type AnchorConfig struct {
 	// Base is a second otlpgate binary measured beside Gate in every round (rows
 	// otlpgate-base and otlpgate-base-top), for before-and-after comparisons on a shared
 	// machine: the two are measured minutes apart at most, under the same other load.
-	Base string
+	Base     string
+	BaseArgs []string // the base's extra flags, in place of GateArgs
 	// Strace attaches strace(1) to each proxy for the measured phase and reports its system
 	// calls per batch by kind and size; the CPU figures of such a run are strace's.
 	Strace bool
@@ -224,12 +225,13 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
 		}
-		bin = cfg.Gate
+		var extra []string
+		bin, extra = cfg.Gate, cfg.GateArgs
 		if target == AnchorBase || target == AnchorBaseTop {
-			bin = cfg.Base
+			bin, extra = cfg.Base, cfg.BaseArgs
 		}
 		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
-			"-pprof.listen", pprof, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
+			"-pprof.listen", pprof, "-uds.listen", "", "-dest", dest}, extra...)
 		if target == AnchorTop || target == AnchorBaseTop {
 			args = append(args, "-grpc.scan-depth=top")
 		}
