@@ -58,7 +58,7 @@ func gcCycles(admin string) int64 {
 type Tracer struct {
 	cmd  *exec.Cmd
 	path string
-	done chan error
+	done chan struct{} // closed when strace has exited
 }
 
 // ErrNoStrace is returned when strace(1) is not on the PATH.
@@ -73,11 +73,20 @@ func StartTracer(pid int, path string) (*Tracer, error) {
 	}
 	// -s 0: no buffer contents, only sizes; -qq: no attach and exit notes.
 	cmd := exec.Command(bin, "-f", "-qq", "-s", "0", "-p", strconv.Itoa(pid), "-o", path)
+	errf, err := os.Create(path + ".err")
+	if err != nil {
+		return nil, err
+	}
+	defer errf.Close()
+	cmd.Stdout, cmd.Stderr = errf, errf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: cannot start strace: %w", err)
 	}
-	t := &Tracer{cmd: cmd, path: path, done: make(chan error, 1)}
-	go func() { t.done <- cmd.Wait() }()
+	t := &Tracer{cmd: cmd, path: path, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(t.done)
+	}()
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
 		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
@@ -88,8 +97,13 @@ func StartTracer(pid int, path string) (*Tracer, error) {
 	return t, nil
 }
 
-// Stop detaches strace (SIGINT) and waits for it.
+// Stop detaches strace (SIGINT) and waits for it. Stopping a stopped Tracer does nothing.
 func (t *Tracer) Stop() {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
 	t.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-t.done:
@@ -124,7 +138,9 @@ var (
 	straceLine    = regexp.MustCompile(`^(\d+)\s+(.*)$`)
 	straceResumed = regexp.MustCompile(`^<\.\.\. (\w+) resumed>(.*)$`)
 	straceCall    = regexp.MustCompile(`^(\w+)\((\d*)`)
-	dataCalls     = map[string]bool{"read": true, "write": true, "readv": true, "writev": true,
+	// strace pads the return value into a column: "read(12, ""..., 512)      = 303".
+	straceReturn = regexp.MustCompile(`\)\s+=\s+(-?\d+)`)
+	dataCalls    = map[string]bool{"read": true, "write": true, "readv": true, "writev": true,
 		"recvmsg": true, "sendmsg": true, "recvfrom": true, "sendto": true, "splice": true}
 )
 
@@ -171,12 +187,11 @@ func ParseStrace(r io.Reader) (Syscalls, error) {
 			s.IO[k] = n
 		}
 		n.Calls++
-		_, ret, ok := strings.Cut(rest, ") = ")
-		if !ok {
+		ret := straceReturn.FindStringSubmatch(rest)
+		if ret == nil {
 			continue
 		}
-		ret, _, _ = strings.Cut(ret, " ")
-		if b, err := strconv.ParseInt(ret, 10, 64); err == nil && b > 0 {
+		if b, err := strconv.ParseInt(ret[1], 10, 64); err == nil && b > 0 {
 			n.Data++
 			n.Bytes += b
 			n.Max = max(n.Max, b)

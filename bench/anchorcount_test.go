@@ -12,7 +12,7 @@ func TestParseStrace(t *testing.T) {
 	const out = `101 read(12,  <unfinished ...>
 102 futex(0xc000100148, FUTEX_WAKE_PRIVATE, 1) = 1
 101 <... read resumed>""..., 262144) = 262144
-101 read(12, ""..., 262144) = 131072
+101 read(12, ""..., 262144)          = 131072
 101 read(12, 0xc000400000, 262144) = -1 EAGAIN (Resource temporarily unavailable)
 102 write(13, ""..., 200000) = 200000
 102 write(13, ""..., 100) = 100
