@@ -49,6 +49,9 @@ type AnchorConfig struct {
 	// machine: the two are measured minutes apart at most, under the same other load.
 	Base     string
 	BaseArgs []string // the base's extra flags, in place of GateArgs
+	// DestOpts and BaseDestOpts are appended to the sink destination's -dest value of Gate
+	// and of Base (",write-buffer=1MiB").
+	DestOpts, BaseDestOpts string
 	// Strace attaches strace(1) to each proxy for the measured phase and reports its system
 	// calls per batch by kind and size; the CPU figures of such a run are strace's.
 	Strace bool
@@ -225,11 +228,12 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
 		}
-		var extra []string
-		bin, extra = cfg.Gate, cfg.GateArgs
+		extra, opts := cfg.GateArgs, cfg.DestOpts
+		bin = cfg.Gate
 		if target == AnchorBase || target == AnchorBaseTop {
-			bin, extra = cfg.Base, cfg.BaseArgs
+			bin, extra, opts = cfg.Base, cfg.BaseArgs, cfg.BaseDestOpts
 		}
+		dest += opts
 		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
 			"-pprof.listen", pprof, "-uds.listen", "", "-dest", dest}, extra...)
 		if target == AnchorTop || target == AnchorBaseTop {

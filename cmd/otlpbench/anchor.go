@@ -45,6 +45,8 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
 	base := fs.String("base", "", "a second otlpgate binary measured beside -gate in every round (rows otlpgate-base, otlpgate-base-top): before and after a change, under the same other load")
 	baseArgs := fs.String("base-args", "", "the -base binary's extra otlpgate flags (space-separated; -gate-args are the other's)")
+	destOpts := fs.String("dest-opts", "", "appended to the -gate binary's sink destination (\",write-buffer=1MiB\")")
+	baseDestOpts := fs.String("base-dest-opts", "", "appended to the -base binary's sink destination")
 	strace := fs.Bool("strace", false, "attach strace(1) to each proxy for the measured phase and print its system calls per batch by kind and size (the CPU figures are then strace's)")
 	profile := fs.Bool("profile", false, "save a CPU profile of each otlpgate cell's measured phase in -logs")
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +56,8 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, PeerArgs: strings.Fields(*peerArgs),
 		Shape: otlpgen.Semconv, Intakes: strings.Split(*intakes, ","), Compressions: strings.Split(*comps, ","),
 		Rate: *rate, Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Rounds: *rounds, Dir: *dir,
-		Base: *base, BaseArgs: strings.Fields(*baseArgs), Strace: *strace, Profile: *profile,
+		Base: *base, BaseArgs: strings.Fields(*baseArgs),
+		DestOpts: *destOpts, BaseDestOpts: *baseDestOpts, Strace: *strace, Profile: *profile,
 	}
 	for _, in := range cfg.Intakes {
 		if in != "grpc" && in != "http" {
