@@ -57,6 +57,10 @@ type AnchorConfig struct {
 	Strace bool
 	// Profile saves a CPU profile of each otlpgate cell's measured phase in Dir.
 	Profile bool
+	// Trace saves a Go execution trace of the first seconds (at most 3) of each otlpgate
+	// cell's measured phase in Dir and counts its scheduling per batch (Scheduling), with
+	// `go tool trace`.
+	Trace bool
 }
 
 // AnchorCell is one proxy's measurement in one intake and compression, the median round's.
@@ -72,6 +76,7 @@ type AnchorCell struct {
 	Counters ProcCounters
 	Syscalls string // strace's count per batch, with -strace
 	Profile  string // the CPU profile's file, with -profile
+	Sched    string // the execution trace's scheduling per batch, with -trace
 	rounds   []float64
 }
 
@@ -178,7 +183,7 @@ func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*Anch
 			// one real run, with its own counts.
 			if med := median(c.rounds); c.Spans == 0 || abs(m.CPUPerSpan()-med) < abs(c.CPUPerSpan()-med) {
 				c.Spans, c.CPU, c.Sent, c.Failed, c.Late = m.Spans, m.CPU, m.Sent, m.Failed, m.Late
-				c.Batches, c.Counters, c.Syscalls, c.Profile = m.Batches, m.Counters, m.Syscalls, m.Profile
+				c.Batches, c.Counters, c.Syscalls, c.Profile, c.Sched = m.Batches, m.Counters, m.Syscalls, m.Profile, m.Sched
 			}
 		}
 	}
@@ -298,6 +303,15 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		m.Profile = base + ".cpu.pprof"
 		profiled = profileCPU(pprof, cfg.Duration, m.Profile)
 	}
+	var traced <-chan error
+	traceSecs := max(min(3, int(cfg.Duration.Seconds()/2)), 1)
+	if cfg.Trace && pprof != "" {
+		done := make(chan error, 1)
+		traced = done
+		go func() {
+			done <- Fetch(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", pprof, traceSecs), base+".trace")
+		}()
+	}
 	count0, err := ReadProcCounters(proc.Pid())
 	if err != nil {
 		return m, err
@@ -342,6 +356,19 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		if err := <-profiled; err != nil {
 			fmt.Fprintf(progress, "%s %s/%s: no CPU profile: %v\n", target, intake, bodies.compression, err)
 			m.Profile = ""
+		}
+	}
+	if traced != nil {
+		err := <-traced
+		var s Scheduling
+		if err == nil {
+			s, err = ReadTraceFile(base + ".trace")
+		}
+		if err != nil {
+			fmt.Fprintf(progress, "%s %s/%s: no execution trace: %v\n", target, intake, bodies.compression, err)
+		} else {
+			// The open loop sends at the rate, so the trace's seconds hold rate x seconds batches.
+			m.Sched = s.Summary(int(cfg.Rate * float64(traceSecs)))
 		}
 	}
 	_, got, bad := sink.Counts()
@@ -449,6 +476,11 @@ func writeAnchorCounts(w io.Writer, r *AnchorResult) {
 	for _, c := range r.Cells {
 		if c.Syscalls != "" {
 			fmt.Fprintf(w, "\nstrace, %s %s/%s, per batch: %s\n", c.Target, c.Intake, c.Compression, c.Syscalls)
+		}
+	}
+	for _, c := range r.Cells {
+		if c.Sched != "" {
+			fmt.Fprintf(w, "\nexecution trace, %s %s/%s, per batch: %s\n", c.Target, c.Intake, c.Compression, c.Sched)
 		}
 	}
 	for _, c := range r.Cells {

@@ -47,6 +47,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	baseArgs := fs.String("base-args", "", "the -base binary's extra otlpgate flags (space-separated; -gate-args are the other's)")
 	destOpts := fs.String("dest-opts", "", "appended to the -gate binary's sink destination (\",write-buffer=1MiB\")")
 	baseDestOpts := fs.String("base-dest-opts", "", "appended to the -base binary's sink destination")
+	trace := fs.Bool("trace", false, "save a Go execution trace of each otlpgate cell's first measured seconds in -logs and print its goroutine wake-ups, blocks and idle periods per batch (needs the go command)")
 	strace := fs.Bool("strace", false, "attach strace(1) to each proxy for the measured phase and print its system calls per batch by kind and size (the CPU figures are then strace's)")
 	profile := fs.Bool("profile", false, "save a CPU profile of each otlpgate cell's measured phase in -logs")
 	if err := fs.Parse(args); err != nil {
@@ -57,7 +58,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		Shape: otlpgen.Semconv, Intakes: strings.Split(*intakes, ","), Compressions: strings.Split(*comps, ","),
 		Rate: *rate, Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Rounds: *rounds, Dir: *dir,
 		Base: *base, BaseArgs: strings.Fields(*baseArgs),
-		DestOpts: *destOpts, BaseDestOpts: *baseDestOpts, Strace: *strace, Profile: *profile,
+		DestOpts: *destOpts, BaseDestOpts: *baseDestOpts, Strace: *strace, Trace: *trace, Profile: *profile,
 	}
 	for _, in := range cfg.Intakes {
 		if in != "grpc" && in != "http" {
