@@ -83,7 +83,12 @@ func (s Scheduling) Summary(batches int) string {
 	for r := range s.BlockedBy {
 		reasons = append(reasons, r)
 	}
-	slices.SortFunc(reasons, func(a, b string) int { return s.BlockedBy[b] - s.BlockedBy[a] })
+	slices.SortFunc(reasons, func(a, b string) int {
+		if d := s.BlockedBy[b] - s.BlockedBy[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
 	var by []string
 	for _, r := range reasons {
 		if per(s.BlockedBy[r]) >= 0.05 {
