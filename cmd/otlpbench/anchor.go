@@ -49,7 +49,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	baseDestOpts := fs.String("base-dest-opts", "", "appended to the -base binary's sink destination")
 	trace := fs.Bool("trace", false, "save a Go execution trace of each otlpgate cell's first measured seconds in -logs and print its goroutine wake-ups, blocks and idle periods per batch (needs the go command)")
 	strace := fs.Bool("strace", false, "attach strace(1) to each proxy for the measured phase and print its system calls per batch by kind and size (the CPU figures are then strace's)")
-	profile := fs.Bool("profile", false, "save a CPU profile of each otlpgate cell's measured phase in -logs")
+	profile := fs.Bool("profile", false, "save a CPU profile of each otlpgate cell's measured phase in -logs (a later round's replaces an earlier one's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
