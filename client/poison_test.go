@@ -266,3 +266,22 @@ func TestStreamPoisonAfterOff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// poison-after parses, defaults to 3, and refuses a negative count.
+func TestParsePoisonAfter(t *testing.T) {
+	f := func(spec string, want int, wantErr bool) {
+		t.Helper()
+		c, err := ParseDest("name=p,endpoint=127.0.0.1:1"+spec, DefaultConfig())
+		if (err != nil) != wantErr {
+			t.Fatalf("%q: err %v", spec, err)
+		}
+		if err == nil && c.PoisonAfter != want {
+			t.Errorf("%q: poison-after %d, want %d", spec, c.PoisonAfter, want)
+		}
+	}
+	f("", 3, false)
+	f(",poison-after=5", 5, false)
+	f(",poison-after=0", 0, false)
+	f(",poison-after=-1", 0, true)
+	f(",poison-after=x", 0, true)
+}
