@@ -78,22 +78,26 @@ func poisonUpstream(t *testing.T, window int, poison string, held map[string]boo
 	a := &answers{}
 	var mu sync.Mutex
 	seen := false
-	var waiting []*srvStream
+	type heldReq struct {
+		s  *srvStream
+		id uint64
+	}
+	var waiting []heldReq
 	u.onStream = func(s *srvStream, g received) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if g.tag == poison {
 			seen = true
 			for _, w := range waiting {
-				if w != s {
-					a.ackAll(w) // held on another lane's stream: their wait is over
+				if w.s != s {
+					a.ack(w.s, w.id) // held on another lane's stream: its wait is over
 				}
 			}
 			waiting = nil
 			return errUndecodable
 		}
 		if !seen && held[g.tag] {
-			waiting = append(waiting, s)
+			waiting = append(waiting, heldReq{s, g.id})
 			return nil
 		}
 		a.ack(s, g.id)
