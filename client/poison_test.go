@@ -176,6 +176,7 @@ func TestStreamPoisonDropped(t *testing.T) {
 			if limit := after + 2*c.streams + 1; opened > limit {
 				t.Errorf("%d streams opened, want at most %d", opened, limit)
 			}
+			t.Logf("poison read %d times; %d streams opened; %d requests re-sent", sent, opened, value(d.m.resent))
 			if v := value(d.m.streamsOpened); v != opened {
 				t.Errorf("streams opened counted %d, the upstream saw %d", v, opened)
 			}
