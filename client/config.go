@@ -120,6 +120,15 @@ type Config struct {
 	// are dropped with reason "stream_broken" or "ack_timeout" (also with a spool: the records
 	// are then dropped from it, counted).
 	RetryOnReconnect bool
+	// PoisonAfter drops, as a request the upstream can never take, one that was alone on this
+	// many streams that each ended with INTERNAL (poison-after, default 3; 0: never), counted in
+	// otlpgate_client_dropped_requests_total{reason="stream_poison"}. grpc-go and the Collector
+	// end a whole stream with INTERNAL when they cannot decode one request on it, and a proxy's
+	// reset reads the same: so the requests pending on such a stream are sent again one at a
+	// time, each waiting for its answer, which delivers the innocent ones and finds the one that
+	// breaks every stream it is sent on. Without it that request would be sent again for ever
+	// with a spool (RetryMaxElapsed 0), taking down the others pending with it each time.
+	PoisonAfter int
 	// WaitOnShutdown lets Shutdown wait for pending acknowledgements until its context ends
 	// (wait-on-shutdown, default true).
 	WaitOnShutdown bool
@@ -214,6 +223,7 @@ func DefaultConfig() Config {
 		RebalanceRequests:     100_000,
 		RebalanceBytes:        960 << 10,
 		RetryOnReconnect:      true,
+		PoisonAfter:           3,
 		WaitOnShutdown:        true,
 		TLS:                   TLS{Insecure: true},
 		InitialWindowSize:     1 << 20,
@@ -306,6 +316,8 @@ func (c Config) validate() error {
 		return errors.New("max-in-flight must not be negative")
 	case c.RetryMaxElapsed < 0:
 		return errors.New("retry max elapsed must not be negative (0: no limit)")
+	case c.PoisonAfter < 0:
+		return errors.New("poison-after must not be negative (0: never)")
 	case c.RebalanceTimeout < 0 || c.RebalanceRequests < 0 || c.RebalanceBytes < 0:
 		return errors.New("rebalance limits must not be negative (0: off)")
 	case c.WriteBufferSize < 0 || c.ReadBufferSize < 0:

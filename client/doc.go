@@ -35,7 +35,9 @@
 // wait behind the same closed window (Dest.overdue). A connection that is dead altogether is
 // found by the keepalive pings. A lane whose streams keep breaking before any answer
 // backs off before opening the next one; otherwise a stream re-opens as soon as the connection
-// allows.
+// allows. A stream that ends with INTERNAL may have been ended by the one request on it that
+// the upstream cannot decode: its pending requests are sent again one at a time, and one that
+// keeps ending the streams it is alone on is dropped after PoisonAfter of them (poison.go).
 //
 // A request's life, from Enqueue to Done (request.go says who owns it in each state):
 //
@@ -47,6 +49,7 @@
 //	  |          |        +-- past RetryMaxElapsed -----------------------------> dropped  Done(false)
 //	  |          +------- resend (at once) <--+-- its stream broke, AckTimeout (stream)
 //	  |                   +-- past RetryMaxElapsed, RetryOnReconnect off -------> dropped  Done(false)
+//	  |                   +-- alone on PoisonAfter streams ended with INTERNAL --> dropped  Done(false)
 //	  +-- queue full, or Shutdown began: refused (the pipeline counts it)
 //
 // Shutdown, once it stops waiting, drops what is queued, pending or waiting for a retry, each

@@ -87,6 +87,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.RebalanceBytes, err = parseSize(v, 1<<62)
 		case "retry-on-reconnect":
 			c.RetryOnReconnect, err = strconv.ParseBool(v)
+		case "poison-after":
+			c.PoisonAfter, err = strconv.Atoi(v)
 		case "wait-on-shutdown":
 			c.WaitOnShutdown, err = strconv.ParseBool(v)
 		case "insecure":

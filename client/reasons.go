@@ -17,12 +17,13 @@ const (
 	DropShutdownQueued                    // still queued (never sent) when Shutdown gave up
 	DropShutdownPending                   // sent, not yet answered, when Shutdown gave up
 	DropShutdownRetry                     // waiting for a retry or re-send when Shutdown gave up
+	DropStreamPoison                      // alone on PoisonAfter streams that each ended with INTERNAL
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
 	"rejected", "ack_timeout", "retry_exhausted", "stream_broken", "too_large", "invalid",
-	"shutdown_queued", "shutdown_pending", "shutdown_retry",
+	"shutdown_queued", "shutdown_pending", "shutdown_retry", "stream_poison",
 }
 
 // String returns the reason's metric label value.
@@ -34,7 +35,7 @@ func (r DropReason) String() string {
 }
 
 // atShutdown reports whether r counts what Shutdown gave up on (the shutdown_* reasons).
-func (r DropReason) atShutdown() bool { return r >= DropShutdownQueued && r < numDropReasons }
+func (r DropReason) atShutdown() bool { return r >= DropShutdownQueued && r <= DropShutdownRetry }
 
 // RetryReason says why a request is sent again after a delay. Its String is the reason label
 // of otlpgate_client_retried_requests_total, as stable as a DropReason's.

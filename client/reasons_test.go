@@ -12,6 +12,7 @@ func TestReasonLabelValues(t *testing.T) {
 		DropRejected: "rejected", DropAckTimeout: "ack_timeout", DropRetryExhausted: "retry_exhausted",
 		DropStreamBroken: "stream_broken", DropTooLarge: "too_large", DropInvalid: "invalid",
 		DropShutdownQueued: "shutdown_queued", DropShutdownPending: "shutdown_pending", DropShutdownRetry: "shutdown_retry",
+		DropStreamPoison: "stream_poison",
 	}
 	if len(drops) != int(numDropReasons) {
 		t.Fatalf("%d drop reasons pinned, %d defined", len(drops), numDropReasons)
@@ -20,7 +21,7 @@ func TestReasonLabelValues(t *testing.T) {
 		if got := r.String(); got != want {
 			t.Errorf("DropReason(%d) = %q, want %q", r, got, want)
 		}
-		if got, want := r.atShutdown(), r >= DropShutdownQueued; got != want {
+		if got, want := r.atShutdown(), r >= DropShutdownQueued && r <= DropShutdownRetry; got != want {
 			t.Errorf("%s.atShutdown() = %v", r, got)
 		}
 	}

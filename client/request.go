@@ -18,6 +18,8 @@ type request struct {
 	items   int
 	size    int
 	attempt int32   // sends so far
+	strikes int32   // streams that ended with INTERNAL while this request was alone on them (poison.go)
+	suspect bool    // pending on a stream that ended with INTERNAL: sent alone until answered (poison.go)
 	taken   int64   // monotonic ns at which the destination took the batch: the retry budget starts here
 	sentAt  int64   // monotonic ns at which the latest send was handed to the transport; notSent before
 	due     int64   // monotonic ns at which a delayed retry becomes ready

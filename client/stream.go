@@ -84,6 +84,7 @@ type lane struct {
 	sig      fastpath.Signal
 	cur      *stream
 	failures int32 // streams in a row that ended without an answer, or failed to open
+	alone    bool  // the latest send was a suspect's: the next waits until it is answered (poison.go)
 	timer    *time.Timer
 }
 
@@ -138,7 +139,7 @@ func (l *lane) send(r *request) {
 		d.drop(r, DropTooLarge)
 		return
 	}
-	id, size := r.id, r.size
+	id, size, alone := r.id, r.size, r.suspect
 	wire := int64(f.size) + grpcPrefix
 	for {
 		s := l.stream(r, wire)
@@ -150,6 +151,19 @@ func (l *lane) send(r *request) {
 				d.drop(r, DropRetryExhausted) // no stream could be opened within its budget
 			}
 			return
+		}
+		if alone || l.alone {
+			// A suspect goes out alone, and what follows it waits for its answer (poison.go).
+			ok, stop := l.isolate(s)
+			if stop {
+				f.unref()
+				d.lose(r)
+				return
+			}
+			if !ok {
+				continue // l.stream replaces it
+			}
+			l.alone = alone
 		}
 		// The signal's in-flight token first, then the stream's window slot; settle gives back
 		// both. Requests pending on draining streams hold tokens, so a re-balance cannot raise
@@ -412,12 +426,16 @@ func (s *stream) end(err error) {
 	// request back itself; one that inserted before is swept here. remove decides who wins.
 	s.swept = d.acks.takeIf(func(r *request) bool { return r.stream == s }, s.swept[:0])
 	pending := len(s.swept)
+	internal := d.endedInternal(err, v)
 	for i, r := range s.swept {
 		s.swept[i] = nil
 		s.settle() // not the last reference: the receiver still holds one
-		if v == verdictReject {
+		switch {
+		case v == verdictReject:
 			d.drop(r, DropRejected)
-		} else {
+		case internal:
+			d.suspect(r, pending == 1) // perhaps the request the upstream cannot decode
+		default:
 			d.resend(r)
 		}
 	}

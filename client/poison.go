@@ -1,0 +1,70 @@
+package client
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A poison request is one the upstream can never take: grpc-go and the Collector answer a
+// message they cannot decode by ending the whole stream with INTERNAL, so it breaks every stream
+// it is sent on, and the requests pending with it must be sent again each time. A proxy's
+// RST_STREAM INTERNAL_ERROR reads as the same status, and then nothing is wrong with any
+// request: the end alone cannot tell the two apart, and must not drop anything.
+//
+// So the requests pending on a stream that ended with INTERNAL become suspects. A lane sends a
+// suspect alone: it waits until nothing is pending on its stream, sends it, and sends nothing
+// more on that stream until it is answered (lane.isolate): the innocent ones are delivered one by
+// one, and the one the upstream cannot decode ends a stream it is alone on. A suspect that
+// was alone on a stream that ended with INTERNAL gets a strike; at PoisonAfter strikes it is
+// dropped (reason stream_poison). A transient reset costs a lone request one strike, and the
+// requests it interrupted one round trip each; then the lane pipelines again.
+
+// endedInternal reports whether a stream that ended with err marks what was pending on it as
+// suspect: INTERNAL, with poison detection on, when the requests would be sent again.
+func (d *Dest) endedInternal(err error, v verdict) bool {
+	return v == verdictRetry && d.cfg.PoisonAfter > 0 && status.Code(err) == codes.Internal
+}
+
+// suspect acts on r, pending on a stream that ended with INTERNAL: alone on it, r takes a
+// strike and is dropped at PoisonAfter; otherwise it is sent again at once, alone.
+func (d *Dest) suspect(r *request, alone bool) {
+	if alone {
+		r.strikes++
+		if int(r.strikes) >= d.cfg.PoisonAfter {
+			d.log.Warn("request dropped: every stream it was sent on alone ended with INTERNAL",
+				"signal", r.sig.String(), "id", r.id, "streams", r.strikes, "items", r.items)
+			d.drop(r, DropStreamPoison)
+			return
+		}
+	}
+	r.suspect = true
+	d.resend(r)
+}
+
+// isolate waits until no request is pending on s, so that the lane's next send goes out alone.
+// It fills s's window with tokens of its own: holding all of them means the pending requests
+// have all been settled, and none can be added meanwhile, since only the lane sends on s. It
+// gives the tokens back before it returns. ok is false when s ended first (the caller
+// replaces it), stop true when the destination stops.
+func (l *lane) isolate(s *stream) (ok, stop bool) {
+	n := 0
+fill:
+	for n < cap(s.slots) {
+		select {
+		case s.slots <- struct{}{}:
+			n++
+		case <-s.ctx.Done():
+			break fill
+		case <-l.d.stop:
+			stop = true
+			break fill
+		}
+	}
+	ok = n == cap(s.slots)
+	// The channel holds these n tokens and one per pending request; settle takes one per
+	// request it finishes, so these n are always there for the taking.
+	for range n {
+		<-s.slots
+	}
+	return ok, stop
+}
