@@ -153,8 +153,9 @@ func TestPassThroughWrongEncodingDropped(t *testing.T) {
 	if err := d.Enqueue(b); err != nil {
 		t.Fatal(err)
 	}
+	// The drop is counted before the batch is finished: wait for both.
 	deadline := time.Now().Add(waitFor)
-	for value(d.m.dropped[DropInvalid]) != 1 {
+	for _, n := owner.get(); value(d.m.dropped[DropInvalid]) != 1 || n == 0; _, n = owner.get() {
 		if time.Now().After(deadline) {
 			t.Fatal("the batch was not dropped as invalid")
 		}
