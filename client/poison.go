@@ -20,9 +20,17 @@ import (
 // requests it interrupted one round trip each; then the lane pipelines again.
 
 // endedInternal reports whether a stream that ended with err marks what was pending on it as
-// suspect: INTERNAL, with poison detection on, when the requests would be sent again.
+// suspect, with poison detection on, when the requests would be sent again: INTERNAL, or
+// RESOURCE_EXHAUSTED without a RetryInfo (classify made that a retry, not a throttle), which is
+// what grpc-go's server ends a stream with when a message is over its receive limit (the
+// Collector's is 4MiB by default, below max-send-msg-size): such a message breaks every stream
+// it is sent on, like one the upstream cannot decode.
 func (d *Dest) endedInternal(err error, v verdict) bool {
-	return v == verdictRetry && d.cfg.PoisonAfter > 0 && status.Code(err) == codes.Internal
+	if v != verdictRetry || d.cfg.PoisonAfter <= 0 {
+		return false
+	}
+	c := status.Code(err)
+	return c == codes.Internal || c == codes.ResourceExhausted
 }
 
 // suspect acts on r, pending on a stream that ended with INTERNAL: alone on it, r takes a
