@@ -173,8 +173,16 @@ func abs(x float64) float64 { return max(x, -x) }
 func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string, bodies *anchorBodies,
 	sink *Sink, hsink *HTTPSink, res *AnchorResult, progress io.Writer) (AnchorCell, error) {
 	m := AnchorCell{Target: target, Intake: intake, Compression: bodies.compression}
-	grpcListen, _ := FreeAddr()
-	httpListen, _ := FreeAddr()
+	// otlpgate and the relay bind :0 and report their ports (Proc.Listening); the peer is given
+	// ports chosen here, as its configuration names them.
+	grpcListen, httpListen := AnyPort, AnyPort
+	if target != AnchorGate && target != AnchorTop && target != AnchorRelay {
+		addrs, err := FreeAddrs(2)
+		if err != nil {
+			return m, err
+		}
+		grpcListen, httpListen = addrs[0], addrs[1]
+	}
 	env := []string{"GOMAXPROCS=1"}
 	var bin string
 	var args []string
@@ -192,15 +200,13 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		}
 		bin, args = cfg.Bench, []string{"relay", "-listen", listen, "-target", to}
 	case AnchorGate, AnchorTop:
-		admin, _ := FreeAddr()
-		pprofAddr, _ := FreeAddr()
 		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
 		}
 		bin = cfg.Gate
-		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
-			"-pprof.listen", pprofAddr, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
+		args = append([]string{"-grpc.listen", AnyPort, "-http.listen", AnyPort, "-admin.listen", AnyPort,
+			"-pprof.listen", AnyPort, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
 		if target == AnchorTop {
 			args = append(args, "-grpc.scan-depth=top")
 		}
@@ -222,7 +228,24 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	}
 	defer proc.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = WaitListening(wctx, listen)
+	switch target {
+	case AnchorGate, AnchorTop:
+		var addrs []string
+		if addrs, err = proc.Listening(wctx, ListenGRPC, ListenHTTP); err == nil {
+			listen = addrs[0]
+			if intake == "http" {
+				listen = addrs[1]
+			}
+		}
+	case AnchorRelay:
+		var addrs []string
+		if addrs, err = proc.Listening(wctx, ListenRelay); err == nil {
+			listen = addrs[0]
+		}
+	}
+	if err == nil {
+		err = WaitListening(wctx, listen)
+	}
 	cancel()
 	if err != nil {
 		return m, fmt.Errorf("%w (log: %s)", err, logPath)
