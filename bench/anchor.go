@@ -208,8 +208,16 @@ func abs(x float64) float64 { return max(x, -x) }
 func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string, bodies *anchorBodies,
 	sink *Sink, hsink *HTTPSink, res *AnchorResult, progress io.Writer) (AnchorCell, error) {
 	m := AnchorCell{Target: target, Intake: intake, Compression: bodies.compression}
-	grpcListen, _ := FreeAddr()
-	httpListen, _ := FreeAddr()
+	// otlpgate and the relay bind :0 and report their ports (Proc.Listening); the peer is given
+	// ports chosen here, as its configuration names them.
+	grpcListen, httpListen := AnyPort, AnyPort
+	if target != AnchorGate && target != AnchorTop && target != AnchorRelay {
+		addrs, err := FreeAddrs(2)
+		if err != nil {
+			return m, err
+		}
+		grpcListen, httpListen = addrs[0], addrs[1]
+	}
 	env := []string{"GOMAXPROCS=1"}
 	var bin, admin, pprof string
 	var args []string
@@ -227,8 +235,6 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		}
 		bin, args = cfg.Bench, []string{"relay", "-listen", listen, "-target", to}
 	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
-		admin, _ = FreeAddr()
-		pprof, _ = FreeAddr()
 		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
@@ -239,8 +245,8 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 			bin, extra, opts = cfg.Base, cfg.BaseArgs, cfg.BaseDestOpts
 		}
 		dest += opts
-		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
-			"-pprof.listen", pprof, "-uds.listen", "", "-dest", dest}, extra...)
+		args = append([]string{"-grpc.listen", AnyPort, "-http.listen", AnyPort, "-admin.listen", AnyPort,
+			"-pprof.listen", AnyPort, "-uds.listen", "", "-dest", dest}, extra...)
 		if target == AnchorTop || target == AnchorBaseTop {
 			args = append(args, "-grpc.scan-depth=top")
 		}
@@ -262,7 +268,25 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	}
 	defer proc.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = WaitListening(wctx, listen)
+	switch target {
+	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
+		var addrs []string
+		if addrs, err = proc.Listening(wctx, ListenGRPC, ListenHTTP, ListenAdmin, ListenPprof); err == nil {
+			listen = addrs[0]
+			if intake == "http" {
+				listen = addrs[1]
+			}
+			admin, pprof = addrs[2], addrs[3]
+		}
+	case AnchorRelay:
+		var addrs []string
+		if addrs, err = proc.Listening(wctx, ListenRelay); err == nil {
+			listen = addrs[0]
+		}
+	}
+	if err == nil {
+		err = WaitListening(wctx, listen)
+	}
 	cancel()
 	if err != nil {
 		return m, fmt.Errorf("%w (log: %s)", err, logPath)

@@ -126,16 +126,13 @@ type gateRun struct {
 // withGate runs measure against a fresh otlpgate with pol's flags, forwarding to sink.
 func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPolicy, round int,
 	measure func(*gateRun) (BatchingResult, error)) (BatchingResult, error) {
-	listen, _ := FreeAddr()
-	httpListen, _ := FreeAddr()
-	admin, _ := FreeAddr()
 	dir, err := os.MkdirTemp("", "otlpbench-batching-")
 	if err != nil {
 		return BatchingResult{}, err
 	}
 	defer os.RemoveAll(dir)
 	socket := filepath.Join(dir, "daemon.sock")
-	args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-uds.listen", socket,
+	args := append([]string{"-grpc.listen", AnyPort, "-http.listen", AnyPort, "-admin.listen", AnyPort, "-uds.listen", socket,
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}, pol.Args...)
 	name := fmt.Sprintf("otlpgate-%s-%d", strings.NewReplacer("=", "", "-", "", ".", "").Replace(pol.Name), round)
 	bin := cfg.Gate
@@ -148,7 +145,11 @@ func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPoli
 	}
 	defer proc.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, listen)
+	var listen string
+	addrs, err := proc.Listening(wctx, ListenGRPC)
+	if err == nil {
+		listen = addrs[0]
+	}
 	for err == nil {
 		if _, serr := os.Stat(socket); serr == nil || wctx.Err() != nil {
 			err = wctx.Err()

@@ -22,6 +22,7 @@ type Forwarder struct {
 	conn  *grpc.ClientConn
 	ln    net.Listener
 	admin *http.Server
+	aln   net.Listener
 	done  chan struct{}
 }
 
@@ -80,7 +81,7 @@ func StartForwarder(listen, target, admin string) (*Forwarder, error) {
 			f.Close()
 			return nil, err
 		}
-		f.admin = &http.Server{Handler: mux}
+		f.admin, f.aln = &http.Server{Handler: mux}, aln
 		go f.admin.Serve(aln)
 	}
 	return f, nil
@@ -97,6 +98,14 @@ func splitMethod(full string) (service, method string) {
 
 // Addr is the address the forwarder listens on.
 func (f *Forwarder) Addr() string { return f.ln.Addr().String() }
+
+// AdminAddr is the address of the admin listener, empty without one.
+func (f *Forwarder) AdminAddr() string {
+	if f.aln == nil {
+		return ""
+	}
+	return f.aln.Addr().String()
+}
 
 // Close stops serving and closes the upstream connection.
 func (f *Forwarder) Close() {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -56,27 +58,143 @@ func (p *Proc) Stop() error {
 	}
 }
 
-// FreeAddr returns a loopback address nobody listens on now.
+// AnyPort is the listen address otlpgate children are given: the kernel chooses a free port at
+// the bind and Proc.Listening reads it from the child's log. A port chosen here, released and
+// handed to the child could be taken meanwhile by another process (another run, or another
+// test binary of `go test ./...`).
+const AnyPort = "127.0.0.1:0"
+
+// Listener names as otlpgate's start log reports them (msg="<name> listening" addr=...).
+const (
+	ListenGRPC  = "grpc intake"
+	ListenHTTP  = "http intake"
+	ListenAdmin = "admin"
+	ListenKafka = "kafka telemetry"
+	ListenPprof = "pprof"
+	// otlpbench's own children report theirs in the same form (ListeningLine).
+	ListenRelay   = "relay"
+	ListenForward = "forward"
+)
+
+// ListeningLine is the log line, in otlpgate's text form, that says the listener name is bound
+// at addr: otlpbench's relay and forward children write it, so that Proc.Listening finds
+// their ports as it finds otlpgate's.
+func ListeningLine(name, addr string) string {
+	return fmt.Sprintf("level=INFO msg=%q addr=%s\n", name+" listening", addr)
+}
+
+// Listening waits until the log of an otlpgate child reports every named listener bound and
+// returns their addresses in the order of names. The child must log in the text format (the
+// default). It gives up when ctx ends or the child exits, with the log's path in the error.
+func (p *Proc) Listening(ctx context.Context, names ...string) ([]string, error) {
+	for {
+		b, _ := os.ReadFile(p.log.Name())
+		got := listenAddrs(string(b))
+		out := make([]string, 0, len(names))
+		for _, n := range names {
+			if a, ok := got[n]; ok {
+				out = append(out, a)
+			}
+		}
+		if len(out) == len(names) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bench: %s did not report listening on %v: %w (log: %s)", p.Name, names, ctx.Err(), p.log.Name())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if p.exited() {
+			// The last lines may have been written just before the exit: read them once more.
+			if b, _ := os.ReadFile(p.log.Name()); len(listenAddrs(string(b))) < len(names) {
+				return nil, fmt.Errorf("bench: %s exited before listening on %v (log: %s)", p.Name, names, p.log.Name())
+			}
+		}
+	}
+}
+
+// exited reports whether the child has exited. One that exits at start (a bad flag) stays a
+// zombie until Stop waits for it, and signal 0 still reaches a zombie: /proc tells.
+func (p *Proc) exited() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	return err != nil || strings.Contains(string(b), ") Z ")
+}
+
+// listenAddrs returns the bound address of every listener that otlpgate's text log reports,
+// keyed by listener name (internal/testkit.ListenAddrs does the same for the tests).
+func listenAddrs(log string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(log, "\n") {
+		_, rest, ok := strings.Cut(line, ` msg="`)
+		if !ok {
+			continue
+		}
+		msg, rest, ok := strings.Cut(rest, `"`)
+		name, isListen := strings.CutSuffix(msg, " listening")
+		if !ok || !isListen {
+			continue
+		}
+		if _, rest, ok = strings.Cut(rest, " addr="); ok {
+			addr, _, _ := strings.Cut(rest, " ")
+			if _, _, err := net.SplitHostPort(addr); err == nil {
+				out[name] = addr
+			}
+		}
+	}
+	return out
+}
+
+// handedOut holds every port FreeAddrs returned in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[string]bool
+}
+
+// errNoFreePort: every port the kernel offered had been handed out before.
+var errNoFreePort = errors.New("bench: no loopback port that was not handed out before")
+
+// FreeAddr is FreeAddrs for one address.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := FreeAddrs(1)
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return a[0], nil
 }
 
-// FreeAddrs returns n distinct free loopback addresses: each stays bound until all are chosen,
-// so that two of them cannot be the same port (FreeAddr called n times can return one twice).
+// FreeAddrs returns n distinct loopback addresses nobody listened on when it returned. It
+// remains for children that cannot bind 127.0.0.1:0 and report the port: the peer proxies (the
+// Collector, configured through the environment) and otlpbench's own forward and relay, whose
+// -listen a run names. Between the return and the child's bind another process can take a port
+// (the child then fails to start, and WaitListening says so); otlpgate children never get one
+// (AnyPort). Each chosen port stays bound until all n are chosen, and no port is returned twice
+// in this process, so that two children of one run are never given one port.
 func FreeAddrs(n int) ([]string, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[string]bool{}
+	}
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
 	out := make([]string, 0, n)
-	for range n {
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 100*n { // the kernel seldom repeats a port soon; this only stops a broken loop
+			return nil, errNoFreePort
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
+		held = append(held, ln)
+		if a := ln.Addr().String(); !handedOut.ports[a] {
+			handedOut.ports[a] = true
+			out = append(out, a)
+		}
 	}
 	return out, nil
 }

@@ -34,21 +34,19 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 		return "", err
 	}
 	defer sink.Close()
-	listen, _ := FreeAddr()
-	admin, _ := FreeAddr()
-	pprofAddr, _ := FreeAddr()
-	kafkaAddr, _ := FreeAddr()
-	httpAddr, _ := FreeAddr()
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("otlpbench-%d.sock", os.Getpid()))
-	args := []string{"-grpc.listen", listen, "-http.listen", "", "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "", "-batch.max-age=5ms",
+	args := []string{"-grpc.listen", AnyPort, "-http.listen", "", "-admin.listen", AnyPort, "-pprof.listen", AnyPort, "-uds.listen", "", "-batch.max-age=5ms",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}
+	listeners := []string{ListenGRPC, ListenPprof}
 	switch cfg.Scenario {
 	case "uds":
 		args = append(args, "-uds.listen", sock, "-uds.reporting-period", "1s")
 	case "kafka":
-		args = append(args, "-kafka.listen", kafkaAddr, "-kafka.default-interval", "100ms")
+		args = append(args, "-kafka.listen", AnyPort, "-kafka.default-interval", "100ms")
+		listeners = append(listeners, ListenKafka)
 	case "http":
-		args = append(args, "-http.listen", httpAddr)
+		args = append(args, "-http.listen", AnyPort)
+		listeners = append(listeners, ListenHTTP)
 	case "small", "large":
 	default:
 		return "", fmt.Errorf("bench: unknown scenario %q (small, large, http, uds, kafka)", cfg.Scenario)
@@ -63,10 +61,18 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	}
 	defer gate.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, pprofAddr)
+	addrs, err := gate.Listening(wctx, listeners...)
 	cancel()
 	if err != nil {
 		return "", err
+	}
+	listen, pprofAddr := addrs[0], addrs[1]
+	var kafkaAddr, httpAddr string
+	switch cfg.Scenario {
+	case "kafka":
+		kafkaAddr = addrs[2]
+	case "http":
+		httpAddr = addrs[2]
 	}
 
 	lctx, stopLoad := context.WithCancel(ctx)

@@ -195,20 +195,19 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 
 	// The floor: a bare grpc-go forwarder, one unary call out per call in.
 	if cfg.Bench != "" {
-		listen, _ := FreeAddr()
-		admin, _ := FreeAddr()
-		fw, err := StartProc("grpc-forward", cfg.Bench, []string{"forward", "-listen", listen, "-target", sink.Addr(), "-admin", admin},
+		fw, err := StartProc("grpc-forward", cfg.Bench, []string{"forward", "-listen", AnyPort, "-target", sink.Addr(), "-admin", AnyPort},
 			cfg.childEnv(), filepath.Join(cfg.Dir, "grpc-forward.log"))
 		if err != nil {
 			return nil, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = WaitListening(wctx, listen)
+		addrs, err := fw.Listening(wctx, ListenForward, ListenAdmin)
 		cancel()
 		if err != nil {
 			fw.Stop()
 			return nil, err
 		}
+		listen, admin := addrs[0], addrs[1]
 		r, err := run("grpc-forward", listen, "v1", fw, "http://"+admin, "http://"+admin)
 		fw.Stop()
 		if err != nil {
@@ -218,30 +217,26 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	}
 
 	// otlpgate, forwarding to the sink over a pipelined OTEP stream; then, with Fleet, to a
-	// fleet of sink addresses, each batch split by trace id. Both network intakes get a port of
-	// their own (the default ones may be taken on a shared machine).
+	// fleet of sink addresses, each batch split by trace id. Its listeners bind ports the kernel
+	// chooses (the default ones may be taken on a shared machine), read from its log.
 	runGate := func(name, dest string) error {
-		addrs, err := FreeAddrs(4)
-		if err != nil {
-			return err
-		}
-		listen, httpListen, admin, pprofAddr := addrs[0], addrs[1], addrs[2], addrs[3]
-		args := append([]string{"-grpc.listen", listen, "-http.listen", httpListen, "-admin.listen", admin, "-pprof.listen", pprofAddr, "-uds.listen", "",
+		args := append([]string{"-grpc.listen", AnyPort, "-http.listen", AnyPort, "-admin.listen", AnyPort, "-pprof.listen", AnyPort, "-uds.listen", "",
 			"-dest", dest}, cfg.GateArgs...)
 		gate, err := StartProc(name, cfg.Gate, args, cfg.childEnv(), filepath.Join(cfg.Dir, name+".log"))
 		if err != nil {
 			return err
 		}
-		gateTarget := listen
-		if proxied != "v1" {
-			gateTarget = httpListen
-		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = WaitListening(wctx, gateTarget)
+		addrs, err := gate.Listening(wctx, ListenGRPC, ListenHTTP, ListenAdmin, ListenPprof)
 		cancel()
 		if err != nil {
 			gate.Stop()
 			return err
+		}
+		listen, httpListen, admin, pprofAddr := addrs[0], addrs[1], addrs[2], addrs[3]
+		gateTarget := listen
+		if proxied != "v1" {
+			gateTarget = httpListen
 		}
 		r, err := run(name, gateTarget, proxied, gate, "http://"+admin, "http://"+pprofAddr)
 		gate.Stop()
@@ -271,8 +266,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 	}
 
 	if cfg.Peer != "" {
-		listen, _ := FreeAddr()
-		httpListen, _ := FreeAddr()
+		addrs, err := FreeAddrs(2) // the peer's configuration names its ports
+		if err != nil {
+			return out, err
+		}
+		listen, httpListen := addrs[0], addrs[1]
 		peer, err := StartProc("peer", cfg.Peer, cfg.PeerArgs,
 			[]string{"PEER_LISTEN=" + listen, "PEER_HTTP_LISTEN=" + httpListen, "PEER_TARGET=" + sink.Addr()}, filepath.Join(cfg.Dir, "peer.log"))
 		if err != nil {

@@ -87,28 +87,21 @@ func RunRebalance(ctx context.Context, cfg RebalanceConfig, progress io.Writer) 
 	}
 	defer lb.Stop()
 
-	listen, err := FreeAddr()
-	if err != nil {
-		return res, err
-	}
-	admin, err := FreeAddr()
-	if err != nil {
-		return res, err
-	}
 	dest := fmt.Sprintf("name=gateways,endpoint=%s,protocol=otep,mode=stream,streams=%d,rebalance-timeout=%s,rebalance-requests=0",
 		lb.Addr(), cfg.Streams, cfg.Rebalance)
-	edge, err := StartProc("otlpgate", cfg.Gate, []string{"-grpc.listen=" + listen, "-admin.listen=" + admin, "-uds.listen=",
+	edge, err := StartProc("otlpgate", cfg.Gate, []string{"-grpc.listen=" + AnyPort, "-admin.listen=" + AnyPort, "-http.listen=" + AnyPort, "-uds.listen=",
 		"-dest=" + dest}, nil, filepath.Join(cfg.Dir, "otlpbench-rebalance-edge.log"))
 	if err != nil {
 		return res, err
 	}
 	defer edge.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = WaitListening(wctx, listen)
+	edgeAddrs, err := edge.Listening(wctx, ListenGRPC)
 	cancel()
 	if err != nil {
 		return res, err
 	}
+	listen := edgeAddrs[0]
 
 	batches := int(cfg.Rate * cfg.Duration.Seconds())
 	loadDone := make(chan LoadResult, 1)

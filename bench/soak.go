@@ -37,12 +37,9 @@ func RunSoak(ctx context.Context, cfg SoakConfig, progress io.Writer) ([]SoakSam
 		return nil, err
 	}
 	defer sink.Close()
-	listen, _ := FreeAddr()
-	admin, _ := FreeAddr()
-	kafkaAddr, _ := FreeAddr()
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("otlpbench-soak-%d.sock", os.Getpid()))
-	gate, err := StartProc("otlpgate", cfg.Gate, []string{"-grpc.listen", listen, "-admin.listen", admin,
-		"-uds.listen", sock, "-uds.reporting-period", "1s", "-kafka.listen", kafkaAddr, "-kafka.default-interval", "1s",
+	gate, err := StartProc("otlpgate", cfg.Gate, []string{"-grpc.listen", AnyPort, "-admin.listen", AnyPort, "-http.listen", AnyPort,
+		"-uds.listen", sock, "-uds.reporting-period", "1s", "-kafka.listen", AnyPort, "-kafka.default-interval", "1s",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,rebalance-timeout=30s"},
 		nil, filepath.Join(os.TempDir(), "otlpbench-soak-otlpgate.log"))
 	if err != nil {
@@ -50,11 +47,12 @@ func RunSoak(ctx context.Context, cfg SoakConfig, progress io.Writer) ([]SoakSam
 	}
 	defer gate.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = WaitListening(wctx, admin)
+	addrs, err := gate.Listening(wctx, ListenGRPC, ListenAdmin, ListenKafka)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
+	listen, admin, kafkaAddr := addrs[0], addrs[1], addrs[2]
 	caps, err := ReadCaptures(filepath.Join(cfg.Repo, "server/uds/testdata"), "stats_basic.bin", "trace_export.bin")
 	if err != nil {
 		return nil, err

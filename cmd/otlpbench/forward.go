@@ -26,6 +26,11 @@ func cmdForward(args []string) error {
 	}
 	defer f.Close()
 	fmt.Printf("forwarding %s -> %s\n", f.Addr(), *target)
+	// The bound ports, for a parent that passed 127.0.0.1:0 (bench.Proc.Listening).
+	fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenForward, f.Addr()))
+	if a := f.AdminAddr(); a != "" {
+		fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenAdmin, a))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,15 +17,6 @@ type fsyncWatch struct {
 	first, last float64
 	t0, t1      time.Time
 	seen        bool
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func watchFsyncs(ctx context.Context, admin string) *fsyncWatch {

@@ -74,7 +74,11 @@ func cmdProxy(args []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		admin, err := freeAddr()
+		// One admin port for every otlpgate run of RunProxy, so that the watcher scrapes one
+		// address across them: it is chosen here (bench.FreeAddr never repeats a port within
+		// this process), and another process could take it before otlpgate binds it, which
+		// stops the run with otlpgate's bind error.
+		admin, err := bench.FreeAddr()
 		if err != nil {
 			return err
 		}

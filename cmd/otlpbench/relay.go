@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,6 +22,8 @@ func cmdRelay(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The bound port, for a parent that passed 127.0.0.1:0 (bench.Proc.Listening).
+	fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenRelay, r.Addr()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

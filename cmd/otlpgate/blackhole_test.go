@@ -87,9 +87,8 @@ func TestSpoolBlackHoledUpstreamThenKill9(t *testing.T) {
 	}
 	kill9(t, g)
 
-	addr := freePort(t)
-	up := testkit.StartGRPCSink(t, addr)
-	g2 := bhGateway(t, bin, dir, addr, ackTimeout)
+	up := testkit.StartGRPCSink(t, "")
+	g2 := bhGateway(t, bin, dir, up.Addr(), ackTimeout)
 	dups, distinct := arrived(t, up, acked, l.sent)
 	replayed := scrape(t, g2.admin, "otlpgate_spool_replayed_records_total", `destination="up"`)
 	spoolDropped, clientDropped = bhDropped(t, g2)

@@ -26,8 +26,8 @@ func TestDescriptorWarning(t *testing.T) {
 // The binary, started with a descriptor limit below what its caps need, says so at start.
 func TestDescriptorWarningAtStart(t *testing.T) {
 	bin := buildBinary(t)
-	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 512 && exec "$0" "$@"`, bin, "-grpc.listen", freePort(t),
-		"-http.listen", freePort(t), "-admin.listen", "", "-uds.listen", "", "-file.path", t.TempDir()+"/o.jsonl")
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 512 && exec "$0" "$@"`, bin, "-grpc.listen", anyPort,
+		"-http.listen", anyPort, "-admin.listen", "", "-uds.listen", "", "-file.path", t.TempDir()+"/o.jsonl")
 	out := &lockedBuffer{}
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {

@@ -187,8 +187,8 @@ func TestGzipBombBoundedByIntakeLimiter(t *testing.T) {
 
 	t.Run("http", func(t *testing.T) {
 		const inflated, waves = 60 << 20, 3
-		httpAddr := freePort(t)
-		g := startGateway(t, bin, "-http.listen", httpAddr)
+		g := startGateway(t, bin)
+		httpAddr := g.http
 		waitReady(t, g)
 		body := bombBody(t, inflated)
 		t.Logf("bomb: %d bytes inflating to %d", len(body), inflated)

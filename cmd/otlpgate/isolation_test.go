@@ -72,9 +72,9 @@ func TestBinaryMalformedIDsRefusedPerRequest(t *testing.T) {
 	}
 	t.Cleanup(sink.Close)
 	bin := buildBinary(t)
-	httpAddr := freePort(t)
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.eager=false", "-batch.max-age", "100ms",
+	g := startGateway(t, bin, "-batch.eager=false", "-batch.max-age", "100ms",
 		"-dest", "name=strict,endpoint="+sink.Addr()+",protocol=v1,mode=unary,insecure=true")
+	httpAddr := g.http
 	// Ready once its intakes listen: on a busy machine the first answer may still be 503.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		code, body := readyz(t, g.admin)

@@ -22,17 +22,6 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// freePort returns a loopback address nobody listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "otlpgate")
@@ -63,23 +52,28 @@ func TestHelpIsReadable(t *testing.T) {
 	}
 }
 
-// The binary with its defaults (ports moved for the test) takes an OTEP stream and writes the
+// The binary with its defaults (ports chosen by the kernel, read from its log) takes an OTEP stream and writes the
 // spans to its file; SIGTERM shuts it down cleanly with everything written.
 func TestBinaryEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	grpcAddr, adminAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 	path := filepath.Join(dir, "out", "otlp.jsonl")
 	subs := filepath.Join(dir, "subs.yaml")
 	os.WriteFile(subs, []byte("subscriptions:\n  - name: all\n    metrics: [\"*\"]\n    interval: 30s\n"), 0o644)
-	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", httpAddr, "-admin.listen", adminAddr, "-file.path", path, "-batch.max-age", "10ms",
-		"-kafka.listen", freePort(t), "-kafka.subscriptions", subs, "-uds.listen", filepath.Join(dir, "oc.sock"))
+	args := []string{"-grpc.listen", anyPort, "-http.listen", anyPort, "-admin.listen", anyPort, "-file.path", path, "-batch.max-age", "10ms",
+		"-kafka.listen", anyPort, "-kafka.subscriptions", subs, "-uds.listen", filepath.Join(dir, "oc.sock")}
+	cmd := exec.Command(bin, args...)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	defer func() { <-exited }()
+	grpcAddr, _, httpAddr, _ := waitListening(t, &stderr, exited, args)
 
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -130,8 +124,9 @@ func TestBinaryEndToEnd(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	<-exited
+	if exitErr != nil {
+		t.Fatalf("exit: %v\n%s", exitErr, stderr.String())
 	}
 	logs := stderr.String()
 	for _, want := range []string{"gomaxprocs=", "grpc intake listening", "http intake listening", "reloaded the Kafka subscriptions", "shutting down", "stopped"} {

@@ -70,10 +70,10 @@ func TestBinaryPassThroughGzip(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := startUpstream(t)
-			httpAddr := freePort(t)
-			args := append([]string{"-http.listen", httpAddr, "-batch.max-age", "10ms",
+			args := append([]string{"-batch.max-age", "10ms",
 				"-dest", "name=up,endpoint=" + up.Addr() + ",protocol=v1,mode=unary,compression=gzip,retry-initial=20ms"}, c.extra...)
 			g := startGateway(t, bin, args...)
+			httpAddr := g.http
 			waitReady(t, g)
 			ids := sendSDKSpans(t, httpAddr, n)
 			testkit.WaitFor(t, "every span upstream", func() bool { return len(up.Spans()) >= n })
@@ -179,9 +179,9 @@ func (u *collectorHTTPUpstream) spans() (map[pcommon.SpanID]int, int) {
 func TestBinaryPassThroughZstd(t *testing.T) {
 	bin := buildBinary(t)
 	up := startCollectorHTTP(t)
-	httpAddr := freePort(t)
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
+	g := startGateway(t, bin, "-batch.max-age", "10ms",
 		"-dest", "name=up,endpoint="+up.url+",protocol=http,compression=zstd,retry-initial=20ms")
+	httpAddr := g.http
 	waitReady(t, g)
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
 	if err != nil {

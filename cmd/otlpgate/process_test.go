@@ -144,13 +144,13 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	t.Setenv("OTLPGATE_TEST_NODE", "node-from-env")
 	bin := buildBinary(t)
 	up := startUpstream(t)
-	httpAddr := freePort(t)
 	const pct, seed = 50, 7
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
+	g := startGateway(t, bin, "-batch.max-age", "10ms",
 		"-dest", "name=up,endpoint="+up.Addr()+",protocol=v1,mode=unary,retry-initial=20ms",
 		"-resource.set", "k8s.node.name=${env:OTLPGATE_TEST_NODE}", "-resource.set", "deployment.environment=prod",
 		"-resource.delete", "secret.token", "-drop", "resource:k8s.namespace.name=dev", "-drop", "resource:service.name=loadgen-*",
 		"-sample.traces", "50", "-sample.hash-seed", "7")
+	httpAddr := g.http
 	waitReady(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

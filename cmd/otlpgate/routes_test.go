@@ -89,14 +89,14 @@ func TestBinaryResourceRoutes(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			co, rest := startUpstream(t), startUpstream(t)
-			httpAddr := freePort(t)
-			args := []string{"-http.listen", httpAddr, "-batch.max-age", "10ms",
+			args := []string{"-batch.max-age", "10ms",
 				"-dest", "name=co,endpoint=" + co.Addr() + ",protocol=v1,mode=unary,retry-initial=20ms,match=resource:service.name=checkout",
 				"-dest", "name=rest,endpoint=" + rest.Addr() + ",protocol=v1,mode=unary,retry-initial=20ms"}
 			if spool {
 				args = append(args, "-spool.dir", filepath.Join(t.TempDir(), "spool"))
 			}
 			g := startGateway(t, bin, args...)
+			httpAddr := g.http
 			waitReady(t, g)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -208,9 +208,9 @@ func TestBinaryResourceRoutes(t *testing.T) {
 func TestBinaryResourceRoutesUnrouted(t *testing.T) {
 	bin := buildBinary(t)
 	co := startUpstream(t)
-	httpAddr := freePort(t)
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
+	g := startGateway(t, bin, "-batch.max-age", "10ms",
 		"-dest", "name=co,endpoint="+co.Addr()+",protocol=v1,mode=unary,match=resource:service.name=check*|pay*")
+	httpAddr := g.http
 	waitReady(t, g)
 	td, want := routedTraces(4, 1)
 	body, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
@@ -252,8 +252,8 @@ func runBinary(t *testing.T, bin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	args = append([]string{"-grpc.listen", freePort(t), "-admin.listen", freePort(t), "-http.listen", freePort(t),
-		"-kafka.listen", freePort(t), "-uds.listen", filepath.Join(dir, "oc.sock"), "-file.path", filepath.Join(dir, "f")}, args...)
+	args = append([]string{"-grpc.listen", anyPort, "-admin.listen", anyPort, "-http.listen", anyPort,
+		"-kafka.listen", anyPort, "-uds.listen", filepath.Join(dir, "oc.sock"), "-file.path", filepath.Join(dir, "f")}, args...)
 	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
 }
 
@@ -266,11 +266,10 @@ func TestBinaryResourceRoutesWithTenants(t *testing.T) {
 	for _, spool := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "spool"}[spool], func(t *testing.T) {
 			acmeCo, acmeRest, beta := startUpstream(t), startUpstream(t), startUpstream(t)
-			httpAddr := freePort(t)
 			dest := func(name, addr, extra string) string {
 				return "name=" + name + ",endpoint=" + addr + ",protocol=v1,mode=unary,retry-initial=20ms," + extra
 			}
-			args := []string{"-http.listen", httpAddr, "-batch.max-age", "10ms", "-intake.headers", "x-scope-orgid",
+			args := []string{"-batch.max-age", "10ms", "-intake.headers", "x-scope-orgid",
 				"-dest", dest("acme-co", acmeCo.Addr(), "match-header=x-scope-orgid:acme,match=resource:service.name=checkout"),
 				"-dest", dest("acme-rest", acmeRest.Addr(), "match-header=x-scope-orgid:acme"),
 				"-dest", dest("beta", beta.Addr(), "match-header=x-scope-orgid:beta")}
@@ -278,6 +277,7 @@ func TestBinaryResourceRoutesWithTenants(t *testing.T) {
 				args = append(args, "-spool.dir", filepath.Join(t.TempDir(), "spool"))
 			}
 			g := startGateway(t, bin, args...)
+			httpAddr := g.http
 			waitReady(t, g)
 			send := func(org string, base byte) map[string][]pcommon.SpanID {
 				td, ids := routedTraces(3, base)

@@ -36,10 +36,10 @@ func randomness(tid [16]byte) uint64 { return binary.BigEndian.Uint64(tid[8:]) &
 func TestBinaryConsistentSampling(t *testing.T) {
 	bin := buildBinary(t)
 	up := startUpstream(t)
-	httpAddr := freePort(t)
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "10ms",
+	g := startGateway(t, bin, "-batch.max-age", "10ms",
 		"-dest", "name=up,endpoint="+up.Addr()+",protocol=v1,mode=unary,retry-initial=20ms",
 		"-sample.traces", "30", "-sample.mode", "proportional", "-sample.precision", "3", "-sample.logs")
+	httpAddr := g.http
 	waitReady(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -25,21 +25,23 @@ type gateway struct {
 	cmd              *exec.Cmd
 	stderr           *lockedBuffer
 	grpcAddr, admin  string
+	http, kafka      string // bound addresses; empty when the listener is off
 	path             string
 	exited           chan struct{}
 	exitErr          error
 	sigterm, stopped time.Time
 }
 
-// startGateway runs the binary with the file destination, its intakes on free loopback ports,
-// the UDS intake in a temporary directory and the given extra flags.
+// startGateway runs the binary with the file destination, its intakes on 127.0.0.1:0, the UDS
+// intake in a temporary directory and the given extra flags (later flags win, so extra may
+// move or turn off a listener). It returns once every listener that is on has been bound, with
+// the bound addresses read from the process's log.
 func startGateway(t *testing.T, bin string, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{stderr: &lockedBuffer{}, grpcAddr: freePort(t), admin: freePort(t),
-		path: filepath.Join(dir, "otlp.jsonl"), exited: make(chan struct{})}
-	args := append([]string{"-grpc.listen", g.grpcAddr, "-admin.listen", g.admin, "-file.path", g.path,
-		"-uds.listen", filepath.Join(dir, "oc.sock"), "-kafka.listen", freePort(t), "-http.listen", freePort(t)}, extra...)
+	g := &gateway{stderr: &lockedBuffer{}, path: filepath.Join(dir, "otlp.jsonl"), exited: make(chan struct{})}
+	args := append([]string{"-grpc.listen", anyPort, "-admin.listen", anyPort, "-file.path", g.path,
+		"-uds.listen", filepath.Join(dir, "oc.sock"), "-kafka.listen", anyPort, "-http.listen", anyPort}, extra...)
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Stderr = g.stderr
 	if err := g.cmd.Start(); err != nil {
@@ -54,7 +56,50 @@ func startGateway(t *testing.T, bin string, extra ...string) *gateway {
 		g.cmd.Process.Kill()
 		<-g.exited
 	})
+	g.grpcAddr, g.admin, g.http, g.kafka = waitListening(t, g.stderr, g.exited, args)
 	return g
+}
+
+// anyPort is the listen address the tests give otlpgate: the kernel chooses a free port at the
+// bind and the test reads it from the log (waitListening). A port chosen by the test, closed
+// and handed to the child could be taken meanwhile by another test binary of `go test ./...`.
+const anyPort = "127.0.0.1:0"
+
+// waitListening waits until the child started with args has bound each of its gRPC, admin,
+// HTTP and Kafka listeners that args turn on, and returns their addresses (empty for one that
+// is off).
+func waitListening(t *testing.T, log *lockedBuffer, exited <-chan struct{}, args []string) (grpcAddr, admin, httpAddr, kafka string) {
+	t.Helper()
+	// The defaults of the binary: gRPC, HTTP and admin on, Kafka off.
+	on := map[string]bool{testkit.ListenGRPC: true, testkit.ListenAdmin: true, testkit.ListenHTTP: true}
+	flags := map[string]string{"grpc.listen": testkit.ListenGRPC, "admin.listen": testkit.ListenAdmin,
+		"http.listen": testkit.ListenHTTP, "kafka.listen": testkit.ListenKafka}
+	for i, a := range args {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		l, ok := flags[name]
+		if !ok || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				continue
+			}
+			val = args[i+1]
+		}
+		on[l] = val != ""
+	}
+	var names []string
+	for _, l := range []string{testkit.ListenGRPC, testkit.ListenAdmin, testkit.ListenHTTP, testkit.ListenKafka} {
+		if on[l] {
+			names = append(names, l)
+		}
+	}
+	addrs := testkit.WaitAddrs(t, log.String, exited, names...)
+	got := map[string]string{}
+	for i, n := range names {
+		got[n] = addrs[i]
+	}
+	return got[testkit.ListenGRPC], got[testkit.ListenAdmin], got[testkit.ListenHTTP], got[testkit.ListenKafka]
 }
 
 // terminate sends SIGTERM and waits (boundedly) for the process to exit.

@@ -205,7 +205,10 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 	for _, mode := range []string{"always", "interval", "none"} { // each acknowledges after write(2) at least
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
-			up := freePort(t) // nobody listens yet: the upstream is down
+			// Nobody listens yet: the upstream is down, and comes up on this address after the
+			// restart. A port chosen for a listener that binds later leaves a window in which
+			// another process may take it; that is inherent to an upstream that comes back.
+			up := testkit.FreeAddr(t)
 			g := spoolGateway(t, bin, dir, up, "-spool.sync", mode)
 
 			l := newLoader(1, otlpgen.Shape{Spans: 10, Attrs: 2})
@@ -270,7 +273,7 @@ func sendAcked(t *testing.T, g *gateway, l *loader, n int) []uint64 {
 func TestSpoolGracefulRestart(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	up := freePort(t)
+	up := testkit.FreeAddr(t) // down for the first start; see TestSpoolSurvivesKill9
 	g := spoolGateway(t, bin, dir, up)
 	l := newLoader(2, otlpgen.Shape{Spans: 5, Attrs: 2})
 	sendAcked(t, g, l, 200)
@@ -319,8 +322,8 @@ func TestSpoolGracefulRestart(t *testing.T) {
 func TestSpoolThreeStartsSecondIdle(t *testing.T) {
 	bin := buildBinary(t)
 	dir := filepath.Join(t.TempDir(), "spool")
-	up := freePort(t)
-	u := testkit.StartGRPCSink(t, up)
+	u := testkit.StartGRPCSink(t, "")
+	up := u.Addr()
 	l := newLoader(4, otlpgen.Shape{Spans: 5, Attrs: 2})
 	stop := func(g *gateway) {
 		t.Helper()
@@ -409,7 +412,7 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 	)
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	up := freePort(t)
+	up := testkit.FreeAddr(t) // down until the end; see TestSpoolSurvivesKill9
 	g := spoolGateway(t, bin, dir, up, "-spool.sync", "none", "-queue.max-bytes", "4MiB", "-batch.max-bytes", "256KiB",
 		"-spool.segment-bytes", "8MiB")
 	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

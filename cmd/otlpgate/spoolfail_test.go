@@ -17,6 +17,7 @@ import (
 
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -31,8 +32,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	registerFlags(fs, &cfg)
-	grpcAddr := freePort(t)
-	if err := fs.Parse([]string{"-grpc.listen", grpcAddr, "-http.listen", "", "-admin.listen", freePort(t),
+	if err := fs.Parse([]string{"-grpc.listen", anyPort, "-http.listen", "", "-admin.listen", anyPort,
 		"-uds.listen", filepath.Join(dir, "oc.sock"), "-file.path", filepath.Join(dir, "otlp.jsonl"),
 		"-spool.dir", "/spool", "-spool.sync", "interval", "-spool.sync-interval", "10ms", "-shutdown.timeout", "5s"}); err != nil {
 		t.Fatal(err)
@@ -46,6 +46,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	served := make(chan error, 1)
 	go func() { served <- serve(context.Background(), cfg, log) }()
+	grpcAddr := testkit.WaitAddrs(t, logs.String, nil, testkit.ListenGRPC)[0]
 
 	conn, cerr := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if cerr != nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -66,7 +67,10 @@ func (s *countingSink) Export(_ context.Context, r *coltracev1.ExportTraceServic
 // backlog is delivered.
 func TestStatusShowsLastErrorAndSpoolAge(t *testing.T) {
 	bin := buildBinary(t)
-	up := freePort(t) // nobody listens yet: connection refused
+	// Nobody listens yet: connection refused. The upstream comes up later on this address,
+	// which leaves a window in which another process may take the port: inherent to an
+	// upstream that comes back.
+	up := testkit.FreeAddr(t)
 	g := startGateway(t, bin, "-http.listen", "", "-kafka.listen", "", "-spool.dir", filepath.Join(t.TempDir(), "spool"), "-status.interval", "200ms",
 		"-batch.max-age", "20ms",
 		"-dest", "name=archive,endpoint="+up+",protocol=v1,mode=unary,retry-initial=50ms,retry-max=200ms")

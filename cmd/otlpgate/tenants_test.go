@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // tenantCall is one upstream request a tenant sink received: the forwarded X-Scope-OrgID
@@ -291,9 +292,9 @@ func TestBinaryTenants(t *testing.T) {
 	const perExporter = 40
 	t.Run("memory", func(t *testing.T) {
 		acme, beta, all := startTenantSink(t, "", false), startTenantSink(t, "", true), startTenantSink(t, "", false)
-		httpAddr := freePort(t)
-		g := startGateway(t, bin, append([]string{"-http.listen", httpAddr, "-batch.max-age", "20ms"},
+		g := startGateway(t, bin, append([]string{"-batch.max-age", "20ms"},
 			tenantDests(acme.addr, beta.addr, all.addr)...)...)
+		httpAddr := g.http
 		waitReady(t, g)
 		owner := sendTenants(t, g.grpcAddr, httpAddr, perExporter)
 		waitSpans(t, g, 2*len(owner), acme, beta, all)
@@ -301,12 +302,17 @@ func TestBinaryTenants(t *testing.T) {
 	})
 	t.Run("spool", func(t *testing.T) {
 		dir := t.TempDir()
-		acmeAddr, betaAddr, allAddr, httpAddr := freePort(t), freePort(t), freePort(t), freePort(t)
-		flags := append([]string{"-http.listen", httpAddr, "-batch.max-age", "20ms", "-spool.dir", filepath.Join(dir, "spool")},
+		// The upstreams start only after the restart, on the addresses otlpgate was given while
+		// they were down: they cannot bind :0, so the ports are chosen here (the window until
+		// their bind is inherent to an upstream that comes up later).
+		ups := testkit.FreeAddrs(t, 3)
+		acmeAddr, betaAddr, allAddr := ups[0], ups[1], ups[2]
+		flags := append([]string{"-batch.max-age", "20ms", "-spool.dir", filepath.Join(dir, "spool")},
 			tenantDests(acmeAddr, betaAddr, allAddr)...)
 		// Nothing listens at the upstreams: every request is acknowledged once spooled, and
 		// stays there until the process is killed.
 		g := startGateway(t, bin, flags...)
+		httpAddr := g.http
 		waitReady(t, g)
 		owner := sendTenants(t, g.grpcAddr, httpAddr, perExporter)
 		g.cmd.Process.Kill()
@@ -388,12 +394,12 @@ func TestTenantFlags(t *testing.T) {
 func TestBinaryTenantRate(t *testing.T) {
 	bin := buildBinary(t)
 	sink := startTenantSink(t, "", false)
-	httpAddr := freePort(t)
 	// 1 item per second with a burst of 100: a tenant sending 50-span requests gets two in,
 	// and the third would wait 50 seconds; 20 one-span requests never run short.
-	g := startGateway(t, bin, "-http.listen", httpAddr, "-batch.max-age", "20ms", "-intake.headers", "x-scope-orgid",
+	g := startGateway(t, bin, "-batch.max-age", "20ms", "-intake.headers", "x-scope-orgid",
 		"-tenant.rate", "1items/s", "-tenant.burst", "100items",
 		"-dest", "name=all,endpoint="+sink.addr+",protocol=v1,mode=unary,forward-headers=x-scope-orgid")
+	httpAddr := g.http
 	waitReady(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -53,16 +53,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// anyPort is the listen address the harness gives otlpgate: the kernel chooses a free port at
+// the bind and the harness reads it from the start log. A port chosen here, closed and handed
+// to the child could be taken meanwhile by another test binary of `go test ./...`.
+const anyPort = "127.0.0.1:0"
 
 // gate is an otlpgate process under attack. Every intake listens on loopback (UDS in a
 // temporary directory); the destination is a file, so that delivery never holds anything back.
@@ -80,10 +74,9 @@ type gate struct {
 func startGate(t testing.TB, extra ...string) *gate {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gate{GRPC: freeAddr(t), HTTP: freeAddr(t), Kafka: freeAddr(t), Admin: freeAddr(t),
-		UDS: filepath.Join(dir, "oc.sock"), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	args := []string{"-grpc.listen", g.GRPC, "-http.listen", g.HTTP, "-kafka.listen", g.Kafka,
-		"-admin.listen", g.Admin, "-uds.listen", g.UDS, "-file.path", filepath.Join(dir, "out.jsonl"),
+	g := &gate{UDS: filepath.Join(dir, "oc.sock"), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	args := []string{"-grpc.listen", anyPort, "-http.listen", anyPort, "-kafka.listen", anyPort,
+		"-admin.listen", anyPort, "-uds.listen", g.UDS, "-file.path", filepath.Join(dir, "out.jsonl"),
 		"-file.max-bytes", "16MiB", "-file.max-backups", "1"}
 	g.cmd = exec.Command(binary, append(args, extra...)...)
 	g.cmd.Stderr = g.stderr
@@ -102,6 +95,8 @@ func startGate(t testing.TB, extra ...string) *gate {
 			t.Logf("otlpgate stderr (last 4 KiB):\n%s", g.stderr.tail(4096))
 		}
 	})
+	addrs := testkit.WaitAddrs(t, g.stderr.String, g.exited, testkit.ListenGRPC, testkit.ListenHTTP, testkit.ListenKafka, testkit.ListenAdmin)
+	g.GRPC, g.HTTP, g.Kafka, g.Admin = addrs[0], addrs[1], addrs[2], addrs[3]
 	g.waitReady(t)
 	return g
 }
@@ -216,6 +211,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (s *syncBuffer) tail(n int) string {

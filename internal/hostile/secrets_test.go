@@ -40,7 +40,7 @@ func TestTokenNotLoggedOnMalformedRequest(t *testing.T) {
 
 // A -dest that otlpgate refuses is named in the error with its header values redacted.
 func TestDestHeaderNotLoggedOnBadConfig(t *testing.T) {
-	out, err := exec.Command(binary, "-grpc.listen", freeAddr(t), "-http.listen", "", "-admin.listen", "", "-uds.listen", "",
+	out, err := exec.Command(binary, "-grpc.listen", anyPort, "-http.listen", "", "-admin.listen", "", "-uds.listen", "",
 		"-dest", "name=x,endpoint=127.0.0.1:1,protocol=v1,mode=stream,header=authorization:Bearer s3cret,tail").CombinedOutput()
 	if err == nil {
 		t.Fatalf("bad -dest accepted:\n%s", out)

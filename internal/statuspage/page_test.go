@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,13 +40,22 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+// logBuffer keeps the child's stderr; the test reads it while the child writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // A person opening the page during an outage sees which destination is down and since when,
@@ -60,24 +70,30 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	}
 	up := testkit.StartGRPCSink(t, "") // a working OTLP/gRPC upstream
 
-	grpcAddr, admin := freeAddr(t), freeAddr(t)
-	dead := freeAddr(t) // nobody listens: connection refused
-	cmd := exec.Command(bin, "-grpc.listen", grpcAddr, "-http.listen", "", "-uds.listen", "", "-admin.listen", admin,
+	// Nobody listens: connection refused. An address that refuses cannot be bound to :0 and
+	// reported, so it is chosen here; another process taking it would change the error shown.
+	dead := testkit.FreeAddr(t)
+	// otlpgate binds its listeners on :0 and reports the ports in its log.
+	cmd := exec.Command(bin, "-grpc.listen", "127.0.0.1:0", "-http.listen", "", "-uds.listen", "", "-admin.listen", "127.0.0.1:0",
 		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
 		"-dest", "name=backend,endpoint="+up.Addr()+",protocol=v1,mode=unary",
 		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &logBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	defer func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("otlpgate stderr:\n%s", stderr.String())
 		}
 	}()
+	addrs := testkit.WaitAddrs(t, stderr.String, exited, testkit.ListenGRPC, testkit.ListenAdmin)
+	grpcAddr, admin := addrs[0], addrs[1]
 
 	// Traffic: a v1 export every 50 ms until the test ends (bounded by the test's deadline).
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
