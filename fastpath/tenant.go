@@ -445,11 +445,17 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	if t, ok := old[string(k.b[:k.n])]; ok {
 		return t, nil // interned meanwhile
 	}
+	var m map[string]*Tenant
 	if len(old) >= ts.cfg.Max && !force {
-		if ts.cfg.Idle <= 0 || ts.sweepLocked(ts.clock()) == 0 {
+		n := 0
+		if ts.cfg.Idle > 0 {
+			n = ts.markIdleLocked(ts.clock())
+		}
+		if n == 0 {
 			return nil, ErrTooManyTenants
 		}
-		old = *ts.index.Load()
+		// One copy of the index both drops the idle tenants and adds this one.
+		m = ts.dropExpiredLocked(n, 1)
 	}
 	t := &Tenant{tab: ts, key: string(k.b[:k.n])}
 	if n := len(ts.mu.free); n > 0 {
@@ -473,9 +479,11 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
 	ts.route(t)
 	ts.assignSeriesLocked(t)
-	m := make(map[string]*Tenant, len(old)+1)
-	for key, v := range old {
-		m[key] = v
+	if m == nil {
+		m = make(map[string]*Tenant, len(old)+1)
+		for key, v := range old {
+			m[key] = v
+		}
 	}
 	m[t.key] = t
 	ts.mu.all[t.id] = t

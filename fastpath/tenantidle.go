@@ -82,6 +82,18 @@ func (ts *Tenants) Sweep() int {
 // sweepLocked takes out the tenants last used before now less the idle time that pin no
 // batch, and returns how many. It allocates only when one leaves.
 func (ts *Tenants) sweepLocked(now int64) int {
+	n := ts.markIdleLocked(now)
+	if n > 0 {
+		m := ts.dropExpiredLocked(n, 0)
+		ts.index.Store(&m)
+		tenantsKnown.Set(float64(len(m)))
+	}
+	return n
+}
+
+// markIdleLocked marks expired the tenants last used before now less the idle time that pin
+// no batch, and returns how many; they are still in the index.
+func (ts *Tenants) markIdleLocked(now int64) int {
 	ts.swept.Store(now)
 	cutoff := now - int64(ts.cfg.Idle)
 	n := 0
@@ -90,17 +102,20 @@ func (ts *Tenants) sweepLocked(now int64) int {
 			n++
 		}
 	}
-	if n == 0 {
-		return 0
-	}
+	return n
+}
+
+// dropExpiredLocked frees the ids of the n tenants markIdleLocked marked, keeps their counts,
+// and returns a copy of the index without them, with room for extra more, for the caller to
+// publish.
+func (ts *Tenants) dropExpiredLocked(n, extra int) map[string]*Tenant {
 	old := *ts.index.Load()
-	m := make(map[string]*Tenant, len(old)-n)
+	m := make(map[string]*Tenant, len(old)-n+extra)
 	for key, t := range old {
 		if !t.expired() {
 			m[key] = t
 		}
 	}
-	ts.index.Store(&m)
 	for id, t := range ts.mu.all {
 		if t != nil && t.expired() {
 			ts.mu.all[id] = nil
@@ -108,7 +123,6 @@ func (ts *Tenants) sweepLocked(now int64) int {
 			ts.foldSeriesLocked(t)
 		}
 	}
-	tenantsKnown.Set(float64(len(m)))
 	tenantsExpired.Add(float64(n))
-	return n
+	return m
 }
