@@ -40,7 +40,7 @@ var tenantsExpired = promauto.NewCounter(prometheus.CounterOpts{
 
 // touch stamps t used at now. The stamp is written only when it moved by a sixteenth of the
 // idle time, so that the requests of a busy tenant on many cores do not all write one cache
-// line.
+// line: a tenant may leave up to that much before its full idle time.
 func (t *Tenant) touch(now int64, idle time.Duration) {
 	if now-t.used.Load() >= int64(idle)/16 {
 		t.used.Store(now)
