@@ -15,14 +15,22 @@ import (
 // destination's forward-headers with the batch. A unary call's metadata lives in its context:
 // the destination keeps one context per tenant, made the first time the tenant's batch is sent
 // and reused for every call after, so that a known tenant costs a map lookup and no
-// allocation. There are at most -intake.max-tenants of them (replays of a spool written with a
-// larger bound aside). Stream mode is refused by Validate: a stream's metadata is sent once,
+// allocation. The contexts are kept by tenant id, so that there are at most as many as ids in
+// use (-intake.max-tenants, replays of a spool written with a larger bound aside): a tenant
+// that left its table (-intake.tenant-idle) gives its id, and here its context, to a later
+// one. Stream mode is refused by Validate: a stream's metadata is sent once,
 // when it opens, and a stream carries every tenant's batches.
 
-// tenantCtxs are a destination's call contexts by tenant.
+// tenantCtxs are a destination's call contexts by tenant id.
 type tenantCtxs struct {
 	mu sync.RWMutex
-	m  map[*fastpath.Tenant]context.Context
+	m  map[uint32]tenantCtx
+}
+
+// tenantCtx is the call context of t.
+type tenantCtx struct {
+	t   *fastpath.Tenant
+	ctx context.Context
 }
 
 // callCtx returns the context a unary call of t's batch derives from: d.ctx, with t's values
@@ -32,10 +40,10 @@ func (d *Dest) callCtx(t *fastpath.Tenant) context.Context {
 		return d.ctx
 	}
 	d.tctx.mu.RLock()
-	ctx, ok := d.tctx.m[t]
+	c := d.tctx.m[t.ID()]
 	d.tctx.mu.RUnlock()
-	if ok {
-		return ctx
+	if c.t == t {
+		return c.ctx
 	}
 	var kv []string
 	for _, h := range d.cfg.ForwardHeaders {
@@ -43,15 +51,15 @@ func (d *Dest) callCtx(t *fastpath.Tenant) context.Context {
 			kv = append(kv, h, v)
 		}
 	}
-	ctx = d.ctx
+	ctx := d.ctx
 	if len(kv) > 0 {
 		ctx = metadata.AppendToOutgoingContext(d.ctx, kv...)
 	}
 	d.tctx.mu.Lock()
 	if d.tctx.m == nil {
-		d.tctx.m = map[*fastpath.Tenant]context.Context{}
+		d.tctx.m = map[uint32]tenantCtx{}
 	}
-	d.tctx.m[t] = ctx
+	d.tctx.m[t.ID()] = tenantCtx{t, ctx}
 	d.tctx.mu.Unlock()
 	return ctx
 }

@@ -10,16 +10,24 @@ package fastpath
 // those batches sit in routed, by tenant and route; a map, since a request finds its pieces'
 // batches by both, and a map whose keys come back allocates nothing once it has grown.
 //
+// A tenant that leaves its table (-intake.tenant-idle, tenantidle.go) gives its id to a later
+// one, so an id alone does not name a tenant: every batch but the default tenant's pins its
+// tenant while it is open, which keeps the tenant in the table, and a batch opened for a tenant
+// that has left already sits in stray, by pointer, found by no id.
+//
 // Invariants:
 //  0. a batch with a route is in routed under its tenant and route, and nowhere else.
 //  1. other holds no nil and no two batches of one tenant; slot[id] is 1 + the index in other
 //     of the batch of tenant id, 0 when it has none.
-//  2. def's tenant is nil or has id 0; every batch in other has a tenant with id > 0.
+//  2. def's tenant is nil or has id 0; every batch in other has a tenant with id > 0, in its
+//     table; every batch in stray has an expired tenant, and no route.
+//  3. every batch in other, stray and routed holds one pin of its tenant (Tenant.pin).
 type openSet struct {
 	def    *Batch
 	other  []*Batch
 	slot   []int32
 	routed map[routeKey]*Batch
+	stray  map[*Tenant]*Batch
 	// wire is the default tenant's open pass-through batch of each encoding (passthrough.go);
 	// slot EncodingNone is never used.
 	wire [numEncodings]*Batch
@@ -43,16 +51,18 @@ func (o *openSet) get(t *Tenant) *Batch {
 		return o.def
 	}
 	if int(t.id) < len(o.slot) {
-		if i := o.slot[t.id]; i > 0 {
+		// The slot may be of a later tenant with t's id when t has left its table.
+		if i := o.slot[t.id]; i > 0 && o.other[i-1].Tenant == t {
 			return o.other[i-1]
 		}
 	}
-	return nil
+	return o.stray[t]
 }
 
 // put makes b the open batch of its tenant, which has none.
 func (o *openSet) put(b *Batch) {
 	t := b.Tenant
+	live := isDefault(t) || t.pin()
 	if b.route != 0 {
 		if o.routed == nil {
 			o.routed = map[routeKey]*Batch{}
@@ -62,6 +72,13 @@ func (o *openSet) put(b *Batch) {
 	}
 	if isDefault(t) {
 		o.def = b
+		return
+	}
+	if !live {
+		if o.stray == nil {
+			o.stray = map[*Tenant]*Batch{}
+		}
+		o.stray[t] = b
 		return
 	}
 	if int(t.id) >= len(o.slot) {
@@ -79,12 +96,20 @@ func (o *openSet) remove(b *Batch) {
 		return
 	}
 	t := b.Tenant
+	if !isDefault(t) {
+		// A pinned tenant cannot expire: expired now means expired when b was put.
+		defer t.unpin()
+	}
 	if b.route != 0 {
 		delete(o.routed, routeKey{t, b.route})
 		return
 	}
 	if isDefault(t) {
 		o.def = nil
+		return
+	}
+	if t.expired() {
+		delete(o.stray, t)
 		return
 	}
 	i := o.slot[t.id] - 1
@@ -101,12 +126,12 @@ func (o *openSet) remove(b *Batch) {
 
 // empty reports whether no batch is open.
 func (o *openSet) empty() bool {
-	return o.def == nil && len(o.other) == 0 && len(o.routed) == 0 && o.wire == [numEncodings]*Batch{}
+	return o.def == nil && len(o.other) == 0 && len(o.routed) == 0 && len(o.stray) == 0 && o.wire == [numEncodings]*Batch{}
 }
 
 // len is the number of open batches.
 func (o *openSet) len() int {
-	n := len(o.other) + len(o.routed)
+	n := len(o.other) + len(o.routed) + len(o.stray)
 	if o.def != nil {
 		n++
 	}
@@ -137,9 +162,15 @@ func (o *openSet) takeBornBy(cutoff int64) *Batch {
 			return b
 		}
 	}
-	for k, b := range o.routed {
+	for _, b := range o.routed {
 		if b.born <= cutoff {
-			delete(o.routed, k)
+			o.remove(b)
+			return b
+		}
+	}
+	for _, b := range o.stray {
+		if b.born <= cutoff {
+			o.remove(b)
 			return b
 		}
 	}

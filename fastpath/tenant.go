@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -22,7 +23,9 @@ import (
 //
 // The table is bounded (-intake.max-tenants): a tuple past the bound is refused, so that a
 // client cycling through header values cannot grow the process's memory, its open batches or
-// its metric series. Entries live as long as the process: a restart forgets them.
+// its metric series. A tenant idle for longer than -intake.tenant-idle leaves the table
+// (tenantidle.go), so that a client cycling through values, or the churn of short-lived tenants
+// over days, does not fill it for good.
 
 // Limits of a tenant tuple. Values are printable ASCII (0x20-0x7e) of at most MaxTenantValue
 // bytes: they are forwarded as HTTP headers and gRPC metadata and become metric labels, and a
@@ -36,7 +39,8 @@ const (
 )
 
 // Errors of Tenants.Lookup, refused at the intakes. Neither is worth retrying soon: the bound
-// is reached until the process restarts, and a bad value stays bad.
+// is reached until a tenant has been idle for -intake.tenant-idle (or, with 0, until the
+// process restarts), and a bad value stays bad.
 var (
 	ErrTooManyTenants = errors.New("fastpath: too many distinct tenant header values (-intake.max-tenants reached)")
 	ErrTenantValue    = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
@@ -55,7 +59,7 @@ var (
 	tenantRefusedNoRoute = tenantRefused.WithLabelValues("no_route")
 	tenantsKnown         = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_tenants",
-		Help: "Distinct tenant header values seen since start (bounded by -intake.max-tenants).",
+		Help: "Distinct tenant header values in the table: seen since start, less those idle past -intake.tenant-idle (otlpgate_tenants_expired_total); bounded by -intake.max-tenants.",
 	})
 )
 
@@ -83,10 +87,17 @@ type TenantsConfig struct {
 	// (-tenant.metrics.top, default 20): the first this many seen since start, labelled by
 	// their values; every later one is counted under tenant="_other" (tenantmetrics.go).
 	MetricsTop int
+	// Idle is how long a tenant may go without a request and without an open batch before it
+	// leaves the table, freeing its place under Max (-intake.tenant-idle, default 10m; 0 keeps
+	// every tenant for the life of the process). Counted in otlpgate_tenants_expired_total
+	// (tenantidle.go).
+	Idle time.Duration
 }
 
 // DefaultTenantsConfig returns the defaults documented on TenantsConfig.
-func DefaultTenantsConfig() TenantsConfig { return TenantsConfig{Max: 1000, MetricsTop: 20} }
+func DefaultTenantsConfig() TenantsConfig {
+	return TenantsConfig{Max: 1000, MetricsTop: 20, Idle: 10 * time.Minute}
+}
 
 // Validate reports a configuration that cannot work.
 func (c TenantsConfig) Validate() error {
@@ -122,6 +133,8 @@ func (c TenantsConfig) Validate() error {
 		return fmt.Errorf("fastpath: -tenant.burst %v must be at least 1", r.Burst)
 	case c.MetricsTop < 0 || c.MetricsTop > maxTenants:
 		return fmt.Errorf("fastpath: -tenant.metrics.top %d outside 0..%d", c.MetricsTop, maxTenants)
+	case c.Idle < 0:
+		return fmt.Errorf("fastpath: -intake.tenant-idle %v must not be negative", c.Idle)
 	}
 	return nil
 }
@@ -211,10 +224,13 @@ func (m Match) String() string {
 }
 
 // Tenant is one interned tuple of tenant header values. It is immutable but for its rate
-// bucket and counters; every method is safe for concurrent use.
+// bucket, counters and idle state; every method is safe for concurrent use. A Tenant stays
+// valid after it has left the table (tenantidle.go): whoever holds it may still admit, send and
+// forward with it.
 type Tenant struct {
 	id     uint32
 	tab    *Tenants
+	key    string   // the TenantKey bytes: the index's key
 	values []string // by header index
 	label  string   // the values joined by '|': logs and metric labels
 	rec    []byte   // the spool's form (Record)
@@ -222,11 +238,18 @@ type Tenant struct {
 	routed bool     // some destination does
 
 	bucket bucket // -tenant.rate (tenantrate.go)
-	// Counters read by the per-tenant metrics (tenantmetrics.go).
+	// Counters read by the per-tenant metrics (tenantmetrics.go); series is the index of its
+	// labelled series, -1 for "_other". Set before the tenant is published.
 	admittedItems, admittedBytes, throttled atomic.Int64
+	series                                  int32
+
+	used atomic.Int64 // clock of the last Lookup (tenantidle.go)
+	pins atomic.Int64 // open batches, and expiredBit once it has left the table
 }
 
-// ID numbers the tenant in its table, from 0 (the default tuple) up; below Tenants.Len.
+// ID numbers the tenant in its table, from 0 (the default tuple) up. The ids of the tenants in
+// the table are distinct; a tenant that left it (-intake.tenant-idle) gives its id to a later
+// one.
 func (t *Tenant) ID() uint32 { return t.id }
 
 // Values returns the tenant's value of each header, in the order of Tenants.Headers. The
@@ -268,16 +291,23 @@ func (t *Tenant) Record() []byte { return t.rec }
 // a new tuple takes the table's lock and copies the index (there are at most Max).
 //
 // Invariants:
-//  1. index maps the key of every interned tuple to its *Tenant; the map is never modified
-//     once published: inserts publish a copy.
-//  2. mu.all[id] is the tenant numbered id; ids are dense from 0, the default tuple.
+//  1. index maps the key of every tuple in the table to its *Tenant; the map is never modified
+//     once published: inserts and sweeps publish a copy.
+//  2. mu.all[id] is the tenant numbered id in the table, nil when id is in mu.free; id 0 is
+//     the default tuple, which never leaves.
+//  3. a tenant in index is in mu.all and has not expired (pins without expiredBit); an expired
+//     one is in neither, and its id is in mu.free or held by a later tenant.
 type Tenants struct {
 	cfg   TenantsConfig
 	index atomic.Pointer[map[string]*Tenant]
 	def   *Tenant
+	clock func() int64 // nanotime; tests move it
+	swept atomic.Int64 // clock of the last sweep
 	mu    struct {
 		sync.Mutex
-		all []*Tenant
+		all  []*Tenant
+		free []uint32 // ids of expired tenants, for the next new ones
+		seriesLocked
 	}
 }
 
@@ -287,7 +317,7 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 		return nil, err
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
-	ts := &Tenants{cfg: cfg}
+	ts := &Tenants{cfg: cfg, clock: nanotime}
 	m := map[string]*Tenant{}
 	ts.index.Store(&m)
 	var k TenantKey
@@ -317,11 +347,17 @@ func (ts *Tenants) Default() *Tenant { return ts.def }
 // Len returns how many tuples the table holds. Safe for concurrent use.
 func (ts *Tenants) Len() int { return len(*ts.index.Load()) }
 
-// All returns the tenants interned so far, by id. Safe for concurrent use.
+// All returns the tenants in the table, by id. Safe for concurrent use.
 func (ts *Tenants) All() []*Tenant {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return slices.Clone(ts.mu.all)
+	all := make([]*Tenant, 0, len(ts.mu.all))
+	for _, t := range ts.mu.all {
+		if t != nil {
+			all = append(all, t)
+		}
+	}
+	return all
 }
 
 // TenantKey collects one request's tenant values, in the order of Tenants.Headers, with the
@@ -368,13 +404,25 @@ func (ts *Tenants) AddString(k *TenantKey, v string) {
 // It refuses a key with a bad value (ErrTenantValue), a new tuple past Max
 // (ErrTooManyTenants) and a tenant no destination takes (ErrNoRoute), each counted in
 // otlpgate_tenant_refused_requests_total. A known tenant costs a map lookup and no allocation.
-// Safe for concurrent use.
+// With -intake.tenant-idle, a lookup marks the tenant used, and a new tuple at the bound first
+// sweeps the idle tenants out (tenantidle.go). Safe for concurrent use.
 func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
 	if k.bad {
 		tenantRefusedValue.Inc()
 		return nil, ErrTenantValue
 	}
 	t, ok := (*ts.index.Load())[string(k.b[:k.n])]
+	if ts.cfg.Idle > 0 {
+		now := ts.clock()
+		if ok {
+			t.touch(now, ts.cfg.Idle)
+			// Swept between the index load and the touch: intern the tuple again.
+			ok = !t.expired()
+		}
+		if now-ts.swept.Load() >= int64(ts.cfg.Idle)/2 {
+			ts.sweep(now)
+		}
+	}
 	if !ok {
 		var err error
 		if t, err = ts.insert(k, false); err != nil {
@@ -397,10 +445,27 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	if t, ok := old[string(k.b[:k.n])]; ok {
 		return t, nil // interned meanwhile
 	}
+	var m map[string]*Tenant
 	if len(old) >= ts.cfg.Max && !force {
-		return nil, ErrTooManyTenants
+		n := 0
+		if ts.cfg.Idle > 0 {
+			n = ts.markIdleLocked(ts.clock())
+		}
+		if n == 0 {
+			return nil, ErrTooManyTenants
+		}
+		// One copy of the index both drops the idle tenants and adds this one.
+		m = ts.dropExpiredLocked(n, 1)
 	}
-	t := &Tenant{id: uint32(len(ts.mu.all)), tab: ts}
+	t := &Tenant{tab: ts, key: string(k.b[:k.n])}
+	if n := len(ts.mu.free); n > 0 {
+		t.id = ts.mu.free[n-1]
+		ts.mu.free = ts.mu.free[:n-1]
+	} else {
+		t.id = uint32(len(ts.mu.all))
+		ts.mu.all = append(ts.mu.all, nil)
+	}
+	t.used.Store(ts.clock())
 	for b := k.b[:k.n]; len(b) > 0; {
 		n := int(b[0])
 		t.values = append(t.values, string(b[1:1+n]))
@@ -413,12 +478,15 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	t.rec = appendTenantRecord(nil, ts.cfg.Headers, t.values)
 	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
 	ts.route(t)
-	m := make(map[string]*Tenant, len(old)+1)
-	for key, v := range old {
-		m[key] = v
+	ts.assignSeriesLocked(t)
+	if m == nil {
+		m = make(map[string]*Tenant, len(old)+1)
+		for key, v := range old {
+			m[key] = v
+		}
 	}
-	m[string(k.b[:k.n])] = t
-	ts.mu.all = append(ts.mu.all, t)
+	m[t.key] = t
+	ts.mu.all[t.id] = t
 	ts.index.Store(&m)
 	tenantsKnown.Set(float64(len(m)))
 	return t, nil
@@ -501,7 +569,10 @@ func (ts *Tenants) FromRecord(rec []byte) (*Tenant, error) {
 	if k.bad {
 		return nil, errTenantRecord
 	}
-	if t, ok := (*ts.index.Load())[string(k.b[:k.n])]; ok {
+	if t, ok := (*ts.index.Load())[string(k.b[:k.n])]; ok && !t.expired() {
+		if ts.cfg.Idle > 0 {
+			t.touch(ts.clock(), ts.cfg.Idle)
+		}
 		return t, nil
 	}
 	return ts.insert(&k, true)

@@ -2,7 +2,10 @@
 
 package fastpath
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // Looking up a known tenant, from header values as an intake reads them or from a spooled
 // record, allocates nothing.
@@ -60,4 +63,56 @@ func TestPipelineTenantsZeroAlloc(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("admit by tenant + seal + fan-out: %v allocations per run, want 0", allocs)
 	}
+}
+
+// With -intake.tenant-idle, a known tenant's lookup still allocates nothing, with the sweeps
+// that come due meanwhile (which take nobody: the tenant is in use, the default stays).
+func TestTenantLookupIdleZeroAlloc(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	acme := mustLookup(t, ts, "acme")
+	org := []byte("acme")
+	allocs := testing.AllocsPerRun(1000, func() {
+		clock.Add(int64(testIdle) / 2) // a sweep is due at each lookup
+		var k TenantKey
+		ts.Add(&k, org)
+		if got, err := ts.Lookup(&k); err != nil || got != acme {
+			t.Fatal(got, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("known tenant with sweeps: %v allocations per lookup, want 0", allocs)
+	}
+}
+
+// A new tenant that takes the place of an idle one in a full table allocates no more than a
+// new tenant in a table with room: the sweep and the insert share one copy of the index.
+func TestTenantNewAfterIdleAllocs(t *testing.T) {
+	names := make([][]byte, 1200)
+	for i := range names {
+		names[i] = fmt.Appendf(nil, "n%05d", i)
+	}
+	perNew := func(ts *Tenants, warmed, step func()) float64 {
+		for i := range 49 {
+			mustLookup(t, ts, fmt.Sprint("warm", i))
+		}
+		warmed()
+		i := 0
+		return testing.AllocsPerRun(1000, func() {
+			step()
+			var k TenantKey
+			ts.Add(&k, names[i])
+			i++
+			if _, err := ts.Lookup(&k); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	room := perNew(newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100000}), func() {}, func() {})
+	// Each new tenant finds the table full and the oldest idle.
+	full, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 50})
+	idle := perNew(full, func() { clock.Add(int64(testIdle)) }, func() { clock.Add(int64(testIdle) / 48) })
+	if idle > room {
+		t.Fatalf("a new tenant after expiry: %v allocations, with room %v", idle, room)
+	}
+	t.Logf("allocations of a new tenant: %v with room, %v in a full table after expiry", room, idle)
 }

@@ -14,6 +14,13 @@ import (
 // scrape would take a tenant's count out of "_other" when it rose, which reads as a reset). The
 // counters are atomics on each Tenant, read at scrape time: the hot path formats no label.
 // The process has one table; the last one made (NewTenants) owns the series.
+//
+// A labelled series belongs to its tuple of values for the life of the process: when its
+// tenant leaves the table (-intake.tenant-idle), the series keeps the tenant's counts, and the
+// tuple coming back as a new tenant counts on in it; its label is never given to another
+// tuple, so that the label set stays the first -tenant.metrics.top tuples seen. An expired
+// tenant past the top is summed into "_other" for good. Counts a holder of an expired tenant
+// adds after the sweep (a request between its Lookup and its admission) are not shown.
 
 var (
 	tenantAdmittedItemsDesc = prometheus.NewDesc("otlpgate_tenant_admitted_items_total",
@@ -55,31 +62,102 @@ func (tenantCollector) Describe(ch chan<- *prometheus.Desc) {
 // otherTenants is the label under which the tenants past -tenant.metrics.top are summed.
 const otherTenants = "_other"
 
+// seriesLocked are a table's labelled series, under its lock.
+type seriesLocked struct {
+	series  []tenantSeries   // in the order assigned
+	byLabel map[string]int32 // label: index in series
+	other   [3]float64       // the counts of expired tenants past the top
+	folded  bool             // some tenant was ever counted in "_other"
+}
+
+// tenantSeries is one labelled series: its tuple's key, and the counts of its tenants that
+// left the table.
+type tenantSeries struct {
+	key, label string
+	gone       [3]float64
+}
+
+// counts reads t's counters.
+func (t *Tenant) counts() [3]float64 {
+	return [3]float64{float64(t.admittedItems.Load()), float64(t.admittedBytes.Load()), float64(t.throttled.Load())}
+}
+
+// assignSeriesLocked gives t, not yet published, its series: the one of its tuple, a new one
+// while fewer than -tenant.metrics.top are assigned, or none ("_other"). Two tuples whose
+// values hold '|' may join to one label, and a tenant may be named like the fold: those go to
+// "_other" too, so that no series is emitted twice.
+func (ts *Tenants) assignSeriesLocked(t *Tenant) {
+	s := &ts.mu.seriesLocked
+	label := t.label
+	if label == "" {
+		label = "_default"
+	}
+	t.series = -1
+	if i, ok := s.byLabel[label]; ok {
+		if s.series[i].key == t.key {
+			t.series = i
+		}
+		return
+	}
+	if len(s.series) >= ts.cfg.MetricsTop || label == otherTenants {
+		return
+	}
+	if s.byLabel == nil {
+		s.byLabel = map[string]int32{}
+	}
+	t.series = int32(len(s.series))
+	s.byLabel[label] = t.series
+	s.series = append(s.series, tenantSeries{key: t.key, label: label})
+}
+
+// foldSeriesLocked keeps the counts of t, which left the table, in its series.
+func (ts *Tenants) foldSeriesLocked(t *Tenant) {
+	s := &ts.mu.seriesLocked
+	sum := &s.other
+	if t.series >= 0 {
+		sum = &s.series[t.series].gone
+	} else {
+		s.folded = true
+	}
+	for j, v := range t.counts() {
+		sum[j] += v
+	}
+}
+
 func (tenantCollector) Collect(ch chan<- prometheus.Metric) {
 	ts := metricsTable.Load()
 	if ts == nil {
 		return
 	}
-	var other [3]float64
-	folded := false
-	seen := map[string]bool{}
-	for i, t := range ts.All() {
-		v := [3]float64{float64(t.admittedItems.Load()), float64(t.admittedBytes.Load()), float64(t.throttled.Load())}
-		label := t.label
-		if label == "" {
-			label = "_default"
-		}
-		// Two tuples whose values hold '|' may join to one label, and a tenant may be named
-		// like the fold: those are folded too, so that no series is emitted twice.
-		if i >= ts.cfg.MetricsTop || seen[label] || label == otherTenants {
-			for j := range other {
-				other[j] += v[j]
-			}
-			folded = true
+	ts.mu.Lock()
+	s := &ts.mu.seriesLocked
+	vals := make([][3]float64, len(s.series))
+	for i := range s.series {
+		vals[i] = s.series[i].gone
+	}
+	other, folded := s.other, s.folded
+	for _, t := range ts.mu.all {
+		if t == nil {
 			continue
 		}
-		seen[label] = true
-		emitTenant(ch, label, v)
+		sum := &other
+		if t.series >= 0 {
+			sum = &vals[t.series]
+		} else {
+			folded = true
+		}
+		for j, v := range t.counts() {
+			sum[j] += v
+		}
+	}
+	s.folded = folded
+	labels := make([]string, len(s.series))
+	for i := range s.series {
+		labels[i] = s.series[i].label
+	}
+	ts.mu.Unlock()
+	for i, v := range vals {
+		emitTenant(ch, labels[i], v)
 	}
 	if folded {
 		emitTenant(ch, otherTenants, other)

@@ -63,7 +63,7 @@ type config struct {
 	sampleLogs                    bool
 	proc                          process.Config
 	// Tenants: -intake.headers (a comma-separated list), -intake.headers.default,
-	// -intake.max-tenants, -tenant.* (tenants.go).
+	// -intake.max-tenants, -intake.tenant-idle, -tenant.* (tenants.go).
 	tenantHeaders           string
 	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
 	tenants                 fastpath.TenantsConfig

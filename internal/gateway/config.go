@@ -63,8 +63,8 @@ type Config struct {
 	// ShutdownTimeout bounds the whole shutdown (-shutdown.timeout, default 30s).
 	ShutdownTimeout time.Duration
 	// Tenants are the tenant headers and their bounds (-intake.headers, -intake.max-tenants,
-	// -tenant.*); no Headers: tenants off. Its Routes are ignored: the gateway takes them from
-	// the destinations' match-header (tenants.go).
+	// -intake.tenant-idle, -tenant.*); no Headers: tenants off. Its Routes are ignored: the
+	// gateway takes them from the destinations' match-header (tenants.go).
 	Tenants fastpath.TenantsConfig
 }
 

@@ -59,7 +59,7 @@ func incomingMD(ctx context.Context) metadata.MD {
 }
 
 var (
-	errTooManyTenants = status.Error(codes.ResourceExhausted, "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until otlpgate restarts")
+	errTooManyTenants = status.Error(codes.ResourceExhausted, "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until a known one has been idle for -intake.tenant-idle")
 	errBadTenant      = status.Error(codes.InvalidArgument, "a tenant header value is longer than 255 bytes or not printable ASCII")
 	errNoRoute        = status.Error(codes.PermissionDenied, "no destination takes this tenant header value (match-header)")
 )

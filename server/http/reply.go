@@ -55,7 +55,7 @@ const (
 	msgToken      = "missing or wrong bearer token"
 	msgBusy       = "otlpgate intake is busy (-intake.max-bytes): retry after the given delay"
 	// Tenant headers (-intake.headers).
-	msgTooManyTenants = "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until otlpgate restarts"
+	msgTooManyTenants = "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until a known one has been idle for -intake.tenant-idle"
 	msgBadTenant      = "a tenant header value is longer than 255 bytes or not printable ASCII"
 	msgNoRoute        = "no destination takes this tenant header value (match-header)"
 	msgTenantRate     = "the tenant is over its rate (-tenant.rate): retry after the given delay"
@@ -89,8 +89,8 @@ func newReplies(cfg Config) *replies {
 		headerTooLarge:  newReply(fasthttp.StatusRequestHeaderFieldsTooLarge, codes.InvalidArgument, "request header too large (-http.max-header-bytes)"),
 		badRequest:      newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, "cannot parse the HTTP request"),
 		timeout:         newReply(fasthttp.StatusRequestTimeout, codes.DeadlineExceeded, "request not received in time (-http.read-timeout)"),
-		// Not 429: the bound holds until otlpgate restarts, so a client retrying soon would
-		// only be refused again. OTLP clients drop what a 4xx other than 429 refuses.
+		// Not 429: the bound holds until a tenant has been idle for -intake.tenant-idle (10m
+		// by default), so a client retrying soon would only be refused again. OTLP clients drop what a 4xx other than 429 refuses.
 		tooManyTenants: newReply(fasthttp.StatusForbidden, codes.ResourceExhausted, msgTooManyTenants),
 		badTenant:      newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, msgBadTenant),
 		noRoute:        newReply(fasthttp.StatusForbidden, codes.PermissionDenied, msgNoRoute),

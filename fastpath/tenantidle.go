@@ -1,0 +1,128 @@
+package fastpath
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Idle tenants (-intake.tenant-idle) leave the table, so that their places under
+// -intake.max-tenants go to new ones. A tenant is idle when no Lookup has found it for the
+// idle time and no batch of it is open: each Lookup stamps the tenant with the clock, and each
+// open batch pins it (openset.go). A sweep takes out the tenants stamped before the idle time
+// that no batch pins; it runs when a new tuple finds the table full, and otherwise at most
+// every half idle time, on the request that finds it due.
+//
+// What holds a *Tenant is never broken by its leaving: the tenant keeps its values, record,
+// routes and bucket, so that a request between its Lookup and its batch, a sealed batch on its
+// way to a destination (forward-headers) and a stream that looked its tenant up when it
+// opened all go on as before. Only its id is given to a later tenant, and the id is what the
+// open batches are found by: an expired tenant's id is never used to find a batch again (a
+// batch opened for it after it expired sits apart, under its pointer), and a tenant is only
+// swept when it pins no batch, so that two tenants in the table never share an id and an
+// open batch is never found for a tenant it does not belong to.
+//
+// The pin count and the expired mark share one word, so that pinning and sweeping cannot
+// cross: a sweep marks the tenant only from zero pins, and a pin that finds the mark knows
+// the tenant is gone. When the values of an expired tenant come back they are interned as a
+// new tenant: with a new id, a full rate bucket (a tenant idle for -intake.tenant-idle starts
+// afresh) and, when the tuple had a labelled metric series, the same series (tenantmetrics.go).
+
+// expiredBit marks Tenant.pins of a tenant that has left its table; the low bits count the
+// batches open for it.
+const expiredBit = 1 << 62
+
+var tenantsExpired = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "otlpgate_tenants_expired_total",
+	Help: "Tenants that left the table after -intake.tenant-idle without a request or an open batch, freeing their place under -intake.max-tenants.",
+})
+
+// touch stamps t used at now. The stamp is written only when it moved by a sixteenth of the
+// idle time, so that the requests of a busy tenant on many cores do not all write one cache
+// line: a tenant may leave up to that much before its full idle time.
+func (t *Tenant) touch(now int64, idle time.Duration) {
+	if now-t.used.Load() >= int64(idle)/16 {
+		t.used.Store(now)
+	}
+}
+
+// expired reports whether t has left its table.
+func (t *Tenant) expired() bool { return t.pins.Load()&expiredBit != 0 }
+
+// pin counts a batch opened for t and reports whether t is still in its table; an expired
+// tenant's batch must not be found by its id. Every pin is undone by unpin.
+func (t *Tenant) pin() bool { return t.pins.Add(1)&expiredBit == 0 }
+
+// unpin undoes a pin.
+func (t *Tenant) unpin() { t.pins.Add(-1) }
+
+// sweep is sweepLocked for a request that finds a sweep due; it skips the sweep when another
+// one, or an insert, holds the lock.
+func (ts *Tenants) sweep(now int64) {
+	last := ts.swept.Load()
+	if now-last < int64(ts.cfg.Idle)/2 || !ts.swept.CompareAndSwap(last, now) || !ts.mu.TryLock() {
+		return
+	}
+	defer ts.mu.Unlock()
+	ts.sweepLocked(now)
+}
+
+// Sweep takes the idle tenants out of the table now, and returns how many left. Safe for
+// concurrent use.
+func (ts *Tenants) Sweep() int {
+	if ts.cfg.Idle <= 0 {
+		return 0
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.sweepLocked(ts.clock())
+}
+
+// sweepLocked takes out the tenants last used before now less the idle time that pin no
+// batch, and returns how many. It allocates only when one leaves.
+func (ts *Tenants) sweepLocked(now int64) int {
+	n := ts.markIdleLocked(now)
+	if n > 0 {
+		m := ts.dropExpiredLocked(n, 0)
+		ts.index.Store(&m)
+		tenantsKnown.Set(float64(len(m)))
+	}
+	return n
+}
+
+// markIdleLocked marks expired the tenants last used before now less the idle time that pin
+// no batch, and returns how many; they are still in the index.
+func (ts *Tenants) markIdleLocked(now int64) int {
+	ts.swept.Store(now)
+	cutoff := now - int64(ts.cfg.Idle)
+	n := 0
+	for _, t := range ts.mu.all[min(1, len(ts.mu.all)):] { // the default tuple stays
+		if t != nil && t.used.Load() <= cutoff && t.pins.CompareAndSwap(0, expiredBit) {
+			n++
+		}
+	}
+	return n
+}
+
+// dropExpiredLocked frees the ids of the n tenants markIdleLocked marked, keeps their counts,
+// and returns a copy of the index without them, with room for extra more, for the caller to
+// publish.
+func (ts *Tenants) dropExpiredLocked(n, extra int) map[string]*Tenant {
+	old := *ts.index.Load()
+	m := make(map[string]*Tenant, len(old)-n+extra)
+	for key, t := range old {
+		if !t.expired() {
+			m[key] = t
+		}
+	}
+	for id, t := range ts.mu.all {
+		if t != nil && t.expired() {
+			ts.mu.all[id] = nil
+			ts.mu.free = append(ts.mu.free, uint32(id))
+			ts.foldSeriesLocked(t)
+		}
+	}
+	tenantsExpired.Add(float64(n))
+	return m
+}

@@ -1,0 +1,330 @@
+package fastpath
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+const testIdle = time.Minute
+
+// idleTenants returns a table with -intake.tenant-idle testIdle on a clock the test moves.
+func idleTenants(t *testing.T, cfg TenantsConfig) (*Tenants, *atomic.Int64) {
+	t.Helper()
+	cfg.Idle = testIdle
+	ts := newTenants(t, cfg)
+	clock := &atomic.Int64{}
+	clock.Store(int64(time.Hour))
+	ts.clock = clock.Load
+	return ts, clock
+}
+
+// A full table takes a new tenant once another has been idle for -intake.tenant-idle: one
+// client's spent values no longer cost every later tenant its data until a restart.
+func TestTenantsIdleMakeRoom(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 3})
+	a := mustLookup(t, ts, "a")
+	b := mustLookup(t, ts, "b") // with the default: 3
+	if _, err := lookup(ts, "c"); !errors.Is(err, ErrTooManyTenants) {
+		t.Fatalf("a new tuple in a full table of busy tenants: %v, want ErrTooManyTenants", err)
+	}
+	clock.Add(int64(testIdle) / 2)
+	mustLookup(t, ts, "b") // b stays busy
+	expired := testutil.ToFloat64(tenantsExpired)
+	clock.Add(int64(testIdle)/2 + 1)
+	c := mustLookup(t, ts, "c")
+	if got := testutil.ToFloat64(tenantsExpired) - expired; got != 1 {
+		t.Fatalf("tenants expired: %v, want 1 (a)", got)
+	}
+	if !a.expired() || b.expired() || c.ID() != a.ID() || ts.Len() != 3 {
+		t.Fatalf("a expired %v, b expired %v, c id %d (a's %d), Len %d", a.expired(), b.expired(), c.ID(), a.ID(), ts.Len())
+	}
+	if g := testutil.ToFloat64(tenantsKnown); g != 3 {
+		t.Fatalf("otlpgate_tenants %v, want 3", g)
+	}
+	// The held *Tenant still reads as before.
+	if a.String() != "a" || !slices.Equal(a.Values(), []string{"a"}) || !a.Routed() {
+		t.Fatalf("expired a reads %q %q", a.String(), a.Values())
+	}
+	// a's values coming back are a new tenant, once the table has room.
+	if _, err := lookup(ts, "a"); !errors.Is(err, ErrTooManyTenants) {
+		t.Fatalf("a again in a full table: %v", err)
+	}
+	clock.Add(int64(testIdle) + 1)
+	mustLookup(t, ts, "c")
+	a2 := mustLookup(t, ts, "a")
+	if a2 == a || a2.String() != "a" || a2.ID() != b.ID() {
+		t.Fatalf("a back: same pointer %v, label %q, id %d (b's %d)", a2 == a, a2.String(), a2.ID(), b.ID())
+	}
+	if got := ts.Sweep(); got != 0 {
+		t.Fatalf("Sweep took %d fresh tenants", got)
+	}
+	clock.Add(int64(testIdle) + 1)
+	if got := ts.Sweep(); got != 2 || ts.Len() != 1 || testutil.ToFloat64(tenantsKnown) != 1 {
+		t.Fatalf("Sweep of every idle tenant: %d left, Len %d", got, ts.Len())
+	}
+	if ts.Default().expired() {
+		t.Fatal("the default tenant expired")
+	}
+}
+
+// A tenant with an open batch is not swept however long it is idle, and its batch reaches
+// the destination as its own; once sealed, the tenant's place goes to a new one.
+func TestTenantsIdleKeepOpenBatch(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	a := mustLookup(t, ts, "a")
+	if _, err := p.AdmitTenant(a, Logs, entry(10, 'a'), 1, LayoutV1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(testIdle) * 10)
+	if _, err := lookup(ts, "b"); !errors.Is(err, ErrTooManyTenants) {
+		t.Fatalf("b while a's batch is open: %v, want ErrTooManyTenants", err)
+	}
+	if a.expired() {
+		t.Fatal("a expired with an open batch")
+	}
+	p.Flush()
+	got := r.batches()
+	if len(got) != 1 || got[0].tenant != "a" || !bytes.Equal(got[0].body, entry(10, 'a')) {
+		t.Fatalf("batches %+v, want a's one", got)
+	}
+	b := mustLookup(t, ts, "b")
+	if !a.expired() || b.ID() != a.ID() {
+		t.Fatalf("after the flush: a expired %v, b id %d (a's %d)", a.expired(), b.ID(), a.ID())
+	}
+}
+
+// A request that looked its tenant up before the tenant expired (a stream's tenant, a
+// request held up) still has batches of its own, though a new tenant has the old one's id.
+func TestTenantsIdleHeldTenantApart(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	a := mustLookup(t, ts, "a")
+	clock.Add(int64(testIdle) + 1)
+	b := mustLookup(t, ts, "b")
+	if !a.expired() || b.ID() != a.ID() {
+		t.Fatalf("a expired %v, b id %d (a's %d)", a.expired(), b.ID(), a.ID())
+	}
+	want := map[string][]byte{}
+	for i := range 6 {
+		tn, fill := b, byte('b')
+		if i%2 == 0 {
+			tn, fill = a, 'a'
+		}
+		e := entry(10, fill)
+		want[tn.String()] = append(want[tn.String()], e...)
+		if _, err := p.AdmitTenant(tn, Logs, e, 1, LayoutV1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.expired() || b.pins.Load() != 1 {
+		t.Fatalf("b: expired %v, pins %d", b.expired(), b.pins.Load())
+	}
+	p.Flush()
+	got := map[string][]byte{}
+	for _, rb := range r.batches() {
+		if got[rb.tenant] != nil {
+			t.Fatalf("two batches of %q", rb.tenant)
+		}
+		got[rb.tenant] = rb.body
+	}
+	if len(got) != 2 || !bytes.Equal(got["a"], want["a"]) || !bytes.Equal(got["b"], want["b"]) {
+		t.Fatalf("batches %q, want %q", got, want)
+	}
+	if n := a.pins.Load(); n != expiredBit {
+		t.Fatalf("a's pins after the flush: %#x", n)
+	}
+}
+
+// An expired tenant's values coming back go to the destinations their match-header names,
+// apart from the tenant that took the old id.
+func TestTenantsIdleComeBackRouted(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-org"}, Max: 3, Routes: []Match{
+		{Header: "x-org", Values: []string{"acme"}}, {},
+	}})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	acme, rest := &recorder{name: "acme", ok: true}, &recorder{name: "rest", ok: true}
+	p := newTestPipeline(t, cfg, acme, rest)
+	old := mustLookup(t, ts, "acme")
+	mustLookup(t, ts, "beta")
+	clock.Add(int64(testIdle) + 1)
+	gamma := mustLookup(t, ts, "gamma")
+	back := mustLookup(t, ts, "acme")
+	if back == old || !old.expired() || (gamma.ID() != old.ID() && back.ID() != old.ID()) {
+		t.Fatalf("acme back as %p (was %p), ids gamma %d acme %d (old %d)", back, old, gamma.ID(), back.ID(), old.ID())
+	}
+	for i := range 4 {
+		for _, c := range []struct {
+			tn   *Tenant
+			fill byte
+		}{{back, 'a'}, {gamma, 'g'}} {
+			if _, err := p.AdmitTenant(c.tn, Metrics, entry(10+i, c.fill), 1, LayoutV1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.Flush()
+	for _, c := range []struct {
+		r      *recorder
+		tenant string
+		fill   byte
+	}{{acme, "acme", 'a'}, {rest, "gamma", 'g'}} {
+		var body []byte
+		for _, b := range c.r.batches() {
+			if b.tenant != c.tenant {
+				t.Fatalf("%s got a batch of %q", c.r.name, b.tenant)
+			}
+			body = append(body, b.body...)
+		}
+		var want []byte
+		for i := range 4 {
+			want = append(want, entry(10+i, c.fill)...)
+		}
+		if !bytes.Equal(body, want) {
+			t.Fatalf("%s got %q, want %q", c.r.name, body, want)
+		}
+	}
+}
+
+// Lookups, admissions and sweeps at once: every batch holds its own tenant's requests only,
+// and the table stays within its bound. Run with -race.
+func TestTenantsIdleConcurrent(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 6})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	cfg.BatchMaxItems = 2
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	expired := testutil.ToFloat64(tenantsExpired)
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			var k TenantKey
+			for i := range 300 {
+				n := (g*7 + i) % 40
+				if i%4 == 0 {
+					clock.Add(int64(testIdle) / 3)
+				}
+				k.Reset()
+				ts.AddString(&k, fmt.Sprint("t", n))
+				tn, err := ts.Lookup(&k)
+				if errors.Is(err, ErrTooManyTenants) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := p.AdmitTenant(tn, Traces, entry(10, byte('a'+n)), 1, LayoutV1); err != nil {
+					t.Error(err)
+					return
+				}
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			if i%4 == 0 {
+				p.Flush() // unpins the tenants, which may then expire
+			}
+			ts.Sweep()
+			if ts.Len() > 6 {
+				t.Errorf("Len %d past the bound", ts.Len())
+			}
+		}
+	})
+	wg.Wait()
+	p.Flush()
+	items := 0
+	for _, b := range r.batches() {
+		want := byte('a' + mustAtoi(t, b.tenant[1:]))
+		for e := b.body; len(e) > 0; e = e[12:] {
+			if e[2] != want || e[11] != want {
+				t.Fatalf("a batch of %s holds %q", b.tenant, e[:12])
+			}
+		}
+		items += b.items
+	}
+	if testutil.ToFloat64(tenantsExpired) == expired {
+		for _, tn := range ts.All() {
+			t.Logf("%s pins %d used %d now %d", tn, tn.pins.Load(), tn.used.Load(), clock.Load())
+		}
+		t.Fatalf("no tenant expired: the test did not test expiry (admitted %d, Len %d, all %v)", admitted.Load(), ts.Len(), ts.All())
+	}
+	if int64(items) != admitted.Load() || admitted.Load() == 0 {
+		t.Fatalf("%d items in batches, %d admitted", items, admitted.Load())
+	}
+	for _, tn := range ts.All() {
+		if n := tn.pins.Load(); n != 0 {
+			t.Fatalf("%s pins %d with no batch open", tn, n)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A labelled series outlives its tenant's expiry and goes on counting when the tuple comes
+// back; an expired tenant past the top stays summed in _other; no series ever goes down.
+func TestTenantsIdleMetricsSeries(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 3, MetricsTop: 2})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	p := newTestPipeline(t, cfg, sink{})
+	admit := func(v string, items int) {
+		t.Helper()
+		if _, err := p.AdmitTenant(mustLookup(t, ts, v), Traces, entry(10, 1), items, LayoutV1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(acme, other int) {
+		t.Helper()
+		w := fmt.Sprintf(`
+# HELP otlpgate_tenant_admitted_items_total Spans, data points and log records admitted, by tenant (-intake.headers; the first -tenant.metrics.top tenants seen, the others summed as _other).
+# TYPE otlpgate_tenant_admitted_items_total counter
+otlpgate_tenant_admitted_items_total{tenant="_default"} 0
+otlpgate_tenant_admitted_items_total{tenant="_other"} %d
+otlpgate_tenant_admitted_items_total{tenant="acme"} %d
+`, other, acme)
+		if err := testutil.CollectAndCompare(tenantCollector{}, strings.NewReader(w), "otlpgate_tenant_admitted_items_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit("acme", 3)
+	admit("beta", 5)
+	p.Flush()
+	want(3, 5)
+	clock.Add(int64(testIdle) + 1)
+	if n := ts.Sweep(); n != 2 {
+		t.Fatalf("swept %d, want 2", n)
+	}
+	want(3, 5)
+	admit("acme", 1)
+	admit("gamma", 7) // acme's old id, not its series
+	p.Flush()
+	want(4, 12)
+}
