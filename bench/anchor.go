@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,6 +44,23 @@ type AnchorConfig struct {
 	// ProxyCPUs are the processors the proxy is pinned to; nil runs it unpinned.
 	ProxyCPUs []int
 	Dir       string // where the children's logs go
+	// Base is a second otlpgate binary measured beside Gate in every round (rows
+	// otlpgate-base and otlpgate-base-top), for before-and-after comparisons on a shared
+	// machine: the two are measured minutes apart at most, under the same other load.
+	Base     string
+	BaseArgs []string // the base's extra flags, in place of GateArgs
+	// DestOpts and BaseDestOpts are appended to the sink destination's -dest value of Gate
+	// and of Base (",write-buffer=1MiB").
+	DestOpts, BaseDestOpts string
+	// Strace attaches strace(1) to each proxy for the measured phase and reports its system
+	// calls per batch by kind and size; the CPU figures of such a run are strace's.
+	Strace bool
+	// Profile saves a CPU profile of each otlpgate cell's measured phase in Dir.
+	Profile bool
+	// Trace saves a Go execution trace of the first seconds (at most 3) of each otlpgate
+	// cell's measured phase in Dir and counts its scheduling per batch (Scheduling), with
+	// `go tool trace`.
+	Trace bool
 }
 
 // AnchorCell is one proxy's measurement in one intake and compression, the median round's.
@@ -52,7 +70,14 @@ type AnchorCell struct {
 	CPU                         time.Duration // the proxy's user+system time in that phase
 	Sent, Failed, Late          int
 	Err                         string // why the cell has no figure
-	rounds                      []float64
+	// Batches are the requests answered in the measured phase; Counters what the kernel and
+	// the Go runtime counted of the proxy meanwhile (ProcCounters).
+	Batches  int
+	Counters ProcCounters
+	Syscalls string // strace's count per batch, with -strace
+	Profile  string // the CPU profile's file, with -profile
+	Sched    string // the execution trace's scheduling per batch, with -trace
+	rounds   []float64
 }
 
 // CPUPerSpan is the proxy's CPU time per delivered span, in microseconds; 0 when unknown.
@@ -89,6 +114,9 @@ const (
 	AnchorRelay = "tcp-relay"
 	AnchorGate  = "otlpgate"
 	AnchorTop   = "otlpgate-top"
+	// AnchorBase and AnchorBaseTop are AnchorConfig.Base at either depth.
+	AnchorBase    = "otlpgate-base"
+	AnchorBaseTop = "otlpgate-base-top"
 )
 
 // RunAnchor runs the matrix: per round, compression and intake, each target in turn, so that
@@ -109,6 +137,12 @@ func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*Anch
 	res.Targets = []string{AnchorRelay, AnchorGate}
 	if cfg.Top {
 		res.Targets = append(res.Targets, AnchorTop)
+	}
+	if cfg.Base != "" {
+		res.Targets = append(res.Targets, AnchorBase)
+		if cfg.Top {
+			res.Targets = append(res.Targets, AnchorBaseTop)
+		}
 	}
 	if cfg.Peer != "" {
 		res.Targets = append(res.Targets, filepath.Base(cfg.Peer))
@@ -149,6 +183,7 @@ func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*Anch
 			// one real run, with its own counts.
 			if med := median(c.rounds); c.Spans == 0 || abs(m.CPUPerSpan()-med) < abs(c.CPUPerSpan()-med) {
 				c.Spans, c.CPU, c.Sent, c.Failed, c.Late = m.Spans, m.CPU, m.Sent, m.Failed, m.Late
+				c.Batches, c.Counters, c.Syscalls, c.Profile, c.Sched = m.Batches, m.Counters, m.Syscalls, m.Profile, m.Sched
 			}
 		}
 	}
@@ -176,7 +211,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	grpcListen, _ := FreeAddr()
 	httpListen, _ := FreeAddr()
 	env := []string{"GOMAXPROCS=1"}
-	var bin string
+	var bin, admin, pprof string
 	var args []string
 	listen := grpcListen
 	if intake == "http" {
@@ -191,17 +226,22 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 			to = hsink.Addr()
 		}
 		bin, args = cfg.Bench, []string{"relay", "-listen", listen, "-target", to}
-	case AnchorGate, AnchorTop:
-		admin, _ := FreeAddr()
-		pprofAddr, _ := FreeAddr()
+	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
+		admin, _ = FreeAddr()
+		pprof, _ = FreeAddr()
 		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
 		}
+		extra, opts := cfg.GateArgs, cfg.DestOpts
 		bin = cfg.Gate
+		if target == AnchorBase || target == AnchorBaseTop {
+			bin, extra, opts = cfg.Base, cfg.BaseArgs, cfg.BaseDestOpts
+		}
+		dest += opts
 		args = append([]string{"-grpc.listen", grpcListen, "-http.listen", httpListen, "-admin.listen", admin,
-			"-pprof.listen", pprofAddr, "-uds.listen", "", "-dest", dest}, cfg.GateArgs...)
-		if target == AnchorTop {
+			"-pprof.listen", pprof, "-uds.listen", "", "-dest", dest}, extra...)
+		if target == AnchorTop || target == AnchorBaseTop {
 			args = append(args, "-grpc.scan-depth=top")
 		}
 	default:
@@ -250,6 +290,35 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	sink.Reset()
 
 	n := max(int(cfg.Duration.Seconds()*cfg.Rate), 1)
+	base := filepath.Join(cfg.Dir, fmt.Sprintf("anchor-%s-%s-%s", target, intake, bodies.compression))
+	var tracer *Tracer
+	if cfg.Strace {
+		if tracer, err = StartTracer(proc.Pid(), base+".strace"); err != nil {
+			return m, err
+		}
+		defer tracer.Stop()
+	}
+	var profiled <-chan error
+	if cfg.Profile && pprof != "" {
+		m.Profile = base + ".cpu.pprof"
+		profiled = profileCPU(pprof, cfg.Duration, m.Profile)
+	}
+	var traced <-chan error
+	traceSecs := max(min(3, int(cfg.Duration.Seconds()/2)), 1)
+	if cfg.Trace && pprof != "" {
+		done := make(chan error, 1)
+		traced = done
+		go func() {
+			done <- Fetch(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", pprof, traceSecs), base+".trace")
+		}()
+	}
+	count0, err := ReadProcCounters(proc.Pid())
+	if err != nil {
+		return m, err
+	}
+	if admin != "" {
+		count0.GC = gcCycles(admin)
+	}
 	cpu0, err := ProcCPU(proc.Pid())
 	if err != nil {
 		return m, err
@@ -266,9 +335,46 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	if err != nil {
 		return m, err
 	}
+	count1, err := ReadProcCounters(proc.Pid())
+	if err != nil {
+		return m, err
+	}
+	if admin != "" {
+		count1.GC = gcCycles(admin)
+	}
+	if tracer != nil {
+		tracer.Stop()
+		if f, err := os.Open(tracer.path); err == nil {
+			sc, perr := ParseStrace(f)
+			f.Close()
+			if perr == nil {
+				m.Syscalls = sc.Summary(lr.Acked, 4<<10)
+			}
+		}
+	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			fmt.Fprintf(progress, "%s %s/%s: no CPU profile: %v\n", target, intake, bodies.compression, err)
+			m.Profile = ""
+		}
+	}
+	if traced != nil {
+		err := <-traced
+		var s Scheduling
+		if err == nil {
+			s, err = ReadTraceFile(base + ".trace")
+		}
+		if err != nil {
+			fmt.Fprintf(progress, "%s %s/%s: no execution trace: %v\n", target, intake, bodies.compression, err)
+		} else {
+			// The open loop sends at the rate, so the trace's seconds hold rate x seconds batches.
+			m.Sched = s.Summary(int(cfg.Rate * float64(traceSecs)))
+		}
+	}
 	_, got, bad := sink.Counts()
 	m.Spans, m.CPU = got, cpu1-cpu0
 	m.Sent, m.Failed, m.Late = lr.Sent, lr.Failed, lr.Late
+	m.Batches, m.Counters = lr.Acked, count1.sub(count0)
 	sink.Reset()
 	if bad > 0 {
 		return m, fmt.Errorf("the sink could not read %d requests", bad)
@@ -337,6 +443,7 @@ func WriteAnchor(w io.Writer, r *AnchorResult) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeAnchorCounts(w, r)
 	for _, c := range r.Cells {
 		if c.Err != "" {
 			fmt.Fprintf(w, "\n%s %s/%s: %s", c.Target, c.Intake, c.Compression, c.Err)
@@ -346,4 +453,39 @@ func WriteAnchor(w io.Writer, r *AnchorResult) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// writeAnchorCounts prints what the kernel and the runtime counted of each cell per batch
+// (ProcCounters), and with -strace the system calls by kind and size, with -profile where the
+// profiles are.
+func writeAnchorCounts(w io.Writer, r *AnchorResult) {
+	fmt.Fprintf(w, "\n| per batch | read calls (syscr) | write calls (syscw) | voluntary switches | involuntary switches | GC cycles | threads |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, c := range r.Cells {
+		if c.Batches == 0 {
+			continue
+		}
+		per := func(n int64) string { return fmt.Sprintf("%.2f", float64(n)/float64(c.Batches)) }
+		gc := "-"
+		if c.Counters.GC >= 0 {
+			gc = per(c.Counters.GC)
+		}
+		fmt.Fprintf(w, "| %s %s/%s | %s | %s | %s | %s | %s | %d |\n", c.Target, c.Intake, c.Compression,
+			per(c.Counters.SysCR), per(c.Counters.SysCW), per(c.Counters.Voluntary), per(c.Counters.Involuntary), gc, c.Counters.Threads)
+	}
+	for _, c := range r.Cells {
+		if c.Syscalls != "" {
+			fmt.Fprintf(w, "\nstrace, %s %s/%s, per batch: %s\n", c.Target, c.Intake, c.Compression, c.Syscalls)
+		}
+	}
+	for _, c := range r.Cells {
+		if c.Sched != "" {
+			fmt.Fprintf(w, "\nexecution trace, %s %s/%s, per batch: %s\n", c.Target, c.Intake, c.Compression, c.Sched)
+		}
+	}
+	for _, c := range r.Cells {
+		if c.Profile != "" {
+			fmt.Fprintf(w, "\nCPU profile, %s %s/%s: %s", c.Target, c.Intake, c.Compression, c.Profile)
+		}
+	}
 }

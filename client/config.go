@@ -133,6 +133,10 @@ type Config struct {
 	// 256KiB each). gRPC writes its buffer out whenever it fills, so a batch of B bytes costs
 	// about B/WriteBufferSize write calls (grpc-go's own default, 32KiB, makes 32 for 1MiB).
 	WriteBufferSize, ReadBufferSize int
+	// ZeroBuffers has grpc-go's own pool serve the buffers the connection reads frames into,
+	// zeroing each (zero-buffers, default false); by default they come from pool/'s tiers
+	// unzeroed, as gRPC fills them before it reads them.
+	ZeroBuffers bool
 	// MaxSendMsgSize is the largest request sent (max-send-msg-size, default 16MiB, the
 	// default -grpc.max-recv-msg-size of otlpgate). Larger batches are dropped with reason
 	// "too_large".

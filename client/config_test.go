@@ -36,7 +36,7 @@ func TestParseDest(t *testing.T) {
 		"rebalance-requests=500", "retry-on-reconnect=false", "wait-on-shutdown=false",
 		"tls-ca=/ca.pem", "tls-cert=/c.pem", "tls-key=/k.pem", "tls-server-name=gw",
 		"http2-stream-window=2MiB", "http2-conn-window=16MiB", "max-send-msg-size=8MiB",
-		"write-buffer=1MiB", "read-buffer=64KiB",
+		"write-buffer=1MiB", "read-buffer=64KiB", "zero-buffers=true",
 		"keepalive-time=1m", "keepalive-timeout=5s", "header=X-Tenant: a", "header=x-env:prod",
 		"bearer-token-file=/tok",
 	}, ","), base)
@@ -56,7 +56,7 @@ func TestParseDest(t *testing.T) {
 		{"tls", !all.TLS.Insecure && all.TLS.CAFile == "/ca.pem" && all.TLS.CertFile == "/c.pem" && all.TLS.KeyFile == "/k.pem" && all.TLS.ServerName == "gw"},
 		{"windows", all.InitialWindowSize == 2<<20 && all.InitialConnWindowSize == 16<<20},
 		{"max-send", all.MaxSendMsgSize == 8<<20},
-		{"buffers", all.WriteBufferSize == 1<<20 && all.ReadBufferSize == 64<<10},
+		{"buffers", all.WriteBufferSize == 1<<20 && all.ReadBufferSize == 64<<10 && all.ZeroBuffers},
 		{"keepalive", all.KeepaliveTime == time.Minute && all.KeepaliveTimeout == 5*time.Second},
 		{"headers", len(all.Headers) == 2 && all.Headers["x-tenant"] == "a" && all.Headers["x-env"] == "prod"},
 		{"token", all.BearerTokenFile == "/tok"},

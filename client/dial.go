@@ -11,9 +11,12 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -32,6 +35,7 @@ func dialOptions(cfg Config, cc *frameCodec) ([]grpc.DialOption, error) {
 		grpc.WithInitialConnWindowSize(cfg.InitialConnWindowSize),
 		grpc.WithWriteBufferSize(cfg.WriteBufferSize),
 		grpc.WithReadBufferSize(cfg.ReadBufferSize),
+		experimental.WithBufferPool(bufferPool(cfg.ZeroBuffers)),
 		// gRPC's transparent retry would keep references to sent payloads in its replay
 		// buffer; retries and re-sends are this package's business.
 		grpc.WithDisableRetry(),
@@ -47,6 +51,15 @@ func dialOptions(cfg Config, cc *frameCodec) ([]grpc.DialOption, error) {
 		}))
 	}
 	return opts, nil
+}
+
+// bufferPool is where the connection takes the buffers it reads frames into (answers, mostly):
+// pool/'s tiers unzeroed, or with zero grpc-go's default pool, which zeroes each.
+func bufferPool(zero bool) mem.BufferPool {
+	if zero {
+		return mem.DefaultBufferPool()
+	}
+	return codec.MemPool{}
 }
 
 func transportCredentials(t TLS) (credentials.TransportCredentials, error) {

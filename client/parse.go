@@ -120,6 +120,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 			} else {
 				c.ReadBufferSize = int(n)
 			}
+		case "zero-buffers":
+			c.ZeroBuffers, err = strconv.ParseBool(v)
 		case "max-send-msg-size":
 			var n int64
 			n, err = parseSize(v, 1<<31-1)

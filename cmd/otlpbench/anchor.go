@@ -43,6 +43,13 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	proxyCPU := fs.Int("proxy-cpu", -1, "the CPU the proxies are pinned to (-1: the last this process may use); the load and the sink get the others")
 	pin := fs.Bool("pin", true, "pin the proxies to -proxy-cpu and this process to the other CPUs")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
+	base := fs.String("base", "", "a second otlpgate binary measured beside -gate in every round (rows otlpgate-base, otlpgate-base-top): before and after a change, under the same other load")
+	baseArgs := fs.String("base-args", "", "the -base binary's extra otlpgate flags (space-separated; -gate-args are the other's)")
+	destOpts := fs.String("dest-opts", "", "appended to the -gate binary's sink destination (\",write-buffer=1MiB\")")
+	baseDestOpts := fs.String("base-dest-opts", "", "appended to the -base binary's sink destination")
+	trace := fs.Bool("trace", false, "save a Go execution trace of each otlpgate cell's first measured seconds in -logs and print its goroutine wake-ups, blocks and idle periods per batch (needs the go command)")
+	strace := fs.Bool("strace", false, "attach strace(1) to each proxy for the measured phase and print its system calls per batch by kind and size (the CPU figures are then strace's)")
+	profile := fs.Bool("profile", false, "save a CPU profile of each otlpgate cell's measured phase in -logs (a later round's replaces an earlier one's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +57,8 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, PeerArgs: strings.Fields(*peerArgs),
 		Shape: otlpgen.Semconv, Intakes: strings.Split(*intakes, ","), Compressions: strings.Split(*comps, ","),
 		Rate: *rate, Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Rounds: *rounds, Dir: *dir,
+		Base: *base, BaseArgs: strings.Fields(*baseArgs),
+		DestOpts: *destOpts, BaseDestOpts: *baseDestOpts, Strace: *strace, Trace: *trace, Profile: *profile,
 	}
 	for _, in := range cfg.Intakes {
 		if in != "grpc" && in != "http" {
@@ -66,6 +75,11 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := os.Stat(*gate); err != nil {
 		return fmt.Errorf("anchor: otlpgate binary: %w (make build)", err)
+	}
+	if *base != "" {
+		if _, err := os.Stat(*base); err != nil {
+			return fmt.Errorf("anchor: -base: %w", err)
+		}
 	}
 	if *peer != "" {
 		if _, err := os.Stat(*peer); err != nil {

@@ -43,6 +43,11 @@ func TestAnchorCommand(t *testing.T) {
 		regexp.MustCompile(`(?m)^\| CPU-µs per span \(x relay\) \| OTLP/gRPC none \| OTLP/HTTP none \| OTLP/gRPC zstd \| OTLP/HTTP zstd \|$`),
 		regexp.MustCompile(`(?m)^\| tcp-relay( \| [0-9.]+){4} \|$`),
 		regexp.MustCompile(`(?m)^\| otlpgate( \| [0-9.]+ \([0-9.]+x\)){4} \|$`),
+		// The counts per batch: otlpgate reads and writes its sockets with read(2) and write(2)
+		// (at least one of each per batch) and has its GC count from its /metrics.
+		regexp.MustCompile(`(?m)^\| per batch \| read calls \(syscr\) \| write calls \(syscw\) \|`),
+		regexp.MustCompile(`(?m)^\| otlpgate grpc/none \| [1-9][0-9]*\.[0-9]+ \| [1-9][0-9]*\.[0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|$`),
+		regexp.MustCompile(`(?m)^\| tcp-relay http/zstd \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| - \| [0-9]+ \|$`),
 	} {
 		if !row.MatchString(table) {
 			t.Errorf("no line matches %s in\n%s", row, table)

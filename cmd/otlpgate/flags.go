@@ -37,6 +37,7 @@ Flags:
 	fs.Var(int32Size{&g.InitialConnWindowSize}, "grpc.http2.conn-window", "HTTP/2 flow-control window per connection")
 	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")
 	fs.Var(intSize{&g.WriteBufferSize}, "grpc.write-buffer", "write buffer per connection")
+	fs.BoolVar(&g.ZeroBuffers, "grpc.zero-buffers", g.ZeroBuffers, "take the buffers HTTP/2 frames are read into from grpc-go's pool, which zeroes each one, instead of otlpgate's byte pool, which does not (gRPC fills them before they are read)")
 	fs.Func("grpc.stream-workers", fmt.Sprintf("goroutines reused to serve calls (0: a new goroutine per call) (default %d)", g.StreamWorkers), func(s string) error {
 		_, err := fmt.Sscan(s, &g.StreamWorkers)
 		return err

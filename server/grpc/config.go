@@ -26,6 +26,12 @@ type Config struct {
 	InitialConnWindowSize int32
 	// ReadBufferSize and WriteBufferSize of each connection (-grpc.read-buffer, -grpc.write-buffer, default 256KiB).
 	ReadBufferSize, WriteBufferSize int
+	// ZeroBuffers has grpc-go's own buffer pool serve the connections' receive buffers, which
+	// zeroes each buffer it hands out (-grpc.zero-buffers, default false). By default they come
+	// from pool/'s tiers unzeroed (codec.MemPool): gRPC fills a frame's buffer from the
+	// connection before anyone reads it, and zeroing 16 KiB per frame was 6% of otlpgate's CPU
+	// on 1000-span batches (docs/benchmarks.md, "Where the CPU above the floor goes").
+	ZeroBuffers bool
 	// StreamWorkers serves calls on this many long-lived goroutines, a new goroutine per call
 	// only when all are busy (-grpc.stream-workers, default 16; 0: a new goroutine per call).
 	// Reused goroutines keep their grown stacks, so calls stop paying for stack growth.

@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -72,6 +74,7 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 		grpc.ReadBufferSize(cfg.ReadBufferSize),
 		grpc.WriteBufferSize(cfg.WriteBufferSize),
 		grpc.NumStreamWorkers(cfg.StreamWorkers),
+		experimental.BufferPool(bufferPool(cfg.ZeroBuffers)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
@@ -90,6 +93,15 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 		s.gs.RegisterService(d, s)
 	}
 	return s, nil
+}
+
+// bufferPool is where the transport takes the buffers it reads frames into: pool/'s tiers,
+// not zeroed, or with zero grpc-go's default pool, which zeroes each one (Config.ZeroBuffers).
+func bufferPool(zero bool) mem.BufferPool {
+	if zero {
+		return mem.DefaultBufferPool()
+	}
+	return codec.MemPool{}
 }
 
 // Start listens and serves in the background; it returns once the listener is bound.
