@@ -147,9 +147,11 @@ func (s *scratch) release() {
 // OTLP compresses about 4 to 10 times, and the buffer doubles (through the pool) when short.
 const firstGuess = 8
 
-// firstRead is the most a body's buffer starts with, whatever its Content-Length: the buffer
-// doubles as the bytes arrive, so that a client that declares a large body and then stalls
-// holds (and takes from the intake limiter) about what it sent, not what it declared.
+// firstRead is the most a body's buffer starts with, whatever its Content-Length, so that a
+// client that declares a large body and then stalls holds (and takes from the intake limiter)
+// about what it sent, not what it declared. Once a client has filled it, its Content-Length is
+// believed, up to -http.max-request-bytes: the next buffer is the whole body's, so that the body
+// is copied once (firstRead bytes) rather than at every doubling (about its whole size again).
 const firstRead = 64 << 10
 
 // Deflate inflates at most about 1032 times its input; zstd, with its run-length blocks, far
@@ -295,7 +297,8 @@ func (s *scratch) putCharged(b *[]byte) {
 
 // readCapped reads r to its end, or want bytes of it when want >= 0, into a pooled buffer it
 // keeps in *slot (growing it through the pool, never past want or limit), starting with room
-// for guess bytes and refusing more than limit. Each buffer's capacity is taken from the intake
+// for guess bytes and refusing more than limit. It grows by doubling, or, when want > 0, in one
+// step to want. Each buffer's capacity is taken from the intake
 // limiter before anything is read into it, and the buffer it replaces given back once copied:
 // errBusy when the limiter refused. The bytes are valid until *slot is returned to the pool;
 // release gives their reservation back.
@@ -331,7 +334,14 @@ func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int)
 				}
 				continue
 			}
-			nb := s.getCharged(min(2*cap(*buf), ceiling))
+			next := min(2*cap(*buf), ceiling)
+			if want > 0 {
+				// A body of known length that filled its first buffer: straight to its
+				// length (capped by limit in ceiling), charged before anything is read
+				// into it like every buffer.
+				next = ceiling
+			}
+			nb := s.getCharged(next)
 			if nb == nil {
 				return nil, errBusy
 			}
