@@ -131,7 +131,22 @@ func (s *scratch) bind(adm *admission.Control, done <-chan struct{}) {
 	s.adm, s.done = adm, done
 }
 
+// holdsWire reports whether req is all of the scratch's body buffer (s.wire): a body read from
+// the stream and admitted as it arrived.
+func (s *scratch) holdsWire(req []byte) bool {
+	return s.wire != nil && len(req) > 0 && len(*s.wire) == len(req) && &(*s.wire)[0] == &req[0]
+}
+
 func (s *scratch) release() {
+	if pool.Checked {
+		// A batch that took a body buffer over (fastpath.Adopter) left the scratch another:
+		// scribbling over what the scratch returns makes a batch that still shared it
+		// deliver garbage in tests, rather than bytes that look right until the buffer's
+		// next use.
+		scribble(s.wire)
+		scribble(s.plain)
+		scribble(s.out)
+	}
 	s.hold.Release()
 	pool.PutBytes(s.wire)
 	pool.PutBytes(s.plain)
@@ -141,6 +156,17 @@ func (s *scratch) release() {
 	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
 	s.packed, s.enc = nil, fastpath.EncodingNone
 	scratchPool.Put(s)
+}
+
+// scribble overwrites all of b's capacity (checked builds, see release).
+func scribble(b *[]byte) {
+	if b == nil {
+		return
+	}
+	all := (*b)[:cap(*b)]
+	for i := range all {
+		all[i] = 0xdb
+	}
 }
 
 // firstGuess is the buffer a decompressed body starts in, relative to its compressed size:
@@ -268,9 +294,10 @@ func (s *scratch) grow(n int) bool {
 	return s.adm.Take(&s.hold, admission.IntakeHTTP, int64(n), s.done)
 }
 
-// shrink gives back n bytes of the scratch's buffers to the intake limiter.
+// shrink gives back n bytes of the scratch's buffers to the intake limiter. Without a limiter
+// (Config.Limiter nil) grow took nothing, and there is nothing to give back.
 func (s *scratch) shrink(n int) {
-	if s.adm != nil {
+	if s.adm != nil && s.adm.Limiter() != nil {
 		s.hold.Give(int64(n))
 	}
 }
