@@ -34,6 +34,9 @@ type Raw struct {
 	b       []byte
 	payload *pool.Payload // a reference owned by the Raw, or nil
 	held    mem.Buffer    // a reference to gRPC's receive buffer owned by the Raw, or nil
+	// copied: payload is the Raw's own copy of a message received in several buffers, which
+	// nobody else references (see Owned).
+	copied bool
 }
 
 // SetPayload releases what r held and makes it carry p, taking over one reference the caller
@@ -102,8 +105,21 @@ func (r *Raw) receive(data mem.BufferSlice) {
 	b := p.Buf()
 	*b = (*b)[:n]
 	data.CopyTo(*b)
-	r.payload = p
+	r.payload, r.copied = p, true
 	r.b = *b
+}
+
+// Owned returns the pooled buffer holding a received message when r alone holds it (the
+// message arrived in several buffers and r copied it into one), for an admitter to take over
+// rather than copy (fastpath.Adopter), which may exchange its content for another pooled
+// buffer; nil when r holds gRPC's receive buffer by reference, or bytes it was given. Once the
+// buffer is handed on, Bytes (and any slice of it taken before) must not be read: Release r,
+// which returns whatever the buffer then holds to the pool. Owning goroutine only.
+func (r *Raw) Owned() *[]byte {
+	if !r.copied {
+		return nil
+	}
+	return r.payload.Buf()
 }
 
 // marshalRaw hands r's bytes to gRPC. A payload is shared, with a reference for gRPC; plain

@@ -46,8 +46,8 @@ func TestRawReceiveOneBufferByReference(t *testing.T) {
 	if cp.puts.Load() != 0 {
 		t.Fatal("receive buffer went back to its pool while the Raw holds it")
 	}
-	if r.Payload() != nil {
-		t.Fatal("single buffer was copied into a payload")
+	if r.Payload() != nil || r.Owned() != nil {
+		t.Fatal("single buffer was copied into a payload, or offered as owned")
 	}
 	if !bytes.Equal(r.Bytes(), want) || &r.Bytes()[0] != &src[0] {
 		t.Fatal("Raw does not hold the received buffer itself")
@@ -88,11 +88,30 @@ func TestRawReceiveManyBuffersCopies(t *testing.T) {
 	if p == nil || p.Refs() != 1 || !bytes.Equal(p.Bytes(), want) {
 		t.Fatal("copy is not held in a payload with one reference")
 	}
+	if own := r.Owned(); own == nil || !bytes.Equal(*own, want) || &(*own)[0] != &r.Bytes()[0] {
+		t.Fatal("the Raw's own copy is not offered as owned")
+	}
 	p.Retain()
 	r.Reset()
 	if p.Refs() != 1 {
 		t.Fatalf("Reset left refs %d, want 1", p.Refs())
 	}
+	p.Release()
+}
+
+// Bytes a Raw was given, or a payload it was handed, are never offered as its own.
+func TestRawOwnedOnlyItsCopy(t *testing.T) {
+	var r Raw
+	r.SetBytes(seq(100))
+	if r.Owned() != nil {
+		t.Fatal("lent bytes offered as owned")
+	}
+	p := pool.NewPayload(100)
+	r.SetPayload(p.Retain())
+	if r.Owned() != nil {
+		t.Fatal("a shared payload offered as owned")
+	}
+	r.Release()
 	p.Release()
 }
 

@@ -108,6 +108,9 @@ type Prepared struct {
 	tally   Tally
 	buf     *[]byte        // the processed body, pooled; nil without a processor
 	route   *routeSplitter // its entries by route (Config.Router); nil without routes
+	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
+	// (Adopter); nil when not offered.
+	own *[]byte
 }
 
 // Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant

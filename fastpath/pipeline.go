@@ -179,9 +179,13 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)
 	}
-	fresh := b == nil
+	fresh, adopted := b == nil, false
 	if fresh {
-		b = getBatch(p, sig, p.initialSize(sig, t, len(req)))
+		size := p.initialSize(sig, t, len(req))
+		if adopted = r.adoptable(size); adopted {
+			size = adoptSize
+		}
+		b = getBatch(p, sig, size)
 		b.Tenant = t
 		b.born = time.Now().UnixNano()
 		b.set = set
@@ -189,14 +193,20 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		s.mu.open.put(b)
 	}
 	buf := b.Payload.Buf()
-	if room := cap(*buf) - len(*buf); room < len(req) {
-		grow(buf, len(*buf)+len(req), p.cfg.BatchMaxBytes)
-	}
 	before := len(*buf)
 	// Only the resource entries join the batch: see AppendEntries.
 	var st Stripped
 	var err error
-	*buf, _, st, err = AppendEntries(*buf, req, layout)
+	if adopted {
+		// The request is its own v1 form and opens the batch: its buffer becomes the
+		// batch's (adopt.go), no copy.
+		adopt(b, r.own)
+	} else {
+		if room := cap(*buf) - len(*buf); room < len(req) {
+			grow(buf, len(*buf)+len(req), p.cfg.BatchMaxBytes)
+		}
+		*buf, _, st, err = AppendEntries(*buf, req, layout)
+	}
 	if err != nil {
 		*buf = (*buf)[:before]
 		if fresh {

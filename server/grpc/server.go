@@ -219,6 +219,14 @@ func (s *Server) unavailable() error {
 
 // admit scans req and admits it for tenant t (nil: the default tenant).
 func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+	return s.admitOwned(k, t, sig, req, layout, nil)
+}
+
+// admitOwned is admit for a request that, when own is not nil, is all of *own, a pooled buffer
+// the call owns, which a batch the request opens may take over instead of copying it
+// (fastpath.Adopter): req must not be read after an admission (Accepted); a refusal leaves it
+// as it was.
+func (s *Server) admitOwned(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, own *[]byte) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
 	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 	if err != nil {
@@ -231,7 +239,12 @@ func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []by
 	if sc.Resources == 0 {
 		return sc, nil, admission.Accepted
 	}
-	if b, reason = s.adm.AdmitTenant(t, sig, req, items, layout); reason != admission.Accepted {
+	if own != nil && layout == fastpath.LayoutV1 {
+		b, reason = s.adm.AdmitOwned(t, sig, own, items)
+	} else {
+		b, reason = s.adm.AdmitTenant(t, sig, req, items, layout)
+	}
+	if reason != admission.Accepted {
 		ctr.refuse(k, sig, reason, items)
 	}
 	return sc, b, reason

@@ -80,7 +80,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.recvError(err)
 		}
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindV1, tenant, sig, req, fastpath.LayoutV1)
+		// A message that arrived in several frames was copied into a buffer of raw's own: a
+		// batch it opens may take that over (fastpath.Adopter). req is read below only when
+		// admission refused it, which leaves it in place.
+		sc, b, reason := s.admitOwned(kindV1, tenant, sig, req, fastpath.LayoutV1, raw.Owned())
 		var rejected int64
 		var msg string
 		if reason == admission.Invalid {

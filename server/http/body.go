@@ -131,7 +131,22 @@ func (s *scratch) bind(adm *admission.Control, done <-chan struct{}) {
 	s.adm, s.done = adm, done
 }
 
+// holdsWire reports whether req is all of the scratch's body buffer (s.wire): a body read from
+// the stream and admitted as it arrived.
+func (s *scratch) holdsWire(req []byte) bool {
+	return s.wire != nil && len(req) > 0 && len(*s.wire) == len(req) && &(*s.wire)[0] == &req[0]
+}
+
 func (s *scratch) release() {
+	if pool.Checked {
+		// A batch that took a body buffer over (fastpath.Adopter) left the scratch another:
+		// scribbling over what the scratch returns makes a batch that still shared it
+		// deliver garbage in tests, rather than bytes that look right until the buffer's
+		// next use.
+		scribble(s.wire)
+		scribble(s.plain)
+		scribble(s.out)
+	}
 	s.hold.Release()
 	pool.PutBytes(s.wire)
 	pool.PutBytes(s.plain)
@@ -143,13 +158,26 @@ func (s *scratch) release() {
 	scratchPool.Put(s)
 }
 
+// scribble overwrites all of b's capacity (checked builds, see release).
+func scribble(b *[]byte) {
+	if b == nil {
+		return
+	}
+	all := (*b)[:cap(*b)]
+	for i := range all {
+		all[i] = 0xdb
+	}
+}
+
 // firstGuess is the buffer a decompressed body starts in, relative to its compressed size:
 // OTLP compresses about 4 to 10 times, and the buffer doubles (through the pool) when short.
 const firstGuess = 8
 
-// firstRead is the most a body's buffer starts with, whatever its Content-Length: the buffer
-// doubles as the bytes arrive, so that a client that declares a large body and then stalls
-// holds (and takes from the intake limiter) about what it sent, not what it declared.
+// firstRead is the most a body's buffer starts with, whatever its Content-Length, so that a
+// client that declares a large body and then stalls holds (and takes from the intake limiter)
+// about what it sent, not what it declared. Once a client has filled it, its Content-Length is
+// believed, up to -http.max-request-bytes: the next buffer is the whole body's, so that the body
+// is copied once (firstRead bytes) rather than at every doubling (about its whole size again).
 const firstRead = 64 << 10
 
 // Deflate inflates at most about 1032 times its input; zstd, with its run-length blocks, far
@@ -266,9 +294,10 @@ func (s *scratch) grow(n int) bool {
 	return s.adm.Take(&s.hold, admission.IntakeHTTP, int64(n), s.done)
 }
 
-// shrink gives back n bytes of the scratch's buffers to the intake limiter.
+// shrink gives back n bytes of the scratch's buffers to the intake limiter. Without a limiter
+// (Config.Limiter nil) grow took nothing, and there is nothing to give back.
 func (s *scratch) shrink(n int) {
-	if s.adm != nil {
+	if s.adm != nil && s.adm.Limiter() != nil {
 		s.hold.Give(int64(n))
 	}
 }
@@ -295,7 +324,8 @@ func (s *scratch) putCharged(b *[]byte) {
 
 // readCapped reads r to its end, or want bytes of it when want >= 0, into a pooled buffer it
 // keeps in *slot (growing it through the pool, never past want or limit), starting with room
-// for guess bytes and refusing more than limit. Each buffer's capacity is taken from the intake
+// for guess bytes and refusing more than limit. It grows by doubling, or, when want > 0, in one
+// step to want. Each buffer's capacity is taken from the intake
 // limiter before anything is read into it, and the buffer it replaces given back once copied:
 // errBusy when the limiter refused. The bytes are valid until *slot is returned to the pool;
 // release gives their reservation back.
@@ -331,7 +361,14 @@ func (s *scratch) readCapped(r io.Reader, slot **[]byte, guess, want, limit int)
 				}
 				continue
 			}
-			nb := s.getCharged(min(2*cap(*buf), ceiling))
+			next := min(2*cap(*buf), ceiling)
+			if want > 0 {
+				// A body of known length that filled its first buffer: straight to its
+				// length (capped by limit in ceiling), charged before anything is read
+				// into it like every buffer.
+				next = ceiling
+			}
+			nb := s.getCharged(next)
 			if nb == nil {
 				return nil, errBusy
 			}

@@ -276,10 +276,16 @@ func entriesDelimited(req []byte) bool {
 func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
 	var b *fastpath.Batch
 	var reason admission.Reason
-	if f == encProto && sc.enc != fastpath.EncodingNone {
+	switch {
+	case f == encProto && sc.enc != fastpath.EncodingNone:
 		// Arrived compressed: it may join a batch as received (compressed pass-through).
 		b, reason = s.adm.AdmitWire(sc.tenant, sig, req, sc.packed, sc.enc, items)
-	} else {
+	case f == encProto && sc.holdsWire(req):
+		// The body as read, in the scratch's own buffer: a batch it opens may take the
+		// buffer over rather than copy it (fastpath.Adopter), leaving sc.wire another one.
+		// req is not read past here unless refused, which leaves it where it was.
+		b, reason = s.adm.AdmitOwned(sc.tenant, sig, sc.wire, items)
+	default:
 		b, reason = s.adm.AdmitTenant(sc.tenant, sig, req, items, fastpath.LayoutV1)
 	}
 	if reason == admission.Throttled {
