@@ -19,12 +19,30 @@ import (
 type headerLog struct {
 	mu   sync.Mutex
 	seen map[string]int
+	n    int
+	all  chan struct{} // closed when the first `workers` requests have arrived
 }
 
-func (h *headerLog) add(v string) {
+func newHeaderLog() *headerLog { return &headerLog{seen: map[string]int{}, all: make(chan struct{})} }
+
+// add notes a request's value. The first requests wait (bounded) until one from each worker is
+// in: a worker that finds the receiver fast could otherwise send every batch before the others
+// start, and the test would see one value only.
+func (h *headerLog) add(v string, workers int) {
 	h.mu.Lock()
 	h.seen[v]++
+	h.n++
+	n := h.n
+	if n == workers {
+		close(h.all)
+	}
 	h.mu.Unlock()
+	if n <= workers {
+		select {
+		case <-h.all:
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 // The load sends its header on every request, over gRPC and OTLP/HTTP, with each worker's value:
@@ -54,7 +72,7 @@ func TestLoadHeader(t *testing.T) {
 	defer cancel()
 
 	// gRPC: any method, answered with an empty message.
-	var gh = &headerLog{seen: map[string]int{}}
+	var gh = newHeaderLog()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +83,7 @@ func TestLoadHeader(t *testing.T) {
 		if vs := md.Get("x-scope-orgid"); len(vs) == 1 {
 			v = vs[0]
 		}
-		gh.add(v)
+		gh.add(v, cfg.InFlight)
 		var r codec.Raw
 		if err := st.RecvMsg(&r); err != nil {
 			return err
@@ -83,13 +101,13 @@ func TestLoadHeader(t *testing.T) {
 	check("v1", gh)
 
 	// OTLP/HTTP.
-	hh := &headerLog{seen: map[string]int{}}
+	hh := newHeaderLog()
 	hln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
-		hh.add(string(c.Request.Header.Peek("x-scope-orgid")))
+		hh.add(string(c.Request.Header.Peek("x-scope-orgid")), cfg.InFlight)
 		c.SetContentType("application/x-protobuf")
 	}}
 	go hs.Serve(hln)

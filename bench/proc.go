@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,9 +11,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/freeport"
 )
 
 // Proc is a child process under measurement: otlpgate or a peer proxy.
@@ -144,24 +144,6 @@ func listenAddrs(log string) map[string]string {
 	return out
 }
 
-// handedOut holds every port FreeAddrs returned in this process.
-var handedOut struct {
-	sync.Mutex
-	ports map[string]bool
-}
-
-// errNoFreePort: every port the kernel offered had been handed out before.
-var errNoFreePort = errors.New("bench: no loopback port that was not handed out before")
-
-// FreeAddr is FreeAddrs for one address.
-func FreeAddr() (string, error) {
-	a, err := FreeAddrs(1)
-	if err != nil {
-		return "", err
-	}
-	return a[0], nil
-}
-
 // FreeAddrs returns n distinct loopback addresses nobody listened on when it returned. It
 // remains for children that cannot bind 127.0.0.1:0 and report the port: the peer proxies (the
 // Collector, configured through the environment) and otlpbench's own forward and relay, whose
@@ -169,35 +151,10 @@ func FreeAddr() (string, error) {
 // (the child then fails to start, and WaitListening says so); otlpgate children never get one
 // (AnyPort). Each chosen port stays bound until all n are chosen, and no port is returned twice
 // in this process, so that two children of one run are never given one port.
-func FreeAddrs(n int) ([]string, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[string]bool{}
-	}
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n { // the kernel seldom repeats a port soon; this only stops a broken loop
-			return nil, errNoFreePort
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		held = append(held, ln)
-		if a := ln.Addr().String(); !handedOut.ports[a] {
-			handedOut.ports[a] = true
-			out = append(out, a)
-		}
-	}
-	return out, nil
-}
+func FreeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }
+
+// FreeAddr is FreeAddrs for one address.
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 // WaitListening waits until addr accepts TCP connections or ctx ends.
 func WaitListening(ctx context.Context, addr string) error {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/freeport"
 )
 
 // Balancer is a real L7 balancer process in front of a set of gateway addresses.
@@ -46,45 +48,12 @@ func LookTool(name string) (string, error) {
 	return "", fmt.Errorf("%s: %w (apt-get install -y nginx haproxy)", name, ErrNoTool)
 }
 
-// errNoFreePort: every port the kernel offered had been handed out before.
-var errNoFreePort = errors.New("l7lb: no loopback port that was not handed out before")
-
-// handedOut holds every port freeAddr returned in this process.
-var handedOut struct {
-	sync.Mutex
-	ports map[string]bool
-}
-
 // freeAddr chooses a loopback port for nginx or haproxy to listen on. It remains because their
 // configurations name a port and neither reports the one it bound for 127.0.0.1:0; between the
 // return and their bind another process can take the port (the balancer then fails to start,
 // with its log). Within this process it never returns a port twice: the kernel may repeat a
 // port released a moment ago, and two balancers of one test must not be given one.
-func freeAddr() (string, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[string]bool{}
-	}
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	for range 100 { // the kernel seldom repeats a port soon; the bound only stops a broken loop
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		held = append(held, ln) // held, so that the next try gets another port
-		if a := ln.Addr().String(); !handedOut.ports[a] {
-			handedOut.ports[a] = true
-			return a, nil
-		}
-	}
-	return "", errNoFreePort
-}
+func freeAddr() (string, error) { return freeport.Addr() }
 
 // waitListening waits (bounded) until addr accepts connections.
 func waitListening(addr string, exited <-chan struct{}, logs func() string) error {

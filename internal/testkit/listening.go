@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/freeport"
 )
 
 // Listener names as otlpgate's start log reports them ("<name> listening" addr=...), for
@@ -114,13 +115,6 @@ func hasAll(got map[string]string, names []string) bool {
 	return true
 }
 
-// reserved holds every port FreeAddrs has handed out in this process, so that it never hands
-// out one twice.
-var reserved struct {
-	sync.Mutex
-	ports map[string]bool
-}
-
 // FreeAddrs returns n distinct loopback addresses that nothing listened on when it returned,
 // none handed out before by FreeAddrs in this process. It holds every chosen listener until all
 // n are chosen, so that the kernel cannot give one port twice within a call.
@@ -132,36 +126,11 @@ var reserved struct {
 // use it (see WaitAddrs).
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	reserved.Lock()
-	defer reserved.Unlock()
-	if reserved.ports == nil {
-		reserved.ports = map[string]bool{}
+	as, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	// The kernel seldom repeats a port soon; the bound only stops a broken loop.
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n+100 {
-			t.Fatalf("no fresh loopback port after %d tries", tries)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln)
-		a := ln.Addr().String()
-		if reserved.ports[a] {
-			continue
-		}
-		reserved.ports[a] = true
-		out = append(out, a)
-	}
-	return out
+	return as
 }
 
 // FreeAddr is FreeAddrs for one address.
