@@ -246,11 +246,7 @@ func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, ite
 	if wait {
 		b.refs.Add(1)
 	}
-	var full *Batch
-	if b.Items >= p.cfg.BatchMaxItems || b.plain >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
-		full = b
-		p.takeOpenLocked(sig, b)
-	}
+	full := p.fullLocked(sig, b, b.plain)
 	s.mu.Unlock()
 	if sealed != nil {
 		p.seal(sealed)

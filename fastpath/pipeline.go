@@ -233,11 +233,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	if wait {
 		b.refs.Add(1)
 	}
-	var full *Batch
-	if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
-		full = b
-		p.takeOpenLocked(sig, b)
-	}
+	full := p.fullLocked(sig, b, len(*buf))
 	s.mu.Unlock()
 
 	r.Admitted(st)
@@ -251,6 +247,18 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		return b, nil
 	}
 	return nil, nil
+}
+
+// fullLocked takes b, an open batch of size (uncompressed) bytes, out of the open set and
+// returns it when it is to be sealed now: at BatchMaxItems or BatchMaxBytes, or, eager, when no
+// batch is with the destinations and the gap since the last seal has passed. nil: it stays
+// open. Called with the signal's lock held.
+func (p *Pipeline) fullLocked(sig Signal, b *Batch, size int) *Batch {
+	if b.Items >= p.cfg.BatchMaxItems || size >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
+		p.takeOpenLocked(sig, b)
+		return b
+	}
+	return nil
 }
 
 // pastGapLocked reports whether BatchMinGap has passed since sig's last seal; if not, it arms

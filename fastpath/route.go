@@ -319,10 +319,9 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 			b.Items += pc.items
 		}
 		added += len(*buf) - before
-		if b.Items >= p.cfg.BatchMaxItems || len(*buf) >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
-			sealed[ns] = b
+		if full := p.fullLocked(sig, b, len(*buf)); full != nil {
+			sealed[ns] = full
 			ns++
-			p.takeOpenLocked(sig, b)
 		}
 	}
 	ss.mu.Unlock()
