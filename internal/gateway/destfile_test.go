@@ -189,6 +189,29 @@ func counterValue(t *testing.T, name, destination string) float64 {
 	return sum
 }
 
+// gaugeValue is a gauge of the default registry summed over the series of destination.
+func gaugeValue(t *testing.T, name, destination string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "destination" && l.GetValue() == destination {
+					sum += m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
 // in reports whether name is in every (all) or some (!all) set of window w.
 func in(sets [][]string, w [2]int64, name string, all bool) bool {
 	for g := w[0]; g <= w[1]; g++ {
@@ -243,6 +266,16 @@ func TestDestFileReloadWhileAdmitting(t *testing.T) {
 	// over to the new one, and calls in flight, which it waits for.
 	handed := counterValue(t, "otlpgate_client_handed_over_requests_total", "a")
 	ups["a"].hold()
+	// Its calls in flight (concurrency 8) are held; wait until a batch queues behind them (the
+	// bytes it holds grow past those of the held calls), or the change finds nothing to hand
+	// over.
+	eventually(t, func() string { return "a's calls in flight were not all held" }, func() bool {
+		return gaugeValue(t, "otlpgate_client_in_flight_requests", "a") >= 8
+	})
+	inFlight := gaugeValue(t, "otlpgate_client_queue_bytes", "a")
+	eventually(t, func() string { return "no batch queued behind the held calls of a" }, func() bool {
+		return gaugeValue(t, "otlpgate_client_queue_bytes", "a") > inFlight
+	})
 	step([]string{"a", "c"}, spec("a", "concurrency=2"), spec("c"))
 	time.Sleep(50 * time.Millisecond)
 	ups["a"].release()
