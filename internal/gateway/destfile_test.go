@@ -169,28 +169,17 @@ func checkDelivered(t *testing.T, acked map[uint64][2]int64, sets [][]string, up
 // counterValue is a counter of the default registry summed over the series of destination.
 func counterValue(t *testing.T, name, destination string) float64 {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "destination" && l.GetValue() == destination {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return seriesSum(t, name, destination)
 }
 
 // gaugeValue is a gauge of the default registry summed over the series of destination.
 func gaugeValue(t *testing.T, name, destination string) float64 {
+	t.Helper()
+	return seriesSum(t, name, destination)
+}
+
+// seriesSum sums the counter or gauge series of name labelled with destination.
+func seriesSum(t *testing.T, name, destination string) float64 {
 	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
@@ -204,7 +193,7 @@ func gaugeValue(t *testing.T, name, destination string) float64 {
 		for _, m := range mf.Metric {
 			for _, l := range m.Label {
 				if l.GetName() == "destination" && l.GetValue() == destination {
-					sum += m.GetGauge().GetValue()
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 				}
 			}
 		}
