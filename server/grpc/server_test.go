@@ -84,8 +84,13 @@ func TestOTEPStreamPipelined(t *testing.T) {
 	if extra, err := drainEOF(stream); err != nil || extra != 0 {
 		t.Fatalf("after all answers: %d extra, %v", extra, err)
 	}
+	// Flush seals what is open; a batch the age flusher took out just before may still be on
+	// its way to the destination, so the count is waited for (bounded).
 	e.p.Flush()
 	batches, items := totals(e.rec)
+	for deadline := time.Now().Add(10 * time.Second); items < 2*n && time.Now().Before(deadline); batches, items = totals(e.rec) {
+		time.Sleep(time.Millisecond)
+	}
 	if items != 2*n {
 		t.Fatalf("destination got %d spans, want %d", items, 2*n)
 	}
