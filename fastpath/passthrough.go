@@ -197,8 +197,12 @@ const minWireCap = 16 << 10
 // batch limits apply to the decompressed size, the budget to the bytes held.
 func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
 	n := int64(len(wire))
-	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
-		p.queued.Add(-n)
+	if enc == EncodingZstd {
+		// A fresh zstd batch starts with the preamble: charged with the request, given back
+		// below when the request joins an open batch.
+		n += int64(len(ZstdPreamble))
+	}
+	if !p.charge(n) {
 		refusedItemsC[sig][RefusedQueueFull].Add(float64(items))
 		return nil, ErrFull
 	}
@@ -233,8 +237,9 @@ func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, ite
 		if enc == EncodingZstd {
 			buf := b.Payload.Buf()
 			*buf = append(*buf, ZstdPreamble[:]...)
-			p.queued.Add(int64(len(ZstdPreamble)))
 		}
+	} else if enc == EncodingZstd {
+		p.queued.Add(-int64(len(ZstdPreamble)))
 	}
 	buf := b.Payload.Buf()
 	if cap(*buf)-len(*buf) < len(wire) {

@@ -505,42 +505,69 @@ func TestMinGapSealing(t *testing.T) {
 // moment: otlpgate_queue_bytes, /readyz and the status page read the same counter, and a gauge
 // over its configured maximum reads as a broken bound.
 func TestQueueNeverReadsAboveBound(t *testing.T) {
-	cfg := testConfig()
-	cfg.QueueMaxBytes = 10_000
-	cfg.BatchMaxBytes = 1000
-	r := &recorder{name: "slow", hold: true}
-	p := newTestPipeline(t, cfg, r)
 	body := entry(250, 1)
-	for p.Consume(Traces, body, 1) == nil {
-	}
-	small := entry(3, 2)
-	for p.Consume(Traces, small, 1) == nil {
-	}
-	if q := p.QueuedBytes(); q > cfg.QueueMaxBytes || q+int64(len(small)) <= cfg.QueueMaxBytes {
-		t.Fatalf("queued %d: want the queue full within %d bytes of %d", q, len(small), cfg.QueueMaxBytes)
-	}
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 100_000 {
-				if err := p.Consume(Traces, body, 1); !errors.Is(err, ErrFull) {
-					t.Errorf("a full queue admitted a request: %v", err)
-					return
-				}
+	wire := compressTo(t, EncodingZstd, body)
+	for _, c := range []struct {
+		name  string
+		setup func(cfg *Config) Destination
+		admit func(p *Pipeline) error
+	}{
+		{"plain", func(*Config) Destination { return &recorder{name: "slow", hold: true} },
+			func(p *Pipeline) error { return p.Consume(Traces, body, 1) }},
+		{"routes", func(cfg *Config) Destination {
+			cfg.Router = newRouter(t, "")
+			return &recorder{name: "slow", hold: true}
+		}, func(p *Pipeline) error { return p.Consume(Traces, body, 1) }},
+		{"pass-through", func(*Config) Destination {
+			return &wireRec{recorder: recorder{name: "slow", hold: true}, enc: EncodingZstd}
+		}, func(p *Pipeline) error {
+			_, err := p.AdmitWire(nil, Traces, body, wire, EncodingZstd, 1)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.QueueMaxBytes = 10_000
+			cfg.BatchMaxBytes = 1000
+			d := c.setup(&cfg)
+			p := newTestPipeline(t, cfg, d)
+			for p.Consume(Traces, body, 1) == nil {
 			}
-		}()
+			small := entry(3, 2)
+			for p.Consume(Traces, small, 1) == nil {
+			}
+			if q := p.QueuedBytes(); q > cfg.QueueMaxBytes || q+int64(len(small)) <= cfg.QueueMaxBytes {
+				t.Fatalf("queued %d: want the queue full within %d bytes of %d", q, len(small), cfg.QueueMaxBytes)
+			}
+			var done atomic.Bool
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 50_000 {
+						if err := c.admit(p); !errors.Is(err, ErrFull) {
+							t.Errorf("a full queue admitted a request: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			go func() { wg.Wait(); done.Store(true) }()
+			peak := int64(0)
+			for !done.Load() {
+				peak = max(peak, p.QueuedBytes())
+			}
+			if peak > cfg.QueueMaxBytes {
+				t.Fatalf("queued bytes read %d, above the bound %d, while full requests were refused", peak, cfg.QueueMaxBytes)
+			}
+			p.Flush()
+			switch d := d.(type) {
+			case *recorder:
+				d.release(true)
+			case *wireRec:
+				d.release(true)
+			}
+		})
 	}
-	go func() { wg.Wait(); done.Store(true) }()
-	peak := int64(0)
-	for !done.Load() {
-		peak = max(peak, p.QueuedBytes())
-	}
-	if peak > cfg.QueueMaxBytes {
-		t.Fatalf("queued bytes read %d, above the bound %d, while full requests were refused", peak, cfg.QueueMaxBytes)
-	}
-	p.Flush()
-	r.release(true)
 }

@@ -268,8 +268,7 @@ func (r *Prepared) AppendEntries(dst []byte) ([]byte, Stripped, error) {
 func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 	sig, t, s := r.Sig, r.Tenant, r.route
 	n := int64(len(r.Req))
-	if p.queued.Add(n) > p.cfg.QueueMaxBytes {
-		p.queued.Add(-n)
+	if !p.charge(n) {
 		r.Refused(RefusedQueueFull)
 		return ErrFull
 	}
