@@ -34,23 +34,7 @@ var _ Adopter = (*Pipeline)(nil)
 
 // AdmitOwned implements Adopter. Safe for concurrent use.
 func (p *Pipeline) AdmitOwned(t *Tenant, sig Signal, own *[]byte, items int) (*Batch, error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
-	}
-	r, err := Prepare(&p.cfg, t, sig, *own, items, LayoutV1)
-	if err != nil || r.Dropped() {
-		return nil, err
-	}
-	defer r.Release()
-	if r.route != nil {
-		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
-	}
-	if r.buf == nil {
-		// Not processed: r.Req is still the caller's bytes. (A processed body is in a
-		// buffer Prepared returns to the pool on Release.)
-		r.own = own
-	}
-	return p.enqueue(&r, p.cfg.Ack == AckUpstream)
+	return p.admit(sig, t, *own, own, items, LayoutV1, p.cfg.Ack == AckUpstream)
 }
 
 // adoptMinShare is the least share of a fresh batch's first buffer (initialSize) a request
