@@ -33,14 +33,7 @@ func TestProcessFlags(t *testing.T) {
 	t.Setenv("OTLPGATE_TEST_NODE", "node-7")
 	f := func(args []string, wantErr string) *config {
 		t.Helper()
-		cfg := defaultConfig()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		registerFlags(fs, &cfg)
-		err := fs.Parse(args)
-		if err == nil {
-			err = finishConfig(&cfg)
-		}
+		cfg, err := parseConfig(args)
 		switch {
 		case wantErr == "" && err != nil:
 			t.Errorf("%v: %v", args, err)
@@ -321,4 +314,17 @@ func TestBinaryProcessingSteps(t *testing.T) {
 	if got := scrape(t, g.admin, "otlpgate_process_sampled_out_spans_total"); got != float64(3*(len(tids)-len(wantTraces))) {
 		t.Errorf("otlpgate_process_sampled_out_spans_total = %v, want %d", got, 3*(len(tids)-len(wantTraces)))
 	}
+}
+
+// parseConfig runs args through the flag set and finishConfig, as main does.
+func parseConfig(args []string) (config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerFlags(fs, &cfg)
+	err := fs.Parse(args)
+	if err == nil {
+		err = finishConfig(&cfg)
+	}
+	return cfg, err
 }

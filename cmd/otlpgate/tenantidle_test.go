@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +108,7 @@ func TestTenantIdleFlag(t *testing.T) {
 		{[]string{"-intake.tenant-idle", "90s"}, 90 * time.Second, ""},
 		{[]string{"-intake.tenant-idle", "-1s"}, 0, "-intake.tenant-idle -1s must not be negative"},
 	} {
-		cfg := defaultConfig()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		registerFlags(fs, &cfg)
-		err := fs.Parse(append([]string{"-intake.headers", "x-scope-orgid"}, c.args...))
-		if err == nil {
-			err = finishConfig(&cfg)
-		}
+		cfg, err := parseConfig(append([]string{"-intake.headers", "x-scope-orgid"}, c.args...))
 		switch {
 		case c.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {

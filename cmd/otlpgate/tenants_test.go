@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -331,14 +330,7 @@ func TestBinaryTenants(t *testing.T) {
 func TestTenantFlags(t *testing.T) {
 	f := func(args []string, wantErr string) *config {
 		t.Helper()
-		cfg := defaultConfig()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		registerFlags(fs, &cfg)
-		err := fs.Parse(args)
-		if err == nil {
-			err = finishConfig(&cfg)
-		}
+		cfg, err := parseConfig(args)
 		switch {
 		case wantErr == "" && err != nil:
 			t.Errorf("%v: %v", args, err)
