@@ -127,3 +127,45 @@ func TestCompressorAllocs(t *testing.T) {
 		}
 	}
 }
+
+// A compressed message through a WireDecompressor and into a Raw allocates nothing but the
+// mem.Buffer gRPC boxes the returned slice in (measured beside it: boxing).
+func TestWireDecompressorAllocs(t *testing.T) {
+	c := New(MemPool{})
+	body, _ := otlpgen.New(1).Spans(otlpgen.Shape{Spans: 200, Attrs: 6}).MarshalVT()
+	for _, enc := range []string{Gzip, Zstd} {
+		d, err := NewWireDecompressor(enc, 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire := gzipOf(t, body)
+		if enc == Zstd {
+			wire = zstdOf(t, body)
+		}
+		var r msgReader
+		var raw Raw
+		var box mem.Buffer
+		boxing := testing.AllocsPerRun(100, func() { box = mem.SliceBuffer(wire) })
+		_ = box
+		f := func() {
+			r.reset(wire)
+			out, err := d.Do(&r)
+			if err != nil {
+				panic(err)
+			}
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(out)}[:1:1], &raw); err != nil {
+				panic(err)
+			}
+			if w, _ := raw.Wire(); len(w) != len(wire) {
+				panic("no wire bytes")
+			}
+			raw.Release()
+		}
+		f()
+		got := testing.AllocsPerRun(200, f)
+		t.Logf("%s: %v allocs/op, boxing %v", enc, got, boxing)
+		if got-boxing > 0 {
+			t.Errorf("%s: %v allocs/op, %v of them the test's boxing; want none of the codec's", enc, got, boxing)
+		}
+	}
+}

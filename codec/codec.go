@@ -165,7 +165,9 @@ func (c *grpcCodec) unmarshalVT(data mem.BufferSlice, m vtUnmarshaler) error {
 	case 0:
 		return nil
 	case 1:
-		return m.UnmarshalVT(data[0].ReadOnlyData())
+		err := m.UnmarshalVT(data[0].ReadOnlyData())
+		releaseWire(data)
+		return err
 	}
 	// Several buffers (a message spread over HTTP/2 frames): decode from one pooled copy, which
 	// UnmarshalVT does not retain.
@@ -183,7 +185,9 @@ func (c *grpcCodec) unmarshalProto(data mem.BufferSlice, m proto.Message) error 
 		proto.Reset(m)
 		return nil
 	case 1:
-		return proto.Unmarshal(data[0].ReadOnlyData(), m)
+		err := proto.Unmarshal(data[0].ReadOnlyData(), m)
+		releaseWire(data)
+		return err
 	}
 	n := data.Len()
 	buf := c.pool.Get(n)

@@ -37,6 +37,9 @@ type Raw struct {
 	// copied: payload is the Raw's own copy of a message received in several buffers, which
 	// nobody else references (see Owned).
 	copied bool
+	// wire: the message arrived compressed and a WireDecompressor kept its bytes (Wire); it
+	// owns the pooled buffer both live in.
+	wire wireMsg
 }
 
 // SetPayload releases what r held and makes it carry p, taking over one reference the caller
@@ -76,8 +79,14 @@ func (r *Raw) Release() {
 	if r.held != nil {
 		r.held.Free()
 	}
+	r.wire.release()
 	*r = Raw{}
 }
+
+// Wire returns the message as it arrived, compressed in enc (Gzip or Zstd), when the server's
+// WireDecompressor kept it; nil and "" otherwise. Bytes is then its decompressed form. Valid
+// until r is released or reused, like Bytes. Owning goroutine only.
+func (r *Raw) Wire() (wire []byte, enc string) { return r.wire.wire, r.wire.enc }
 
 // Reset is Release, under the name decoders use for "empty, ready to reuse". A Raw is never
 // emptied without giving back what it holds, so reusing one cannot leak a pooled buffer.
@@ -91,6 +100,11 @@ func (r *Raw) receive(data mem.BufferSlice) {
 	case 0:
 		return
 	case 1:
+		if w, ok := findWire(data); ok {
+			// A WireDecompressor's buffer: gRPC's Free does nothing to it, r gives it back.
+			r.wire, r.b = w, w.plain
+			return
+		}
 		// Our own reference keeps the bytes alive after gRPC frees its own. Free is atomic, so it
 		// may run on any goroutine, whichever of the two references goes last.
 		data[0].Ref()

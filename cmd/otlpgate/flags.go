@@ -38,6 +38,17 @@ Flags:
 	fs.Var(intSize{&g.ReadBufferSize}, "grpc.read-buffer", "read buffer per connection")
 	fs.Var(intSize{&g.WriteBufferSize}, "grpc.write-buffer", "write buffer per connection")
 	fs.BoolVar(&g.ZeroBuffers, "grpc.zero-buffers", g.ZeroBuffers, "take the buffers HTTP/2 frames are read into from grpc-go's pool, which zeroes each one, instead of otlpgate's byte pool, which does not (gRPC fills them before they are read)")
+	fs.Func("grpc.passthrough-encoding", fmt.Sprintf("the grpc-encoding (gzip, zstd or none) whose v1 requests keep the bytes they arrived as, so that with -compression.passthrough a batch of them is sent on without compressing it again; gRPC allows one per server, requests in another are decompressed and compressed again (otlpgate_fastpath_passthrough_requests_total) (default %s)", g.PassThrough), func(s string) error {
+		switch s {
+		case "none", "":
+			g.PassThrough = ""
+		case "gzip", "zstd":
+			g.PassThrough = s
+		default:
+			return fmt.Errorf("%q is not gzip, zstd or none", s)
+		}
+		return nil
+	})
 	fs.Func("grpc.stream-workers", fmt.Sprintf("goroutines reused to serve calls (0: a new goroutine per call) (default %d)", g.StreamWorkers), func(s string) error {
 		_, err := fmt.Sscan(s, &g.StreamWorkers)
 		return err

@@ -212,6 +212,9 @@ func (g *Gateway) build() error {
 		g.in = g.p
 	}
 	cfg.GRPC.Limiter, cfg.HTTP.Limiter, cfg.Kafka.Limiter, cfg.UDS.Limiter = g.lim, g.lim, g.lim, g.lim
+	if !cfg.Pipeline.PassThrough {
+		cfg.GRPC.PassThrough = "" // nothing would use the compressed bytes: do not keep them
+	}
 	if g.gs, err = grpcserver.New(cfg.GRPC, g.in, log); err != nil {
 		return err
 	}

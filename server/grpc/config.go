@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
@@ -32,6 +33,14 @@ type Config struct {
 	// connection before anyone reads it, and zeroing 16 KiB per frame was 6% of otlpgate's CPU
 	// on 1000-span batches (docs/benchmarks.md, "Where the CPU above the floor goes").
 	ZeroBuffers bool
+	// PassThrough is the grpc-encoding (codec.Gzip or codec.Zstd; "" for none) whose v1
+	// requests keep the bytes they arrived as beside their decompressed form
+	// (-grpc.passthrough-encoding, default gzip, the Collector's OTLP exporter's default), so that
+	// a batch of them can be sent on without compressing it again (fastpath's compressed
+	// pass-through, -compression.passthrough). gRPC lets a server keep them for one encoding
+	// only (codec.WireDecompressor); requests in another are decompressed as before. The
+	// compressor of that name must be registered (codec.RegisterCompressorsWith) before New.
+	PassThrough string
 	// StreamWorkers serves calls on this many long-lived goroutines, a new goroutine per call
 	// only when all are busy (-grpc.stream-workers, default 16; 0: a new goroutine per call).
 	// Reused goroutines keep their grown stacks, so calls stop paying for stack growth.
@@ -158,6 +167,7 @@ func DefaultConfig() Config {
 		StreamAnswerTimeout:   30 * time.Second,
 		OverloadAfter:         2 * time.Second,
 		ScanDepth:             fastpath.DepthFull,
+		PassThrough:           codec.Gzip,
 	}
 }
 
@@ -172,6 +182,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxRecvMsgSize <= 0:
 		return errors.New("grpc: max receive message size must be positive")
+	case c.PassThrough != "" && c.PassThrough != codec.Gzip && c.PassThrough != codec.Zstd:
+		return fmt.Errorf("grpc: pass-through encoding %q is not gzip, zstd or empty", c.PassThrough)
 	case c.MaxConcurrentStreams == 0:
 		return errors.New("grpc: max concurrent streams must be positive")
 	case c.MaxConnections <= 0:

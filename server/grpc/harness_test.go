@@ -39,10 +39,20 @@ type env struct {
 
 func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *env {
 	t.Helper()
+	return startWith(t, pc, sc, rec)
+}
+
+// startWith is start with dests in front of the pipeline instead of rec (which the
+// environment still releases at the end).
+func startWith(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder, dests ...fastpath.Destination) *env {
+	t.Helper()
 	if rec == nil {
 		rec = &testkit.Recorder{}
 	}
-	p, err := fastpath.New(pc, []fastpath.Destination{rec})
+	if len(dests) == 0 {
+		dests = []fastpath.Destination{rec}
+	}
+	p, err := fastpath.New(pc, dests)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,16 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	}
+	if cfg.PassThrough != "" {
+		dc, err := codec.NewWireDecompressor(cfg.PassThrough, cfg.MaxRecvMsgSize)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: %w", err)
+		}
+		// The one way a server keeps a message's compressed bytes: gRPC inflates before any
+		// codec runs, through the process-wide registry otherwise (codec/wire.go).
+		//lint:ignore SA1019 gRPC has no other per-server decompressor; it keeps this one through 1.x
+		opts = append(opts, grpc.RPCDecompressor(dc))
+	}
 	if cfg.TLSCert != "" {
 		tc, err := credfile.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 		if err != nil {
@@ -219,14 +229,24 @@ func (s *Server) unavailable() error {
 
 // admit scans req and admits it for tenant t (nil: the default tenant).
 func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
-	return s.admitOwned(k, t, sig, req, layout, nil)
+	return s.admitAs(k, t, sig, req, layout, arrival{})
 }
 
-// admitOwned is admit for a request that, when own is not nil, is all of *own, a pooled buffer
-// the call owns, which a batch the request opens may take over instead of copying it
-// (fastpath.Adopter): req must not be read after an admission (Accepted); a refusal leaves it
-// as it was.
-func (s *Server) admitOwned(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, own *[]byte) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+// arrival is what a v1 request holds besides its bytes, that admission may use instead of
+// copying them.
+type arrival struct {
+	// own, when not nil, is all of the request: a pooled buffer the call owns, which a batch the
+	// request opens may take over instead of copying it (fastpath.Adopter). The request must not
+	// be read after an admission (Accepted); a refusal leaves it as it was.
+	own *[]byte
+	// wire is the request as it arrived, compressed in enc (a WireDecompressor kept it): it may
+	// join a batch as it is (fastpath.WireAdmitter).
+	wire []byte
+	enc  fastpath.Encoding
+}
+
+// admitAs is admit for a request that arrived as a says.
+func (s *Server) admitAs(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
 	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 	if err != nil {
@@ -239,9 +259,12 @@ func (s *Server) admitOwned(k kind, t *fastpath.Tenant, sig fastpath.Signal, req
 	if sc.Resources == 0 {
 		return sc, nil, admission.Accepted
 	}
-	if own != nil && layout == fastpath.LayoutV1 {
-		b, reason = s.adm.AdmitOwned(t, sig, own, items)
-	} else {
+	switch {
+	case a.enc != fastpath.EncodingNone && layout == fastpath.LayoutV1:
+		b, reason = s.adm.AdmitWire(t, sig, req, a.wire, a.enc, items)
+	case a.own != nil && layout == fastpath.LayoutV1:
+		b, reason = s.adm.AdmitOwned(t, sig, a.own, items)
+	default:
 		b, reason = s.adm.AdmitTenant(t, sig, req, items, layout)
 	}
 	if reason != admission.Accepted {

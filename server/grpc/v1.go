@@ -59,6 +59,18 @@ func putRaw(r *codec.Raw) {
 	raws.Put(r)
 }
 
+// arrivalOf is what raw holds besides its bytes: the compressed bytes it arrived as, or a
+// buffer of its own.
+func arrivalOf(raw *codec.Raw) arrival {
+	switch wire, enc := raw.Wire(); enc {
+	case codec.Gzip:
+		return arrival{wire: wire, enc: fastpath.EncodingGzip}
+	case codec.Zstd:
+		return arrival{wire: wire, enc: fastpath.EncodingZstd}
+	}
+	return arrival{own: raw.Owned()}
+}
+
 // v1Export handles opentelemetry.proto.collector.*.v1 Export for one signal.
 func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
@@ -83,7 +95,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		// A message that arrived in several frames was copied into a buffer of raw's own: a
 		// batch it opens may take that over (fastpath.Adopter). req is read below only when
 		// admission refused it, which leaves it in place.
-		sc, b, reason := s.admitOwned(kindV1, tenant, sig, req, fastpath.LayoutV1, raw.Owned())
+		sc, b, reason := s.admitAs(kindV1, tenant, sig, req, fastpath.LayoutV1, arrivalOf(raw))
 		var rejected int64
 		var msg string
 		if reason == admission.Invalid {
