@@ -75,7 +75,7 @@ var fallbackNames = [numFallbacks]string{"off", "processor", "tenants", "destina
 var (
 	passRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_requests_total",
-		Help: "Protobuf requests that arrived gzip- or zstd-compressed over OTLP/HTTP, by the way they joined a batch (compressed: their bytes as received, -compression.passthrough; plain: decompressed).",
+		Help: "Protobuf requests that arrived gzip- or zstd-compressed over OTLP/HTTP or gRPC v1 (in -grpc.passthrough-encoding), by the way they joined a batch (compressed: their bytes as received, -compression.passthrough; plain: decompressed).",
 	}, []string{"way"})
 	passBytes = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_bytes_total",

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,10 +62,13 @@ func bombPost(hc *http.Client, url string, body []byte) (int, string, error) {
 // server: zeros, just under the default -grpc.max-recv-msg-size.
 const bombGRPCSize = 15 << 20
 
-// bombCompressor is the "gzip" compressor of this test process's gRPC clients: whatever the
-// message, it sends one gzip member of bombGRPCSize zeros, compressed once, so that many calls
-// can carry a bomb at once without compressing one each. Replies are inflated as gzip.
+// bombCompressor is the "gzip" compressor of this test process's gRPC clients. While bombing
+// is set (bombGRPC), whatever the message, it sends one gzip member of bombGRPCSize zeros,
+// compressed once, so that many calls can carry a bomb at once without compressing one each;
+// otherwise it compresses the message. Replies are inflated as gzip.
 type bombCompressor struct{}
+
+var bombing atomic.Bool
 
 var bombGzip = sync.OnceValue(func() []byte {
 	var buf bytes.Buffer
@@ -76,7 +80,12 @@ var bombGzip = sync.OnceValue(func() []byte {
 
 func (bombCompressor) Name() string { return "gzip" }
 
-func (bombCompressor) Compress(w io.Writer) (io.WriteCloser, error) { return bombWriter{w}, nil }
+func (bombCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
+	if !bombing.Load() {
+		return gzip.NewWriter(w), nil
+	}
+	return bombWriter{w}, nil
+}
 
 func (bombCompressor) Decompress(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
 
@@ -97,6 +106,8 @@ func init() { encoding.RegisterCompressor(bombCompressor{}) }
 // answered (gRPC codes of the unary calls, result codes of the stream requests).
 func bombGRPC(t *testing.T, addr string, conns, n int) map[string]int {
 	t.Helper()
+	bombing.Store(true)
+	defer bombing.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var mu sync.Mutex

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -27,14 +28,22 @@ import (
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
-// sendSDKSpans sends n spans, one OTLP/HTTP request each, gzip-compressed by the official
-// OpenTelemetry Go SDK exporter, to the gateway's HTTP intake, and returns their span ids.
-func sendSDKSpans(t *testing.T, httpAddr string, n int) map[pcommon.SpanID]bool {
+// sendSDKSpans sends n spans, one request each, gzip-compressed by the official OpenTelemetry
+// Go SDK exporter, to the gateway's OTLP/HTTP intake at addr (or its gRPC intake, with grpc),
+// and returns their span ids.
+func sendSDKSpans(t *testing.T, addr string, grpc bool, n int) map[pcommon.SpanID]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	var exp sdktrace.SpanExporter
+	var err error
+	if grpc {
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
+			otlptracegrpc.WithCompressor("gzip"))
+	} else {
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(),
+			otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,29 +62,38 @@ func sendSDKSpans(t *testing.T, httpAddr string, n int) map[pcommon.SpanID]bool 
 	return ids
 }
 
-// The real binary between the official SDK's gzip OTLP/HTTP exporter and a v1 gRPC upstream
-// that sends gzip (decoded by grpc-go's gzip and the Collector's pdata): every request passes
-// through compressed, the upstream gets every span; with -resource.set the same requests are
-// rewritten, so they go the plain way, with the attribute set on every span's resource.
+// The real binary between the official SDK's gzip exporters (OTLP/HTTP and OTLP/gRPC) and a v1
+// gRPC upstream that sends gzip (decoded by grpc-go's gzip and the Collector's pdata): every
+// request passes through compressed, the upstream gets every span; with -resource.set the same
+// requests are rewritten, so they go the plain way, with the attribute set on every span's
+// resource; with -grpc.passthrough-encoding=none the gRPC intake keeps no compressed bytes.
 func TestBinaryPassThroughGzip(t *testing.T) {
 	bin := buildBinary(t)
 	const n = 20
 	for _, c := range []struct {
 		name       string
+		grpc       bool
 		extra      []string
 		compressed bool
+		fallback   string
 	}{
-		{"passthrough", nil, true},
-		{"resource-set", []string{"-resource.set", "deployment.environment=prod"}, false},
+		{"http/passthrough", false, nil, true, ""},
+		{"http/resource-set", false, []string{"-resource.set", "deployment.environment=prod"}, false, "processor"},
+		{"grpc/passthrough", true, nil, true, ""},
+		{"grpc/resource-set", true, []string{"-resource.set", "deployment.environment=prod"}, false, "processor"},
+		{"grpc/encoding-none", true, []string{"-grpc.passthrough-encoding", "none"}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := startUpstream(t)
 			args := append([]string{"-batch.max-age", "10ms",
 				"-dest", "name=up,endpoint=" + up.Addr() + ",protocol=v1,mode=unary,compression=gzip,retry-initial=20ms"}, c.extra...)
 			g := startGateway(t, bin, args...)
-			httpAddr := g.http
+			addr := g.http
+			if c.grpc {
+				addr = g.grpcAddr
+			}
 			waitReady(t, g)
-			ids := sendSDKSpans(t, httpAddr, n)
+			ids := sendSDKSpans(t, addr, c.grpc, n)
 			testkit.WaitFor(t, "every span upstream", func() bool { return len(up.Spans()) >= n })
 			got := up.Spans()
 			for id := range ids {
@@ -95,8 +113,15 @@ func TestBinaryPassThroughGzip(t *testing.T) {
 				}
 				return
 			}
-			if fb := scrape(t, g.admin, "otlpgate_fastpath_passthrough_fallback_requests_total", `reason="processor"`); compressed != 0 || plain != n || batches != 0 || fb != n {
-				t.Fatalf("requests compressed %v, plain %v (processor %v), compressed batches %v; want 0, %d (%d), 0", compressed, plain, fb, batches, n, n)
+			if c.fallback == "" {
+				// Decompressed by gRPC before the intake saw it: never a compressed request.
+				if compressed != 0 || plain != 0 || batches != 0 {
+					t.Fatalf("requests compressed %v, plain %v, compressed batches %v; want none counted", compressed, plain, batches)
+				}
+				return
+			}
+			if fb := scrape(t, g.admin, "otlpgate_fastpath_passthrough_fallback_requests_total", `reason="`+c.fallback+`"`); compressed != 0 || plain != n || batches != 0 || fb != n {
+				t.Fatalf("requests compressed %v, plain %v (%s %v), compressed batches %v; want 0, %d (%d), 0", compressed, plain, c.fallback, fb, batches, n, n)
 			}
 			for _, td := range up.Traces() {
 				for i := range td.ResourceSpans().Len() {
