@@ -185,7 +185,7 @@ func TestPassThroughSetChanged(t *testing.T) {
 	if err := p.SetDestinations([]Destination{plain}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.enqueueWire(Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
+	if _, err := p.enqueueWire(nil, Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
 		t.Fatalf("enqueueWire after the swap: %v, want errSetChanged", err)
 	}
 	if q := p.QueuedBytes(); q != 0 {
