@@ -141,7 +141,9 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 		return nil, ErrClosed
 	}
 	if t != nil && !t.routed {
-		// As Prepare: the intakes that read headers refuse such a tenant in Lookup already.
+		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
+		// such a tenant the plain way already, where Prepare refuses it: no destination of
+		// its sends any encoding.)
 		tenantRefusedNoRoute.Inc()
 		return nil, ErrNoRoute
 	}
