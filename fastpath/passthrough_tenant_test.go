@@ -3,7 +3,10 @@ package fastpath
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -299,5 +302,96 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 	}
 	if w.encs[0] == w.encs[1] {
 		t.Fatalf("encodings %v, want one plain and one gzip", w.encs)
+	}
+}
+
+// Lookups, compressed and plain admissions and sweeps at once: every batch, pass-through or
+// plain, holds its own tenant's requests only, every request arrives, and no pin is left.
+// Run with -race.
+func TestPassThroughTenantIdleConcurrent(t *testing.T) {
+	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 6})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	cfg.BatchMaxItems = 3
+	w := &wireRec{recorder: recorder{name: "r", ok: true}, enc: EncodingGzip}
+	p := newTestPipeline(t, cfg, w)
+	expired := testutil.ToFloat64(tenantsExpired)
+	// The compressed form of each tenant's entry, made once: entry(10, 'a'+n).
+	wires := make([][]byte, 40)
+	for n := range wires {
+		wires[n] = gzipped(t, entry(10, byte('a'+n)))
+	}
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			var k TenantKey
+			for i := range 300 {
+				n := (g*7 + i) % 40
+				if i%4 == 0 {
+					clock.Add(int64(testIdle) / 3)
+				}
+				k.Reset()
+				ts.AddString(&k, fmt.Sprint("t", n))
+				tn, err := ts.Lookup(&k)
+				if errors.Is(err, ErrTooManyTenants) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				plain := entry(10, byte('a'+n))
+				if i%3 == 0 {
+					_, err = p.AdmitTenant(tn, Traces, plain, 1, LayoutV1)
+				} else {
+					_, err = p.AdmitWire(tn, Traces, plain, wires[n], EncodingGzip, 1)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			if i%4 == 0 {
+				p.Flush()
+			}
+			ts.Sweep()
+		}
+	})
+	wg.Wait()
+	p.Flush()
+	items, wired := 0, 0
+	for _, b := range w.batches() {
+		want := byte('a' + mustAtoi(t, b.tenant[1:]))
+		body := b.body
+		if b.enc == EncodingGzip {
+			body = decompress(t, EncodingGzip, body)
+			wired++
+		}
+		if len(body) != 12*b.items {
+			t.Fatalf("a batch of %s: %d bytes for %d items", b.tenant, len(body), b.items)
+		}
+		for e := body; len(e) > 0; e = e[12:] {
+			if e[2] != want || e[11] != want {
+				t.Fatalf("a %v batch of %s holds %q", b.enc, b.tenant, e[:12])
+			}
+		}
+		items += b.items
+	}
+	if testutil.ToFloat64(tenantsExpired) == expired || wired == 0 {
+		t.Fatalf("expired %v, %d pass-through batches: the test did not test expiry with pass-through", testutil.ToFloat64(tenantsExpired)-expired, wired)
+	}
+	if int64(items) != admitted.Load() || admitted.Load() == 0 {
+		t.Fatalf("%d items in batches, %d admitted", items, admitted.Load())
+	}
+	for _, tn := range ts.All() {
+		if n := tn.pins.Load(); n != 0 {
+			t.Fatalf("%s pins %d with no batch open", tn, n)
+		}
 	}
 }
