@@ -29,8 +29,10 @@ type destSet struct {
 	// destination of it: SetDestinations waits for it to reach zero.
 	users atomic.Int64
 	// enc is the encoding every destination sends a pass-through batch's bytes in
-	// (WireEncoder), EncodingNone when they do not all send the same one.
-	enc Encoding
+	// (WireEncoder), EncodingNone when they do not all send the same one; encs is each
+	// destination's.
+	enc  Encoding
+	encs []Encoding
 }
 
 func newDestSet(dests []Destination) *destSet {
@@ -40,6 +42,7 @@ func newDestSet(dests []Destination) *destSet {
 		if w, ok := d.(WireEncoder); ok {
 			e = w.PassThrough()
 		}
+		s.encs = append(s.encs, e)
 		switch {
 		case i == 0:
 			s.enc = e
@@ -50,6 +53,27 @@ func newDestSet(dests []Destination) *destSet {
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
 	}
 	return s
+}
+
+// encOf is the encoding every destination that takes t's batches sends a pass-through batch
+// in, EncodingNone when they do not all send the same one. Without tenant routes every
+// destination takes every tenant; with them the set never changes (SetDestinations refuses),
+// and a tenant's pass-through batches need only the destinations of its match-header.
+func (s *destSet) encOf(t *Tenant) Encoding {
+	if t == nil || len(t.tab.cfg.Routes) == 0 {
+		return s.enc
+	}
+	e, seen := EncodingNone, false
+	for i, d := range s.encs {
+		switch {
+		case !t.Takes(i):
+		case !seen:
+			e, seen = d, true
+		case d != e:
+			return EncodingNone
+		}
+	}
+	return e
 }
 
 // refused counts destination i's refusal of a batch at hand-over.

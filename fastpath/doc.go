@@ -43,8 +43,9 @@
 // sends that encoding as it is (WireEncoder): the batch, its Encoding set, is the concatenation
 // of the compressed requests, a stream every gzip or zstd decoder reads as the concatenated
 // requests. The batch limits apply to its decompressed size (PlainLen), the queue's budget to
-// the bytes it holds. Such batches have an open slot of their own per signal and encoding
-// (openset.go); anything else falls back to the plain path, counted by reason.
+// the bytes it holds. Such batches have an open slot of their own per signal, encoding and
+// tenant (openset.go), so a tenant's requests pass through too, never beside another tenant's;
+// anything else falls back to the plain path, counted by reason.
 //
 // # Processing
 //

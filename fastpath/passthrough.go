@@ -47,30 +47,33 @@ type WireEncoder interface {
 // (Pipeline); the spool's admission does not, and the intakes fall back to Admit.
 type WireAdmitter interface {
 	// AdmitWire admits a v1 request that arrived compressed: plain is its decompressed body,
-	// already scanned, wire its bytes as received in enc. When the request can travel as it
-	// arrived (PassThrough is on, no processing step or tenant applies, no top-level field
-	// would be stripped, every destination sends enc) wire joins an open pass-through batch;
-	// else plain is admitted as AdmitTenant would. Returns and errors as Admitter.AdmitTenant;
+	// already scanned, wire its bytes as received in enc, t its tenant as for AdmitTenant.
+	// When the request can travel as it arrived (PassThrough is on, no processing step or
+	// resource route applies, no top-level field would be stripped, every destination that
+	// takes t sends enc) wire joins t's open pass-through batch of enc; else plain is
+	// admitted as AdmitTenant would. Returns and errors as Admitter.AdmitTenant;
 	// plain and wire are only read during the call. Safe for concurrent use.
 	AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error)
 }
 
 // Fallback is why a compressed request was decompressed into a plain batch, the reason label
-// of otlpgate_fastpath_passthrough_fallback_requests_total.
+// of otlpgate_fastpath_passthrough_fallback_requests_total. A tenant (-intake.headers) is no
+// reason: its requests pass through into batches of their own, and where they cannot, the
+// reason is one of these, as for any request (with match-header, "destinations" looks only at
+// the destinations that take the tenant).
 type Fallback uint8
 
 const (
 	FallbackOff          Fallback = iota // -compression.passthrough=false
 	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
-	FallbackTenants                      // -intake.headers: batches are per tenant
-	FallbackDestinations                 // some destination does not send its encoding as is
+	FallbackDestinations                 // some destination that takes it does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
 	FallbackSpool                        // the spool admits plain requests
 	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
 
-var fallbackNames = [numFallbacks]string{"off", "processor", "tenants", "destinations", "fields", "spool", "routes"}
+var fallbackNames = [numFallbacks]string{"off", "processor", "destinations", "fields", "spool", "routes"}
 
 var (
 	passRequests = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -87,7 +90,7 @@ var (
 	}, []string{"way"})
 	passFallbacks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_fallback_requests_total",
-		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; tenants: -intake.headers; destinations: a destination does not send that compression as is; fields: top-level fields to strip; spool: -spool.dir; routes: a destination's match=resource).",
+		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: -spool.dir; routes: a destination's match=resource).",
 	}, []string{"reason"})
 
 	passRequestsC = [2]prometheus.Counter{passRequests.WithLabelValues("plain"), passRequests.WithLabelValues("compressed")}
@@ -118,8 +121,15 @@ func countSealed(b *Batch) {
 	}
 }
 
-// AdmitWire implements WireAdmitter. Safe for concurrent use.
+// AdmitWire implements WireAdmitter. A tenant's request passes through like any other: its
+// pass-through batch holds its tenant's requests alone, as a plain batch does, and what a
+// tenant's batch is given on its way out (the destinations of its match-header, the values of
+// their forward-headers) comes from the batch's tenant, not from its bytes. Safe for
+// concurrent use.
 func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
+	if t == nil && p.cfg.Tenants != nil {
+		t = p.cfg.Tenants.def
+	}
 	if f, ok := p.passes(t, sig, plain, enc); !ok {
 		b, err := p.AdmitTenant(t, sig, plain, items, LayoutV1)
 		if err == nil {
@@ -130,11 +140,18 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	if t != nil && !t.routed {
+		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
+		// such a tenant the plain way already, where Prepare refuses it: no destination of
+		// its sends any encoding.)
+		tenantRefusedNoRoute.Inc()
+		return nil, ErrNoRoute
+	}
 	if int64(len(wire)) > p.cfg.QueueMaxBytes || int64(len(plain)) > p.cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return nil, ErrTooLarge
 	}
-	b, err := p.enqueueWire(sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
+	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
 	if err == errSetChanged {
 		b, err = p.AdmitTenant(t, sig, plain, items, LayoutV1)
 		if err == nil {
@@ -145,27 +162,28 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 	if err == nil {
 		admittedItemsC[sig].Add(float64(items))
 		admittedBytesC[sig].Add(float64(len(plain)))
+		t.countAdmitted(items, len(plain))
 		passRequestsC[1].Inc()
 		passBytesC[1].Add(float64(len(wire)))
 	}
 	return b, err
 }
 
-// passes reports whether a request of t compressed with enc may join a pass-through batch,
-// else why not. Nothing in the batch may differ from the request as received: no processing
-// step, no tenant, no resource route, no field the plain path would strip (AppendEntries keeps the resource
-// entries alone), and every destination of the current set sends enc as it is.
+// passes reports whether a request of t (the default tenant when tenants are on, else nil)
+// compressed with enc may join a pass-through batch, else why not. Nothing in the batch may
+// differ from the request as received: no processing step, no resource route, no field the
+// plain path would strip (AppendEntries keeps the resource entries alone), and every
+// destination that takes t's batches (all of them without match-header) sends enc as it is.
+// A tenant alone is no reason: batches are per tenant either way.
 func (p *Pipeline) passes(t *Tenant, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
 	switch {
 	case !p.cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= NumSignals:
 		return FallbackOff, false
 	case p.cfg.Processor != nil:
 		return FallbackProcessor, false
-	case t != nil || p.cfg.Tenants != nil:
-		return FallbackTenants, false
 	case p.cfg.Router != nil:
 		return FallbackRoutes, false
-	case p.dests.Load().enc != enc:
+	case p.dests.Load().encOf(t) != enc:
 		return FallbackDestinations, false
 	case !onlyEntries(plain):
 		return FallbackFields, false
@@ -192,10 +210,11 @@ var errSetChanged = errors.New("fastpath: the destinations changed")
 // minWireCap is the smallest buffer a pass-through batch starts with; it doubles as it fills.
 const minWireCap = 16 << 10
 
-// enqueueWire appends wire, a compressed request whose decompressed form is plain, to the
-// open pass-through batch of sig and enc, within the queue's budget. It mirrors enqueue: the
-// batch limits apply to the decompressed size, the budget to the bytes held.
-func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
+// enqueueWire appends wire, a compressed request of tenant t whose decompressed form is plain,
+// to the open pass-through batch of sig, enc and t, within the queue's budget. It mirrors
+// enqueue: the batch limits apply to the decompressed size, the budget to the bytes held, and
+// the batch pins its tenant while it is open (openset.go).
+func (p *Pipeline) enqueueWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
 	n := int64(len(wire))
 	if enc == EncodingZstd {
 		// A fresh zstd batch starts with the preamble: charged with the request, given back
@@ -215,14 +234,14 @@ func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, ite
 		return nil, ErrClosed
 	}
 	set := p.dests.Load()
-	if set.enc != enc {
+	if set.encOf(t) != enc {
 		// SetDestinations swapped in a set that does not send enc since passes looked: a
 		// batch of enc must never reach a destination that would compress it again.
 		s.mu.Unlock()
 		p.queued.Add(-n)
 		return nil, errSetChanged
 	}
-	b := s.mu.open.wire[enc]
+	b := s.mu.open.getWire(t, enc)
 	if b != nil && (b.set != set || b.plain+len(plain) > p.cfg.BatchMaxBytes) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)
@@ -230,10 +249,11 @@ func (p *Pipeline) enqueueWire(sig Signal, plain, wire []byte, enc Encoding, ite
 	if b == nil {
 		b = getBatch(p, sig, max(len(wire)+len(ZstdPreamble), min(minWireCap, p.cfg.BatchMaxBytes)))
 		b.Encoding = enc
+		b.Tenant = t
 		b.born = time.Now().UnixNano()
 		b.set = set
 		set.users.Add(1)
-		s.mu.open.wire[enc] = b
+		s.mu.open.put(b)
 		if enc == EncodingZstd {
 			buf := b.Payload.Buf()
 			*buf = append(*buf, ZstdPreamble[:]...)

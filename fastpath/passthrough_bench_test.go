@@ -8,7 +8,8 @@ import (
 
 // BenchmarkPassThroughAdmit admits a compressed request of the Appendix B shapes into a
 // pass-through batch (check, append, seal, fan-out to two destinations); BenchmarkPipelineAdmit
-// is the plain path's figure. Bytes are the decompressed request's.
+// is the plain path's figure. The tenant cases admit it for a tenant (-intake.headers), into
+// that tenant's pass-through batch. Bytes are the decompressed request's.
 func BenchmarkPassThroughAdmit(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -17,21 +18,40 @@ func BenchmarkPassThroughAdmit(b *testing.B) {
 		body, _ := otlpgen.New(1).Spans(c.shape).MarshalVT()
 		for _, enc := range []Encoding{EncodingGzip, EncodingZstd} {
 			wire := compressTo(b, enc, body)
-			b.Run(c.name+"/"+enc.String(), func(b *testing.B) {
-				cfg := DefaultConfig()
-				cfg.BatchMaxBytes = 4 << 20
-				p, _ := New(cfg, []Destination{wireSink{enc}, wireSink{enc}})
-				defer p.Close()
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := p.AdmitWire(nil, Traces, body, wire, enc, c.shape.Spans); err != nil {
+			for _, tenant := range []bool{false, true} {
+				name := c.name + "/" + enc.String()
+				if tenant {
+					name += "/tenant"
+				}
+				b.Run(name, func(b *testing.B) {
+					cfg := DefaultConfig()
+					cfg.BatchMaxBytes = 4 << 20
+					var tn *Tenant
+					if tenant {
+						ts, err := NewTenants(TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+						if err != nil {
+							b.Fatal(err)
+						}
+						cfg.Tenants = ts
+						var k TenantKey
+						ts.AddString(&k, "acme")
+						if tn, err = ts.Lookup(&k); err != nil {
 							b.Fatal(err)
 						}
 					}
+					p, _ := New(cfg, []Destination{wireSink{enc}, wireSink{enc}})
+					defer p.Close()
+					b.SetBytes(int64(len(body)))
+					b.ReportAllocs()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if _, err := p.AdmitWire(tn, Traces, body, wire, enc, c.shape.Spans); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
 				})
-			})
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -19,17 +20,21 @@ func (wireSink) Enqueue(b *Batch) error  { b.Done(true); return nil }
 func (w *wireRec) PassThrough() Encoding { return w.enc }
 func (w *wireRec) Name() string          { return w.recorder.Name() }
 func (w *wireRec) Enqueue(b *Batch) error {
+	w.mu2.Lock()
 	w.encs = append(w.encs, b.Encoding)
 	w.plains = append(w.plains, b.PlainLen())
+	w.mu2.Unlock()
 	return w.recorder.Enqueue(b)
 }
 func gzipped(t testing.TB, body []byte) []byte { return compressTo(t, EncodingGzip, body) }
 
 // wireRec is a recorder that sends pass-through batches of enc and notes each batch's
-// encoding and decompressed size.
+// encoding and decompressed size, in the order of recorder.got when batches are sealed on one
+// goroutine (else read recorded.enc).
 type wireRec struct {
 	recorder
 	enc    Encoding
+	mu2    sync.Mutex
 	encs   []Encoding
 	plains []int
 }
@@ -185,7 +190,7 @@ func TestPassThroughSetChanged(t *testing.T) {
 	if err := p.SetDestinations([]Destination{plain}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.enqueueWire(Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
+	if _, err := p.enqueueWire(nil, Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
 		t.Fatalf("enqueueWire after the swap: %v, want errSetChanged", err)
 	}
 	if q := p.QueuedBytes(); q != 0 {

@@ -86,7 +86,7 @@ func TestEagerKickSealsEverySignal(t *testing.T) {
 	}
 	h.release(true)
 	got := h.batches()
-	want := []recorded{{Traces, 1, t1, ""}, {Traces, 1, t2, ""}, {Metrics, 1, m1, ""}, {Logs, 2, concat(l1, l2), ""}}
+	want := []recorded{{Traces, 1, t1, "", EncodingNone}, {Traces, 1, t2, "", EncodingNone}, {Metrics, 1, m1, "", EncodingNone}, {Logs, 2, concat(l1, l2), "", EncodingNone}}
 	if len(got) != len(want) {
 		t.Fatalf("batches %+v, want %d", got, len(want))
 	}

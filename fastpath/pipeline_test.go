@@ -31,7 +31,8 @@ type recorded struct {
 	sig    Signal
 	items  int
 	body   []byte
-	tenant string // the batch's tenant, "" without one
+	tenant string   // the batch's tenant, "" without one
+	enc    Encoding // the batch's encoding
 }
 
 func (r *recorder) Name() string { return r.name }
@@ -45,7 +46,7 @@ func (r *recorder) Enqueue(b *Batch) error {
 	if b.Tenant != nil {
 		tenant = b.Tenant.String()
 	}
-	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), tenant})
+	r.got = append(r.got, recorded{b.Signal, b.Items, bytes.Clone(b.Payload.Bytes()), tenant, b.Encoding})
 	if r.hold {
 		r.held = append(r.held, b)
 		r.mu.Unlock()

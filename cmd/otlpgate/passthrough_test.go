@@ -253,3 +253,101 @@ func TestBinaryPassThroughZstd(t *testing.T) {
 		t.Fatalf("%v requests and %v batches went compressed; want %d and at least 1", c, b, n)
 	}
 }
+
+// startTenantCollectorHTTP is a tenant sink serving OTLP/HTTP behind the Collector's
+// confighttp, which decompresses what it is sent as the Collector does.
+func startTenantCollectorHTTP(t *testing.T) *tenantSink {
+	t.Helper()
+	s := &tenantSink{}
+	cfg := confighttp.NewDefaultServerConfig()
+	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
+	srv, err := cfg.ToServer(context.Background(), nil, settings, http.HandlerFunc(s.serveHTTP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	s.addr = ln.Addr().String()
+	return s
+}
+
+// sendGzipTenants sends n spans as each of tenants, one gzip OTLP/HTTP request per span, by
+// the official OpenTelemetry Go SDK exporter naming its tenant in X-Scope-OrgID, the tenants'
+// exporters at once so that their requests interleave at the gateway. It returns the tenant
+// of every span id sent.
+func sendGzipTenants(t *testing.T, httpAddr string, n int, tenants ...string) map[pcommon.SpanID]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	owner := map[pcommon.SpanID]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, len(tenants))
+	for _, tn := range tenants {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(),
+			otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
+			otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": tn}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewSchemaless(
+				attribute.String("service.name", tn))))
+			defer func() { errs <- tp.Shutdown(ctx) }()
+			for i := range n {
+				_, sp := tp.Tracer("t").Start(ctx, "op")
+				sp.SetAttributes(attribute.Int("i", i))
+				sp.End()
+				mu.Lock()
+				owner[pcommon.SpanID(sp.SpanContext().SpanID())] = tn
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(owner) != n*len(tenants) {
+		t.Fatalf("%d distinct span ids for %d spans", len(owner), n*len(tenants))
+	}
+	return owner
+}
+
+// Two tenants' gzip requests from the official SDK exporter (X-Scope-OrgID by WithHeaders)
+// through the real binary to an OTLP/HTTP upstream per tenant (match-header), each sending
+// gzip and forwarding the header, built with the Collector's confighttp and decoding with its
+// pdata: every request passes through compressed, into batches of its own tenant, and each
+// upstream gets exactly its tenant's spans, each once, every request with the header of the
+// tenant whose spans it holds.
+func TestBinaryPassThroughTenants(t *testing.T) {
+	bin := buildBinary(t)
+	const n = 30
+	acme, beta := startTenantCollectorHTTP(t), startTenantCollectorHTTP(t)
+	dest := func(tenant, addr string) string {
+		return "name=" + tenant + ",endpoint=http://" + addr + ",protocol=http,compression=gzip,retry-initial=20ms,retry-max=200ms" +
+			",match-header=x-scope-orgid:" + tenant + ",forward-headers=x-scope-orgid"
+	}
+	g := startGateway(t, bin, "-batch.max-age", "20ms", "-intake.headers", "X-Scope-OrgID",
+		"-dest", dest("acme", acme.addr), "-dest", dest("beta", beta.addr))
+	waitReady(t, g)
+	owner := sendGzipTenants(t, g.http, n, "acme", "beta")
+	waitSpans(t, g, len(owner), acme, beta)
+	checkSink(t, owner, "acme", acme, "acme")
+	checkSink(t, owner, "beta", beta, "beta")
+	compressed := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="compressed"`)
+	plain := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="plain"`)
+	fell := scrape(t, g.admin, "otlpgate_fastpath_passthrough_fallback_requests_total")
+	batches := scrape(t, g.admin, "otlpgate_fastpath_passthrough_batches_total", `way="compressed"`)
+	if compressed != 2*n || plain != 0 || fell != 0 || batches < 2 {
+		t.Fatalf("requests compressed %v, plain %v (fallbacks %v), compressed batches %v; want %d, 0 (0), at least 2",
+			compressed, plain, fell, batches, 2*n)
+	}
+}

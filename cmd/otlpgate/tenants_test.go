@@ -91,27 +91,30 @@ func startTenantSink(t *testing.T, addr string, asHTTP bool) *tenantSink {
 		t.Cleanup(srv.Stop)
 		return s
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		req := ptraceotlp.NewExportRequest()
-		if err == nil {
-			err = req.UnmarshalProto(body)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		org := "<none>"
-		if vs := r.Header.Values("X-Scope-OrgID"); len(vs) > 0 {
-			org = strings.Join(vs, ",")
-		}
-		s.record(org, req)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	})}
+	hs := &http.Server{Handler: http.HandlerFunc(s.serveHTTP)}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 	return s
+}
+
+// serveHTTP answers an OTLP/HTTP trace request, recording it.
+func (s *tenantSink) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	req := ptraceotlp.NewExportRequest()
+	if err == nil {
+		err = req.UnmarshalProto(body)
+	}
+	if err != nil || r.URL.Path != "/v1/traces" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	org := "<none>"
+	if vs := r.Header.Values("X-Scope-OrgID"); len(vs) > 0 {
+		org = strings.Join(vs, ",")
+	}
+	s.record(org, req)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
 }
 
 // byTenant returns the span ids the sink received for each forwarded header value, failing
@@ -234,6 +237,15 @@ func waitSpans(t *testing.T, g *gateway, want int, sinks ...*tenantSink) {
 // no request of any sink holding a span of another tenant than its header names.
 func checkTenants(t *testing.T, owner map[pcommon.SpanID]string, acmeSink, betaSink, allSink *tenantSink) {
 	t.Helper()
+	checkSink(t, owner, "acme", acmeSink, "acme")
+	checkSink(t, owner, "beta", betaSink, "beta")
+	checkSink(t, owner, "every tenant's", allSink, "acme", "beta")
+}
+
+// checkSink checks that sink s received exactly the spans of tenants (owner maps each span id
+// sent to its tenant), each once, every request with its tenant's header forwarded.
+func checkSink(t *testing.T, owner map[pcommon.SpanID]string, name string, s *tenantSink, tenants ...string) {
+	t.Helper()
 	want := map[string][]pcommon.SpanID{}
 	for id, tn := range owner {
 		want[tn] = append(want[tn], id)
@@ -243,21 +255,15 @@ func checkTenants(t *testing.T, owner map[pcommon.SpanID]string, acmeSink, betaS
 		slices.SortFunc(ids, func(a, b pcommon.SpanID) int { return strings.Compare(a.String(), b.String()) })
 		return ids
 	}
-	f := func(name string, s *tenantSink, tenants ...string) {
-		t.Helper()
-		got := s.byTenant(t, owner)
-		if len(got) != len(tenants) {
-			t.Fatalf("%s sink got tenants %v, want %v", name, slices.Collect(mapsKeys(got)), tenants)
-		}
-		for _, tn := range tenants {
-			if !slices.Equal(sorted(got[tn]), sorted(want[tn])) {
-				t.Fatalf("%s sink: %d spans of %s, want exactly its %d", name, len(got[tn]), tn, len(want[tn]))
-			}
+	got := s.byTenant(t, owner)
+	if len(got) != len(tenants) {
+		t.Fatalf("%s sink got tenants %v, want %v", name, slices.Collect(mapsKeys(got)), tenants)
+	}
+	for _, tn := range tenants {
+		if !slices.Equal(sorted(got[tn]), sorted(want[tn])) {
+			t.Fatalf("%s sink: %d spans of %s, want exactly its %d", name, len(got[tn]), tn, len(want[tn]))
 		}
 	}
-	f("acme", acmeSink, "acme")
-	f("beta", betaSink, "beta")
-	f("every tenant's", allSink, "acme", "beta")
 }
 
 func mapsKeys(m map[string][]pcommon.SpanID) func(func(string) bool) {

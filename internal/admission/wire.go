@@ -2,28 +2,33 @@ package admission
 
 import "github.com/otlpgate/otlpgate/fastpath"
 
-// AdmitWire admits a v1 request that arrived compressed in enc: plain is its decompressed
-// body, already scanned, wire its bytes as received. When the admitter batches compressed
-// requests as they arrived (fastpath.WireAdmitter, the pipeline) it decides whether wire can
-// travel as it is; a request of a tenant (whose rate is taken here, as in AdmitTenant), or one
-// for the spool's admission, is admitted plain and counted in
-// otlpgate_fastpath_passthrough_fallback_requests_total. plain and wire are only read during
-// the call. Safe for concurrent use.
+// AdmitWire is AdmitTenant for a v1 request that arrived compressed in enc: plain is its
+// decompressed body, already scanned, wire its bytes as received. When the admitter batches
+// compressed requests as they arrived (fastpath.WireAdmitter, the pipeline) it decides whether
+// wire can travel as it is, for a tenant's request as for any other; the spool's admission
+// takes plain, counted in otlpgate_fastpath_passthrough_fallback_requests_total. Either way a
+// tenant's rate (-tenant.rate) is charged for plain, as AdmitTenant charges it, and given back
+// when admission refuses. plain and wire are only read during the call. Safe for concurrent
+// use.
 func (c *Control) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, Reason) {
 	w, ok := c.p.(fastpath.WireAdmitter)
-	if t != nil || !ok || enc == fastpath.EncodingNone {
+	if !ok || enc == fastpath.EncodingNone {
 		b, r := c.AdmitTenant(t, sig, plain, items, fastpath.LayoutV1)
 		if r == Accepted && enc != fastpath.EncodingNone {
-			why := fastpath.FallbackTenants
-			if !ok {
-				why = fastpath.FallbackSpool
-			}
-			fastpath.CountFallback(why, len(plain))
+			fastpath.CountFallback(fastpath.FallbackSpool, len(plain))
 		}
 		return b, r
 	}
-	b, err := w.AdmitWire(nil, sig, plain, wire, enc, items)
+	if t != nil {
+		if _, ok := t.Take(len(plain), items); !ok {
+			return nil, Throttled
+		}
+	}
+	b, err := w.AdmitWire(t, sig, plain, wire, enc, items)
 	if err != nil {
+		if t != nil {
+			t.Refund(len(plain), items)
+		}
 		return nil, Of(err)
 	}
 	if c.refusingSince.Load() != 0 {

@@ -3,6 +3,7 @@
 package httpserver
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -41,5 +42,55 @@ func TestHandlerPassThroughAllocs(t *testing.T) {
 		if items := h.sink.Items(); items != 50*(10+501) {
 			t.Errorf("%s: destination got %d items, want %d", tc.name, items, 50*511)
 		}
+	}
+}
+
+// With -intake.headers and -tenant.rate, two tenants' gzip requests through the handler pass
+// through into batches of their own tenant, their rate taken, allocating nothing either.
+func TestHandlerTenantPassThroughAllocs(t *testing.T) {
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: fastpath.TenantRate{PerSecond: 1e12, Burst: 1e12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handlerHarness{sink: &testkit.Discard{}}
+	pc := fastpath.DefaultConfig()
+	pc.BatchMaxAge = 1 << 62
+	pc.Tenants = ts
+	if h.p, err = fastpath.New(pc, []fastpath.Destination{wireDiscard{h.sink, fastpath.EncodingGzip}}); err != nil {
+		t.Fatal(err)
+	}
+	defer h.p.Close()
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	if h.srv, err = New(sc, h.p, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	body := gzipped(t, traces(t, 1, 20))
+	acme, beta := h.ctx("gzip", body), h.ctx("gzip", body)
+	acme.Request.Header.Set("X-Scope-OrgID", "acme")
+	beta.Request.Header.Set("X-Scope-OrgID", "beta")
+	step := func() {
+		h.srv.handle(acme)
+		h.srv.handle(beta)
+		if acme.Response.StatusCode() != 200 || beta.Response.StatusCode() != 200 {
+			t.Fatalf("status %d %d", acme.Response.StatusCode(), beta.Response.StatusCode())
+		}
+		acme.Response.Reset()
+		beta.Response.Reset()
+	}
+	for range 10 {
+		step() // warm the pools and the tenants' batch slots
+	}
+	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
+	if got := testing.AllocsPerRun(500, step); got != 0 {
+		t.Errorf("%v allocs per two tenants' compressed requests, want 0", got)
+	}
+	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - before; n != 2*501 {
+		t.Errorf("%v requests passed through, want %d", n, 2*501)
+	}
+	h.p.Flush()
+	if items := h.sink.Items(); items != 20*2*511 {
+		t.Errorf("destination got %d items, want %d", items, 20*2*511)
 	}
 }
