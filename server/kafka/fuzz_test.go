@@ -51,6 +51,9 @@ func fuzzServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The instance gauges are the process's: instances left behind would count in a later
+	// test's (never started, this server is not shut down).
+	t.Cleanup(s.reg.clear)
 	return s
 }
 
