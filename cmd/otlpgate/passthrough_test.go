@@ -280,6 +280,12 @@ func startTenantCollectorHTTP(t *testing.T) *tenantSink {
 // exporters at once so that their requests interleave at the gateway. It returns the tenant
 // of every span id sent.
 func sendGzipTenants(t *testing.T, httpAddr string, n int, tenants ...string) map[pcommon.SpanID]string {
+	return sendGzipTenantsOver(t, httpAddr, false, n, tenants...)
+}
+
+// sendGzipTenantsOver is sendGzipTenants over OTLP/HTTP, or over OTLP/gRPC (the tenant as
+// metadata) with grpc.
+func sendGzipTenantsOver(t *testing.T, addr string, grpc bool, n int, tenants ...string) map[pcommon.SpanID]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -288,9 +294,16 @@ func sendGzipTenants(t *testing.T, httpAddr string, n int, tenants ...string) ma
 	var wg sync.WaitGroup
 	errs := make(chan error, len(tenants))
 	for _, tn := range tenants {
-		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(),
-			otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
-			otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": tn}))
+		var exp sdktrace.SpanExporter
+		var err error
+		if grpc {
+			exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
+				otlptracegrpc.WithCompressor("gzip"), otlptracegrpc.WithHeaders(map[string]string{"x-scope-orgid": tn}))
+		} else {
+			exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(),
+				otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
+				otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": tn}))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +334,7 @@ func sendGzipTenants(t *testing.T, httpAddr string, n int, tenants ...string) ma
 	return owner
 }
 
-// Two tenants' gzip requests from the official SDK exporter (X-Scope-OrgID by WithHeaders)
+// Two tenants' gzip requests from the official SDK exporters, OTLP/HTTP and OTLP/gRPC (X-Scope-OrgID by WithHeaders)
 // through the real binary to an OTLP/HTTP upstream per tenant (match-header), each sending
 // gzip and forwarding the header, built with the Collector's confighttp and decoding with its
 // pdata: every request passes through compressed, into batches of its own tenant, and each
@@ -339,6 +352,10 @@ func TestBinaryPassThroughTenants(t *testing.T) {
 		"-dest", dest("acme", acme.addr), "-dest", dest("beta", beta.addr))
 	waitReady(t, g)
 	owner := sendGzipTenants(t, g.http, n, "acme", "beta")
+	// The same over OTLP/gRPC: the gRPC intake keeps gzip requests' bytes too.
+	for id, tn := range sendGzipTenantsOver(t, g.grpcAddr, true, n, "acme", "beta") {
+		owner[id] = tn
+	}
 	waitSpans(t, g, len(owner), acme, beta)
 	checkSink(t, owner, "acme", acme, "acme")
 	checkSink(t, owner, "beta", beta, "beta")
@@ -346,8 +363,8 @@ func TestBinaryPassThroughTenants(t *testing.T) {
 	plain := scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="plain"`)
 	fell := scrape(t, g.admin, "otlpgate_fastpath_passthrough_fallback_requests_total")
 	batches := scrape(t, g.admin, "otlpgate_fastpath_passthrough_batches_total", `way="compressed"`)
-	if compressed != 2*n || plain != 0 || fell != 0 || batches < 2 {
+	if compressed != 4*n || plain != 0 || fell != 0 || batches < 2 {
 		t.Fatalf("requests compressed %v, plain %v (fallbacks %v), compressed batches %v; want %d, 0 (0), at least 2",
-			compressed, plain, fell, batches, 2*n)
+			compressed, plain, fell, batches, 4*n)
 	}
 }
