@@ -3,11 +3,16 @@
 package zeroalloc
 
 import (
+	"bytes"
+	"compress/gzip"
 	"runtime"
 	"testing"
 
+	"google.golang.org/grpc"
+
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/internal/allocattr"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 const (
@@ -23,6 +28,7 @@ const (
 	intakeGRPC      intake = iota // unary v1 Export
 	intakeHTTPProto               // POST /v1/traces, application/x-protobuf
 	intakeHTTPJSON                // POST /v1/traces, application/json
+	intakeGRPCGzip                // unary v1 Export, gzip: compressed pass-through to a gzip destination
 )
 
 // destConfig is the default destination (a pipelined OTEP stream, re-opened every 960 KiB), or
@@ -59,15 +65,21 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	if len(orgs) > 0 {
 		dc.ForwardHeaders = []string{"x-scope-orgid"}
 	}
+	if in == intakeGRPCGzip {
+		dc.Compression = "gzip" // what the requests arrive in: their batches go out as they came
+	}
 	g := startGate(t, dc, len(orgs) > 0)
 
 	total := warmRequests + maxRounds*runRequests
 	bodies := make([][]byte, total)
 	gen := newBodies()
 	for i := range bodies {
-		if in == intakeHTTPJSON {
+		switch in {
+		case intakeHTTPJSON:
 			bodies[i] = gen.json(i)
-		} else {
+		case intakeGRPCGzip:
+			bodies[i] = gzipped(t, gen.proto(i))
+		default:
 			bodies[i] = gen.proto(i)
 		}
 	}
@@ -75,6 +87,10 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	switch in {
 	case intakeGRPC:
 		senders = grpcSenders(t, g.grpcAddr, 2*workers, bodies, orgs...)
+	case intakeGRPCGzip:
+		// The client's gzip writer (otlpgate's, registered for the process) sends a message
+		// that is already a gzip member as it is.
+		senders = grpcSendersWith(t, g.grpcAddr, 2*workers, bodies, []grpc.CallOption{grpc.UseCompressor("gzip")}, orgs...)
 	case intakeHTTPProto:
 		senders = httpSenders(t, g.httpAddr, "application/x-protobuf", 2*workers, bodies)
 	case intakeHTTPJSON:
@@ -145,6 +161,28 @@ func TestHTTPProtoToStreamOwnAllocs(t *testing.T) { forward(t, intakeHTTPProto, 
 func TestHTTPProtoToUnaryOwnAllocs(t *testing.T)  { forward(t, intakeHTTPProto, true) }
 func TestHTTPJSONToStreamOwnAllocs(t *testing.T)  { forward(t, intakeHTTPJSON, false) }
 func TestHTTPJSONToUnaryOwnAllocs(t *testing.T)   { forward(t, intakeHTTPJSON, true) }
+
+// Compressed pass-through costs none: gzip requests over gRPC keep their bytes (the intake's
+// WireDecompressor) and join batches that the gzip destination sends as they are.
+func TestGRPCGzipPassThroughToUnaryOwnAllocs(t *testing.T) {
+	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
+	forward(t, intakeGRPCGzip, true)
+	total := warmRequests + maxRounds*runRequests
+	if got := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - before; got != float64(total) {
+		t.Errorf("%v requests passed through compressed, want all %d", got, total)
+	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
 
 // Tenants cost no allocation either: the gRPC intake reads each call's X-Scope-OrgID where
 // grpc-go filed it, admission keeps a batch per tenant, and the destination sends each batch

@@ -429,8 +429,14 @@ func drive(t *testing.T, first, n int, senders []sender) {
 // with orgs, worker w sends as tenant orgs[w%len(orgs)] (X-Scope-OrgID).
 func grpcSenders(t *testing.T, addr string, workers int, bodies [][]byte, orgs ...string) []sender {
 	t.Helper()
+	return grpcSendersWith(t, addr, workers, bodies, nil, orgs...)
+}
+
+// grpcSendersWith is grpcSenders with opts on every call.
+func grpcSendersWith(t *testing.T, addr string, workers int, bodies [][]byte, opts []grpc.CallOption, orgs ...string) []sender {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		grpc.WithDefaultCallOptions(append([]grpc.CallOption{grpc.ForceCodecV2(rawCodec{})}, opts...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
