@@ -50,6 +50,10 @@ type Pipeline struct {
 	// shutting down. A counter rather than a lock: a gap timer's seal may finish a batch inside
 	// Enqueue and so start a kick on the same goroutine.
 	sealers atomic.Int32
+	// handing counts batches taken out of an open set to be sealed (takeOpenLocked, sealOpen)
+	// and not yet handed to every destination: they are taken under the signal's lock and
+	// handed out after it, so Flush, which finds nothing open, waits for them too.
+	handing atomic.Int32
 
 	sig [NumSignals]struct {
 		// gap seals the open batch once BatchMinGap has passed since the last seal; made once,
@@ -306,6 +310,7 @@ func (p *Pipeline) disarmLocked(sig Signal) {
 // timer stops once no batch of sig is left open for it. Called with the signal's lock held.
 func (p *Pipeline) takeOpenLocked(sig Signal, b *Batch) {
 	s := &p.sig[sig]
+	p.handing.Add(1)
 	s.mu.open.remove(b)
 	if s.mu.open.empty() {
 		p.disarmLocked(sig)
@@ -346,6 +351,7 @@ func (p *Pipeline) sealOpen(sig Signal, n int, cutoff int64) {
 			s.mu.Unlock()
 			return
 		}
+		p.handing.Add(1)
 		if s.mu.open.empty() {
 			p.disarmLocked(sig)
 		}
@@ -462,6 +468,7 @@ func (p *Pipeline) seal(b *Batch) {
 		}
 	}
 	set.users.Add(-1)   // handed out: SetDestinations may retire the set
+	p.handing.Add(-1)
 	b.Payload.Release() // the reference the batch was built with
 	b.unref()
 }
@@ -521,8 +528,19 @@ func (p *Pipeline) sealOlder(cutoff int64, closing bool) {
 	}
 }
 
-// Flush seals every open batch now. Safe for concurrent use.
-func (p *Pipeline) Flush() { p.sealOlder(1<<63-1, false) }
+// Flush seals every open batch now, and returns once the batches it sealed, and those other
+// goroutines were sealing meanwhile, are with the destinations (waiting at most
+// flushHandOut for the latter: while requests keep coming, some goroutine may always be
+// sealing one). Safe for concurrent use.
+func (p *Pipeline) Flush() {
+	p.sealOlder(1<<63-1, false)
+	for deadline := time.Now().Add(flushHandOut); p.handing.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Microsecond) // a seal hands a batch out in microseconds
+	}
+}
+
+// flushHandOut bounds Flush's wait for batches other goroutines are handing out.
+const flushHandOut = time.Second
 
 // QueuedBytes is the admitted bytes not yet finished by every destination. Safe for concurrent use.
 func (p *Pipeline) QueuedBytes() int64 { return p.queued.Load() }

@@ -572,3 +572,43 @@ func TestQueueNeverReadsAboveBound(t *testing.T) {
 		})
 	}
 }
+
+// slowDest is a recorder whose Enqueue, once entered, takes delay before it records: a
+// goroutine preempted while handing a batch out.
+type slowDest struct {
+	recorder
+	entered chan struct{}
+	once    sync.Once
+	delay   time.Duration
+}
+
+func (d *slowDest) Enqueue(b *Batch) error {
+	d.once.Do(func() { close(d.entered) })
+	time.Sleep(d.delay)
+	return d.recorder.Enqueue(b)
+}
+
+// Flush returns once a batch that another goroutine took out of the open set just before (here
+// an eager seal on the admitting goroutine) is with the destinations: a caller that flushes and
+// then reads what the destinations got finds it, where it used to find nothing, since Flush
+// found no batch open.
+func TestFlushWaitsForSealsInProgress(t *testing.T) {
+	cfg := testConfig()
+	cfg.Eager, cfg.BatchMinGap = true, 0
+	d := &slowDest{recorder: recorder{name: "slow", ok: true}, entered: make(chan struct{}), delay: 30 * time.Millisecond}
+	p := newTestPipeline(t, cfg, d)
+	req := entry(100, 'a')
+	admitted := make(chan error, 1)
+	go func() {
+		_, err := p.Admit(Traces, req, 1, LayoutV1)
+		admitted <- err
+	}()
+	<-d.entered // the admitting goroutine sealed the batch and is handing it out
+	p.Flush()
+	if got := d.batches(); len(got) != 1 || !bytes.Equal(got[0].body, req) {
+		t.Fatalf("after Flush the destination holds %d batches, want the one being handed out", len(got))
+	}
+	if err := <-admitted; err != nil {
+		t.Fatal(err)
+	}
+}
