@@ -467,7 +467,7 @@ func (p *Pipeline) seal(b *Batch) {
 			b.Done(false)
 		}
 	}
-	set.users.Add(-1)   // handed out: SetDestinations may retire the set
+	set.users.Add(-1) // handed out: SetDestinations may retire the set
 	p.handing.Add(-1)
 	b.Payload.Release() // the reference the batch was built with
 	b.unref()
