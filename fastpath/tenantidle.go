@@ -50,6 +50,12 @@ func (t *Tenant) touch(now int64, idle time.Duration) {
 // expired reports whether t has left its table.
 func (t *Tenant) expired() bool { return t.pins.Load()&expiredBit != 0 }
 
+// Expired reports whether t has left its table (-intake.tenant-idle): whoever held it since
+// before (a long-lived stream) should look its values up again, which interns them anew, so
+// that its requests count and are rate-limited under the tenant the table now holds. Safe for
+// concurrent use.
+func (t *Tenant) Expired() bool { return t != nil && t.expired() }
+
 // pin counts a batch opened for t and reports whether t is still in its table; an expired
 // tenant's batch must not be found by its id. Every pin is undone by unpin.
 func (t *Tenant) pin() bool { return t.pins.Add(1)&expiredBit == 0 }

@@ -176,6 +176,14 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			return st.finish(s.recvError(err))
 		}
 		req := raw.Bytes()
+		if st.tenant.Expired() {
+			// The stream was quiet longer than -intake.tenant-idle: its tenant left the table.
+			// Looked up again it is interned anew (a refusal, the table being full, keeps the
+			// old one: its requests are still delivered, under its forwarded header).
+			if t, err := s.tenant(st.ctx); err == nil {
+				st.tenant = t
+			}
+		}
 		sc, b, reason := s.admit(kindOTEPStream, st.tenant, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {

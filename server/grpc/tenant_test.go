@@ -17,6 +17,7 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -223,5 +224,71 @@ func TestTenantRateGRPC(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(ctr.refused[kindV1][fastpath.Traces][admission.Throttled]); got < 1 {
 		t.Fatalf("tenant_rate refusals counted %v", got)
+	}
+}
+
+// An OTEP stream that stays quiet longer than -intake.tenant-idle loses its tenant from the
+// table; its next request looks the tenant up again, so the tenant is back in the table (its
+// requests counted and rate-limited under the tenant the table holds), and every request is
+// still in a batch of its own tenant.
+func TestTenantStreamAfterIdle(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPipelineConfig()
+	pc.Tenants = ts
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	e := start(t, pc, sc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := traceBody(t, 1, 2)
+	s := e.rawStream(t, withOrg(ctx, "acme"))
+	send := func(id uint64) {
+		t.Helper()
+		sendRaw(t, s, otepReq(t, id, body))
+		if resp, err := recvResp(t, s); err != nil || resp.Id != id || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("request %d: %v %v", id, resp, err)
+		}
+		e.p.Flush()
+	}
+	inTable := func() bool {
+		for _, tn := range ts.All() {
+			if tn.String() == "acme" {
+				return true
+			}
+		}
+		return false
+	}
+	send(1)
+	if !inTable() {
+		t.Fatal("acme is not in the table after its first request")
+	}
+	// Quiet past the idle time; the sweep takes acme out (no batch of it is open).
+	testkit.WaitFor(t, "acme swept out", func() bool {
+		time.Sleep(idle)
+		ts.Sweep()
+		return !inTable()
+	})
+	send(2)
+	if !inTable() {
+		t.Fatal("the stream's request after the idle time left acme out of the table")
+	}
+	s.CloseSend()
+	if _, err := drainEOF(s); err != nil {
+		t.Fatal(err)
+	}
+	got := e.rec.Received()
+	n := 0
+	for _, g := range got {
+		if g.Tenant != "acme" || len(g.Body) != len(body) {
+			t.Fatalf("a batch of %q with %d bytes, want acme's request", g.Tenant, len(g.Body))
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("%d batches, want acme's 2 requests", n)
 	}
 }
