@@ -3,8 +3,6 @@
 package zeroalloc
 
 import (
-	"bytes"
-	"compress/gzip"
 	"runtime"
 	"testing"
 
@@ -78,7 +76,7 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 		case intakeHTTPJSON:
 			bodies[i] = gen.json(i)
 		case intakeGRPCGzip:
-			bodies[i] = gzipped(t, gen.proto(i))
+			bodies[i] = testkit.Gzip(t, gen.proto(i))
 		default:
 			bodies[i] = gen.proto(i)
 		}
@@ -171,17 +169,6 @@ func TestGRPCGzipPassThroughToUnaryOwnAllocs(t *testing.T) {
 	if got := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - before; got != float64(total) {
 		t.Errorf("%v requests passed through compressed, want all %d", got, total)
 	}
-}
-
-func gzipped(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // Tenants cost no allocation either: the gRPC intake reads each call's X-Scope-OrgID where

@@ -2,14 +2,11 @@ package grpcserver
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,52 +19,12 @@ import (
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// wireDest is a destination that sends pass-through batches of enc: it notes each batch's
-// encoding and hands the batch to the recorder.
-type wireDest struct {
-	*testkit.Recorder
-	enc  fastpath.Encoding
-	mu   sync.Mutex
-	encs []fastpath.Encoding
-}
-
-func (d *wireDest) PassThrough() fastpath.Encoding { return d.enc }
-func (d *wireDest) Enqueue(b *fastpath.Batch) error {
-	d.mu.Lock()
-	d.encs = append(d.encs, b.Encoding)
-	d.mu.Unlock()
-	return d.Recorder.Enqueue(b)
-}
-
-func (d *wireDest) encodings() []fastpath.Encoding {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]fastpath.Encoding(nil), d.encs...)
-}
-
-func gzipped(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+func gzipped(t testing.TB, b []byte) []byte { return testkit.Gzip(t, b) }
 
 // zstdFramed is b as one zstd frame behind an empty skippable frame: this package's zstd
 // writer, which the test client compresses with, sends such a message as it is, so the bytes
 // the server receives are known.
-func zstdFramed(t testing.TB, b []byte) []byte {
-	t.Helper()
-	enc, err := zstd.NewWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
-	return enc.EncodeAll(b, fastpath.ZstdPreamble[:])
-}
+func zstdFramed(t testing.TB, b []byte) []byte { return testkit.Zstd(t, fastpath.ZstdPreamble[:], b) }
 
 // lazyPipelineConfig keeps batches open until the test flushes (no eager seal).
 func lazyPipelineConfig() fastpath.Config {
@@ -93,7 +50,7 @@ func TestIntakePassThrough(t *testing.T) {
 	}{{fastpath.EncodingGzip, codec.Gzip, codec.Zstd, gzipped}, {fastpath.EncodingZstd, codec.Zstd, codec.Gzip, zstdFramed}} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &testkit.Recorder{}
-			d := &wireDest{Recorder: rec, enc: c.enc}
+			d := &testkit.WireDest{Recorder: rec, Enc: c.enc}
 			sc := DefaultConfig()
 			sc.PassThrough = c.name
 			e := startWith(t, lazyPipelineConfig(), sc, rec, d)
@@ -117,8 +74,8 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got := rec.Received()
-			if len(got) != 1 || d.encodings()[0] != c.enc || got[0].Items != 12 || !bytes.Equal(got[0].Body, want) {
-				t.Fatalf("%d batches (%v, %d items); want one %s batch of the 3 requests as received, 12 spans", len(got), d.encodings(), got[0].Items, c.name)
+			if len(got) != 1 || d.Encodings()[0] != c.enc || got[0].Items != 12 || !bytes.Equal(got[0].Body, want) {
+				t.Fatalf("%d batches (%v, %d items); want one %s batch of the 3 requests as received, 12 spans", len(got), d.Encodings(), got[0].Items, c.name)
 			}
 
 			// The other encoding, and no compression, go plain: the batch is the plain bodies.
@@ -132,8 +89,8 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 2 || d.encodings()[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, append(append([]byte(nil), body...), body...)) {
-				t.Fatalf("requests in %s and uncompressed went %v, want one plain batch of both", c.other, d.encodings())
+			if len(got) != 2 || d.Encodings()[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, append(append([]byte(nil), body...), body...)) {
+				t.Fatalf("requests in %s and uncompressed went %v, want one plain batch of both", c.other, d.Encodings())
 			}
 
 			// A request with a malformed entry keeps its good one, decompressed.
@@ -145,8 +102,8 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 3 || d.encodings()[2] != fastpath.EncodingNone || !bytes.Equal(got[2].Body, body) {
-				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.encodings())
+			if len(got) != 3 || d.Encodings()[2] != fastpath.EncodingNone || !bytes.Equal(got[2].Body, body) {
+				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.Encodings())
 			}
 
 			// An OTEP unary request in the pass-through encoding is decoded from its plain form.
@@ -171,7 +128,7 @@ func TestIntakePassThrough(t *testing.T) {
 // gzip requests join a plain batch.
 func TestIntakePassThroughOff(t *testing.T) {
 	rec := &testkit.Recorder{}
-	d := &wireDest{Recorder: rec, enc: fastpath.EncodingGzip}
+	d := &testkit.WireDest{Recorder: rec, Enc: fastpath.EncodingGzip}
 	sc := DefaultConfig()
 	sc.PassThrough = ""
 	e := startWith(t, lazyPipelineConfig(), sc, rec, d)
@@ -183,8 +140,8 @@ func TestIntakePassThroughOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.Flush()
-	if got := rec.Received(); len(got) != 1 || d.encodings()[0] != fastpath.EncodingNone || !bytes.Equal(got[0].Body, body) {
-		t.Fatalf("%d batches (%v), want one plain batch of the request", len(got), d.encodings())
+	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != fastpath.EncodingNone || !bytes.Equal(got[0].Body, body) {
+		t.Fatalf("%d batches (%v), want one plain batch of the request", len(got), d.Encodings())
 	}
 }
 
@@ -193,7 +150,7 @@ func TestIntakePassThroughOff(t *testing.T) {
 // message just within the limit is admitted whole.
 func TestIntakePassThroughSizeLimit(t *testing.T) {
 	rec := &testkit.Recorder{}
-	d := &wireDest{Recorder: rec, enc: fastpath.EncodingGzip}
+	d := &testkit.WireDest{Recorder: rec, Enc: fastpath.EncodingGzip}
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 1 << 20
 	e := startWith(t, lazyPipelineConfig(), sc, rec, d)
@@ -214,7 +171,7 @@ func TestIntakePassThroughSizeLimit(t *testing.T) {
 		t.Fatalf("a message within the limit: %v", err)
 	}
 	e.p.Flush()
-	if got := rec.Received(); len(got) != 1 || d.encodings()[0] != fastpath.EncodingGzip || !bytes.Equal(got[0].Body, r) {
-		t.Fatalf("%d batches (%v), want the one within the limit, as received", len(got), d.encodings())
+	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != fastpath.EncodingGzip || !bytes.Equal(got[0].Body, r) {
+		t.Fatalf("%d batches (%v), want the one within the limit, as received", len(got), d.Encodings())
 	}
 }

@@ -23,7 +23,14 @@ import (
 
 func startTenants(t *testing.T, max int, routes ...fastpath.Match) *env {
 	t.Helper()
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
+	e, _ := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
+	return e
+}
+
+// startTenantsWith starts the server and its pipeline with the tenant table of cfg.
+func startTenantsWith(t *testing.T, cfg fastpath.TenantsConfig) (*env, *fastpath.Tenants) {
+	t.Helper()
+	ts, err := fastpath.NewTenants(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +38,7 @@ func startTenants(t *testing.T, max int, routes ...fastpath.Match) *env {
 	pc.Tenants = ts
 	sc := DefaultConfig()
 	sc.Tenants = ts
-	return start(t, pc, sc, nil)
+	return start(t, pc, sc, nil), ts
 }
 
 func withOrg(ctx context.Context, org string) context.Context {
@@ -156,16 +163,8 @@ func TestIncomingKeyFound(t *testing.T) {
 // took from the bucket does not make the tenant pay twice.
 func TestTenantRateGRPC(t *testing.T) {
 	body := traceBody(t, 3, 10) // 10 spans
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
+	e, _ := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
 		Rate: fastpath.TenantRate{PerSecond: 1, Burst: 20, Items: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := testPipelineConfig()
-	pc.Tenants = ts
-	sc := DefaultConfig()
-	sc.Tenants = ts
-	e := start(t, pc, sc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v1 := func(org string) error {
@@ -178,7 +177,7 @@ func TestTenantRateGRPC(t *testing.T) {
 			t.Fatalf("noisy call %d within the burst: %v", i, err)
 		}
 	}
-	err = v1("noisy")
+	err := v1("noisy")
 	st := status.Convert(err)
 	var delay time.Duration
 	for _, d := range st.Details() {
@@ -233,15 +232,7 @@ func TestTenantRateGRPC(t *testing.T) {
 // still in a batch of its own tenant.
 func TestTenantStreamAfterIdle(t *testing.T) {
 	const idle = 50 * time.Millisecond
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := testPipelineConfig()
-	pc.Tenants = ts
-	sc := DefaultConfig()
-	sc.Tenants = ts
-	e := start(t, pc, sc, nil)
+	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body := traceBody(t, 1, 2)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
@@ -136,24 +134,9 @@ func status(t *testing.T, b []byte) *spb.Status {
 	return st
 }
 
-func gzipped(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	w.Write(b)
-	w.Close()
-	return buf.Bytes()
-}
+func gzipped(t testing.TB, b []byte) []byte { return testkit.Gzip(t, b) }
 
-func zstded(t testing.TB, b []byte) []byte {
-	t.Helper()
-	enc, err := zstd.NewWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
-	return enc.EncodeAll(b, nil)
-}
+func zstded(t testing.TB, b []byte) []byte { return testkit.Zstd(t, nil, b) }
 
 func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
 	t.Helper()

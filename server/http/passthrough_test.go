@@ -3,30 +3,12 @@ package httpserver
 import (
 	"bytes"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// wireDest is a destination that sends pass-through batches of enc: it notes each batch's
-// encoding and hands the batch to the recorder.
-type wireDest struct {
-	*testkit.Recorder
-	enc  fastpath.Encoding
-	mu   sync.Mutex
-	encs []fastpath.Encoding
-}
-
-func (d *wireDest) PassThrough() fastpath.Encoding { return d.enc }
-func (d *wireDest) Enqueue(b *fastpath.Batch) error {
-	d.mu.Lock()
-	d.encs = append(d.encs, b.Encoding)
-	d.mu.Unlock()
-	return d.Recorder.Enqueue(b)
-}
 
 // TestIntakePassThrough: protobuf requests that arrive compressed the way the destination
 // sends join one batch as the bytes they arrived as (zstd behind its skippable frame), still
@@ -40,7 +22,7 @@ func TestIntakePassThrough(t *testing.T) {
 	}{{fastpath.EncodingGzip, "gzip", gzipped}, {fastpath.EncodingZstd, "zstd", zstded}} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &testkit.Recorder{}
-			d := &wireDest{Recorder: rec, enc: c.enc}
+			d := &testkit.WireDest{Recorder: rec, Enc: c.enc}
 			e := startWith(t, testPipelineConfig(), DefaultConfig(), rec, d)
 			g := otlpgen.New(3)
 			var want []byte
@@ -58,8 +40,8 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got := rec.Received()
-			if len(got) != 1 || d.encs[0] != c.enc || got[0].Items != 12 || !bytes.Equal(got[0].Body, want) {
-				t.Fatalf("%d batches (first %v, %d items); want one %s batch of the 3 requests as received, 12 spans", len(got), d.encs, got[0].Items, c.name)
+			if len(got) != 1 || d.Encodings()[0] != c.enc || got[0].Items != 12 || !bytes.Equal(got[0].Body, want) {
+				t.Fatalf("%d batches (first %v, %d items); want one %s batch of the 3 requests as received, 12 spans", len(got), d.Encodings(), got[0].Items, c.name)
 			}
 
 			// A request with a malformed entry keeps its good one, decompressed.
@@ -71,8 +53,8 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 2 || d.encs[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, good) {
-				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.encs[len(d.encs)-1])
+			if len(got) != 2 || d.Encodings()[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, good) {
+				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.Encodings())
 			}
 		})
 	}
