@@ -29,6 +29,8 @@ func (r *msgReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// gzipOf and zstdOf are internal/testkit's Gzip and Zstd, which codec's tests cannot import
+// (testkit imports fastpath, which imports codec).
 func gzipOf(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer

@@ -146,9 +146,7 @@ type collectorHTTPUpstream struct {
 func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
 	t.Helper()
 	u := &collectorHTTPUpstream{ids: map[pcommon.SpanID]int{}}
-	cfg := confighttp.NewDefaultServerConfig()
-	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
-	srv, err := cfg.ToServer(context.Background(), nil, settings, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serveCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		req := ptraceotlp.NewExportRequest()
 		if err == nil {
@@ -174,16 +172,7 @@ func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
 		resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
 		w.Write(resp)
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	u.url = "http://" + ln.Addr().String()
+	u.url = "http://" + addr
 	return u
 }
 
@@ -259,9 +248,17 @@ func TestBinaryPassThroughZstd(t *testing.T) {
 func startTenantCollectorHTTP(t *testing.T) *tenantSink {
 	t.Helper()
 	s := &tenantSink{}
+	s.addr = serveCollectorHTTP(t, http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// serveCollectorHTTP serves h on 127.0.0.1 behind the Collector's confighttp (its
+// decompression) until the test ends, and returns the address.
+func serveCollectorHTTP(t *testing.T, h http.Handler) string {
+	t.Helper()
 	cfg := confighttp.NewDefaultServerConfig()
 	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
-	srv, err := cfg.ToServer(context.Background(), nil, settings, http.HandlerFunc(s.serveHTTP))
+	srv, err := cfg.ToServer(context.Background(), nil, settings, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +268,7 @@ func startTenantCollectorHTTP(t *testing.T) *tenantSink {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	s.addr = ln.Addr().String()
-	return s
+	return ln.Addr().String()
 }
 
 // sendGzipTenants sends n spans as each of tenants, one gzip OTLP/HTTP request per span, by
