@@ -265,7 +265,9 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 // batch is with the destinations and the gap since the last seal has passed. nil: it stays
 // open. Called with the signal's lock held.
 func (p *Pipeline) fullLocked(sig Signal, b *Batch, size int) *Batch {
-	if b.Items >= p.cfg.BatchMaxItems || size >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.pastGapLocked(sig)) {
+	// A batch another goroutine is handing out counts as one out: sealed now, this one could
+	// reach the destinations first, and a client's requests would arrive out of order.
+	if b.Items >= p.cfg.BatchMaxItems || size >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.handing.Load() == 0 && p.pastGapLocked(sig)) {
 		p.takeOpenLocked(sig, b)
 		return b
 	}
@@ -468,7 +470,12 @@ func (p *Pipeline) seal(b *Batch) {
 		}
 	}
 	set.users.Add(-1) // handed out: SetDestinations may retire the set
-	p.handing.Add(-1)
+	if p.handing.Add(-1) == 0 && p.cfg.Eager && p.sealedN.Load() == 0 && !p.closed.Load() {
+		// The destinations finished everything while this batch was handed out (the kick of
+		// the last Done ran then): a batch that stayed open because this one was being handed
+		// out leaves now, not with the next request.
+		p.kick()
+	}
 	b.Payload.Release() // the reference the batch was built with
 	b.unref()
 }
