@@ -133,3 +133,60 @@ func FuzzDecompress(f *testing.F) {
 func passesThrough(name string, data []byte) bool {
 	return len(data) > 0 && (name == Gzip && data[0] == gzipFirst || name == Zstd && data[0] == zstdFirst)
 }
+
+// FuzzWireDecompressor feeds arbitrary bytes, as one compressed message, to the gzip and zstd
+// WireDecompressors: each either fails, refuses past its limit (a message longer than the
+// limit, with no trailer), or returns exactly what the registered decompressor inflates the
+// bytes to, with the bytes themselves, unchanged, as the Raw's wire.
+func FuzzWireDecompressor(f *testing.F) {
+	cs := compressors(f)
+	names := []string{Gzip, Zstd}
+	enc, _ := otlpgen.New(13).Spans(otlpgen.Shape{Spans: 5, Attrs: 4}).MarshalVT()
+	for i, name := range names {
+		z, err := tryCompress(cs[name], enc)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(z, uint8(i))
+		f.Add(z[:len(z)-3], uint8(i))
+		f.Add(append(append([]byte(nil), z...), z...), uint8(i))
+	}
+	const limit = 64 << 10
+	ds := map[string]*WireDecompressor{}
+	for _, name := range names {
+		d, err := NewWireDecompressor(name, limit)
+		if err != nil {
+			f.Fatal(err)
+		}
+		ds[name] = d
+	}
+	c := New(MemPool{})
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		name := names[int(which)%len(names)]
+		var r msgReader
+		r.reset(data)
+		out, err := ds[name].Do(&r)
+		if err != nil {
+			return
+		}
+		if len(out) > limit {
+			if _, ok := findWireIn(out); ok || len(out) != limit+1 {
+				t.Fatalf("a message past the limit came back as %d bytes, trailer found %v", len(out), ok)
+			}
+			return
+		}
+		want, err := decompress(cs[name], data)
+		if err != nil || !bytes.Equal(want, out) {
+			t.Fatalf("%s: Do returned %d bytes, the decompressor %d (%v)", name, len(out), len(want), err)
+		}
+		var raw Raw
+		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(out)}, &raw); err != nil {
+			t.Fatal(err)
+		}
+		wire, enc := raw.Wire()
+		if enc != name || !bytes.Equal(wire, data) || !bytes.Equal(raw.Bytes(), want) {
+			t.Fatalf("%s: the Raw carries %q wire of %d bytes (sent %d), plain %d", name, enc, len(wire), len(data), raw.Len())
+		}
+		raw.Release()
+	})
+}
