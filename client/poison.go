@@ -15,9 +15,12 @@ import (
 // suspect alone: it waits until nothing is pending on its stream, sends it, and sends nothing
 // more on that stream until it is answered (lane.isolate): the innocent ones are delivered one by
 // one, and the one the upstream cannot decode ends a stream it is alone on. A suspect that
-// was alone on a stream that ended with INTERNAL gets a strike; at PoisonAfter strikes it is
-// dropped (reason stream_poison). A transient reset costs a lone request one strike, and the
-// requests it interrupted one round trip each; then the lane pipelines again.
+// was alone on a stream that ended with INTERNAL gets a strike, once another request was
+// delivered since it became a suspect (evidence that the path works and the request does not);
+// at PoisonAfter strikes it is dropped (reason stream_poison). A lone suspect is sent again
+// after the retry backoff. A transient reset costs a lone request a backoff, and the requests it
+// interrupted one round trip each; then the lane pipelines again. A poison request with no
+// other traffic at all is retried within its retry budget, as any failing request is.
 
 // endedInternal reports whether a stream that ended with err marks what was pending on it as
 // suspect, with poison detection on, when the requests would be sent again: INTERNAL, or
@@ -33,20 +36,32 @@ func (d *Dest) endedInternal(err error, v verdict) bool {
 	return c == codes.Internal || c == codes.ResourceExhausted
 }
 
-// suspect acts on r, pending on a stream that ended with INTERNAL: alone on it, r takes a
-// strike and is dropped at PoisonAfter; otherwise it is sent again at once, alone.
+// suspect acts on r, pending on a stream that ended with INTERNAL. Pending with others, r
+// becomes a suspect and is sent again at once, alone. Alone on it, r takes a strike, and is
+// dropped at PoisonAfter, but only once the upstream has taken some other request since r
+// became a suspect: while nothing gets through (a proxy resetting every stream while its own
+// upstream restarts) the ends say nothing of r, and dropping on them would drop every request
+// that happened to be sent alone. Either way a lone r waits the retry backoff before it is sent
+// again, so that its strikes are spread over the backoff rather than taken in a burst.
 func (d *Dest) suspect(r *request, alone bool) {
-	if alone {
+	if !r.suspect {
+		r.suspectAt = d.acked.Load()
+	}
+	r.suspect = true
+	if !alone {
+		d.resend(r)
+		return
+	}
+	if d.acked.Load() != r.suspectAt {
 		r.strikes++
 		if int(r.strikes) >= d.cfg.PoisonAfter {
-			d.log.Warn("request dropped: every stream it was sent on alone ended with INTERNAL",
+			d.log.Warn("request dropped: every stream it was sent on alone ended with INTERNAL, while other requests were delivered",
 				"signal", r.sig.String(), "id", r.id, "streams", r.strikes, "items", r.items)
 			d.drop(r, DropStreamPoison)
 			return
 		}
 	}
-	r.suspect = true
-	d.resend(r)
+	d.retryAfter(r, RetryFailed, 0)
 }
 
 // isolate waits until no request is pending on s, so that the lane's next send goes out alone.

@@ -304,3 +304,52 @@ func TestParsePoisonAfter(t *testing.T) {
 	f(",poison-after=-1", 0, true)
 	f(",poison-after=x", 0, true)
 }
+
+// A proxy in front of the upstream resets every stream with INTERNAL_ERROR for a while (its own
+// upstream restarting), far longer than PoisonAfter lone sends take: the request, alone on each
+// of those streams, is never struck, because nothing at all was delivered meanwhile (no evidence
+// that the path works and the request does not); it is retried with backoff and delivered once
+// the proxy passes streams again, and nothing is dropped.
+func TestStreamInternalOutageDropsNothing(t *testing.T) {
+	const ri, outage = 20 * time.Millisecond, 600 * time.Millisecond
+	u := newUpstream(t)
+	u.window = 8
+	a := &answers{}
+	var mu sync.Mutex
+	var firstReset time.Time
+	resets := 0
+	u.onStream = func(s *srvStream, g received) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstReset.IsZero() {
+			firstReset = time.Now()
+		}
+		if time.Since(firstReset) < outage {
+			resets++
+			return status.Error(codes.Internal, "stream terminated by RST_STREAM with error code: INTERNAL_ERROR")
+		}
+		a.ack(s, g.id)
+		return nil
+	}
+	cfg := streamConfig(t, u.addr, 1, 8)
+	cfg.RetryInitial, cfg.RetryMax = ri, 4*ri
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 1, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered: %v; dropped %v", ok, drops(d))
+	}
+	a.check(t, []uint64{1})
+	if got := drops(d); len(got) != 0 {
+		t.Errorf("dropped %v, want nothing", got)
+	}
+	mu.Lock()
+	n := resets
+	mu.Unlock()
+	if n <= cfg.PoisonAfter {
+		t.Errorf("the request was reset %d times alone, want more than poison-after (%d): the outage went untested", n, cfg.PoisonAfter)
+	}
+	if err := shutdown(t, d, waitFor); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,13 +17,16 @@ type request struct {
 	sig     fastpath.Signal
 	items   int
 	size    int
-	attempt int32   // sends so far
-	strikes int32   // streams that ended with INTERNAL while this request was alone on them (poison.go)
-	suspect bool    // pending on a stream that ended with INTERNAL: sent alone until answered (poison.go)
-	taken   int64   // monotonic ns at which the destination took the batch: the retry budget starts here
-	sentAt  int64   // monotonic ns at which the latest send was handed to the transport; notSent before
-	due     int64   // monotonic ns at which a delayed retry becomes ready
-	stream  *stream // the stream the latest send went out on (stream mode)
+	attempt int32 // sends so far
+	strikes int32 // streams that ended with INTERNAL while this request was alone on them (poison.go)
+	suspect bool  // pending on a stream that ended with INTERNAL: sent alone until answered (poison.go)
+	// suspectAt is the destination's delivered count when the request became a suspect: its
+	// strikes count once that moved (poison.go).
+	suspectAt uint64
+	taken     int64   // monotonic ns at which the destination took the batch: the retry budget starts here
+	sentAt    int64   // monotonic ns at which the latest send was handed to the transport; notSent before
+	due       int64   // monotonic ns at which a delayed retry becomes ready
+	stream    *stream // the stream the latest send went out on (stream mode)
 	// stalledAt is its stream's stalled time (stream.stalled) when this request was handed to
 	// the transport: what the stream stalls afterwards is not held against the upstream.
 	stalledAt int64
