@@ -79,3 +79,18 @@ func TestReserveSurvivesCollections(t *testing.T) {
 		}
 	}
 }
+
+// Get and Put allocate nothing, collections between them included: the list is not a
+// sync.Pool, whose items (and per-P arrays) a collection takes away.
+func TestFreeListAllocs(t *testing.T) {
+	l := NewFreeList[[128]byte](4, nil)
+	l.Put(l.Get())
+	got := testing.AllocsPerRun(100, func() {
+		runtime.GC()
+		runtime.GC()
+		l.Put(l.Get())
+	})
+	if got != 0 {
+		t.Fatalf("FreeList Get+Put across collections: %v allocs/op, want 0", got)
+	}
+}

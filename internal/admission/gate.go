@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // gate is a weighted semaphore with a FIFO of waiters.
@@ -33,11 +35,15 @@ type waiter struct {
 	timer   *time.Timer
 }
 
-var waiterPool = sync.Pool{New: func() any {
+// waiterPool keeps waiters, with their channel and timer, through collections (a sync.Pool
+// makes all three again after each one), one per request waiting at once.
+var waiterPool = pool.NewFreeList(maxFreeWaiters, func() *waiter {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &waiter{ready: make(chan struct{}, 1), timer: t}
-}}
+})
+
+const maxFreeWaiters = 1024
 
 func (g *gate) init(max int64, total, peak *atomic.Int64) {
 	g.max, g.total, g.peak = max, total, peak
@@ -57,7 +63,7 @@ func (g *gate) acquire(n int64, wait time.Duration, done <-chan struct{}) bool {
 		g.mu.Unlock()
 		return false
 	}
-	w := waiterPool.Get().(*waiter)
+	w := waiterPool.Get()
 	w.n, w.granted, w.next = n, false, nil
 	if g.tail == nil {
 		g.head = w
