@@ -164,7 +164,9 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		func() float64 { return float64(d.sending.Load()) })
 	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
-	d.streams.free = make([]*stream, 0, d.maxFreeStreams())
+	// The list grows past this only at a new peak of streams alive at once, when streams are
+	// being made anyway; its bound can be a million (MaxInFlight).
+	d.streams.free = make([]*stream, 0, min(d.maxFreeStreams(), 8*cfg.Streams*int(fastpath.NumSignals)))
 	d.recvq = make(chan *stream)
 	limit := cfg.MaxInFlight
 	if limit == 0 {

@@ -23,10 +23,20 @@ import (
 // Receivers are goroutines that outlive their stream: when one has finished a stream it waits
 // for the next one to be opened, so a destination starts a receiver only when none is idle.
 
-// maxFreeStreams bounds the free list and the idle receivers: a lane keeps at most a few
-// streams alive at once (its current one and the re-balanced ones still answering), so a
-// few per lane cover a steady state; beyond that the next burst of re-opens allocates.
-func (d *Dest) maxFreeStreams() int { return 4 * d.cfg.Streams * int(fastpath.NumSignals) }
+// maxFreeStreams bounds the free list and the idle receivers by the streams a destination can
+// have alive at once: per signal, its lanes' current streams and the re-balanced ones still
+// answering, each of which holds at least one of the signal's in-flight tokens (MaxInFlight,
+// Streams*Window by default) until its last answer, or is about to end. A smaller bound drops
+// streams whenever answers lag behind a few re-opens (a collection's pause is enough) and
+// makes them again at the next re-opens, a cost per lag rather than per process. What the list
+// holds is what was once alive at the same time, at most a few hundred bytes a stream.
+func (d *Dest) maxFreeStreams() int {
+	limit := d.cfg.MaxInFlight
+	if limit == 0 {
+		limit = d.cfg.Streams * d.cfg.Window
+	}
+	return (2*d.cfg.Streams + limit) * int(fastpath.NumSignals)
+}
 
 // getStream returns a recycled stream of d, or a new one. Its window is empty and its
 // counters zero; the caller sets the rest.

@@ -53,13 +53,19 @@ func (r *reserve[T]) get() (v T, ok bool) {
 }
 
 // reserveBytesPerTier bounds the bytes a tier's reserve keeps, and maxReserveSlots its count:
-// 32 buffers up to the 64 KiB tier, fewer above, one of 2 MiB, none of the larger tiers (whose
-// buffers only the largest batches take). All tiers together keep at most about 12 MiB, and
-// only what was once in use.
+// 64 buffers up to the 128 KiB tier, fewer above (8 of 1 MiB, the largest batch by default),
+// one of 8 MiB, none of the larger tiers (whose buffers only the largest requests take). A
+// batch lives until its upstream acknowledged it, so with large batches tens of them are in
+// flight at once, and a reserve that holds fewer lets every collection cost the difference.
+// maxReservedBytes bounds all tiers together; they keep only what was once in use.
 const (
-	reserveBytesPerTier = 2 << 20
-	maxReserveSlots     = 32
+	reserveBytesPerTier = 8 << 20
+	maxReserveSlots     = 64
+	maxReservedBytes    = 32 << 20
 )
+
+// reservedBytes is the capacity the byte tiers' reserves hold, against maxReservedBytes.
+var reservedBytes atomic.Int64
 
 // reserveSlots is the reserve of the tier whose buffers have 1<<shift bytes.
 func reserveSlots(shift int) int {
