@@ -221,6 +221,7 @@ func (d *Dest) Start() {
 		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
 		"concurrency", d.cfg.Concurrency, "compression", d.cfg.compressor(), "tls", !d.cfg.TLS.Insecure)
 	if d.cfg.stream() {
+		d.prefill()
 		for sig := range fastpath.Signal(fastpath.NumSignals) {
 			for range d.cfg.Streams {
 				l := &lane{d: d, sig: sig, timer: stoppedTimer()}

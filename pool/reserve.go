@@ -53,15 +53,17 @@ func (r *reserve[T]) get() (v T, ok bool) {
 }
 
 // reserveBytesPerTier bounds the bytes a tier's reserve keeps, and maxReserveSlots its count:
-// 64 buffers up to the 128 KiB tier, fewer above (8 of 1 MiB, the largest batch by default),
-// one of 8 MiB, none of the larger tiers (whose buffers only the largest requests take). A
-// batch lives until its upstream acknowledged it, so with large batches tens of them are in
-// flight at once, and a reserve that holds fewer lets every collection cost the difference.
-// maxReservedBytes bounds all tiers together; they keep only what was once in use.
+// 512 buffers up to the 32 KiB tier, fewer above (16 of 1 MiB, the largest batch by default),
+// one of 16 MiB, none of the larger tiers (whose buffers only the largest requests take). A
+// batch lives until its upstream acknowledged it and a request's body until it joined one, so
+// with large batches and an upstream a little behind, tens to hundreds of each are in memory
+// at once (a request that opens a batch alone trades its body buffer for the batch's first one,
+// 16 KiB: adopt.go), and a reserve that holds fewer lets every collection cost the
+// difference. maxReservedBytes bounds all tiers together; they keep only what was once in use.
 const (
-	reserveBytesPerTier = 8 << 20
-	maxReserveSlots     = 64
-	maxReservedBytes    = 32 << 20
+	reserveBytesPerTier = 16 << 20
+	maxReserveSlots     = 512
+	maxReservedBytes    = 64 << 20
 )
 
 // reservedBytes is the capacity the byte tiers' reserves hold, against maxReservedBytes.

@@ -37,13 +37,27 @@ type waiter struct {
 
 // waiterPool keeps waiters, with their channel and timer, through collections (a sync.Pool
 // makes all three again after each one), one per request waiting at once.
-var waiterPool = pool.NewFreeList(maxFreeWaiters, func() *waiter {
+var waiterPool = pool.NewFreeList(maxFreeWaiters, newWaiter)
+
+const maxFreeWaiters = 1024
+
+func newWaiter() *waiter {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &waiter{ready: make(chan struct{}, 1), timer: t}
-})
+}
 
-const maxFreeWaiters = 1024
+// prefillWaiters is how many waiters NewLimiter makes ahead of traffic: requests queue for
+// the intake's budget in bursts, tens at once when the pipeline is behind, and each waiter made
+// in the middle of one costs three objects.
+const prefillWaiters = 64
+
+// prefillWaiterPool tops the waiters' free list up to prefillWaiters. Safe for concurrent use.
+func prefillWaiterPool() {
+	for range prefillWaiters - waiterPool.Len() {
+		waiterPool.Put(newWaiter())
+	}
+}
 
 func (g *gate) init(max int64, total, peak *atomic.Int64) {
 	g.max, g.total, g.peak = max, total, peak
