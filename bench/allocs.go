@@ -139,6 +139,7 @@ func writeOwnSites(w io.Writer, name string, s AllocSplit, batches int) {
 		fns = append(fns, fn)
 	}
 	slices.SortFunc(fns, func(a, b string) int { return cmp.Compare(s.OwnSites[b], s.OwnSites[a]) })
+	fmt.Fprintf(w, "%s: own allocations %.4f per batch in all (%.0f objects, %d batches)\n", name, s.Own/float64(batches), s.Own, batches)
 	for i, fn := range fns {
 		if i == maxOwnSites {
 			fmt.Fprintf(w, "%s: %d more otlpgate functions charged with own allocations\n", name, len(fns)-i)
