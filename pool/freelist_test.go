@@ -9,7 +9,7 @@ import (
 // Objects put back before two collections are the ones Get hands out after them, up to the
 // capacity; beyond it Get makes new ones.
 func TestFreeListSurvivesCollections(t *testing.T) {
-	type obj struct{ n [64]byte }
+	type obj struct{ _ [64]byte }
 	made := 0
 	l := NewFreeList(4, func() *obj { made++; return new(obj) })
 	var held [6]*obj
