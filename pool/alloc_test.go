@@ -99,7 +99,7 @@ func TestFreeListAllocs(t *testing.T) {
 // too: a reserve of a few buffers for these tiers let every collection cost the rest.
 func TestReserveKeepsBatchBuffers(t *testing.T) {
 	// Tiers no other test uses, so that their reserves start empty.
-	for _, tc := range []struct{ size, n int }{{200 << 10, 32}, {400 << 10, 16}} {
+	for _, tc := range []struct{ size, n int }{{200 << 10, 32}, {100 << 10, 64}} {
 		size := tc.size
 		bufs := make([]*[]byte, tc.n)
 		mine := map[*[]byte]bool{}
