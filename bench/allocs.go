@@ -26,6 +26,8 @@ type AllocSplit struct {
 	// OwnSites is Own by the otlpgate function charged with it (allocattr.Allocator): where to
 	// look when Own is not zero.
 	OwnSites map[string]float64
+	// OwnBytes is the bytes of each of OwnSites' objects.
+	OwnBytes map[string]float64
 	// OwnStacks is a stack (innermost first, up to eight functions) of each of OwnSites.
 	OwnStacks map[string][]string
 }
@@ -39,19 +41,30 @@ func (s AllocSplit) OwnShare() float64 {
 }
 
 // FetchAllocProfile reads the allocation profile of the process serving /debug/pprof/ at base
-// (http://host:port).
+// (http://host:port), as of the moment it answers.
+//
+// The runtime publishes an allocation in its profile only once a collection has finished
+// after it, so /debug/pprof/allocs serves the records as of the last collection: what the
+// process allocated since (the accept of this very request among it) would be left out of a
+// profile taken before a measured phase and charged to the phase by the one after. The heap
+// profile, the same records, is read with gc=1, which collects first. The body is read to the
+// end, so that the next fetch reuses the connection instead of making the process accept a new
+// one.
 func FetchAllocProfile(base string) (*profile.Profile, error) {
-	c := http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(base + "/debug/pprof/allocs")
+	resp, err := profileClient.Get(base + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	defer io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s/debug/pprof/allocs: %s", base, resp.Status)
+		return nil, fmt.Errorf("bench: %s/debug/pprof/heap: %s", base, resp.Status)
 	}
 	return profile.Parse(resp.Body)
 }
+
+// profileClient keeps its connections between fetches (http.DefaultTransport's pool).
+var profileClient = &http.Client{Timeout: 30 * time.Second}
 
 // SplitAllocs attributes the allocations made between the profiles before and after (both
 // cumulative, as /debug/pprof/allocs serves them) by the strict rule of allocattr.Allocator:
@@ -60,22 +73,28 @@ func FetchAllocProfile(base string) (*profile.Profile, error) {
 // calls is otlpgate's), and Other otherwise (grpc-go, x/net, fasthttp, and stacks made only of
 // runtime and standard library frames: goroutine stacks, the collector, net/http's own work).
 func SplitAllocs(before, after *profile.Profile) (AllocSplit, error) {
-	idx := -1
+	idx, space := -1, -1
 	for i, st := range after.SampleType {
-		if st.Type == "alloc_objects" {
+		switch st.Type {
+		case "alloc_objects":
 			idx = i
+		case "alloc_space":
+			space = i
 		}
 	}
 	if idx < 0 {
 		return AllocSplit{}, fmt.Errorf("bench: the profile has no alloc_objects samples")
 	}
-	s := AllocSplit{OwnSites: map[string]float64{}, OwnStacks: map[string][]string{}}
+	s := AllocSplit{OwnSites: map[string]float64{}, OwnBytes: map[string]float64{}, OwnStacks: map[string][]string{}}
 	add := func(p *profile.Profile, sign float64) {
 		for _, smp := range p.Sample {
 			n := sign * float64(smp.Value[idx])
 			if fn, own := allocatingFrame(smp.Location); own {
 				s.Own += n
 				s.OwnSites[fn] += n
+				if space >= 0 {
+					s.OwnBytes[fn] += sign * float64(smp.Value[space])
+				}
 				if _, ok := s.OwnStacks[fn]; !ok && sign > 0 {
 					s.OwnStacks[fn] = stackNames(smp.Location, 8)
 				}
@@ -120,14 +139,19 @@ func writeOwnSites(w io.Writer, name string, s AllocSplit, batches int) {
 		fns = append(fns, fn)
 	}
 	slices.SortFunc(fns, func(a, b string) int { return cmp.Compare(s.OwnSites[b], s.OwnSites[a]) })
+	fmt.Fprintf(w, "%s: own allocations %.4f per batch in all (%.0f objects, %d batches)\n", name, s.Own/float64(batches), s.Own, batches)
 	for i, fn := range fns {
-		if i == 8 {
+		if i == maxOwnSites {
+			fmt.Fprintf(w, "%s: %d more otlpgate functions charged with own allocations\n", name, len(fns)-i)
 			break
 		}
-		fmt.Fprintf(w, "%s: own allocations %.3f per batch (%.0f objects) by %s\n\t%s\n", name, s.OwnSites[fn]/float64(batches), s.OwnSites[fn], fn,
+		fmt.Fprintf(w, "%s: own allocations %.3f per batch (%.0f objects, %.0f bytes) by %s\n\t%s\n", name, s.OwnSites[fn]/float64(batches), s.OwnSites[fn], s.OwnBytes[fn], fn,
 			strings.Join(s.OwnStacks[fn], " < "))
 	}
 }
+
+// maxOwnSites is how many functions writeOwnSites names.
+const maxOwnSites = 16
 
 // stackNames is the function names of a stack, innermost first, at most n, from the innermost
 // one outside the runtime's allocator (the caller of mallocgc, makeslice and the like) on.

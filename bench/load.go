@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,6 +41,27 @@ type LoadConfig struct {
 	// OTEP load has one stream and sends the first value.
 	Header       string
 	HeaderValues []string
+	// Conns, when set, keeps the load's connections from one RunLoad to the next: a warm-up
+	// dials, the measured phase reuses its connections, and what a receiver spends on a new
+	// connection stays out of the phase. The caller closes it.
+	Conns *LoadConns
+}
+
+// LoadConns holds the connections RunLoad dialled for a LoadConfig with Conns set. Not safe
+// for concurrent RunLoad calls.
+type LoadConns struct {
+	grpc *grpc.ClientConn
+	http *fasthttp.HostClient
+}
+
+// Close closes the connections.
+func (c *LoadConns) Close() {
+	if c.grpc != nil {
+		c.grpc.Close()
+	}
+	if c.http != nil {
+		c.http.CloseIdleConnections()
+	}
 }
 
 // headerValue is the value worker w sends in Header, "" when there is no header.
@@ -141,13 +163,24 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		res.Wall = time.Since(start)
 		return res, err
 	}
-	conn, err := grpc.NewClient(cfg.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil)), grpc.MaxCallSendMsgSize(64<<20)),
-		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
-	if err != nil {
-		return LoadResult{}, err
+	var conn *grpc.ClientConn
+	if cfg.Conns != nil {
+		conn = cfg.Conns.grpc
 	}
-	defer conn.Close()
+	if conn == nil {
+		var err error
+		conn, err = grpc.NewClient(cfg.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil)), grpc.MaxCallSendMsgSize(64<<20)),
+			grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
+		if err != nil {
+			return LoadResult{}, err
+		}
+		if cfg.Conns != nil {
+			cfg.Conns.grpc = conn
+		} else {
+			defer conn.Close()
+		}
+	}
 	start := time.Now()
 	var res LoadResult
 	switch cfg.Protocol {

@@ -23,17 +23,29 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 	if cfg.Protocol == "http-json" {
 		ct = "application/json"
 	}
-	hc := &fasthttp.HostClient{
-		Addr:                cfg.Target,
-		MaxConns:            cfg.InFlight,
-		MaxResponseBodySize: 64 << 10,
-		ReadTimeout:         time.Minute,
-		WriteTimeout:        time.Minute,
-		MaxIdleConnDuration: time.Minute,
-		// Bodies are sent as they are; no header is added that a real exporter would not send.
-		NoDefaultUserAgentHeader: true,
+	var hc *fasthttp.HostClient
+	if cfg.Conns != nil {
+		hc = cfg.Conns.http
 	}
-	defer hc.CloseIdleConnections()
+	if hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr:                cfg.Target,
+			MaxConns:            cfg.InFlight,
+			MaxResponseBodySize: 64 << 10,
+			ReadTimeout:         time.Minute,
+			WriteTimeout:        time.Minute,
+			MaxIdleConnDuration: time.Minute,
+			// Bodies are sent as they are; no header is added that a real exporter would not send.
+			NoDefaultUserAgentHeader: true,
+		}
+		if cfg.Conns != nil {
+			cfg.Conns.http = hc
+		} else {
+			defer hc.CloseIdleConnections()
+		}
+	}
+	// A kept client dialled for fewer workers lets the extra ones wait for a connection.
+	hc.MaxConns = max(hc.MaxConns, cfg.InFlight)
 	uri := "http://" + cfg.Target + "/v1/traces"
 	var next, acked, failed, retried atomic.Int64
 	var firstErr atomic.Pointer[error]

@@ -179,6 +179,9 @@ func ScrapeCounter(url, name string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	// Read to the end, so that the client keeps the connection for the next scrape: a new one
+	// would be accepted, and allocated for, by the scraped process between two of them.
+	defer io.Copy(io.Discard, resp.Body)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {

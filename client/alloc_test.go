@@ -4,6 +4,7 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -130,5 +131,37 @@ func TestCallContextZeroAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per call", allocs)
+	}
+}
+
+// Streams re-opened while answers lag behind stay alive at once, one for each batch of
+// answers still due, up to one per in-flight request: all of them go back to the free list,
+// and the next re-opens, after collections too, take them from there instead of making
+// streams (with their contexts and timers) again.
+func TestStreamsRecycledAfterLagZeroAlloc(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.Endpoint = "alloc_streams", "127.0.0.1:1"
+	d, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	alive := make([]*stream, 16*cfg.Streams*int(fastpath.NumSignals)) // four times what the list once kept
+	cycle := func() {
+		for i := range alive {
+			alive[i] = d.getStream()
+		}
+		for _, s := range alive {
+			d.putStream(s)
+		}
+	}
+	cycle()
+	allocs := testing.AllocsPerRun(10, func() {
+		runtime.GC()
+		runtime.GC()
+		cycle()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per %d streams re-opened after collections", allocs, len(alive))
 	}
 }

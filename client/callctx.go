@@ -68,9 +68,14 @@ func newCallContext(parent context.Context) (c *callContext, release func() bool
 // package looks (a select with a default) and then ties children through AfterFunc, and grpc-go
 // waits only on the child it derives at the start of NewStream; the lane, which waits for a
 // stream's end, waits on the stream's own signal (stream.over).
+//
+// It is made with the slot grpc-go's child takes (AfterFunc), so that a stream object made
+// ahead of traffic (prefill) costs nothing at its first stream either.
 func newStreamContext(parent context.Context) (c *callContext, release func() bool) {
 	c, release = newCallContext(parent)
 	c.shared, c.mu.done = true, nil
+	c.mu.slots = make([]afterSlot, 0, 1)
+	c.addSlotLocked(nil)
 	return c, release
 }
 
@@ -198,11 +203,17 @@ func (c *callContext) AfterFunc(f func()) (stop func() bool) {
 			return stop
 		}
 	}
-	i := len(c.mu.slots)
-	c.mu.slots = append(c.mu.slots, afterSlot{f: f, stop: func() bool { return c.stopSlot(i) }})
-	stop = c.mu.slots[i].stop
+	stop = c.addSlotLocked(f)
 	c.mu.Unlock()
 	return stop
+}
+
+// addSlotLocked adds a slot holding f (nil: free) and returns its stop function. c.mu must be
+// held.
+func (c *callContext) addSlotLocked(f func()) (stop func() bool) {
+	i := len(c.mu.slots)
+	c.mu.slots = append(c.mu.slots, afterSlot{f: f, stop: func() bool { return c.stopSlot(i) }})
+	return c.mu.slots[i].stop
 }
 
 // stopSlot unregisters the function in slot i, reporting whether it had not run.

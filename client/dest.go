@@ -164,7 +164,9 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		func() float64 { return float64(d.sending.Load()) })
 	heldBytes.add(d)
 	d.streams.set = map[*stream]struct{}{}
-	d.streams.free = make([]*stream, 0, d.maxFreeStreams())
+	// The list grows past this only at a new peak of streams alive at once, when streams are
+	// being made anyway; its bound can be a million (MaxInFlight).
+	d.streams.free = make([]*stream, 0, min(d.maxFreeStreams(), 8*cfg.Streams*int(fastpath.NumSignals)))
 	d.recvq = make(chan *stream)
 	limit := cfg.MaxInFlight
 	if limit == 0 {
@@ -219,6 +221,7 @@ func (d *Dest) Start() {
 		"mode", d.cfg.Mode, "streams", d.cfg.Streams, "window", d.cfg.Window,
 		"concurrency", d.cfg.Concurrency, "compression", d.cfg.compressor(), "tls", !d.cfg.TLS.Insecure)
 	if d.cfg.stream() {
+		d.prefill()
 		for sig := range fastpath.Signal(fastpath.NumSignals) {
 			for range d.cfg.Streams {
 				l := &lane{d: d, sig: sig, timer: stoppedTimer()}

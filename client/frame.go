@@ -3,7 +3,6 @@ package client
 import (
 	"encoding/binary"
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/encoding"
@@ -76,21 +75,41 @@ type frame struct {
 	bufs             []mem.Buffer
 }
 
-// frames recycles frames. A new frame boxes each of its header lengths at once: boxed on first
-// use instead, a frame would allocate whenever an id's varint grew a byte, for as long as the
-// process runs.
-var frames = sync.Pool{New: func() any {
-	f := new(frame)
+// frames recycles frames through a free list that collections do not empty (a sync.Pool
+// would make frames again after each one, and a new frame grows its cuts and bufs again). It
+// holds what destinations may have in flight at once with room to spare (a destination's
+// default is 2 streams of 64 requests). A new frame boxes each of its header lengths at once:
+// boxed on first use instead, a frame would allocate whenever an id's varint grew a byte, for
+// as long as the process runs.
+var frames = pool.NewFreeList(maxFreeFrames, makeFrame)
+
+const maxFreeFrames = 1024
+
+// frameEntries is the entries a new frame has room for before its cuts and bufs grow: a batch
+// of up to eight requests of one resource each.
+const frameEntries = 8
+
+func makeFrame() *frame {
+	f := &frame{cuts: make([]int32, 0, frameEntries), bufs: make([]mem.Buffer, 0, 2*frameEntries+1)}
 	for n := range f.hdrs {
 		f.hdrs[n] = mem.SliceBuffer(f.hdr[:n])
 	}
 	return f
-}}
+}
+
+// prefillFrames tops the frames' free list up to n frames, so that the sends of a starting
+// destination's first windows find them made. Safe for concurrent use; concurrent callers may
+// together add a few more.
+func prefillFrames(n int) {
+	for range min(n, maxFreeFrames) - frames.Len() {
+		frames.Put(makeFrame())
+	}
+}
 
 // newFrame returns a frame holding its own reference to p for request id, with the sender's
 // reference, or errFrameInvalid when p's top level is not a v1 body (then nothing is held).
 func newFrame(id uint64, p *pool.Payload) (*frame, error) {
-	f := frames.Get().(*frame)
+	f := frames.Get()
 	if err := f.prepare(id, p.Bytes()); err != nil {
 		f.reset()
 		frames.Put(f)

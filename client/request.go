@@ -1,10 +1,10 @@
 package client
 
 import (
-	"sync"
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // request is one batch on its way to one destination, from Enqueue to Done. It is owned by
@@ -36,10 +36,15 @@ type request struct {
 // answer cannot be overdue, because the ack timeout counts from when the transport took it.
 const notSent = int64(1<<63 - 1)
 
-var requests = sync.Pool{New: func() any { return new(request) }}
+// requests recycles requests through a free list that collections do not empty (a sync.Pool
+// makes them again after each one). A request exists from the queue on, so the list holds a
+// queue's worth of small batches; requests beyond it are dropped for the collector.
+var requests = pool.NewFreeList[request](maxFreeRequests, nil)
+
+const maxFreeRequests = 4096
 
 func getRequest(b *fastpath.Batch, id uint64) *request {
-	r := requests.Get().(*request)
+	r := requests.Get()
 	r.b, r.id, r.sig, r.items, r.size = b, id, b.Signal, b.Items, b.Len()
 	r.taken = nanotime()
 	return r

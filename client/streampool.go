@@ -23,10 +23,20 @@ import (
 // Receivers are goroutines that outlive their stream: when one has finished a stream it waits
 // for the next one to be opened, so a destination starts a receiver only when none is idle.
 
-// maxFreeStreams bounds the free list and the idle receivers: a lane keeps at most a few
-// streams alive at once (its current one and the re-balanced ones still answering), so a
-// few per lane cover a steady state; beyond that the next burst of re-opens allocates.
-func (d *Dest) maxFreeStreams() int { return 4 * d.cfg.Streams * int(fastpath.NumSignals) }
+// maxFreeStreams bounds the free list and the idle receivers by the streams a destination can
+// have alive at once: per signal, its lanes' current streams and the re-balanced ones still
+// answering, each of which holds at least one of the signal's in-flight tokens (MaxInFlight,
+// Streams*Window by default) until its last answer, or is about to end. A smaller bound drops
+// streams whenever answers lag behind a few re-opens (a collection's pause is enough) and
+// makes them again at the next re-opens, a cost per lag rather than per process. What the list
+// holds is what was once alive at the same time, at most a few hundred bytes a stream.
+func (d *Dest) maxFreeStreams() int {
+	limit := d.cfg.MaxInFlight
+	if limit == 0 {
+		limit = d.cfg.Streams * d.cfg.Window
+	}
+	return (2*d.cfg.Streams + limit) * int(fastpath.NumSignals)
+}
 
 // getStream returns a recycled stream of d, or a new one. Its window is empty and its
 // counters zero; the caller sets the rest.
@@ -40,6 +50,11 @@ func (d *Dest) getStream() *stream {
 		return s
 	}
 	d.streams.mu.Unlock()
+	return d.newStream()
+}
+
+// newStream makes a stream of d with its context, cancel function and open timer.
+func (d *Dest) newStream() *stream {
 	s := &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
 	s.over = make(chan struct{}, 1)
 	s.ctx, s.release = newStreamContext(d.ctx)
@@ -97,6 +112,29 @@ func (d *Dest) putStream(s *stream) {
 	}
 }
 
+// prefillStreams is how many streams, each with an idle receiver, a streaming destination
+// makes when it starts: 32 per lane of a signal (64 by default), what a lane's re-opens every
+// 960 KiB keep alive when large batches' answers lag by a few tens of batches. Made later, at
+// the first peak that needs them, they would cost their allocations in the middle of traffic.
+func (d *Dest) prefillStreams() int { return min(d.maxFreeStreams(), 32*d.cfg.Streams) }
+
+// prefill stocks the free list and the idle receivers with prefillStreams streams, and the
+// frames' free list with a window's worth of frames per lane. Called by Start.
+func (d *Dest) prefill() {
+	n := d.prefillStreams()
+	d.streams.mu.Lock()
+	for len(d.streams.free) < n {
+		d.streams.free = append(d.streams.free, d.newStream())
+	}
+	d.streams.mu.Unlock()
+	for range n {
+		d.idleReceivers.Add(1)
+		d.wg.Add(1)
+		go d.receiver(nil)
+	}
+	prefillFrames(d.cfg.Streams * d.cfg.Window)
+}
+
 // receive hands s to an idle receiver, or starts one.
 func (d *Dest) receive(s *stream) {
 	select {
@@ -108,16 +146,19 @@ func (d *Dest) receive(s *stream) {
 }
 
 // receiver reads the answers of s, then of each stream it is handed next, until the
-// destination stops or enough receivers are idle already.
+// destination stops or enough receivers are idle already. A receiver started idle (prefill)
+// has a nil s and was counted idle by its starter.
 func (d *Dest) receiver(s *stream) {
 	defer d.wg.Done()
 	var resp otepv1.ExportResponse // reused: RecvMsg resets it
 	for {
-		s.recv(&resp)
-		s.unref()
-		if d.idleReceivers.Add(1) > int32(d.maxFreeStreams()) {
-			d.idleReceivers.Add(-1)
-			return
+		if s != nil {
+			s.recv(&resp)
+			s.unref()
+			if d.idleReceivers.Add(1) > int32(d.maxFreeStreams()) {
+				d.idleReceivers.Add(-1)
+				return
+			}
 		}
 		select {
 		case s = <-d.recvq:

@@ -1,8 +1,6 @@
 package codec
 
 import (
-	"sync"
-
 	"google.golang.org/grpc/mem"
 
 	"github.com/otlpgate/otlpgate/pool"
@@ -33,11 +31,15 @@ type sendBuf struct {
 	payload    *pool.Payload  // is released on Put
 }
 
-var sendBufs = sync.Pool{New: func() any { return new(sendBuf) }}
+// sendBufs keeps sendBufs through collections (a sync.Pool makes them again after each one):
+// one per message the transports hold at once.
+var sendBufs = pool.NewFreeList[sendBuf](maxFreeSendBufs, nil)
+
+const maxFreeSendBufs = 1024
 
 // sendPooled hands buf, obtained from p, to gRPC; p gets it back when gRPC is done.
 func sendPooled(buf *[]byte, p mem.BufferPool) mem.BufferSlice {
-	s := sendBufs.Get().(*sendBuf)
+	s := sendBufs.Get()
 	s.pool = p
 	s.bufs[0] = Track(buf, s)
 	return s.bufs[:]
@@ -46,7 +48,7 @@ func sendPooled(buf *[]byte, p mem.BufferPool) mem.BufferSlice {
 // sendShared hands b to gRPC without copying. If payload is not nil the caller has taken a
 // reference for gRPC, which is released when gRPC is done. cap(b) must be at least MinTracked.
 func sendShared(b []byte, payload *pool.Payload) mem.BufferSlice {
-	s := sendBufs.Get().(*sendBuf)
+	s := sendBufs.Get()
 	s.data = b
 	s.payload = payload
 	s.bufs[0] = Track(&s.data, s)

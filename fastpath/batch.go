@@ -2,7 +2,6 @@ package fastpath
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/otlpgate/otlpgate/pool"
@@ -59,7 +58,7 @@ type BatchOwner interface {
 // once: the destination, after a nil Enqueue, or the caller, when it gives the batch up
 // without handing it over. Done releases the payload, then tells owner.
 func NewBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *Batch {
-	b := batchPool.Get().(*Batch)
+	b := batchPool.Get()
 	b.Signal, b.Items, b.Payload = sig, items, payload
 	b.size = payload.Len()
 	b.owner = owner
@@ -68,10 +67,15 @@ func NewBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *B
 	return b
 }
 
-var batchPool = sync.Pool{New: func() any { return new(Batch) }}
+// batchPool recycles batches through a free list that collections do not empty (a sync.Pool
+// makes them again after each one). A batch lives until every destination is finished with it,
+// so the list holds the batches of full queues; beyond it they are dropped for the collector.
+var batchPool = pool.NewFreeList[Batch](maxFreeBatches, nil)
+
+const maxFreeBatches = 4096
 
 func getBatch(p *Pipeline, sig Signal, size int) *Batch {
-	b := batchPool.Get().(*Batch)
+	b := batchPool.Get()
 	b.Signal = sig
 	b.p = p
 	b.Payload = pool.NewPayload(size)

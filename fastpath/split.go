@@ -209,7 +209,7 @@ func (j *join) partDone(delivered bool) {
 
 // newPart is a batch of one destination holding part of a split batch.
 func newPart(sig Signal, p *pool.Payload, items int, j *join) *Batch {
-	k := batchPool.Get().(*Batch)
+	k := batchPool.Get()
 	k.Signal, k.Items, k.Payload = sig, items, p
 	k.size = p.Len()
 	k.join = j

@@ -79,3 +79,48 @@ func TestReserveSurvivesCollections(t *testing.T) {
 		}
 	}
 }
+
+// Get and Put allocate nothing, collections between them included: the list is not a
+// sync.Pool, whose items (and per-P arrays) a collection takes away.
+func TestFreeListAllocs(t *testing.T) {
+	l := NewFreeList[[128]byte](4, nil)
+	l.Put(l.Get())
+	got := testing.AllocsPerRun(100, func() {
+		runtime.GC()
+		runtime.GC()
+		l.Put(l.Get())
+	})
+	if got != 0 {
+		t.Fatalf("FreeList Get+Put across collections: %v allocs/op, want 0", got)
+	}
+}
+
+// Batch buffers of large batches, tens of them in flight at once, are kept through collections
+// too: a reserve of a few buffers for these tiers let every collection cost the rest.
+func TestReserveKeepsBatchBuffers(t *testing.T) {
+	// Tiers no other test uses, so that their reserves start empty.
+	for _, tc := range []struct{ size, n int }{{200 << 10, 32}, {100 << 10, 64}} {
+		size := tc.size
+		bufs := make([]*[]byte, tc.n)
+		mine := map[*[]byte]bool{}
+		for i := range bufs {
+			bufs[i] = GetBytes(size)
+			mine[bufs[i]] = true
+		}
+		for round := range 3 {
+			for _, b := range bufs {
+				PutBytes(b)
+			}
+			runtime.GC()
+			runtime.GC()
+			for i := range bufs {
+				if bufs[i] = GetBytes(size); !mine[bufs[i]] {
+					t.Fatalf("size %d, round %d: buffer %d of %d is a new one", size, round, i, len(bufs))
+				}
+			}
+		}
+		for _, b := range bufs {
+			PutBytes(b)
+		}
+	}
+}

@@ -21,7 +21,8 @@ const (
 )
 
 // tiers[i] holds *[]byte whose capacity is at least 1<<(minShift+i) and below twice that;
-// reserves[i] keeps a few of them through collections (reserve).
+// reserves[i] keeps a few of them through collections (reserve), all tiers' reserves together
+// at most maxReservedBytes.
 var (
 	tiers    [numTiers]sync.Pool
 	reserves [numTiers]reserve[*[]byte]
@@ -52,6 +53,7 @@ func GetBytes(size int) *[]byte {
 		return v.(*[]byte)
 	}
 	if b, ok := reserves[i].get(); ok {
+		reservedBytes.Add(-int64(cap(*b)))
 		return b
 	}
 	b := make([]byte, 0, 1<<(minShift+i))
@@ -80,9 +82,13 @@ func PutBytes(b *[]byte) {
 	}
 	*b = (*b)[:0]
 	i := putTier(c)
-	if !reserves[i].put(b) {
-		tiers[i].Put(b)
+	// Concurrent puts may take the total a few buffers past the bound; it is a bound on what
+	// stays, not an exact budget.
+	if reservedBytes.Load()+int64(c) <= maxReservedBytes && reserves[i].put(b) {
+		reservedBytes.Add(int64(c))
+		return
 	}
+	tiers[i].Put(b)
 }
 
 // getTier is the smallest tier whose capacity is at least size (size <= MaxSize).

@@ -16,10 +16,15 @@
 // A sync.Pool drops what sat unused through two collections, and gRPC's garbage makes a busy
 // proxy collect every few milliseconds, so a pool alone comes up short after every lull and at
 // every peak a little above the last, and Get allocates. Each tier therefore also keeps a small
-// reserve the collector never empties (32 buffers up to 64 KiB, fewer above, one of 2 MiB, none
-// larger; about 12 MiB at most, of buffers once in use), filled first by PutBytes while it has
-// room and drawn on only when the pool is empty; payloads keep one of 256. Sizes are constants, not
-// configuration, so that finding a tier is a bit-length computation; the package has no Config.
+// reserve the collector never empties (512 buffers up to 32 KiB, fewer above, 64 of 256 KiB,
+// 2 of 1 MiB, one of 2 MiB, none larger; 64 MiB at most, of buffers once in use), filled first by
+// PutBytes while it has room and drawn on only when the pool is empty; payloads keep one of 256.
+// Sizes are constants, not configuration, so that finding a tier is a bit-length computation;
+// the package has no Config.
+//
+// Objects that are not bytes recycle through a FreeList where a collection would otherwise cost
+// allocations: a bounded stack the collector never empties, sized to what may be in use at
+// once.
 //
 // github.com/valyala/bytebufferpool is not used for the tiers. Its pool calibrates one default
 // size and one maximum size from what a single call site asked for recently, which suits one

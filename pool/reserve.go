@@ -52,16 +52,30 @@ func (r *reserve[T]) get() (v T, ok bool) {
 	return v, ok
 }
 
-// reserveBytesPerTier bounds the bytes a tier's reserve keeps, and maxReserveSlots its count:
-// 32 buffers up to the 64 KiB tier, fewer above, one of 2 MiB, none of the larger tiers (whose
-// buffers only the largest batches take). All tiers together keep at most about 12 MiB, and
-// only what was once in use.
+// reserveBytesPerTier bounds the bytes a tier's reserve keeps up to the 256 KiB tier,
+// reserveBytesLarge above, and maxReserveSlots its count: 512 buffers up to the 32 KiB tier,
+// fewer above (64 of 256 KiB), 4 of 512 KiB, 2 of 1 MiB, one of 2 MiB, none of the larger tiers
+// (whose buffers only the largest batches and requests take, and which a burst of them would
+// otherwise leave pinned). Requests' bodies, gRPC's 16 KiB frames (240 at once in flight with
+// large requests at 8 in flight) and batches' buffers are in memory until their batch is
+// forwarded, so with an upstream a little behind, tens to hundreds of each are in use at once,
+// and a reserve that holds fewer lets every collection cost the difference. maxReservedBytes
+// bounds all tiers together; they keep only what was once in use.
 const (
-	reserveBytesPerTier = 2 << 20
-	maxReserveSlots     = 32
+	reserveBytesPerTier = 16 << 20
+	reserveBytesLarge   = 2 << 20
+	largeReserveShift   = 18 // tiers above 1<<largeReserveShift bytes keep reserveBytesLarge
+	maxReserveSlots     = 512
+	maxReservedBytes    = 64 << 20
 )
+
+// reservedBytes is the capacity the byte tiers' reserves hold, against maxReservedBytes.
+var reservedBytes atomic.Int64
 
 // reserveSlots is the reserve of the tier whose buffers have 1<<shift bytes.
 func reserveSlots(shift int) int {
+	if shift > largeReserveShift {
+		return reserveBytesLarge >> shift
+	}
 	return min(reserveBytesPerTier>>shift, maxReserveSlots)
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // gate is a weighted semaphore with a FIFO of waiters.
@@ -33,11 +35,29 @@ type waiter struct {
 	timer   *time.Timer
 }
 
-var waiterPool = sync.Pool{New: func() any {
+// waiterPool keeps waiters, with their channel and timer, through collections (a sync.Pool
+// makes all three again after each one), one per request waiting at once.
+var waiterPool = pool.NewFreeList(maxFreeWaiters, newWaiter)
+
+const maxFreeWaiters = 1024
+
+func newWaiter() *waiter {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &waiter{ready: make(chan struct{}, 1), timer: t}
-}}
+}
+
+// prefillWaiters is how many waiters NewLimiter makes ahead of traffic: requests queue for
+// the intake's budget in bursts, tens at once when the pipeline is behind, and each waiter made
+// in the middle of one costs three objects.
+const prefillWaiters = 64
+
+// prefillWaiterPool tops the waiters' free list up to prefillWaiters. Safe for concurrent use.
+func prefillWaiterPool() {
+	for range prefillWaiters - waiterPool.Len() {
+		waiterPool.Put(newWaiter())
+	}
+}
 
 func (g *gate) init(max int64, total, peak *atomic.Int64) {
 	g.max, g.total, g.peak = max, total, peak
@@ -57,7 +77,7 @@ func (g *gate) acquire(n int64, wait time.Duration, done <-chan struct{}) bool {
 		g.mu.Unlock()
 		return false
 	}
-	w := waiterPool.Get().(*waiter)
+	w := waiterPool.Get()
 	w.n, w.granted, w.next = n, false, nil
 	if g.tail == nil {
 		g.head = w

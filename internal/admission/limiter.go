@@ -231,6 +231,7 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	l.bytes[budgetOpen].init(open, &liveBudget[budgetOpen], nil)
 	l.bytes[budgetInflate].init(inflate, &liveBudget[budgetInflate], nil)
 	l.decodes.init(int64(d), &liveDecodes, nil)
+	prefillWaiterPool()
 	return l
 }
 

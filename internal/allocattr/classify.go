@@ -59,6 +59,14 @@ var bookkeepers = map[string]bool{
 	"sync.(*Pool).pinSlow":              true,
 	"sync.(*poolChain).pushHead":        true,
 	"runtime.acquireSudog":              true,
+	// The runtime's semaphores as sync calls them. A heap profile written by runtime/pprof
+	// leaves out the runtime's frames at the top of each stack (acquireSudog among them), and
+	// a sudog is the only object a semaphore acquire allocates.
+	"internal/sync.runtime_SemacquireMutex": true,
+	"sync.runtime_Semacquire":               true,
+	"sync.runtime_SemacquireRWMutex":        true,
+	"sync.runtime_SemacquireRWMutexR":       true,
+	"sync.runtime_SemacquireWaitGroup":      true,
 }
 
 // Std reports whether pkg, an import path, is part of the Go distribution (the runtime, the

@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"codec":                     {"pool", "proto/"},
 	"fastpath":                  {"pool", "proto/"},
 	"process":                   {"pool", "proto/"},
-	"internal/admission":        {"fastpath"},
+	"internal/admission":        {"fastpath", "pool"},
 	"spool":                     {"pool"},
 	"spool/feed":                {"fastpath", "spool", "pool"},
 	"client":                    {"fastpath", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize"},

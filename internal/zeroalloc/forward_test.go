@@ -49,11 +49,28 @@ func destConfig(name, endpoint string, unary bool) client.Config {
 // round). What a round may still show is a pool's stock falling one buffer short of a peak of
 // batches in flight that the warm-up did not reach: the buffer goes back to the pool, the next
 // peak finds it, and a later round is clean. The steady state allocates nothing.
-func forward(t *testing.T, in intake, unary bool) { forwardTenants(t, in, unary, nil) }
+func forward(t *testing.T, in intake, unary bool) { forwardTenants(t, in, unary, nil, 0) }
+
+// collectEvery is how many requests of a measured round forwardCollected sends between two
+// pairs of collections. A sync.Pool gives its items up to the second collection after they
+// were put, so code that recycles through one makes its objects again after every pair, in
+// otlpgate's frames; a free list keeps them. 2,000 requests a round make 10 pairs.
+const collectEvery = 200
+
+// forwardCollected is forward with two collections after every collectEvery requests of a
+// measured round, while batches are still in flight: what a busy process meets every few
+// hundred batches (the collector runs on gRPC's and net/http's garbage), and what the
+// collector-off measurement alone would not.
+func forwardCollected(t *testing.T, in intake, unary bool) {
+	forwardTenants(t, in, unary, nil, collectEvery)
+}
 
 // forwardTenants is forward with -intake.headers=x-scope-orgid when orgs is not empty: the
 // load's workers send as the tenants orgs, in turns, and the destination forwards the header.
-func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
+//
+// With collect > 0, each measured round collects twice after every collect requests
+// (forwardCollected).
+func forwardTenants(t *testing.T, in intake, unary bool, orgs []string, collect int) {
 	// One P: sync.Pool keeps the item a P put last where only that P's Get finds it, also after
 	// the collection that starts the measurement. With one P, whether the measured requests find
 	// the pools stocked by the warm-up does not depend on which P each goroutine last ran on.
@@ -110,7 +127,15 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string) {
 	opened := sk.streams.Load()
 	rec.Start()
 	for round := 0; round < maxRounds && clean < 0; round++ {
-		drive(t, sent, runRequests, senders[:workers])
+		if collect > 0 {
+			for k := 0; k < runRequests; k += collect {
+				drive(t, sent+k, min(collect, runRequests-k), senders[:workers])
+				runtime.GC()
+				runtime.GC()
+			}
+		} else {
+			drive(t, sent, runRequests, senders[:workers])
+		}
 		g.drained(t)
 		rep = rec.Lap()
 		sent += runRequests
@@ -171,9 +196,16 @@ func TestGRPCGzipPassThroughToUnaryOwnAllocs(t *testing.T) {
 	}
 }
 
+func TestGRPCToStreamCollectedOwnAllocs(t *testing.T) { forwardCollected(t, intakeGRPC, false) }
+func TestHTTPProtoToStreamCollectedOwnAllocs(t *testing.T) {
+	forwardCollected(t, intakeHTTPProto, false)
+}
+func TestHTTPJSONToStreamCollectedOwnAllocs(t *testing.T) { forwardCollected(t, intakeHTTPJSON, false) }
+func TestGRPCToUnaryCollectedOwnAllocs(t *testing.T)      { forwardCollected(t, intakeGRPC, true) }
+
 // Tenants cost no allocation either: the gRPC intake reads each call's X-Scope-OrgID where
 // grpc-go filed it, admission keeps a batch per tenant, and the destination sends each batch
 // with its tenant's header from a context made once per tenant.
 func TestGRPCTenantsToUnaryOwnAllocs(t *testing.T) {
-	forwardTenants(t, intakeGRPC, true, []string{"acme", "beta", "gamma"})
+	forwardTenants(t, intakeGRPC, true, []string{"acme", "beta", "gamma"}, 0)
 }

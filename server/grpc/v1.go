@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,10 +47,13 @@ func v1Response(sig fastpath.Signal, rejected int64, msg string) any {
 }
 
 // raws recycles the Raw each v1 call receives its request into: dec takes a pointer, so a Raw
-// declared in the handler would be allocated on every call.
-var raws = sync.Pool{New: func() any { return new(codec.Raw) }}
+// declared in the handler would be allocated on every call. The free list keeps them through
+// collections (a sync.Pool makes them again after each one), one per call in progress.
+var raws = pool.NewFreeList[codec.Raw](maxFreeRaws, nil)
 
-func getRaw() *codec.Raw { return raws.Get().(*codec.Raw) }
+const maxFreeRaws = 1024
+
+func getRaw() *codec.Raw { return raws.Get() }
 
 // putRaw releases what r holds and recycles it.
 func putRaw(r *codec.Raw) {

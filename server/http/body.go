@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -122,9 +121,13 @@ type scratch struct {
 	enc    fastpath.Encoding
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+// scratchPool keeps scratches through collections (a sync.Pool makes them again after each
+// one), one per request in progress.
+var scratchPool = pool.NewFreeList[scratch](maxFreeScratches, nil)
 
-func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+const maxFreeScratches = 1024
+
+func getScratch() *scratch { return scratchPool.Get() }
 
 // bind sets where the scratch's buffers take their intake-limiter bytes from.
 func (s *scratch) bind(adm *admission.Control, done <-chan struct{}) {

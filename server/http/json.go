@@ -1,8 +1,6 @@
 package httpserver
 
 import (
-	"sync"
-
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
@@ -13,8 +11,12 @@ import (
 const jsonSupported = true
 
 // transcoders are pooled. A transcoder reads the body as a stream and keeps a few KiB between
-// calls whatever it served, so every one goes back to the pool.
-var transcoders = sync.Pool{New: func() any { return new(fastpath.JSONTranscoder) }}
+// calls whatever it served, so every one goes back to the pool: a free list, which keeps them
+// through collections (a sync.Pool makes them, and their state, again after each one), one per
+// JSON request being transcoded at once.
+var transcoders = pool.NewFreeList[fastpath.JSONTranscoder](maxFreeTranscoders, nil)
+
+const maxFreeTranscoders = 256
 
 // admitJSON transcodes an OTLP/JSON body into the v1 protobuf bytes the pipeline carries and
 // admits them. A body the transcoder refuses is an error (answered 400 with its reason); there
@@ -25,7 +27,7 @@ var transcoders = sync.Pool{New: func() any { return new(fastpath.JSONTranscoder
 // numbers write more, 8 bytes for "0,", so at most 4 times) and the transcoder's state, which
 // follows the nesting depth, not the body.
 func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, admission.Reason, error) {
-	t := transcoders.Get().(*fastpath.JSONTranscoder)
+	t := transcoders.Get()
 	sc.out = pool.GetBytes(len(body))
 	var scan fastpath.Scan
 	var err error
