@@ -79,7 +79,7 @@ func (d *WireDecompressor) Type() string { return d.name }
 // pooled decompressors can hold as an io.Reader without an allocation.
 type wireState struct{ src sliceReader }
 
-var wireStates = newFreeList[*wireState](64)
+var wireStates = pool.NewFreeList[wireState](64, nil)
 
 // sliceReader reads a byte slice.
 type sliceReader struct{ b []byte }
@@ -106,11 +106,8 @@ func (d *WireDecompressor) Do(r io.Reader) ([]byte, error) {
 	if len(wire) > 1<<32-1 {
 		return nil, errWireSize
 	}
-	st, _ := wireStates.get()
-	if st == nil {
-		st = new(wireState)
-	}
-	defer func() { st.src.b = nil; wireStates.put(st) }()
+	st := wireStates.Get()
+	defer func() { st.src.b = nil; wireStates.Put(st) }()
 	st.src.b = wire
 	dr, err := d.comp.Decompress(&st.src)
 	if err != nil {
@@ -136,7 +133,7 @@ func (d *WireDecompressor) Do(r io.Reader) ([]byte, error) {
 	copy(t[trailerEnc+1:trailerLen], d.name)
 	copy(t[trailerLen:], wire)
 	*out = nil
-	holders.put(out)
+	holders.Put(out)
 	return plain, nil
 }
 
@@ -277,10 +274,7 @@ func (w *wireMsg) release() {
 		return
 	}
 	clear(w.full[len(w.plain) : len(w.plain)+trailerWire])
-	h, _ := holders.get()
-	if h == nil {
-		h = new([]byte)
-	}
+	h := holders.Get()
 	*h = w.full[:0]
 	pool.PutBytes(h)
 	*w = wireMsg{}
@@ -288,26 +282,4 @@ func (w *wireMsg) release() {
 
 // holders are the empty *[]byte a buffer of Do went out without: pool.PutBytes takes one back
 // with each buffer the codec gives back.
-var holders = newFreeList[*[]byte](256)
-
-// freeList is a bounded free list that, unlike a sync.Pool, keeps its items through
-// collections. Safe for concurrent use.
-type freeList[T any] struct{ ch chan T }
-
-func newFreeList[T any](n int) freeList[T] { return freeList[T]{ch: make(chan T, n)} }
-
-func (f freeList[T]) get() (v T, ok bool) {
-	select {
-	case v = <-f.ch:
-		return v, true
-	default:
-		return v, false
-	}
-}
-
-func (f freeList[T]) put(v T) {
-	select {
-	case f.ch <- v:
-	default:
-	}
-}
+var holders = pool.NewFreeList[[]byte](256, nil)
