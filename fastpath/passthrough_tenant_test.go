@@ -3,10 +3,7 @@ package fastpath
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -321,49 +318,15 @@ func TestPassThroughTenantIdleConcurrent(t *testing.T) {
 	for n := range wires {
 		wires[n] = gzipped(t, entry(10, byte('a'+n)))
 	}
-	var wg sync.WaitGroup
-	var admitted atomic.Int64
-	for g := range 4 {
-		wg.Go(func() {
-			var k TenantKey
-			for i := range 300 {
-				n := (g*7 + i) % 40
-				if i%4 == 0 {
-					clock.Add(int64(testIdle) / 3)
-				}
-				k.Reset()
-				ts.AddString(&k, fmt.Sprint("t", n))
-				tn, err := ts.Lookup(&k)
-				if errors.Is(err, ErrTooManyTenants) {
-					continue
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				plain := entry(10, byte('a'+n))
-				if i%3 == 0 {
-					_, err = p.AdmitTenant(tn, Traces, plain, 1, LayoutV1)
-				} else {
-					_, err = p.AdmitWire(tn, Traces, plain, wires[n], EncodingGzip, 1)
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				admitted.Add(1)
-			}
-		})
-	}
-	wg.Go(func() {
-		for i := range 200 {
-			if i%4 == 0 {
-				p.Flush()
-			}
-			ts.Sweep()
+	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, i int) error {
+		plain := entry(10, byte('a'+n))
+		if i%3 == 0 {
+			_, err := p.AdmitTenant(tn, Traces, plain, 1, LayoutV1)
+			return err
 		}
+		_, err := p.AdmitWire(tn, Traces, plain, wires[n], EncodingGzip, 1)
+		return err
 	})
-	wg.Wait()
 	p.Flush()
 	items, wired := 0, 0
 	for _, b := range w.batches() {
@@ -386,8 +349,8 @@ func TestPassThroughTenantIdleConcurrent(t *testing.T) {
 	if testutil.ToFloat64(tenantsExpired) == expired || wired == 0 {
 		t.Fatalf("expired %v, %d pass-through batches: the test did not test expiry with pass-through", testutil.ToFloat64(tenantsExpired)-expired, wired)
 	}
-	if int64(items) != admitted.Load() || admitted.Load() == 0 {
-		t.Fatalf("%d items in batches, %d admitted", items, admitted.Load())
+	if int64(items) != admitted || admitted == 0 {
+		t.Fatalf("%d items in batches, %d admitted", items, admitted)
 	}
 	for _, tn := range ts.All() {
 		if n := tn.pins.Load(); n != 0 {

@@ -212,46 +212,10 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
 	expired := testutil.ToFloat64(tenantsExpired)
-	var wg sync.WaitGroup
-	var admitted atomic.Int64
-	for g := range 4 {
-		wg.Go(func() {
-			var k TenantKey
-			for i := range 300 {
-				n := (g*7 + i) % 40
-				if i%4 == 0 {
-					clock.Add(int64(testIdle) / 3)
-				}
-				k.Reset()
-				ts.AddString(&k, fmt.Sprint("t", n))
-				tn, err := ts.Lookup(&k)
-				if errors.Is(err, ErrTooManyTenants) {
-					continue
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := p.AdmitTenant(tn, Traces, entry(10, byte('a'+n)), 1, LayoutV1); err != nil {
-					t.Error(err)
-					return
-				}
-				admitted.Add(1)
-			}
-		})
-	}
-	wg.Go(func() {
-		for i := range 200 {
-			if i%4 == 0 {
-				p.Flush() // unpins the tenants, which may then expire
-			}
-			ts.Sweep()
-			if ts.Len() > 6 {
-				t.Errorf("Len %d past the bound", ts.Len())
-			}
-		}
+	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, _ int) error {
+		_, err := p.AdmitTenant(tn, Traces, entry(10, byte('a'+n)), 1, LayoutV1)
+		return err
 	})
-	wg.Wait()
 	p.Flush()
 	items := 0
 	for _, b := range r.batches() {
@@ -267,10 +231,10 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 		for _, tn := range ts.All() {
 			t.Logf("%s pins %d used %d now %d", tn, tn.pins.Load(), tn.used.Load(), clock.Load())
 		}
-		t.Fatalf("no tenant expired: the test did not test expiry (admitted %d, Len %d, all %v)", admitted.Load(), ts.Len(), ts.All())
+		t.Fatalf("no tenant expired: the test did not test expiry (admitted %d, Len %d, all %v)", admitted, ts.Len(), ts.All())
 	}
-	if int64(items) != admitted.Load() || admitted.Load() == 0 {
-		t.Fatalf("%d items in batches, %d admitted", items, admitted.Load())
+	if int64(items) != admitted || admitted == 0 {
+		t.Fatalf("%d items in batches, %d admitted", items, admitted)
 	}
 	for _, tn := range ts.All() {
 		if n := tn.pins.Load(); n != 0 {
@@ -327,4 +291,52 @@ otlpgate_tenant_admitted_items_total{tenant="acme"} %d
 	admit("gamma", 7) // acme's old id, not its series
 	p.Flush()
 	want(4, 12)
+}
+
+// churnTenants has four goroutines look up tenants t0..t39 in turns, 300 times each, moving
+// clock by a third of the idle time every fourth lookup, and admit one request for each tenant
+// found (n is its number, i the step), while a fifth flushes p and sweeps ts, checking that the
+// table stays within 6; it returns how many admissions succeeded.
+func churnTenants(t *testing.T, p *Pipeline, ts *Tenants, clock *atomic.Int64, admit func(tn *Tenant, n, i int) error) int64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			var k TenantKey
+			for i := range 300 {
+				n := (g*7 + i) % 40
+				if i%4 == 0 {
+					clock.Add(int64(testIdle) / 3)
+				}
+				k.Reset()
+				ts.AddString(&k, fmt.Sprint("t", n))
+				tn, err := ts.Lookup(&k)
+				if errors.Is(err, ErrTooManyTenants) {
+					continue
+				}
+				if err == nil {
+					err = admit(tn, n, i)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			if i%4 == 0 {
+				p.Flush() // unpins the tenants, which may then expire
+			}
+			ts.Sweep()
+			if ts.Len() > 6 {
+				t.Errorf("Len %d past the bound", ts.Len())
+			}
+		}
+	})
+	wg.Wait()
+	return admitted.Load()
 }

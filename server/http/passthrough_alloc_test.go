@@ -66,22 +66,7 @@ func TestHandlerTenantPassThroughAllocs(t *testing.T) {
 	if h.srv, err = New(sc, h.p, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	body := gzipped(t, traces(t, 1, 20))
-	acme, beta := h.ctx("gzip", body), h.ctx("gzip", body)
-	acme.Request.Header.Set("X-Scope-OrgID", "acme")
-	beta.Request.Header.Set("X-Scope-OrgID", "beta")
-	step := func() {
-		h.srv.handle(acme)
-		h.srv.handle(beta)
-		if acme.Response.StatusCode() != 200 || beta.Response.StatusCode() != 200 {
-			t.Fatalf("status %d %d", acme.Response.StatusCode(), beta.Response.StatusCode())
-		}
-		acme.Response.Reset()
-		beta.Response.Reset()
-	}
-	for range 10 {
-		step() // warm the pools and the tenants' batch slots
-	}
+	step := h.twoTenants(t, "gzip", gzipped(t, traces(t, 1, 20)))
 	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	if got := testing.AllocsPerRun(500, step); got != 0 {
 		t.Errorf("%v allocs per two tenants' compressed requests, want 0", got)

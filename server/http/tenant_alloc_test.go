@@ -30,8 +30,20 @@ func TestHandlerTenantAllocs(t *testing.T) {
 	if h.srv, err = New(sc, h.p, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	req := traces(t, 1, 20)
-	acme, beta := h.ctx("", req), h.ctx("", req)
+	step := h.twoTenants(t, "", traces(t, 1, 20))
+	if got := testing.AllocsPerRun(500, step); got != 0 {
+		t.Errorf("%v allocs per two tenants' requests, want 0", got)
+	}
+	if ts.Len() != 3 {
+		t.Errorf("tenants %d, want the default, acme and beta", ts.Len())
+	}
+}
+
+// twoTenants returns a step that has h handle body (in encoding enc, "" for none) as tenant
+// acme, then as tenant beta, each answered 200, after ten steps that warm the pools and the
+// tenants' batch slots.
+func (h *handlerHarness) twoTenants(t *testing.T, enc string, body []byte) func() {
+	acme, beta := h.ctx(enc, body), h.ctx(enc, body)
 	acme.Request.Header.Set("X-Scope-OrgID", "acme")
 	beta.Request.Header.Set("X-Scope-OrgID", "beta")
 	step := func() {
@@ -44,12 +56,7 @@ func TestHandlerTenantAllocs(t *testing.T) {
 		beta.Response.Reset()
 	}
 	for range 10 {
-		step() // warm the pools and the tenants' batch slots
+		step()
 	}
-	if got := testing.AllocsPerRun(500, step); got != 0 {
-		t.Errorf("%v allocs per two tenants' requests, want 0", got)
-	}
-	if ts.Len() != 3 {
-		t.Errorf("tenants %d, want the default, acme and beta", ts.Len())
-	}
+	return step
 }
