@@ -40,6 +40,11 @@
 // skippable frame) as it is: its first byte, 0x1f or 0x57, begins no protobuf message
 // (passthrough.go).
 //
+// WireDecompressor (wire.go) is the gRPC intake's decompressor for one encoding
+// (grpc.RPCDecompressor): it inflates as the registered compressor does and keeps the message's
+// compressed bytes behind the inflated ones, in the buffer's spare capacity, where the codec
+// finds them for a received Raw (Raw.Wire): the intake's compressed pass-through.
+//
 // # Rules
 //
 // It may import pool/ and proto/ (tests also use internal/otlpgen); never server/, client/,
