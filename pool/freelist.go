@@ -1,7 +1,5 @@
 package pool
 
-import "sync"
-
 // FreeList recycles objects of one type through a bounded stack that garbage collection never
 // empties.
 //
@@ -16,10 +14,7 @@ import "sync"
 //
 // Callers reset an object before Put (getX/putX beside the type, as for any pool).
 type FreeList[T any] struct {
-	mu struct {
-		sync.Mutex
-		items []*T // len: objects held; cap: the bound, fixed
-	}
+	r    reserve[*T] // the bounded stack, as the byte tiers keep their reserves
 	newT func() *T
 }
 
@@ -33,37 +28,21 @@ func NewFreeList[T any](capacity int, newT func() *T) *FreeList[T] {
 		newT = func() *T { return new(T) }
 	}
 	l := &FreeList[T]{newT: newT}
-	l.mu.items = make([]*T, 0, capacity)
+	l.r.init(capacity)
 	return l
 }
 
 // Get returns a kept object, or a new one when none is kept. Safe for concurrent use.
 func (l *FreeList[T]) Get() *T {
-	l.mu.Lock()
-	if n := len(l.mu.items); n > 0 {
-		v := l.mu.items[n-1]
-		l.mu.items[n-1] = nil
-		l.mu.items = l.mu.items[:n-1]
-		l.mu.Unlock()
+	if v, ok := l.r.get(); ok {
 		return v
 	}
-	l.mu.Unlock()
 	return l.newT()
 }
 
 // Put keeps v for a later Get when there is room, and drops it for the collector otherwise.
 // The caller must have reset v and must not touch it afterwards. Safe for concurrent use.
-func (l *FreeList[T]) Put(v *T) {
-	l.mu.Lock()
-	if len(l.mu.items) < cap(l.mu.items) {
-		l.mu.items = append(l.mu.items, v)
-	}
-	l.mu.Unlock()
-}
+func (l *FreeList[T]) Put(v *T) { l.r.put(v) }
 
 // Len returns the number of objects kept, for tests. Safe for concurrent use.
-func (l *FreeList[T]) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.mu.items)
-}
+func (l *FreeList[T]) Len() int { return int(l.r.n.Load()) }
