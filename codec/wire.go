@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -77,21 +78,9 @@ func (d *WireDecompressor) Type() string { return d.name }
 
 // wireState is what one Do needs besides buffers: a reader of the compressed bytes that the
 // pooled decompressors can hold as an io.Reader without an allocation.
-type wireState struct{ src sliceReader }
+type wireState struct{ src bytes.Reader }
 
 var wireStates = pool.NewFreeList[wireState](64, nil)
-
-// sliceReader reads a byte slice.
-type sliceReader struct{ b []byte }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
 
 // Do reads one compressed message from r and returns it inflated, with its trailer behind it.
 // The slice is a pooled buffer that the codec gives back (or, if nobody claims it, the
@@ -107,8 +96,8 @@ func (d *WireDecompressor) Do(r io.Reader) ([]byte, error) {
 		return nil, errWireSize
 	}
 	st := wireStates.Get()
-	defer func() { st.src.b = nil; wireStates.Put(st) }()
-	st.src.b = wire
+	defer func() { st.src.Reset(nil); wireStates.Put(st) }()
+	st.src.Reset(wire)
 	dr, err := d.comp.Decompress(&st.src)
 	if err != nil {
 		return nil, err
