@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -271,7 +272,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	switch target {
 	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
 		var addrs []string
-		if addrs, err = proc.Listening(wctx, ListenGRPC, ListenHTTP, ListenAdmin, ListenPprof); err == nil {
+		if addrs, err = proc.Listening(wctx, listenlog.GRPC, listenlog.HTTP, listenlog.Admin, listenlog.Pprof); err == nil {
 			listen = addrs[0]
 			if intake == "http" {
 				listen = addrs[1]
@@ -280,7 +281,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		}
 	case AnchorRelay:
 		var addrs []string
-		if addrs, err = proc.Listening(wctx, ListenRelay); err == nil {
+		if addrs, err = proc.Listening(wctx, listenlog.Relay); err == nil {
 			listen = addrs[0]
 		}
 	}

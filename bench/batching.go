@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -146,7 +147,7 @@ func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPoli
 	defer proc.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	var listen string
-	addrs, err := proc.Listening(wctx, ListenGRPC)
+	addrs, err := proc.Listening(wctx, listenlog.GRPC)
 	if err == nil {
 		listen = addrs[0]
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/internal/freeport"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 )
 
 // Proc is a child process under measurement: otlpgate or a peer proxy.
@@ -64,32 +65,13 @@ func (p *Proc) Stop() error {
 // test binary of `go test ./...`).
 const AnyPort = "127.0.0.1:0"
 
-// Listener names as otlpgate's start log reports them (msg="<name> listening" addr=...).
-const (
-	ListenGRPC  = "grpc intake"
-	ListenHTTP  = "http intake"
-	ListenAdmin = "admin"
-	ListenKafka = "kafka telemetry"
-	ListenPprof = "pprof"
-	// otlpbench's own children report theirs in the same form (ListeningLine).
-	ListenRelay   = "relay"
-	ListenForward = "forward"
-)
-
-// ListeningLine is the log line, in otlpgate's text form, that says the listener name is bound
-// at addr: otlpbench's relay and forward children write it, so that Proc.Listening finds
-// their ports as it finds otlpgate's.
-func ListeningLine(name, addr string) string {
-	return fmt.Sprintf("level=INFO msg=%q addr=%s\n", name+" listening", addr)
-}
-
 // Listening waits until the log of an otlpgate child reports every named listener bound and
 // returns their addresses in the order of names. The child must log in the text format (the
 // default). It gives up when ctx ends or the child exits, with the log's path in the error.
 func (p *Proc) Listening(ctx context.Context, names ...string) ([]string, error) {
 	for {
 		b, _ := os.ReadFile(p.log.Name())
-		got := listenAddrs(string(b))
+		got := listenlog.Addrs(string(b))
 		out := make([]string, 0, len(names))
 		for _, n := range names {
 			if a, ok := got[n]; ok {
@@ -106,7 +88,7 @@ func (p *Proc) Listening(ctx context.Context, names ...string) ([]string, error)
 		}
 		if p.exited() {
 			// The last lines may have been written just before the exit: read them once more.
-			if b, _ := os.ReadFile(p.log.Name()); len(listenAddrs(string(b))) < len(names) {
+			if b, _ := os.ReadFile(p.log.Name()); len(listenlog.Addrs(string(b))) < len(names) {
 				return nil, fmt.Errorf("bench: %s exited before listening on %v (log: %s)", p.Name, names, p.log.Name())
 			}
 		}
@@ -118,30 +100,6 @@ func (p *Proc) Listening(ctx context.Context, names ...string) ([]string, error)
 func (p *Proc) exited() bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	return err != nil || strings.Contains(string(b), ") Z ")
-}
-
-// listenAddrs returns the bound address of every listener that otlpgate's text log reports,
-// keyed by listener name (internal/testkit.ListenAddrs does the same for the tests).
-func listenAddrs(log string) map[string]string {
-	out := map[string]string{}
-	for _, line := range strings.Split(log, "\n") {
-		_, rest, ok := strings.Cut(line, ` msg="`)
-		if !ok {
-			continue
-		}
-		msg, rest, ok := strings.Cut(rest, `"`)
-		name, isListen := strings.CutSuffix(msg, " listening")
-		if !ok || !isListen {
-			continue
-		}
-		if _, rest, ok = strings.Cut(rest, " addr="); ok {
-			addr, _, _ := strings.Cut(rest, " ")
-			if _, _, err := net.SplitHostPort(addr); err == nil {
-				out[name] = addr
-			}
-		}
-	}
-	return out
 }
 
 // FreeAddrs returns n distinct loopback addresses nobody listened on when it returned. It

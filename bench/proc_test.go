@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 )
 
 // A child's start log, written in pieces: Listening returns the named listeners' addresses in
@@ -17,7 +19,7 @@ printf 'time=x level=INFO msg="admin listening" addr=127.0.0.1:40001\n'
 sleep 0.2
 printf 'time=x level=INFO msg=listening intake=uds socket=/tmp/s\n'
 printf 'time=x level=INFO msg="grpc intake listening" addr=127.0.0.1:42643 tls=false\n'
-printf '` + strings.TrimSuffix(ListeningLine(ListenRelay, "[::1]:5000"), "\n") + `\n'
+printf '` + strings.TrimSuffix(listenlog.Line(listenlog.Relay, "[::1]:5000"), "\n") + `\n'
 exec sleep 60`
 	p, err := StartProc("sh", "/bin/sh", []string{"-c", script}, nil, filepath.Join(t.TempDir(), "sh.log"))
 	if err != nil {
@@ -26,7 +28,7 @@ exec sleep 60`
 	defer p.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	got, err := p.Listening(ctx, ListenRelay, ListenGRPC, ListenAdmin)
+	got, err := p.Listening(ctx, listenlog.Relay, listenlog.GRPC, listenlog.Admin)
 	if want := []string{"[::1]:5000", "127.0.0.1:42643", "127.0.0.1:40001"}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
 	}
@@ -43,7 +45,7 @@ func TestProcListeningExited(t *testing.T) {
 	defer p.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err = p.Listening(ctx, ListenGRPC, ListenAdmin)
+	_, err = p.Listening(ctx, listenlog.GRPC, listenlog.Admin)
 	if err == nil || !strings.Contains(err.Error(), "exited before listening") || !strings.Contains(err.Error(), "sh.log") {
 		t.Fatalf("err = %v", err)
 	}

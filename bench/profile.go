@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -37,16 +38,16 @@ func RunProfile(ctx context.Context, cfg ProfileConfig, progress io.Writer) (str
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("otlpbench-%d.sock", os.Getpid()))
 	args := []string{"-grpc.listen", AnyPort, "-http.listen", "", "-admin.listen", AnyPort, "-pprof.listen", AnyPort, "-uds.listen", "", "-batch.max-age=5ms",
 		"-dest", "name=sink,endpoint=" + sink.Addr() + ",protocol=otep,mode=stream,streams=2,window=256"}
-	listeners := []string{ListenGRPC, ListenPprof}
+	listeners := []string{listenlog.GRPC, listenlog.Pprof}
 	switch cfg.Scenario {
 	case "uds":
 		args = append(args, "-uds.listen", sock, "-uds.reporting-period", "1s")
 	case "kafka":
 		args = append(args, "-kafka.listen", AnyPort, "-kafka.default-interval", "100ms")
-		listeners = append(listeners, ListenKafka)
+		listeners = append(listeners, listenlog.Kafka)
 	case "http":
 		args = append(args, "-http.listen", AnyPort)
-		listeners = append(listeners, ListenHTTP)
+		listeners = append(listeners, listenlog.HTTP)
 	case "small", "large":
 	default:
 		return "", fmt.Errorf("bench: unknown scenario %q (small, large, http, uds, kafka)", cfg.Scenario)

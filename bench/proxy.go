@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -211,7 +212,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			return nil, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		addrs, err := fw.Listening(wctx, ListenForward, ListenAdmin)
+		addrs, err := fw.Listening(wctx, listenlog.Forward, listenlog.Admin)
 		cancel()
 		if err != nil {
 			fw.Stop()
@@ -237,7 +238,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, progress io.Writer) ([]Proxy
 			return err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		addrs, err := gate.Listening(wctx, ListenGRPC, ListenHTTP, ListenAdmin, ListenPprof)
+		addrs, err := gate.Listening(wctx, listenlog.GRPC, listenlog.HTTP, listenlog.Admin, listenlog.Pprof)
 		cancel()
 		if err != nil {
 			gate.Stop()

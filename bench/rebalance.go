@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/otlpgate/otlpgate/internal/l7lb"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -96,7 +97,7 @@ func RunRebalance(ctx context.Context, cfg RebalanceConfig, progress io.Writer) 
 	}
 	defer edge.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	edgeAddrs, err := edge.Listening(wctx, ListenGRPC)
+	edgeAddrs, err := edge.Listening(wctx, listenlog.GRPC)
 	cancel()
 	if err != nil {
 		return res, err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -47,7 +48,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig, progress io.Writer) ([]SoakSam
 	}
 	defer gate.Stop()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	addrs, err := gate.Listening(wctx, ListenGRPC, ListenAdmin, ListenKafka)
+	addrs, err := gate.Listening(wctx, listenlog.GRPC, listenlog.Admin, listenlog.Kafka)
 	cancel()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/otlpgate/otlpgate/bench"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 )
 
 // cmdForward runs the bare grpc-go forwarder that `otlpbench proxy` measures as its floor.
@@ -27,9 +28,9 @@ func cmdForward(args []string) error {
 	defer f.Close()
 	fmt.Printf("forwarding %s -> %s\n", f.Addr(), *target)
 	// The bound ports, for a parent that passed 127.0.0.1:0 (bench.Proc.Listening).
-	fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenForward, f.Addr()))
+	fmt.Fprint(os.Stderr, listenlog.Line(listenlog.Forward, f.Addr()))
 	if a := f.AdminAddr(); a != "" {
-		fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenAdmin, a))
+		fmt.Fprint(os.Stderr, listenlog.Line(listenlog.Admin, a))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

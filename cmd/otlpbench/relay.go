@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/otlpgate/otlpgate/bench"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 )
 
 func cmdRelay(args []string) error {
@@ -23,7 +24,7 @@ func cmdRelay(args []string) error {
 		return err
 	}
 	// The bound port, for a parent that passed 127.0.0.1:0 (bench.Proc.Listening).
-	fmt.Fprint(os.Stderr, bench.ListeningLine(bench.ListenRelay, r.Addr()))
+	fmt.Fprint(os.Stderr, listenlog.Line(listenlog.Relay, r.Addr()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -71,9 +72,9 @@ const anyPort = "127.0.0.1:0"
 func waitListening(t *testing.T, log *lockedBuffer, exited <-chan struct{}, args []string) (grpcAddr, admin, httpAddr, kafka string) {
 	t.Helper()
 	// The defaults of the binary: gRPC, HTTP and admin on, Kafka off.
-	on := map[string]bool{testkit.ListenGRPC: true, testkit.ListenAdmin: true, testkit.ListenHTTP: true}
-	flags := map[string]string{"grpc.listen": testkit.ListenGRPC, "admin.listen": testkit.ListenAdmin,
-		"http.listen": testkit.ListenHTTP, "kafka.listen": testkit.ListenKafka}
+	on := map[string]bool{listenlog.GRPC: true, listenlog.Admin: true, listenlog.HTTP: true}
+	flags := map[string]string{"grpc.listen": listenlog.GRPC, "admin.listen": listenlog.Admin,
+		"http.listen": listenlog.HTTP, "kafka.listen": listenlog.Kafka}
 	for i, a := range args {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		l, ok := flags[name]
@@ -89,7 +90,7 @@ func waitListening(t *testing.T, log *lockedBuffer, exited <-chan struct{}, args
 		on[l] = val != ""
 	}
 	var names []string
-	for _, l := range []string{testkit.ListenGRPC, testkit.ListenAdmin, testkit.ListenHTTP, testkit.ListenKafka} {
+	for _, l := range []string{listenlog.GRPC, listenlog.Admin, listenlog.HTTP, listenlog.Kafka} {
 		if on[l] {
 			names = append(names, l)
 		}
@@ -99,7 +100,7 @@ func waitListening(t *testing.T, log *lockedBuffer, exited <-chan struct{}, args
 	for i, n := range names {
 		got[n] = addrs[i]
 	}
-	return got[testkit.ListenGRPC], got[testkit.ListenAdmin], got[testkit.ListenHTTP], got[testkit.ListenKafka]
+	return got[listenlog.GRPC], got[listenlog.Admin], got[listenlog.HTTP], got[listenlog.Kafka]
 }
 
 // terminate sends SIGTERM and waits (boundedly) for the process to exit.

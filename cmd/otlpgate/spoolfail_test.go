@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -46,7 +47,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	served := make(chan error, 1)
 	go func() { served <- serve(context.Background(), cfg, log) }()
-	grpcAddr := testkit.WaitAddrs(t, logs.String, nil, testkit.ListenGRPC)[0]
+	grpcAddr := testkit.WaitAddrs(t, logs.String, nil, listenlog.GRPC)[0]
 
 	conn, cerr := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if cerr != nil {

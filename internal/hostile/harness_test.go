@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -95,7 +96,7 @@ func startGate(t testing.TB, extra ...string) *gate {
 			t.Logf("otlpgate stderr (last 4 KiB):\n%s", g.stderr.tail(4096))
 		}
 	})
-	addrs := testkit.WaitAddrs(t, g.stderr.String, g.exited, testkit.ListenGRPC, testkit.ListenHTTP, testkit.ListenKafka, testkit.ListenAdmin)
+	addrs := testkit.WaitAddrs(t, g.stderr.String, g.exited, listenlog.GRPC, listenlog.HTTP, listenlog.Kafka, listenlog.Admin)
 	g.GRPC, g.HTTP, g.Kafka, g.Admin = addrs[0], addrs[1], addrs[2], addrs[3]
 	g.waitReady(t)
 	return g

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -92,7 +93,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 			t.Logf("otlpgate stderr:\n%s", stderr.String())
 		}
 	}()
-	addrs := testkit.WaitAddrs(t, stderr.String, exited, testkit.ListenGRPC, testkit.ListenAdmin)
+	addrs := testkit.WaitAddrs(t, stderr.String, exited, listenlog.GRPC, listenlog.Admin)
 	grpcAddr, admin := addrs[0], addrs[1]
 
 	// Traffic: a v1 export every 50 ms until the test ends (bounded by the test's deadline).

@@ -2,12 +2,12 @@
 // exactly what they were given (Recorder, Discard), an OTLP/gRPC upstream on 127.0.0.1 that
 // records every request it reads (GRPCSink), decoders of what they kept (SpanIDs, Traces, Metrics,
 // Logs), a bounded wait for a condition (WaitFor), the bound addresses a child otlpgate reports in
-// its log (WaitAddrs, ListenAddrs) and loopback ports for children that cannot bind :0
+// its log (WaitAddrs, with internal/listenlog) and loopback ports for children that cannot bind :0
 // (FreeAddrs), the process's descriptor count (OpenFDs) and a clock that moves only when told
 // (Clock).
 //
 // Only tests import it (internal/layout checks that no non-test file does). It imports
-// fastpath, codec and proto/ of otlpgate (and so pool), and nothing else of it, so that the
+// fastpath, codec and proto/ of otlpgate (and so pool), internal/freeport and internal/listenlog, so that the
 // tests of every intake, of client/, spool/ and cmd/ can use it. The internal tests of fastpath,
 // codec and pool cannot (their packages are imported here): they keep small destinations of
 // their own, and external tests (package fastpath_test) use the kit.

@@ -1,70 +1,12 @@
 package testkit
 
 import (
-	"encoding/json"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/otlpgate/otlpgate/internal/freeport"
+	"github.com/otlpgate/otlpgate/internal/listenlog"
 )
-
-// Listener names as otlpgate's start log reports them ("<name> listening" addr=...), for
-// WaitAddrs and ListenAddrs.
-const (
-	ListenGRPC  = "grpc intake"
-	ListenHTTP  = "http intake"
-	ListenAdmin = "admin"
-	ListenKafka = "kafka telemetry"
-	ListenPprof = "pprof"
-)
-
-// ListenAddrs returns the bound address of every TCP listener that the log text of an otlpgate
-// process reports, keyed by listener name. It reads the text format (msg="grpc intake
-// listening" addr=127.0.0.1:41234) and the JSON format of -log.format; other lines are ignored.
-// A name reported twice keeps its last address.
-func ListenAddrs(log string) map[string]string {
-	out := map[string]string{}
-	for _, line := range strings.Split(log, "\n") {
-		if name, addr, ok := listenLine(line); ok {
-			out[name] = addr
-		}
-	}
-	return out
-}
-
-// listenLine parses one "<name> listening" log line.
-func listenLine(line string) (name, addr string, ok bool) {
-	const suffix = " listening"
-	if strings.HasPrefix(line, "{") {
-		var rec struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal([]byte(line), &rec) != nil || !strings.HasSuffix(rec.Msg, suffix) || rec.Addr == "" {
-			return "", "", false
-		}
-		return strings.TrimSuffix(rec.Msg, suffix), rec.Addr, true
-	}
-	_, rest, found := strings.Cut(line, ` msg="`)
-	if !found {
-		return "", "", false
-	}
-	msg, rest, found := strings.Cut(rest, `"`)
-	if !found || !strings.HasSuffix(msg, suffix) {
-		return "", "", false
-	}
-	_, rest, found = strings.Cut(rest, " addr=")
-	if !found {
-		return "", "", false
-	}
-	addr, _, _ = strings.Cut(rest, " ")
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", "", false
-	}
-	return strings.TrimSuffix(msg, suffix), addr, true
-}
 
 // WaitAddrs waits until the log of a child otlpgate reports every named listener bound and
 // returns their addresses in the order of names. log returns the child's output so far; exited
@@ -79,7 +21,7 @@ func WaitAddrs(t testing.TB, log func() string, exited <-chan struct{}, names ..
 	deadline := time.Now().Add(WaitTimeout)
 	nap := 100 * time.Microsecond
 	for {
-		got := ListenAddrs(log())
+		got := listenlog.Addrs(log())
 		out := make([]string, 0, len(names))
 		for _, n := range names {
 			if a, ok := got[n]; ok {
@@ -92,7 +34,7 @@ func WaitAddrs(t testing.TB, log func() string, exited <-chan struct{}, names ..
 		select {
 		case <-exited:
 			// The output may have been written just before the exit: look once more.
-			if got := ListenAddrs(log()); len(got) >= len(names) && hasAll(got, names) {
+			if got := listenlog.Addrs(log()); len(got) >= len(names) && hasAll(got, names) {
 				continue
 			}
 			t.Fatalf("the process exited before listening on %v:\n%s", names, log())

@@ -5,35 +5,9 @@ import (
 	"reflect"
 	"sync"
 	"testing"
-)
 
-// The start log of an otlpgate process, text and JSON, as it is written: the parser finds each
-// listener's bound address and ignores the other lines (the UDS intake says "listening" with a
-// socket, not an addr).
-func TestListenAddrs(t *testing.T) {
-	text := `time=2026-11-26T04:05:41.295Z level=INFO msg="otlpgate starting" gomaxprocs=2 go=go1.26.8
-time=2026-11-26T04:05:41.296Z level=INFO msg="admin listening" addr=127.0.0.1:40001
-time=2026-11-26T04:05:41.296Z level=INFO msg="pprof listening" addr=127.0.0.1:44133
-time=2026-11-26T04:05:41.296Z level=INFO msg="grpc intake listening" addr=127.0.0.1:42643 tls=false mtls=false
-time=2026-11-26T04:05:41.296Z level=INFO msg="http intake listening" addr=[::1]:38133 tls=false mtls=false cors=false
-time=2026-11-26T04:05:41.296Z level=INFO msg="kafka telemetry listening" addr=127.0.0.1:38439 subscriptions=1
-time=2026-11-26T04:05:41.297Z level=INFO msg=listening intake=uds socket=/tmp/s mode=-rw-rw----
-time=2026-11-26T04:05:41.297Z level=ERROR msg="grpc intake listening" addr=notanaddress
-`
-	want := map[string]string{ListenAdmin: "127.0.0.1:40001", ListenPprof: "127.0.0.1:44133", ListenGRPC: "127.0.0.1:42643",
-		ListenHTTP: "[::1]:38133", ListenKafka: "127.0.0.1:38439"}
-	if got := ListenAddrs(text); !reflect.DeepEqual(got, want) {
-		t.Errorf("text: got %v, want %v", got, want)
-	}
-	js := `{"time":"2026-11-26T04:05:41.295Z","level":"INFO","msg":"otlpgate starting"}
-{"time":"2026-11-26T04:05:41.296Z","level":"INFO","msg":"grpc intake listening","addr":"127.0.0.1:42643","tls":false}
-{"time":"2026-11-26T04:05:41.296Z","level":"INFO","msg":"listening","intake":"uds","socket":"/tmp/s"}
-{"time":"2026-11-26T04:05:41.296Z","level":"INFO","msg":"admin listening","addr":"127.0.0.1:40001"}`
-	want = map[string]string{ListenGRPC: "127.0.0.1:42643", ListenAdmin: "127.0.0.1:40001"}
-	if got := ListenAddrs(js); !reflect.DeepEqual(got, want) {
-		t.Errorf("json: got %v, want %v", got, want)
-	}
-}
+	"github.com/otlpgate/otlpgate/internal/listenlog"
+)
 
 // WaitAddrs returns once every named listener has been reported, in the order asked, however
 // the output arrives; lines of listeners not asked for do not count.
@@ -43,7 +17,7 @@ func TestWaitAddrs(t *testing.T) {
 	log := func() string { mu.Lock(); defer mu.Unlock(); return out }
 	write := func(s string) { mu.Lock(); out += s; mu.Unlock() }
 	done := make(chan []string)
-	go func() { done <- WaitAddrs(t, log, nil, ListenHTTP, ListenGRPC) }()
+	go func() { done <- WaitAddrs(t, log, nil, listenlog.HTTP, listenlog.GRPC) }()
 	write(`level=INFO msg="grpc intake listening" addr=127.0.0.1:1`)
 	write(" tls=false\nlevel=INFO msg=\"admin listening\" addr=127.0.0.1:3\n")
 	write("level=INFO msg=\"http intake listening\" addr=127.0.0.1:2\n")
