@@ -180,14 +180,15 @@ func TestStreamPoisonDropped(t *testing.T) {
 			sent := count(u.tags())[poison]
 			// Once pipelined, then alone once per strike; with two lanes the first send may
 			// already find it alone (the held requests are on the other lane's stream), and
-			// that read is its first strike.
-			if sent < after || sent > after+2 {
-				t.Errorf("poison read %d times, want %d to %d (once pipelined, then alone once per strike)", sent, after, after+2)
+			// that read is its first strike; and a lone read before any other request was
+			// delivered since it became a suspect is no strike (poison.go): one more.
+			if sent < after || sent > after+3 {
+				t.Errorf("poison read %d times, want %d to %d (once pipelined, then alone once per strike)", sent, after, after+3)
 			}
 			u.mu.Lock()
 			opened := len(u.streams)
 			u.mu.Unlock()
-			if limit := after + 2*c.streams + 1; opened > limit {
+			if limit := after + 2*c.streams + 2; opened > limit {
 				t.Errorf("%d streams opened, want at most %d", opened, limit)
 			}
 			t.Logf("poison read %d times; %d streams opened; %d requests re-sent", sent, opened, value(d.m.resent))

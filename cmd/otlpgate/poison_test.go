@@ -148,9 +148,12 @@ func TestSpoolPoisonRequestDropped(t *testing.T) {
 	if v := scrape(t, g.admin, "otlpgate_spool_dropped_records_total", `destination="up"`, `reason="undeliverable"`); v != 1 {
 		t.Errorf("spool dropped records (undeliverable) %v, want 1", v)
 	}
-	// Alone on its stream from the start (nothing else was pending): one read per strike.
-	if n := u.poisonReads(); n < 3 || n > 4 {
-		t.Errorf("poison read %d times, want 3 (poison-after's default)", n)
+	// Alone on its stream from the start (nothing else was pending): one read per strike, and
+	// a strike counts only once another request was delivered since the poison became a suspect
+	// (client/poison.go), so the reads before the batches sent after it were delivered are
+	// extra: a few, one per retry backoff.
+	if n := u.poisonReads(); n < 3 || n > 8 {
+		t.Errorf("poison read %d times, want 3 (poison-after's default) plus the reads before any other request was delivered, a few", n)
 	}
 	if n := u.missing(append(before, after...)); n != 0 {
 		t.Errorf("%d spans missing", n)
