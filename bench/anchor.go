@@ -30,6 +30,9 @@ type AnchorConfig struct {
 	Top bool
 	// Bench is the otlpbench binary, run as `otlpbench relay` for the floor.
 	Bench string
+	// CopyFloor also measures the relay copying through a buffer in the process
+	// (AnchorRelayCopy): the floor of any proxy that reads the bytes it forwards.
+	CopyFloor bool
 	// Peer is the Collector built by `make peer-otelcol`, "" for none. It gets PEER_LISTEN,
 	// PEER_HTTP_LISTEN, PEER_TARGET and PEER_COMPRESSION in its environment.
 	Peer     string
@@ -110,11 +113,17 @@ func (r *AnchorResult) Cell(target, intake, compression string) *AnchorCell {
 	return nil
 }
 
+// RelayCopyBuffer is the copy relay's buffer per direction: otlpgate's gRPC read buffer size
+// (-grpc.read-buffer), larger than a socket hands over in one read on loopback.
+const RelayCopyBuffer = 256 << 10
+
 // The anchor's targets: the floor first, so that every ratio has its denominator.
 const (
 	AnchorRelay = "tcp-relay"
-	AnchorGate  = "otlpgate"
-	AnchorTop   = "otlpgate-top"
+	// AnchorRelayCopy is the relay reading into a buffer and writing from it (RelayCopyBuffer).
+	AnchorRelayCopy = "tcp-relay-copy"
+	AnchorGate      = "otlpgate"
+	AnchorTop       = "otlpgate-top"
 	// AnchorBase and AnchorBaseTop are AnchorConfig.Base at either depth.
 	AnchorBase    = "otlpgate-base"
 	AnchorBaseTop = "otlpgate-base-top"
@@ -135,7 +144,11 @@ func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*Anch
 	defer hsink.Close()
 
 	res := &AnchorResult{Config: cfg, Wire: map[string]int{}}
-	res.Targets = []string{AnchorRelay, AnchorGate}
+	res.Targets = []string{AnchorRelay}
+	if cfg.CopyFloor {
+		res.Targets = append(res.Targets, AnchorRelayCopy)
+	}
+	res.Targets = append(res.Targets, AnchorGate)
 	if cfg.Top {
 		res.Targets = append(res.Targets, AnchorTop)
 	}
@@ -212,7 +225,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	// otlpgate and the relay bind :0 and report their ports (Proc.Listening); the peer is given
 	// ports chosen here, as its configuration names them.
 	grpcListen, httpListen := AnyPort, AnyPort
-	if target != AnchorGate && target != AnchorTop && target != AnchorRelay {
+	if target != AnchorGate && target != AnchorTop && target != AnchorRelay && target != AnchorRelayCopy {
 		addrs, err := FreeAddrs(2)
 		if err != nil {
 			return m, err
@@ -227,7 +240,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		listen = httpListen
 	}
 	switch target {
-	case AnchorRelay:
+	case AnchorRelay, AnchorRelayCopy:
 		// The relay moves the load's bytes as they are, so on the HTTP intake it goes to the
 		// sink's OTLP/HTTP side.
 		to := sink.Addr()
@@ -235,6 +248,9 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 			to = hsink.Addr()
 		}
 		bin, args = cfg.Bench, []string{"relay", "-listen", listen, "-target", to}
+		if target == AnchorRelayCopy {
+			args = append(args, "-buffer", fmt.Sprint(RelayCopyBuffer))
+		}
 	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
 		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
 		if bodies.compression != "none" {
@@ -279,7 +295,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 			}
 			admin, pprof = addrs[2], addrs[3]
 		}
-	case AnchorRelay:
+	case AnchorRelay, AnchorRelayCopy:
 		var addrs []string
 		if addrs, err = proc.Listening(wctx, listenlog.Relay); err == nil {
 			listen = addrs[0]
@@ -443,7 +459,11 @@ func WriteAnchor(w io.Writer, r *AnchorResult) {
 	for _, c := range cfg.Compressions {
 		sizes = append(sizes, fmt.Sprintf("%s %d KiB", c, r.Wire[c]>>10))
 	}
-	fmt.Fprintf(w, "request body on the wire: %s\n\n", strings.Join(sizes, ", "))
+	fmt.Fprintf(w, "request body on the wire: %s\n", strings.Join(sizes, ", "))
+	if cfg.CopyFloor {
+		fmt.Fprintf(w, "ratios: to tcp-relay (splice, the bytes never enter the process); \"copy\" to tcp-relay-copy (each byte read into a %d KiB buffer and written out)\n", RelayCopyBuffer>>10)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| CPU-µs per span (x relay) |")
 	for _, comp := range cfg.Compressions {
 		for _, in := range cfg.Intakes {
@@ -455,14 +475,16 @@ func WriteAnchor(w io.Writer, r *AnchorResult) {
 		fmt.Fprintf(w, "| %s |", t)
 		for _, comp := range cfg.Compressions {
 			for _, in := range cfg.Intakes {
-				c, floor := r.Cell(t, in, comp), r.Cell(AnchorRelay, in, comp)
+				c, floor, copyFloor := r.Cell(t, in, comp), r.Cell(AnchorRelay, in, comp), r.Cell(AnchorRelayCopy, in, comp)
 				switch {
 				case c == nil || c.CPUPerSpan() == 0:
 					fmt.Fprintf(w, " - |")
 				case t == AnchorRelay || floor == nil || floor.CPUPerSpan() == 0:
 					fmt.Fprintf(w, " %.2f |", c.CPUPerSpan())
-				default:
+				case t == AnchorRelayCopy || copyFloor == nil || copyFloor.CPUPerSpan() == 0:
 					fmt.Fprintf(w, " %.2f (%.1fx) |", c.CPUPerSpan(), c.CPUPerSpan()/floor.CPUPerSpan())
+				default:
+					fmt.Fprintf(w, " %.2f (%.1fx; %.1fx copy) |", c.CPUPerSpan(), c.CPUPerSpan()/floor.CPUPerSpan(), c.CPUPerSpan()/copyFloor.CPUPerSpan())
 				}
 			}
 		}

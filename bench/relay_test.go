@@ -12,11 +12,21 @@ import (
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
-// Every byte goes through the relay to the target and back, in order; a client that half-closes
-// its side gets the target's end, and Close ends a relayed connection still open.
+// Every byte goes through the relay to the target and back, in order, spliced or through a
+// buffer smaller than the data; a client that half-closes its side gets the target's end, and
+// Close ends a relayed connection still open.
 func TestRelayCarriesBytes(t *testing.T) {
+	for _, buf := range []int{0, 4096} {
+		t.Run(map[int]string{0: "splice", 4096: "copy"}[buf], func(t *testing.T) { testRelayCarriesBytes(t, buf) })
+	}
+	if _, err := StartRelay("127.0.0.1:0", "127.0.0.1:1", -1); err == nil {
+		t.Fatal("a negative buffer size was taken")
+	}
+}
+
+func testRelayCarriesBytes(t *testing.T, buf int) {
 	srv := echo(t)
-	r, err := StartRelay("127.0.0.1:0", srv.Addr().String())
+	r, err := StartRelay("127.0.0.1:0", srv.Addr().String(), buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +101,11 @@ func TestAnchorLoadThroughRelay(t *testing.T) {
 			if intake == "http" {
 				target = hsink.Addr()
 			}
-			r, err := StartRelay("127.0.0.1:0", target)
+			buf := 0 // the copy relay on the HTTP intake, the splice relay on gRPC
+			if intake == "http" {
+				buf = 256 << 10
+			}
+			r, err := StartRelay("127.0.0.1:0", target, buf)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,6 +28,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
 	gateArgs := fs.String("gate-args", "", "extra otlpgate flags (space-separated)")
 	top := fs.Bool("top", true, "also measure otlpgate with -grpc.scan-depth=top")
+	copyFloor := fs.Bool("copy-floor", true, "also measure the relay copying through a buffer in the process (tcp-relay-copy): the floor of a proxy that reads what it forwards")
 	peer := fs.String("peer", "./peer/otelcol/otelcol-peer", "the Collector built by make peer-otelcol; skipped with a message when the file does not exist, \"\" to leave it out")
 	peerArgs := fs.String("peer-args", "--config=bench/otelcol/config.yaml", "the peer's arguments (space-separated); it gets PEER_LISTEN, PEER_HTTP_LISTEN, PEER_TARGET and PEER_COMPRESSION")
 	intakes := fs.String("intakes", "grpc,http", "intakes to measure: grpc (OTLP/gRPC unary v1), http (OTLP/HTTP protobuf)")
@@ -54,7 +55,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := bench.AnchorConfig{
-		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, PeerArgs: strings.Fields(*peerArgs),
+		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, CopyFloor: *copyFloor, PeerArgs: strings.Fields(*peerArgs),
 		Shape: otlpgen.Semconv, Intakes: strings.Split(*intakes, ","), Compressions: strings.Split(*comps, ","),
 		Rate: *rate, Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Rounds: *rounds, Dir: *dir,
 		Base: *base, BaseArgs: strings.Fields(*baseArgs),

@@ -30,8 +30,8 @@ func TestAnchorCommand(t *testing.T) {
 	}
 	// Each cell's progress line: 6 batches of 1000 spans delivered, none failed.
 	cells := regexp.MustCompile(`round 1 (\S+) (grpc|http)/(none|zstd): (\d+) spans, \S+ CPU, ([0-9.]+) µs/span, (\d+) failed`).FindAllStringSubmatch(stderr.String(), -1)
-	if len(cells) != 8 {
-		t.Fatalf("%d cells measured, want 8 (2 targets, 2 intakes, 2 compressions):\n%s", len(cells), stderr.String())
+	if len(cells) != 12 {
+		t.Fatalf("%d cells measured, want 12 (3 targets: both floors and otlpgate; 2 intakes, 2 compressions):\n%s", len(cells), stderr.String())
 	}
 	for _, c := range cells {
 		if c[4] != "6000" || c[5] == "0.000" || c[6] != "0" {
@@ -42,7 +42,8 @@ func TestAnchorCommand(t *testing.T) {
 	for _, row := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^\| CPU-µs per span \(x relay\) \| OTLP/gRPC none \| OTLP/HTTP none \| OTLP/gRPC zstd \| OTLP/HTTP zstd \|$`),
 		regexp.MustCompile(`(?m)^\| tcp-relay( \| [0-9.]+){4} \|$`),
-		regexp.MustCompile(`(?m)^\| otlpgate( \| [0-9.]+ \([0-9.]+x\)){4} \|$`),
+		regexp.MustCompile(`(?m)^\| tcp-relay-copy( \| [0-9.]+ \([0-9.]+x\)){4} \|$`),
+		regexp.MustCompile(`(?m)^\| otlpgate( \| [0-9.]+ \([0-9.]+x; [0-9.]+x copy\)){4} \|$`),
 		// The counts per batch: otlpgate reads and writes its sockets with read(2) and write(2)
 		// (at least one of each per batch) and has its GC count from its /metrics.
 		regexp.MustCompile(`(?m)^\| per batch \| read calls \(syscr\) \| write calls \(syscw\) \|`),

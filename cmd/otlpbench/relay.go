@@ -16,10 +16,11 @@ func cmdRelay(args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:4327", "address to accept connections on")
 	target := fs.String("target", "127.0.0.1:4319", "address each connection is relayed to")
+	buffer := fs.Int("buffer", 0, "copy through a buffer of this many bytes per direction instead of splice(2) (0: splice)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r, err := bench.StartRelay(*listen, *target)
+	r, err := bench.StartRelay(*listen, *target, *buffer)
 	if err != nil {
 		return err
 	}
