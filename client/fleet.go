@@ -176,6 +176,9 @@ type member struct {
 	// keys and re-routing its requests each time.
 	ejections int
 	readmitAt int64
+	// ejectedAt and readmittedAt are when it was last ejected and last admitted again
+	// (nanotime), for the back-off's tests.
+	ejectedAt, readmittedAt int64
 }
 
 // readmitDelay is how long a member stays ejected after its nth ejection in a row: twice
@@ -555,7 +558,7 @@ func (f *Fleet) check() {
 		if m.ejected {
 			if now >= m.readmitAt && m.d.connected() {
 				m.d.Start()
-				m.ejected, m.failingSince = false, 0
+				m.ejected, m.failingSince, m.readmittedAt = false, 0, now
 				m.lastAcked, _ = m.d.health()
 				changed = true
 				f.m.readmissions.Inc()
@@ -589,7 +592,7 @@ func (f *Fleet) check() {
 		ejected = append(ejected, m.d)
 		m.d, m.ejected, m.failingSince = probe, true, 0
 		m.ejections++
-		m.readmitAt = now + readmitDelay(f.cfg.EjectAfter, m.ejections)
+		m.readmitAt, m.ejectedAt = now+readmitDelay(f.cfg.EjectAfter, m.ejections), now
 		changed = true
 		f.m.ejections.Inc()
 		f.log.Warn("backend ejected: no answer", "backend", m.addr, "for", f.cfg.EjectAfter, "outstanding", outstanding)
