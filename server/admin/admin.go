@@ -46,13 +46,23 @@ func (c Config) Validate() error {
 	return c.Status.Validate()
 }
 
+// runtimeRegistry holds the Go runtime's collector, with the runtime/metrics based series
+// (scheduler latencies, GC pauses, heap classes) that the hot-path work is judged by, and the
+// process collector. They live apart from otlpgate's own series in the default registry: the
+// status sampler gathers only those, every -status.interval, and gathering the runtime's
+// hundred-odd families and reading /proc each time was most of an idle process's CPU.
+var runtimeRegistry = prometheus.NewRegistry()
+
+// Gatherer is every series /metrics serves: otlpgate's and the runtime's.
+var Gatherer = prometheus.Gatherers{prometheus.DefaultGatherer, runtimeRegistry}
+
 func init() {
-	// The default registry already carries the Go and process collectors; add the runtime/metrics
-	// based ones (scheduler latencies, GC pauses, heap classes) that the hot-path work is judged by.
 	prometheus.DefaultRegisterer.Unregister(collectors.NewGoCollector())
-	prometheus.DefaultRegisterer.MustRegister(collectors.NewGoCollector(
-		collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll),
-	))
+	prometheus.DefaultRegisterer.Unregister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	runtimeRegistry.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
 }
 
 // Server is the admin HTTP server.
@@ -83,7 +93,7 @@ func New(cfg Config, log *slog.Logger, ready func() error) (*Server, error) {
 		s.ready.Store(&ready)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

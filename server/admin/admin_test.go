@@ -44,8 +44,25 @@ func TestEndpoints(t *testing.T) {
 	base := "http://" + s.Addr().String()
 	testCounter.Add(3)
 
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "otlpgate_admin_test_total 3") || !strings.Contains(body, "go_sched_gomaxprocs_threads") {
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "otlpgate_admin_test_total 3") ||
+		!strings.Contains(body, "go_sched_gomaxprocs_threads") || !strings.Contains(body, "process_cpu_seconds_total") {
 		t.Fatalf("/metrics: %d, missing series:\n%.500s", code, body)
+	}
+	// The status sampler gathers otlpgate's series only: the runtime's and the process's cost
+	// it a millisecond and thousands of allocations per sample, and it shows none of them.
+	fams, err := s.sampler.g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := false
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "go_") || strings.HasPrefix(f.GetName(), "process_") {
+			t.Errorf("the status sampler gathers %s", f.GetName())
+		}
+		own = own || f.GetName() == "otlpgate_admin_test_total"
+	}
+	if !own {
+		t.Error("the status sampler does not gather otlpgate's series")
 	}
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz: %d %q", code, body)
