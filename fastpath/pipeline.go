@@ -509,6 +509,11 @@ func (p *Pipeline) flusher() {
 			return
 		case now := <-t.C:
 			p.sealOlder(now.UnixNano()-int64(p.cfg.BatchMaxAge), false)
+			if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 {
+				// Idle tenants leave without traffic too: otherwise the tenants of a quiet
+				// gateway stay counted in otlpgate_tenants, and in memory, until the next request.
+				ts.sweep(ts.clock())
+			}
 			if dt := now.Sub(lastAt); dt >= time.Second {
 				d := p.drained.Load()
 				cur := int64(float64(d-lastDrained) / dt.Seconds())

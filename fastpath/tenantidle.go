@@ -12,7 +12,8 @@ import (
 // idle time and no batch of it is open: each Lookup stamps the tenant with the clock, and each
 // open batch pins it (openset.go). A sweep takes out the tenants stamped before the idle time
 // that no batch pins; it runs when a new tuple finds the table full, and otherwise at most
-// every half idle time, on the request that finds it due.
+// every half idle time, on the request that finds it due or, without requests, on the
+// pipeline's age flusher (Pipeline.flusher).
 //
 // What holds a *Tenant is never broken by its leaving: the tenant keeps its values, record,
 // routes and bucket, so that a request between its Lookup and its batch, a sealed batch on its
