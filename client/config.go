@@ -199,6 +199,10 @@ type Config struct {
 	EjectAfter time.Duration
 	// Lookup resolves host names for resolver=dns; nil: the system resolver. Tests set it.
 	Lookup HostResolver
+
+	// fleetMember marks the configuration of one backend of a balanced destination
+	// (Config.member), which makes fewer streams ahead of traffic (Dest.prefillStreams).
+	fleetMember bool
 }
 
 // Resolvers of a balanced destination.

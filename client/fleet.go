@@ -233,6 +233,7 @@ func (c Config) member(addr string) Config {
 	m := c
 	m.Resolver, m.Endpoints, m.EndpointsFile, m.Lookup = "", nil, "", nil
 	m.Endpoint = addr
+	m.fleetMember = true
 	return m
 }
 

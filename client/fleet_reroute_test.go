@@ -541,3 +541,36 @@ func TestFleetForgetsLeftBackendSeries(t *testing.T) {
 		t.Error("the remaining backend lost its series")
 	}
 }
+
+// A backend of a balanced destination makes a quarter of the streams and idle receivers a
+// lone destination makes ahead of traffic: a fleet of many backends would otherwise hold 64
+// idle goroutines and streams for each.
+func TestFleetMembersPrefillLess(t *testing.T) {
+	us := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
+	cfg := fleetConfig(t, "fleet_prefill_"+strconv.FormatInt(destSeq.Add(1), 10))
+	cfg.Resolver = ResolverStatic
+	for _, u := range us {
+		cfg.Endpoints = append(cfg.Endpoints, u.addr)
+	}
+	f := startTestFleet(t, cfg)
+	lone := cfg.member(us[0].addr)
+	lone.fleetMember = false
+	lone.Name += "_lone"
+	d := startDest(t, lone)
+	stocked := func(d *Dest) (free, idle int) {
+		d.streams.mu.Lock()
+		defer d.streams.mu.Unlock()
+		return len(d.streams.free), int(d.idleReceivers.Load())
+	}
+	if free, idle := stocked(d); free != 32*cfg.Streams || idle != 32*cfg.Streams {
+		t.Fatalf("a lone destination stocked %d streams and %d idle receivers, want %d of each", free, idle, 32*cfg.Streams)
+	}
+	testkit.WaitFor(t, "three backends", func() bool { return len(f.Backends()) == 3 })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, m := range f.mu.members {
+		if free, idle := stocked(m.d); free != 8*cfg.Streams || idle != 8*cfg.Streams {
+			t.Errorf("backend %s stocked %d streams and %d idle receivers, want %d of each", addr, free, idle, 8*cfg.Streams)
+		}
+	}
+}

@@ -116,7 +116,16 @@ func (d *Dest) putStream(s *stream) {
 // makes when it starts: 32 per lane of a signal (64 by default), what a lane's re-opens every
 // 960 KiB keep alive when large batches' answers lag by a few tens of batches. Made later, at
 // the first peak that needs them, they would cost their allocations in the middle of traffic.
-func (d *Dest) prefillStreams() int { return min(d.maxFreeStreams(), 32*d.cfg.Streams) }
+// A backend of a balanced destination makes 8 per lane: it carries its share of the traffic,
+// and a fleet of many backends would otherwise hold 64 idle goroutines and streams for each
+// (about 512 KiB of stacks). Its free list still grows to maxFreeStreams at its first peaks.
+func (d *Dest) prefillStreams() int {
+	per := 32
+	if d.cfg.fleetMember {
+		per = 8
+	}
+	return min(d.maxFreeStreams(), per*d.cfg.Streams)
+}
 
 // prefill stocks the free list and the idle receivers with prefillStreams streams, and the
 // frames' free list with a window's worth of frames per lane. Called by Start.
