@@ -53,6 +53,10 @@ type AnchorConfig struct {
 	// machine: the two are measured minutes apart at most, under the same other load.
 	Base     string
 	BaseArgs []string // the base's extra flags, in place of GateArgs
+	// Out is how otlpgate sends to the sink: "grpc" (OTLP/gRPC unary v1, the default) or
+	// "http" (OTLP/HTTP protobuf, protocol=http, to the sink's HTTP listener). The relay and
+	// the peer are not affected.
+	Out string
 	// DestOpts and BaseDestOpts are appended to the sink destination's -dest value of Gate
 	// and of Base (",write-buffer=1MiB").
 	DestOpts, BaseDestOpts string
@@ -253,6 +257,9 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		}
 	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
 		dest := "name=sink,endpoint=" + sink.Addr() + ",protocol=v1,mode=unary"
+		if cfg.Out == "http" {
+			dest = "name=sink,endpoint=http://" + hsink.Addr() + ",protocol=http"
+		}
 		if bodies.compression != "none" {
 			dest += ",compression=" + bodies.compression
 		}
@@ -460,6 +467,9 @@ func WriteAnchor(w io.Writer, r *AnchorResult) {
 		sizes = append(sizes, fmt.Sprintf("%s %d KiB", c, r.Wire[c]>>10))
 	}
 	fmt.Fprintf(w, "request body on the wire: %s\n", strings.Join(sizes, ", "))
+	if cfg.Out == "http" {
+		fmt.Fprintf(w, "otlpgate sends to the sink over OTLP/HTTP protobuf (protocol=http)\n")
+	}
 	if cfg.CopyFloor {
 		fmt.Fprintf(w, "ratios: to tcp-relay (splice, the bytes never enter the process); \"copy\" to tcp-relay-copy (each byte read into a %d KiB buffer and written out)\n", RelayCopyBuffer>>10)
 	}

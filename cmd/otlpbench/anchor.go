@@ -28,6 +28,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
 	gateArgs := fs.String("gate-args", "", "extra otlpgate flags (space-separated)")
 	top := fs.Bool("top", true, "also measure otlpgate with -grpc.scan-depth=top")
+	out := fs.String("out", "grpc", "how otlpgate sends to the sink: grpc (OTLP/gRPC unary v1) or http (OTLP/HTTP protobuf, protocol=http)")
 	copyFloor := fs.Bool("copy-floor", true, "also measure the relay copying through a buffer in the process (tcp-relay-copy): the floor of a proxy that reads what it forwards")
 	peer := fs.String("peer", "./peer/otelcol/otelcol-peer", "the Collector built by make peer-otelcol; skipped with a message when the file does not exist, \"\" to leave it out")
 	peerArgs := fs.String("peer-args", "--config=bench/otelcol/config.yaml", "the peer's arguments (space-separated); it gets PEER_LISTEN, PEER_HTTP_LISTEN, PEER_TARGET and PEER_COMPRESSION")
@@ -55,7 +56,7 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := bench.AnchorConfig{
-		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, CopyFloor: *copyFloor, PeerArgs: strings.Fields(*peerArgs),
+		Gate: *gate, GateArgs: strings.Fields(*gateArgs), Top: *top, CopyFloor: *copyFloor, Out: *out, PeerArgs: strings.Fields(*peerArgs),
 		Shape: otlpgen.Semconv, Intakes: strings.Split(*intakes, ","), Compressions: strings.Split(*comps, ","),
 		Rate: *rate, Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Rounds: *rounds, Dir: *dir,
 		Base: *base, BaseArgs: strings.Fields(*baseArgs),
@@ -70,6 +71,9 @@ func anchorCommand(args []string, stdout, stderr io.Writer) error {
 		if c != "none" && c != "gzip" && c != "zstd" {
 			return fmt.Errorf("anchor: unknown compression %q (want none, gzip or zstd)", c)
 		}
+	}
+	if *out != "grpc" && *out != "http" {
+		return fmt.Errorf("anchor: unknown -out %q (want grpc or http)", *out)
 	}
 	if *rate <= 0 || *duration <= 0 || *inflight <= 0 {
 		return errors.New("anchor: -rate, -duration and -max-inflight must be positive")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -61,10 +62,46 @@ func TestAnchorCommand(t *testing.T) {
 
 // A compression or intake the load cannot send is refused before anything starts.
 func TestAnchorRefusesUnknown(t *testing.T) {
-	for _, args := range [][]string{{"-compression", "lz4"}, {"-intakes", "udp"}} {
+	for _, args := range [][]string{{"-compression", "lz4"}, {"-intakes", "udp"}, {"-out", "udp"}} {
 		var out bytes.Buffer
 		if err := anchorCommand(append(args, "-gate", "/nonexistent"), &out, &out); err == nil || !strings.Contains(err.Error(), "unknown") {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// With -out http otlpgate sends to the sink's OTLP/HTTP listener (protocol=http), and every
+// span arrives, plain and with gzip requests passed through as they came.
+func TestAnchorOutHTTP(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "otlpgate")
+	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	err := anchorCommand([]string{"-gate", gate, "-peer", "", "-top=false", "-copy-floor=false", "-out", "http",
+		"-intakes", "grpc", "-compression", "none,gzip", "-rate", "20", "-duration", "300ms", "-warmup", "100ms", "-logs", dir}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	cells := regexp.MustCompile(`round 1 otlpgate grpc/(none|gzip): (\d+) spans, \S+ CPU, ([0-9.]+) µs/span, (\d+) failed`).FindAllStringSubmatch(stderr.String(), -1)
+	if len(cells) != 2 {
+		t.Fatalf("%d otlpgate cells measured, want 2:\n%s", len(cells), stderr.String())
+	}
+	for _, c := range cells {
+		if c[2] != "6000" || c[4] != "0" {
+			t.Errorf("%s: %s spans, %s failed; want 6000, 0\n%s", c[1], c[2], c[4], stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "otlpgate sends to the sink over OTLP/HTTP protobuf (protocol=http)") {
+		t.Errorf("the table does not say how otlpgate sent:\n%s", stdout.String())
+	}
+	// The sink's HTTP side took the batches: otlpgate's log names the destination's protocol.
+	log, err := os.ReadFile(filepath.Join(dir, "anchor-otlpgate-grpc-none.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "protocol=http") {
+		t.Errorf("otlpgate's log shows no protocol=http destination:\n%s", log)
 	}
 }
