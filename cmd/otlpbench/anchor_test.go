@@ -15,11 +15,7 @@ import (
 // otlpgate figure has its ratio to the relay of the same column, and a Collector that is not
 // built is left out with a message.
 func TestAnchorCommand(t *testing.T) {
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "otlpgate")
-	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, gate := buildGate(t)
 	var stdout, stderr bytes.Buffer
 	err := anchorCommand([]string{"-gate", gate, "-peer", filepath.Join(dir, "no-collector"), "-top=false",
 		"-compression", "none,zstd", "-rate", "20", "-duration", "300ms", "-warmup", "100ms", "-logs", dir}, &stdout, &stderr)
@@ -73,11 +69,7 @@ func TestAnchorRefusesUnknown(t *testing.T) {
 // With -out http otlpgate sends to the sink's OTLP/HTTP listener (protocol=http), and every
 // span arrives, plain and with gzip requests passed through as they came.
 func TestAnchorOutHTTP(t *testing.T) {
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "otlpgate")
-	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, gate := buildGate(t)
 	var stdout, stderr bytes.Buffer
 	err := anchorCommand([]string{"-gate", gate, "-peer", "", "-top=false", "-copy-floor=false", "-out", "http",
 		"-intakes", "grpc", "-compression", "none,gzip", "-rate", "20", "-duration", "300ms", "-warmup", "100ms", "-logs", dir}, &stdout, &stderr)
@@ -104,4 +96,15 @@ func TestAnchorOutHTTP(t *testing.T) {
 	if !strings.Contains(string(log), "protocol=http") {
 		t.Errorf("otlpgate's log shows no protocol=http destination:\n%s", log)
 	}
+}
+
+// buildGate builds otlpgate into a temporary directory, which it returns with the binary's path.
+func buildGate(t *testing.T) (dir, gate string) {
+	t.Helper()
+	dir = t.TempDir()
+	gate = filepath.Join(dir, "otlpgate")
+	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir, gate
 }
