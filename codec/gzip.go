@@ -52,6 +52,11 @@ func (c *gzipCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
 }
 
 func (w *gzipWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		// Nothing to decide on, and nothing to write: a compressor that saw it would start
+		// its stream (gzip writes its header), which a message passed through must not carry.
+		return 0, nil
+	}
 	if w.mode.decide(p, gzipFirst); w.mode == modeRaw {
 		return w.dst.w.Write(p)
 	}
