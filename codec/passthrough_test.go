@@ -16,21 +16,8 @@ import (
 func TestCompressPassesBatchesThrough(t *testing.T) {
 	cs := compressors(t)
 	msg, _ := otlpgen.New(5).Spans(otlpgen.Shape{Spans: 5, Attrs: 4}).MarshalVT()
-	var gz bytes.Buffer
-	for range 2 { // two members, as a batch of two requests
-		w := gzip.NewWriter(&gz)
-		w.Write(msg)
-		w.Close()
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
-	zs := append([]byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}, enc.EncodeAll(msg, nil)...)
-	zs = append(zs, enc.EncodeAll(msg, nil)...)
 	twice := append(append([]byte(nil), msg...), msg...)
-	for name, batch := range map[string][]byte{Gzip: gz.Bytes(), Zstd: zs} {
+	for name, batch := range passBatches(t, msg, 2) { // two requests each
 		c := cs[name]
 		for i := range 2 {
 			out, err := tryCompress(c, batch)
@@ -58,16 +45,6 @@ func TestCompressPassesBatchesThrough(t *testing.T) {
 func TestCompressEmptyFirstWrite(t *testing.T) {
 	cs := compressors(t)
 	msg, _ := otlpgen.New(6).Spans(otlpgen.Shape{Spans: 3, Attrs: 2}).MarshalVT()
-	var gz bytes.Buffer
-	w := gzip.NewWriter(&gz)
-	w.Write(msg)
-	w.Close()
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
-	zs := append([]byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}, enc.EncodeAll(msg, nil)...)
 	write := func(name string, parts ...[]byte) []byte {
 		var out bytes.Buffer
 		cw, err := cs[name].Compress(&out)
@@ -84,7 +61,7 @@ func TestCompressEmptyFirstWrite(t *testing.T) {
 		}
 		return out.Bytes()
 	}
-	for name, batch := range map[string][]byte{Gzip: gz.Bytes(), Zstd: zs} {
+	for name, batch := range passBatches(t, msg, 1) {
 		if out := write(name, nil, batch[:1], nil, batch[1:]); !bytes.Equal(out, batch) {
 			t.Errorf("%s: a batch after an empty write came out as %d bytes, want it unchanged (%d)", name, len(out), len(batch))
 		}
@@ -96,4 +73,26 @@ func TestCompressEmptyFirstWrite(t *testing.T) {
 			t.Errorf("%s: an empty message decompresses to %d bytes (%v)", name, len(got), err)
 		}
 	}
+}
+
+// passBatches returns the pass-through batches of n requests msg, by encoding: n gzip members,
+// and the empty skippable frame followed by n zstd frames.
+func passBatches(t *testing.T, msg []byte, n int) map[string][]byte {
+	t.Helper()
+	var gz bytes.Buffer
+	for range n {
+		w := gzip.NewWriter(&gz)
+		w.Write(msg)
+		w.Close()
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	zs := []byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}
+	for range n {
+		zs = enc.EncodeAll(msg, zs)
+	}
+	return map[string][]byte{Gzip: gz.Bytes(), Zstd: zs}
 }
