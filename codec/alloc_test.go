@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/pool"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -138,9 +139,9 @@ func TestWireDecompressorAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wire := gzipOf(t, body)
+		wire := ziptest.Gzip(t, body)
 		if enc == Zstd {
-			wire = zstdOf(t, body)
+			wire = ziptest.Zstd(t, nil, body)
 		}
 		var r msgReader
 		var raw Raw

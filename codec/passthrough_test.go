@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 )
 
 // The gzip and zstd writers send a pass-through batch (gzip members; zstd frames behind an
@@ -79,20 +77,11 @@ func TestCompressEmptyFirstWrite(t *testing.T) {
 // and the empty skippable frame followed by n zstd frames.
 func passBatches(t *testing.T, msg []byte, n int) map[string][]byte {
 	t.Helper()
-	var gz bytes.Buffer
-	for range n {
-		w := gzip.NewWriter(&gz)
-		w.Write(msg)
-		w.Close()
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
+	var gz []byte
 	zs := []byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}
 	for range n {
-		zs = enc.EncodeAll(msg, zs)
+		gz = append(gz, ziptest.Gzip(t, msg)...)
+		zs = ziptest.Zstd(t, zs, msg)
 	}
-	return map[string][]byte{Gzip: gz.Bytes(), Zstd: zs}
+	return map[string][]byte{Gzip: gz, Zstd: zs}
 }

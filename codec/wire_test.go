@@ -2,15 +2,14 @@ package codec
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"io"
 	"testing"
 
-	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/mem"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
 
@@ -27,29 +26,6 @@ func (r *msgReader) Read(p []byte) (int, error) {
 	n := copy(p, r.rest)
 	r.rest = r.rest[n:]
 	return n, nil
-}
-
-// gzipOf and zstdOf are internal/testkit's Gzip and Zstd, which codec's tests cannot import
-// (testkit imports fastpath, which imports codec).
-func gzipOf(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func zstdOf(t testing.TB, b []byte) []byte {
-	t.Helper()
-	e, err := zstd.NewWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	return e.EncodeAll(b, nil)
 }
 
 func newWire(t testing.TB, name string, max int) *WireDecompressor {
@@ -75,11 +51,11 @@ func TestWireDecompressorKeepsWire(t *testing.T) {
 		name, enc   string
 		plain, wire []byte
 	}{
-		{"gzip/small", Gzip, small, gzipOf(t, small)},
-		{"gzip/large", Gzip, large, gzipOf(t, large)},
-		{"gzip/two-members", Gzip, append(append([]byte(nil), large...), small...), append(gzipOf(t, large), gzipOf(t, small)...)},
-		{"zstd/small", Zstd, small, zstdOf(t, small)},
-		{"zstd/large", Zstd, large, zstdOf(t, large)},
+		{"gzip/small", Gzip, small, ziptest.Gzip(t, small)},
+		{"gzip/large", Gzip, large, ziptest.Gzip(t, large)},
+		{"gzip/two-members", Gzip, append(append([]byte(nil), large...), small...), append(ziptest.Gzip(t, large), ziptest.Gzip(t, small)...)},
+		{"zstd/small", Zstd, small, ziptest.Zstd(t, nil, small)},
+		{"zstd/large", Zstd, large, ziptest.Zstd(t, nil, large)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newWire(t, tc.enc, 64<<20)
@@ -131,7 +107,7 @@ func TestWireTrailerNotForged(t *testing.T) {
 	d := newWire(t, Gzip, 1<<20)
 	plain := []byte("\x0a\x02\x08\x01")
 	var r msgReader
-	r.reset(gzipOf(t, plain))
+	r.reset(ziptest.Gzip(t, plain))
 	out, err := d.Do(&r)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +141,7 @@ func TestWireTrailerNotForged(t *testing.T) {
 func TestWireDecompressorLimits(t *testing.T) {
 	d := newWire(t, Gzip, 64<<10)
 	var r msgReader
-	r.reset(gzipOf(t, make([]byte, 200<<10)))
+	r.reset(ziptest.Gzip(t, make([]byte, 200<<10)))
 	out, err := d.Do(&r)
 	if err != nil || len(out) != 64<<10+1 {
 		t.Fatalf("Do: %d bytes, %v; want the limit plus one", len(out), err)
@@ -173,7 +149,7 @@ func TestWireDecompressorLimits(t *testing.T) {
 	if _, ok := findWireIn(out); ok {
 		t.Fatal("a refused message carries a trailer")
 	}
-	wire := gzipOf(t, []byte("hello"))
+	wire := ziptest.Gzip(t, []byte("hello"))
 	wire[len(wire)-6] ^= 0xff // the CRC
 	r.reset(wire)
 	if _, err := d.Do(&r); err == nil {

@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"internal/strictsink":       {"codec", "fastpath"},
 	"internal/testkit":          {"codec", "fastpath", "proto/", "internal/freeport", "internal/listenlog"},
 	"internal/listenlog":        {},
+	"internal/ziptest":          {},
 	"internal/hostile":          {},
 	"internal/reliability":      {},
 	"internal/zeroalloc":        {},

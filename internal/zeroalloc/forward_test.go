@@ -11,6 +11,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/internal/allocattr"
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 )
 
 const (
@@ -93,7 +94,7 @@ func forwardTenants(t *testing.T, in intake, unary bool, orgs []string, collect 
 		case intakeHTTPJSON:
 			bodies[i] = gen.json(i)
 		case intakeGRPCGzip:
-			bodies[i] = testkit.Gzip(t, gen.proto(i))
+			bodies[i] = ziptest.Gzip(t, gen.proto(i))
 		default:
 			bodies[i] = gen.proto(i)
 		}

@@ -15,16 +15,17 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-func gzipped(t testing.TB, b []byte) []byte { return testkit.Gzip(t, b) }
+func gzipped(t testing.TB, b []byte) []byte { return ziptest.Gzip(t, b) }
 
 // zstdFramed is b as one zstd frame behind an empty skippable frame: this package's zstd
 // writer, which the test client compresses with, sends such a message as it is, so the bytes
 // the server receives are known.
-func zstdFramed(t testing.TB, b []byte) []byte { return testkit.Zstd(t, fastpath.ZstdPreamble[:], b) }
+func zstdFramed(t testing.TB, b []byte) []byte { return ziptest.Zstd(t, fastpath.ZstdPreamble[:], b) }
 
 // lazyPipelineConfig keeps batches open until the test flushes (no eager seal).
 func lazyPipelineConfig() fastpath.Config {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 )
 
 func TestMain(m *testing.M) {
@@ -134,9 +135,9 @@ func status(t *testing.T, b []byte) *spb.Status {
 	return st
 }
 
-func gzipped(t testing.TB, b []byte) []byte { return testkit.Gzip(t, b) }
+func gzipped(t testing.TB, b []byte) []byte { return ziptest.Gzip(t, b) }
 
-func zstded(t testing.TB, b []byte) []byte { return testkit.Zstd(t, nil, b) }
+func zstded(t testing.TB, b []byte) []byte { return ziptest.Zstd(t, nil, b) }
 
 func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
 	t.Helper()

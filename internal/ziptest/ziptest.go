@@ -1,0 +1,36 @@
+// Package ziptest compresses test bytes as clients do: a gzip member as the standard library
+// writes it, a zstd frame as klauspost's encoder writes it. It imports no otlpgate package, so
+// that the tests of codec, which internal/testkit imports through fastpath, can use it too.
+package ziptest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Gzip returns b as one gzip member.
+func Gzip(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Zstd returns b as one zstd frame appended to a copy of prefix (nil, or fastpath.ZstdPreamble
+// for a message otlpgate's zstd writer sends as it is).
+func Zstd(t testing.TB, prefix, b []byte) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(b, append([]byte(nil), prefix...))
+}
