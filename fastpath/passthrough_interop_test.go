@@ -2,10 +2,8 @@ package fastpath_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -16,18 +14,14 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc" // registers the Collector's gRPC zstd
-	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/strictsink"
 )
 
 var _ = configgrpc.ServerConfig{}
@@ -228,9 +222,6 @@ func viaGRPC(c encoding.Compressor, z []byte) ([]byte, error) {
 // that POSTs a body with a Content-Encoding and returns what the handler read.
 func collectorHTTP(t *testing.T) func(encoding string, body []byte) ([]byte, error) {
 	t.Helper()
-	cfg := confighttp.NewDefaultServerConfig()
-	cfg.NetAddr.Endpoint = "127.0.0.1:0"
-	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -239,21 +230,10 @@ func collectorHTTP(t *testing.T) func(encoding string, body []byte) ([]byte, err
 		}
 		w.Write(b)
 	})
-	srv, err := cfg.ToServer(context.Background(), nil, settings, echo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
+	addr := strictsink.ServeCollectorHTTP(t, echo)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	t.Cleanup(func() {
-		client.CloseIdleConnections()
-		srv.Close()
-	})
-	url := "http://" + ln.Addr().String() + "/v1/traces"
+	t.Cleanup(client.CloseIdleConnections)
+	url := "http://" + addr + "/v1/traces"
 	return func(enc string, body []byte) ([]byte, error) {
 		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {

@@ -4,27 +4,22 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"go.uber.org/zap"
 
+	"github.com/otlpgate/otlpgate/internal/strictsink"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -146,7 +141,7 @@ type collectorHTTPUpstream struct {
 func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
 	t.Helper()
 	u := &collectorHTTPUpstream{ids: map[pcommon.SpanID]int{}}
-	addr := serveCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := strictsink.ServeCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		req := ptraceotlp.NewExportRequest()
 		if err == nil {
@@ -248,27 +243,8 @@ func TestBinaryPassThroughZstd(t *testing.T) {
 func startTenantCollectorHTTP(t *testing.T) *tenantSink {
 	t.Helper()
 	s := &tenantSink{}
-	s.addr = serveCollectorHTTP(t, http.HandlerFunc(s.serveHTTP))
+	s.addr = strictsink.ServeCollectorHTTP(t, http.HandlerFunc(s.serveHTTP))
 	return s
-}
-
-// serveCollectorHTTP serves h on 127.0.0.1 behind the Collector's confighttp (its
-// decompression) until the test ends, and returns the address.
-func serveCollectorHTTP(t *testing.T, h http.Handler) string {
-	t.Helper()
-	cfg := confighttp.NewDefaultServerConfig()
-	settings := component.TelemetrySettings{Logger: zap.NewNop(), TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
-	srv, err := cfg.ToServer(context.Background(), nil, settings, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
 }
 
 // sendGzipTenants sends n spans as each of tenants, one gzip OTLP/HTTP request per span, by

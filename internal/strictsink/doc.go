@@ -4,6 +4,9 @@
 // go.opentelemetry.io/collector/pdata (ptrace, pmetric, plog), refuses what it refuses with
 // INVALID_ARGUMENT, and records what it accepted.
 //
+// ServeCollectorHTTP puts the Collector's OTLP/HTTP server side (confighttp, with its
+// decompression) in front of a test's handler.
+//
 // Tests of batch isolation deliver to it: an upstream that validates nothing cannot show that
 // one client's request costs another client its data, because the batch they share is
 // accepted whatever it holds. A Collector refuses such a batch whole.
