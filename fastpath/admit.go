@@ -111,6 +111,9 @@ type Prepared struct {
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
 	// (Adopter); nil when not offered.
 	own *[]byte
+	// wire is the size of the request as received, when it is kept compressed (PrepareWire);
+	// Req is then its decompressed form.
+	wire int
 }
 
 // Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant
@@ -209,6 +212,10 @@ func (r *Prepared) Admitted(st Stripped) {
 	}
 	if r.route != nil {
 		r.route.commit(r.Sig)
+	}
+	if r.wire > 0 {
+		passRequestsC[1].Inc()
+		passBytesC[1].Add(float64(r.wire))
 	}
 }
 

@@ -58,6 +58,22 @@ type BatchOwner interface {
 // once: the destination, after a nil Enqueue, or the caller, when it gives the batch up
 // without handing it over. Done releases the payload, then tells owner.
 func NewBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *Batch {
+	b := newOwnedBatch(sig, items, payload, owner)
+	countSealed(b)
+	return b
+}
+
+// NewWireBatch is NewBatch for a pass-through batch: payload holds concatenated requests
+// compressed in enc (a zstd batch begins with ZstdPreamble), which inflate to plain bytes.
+// Both count the batch in otlpgate_fastpath_passthrough_batches_total, by its way.
+func NewWireBatch(sig Signal, items int, enc Encoding, plain int, payload *pool.Payload, owner BatchOwner) *Batch {
+	b := newOwnedBatch(sig, items, payload, owner)
+	b.Encoding, b.plain = enc, plain
+	countSealed(b)
+	return b
+}
+
+func newOwnedBatch(sig Signal, items int, payload *pool.Payload, owner BatchOwner) *Batch {
 	b := batchPool.Get()
 	b.Signal, b.Items, b.Payload = sig, items, payload
 	b.size = payload.Len()

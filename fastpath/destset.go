@@ -28,43 +28,57 @@ type destSet struct {
 	// users counts the batches opened with this set that have not yet been handed to every
 	// destination of it: SetDestinations waits for it to reach zero.
 	users atomic.Int64
-	// enc is the encoding every destination sends a pass-through batch's bytes in
-	// (WireEncoder), EncodingNone when they do not all send the same one; encs is each
-	// destination's.
-	enc  Encoding
-	encs []Encoding
+	// Encodings: what each destination sends a pass-through batch's bytes in.
+	Encodings
 }
 
 func newDestSet(dests []Destination) *destSet {
-	s := &destSet{dests: dests}
-	for i, d := range dests {
-		var e Encoding
-		if w, ok := d.(WireEncoder); ok {
-			e = w.PassThrough()
-		}
-		s.encs = append(s.encs, e)
-		switch {
-		case i == 0:
-			s.enc = e
-		case e != s.enc:
-			s.enc = EncodingNone
-		}
+	s := &destSet{dests: dests, Encodings: EncodingsOf(dests)}
+	for _, d := range dests {
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
 	}
 	return s
 }
 
-// encOf is the encoding every destination that takes t's batches sends a pass-through batch
+// Encodings is what each destination of a set sends a pass-through batch's bytes in
+// (WireEncoder), by position. The zero value is a set that sends none.
+type Encodings struct {
+	// all is the encoding every destination sends, EncodingNone when they do not all send
+	// the same one; each is each destination's.
+	all  Encoding
+	each []Encoding
+}
+
+// EncodingsOf reads what each of dests sends a pass-through batch in.
+func EncodingsOf(dests []Destination) Encodings {
+	var s Encodings
+	for i, d := range dests {
+		var e Encoding
+		if w, ok := d.(WireEncoder); ok {
+			e = w.PassThrough()
+		}
+		s.each = append(s.each, e)
+		switch {
+		case i == 0:
+			s.all = e
+		case e != s.all:
+			s.all = EncodingNone
+		}
+	}
+	return s
+}
+
+// Of is the encoding every destination that takes t's batches sends a pass-through batch
 // in, EncodingNone when they do not all send the same one. Without tenant routes every
 // destination takes every tenant; with them the set never changes (SetDestinations refuses),
 // and a tenant's pass-through batches need only the destinations of its match-header.
-func (s *destSet) encOf(t *Tenant) Encoding {
+func (s Encodings) Of(t *Tenant) Encoding {
 	if t == nil || len(t.tab.cfg.Routes) == 0 {
-		return s.enc
+		return s.all
 	}
 	e, seen := EncodingNone, false
-	for i, d := range s.encs {
+	for i, d := range s.each {
 		switch {
 		case !t.Takes(i):
 		case !seen:

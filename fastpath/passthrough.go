@@ -43,8 +43,8 @@ type WireEncoder interface {
 	PassThrough() Encoding
 }
 
-// WireAdmitter is implemented by an Admitter that batches compressed requests as they arrived
-// (Pipeline); the spool's admission does not, and the intakes fall back to Admit.
+// WireAdmitter is implemented by an Admitter that keeps compressed requests as they arrived
+// (Pipeline, and the spool's admission); with any other the intakes fall back to Admit.
 type WireAdmitter interface {
 	// AdmitWire admits a v1 request that arrived compressed: plain is its decompressed body,
 	// already scanned, wire its bytes as received in enc, t its tenant as for AdmitTenant.
@@ -68,7 +68,7 @@ const (
 	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
 	FallbackDestinations                 // some destination that takes it does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
-	FallbackSpool                        // the spool admits plain requests
+	FallbackSpool                        // the spool was opened without compressed records
 	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
@@ -90,7 +90,7 @@ var (
 	}, []string{"way"})
 	passFallbacks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_fallback_requests_total",
-		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: -spool.dir; routes: a destination's match=resource).",
+		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: the spool takes no compressed records; routes: a destination's match=resource).",
 	}, []string{"reason"})
 
 	passRequestsC = [2]prometheus.Counter{passRequests.WithLabelValues("plain"), passRequests.WithLabelValues("compressed")}
@@ -176,19 +176,50 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 // destination that takes t's batches (all of them without match-header) sends enc as it is.
 // A tenant alone is no reason: batches are per tenant either way.
 func (p *Pipeline) passes(t *Tenant, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
+	return passesTo(&p.cfg, p.dests.Load().Of(t), sig, plain, enc)
+}
+
+// passesTo is passes under cfg, for destinations that send pass-through batches in dest.
+func passesTo(cfg *Config, dest Encoding, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
 	switch {
-	case !p.cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= NumSignals:
+	case !cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= NumSignals:
 		return FallbackOff, false
-	case p.cfg.Processor != nil:
+	case cfg.Processor != nil:
 		return FallbackProcessor, false
-	case p.cfg.Router != nil:
+	case cfg.Router != nil:
 		return FallbackRoutes, false
-	case p.dests.Load().encOf(t) != enc:
+	case dest != enc:
 		return FallbackDestinations, false
 	case !onlyEntries(plain):
 		return FallbackFields, false
 	}
 	return 0, true
+}
+
+// PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for a v1
+// request of tenant t that arrived compressed in enc: plain is its decompressed body, already
+// scanned, wire its bytes as received, encs what the destinations send pass-through batches
+// in. It decides as Pipeline.AdmitWire does whether wire may be kept as it arrived. When it
+// may not, it reports false and why: the caller admits plain as any request (Prepare), and
+// counts the reason once admitted (CountFallback). When it may, the Prepared it returns holds
+// plain in Req, and its Admitted counts the request as passed through. Errors as Prepare's.
+// Safe for concurrent use.
+func PrepareWire(cfg *Config, encs Encodings, t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
+	if t == nil && cfg.Tenants != nil {
+		t = cfg.Tenants.def
+	}
+	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, enc); !ok {
+		return Prepared{}, f, false, nil
+	}
+	if t != nil && !t.routed {
+		tenantRefusedNoRoute.Inc()
+		return Prepared{}, 0, true, ErrNoRoute
+	}
+	if int64(len(wire)) > cfg.QueueMaxBytes || int64(len(plain)) > cfg.QueueMaxBytes {
+		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
+		return Prepared{}, 0, true, ErrTooLarge
+	}
+	return Prepared{Sig: sig, Req: plain, Items: items, Layout: LayoutV1, Tenant: t, wire: max(len(wire), 1)}, 0, true, nil
 }
 
 // onlyEntries reports whether every top-level field of the v1 request req is a
@@ -234,7 +265,7 @@ func (p *Pipeline) enqueueWire(t *Tenant, sig Signal, plain, wire []byte, enc En
 		return nil, ErrClosed
 	}
 	set := p.dests.Load()
-	if set.encOf(t) != enc {
+	if set.Of(t) != enc {
 		// SetDestinations swapped in a set that does not send enc since passes looked: a
 		// batch of enc must never reach a destination that would compress it again.
 		s.mu.Unlock()

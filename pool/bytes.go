@@ -69,6 +69,19 @@ func Cap(size int) int {
 	return 1 << (minShift + getTier(size))
 }
 
+// Reserve makes room for n more bytes in the pooled buffer b: when they do not fit, its bytes
+// move to a pooled buffer of at least twice its capacity, and the old one goes back to the
+// pool, so growing makes no garbage. b keeps its length.
+func Reserve(b *[]byte, n int) {
+	if len(*b)+n <= cap(*b) {
+		return
+	}
+	nb := GetBytes(max(2*cap(*b), len(*b)+n))
+	*nb = append(*nb, *b...)
+	*b, *nb = *nb, (*b)[:0]
+	PutBytes(nb)
+}
+
 // PutBytes returns b to the tier its capacity covers, emptied. Buffers below MinSize or above
 // MaxSize, and nil, are dropped. The caller must not touch *b, nor any slice of it, afterwards.
 // Safe for concurrent use.

@@ -45,19 +45,8 @@ const rewriteHeader = 12
 const cutWalk = math.MaxUint16
 
 func appendPooled(buf *[]byte, b ...byte) {
-	reservePooled(buf, len(b))
+	pool.Reserve(buf, len(b))
 	*buf = append(*buf, b...)
-}
-
-// reservePooled makes room for n more bytes in the pooled buffer buf, moving its bytes to a
-// larger pooled buffer when they do not fit.
-func reservePooled(buf *[]byte, n int) {
-	if len(*buf)+n > cap(*buf) {
-		nb := pool.GetBytes(2*cap(*buf) + n)
-		*nb = append(*nb, *buf...)
-		*buf, *nb = *nb, (*buf)[:0]
-		pool.PutBytes(nb)
-	}
 }
 
 // tracestateRoom is the most a tracestate written for a kept span takes: one that parsed
@@ -173,7 +162,7 @@ func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size i
 		tvalue = st.th
 	}
 	buf := sp.tracestates
-	reservePooled(buf, rewriteHeader+tracestateRoom)
+	pool.Reserve(buf, rewriteHeader+tracestateRoom)
 	at := len(*buf)
 	out := appendTraceState((*buf)[:at+rewriteHeader], v.ts, &st, tvalue)
 	nts := out[at+rewriteHeader:]

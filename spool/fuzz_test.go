@@ -27,6 +27,21 @@ func metaSegmentBytes(n int) []byte {
 	return b
 }
 
+// encodedSegmentBytes builds a segment of version 3 whose records are plain, compressed, with
+// meta, or both.
+func encodedSegmentBytes(n int) []byte {
+	b := appendSegmentHeaderVersion(nil, 1, segmentVersionEncoded)
+	for i := range n {
+		var meta []byte
+		if i%2 == 1 {
+			meta = []byte{1, 1, 13, 'x', '-', 's', 'c', 'o', 'p', 'e', '-', 'o', 'r', 'g', 'i', 'd', byte(i)}[:16+i%2]
+		}
+		enc := uint8(i % 3) // 0: plain
+		b = appendRecordFrame(b, uint8(i%3), uint32(i), meta, enc, uint32(1000+i), payload(i)[:10+i*7%90])
+	}
+	return b
+}
+
 // FuzzSegmentReader feeds arbitrary bytes to the segment scanner that start-up and readers
 // use: it must terminate without panicking, every record it yields must re-frame to the exact
 // bytes it was read from, and valid, skipped and tail bytes must add up to the segment.
@@ -39,6 +54,7 @@ func FuzzSegmentReader(f *testing.F) {
 	f.Add(flipped)
 	f.Add(appendSegmentHeader(nil, 1))
 	f.Add(metaSegmentBytes(5))
+	f.Add(encodedSegmentBytes(6))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < headerSize {
 			return
@@ -46,15 +62,11 @@ func FuzzSegmentReader(f *testing.F) {
 		r := bytes.NewReader(data)
 		var valid int64
 		res := scanSegment(r, int64(len(data)), func(off int64, fr frame, p []byte) {
-			n, ok := fr.metaLen(p)
+			tl, ok := fr.tail(p)
 			if !ok {
-				t.Fatalf("record at %d yielded with a bad meta length", off)
+				t.Fatalf("record at %d yielded with a bad meta or encoding", off)
 			}
-			var meta []byte
-			if fr.flags&flagMeta != 0 {
-				meta, p = p[len(p)-2-n:len(p)-2], p[:len(p)-2-n]
-			}
-			framed := appendMetaFrame(nil, fr.signal, fr.items, meta, p)
+			framed := appendRecordFrame(nil, fr.signal, fr.items, tl.meta, tl.encoding, tl.plain, p[:len(p)-tl.size])
 			if !bytes.Equal(framed, data[off:off+int64(len(framed))]) {
 				t.Fatalf("record at %d re-frames differently", off)
 			}
@@ -67,7 +79,7 @@ func FuzzSegmentReader(f *testing.F) {
 }
 
 func TestScanRealSegment(t *testing.T) {
-	for _, data := range [][]byte{segmentBytes(5), metaSegmentBytes(5)} {
+	for _, data := range [][]byte{segmentBytes(5), metaSegmentBytes(5), encodedSegmentBytes(5)} {
 		res := scanSegment(bytes.NewReader(data), int64(len(data)), nil)
 		if res.records != 5 || res.end != int64(len(data)) || res.corruptRecords != 0 {
 			t.Fatalf("scan %+v of %d bytes", res, len(data))

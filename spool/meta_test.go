@@ -95,13 +95,17 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
-// A spool with meta writes version 2 segments, so that an otlpgate that cannot read meta sets
-// them aside instead of skipping their records as corrupt; without meta it writes version 1.
+// A spool with meta writes version 2 segments, and one with compressed records version 3, so
+// that an otlpgate that cannot read them sets them aside instead of skipping their records as
+// corrupt; without either it writes version 1.
 func TestMetaSegmentVersion(t *testing.T) {
-	for _, meta := range []bool{false, true} {
+	for _, c := range []struct {
+		meta, encoded bool
+		want          uint32
+	}{{false, false, segmentVersion}, {true, false, segmentVersionMeta}, {false, true, segmentVersionEncoded}, {true, true, segmentVersionEncoded}} {
 		fs := NewCrashFS()
 		cfg := testConfig(SyncAlways)
-		cfg.Meta = meta
+		cfg.Meta, cfg.Encoded = c.meta, c.encoded
 		s := mustOpen(t, cfg, fs, "a")
 		appendN(t, s, 0, 1)
 		names := segFiles(t, fs)
@@ -109,12 +113,8 @@ func TestMetaSegmentVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := uint32(segmentVersion)
-		if meta {
-			want = segmentVersionMeta
-		}
-		if v := binary.LittleEndian.Uint32(b[4:]); v != want {
-			t.Fatalf("meta=%v: version %d, want %d", meta, v, want)
+		if v := binary.LittleEndian.Uint32(b[4:]); v != c.want {
+			t.Fatalf("meta=%v encoded=%v: version %d, want %d", c.meta, c.encoded, v, c.want)
 		}
 		s.Close()
 	}

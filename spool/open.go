@@ -352,7 +352,7 @@ func countFrames(f io.ReaderAt, seq uint64, off, end int64, r *Reader) int {
 			break
 		}
 		l := int64(binary.LittleEndian.Uint32(h[4:]))
-		if l > MaxRecordBytes+MaxMetaBytes+2 || off+frameSize+l > end {
+		if l > MaxRecordBytes+maxExtra || off+frameSize+l > end {
 			break
 		}
 		if r.handsOutLocked(makePos(seq, off)) {

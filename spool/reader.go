@@ -51,10 +51,15 @@ type Entry struct {
 	Pos    Pos
 	Signal uint8
 	Items  uint32
-	Size   int // payload bytes, meta not included
+	Size   int // the record's bytes, as appended: neither meta nor encoding included
 	// Meta is the record's meta (AppendMeta), nil when it has none. Valid until the next call
 	// to Next; copy to retain.
 	Meta []byte
+	// Encoding is how the record's bytes are compressed (AppendEncoded), as the caller
+	// numbers it; 0: they are plain.
+	Encoding uint8
+	// Plain is the record's inflated length: Size when Encoding is 0.
+	Plain int
 }
 
 // Reader reads the spool for one destination, oldest record first, and tracks which records
@@ -255,7 +260,7 @@ func (r *Reader) Rewind() {
 }
 
 // emitLocked hands out the record fr just read at r.mu.next, whose payload *buf holds from
-// start: its meta, if any, is cut off the end into r.mu.meta.
+// start: its meta and encoding, if any, are cut off the end, the meta into r.mu.meta.
 func (r *Reader) emitLocked(fr frame, buf *[]byte, start int) Entry {
 	pos := r.mu.next
 	r.mu.inflight = append(r.mu.inflight, inflight{pos: pos})
@@ -264,13 +269,19 @@ func (r *Reader) emitLocked(fr frame, buf *[]byte, start int) Entry {
 		r.replayed.Inc()
 	}
 	e := Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
-	if fr.flags&flagMeta != 0 {
-		body := (*buf)[start:]
-		n, _ := fr.metaLen(body) // readFrame checked it; the tail holds frames Append built
-		end := len(body) - 2 - n
-		r.mu.meta = append(r.mu.meta[:0], body[end:end+n]...)
-		*buf = (*buf)[:start+end]
-		e.Size, e.Meta = end, r.mu.meta
+	e.Plain = e.Size
+	if fr.flags != 0 {
+		t, _ := fr.tail((*buf)[start:]) // readFrame checked it; the tail holds frames Append built
+		if t.meta != nil {
+			r.mu.meta = append(r.mu.meta[:0], t.meta...)
+			e.Meta = r.mu.meta
+		}
+		e.Size -= t.size
+		e.Plain = e.Size
+		if t.encoding != 0 {
+			e.Encoding, e.Plain = t.encoding, int(t.plain)
+		}
+		*buf = (*buf)[:start+e.Size]
 	}
 	return e
 }

@@ -19,14 +19,21 @@ import (
 //	length  uint32   payload length
 //	items   uint32   spans, data points or log records in the payload
 //	signal  uint8    the payload's signal, as the caller numbers them
-//	flags   uint8    0, or flagMeta (version 2 segments)
+//	flags   uint8    0, or flagMeta (version 2 segments) and flagEncoded (version 3)
 //	zero    [2]byte  must be zero
 //	payload [length]byte
 //
-// With flagMeta the payload's last bytes are the record's meta (the tenant of the request,
-// for the caller to read) and its length as a little-endian uint16: payload, meta, len(meta).
-// The meta sits after the payload so that a reader that appended the whole record to a batch
-// cuts it off the end without moving the payload.
+// The payload's last bytes may carry what the caller said of the record besides its bytes, in
+// this order after the bytes themselves:
+//
+//	bytes    the record as appended
+//	plain    uint32   with flagEncoded: bytes is compressed, plain is its inflated length
+//	encoding uint8    with flagEncoded: how bytes is compressed, as the caller numbers it (not 0)
+//	meta     []byte   with flagMeta: the record's meta (the tenant of the request)
+//	metaLen  uint16   with flagMeta: len(meta), little endian, not 0
+//
+// All of it sits after the bytes so that a reader that appended the whole record to a batch
+// cuts it off the end without moving them.
 //
 // Records are not aligned and carry no sync marker: a reader that meets a bad frame finds the
 // next good one by trying every later offset, which the zero bytes, the length bound and the
@@ -36,17 +43,26 @@ const (
 	segmentMagic = "OGSP"
 	// segmentVersion is the version of segments written without meta, which every otlpgate
 	// reads; segmentVersionMeta is written by a spool whose records may carry meta
-	// (Config.Meta), so that an older otlpgate sets such a segment aside as written by a newer
-	// one instead of skipping its records as corrupt. Both are read.
-	segmentVersion     = 1
-	segmentVersionMeta = 2
-	headerSize         = 16
-	frameSize          = 16
+	// (Config.Meta), and segmentVersionEncoded by one whose records may be compressed
+	// (Config.Encoded), so that an older otlpgate sets such a segment aside as written by a
+	// newer one instead of skipping its records as corrupt. All three are read.
+	segmentVersion        = 1
+	segmentVersionMeta    = 2
+	segmentVersionEncoded = 3
+	headerSize            = 16
+	frameSize             = 16
 
 	// flagMeta marks a record whose payload ends with meta.
 	flagMeta = 1
+	// flagEncoded marks a record whose bytes are compressed: the plain length and the
+	// encoding follow them.
+	flagEncoded = 2
+	// encodedSize is what flagEncoded adds after the bytes.
+	encodedSize = 5
 	// MaxMetaBytes caps a record's meta.
 	MaxMetaBytes = 4 << 10
+	// maxExtra is the most a record's frame adds to its bytes besides the header.
+	maxExtra = encodedSize + MaxMetaBytes + 2
 
 	// MaxRecordBytes caps one record's payload: larger appends fail with ErrTooLarge, and a
 	// length above it marks a frame as corrupt.
@@ -68,17 +84,40 @@ type frame struct {
 	flags  uint8
 }
 
-// metaLen is the length of the meta at the end of body, the payload of frame fr, and whether
-// the frame's meta fits in it.
-func (fr frame) metaLen(body []byte) (int, bool) {
-	if fr.flags&flagMeta == 0 {
-		return 0, true
+// recordTail is what follows a record's bytes in its payload.
+type recordTail struct {
+	size     int    // bytes after the record's bytes: the encoding and the meta
+	meta     []byte // nil when none
+	encoding uint8  // 0: the bytes are plain
+	plain    uint32 // with encoding: the inflated length of the bytes
+}
+
+// tail reads what follows the record's bytes at the end of body, the payload of frame fr, and
+// reports whether it fits in body and is well formed.
+func (fr frame) tail(body []byte) (recordTail, bool) {
+	var t recordTail
+	end := len(body)
+	if fr.flags&flagMeta != 0 {
+		if end < 2 {
+			return t, false
+		}
+		n := int(binary.LittleEndian.Uint16(body[end-2:]))
+		if n == 0 || n > MaxMetaBytes || n+2 > end { // Append writes no empty meta
+			return t, false
+		}
+		t.meta = body[end-2-n : end-2]
+		end -= n + 2
 	}
-	if len(body) < 2 {
-		return 0, false
+	if fr.flags&flagEncoded != 0 {
+		if end < encodedSize || body[end-1] == 0 {
+			return t, false
+		}
+		t.encoding = body[end-1]
+		t.plain = binary.LittleEndian.Uint32(body[end-encodedSize:])
+		end -= encodedSize
 	}
-	n := int(binary.LittleEndian.Uint16(body[len(body)-2:]))
-	return n, n > 0 && n <= MaxMetaBytes && n+2 <= len(body) // Append writes no empty meta
+	t.size = len(body) - end
+	return t, true
 }
 
 // appendSegmentHeader appends the header of segment seq to dst, of version segmentVersion.
@@ -108,7 +147,7 @@ func checkSegmentHeader(h []byte, seq uint64) error {
 	if string(h[:4]) != segmentMagic {
 		return errHeaderMagic
 	}
-	if v := binary.LittleEndian.Uint32(h[4:]); v != segmentVersion && v != segmentVersionMeta {
+	if v := binary.LittleEndian.Uint32(h[4:]); v < segmentVersion || v > segmentVersionEncoded {
 		return errHeaderVersion
 	}
 	if binary.LittleEndian.Uint64(h[8:]) != seq {
@@ -119,25 +158,39 @@ func checkSegmentHeader(h []byte, seq uint64) error {
 
 // appendFrame appends a framed record without meta to dst.
 func appendFrame(dst []byte, signal uint8, items uint32, payload []byte) []byte {
-	return appendMetaFrame(dst, signal, items, nil, payload)
+	return appendRecordFrame(dst, signal, items, nil, 0, 0, payload)
 }
 
-// frameLen is the size of the frame of a record with this payload and meta.
-func frameLen(payload, meta []byte) int64 {
+// frameLen is the size of the frame of a record with these bytes, meta and encoding.
+func frameLen(payload, meta []byte, enc uint8) int64 {
 	n := int64(frameSize + len(payload))
+	if enc != 0 {
+		n += encodedSize
+	}
 	if len(meta) > 0 {
 		n += int64(len(meta)) + 2
 	}
 	return n
 }
 
-// appendMetaFrame appends a framed record to dst; meta, when not empty, follows the payload.
+// appendMetaFrame appends a framed record of plain bytes to dst; meta, when not empty, follows
+// the payload.
 func appendMetaFrame(dst []byte, signal uint8, items uint32, meta, payload []byte) []byte {
+	return appendRecordFrame(dst, signal, items, meta, 0, 0, payload)
+}
+
+// appendRecordFrame appends a framed record to dst: payload, then, when enc is not 0, plain
+// and enc (payload is compressed), then meta when not empty.
+func appendRecordFrame(dst []byte, signal uint8, items uint32, meta []byte, enc uint8, plain uint32, payload []byte) []byte {
 	start := len(dst)
 	var flags uint8
 	length := len(payload)
+	if enc != 0 {
+		flags |= flagEncoded
+		length += encodedSize
+	}
 	if len(meta) > 0 {
-		flags = flagMeta
+		flags |= flagMeta
 		length += len(meta) + 2
 	}
 	dst = append(dst, 0, 0, 0, 0)
@@ -145,6 +198,10 @@ func appendMetaFrame(dst []byte, signal uint8, items uint32, meta, payload []byt
 	dst = binary.LittleEndian.AppendUint32(dst, items)
 	dst = append(dst, signal, flags, 0, 0)
 	dst = append(dst, payload...)
+	if enc != 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, plain)
+		dst = append(dst, enc)
+	}
 	if len(meta) > 0 {
 		dst = append(dst, meta...)
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(meta)))
@@ -164,7 +221,7 @@ func parseFrameHeader(h []byte, room int64) (frame, uint32, bool) {
 		signal: h[12],
 		flags:  h[13],
 	}
-	if h[13]&^flagMeta != 0 || h[14] != 0 || h[15] != 0 || f.length > MaxRecordBytes+MaxMetaBytes+2 || int64(f.length) > room {
+	if h[13]&^(flagMeta|flagEncoded) != 0 || h[14] != 0 || h[15] != 0 || f.length > MaxRecordBytes+maxExtra || int64(f.length) > room {
 		return frame{}, 0, false
 	}
 	return f, crc, true
@@ -201,7 +258,7 @@ func readFrame(f io.ReaderAt, off, end int64, buf *[]byte) (frame, error) {
 		*buf = (*buf)[:start]
 		return frame{}, errBadFrame
 	}
-	if _, ok := fr.metaLen(p); !ok {
+	if _, ok := fr.tail(p); !ok {
 		*buf = (*buf)[:start]
 		return frame{}, errBadFrame
 	}

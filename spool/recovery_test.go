@@ -115,7 +115,7 @@ func TestRecoverSegmentFromTheFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := appendSegmentHeader(nil, 2)
-	binary.LittleEndian.PutUint32(future[4:], segmentVersionMeta+1)
+	binary.LittleEndian.PutUint32(future[4:], segmentVersionEncoded+1)
 	future = append(future, "whatever a newer format holds"...)
 	fs.WriteFile(segPath(2), future)
 	garbage := []byte("not a segment at all, just bytes")

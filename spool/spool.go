@@ -183,6 +183,18 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 // MaxMetaBytes; the tenant of the request), which Reader.Next hands back in Entry.Meta. Only a
 // spool with Config.Meta takes meta. Safe for concurrent use.
 func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Pos, error) {
+	return s.AppendEncoded(signal, items, meta, 0, 0, payload)
+}
+
+// TakesEncoded reports whether the spool takes compressed records (Config.Encoded). Safe for
+// concurrent use.
+func (s *Spool) TakesEncoded() bool { return s.cfg.Encoded }
+
+// AppendEncoded is AppendMeta for a record whose payload is compressed in enc (as the caller
+// numbers encodings; 0: plain, as AppendMeta) and inflates to plain bytes, which Reader.Next
+// hands back in Entry.Encoding and Entry.Plain. Only a spool with Config.Encoded takes
+// compressed records. Safe for concurrent use.
+func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8, plain uint32, payload []byte) (Pos, error) {
 	if len(payload) > MaxRecordBytes || len(meta) > MaxMetaBytes {
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
@@ -190,12 +202,15 @@ func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Po
 	if len(meta) > 0 && !s.cfg.Meta {
 		panic("BUG: spool: meta appended to a spool without Config.Meta")
 	}
+	if enc != 0 && !s.cfg.Encoded {
+		panic("BUG: spool: a compressed record appended to a spool without Config.Encoded")
+	}
 	if s.unanchored.Load() != 0 {
 		appendErrIO.Inc()
 		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
 	}
-	n := frameLen(payload, meta)
+	n := frameLen(payload, meta, enc)
 	s.mu.Lock()
 	var rotate bool
 	var need int64
@@ -257,7 +272,7 @@ func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Po
 	ref, off := s.mu.active, s.mu.off
 	dst, inTail := s.frameBufLocked(ref.seq, off, n)
 	start := len(dst)
-	dst = appendMetaFrame(dst, signal, items, meta, payload)
+	dst = appendRecordFrame(dst, signal, items, meta, enc, plain, payload)
 	if inTail {
 		s.mu.tail.buf = dst
 	} else {
@@ -349,7 +364,10 @@ func (s *Spool) rotateLocked() error {
 		return err
 	}
 	version := uint32(segmentVersion)
-	if s.cfg.Meta {
+	switch {
+	case s.cfg.Encoded:
+		version = segmentVersionEncoded
+	case s.cfg.Meta:
 		version = segmentVersionMeta
 	}
 	hdr := appendSegmentHeaderVersion(make([]byte, 0, headerSize), seq, version)

@@ -4,9 +4,10 @@ import "github.com/otlpgate/otlpgate/fastpath"
 
 // AdmitWire is AdmitTenant for a v1 request that arrived compressed in enc: plain is its
 // decompressed body, already scanned, wire its bytes as received. When the admitter batches
-// compressed requests as they arrived (fastpath.WireAdmitter, the pipeline) it decides whether
-// wire can travel as it is, for a tenant's request as for any other; the spool's admission
-// takes plain, counted in otlpgate_fastpath_passthrough_fallback_requests_total. Either way a
+// compressed requests as they arrived (fastpath.WireAdmitter: the pipeline, the spool's
+// admission) it decides whether wire can travel as it is, for a tenant's request as for any
+// other; any other admitter takes plain, counted in
+// otlpgate_fastpath_passthrough_fallback_requests_total (reason spool). Either way a
 // tenant's rate (-tenant.rate) is charged for plain, as AdmitTenant charges it, and given back
 // when admission refuses. plain and wire are only read during the call. Safe for concurrent
 // use.

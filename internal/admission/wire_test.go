@@ -11,8 +11,7 @@ import (
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
-// plainAdmitter is an Admitter that is no WireAdmitter, as the spool's admission: it keeps
-// what it is given.
+// plainAdmitter is an Admitter that is no WireAdmitter: it keeps what it is given.
 type plainAdmitter struct{ got [][]byte }
 
 func (a *plainAdmitter) Admit(sig fastpath.Signal, req []byte, items int, l fastpath.Layout) (*fastpath.Batch, error) {
@@ -30,9 +29,9 @@ type wireDiscard struct{ testkit.Discard }
 
 func (*wireDiscard) PassThrough() fastpath.Encoding { return fastpath.EncodingGzip }
 
-// An admitter that is no WireAdmitter (the spool's admission) gets the decompressed request,
-// counted as the spool fallback; through a pipeline the same request passes compressed.
-func TestAdmitWireFallsBackForTheSpool(t *testing.T) {
+// An admitter that is no WireAdmitter gets the decompressed request, counted as the spool
+// fallback; through a pipeline the same request passes compressed.
+func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
 	body := []byte{0x0a, 0x02, 0x0a, 0x00} // one empty resource entry
 	var z bytes.Buffer
 	w := gzip.NewWriter(&z)

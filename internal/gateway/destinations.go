@@ -202,6 +202,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		m.feeder.SetMaxBytes(feedShare(g.cfg, m.queue, len(kept)))
 	}
 	g.dmu.members = kept
+	g.sa.SetDestinations(dests(kept)) // what requests are spooled compressed for
 	return errors.Join(errs...)
 }
 

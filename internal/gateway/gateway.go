@@ -36,6 +36,7 @@ type Gateway struct {
 	in    admitter           // what every intake admits into: p, or the spool's admission
 	p     *fastpath.Pipeline // nil with a spool
 	spool *spool.Spool       // nil without a spool
+	sa    *feed.Admission    // the spool's admission (in), nil without a spool
 
 	gs   *grpcserver.Server
 	hs   *httpserver.Server
@@ -192,6 +193,9 @@ func (g *Gateway) build() error {
 		for i, m := range ms {
 			names[i] = m.name
 		}
+		// With -compression.passthrough, requests that arrived compressed are spooled as they
+		// arrived, for the feeders of destinations that send them so.
+		cfg.Spool.Encoded = cfg.Pipeline.PassThrough
 		if g.spool, err = openSpool(cfg, names, log); err != nil {
 			return err
 		}
@@ -202,9 +206,11 @@ func (g *Gateway) build() error {
 			m.resumed = make(chan struct{})
 			close(m.resumed)
 		}
-		if g.in, err = feed.NewAdmission(cfg.Pipeline, g.spool); err != nil {
+		if g.sa, err = feed.NewAdmission(cfg.Pipeline, g.spool); err != nil {
 			return err
 		}
+		g.sa.SetDestinations(dests(ms))
+		g.in = g.sa
 	} else {
 		if g.p, err = fastpath.New(cfg.Pipeline, dests(ms)); err != nil {
 			return err

@@ -26,17 +26,23 @@ var (
 // after admission: the Feeders deliver from the spool. Config.QueueMaxBytes bounds only what
 // a single request may be.
 //
-// It implements fastpath.Admitter and fastpath.Consumer. Every method is safe for concurrent
-// use.
+// A request that arrived compressed (AdmitWire) is spooled as it arrived when the pipeline
+// would have let it pass through (-compression.passthrough): the feeders of destinations that
+// send its encoding hand its bytes on as they are, and the others inflate it.
+//
+// It implements fastpath.Admitter, fastpath.WireAdmitter and fastpath.Consumer. Every method
+// is safe for concurrent use.
 type Admission struct {
 	cfg    fastpath.Config
 	s      *spool.Spool
+	encs   atomic.Pointer[fastpath.Encodings] // the destinations' (SetDestinations)
 	closed atomic.Bool
 }
 
 var (
-	_ fastpath.Admitter = (*Admission)(nil)
-	_ fastpath.Consumer = (*Admission)(nil)
+	_ fastpath.Admitter     = (*Admission)(nil)
+	_ fastpath.WireAdmitter = (*Admission)(nil)
+	_ fastpath.Consumer     = (*Admission)(nil)
 )
 
 // NewAdmission returns the admission into s under cfg. -ack=upstream has no meaning with a
@@ -52,7 +58,18 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 	if s == nil {
 		return nil, errors.New("feed: no spool")
 	}
-	return &Admission{cfg: cfg, s: s}, nil
+	a := &Admission{cfg: cfg, s: s}
+	a.encs.Store(&fastpath.Encodings{})
+	return a, nil
+}
+
+// SetDestinations tells admission what the destinations send pass-through batches in, in the
+// order of the tenant routes' numbering: a compressed request is spooled as it arrived only
+// when every destination that takes it sends its encoding, so that no feeder inflates a
+// record but after a change of destinations. Until the first call, none does.
+func (a *Admission) SetDestinations(dests []fastpath.Destination) {
+	e := fastpath.EncodingsOf(dests)
+	a.encs.Store(&e)
 }
 
 // Admit appends req, in layout, to the spool. It returns no batch: the request is answered
@@ -92,12 +109,55 @@ func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, i
 		return err
 	}
 	if len(*buf) > 0 {
-		var meta []byte
-		if r.Tenant != nil {
-			meta = r.Tenant.Record()
-		}
-		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), meta, *buf)
+		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), metaOf(r.Tenant), *buf)
 	}
+	return a.appended(&r, st, err)
+}
+
+// AdmitWire implements fastpath.WireAdmitter: wire, the request as it arrived in enc, is
+// spooled as it is when the pipeline would have let it pass through, and inflates to plain;
+// else plain is admitted as Admit would, counted in
+// otlpgate_fastpath_passthrough_fallback_requests_total. A zstd record begins with
+// fastpath.ZstdPreamble, so that records concatenated into a batch stay one. It returns no
+// batch: the request is answered once appended.
+func (a *Admission) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, error) {
+	if a.closed.Load() {
+		return nil, fastpath.ErrClosed
+	}
+	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), t, sig, plain, wire, enc, items)
+	if ok && !a.s.TakesEncoded() {
+		f, ok, err = fastpath.FallbackSpool, false, nil
+	}
+	if !ok {
+		if err = a.admit(t, sig, plain, items, fastpath.LayoutV1); err == nil {
+			fastpath.CountFallback(f, len(plain))
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := wire
+	if enc == fastpath.EncodingZstd {
+		buf := pool.GetBytes(len(fastpath.ZstdPreamble) + len(wire))
+		defer pool.PutBytes(buf)
+		*buf = append(append((*buf)[:0], fastpath.ZstdPreamble[:]...), wire...)
+		rec = *buf
+	}
+	_, err = a.s.AppendEncoded(uint8(sig), uint32(items), metaOf(r.Tenant), uint8(enc), uint32(len(plain)), rec)
+	return nil, a.appended(&r, fastpath.Stripped{}, err)
+}
+
+// metaOf is the meta of a record of tenant t: none without tenants.
+func metaOf(t *fastpath.Tenant) []byte {
+	if t == nil {
+		return nil
+	}
+	return t.Record()
+}
+
+// appended answers the request r after its Append returned err, and counts it.
+func (a *Admission) appended(r *fastpath.Prepared, st fastpath.Stripped, err error) error {
 	switch {
 	case err == nil:
 		r.Admitted(st)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
@@ -16,6 +18,7 @@ func allocSpool(tb testing.TB) *spool.Spool {
 	c := spool.DefaultConfig()
 	c.Dir, c.Sync = "/spool", spool.SyncNone
 	c.SegmentBytes, c.MaxBytes = 64<<20, 1<<30
+	c.Encoded = true
 	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
 	if err != nil {
 		tb.Fatal(err)
@@ -43,6 +46,37 @@ func TestAdmissionZeroAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("admission into the spool: %v allocations per run, want 0", allocs)
+	}
+}
+
+// Requests kept compressed as they arrived are spooled without an allocation too, gzip and
+// zstd (whose record gets the preamble in a pooled buffer).
+func TestAdmissionWireZeroAlloc(t *testing.T) {
+	s := allocSpool(t)
+	defer s.Close()
+	a := newAdmission(t, admissionConfig(), s)
+	a.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingGzip}})
+	z := newAdmission(t, admissionConfig(), s)
+	z.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingZstd}})
+	v1 := entry(3000, 1)
+	gz, zs := ziptest.Gzip(t, v1), ziptest.Zstd(t, nil, v1)
+	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
+	turn := func() {
+		if _, err := a.AdmitWire(nil, fastpath.Traces, v1, gz, fastpath.EncodingGzip, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := z.AdmitWire(nil, fastpath.Traces, v1, zs, fastpath.EncodingZstd, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		turn()
+	}
+	if allocs := testing.AllocsPerRun(1000, turn); allocs != 0 {
+		t.Fatalf("compressed admission into the spool: %v allocations per run, want 0", allocs)
+	}
+	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 2*1101 {
+		t.Fatalf("%v requests kept compressed, want %d", n, 2*1101)
 	}
 }
 

@@ -41,7 +41,13 @@ func newAdmission(t *testing.T, cfg fastpath.Config, s *spool.Spool) *Admission 
 // spooled reads every record destination d has not read yet.
 func spooled(t *testing.T, s *spool.Spool) (recs [][]byte, es []spool.Entry) {
 	t.Helper()
-	r := s.Reader("d")
+	return spooledFor(t, s, "d")
+}
+
+// spooledFor reads every record destination name has not read yet.
+func spooledFor(t *testing.T, s *spool.Spool, name string) (recs [][]byte, es []spool.Entry) {
+	t.Helper()
+	r := s.Reader(name)
 	buf := pool.GetBytes(0)
 	defer pool.PutBytes(buf)
 	for {

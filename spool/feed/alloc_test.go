@@ -5,7 +5,9 @@ package feed
 import (
 	"testing"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
@@ -46,6 +48,51 @@ func TestFeederLoopAllocs(t *testing.T) {
 	if d.Items() != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 {
 		t.Fatalf("delivered %d items, %d bytes held, %d unfinished; want %d, 0, 0",
 			d.Items(), f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
+	}
+}
+
+// gzipDiscard is testkit.Discard sending gzip pass-through batches as they are.
+type gzipDiscard struct{ testkit.Discard }
+
+func (*gzipDiscard) PassThrough() fastpath.Encoding { return fastpath.EncodingGzip }
+
+// The feeder loop over compressed records its destination sends as they are allocates nothing
+// either: they join a pass-through batch as spooled.
+func TestFeederWireLoopAllocs(t *testing.T) {
+	c := spool.DefaultConfig()
+	c.Dir, c.Sync, c.MaxBytes, c.Encoded = "/spool", spool.SyncNone, 1<<30, true
+	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := &gzipDiscard{}
+	f, err := New(feedConfig(), s.Reader("d"), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := entry(300, 3)
+	wire := ziptest.Gzip(t, plain)
+	inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
+	turn := func() {
+		if _, err := s.AppendEncoded(0, 3, nil, uint8(fastpath.EncodingGzip), uint32(len(plain)), wire); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.fill(); err != spool.ErrEmpty {
+			t.Fatalf("fill: %v, want ErrEmpty", err)
+		}
+		if !f.send() {
+			t.Fatal("send gave up")
+		}
+	}
+	for range 100 {
+		turn()
+	}
+	if got := testing.AllocsPerRun(1000, turn); got != 0 {
+		t.Fatalf("feeder loop over compressed records: %v allocs/turn, want 0", got)
+	}
+	if d.Items() != 3*1101 || s.Reader("d").Unfinished() != 0 || testkit.Counter(t, "otlpgate_spool_inflated_records_total") != inflated {
+		t.Fatalf("delivered %d items, %d unfinished, or records were inflated", d.Items(), s.Reader("d").Unfinished())
 	}
 }
 

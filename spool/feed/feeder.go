@@ -63,6 +63,9 @@ type Feeder struct {
 	r   *spool.Reader
 	d   fastpath.Destination
 	log *slog.Logger
+	// enc is the encoding whose compressed records the destination sends as they are
+	// (fastpath.WireEncoder); the others are inflated.
+	enc fastpath.Encoding
 
 	held     atomic.Int64
 	maxBytes atomic.Int64 // Config.MaxBytes, or what SetMaxBytes set since
@@ -80,6 +83,7 @@ type Feeder struct {
 	carT  *fastpath.Tenant
 	hint  int // size of the last batch handed over, to size the next one
 	timer *time.Timer
+	unzip inflater
 }
 
 // building is the batch being filled.
@@ -88,7 +92,9 @@ type building struct {
 	h       *held
 	sig     uint8
 	tenant  *fastpath.Tenant
+	enc     fastpath.Encoding // of every record in it: a pass-through batch when not none
 	items   int
+	plain   int // the records' bytes inflated: what the batch limits apply to
 	born    time.Time
 }
 
@@ -118,6 +124,9 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	t.Stop()
 	f := &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
 		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}
+	if w, ok := d.(fastpath.WireEncoder); ok && cfg.Router == nil {
+		f.enc = w.PassThrough() // with routes every record is inflated, to be filtered
+	}
 	f.maxBytes.Store(cfg.MaxBytes)
 	return f, nil
 }
@@ -257,9 +266,15 @@ func (f *Feeder) fill() (bool, error) {
 			continue
 		}
 		t, take := f.tenant(e)
+		if take && e.Encoding != 0 && fastpath.Encoding(e.Encoding) != f.enc {
+			// Compressed in an encoding the destination does not send as it is (its
+			// configuration changed since the record was spooled, or routes filter it):
+			// inflated, it is a plain record like any other.
+			take = f.inflate(buf, before, &e)
+		}
 		if !take {
-			// Another destination's tenant (match-header), or a tenant that cannot be read:
-			// nothing of it joins this destination's batches.
+			// Another destination's tenant (match-header), a tenant that cannot be read, or a
+			// record that does not inflate: nothing of it joins this destination's batches.
 			*buf = (*buf)[:before]
 			if len(f.cur.h.pos) == 0 {
 				f.close()
@@ -286,9 +301,10 @@ func (f *Feeder) fill() (bool, error) {
 				continue
 			}
 			e.Items = uint32(items)
+			e.Size, e.Plain = len(rec), len(rec)
 		}
-		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || len(*buf) > f.cfg.BatchMaxBytes ||
-			f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
+		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || fastpath.Encoding(e.Encoding) != f.cur.enc ||
+			f.cur.plain+e.Plain > f.cfg.BatchMaxBytes || f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
 			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
 			f.carry = pool.GetBytes(len(*buf) - before)
 			*f.carry = append(*f.carry, (*buf)[before:]...)
@@ -349,10 +365,31 @@ func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
 // add records e of tenant t, whose payload cur already holds, and reports whether cur is
 // full.
 func (f *Feeder) add(e spool.Entry, t *fastpath.Tenant) bool {
-	f.cur.sig, f.cur.tenant = e.Signal, t
+	f.cur.sig, f.cur.tenant, f.cur.enc = e.Signal, t, fastpath.Encoding(e.Encoding)
 	f.cur.items += int(e.Items)
+	f.cur.plain += e.Plain
 	f.cur.h.pos = append(f.cur.h.pos, e.Pos)
-	return f.cur.payload.Len() >= f.cfg.BatchMaxBytes || f.cur.items >= f.cfg.BatchMaxItems
+	return f.cur.plain >= f.cfg.BatchMaxBytes || f.cur.items >= f.cfg.BatchMaxItems
+}
+
+// inflate replaces the compressed record e, whose bytes *buf holds from before, by its
+// inflated bytes, and e by a plain record's entry. A record that does not inflate to the
+// length it was spooled with, or in an encoding this build does not know, is dropped as
+// undeliverable and counted by the spool; it reports false then.
+func (f *Feeder) inflate(buf *[]byte, before int, e *spool.Entry) bool {
+	out, err := f.unzip.inflate(fastpath.Encoding(e.Encoding), (*buf)[before:], e.Plain)
+	if err != nil {
+		f.log.Error("dropping a spooled record that does not inflate", "err", err, "encoding", fastpath.Encoding(e.Encoding).String())
+		f.r.Drop(e.Pos, spool.DropUndeliverable)
+		return false
+	}
+	*buf = (*buf)[:before]
+	pool.Reserve(buf, len(*out))
+	*buf = append(*buf, *out...)
+	pool.PutBytes(out)
+	e.Encoding, e.Size = 0, e.Plain
+	inflatedRecords.Inc()
+	return true
 }
 
 // send hands cur to the destination, waiting while its queue is full. It reports false when
@@ -363,8 +400,13 @@ func (f *Feeder) send() bool {
 	// The budget counts the buffer's capacity, not its length: a pooled buffer may be up to
 	// twice what it holds, and it is the capacity that stays in memory.
 	c.h.size = int64(cap(*c.payload.Buf()))
-	f.hint = c.payload.Len()
-	b := fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
+	var b *fastpath.Batch
+	if c.enc == fastpath.EncodingNone {
+		f.hint = c.payload.Len()
+		b = fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
+	} else {
+		b = fastpath.NewWireBatch(fastpath.Signal(c.sig), c.items, c.enc, c.plain, c.payload, c.h)
+	}
 	b.Tenant = c.tenant
 	f.held.Add(c.h.size)
 	f.batches.Add(1)
@@ -397,6 +439,7 @@ func (f *Feeder) abandon() {
 		pool.PutBytes(f.carry)
 		f.carry, f.carT = nil, nil
 	}
+	f.unzip.close()
 }
 
 // BatchDone implements fastpath.BatchOwner. Safe for concurrent use.
