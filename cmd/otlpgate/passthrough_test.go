@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,6 +138,8 @@ type collectorHTTPUpstream struct {
 	mu  sync.Mutex
 	ids map[pcommon.SpanID]int
 	bad int
+	// down answers every request 503, as an upstream that is away, while set.
+	down atomic.Bool
 }
 
 func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
@@ -143,6 +147,10 @@ func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
 	u := &collectorHTTPUpstream{ids: map[pcommon.SpanID]int{}}
 	addr := strictsink.ServeCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
+		if u.down.Load() {
+			http.Error(w, "away", http.StatusServiceUnavailable)
+			return
+		}
 		req := ptraceotlp.NewExportRequest()
 		if err == nil {
 			err = req.UnmarshalProto(body)
@@ -181,30 +189,23 @@ func (u *collectorHTTPUpstream) spans() (map[pcommon.SpanID]int, int) {
 	return out, u.bad
 }
 
-// The real binary between zstd-compressed OTLP/HTTP requests (one zstd frame each, as the
-// Collector's exporter sends) and an OTLP/HTTP upstream that sends zstd, built with the
-// Collector's confighttp and decoding with its pdata: every request passes through
-// compressed and every span arrives once.
-func TestBinaryPassThroughZstd(t *testing.T) {
-	bin := buildBinary(t)
-	up := startCollectorHTTP(t)
-	g := startGateway(t, bin, "-batch.max-age", "10ms",
-		"-dest", "name=up,endpoint="+up.url+",protocol=http,compression=zstd,retry-initial=20ms")
-	httpAddr := g.http
-	waitReady(t, g)
+// sendZstdSpans sends n OTLP/HTTP protobuf requests of one span each to httpAddr, each one
+// zstd frame as the Collector's exporter sends, their span ids starting with tag, and returns
+// the span ids. Every request must be answered 200.
+func sendZstdSpans(t *testing.T, httpAddr string, tag byte, n int) map[pcommon.SpanID]bool {
+	t.Helper()
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	const n = 20
 	want := map[pcommon.SpanID]bool{}
 	for i := range n {
 		td := ptrace.NewTraces()
 		sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 		sp.SetName("op")
-		sp.SetTraceID(pcommon.TraceID{0xbb, byte(i)})
-		sp.SetSpanID(pcommon.SpanID{0xcc, byte(i)})
+		sp.SetTraceID(pcommon.TraceID{0xbb, tag, byte(i)})
+		sp.SetSpanID(pcommon.SpanID{0xcc, tag, byte(i)})
 		want[sp.SpanID()] = true
 		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err != nil {
@@ -222,6 +223,21 @@ func TestBinaryPassThroughZstd(t *testing.T) {
 			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
 	}
+	return want
+}
+
+// The real binary between zstd-compressed OTLP/HTTP requests (one zstd frame each, as the
+// Collector's exporter sends) and an OTLP/HTTP upstream that sends zstd, built with the
+// Collector's confighttp and decoding with its pdata: every request passes through
+// compressed and every span arrives once.
+func TestBinaryPassThroughZstd(t *testing.T) {
+	bin := buildBinary(t)
+	up := startCollectorHTTP(t)
+	g := startGateway(t, bin, "-batch.max-age", "10ms",
+		"-dest", "name=up,endpoint="+up.url+",protocol=http,compression=zstd,retry-initial=20ms")
+	waitReady(t, g)
+	const n = 20
+	want := sendZstdSpans(t, g.http, 0, n)
 	testkit.WaitFor(t, "every span upstream", func() bool { got, _ := up.spans(); return len(got) >= n })
 	got, bad := up.spans()
 	for id := range want {
@@ -311,17 +327,30 @@ func sendGzipTenantsOver(t *testing.T, addr string, grpc bool, n int, tenants ..
 // gzip and forwarding the header, built with the Collector's confighttp and decoding with its
 // pdata: every request passes through compressed, into batches of its own tenant, and each
 // upstream gets exactly its tenant's spans, each once, every request with the header of the
-// tenant whose spans it holds.
+// tenant whose spans it holds. The same with the spool: each request is spooled as it arrived,
+// with its tenant, and each tenant's records leave in pass-through batches of their own.
 func TestBinaryPassThroughTenants(t *testing.T) {
 	bin := buildBinary(t)
+	for _, spooled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "spool"}[spooled], func(t *testing.T) {
+			var extra []string
+			if spooled {
+				extra = []string{"-spool.dir", t.TempDir()}
+			}
+			passThroughTenants(t, bin, extra...)
+		})
+	}
+}
+
+func passThroughTenants(t *testing.T, bin string, extra ...string) {
 	const n = 30
 	acme, beta := startTenantCollectorHTTP(t), startTenantCollectorHTTP(t)
 	dest := func(tenant, addr string) string {
 		return "name=" + tenant + ",endpoint=http://" + addr + ",protocol=http,compression=gzip,retry-initial=20ms,retry-max=200ms" +
 			",match-header=x-scope-orgid:" + tenant + ",forward-headers=x-scope-orgid"
 	}
-	g := startGateway(t, bin, "-batch.max-age", "20ms", "-intake.headers", "X-Scope-OrgID",
-		"-dest", dest("acme", acme.addr), "-dest", dest("beta", beta.addr))
+	g := startGateway(t, bin, append([]string{"-batch.max-age", "20ms", "-intake.headers", "X-Scope-OrgID",
+		"-dest", dest("acme", acme.addr), "-dest", dest("beta", beta.addr)}, extra...)...)
 	waitReady(t, g)
 	owner := sendGzipTenants(t, g.http, n, "acme", "beta")
 	// The same over OTLP/gRPC: the gRPC intake keeps gzip requests' bytes too.
@@ -338,5 +367,90 @@ func TestBinaryPassThroughTenants(t *testing.T) {
 	if compressed != 4*n || plain != 0 || fell != 0 || batches < 2 {
 		t.Fatalf("requests compressed %v, plain %v (fallbacks %v), compressed batches %v; want %d, 0 (0), at least 2",
 			compressed, plain, fell, batches, 4*n)
+	}
+}
+
+// With the spool, requests that arrived compressed are spooled as they arrived and pass
+// through, across a kill -9, to a strict upstream (the Collector's confighttp decompressing,
+// its pdata decoding): gzip from the official SDK's OTLP/HTTP exporter, zstd as the
+// Collector's exporter sends. While the upstream answers 503 the gateway acknowledges 20
+// requests, all kept compressed, and is killed; the next start sends the same compression and
+// hands them on as spooled, several to a batch, and every span arrives once; it stops cleanly.
+// Then, with the upstream away again, 20 more are acknowledged and the gateway killed; the
+// start after that sends the other compression, and inflates the 20 records, which arrive once
+// each.
+func TestBinarySpoolPassThrough(t *testing.T) {
+	bin := buildBinary(t)
+	const n = 20
+	for _, c := range []struct{ enc, other string }{{"gzip", "zstd"}, {"zstd", "gzip"}} {
+		t.Run(c.enc, func(t *testing.T) {
+			up := startCollectorHTTP(t)
+			up.down.Store(true)
+			dir := t.TempDir()
+			start := func(compression string) *gateway {
+				g := startGateway(t, bin, "-spool.dir", dir, "-batch.max-age", "10ms",
+					"-dest", "name=up,endpoint="+up.url+",protocol=http,compression="+compression+",retry-initial=20ms,retry-max=100ms")
+				waitReady(t, g)
+				return g
+			}
+			send := func(g *gateway, tag byte) map[pcommon.SpanID]bool {
+				if c.enc == "zstd" {
+					return sendZstdSpans(t, g.http, tag, n)
+				}
+				return sendSDKSpans(t, g.http, false, n)
+			}
+			counters := func(g *gateway) (compressed, fallback, batches, inflated float64) {
+				return scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="compressed"`),
+					scrape(t, g.admin, "otlpgate_fastpath_passthrough_requests_total", `way="plain"`),
+					scrape(t, g.admin, "otlpgate_fastpath_passthrough_batches_total", `way="compressed"`),
+					scrape(t, g.admin, "otlpgate_spool_inflated_records_total")
+			}
+			want := map[pcommon.SpanID]bool{}
+			delivered := func(what string) {
+				t.Helper()
+				testkit.WaitFor(t, what, func() bool { got, _ := up.spans(); return len(got) >= len(want) })
+				got, bad := up.spans()
+				for id := range want {
+					if got[id] != 1 {
+						t.Fatalf("%s: span %v arrived %d times", what, id, got[id])
+					}
+				}
+				if len(got) != len(want) || bad != 0 {
+					t.Fatalf("%s: %d spans upstream, %d requests it could not decode; want %d, 0", what, len(got), bad, len(want))
+				}
+			}
+
+			g := start(c.enc)
+			maps.Copy(want, send(g, 1))
+			if comp, plain, _, _ := counters(g); comp != n || plain != 0 {
+				t.Fatalf("acknowledged while the upstream is away: %v kept compressed, %v plain; want %d, 0", comp, plain, n)
+			}
+			kill9(t, g)
+
+			up.down.Store(false)
+			g = start(c.enc)
+			delivered("the records of the killed gateway, as spooled")
+			if _, _, batches, inflated := counters(g); batches < 1 || batches >= n || inflated != 0 {
+				t.Fatalf("%v compressed batches (want 1 to %d: several records each), %v records inflated (want 0)", batches, n-1, inflated)
+			}
+
+			g.terminate(t) // a clean stop: nothing delivered is replayed
+
+			up.down.Store(true)
+			g = start(c.enc)
+			maps.Copy(want, send(g, 2))
+			if comp, plain, _, _ := counters(g); comp != n || plain != 0 {
+				t.Fatalf("acknowledged while the upstream is away again: %v kept compressed, %v plain; want %d, 0", comp, plain, n)
+			}
+			kill9(t, g)
+
+			up.down.Store(false)
+			g = start(c.other)
+			delivered("records inflated for a destination that sends " + c.other)
+			if _, _, batches, inflated := counters(g); batches != 0 || inflated != n {
+				t.Fatalf("%v compressed batches, %v records inflated; want 0, %d", batches, inflated, n)
+			}
+			g.terminate(t)
+		})
 	}
 }
