@@ -503,11 +503,24 @@ func modelPayload(id, size int) []byte {
 	return p
 }
 
+// modelExtra is what record id carries besides its bytes: compressed in one of two encodings
+// for two ids in three (with the inflated length it claims), meta for one in four.
+func modelExtra(id, size int) (enc uint8, plain uint32, meta []byte) {
+	if id%3 != 0 {
+		enc, plain = uint8(id%3), uint32(7*size+id)
+	}
+	if id%4 == 1 {
+		meta = strconv.AppendInt([]byte("tenant-"), int64(id), 10)
+	}
+	return enc, plain, meta
+}
+
 func (m *modelRun) append(size int) bool {
 	id := len(m.recs)
 	m.recs = append(m.recs, modelRec{life: m.life, size: size, mode: m.mode})
 	rec := &m.recs[id]
-	pos, err := m.s.Append(uint8(id%3), uint32(id), modelPayload(id, size))
+	enc, plain, meta := modelExtra(id, size)
+	pos, err := m.s.AppendEncoded(uint8(id%3), uint32(id), meta, enc, plain, modelPayload(id, size))
 	dead := m.fs.crashed()
 	dyingIdx := 0
 	if dead {
@@ -644,7 +657,12 @@ func (m *modelRun) checkRecord(d string, e Entry, p []byte) int {
 	if rec.state == recRefused {
 		m.failf("phantom", "%s read record %d at %v, whose Append failed with ErrFull", d, id, e.Pos)
 	}
-	if string(p) != string(modelPayload(id, rec.size)) || e.Signal != uint8(id%3) || e.Items != uint32(id) || e.Size != rec.size {
+	enc, plain, meta := modelExtra(id, rec.size)
+	if enc == 0 {
+		plain = uint32(rec.size)
+	}
+	if string(p) != string(modelPayload(id, rec.size)) || e.Signal != uint8(id%3) || e.Items != uint32(id) || e.Size != rec.size ||
+		e.Encoding != enc || e.Plain != int(plain) || string(e.Meta) != string(meta) {
 		m.failf("corrupt", "%s read record %d at %v with the wrong bytes: %+v %q", d, id, e.Pos, e, p)
 	}
 	if _, ok := m.gap[d][id]; ok {

@@ -161,6 +161,7 @@ func (c modelConfig) spoolConfig(mode SyncMode) Config {
 	sc.MaxBytes = c.max
 	sc.Full = c.full
 	sc.TailBytes = c.tail
+	sc.Meta, sc.Encoded = true, true // records carry meta and encodings (modelExtra)
 	return sc
 }
 
