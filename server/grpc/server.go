@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -149,7 +150,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	go func() {
 		defer close(s.served)
 		defer func() { close(s.conns.stop); <-s.conns.done }()
-		if err := s.gs.Serve(ln); err != nil {
+		// ErrServerStopped: Shutdown came before Serve began (another listener of the
+		// process failed to start), which is no failure of this one.
+		if err := s.gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.log.Error("grpc server stopped", "err", err)
 		}
 	}()

@@ -1,0 +1,62 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
+
+// lockedLog is a log written from several goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A server shut down right after it started, as when another intake of the process fails to
+// bind, logs no error of its own: the only error a user sees is the one that stopped otlpgate.
+// Before, grpc-go's "the server has been stopped", returned when the shutdown came before
+// Serve began, was logged as the server stopping on an error.
+func TestShutdownRightAfterStartLogsNoError(t *testing.T) {
+	rec := &testkit.Recorder{}
+	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var log lockedLog
+	for range 50 {
+		cfg := DefaultConfig()
+		cfg.Listen = "127.0.0.1:0"
+		srv, err := New(cfg, p, slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(log.String(), "level=ERROR"); n != 0 {
+		t.Fatalf("%d error lines logged by 50 starts and shutdowns:\n%s", n, log.String())
+	}
+}
