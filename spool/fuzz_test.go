@@ -62,7 +62,7 @@ func FuzzSegmentReader(f *testing.F) {
 		r := bytes.NewReader(data)
 		var valid int64
 		res := scanSegment(r, int64(len(data)), func(off int64, fr frame, p []byte) {
-			tl, ok := fr.tail(p)
+			tl, ok := fr.trailer(p)
 			if !ok {
 				t.Fatalf("record at %d yielded with a bad meta or encoding", off)
 			}

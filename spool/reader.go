@@ -271,7 +271,7 @@ func (r *Reader) emitLocked(fr frame, buf *[]byte, start int) Entry {
 	e := Entry{Pos: pos, Signal: fr.signal, Items: fr.items, Size: int(fr.length)}
 	e.Plain = e.Size
 	if fr.flags != 0 {
-		t, _ := fr.tail((*buf)[start:]) // readFrame checked it; the tail holds frames Append built
+		t, _ := fr.trailer((*buf)[start:]) // readFrame checked it; the tail holds frames Append built
 		if t.meta != nil {
 			r.mu.meta = append(r.mu.meta[:0], t.meta...)
 			e.Meta = r.mu.meta

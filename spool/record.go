@@ -84,18 +84,18 @@ type frame struct {
 	flags  uint8
 }
 
-// recordTail is what follows a record's bytes in its payload.
-type recordTail struct {
+// trailer is what follows a record's bytes in its payload.
+type trailer struct {
 	size     int    // bytes after the record's bytes: the encoding and the meta
 	meta     []byte // nil when none
 	encoding uint8  // 0: the bytes are plain
 	plain    uint32 // with encoding: the inflated length of the bytes
 }
 
-// tail reads what follows the record's bytes at the end of body, the payload of frame fr, and
+// trailer reads what follows the record's bytes at the end of body, the payload of frame fr, and
 // reports whether it fits in body and is well formed.
-func (fr frame) tail(body []byte) (recordTail, bool) {
-	var t recordTail
+func (fr frame) trailer(body []byte) (trailer, bool) {
+	var t trailer
 	end := len(body)
 	if fr.flags&flagMeta != 0 {
 		if end < 2 {
@@ -258,7 +258,7 @@ func readFrame(f io.ReaderAt, off, end int64, buf *[]byte) (frame, error) {
 		*buf = (*buf)[:start]
 		return frame{}, errBadFrame
 	}
-	if _, ok := fr.tail(p); !ok {
+	if _, ok := fr.trailer(p); !ok {
 		*buf = (*buf)[:start]
 		return frame{}, errBadFrame
 	}
