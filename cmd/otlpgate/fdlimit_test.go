@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 func TestDescriptorWarning(t *testing.T) {
@@ -28,7 +30,7 @@ func TestDescriptorWarningAtStart(t *testing.T) {
 	bin := buildBinary(t)
 	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 512 && exec "$0" "$@"`, bin, "-grpc.listen", anyPort,
 		"-http.listen", anyPort, "-admin.listen", "", "-uds.listen", "", "-file.path", t.TempDir()+"/o.jsonl")
-	out := &lockedBuffer{}
+	out := &testkit.LockedBuffer{}
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -63,7 +63,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	args := []string{"-grpc.listen", anyPort, "-http.listen", anyPort, "-admin.listen", anyPort, "-file.path", path, "-batch.max-age", "10ms",
 		"-kafka.listen", anyPort, "-kafka.subscriptions", subs, "-uds.listen", filepath.Join(dir, "oc.sock")}
 	cmd := exec.Command(bin, args...)
-	var stderr lockedBuffer
+	var stderr testkit.LockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 
 	cmd.Process.Signal(syscall.SIGHUP) // re-reads the Kafka subscriptions
 	for range 400 {
-		if strings.Contains(stderrText(&stderr), "reloaded the Kafka subscriptions") {
+		if strings.Contains(stderr.String(), "reloaded the Kafka subscriptions") {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -155,23 +155,3 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Errorf("the OpenCensus span did not arrive: %.300s", all)
 	}
 }
-
-// lockedBuffer is a bytes.Buffer the child's output goroutine and the test may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func stderrText(l *lockedBuffer) string { return l.String() }

@@ -24,7 +24,7 @@ import (
 // gateway is an otlpgate process started for a test.
 type gateway struct {
 	cmd              *exec.Cmd
-	stderr           *lockedBuffer
+	stderr           *testkit.LockedBuffer
 	grpcAddr, admin  string
 	http, kafka      string // bound addresses; empty when the listener is off
 	path             string
@@ -40,7 +40,7 @@ type gateway struct {
 func startGateway(t *testing.T, bin string, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{stderr: &lockedBuffer{}, path: filepath.Join(dir, "otlp.jsonl"), exited: make(chan struct{})}
+	g := &gateway{stderr: &testkit.LockedBuffer{}, path: filepath.Join(dir, "otlp.jsonl"), exited: make(chan struct{})}
 	args := append([]string{"-grpc.listen", anyPort, "-admin.listen", anyPort, "-file.path", g.path,
 		"-uds.listen", filepath.Join(dir, "oc.sock"), "-kafka.listen", anyPort, "-http.listen", anyPort}, extra...)
 	g.cmd = exec.Command(bin, args...)
@@ -69,7 +69,7 @@ const anyPort = "127.0.0.1:0"
 // waitListening waits until the child started with args has bound each of its gRPC, admin,
 // HTTP and Kafka listeners that args turn on, and returns their addresses (empty for one that
 // is off).
-func waitListening(t *testing.T, log *lockedBuffer, exited <-chan struct{}, args []string) (grpcAddr, admin, httpAddr, kafka string) {
+func waitListening(t *testing.T, log *testkit.LockedBuffer, exited <-chan struct{}, args []string) (grpcAddr, admin, httpAddr, kafka string) {
 	t.Helper()
 	// The defaults of the binary: gRPC, HTTP and admin on, Kafka off.
 	on := map[string]bool{listenlog.GRPC: true, listenlog.Admin: true, listenlog.HTTP: true}

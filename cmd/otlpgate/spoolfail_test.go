@@ -43,7 +43,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	}
 	disk := spool.NewCrashFS()
 	cfg.gw.SpoolFS = disk
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	served := make(chan error, 1)
 	go func() { served <- serve(context.Background(), cfg, log) }()

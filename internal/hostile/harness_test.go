@@ -65,7 +65,7 @@ type gate struct {
 	GRPC, HTTP, Kafka, Admin, UDS string
 
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testkit.LockedBuffer
 	exited chan struct{}
 	err    error
 }
@@ -75,7 +75,7 @@ type gate struct {
 func startGate(t testing.TB, extra ...string) *gate {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gate{UDS: filepath.Join(dir, "oc.sock"), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	g := &gate{UDS: filepath.Join(dir, "oc.sock"), stderr: &testkit.LockedBuffer{}, exited: make(chan struct{})}
 	args := []string{"-grpc.listen", anyPort, "-http.listen", anyPort, "-kafka.listen", anyPort,
 		"-admin.listen", anyPort, "-uds.listen", g.UDS, "-file.path", filepath.Join(dir, "out.jsonl"),
 		"-file.max-bytes", "16MiB", "-file.max-backups", "1"}
@@ -93,7 +93,7 @@ func startGate(t testing.TB, extra ...string) *gate {
 		g.cmd.Process.Signal(syscall.SIGKILL)
 		<-g.exited
 		if t.Failed() {
-			t.Logf("otlpgate stderr (last 4 KiB):\n%s", g.stderr.tail(4096))
+			t.Logf("otlpgate stderr (last 4 KiB):\n%s", g.stderr.Tail(4096))
 		}
 	})
 	addrs := testkit.WaitAddrs(t, g.stderr.String, g.exited, listenlog.GRPC, listenlog.HTTP, listenlog.Kafka, listenlog.Admin)
@@ -108,7 +108,7 @@ func (g *gate) waitReady(t testing.TB) {
 	for time.Now().Before(deadline) {
 		select {
 		case <-g.exited:
-			t.Fatalf("otlpgate exited at start: %v\n%s", g.err, g.stderr.tail(4096))
+			t.Fatalf("otlpgate exited at start: %v\n%s", g.err, g.stderr.Tail(4096))
 		default:
 		}
 		resp, err := http.Get("http://" + g.Admin + "/readyz")
@@ -120,7 +120,7 @@ func (g *gate) waitReady(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("otlpgate not ready within 30 s:\n%s", g.stderr.tail(4096))
+	t.Fatalf("otlpgate not ready within 30 s:\n%s", g.stderr.Tail(4096))
 }
 
 // alive fails the test if the process has exited.
@@ -128,7 +128,7 @@ func (g *gate) alive(t testing.TB) {
 	t.Helper()
 	select {
 	case <-g.exited:
-		t.Fatalf("otlpgate died: %v\n%s", g.err, g.stderr.tail(8192))
+		t.Fatalf("otlpgate died: %v\n%s", g.err, g.stderr.Tail(8192))
 	default:
 	}
 }
@@ -200,34 +200,6 @@ func (g *gate) metric(t testing.TB, name string, labels ...string) float64 {
 		return -1
 	}
 	return sum
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's stderr writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.b.Bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // witness is the well-behaved client: every period it sends one small OTLP/HTTP protobuf POST

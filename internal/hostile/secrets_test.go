@@ -26,10 +26,10 @@ func TestTokenNotLoggedOnMalformedRequest(t *testing.T) {
 		t.Fatalf("malformed request answered %q", buf[:n])
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(g.stderr.tail(1<<20), "http: ") && time.Now().Before(deadline) {
+	for !strings.Contains(g.stderr.Tail(1<<20), "http: ") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	log := g.stderr.tail(1 << 20)
+	log := g.stderr.Tail(1 << 20)
 	if !strings.Contains(log, "http: ") {
 		t.Fatalf("fasthttp's parse error was not logged at debug level, so the test proves nothing:\n%s", log)
 	}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,24 +40,6 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// logBuffer keeps the child's stderr; the test reads it while the child writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A person opening the page during an outage sees which destination is down and since when,
 // why (its last error, as the client saw it), what is being dropped, and that traffic flows to
 // the other.
@@ -79,7 +60,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
 		"-dest", "name=backend,endpoint="+up.Addr()+",protocol=v1,mode=unary",
 		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
-	stderr := &logBuffer{}
+	stderr := &testkit.LockedBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,34 +1,14 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
-
-// lockedLog is a log written from several goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A server shut down right after it started, as when another intake of the process fails to
 // bind, logs no error of its own: the only error a user sees is the one that stopped otlpgate.
@@ -41,7 +21,7 @@ func TestShutdownRightAfterStartLogsNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	var log lockedLog
+	var log testkit.LockedBuffer
 	for range 50 {
 		cfg := DefaultConfig()
 		cfg.Listen = "127.0.0.1:0"
