@@ -290,16 +290,14 @@ func TestDestFileReloadWhileAdmitting(t *testing.T) {
 	}
 }
 
-// With a spool, a destination removed while its upstream stalls keeps its records: spans
-// admitted while it was configured and not delivered reach it once it is back, after the
-// spans it missed while away were deleted for the others; it never gets those.
-func TestDestFileSpoolKeepsRemovedRecords(t *testing.T) {
-	a, b := startUpstream(t), startUpstream(t)
-	b.hold()
-	path := filepath.Join(t.TempDir(), "dests")
-	cfg := testConfig()
+// spoolDestFileConfig is a gateway reading its destinations from the file at path, with a
+// spool of small segments that checkpoints often; a removed or replaced destination drains for
+// a second.
+func spoolDestFileConfig(t *testing.T) (path string, cfg Config) {
+	path = filepath.Join(t.TempDir(), "dests")
+	cfg = testConfig()
 	cfg.DestFile, cfg.DestFilePoll = path, 0
-	cfg.ShutdownTimeout = time.Second // how long the removed destination drains
+	cfg.ShutdownTimeout = time.Second // how long a removed destination drains
 	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
 	cfg.Spool = spool.DefaultConfig()
 	cfg.Spool.Dir = t.TempDir()
@@ -307,6 +305,16 @@ func TestDestFileSpoolKeepsRemovedRecords(t *testing.T) {
 	cfg.Spool.SegmentBytes = 16 << 10
 	cfg.Spool.MaxBytes = 64 << 20
 	cfg.Spool.CheckpointInterval = 20 * time.Millisecond
+	return path, cfg
+}
+
+// With a spool, a destination removed while its upstream stalls keeps its records: spans
+// admitted while it was configured and not delivered reach it once it is back, after the
+// spans it missed while away were deleted for the others; it never gets those.
+func TestDestFileSpoolKeepsRemovedRecords(t *testing.T) {
+	a, b := startUpstream(t), startUpstream(t)
+	b.hold()
+	path, cfg := spoolDestFileConfig(t)
 	specA, specB := destSpec("a", a.addr), destSpec("b", b.addr)
 	writeFile(t, path, specA, specB)
 	g := startGateway(t, cfg)

@@ -5,13 +5,11 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
-	"github.com/otlpgate/otlpgate/spool"
 )
 
 // postGzip sends body gzip-compressed to the gateway's OTLP/HTTP intake and returns the status.
@@ -39,15 +37,7 @@ func postGzip(t *testing.T, g *Gateway, body []byte) int {
 func TestDestFileSpoolCompressedReload(t *testing.T) {
 	a := startUpstream(t)
 	a.hold()
-	path := filepath.Join(t.TempDir(), "dests")
-	cfg := testConfig()
-	cfg.DestFile, cfg.DestFilePoll = path, 0
-	cfg.ShutdownTimeout = time.Second // how long the replaced destination drains
-	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
-	cfg.Spool = spool.DefaultConfig()
-	cfg.Spool.Dir = t.TempDir()
-	cfg.Spool.Sync = spool.SyncNone
-	cfg.Spool.CheckpointInterval = 20 * time.Millisecond
+	path, cfg := spoolDestFileConfig(t)
 	writeFile(t, path, destSpec("a", a.addr, "compression=gzip"))
 	g := startGateway(t, cfg)
 	send := func(from, to uint64) {

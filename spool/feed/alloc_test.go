@@ -11,88 +11,67 @@ import (
 	"github.com/otlpgate/otlpgate/spool"
 )
 
-// TestFeederLoopAllocs: one turn of the feeder loop (read the record just appended, from the
-// tail, into a batch, hand it over, finish it) allocates nothing in steady state. sync.Pool and
-// the race detector do not mix, hence !race.
-func TestFeederLoopAllocs(t *testing.T) {
-	c := spool.DefaultConfig()
-	c.Dir, c.Sync, c.MaxBytes = "/spool", spool.SyncNone, 1<<30 // 64 MiB segments: no rotation
-	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	d := &testkit.Discard{} // delivers every batch at once, so the feeder loop runs without a goroutine
-	f, err := New(feedConfig(), s.Reader("d"), d, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := rec(1, 300)
-	turn := func() {
-		if _, err := s.Append(0, 3, p); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.fill(); err != spool.ErrEmpty {
-			t.Fatalf("fill: %v, want ErrEmpty", err)
-		}
-		if !f.send() {
-			t.Fatal("send gave up")
-		}
-	}
-	for range 100 {
-		turn()
-	}
-	if got := testing.AllocsPerRun(1000, turn); got != 0 {
-		t.Fatalf("feeder loop: %v allocs/turn, want 0", got)
-	}
-	if d.Items() != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 {
-		t.Fatalf("delivered %d items, %d bytes held, %d unfinished; want %d, 0, 0",
-			d.Items(), f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
-	}
-}
-
 // gzipDiscard is testkit.Discard sending gzip pass-through batches as they are.
 type gzipDiscard struct{ testkit.Discard }
 
 func (*gzipDiscard) PassThrough() fastpath.Encoding { return fastpath.EncodingGzip }
 
-// The feeder loop over compressed records its destination sends as they are allocates nothing
-// either: they join a pass-through batch as spooled.
-func TestFeederWireLoopAllocs(t *testing.T) {
-	c := spool.DefaultConfig()
-	c.Dir, c.Sync, c.MaxBytes, c.Encoded = "/spool", spool.SyncNone, 1<<30, true
-	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	d := &gzipDiscard{}
-	f, err := New(feedConfig(), s.Reader("d"), d, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestFeederLoopAllocs: one turn of the feeder loop (read the record just appended, from the
+// tail, into a batch, hand it over, finish it) allocates nothing in steady state, for plain
+// records and for compressed ones that the destination sends as they are (they join a
+// pass-through batch as spooled, uninflated). sync.Pool and the race detector do not mix,
+// hence !race.
+func TestFeederLoopAllocs(t *testing.T) {
 	plain := entry(300, 3)
-	wire := ziptest.Gzip(t, plain)
-	inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
-	turn := func() {
-		if _, err := s.AppendEncoded(0, 3, nil, uint8(fastpath.EncodingGzip), uint32(len(plain)), wire); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		enc  fastpath.Encoding
+		d    interface {
+			fastpath.Destination
+			Items() int64
 		}
-		if _, err := f.fill(); err != spool.ErrEmpty {
-			t.Fatalf("fill: %v, want ErrEmpty", err)
-		}
-		if !f.send() {
-			t.Fatal("send gave up")
-		}
-	}
-	for range 100 {
-		turn()
-	}
-	if got := testing.AllocsPerRun(1000, turn); got != 0 {
-		t.Fatalf("feeder loop over compressed records: %v allocs/turn, want 0", got)
-	}
-	if d.Items() != 3*1101 || s.Reader("d").Unfinished() != 0 || testkit.Counter(t, "otlpgate_spool_inflated_records_total") != inflated {
-		t.Fatalf("delivered %d items, %d unfinished, or records were inflated", d.Items(), s.Reader("d").Unfinished())
+		rec []byte
+	}{
+		{"plain", fastpath.EncodingNone, &testkit.Discard{}, rec(1, 300)},
+		{"gzip", fastpath.EncodingGzip, &gzipDiscard{}, ziptest.Gzip(t, plain)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := spool.DefaultConfig()
+			cfg.Dir, cfg.Sync, cfg.MaxBytes, cfg.Encoded = "/spool", spool.SyncNone, 1<<30, true // 64 MiB segments: no rotation
+			s, err := spool.Open(cfg, spool.NewCrashFS(), []string{"d"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// The destination delivers every batch at once, so the feeder loop runs without a goroutine.
+			f, err := New(feedConfig(), s.Reader("d"), c.d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
+			turn := func() {
+				if _, err := s.AppendEncoded(0, 3, nil, uint8(c.enc), uint32(len(plain)), c.rec); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.fill(); err != spool.ErrEmpty {
+					t.Fatalf("fill: %v, want ErrEmpty", err)
+				}
+				if !f.send() {
+					t.Fatal("send gave up")
+				}
+			}
+			for range 100 {
+				turn()
+			}
+			if got := testing.AllocsPerRun(1000, turn); got != 0 {
+				t.Fatalf("feeder loop: %v allocs/turn, want 0", got)
+			}
+			if c.d.Items() != 3*(100+1001) || f.HeldBytes() != 0 || s.Reader("d").Unfinished() != 0 ||
+				testkit.Counter(t, "otlpgate_spool_inflated_records_total") != inflated {
+				t.Fatalf("delivered %d items, %d bytes held, %d unfinished; want %d, 0, 0, and no record inflated",
+					c.d.Items(), f.HeldBytes(), s.Reader("d").Unfinished(), 3*1101)
+			}
+		})
 	}
 }
 

@@ -81,13 +81,23 @@ func ids(b *fastpath.Batch, size int) []int {
 
 func testSpool(t *testing.T, fs spool.FS) *spool.Spool {
 	t.Helper()
+	return openSpool(t, fs, nil, "d")
+}
+
+// openSpool opens a spool on fs for dests: small segments, no sync, no checkpoint, and what
+// mod changes.
+func openSpool(t *testing.T, fs spool.FS, mod func(*spool.Config), dests ...string) *spool.Spool {
+	t.Helper()
 	c := spool.DefaultConfig()
 	c.Dir = "/spool"
 	c.Sync = spool.SyncNone
 	c.SegmentBytes = 4 << 10
 	c.MaxBytes = 1 << 20
 	c.CheckpointInterval = time.Hour
-	s, err := spool.Open(c, fs, []string{"d"})
+	if mod != nil {
+		mod(&c)
+	}
+	s, err := spool.Open(c, fs, dests)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -29,18 +28,9 @@ func (d wireDest) PassThrough() fastpath.Encoding { return d.enc }
 // test as x.
 func wireSpool(t *testing.T) *spool.Spool {
 	t.Helper()
-	c := spool.DefaultConfig()
-	c.Dir = "/spool"
-	c.Sync = spool.SyncNone
-	c.SegmentBytes = 64 << 10
-	c.MaxBytes = 4 << 20
-	c.CheckpointInterval = time.Hour
-	c.Encoded = true
-	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d", "e", "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return openSpool(t, spool.NewCrashFS(), func(c *spool.Config) {
+		c.SegmentBytes, c.MaxBytes, c.Encoded = 64<<10, 4<<20, true
+	}, "d", "e", "x")
 }
 
 // inflateAll inflates a pass-through batch's bytes as an upstream does: concatenated gzip
