@@ -326,6 +326,23 @@ append 4 400
 append 2 400
 `,
 	},
+	{
+		// A start that released a destination (a, no longer listed) was killed after it
+		// removed a's cursor and before it synced the directory; the next start saw no cursor
+		// of a, changed nothing and synced nothing, so a power loss brought the cursor back,
+		// and a start listing a again resumed it below the tail, from records appended before
+		// it was configured anew (seed 1795688450360189662 before the fix).
+		name: "KilledReleaseSyncedByTheNextStart",
+		script: `
+config sync=always segment=2048 max=6144 full=refuse tail=512 capacity=0 dests=b,c
+restart power dests=a,b
+crashat 19 kill
+append 4 20
+addreader c
+restart clean dests=c
+restart power dests=a sync=none
+`,
+	},
 }
 
 // FuzzSpoolModel lets the fuzzer write the scripts: its input is the sequence of choices the

@@ -77,12 +77,10 @@ func (s *Spool) recover(destinations []string) error {
 	}
 	var segs []uint64
 	cursors := make(map[string]string) // destination -> file name
-	dirty := false
 	for _, name := range names {
 		if strings.HasSuffix(name, tmpSuffix) {
 			// A checkpoint died before its rename: the old cursor still stands.
 			_ = s.fs.Remove(s.path(name))
-			dirty = true
 			continue
 		}
 		if seq, aside, ok := parseSegmentName(name); ok {
@@ -125,11 +123,10 @@ func (s *Spool) recover(destinations []string) error {
 	slices.Sort(segs)
 	for i, seq := range segs {
 		last := i == len(segs)-1
-		g, d, err := s.recoverSegment(seq, last)
+		g, err := s.recoverSegment(seq, last)
 		if err != nil {
 			return err
 		}
-		dirty = dirty || d
 		if g != nil {
 			s.mu.segs = append(s.mu.segs, g)
 			s.mu.bytes += g.size
@@ -175,10 +172,14 @@ func (s *Spool) recover(destinations []string) error {
 		if !want[dest] {
 			_ = s.fs.Remove(s.path(name))
 			releasedCursors.Inc()
-			dirty = true
 		}
 	}
-	if dirty && s.cfg.Sync != SyncNone {
+	// The directory is synced whether or not this start changed it: a process killed between
+	// its own changes (a released cursor removed, a segment deleted) and their sync left them
+	// in the page cache, where this start sees them and decides from them, and a power loss
+	// would undo them (a released destination's cursor would come back, and a later start
+	// that lists it again as new would resume it from there, below the tail).
+	if s.cfg.Sync != SyncNone {
 		if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
 			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
 		}
@@ -199,17 +200,17 @@ func diskFull(err error) bool {
 }
 
 // recoverSegment checks one segment at start-up. It returns nil for a segment that was removed
-// or set aside, and whether the directory changed.
-func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
+// or set aside.
+func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 	name := s.path(segmentName(seq))
 	f, err := s.fs.Open(name, last)
 	if err != nil {
-		return nil, false, s.setAside(name, recUnreadable)
+		return nil, s.setAside(name, recUnreadable)
 	}
 	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
-		return nil, false, s.setAside(name, recUnreadable)
+		return nil, s.setAside(name, recUnreadable)
 	}
 	var h [headerSize]byte
 	n, _ := f.ReadAt(h[:], 0)
@@ -220,17 +221,17 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
 		// ever acknowledged.
 		recEmpty.Inc()
 		if err := s.fs.Remove(name); err != nil {
-			return nil, false, fmt.Errorf("cannot remove empty segment %s: %w", name, err)
+			return nil, fmt.Errorf("cannot remove empty segment %s: %w", name, err)
 		}
-		return nil, true, nil
+		return nil, nil
 	case herr == errHeaderVersion:
-		return nil, true, s.setAside(name, recFuture)
+		return nil, s.setAside(name, recFuture)
 	case herr != nil:
-		return nil, true, s.setAside(name, recUnreadable)
+		return nil, s.setAside(name, recUnreadable)
 	}
 	g := &segment{seq: seq, size: size, sealed: true, countedTo: headerSize}
 	if !last {
-		return g, false, nil
+		return g, nil
 	}
 	res := scanSegment(f, size, nil)
 	corruptRecords.Add(float64(res.corruptRecords))
@@ -247,7 +248,7 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, bool, error) {
 		}
 		g.size = res.end
 	}
-	return g, false, nil
+	return g, nil
 }
 
 // setAside renames an unreadable segment out of the way, keeping it for inspection.
