@@ -105,9 +105,9 @@ type Config struct {
 	// meta set aside rather than read. Segments of either version are read either way.
 	Meta bool
 	// Encoded lets records be compressed (AppendEncoded): requests that arrived gzip- or
-	// zstd-compressed, kept as they arrived for destinations that send them so. Segments are
-	// then written in a version that otlpgate releases without compressed records set aside
-	// rather than read.
+	// zstd-compressed, kept as they arrived for destinations that send them so. Once a process
+	// appended one, it writes segments in a version that otlpgate releases without compressed
+	// records set aside rather than read; a spool that never gets one writes as before.
 	Encoded bool
 	// TailBytes is the memory kept of the newest records, so that destinations that keep up
 	// copy them from memory rather than read them back from the file (default 1 MiB; 0: always

@@ -97,24 +97,43 @@ func TestMetaRoundTrip(t *testing.T) {
 
 // A spool with meta writes version 2 segments, and one with compressed records version 3, so
 // that an otlpgate that cannot read them sets them aside instead of skipping their records as
-// corrupt; without either it writes version 1.
+// corrupt; without either it writes version 1. A spool that may take compressed records writes
+// as before until it gets one: the first goes to a new segment of version 3, and so does what
+// follows, plain or not.
 func TestMetaSegmentVersion(t *testing.T) {
+	version := func(fs *CrashFS, name string) uint32 {
+		b, err := fs.ReadFile(testDir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint32(b[4:])
+	}
 	for _, c := range []struct {
 		meta, encoded bool
 		want          uint32
-	}{{false, false, segmentVersion}, {true, false, segmentVersionMeta}, {false, true, segmentVersionEncoded}, {true, true, segmentVersionEncoded}} {
+	}{{false, false, segmentVersion}, {true, false, segmentVersionMeta}, {false, true, segmentVersion}, {true, true, segmentVersionMeta}} {
 		fs := NewCrashFS()
 		cfg := testConfig(SyncAlways)
 		cfg.Meta, cfg.Encoded = c.meta, c.encoded
 		s := mustOpen(t, cfg, fs, "a")
 		appendN(t, s, 0, 1)
 		names := segFiles(t, fs)
-		b, err := fs.ReadFile(testDir + "/" + names[0])
-		if err != nil {
-			t.Fatal(err)
+		if v := version(fs, names[0]); len(names) != 1 || v != c.want {
+			t.Fatalf("meta=%v encoded=%v: segments %v, version %d, want one of %d", c.meta, c.encoded, names, v, c.want)
 		}
-		if v := binary.LittleEndian.Uint32(b[4:]); v != c.want {
-			t.Fatalf("meta=%v encoded=%v: version %d, want %d", c.meta, c.encoded, v, c.want)
+		if c.encoded {
+			if _, err := s.AppendEncoded(1, 1, nil, 1, 500, payload(1)); err != nil {
+				t.Fatal(err)
+			}
+			appendN(t, s, 2, 3)
+			names = segFiles(t, fs)
+			if len(names) != 2 || version(fs, names[1]) != segmentVersionEncoded {
+				t.Fatalf("meta=%v: after a compressed record, segments %v, the last of version %d; want a second one of %d",
+					c.meta, names, version(fs, names[len(names)-1]), segmentVersionEncoded)
+			}
+			if ids := drain(t, s.Reader("a"), true); !slices.Equal(ids, seq(0, 3)) {
+				t.Fatalf("read %v", ids)
+			}
 		}
 		s.Close()
 	}

@@ -97,21 +97,25 @@ type Spool struct {
 
 	mu struct {
 		sync.Mutex
-		segs    []*segment
-		active  *fileRef // nil until the first append, and after a failed rotation
-		off     int64    // write offset in the active segment
-		nextSeq uint64   // sequence number of the next segment to create
-		broken  bool     // the active segment must be sealed before the next write
-		syncing bool     // a sync of the active segment runs outside the lock (sync)
-		failed  error    // set once acknowledged records may be lost (syncFailedLocked)
-		bytes   int64
-		written Pos // end of the last record written
-		synced  Pos // end of the last record known durable
-		waiters []*waiter
-		spare   []*waiter
-		closed  bool
-		readers []*Reader
-		tail    tail // the newest records, for readers that caught up (tail.go)
+		segs   []*segment
+		active *fileRef // nil until the first append, and after a failed rotation
+		// activeVersion is the active segment's version; encoded is set once a compressed
+		// record was appended by this process: segments created from then on are version 3.
+		activeVersion uint32
+		encoded       bool
+		off           int64  // write offset in the active segment
+		nextSeq       uint64 // sequence number of the next segment to create
+		broken        bool   // the active segment must be sealed before the next write
+		syncing       bool   // a sync of the active segment runs outside the lock (sync)
+		failed        error  // set once acknowledged records may be lost (syncFailedLocked)
+		bytes         int64
+		written       Pos // end of the last record written
+		synced        Pos // end of the last record known durable
+		waiters       []*waiter
+		spare         []*waiter
+		closed        bool
+		readers       []*Reader
+		tail          tail // the newest records, for readers that caught up (tail.go)
 		// unflushed is how many bytes at the end of the active segment, [off-unflushed, off),
 		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
 		unflushed int64
@@ -230,8 +234,14 @@ func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8
 			// it held and moves s.mu.off back.
 			_ = s.flushLocked()
 		}
+		if enc != 0 {
+			s.mu.encoded = true
+		}
+		// A compressed record goes to a version 3 segment only, so that a release that
+		// cannot read it sets the segment aside rather than skip the record as corrupt.
 		rotate = s.mu.active == nil || s.mu.broken ||
-			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize)
+			(s.mu.off+n > s.cfg.SegmentBytes && s.mu.off > headerSize) ||
+			(enc != 0 && s.mu.activeVersion < segmentVersionEncoded)
 		if rotate && s.mu.syncing {
 			// Rotation syncs the segment it seals; it waits for the sync in flight on it, so
 			// that no sync can succeed on a segment while another fails on it
@@ -365,7 +375,7 @@ func (s *Spool) rotateLocked() error {
 	}
 	version := uint32(segmentVersion)
 	switch {
-	case s.cfg.Encoded:
+	case s.mu.encoded:
 		version = segmentVersionEncoded
 	case s.cfg.Meta:
 		version = segmentVersionMeta
@@ -384,7 +394,7 @@ func (s *Spool) rotateLocked() error {
 	s.mu.nextSeq++
 	ref := &fileRef{f: f, seq: seq}
 	ref.refs.Store(1)
-	s.mu.active = ref
+	s.mu.active, s.mu.activeVersion = ref, version
 	s.mu.off = headerSize
 	s.mu.segs = append(s.mu.segs, &segment{seq: seq, size: headerSize, countedTo: headerSize})
 	s.mu.bytes += headerSize
