@@ -262,6 +262,17 @@ func (r *Prepared) AppendEntries(dst []byte) ([]byte, Stripped, error) {
 	return out, st, err
 }
 
+// Entries returns the request itself when it is already what AppendEntries would make of it:
+// a v1 request whose top level holds resource entries alone, with no route splitting it. The
+// spool's admission then records it without copying it first. ok is false otherwise: call
+// AppendEntries.
+func (r *Prepared) Entries() (entries []byte, ok bool) {
+	if r.Layout != LayoutV1 || (r.route != nil && !r.route.one) || !onlyEntries(r.Req) {
+		return nil, false
+	}
+	return r.Req, true
+}
+
 // enqueueRoutes is enqueue for a request with routes: each piece joins the open batch of its
 // tenant and route. The budget is charged for the whole request first and the pieces are
 // appended under the signal's lock, so the request is admitted whole or not at all.

@@ -117,6 +117,21 @@ func TestAppendEntriesStrips(t *testing.T) {
 			if st != (fastpath.Stripped{Fields: tt.fields, Bytes: wantBytes}) {
 				t.Fatalf("stripped %+v, want %d fields, %d bytes", st, tt.fields, wantBytes)
 			}
+			// Entries hands out the request itself exactly when AppendEntries would copy it
+			// unchanged: a v1 request with nothing to strip.
+			cfg := fastpath.DefaultConfig()
+			r, err := fastpath.Prepare(&cfg, nil, fastpath.Traces, tt.in, 1, tt.layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Release()
+			rec, ok := r.Entries()
+			if wantOK := tt.layout == fastpath.LayoutV1 && tt.fields == 0; ok != wantOK {
+				t.Fatalf("Entries: %v, want %v", ok, wantOK)
+			}
+			if ok && (!bytes.Equal(rec, tt.want) || len(rec) > 0 && &rec[0] != &tt.in[0]) {
+				t.Fatalf("Entries: %x, want the request itself, %x", rec, tt.want)
+			}
 		})
 	}
 }

@@ -99,17 +99,21 @@ func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, i
 		return err
 	}
 	defer r.Release()
-	buf := pool.GetBytes(len(r.Req))
-	defer pool.PutBytes(buf)
 	var st fastpath.Stripped
-	// With routes (-dest match=resource) the record holds the entries some destination
-	// takes, and each feeder keeps those of its own destination (FilterRoute): one record, so
-	// a request is spooled whole or not at all, however its entries are routed.
-	if *buf, st, err = r.AppendEntries((*buf)[:0]); err != nil {
-		return err
+	rec, ok := r.Entries() // the request is its own record: appended without a copy
+	if !ok {
+		buf := pool.GetBytes(len(r.Req))
+		defer pool.PutBytes(buf)
+		// With routes (-dest match=resource) the record holds the entries some destination
+		// takes, and each feeder keeps those of its own destination (FilterRoute): one record,
+		// so a request is spooled whole or not at all, however its entries are routed.
+		if *buf, st, err = r.AppendEntries((*buf)[:0]); err != nil {
+			return err
+		}
+		rec = *buf
 	}
-	if len(*buf) > 0 {
-		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), metaOf(r.Tenant), *buf)
+	if len(rec) > 0 {
+		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), metaOf(r.Tenant), rec)
 	}
 	return a.appended(&r, st, err)
 }
