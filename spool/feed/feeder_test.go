@@ -104,6 +104,18 @@ func openSpool(t *testing.T, fs spool.FS, mod func(*spool.Config), dests ...stri
 	return s
 }
 
+// startFeeder starts a feeder of d, with feedConfig, from the reader of destination name in s.
+// The caller stops it, before the spool closes.
+func startFeeder(t *testing.T, s *spool.Spool, name string, d fastpath.Destination) *Feeder {
+	t.Helper()
+	f, err := New(feedConfig(), s.Reader(name), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	return f
+}
+
 func feedConfig() Config {
 	return Config{MaxBytes: 1 << 20, BatchMaxBytes: 1000, BatchMaxItems: 1000, BatchMaxAge: 10 * time.Millisecond}
 }
@@ -123,11 +135,7 @@ func TestFeederBatchesFinishesAndDrops(t *testing.T) {
 		}
 	}
 	d := newDest()
-	f, err := New(feedConfig(), s.Reader("d"), d, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start()
+	f := startFeeder(t, s, "d", d)
 	defer f.Stop()
 	// No batch is in the destination's hands at first, so each leaves as soon as it is full
 	// or the spool has no more; all records are already there.

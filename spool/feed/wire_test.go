@@ -126,12 +126,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 
 			// The destination sending enc: the plain record alone, then the compressed ones
 			// three and two by their inflated size, each batch their bytes as spooled.
-			fd, err := New(feedConfig(), s.Reader("d"), d, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fd.Start()
-			defer fd.Stop()
+			defer startFeeder(t, s, "d", d).Stop()
 			bs := d.take(t, 3)
 			if bs[0].Encoding != fastpath.EncodingNone || !bytes.Equal(bs[0].Payload.Bytes(), plains[0]) {
 				t.Fatalf("first batch %s, %d bytes", bs[0].Encoding, bs[0].Len())
@@ -157,12 +152,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			// The destination that sends no compression as it is: every record inflated,
 			// three to a batch.
 			inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
-			fe, err := New(feedConfig(), s.Reader("e"), e, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fe.Start()
-			defer fe.Stop()
+			defer startFeeder(t, s, "e", e).Stop()
 			got := e.take(t, 2)
 			for i, b := range got {
 				if b.Encoding != fastpath.EncodingNone || b.Items != 3 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(plains[3*i:3*i+3]...)) {
@@ -197,12 +187,7 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 	}
 	before := dropped(t, "undeliverable")
 	d := newDest()
-	f, err := New(feedConfig(), s.Reader("d"), d, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start()
-	defer f.Stop()
+	defer startFeeder(t, s, "d", d).Stop()
 	b := d.take(t, 1)[0]
 	if b.Encoding != fastpath.EncodingNone || b.Items != 2 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(body, body)) {
 		t.Fatalf("batch %s, %d items, %d bytes: want the two good records inflated", b.Encoding, b.Items, b.Len())
