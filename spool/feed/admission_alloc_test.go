@@ -81,27 +81,46 @@ func TestAdmissionWireZeroAlloc(t *testing.T) {
 }
 
 // BenchmarkAdmission appends to a spool on disk (no sync) that drops its oldest segments to
-// stay within 64 MiB, however long the benchmark runs.
+// stay within 64 MiB, however long the benchmark runs: a plain request, and the same request as
+// it arrived gzip- and zstd-compressed, spooled as received. Bytes per second are the request's
+// plain bytes in each case.
 func BenchmarkAdmission(b *testing.B) {
-	c := spool.DefaultConfig()
-	c.Dir, c.Sync, c.Full = b.TempDir(), spool.SyncNone, spool.FullDropOldest
-	c.SegmentBytes, c.MaxBytes = 8<<20, 64<<20
-	s, err := spool.Open(c, spool.OSFS{}, []string{"d"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	a, err := NewAdmission(admissionConfig(), s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
 	v1 := entry(3000, 1)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(v1)))
-	for b.Loop() {
-		if err := a.Consume(fastpath.Traces, v1, 1); err != nil {
-			b.Fatal(err)
-		}
+	for _, enc := range []fastpath.Encoding{fastpath.EncodingNone, fastpath.EncodingGzip, fastpath.EncodingZstd} {
+		b.Run(enc.String(), func(b *testing.B) {
+			c := spool.DefaultConfig()
+			c.Dir, c.Sync, c.Full = b.TempDir(), spool.SyncNone, spool.FullDropOldest
+			c.SegmentBytes, c.MaxBytes, c.Encoded = 8<<20, 64<<20, true
+			s, err := spool.Open(c, spool.OSFS{}, []string{"d"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			a, err := NewAdmission(admissionConfig(), s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			a.SetDestinations([]fastpath.Destination{wireDest{newDest(), enc}})
+			var wire []byte
+			switch enc {
+			case fastpath.EncodingGzip:
+				wire = ziptest.Gzip(b, v1)
+			case fastpath.EncodingZstd:
+				wire = ziptest.Zstd(b, nil, v1)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(v1)))
+			for b.Loop() {
+				if enc == fastpath.EncodingNone {
+					err = a.Consume(fastpath.Traces, v1, 1)
+				} else {
+					_, err = a.AdmitWire(nil, fastpath.Traces, v1, wire, enc, 1)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
