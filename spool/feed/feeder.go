@@ -400,9 +400,11 @@ func (f *Feeder) send() bool {
 	// The budget counts the buffer's capacity, not its length: a pooled buffer may be up to
 	// twice what it holds, and it is the capacity that stays in memory.
 	c.h.size = int64(cap(*c.payload.Buf()))
+	// The next batch is likely of the same kind: a spool's traffic is compressed or not, as
+	// its clients send it.
+	f.hint = c.payload.Len()
 	var b *fastpath.Batch
 	if c.enc == fastpath.EncodingNone {
-		f.hint = c.payload.Len()
 		b = fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
 	} else {
 		b = fastpath.NewWireBatch(fastpath.Signal(c.sig), c.items, c.enc, c.plain, c.payload, c.h)
