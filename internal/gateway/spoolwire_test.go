@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
@@ -57,6 +56,7 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 	if n := counter("otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - compressed; n != 30 {
 		t.Fatalf("%v requests spooled compressed, want 30", n)
 	}
+	gaveUp := counterValue(t, "otlpgate_client_dropped_requests_total", "a")
 	writeFile(t, path, destSpec("a", a.addr, "compression=zstd"))
 	if err := g.Reload(); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,11 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 	if n := counter("otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "destinations") - fellBack; n != 30 {
 		t.Fatalf("%v requests spooled plain for the zstd destination, want 30", n)
 	}
-	time.Sleep(cfg.ShutdownTimeout + 100*time.Millisecond) // the replaced destination gives up: its records stay
+	// The replaced destination gives up what it holds after -shutdown.timeout (counted as
+	// shutdown_*), and its records stay in the spool for the replacement.
+	eventually(t, func() string { return "the replaced destination never gave up" }, func() bool {
+		return counterValue(t, "otlpgate_client_dropped_requests_total", "a") > gaveUp
+	})
 	a.release()
 	eventually(t, func() string { return "not every span arrived" }, func() bool {
 		for id := uint64(1); id < 61; id++ {
