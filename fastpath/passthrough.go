@@ -68,7 +68,7 @@ const (
 	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
 	FallbackDestinations                 // some destination that takes it does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
-	FallbackSpool                        // the spool was opened without compressed records
+	FallbackSpool                        // an admitter that keeps no compressed request (no WireAdmitter); none in otlpgate since the spool keeps them
 	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
@@ -90,7 +90,7 @@ var (
 	}, []string{"way"})
 	passFallbacks = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_passthrough_fallback_requests_total",
-		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: the spool takes no compressed records; routes: a destination's match=resource).",
+		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: an admitter that keeps no compressed request, none since the spool keeps them; routes: a destination's match=resource).",
 	}, []string{"reason"})
 
 	passRequestsC = [2]prometheus.Counter{passRequests.WithLabelValues("plain"), passRequests.WithLabelValues("compressed")}

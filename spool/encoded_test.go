@@ -76,7 +76,7 @@ func TestEncodedRoundTrip(t *testing.T) {
 			s = mustReopen(t, s, cfg, fs, "a")
 			for i := 8; i < 40; i++ {
 				enc, plain, meta := encodedOf(i)
-				if _, err := s.AppendEncoded(uint8(i%3), uint32(i), meta, enc, plain, payload(i)); err != nil {
+				if _, err := s.AppendEncoded(uint8(i%3), uint32(i), meta, enc, plain, nil, payload(i)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -105,7 +105,7 @@ func TestEncodedFrameChecks(t *testing.T) {
 			return b
 		},
 	} {
-		bad := mangle(appendRecordFrame(nil, 0, 1, nil, 1, 500, payload(1)))
+		bad := mangle(appendRecordFrame(nil, 0, 1, nil, 1, 500, nil, payload(1)))
 		crc := frameCRC(bad[:frameSize], bad[frameSize:])
 		bad[0], bad[1], bad[2], bad[3] = byte(crc), byte(crc>>8), byte(crc>>16), byte(crc>>24)
 		buf := pool.GetBytes(pool.MinSize)
@@ -121,5 +121,5 @@ func TestEncodedFrameChecks(t *testing.T) {
 			t.Error("a compressed record was appended to a spool without Config.Encoded")
 		}
 	}()
-	s.AppendEncoded(0, 1, nil, 1, 100, payload(0))
+	s.AppendEncoded(0, 1, nil, 1, 100, nil, payload(0))
 }

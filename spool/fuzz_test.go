@@ -37,7 +37,7 @@ func encodedSegmentBytes(n int) []byte {
 			meta = []byte{1, 1, 13, 'x', '-', 's', 'c', 'o', 'p', 'e', '-', 'o', 'r', 'g', 'i', 'd', byte(i)}[:16+i%2]
 		}
 		enc := uint8(i % 3) // 0: plain
-		b = appendRecordFrame(b, uint8(i%3), uint32(i), meta, enc, uint32(1000+i), payload(i)[:10+i*7%90])
+		b = appendRecordFrame(b, uint8(i%3), uint32(i), meta, enc, uint32(1000+i), nil, payload(i)[:10+i*7%90])
 	}
 	return b
 }
@@ -66,7 +66,7 @@ func FuzzSegmentReader(f *testing.F) {
 			if !ok {
 				t.Fatalf("record at %d yielded with a bad meta or encoding", off)
 			}
-			framed := appendRecordFrame(nil, fr.signal, fr.items, tl.meta, tl.encoding, tl.plain, p[:len(p)-tl.size])
+			framed := appendRecordFrame(nil, fr.signal, fr.items, tl.meta, tl.encoding, tl.plain, nil, p[:len(p)-tl.size])
 			if !bytes.Equal(framed, data[off:off+int64(len(framed))]) {
 				t.Fatalf("record at %d re-frames differently", off)
 			}

@@ -122,7 +122,7 @@ func TestMetaSegmentVersion(t *testing.T) {
 			t.Fatalf("meta=%v encoded=%v: segments %v, version %d, want one of %d", c.meta, c.encoded, names, v, c.want)
 		}
 		if c.encoded {
-			if _, err := s.AppendEncoded(1, 1, nil, 1, 500, payload(1)); err != nil {
+			if _, err := s.AppendEncoded(1, 1, nil, 1, 500, nil, payload(1)); err != nil {
 				t.Fatal(err)
 			}
 			appendN(t, s, 2, 3)

@@ -158,12 +158,12 @@ func checkSegmentHeader(h []byte, seq uint64) error {
 
 // appendFrame appends a framed record without meta to dst.
 func appendFrame(dst []byte, signal uint8, items uint32, payload []byte) []byte {
-	return appendRecordFrame(dst, signal, items, nil, 0, 0, payload)
+	return appendRecordFrame(dst, signal, items, nil, 0, 0, nil, payload)
 }
 
-// frameLen is the size of the frame of a record with these bytes, meta and encoding.
-func frameLen(payload, meta []byte, enc uint8) int64 {
-	n := int64(frameSize + len(payload))
+// frameLen is the size of the frame of a record of size bytes with this meta and encoding.
+func frameLen(size int, meta []byte, enc uint8) int64 {
+	n := int64(frameSize + size)
 	if enc != 0 {
 		n += encodedSize
 	}
@@ -176,15 +176,15 @@ func frameLen(payload, meta []byte, enc uint8) int64 {
 // appendMetaFrame appends a framed record of plain bytes to dst; meta, when not empty, follows
 // the payload.
 func appendMetaFrame(dst []byte, signal uint8, items uint32, meta, payload []byte) []byte {
-	return appendRecordFrame(dst, signal, items, meta, 0, 0, payload)
+	return appendRecordFrame(dst, signal, items, meta, 0, 0, nil, payload)
 }
 
-// appendRecordFrame appends a framed record to dst: payload, then, when enc is not 0, plain
-// and enc (payload is compressed), then meta when not empty.
-func appendRecordFrame(dst []byte, signal uint8, items uint32, meta []byte, enc uint8, plain uint32, payload []byte) []byte {
+// appendRecordFrame appends a framed record to dst: prefix and payload, the record's bytes,
+// then, when enc is not 0, plain and enc (the bytes are compressed), then meta when not empty.
+func appendRecordFrame(dst []byte, signal uint8, items uint32, meta []byte, enc uint8, plain uint32, prefix, payload []byte) []byte {
 	start := len(dst)
 	var flags uint8
-	length := len(payload)
+	length := len(prefix) + len(payload)
 	if enc != 0 {
 		flags |= flagEncoded
 		length += encodedSize
@@ -197,6 +197,7 @@ func appendRecordFrame(dst []byte, signal uint8, items uint32, meta []byte, enc 
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(length))
 	dst = binary.LittleEndian.AppendUint32(dst, items)
 	dst = append(dst, signal, flags, 0, 0)
+	dst = append(dst, prefix...)
 	dst = append(dst, payload...)
 	if enc != 0 {
 		dst = binary.LittleEndian.AppendUint32(dst, plain)

@@ -187,19 +187,20 @@ func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) 
 // MaxMetaBytes; the tenant of the request), which Reader.Next hands back in Entry.Meta. Only a
 // spool with Config.Meta takes meta. Safe for concurrent use.
 func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Pos, error) {
-	return s.AppendEncoded(signal, items, meta, 0, 0, payload)
+	return s.AppendEncoded(signal, items, meta, 0, 0, nil, payload)
 }
 
 // TakesEncoded reports whether the spool takes compressed records (Config.Encoded). Safe for
 // concurrent use.
 func (s *Spool) TakesEncoded() bool { return s.cfg.Encoded }
 
-// AppendEncoded is AppendMeta for a record whose payload is compressed in enc (as the caller
-// numbers encodings; 0: plain, as AppendMeta) and inflates to plain bytes, which Reader.Next
-// hands back in Entry.Encoding and Entry.Plain. Only a spool with Config.Encoded takes
-// compressed records. Safe for concurrent use.
-func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8, plain uint32, payload []byte) (Pos, error) {
-	if len(payload) > MaxRecordBytes || len(meta) > MaxMetaBytes {
+// AppendEncoded is AppendMeta for a record whose bytes, prefix then payload (prefix may be
+// nil), are compressed in enc (as the caller numbers encodings; 0: plain, as AppendMeta) and
+// inflate to plain bytes, which Reader.Next hands back in Entry.Encoding and Entry.Plain. The
+// prefix lets a caller put a few bytes before what it received without copying it first. Only
+// a spool with Config.Encoded takes compressed records. Safe for concurrent use.
+func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8, plain uint32, prefix, payload []byte) (Pos, error) {
+	if len(prefix)+len(payload) > MaxRecordBytes || len(meta) > MaxMetaBytes {
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge
 	}
@@ -214,7 +215,7 @@ func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8
 		s.kickHousekeeper()
 		return 0, fmt.Errorf("%w: %w", ErrIO, errUnanchored)
 	}
-	n := frameLen(payload, meta, enc)
+	n := frameLen(len(prefix)+len(payload), meta, enc)
 	s.mu.Lock()
 	var rotate bool
 	var need int64
@@ -282,7 +283,7 @@ func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8
 	ref, off := s.mu.active, s.mu.off
 	dst, inTail := s.frameBufLocked(ref.seq, off, n)
 	start := len(dst)
-	dst = appendRecordFrame(dst, signal, items, meta, enc, plain, payload)
+	dst = appendRecordFrame(dst, signal, items, meta, enc, plain, prefix, payload)
 	if inTail {
 		s.mu.tail.buf = dst
 	} else {

@@ -58,6 +58,11 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 	if s == nil {
 		return nil, errors.New("feed: no spool")
 	}
+	if !s.TakesEncoded() {
+		// A spool opened without compressed records: requests that arrived compressed are
+		// spooled plain, counted as the pass-through being off.
+		cfg.PassThrough = false
+	}
 	a := &Admission{cfg: cfg, s: s}
 	a.encs.Store(&fastpath.Encodings{})
 	return a, nil
@@ -129,9 +134,6 @@ func (a *Admission) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wi
 		return nil, fastpath.ErrClosed
 	}
 	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), t, sig, plain, wire, enc, items)
-	if ok && !a.s.TakesEncoded() {
-		f, ok, err = fastpath.FallbackSpool, false, nil
-	}
 	if !ok {
 		if err = a.admit(t, sig, plain, items, fastpath.LayoutV1); err == nil {
 			fastpath.CountFallback(f, len(plain))
@@ -141,14 +143,11 @@ func (a *Admission) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wi
 	if err != nil {
 		return nil, err
 	}
-	rec := wire
+	var prefix []byte
 	if enc == fastpath.EncodingZstd {
-		buf := pool.GetBytes(len(fastpath.ZstdPreamble) + len(wire))
-		defer pool.PutBytes(buf)
-		*buf = append(append((*buf)[:0], fastpath.ZstdPreamble[:]...), wire...)
-		rec = *buf
+		prefix = fastpath.ZstdPreamble[:]
 	}
-	_, err = a.s.AppendEncoded(uint8(sig), uint32(items), metaOf(r.Tenant), uint8(enc), uint32(len(plain)), rec)
+	_, err = a.s.AppendEncoded(uint8(sig), uint32(items), metaOf(r.Tenant), uint8(enc), uint32(len(plain)), prefix, wire)
 	return nil, a.appended(&r, fastpath.Stripped{}, err)
 }
 

@@ -50,7 +50,7 @@ func TestFeederLoopAllocs(t *testing.T) {
 			}
 			inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
 			turn := func() {
-				if _, err := s.AppendEncoded(0, 3, nil, uint8(c.enc), uint32(len(plain)), c.rec); err != nil {
+				if _, err := s.AppendEncoded(0, 3, nil, uint8(c.enc), uint32(len(plain)), nil, c.rec); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := f.fill(); err != spool.ErrEmpty {

@@ -181,7 +181,7 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 		plain int
 		wire  []byte
 	}{{len(body), good}, {len(body) + 1, good}, {len(body) - 1, good}, {len(body), []byte("not gzip at all")}, {len(body), good}} {
-		if _, err := s.AppendEncoded(uint8(fastpath.Traces), 1, nil, uint8(fastpath.EncodingGzip), uint32(r.plain), r.wire); err != nil {
+		if _, err := s.AppendEncoded(uint8(fastpath.Traces), 1, nil, uint8(fastpath.EncodingGzip), uint32(r.plain), nil, r.wire); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,4 +196,25 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 		t.Fatalf("%v records dropped, want 3", n)
 	}
 	b.Done(true)
+}
+
+// A spool opened without compressed records (Config.Encoded off) gets the request plain,
+// counted as the pass-through being off, whatever the destinations send.
+func TestAdmissionWireIntoPlainSpool(t *testing.T) {
+	s := testSpool(t, spool.NewCrashFS())
+	defer s.Close()
+	a := newAdmission(t, admissionConfig(), s)
+	a.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingGzip}})
+	body := entry(300, 9)
+	off := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "off")
+	if _, err := a.AdmitWire(nil, fastpath.Traces, body, ziptest.Gzip(t, body), fastpath.EncodingGzip, 1); err != nil {
+		t.Fatal(err)
+	}
+	recs, es := spooled(t, s)
+	if len(recs) != 1 || es[0].Encoding != 0 || !bytes.Equal(recs[0], body) {
+		t.Fatalf("spooled %d records, the first %+v: want the request plain", len(recs), es)
+	}
+	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "off") - off; n != 1 {
+		t.Fatalf("counted %v as off, want 1", n)
+	}
 }
