@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 var inflatedRecords = promauto.NewCounter(prometheus.CounterOpts{
@@ -34,13 +33,11 @@ type inflater struct {
 	zd  *zstd.Decoder
 }
 
-// inflate returns, in a pooled buffer, the plain bytes of wire, compressed in enc, which must
-// be exactly plain bytes long.
-func (in *inflater) inflate(enc fastpath.Encoding, wire []byte, plain int) (*[]byte, error) {
-	if plain < 0 || plain > maxPlain {
-		return nil, errPlainLength
-	}
+// inflate fills out with the plain bytes of wire, compressed in enc, which must be exactly
+// len(out) bytes long.
+func (in *inflater) inflate(enc fastpath.Encoding, wire, out []byte) error {
 	in.src.Reset(wire)
+	defer in.src.Reset(nil) // hold no reference to the caller's bytes
 	var r io.Reader
 	switch enc {
 	case fastpath.EncodingGzip:
@@ -48,42 +45,38 @@ func (in *inflater) inflate(enc fastpath.Encoding, wire []byte, plain int) (*[]b
 			in.gz = new(gzip.Reader)
 		}
 		if err := in.gz.Reset(&in.src); err != nil {
-			return nil, err
+			return err
 		}
 		r = in.gz // concatenated members read as one stream
 	case fastpath.EncodingZstd:
 		if in.zd == nil {
 			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxPlain))
 			if err != nil {
-				return nil, err
+				return err
 			}
 			in.zd = d
 		}
 		if err := in.zd.Reset(&in.src); err != nil {
-			return nil, err
+			return err
 		}
 		r = in.zd // skippable frames (the preamble of each record) are passed over
 	default:
-		return nil, fmt.Errorf("feed: a spooled record in an unknown encoding (%d)", enc)
+		return fmt.Errorf("feed: a spooled record in an unknown encoding (%d)", enc)
 	}
-	out := pool.GetBytes(plain)
-	*out = (*out)[:plain]
-	if _, err := io.ReadFull(r, *out); err != nil {
-		pool.PutBytes(out)
+	if _, err := io.ReadFull(r, out); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
 			err = errPlainLength
 		}
-		return nil, err
+		return err
 	}
 	var one [1]byte
 	if n, err := r.Read(one[:]); n != 0 || err != io.EOF {
-		pool.PutBytes(out)
 		if err == nil || err == io.EOF {
 			err = errPlainLength
 		}
-		return nil, err
+		return err
 	}
-	return out, nil
+	return nil
 }
 
 // close releases the zstd decoder's resources.
