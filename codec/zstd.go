@@ -66,7 +66,7 @@ func (c *zstdCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
 func (w *zstdWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		// Nothing to decide on, and nothing to write: a compressor that saw it would start
-		// its stream (gzip writes its header), which a message passed through must not carry.
+		// its stream (a frame header), which a message passed through must not carry.
 		return 0, nil
 	}
 	if w.mode.decide(p, zstdFirst); w.mode == modeRaw {
