@@ -117,9 +117,30 @@ func (s *Spool) OldestUnfinishedAge(now time.Time) time.Duration {
 			low, behind = p, true
 		}
 	}
-	if !behind || len(s.mu.ages) == 0 {
+	if behind {
+		low = s.firstRecordLocked(low)
+	}
+	if !behind || low >= limit || len(s.mu.ages) == 0 {
 		return 0
 	}
 	at := s.mu.ages[s.ageIndexLocked(low)].at
 	return max(0, now.Sub(s.opened)-time.Duration(at))
+}
+
+// firstRecordLocked returns where the first record at or after p may lie: p itself when its
+// segment holds bytes past it, else the start of the next segment that holds any record. A
+// position may point where nothing is: a start that deleted the last (finished) segment leaves
+// the cursors at its end, below the tail of every later start, with no record in between; such
+// a destination is behind on nothing. Called with mu held.
+func (s *Spool) firstRecordLocked(p Pos) Pos {
+	for _, g := range s.mu.segs {
+		switch {
+		case g.seq < p.Segment():
+		case g.seq == p.Segment() && p.Offset() < g.size:
+			return p
+		case g.seq > p.Segment() && g.size > headerSize:
+			return makePos(g.seq, headerSize)
+		}
+	}
+	return Pos(s.readable.Load())
 }

@@ -129,3 +129,34 @@ func gaugeValue(t *testing.T, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// A spool that holds only cursors after a restart is behind on nothing: a clean stop with
+// everything finished, an idle start that deletes the last (finished) segment, then another
+// start. The cursors point at the end of a segment that is gone, below the tail of the new
+// start, with no record in between; the age stays 0, as do the bytes on disk.
+func TestOldestUnfinishedAgeOnlyCursors(t *testing.T) {
+	fs := NewCrashFS()
+	s := mustOpen(t, testConfig(SyncInterval), fs, "a", "b")
+	appendN(t, s, 0, 3)
+	drain(t, s.Reader("a"), true)
+	drain(t, s.Reader("b"), true)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for life := range 2 {
+		s = mustOpen(t, testConfig(SyncInterval), fs, "a", "b")
+		if got := s.OldestUnfinishedAge(time.Now().Add(time.Hour)); got != 0 {
+			t.Errorf("start %d, %d bytes on disk: age %v an hour after Open, want 0", life+2, s.Bytes(), got)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A record appended afterwards is dated as usual.
+	s = mustOpen(t, testConfig(SyncInterval), fs, "a", "b")
+	defer s.Close()
+	appendN(t, s, 3, 4)
+	if got := s.OldestUnfinishedAge(time.Now().Add(30 * time.Second)); got < 30*time.Second || got >= 32*time.Second {
+		t.Errorf("a record appended, 30s later: age %v", got)
+	}
+}
