@@ -38,6 +38,12 @@
 // ErrSyncFailed, every later Append refused), and cmd/otlpgate stops with exit status 3;
 // readers still deliver what the page cache holds, each record checked by its CRC.
 //
+// Open syncs every segment it inherits (except in SyncNone), so that what a killed process
+// acknowledged and had not synced is durable before this one appends; its directory sync does
+// the same for the cursors that process renamed into place. The last segment is written again
+// from what it reads before its sync: a sync of it may have failed in the killed process, and
+// the kernel reports that once and would take a plain sync of it now as a success.
+//
 // # Readers
 //
 // Open takes the destination names. Each gets a Reader that reads records in order into the

@@ -66,7 +66,7 @@ import (
 // gap (skipped meanwhile) run again.
 var (
 	// openSyncsInherited: Open makes durable what a killed process left unsynced in the page
-	// cache. Until it does (an interval tick then covers only its own process's records):
+	// cache (open.go, syncInherited; its directory sync covers the cursors). Without it:
 	//  1. Records the killed process acknowledged in interval mode and had not synced stay
 	//     unsynced for good (a process syncs only its own segments), so a power loss any time
 	//     later takes them, however many intervals passed.
@@ -74,7 +74,7 @@ var (
 	//     as persisted; a destination that does not move leaves it so, and after a power loss
 	//     it replays from its older position, below what the last successful checkpoint
 	//     persisted.
-	openSyncsInherited = false
+	openSyncsInherited = true
 	// failedCommitsCounted: an append refused because its group commit's fdatasync failed
 	// (SyncAlways) is counted in append_errors_total{reason="io"}, as the help says. Until it
 	// is, the model lets the counter fall short by those appends.

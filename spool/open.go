@@ -231,7 +231,7 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 	}
 	g := &segment{seq: seq, size: size, sealed: true, countedTo: headerSize}
 	if !last {
-		return g, nil
+		return g, s.syncInherited(f, name, 0)
 	}
 	res := scanSegment(f, size, nil)
 	corruptRecords.Add(float64(res.corruptRecords))
@@ -248,15 +248,70 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 		}
 		g.size = res.end
 	}
-	return g, nil
+	return g, s.syncInherited(f, name, g.size)
+}
+
+// syncInherited makes durable what an earlier process left of a segment in the page cache. A
+// process killed in -spool.sync=interval had acknowledged records it had not synced yet, and
+// one that ran with -spool.sync=none synced nothing: without this, a power loss any time later
+// would take them, however many intervals this process synced its own segments. The segment
+// is only read from now on, so a sync that succeeds here covers it for good.
+//
+// The last segment, the one a killed process was writing, is written again from what it reads
+// (its first rewrite bytes) before the sync. Its sync may have failed in that process, and the
+// kernel reports a writeback error once, to the files open when it happened, having dropped
+// the pages it could not write: a sync of the file alone would succeed and leave on disk what
+// was there before. Writing the bytes again dirties the pages with what the page cache still
+// holds, so the sync writes them. Only the last segment may hold bytes a failed sync left
+// unwritten: a failed sync of the active segment in interval mode fails the spool, which
+// appends nothing more, and in always mode the segment is cut back to its last good sync
+// (commit.go), so that a sealed segment's bytes were all synced by the process that wrote
+// them, or by none (-spool.sync=none), whose syncs never failed.
+//
+// A full disk does not stop the start (it must come up to drain); the sync is counted as
+// failed. Any other failure is a disk the spool cannot trust, and Open fails.
+func (s *Spool) syncInherited(f File, name string, rewrite int64) error {
+	if s.cfg.Sync == SyncNone {
+		return nil
+	}
+	err := rewriteFile(f, rewrite)
+	if err == nil {
+		err = timedSync(f)
+	}
+	if err != nil && !diskFull(err) {
+		return fmt.Errorf("cannot make spool segment %s durable: %w", name, err)
+	}
+	return nil
+}
+
+// rewriteFile writes the first n bytes of f again, as it reads them.
+func rewriteFile(f File, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	buf := pool.GetBytes(1 << 20)
+	defer pool.PutBytes(buf)
+	b := (*buf)[:cap(*buf)]
+	for off := int64(0); off < n; {
+		c := b[:min(int64(len(b)), n-off)]
+		if _, err := f.ReadAt(c, off); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(c, off); err != nil {
+			return err
+		}
+		off += int64(len(c))
+	}
+	return nil
 }
 
 // setAside renames an unreadable segment out of the way, keeping it for inspection.
 func (s *Spool) setAside(name string, outcome prometheus.Counter) error {
-	outcome.Inc()
 	if err := s.fs.Rename(name, name+asideSuffix); err != nil {
+		// Not set aside, so not counted: the start fails, and the next one looks again.
 		return fmt.Errorf("cannot set aside unreadable segment %s: %w", name, err)
 	}
+	outcome.Inc()
 	return nil
 }
 
