@@ -152,6 +152,13 @@ type Config struct {
 	// default -grpc.max-recv-msg-size of otlpgate). Larger batches are dropped with reason
 	// "too_large".
 	MaxSendMsgSize int
+	// MaxRecvMsgSize is the largest answer read from the upstream (max-recv-msg-size, default
+	// 4MiB, grpc-go's own default): an Export*ServiceResponse, an OTEP answer or an OTLP/HTTP
+	// body is a few hundred bytes, and this bounds what one an upstream sends may cost. A
+	// larger answer to a request the upstream took is not read (answer.go): the request counts
+	// as delivered, never as dropped, and the answer in
+	// otlpgate_client_unreadable_answers_total.
+	MaxRecvMsgSize int
 	// KeepaliveTime pings the server after this long without activity, KeepaliveTimeout drops
 	// the connection when the ping is not answered (keepalive-time, default 30s;
 	// keepalive-timeout, default 10s). 0 turns pings off.
@@ -237,6 +244,7 @@ func DefaultConfig() Config {
 		WriteBufferSize:       256 << 10,
 		ReadBufferSize:        256 << 10,
 		MaxSendMsgSize:        16 << 20,
+		MaxRecvMsgSize:        4 << 20,
 		KeepaliveTime:         30 * time.Second,
 		KeepaliveTimeout:      10 * time.Second,
 		ResolveInterval:       5 * time.Second,
@@ -332,6 +340,8 @@ func (c Config) validate() error {
 		return errors.New("HTTP/2 windows must be at least 64KiB")
 	case c.MaxSendMsgSize <= 0:
 		return errors.New("max send message size must be positive")
+	case c.MaxRecvMsgSize <= 0:
+		return errors.New("max-recv-msg-size must be positive")
 	case c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0:
 		return errors.New("keepalive durations must not be negative")
 	case c.KeepaliveTime > 0 && c.KeepaliveTime < 10*time.Second:

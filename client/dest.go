@@ -62,6 +62,9 @@ type Dest struct {
 	lastErr lastError // the latest failure, for the status page (lasterror.go)
 	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
 
+	// unreadableLog rate-limits the log lines of answers over max-recv-msg-size (answer.go).
+	unreadableLog everySecond
+
 	streams struct {
 		mu   sync.Mutex
 		set  map[*stream]struct{} // open streams, for the sweeper

@@ -30,7 +30,8 @@ func dialOptions(cfg Config, cc *frameCodec) ([]grpc.DialOption, error) {
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.MaxCallSendMsgSize(cfg.MaxSendMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.MaxCallSendMsgSize(cfg.MaxSendMsgSize),
+			grpc.MaxCallRecvMsgSize(cfg.MaxRecvMsgSize)),
 		grpc.WithInitialWindowSize(cfg.InitialWindowSize),
 		grpc.WithInitialConnWindowSize(cfg.InitialConnWindowSize),
 		grpc.WithWriteBufferSize(cfg.WriteBufferSize),

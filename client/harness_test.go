@@ -222,6 +222,8 @@ type upstream struct {
 	srvCtxHook func(metadata.MD)
 	// v1Rejected, when set, is reported as rejected in every v1 response (partial success).
 	v1Rejected int64
+	// answerPad, when set, adds an unknown field of that many bytes to every unary answer.
+	answerPad int
 
 	mu         sync.Mutex
 	got        []received
@@ -413,13 +415,25 @@ func (u *upstream) serveUnary(ss grpc.ServerStream, method string, otep bool) er
 		if u.unaryDelayMs != nil {
 			delay = u.unaryDelayMs(g)
 		}
-		return ss.SendMsg(&otepv1.ExportResponse{Id: g.id, ResultCode: code, RetryDelayMs: delay})
+		resp := &otepv1.ExportResponse{Id: g.id, ResultCode: code, RetryDelayMs: delay}
+		resp.ProtoReflect().SetUnknown(u.pad())
+		return ss.SendMsg(resp)
 	}
 	resp := &coltracev1.ExportTraceServiceResponse{}
 	if u.v1Rejected > 0 {
 		resp.PartialSuccess = &coltracev1.ExportTracePartialSuccess{RejectedSpans: u.v1Rejected, ErrorMessage: "some"}
 	}
+	resp.ProtoReflect().SetUnknown(u.pad())
 	return ss.SendMsg(resp)
+}
+
+// pad is the unknown field answerPad asks for, nil without one.
+func (u *upstream) pad() []byte {
+	if u.answerPad == 0 {
+		return nil
+	}
+	b := protowire.AppendTag(nil, 999, protowire.BytesType)
+	return protowire.AppendBytes(b, make([]byte, u.answerPad))
 }
 
 // srvStream is the upstream's side of one OTEP stream.

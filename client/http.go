@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,11 +43,6 @@ import (
 // Response keeps, so a request costs no allocation once the worker is warm
 // (http_alloc_test.go). Its own retries are off: a POST is not idempotent, and re-sending is
 // this package's business.
-
-// maxHTTPResponseBody caps the answer body read: an Export*ServiceResponse or a
-// google.rpc.Status is a few hundred bytes. A larger body is not read at all (the connection
-// is closed instead); the status code still decides.
-const maxHTTPResponseBody = 64 << 10
 
 // httpMaxIdleConn is how long an idle kept-alive connection stays open; below the idle
 // timeouts common servers and load balancers use (60s and more), so that the client, not the
@@ -106,9 +102,13 @@ func newHTTPSender(cfg Config) (*httpSender, error) {
 		MaxIdleConnDuration:       httpMaxIdleConn,
 		MaxIdemponentCallAttempts: 1,
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
-		MaxResponseBodySize:       maxHTTPResponseBody,
-		ReadBufferSize:            16 << 10, // response headers; a larger header block fails the call
-		DialTimeout:               s.dial,
+		// An Export*ServiceResponse or a google.rpc.Status is a few hundred bytes, but a
+		// partial success may quote much: a body up to max-recv-msg-size is read. A larger one
+		// is not read at all (the connection is closed instead); the status code still decides
+		// (answer.go).
+		MaxResponseBodySize: cfg.MaxRecvMsgSize,
+		ReadBufferSize:      16 << 10, // response headers; a larger header block fails the call
+		DialTimeout:         s.dial,
 		// Paths are sent as configured; the upstream's router decides what they mean.
 		DisablePathNormalizing: true,
 	}
@@ -296,7 +296,11 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 	code := w.resp.StatusCode()
 	switch {
 	case code >= 200 && code < 300:
-		if withBody && w.protobufAnswer() {
+		if !withBody {
+			d.unreadableAnswer(r, "HTTP "+strconv.Itoa(code)+" with a body of "+strconv.Itoa(w.resp.Header.ContentLength())+" bytes")
+			return
+		}
+		if w.protobufAnswer() {
 			if n := rejectedItems(w.resp.Body()); n > 0 {
 				d.m.partialRejected.Add(float64(n))
 			}

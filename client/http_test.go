@@ -386,47 +386,6 @@ func TestHTTPPartialSuccess(t *testing.T) {
 	}
 }
 
-// An answer body over 64 KiB is not read: the status alone decides, once.
-func TestHTTPResponseBodyCap(t *testing.T) {
-	big, err := (&coltracev1.ExportTraceServiceResponse{PartialSuccess: &coltracev1.ExportTracePartialSuccess{
-		RejectedSpans: 5, ErrorMessage: strings.Repeat("x", maxHTTPResponseBody),
-	}}).MarshalVT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	small, _ := (&coltracev1.ExportTraceServiceResponse{PartialSuccess: &coltracev1.ExportTracePartialSuccess{
-		RejectedSpans: 2, ErrorMessage: strings.Repeat("x", maxHTTPResponseBody-100),
-	}}).MarshalVT()
-	u := newHTTPUpstream(t, nil)
-	u.answer = func(h hit, ctx *fasthttp.RequestCtx) {
-		ctx.SetContentType("application/x-protobuf")
-		switch h.tag {
-		case "b0":
-			ctx.SetBody(big)
-		case "b1":
-			ctx.SetStatusCode(http.StatusBadRequest)
-			ctx.SetBody(big)
-		case "b2":
-			ctx.SetBody(small) // just under the cap: read
-		}
-	}
-	d := startDest(t, httpConfig(t, u, "concurrency=1"))
-	f := newFeeder(t, d)
-	f.send(0, 3, 1, 10)
-	if ok := f.waitAll(); !ok[0] || ok[1] || !ok[2] {
-		t.Fatalf("delivered %v, want [true false true]", ok)
-	}
-	if n := len(u.received()); n != 3 {
-		t.Errorf("%d attempts, want 3", n)
-	}
-	if got := value(d.m.partialRejected); got != 2 {
-		t.Errorf("partially rejected %d, want the 2 of the body under the cap", got)
-	}
-	if got := value(d.m.dropped[DropRejected]); got != 1 {
-		t.Errorf("rejected %d, want 1", got)
-	}
-}
-
 // No answer within ack-timeout: the request is sent again after the backoff, on another
 // connection, and the second attempt is delivered; nothing is dropped.
 func TestHTTPAckTimeout(t *testing.T) {

@@ -48,6 +48,10 @@ var (
 		Name: "otlpgate_client_partially_rejected_items_total",
 		Help: "Items a v1 upstream reported rejected in a partial success response.",
 	}, []string{"destination", "backend"})
+	unreadableAnswers = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_unreadable_answers_total",
+		Help: "Answers to requests the upstream took that were larger than max-recv-msg-size and so not read (a gRPC unary answer after its headers, an OTLP/HTTP 2xx body). Their requests count as delivered, in otlpgate_client_acknowledged_items_total, never as dropped; what such an answer said (a partial success, an OTEP result code) is unknown.",
+	}, []string{"destination", "backend"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
@@ -163,6 +167,7 @@ type destMetrics struct {
 	ackTimeouts              prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
+	unreadableAnswers        prometheus.Counter
 	inFlight                 prometheus.Collector // this destination's sent, unanswered requests alone, for tests
 	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
 	ackLatency               prometheus.Observer
@@ -191,6 +196,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 		unknownAcks:     unknownAcks.WithLabelValues(name, backend),
 		handedOver:      handedOver.WithLabelValues(name, backend),
 	}
+	m.unreadableAnswers = unreadableAnswers.WithLabelValues(name, backend)
 	for i := range m.retried {
 		m.retried[i] = retriedRequests.WithLabelValues(name, backend, RetryReason(i).String())
 	}
@@ -211,7 +217,7 @@ func forgetBackend(name, backend string) {
 	l := prometheus.Labels{"destination": name, "backend": backend}
 	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
 		resentRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
-		unknownAcks, handedOver} {
+		unknownAcks, handedOver, unreadableAnswers} {
 		v.DeletePartialMatch(l)
 	}
 	ackLatency.DeletePartialMatch(l)

@@ -128,6 +128,10 @@ func ParseDest(spec string, base Config) (Config, error) {
 			var n int64
 			n, err = parseSize(v, 1<<31-1)
 			c.MaxSendMsgSize = int(n)
+		case "max-recv-msg-size":
+			var n int64
+			n, err = parseSize(v, 1<<31-1)
+			c.MaxRecvMsgSize = int(n)
 		case "keepalive-time":
 			c.KeepaliveTime, err = time.ParseDuration(v)
 		case "keepalive-timeout":

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -138,12 +139,14 @@ func (w *worker) call(r *request) {
 	// metadata) are the batch's tenant's with forward-headers (forward.go).
 	w.ctx.use(d.callCtx(r.b.Tenant))
 	w.ctx.begin()
+	var tooLarge bool // the upstream answered, over max-recv-msg-size (answer.go)
 	cs, err := d.conn.NewStream(w.ctx, &unaryDesc, d.methods[r.sig], d.unaryOpts...)
 	if err == nil {
 		// io.EOF: the stream ended before the request went; its status comes from RecvMsg.
 		if err = cs.SendMsg(msg); err == nil || err == io.EOF {
 			r.sentAt = nanotime()
 			err = w.awaitAnswer(cs, reply)
+			tooLarge = err != nil && d.answerOverLimit(cs, err)
 		}
 	}
 	timedOut := w.ctx.end() == errAckTimeout
@@ -153,8 +156,13 @@ func (w *worker) call(r *request) {
 	w.raw.Release()
 	d.sending.Add(-1)
 
-	if err == nil {
+	if err == nil || tooLarge {
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		if tooLarge {
+			w.reply.Release()
+			d.unreadableAnswer(r, status.Convert(err).Message())
+			return
+		}
 		if f != nil {
 			if w.resp.Id != r.id {
 				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
