@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -288,18 +289,19 @@ func (t *Tenant) Routed() bool { return t.routed }
 func (t *Tenant) Record() []byte { return t.rec }
 
 // Tenants interns tenant tuples. Lookups of a known tuple take no lock and allocate nothing;
-// a new tuple takes the table's lock and copies the index (there are at most Max).
+// a new tuple takes the table's lock and costs the same however many the table holds
+// (tenantindex.go).
 //
 // Invariants:
-//  1. index maps the key of every tuple in the table to its *Tenant; the map is never modified
-//     once published: inserts and sweeps publish a copy.
+//  1. index holds the key of every tuple in the table with its *Tenant; it is written only
+//     under mu, and replaced whole when it grows.
 //  2. mu.all[id] is the tenant numbered id in the table, nil when id is in mu.free; id 0 is
 //     the default tuple, which never leaves.
 //  3. a tenant in index is in mu.all and has not expired (pins without expiredBit); an expired
 //     one is in neither, and its id is in mu.free or held by a later tenant.
 type Tenants struct {
 	cfg   TenantsConfig
-	index atomic.Pointer[map[string]*Tenant]
+	index atomic.Pointer[tenantIndex]
 	def   *Tenant
 	clock func() int64 // nanotime; tests move it
 	swept atomic.Int64 // clock of the last sweep
@@ -307,6 +309,9 @@ type Tenants struct {
 		sync.Mutex
 		all  []*Tenant
 		free []uint32 // ids of expired tenants, for the next new ones
+		// nextIdle is the clock before which no tenant in the table can be idle, as the last
+		// walk of the table found it (markIdleLocked).
+		nextIdle int64
 		seriesLocked
 	}
 }
@@ -318,8 +323,7 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
 	ts := &Tenants{cfg: cfg, clock: nanotime}
-	m := map[string]*Tenant{}
-	ts.index.Store(&m)
+	ts.index.Store(newTenantIndex(maphash.MakeSeed(), minIndexSlots))
 	var k TenantKey
 	for range cfg.Headers {
 		ts.AddString(&k, "")
@@ -345,7 +349,7 @@ func (ts *Tenants) Config() TenantsConfig { return ts.cfg }
 func (ts *Tenants) Default() *Tenant { return ts.def }
 
 // Len returns how many tuples the table holds. Safe for concurrent use.
-func (ts *Tenants) Len() int { return len(*ts.index.Load()) }
+func (ts *Tenants) Len() int { return ts.index.Load().len() }
 
 // All returns the tenants in the table, by id. Safe for concurrent use.
 func (ts *Tenants) All() []*Tenant {
@@ -411,7 +415,8 @@ func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
 		tenantRefusedValue.Inc()
 		return nil, ErrTenantValue
 	}
-	t, ok := (*ts.index.Load())[string(k.b[:k.n])]
+	t := ts.index.Load().find(k.b[:k.n])
+	ok := t != nil
 	if ts.cfg.Idle > 0 {
 		now := ts.clock()
 		if ok {
@@ -441,12 +446,10 @@ func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
 func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	old := *ts.index.Load()
-	if t, ok := old[string(k.b[:k.n])]; ok {
+	if t := ts.index.Load().find(k.b[:k.n]); t != nil {
 		return t, nil // interned meanwhile
 	}
-	var m map[string]*Tenant
-	if len(old) >= ts.cfg.Max && !force {
+	if ts.index.Load().len() >= ts.cfg.Max && !force {
 		n := 0
 		if ts.cfg.Idle > 0 {
 			n = ts.markIdleLocked(ts.clock())
@@ -454,8 +457,7 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 		if n == 0 {
 			return nil, ErrTooManyTenants
 		}
-		// One copy of the index both drops the idle tenants and adds this one.
-		m = ts.dropExpiredLocked(n, 1)
+		ts.dropExpiredLocked(n)
 	}
 	t := &Tenant{tab: ts, key: string(k.b[:k.n])}
 	if n := len(ts.mu.free); n > 0 {
@@ -479,16 +481,10 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
 	ts.route(t)
 	ts.assignSeriesLocked(t)
-	if m == nil {
-		m = make(map[string]*Tenant, len(old)+1)
-		for key, v := range old {
-			m[key] = v
-		}
-	}
-	m[t.key] = t
+	x := ts.index.Load().addLocked(t)
 	ts.mu.all[t.id] = t
-	ts.index.Store(&m)
-	tenantsKnown.Set(float64(len(m)))
+	ts.index.Store(x)
+	tenantsKnown.Set(float64(x.len()))
 	return t, nil
 }
 
@@ -569,7 +565,7 @@ func (ts *Tenants) FromRecord(rec []byte) (*Tenant, error) {
 	if k.bad {
 		return nil, errTenantRecord
 	}
-	if t, ok := (*ts.index.Load())[string(k.b[:k.n])]; ok && !t.expired() {
+	if t := ts.index.Load().find(k.b[:k.n]); t != nil && !t.expired() {
 		if ts.cfg.Idle > 0 {
 			t.touch(ts.clock(), ts.cfg.Idle)
 		}

@@ -91,45 +91,52 @@ func (ts *Tenants) Sweep() int {
 func (ts *Tenants) sweepLocked(now int64) int {
 	n := ts.markIdleLocked(now)
 	if n > 0 {
-		m := ts.dropExpiredLocked(n, 0)
-		ts.index.Store(&m)
-		tenantsKnown.Set(float64(len(m)))
+		ts.dropExpiredLocked(n)
 	}
 	return n
 }
 
 // markIdleLocked marks expired the tenants last used before now less the idle time that pin
 // no batch, and returns how many; they are still in the index.
+// A table found full of busy tenants is not scanned again before the first of them can be
+// idle (mu.nextIdle), so that a client sending new values to a full table costs a clock read
+// per request, not a walk of the table.
 func (ts *Tenants) markIdleLocked(now int64) int {
 	ts.swept.Store(now)
+	if now < ts.mu.nextIdle {
+		return 0
+	}
 	cutoff := now - int64(ts.cfg.Idle)
 	n := 0
+	// A tenant added from now on is stamped now or later.
+	oldest := now
 	for _, t := range ts.mu.all[min(1, len(ts.mu.all)):] { // the default tuple stays
-		if t != nil && t.used.Load() <= cutoff && t.pins.CompareAndSwap(0, expiredBit) {
+		if t == nil {
+			continue
+		}
+		if used := t.used.Load(); used <= cutoff && t.pins.CompareAndSwap(0, expiredBit) {
 			n++
+		} else {
+			oldest = min(oldest, used)
 		}
 	}
+	// A tenant stays used at least until its stamp plus the idle time: stamps only move on.
+	ts.mu.nextIdle = oldest + int64(ts.cfg.Idle)
 	return n
 }
 
-// dropExpiredLocked frees the ids of the n tenants markIdleLocked marked, keeps their counts,
-// and returns a copy of the index without them, with room for extra more, for the caller to
-// publish.
-func (ts *Tenants) dropExpiredLocked(n, extra int) map[string]*Tenant {
-	old := *ts.index.Load()
-	m := make(map[string]*Tenant, len(old)-n+extra)
-	for key, t := range old {
-		if !t.expired() {
-			m[key] = t
-		}
-	}
+// dropExpiredLocked takes the n tenants markIdleLocked marked out of the index, frees their
+// ids and keeps their counts.
+func (ts *Tenants) dropExpiredLocked(n int) {
+	x := ts.index.Load()
 	for id, t := range ts.mu.all {
 		if t != nil && t.expired() {
+			x.removeLocked(t)
 			ts.mu.all[id] = nil
 			ts.mu.free = append(ts.mu.free, uint32(id))
 			ts.foldSeriesLocked(t)
 		}
 	}
 	tenantsExpired.Add(float64(n))
-	return m
+	tenantsKnown.Set(float64(x.len()))
 }
