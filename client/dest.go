@@ -49,7 +49,8 @@ type Dest struct {
 	q    queue
 
 	nextID      atomic.Uint64 // last id given; advanced under q.mu so ids follow queue order
-	held        atomic.Int64  // bytes of every request not yet finished (QueueBytes bounds it)
+	held        atomic.Int64  // bytes of every request not yet finished (queueBytes bounds it)
+	queueBytes  atomic.Int64  // the bound on held: cfg.QueueBytes until SetQueueBytes
 	outstanding atomic.Int64  // requests not yet finished
 	sending     atomic.Int64  // requests sent and not yet answered (otlpgate_client_in_flight_requests)
 	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
@@ -161,6 +162,7 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	}
 	d.secrets = secretsOf(cfg, headers)
 	d.backend = backend
+	d.queueBytes.Store(cfg.QueueBytes)
 	d.m.queueBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_queue_bytes"},
 		func() float64 { return float64(d.held.Load()) })
 	d.m.inFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "otlpgate_client_in_flight_requests"},
@@ -210,8 +212,23 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 // Name implements fastpath.Destination. Safe for concurrent use.
 func (d *Dest) Name() string { return d.cfg.Name }
 
-// Config returns the configuration the destination runs with. Safe for concurrent use.
-func (d *Dest) Config() Config { return d.cfg }
+// Config returns the configuration the destination runs with, QueueBytes as SetQueueBytes
+// last set it. Safe for concurrent use.
+func (d *Dest) Config() Config {
+	c := d.cfg
+	c.QueueBytes = d.queueBytes.Load()
+	return c
+}
+
+// SetQueueBytes makes n (positive) the bound on the bytes the destination holds, from the next
+// Enqueue on. A reload that changes only this bound applies it in place: replacing the
+// destination would re-send what it has in flight. Lowered below what it holds, it refuses
+// batches until enough were finished; nothing it holds is dropped. Safe for concurrent use.
+func (d *Dest) SetQueueBytes(n int64) {
+	if n > 0 {
+		d.queueBytes.Store(n)
+	}
+}
 
 // Start starts the senders. It does not dial: the first send does, and an unreachable
 // upstream only delays delivery (batches queue up to QueueBytes). Call it once, before
@@ -294,12 +311,13 @@ func (d *Dest) enqueue(b *fastpath.Batch, first bool) error {
 
 var errBadSignal = errors.New("client: batch of an unknown signal")
 
-// roomFor reports whether a batch of n bytes fits in QueueBytes. A batch larger than the whole
+// roomFor reports whether a batch of n bytes fits in the queue bound (QueueBytes, or what
+// SetQueueBytes set). A batch larger than the whole
 // bound is taken when the destination holds nothing: refused, it could never be taken, and a
 // feeder replaying the spool would wait behind it forever. Called with q.mu held.
 func (d *Dest) roomFor(n int64) bool {
 	held := d.held.Load()
-	return held+n <= d.cfg.QueueBytes || held == 0
+	return held+n <= d.queueBytes.Load() || held == 0
 }
 
 // next blocks until a request of sig may be sent (the destination is not paused and one is

@@ -141,6 +141,8 @@ type Fleet struct {
 	m       *fleetMetrics
 	res     resolver
 	view    atomic.Pointer[fleetView]
+	// queueBytes bounds the hold and each backend's queue: cfg.QueueBytes until SetQueueBytes.
+	queueBytes atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -223,6 +225,7 @@ func NewFleet(cfg Config, log *slog.Logger) (*Fleet, error) {
 	}
 	f := &Fleet{cfg: cfg, bal: bal, log: log.With("destination", cfg.Name), baseLog: log, m: newFleetMetrics(cfg.Name), res: res,
 		stop: make(chan struct{})}
+	f.queueBytes.Store(cfg.QueueBytes)
 	f.mu.members = map[string]*member{}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f, nil
@@ -240,8 +243,37 @@ func (c Config) member(addr string) Config {
 // Name implements fastpath.Destination. Safe for concurrent use.
 func (f *Fleet) Name() string { return f.cfg.Name }
 
-// Config returns the configuration the fleet runs with. Safe for concurrent use.
-func (f *Fleet) Config() Config { return f.cfg }
+// Config returns the configuration the fleet runs with, QueueBytes as SetQueueBytes last set
+// it. Safe for concurrent use.
+func (f *Fleet) Config() Config {
+	c := f.cfg
+	c.QueueBytes = f.queueBytes.Load()
+	return c
+}
+
+// SetQueueBytes makes n (positive) the bound on the fleet's hold and on each backend's queue,
+// those that join later included (Dest.SetQueueBytes). Safe for concurrent use.
+func (f *Fleet) SetQueueBytes(n int64) {
+	if n <= 0 {
+		return
+	}
+	// Stored before the members are visited: a backend created meanwhile (under f.mu) either
+	// read the new bound or is in the map when the loop runs.
+	f.queueBytes.Store(n)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.mu.members {
+		m.d.SetQueueBytes(n)
+	}
+}
+
+// memberConfig is the configuration of the backend at addr, with the fleet's current queue
+// bound. Called with f.mu held, so that SetQueueBytes reaches every backend it creates.
+func (f *Fleet) memberConfig(addr string) Config {
+	c := f.cfg.member(addr)
+	c.QueueBytes = f.queueBytes.Load()
+	return c
+}
 
 // Backends returns the addresses batches are routed to now, sorted. Safe for concurrent use.
 func (f *Fleet) Backends() []string {
@@ -360,7 +392,7 @@ func (f *Fleet) park(b *fastpath.Batch) error {
 		f.m.refused[fleetRefusedShutdown].Add(float64(b.Items))
 		return fastpath.ErrClosed
 	}
-	if f.mu.holdBytes+n > f.cfg.QueueBytes && f.mu.holdBytes > 0 { // an oversized batch alone is held, as Dest.Enqueue takes it
+	if f.mu.holdBytes+n > f.queueBytes.Load() && f.mu.holdBytes > 0 { // an oversized batch alone is held, as Dest.Enqueue takes it
 		f.mu.Unlock()
 		f.m.refused[fleetRefusedFull].Add(float64(b.Items))
 		return fastpath.ErrFull
@@ -429,7 +461,7 @@ func (f *Fleet) apply(addrs []string) {
 		if _, ok := f.mu.members[a]; ok {
 			continue
 		}
-		d, err := newDest(f.cfg.member(a), a, f.baseLog)
+		d, err := newDest(f.memberConfig(a), a, f.baseLog)
 		if err != nil {
 			f.log.Error("cannot create backend", "backend", a, "err", err)
 			continue
@@ -585,7 +617,7 @@ func (f *Fleet) check() {
 		if now-m.failingSince < int64(f.cfg.EjectAfter) {
 			continue
 		}
-		probe, err := newDest(f.cfg.member(m.addr), m.addr, f.baseLog)
+		probe, err := newDest(f.memberConfig(m.addr), m.addr, f.baseLog)
 		if err != nil {
 			f.log.Error("cannot create backend probe", "backend", m.addr, "err", err)
 			continue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -19,6 +20,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // idSink is an OTLP/gRPC trace server on the Collector's pdata handlers that counts the span ids
@@ -271,5 +274,91 @@ func TestBinaryDestFileReloadedUnderLoad(t *testing.T) {
 	g.terminate(t)
 	if g.exitErr != nil {
 		t.Fatalf("exit: %v\n%s", g.exitErr, g.stderr.String())
+	}
+}
+
+// Two destinations in -dest.file; the second is removed and added again by SIGHUP while the
+// first, on a slow upstream, has calls in flight. The first is never replaced (the reload
+// lines name it in no change: its default queue-bytes, which derives from the number of
+// destinations, follows in place), so nothing it had in flight is sent again: every span
+// reaches each upstream exactly once, and the process stops with nothing lost.
+func TestBinaryDestFileReloadKeepsUnchanged(t *testing.T) {
+	bin := buildBinary(t)
+	sinks := map[string]*idSink{"a": startIDSink(t, 300*time.Millisecond), "b": startIDSink(t, 0)}
+	spec := func(name string) string {
+		return "name=" + name + ",endpoint=" + sinks[name].addr + ",protocol=v1,mode=unary,retry-initial=20ms,retry-max=200ms"
+	}
+	path := filepath.Join(t.TempDir(), "destinations")
+	write := func(lines ...string) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(spec("a"), spec("b"))
+	// A destination a reload replaced would hand its calls in flight to its replacement after
+	// this, which sends them again.
+	g := startGateway(t, bin, "-dest.file", path, "-dest.file.poll-interval", "0", "-batch.max-age", "5ms",
+		"-shutdown.timeout", "100ms")
+	waitReady(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ids []trace.SpanID
+	send := func(n int) {
+		t.Helper()
+		for range n {
+			id := trace.SpanID{0xa, byte(len(ids) + 1)}
+			code, body, err := post(ctx, "http://"+g.http+"/v1/traces", "application/x-protobuf",
+				oneSpan(bytes.Repeat([]byte{1}, 16), id[:], len(ids)))
+			if err != nil || code != 200 {
+				t.Fatalf("POST: %d %s %v", code, body, err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	reloads := 0
+	reload := func(lines ...string) {
+		t.Helper()
+		write(lines...)
+		reloads++
+		g.cmd.Process.Signal(syscall.SIGHUP)
+		testkit.WaitFor(t, "the reload to be applied", func() bool {
+			return scrape(t, g.admin, "otlpgate_config_reloads_total") >= float64(reloads)
+		})
+	}
+	send(5) // in flight at a for 300ms
+	reload(spec("a"))
+	reload(spec("a"), spec("b"))
+	send(5)
+	testkit.WaitFor(t, "every span at both upstreams", func() bool {
+		for _, id := range ids {
+			if sinks["a"].count(id) == 0 || sinks["b"].count(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	g.terminate(t)
+	if g.exitErr != nil {
+		t.Fatalf("exit: %v\n%s", g.exitErr, g.stderr.String())
+	}
+	for _, id := range ids {
+		for name, s := range sinks {
+			if n := s.count(id); n != 1 {
+				t.Errorf("span %s reached %s %d times, want once", id, name, n)
+			}
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(g.stderr.String(), "\n") {
+		if strings.Contains(l, "destinations reloaded") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "removed=[b] changed=[]") || !strings.Contains(lines[1], "added=[b] removed=[] changed=[]") {
+		t.Errorf("the reloads changed more than b:\n%s", strings.Join(lines, "\n"))
 	}
 }

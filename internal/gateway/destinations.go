@@ -59,6 +59,27 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 	return m, nil
 }
 
+// resizable is an upstream whose queue bound changes in place.
+type resizable interface{ SetQueueBytes(n int64) }
+
+var _, _ resizable = (*client.Dest)(nil), (*client.Fleet)(nil)
+
+// sameBut reports whether a and b differ at most in QueueBytes, the one setting a running
+// destination takes in place.
+func sameBut(a, b client.Config) bool {
+	a.QueueBytes = b.QueueBytes
+	return reflect.DeepEqual(a, b)
+}
+
+// resize gives m's upstream the queue bound n in place; with a spool, applySpooled then sets
+// its feeder's share from m.queue.
+func (m *member) resize(n int64) {
+	m.dest.(resizable).SetQueueBytes(n)
+	c := *m.cfg
+	c.QueueBytes = n
+	m.cfg, m.queue = &c, n
+}
+
 // start starts m's outlet (a file needs no start) and, with a spool, its feeder.
 func (m *member) start() {
 	if s, ok := m.out.(interface{ Start() }); ok {
@@ -79,9 +100,12 @@ func dests(ms []*member) []fastpath.Destination {
 }
 
 // applyDests makes configs (every upstream, as Config.destinations returns them) the running
-// set: new destinations start, removed ones stop taking batches and drain, changed ones (any
-// setting differs) are replaced without losing a batch. A request goes to the destinations that
-// ran when it was admitted. Without a spool, the pipeline's set is swapped (SetDestinations); a
+// set: new destinations start, removed ones stop taking batches and drain, changed ones (a
+// setting other than queue-bytes differs) are replaced without losing a batch. One whose
+// queue-bytes alone changed keeps running with the new bound (member.resize): the default
+// derives from how many destinations there are, so adding or removing one would otherwise
+// replace every other, and a replacement sends again what was in flight. A request goes to
+// the destinations that ran when it was admitted. Without a spool, the pipeline's set is swapped (SetDestinations); a
 // changed destination hands its batches over to its replacement (client.Dest.Handover; a
 // fleet drains), a removed one drains like at shutdown (-shutdown.timeout), and what it cannot
 // deliver by then is lost, counted by the client and reported by Shutdown. With a spool, each
@@ -97,10 +121,14 @@ func (g *Gateway) applyDests(configs []client.Config) (added, removed, changed [
 	}
 	var next, fresh []*member
 	replaces := map[*member]*member{} // new -> old, for a changed destination
+	resized := map[*member]int64{}    // kept, with a new queue-bytes
 	for _, c := range configs {
 		old := cur[c.Name]
 		delete(cur, c.Name)
-		if old != nil && reflect.DeepEqual(*old.cfg, c) {
+		if old != nil && sameBut(*old.cfg, c) {
+			if old.cfg.QueueBytes != c.QueueBytes {
+				resized[old] = c.QueueBytes
+			}
 			next = append(next, old)
 			continue
 		}
@@ -118,6 +146,11 @@ func (g *Gateway) applyDests(configs []client.Config) (added, removed, changed [
 		} else {
 			added = append(added, c.Name)
 		}
+	}
+	// Applied once every new destination was built: a reload refused changes nothing.
+	for m, n := range resized {
+		g.log.Info("destination keeps running with a new queue-bytes", "destination", m.name, "from", m.cfg.QueueBytes, "to", n)
+		m.resize(n)
 	}
 	for _, m := range g.dmu.members {
 		if m.cfg == nil {

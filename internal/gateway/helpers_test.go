@@ -43,6 +43,9 @@ type upstream struct {
 	done chan struct{}
 
 	delay time.Duration // taken over each call: a slow upstream
+	// answerLate records a call's spans before the hold, not after: an upstream that took
+	// them and is late to answer, so that whatever the client sends again arrives twice.
+	answerLate bool
 
 	mu      sync.Mutex
 	ids     map[uint64]int
@@ -91,6 +94,9 @@ func (u *upstream) release() {
 
 func (u *upstream) Export(ctx context.Context, req *coltracev1.ExportTraceServiceRequest) (*coltracev1.ExportTraceServiceResponse, error) {
 	u.mu.Lock()
+	if u.answerLate {
+		u.recordLocked(req)
+	}
 	held := u.held
 	if held != nil {
 		u.waiting++
@@ -107,11 +113,17 @@ func (u *upstream) Export(ctx context.Context, req *coltracev1.ExportTraceServic
 		time.Sleep(u.delay)
 	}
 	u.mu.Lock()
-	for _, id := range spanIDs(req.ResourceSpans) {
-		u.ids[id]++
+	if !u.answerLate {
+		u.recordLocked(req)
 	}
 	u.mu.Unlock()
 	return &coltracev1.ExportTraceServiceResponse{}, nil
+}
+
+func (u *upstream) recordLocked(req *coltracev1.ExportTraceServiceRequest) {
+	for _, id := range spanIDs(req.ResourceSpans) {
+		u.ids[id]++
+	}
 }
 
 // count is how often span id arrived.
