@@ -28,12 +28,14 @@ func TestStepsAllocateNothing(t *testing.T) {
 }
 
 // Consistent sampling allocates nothing per request, whether it writes a new th into every
-// span it keeps, multiplies the one spans arrived with, or finds them carrying the threshold it
-// would write (then the request passes byte for byte); nor does sampling log records.
+// span it keeps, multiplies the one spans arrived with, finds them carrying the threshold it
+// would write (then the request passes byte for byte), or makes room for it in tracestates at
+// their limits; nor does sampling log records.
 func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 	fresh := benchRequest(t, 2)
 	equal := tieredRequest(t, SampleEqualizing, 30)
 	halved := tieredRequest(t, SampleProportional, 50)
+	limits, _ := limitRequest(t)
 	for _, c := range []struct {
 		name string
 		sc   SampleConfig
@@ -44,6 +46,8 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 		{"proportional, arriving thresholds", SampleConfig{Mode: SampleProportional, Percent: 30}, halved, false},
 		{"equalizing, new thresholds", SampleConfig{Mode: SampleEqualizing, Percent: 30}, fresh, false},
 		{"equalizing, equal thresholds", SampleConfig{Mode: SampleEqualizing, Percent: 30}, equal, true},
+		{"equalizing, tracestates at the limits", SampleConfig{Mode: SampleEqualizing, Percent: 30}, limits, false},
+		{"proportional, tracestates at the limits", SampleConfig{Mode: SampleProportional, Percent: 30}, limits, false},
 	} {
 		c.sc.On = true
 		ch := mustChain(t, Config{Sample: c.sc})

@@ -115,6 +115,7 @@ func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t T
 		return dst, t, err
 	}
 	t[tSampledKept], t[tSampledOut] = int64(pn.kept), int64(pn.total-pn.kept)
+	t[tTracestateOmitted] = int64(pn.omitted)
 	if pn.scopes == 0 {
 		t[tRemoved] = int64(pn.total)
 		t[tEdited] = 0 // the entry is gone

@@ -20,6 +20,10 @@ var (
 		Name: "otlpgate_process_sampled_kept_spans_total",
 		Help: "Spans trace sampling (-sample.traces) kept.",
 	})
+	tracestateOmitted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_process_tracestate_values_omitted_total",
+		Help: "Tracestate list members and ot sub-keys that sampling in -sample.mode proportional or equalizing left out of kept spans to make room for their threshold within the W3C and OpenTelemetry limits (1024 bytes, 31 members, 256 bytes of ot value).",
+	})
 	sampledOutLogs = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_process_sampled_out_log_records_total",
 		Help: "Log records left out by sampling by their trace id (-sample.logs): counted here, not delivered.",
@@ -403,5 +407,8 @@ func commitSampled(sig int, t *Tally) {
 	}
 	if t[tSampledKept] > 0 {
 		kept.Add(float64(t[tSampledKept]))
+	}
+	if t[tTracestateOmitted] > 0 {
+		tracestateOmitted.Add(float64(t[tTracestateOmitted]))
 	}
 }

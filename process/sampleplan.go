@@ -30,7 +30,7 @@ type spanPlan struct {
 	scopes *[]byte
 	// tracestates holds, per rewritten span in order, its new payload length (4 bytes, little
 	// endian), the length of its new trace_state (2 bytes, little endian; at most
-	// maxTracestate plus what a rewrite adds), where in the span it goes (4 bytes) and how
+	// maxTracestate), where in the span it goes (4 bytes) and how
 	// many bytes there it replaces (2 bytes; cutWalk when the span has several trace_state
 	// fields to leave out), then the trace_state.
 	tracestates *[]byte
@@ -49,9 +49,9 @@ func appendPooled(buf *[]byte, b ...byte) {
 	*buf = append(*buf, b...)
 }
 
-// tracestateRoom is the most a tracestate written for a kept span takes: one that parsed
-// (at most maxTracestate bytes) with "ot=", "th:", 14 digits and two separators added.
-const tracestateRoom = maxTracestate + 24
+// tracestateRoom is the most a tracestate written for a kept span takes: appendTraceState
+// keeps it within the limit it is read with.
+const tracestateRoom = maxTracestate
 
 // planned is what planning an entry found.
 type planned struct {
@@ -59,6 +59,7 @@ type planned struct {
 	delta       int // how much the entry's payload changes by
 	scopes      int // scopes that keep an item
 	rewritten   int // spans kept with a new trace_state
+	omitted     int // values left out of those trace_states to make room (appendTraceState)
 }
 
 // planItems decides every item of the entry e of signal sig (ResourceSpans or ResourceLogs:
@@ -90,11 +91,12 @@ func (s *sampler) planItems(sp *spanPlan, sig int, e []byte) (pn planned, err er
 			if g.typ != protowire.BytesType {
 				return pn, errMalformed
 			}
-			dec, grown, err := s.planItem(sp, sig, scope[g.val:g.end])
+			dec, grown, omitted, err := s.planItem(sp, sig, scope[g.val:g.end])
 			if err != nil {
 				return pn, err
 			}
 			n++
+			pn.omitted += omitted
 			switch dec {
 			case itemDropped:
 				size -= g.size()
@@ -126,32 +128,33 @@ func (s *sampler) planItems(sp *spanPlan, sig int, e []byte) (pn planned, err er
 }
 
 // planItem decides one item; for a span kept with a new trace_state it records the span's new
-// payload length, which it also returns, and the trace_state.
-func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size int, err error) {
+// payload length, which it also returns, and the trace_state, and returns how many values
+// were left out of it to make room.
+func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size, omitted int, err error) {
 	if sig == sigLogs {
 		keep, err := s.keepLog(item)
 		if keep {
-			return itemKept, 0, err
+			return itemKept, 0, 0, err
 		}
-		return itemDropped, 0, err
+		return itemDropped, 0, 0, err
 	}
 	var v spanView
 	if err := readSpan(item, &v); err != nil {
-		return itemDropped, 0, err
+		return itemDropped, 0, 0, err
 	}
 	if s.mode == SampleHashSeed {
 		if s.hashSeedKeeps(&v) {
-			return itemKept, 0, nil
+			return itemKept, 0, 0, nil
 		}
-		return itemDropped, 0, nil
+		return itemDropped, 0, 0, nil
 	}
 	var st traceState
 	d := s.decideConsistent(&v, &st)
 	switch {
 	case !d.keep:
-		return itemDropped, 0, nil
+		return itemDropped, 0, 0, nil
 	case !d.rewrite:
-		return itemKept, 0, nil
+		return itemKept, 0, 0, nil
 	}
 	// The new trace_state is written into the plan after room for the two lengths; when it
 	// is the one the span carries (an equal threshold, already laid out as the Collector lays
@@ -164,11 +167,11 @@ func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size i
 	buf := sp.tracestates
 	pool.Reserve(buf, rewriteHeader+tracestateRoom)
 	at := len(*buf)
-	out := appendTraceState((*buf)[:at+rewriteHeader], v.ts, &st, tvalue)
+	out, omitted := appendTraceState((*buf)[:at+rewriteHeader], v.ts, &st, tvalue)
 	nts := out[at+rewriteHeader:]
 	if string(nts) == string(v.ts) && v.tsSize == fieldSize(len(v.ts)) {
 		*buf = out[:at]
-		return itemKept, 0, nil
+		return itemKept, 0, 0, nil
 	}
 	size = len(item) - v.tsSize + fieldSize(len(nts))
 	cut := v.tsSize // one trace_state field at tsAt, or none (0)
@@ -180,7 +183,7 @@ func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size i
 	binary.LittleEndian.PutUint32(out[at+6:], uint32(v.tsAt))
 	binary.LittleEndian.PutUint16(out[at+10:], uint16(cut))
 	*buf = out
-	return itemRewritten, size, nil
+	return itemRewritten, size, omitted, nil
 }
 
 // appendScope writes the scope field f of e with the items sp keeps, starting at item decision

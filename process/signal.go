@@ -21,10 +21,11 @@ var errSignal = errors.New("process: unknown signal")
 type Tally = [8]int64
 
 const (
-	tRemoved          = iota // items the request lost
-	tDroppedItems            // items of the entries -drop left out
-	tDroppedResources        // entries -drop left out
-	tSampledOut              // spans sampling left out
-	tSampledKept             // spans sampling kept
-	tEdited                  // Resources the edits rewrote
+	tRemoved           = iota // items the request lost
+	tDroppedItems             // items of the entries -drop left out
+	tDroppedResources         // entries -drop left out
+	tSampledOut               // spans sampling left out
+	tSampledKept              // spans sampling kept
+	tEdited                   // Resources the edits rewrote
+	tTracestateOmitted        // values sampling left out of kept spans' tracestates to make room
 )

@@ -117,9 +117,31 @@ func parseOTel(v []byte, st *traceState) bool {
 	}
 }
 
+// What a written tracestate is held to so that the next reader accepts it: the Collector's
+// parser, like parseTraceState, refuses a 32nd list member, a list over 1024 bytes and an ot
+// value over 256.
+const (
+	maxWrittenMembers = maxTracestateKeys - 1
+	// W3C Trace Context: when a list must shrink, members longer than this go first.
+	largeMember = 128
+)
+
 // appendTraceState appends the tracestate a kept span leaves with: ts (which parsed into st)
-// with th set to tv, laid out as the Collector lays it out.
-func appendTraceState(dst, ts []byte, st *traceState, tv []byte) []byte {
+// with th set to tv, laid out as the Collector lays it out. It also returns how many values
+// it left out to make room.
+//
+// The threshold always fits. A sampler that wrote it past a limit would hand the next tier a
+// tracestate it refuses, and that tier, failing closed, would drop every span this one kept;
+// one that left the span's tracestate as it came would hand on a threshold that is not the
+// one the span was sampled with. So room is made as W3C Trace Context says a vendor that
+// adds its member makes it: the ot member goes first, and the other members follow while the
+// list stays within 1024 bytes and 31 members, those over 128 bytes left out first, then the
+// others from the right. Within the ot value, which must stay within 256 bytes, rv and th go
+// first and the other sub-keys follow while they fit, the rest left out from the right.
+// Nothing is left out of a tracestate that fits. dst needs no more than maxTracestate bytes
+// of room.
+func appendTraceState(dst, ts []byte, st *traceState, tv []byte) (out []byte, removed int) {
+	start := len(dst)
 	dst = append(dst, "ot="...)
 	if st.rv != nil {
 		dst = append(dst, "rv:"...)
@@ -134,19 +156,53 @@ func appendTraceState(dst, ts []byte, st *traceState, tv []byte) []byte {
 		if k := m[:indexByte(m, ':')]; len(k) == 2 && (k[0] == 'r' && k[1] == 'v' || k[0] == 't' && k[1] == 'h') {
 			continue
 		}
+		if removed > 0 || len(dst)-start-len("ot=")+1+len(m) > maxOTelValue {
+			removed++
+			continue
+		}
 		dst = append(dst, ';')
 		dst = append(dst, m...)
 	}
-	for rest := ts; len(rest) > 0; {
-		var m []byte
-		m, rest = cutByte(rest, ',')
-		if m = trimOWS(m); len(m) == 0 || isOT(m[:indexByte(m, '=')]) {
-			continue
+
+	// The other members, as offsets into ts; parseTraceState let at most 31 through.
+	var members [maxTracestateKeys]struct{ at, n uint16 }
+	k, size := 0, len(dst)-start
+	for off := 0; off < len(ts); {
+		end := len(ts)
+		if i := indexByte(ts[off:], ','); i >= 0 {
+			end = off + i
 		}
-		dst = append(dst, ',')
-		dst = append(dst, m...)
+		raw := ts[off:end]
+		if m := trimOWS(raw); len(m) > 0 && !isOT(m[:indexByte(m, '=')]) {
+			if k == len(members) {
+				panic("BUG: a tracestate that parsed has more than 31 members")
+			}
+			members[k].at, members[k].n = uint16(off+len(raw)-len(trimLeftOWS(raw))), uint16(len(m))
+			k++
+			size += 1 + len(m)
+		}
+		off = end + 1
 	}
-	return dst
+	count := 1 + k
+	var drop uint32 // bit i: member i is left out
+	for pass := 0; pass < 2; pass++ {
+		for i := k - 1; i >= 0 && (size > maxTracestate || count > maxWrittenMembers); i-- {
+			if drop&(1<<i) == 0 && (pass == 1 || members[i].n > largeMember) {
+				drop |= 1 << i
+				size -= 1 + int(members[i].n)
+				count--
+				removed++
+			}
+		}
+	}
+	for i := range k {
+		if drop&(1<<i) == 0 {
+			m := members[i]
+			dst = append(dst, ',')
+			dst = append(dst, ts[m.at:m.at+m.n]...)
+		}
+	}
+	return dst, removed
 }
 
 // cutByte splits b at the first c: what comes before, and what comes after (nil when there is
@@ -170,11 +226,16 @@ func indexByte(b []byte, c byte) int {
 }
 
 func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
+	b = trimLeftOWS(b)
 	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
 		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func trimLeftOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
 	}
 	return b
 }
