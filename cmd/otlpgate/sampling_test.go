@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // At -sample.traces=30 -sample.precision=3 the rejection threshold is 0.7 of the 2^56
@@ -233,5 +237,166 @@ func TestBinaryConsistentSampling(t *testing.T) {
 	}
 	if got := scrape(t, g.admin, "otlpgate_process_sampled_kept_log_records_total"); got != float64(wantLogs) {
 		t.Errorf("otlpgate_process_sampled_kept_log_records_total = %v, want %d", got, wantLogs)
+	}
+}
+
+// vendorMembers is a tracestate of n members k0, k1, ... whose values are runs of x sized so
+// that the whole list is size bytes long.
+func vendorMembers(n, size int) string {
+	keys, fixed := make([]string, n), n-1
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i, "=")
+		fixed += len(keys[i])
+	}
+	members := make([]string, n)
+	for i, k := range keys {
+		v := (size - fixed) / n
+		if i < (size-fixed)%n {
+			v++
+		}
+		members[i] = k + strings.Repeat("x", v)
+	}
+	return strings.Join(members, ",")
+}
+
+// Two otlpgates in a row, each sampling in equalizing mode at 30%, the second sending to an
+// upstream that decodes with the Collector's pdata. The first is given 100 spans whose
+// tracestates sit at the limits a reader accepts (1020 and 1013 bytes, 31 members), or past
+// them (1025 bytes). The first keeps the spans whose randomness reaches the threshold and whose
+// tracestate parses (or whose sampling.priority keeps them), and writes the threshold into
+// each, leaving out what does not fit as W3C Trace Context says (from the right); the second,
+// at the same rate, passes exactly what the first kept, as the first wrote it. Before, the
+// first wrote tracestates of 1031 bytes, which the second refused: it dropped every such span.
+func TestBinaryTiersAgreeAtTracestateLimit(t *testing.T) {
+	bin := buildBinary(t)
+	up := startUpstream(t)
+	sample := []string{"-batch.max-age", "10ms", "-sample.traces", "30", "-sample.mode", "equalizing"}
+	second := startGateway(t, bin, append(sample, "-http.listen", "",
+		"-dest", "name=up,endpoint="+up.Addr()+",protocol=v1,mode=unary,retry-initial=20ms")...)
+	first := startGateway(t, bin, append(sample,
+		"-dest", "name=next,endpoint="+second.grpcAddr+",protocol=v1,mode=unary,retry-initial=20ms")...)
+	waitReady(t, second)
+	waitReady(t, first)
+
+	at1020, at31 := vendorMembers(12, 1020), vendorMembers(31, 300)
+	shapes := []struct {
+		ts, prio string
+		want     string // the tracestate that arrives upstream; empty: dropped by the first tier
+		omitted  int
+	}{
+		{at1020, "", "ot=th:b333," + strings.Join(strings.Split(at1020, ",")[:11], ","), 1},
+		{vendorMembers(12, 1013), "", "ot=th:b333," + vendorMembers(12, 1013), 0}, // 1024 bytes with the threshold
+		{at31, "", "ot=th:b333," + strings.Join(strings.Split(at31, ",")[:30], ","), 1},
+		{"ot=th:b333," + vendorMembers(30, 1013), "", "ot=th:b333," + vendorMembers(30, 1013), 0},
+		{vendorMembers(12, 1025), "", "", 0},
+		{vendorMembers(12, 1025), "1", vendorMembers(12, 1025), 0}, // kept by its priority, untouched
+	}
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	want := map[pcommon.SpanID]string{}
+	wantOmitted, wantOut := 0, 0
+	for i := range 100 {
+		sh := shapes[i%len(shapes)]
+		sp := ss.Spans().AppendEmpty()
+		// The highest randomness, kept at any rate; every seventh span the lowest, dropped
+		// unless its priority keeps it.
+		tid := pcommon.TraceID{0xcc, byte(i), 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+		low := i%7 == 6
+		if low {
+			tid = pcommon.TraceID{0xcc, byte(i), 1}
+		}
+		sp.SetTraceID(tid)
+		sp.SetSpanID(pcommon.SpanID{0xcc, byte(i)})
+		sp.SetName("tiered")
+		sp.TraceState().FromRaw(sh.ts)
+		if sh.prio != "" {
+			sp.Attributes().PutStr("sampling.priority", sh.prio)
+		}
+		switch {
+		case sh.prio == "" && (low || sh.want == ""):
+			wantOut++
+		case sh.prio != "" && low:
+			want[sp.SpanID()] = sh.ts
+		default:
+			want[sp.SpanID()] = sh.want
+			wantOmitted += sh.omitted
+		}
+	}
+	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+first.http+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("OTLP/HTTP: %d", resp.StatusCode)
+	}
+	if len(want) == 0 || wantOut == 0 || wantOmitted == 0 {
+		t.Fatalf("%d spans to arrive, %d to be dropped, %d values to leave out: the test says nothing", len(want), wantOut, wantOmitted)
+	}
+
+	// Every span the first tier kept leaves the second too, so the counters of both settle
+	// once the first has counted 100 spans and the second as many as the first kept.
+	testkit.WaitFor(t, "both tiers to sample every span", func() bool {
+		return scrape(t, first.admin, "otlpgate_process_sampled_kept_spans_total")+scrape(t, first.admin, "otlpgate_process_sampled_out_spans_total") == 100 &&
+			scrape(t, second.admin, "otlpgate_process_sampled_kept_spans_total")+scrape(t, second.admin, "otlpgate_process_sampled_out_spans_total") ==
+				scrape(t, first.admin, "otlpgate_process_sampled_kept_spans_total")
+	})
+	testkit.WaitFor(t, "the upstream to receive what the second tier kept", func() bool {
+		n := 0
+		for _, c := range up.Spans() {
+			n += c
+		}
+		return n >= int(scrape(t, second.admin, "otlpgate_process_sampled_kept_spans_total"))
+	})
+
+	got := map[pcommon.SpanID]string{}
+	for _, td := range up.Traces() {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					if _, dup := got[sp.SpanID()]; dup {
+						t.Errorf("span %v arrived twice", sp.SpanID())
+					}
+					got[sp.SpanID()] = sp.TraceState().AsRaw()
+				}
+			}
+		}
+	}
+	for id, ts := range want {
+		switch g, ok := got[id]; {
+		case !ok:
+			t.Errorf("span %v missing upstream (want it with a tracestate of %d bytes)", id, len(ts))
+		case g != ts:
+			t.Errorf("span %v arrived with a tracestate of %d bytes:\n%q\nwant %d:\n%q", id, len(g), g, len(ts), ts)
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("span %v arrived; the first tier should have dropped it", id)
+		}
+	}
+	for _, c := range []struct {
+		g      *gateway
+		metric string
+		want   int
+	}{
+		{first, "otlpgate_process_sampled_out_spans_total", wantOut},
+		{first, "otlpgate_process_sampled_kept_spans_total", len(want)},
+		{first, "otlpgate_process_tracestate_values_omitted_total", wantOmitted},
+		{second, "otlpgate_process_sampled_out_spans_total", 0},
+		{second, "otlpgate_process_sampled_kept_spans_total", len(want)},
+		{second, "otlpgate_process_tracestate_values_omitted_total", 0},
+	} {
+		tier := "first"
+		if c.g == second {
+			tier = "second"
+		}
+		if got := scrape(t, c.g.admin, c.metric); got != float64(c.want) {
+			t.Errorf("%s tier: %s = %v, want %d", tier, c.metric, got, c.want)
+		}
 	}
 }
