@@ -63,8 +63,10 @@ type Dest struct {
 	lastErr lastError // the latest failure, for the status page (lasterror.go)
 	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
 
-	// unreadableLog rate-limits the log lines of answers over max-recv-msg-size (answer.go).
-	unreadableLog everySecond
+	// unreadableLog rate-limits the log lines of answers over max-recv-msg-size (answer.go),
+	// partialLog those of partial successes and impossibleLog those of partial successes
+	// outside the request's items (partial.go).
+	unreadableLog, partialLog, impossibleLog everySecond
 
 	streams struct {
 		mu   sync.Mutex

@@ -55,7 +55,7 @@ func FuzzFrame(f *testing.F) {
 }
 
 // FuzzRejectedItems: the partial success reader never fails on any response and, on every
-// response that decodes, reports what the generated decoder reads.
+// response that decodes, reports the count and message the generated decoder reads.
 func FuzzRejectedItems(f *testing.F) {
 	for _, m := range []interface{ MarshalVT() ([]byte, error) }{
 		&coltracev1.ExportTraceServiceResponse{},
@@ -68,15 +68,19 @@ func FuzzRejectedItems(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte{0x0a, 0x02, 0x08, 0x05, 0x0a, 0x00}) // two partial_success fields: merged
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x05, 0x0a, 0x00})                  // two partial_success fields: merged
+	f.Add([]byte{0x0a, 0x03, 0x12, 0x01, 'a', 0x0a, 0x02, 0x08, 0x05}) // the message of the first, the count of the second
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got := rejectedItems(b)
+		got := readPartialSuccess(b)
 		var resp coltracev1.ExportTraceServiceResponse
 		if err := resp.UnmarshalVT(b); err != nil {
 			return
 		}
-		if want := resp.GetPartialSuccess().GetRejectedSpans(); got != want {
-			t.Fatalf("rejected %d, decoder says %d", got, want)
+		if want := resp.GetPartialSuccess().GetRejectedSpans(); got.rejected != want {
+			t.Fatalf("rejected %d, decoder says %d", got.rejected, want)
+		}
+		if want := resp.GetPartialSuccess().GetErrorMessage(); string(got.message) != want {
+			t.Fatalf("error message %q, decoder says %q", got.message, want)
 		}
 	})
 }

@@ -220,8 +220,10 @@ type upstream struct {
 	countOnly bool
 	// srvCtxHook, when set, sees the metadata of every unary call.
 	srvCtxHook func(metadata.MD)
-	// v1Rejected, when set, is reported as rejected in every v1 response (partial success).
+	// v1Rejected and v1Message, when set, are the partial success of every v1 response
+	// (v1Message "some" when only v1Rejected is set).
 	v1Rejected int64
+	v1Message  string
 	// answerPad, when set, adds an unknown field of that many bytes to every unary answer.
 	answerPad int
 
@@ -420,8 +422,12 @@ func (u *upstream) serveUnary(ss grpc.ServerStream, method string, otep bool) er
 		return ss.SendMsg(resp)
 	}
 	resp := &coltracev1.ExportTraceServiceResponse{}
-	if u.v1Rejected > 0 {
-		resp.PartialSuccess = &coltracev1.ExportTracePartialSuccess{RejectedSpans: u.v1Rejected, ErrorMessage: "some"}
+	if u.v1Rejected != 0 || u.v1Message != "" {
+		msg := u.v1Message
+		if msg == "" {
+			msg = "some"
+		}
+		resp.PartialSuccess = &coltracev1.ExportTracePartialSuccess{RejectedSpans: u.v1Rejected, ErrorMessage: msg}
 	}
 	resp.ProtoReflect().SetUnknown(u.pad())
 	return ss.SendMsg(resp)

@@ -301,9 +301,7 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 			return
 		}
 		if w.protobufAnswer() {
-			if n := rejectedItems(w.resp.Body()); n > 0 {
-				d.m.partialRejected.Add(float64(n))
-			}
+			d.partial(r, w.resp.Body())
 		}
 		d.deliver(r)
 	case code == fasthttp.StatusTooManyRequests, code == fasthttp.StatusBadGateway,
@@ -329,7 +327,7 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 
 // protobufAnswer reports whether the response body can be read as protobuf: a JSON or
 // compressed body would read as garbage counts. A missing Content-Type is read (fasthttp
-// reports it as text/plain), since rejectedItems counts nothing in what it cannot parse.
+// reports it as text/plain), since readPartialSuccess counts nothing in what it cannot parse.
 func (w *httpWorker) protobufAnswer() bool {
 	return len(w.resp.Header.ContentEncoding()) == 0 && !bytes.Contains(w.resp.Header.ContentType(), []byte("json"))
 }

@@ -46,11 +46,15 @@ var (
 	}, []string{"destination", "backend", "reason"})
 	partialRejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_partially_rejected_items_total",
-		Help: "Items a v1 upstream reported rejected in a partial success response.",
+		Help: "Items a v1 or OTLP/HTTP upstream reported rejected in a partial success answer, at most the items of the request it answers (see otlpgate_client_impossible_partial_successes_total).",
 	}, []string{"destination", "backend"})
 	unreadableAnswers = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_unreadable_answers_total",
 		Help: "Answers to requests the upstream took that were larger than max-recv-msg-size and so not read (a gRPC unary answer after its headers, an OTLP/HTTP 2xx body). Their requests count as delivered, in otlpgate_client_acknowledged_items_total, never as dropped; what such an answer said (a partial success, an OTEP result code) is unknown.",
+	}, []string{"destination", "backend"})
+	impossiblePartial = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_impossible_partial_successes_total",
+		Help: "Partial success answers that reported more items rejected than the request held, or fewer than none; otlpgate_client_partially_rejected_items_total counts the request's items (or none) for each instead.",
 	}, []string{"destination", "backend"})
 	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
@@ -167,6 +171,7 @@ type destMetrics struct {
 	ackTimeouts              prometheus.Counter
 	dropped, droppedItems    [numDropReasons]prometheus.Counter
 	partialRejected          prometheus.Counter
+	impossiblePartial        prometheus.Counter
 	unreadableAnswers        prometheus.Counter
 	inFlight                 prometheus.Collector // this destination's sent, unanswered requests alone, for tests
 	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
@@ -197,6 +202,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 		handedOver:      handedOver.WithLabelValues(name, backend),
 	}
 	m.unreadableAnswers = unreadableAnswers.WithLabelValues(name, backend)
+	m.impossiblePartial = impossiblePartial.WithLabelValues(name, backend)
 	for i := range m.retried {
 		m.retried[i] = retriedRequests.WithLabelValues(name, backend, RetryReason(i).String())
 	}
@@ -217,7 +223,7 @@ func forgetBackend(name, backend string) {
 	l := prometheus.Labels{"destination": name, "backend": backend}
 	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
 		resentRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
-		unknownAcks, handedOver, unreadableAnswers} {
+		unknownAcks, handedOver, unreadableAnswers, impossiblePartial} {
 		v.DeletePartialMatch(l)
 	}
 	ackLatency.DeletePartialMatch(l)

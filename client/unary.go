@@ -170,9 +170,7 @@ func (w *worker) call(r *request) {
 			d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 			return
 		}
-		if n := rejectedItems(w.reply.Bytes()); n > 0 {
-			d.m.partialRejected.Add(float64(n))
-		}
+		d.partial(r, w.reply.Bytes())
 		w.reply.Release()
 		d.deliver(r)
 		return
