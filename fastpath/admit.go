@@ -2,12 +2,11 @@ package fastpath
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Admitter takes requests from the intakes that answer each request on its own (gRPC and
@@ -41,10 +40,11 @@ const (
 	RefusedTooLarge                 // one request exceeds -queue.max-bytes
 	RefusedSpoolFull                // -spool.max-bytes reached (spool/feed)
 	RefusedSpoolIO                  // the spool could not write (spool/feed)
+	RefusedBudget                   // the intake limiter had no room for the processed request (ErrBudget)
 	numRefusals
 )
 
-var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io"}
+var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io", "intake_bytes"}
 
 var (
 	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -57,7 +57,7 @@ var (
 	}, []string{"signal"})
 	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_refused_items_total",
-		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write).",
+		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it, as received or as processing would make it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes (or -intake.unauthenticated.max-bytes) had no room for what processing writes).",
 	}, []string{"signal", "reason"})
 	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_stripped_fields_total",
@@ -106,7 +106,7 @@ type Prepared struct {
 	st      Stripped // what the processing stripped, counted once the request is admitted
 	proc    Processor
 	tally   Tally
-	buf     *[]byte        // the processed body, pooled; nil without a processor
+	out     charged        // the processed body, pooled and charged; empty without a processor
 	route   *routeSplitter // its entries by route (Config.Router); nil without routes
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
 	// (Adopter); nil when not offered.
@@ -121,9 +121,12 @@ type Prepared struct {
 // which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
 // QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, whose
 // errors refuse it whole. A request the steps leave without entries is Dropped: the client
-// is answered as admitted, and the steps' tally is committed now. Safe for concurrent use;
-// req is only read until Release.
-func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
+// is answered as admitted, and the steps' tally is committed now. What the steps and the
+// route split write is charged to budget (nil: to none) as it grows, and held until Release:
+// a request whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget
+// has no room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its
+// output is built. Safe for concurrent use; req is only read until Release.
+func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
 	if sig >= NumSignals {
 		return Prepared{}, errBadSignal
 	}
@@ -142,25 +145,29 @@ func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout L
 	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
 	proc := cfg.Processor
 	if proc == nil {
-		if err := r.routes(cfg); err != nil {
+		if err := r.routes(cfg, budget); err != nil {
 			return Prepared{}, err
 		}
 		return r, nil
 	}
-	buf, left, st, tally, err := processEntries(proc, sig, req, items, layout)
+	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt))}
+	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout)
 	if err != nil {
+		if why, ok := budgetRefusal(err); ok {
+			refusedItemsC[sig][why].Add(float64(items))
+		}
 		return Prepared{}, err
 	}
-	if len(*buf) == 0 {
+	if len(*r.out.buf) == 0 {
 		// Every entry was dropped or sampled out: nothing is admitted, and the client is
 		// answered Success.
-		pool.PutBytes(buf)
+		r.out.release()
 		proc.Commit(int(sig), tally)
 		return Prepared{Sig: sig, Tenant: t, dropped: true}, nil
 	}
-	r.Req, r.Items, r.Layout, r.st = *buf, left, LayoutV1, st
-	r.proc, r.tally, r.buf = proc, tally, buf
-	if err := r.routes(cfg); err != nil {
+	r.Req, r.Items, r.Layout, r.st = *r.out.buf, left, LayoutV1, st
+	r.proc, r.tally = proc, tally
+	if err := r.routes(cfg, budget); err != nil {
 		r.Release()
 		return Prepared{}, err
 	}
@@ -170,12 +177,15 @@ func Prepare(cfg *Config, t *Tenant, sig Signal, req []byte, items int, layout L
 // routes splits the request by route (Config.Router, route.go). A request no destination
 // takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
 // counted now.
-func (r *Prepared) routes(cfg *Config) error {
+func (r *Prepared) routes(cfg *Config, budget Budget) error {
 	if cfg.Router == nil {
 		return nil
 	}
-	s, err := splitRoutes(cfg.Router, r.Tenant, r.Sig, r.Req, r.Items, r.Layout)
+	s, err := splitRoutes(cfg.Router, budget, r.Tenant, r.Sig, r.Req, r.Items, r.Layout)
 	if err != nil {
+		if why, ok := budgetRefusal(err); ok {
+			refusedItemsC[r.Sig][why].Add(float64(r.Items))
+		}
 		return err
 	}
 	r.route = s
@@ -227,9 +237,9 @@ func (r *Prepared) Refused(reason Refusal) {
 // Release returns the processed body to the pool; Req must not be read after it. Calling it
 // again does nothing.
 func (r *Prepared) Release() {
-	if r.buf != nil {
-		pool.PutBytes(r.buf)
-		r.buf, r.Req = nil, nil
+	if r.out.buf != nil {
+		r.out.release()
+		r.Req = nil
 	}
 	if r.route != nil {
 		r.route.release()

@@ -34,7 +34,7 @@ var _ Adopter = (*Pipeline)(nil)
 
 // AdmitOwned implements Adopter. Safe for concurrent use.
 func (p *Pipeline) AdmitOwned(t *Tenant, sig Signal, own *[]byte, items int) (*Batch, error) {
-	return p.admit(sig, t, *own, own, items, LayoutV1, p.cfg.Ack == AckUpstream)
+	return p.admit(p.cfg.Budget, sig, t, *own, own, items, LayoutV1, p.cfg.Ack == AckUpstream)
 }
 
 // adoptMinShare is the least share of a fresh batch's first buffer (initialSize) a request

@@ -91,6 +91,16 @@ type Config struct {
 	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
 	// every entry (of the tenants it takes).
 	Router Router
+	// Budget, when set, is what the processing steps and the route split write for a request
+	// of the intakes that answer each request (gRPC, OTLP/HTTP: Admitter) is charged to as it
+	// grows, beside the body the intake holds: the intake limiter's -intake.max-bytes. A
+	// request it has no room for is refused with ErrBudget, counted in
+	// otlpgate_fastpath_refused_items_total{reason="intake_bytes"}. nil: charged to nothing
+	// (QueueMaxBytes still bounds what processing may make of a request).
+	Budget Budget
+	// ConsumeBudget is Budget for the requests of Consume (UDS, Kafka): the intake limiter's
+	// -intake.unauthenticated.max-bytes.
+	ConsumeBudget Budget
 }
 
 // DefaultConfig returns the defaults documented on Config.

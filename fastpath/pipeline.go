@@ -109,7 +109,7 @@ func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
 // Consume admits body as a v1 request body, for the default tenant. It implements Consumer.
 // Safe for concurrent use.
 func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
-	_, err := p.admit(sig, nil, body, nil, items, LayoutV1, false)
+	_, err := p.admit(p.cfg.ConsumeBudget, sig, nil, body, nil, items, LayoutV1, false)
 	return err
 }
 
@@ -118,22 +118,24 @@ func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
 // caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
 // Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
-	return p.admit(sig, nil, req, nil, items, layout, p.cfg.Ack == AckUpstream)
+	return p.admit(p.cfg.Budget, sig, nil, req, nil, items, layout, p.cfg.Ack == AckUpstream)
 }
 
 // AdmitTenant is Admit for tenant t, from Config.Tenants (nil: the default tenant). The request
 // joins a batch of t's requests only. It implements Admitter. Safe for concurrent use.
 func (p *Pipeline) AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
-	return p.admit(sig, t, req, nil, items, layout, p.cfg.Ack == AckUpstream)
+	return p.admit(p.cfg.Budget, sig, t, req, nil, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-// admit prepares and enqueues a request. own, when not nil, is the caller's pooled buffer that
-// holds exactly req (AdmitOwned): a fresh batch may take it over instead of copying req.
-func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, own *[]byte, items int, layout Layout, wait bool) (*Batch, error) {
+// admit prepares and enqueues a request, charging what its processing writes to budget (the
+// intake limiter's budget of the intake it came from). own, when not nil, is the caller's
+// pooled buffer that holds exactly req (AdmitOwned): a fresh batch may take it over instead of
+// copying req.
+func (p *Pipeline) admit(budget Budget, sig Signal, t *Tenant, req []byte, own *[]byte, items int, layout Layout, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	r, err := Prepare(&p.cfg, t, sig, req, items, layout)
+	r, err := Prepare(&p.cfg, budget, t, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return nil, err
 	}
@@ -141,7 +143,7 @@ func (p *Pipeline) admit(sig Signal, t *Tenant, req []byte, own *[]byte, items i
 	if r.route != nil {
 		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
 	}
-	if own != nil && r.buf == nil {
+	if own != nil && r.out.buf == nil {
 		// Not processed: r.Req is still the caller's bytes. (A processed body is in a
 		// buffer Prepared returns to the pool on Release.)
 		r.own = own

@@ -129,6 +129,8 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	cfg.BatchMaxBytes = 64 << 10
 	cfg.BatchMaxItems = 50
 	cfg.Processor = testChain(t)
+	b := &testBudget{max: 64 << 20}
+	cfg.Budget, cfg.ConsumeBudget = b, b // charged as it grows, given back: without allocating
 	p := newTestPipeline(t, cfg, sink{}, sink{})
 	req := twoResources(t, 2, 3)
 	otep, _ := AppendOTEP(nil, 7, req)
@@ -146,6 +148,9 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("admit with processing: %v allocations per run, want 0", allocs)
+	}
+	if b.held != 0 || b.high == 0 {
+		t.Fatalf("budget holds %d, high water %d: want 0 after every request, charged while processed", b.held, b.high)
 	}
 }
 

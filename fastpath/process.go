@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Processor runs byte-level steps on each resource entry of a request after the intake's scan
@@ -40,59 +38,69 @@ type Tally = [8]int64
 // MaxEntryHeader is the room an entry's tag and length prefix take at most.
 const MaxEntryHeader = 1 + binary.MaxVarintLen64
 
-// processEntries runs the Processor on every entry of req (in layout) into a pooled buffer, which it
-// returns holding the v1 body that is admitted instead of req, with its item count: items less
-// what the steps removed. Fields that are not entries are stripped and counted, as
-// AppendEntries does, and reported for admission to count, with the summed tally for Commit. The caller returns the buffer
-// with pool.PutBytes. On error it returns nil.
-func processEntries(proc Processor, sig Signal, req []byte, items int, layout Layout) (*[]byte, int, Stripped, Tally, error) {
+// processEntries runs the Processor on every entry of req (in layout) into out, a buffer charged
+// to out.b as it grows and never past out.max, and returns the item count of the v1 body it
+// holds then (the body admitted instead of req): items less what the steps removed. Fields
+// that are not entries are stripped and counted, as AppendEntries does, and reported for
+// admission to count, with the summed tally for Commit. On error (ErrBudget, errOverQueue: the
+// output would pass a bound; a step's error) out holds nothing: the request is refused before
+// the rest of its output is built. The caller releases out.
+func processEntries(proc Processor, out *charged, sig Signal, req []byte, items int, layout Layout) (int, Stripped, Tally, error) {
 	var st Stripped
 	var sum Tally
 	if layout >= numLayouts {
-		return nil, 0, st, sum, ErrLayout
+		return 0, st, sum, ErrLayout
 	}
-	buf := pool.GetBytes(len(req) + proc.Slack(int(sig), len(req)) + MaxEntryHeader)
-	out := (*buf)[:0]
+	// The first buffer has room for req unchanged; a request that grows takes more as it does.
+	if err := out.get(min(len(req)+proc.Slack(int(sig), len(req))+MaxEntryHeader, out.max)); err != nil {
+		return 0, st, sum, err
+	}
+	b := *out.buf
+	fail := func(err error) (int, Stripped, Tally, error) {
+		*out.buf = b[:0]
+		out.release()
+		return 0, Stripped{}, sum, err
+	}
 	it := NewTopLevel(req)
 	for f, ok := it.Next(); ok; f, ok = it.Next() {
 		switch {
 		case layout == LayoutV1 && f.Num == 1, layout == LayoutOTEP && f.Num == 2:
 			if f.Type != protowire.BytesType {
-				*buf = out
-				pool.PutBytes(buf)
-				return nil, 0, Stripped{}, sum, ErrWireType
+				return fail(ErrWireType)
 			}
 			entry := req[f.Value:f.End]
-			if need := len(out) + len(entry) + proc.Slack(int(sig), len(entry)) + MaxEntryHeader; need > cap(out) {
-				*buf = out
-				grow(buf, need, 2*need)
-				out = *buf
+			if need := len(b) + len(entry) + proc.Slack(int(sig), len(entry)) + MaxEntryHeader; need > cap(b) {
+				// Room for what the entry may become, taken before the steps write it, so that
+				// nothing they write grows the buffer past its charge. A request whose output
+				// may pass the bound is refused here, before the rest of it is built.
+				var err error
+				if b, err = out.grow(b, need); err != nil {
+					return fail(err)
+				}
 			}
 			var t Tally
 			var err error
-			if out, t, err = proc.AppendEntry(out, int(sig), entry); err != nil {
-				*buf = out[:0]
-				pool.PutBytes(buf)
-				return nil, 0, Stripped{}, sum, err
+			if b, t, err = proc.AppendEntry(b, int(sig), entry); err != nil {
+				return fail(err)
+			}
+			if len(b) > out.max {
+				return fail(errOverQueue)
 			}
 			for i := range sum {
 				sum[i] += t[i]
 			}
 		case layout == LayoutOTEP && f.Num == 1:
 			if f.Type != protowire.VarintType {
-				*buf = out
-				pool.PutBytes(buf)
-				return nil, 0, Stripped{}, sum, ErrWireType
+				return fail(ErrWireType)
 			}
 		default:
 			st.Fields++
 			st.Bytes += f.End - f.Tag
 		}
 	}
-	*buf = out
 	if err := it.Err(); err != nil {
-		pool.PutBytes(buf)
-		return nil, 0, Stripped{}, sum, err
+		return fail(err)
 	}
-	return buf, max(items-int(sum[0]), 0), st, sum, nil
+	*out.buf = b
+	return max(items-int(sum[0]), 0), st, sum, nil
 }

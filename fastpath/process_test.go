@@ -1,7 +1,12 @@
 package fastpath
 
 import (
+	"bytes"
+	"errors"
 	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -189,4 +194,94 @@ func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {
 	if d := dropped() - before; d != 6 {
 		t.Fatalf("%v dropped items counted, want 6", d)
 	}
+}
+
+// testBudget is a Budget of max bytes that records its high water.
+type testBudget struct {
+	mu              sync.Mutex
+	max, held, high int64
+	refused         int
+}
+
+func (b *testBudget) TryTake(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.max {
+		b.refused++
+		return false
+	}
+	b.held += n
+	b.high = max(b.high, b.held)
+	return true
+}
+
+func (b *testBudget) Give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held -= n; b.held < 0 {
+		panic("BUG: budget given back more than it gave")
+	}
+}
+
+// What the steps write is charged to the budget of the intake as it grows, and a request
+// whose output would pass a bound is refused before it is built, counted: a request of empty
+// resource entries, which an attribute set makes a hundred times larger, is refused with
+// ErrBudget when the budget cannot hold its output, and with ErrTooLarge (too_large) when the
+// queue could not; the budget holds nothing afterwards, and one that fits is admitted.
+func TestProcessorOutputCharged(t *testing.T) {
+	chain, err := process.New(process.Config{Set: []process.Attr{{Key: "amplified", Value: strings.Repeat("v", 200)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := bytes.Repeat([]byte{0x0a, 0x00}, 64<<10) // 128 KiB that become 14 MiB
+	refused := func(why string) float64 {
+		return testutil.ToFloat64(refusedItems.WithLabelValues("traces", why))
+	}
+	t.Run("budget", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Processor = chain
+		b := &testBudget{max: 4 << 20}
+		cfg.ConsumeBudget = b
+		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
+		before := refused("intake_bytes")
+		if err := p.Consume(Traces, append(slices.Clip(empty), twoResources(t, 0, 3)...), 3); !errors.Is(err, ErrBudget) || !errors.Is(err, ErrFull) {
+			t.Fatalf("Consume = %v, want ErrBudget (ErrFull)", err)
+		}
+		if d := refused("intake_bytes") - before; d != 3 {
+			t.Errorf("intake_bytes: %v items counted, want 3", d)
+		}
+		if b.held != 0 || b.high > b.max || b.refused != 1 {
+			t.Errorf("budget holds %d, high water %d of %d, %d refusals; want 0 held, 1 refusal", b.held, b.high, b.max, b.refused)
+		}
+		if p.QueuedBytes() != 0 {
+			t.Errorf("%d bytes queued", p.QueuedBytes())
+		}
+		if err := p.Consume(Traces, twoResources(t, 0, 3), 3); err != nil {
+			t.Fatalf("a request that fits: %v", err)
+		}
+		if b.held != 0 {
+			t.Errorf("budget holds %d after an admitted request", b.held)
+		}
+	})
+	t.Run("queue", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Processor = chain
+		cfg.QueueMaxBytes = 2 << 20
+		b := &testBudget{max: 1 << 30}
+		cfg.Budget = b
+		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
+		before := refused("too_large")
+		if _, err := p.Admit(Traces, empty, 0, LayoutV1); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Admit = %v, want ErrTooLarge", err)
+		}
+		if _, err := p.AdmitTenant(nil, Traces, append(slices.Clip(empty), twoResources(t, 0, 2)...), 2, LayoutV1); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("AdmitTenant = %v, want ErrTooLarge", err)
+		}
+		if d := refused("too_large") - before; d != 2 {
+			t.Errorf("too_large: %v items counted, want 2", d)
+		}
+		if b.held != 0 || b.high > 4<<20 {
+			t.Errorf("budget holds %d, high water %d: want 0, and no more than twice the queue", b.held, b.high)
+		}
+	})
 }

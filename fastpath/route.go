@@ -89,7 +89,8 @@ type routeSplitter struct {
 	one      bool
 	n        int
 	pieces   [maxPieces]piece
-	buf      *[]byte
+	out      charged  // the pieces, charged to the request's budget
+	buf      *[]byte  // out.buf once split
 	st       Stripped // top-level fields left out, when the request was split
 	unrouted int      // entries no destination takes
 	lost     int      // their items
@@ -98,9 +99,7 @@ type routeSplitter struct {
 var routeSplitters = sync.Pool{New: func() any { return new(routeSplitter) }}
 
 func (s *routeSplitter) release() {
-	if s.buf != nil {
-		pool.PutBytes(s.buf)
-	}
+	s.out.release()
 	*s = routeSplitter{}
 	routeSplitters.Put(s)
 }
@@ -129,7 +128,7 @@ func (t *Tenant) routeMask() uint64 {
 // more to copy them into their pieces. Counting items walks each entry down to its items: the
 // largest piece is not walked, it holds what the others do not. It allocates nothing once the
 // pools are warm.
-func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
+func splitRoutes(rt Router, budget Budget, t *Tenant, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
 	if layout >= numLayouts {
 		return nil, ErrLayout
 	}
@@ -208,7 +207,13 @@ func splitRoutes(rt Router, t *Tenant, sig Signal, req []byte, items int, layout
 			big = j
 		}
 	}
-	s.buf = pool.GetBytes(total)
+	// The pieces are no larger than the request, which passed the queue's bound: only the
+	// budget can refuse them.
+	s.out = charged{b: budget, max: total}
+	if err := s.out.get(total); err != nil {
+		return fail(err)
+	}
+	s.buf = s.out.buf
 	out := (*s.buf)[:total]
 	it, k := NewTopLevel(req), 0
 	for f, ok := it.Next(); ok; f, ok = it.Next() {

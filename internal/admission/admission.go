@@ -26,10 +26,13 @@ const (
 	Upstream                // -ack=upstream: a destination did not deliver it
 	Timeout                 // -ack=upstream: the wait ended before the destinations answered
 	Throttled               // its tenant is over -tenant.rate: retry after the tenant's wait
+	SpoolFull               // with a spool: -spool.max-bytes reached; answered as Full
+	SpoolIO                 // with a spool: it could not write (a full disk); answered as Full
+	Busy                    // the intake limiter had no room for what processing writes: answered as its refusals are
 	NumReasons
 )
 
-var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate"}
+var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate", "spool_full", "spool_io", "intake_bytes"}
 
 // String returns the reason as used in metric labels. Safe for concurrent use.
 func (r Reason) String() string {
@@ -39,11 +42,24 @@ func (r Reason) String() string {
 	return "accepted"
 }
 
-// Of maps an error of fastpath.Admitter.Admit to a Reason.
+// Backpressure reports whether r is a refusal for want of room after admission (the queue or
+// the spool), which the intakes answer alike: retry after QueueDelay, and, when it lasts,
+// overload. Safe for concurrent use.
+func (r Reason) Backpressure() bool { return r == Full || r == SpoolFull || r == SpoolIO }
+
+// Of maps an error of fastpath.Admitter.Admit to a Reason: the spool's and the budget's
+// refusals apart from a full queue, so that every intake counts them under the reason the
+// pipeline does.
 func Of(err error) Reason {
 	switch {
 	case err == nil:
 		return Accepted
+	case errors.Is(err, fastpath.ErrSpoolFull):
+		return SpoolFull
+	case errors.Is(err, fastpath.ErrSpoolIO):
+		return SpoolIO
+	case errors.Is(err, fastpath.ErrBudget):
+		return Busy
 	case errors.Is(err, fastpath.ErrFull):
 		return Full
 	case errors.Is(err, fastpath.ErrTooLarge):

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // Intake names the intake that asks the Limiter, for the refusal counters.
@@ -379,3 +381,20 @@ func (l *Limiter) MaxInflateBytes() int64 { return l.bytes[budgetInflate].max }
 // CountStalled counts a connection of in ended for want of progress while it held bytes.
 // Safe for concurrent use.
 func (l *Limiter) CountStalled(in Intake) { intakeRefusedC[in][refusedStalled].Inc() }
+
+// Budget returns the budget intake in draws from as a fastpath.Budget, for what processing and
+// transcoding write (fastpath.Config.Budget, ConsumeBudget): taken without waiting, since it
+// is asked on every intake's goroutine, event loops included. Its refusals are counted by
+// fastpath (otlpgate_fastpath_refused_items_total{reason="intake_bytes"}), which knows the
+// request, not here. It allocates: call it once. Safe for concurrent use.
+func (l *Limiter) Budget(in Intake) fastpath.Budget { return &intakeBudget{l: l, in: in} }
+
+// intakeBudget is one intake's budget of a Limiter as a fastpath.Budget.
+type intakeBudget struct {
+	l  *Limiter
+	in Intake
+}
+
+func (b *intakeBudget) TryTake(n int64) bool { return b.l.take(b.in, n, 0, nil) }
+
+func (b *intakeBudget) Give(n int64) { b.l.ReleaseBytes(b.in, n) }

@@ -51,6 +51,9 @@ func TestReasonsAndRetryAfter(t *testing.T) {
 		{fastpath.ErrFull, Full, "queue_full"},
 		{fmt.Errorf("wrapped: %w", fastpath.ErrTooLarge), TooLarge, "too_large"},
 		{fastpath.ErrClosed, Closed, "closed"},
+		{fastpath.ErrSpoolFull, SpoolFull, "spool_full"},
+		{fmt.Errorf("wrapped: %w", fastpath.ErrSpoolIO), SpoolIO, "spool_io"},
+		{fastpath.ErrBudget, Busy, "intake_bytes"},
 		{errors.New("a re-tag failure"), Invalid, "invalid"},
 	} {
 		if got := Of(tc.err); got != tc.want || got.String() != tc.name {

@@ -82,7 +82,10 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if reason == admission.Accepted {
 			reason = admission.Await(ctx, b)
 		}
-		if reason == admission.Full && s.overloaded() {
+		if reason == admission.Busy {
+			delay = retryDelayMs(s.adm.BusyDelay())
+		}
+		if reason.Backpressure() && s.overloaded() {
 			ctr.overload[kindOTEPUnary].Inc()
 			return nil, s.unavailable()
 		}
@@ -195,11 +198,14 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			// on it may fit, and another tenant's streams are not concerned.
 			delay = retryDelayMs(admission.TenantDelay(st.tenant, req, sc.Items))
 		}
+		if reason == admission.Busy {
+			delay = retryDelayMs(s.adm.BusyDelay())
+		}
 		if err := st.answer(id, b, reason, delay); err != nil {
 			return st.finish(err)
 		}
 		switch {
-		case reason == admission.Full && s.overloaded():
+		case reason.Backpressure() && s.overloaded():
 			ctr.overload[kindOTEPStream].Inc()
 			return st.finish(s.unavailable())
 		case s.draining.Load():

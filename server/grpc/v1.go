@@ -121,7 +121,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return v1Response(sig, rejected, msg), nil
 		case admission.Invalid:
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP request")
-		case admission.Full:
+		case admission.Full, admission.SpoolFull, admission.SpoolIO:
 			if s.overloaded() {
 				ctr.overload[kindV1].Inc()
 			}
@@ -135,6 +135,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.unavailable()
 		case admission.Throttled:
 			return nil, throttled(wait)
+		case admission.Busy:
+			// The intake limiter had no room for what processing writes: as any of its
+			// refusals, retried after its wait.
+			return nil, s.busy()
 		default:
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}

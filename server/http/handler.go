@@ -162,7 +162,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		sendOK(ctx, f)
 	case admission.Invalid:
 		send(ctx, f, s.replies.malformed)
-	case admission.Full:
+	case admission.Full, admission.SpoolFull, admission.SpoolIO:
 		r := s.replies.overloaded429
 		if s.overloaded() {
 			overloadAnswers.Inc()
@@ -179,6 +179,10 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		sendRetry(ctx, f, s.replies.tenantRate, wait)
 	case reasonBusy:
 		s.refuseBusy(ctx, f)
+	case admission.Busy:
+		// The intake limiter had no room for what processing wrote: answered as its
+		// refusals are, counted (intake_bytes) by admit.
+		sendRetry(ctx, f, s.replies.busy, s.adm.BusyDelay())
 	default: // admission.Closed, admission.Timeout
 		send(ctx, f, s.replies.closed)
 	}

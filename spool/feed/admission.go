@@ -2,7 +2,6 @@ package feed
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 
 // Errors of Admission when the spool cannot take a request now. Both are fastpath.ErrFull to
 // the intakes (errors.Is), which answer with backpressure; each is counted under its own
-// reason of otlpgate_fastpath_refused_items_total (spool_full, spool_io).
+// reason of otlpgate_fastpath_refused_items_total (spool_full, spool_io), and of the intakes'
+// refusal counters, which tell them apart from a full queue.
 var (
-	ErrSpoolFull = fmt.Errorf("%w: the spool is full (-spool.max-bytes)", fastpath.ErrFull)
-	ErrSpoolIO   = fmt.Errorf("%w: the spool could not write", fastpath.ErrFull)
+	ErrSpoolFull = fastpath.ErrSpoolFull
+	ErrSpoolIO   = fastpath.ErrSpoolIO
 )
 
 // Admission admits requests into the spool: with -spool.dir it stands where the pipeline
@@ -81,25 +81,27 @@ func (a *Admission) SetDestinations(dests []fastpath.Destination) {
 // once appended. It fails with ErrSpoolFull or ErrSpoolIO (both fastpath.ErrFull),
 // fastpath.ErrTooLarge, fastpath.ErrClosed or a scan error. req is only read during the call.
 func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(nil, sig, req, items, layout)
+	return nil, a.admit(a.cfg.Budget, nil, sig, req, items, layout)
 }
 
 // AdmitTenant is Admit for tenant t (nil: the default tenant): the record keeps t as its meta
 // (t.Record), for the feeders to read back.
 func (a *Admission) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(t, sig, req, items, layout)
+	return nil, a.admit(a.cfg.Budget, t, sig, req, items, layout)
 }
 
 // Consume appends body, a v1 request body, for the default tenant.
 func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return a.admit(nil, sig, body, items, fastpath.LayoutV1)
+	return a.admit(a.cfg.ConsumeBudget, nil, sig, body, items, fastpath.LayoutV1)
 }
 
-func (a *Admission) admit(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+// admit prepares req as the pipeline does, charging what processing writes to budget (the
+// intake limiter's budget of the intake it came from), and appends it.
+func (a *Admission) admit(budget fastpath.Budget, t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
 	if a.closed.Load() {
 		return fastpath.ErrClosed
 	}
-	r, err := fastpath.Prepare(&a.cfg, t, sig, req, items, layout)
+	r, err := fastpath.Prepare(&a.cfg, budget, t, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return err
 	}
@@ -135,7 +137,7 @@ func (a *Admission) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wi
 	}
 	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), t, sig, plain, wire, enc, items)
 	if !ok {
-		if err = a.admit(t, sig, plain, items, fastpath.LayoutV1); err == nil {
+		if err = a.admit(a.cfg.Budget, t, sig, plain, items, fastpath.LayoutV1); err == nil {
 			fastpath.CountFallback(f, len(plain))
 		}
 		return nil, err
