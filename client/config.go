@@ -207,6 +207,11 @@ type Config struct {
 	// Lookup resolves host names for resolver=dns; nil: the system resolver. Tests set it.
 	Lookup HostResolver
 
+	// Tally, when set, adds up what the destination delivered and dropped, by reason, with
+	// every other destination given the same Tally (the backends of a fleet among them): the
+	// gateway reports it when it stops. Not a -dest key.
+	Tally *Tally
+
 	// fleetMember marks the configuration of one backend of a balanced destination
 	// (Config.member), which makes fewer streams ahead of traffic (Dest.prefillStreams).
 	fleetMember bool

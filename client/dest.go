@@ -61,6 +61,7 @@ type Dest struct {
 	throttled atomic.Int32 // throttles since the last success
 
 	lastErr lastError // the latest failure, for the status page (lasterror.go)
+	rejects rejectLog // the rate limit on refusal lines (rejectlog.go)
 	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
 
 	// unreadableLog rate-limits the log lines of answers over max-recv-msg-size (answer.go),
@@ -414,12 +415,15 @@ func (d *Dest) deliver(r *request) {
 	if d.throttled.Load() != 0 {
 		d.throttled.Store(0)
 	}
-	d.finish(r, true)
+	if t := d.cfg.Tally; t != nil {
+		t.delivered.Add(int64(r.items))
+	}
+	d.finish(r, true, false)
 }
 
 // drop finishes r as given up on, counted by reason.
 func (d *Dest) drop(r *request, reason DropReason) {
-	if reason.atShutdown() {
+	if reason.AtShutdown() {
 		l := &d.shutdownLost[reason-DropShutdownQueued]
 		l.requests.Add(1)
 		l.items.Add(int64(r.items))
@@ -432,7 +436,11 @@ func (d *Dest) drop(r *request, reason DropReason) {
 	}
 	d.m.dropped[reason].Inc()
 	d.m.droppedItems[reason].Add(float64(r.items))
-	d.finish(r, false)
+	if t := d.cfg.Tally; t != nil {
+		t.dropped[reason].Add(int64(r.items))
+	}
+	// A refusal is the upstream's doing: a spooled batch's records are counted as rejected.
+	d.finish(r, false, reason == DropRejected)
 }
 
 // lose drops a request a sender held when the destination stopped.
@@ -448,11 +456,17 @@ func (d *Dest) lose(r *request) {
 	d.drop(r, DropShutdownRetry)
 }
 
-func (d *Dest) finish(r *request, delivered bool) {
+// finish finishes r's batch: delivered, refused by the upstream for good (rejected), or given
+// up on.
+func (d *Dest) finish(r *request, delivered, rejected bool) {
 	b, n := r.b, r.size
 	putRequest(r)
 	d.held.Add(-int64(n))
-	b.Done(delivered)
+	if rejected {
+		b.Reject()
+	} else {
+		b.Done(delivered)
+	}
 	if d.outstanding.Add(-1) == 0 && d.closing() {
 		d.drainOnce.Do(d.closeDrained)
 	}
@@ -461,8 +475,11 @@ func (d *Dest) finish(r *request, delivered bool) {
 func (d *Dest) closeDrained() { close(d.drained) }
 
 // shutdownLoss describes what Shutdown gave up on, by reason, or returns nil when nothing was.
+// What was sent and not answered (shutdown_pending) is told apart from what never reached the
+// upstream, or was refused or unanswered and waited to be sent again: the upstream may have
+// taken the former, the latter it does not have.
 func (d *Dest) shutdownLoss() error {
-	var requests, items int64
+	var lost, unanswered struct{ requests, items int64 }
 	var parts []string
 	for i := range d.shutdownLost {
 		l := &d.shutdownLost[i]
@@ -470,14 +487,26 @@ func (d *Dest) shutdownLoss() error {
 		if r == 0 {
 			continue
 		}
-		requests, items = requests+r, items+n
-		parts = append(parts, fmt.Sprintf("%s: %d requests, %d items", DropShutdownQueued+DropReason(i), r, n))
+		reason := DropShutdownQueued + DropReason(i)
+		if reason.Unanswered() {
+			unanswered.requests, unanswered.items = r, n
+		} else {
+			lost.requests, lost.items = lost.requests+r, lost.items+n
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d requests, %d items", reason, r, n))
 	}
-	if requests == 0 {
+	var what []string
+	if lost.requests > 0 {
+		what = append(what, fmt.Sprintf("%d items (%d requests) not delivered", lost.items, lost.requests))
+	}
+	if unanswered.requests > 0 {
+		what = append(what, fmt.Sprintf("%d items (%d requests) sent without an answer, perhaps delivered", unanswered.items, unanswered.requests))
+	}
+	if len(what) == 0 {
 		return nil
 	}
-	return fmt.Errorf("client: destination %q: %d requests (%d items) not delivered before the shutdown deadline (%s; otlpgate_client_dropped_items_total)",
-		d.cfg.Name, requests, items, strings.Join(parts, "; "))
+	return fmt.Errorf("client: destination %q: at the shutdown deadline %s (%s; otlpgate_client_dropped_items_total)",
+		d.cfg.Name, strings.Join(what, ", and "), strings.Join(parts, "; "))
 }
 
 // result acts on an OTEP answer: its result code, and the retry_delay_ms of a FailedRetryable
@@ -489,7 +518,7 @@ func (d *Dest) result(r *request, code otepv1.ResultCode, delayMs uint64) {
 		d.deliver(r)
 	case otepv1.ResultCode_FailedNoneRetryable:
 		d.noteError(errRejectedResult)
-		d.drop(r, DropRejected)
+		d.reject(r, errRejectedResult)
 	default: // FailedRetryable, and codes this build does not know
 		d.noteError(errRetryableResult)
 		d.retryAfter(r, RetryFailed, time.Duration(min(delayMs, maxAnswerDelayMs))*time.Millisecond)

@@ -34,8 +34,9 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
-// atShutdown reports whether r counts what Shutdown gave up on (the shutdown_* reasons).
-func (r DropReason) atShutdown() bool { return r >= DropShutdownQueued && r <= DropShutdownRetry }
+// AtShutdown reports whether r counts what Shutdown gave up on (the shutdown_* reasons): with
+// a spool, their records stay on disk for the next start.
+func (r DropReason) AtShutdown() bool { return r >= DropShutdownQueued && r <= DropShutdownRetry }
 
 // RetryReason says why a request is sent again after a delay. Its String is the reason label
 // of otlpgate_client_retried_requests_total, as stable as a DropReason's.

@@ -21,8 +21,8 @@ func TestReasonLabelValues(t *testing.T) {
 		if got := r.String(); got != want {
 			t.Errorf("DropReason(%d) = %q, want %q", r, got, want)
 		}
-		if got, want := r.atShutdown(), r >= DropShutdownQueued && r <= DropShutdownRetry; got != want {
-			t.Errorf("%s.atShutdown() = %v", r, got)
+		if got, want := r.AtShutdown(), r >= DropShutdownQueued && r <= DropShutdownRetry; got != want {
+			t.Errorf("%s.AtShutdown() = %v", r, got)
 		}
 	}
 	retries := map[RetryReason]string{RetryFailed: "failed_retryable", RetryThrottled: "throttled", RetryAckTimeout: "ack_timeout"}

@@ -432,7 +432,7 @@ func (s *stream) end(err error) {
 		s.settle() // not the last reference: the receiver still holds one
 		switch {
 		case v == verdictReject:
-			d.drop(r, DropRejected)
+			d.reject(r, err)
 		case internal:
 			d.suspect(r, pending == 1) // perhaps the request the upstream cannot decode
 		default:

@@ -195,6 +195,6 @@ func (w *worker) call(r *request) {
 	case v == verdictRetry:
 		d.retry(r, RetryFailed)
 	default:
-		d.drop(r, DropRejected)
+		d.reject(r, err)
 	}
 }

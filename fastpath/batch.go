@@ -38,6 +38,7 @@ type Batch struct {
 	born     int64 // nanotime of the first request, for BatchMaxAge
 	pending  atomic.Int32
 	failures atomic.Int32
+	rejects  atomic.Int32 // of failures, those whose upstream refused the batch for good (Reject)
 	refs     atomic.Int32
 	finished chan struct{} // AckUpstream only: closed once pending reaches zero
 	set      *destSet      // the destinations it goes to (a pipeline's batch), fixed when it opens
@@ -50,6 +51,14 @@ type Batch struct {
 // with it. BatchDone runs on whichever goroutine called Done and must not block.
 type BatchOwner interface {
 	BatchDone(delivered bool)
+}
+
+// RejectOwner is a BatchOwner that tells a batch its upstream refused for good (Reject) from
+// one given up for another reason: it is told BatchRejected instead of BatchDone(false). The
+// spool counts such records as rejected, the upstream's doing, rather than undeliverable.
+type RejectOwner interface {
+	BatchOwner
+	BatchRejected()
 }
 
 // NewBatch returns a sealed batch of sig holding payload (the caller's reference, handed to
@@ -137,19 +146,32 @@ func (b *Batch) Done(delivered bool) {
 	b.finishOne()
 }
 
+// Reject is Done(false) for a batch the destination's upstream refused for good (a
+// FailedNoneRetryable answer, a status that sending again cannot fix): the owner of a batch
+// built by NewBatch is told so (RejectOwner). Safe for concurrent use; instead of Done.
+func (b *Batch) Reject() {
+	b.rejects.Add(1)
+	b.Done(false)
+}
+
 func (b *Batch) finishOne() {
 	switch n := b.pending.Add(-1); {
 	case n == 0:
+		failures := b.failures.Load()
+		delivered := failures == 0
+		rejected := !delivered && b.rejects.Load() == failures
 		if o := b.owner; o != nil {
-			delivered := b.failures.Load() == 0
 			b.unref()
+			if ro, ok := o.(RejectOwner); ok && rejected {
+				ro.BatchRejected()
+				return
+			}
 			o.BatchDone(delivered)
 			return
 		}
 		if j := b.join; j != nil {
-			delivered := b.failures.Load() == 0
 			b.unref()
-			j.partDone(delivered)
+			j.partDone(delivered, rejected)
 			return
 		}
 		b.p.finished(b)

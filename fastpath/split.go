@@ -186,13 +186,19 @@ type join struct {
 	parent *Batch
 	left   atomic.Int32
 	failed atomic.Bool
+	// other is set by a part given up for another reason than its upstream's refusal: the
+	// split batch is rejected (Reject) only when every part that failed was.
+	other atomic.Bool
 }
 
 var joins = sync.Pool{New: func() any { return new(join) }}
 
-func (j *join) partDone(delivered bool) {
+func (j *join) partDone(delivered, rejected bool) {
 	if !delivered {
 		j.failed.Store(true)
+		if !rejected {
+			j.other.Store(true)
+		}
 	}
 	if j.left.Add(-1) != 0 {
 		return
@@ -200,9 +206,13 @@ func (j *join) partDone(delivered bool) {
 	p := j.parent
 	if j.failed.Load() {
 		p.failures.Add(1)
+		if !j.other.Load() {
+			p.rejects.Add(1)
+		}
 	}
 	j.parent = nil
 	j.failed.Store(false)
+	j.other.Store(false)
 	joins.Put(j)
 	p.finishOne() // its payload was released by Split
 }

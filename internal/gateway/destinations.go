@@ -41,8 +41,10 @@ type outlet interface {
 // upstream builds the member for an upstream's configuration, not started.
 func (g *Gateway) upstream(c client.Config) (*member, error) {
 	m := &member{name: c.Name, cfg: &c, queue: c.QueueBytes}
+	built := c // m.cfg, compared at a reload, stays as configured
+	built.Tally = &g.tally
 	if c.Resolver != "" {
-		f, err := client.NewFleet(c, g.log)
+		f, err := client.NewFleet(built, g.log)
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +52,7 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 		g.log.Info("destination", "name", c.Name, "resolver", c.Resolver, "balance", c.Balance)
 		return m, nil
 	}
-	d, err := client.New(c, g.log)
+	d, err := client.New(built, g.log)
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,10 @@ type Gateway struct {
 	started   bool
 	shutOnce  sync.Once
 	shutErr   error
+
+	// tally adds up what every upstream destination delivered and dropped since the start,
+	// those a reload removed included, for the stop line (shutdown.go).
+	tally client.Tally
 }
 
 // admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the spool's

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/otlpgate/otlpgate/client"
 )
 
 // LossError reports that data acknowledged to clients was lost: at shutdown, or because the
@@ -133,7 +136,11 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 		lost.Errs = append(lost.Errs, fmt.Errorf("%d bytes unaccounted for", q))
 	}
 	g.adm.Shutdown(ctx)
-	g.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "lost", len(lost.Errs) > 0)
+	rep := g.report(spooled)
+	g.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond),
+		"lost", len(lost.Errs) > 0 || rep.lost > 0 || g.failure != nil,
+		"delivered_items", rep.delivered, "lost_items", rep.lost, "unanswered_items", rep.unanswered,
+		"spooled_items", rep.spooled, "dropped", rep.dropped)
 	if g.failure != nil {
 		// Acknowledged records may be gone (the spool failed): a loss, whatever the
 		// destinations did.
@@ -143,6 +150,48 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 		return &lost
 	}
 	return nil
+}
+
+// stopReport is what the stop line says the upstream destinations did with what they were
+// handed since the start, in items, those a reload removed included (client.Tally). Every
+// dropped item is in exactly one of lost, unanswered and spooled.
+type stopReport struct {
+	delivered int64 // acknowledged by an upstream
+	// lost is what no upstream has: refused for good, given up on while running (each
+	// logged when it happened), or at the stop never sent, or refused or unanswered and
+	// waiting to be sent again (without a spool).
+	lost int64
+	// unanswered was sent and not answered when the stop gave up on it (shutdown_pending,
+	// without a spool): the upstream may have taken it, or not. Counted as lost by the exit
+	// status, but apart, so that a slow upstream's backlog is not reported as never sent.
+	unanswered int64
+	// spooled is what the stop gave up on with a spool: it stays on disk, and is sent after
+	// the next start.
+	spooled int64
+	dropped string // every dropped item by reason: "rejected=100 shutdown_queued=3"
+}
+
+// report reads the gateway's tally once every destination has stopped.
+func (g *Gateway) report(spooled bool) stopReport {
+	rep := stopReport{delivered: g.tally.Delivered()}
+	var by []string
+	for _, r := range client.DropReasons() {
+		n := g.tally.Dropped(r)
+		if n == 0 {
+			continue
+		}
+		by = append(by, fmt.Sprintf("%s=%d", r, n))
+		switch {
+		case spooled && r.AtShutdown():
+			rep.spooled += n
+		case r.Unanswered():
+			rep.unanswered += n
+		default:
+			rep.lost += n
+		}
+	}
+	rep.dropped = strings.Join(by, " ")
+	return rep
 }
 
 // sealEvery is how often open batches are sealed while the intakes stop: requests that wait for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -43,6 +44,8 @@ type GRPCSink struct {
 
 	silent  atomic.Bool
 	streams atomic.Int64
+	refuse  atomic.Pointer[status.Status]
+	refused atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -101,6 +104,15 @@ func (s *GRPCSink) Stop() {
 // SetSilent makes the sink read and record the requests that follow and answer none of them:
 // a server hung behind a live connection.
 func (s *GRPCSink) SetSilent(on bool) { s.silent.Store(on) }
+
+// SetRefuse makes the sink refuse every request that follows for good, as an upstream that
+// cannot read what it is sent does: a v1 or OTEP unary call ends with st, an OTEP stream
+// request is answered FailedNoneRetryable (the stream goes on). A refused request is kept in
+// Requests, not in the spans delivered. nil accepts again.
+func (s *GRPCSink) SetRefuse(st *status.Status) { s.refuse.Store(st) }
+
+// Refused is the number of requests refused (SetRefuse).
+func (s *GRPCSink) Refused() int { return int(s.refused.Load()) }
 
 // HoldAnswers makes the sink record the requests that follow and answer each only after
 // ReleaseAnswers (or when its call ends).
@@ -174,6 +186,24 @@ func (s *GRPCSink) handle(_ any, st grpc.ServerStream) error {
 		in.Release()
 		if otep {
 			req.ID = otepID(req.Body)
+		}
+		if refusal := s.refuse.Load(); refusal != nil {
+			s.mu.Lock()
+			s.mu.reqs = append(s.mu.reqs, req)
+			s.mu.Unlock()
+			s.refused.Add(1)
+			if !stream {
+				return refusal.Err()
+			}
+			// ExportResponse{id, FailedNoneRetryable}
+			b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), req.ID)
+			b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), uint64(otepv1.ResultCode_FailedNoneRetryable))
+			var out codec.Raw
+			out.SetBytes(b)
+			if err := st.SendMsg(&out); err != nil {
+				return err
+			}
+			continue
 		}
 		s.record(req)
 		if s.silent.Load() {

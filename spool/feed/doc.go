@@ -32,9 +32,10 @@
 // # Finishing records
 //
 // A batch carries the positions of its records. When its destination delivered it, each is
-// Finished; when the destination gave it up for a reason of its own (rejected for good, too
-// large, or unanswered with retry-on-reconnect=false; counted by the destination), each is
-// Dropped as undeliverable and counted by the spool. An upstream that does not answer costs
+// Finished; when its upstream refused it for good (fastpath.Batch.Reject), each is Dropped as
+// rejected; when the destination gave it up for a reason of its own (too large, poison, or
+// unanswered with retry-on-reconnect=false; counted by the destination), each is Dropped as
+// undeliverable; both are counted by the spool. An upstream that does not answer costs
 // nothing: the destination sends the request again after its ack timeout, as often as it takes.
 // Retry budgets do not apply: with a spool, cmd runs the destinations without RetryMaxElapsed,
 // so a destination that cannot reach its upstream keeps retrying while the spool fills, and

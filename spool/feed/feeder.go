@@ -109,6 +109,8 @@ type held struct {
 
 var helds = sync.Pool{New: func() any { return new(held) }}
 
+var _ fastpath.RejectOwner = (*held)(nil)
+
 // New returns a feeder of d from r. log may be nil.
 func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) (*Feeder, error) {
 	if err := cfg.Validate(); err != nil {
@@ -452,7 +454,14 @@ func (f *Feeder) abandon() {
 }
 
 // BatchDone implements fastpath.BatchOwner. Safe for concurrent use.
-func (h *held) BatchDone(delivered bool) {
+func (h *held) BatchDone(delivered bool) { h.finish(delivered, spool.DropUndeliverable) }
+
+// BatchRejected implements fastpath.RejectOwner: the upstream refused the batch for good, and
+// its records are counted as rejected. Safe for concurrent use.
+func (h *held) BatchRejected() { h.finish(false, spool.DropRejected) }
+
+// finish finishes h's records, delivered or else dropped for reason, and gives back its bytes.
+func (h *held) finish(delivered bool, reason spool.DropReason) {
 	f := h.f
 	switch {
 	case delivered:
@@ -463,7 +472,7 @@ func (h *held) BatchDone(delivered bool) {
 		// Left unfinished: the next start reads these records again.
 	default:
 		for _, p := range h.pos {
-			f.r.Drop(p, spool.DropUndeliverable)
+			f.r.Drop(p, reason)
 		}
 	}
 	f.held.Add(-h.size)

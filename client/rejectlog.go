@@ -1,0 +1,48 @@
+package client
+
+import (
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/status"
+)
+
+// An upstream that refuses every batch (a compression it cannot read, a wrong token, an
+// unknown service) drops everything it is sent: the counters say how much, and the log must say
+// why, without a line per request. A destination logs the first refusal at once, then at most
+// one a second, each line with the upstream's message and how much was refused since the line
+// before.
+
+// rejectLog is a destination's rate limit on its refusal lines.
+type rejectLog struct {
+	last            atomic.Int64 // nanotime of the latest line, 0 before the first
+	requests, items atomic.Int64 // refused since the latest line
+}
+
+// reject drops r, which the upstream refused for good with cause (its status, or
+// errRejectedResult), and logs the refusal within the rate limit. Safe for concurrent use.
+func (d *Dest) reject(r *request, cause error) {
+	sig, items := r.sig, r.items
+	d.drop(r, DropRejected)
+	l := &d.rejects
+	l.requests.Add(1)
+	l.items.Add(int64(items))
+	now, last := nanotime(), l.last.Load()
+	if last != 0 && now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+		return // counted in the next line
+	}
+	n, m := l.requests.Swap(0), l.items.Swap(0)
+	// requests and items: refused since the line before (this one's included).
+	d.log.Warn("upstream rejected a batch", "signal", sig.String(), "message", d.rejectMessage(cause),
+		"requests", n, "items", m)
+}
+
+// rejectMessage is what the upstream said: a status's code and message, redacted and capped as
+// LastError's are.
+func (d *Dest) rejectMessage(cause error) string {
+	msg := cause.Error()
+	if st, ok := status.FromError(cause); ok {
+		msg = st.Code().String() + ": " + st.Message()
+	}
+	return redactSecrets(msg, d.secrets)
+}
