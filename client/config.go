@@ -121,8 +121,8 @@ type Config struct {
 	// are then dropped from it, counted).
 	RetryOnReconnect bool
 	// PoisonAfter drops, as a request the upstream can never take, one that was alone on this
-	// many streams that each ended with INTERNAL (counted once another request was delivered
-	// since it became a suspect: see poison.go), or RESOURCE_EXHAUSTED without a RetryInfo (a
+	// many streams that each ended with INTERNAL (each counted once the upstream answered
+	// another request, or an empty probe, since: see poison.go), or RESOURCE_EXHAUSTED without a RetryInfo (a
 	// message over the upstream's receive limit) (poison-after, default 3; 0: never), counted in
 	// otlpgate_client_dropped_requests_total{reason="stream_poison"}. grpc-go and the Collector
 	// end a whole stream with INTERNAL when they cannot decode one request on it, and a proxy's

@@ -55,6 +55,7 @@ type Dest struct {
 	sending     atomic.Int64  // requests sent and not yet answered (otlpgate_client_in_flight_requests)
 	pausedUntil atomic.Int64  // nanotime before which nothing is sent (throttle)
 	acked       atomic.Uint64 // requests acknowledged, for a Fleet's health check
+	probed      atomic.Uint64 // empty requests answered, evidence for the poison rules (poison.go)
 	// handback, set by Handover before the destination stops, takes the requests a sender
 	// holds when it stops instead of dropping them.
 	handback  atomic.Pointer[func(*fastpath.Batch, bool)]

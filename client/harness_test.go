@@ -231,6 +231,7 @@ type upstream struct {
 	got        []received
 	streams    []*srvStream
 	halfClosed []int // streams the client half-closed, in order
+	probes     int   // empty requests read: probes (poison.go)
 	canceled   []int // half-closed streams the client then cancelled (keepOpen)
 	inCall     int
 	maxInCall  int
@@ -510,6 +511,19 @@ func (u *upstream) serveStream(ss grpc.ServerStream, method string) error {
 			return nil
 		}
 		g := u.decode(raw.Bytes(), true, s.n, method)
+		if len(raw.Bytes()) == 0 {
+			// A probe (poison.go): no id, no entries, on a stream of its own. The test's
+			// policy answers it or ends its stream, as for any request; it is not recorded.
+			u.mu.Lock()
+			u.probes++
+			u.mu.Unlock()
+			if u.onStream == nil {
+				s.ack(0, otepv1.ResultCode_Success)
+			} else if err := u.onStream(s, g); err != nil {
+				return err
+			}
+			continue
+		}
 		s.mu.Lock()
 		if u.window > 0 && len(s.unacked) >= u.window {
 			u.violation(fmt.Sprintf("stream %d: request %d arrived with %d unanswered (window %d)", s.n, g.id, len(s.unacked), u.window))

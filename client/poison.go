@@ -1,8 +1,14 @@
 package client
 
 import (
+	"context"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // A poison request is one the upstream can never take: grpc-go and the Collector answer a
@@ -15,12 +21,18 @@ import (
 // suspect alone: it waits until nothing is pending on its stream, sends it, and sends nothing
 // more on that stream until it is answered (lane.isolate): the innocent ones are delivered one by
 // one, and the one the upstream cannot decode ends a stream it is alone on. A suspect that
-// was alone on a stream that ended with INTERNAL gets a strike, once another request was
-// delivered since it became a suspect (evidence that the path works and the request does not);
-// at PoisonAfter strikes it is dropped (reason stream_poison). A lone suspect is sent again
-// after the retry backoff. A transient reset costs a lone request a backoff, and the requests it
-// interrupted one round trip each; then the lane pipelines again. A poison request with no
-// other traffic at all is retried within its retry budget, as any failing request is.
+// was alone on a stream that ended with INTERNAL gets a strike when the upstream answered
+// something else since it became a suspect, or since its previous lone end (evidence that the
+// path works and the request does not); at PoisonAfter strikes it is dropped (reason
+// stream_poison). A lone suspect is sent again after the retry backoff. A transient reset costs
+// a lone request a backoff, and the requests it interrupted one round trip each; then the lane
+// pipelines again.
+//
+// Other requests delivered are the evidence while there is traffic. Without any, a poison
+// request would be sent again for ever with a spool (no retry budget), so before a lane sends
+// a suspect alone with no evidence since its last end, it probes the upstream (probe): an empty
+// request on a stream of its own, answered by any upstream that reads and answers streams. An
+// outage fails the probe too, and the lone end then strikes nothing.
 
 // endedInternal reports whether a stream that ended with err marks what was pending on it as
 // suspect, with poison detection on, when the requests would be sent again: INTERNAL, or
@@ -38,21 +50,21 @@ func (d *Dest) endedInternal(err error, v verdict) bool {
 
 // suspect acts on r, pending on a stream that ended with INTERNAL. Pending with others, r
 // becomes a suspect and is sent again at once, alone. Alone on it, r takes a strike, and is
-// dropped at PoisonAfter, but only once the upstream has taken some other request since r
-// became a suspect: while nothing gets through (a proxy resetting every stream while its own
+// dropped at PoisonAfter, but only when the upstream answered another request or a probe since
+// r became a suspect or last ended a stream alone: while nothing gets through (a proxy resetting every stream while its own
 // upstream restarts) the ends say nothing of r, and dropping on them would drop every request
 // that happened to be sent alone. Either way a lone r waits the retry backoff before it is sent
 // again, so that its strikes are spread over the backoff rather than taken in a burst.
 func (d *Dest) suspect(r *request, alone bool) {
 	if !r.suspect {
-		r.suspectAt = d.acked.Load()
+		r.suspectAt = d.evidence()
 	}
 	r.suspect = true
 	if !alone {
 		d.resend(r)
 		return
 	}
-	if d.acked.Load() != r.suspectAt {
+	if d.evidence() != r.suspectAt {
 		r.strikes++
 		if int(r.strikes) >= d.cfg.PoisonAfter {
 			d.log.Warn("request dropped: every stream it was sent on alone ended with INTERNAL, while other requests were delivered",
@@ -61,6 +73,7 @@ func (d *Dest) suspect(r *request, alone bool) {
 			return
 		}
 	}
+	r.suspectAt = d.evidence() // each strike needs evidence of its own
 	d.retryAfter(r, RetryFailed, 0)
 }
 
@@ -90,4 +103,38 @@ fill:
 		<-s.slots
 	}
 	return ok, stop
+}
+
+// evidence counts what shows the path to the upstream works: requests delivered, and probes
+// answered. Safe for concurrent use.
+func (d *Dest) evidence() uint64 { return d.acked.Load() + d.probed.Load() }
+
+// needsProbe reports whether r, about to be sent alone, is a suspect with no evidence since it
+// became one or last ended a stream alone. Called by the lane that sends r.
+func (d *Dest) needsProbe(r *request) bool {
+	return r.suspect && d.cfg.PoisonAfter > 0 && d.evidence() == r.suspectAt
+}
+
+// probe sends an empty request of sig (no id, no entries: zero bytes, which grpc-go, the
+// Collector and otlpgate all decode) on a stream of its own and waits, at most AckTimeout,
+// for its answer. Any answer counts as evidence (probed): the upstream reads and answers
+// streams, so a suspect that ends every stream it is alone on is the request, not the path.
+// It runs on a lane, which has nothing else to send meanwhile: its suspect waits for it.
+func (d *Dest) probe(sig fastpath.Signal) {
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
+	defer cancel()
+	cs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	if err != nil {
+		return
+	}
+	d.m.streamsOpened.Inc()
+	var req codec.Raw
+	if cs.SendMsg(&req) != nil || cs.CloseSend() != nil {
+		return
+	}
+	var resp otepv1.ExportResponse
+	if cs.RecvMsg(&resp) != nil {
+		return
+	}
+	d.probed.Add(1)
 }

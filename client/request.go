@@ -20,8 +20,8 @@ type request struct {
 	attempt int32 // sends so far
 	strikes int32 // streams that ended with INTERNAL while this request was alone on them (poison.go)
 	suspect bool  // pending on a stream that ended with INTERNAL: sent alone until answered (poison.go)
-	// suspectAt is the destination's delivered count when the request became a suspect: its
-	// strikes count once that moved (poison.go).
+	// suspectAt is the destination's evidence (Dest.evidence) when the request became a
+	// suspect or last ended a stream alone: a strike counts once that moved (poison.go).
 	suspectAt uint64
 	taken     int64   // monotonic ns at which the destination took the batch: the retry budget starts here
 	sentAt    int64   // monotonic ns at which the latest send was handed to the transport; notSent before

@@ -141,6 +141,9 @@ func (l *lane) send(r *request) {
 	}
 	id, size, alone := r.id, r.size, r.suspect
 	wire := int64(f.size) + grpcPrefix
+	if d.needsProbe(r) {
+		d.probe(r.sig) // evidence for its strikes, when nothing else was delivered (poison.go)
+	}
 	for {
 		s := l.stream(r, wire)
 		if s == nil {

@@ -163,3 +163,55 @@ func TestSpoolPoisonRequestDropped(t *testing.T) {
 		t.Errorf("exit: %v\n%s", g.exitErr, g.stderr.String())
 	}
 }
+
+// With the spool, an OTEP stream upstream that cannot decode the only request it is sent: no
+// other traffic shows that the path works, so the destination probes the upstream with an empty
+// request before each lone send; the upstream answers it, and the poison is dropped after
+// poison-after strikes instead of being sent again for ever. The stop line reports the loss.
+func TestSpoolLonePoisonRequestDropped(t *testing.T) {
+	bin := buildBinary(t)
+	u := startStrictStreamUpstream(t)
+	g := spoolGateway(t, bin, t.TempDir(), u.addr)
+	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	poison := &otepv1.TraceExportRequest{Id: 1, ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
+		Spans: []*tracev1.Span{{Name: "poison", TraceId: bytes.Repeat([]byte{9}, 16), SpanId: bytes.Repeat([]byte{9}, 8)}},
+	}}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(ctx, poison)
+	cancel()
+	if err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("poison not spooled: %v %v", resp, err)
+	}
+	testkit.WaitFor(t, "the poison to be dropped", func() bool {
+		return scrape(t, g.admin, "otlpgate_client_dropped_items_total", `destination="up"`, `reason="stream_poison"`) == 1
+	})
+	testkit.WaitFor(t, "the destination to catch up with the spool", func() bool {
+		return scrape(t, g.admin, "otlpgate_spool_oldest_unfinished_age_seconds") == 0
+	})
+	if v := scrape(t, g.admin, "otlpgate_spool_dropped_records_total", `destination="up"`, `reason="undeliverable"`); v != 1 {
+		t.Errorf("spool dropped records (undeliverable) %v, want 1", v)
+	}
+	// Once, then alone once per strike: poison-after (3) lone reads, each after an answered probe.
+	if n := u.poisonReads(); n != 4 {
+		t.Errorf("poison read %d times, want 4: once, then alone once per strike", n)
+	}
+	u.mu.Lock()
+	took := len(u.spans)
+	u.mu.Unlock()
+	if took != 0 {
+		t.Errorf("upstream took %d spans, want none", took)
+	}
+	if lines := logLines(g, `msg="request dropped: every stream it was sent on alone ended with INTERNAL`, "destination=up", "items=1"); len(lines) != 1 {
+		t.Errorf("%d lines say the poison was dropped, want 1:\n%s", len(lines), g.stderr.String())
+	}
+	g.terminate(t)
+	if g.exitErr != nil {
+		t.Errorf("exit: %v\n%s", g.exitErr, g.stderr.String())
+	}
+	checkStopLine(t, g, map[string]string{"lost": "true", "delivered_items": "0", "lost_items": "1",
+		"unanswered_items": "0", "spooled_items": "0", "dropped": "stream_poison=1"})
+}
