@@ -70,9 +70,10 @@ type config struct {
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
 
-	// -dest.file and -dest.file.poll-interval.
+	// -dest.file, -dest.file.poll-interval and -dest.file.max-destinations.
 	destFile     string
 	destFilePoll time.Duration
+	destFileMax  int
 }
 
 func defaultConfig() config {
@@ -100,6 +101,7 @@ func defaultConfig() config {
 		tenants:    fastpath.DefaultTenantsConfig(),
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
+		destFileMax:  gw.DefaultConfig().DestFileMax,
 	}
 }
 
@@ -193,7 +195,7 @@ func finishConfig(cfg *config) error {
 	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
-		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, File: cfg.file,
+		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, DestFileMax: cfg.destFileMax, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
 		Tenants: cfg.tenants,
 	}

@@ -47,6 +47,11 @@ type Config struct {
 	// DestFilePoll is how often DestFile is read for a change (-dest.file.poll-interval,
 	// default 5s; 0: only on Reload).
 	DestFilePoll time.Duration
+	// DestFileMax bounds the destinations DestFile may hold (-dest.file.max-destinations,
+	// default 1000): each costs goroutines, memory and series even when idle
+	// (docs/destinations.md gives the figures), so a file with more stops otlpgate at start and
+	// is refused at a reload, with an error that names the flag.
+	DestFileMax int
 	// Extra are destinations the caller built and owns, handed batches like the others (the
 	// in-process recorders of tests and benchmarks): the gateway neither starts nor shuts
 	// them down, and with a spool each gets a feeder under its name.
@@ -84,6 +89,7 @@ func DefaultConfig() Config {
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
 		DestFilePoll:    5 * time.Second,
+		DestFileMax:     1000,
 		ShutdownTimeout: 30 * time.Second,
 		Tenants:         fastpath.DefaultTenantsConfig(),
 	}
@@ -100,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.DestFilePoll < 0 {
 		return errors.New("-dest.file.poll-interval must not be negative")
+	}
+	if c.DestFile != "" && c.DestFileMax < 1 {
+		return errors.New("-dest.file.max-destinations must be at least 1")
 	}
 	if err := c.checkTenants(dests); err != nil {
 		return err
@@ -152,6 +161,9 @@ func (c Config) AllDestinations() ([]client.Config, error) { return c.destinatio
 // otlpgate's defaults, then the Destinations; every name, the Extra ones' included, must be
 // unique.
 func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
+	if len(fileSpecs) > c.DestFileMax {
+		return nil, fmt.Errorf("-dest.file holds %d destinations, more than -dest.file.max-destinations %d", len(fileSpecs), c.DestFileMax)
+	}
 	for _, spec := range fileSpecs {
 		if _, m := cutMatch(spec); m != "" {
 			return nil, ErrDestFileResourceRoutes

@@ -5,12 +5,10 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // StatusConfig configures /status.json and the status page.
@@ -124,14 +122,6 @@ type SpoolStatus struct {
 	DroppedRecords float64 `json:"dropped_records"`
 }
 
-// sample is what one gathering of the registry yields: every counter and gauge the status uses,
-// keyed by series ("metric|label=value,...").
-type sample struct {
-	at     time.Time
-	values map[string]float64
-	hist   map[string][]bucket // ack latency per destination
-}
-
 type bucket struct {
 	le    float64
 	count float64
@@ -153,11 +143,11 @@ type sampler struct {
 		dests map[string]*destTrack
 	}
 
-	// keys interns the series keys of the samples: the same few dozen series come back every
-	// second, and a key built afresh for each would be a string per series per sample.
-	keys struct {
+	// build is take's: the set of the last sample, reused while the series stay the same, and
+	// the scratch space series keys are built in.
+	build struct {
 		sync.Mutex
-		m   map[string]string
+		set *seriesSet
 		buf []byte
 	}
 }
@@ -174,47 +164,43 @@ type destTrack struct {
 func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[string]LastError) *sampler {
 	s := &sampler{cfg: cfg, g: g, start: time.Now(), lastErr: lastErr}
 	s.mu.dests = map[string]*destTrack{}
-	s.keys.m = map[string]string{}
 	return s
 }
 
 // take gathers one sample and updates the destinations' states. Safe for concurrent use.
 func (s *sampler) take(now time.Time) {
 	fams, _ := s.g.Gather()
-	sm := sample{at: now, values: map[string]float64{}, hist: map[string][]bucket{}}
-	s.keys.Lock()
-	for _, f := range fams {
-		name := f.GetName()
-		if !statusMetrics[name] {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			key := s.seriesKeyLocked(name, m.GetLabel())
-			switch {
-			case m.Counter != nil:
-				sm.values[key] += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sm.values[key] += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				dest := label(m.GetLabel(), "destination")
-				bs := sm.hist[dest]
-				for i, b := range m.GetHistogram().GetBucket() {
-					if i >= len(bs) {
-						bs = append(bs, bucket{le: b.GetUpperBound()})
-					}
-					bs[i].count += float64(b.GetCumulativeCount())
-				}
-				sm.hist[dest] = bs
-			}
-		}
+	s.build.Lock()
+	set := s.build.set
+	same := false
+	if set != nil {
+		same, s.build.buf = set.sameSeries(fams, s.build.buf)
 	}
-	s.keys.Unlock()
+	if !same {
+		set, s.build.buf = buildSeriesSet(fams, set, s.build.buf)
+		s.build.set = set
+	}
+	sm := sample{at: now, set: set, vals: make([]float64, len(set.keys))}
+	set.fill(fams, sm.vals)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.build.Unlock() // thinSample writes the sets' thin fields
 	s.mu.ring = append(s.mu.ring, sm)
 	keep := int(s.cfg.Window/s.cfg.Interval) + 1
 	if len(s.mu.ring) > keep {
 		s.mu.ring = slices.Delete(s.mu.ring, 0, len(s.mu.ring)-keep)
+	}
+	// Rates and latencies read the samples from the newest back to the newest one at least a
+	// minute old (rate, status); the older ones serve the charts alone, and keep only their
+	// series. Thinning goes from the oldest up, so it stops at the first sample already thin.
+	ring := s.mu.ring
+	for i := len(ring) - 2; i >= 0; i-- {
+		if now.Sub(ring[i].at) >= time.Minute {
+			for j := i - 1; j >= 0 && !ring[j].set.thinned; j-- {
+				ring[j] = thinSample(ring[j])
+			}
+			break
+		}
 	}
 	s.trackLocked(sm)
 }
@@ -238,144 +224,6 @@ func init() {
 	} {
 		statusMetrics[n] = true
 	}
-}
-
-// maxStatusKeys bounds the interned series keys; the status reads a few dozen series.
-const maxStatusKeys = 4096
-
-// seriesKeyLocked is the key of a series: the metric's name and the labels the status groups
-// by (destination, reason, intake, api, outcome, resource), "name|k=v|...". The key of a series
-// seen before is the string made the first time. s.keys must be held.
-func (s *sampler) seriesKeyLocked(name string, ls []*dto.LabelPair) string {
-	b := append(s.keys.buf[:0], name...)
-	for _, l := range ls {
-		switch l.GetName() {
-		case "destination", "reason", "intake", "api", "outcome", "resource":
-			b = append(append(append(append(b, '|'), l.GetName()...), '='), l.GetValue()...)
-		}
-	}
-	s.keys.buf = b
-	if key, ok := s.keys.m[string(b)]; ok {
-		return key
-	}
-	key := string(b)
-	if len(s.keys.m) >= maxStatusKeys {
-		clear(s.keys.m) // series come and go (destinations of a resolver): start over
-	}
-	s.keys.m[key] = key
-	return key
-}
-
-func label(ls []*dto.LabelPair, name string) string {
-	for _, l := range ls {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-// sum adds the series of metric whose labels include every one of want ("k=v").
-func (sm *sample) sum(metric string, want ...string) float64 {
-	var n float64
-	for k, v := range sm.values {
-		if k != metric && !hasPrefixBar(k, metric) {
-			continue
-		}
-		ok := true
-		for _, w := range want {
-			if !containsLabel(k, w) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			n += v
-		}
-	}
-	return n
-}
-
-// has reports whether metric has any series in the sample.
-func (sm *sample) has(metric string) bool {
-	for k := range sm.values {
-		if k == metric || hasPrefixBar(k, metric) {
-			return true
-		}
-	}
-	return false
-}
-
-// byLabel splits metric's sum by the values of one label, among series matching want.
-func (sm *sample) byLabel(metric, lbl string, want ...string) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range sm.values {
-		if k != metric && !hasPrefixBar(k, metric) {
-			continue
-		}
-		ok := true
-		for _, w := range want {
-			ok = ok && containsLabel(k, w)
-		}
-		if !ok {
-			continue
-		}
-		out[labelOf(k, lbl)] += v
-	}
-	return out
-}
-
-// The key helpers below run on every series of every sample, once a second: they compare in
-// place rather than build the strings they look for.
-
-// hasPrefixBar reports whether series key k belongs to metric (keys are "metric|k=v|...").
-func hasPrefixBar(k, metric string) bool {
-	return len(k) > len(metric) && k[len(metric)] == '|' && strings.HasPrefix(k, metric)
-}
-
-// containsLabel reports whether key k has the label kv ("name=value").
-func containsLabel(k, kv string) bool {
-	for rest := k; ; {
-		i := strings.IndexByte(rest, '|')
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+1:]
-		if strings.HasPrefix(rest, kv) && (len(rest) == len(kv) || rest[len(kv)] == '|') {
-			return true
-		}
-	}
-}
-
-// labelOf returns the value of label lbl in key k, or "".
-func labelOf(k, lbl string) string {
-	for rest := k; ; {
-		i := strings.IndexByte(rest, '|')
-		if i < 0 {
-			return ""
-		}
-		rest = rest[i+1:]
-		if len(rest) > len(lbl) && rest[len(lbl)] == '=' && strings.HasPrefix(rest, lbl) {
-			v, _, _ := strings.Cut(rest[len(lbl)+1:], "|")
-			return v
-		}
-	}
-}
-
-// destinations returns the destination names seen in a sample.
-func (sm *sample) destinations() []string {
-	seen := map[string]bool{}
-	for k := range sm.values {
-		if d := labelOf(k, "destination"); d != "" && strings.HasPrefix(k, "otlpgate_client_") {
-			seen[d] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // trackLocked moves each destination's state with the newest sample.
@@ -573,8 +421,8 @@ func (s *sampler) status(now time.Time) Status {
 			Retried:     last.byLabel("otlpgate_client_retried_requests_total", "reason", dw),
 			Throttles:   last.sum("otlpgate_client_throttles_total", dw),
 			History:     history(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) }),
-			LatencyP50:  round(quantile(0.5, minuteAgo.hist[d], last.hist[d])*1e4) / 1e4,
-			LatencyP99:  round(quantile(0.99, minuteAgo.hist[d], last.hist[d])*1e4) / 1e4,
+			LatencyP50:  round(quantile(0.5, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
+			LatencyP99:  round(quantile(0.99, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
 			DroppedPerSec: round(rate(ring, func(x *sample) float64 {
 				return x.sum("otlpgate_client_dropped_items_total", dw)
 			})),

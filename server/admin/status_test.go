@@ -160,14 +160,6 @@ func TestStatusPageRenders(t *testing.T) {
 func TestSeriesKeyHelpers(t *testing.T) {
 	const k = "otlpgate_client_sent_total|destination=a|signal=traces"
 	for _, c := range []struct {
-		metric string
-		want   bool
-	}{{"otlpgate_client_sent_total", true}, {"otlpgate_client_sent", false}, {k, false}, {"", false}} {
-		if got := hasPrefixBar(k, c.metric); got != c.want {
-			t.Errorf("hasPrefixBar(%q) = %v, want %v", c.metric, got, c.want)
-		}
-	}
-	for _, c := range []struct {
 		kv   string
 		want bool
 	}{{"destination=a", true}, {"signal=traces", true}, {"signal=trace", false}, {"destination=", false},
