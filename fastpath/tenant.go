@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -44,7 +45,10 @@ const (
 // process restarts), and a bad value stays bad.
 var (
 	ErrTooManyTenants = errors.New("fastpath: too many distinct tenant header values (-intake.max-tenants reached)")
-	ErrTenantValue    = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
+	// ErrPeerTenants refuses a new tuple from a client address that holds
+	// -intake.max-tenants-per-peer of the table's tenants already (tenantpeer.go).
+	ErrPeerTenants = errors.New("fastpath: this client address brought too many distinct tenant header values (-intake.max-tenants-per-peer reached)")
+	ErrTenantValue = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
 	// ErrNoRoute refuses a request whose tenant no destination takes (every destination has a
 	// match-header, and none names the tenant's value).
 	ErrNoRoute = errors.New("fastpath: no destination takes this tenant's data (match-header)")
@@ -53,9 +57,10 @@ var (
 var (
 	tenantRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_tenant_refused_requests_total",
-		Help: "Requests refused for their tenant headers (-intake.headers), by reason (max_tenants: a new value past -intake.max-tenants; bad_value: longer than 255 bytes or not printable ASCII; no_route: no destination's match-header takes the value).",
+		Help: "Requests refused for their tenant headers (-intake.headers), by reason (max_tenants: a new value past -intake.max-tenants; per_peer: a new value from a client address holding -intake.max-tenants-per-peer; bad_value: longer than 255 bytes or not printable ASCII; no_route: no destination's match-header takes the value; credential: with -auth.tenants-file, a missing or unknown bearer token; claim_mismatch: with -auth.tenants-file, a tenant header that disagrees with the token's tenant).",
 	}, []string{"reason"})
 	tenantRefusedMax     = tenantRefused.WithLabelValues("max_tenants")
+	tenantRefusedPeer    = tenantRefused.WithLabelValues("per_peer")
 	tenantRefusedValue   = tenantRefused.WithLabelValues("bad_value")
 	tenantRefusedNoRoute = tenantRefused.WithLabelValues("no_route")
 	tenantsKnown         = promauto.NewGauge(prometheus.GaugeOpts{
@@ -75,8 +80,15 @@ type TenantsConfig struct {
 	Default string
 	// Max bounds the distinct tuples of values (-intake.max-tenants, default 1000); a request
 	// bringing a new one past it is refused and counted in
-	// otlpgate_tenant_refused_requests_total{reason="max_tenants"}.
+	// otlpgate_tenant_refused_requests_total{reason="max_tenants"}. Tenants bound to
+	// credentials (tenantcreds.go) are never refused for it: the tokens file bounds them.
 	Max int
+	// MaxPerPeer bounds the tuples one client address may have brought into the table and
+	// that are still in it (-intake.max-tenants-per-peer, default 100; 0: no bound), so that
+	// one client cannot take every place under Max; a request bringing a new one past it is
+	// refused and counted in otlpgate_tenant_refused_requests_total{reason="per_peer"}
+	// (tenantpeer.go).
+	MaxPerPeer int
 	// Routes says, for each destination in the order the pipeline and the feeders number them,
 	// which tenants it takes (its match-header). Empty: every destination takes every tenant.
 	Routes []Match
@@ -97,7 +109,7 @@ type TenantsConfig struct {
 
 // DefaultTenantsConfig returns the defaults documented on TenantsConfig.
 func DefaultTenantsConfig() TenantsConfig {
-	return TenantsConfig{Max: 1000, MetricsTop: 20, Idle: 10 * time.Minute}
+	return TenantsConfig{Max: 1000, MaxPerPeer: 100, MetricsTop: 20, Idle: 10 * time.Minute}
 }
 
 // Validate reports a configuration that cannot work.
@@ -121,6 +133,9 @@ func (c TenantsConfig) Validate() error {
 	}
 	if c.Max < 1 || c.Max > maxTenants {
 		return fmt.Errorf("fastpath: -intake.max-tenants %d outside 1..%d", c.Max, maxTenants)
+	}
+	if c.MaxPerPeer < 0 || c.MaxPerPeer > maxTenants {
+		return fmt.Errorf("fastpath: -intake.max-tenants-per-peer %d outside 0..%d", c.MaxPerPeer, maxTenants)
 	}
 	for _, m := range c.Routes {
 		if m.Header != "" && !slices.Contains(c.Headers, m.Header) {
@@ -246,6 +261,10 @@ type Tenant struct {
 
 	used atomic.Int64 // clock of the last Lookup (tenantidle.go)
 	pins atomic.Int64 // open batches, and expiredBit once it has left the table
+	// peer is the client address that brought the tenant into the table, charged for it
+	// under MaxPerPeer until it leaves; invalid when none was (tenantpeer.go). Under the
+	// table's lock.
+	peer netip.Addr
 }
 
 // ID numbers the tenant in its table, from 0 (the default tuple) up. The ids of the tenants in
@@ -303,8 +322,9 @@ type Tenants struct {
 	cfg   TenantsConfig
 	index atomic.Pointer[tenantIndex]
 	def   *Tenant
-	clock func() int64 // nanotime; tests move it
-	swept atomic.Int64 // clock of the last sweep
+	clock func() int64                // nanotime; tests move it
+	swept atomic.Int64                // clock of the last sweep
+	creds atomic.Pointer[credentials] // -auth.tenants-file; nil without (tenantcreds.go)
 	mu    struct {
 		sync.Mutex
 		all  []*Tenant
@@ -312,6 +332,8 @@ type Tenants struct {
 		// nextIdle is the clock before which no tenant in the table can be idle, as the last
 		// walk of the table found it (markIdleLocked).
 		nextIdle int64
+		// peers counts the tenants in the table each client address brought (tenantpeer.go).
+		peers map[netip.Addr]int
 		seriesLocked
 	}
 }
@@ -323,12 +345,13 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
 	ts := &Tenants{cfg: cfg, clock: nanotime}
+	ts.mu.peers = map[netip.Addr]int{}
 	ts.index.Store(newTenantIndex(maphash.MakeSeed(), minIndexSlots))
 	var k TenantKey
 	for range cfg.Headers {
 		ts.AddString(&k, "")
 	}
-	def, err := ts.insert(&k, true)
+	def, err := ts.insert(k.b[:k.n], netip.Addr{}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -407,15 +430,26 @@ func (ts *Tenants) AddString(k *TenantKey, v string) {
 // Lookup returns the tenant of k, interning it when it is new and the table has room.
 // It refuses a key with a bad value (ErrTenantValue), a new tuple past Max
 // (ErrTooManyTenants) and a tenant no destination takes (ErrNoRoute), each counted in
-// otlpgate_tenant_refused_requests_total. A known tenant costs a map lookup and no allocation.
-// With -intake.tenant-idle, a lookup marks the tenant used, and a new tuple at the bound first
-// sweeps the idle tenants out (tenantidle.go). Safe for concurrent use.
-func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
+// otlpgate_tenant_refused_requests_total. A known tenant costs an index lookup and no
+// allocation. With -intake.tenant-idle, a lookup marks the tenant used, and a new tuple at the
+// bound first sweeps the idle tenants out (tenantidle.go). Safe for concurrent use.
+func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) { return ts.LookupFrom(k, netip.Addr{}) }
+
+// LookupFrom is Lookup for a request from the client address peer, which a new tuple is
+// charged to under MaxPerPeer: past it the tuple is refused (ErrPeerTenants). An invalid peer
+// (a unix socket's client) is charged nothing. Safe for concurrent use.
+func (ts *Tenants) LookupFrom(k *TenantKey, peer netip.Addr) (*Tenant, error) {
 	if k.bad {
 		tenantRefusedValue.Inc()
 		return nil, ErrTenantValue
 	}
-	t := ts.index.Load().find(k.b[:k.n])
+	return ts.lookupKey(k.b[:k.n], peer, false)
+}
+
+// lookupKey is LookupFrom for a key known to be good; bound interns a new tuple whatever the
+// bounds (a credential's, tenantcreds.go).
+func (ts *Tenants) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, error) {
+	t := ts.index.Load().find(key)
 	ok := t != nil
 	if ts.cfg.Idle > 0 {
 		now := ts.clock()
@@ -430,8 +464,12 @@ func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
 	}
 	if !ok {
 		var err error
-		if t, err = ts.insert(k, false); err != nil {
-			tenantRefusedMax.Inc()
+		if t, err = ts.insert(key, peer, bound); err != nil {
+			if err == ErrPeerTenants {
+				tenantRefusedPeer.Inc()
+			} else {
+				tenantRefusedMax.Inc()
+			}
 			return nil, err
 		}
 	}
@@ -442,12 +480,20 @@ func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) {
 	return t, nil
 }
 
-// insert interns k; past Max only when force is set.
-func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
+// insert interns key, charged to peer; past Max and MaxPerPeer only when force is set, and
+// then charged to no peer.
+func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if t := ts.index.Load().find(k.b[:k.n]); t != nil {
+	if t := ts.index.Load().find(key); t != nil {
 		return t, nil // interned meanwhile
+	}
+	if force {
+		peer = netip.Addr{}
+	}
+	peer = peerOf(peer)
+	if !ts.roomForPeerLocked(peer) {
+		return nil, ErrPeerTenants
 	}
 	if ts.index.Load().len() >= ts.cfg.Max && !force {
 		n := 0
@@ -459,7 +505,7 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 		}
 		ts.dropExpiredLocked(n)
 	}
-	t := &Tenant{tab: ts, key: string(k.b[:k.n])}
+	t := &Tenant{tab: ts, key: string(key), peer: peer}
 	if n := len(ts.mu.free); n > 0 {
 		t.id = ts.mu.free[n-1]
 		ts.mu.free = ts.mu.free[:n-1]
@@ -468,7 +514,7 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 		ts.mu.all = append(ts.mu.all, nil)
 	}
 	t.used.Store(ts.clock())
-	for b := k.b[:k.n]; len(b) > 0; {
+	for b := key; len(b) > 0; {
 		n := int(b[0])
 		t.values = append(t.values, string(b[1:1+n]))
 		b = b[1+n:]
@@ -482,6 +528,7 @@ func (ts *Tenants) insert(k *TenantKey, force bool) (*Tenant, error) {
 	ts.route(t)
 	ts.assignSeriesLocked(t)
 	x := ts.index.Load().addLocked(t)
+	ts.chargePeerLocked(t)
 	ts.mu.all[t.id] = t
 	ts.index.Store(x)
 	tenantsKnown.Set(float64(x.len()))
@@ -571,7 +618,7 @@ func (ts *Tenants) FromRecord(rec []byte) (*Tenant, error) {
 		}
 		return t, nil
 	}
-	return ts.insert(&k, true)
+	return ts.insert(k.b[:k.n], netip.Addr{}, true)
 }
 
 // recordValue finds the value of name among the n pairs of b.

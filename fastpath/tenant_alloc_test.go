@@ -4,6 +4,8 @@ package fastpath
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -115,4 +117,38 @@ func TestTenantNewAfterIdleAllocs(t *testing.T) {
 		t.Fatalf("a new tenant after expiry: %v allocations, with room %v", idle, room)
 	}
 	t.Logf("allocations of a new tenant: %v with room, %v in a full table after expiry", room, idle)
+}
+
+// A known tenant from a client address, or bound to a bearer token, costs no allocation
+// either.
+func TestTenantLookupPeerAndCredentialZeroAlloc(t *testing.T) {
+	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 2})
+	peer := netip.MustParseAddr("2001:db8::7")
+	org := []byte("acme")
+	var k TenantKey
+	ts.Add(&k, org)
+	acme, err := ts.LookupFrom(&k, peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err := bound.SetCredentials([]Credential{{Token: strings.Repeat("t", 100), Values: []string{"acme"}}}); err != nil {
+		t.Fatal(err)
+	}
+	auth := "Bearer " + strings.Repeat("t", 100)
+	allocs := testing.AllocsPerRun(1000, func() {
+		var k TenantKey
+		ts.Add(&k, org)
+		if got, err := ts.LookupFrom(&k, peer); err != nil || got != acme {
+			t.Fatal(got, err)
+		}
+		var c TenantKey
+		bound.AddClaim(&c, org)
+		if _, err := bound.LookupCredentialString(auth, &c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("known tenant by peer and by token: %v allocations per lookup, want 0", allocs)
+	}
 }

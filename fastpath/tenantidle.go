@@ -132,6 +132,7 @@ func (ts *Tenants) dropExpiredLocked(n int) {
 	for id, t := range ts.mu.all {
 		if t != nil && t.expired() {
 			x.removeLocked(t)
+			ts.releasePeerLocked(t)
 			ts.mu.all[id] = nil
 			ts.mu.free = append(ts.mu.free, uint32(id))
 			ts.foldSeriesLocked(t)

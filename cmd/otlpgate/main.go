@@ -67,6 +67,7 @@ type config struct {
 	tenantHeaders           string
 	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
 	tenants                 fastpath.TenantsConfig
+	tenantsFile             string // -auth.tenants-file
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
 
@@ -197,7 +198,7 @@ func finishConfig(cfg *config) error {
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
 		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, DestFileMax: cfg.destFileMax, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
-		Tenants: cfg.tenants,
+		Tenants: cfg.tenants, TenantsFile: cfg.tenantsFile,
 	}
 	return cfg.gw.Validate()
 }

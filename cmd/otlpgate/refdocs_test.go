@@ -54,6 +54,7 @@ var flagGroups = map[string]string{
 	"resource": "Processing", "drop": "Processing", "sample": "Processing",
 	// Tenant flags outside the -tenant.* prefix are named whole.
 	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
+	"intake.max-tenants-per-peer": "Tenants", "intake.tenant-idle": "Tenants",
 	"tenant": "Tenants",
 }
 

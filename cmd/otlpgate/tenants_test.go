@@ -356,6 +356,13 @@ func TestTenantFlags(t *testing.T) {
 	if !slices.Equal(tc.Headers, []string{"x-scope-orgid", "x-region"}) || tc.Default != "anonymous" || tc.Max != 50 || tc.MetricsTop != 20 {
 		t.Errorf("%+v", tc)
 	}
+	if tc.MaxPerPeer != 100 {
+		t.Errorf("-intake.max-tenants-per-peer defaults to %d, want 100", tc.MaxPerPeer)
+	}
+	f([]string{"-intake.headers", "x-scope-orgid", "-intake.max-tenants-per-peer", "-1"}, "-intake.max-tenants-per-peer -1")
+	f([]string{"-auth.tenants-file", "/nonexistent"}, "-auth.tenants-file binds tokens to tenant header values: give -intake.headers")
+	f([]string{"-intake.headers", "x-scope-orgid", "-auth.tenants-file", "/nonexistent", "-auth.token-file", "/t"}, "leave out -auth.token-file")
+	f([]string{"-intake.headers", "x-scope-orgid", "-auth.tenants-file", "/nonexistent", "-http.auth.token-file", "/t"}, "leave out -auth.token-file")
 	f([]string{"-dest", a + ",match-header=x-scope-orgid:acme"}, "give -intake.headers")
 	f([]string{"-dest", a + ",forward-headers=x-scope-orgid"}, "give -intake.headers")
 	f([]string{"-intake.headers.default", "x"}, "-intake.headers.default needs -intake.headers")

@@ -47,3 +47,46 @@ func BearerToken(path string) (string, error) {
 	}
 	return "Bearer " + string(t), nil
 }
+
+// Binding is one line of a tokens file: a bearer token and what it is bound to, as written.
+type Binding struct {
+	Token string
+	To    string
+	Line  int // 1-based, for messages that must not quote the token
+}
+
+// Bindings reads a tokens file (-auth.tenants-file): one binding a line, the token, white
+// space, then what it is bound to (the rest of the line, trimmed); blank lines and lines
+// starting with '#' are skipped. A line without both parts, a token named twice and a file
+// without a binding are errors, which name the line, never a token: an empty file would
+// refuse every request. Read again on every call (SIGHUP).
+func Bindings(path string) ([]Binding, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read tokens file: %w", err)
+	}
+	var out []Binding
+	seen := map[string]int{}
+	for i, l := range bytes.Split(b, []byte("\n")) {
+		l = bytes.TrimSpace(l)
+		if len(l) == 0 || l[0] == '#' {
+			continue
+		}
+		tok, to := l, []byte(nil)
+		if j := bytes.IndexAny(l, " \t"); j >= 0 {
+			tok, to = l[:j], bytes.TrimSpace(l[j+1:])
+		}
+		if len(to) == 0 {
+			return nil, fmt.Errorf("tokens file line %d: want a token, white space and what it is bound to", i+1)
+		}
+		if first, ok := seen[string(tok)]; ok {
+			return nil, fmt.Errorf("tokens file line %d: the token of line %d again", i+1, first)
+		}
+		seen[string(tok)] = i + 1
+		out = append(out, Binding{Token: string(tok), To: string(to), Line: i + 1})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("tokens file holds no token")
+	}
+	return out, nil
+}

@@ -33,3 +33,36 @@ func TestServerTLSErrors(t *testing.T) {
 		t.Errorf("bad key pair: %v", err)
 	}
 }
+
+func TestBindings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(content string) string {
+		p := filepath.Join(dir, "tokens")
+		os.WriteFile(p, []byte(content), 0o600)
+		return p
+	}
+	got, err := Bindings(write("# tenants\n\ntok-a acme\n  tok-b\tbeta corp \r\ntok-c\t x-scope-orgid=c, x-region=eu\n"))
+	want := []Binding{{"tok-a", "acme", 3}, {"tok-b", "beta corp", 4}, {"tok-c", "x-scope-orgid=c, x-region=eu", 5}}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("binding %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for content, msg := range map[string]string{
+		"":                          "tokens file holds no token",
+		"# only\n":                  "tokens file holds no token",
+		"s3cret\n":                  "tokens file line 1: want a token",
+		"s3cret a\nx b\ns3cret c\n": "tokens file line 3: the token of line 1 again",
+	} {
+		_, err := Bindings(write(content))
+		if err == nil || !strings.HasPrefix(err.Error(), msg) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%q: %v, want %q and no token", content, err, msg)
+		}
+	}
+	if _, err := Bindings(filepath.Join(dir, "missing")); err == nil || !strings.HasPrefix(err.Error(), "cannot read tokens file") {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -71,6 +71,9 @@ type Config struct {
 	// -intake.tenant-idle, -tenant.*); no Headers: tenants off. Its Routes are ignored: the
 	// gateway takes them from the destinations' match-header (tenants.go).
 	Tenants fastpath.TenantsConfig
+	// TenantsFile binds bearer tokens to tenants (-auth.tenants-file, tenants.go): a request's
+	// tenant is then its token's, never what its headers claim. Read at start and on Reload.
+	TenantsFile string
 }
 
 // DefaultConfig returns otlpgate's defaults: every part's own defaults (gRPC, OTLP/HTTP and

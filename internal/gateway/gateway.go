@@ -363,8 +363,8 @@ func (g *Gateway) watchSpool() {
 func (g *Gateway) Failed() <-chan struct{} { return g.failed }
 
 // Reload does what SIGHUP asks: with -dest.file, the destinations are read again and the
-// difference applied (destfile.go); the balanced destinations resolve their backends again; the
-// Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran before; the
+// difference applied (destfile.go); the balanced destinations resolve their backends again;
+// -auth.tenants-file is read again (tenants.go); the Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran before; the
 // error joins them. Safe for concurrent use.
 func (g *Gateway) Reload() error {
 	var errs []error
@@ -384,6 +384,11 @@ func (g *Gateway) Reload() error {
 	for _, f := range fleets {
 		if err := f.Reload(); err != nil {
 			g.log.Error("cannot resolve the backends; keeping the current set", "destination", f.Name(), "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if g.cfg.TenantsFile != "" {
+		if err := g.reloadTenantsFile(); err != nil {
 			errs = append(errs, err)
 		}
 	}

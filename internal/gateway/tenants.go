@@ -6,8 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // tenantConfig is c.Tenants with the destinations' routes: each destination's match-header,
@@ -17,6 +21,14 @@ import (
 func (c Config) tenantConfig(dests []client.Config) (fastpath.TenantsConfig, error) {
 	tc := c.Tenants
 	tc.Routes = nil
+	if c.TenantsFile != "" {
+		switch {
+		case len(tc.Headers) == 0:
+			return tc, errors.New("-auth.tenants-file binds tokens to tenant header values: give -intake.headers")
+		case c.GRPC.AuthTokenFile != "" || c.HTTP.AuthTokenFile != "":
+			return tc, errors.New("-auth.tenants-file authenticates the gRPC and HTTP intakes with its own tokens: leave out -auth.token-file, -grpc.auth.token-file and -http.auth.token-file")
+		}
+	}
 	if len(tc.Headers) == 0 {
 		for _, d := range dests {
 			if d.MatchHeader.Header != "" || len(d.ForwardHeaders) > 0 {
@@ -66,6 +78,11 @@ func (cfg *Config) buildTenants(dests []client.Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.TenantsFile != "" {
+		if _, err := loadTenantsFile(ts, cfg.TenantsFile); err != nil {
+			return err
+		}
+	}
 	cfg.Pipeline.Tenants, cfg.GRPC.Tenants, cfg.HTTP.Tenants = ts, ts, ts
 	cfg.Spool.Meta = true
 	return nil
@@ -85,5 +102,47 @@ func (c Config) checkTenants(dests []client.Config) error {
 	if c.DestFile != "" && len(tc.Routes) != 0 {
 		return ErrDestFileRoutes
 	}
+	return nil
+}
+
+var tenantsFileReloads = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "otlpgate_tenants_file_reloads_total",
+	Help: "Reloads of -auth.tenants-file on SIGHUP, by result (ok; error: the file could not be read or holds a bad line, the log says which, and the tokens read before stay in force).",
+}, []string{"result"})
+
+// loadTenantsFile reads the tokens file at path (internal/credfile) and binds its tokens to
+// their tenants in ts, replacing the tokens bound before; on an error those stay. It returns
+// how many tokens are bound. Errors name the file's line, never a token.
+func loadTenantsFile(ts *fastpath.Tenants, path string) (int, error) {
+	bs, err := credfile.Bindings(path)
+	if err != nil {
+		return 0, fmt.Errorf("-auth.tenants-file: %w", err)
+	}
+	creds := make([]fastpath.Credential, len(bs))
+	for i, b := range bs {
+		vals, err := ts.ParseCredentialTenant(b.To)
+		if err != nil {
+			return 0, fmt.Errorf("-auth.tenants-file line %d: %w", b.Line, err)
+		}
+		creds[i] = fastpath.Credential{Token: b.Token, Values: vals}
+	}
+	if err := ts.SetCredentials(creds); err != nil {
+		return 0, fmt.Errorf("-auth.tenants-file: %w", err)
+	}
+	return len(creds), nil
+}
+
+// reloadTenantsFile reads -auth.tenants-file again (Reload): a token added is served, a token
+// removed is refused from the next call (an OTEP stream opened with it goes on until it ends).
+func (g *Gateway) reloadTenantsFile() error {
+	ts := g.cfg.GRPC.Tenants
+	n, err := loadTenantsFile(ts, g.cfg.TenantsFile)
+	if err != nil {
+		tenantsFileReloads.WithLabelValues("error").Inc()
+		g.log.Error("cannot reload the tenants file; keeping the tokens read before", "err", err)
+		return err
+	}
+	tenantsFileReloads.WithLabelValues("ok").Inc()
+	g.log.Info("reloaded the tenants file", "path", g.cfg.TenantsFile, "tokens", n)
 	return nil
 }

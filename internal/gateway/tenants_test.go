@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/client"
@@ -38,5 +41,48 @@ func TestTenantRoutes(t *testing.T) {
 	off := DefaultConfig()
 	if tc, err := off.tenantConfig([]client.Config{{Name: "a"}}); err != nil || len(tc.Headers) != 0 {
 		t.Fatalf("tenants off: %+v %v", tc, err)
+	}
+}
+
+// -auth.tenants-file is read into the table; a file that cannot be used names its line and no
+// token, and keeps the tokens in force.
+func TestLoadTenantsFile(t *testing.T) {
+	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# tenants\ns3cret-a x-scope-orgid=acme, x-region=eu\n")
+	if n, err := loadTenantsFile(ts, path); err != nil || n != 1 {
+		t.Fatalf("%d tokens, %v", n, err)
+	}
+	lookup := func() (*fastpath.Tenant, error) {
+		var k fastpath.TenantKey
+		ts.AddClaimString(&k, "")
+		ts.AddClaimString(&k, "")
+		return ts.LookupCredentialString("Bearer s3cret-a", &k)
+	}
+	if tn, err := lookup(); err != nil || tn.String() != "acme|eu" {
+		t.Fatalf("%v, %v", tn, err)
+	}
+	for content, want := range map[string]string{
+		"s3cret-b x-other=1\n":                       `-auth.tenants-file line 1: "x-other" is not one of -intake.headers`,
+		"# c\ns3cret-b\n":                            "-auth.tenants-file: tokens file line 2: want a token",
+		"s3cret-b x-region=\x01\n":                   "-auth.tenants-file line 1: value",
+		"s3cret-b x-region=a\ns3cret-b x-region=b\n": "-auth.tenants-file: tokens file line 2: the token of line 1 again",
+	} {
+		write(content)
+		_, err := loadTenantsFile(ts, path)
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%q: %v, want %q and no token", content, err, want)
+		}
+		if _, err := lookup(); err != nil {
+			t.Fatalf("a refused file dropped the tokens in force: %v", err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -30,6 +31,9 @@ type SinkRequest struct {
 	Stream int    // 1-based number of the OTEP stream it came on, 0 for a unary call
 	Body   []byte // a copy of the request's bytes, exactly as received
 	At     time.Time
+	// MD is the call's metadata (for a stream, its opening headers): what a destination's
+	// forward-headers and header keys sent.
+	MD metadata.MD
 }
 
 // GRPCSink is an OTLP upstream on 127.0.0.1: it serves the v1 Export services and the OTEP
@@ -182,7 +186,8 @@ func (s *GRPCSink) handle(_ any, st grpc.ServerStream) error {
 			}
 			return err
 		}
-		req := SinkRequest{Method: method, Signal: sig, OTEP: otep, Stream: n, Body: bytes.Clone(in.Bytes()), At: time.Now()}
+		md, _ := metadata.FromIncomingContext(st.Context())
+		req := SinkRequest{Method: method, Signal: sig, OTEP: otep, Stream: n, Body: bytes.Clone(in.Bytes()), At: time.Now(), MD: md}
 		in.Release()
 		if otep {
 			req.ID = otepID(req.Body)

@@ -2,11 +2,14 @@ package grpcserver
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"reflect"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -62,6 +65,10 @@ var (
 	errTooManyTenants = status.Error(codes.ResourceExhausted, "too many distinct tenant header values (-intake.max-tenants reached): a new value is refused until a known one has been idle for -intake.tenant-idle")
 	errBadTenant      = status.Error(codes.InvalidArgument, "a tenant header value is longer than 255 bytes or not printable ASCII")
 	errNoRoute        = status.Error(codes.PermissionDenied, "no destination takes this tenant header value (match-header)")
+	// The same words as the OTLP/HTTP intake's (server/http/reply.go).
+	errPeerTenants = status.Error(codes.ResourceExhausted, "this client address brought too many distinct tenant header values (-intake.max-tenants-per-peer reached): a new value is refused until one of them has been idle for -intake.tenant-idle")
+	errCredential  = status.Error(codes.Unauthenticated, "missing or unknown bearer token (-auth.tenants-file)")
+	errTenantClaim = status.Error(codes.PermissionDenied, "the tenant headers do not match the bearer token's tenant (-auth.tenants-file): send the token's values or leave the headers out")
 )
 
 // throttled is the status of a v1 call whose tenant is over its rate (-tenant.rate):
@@ -87,8 +94,10 @@ func retryDelayMs(d time.Duration) uint64 {
 	return min(uint64((d+time.Millisecond-1)/time.Millisecond), maxRetryDelayMs)
 }
 
-// tenant returns the call's tenant, nil without tenants, or the status that refuses the call.
-// A header sent several times counts with its first value. A known tenant costs no allocation.
+// tenant returns the call's tenant, nil without tenants, or the status that refuses the call:
+// with -auth.tenants-file the tenant its bearer token is bound to, else the one its headers
+// name, charged to the client's address when it is new (-intake.max-tenants-per-peer). A
+// header sent several times counts with its first value. A known tenant costs no allocation.
 func (s *Server) tenant(ctx context.Context) (*fastpath.Tenant, error) {
 	ts := s.cfg.Tenants
 	if ts == nil {
@@ -96,21 +105,56 @@ func (s *Server) tenant(ctx context.Context) (*fastpath.Tenant, error) {
 	}
 	md := incomingMD(ctx)
 	var k fastpath.TenantKey
-	for _, h := range ts.Headers() {
-		var v string
-		if vs := md[h]; len(vs) > 0 {
-			v = vs[0]
+	var t *fastpath.Tenant
+	var err error
+	if ts.Bound() {
+		for _, h := range ts.Headers() {
+			ts.AddClaimString(&k, first(md[h]))
 		}
-		ts.AddString(&k, v)
+		t, err = ts.LookupCredentialString(first(md["authorization"]), &k)
+	} else {
+		for _, h := range ts.Headers() {
+			ts.AddString(&k, first(md[h]))
+		}
+		t, err = ts.LookupFrom(&k, peerAddr(ctx))
 	}
-	t, err := ts.Lookup(&k)
 	switch err {
 	case nil:
 		return t, nil
 	case fastpath.ErrTooManyTenants:
 		return nil, errTooManyTenants
+	case fastpath.ErrPeerTenants:
+		return nil, errPeerTenants
 	case fastpath.ErrNoRoute:
 		return nil, errNoRoute
+	case fastpath.ErrCredential:
+		return nil, errCredential
+	case fastpath.ErrTenantClaim:
+		return nil, errTenantClaim
 	}
 	return nil, errBadTenant
+}
+
+// first is the first of a header's values, "" for none.
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// peerAddr is the call's client address, invalid when it has none (a unix socket).
+func peerAddr(ctx context.Context) netip.Addr {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return netip.Addr{}
+	}
+	switch a := p.Addr.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr()
+	case nil:
+		return netip.Addr{}
+	}
+	ap, _ := netip.ParseAddrPort(p.Addr.String())
+	return ap.Addr()
 }

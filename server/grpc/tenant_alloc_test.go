@@ -4,9 +4,13 @@ package grpcserver
 
 import (
 	"context"
+	"net"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 )
@@ -30,5 +34,43 @@ func TestTenantZeroAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per call", allocs)
+	}
+}
+
+// Reading a known tenant charged to the client's address, or bound to the call's bearer
+// token, allocates nothing either.
+func TestTenantPeerAndCredentialZeroAlloc(t *testing.T) {
+	open := func(bound bool) (*Server, context.Context) {
+		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := metadata.MD{"x-scope-orgid": {"acme"}, "authorization": {"Bearer " + strings.Repeat("k", 64)}}
+		if bound {
+			if err := ts.SetCredentials([]fastpath.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx := metadata.NewIncomingContext(context.Background(), md)
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4242}})
+		return &Server{cfg: Config{Tenants: ts}}, ctx
+	}
+	for _, bound := range []bool{false, true} {
+		s, ctx := open(bound)
+		want, err := s.tenant(ctx)
+		if err != nil || want.String() != "acme" {
+			t.Fatal(want, err)
+		}
+		if !bound && s.cfg.Tenants.PeerTenants(netip.MustParseAddr("192.0.2.7")) != 1 {
+			t.Fatal("the tenant was not charged to the call's address")
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			if got, err := s.tenant(ctx); got != want || err != nil {
+				t.Fatal(got, err)
+			}
+		})
+		if allocs != 0 {
+			t.Fatalf("bound %v: %v allocations per call", bound, allocs)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -281,5 +284,140 @@ func TestTenantStreamAfterIdle(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d batches, want acme's 2 requests", n)
+	}
+}
+
+// rawFrom is a raw-codec client of e's server that connects from the loopback address src, a
+// client address of its own.
+func rawFrom(t *testing.T, e *env, src string) *grpc.ClientConn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	cc, err := grpc.NewClient(e.srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// One client address sending new tenant values takes no more than
+// -intake.max-tenants-per-peer places: past them its new values are RESOURCE_EXHAUSTED (a
+// stream's before its first message) while it is still served with known tenants, and a
+// client at another address brings a new tenant in.
+func TestTenantPerPeer(t *testing.T) {
+	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := traceBody(t, 1, 1)
+	sprayer, other := rawFrom(t, e, "127.0.0.2"), rawFrom(t, e, "127.0.0.3")
+	call := func(cc *grpc.ClientConn, org string) error {
+		var r codec.Raw
+		r.SetBytes(body)
+		return cc.Invoke(withOrg(ctx, org), "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, &codec.Raw{})
+	}
+	for _, org := range []string{"s1", "s2"} {
+		if err := call(sprayer, org); err != nil {
+			t.Fatal(org, err)
+		}
+	}
+	err := call(sprayer, "s3")
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "-intake.max-tenants-per-peer") {
+		t.Fatalf("a third new value from one address: %v", err)
+	}
+	s, err := sprayer.NewStream(withOrg(ctx, "s4"), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recvResp(t, s); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a stream of a new value from the address at its bound: %v", err)
+	}
+	if err := call(other, "newcomer"); err != nil {
+		t.Fatalf("a new tenant from another address: %v", err)
+	}
+	if err := call(sprayer, "newcomer"); err != nil {
+		t.Fatalf("a known tenant from the address at its bound: %v", err)
+	}
+	if n := ts.PeerTenants(netip.MustParseAddr("127.0.0.2")); n != 2 {
+		t.Fatalf("127.0.0.2 holds %d tenants, want 2", n)
+	}
+	e.p.Flush()
+	count := map[string]int{}
+	for _, g := range e.rec.Received() {
+		count[g.Tenant] += bytes.Count(g.Body, body)
+	}
+	if len(count) != 3 || count["s1"] != 1 || count["s2"] != 1 || count["newcomer"] != 2 {
+		t.Fatalf("requests by tenant %v", count)
+	}
+}
+
+// With -auth.tenants-file a call's tenant is its token's, on every service: a header that
+// repeats it is fine, one that names another tenant is PERMISSION_DENIED, a call without a
+// known token UNAUTHENTICATED; nothing refused reaches a batch.
+func TestTenantCredentialsGRPC(t *testing.T) {
+	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err := ts.SetCredentials([]fastpath.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := traceBody(t, 1, 1)
+	as := func(tok, org string) context.Context {
+		c := withOrg(ctx, org)
+		if tok != "" {
+			c = metadata.AppendToOutgoingContext(c, "authorization", "Bearer "+tok)
+		}
+		return c
+	}
+	v1 := func(c context.Context) error {
+		var r codec.Raw
+		r.SetBytes(body)
+		return e.raw.Invoke(c, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &r, &codec.Raw{})
+	}
+	for _, c := range []struct {
+		tok, org string
+		want     codes.Code
+	}{
+		{"tok-acme", "", codes.OK},
+		{"tok-acme", "acme", codes.OK},
+		{"tok-beta", "", codes.OK},
+		{"tok-acme", "beta", codes.PermissionDenied},
+		{"", "acme", codes.Unauthenticated},
+		{"tok-gamma", "", codes.Unauthenticated},
+	} {
+		if err := v1(as(c.tok, c.org)); status.Code(err) != c.want {
+			t.Errorf("v1 with %q claiming %q: %v, want %v", c.tok, c.org, err, c.want)
+		}
+	}
+	var r codec.Raw
+	r.SetBytes(otepReq(t, 1, body))
+	resp := &otepv1.ExportResponse{}
+	if err := e.raw.Invoke(as("tok-beta", "beta"), "/otlpgate.otep.v1.UnaryExporter/ExportTraces", &r, resp); err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("otep unary: %v %v", resp, err)
+	}
+	s := e.rawStream(t, as("tok-acme", ""))
+	sendRaw(t, s, otepReq(t, 2, body))
+	if resp, err := recvResp(t, s); err != nil || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("otep stream: %v %v", resp, err)
+	}
+	s.CloseSend()
+	if _, err := drainEOF(s); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := e.raw.NewStream(as("tok-acme", "beta"), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recvResp(t, bad); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a stream claiming another tenant: %v", err)
+	}
+	e.p.Flush()
+	count := map[string]int{}
+	for _, g := range e.rec.Received() {
+		count[g.Tenant] += bytes.Count(g.Body, body)
+	}
+	if len(count) != 2 || count["acme"] != 3 || count["beta"] != 2 {
+		t.Fatalf("requests by tenant %v, want acme 3 and beta 2", count)
 	}
 }

@@ -61,9 +61,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
 		return
 	}
-	tenant, refused := s.tenant(hdr)
+	tenant, refused, why := s.tenant(ctx)
 	if refused != nil {
-		s.reject(ctx, f, rejectTenant, refused)
+		s.reject(ctx, f, why, refused)
+		if why == rejectUnauthenticated {
+			ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		}
 		return
 	}
 	cod := parseCoding(hdr.ContentEncoding())

@@ -59,6 +59,9 @@ const (
 	msgBadTenant      = "a tenant header value is longer than 255 bytes or not printable ASCII"
 	msgNoRoute        = "no destination takes this tenant header value (match-header)"
 	msgTenantRate     = "the tenant is over its rate (-tenant.rate): retry after the given delay"
+	msgPeerTenants    = "this client address brought too many distinct tenant header values (-intake.max-tenants-per-peer reached): a new value is refused until one of them has been idle for -intake.tenant-idle"
+	msgCredential     = "missing or unknown bearer token (-auth.tenants-file)"
+	msgTenantClaim    = "the tenant headers do not match the bearer token's tenant (-auth.tenants-file): send the token's values or leave the headers out"
 )
 
 // replies are the fixed answers of one server (some name its configured limits).
@@ -67,6 +70,7 @@ type replies struct {
 	malformed, overloaded429, overloaded503, queueTooLarge, closed              *reply
 	headerTooLarge, badRequest, timeout, busy                                   *reply
 	tooManyTenants, badTenant, noRoute, tenantRate                              *reply
+	peerTenants, credential, tenantClaim                                        *reply
 }
 
 func newReplies(cfg Config) *replies {
@@ -95,6 +99,9 @@ func newReplies(cfg Config) *replies {
 		badTenant:      newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, msgBadTenant),
 		noRoute:        newReply(fasthttp.StatusForbidden, codes.PermissionDenied, msgNoRoute),
 		tenantRate:     newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgTenantRate),
+		peerTenants:    newReply(fasthttp.StatusForbidden, codes.ResourceExhausted, msgPeerTenants),
+		credential:     newReply(fasthttp.StatusUnauthorized, codes.Unauthenticated, msgCredential),
+		tenantClaim:    newReply(fasthttp.StatusForbidden, codes.PermissionDenied, msgTenantClaim),
 	}
 }
 

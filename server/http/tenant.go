@@ -1,31 +1,57 @@
 package httpserver
 
 import (
+	"net/netip"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
-// tenant reads the request's tenant (-intake.headers) from its headers, before its body: a
-// request the tenant table refuses is answered with the reply returned, and its body is not
-// read. A known tenant costs a header lookup per name and no allocation.
-func (s *Server) tenant(hdr *fasthttp.RequestHeader) (*fastpath.Tenant, *reply) {
+// tenant reads the request's tenant (-intake.headers) before its body: with
+// -auth.tenants-file the tenant its bearer token is bound to, else the one its headers name,
+// charged to the client's address when it is new (-intake.max-tenants-per-peer). A request the
+// tenant table refuses is answered with the reply returned, counted under the reason returned,
+// and its body is not read. A known tenant costs a header lookup per name and no allocation.
+func (s *Server) tenant(ctx *fasthttp.RequestCtx) (*fastpath.Tenant, *reply, int) {
 	ts := s.cfg.Tenants
 	if ts == nil {
-		return nil, nil
+		return nil, nil, 0
 	}
+	hdr := &ctx.Request.Header
 	var k fastpath.TenantKey
-	for _, h := range ts.Headers() {
-		ts.Add(&k, hdr.Peek(h))
+	var t *fastpath.Tenant
+	var err error
+	if ts.Bound() {
+		for _, h := range ts.Headers() {
+			ts.AddClaim(&k, hdr.Peek(h))
+		}
+		t, err = ts.LookupCredential(hdr.Peek("Authorization"), &k)
+	} else {
+		for _, h := range ts.Headers() {
+			ts.Add(&k, hdr.Peek(h))
+		}
+		t, err = ts.LookupFrom(&k, remoteAddr(ctx))
 	}
-	t, err := ts.Lookup(&k)
 	switch err {
 	case nil:
-		return t, nil
+		return t, nil, 0
 	case fastpath.ErrTooManyTenants:
-		return nil, s.replies.tooManyTenants
+		return nil, s.replies.tooManyTenants, rejectTenant
+	case fastpath.ErrPeerTenants:
+		return nil, s.replies.peerTenants, rejectTenant
 	case fastpath.ErrNoRoute:
-		return nil, s.replies.noRoute
+		return nil, s.replies.noRoute, rejectTenant
+	case fastpath.ErrCredential:
+		return nil, s.replies.credential, rejectUnauthenticated
+	case fastpath.ErrTenantClaim:
+		return nil, s.replies.tenantClaim, rejectTenant
 	}
-	return nil, s.replies.badTenant
+	return nil, s.replies.badTenant, rejectTenant
+}
+
+// remoteAddr is the request's client address, invalid when it has none (a unix socket).
+func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return a
 }

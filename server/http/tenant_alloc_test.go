@@ -4,6 +4,8 @@ package httpserver
 
 import (
 	"log/slog"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -59,4 +61,52 @@ func (h *handlerHarness) twoTenants(t *testing.T, enc string, body []byte) func(
 		step()
 	}
 	return step
+}
+
+// A known tenant charged to the client's address, or bound to the request's bearer token,
+// through the handler into the pipeline allocates nothing either.
+func TestHandlerTenantPeerAndCredentialAllocs(t *testing.T) {
+	for _, bound := range []bool{false, true} {
+		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound {
+			if err := ts.SetCredentials([]fastpath.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := &handlerHarness{sink: &testkit.Discard{}}
+		pc := fastpath.DefaultConfig()
+		pc.BatchMaxAge = 1 << 62
+		pc.Tenants = ts
+		if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
+			t.Fatal(err)
+		}
+		sc := DefaultConfig()
+		sc.Tenants = ts
+		if h.srv, err = New(sc, h.p, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		ctx := h.ctx("", traces(t, 1, 20))
+		ctx.Request.Header.Set("X-Scope-OrgID", "acme")
+		ctx.Request.Header.Set("Authorization", "Bearer "+strings.Repeat("k", 64))
+		step := func() {
+			h.srv.handle(ctx)
+			if ctx.Response.StatusCode() != 200 {
+				t.Fatalf("bound %v: status %d %q", bound, ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			ctx.Response.Reset()
+		}
+		for range 10 {
+			step()
+		}
+		if got := testing.AllocsPerRun(500, step); got != 0 {
+			t.Errorf("bound %v: %v allocs per request, want 0", bound, got)
+		}
+		if !bound && ts.PeerTenants(netip.MustParseAddr("127.0.0.1")) != 1 {
+			t.Error("the tenant was not charged to the request's address")
+		}
+		h.p.Close()
+	}
 }

@@ -2,7 +2,10 @@ package httpserver
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,5 +138,140 @@ func TestTenantRateHTTP(t *testing.T) {
 	}
 	if n := ts.All()[1].Throttled(); n != 3 {
 		t.Fatalf("noisy throttled %d, want 3", n)
+	}
+}
+
+// postFrom posts body as tenant org (none for "") from the loopback address src, with the
+// Authorization value auth (none for "").
+func (e *env) postFrom(t *testing.T, src, auth, org string, body []byte) response {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/traces", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", ctProto)
+	if org != "" {
+		req.Header.Set("X-Scope-OrgID", org)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func startTenantsWith(t *testing.T, cfg fastpath.TenantsConfig) (*env, *fastpath.Tenants) {
+	t.Helper()
+	ts, err := fastpath.NewTenants(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPipelineConfig()
+	pc.Tenants = ts
+	sc := DefaultConfig()
+	sc.Tenants = ts
+	return start(t, pc, sc, nil), ts
+}
+
+// One client address takes no more than -intake.max-tenants-per-peer places: past them its
+// new values are answered 403 (RESOURCE_EXHAUSTED, counted as tenant_refused) while known
+// tenants are served to it, and a client at another address brings a new tenant in.
+func TestTenantPerPeerHTTP(t *testing.T) {
+	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
+	body := traces(t, 2, 1)
+	for _, org := range []string{"s1", "s2"} {
+		if r := e.postFrom(t, "127.0.0.2", "", org, body); r.status != 200 {
+			t.Fatalf("%s: %d", org, r.status)
+		}
+	}
+	before := testutil.ToFloat64(ctr.rejected[rejectTenant])
+	r := e.postFrom(t, "127.0.0.2", "", "s3", body)
+	if st := status(t, r.body); r.status != 403 || codes.Code(st.Code) != codes.ResourceExhausted || !strings.Contains(st.Message, "-intake.max-tenants-per-peer") {
+		t.Fatalf("a third new value from one address: %d %v", r.status, st)
+	}
+	if got := testutil.ToFloat64(ctr.rejected[rejectTenant]) - before; got != 1 {
+		t.Fatalf("tenant_refused counted %v, want 1", got)
+	}
+	if r := e.postFrom(t, "127.0.0.3", "", "newcomer", body); r.status != 200 {
+		t.Fatalf("a new tenant from another address: %d %q", r.status, r.body)
+	}
+	if r := e.postFrom(t, "127.0.0.2", "", "newcomer", body); r.status != 200 {
+		t.Fatalf("a known tenant from the address at its bound: %d", r.status)
+	}
+	if n := ts.PeerTenants(netip.MustParseAddr("127.0.0.2")); n != 2 {
+		t.Fatalf("127.0.0.2 holds %d tenants, want 2", n)
+	}
+	e.p.Flush()
+	count := map[string]int{}
+	for _, g := range e.rec.Received() {
+		count[g.Tenant] += bytes.Count(g.Body, body)
+	}
+	if len(count) != 3 || count["s1"] != 1 || count["s2"] != 1 || count["newcomer"] != 2 {
+		t.Fatalf("requests by tenant %v", count)
+	}
+}
+
+// With -auth.tenants-file a request's tenant is its token's: a header that repeats it is fine,
+// one that names another tenant is 403 (PERMISSION_DENIED, tenant_refused), a request without
+// a known token 401 with WWW-Authenticate (unauthenticated); nothing refused reaches a batch.
+func TestTenantCredentialsHTTP(t *testing.T) {
+	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err := ts.SetCredentials([]fastpath.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
+		t.Fatal(err)
+	}
+	body := traces(t, 2, 1)
+	tenantBefore := testutil.ToFloat64(ctr.rejected[rejectTenant])
+	authBefore := testutil.ToFloat64(ctr.rejected[rejectUnauthenticated])
+	for _, c := range []struct {
+		auth, org string
+		status    int
+		code      codes.Code
+	}{
+		{"Bearer tok-acme", "", 200, 0},
+		{"Bearer tok-acme", "acme", 200, 0},
+		{"bearer tok-beta", "", 200, 0},
+		{"Bearer tok-acme", "beta", 403, codes.PermissionDenied},
+		{"", "acme", 401, codes.Unauthenticated},
+		{"Bearer tok-gamma", "", 401, codes.Unauthenticated},
+	} {
+		r := e.postFrom(t, "127.0.0.1", c.auth, c.org, body)
+		if r.status != c.status {
+			t.Errorf("%q claiming %q: %d, want %d", c.auth, c.org, r.status, c.status)
+			continue
+		}
+		if c.status == 200 {
+			continue
+		}
+		if st := status(t, r.body); codes.Code(st.Code) != c.code || !strings.Contains(st.Message, "-auth.tenants-file") {
+			t.Errorf("%q claiming %q: %v", c.auth, c.org, st)
+		}
+		if c.status == 401 && r.header.Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("%q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
+		}
+	}
+	if got := testutil.ToFloat64(ctr.rejected[rejectTenant]) - tenantBefore; got != 1 {
+		t.Errorf("tenant_refused counted %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(ctr.rejected[rejectUnauthenticated]) - authBefore; got != 2 {
+		t.Errorf("unauthenticated counted %v, want 2", got)
+	}
+	e.p.Flush()
+	count := map[string]int{}
+	for _, g := range e.rec.Received() {
+		count[g.Tenant] += bytes.Count(g.Body, body)
+	}
+	if len(count) != 2 || count["acme"] != 2 || count["beta"] != 1 {
+		t.Fatalf("requests by tenant %v, want acme 2 and beta 1", count)
 	}
 }
