@@ -84,7 +84,10 @@ type Config struct {
 	RecvTimeout time.Duration
 	// MaxConnRecvBytes caps the bytes of unfinished messages one connection may have sent beyond
 	// the initial stream window of each (InitialWindowSize; within it a client may send without
-	// the server reading, which many concurrent uploads do) (-grpc.max-conn-recv-bytes, default 0: twice MaxRecvMsgSize, 32MiB with its default; at
+	// the server reading, which many concurrent uploads do) and beyond what its calls reserved
+	// from Limiter (a reserved message is the call's to receive: calls past the connection's
+	// share are refused one by one, never by closing the connection under the others; see
+	// watch.limit) (-grpc.max-conn-recv-bytes, default 0: twice MaxRecvMsgSize, 32MiB with its default; at
 	// least MaxRecvMsgSize when set), so that it follows a raised message size; past it the
 	// connection is closed, counted in otlpgate_grpc_closed_connections_total{reason="recv_bytes"}.
 	MaxConnRecvBytes int64

@@ -85,6 +85,9 @@ func (cs *conns) add(nc net.Conn) (*conn, bool) {
 	cs.mu.perPeer[ip]++
 	c := &conn{Conn: nc, cs: cs, addr: addr, peer: ip, plain: true}
 	c.w.init(cs.cfg)
+	if bc, ok := nc.(*budgetConn); ok {
+		c.w.acct = bc.acct
+	}
 	cs.mu.byAddr[addr] = c
 	openConns.Inc()
 	return c, true

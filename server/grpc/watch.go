@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // watch follows the HTTP/2 frames of one connection, in clear text, to bound what gRPC holds
@@ -30,8 +32,11 @@ import (
 type watch struct {
 	maxHeld int64 // -grpc.max-conn-recv-bytes
 	window  int64 // the initial stream window the server grants (-grpc.http2.stream-window)
-	rd, wr  cursor
-	mu      struct {
+	// acct is the connection's intake limiter account, nil without a limiter: what its calls
+	// reserved before their messages were let in is theirs to receive, whatever maxHeld says.
+	acct   *admission.Account
+	rd, wr cursor
+	mu     struct {
 		sync.Mutex
 		streams  map[uint32]*msgState
 		spare    []*msgState // states of ended streams, for the next ones: a call costs no allocation
@@ -195,10 +200,25 @@ func (w *watch) read(p []byte) (reason int, bad bool) {
 		}
 	}
 	w.reportLocked()
-	if w.mu.held > w.maxHeld && w.grantedLocked() > w.maxHeld {
+	if limit := w.limit(); w.mu.held > limit && w.grantedLocked() > limit {
 		return closeRecvBytes, true
 	}
 	return 0, false
+}
+
+// limit is what the connection's unfinished messages may hold beyond their windows before it
+// is closed: maxHeld, plus what its calls reserved from the intake limiter. A unary call
+// reserves -grpc.max-recv-msg-size before gRPC lets its message in (takeRecv) and gives the
+// reservation back only once the message was read whole, so the messages the limiter admitted
+// never count against maxHeld: a connection the limiter lets read four 15 MB messages at once
+// (-intake.max-conn-bytes) is not closed for reading them, and the calls past its share wait
+// and are refused one by one (RESOURCE_EXHAUSTED and RetryInfo). maxHeld bounds what no
+// reservation covers: OTEP stream messages, which are read without one.
+func (w *watch) limit() int64 {
+	if w.acct == nil {
+		return w.maxHeld
+	}
+	return w.maxHeld + w.acct.Held()
 }
 
 // grantedLocked sums what unfinished messages hold beyond the initial stream window. Within it
