@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -65,6 +66,7 @@ const (
 // The zero value is ready to use.
 type JSONTranscoder struct {
 	in      []byte    // the body of the call under way; nil between calls
+	grower  Grower    // what gives the output of the call under way more room; nil: append
 	segs    []jsonSeg // fields written by the open objects, the innermost object's last
 	marks   []lenMark // deferred length prefixes of this call, in output order
 	grown   uint64    // bytes expand will add for the marks closed so far
@@ -97,21 +99,48 @@ const keyMax = 6 * maxKeyLen
 //
 // Not safe for concurrent use; reuse one per goroutine (pool it).
 func (t *JSONTranscoder) AppendRequest(dst []byte, sig Signal, body []byte) ([]byte, Scan, error) {
+	return t.AppendRequestWithin(nil, dst, sig, body)
+}
+
+// Grower gives the transcoder's output more room than its buffer has, for a caller that
+// charges what the output takes to a budget: packed numbers write up to four times their JSON
+// text ("0," is a fixed64's eight bytes), so the output, not the body, is what must be
+// bounded.
+type Grower interface {
+	// Grow returns a buffer holding dst's bytes with room for at least n more, whose memory
+	// was charged before it was made; dst's buffer is the grower's again (the transcoder
+	// reads it no more). An error (ErrBudget, or a bound of the grower's own) ends the
+	// transcoding, which returns it.
+	Grow(dst []byte, n int) ([]byte, error)
+}
+
+// jsonRoom is the room the transcoder makes sure of before each member, element and resource
+// entry it writes: enough for what it writes between two such points besides a value's text
+// (tags, reserved length bytes, up to two bytes per enclosing message as they close, at most
+// MaxNesting of them). A string, bytes or id value, and an attribute, make sure of room for
+// their text beside it.
+const jsonRoom = 2*MaxNesting + 64
+
+// AppendRequestWithin is AppendRequest with the output's growth left to g (nil: to append): it
+// asks g before it writes past dst's capacity, so that nothing it writes grows a buffer g did
+// not give. On error, g's among them, the returned slice (of the last buffer g gave) has
+// dst's original length.
+func (t *JSONTranscoder) AppendRequestWithin(g Grower, dst []byte, sig Signal, body []byte) ([]byte, Scan, error) {
 	if sig >= NumSignals {
 		return dst, Scan{}, ErrSignal
 	}
 	start := len(dst)
-	t.in = body
+	t.in, t.grower = body, g
 	t.segs = t.segs[:0]
 	t.marks = t.marks[:0]
 	t.grown = 0
 	t.items = 0
 	out, s, err := t.request(dst, sig)
 	if err == nil {
-		out = t.expand(out)
+		out, err = t.expand(out)
 		s.Items = t.items
 	}
-	t.in = nil
+	t.in, t.grower = nil, nil
 	if cap(t.marks) > keepMarks {
 		t.marks = nil
 	}
@@ -119,9 +148,21 @@ func (t *JSONTranscoder) AppendRequest(dst []byte, sig Signal, body []byte) ([]b
 		t.scratch = nil
 	}
 	if err != nil {
-		return dst[:start], Scan{}, err
+		return out[:start], Scan{}, err
 	}
 	return out, s, nil
+}
+
+// more makes room for n more bytes in dst, through the call's Grower when it has one. Called
+// when the room is short only, so that the common case costs a comparison at the call site.
+func (t *JSONTranscoder) more(dst []byte, n int) ([]byte, error) {
+	if cap(dst)-len(dst) >= n {
+		return dst, nil
+	}
+	if t.grower == nil {
+		return slices.Grow(dst, n), nil
+	}
+	return t.grower.Grow(dst, n)
 }
 
 // request reads the top-level object and writes its resource entries.
@@ -208,10 +249,15 @@ func (t *JSONTranscoder) entries(dst []byte, i int, sig Signal, s *Scan) ([]byte
 		if b[i] != '{' {
 			return dst, i, ErrJSONType
 		}
+		var err error
+		if cap(dst)-len(dst) < jsonRoom {
+			if dst, err = t.more(dst, jsonRoom); err != nil {
+				return dst, i, err
+			}
+		}
 		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 		var o lenOpen
 		dst, o = t.open(dst)
-		var err error
 		if dst, i, err = t.object(dst, i, resourceMsg[sig], 1, 3); err != nil {
 			return dst, i, err
 		}
@@ -334,6 +380,12 @@ func (t *JSONTranscoder) object(dst []byte, i int, m msgID, nest, d int) ([]byte
 	var oneofs uint8 // oneof groups already set
 	var prev uint8   // the previous key's name (see jsonKeyTable.find); 0 before the first
 	for {
+		if cap(dst)-len(dst) < jsonRoom {
+			var err error
+			if dst, err = t.more(dst, jsonRoom); err != nil {
+				return dst, i, err
+			}
+		}
 		k, v, err := t.memberKey(i, keys, hints[prev])
 		if err != nil {
 			return dst, v, err
@@ -416,6 +468,11 @@ func (t *JSONTranscoder) list(dst []byte, i int, f *jsonField, nest, d int) ([]b
 			return dst, i, ErrJSONSyntax
 		}
 		var err error
+		if cap(dst)-len(dst) < jsonRoom {
+			if dst, err = t.more(dst, jsonRoom); err != nil {
+				return dst, i, err
+			}
+		}
 		if f.typ == jMessage {
 			dst, i, err = t.nested(dst, i, f, nest, d+1)
 		} else {

@@ -130,6 +130,15 @@ func (t *JSONTranscoder) attribute(dst []byte, i int, f *jsonField) ([]byte, int
 	}
 	j += len(attrClose)
 
+	// What it writes is shorter than its text (b[i:j]); without room for it, the general
+	// way asks again and fails as it does.
+	if cap(dst)-len(dst) < j-i+jsonRoom {
+		out, err := t.more(dst, j-i+jsonRoom)
+		if err != nil {
+			return dst, i, false
+		}
+		dst = out
+	}
 	// The AnyValue's one member, then the KeyValue, sized from the inside out.
 	kl, vl := uint64(ke-ks), uint64(ve-vs)
 	anyLen := 1 + uint64(protowire.SizeVarint(x))

@@ -87,12 +87,16 @@ func (t *JSONTranscoder) close(dst []byte, o lenOpen) []byte {
 
 // expand writes the deferred length prefixes, moving the bytes after each right by the room
 // the prefixes before it take beyond their reserved byte: one pass from the end.
-func (t *JSONTranscoder) expand(dst []byte) []byte {
+func (t *JSONTranscoder) expand(dst []byte) ([]byte, error) {
 	if len(t.marks) == 0 {
-		return dst
+		return dst, nil
 	}
 	r := len(dst)
-	dst = slices.Grow(dst, int(t.grown))[:r+int(t.grown)]
+	dst, err := t.more(dst, int(t.grown))
+	if err != nil {
+		return dst, err
+	}
+	dst = dst[:r+int(t.grown)]
 	w := len(dst)
 	for i := len(t.marks) - 1; i >= 0; i-- {
 		mk := t.marks[i]
@@ -105,7 +109,7 @@ func (t *JSONTranscoder) expand(dst []byte) []byte {
 	if w != r {
 		panic("BUG: fastpath JSON length prefixes do not add up")
 	}
-	return dst
+	return dst, nil
 }
 
 // wrote records the field of order ord the innermost open object has just written at

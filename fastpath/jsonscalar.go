@@ -34,6 +34,12 @@ func (t *JSONTranscoder) scalar(dst []byte, i int, f *jsonField, tagged bool) ([
 			if high && !validUTF8(s) {
 				return dst, i, ErrJSONUTF8
 			}
+			if cap(dst)-len(dst) < len(s)+jsonRoom {
+				var err error
+				if dst, err = t.more(dst, len(s)+jsonRoom); err != nil {
+					return dst, i, err
+				}
+			}
 			dst = f.appendTag(dst) // strings are never packed
 			dst = appendVarint(dst, uint64(len(s)))
 			return append(dst, s...), e + 1, nil
@@ -161,6 +167,12 @@ func (t *JSONTranscoder) scalarToken(dst []byte, i int, f *jsonField, tagged boo
 		}
 		// Repeated strings keep their empty elements: each is a value of the list.
 		keepEmpty := keepZero || f.flags&jRepeated != 0
+		// Unescaped, decoded from base64 or hex, the value is no longer than its text.
+		if cap(dst)-len(dst) < len(tok.text)+jsonRoom {
+			if dst, err = t.more(dst, len(tok.text)+jsonRoom); err != nil {
+				return dst, i, err
+			}
+		}
 		start := len(dst)
 		dst = protowire.AppendTag(dst, num, protowire.BytesType)
 		switch f.typ {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,8 @@ func jsonCraftedBody(size, spans int) []byte {
 //	    much of the intake limiter, so it bounds the request bodies in memory at once (here
 //	    4 × 16 MiB, the rest is room for bodies the garbage collector has not yet reclaimed);
 //	+ output buffers: each request in flight transcodes into one pooled buffer of its body's
-//	    size, 4 × 16 MiB (this body writes a few hundred bytes into it);
+//	    size, 4 × 16 MiB (this body writes a few hundred bytes into it; the buffers are
+//	    charged to the limiter now, so this term is room to spare);
 //	+ fixed overhead: 64 MiB for the runtime, the pools, the witness's traffic and the
 //	    transcoder's own state (a frame per nesting level, a bit per unknown level: KiB);
 //	= 256 + 64 + 64 = 384 MiB.
@@ -106,6 +108,92 @@ func TestJSONCraftedConcurrent(t *testing.T) {
 	}
 	rss := g.PeakRSS(t)
 	t.Logf("peak RSS %d MiB (bound %d MiB)", rss>>20, bound>>20)
+	if rss > bound {
+		t.Errorf("peak RSS %d MiB, above the %d MiB the limits allow", rss>>20, bound>>20)
+	}
+}
+
+// jsonPackedBody is an OTLP/JSON metrics request of about size bytes: one histogram data
+// point whose bucketCounts are zeros. Each "0," is two bytes of JSON and eight of protobuf (a
+// packed fixed64), so the transcoded request is four times the body.
+func jsonPackedBody(size int) []byte {
+	b := []byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"aggregationTemporality":2,"dataPoints":[{"count":"1","bucketCounts":[0`)
+	tail := `]}]}}]}]}]}`
+	for len(b) < size-len(tail)-1 {
+		b = append(b, ',', '0')
+	}
+	return append(b, tail...)
+}
+
+// TestJSONPackedNumbersBounded sends OTLP/JSON bodies of packed zeros, which transcode to four
+// times their size, two at a time, beside the well-behaved client. The transcoder's output
+// used to grow by doubling, uncharged, while only the body was charged (one 64 MiB body
+// peaked at 1.11 GiB, four at once at 3.0 GiB against 256 MiB limits); it is now charged to
+// the intake limiter as it grows, and an output that would pass -http.max-request-bytes is
+// refused 413 (body_too_large), one the limiter has no room for 429 (intake_bytes, or
+// intake_busy when not even the body or the first output buffer found room), before the rest
+// is built. Each attack request must be refused and counted, a body of the same shape that
+// fits admitted whole, the witness served throughout, and the peak resident memory stay
+// within what the flags allow:
+//
+//	2 × -intake.max-bytes (128 MiB): the bodies and the output being charged, and as much
+//	    again in garbage the collector has not yet reclaimed (GOGC=100);
+//	+ -queue.max-bytes (64 MiB): what is admitted;
+//	+ 64 MiB at rest: the runtime, the pools' spare buffers, the witness's traffic;
+//	= 384 MiB.
+func TestJSONPackedNumbersBounded(t *testing.T) {
+	const (
+		size       = 32 << 20
+		concurrent = 2
+		rounds     = 2
+		intake     = 128 << 20
+		queue      = 64 << 20
+		atRest     = 64 << 20
+		bound      = 2*intake + queue + atRest
+	)
+	g := startGate(t, "-intake.max-bytes", "128MiB", "-queue.max-bytes", "64MiB", "-http.max-request-bytes", "64MiB")
+	w := watch(t, g, 100*time.Millisecond, 5*time.Second)
+	w.waitServed(t, 2, 30*time.Second)
+
+	body := jsonPackedBody(size)
+	statuses := postAll(t, "http://"+g.HTTP+"/v1/metrics", "application/json", "", body, concurrent, rounds)
+	// One that fits: 2 MiB of JSON, 8 MiB transcoded.
+	fits := postAll(t, "http://"+g.HTTP+"/v1/metrics", "application/json", "", jsonPackedBody(2<<20), 1, 1)
+	w.waitServed(t, 2, 30*time.Second)
+	w.end(t, time.Second) // -intake.wait, the default
+	g.alive(t)
+	// The witness's OTLP/HTTP requests that found the limiter full while the attack held it
+	// are counted as intake_busy too.
+	witnessBusy := 0
+	for _, r := range w.refusals {
+		if r.intake == "http" && strings.HasPrefix(r.err, "429") {
+			witnessBusy++
+		}
+	}
+
+	rss := g.PeakRSS(t)
+	busy := max(g.metric(t, "otlpgate_http_refused_requests_total", `encoding="json"`, `reason="intake_bytes"`, `signal="metrics"`), 0)
+	tooLarge := max(g.metric(t, "otlpgate_http_rejected_requests_total", `reason="body_too_large"`), 0)
+	unread := max(g.metric(t, "otlpgate_http_rejected_requests_total", `reason="intake_busy"`), 0)
+	points := g.metric(t, "otlpgate_http_received_items_total", `encoding="json"`, `signal="metrics"`)
+	high := g.metric(t, "otlpgate_intake_bytes_in_flight_high_water")
+	t.Logf("answers %v, then %v; refused body_too_large %v, intake_bytes %v, intake_busy %v; data points received %v; limiter high water %.1f MiB; peak RSS %d MiB (bound %d MiB)",
+		statuses, fits, tooLarge, busy, unread, points, high/(1<<20), rss>>20, bound>>20)
+	if n := statuses[http.StatusRequestEntityTooLarge] + statuses[http.StatusTooManyRequests]; n != concurrent*rounds {
+		t.Errorf("attack answers %v, want %d × 413 or 429", statuses, concurrent*rounds)
+	}
+	if got, want := tooLarge, float64(statuses[http.StatusRequestEntityTooLarge]); got != want {
+		t.Errorf("requests rejected as body_too_large: %v, want %v", got, want)
+	}
+	if got, want := busy+unread, float64(statuses[http.StatusTooManyRequests]+witnessBusy); got != want {
+		t.Errorf("requests refused as intake_bytes or intake_busy: %v, want %v (%d of the witness's)", got, want, witnessBusy)
+	}
+	if fits[http.StatusOK] != 1 {
+		t.Errorf("a body that fits answered %v, want 200", fits)
+	}
+	if points != 1 {
+		t.Errorf("JSON data points received: %v, want 1 (the body that fits)", points)
+	}
 	if rss > bound {
 		t.Errorf("peak RSS %d MiB, above the %d MiB the limits allow", rss>>20, bound>>20)
 	}

@@ -119,6 +119,8 @@ type scratch struct {
 	// decompressed form for a pass-through batch (fastpath.WireAdmitter); valid until release.
 	packed []byte
 	enc    fastpath.Encoding
+	// outLimit is the most out may grow to as a transcoder's output (Grow, json.go).
+	outLimit int
 }
 
 // scratchPool keeps scratches through collections (a sync.Pool makes them again after each
@@ -157,7 +159,7 @@ func (s *scratch) release() {
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
 	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
-	s.packed, s.enc = nil, fastpath.EncodingNone
+	s.packed, s.enc, s.outLimit = nil, fastpath.EncodingNone, 0
 	scratchPool.Put(s)
 }
 

@@ -153,6 +153,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 // like any request the limiter refuses.
 const reasonBusy = admission.NumReasons
 
+// reasonBodyTooLarge is the outcome of an OTLP/JSON request whose transcoded body would pass
+// -http.max-request-bytes: answered 413, as a body that does on the wire.
+const reasonBodyTooLarge = admission.NumReasons + 1
+
 // answer writes the response for a request that reached admission; wait is the delay of a
 // request refused for its tenant's rate.
 func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal, reason admission.Reason, rejected int64, msg string, wait time.Duration) {
@@ -182,6 +186,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		sendRetry(ctx, f, s.replies.tenantRate, wait)
 	case reasonBusy:
 		s.refuseBusy(ctx, f)
+	case reasonBodyTooLarge:
+		s.reject(ctx, f, rejectBodyTooLarge, s.replies.bodyTooLarge)
 	case admission.Busy:
 		// The intake limiter had no room for what processing wrote: answered as its
 		// refusals are, counted (intake_bytes) by admit.

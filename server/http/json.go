@@ -1,6 +1,8 @@
 package httpserver
 
 import (
+	"errors"
+
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
@@ -23,20 +25,34 @@ const maxFreeTranscoders = 256
 // is no partial success for JSON, whose entries cannot be told apart once the parse failed.
 //
 // Besides the body, whose bytes the intake limiter holds, transcoding takes the output buffer
-// (pooled, of the body's size: realistic OTLP/JSON writes about half its size; only packed
-// numbers write more, 8 bytes for "0,", so at most 4 times) and the transcoder's state, which
-// follows the nesting depth, not the body.
+// and the transcoder's state, which follows the nesting depth, not the body. The output starts
+// in a buffer of the body's size (realistic OTLP/JSON writes about half of it) and grows
+// through the scratch (Grow), each buffer charged to the intake limiter before it is made:
+// packed numbers write up to four times their text (8 bytes for "0,"). An output that would
+// pass -http.max-request-bytes is refused as a body too large (413), one the limiter has no
+// room for as busy (429).
 func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, admission.Reason, error) {
+	if sc.out = sc.getCharged(len(body)); sc.out == nil {
+		ctr.refuse(encJSON, sig, admission.Busy, 0)
+		return nil, admission.Busy, nil
+	}
+	sc.outLimit = s.cfg.MaxRequestBytes
 	t := transcoders.Get()
-	sc.out = pool.GetBytes(len(body))
-	var scan fastpath.Scan
-	var err error
-	*sc.out, scan, err = t.AppendRequest(*sc.out, sig, body)
+	out, scan, err := t.AppendRequestWithin(sc, *sc.out, sig, body)
 	transcoders.Put(t)
-	if err != nil {
+	switch {
+	case errors.Is(err, fastpath.ErrBudget):
+		ctr.refuse(encJSON, sig, admission.Busy, 0)
+		return nil, admission.Busy, nil
+	case err == errBodyTooLarge:
+		return nil, reasonBodyTooLarge, nil
+	case err != nil:
 		ctr.refuse(encJSON, sig, admission.Invalid, 0)
 		return nil, admission.Invalid, err
 	}
+	// On success the output is in the last buffer Grow gave, sc.out; on error sc.out keeps
+	// its own slice, since the returned one may lie in a buffer Grow gave back already.
+	*sc.out = out
 	ctr.items[encJSON][sig].Add(float64(scan.Items))
 	ctr.reqs[encJSON][sig].Inc()
 	if scan.Resources == 0 {
@@ -44,4 +60,24 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 	}
 	b, reason := s.admit(encJSON, sc, sig, *sc.out, scan.Items)
 	return b, reason, nil
+}
+
+// Grow implements fastpath.Grower for the transcoder's output, which lives in s.out: a buffer
+// of twice the room (at least n more bytes, at most s.outLimit), charged to the intake limiter
+// before it is made as every buffer of the scratch is, takes dst's bytes, and the buffer it
+// replaces is given back with its charge. It refuses with errBodyTooLarge an output that
+// would pass s.outLimit, and with fastpath.ErrBudget when the limiter has no room.
+func (s *scratch) Grow(dst []byte, n int) ([]byte, error) {
+	need := len(dst) + n
+	if need > s.outLimit {
+		return dst, errBodyTooLarge
+	}
+	nb := s.getCharged(min(max(2*cap(dst), need), s.outLimit))
+	if nb == nil {
+		return dst, fastpath.ErrBudget
+	}
+	*nb = append(*nb, dst...)
+	s.putCharged(s.out)
+	s.out = nb
+	return *nb, nil
 }
