@@ -158,3 +158,53 @@ func TestShutdownDoesNotWaitForSlowSample(t *testing.T) {
 	close(g.release)
 	<-s.sampleDone // the sample's goroutine ends once the gather returns
 }
+
+// Samples older than a minute keep only the charts' series: the charts still cover the whole
+// window with the exact values, and the rates and latencies, read from the last minute, are
+// those of whole samples.
+func TestStatusHistoryAcrossThinnedSamples(t *testing.T) {
+	r := newStatusRig()
+	cfg := StatusConfig{Interval: time.Second, Window: 3 * time.Minute, DownAfter: 10 * time.Second}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := newSampler(cfg, r.reg, nil)
+	s.start = t0
+	const n = 200
+	for i := range n {
+		r.ackedItems.WithLabelValues("a", "").Add(float64(100 * (i%3 + 1))) // 100, 200, 300, ...
+		r.acked.WithLabelValues("a", "").Inc()
+		r.grpcItems.WithLabelValues("v1", "traces").Add(50)
+		r.latency.WithLabelValues("a", "").Observe(0.005)
+		s.take(t0.Add(time.Duration(i) * time.Second))
+	}
+	now := t0.Add((n - 1) * time.Second)
+	s.mu.Lock()
+	whole, thin := 0, 0
+	for _, sm := range s.mu.ring {
+		if sm.set.thinned {
+			thin++
+		} else {
+			whole++
+		}
+	}
+	s.mu.Unlock()
+	if whole != 61 || thin != 120 {
+		t.Errorf("ring holds %d whole and %d thin samples, want 61 (the last minute and the sample a minute old) and 120", whole, thin)
+	}
+	st := s.status(now)
+	a := findDest(t, st, "a")
+	if len(a.History) != 180 {
+		t.Fatalf("history holds %d values, want 180", len(a.History))
+	}
+	for i, v := range a.History {
+		// History value i is the increase from sample n-181+i to the next one.
+		if want := float64(100 * ((n-180+i)%3 + 1)); v != want {
+			t.Fatalf("history[%d] = %v, want %v", i, v, want)
+		}
+	}
+	if a.ItemsPerSec != 200 || a.LatencyP50 < 0.001 || a.LatencyP50 > 0.01 {
+		t.Errorf("rate %v, p50 %v: want 200 and within the 1-10 ms bucket", a.ItemsPerSec, a.LatencyP50)
+	}
+	if len(st.Intakes) != 1 || st.Intakes[0].ItemsPerSec != 50 || len(st.Intakes[0].History) != 180 || st.Intakes[0].History[0] != 50 {
+		t.Errorf("intakes: %+v", st.Intakes)
+	}
+}
