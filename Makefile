@@ -39,7 +39,7 @@ BENCHTIME ?= 1s
 RUN_ARGS ?=
 
 .PHONY: help build static run test lint vuln bench docs generate check-generate fuzz tools clean \
-	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor profile profile-diff soak soak-spool
+	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor bench-sweep profile profile-diff soak soak-spool
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -160,6 +160,16 @@ ANCHOR_ARGS ?=
 
 bench-anchor: build ## CPU-µs per span of otlpgate and the Collector pinned to one core, as a ratio to a TCP relay (ANCHOR_ARGS=-rounds 3 ...)
 	./$(BIN)/otlpbench anchor -gate ./$(BIN)/otlpgate -peer ./$(PEER_OTELCOL) -peer-args "--config=bench/otelcol/config.yaml" $(ANCHOR_ARGS)
+
+# The rate sweep (docs/benchmarks.md): otlpgate and the Collector (batch processor + sending
+# queue, and receiver -> exporter) from 1k spans/s to a closed loop, small and semconv batches,
+# OTLP/gRPC and OTLP/HTTP in: CPU-µs per span, p50/p99, peak RSS, idle CPU. Without `make
+# peer-otelcol` the Collector's columns are left out. SWEEP_ARGS adds otlpbench sweep flags
+# (-rates, -duration, -idle, -shapes, -intakes).
+SWEEP_ARGS ?=
+
+bench-sweep: build ## CPU-µs per span against rate (1k spans/s to closed loop), latency, peak RSS and idle CPU of otlpgate and the Collector
+	./$(BIN)/otlpbench sweep -gate ./$(BIN)/otlpgate -peer ./$(PEER_OTELCOL) -chart profiles/sweep $(SWEEP_ARGS)
 
 profile: build ## capture CPU, allocs and heap profiles of a standard load (SCENARIO=small|large|http|uds|kafka)
 	./$(BIN)/otlpbench profile -gate ./$(BIN)/otlpgate -scenario $(SCENARIO) -out profiles

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +71,11 @@ type AnchorConfig struct {
 	// cell's measured phase in Dir and counts its scheduling per batch (Scheduling), with
 	// `go tool trace`.
 	Trace bool
+	// OwnProcs leaves the proxies' GOMAXPROCS to their runtime (as deployed: the sweep)
+	// instead of setting it to 1.
+	OwnProcs bool
+	// LogPrefix starts the names of the children's logs in Dir; "" is "anchor".
+	LogPrefix string
 }
 
 // AnchorCell is one proxy's measurement in one intake and compression, the median round's.
@@ -85,7 +92,11 @@ type AnchorCell struct {
 	Syscalls string // strace's count per batch, with -strace
 	Profile  string // the CPU profile's file, with -profile
 	Sched    string // the execution trace's scheduling per batch, with -trace
-	rounds   []float64
+	// P50 and P99 are the client's latencies of the measured phase (openLoadResult.Latencies),
+	// Wall its length, PeakRSS the proxy's resident-set high-water mark at its end.
+	P50, P99, Wall time.Duration
+	PeakRSS        int64
+	rounds         []float64
 }
 
 // CPUPerSpan is the proxy's CPU time per delivered span, in microseconds; 0 when unknown.
@@ -222,22 +233,30 @@ func median(v []float64) float64 {
 
 func abs(x float64) float64 { return max(x, -x) }
 
-// runAnchorCell starts target, warms it up, measures it and stops it.
-func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string, bodies *anchorBodies,
-	sink *Sink, hsink *HTTPSink, res *AnchorResult, progress io.Writer) (AnchorCell, error) {
-	m := AnchorCell{Target: target, Intake: intake, Compression: bodies.compression}
-	// otlpgate and the relay bind :0 and report their ports (Proc.Listening); the peer is given
-	// ports chosen here, as its configuration names them.
+// anchorTarget is a proxy of a cell, started and listening.
+type anchorTarget struct {
+	proc                 *Proc
+	listen, admin, pprof string // admin and pprof are otlpgate's, "" for the others
+	log                  string
+}
+
+// startAnchorTarget starts target for intake and compression and waits until it listens.
+// otlpgate and the relay bind :0 and report their ports (Proc.Listening); the peer is given
+// ports chosen here, as its configuration names them. The caller stops the process.
+func startAnchorTarget(ctx context.Context, cfg AnchorConfig, target, intake, compression string, sink *Sink, hsink *HTTPSink) (*anchorTarget, error) {
 	grpcListen, httpListen := AnyPort, AnyPort
-	if target != AnchorGate && target != AnchorTop && target != AnchorRelay && target != AnchorRelayCopy {
+	if !isGate(target) && target != AnchorRelay && target != AnchorRelayCopy {
 		addrs, err := FreeAddrs(2)
 		if err != nil {
-			return m, err
+			return nil, err
 		}
 		grpcListen, httpListen = addrs[0], addrs[1]
 	}
-	env := []string{"GOMAXPROCS=1"}
-	var bin, admin, pprof string
+	var env []string
+	if !cfg.OwnProcs {
+		env = append(env, "GOMAXPROCS=1")
+	}
+	var bin string
 	var args []string
 	listen := grpcListen
 	if intake == "http" {
@@ -260,8 +279,8 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		if cfg.Out == "http" {
 			dest = "name=sink,endpoint=http://" + hsink.Addr() + ",protocol=http"
 		}
-		if bodies.compression != "none" {
-			dest += ",compression=" + bodies.compression
+		if compression != "none" {
+			dest += ",compression=" + compression
 		}
 		extra, opts := cfg.GateArgs, cfg.DestOpts
 		bin = cfg.Gate
@@ -277,9 +296,9 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	default:
 		bin, args = cfg.Peer, cfg.PeerArgs
 		env = append(env, "PEER_LISTEN="+grpcListen, "PEER_HTTP_LISTEN="+httpListen, "PEER_TARGET="+sink.Addr(),
-			"PEER_COMPRESSION="+bodies.compression)
+			"PEER_COMPRESSION="+compression)
 	}
-	logPath := filepath.Join(cfg.Dir, fmt.Sprintf("anchor-%s-%s-%s.log", target, intake, bodies.compression))
+	logPath := filepath.Join(cfg.Dir, fmt.Sprintf("%s-%s-%s-%s.log", cmp.Or(cfg.LogPrefix, "anchor"), target, intake, compression))
 	var proc *Proc
 	var err error
 	if cfg.ProxyCPUs != nil {
@@ -288,21 +307,22 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		proc, err = StartProc(target, bin, args, env, logPath)
 	}
 	if err != nil {
-		return m, err
+		return nil, err
 	}
-	defer proc.Stop()
+	t := &anchorTarget{proc: proc, log: logPath}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	switch target {
-	case AnchorGate, AnchorTop, AnchorBase, AnchorBaseTop:
+	defer cancel()
+	switch {
+	case isGate(target):
 		var addrs []string
 		if addrs, err = proc.Listening(wctx, listenlog.GRPC, listenlog.HTTP, listenlog.Admin, listenlog.Pprof); err == nil {
 			listen = addrs[0]
 			if intake == "http" {
 				listen = addrs[1]
 			}
-			admin, pprof = addrs[2], addrs[3]
+			t.admin, t.pprof = addrs[2], addrs[3]
 		}
-	case AnchorRelay, AnchorRelayCopy:
+	case target == AnchorRelay || target == AnchorRelayCopy:
 		var addrs []string
 		if addrs, err = proc.Listening(wctx, listenlog.Relay); err == nil {
 			listen = addrs[0]
@@ -311,10 +331,28 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	if err == nil {
 		err = WaitListening(wctx, listen)
 	}
-	cancel()
 	if err != nil {
-		return m, fmt.Errorf("%w (log: %s)", err, logPath)
+		proc.Stop()
+		return nil, fmt.Errorf("%w (log: %s)", err, logPath)
 	}
+	t.listen = listen
+	return t, nil
+}
+
+func isGate(target string) bool {
+	return target == AnchorGate || target == AnchorTop || target == AnchorBase || target == AnchorBaseTop
+}
+
+// runAnchorCell starts target, warms it up, measures it and stops it.
+func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string, bodies *anchorBodies,
+	sink *Sink, hsink *HTTPSink, res *AnchorResult, progress io.Writer) (AnchorCell, error) {
+	m := AnchorCell{Target: target, Intake: intake, Compression: bodies.compression}
+	t, err := startAnchorTarget(ctx, cfg, target, intake, bodies.compression, sink, hsink)
+	if err != nil {
+		return m, err
+	}
+	proc, listen, admin, pprof := t.proc, t.listen, t.admin, t.pprof
+	defer proc.Stop()
 	if cpus, err := ProcCPUs(proc.Pid()); err == nil {
 		if res.Pinned == "" {
 			res.Pinned = cpus
@@ -324,8 +362,8 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	}
 
 	spans := int64(cfg.Shape.Spans)
-	warm := max(int(cfg.Warmup.Seconds()*cfg.Rate), 1)
-	wr, err := runOpenLoad(ctx, listen, intake, bodies, warm, cfg.Rate, cfg.MaxInFlight)
+	warm, warmFor := loadCount(cfg.Rate, cfg.Warmup)
+	wr, err := runOpenLoad(ctx, listen, intake, bodies, warm, cfg.Rate, cfg.MaxInFlight, warmFor)
 	if err != nil {
 		return m, err
 	}
@@ -337,7 +375,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	}
 	sink.Reset()
 
-	n := max(int(cfg.Duration.Seconds()*cfg.Rate), 1)
+	n, measureFor := loadCount(cfg.Rate, cfg.Duration)
 	base := filepath.Join(cfg.Dir, fmt.Sprintf("anchor-%s-%s-%s", target, intake, bodies.compression))
 	var tracer *Tracer
 	if cfg.Strace {
@@ -371,7 +409,7 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 	if err != nil {
 		return m, err
 	}
-	lr, err := runOpenLoad(ctx, listen, intake, bodies, n, cfg.Rate, cfg.MaxInFlight)
+	lr, err := runOpenLoad(ctx, listen, intake, bodies, n, cfg.Rate, cfg.MaxInFlight, measureFor)
 	if err != nil {
 		return m, err
 	}
@@ -419,6 +457,8 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 			m.Sched = s.Summary(int(cfg.Rate * float64(traceSecs)))
 		}
 	}
+	m.PeakRSS, _ = PeakRSS(proc.Pid())
+	m.P50, m.P99, m.Wall = Percentile(lr.Latencies, 0.5), Percentile(lr.Latencies, 0.99), lr.Wall
 	_, got, bad := sink.Counts()
 	m.Spans, m.CPU = got, cpu1-cpu0
 	m.Sent, m.Failed, m.Late = lr.Sent, lr.Failed, lr.Late
@@ -431,6 +471,15 @@ func runAnchorCell(ctx context.Context, cfg AnchorConfig, target, intake string,
 		fmt.Fprintf(progress, "%s %s/%s: %d of %d requests failed: %v\n", target, intake, bodies.compression, lr.Failed, lr.Sent, lr.FirstErr)
 	}
 	return m, nil
+}
+
+// loadCount is how many requests a phase of d sends at rate batches per second, at least one;
+// without a rate (a closed loop) as many as fit in d, which it returns as the bound on the time.
+func loadCount(rate float64, d time.Duration) (int, time.Duration) {
+	if rate <= 0 {
+		return math.MaxInt, d
+	}
+	return max(int(d.Seconds()*rate), 1), 0
 }
 
 // waitSpans waits until the sink has received want spans, for at most 60 s.

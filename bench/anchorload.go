@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,12 +129,19 @@ type openLoadResult struct {
 	// waited: the target fell behind the rate, and the loop was no longer open.
 	Late     int
 	FirstErr error
+	// Latencies are the answered requests' times from when each was due (when the loop found
+	// it sent, without a rate) to its answer, sorted: what a client observes, the wait for a
+	// slot included.
+	Latencies []time.Duration
+	Wall      time.Duration // from the first send to the last answer
 }
 
 // runOpenLoad sends n requests to target over intake ("grpc" or "http"), the i-th at i/rate
 // seconds after the start whatever the answers to the ones before (an open loop), with at most
-// maxInFlight unanswered. It returns when every request is answered.
-func runOpenLoad(ctx context.Context, target, intake string, bodies *anchorBodies, n int, rate float64, maxInFlight int) (openLoadResult, error) {
+// maxInFlight unanswered. A rate of 0 sends each as soon as a slot is free (a closed loop of
+// maxInFlight). A positive until also ends the sending that long after the start. It returns
+// when every request sent is answered.
+func runOpenLoad(ctx context.Context, target, intake string, bodies *anchorBodies, n int, rate float64, maxInFlight int, until time.Duration) (openLoadResult, error) {
 	var send func(i int) error
 	switch intake {
 	case "grpc":
@@ -187,17 +195,27 @@ func runOpenLoad(ctx context.Context, target, intake string, bodies *anchorBodie
 	var res openLoadResult
 	var acked, failed atomic.Int64
 	var firstErr atomic.Pointer[error]
+	var lat struct {
+		sync.Mutex
+		d []time.Duration
+	}
 	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
-		if d := time.Until(due); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+		if until > 0 && time.Since(start) >= until {
+			break
+		}
+		due := time.Now()
+		if rate > 0 {
+			due = start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -206,7 +224,9 @@ func runOpenLoad(ctx context.Context, target, intake string, bodies *anchorBodie
 		select {
 		case slots <- struct{}{}:
 		default:
-			res.Late++
+			if rate > 0 {
+				res.Late++
+			}
 			slots <- struct{}{}
 		}
 		res.Sent++
@@ -219,13 +239,20 @@ func runOpenLoad(ctx context.Context, target, intake string, bodies *anchorBodie
 				firstErr.CompareAndSwap(nil, &err)
 				return
 			}
+			d := time.Since(due)
 			acked.Add(1)
+			lat.Lock()
+			lat.d = append(lat.d, d)
+			lat.Unlock()
 		}()
 	}
 	wg.Wait()
+	res.Wall = time.Since(start)
 	res.Acked, res.Failed = int(acked.Load()), int(failed.Load())
 	if e := firstErr.Load(); e != nil {
 		res.FirstErr = *e
 	}
+	slices.Sort(lat.d)
+	res.Latencies = lat.d
 	return res, ctx.Err()
 }

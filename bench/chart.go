@@ -15,10 +15,43 @@ import (
 // Chart draws batches/wallsec against round-trip latency, a line per mode, for one batch shape,
 // and saves it to every path given (the extension picks the format: .png, .svg).
 func Chart(rows []Row, shape string, paths ...string) error {
+	var lines chartLines
+	for _, r := range rows {
+		if r.Shape != shape || r.BatchesPerWallSec() <= 0 {
+			continue
+		}
+		lines.add(r.Mode, float64(r.RTT)/float64(time.Millisecond), r.BatchesPerWallSec())
+	}
+	if len(lines.names) == 0 {
+		return fmt.Errorf("bench: no %s rows to chart", shape)
+	}
+	return logLogChart(fmt.Sprintf("otlpgate Appendix B, %s batches", shape),
+		"round-trip latency (ms, log scale)", "batches / wall second (log scale)", &lines, paths...)
+}
+
+// chartLines are the points of a chart's lines, by name, in the order the names came.
+type chartLines struct {
+	names []string
+	xys   map[string]plotter.XYs
+}
+
+func (l *chartLines) add(name string, x, y float64) {
+	if l.xys == nil {
+		l.xys = map[string]plotter.XYs{}
+	}
+	if _, ok := l.xys[name]; !ok {
+		l.names = append(l.names, name)
+	}
+	l.xys[name] = append(l.xys[name], plotter.XY{X: x, Y: y})
+}
+
+// logLogChart draws lines on log scales, each sorted by x, with its legend at the top left, and
+// saves the chart to every path given (the extension picks the format: .png, .svg).
+func logLogChart(title, xLabel, yLabel string, lines *chartLines, paths ...string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("otlpgate Appendix B, %s batches", shape)
-	p.X.Label.Text = "round-trip latency (ms, log scale)"
-	p.Y.Label.Text = "batches / wall second (log scale)"
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
 	p.X.Scale = plot.LogScale{}
 	p.Y.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -26,23 +59,8 @@ func Chart(rows []Row, shape string, paths ...string) error {
 	p.Legend.Top = false
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-
-	byMode := map[string]plotter.XYs{}
-	var modes []string
-	for _, r := range rows {
-		if r.Shape != shape || r.BatchesPerWallSec() <= 0 {
-			continue
-		}
-		if _, ok := byMode[r.Mode]; !ok {
-			modes = append(modes, r.Mode)
-		}
-		byMode[r.Mode] = append(byMode[r.Mode], plotter.XY{X: float64(r.RTT) / float64(time.Millisecond), Y: r.BatchesPerWallSec()})
-	}
-	if len(modes) == 0 {
-		return fmt.Errorf("bench: no %s rows to chart", shape)
-	}
-	for i, m := range modes {
-		xys := byMode[m]
+	for i, name := range lines.names {
+		xys := lines.xys[name]
 		sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
@@ -56,7 +74,7 @@ func Chart(rows []Row, shape string, paths ...string) error {
 		line.Dashes = plotutil.Dashes(i / 7)
 		points.Shape = plotutil.Shape(i)
 		p.Add(line, points)
-		p.Legend.Add(m, line, points)
+		p.Legend.Add(name, line, points)
 	}
 	for _, path := range paths {
 		if err := p.Save(9*vg.Inch, 6*vg.Inch, path); err != nil {

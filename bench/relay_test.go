@@ -110,7 +110,7 @@ func TestAnchorLoadThroughRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			sink.Reset()
-			res, err := runOpenLoad(context.Background(), r.Addr(), intake, bodies, 7, 1000, 4)
+			res, err := runOpenLoad(context.Background(), r.Addr(), intake, bodies, 7, 1000, 4, 0)
 			r.Close()
 			if err != nil || res.FirstErr != nil {
 				t.Fatalf("%s %s: %v %v", intake, comp, err, res.FirstErr)

@@ -19,6 +19,7 @@ var commands = map[string]func(args []string) error{
 	"batching":   cmdBatching,
 	"anchor":     cmdAnchor,
 	"relay":      cmdRelay,
+	"sweep":      cmdSweep,
 }
 
 func usage() {
@@ -29,6 +30,7 @@ commands:
   proxy      load -> otlpgate -> sink, against a direct run and optionally a peer proxy
   processing otlpgate's CPU per span with processing steps (-resource.set, tenants) against without
   anchor     CPU per span of each proxy pinned to one core, against a TCP relay (the floor), semconv batches
+  sweep      CPU per span, latency and peak RSS of otlpgate and the Collector from 1k spans/s to a closed loop, and idle
   batching   otlpgate's batch policies compared at fixed gRPC and UDS rates (CPU, out/in, p50)
   load       an OTLP trace load generator (v1 unary or OTEP stream)
   sink       a counting OTLP trace receiver
