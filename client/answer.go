@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,18 +62,4 @@ func (d *Dest) unreadableAnswer(r *request, what string) {
 			"signal", r.sig.String(), "items", r.items, "max_recv_msg_size", d.cfg.MaxRecvMsgSize, "answer", what)
 	}
 	d.deliver(r)
-}
-
-// everySecond lets one event through per second: the log lines of what an upstream may do on
-// every request (answers that cannot be read, partial successes) then cost one line a second,
-// not one a request, and the counters keep the totals. Safe for concurrent use.
-type everySecond struct{ last atomic.Int64 } // nanotime of the latest event let through
-
-// allow reports whether an event now may be logged; at most one caller a second gets true.
-func (e *everySecond) allow() bool {
-	now, last := nanotime(), e.last.Load()
-	if last != 0 && now-last < int64(time.Second) {
-		return false
-	}
-	return e.last.CompareAndSwap(last, now)
 }

@@ -63,7 +63,7 @@ type Dest struct {
 
 	lastErr lastError // the latest failure, for the status page (lasterror.go)
 	rejects rejectLog // the rate limit on refusal lines (rejectlog.go)
-	secrets []string  // what LastError redacts: header values, the token, the endpoint's password
+	secrets []string  // what LastError and the log lines redact: header values, the token, the endpoint's password
 
 	// unreadableLog rate-limits the log lines of answers over max-recv-msg-size (answer.go),
 	// partialLog those of partial successes and impossibleLog those of partial successes

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -62,7 +61,7 @@ type httpSender struct {
 	comp     encoding.Compressor // nil: the body goes as it is
 	encoding string              // Content-Encoding of comp
 
-	rejectLogged atomic.Int64 // nanotime of the last rejection logged
+	rejectLog everySecond // the rate limit on the refusal lines
 
 	// conns are the open connections, so that Shutdown can break the calls in flight once
 	// it stops waiting: fasthttp calls take no context.
@@ -318,9 +317,8 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		d.drop(r, DropRejected)
 		// The count is in the metric; the log says why, at most once a second, so that an
 		// upstream refusing everything (a wrong token) does not flood it.
-		if now, last := nanotime(), w.s.rejectLogged.Load(); last == 0 || now-last >= int64(time.Second) {
-			w.s.rejectLogged.Store(now)
-			d.log.Warn("upstream rejected a batch", "status", code, "message", statusMessage(w.resp.Body()))
+		if w.s.rejectLog.allow() {
+			d.log.Warn("upstream rejected a batch", "status", code, "message", redactSecrets(statusMessage(w.resp.Body()), d.secrets))
 		}
 	}
 }
@@ -404,8 +402,10 @@ func retryAfter(v []byte, now time.Time) (time.Duration, bool) {
 // outlasts it long before this.
 const maxRetryAfterSeconds = 1 << 30
 
-// statusMessage returns the message of a google.rpc.Status body (field 2), cut to 256 bytes,
-// for the log line of a rejected batch; "" when the body is not one.
+// statusMessage returns the message of a google.rpc.Status body (field 2), for the log line of
+// a rejected batch and the last error; "" when the body is not one. It is not cut: the callers
+// redact it first (redactSecrets, which caps it), since a cut could halve a token the upstream
+// echoed and leave the half unredacted. They run at most once a second.
 func statusMessage(body []byte) string {
 	var m []byte
 	for b := body; len(b) > 0; {
@@ -422,9 +422,6 @@ func statusMessage(body []byte) string {
 			m, _ = protowire.ConsumeBytes(b)
 		}
 		b = b[n:]
-	}
-	if len(m) > 256 {
-		m = m[:256]
 	}
 	return string(m)
 }

@@ -59,7 +59,9 @@ func (d *Dest) noteHTTPStatus(code int, body []byte) {
 	if d.lastErr.err != nil && now.Sub(d.lastErr.at) < time.Second {
 		return
 	}
-	d.lastErr.err, d.lastErr.at = fmt.Errorf("HTTP %d: %s", code, statusMessage(body)), now
+	// Redacted before it is kept, not only when shown: redactSecrets caps it too, and a cap
+	// before the redaction could cut a token in two and leave its first half.
+	d.lastErr.err, d.lastErr.at = fmt.Errorf("HTTP %d: %s", code, redactSecrets(statusMessage(body), d.secrets)), now
 }
 
 // LastError returns the message of the destination's latest failure (a gRPC status, a
@@ -74,11 +76,19 @@ func (d *Dest) LastError() (string, time.Time) {
 	if err == nil {
 		return "", time.Time{}
 	}
+	return d.upstreamMessage(err), at
+}
+
+// upstreamMessage is err as the status page and the log lines show it: a status's code and
+// message (without grpc-go's "rpc error: code = ... desc =" wrapping), the destination's
+// secrets redacted and the length capped. Every line that quotes an upstream goes through it
+// or through redactSecrets: an upstream may echo the token or a header it was sent.
+func (d *Dest) upstreamMessage(err error) string {
 	msg := err.Error()
 	if st, ok := status.FromError(err); ok {
-		msg = st.Code().String() + ": " + st.Message() // without grpc-go's "rpc error: code = ... desc =" wrapping
+		msg = st.Code().String() + ": " + st.Message()
 	}
-	return redactSecrets(msg, d.secrets), at
+	return redactSecrets(msg, d.secrets)
 }
 
 // secretsOf lists what a destination's errors must never show: header values (the bearer

@@ -16,9 +16,9 @@ import (
 // otlpgate_client_partially_rejected_items_total say what never happened (nor wrap it). So the
 // count is taken at most the batch's items, and never below none; an answer outside that range
 // is counted apart (otlpgate_client_impossible_partial_successes_total) and logged. The message
-// is logged, cut to maxPartialMessage, and becomes the destination's last error on the status
-// page: the counters say how many, the message says why. Both log lines come at most once a
-// second per destination, since an upstream that answers so answers every request so.
+// is logged, redacted and cut to maxPartialMessage, and becomes the destination's last error on
+// the status page: the counters say how many, the message says why. Both log lines come at most
+// once a second per destination, since an upstream that answers so answers every request so.
 
 // maxPartialMessage caps the error_message kept of a partial success, for the log and the
 // status page.
@@ -105,7 +105,8 @@ func (d *Dest) partial(r *request, resp []byte) {
 	if !lim.allow() {
 		return
 	}
-	msg := partialMessage(ps.message)
+	// Redacted before it is cut: a cut first could halve a token the upstream echoed.
+	msg := partialMessage(redactSecrets(string(ps.message), d.secrets))
 	if impossible {
 		d.noteError(fmt.Errorf("partial success: the upstream reported %d of %d items rejected, counted as %d: %s", ps.rejected, items, n, msg))
 		d.log.Warn("upstream reported a partial success outside the request's items: counted within them",
@@ -116,11 +117,11 @@ func (d *Dest) partial(r *request, resp []byte) {
 	d.log.Warn("upstream rejected part of a batch", "signal", r.sig.String(), "items", items, "rejected", n, "message", msg)
 }
 
-// partialMessage is an error_message as it is logged: at most maxPartialMessage bytes, valid
-// UTF-8.
-func partialMessage(m []byte) string {
+// partialMessage is an error_message, redacted, as it is logged: at most maxPartialMessage
+// bytes, valid UTF-8.
+func partialMessage(m string) string {
 	if len(m) > maxPartialMessage {
-		return strings.ToValidUTF8(string(m[:maxPartialMessage]), "\uFFFD") + "..."
+		return strings.ToValidUTF8(m[:maxPartialMessage], "\uFFFD") + "..."
 	}
-	return strings.ToValidUTF8(string(m), "\uFFFD")
+	return strings.ToValidUTF8(m, "\uFFFD")
 }

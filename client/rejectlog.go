@@ -1,11 +1,6 @@
 package client
 
-import (
-	"sync/atomic"
-	"time"
-
-	"google.golang.org/grpc/status"
-)
+import "sync/atomic"
 
 // An upstream that refuses every batch (a compression it cannot read, a wrong token, an
 // unknown service) drops everything it is sent: the counters say how much, and the log must say
@@ -15,7 +10,7 @@ import (
 
 // rejectLog is a destination's rate limit on its refusal lines.
 type rejectLog struct {
-	last            atomic.Int64 // nanotime of the latest line, 0 before the first
+	line            everySecond
 	requests, items atomic.Int64 // refused since the latest line
 }
 
@@ -27,22 +22,11 @@ func (d *Dest) reject(r *request, cause error) {
 	l := &d.rejects
 	l.requests.Add(1)
 	l.items.Add(int64(items))
-	now, last := nanotime(), l.last.Load()
-	if last != 0 && now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+	if !l.line.allow() {
 		return // counted in the next line
 	}
 	n, m := l.requests.Swap(0), l.items.Swap(0)
 	// requests and items: refused since the line before (this one's included).
-	d.log.Warn("upstream rejected a batch", "signal", sig.String(), "message", d.rejectMessage(cause),
+	d.log.Warn("upstream rejected a batch", "signal", sig.String(), "message", d.upstreamMessage(cause),
 		"requests", n, "items", m)
-}
-
-// rejectMessage is what the upstream said: a status's code and message, redacted and capped as
-// LastError's are.
-func (d *Dest) rejectMessage(cause error) string {
-	msg := cause.Error()
-	if st, ok := status.FromError(cause); ok {
-		msg = st.Code().String() + ": " + st.Message()
-	}
-	return redactSecrets(msg, d.secrets)
 }

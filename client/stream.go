@@ -307,7 +307,7 @@ func (l *lane) stream(r *request, wire int64) *stream {
 		}
 		l.failures++
 		d.noteError(err)
-		d.log.Warn("cannot open stream", "signal", sig.String(), "err", err, "failures", l.failures)
+		d.log.Warn("cannot open stream", "signal", sig.String(), "err", d.upstreamMessage(err), "failures", l.failures)
 		if d.expired(r, d.cfg.backoff(l.failures)) {
 			return nil
 		}
@@ -460,7 +460,7 @@ func (s *stream) end(err error) {
 		d.m.streamsEnded[endBroken].Inc()
 	}
 	if !clean || pending > 0 {
-		d.log.Warn("stream ended", "signal", s.sig.String(), "err", err, "unanswered", pending,
+		d.log.Warn("stream ended", "signal", s.sig.String(), "err", d.upstreamMessage(err), "unanswered", pending,
 			"resend", v != verdictReject && d.cfg.RetryOnReconnect)
 	}
 }
