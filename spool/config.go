@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -113,6 +114,19 @@ type Config struct {
 	// copy them from memory rather than read them back from the file (default 1 MiB; 0: always
 	// read the file).
 	TailBytes int64
+	// RemovedHold is how long a destination removed while the spool runs (Reader.Away) keeps
+	// the records it still owes (default 1h); past it they are dropped, counted under
+	// reason "removed" and logged, and its hold is released. A removed destination that owes
+	// nothing is released at the next checkpoint. 0: released at the next checkpoint whatever
+	// it owes.
+	RemovedHold time.Duration
+	// RemovedHoldBytes bounds what a removed destination holds: the bytes of the segments
+	// from its position to the end of the log. Past it, it is released as past RemovedHold.
+	// 0 (the default): half of MaxBytes, so that a removed destination never fills the spool.
+	RemovedHoldBytes int64
+	// Logger receives what the spool drops on its own (a removed destination released with
+	// records it owed, at Open or while it runs); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns the defaults, with Dir empty.
@@ -125,6 +139,7 @@ func DefaultConfig() Config {
 		Full:               FullRefuse,
 		CheckpointInterval: time.Second,
 		TailBytes:          1 << 20,
+		RemovedHold:        time.Hour,
 	}
 }
 
@@ -152,6 +167,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spool: checkpoint interval %v must be positive", c.CheckpointInterval)
 	case c.TailBytes < 0 || c.TailBytes > 1<<30:
 		return fmt.Errorf("spool: tail bytes %d outside [0, 1GiB]", c.TailBytes)
+	case c.RemovedHold < 0:
+		return fmt.Errorf("spool: removed hold %v is negative", c.RemovedHold)
+	case c.RemovedHoldBytes < 0:
+		return fmt.Errorf("spool: removed hold bytes %d is negative", c.RemovedHoldBytes)
 	}
 	return nil
+}
+
+// removedHoldBytes is RemovedHoldBytes with its default applied.
+func (c Config) removedHoldBytes() int64 {
+	if c.RemovedHoldBytes > 0 {
+		return c.RemovedHoldBytes
+	}
+	return c.MaxBytes / 2
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }

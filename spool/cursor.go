@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -14,18 +15,23 @@ import (
 // A cursor file keeps one destination's durable position:
 //
 //	magic   [4]byte "OGSC"
-//	version uint32  1
+//	version uint32  1, or 2 for a destination removed while the spool ran (Reader.Away)
 //	pos     uint64
-//	crc     uint32  CRC32C of the 16 bytes before it
+//	until   uint64  version 2 only: where Away was called; the records from there on are
+//	                not the destination's, so a start that releases it counts only those below
+//	crc     uint32  CRC32C of the bytes before it
 //
 // It is named by the hex of the destination name, so any name is a safe file name, and it is
-// replaced atomically: written to a temporary file, synced, renamed over, directory synced.
+// replaced atomically: written to a temporary file, synced, renamed over, directory synced. A
+// release without version 2 takes such a cursor as bad and replays the whole spool to it.
 const (
-	cursorMagic   = "OGSC"
-	cursorSize    = 20
-	cursorSuffix  = ".cursor"
-	tmpSuffix     = ".tmp"
-	cursorVersion = 1
+	cursorMagic        = "OGSC"
+	cursorSize         = 20
+	cursorSizeUntil    = 28
+	cursorSuffix       = ".cursor"
+	tmpSuffix          = ".tmp"
+	cursorVersion      = 1
+	cursorVersionUntil = 2
 )
 
 var (
@@ -59,32 +65,53 @@ func parseCursorName(name string) (string, bool) {
 	return string(b), true
 }
 
-func encodeCursor(p Pos) []byte {
-	b := make([]byte, 0, cursorSize)
+func encodeCursor(p, until Pos) []byte {
+	b := make([]byte, 0, cursorSizeUntil)
 	b = append(b, cursorMagic...)
-	b = binary.LittleEndian.AppendUint32(b, cursorVersion)
-	b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	if until == 0 {
+		b = binary.LittleEndian.AppendUint32(b, cursorVersion)
+		b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	} else {
+		b = binary.LittleEndian.AppendUint32(b, cursorVersionUntil)
+		b = binary.LittleEndian.AppendUint64(b, uint64(p))
+		b = binary.LittleEndian.AppendUint64(b, uint64(until))
+	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-func decodeCursor(b []byte) (Pos, error) {
-	if len(b) != cursorSize || string(b[:4]) != cursorMagic ||
-		binary.LittleEndian.Uint32(b[4:]) != cursorVersion ||
-		crc32.Checksum(b[:16], castagnoli) != binary.LittleEndian.Uint32(b[16:]) {
-		return 0, errBadCursor
+// decodeCursor returns the position of a cursor and, for one written while its destination
+// was away, where it went away (0 otherwise).
+func decodeCursor(b []byte) (p, until Pos, err error) {
+	if len(b) < cursorSize || string(b[:4]) != cursorMagic {
+		return 0, 0, errBadCursor
 	}
-	return Pos(binary.LittleEndian.Uint64(b[8:])), nil
+	size := cursorSize
+	switch binary.LittleEndian.Uint32(b[4:]) {
+	case cursorVersion:
+	case cursorVersionUntil:
+		size = cursorSizeUntil
+	default:
+		return 0, 0, errBadCursor
+	}
+	if len(b) != size || crc32.Checksum(b[:size-4], castagnoli) != binary.LittleEndian.Uint32(b[size-4:]) {
+		return 0, 0, errBadCursor
+	}
+	p = Pos(binary.LittleEndian.Uint64(b[8:]))
+	if size == cursorSizeUntil {
+		until = Pos(binary.LittleEndian.Uint64(b[16:]))
+	}
+	return p, until, nil
 }
 
 // writeCursorTmp writes dest's position to its temporary file and syncs it; a rename then
 // publishes it.
-func (s *Spool) writeCursorTmp(dest string, p Pos) error {
+func (s *Spool) writeCursorTmp(dest string, p, until Pos) error {
 	tmp := s.path(cursorName(dest) + tmpSuffix)
 	f, err := s.fs.Create(tmp)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(encodeCursor(p), 0)
+	_, err = f.WriteAt(encodeCursor(p, until), 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -97,13 +124,13 @@ func (s *Spool) writeCursorTmp(dest string, p Pos) error {
 	return err
 }
 
-func (s *Spool) readCursor(name string) (Pos, error) {
+func (s *Spool) readCursor(name string) (p, until Pos, err error) {
 	f, err := s.fs.Open(s.path(name), false)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
-	var b [cursorSize + 1]byte
+	var b [cursorSizeUntil + 1]byte
 	n, _ := f.ReadAt(b[:], 0)
 	return decodeCursor(b[:n])
 }
@@ -115,6 +142,8 @@ func (s *Spool) readCursor(name string) (Pos, error) {
 func (s *Spool) Checkpoint() error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
+	// A removed destination past its hold lets go first, so that what it held is freed now.
+	err := s.releaseRemoved(time.Now())
 	s.mu.Lock()
 	readers := s.mu.readers
 	s.mu.Unlock()
@@ -142,7 +171,7 @@ func (s *Spool) Checkpoint() error {
 	for _, r := range readers {
 		low = min(low, r.Position())
 	}
-	err := s.deleteFinished(low)
+	err = errors.Join(err, s.deleteFinished(low))
 	if len(readers) > 0 {
 		s.mu.Lock()
 		s.trimAgesLocked(low)
@@ -150,20 +179,20 @@ func (s *Spool) Checkpoint() error {
 	}
 
 	type move struct {
-		r *Reader
-		p Pos
+		r        *Reader
+		p, until Pos
 	}
 	var moved []move
 	for _, r := range readers {
-		p := r.Position()
-		if p == r.persisted {
+		p, until := r.Position(), r.awayPos()
+		if p == r.persisted && until == r.persistedUntil {
 			continue
 		}
-		if werr := s.writeCursorTmp(r.name, p); werr != nil {
+		if werr := s.writeCursorTmp(r.name, p, until); werr != nil {
 			err = errors.Join(err, werr)
 			continue
 		}
-		moved = append(moved, move{r, p})
+		moved = append(moved, move{r, p, until})
 	}
 	renamed := moved[:0]
 	for _, m := range moved {
@@ -181,7 +210,7 @@ func (s *Spool) Checkpoint() error {
 		}
 	}
 	for _, m := range renamed {
-		m.r.persisted = m.p
+		m.r.persisted, m.r.persistedUntil = m.p, m.until
 		if m.r.unanchored {
 			m.r.unanchored = false
 			s.unanchored.Add(-1)

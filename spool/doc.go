@@ -54,14 +54,18 @@
 // across crashes is argued in cursor.go), then persists the positions atomically (temporary
 // file, sync, rename, directory sync). A restart replays from the persisted positions: at least
 // once, the replayed records counted as possible duplicates. A destination no longer listed
-// loses its cursor and its hold; a new one starts at the tail, and appends wait until its first
+// loses its cursor and its hold, what it still owed counted as dropped (reason released),
+// logged and reported by ReleasedAtOpen; a new one starts at the tail, and appends wait until its first
 // cursor is durable (Open does not fail on a full disk: it comes up and drains). A reader closes
 // a segment's file when it moves past it, so that deleting it gives the space back.
 //
 // While the spool runs, AddReader adds a destination at the tail, its cursor made durable
-// first. No reader is removed before Close: a destination that goes away (Away) keeps its hold
-// and its records until it comes back (Back) or a start without it releases them; once back it
-// passes over what was appended while it was away. Rewind hands out again what a stopped
+// first. A destination that goes away (Away) keeps its hold and its records until it comes
+// back (AddReader, Back), within bounds (removed.go): owing nothing, it is released at the
+// next checkpoint; owing records, past Config.RemovedHold or Config.RemovedHoldBytes, and what
+// it still owed is counted as dropped (reason removed) and logged. Its cursor, written while
+// it is away, says where it went, so that a start that releases it counts only what was its
+// own. Once back it passes over what was appended while it was away. Rewind hands out again what a stopped
 // destination left unfinished, passing over what it finished out of order.
 //
 // # Drop-oldest

@@ -133,6 +133,19 @@ type modelRun struct {
 	// it stays so until the destination moves and a checkpoint writes the cursor again.
 	unsure map[string]bool
 
+	// readers: per destination, its reader in this process, kept past a release so that
+	// what its drain finishes afterwards goes to it as the gateway's would. finAway: per
+	// destination, the records it finished while away: a release that ran before the
+	// finish counted them. releasedHere: destinations released while away in this process:
+	// a reload that brings one back adds it anew (AddReader).
+	// fromGap: per destination, the records newProcess made owed because they were appended
+	// while it was away: a cursor persisted while it was away says so, and a start that
+	// releases it does not count them (cursor.go, version 2).
+	fromGap      map[string]map[int]bool
+	readers      map[string]*Reader
+	finAway      map[string]map[int]bool
+	releasedHere map[string]bool
+
 	crashAs stopKind
 	syncErr bool // file syncs fail with EIO
 	failed  bool // the spool reported ErrSyncFailed: appends fail until the next process
@@ -179,6 +192,9 @@ type modelCounts struct {
 	replayed       map[string]int
 	dropped        map[string]*[numDropReasons]int
 	everConfigured map[string]bool
+	// removed, released: per destination, the range of records a release may have counted
+	// (reasons removed and released), summed over releases.
+	removed, released map[string]*[2]int
 }
 
 // modelFailure is a broken promise, by kind (the shrinker keeps failures of the same kind).
@@ -225,6 +241,12 @@ func runModel(sc modelScript) (trace []string, err error) {
 	m.want.replayed = make(map[string]int)
 	m.want.dropped = make(map[string]*[numDropReasons]int)
 	m.want.everConfigured = make(map[string]bool)
+	m.want.removed = make(map[string]*[2]int)
+	m.want.released = make(map[string]*[2]int)
+	m.readers = make(map[string]*Reader)
+	m.finAway = make(map[string]map[int]bool)
+	m.releasedHere = make(map[string]bool)
+	m.fromGap = make(map[string]map[int]bool)
 	defer pool.PutBytes(m.buf)
 	before := gatherSpoolMetrics()
 	defer func() {
@@ -250,6 +272,7 @@ func runModel(sc modelScript) (trace []string, err error) {
 	for i, o := range sc.ops {
 		m.startf("%3d %-30s", i+1, o)
 		m.exec(o)
+		m.checkReleased()
 		m.endLine()
 	}
 	m.finish(before)
@@ -275,6 +298,7 @@ func (m *modelRun) endLine() {
 }
 
 func (m *modelRun) exec(o modelOp) {
+	m.checkReleased()
 	switch o.kind {
 	case opAppend:
 		for range o.n {
@@ -297,6 +321,12 @@ func (m *modelRun) exec(o modelOp) {
 		delete(m.owed[o.dest], e.id)
 		m.done[o.dest][e.id] = true
 		m.finishedHere(o.dest, e.id)
+		if m.away[o.dest] {
+			if m.finAway[o.dest] == nil {
+				m.finAway[o.dest] = make(map[int]bool)
+			}
+			m.finAway[o.dest][e.id] = true
+		}
 		r := m.reader(o.dest)
 		if o.kind == opFinish {
 			r.Finish(e.pos)
@@ -351,7 +381,21 @@ func (m *modelRun) exec(o modelOp) {
 		m.addReader(o.dest)
 	case opRewind:
 		m.rewind(o.dest)
+	case opExpire:
+		if !m.configured(o.dest) || !m.away[o.dest] {
+			m.notef("not away")
+			return
+		}
+		r := m.reader(o.dest)
+		r.mu.Lock()
+		r.mu.awaySince = r.mu.awaySince.Add(-m.s.cfg.RemovedHold - 1)
+		r.mu.Unlock()
 	case opAway, opBack:
+		if o.kind == opBack && m.releasedHere[o.dest] && !m.configured(o.dest) {
+			// Released while away: the reload that brings it back adds it anew.
+			m.addReader(o.dest)
+			return
+		}
 		if !m.configured(o.dest) {
 			m.notef("not configured")
 			return
@@ -361,6 +405,18 @@ func (m *modelRun) exec(o modelOp) {
 			r.Away()
 			m.away[o.dest] = true
 			return
+		}
+		// As the gateway does: AddReader finds the reader, back, then Back again.
+		at := len(m.recs)
+		ar, err := m.s.AddReader(o.dest)
+		if r.releasedNow() {
+			// The housekeeper released it just before: AddReader added it anew.
+			m.checkReleased()
+			m.addedAfterRelease(o.dest, ar, err, at)
+			return
+		}
+		if err != nil || ar != r {
+			m.failf("reader", "AddReader of %s, away: %p, %v; want its reader %p", o.dest, ar, err, r)
 		}
 		r.Back()
 		if !m.away[o.dest] {
@@ -410,6 +466,30 @@ func (m *modelRun) addReader(d string) {
 	if r == nil || m.s.Reader(d) != r {
 		m.failf("reader", "AddReader %s returned %p, Reader says %p", d, r, m.s.Reader(d))
 	}
+	m.added(d, r, at)
+}
+
+// addedAfterRelease is addReader's end for the AddReader a Back made after a release.
+func (m *modelRun) addedAfterRelease(d string, r *Reader, err error, at int) {
+	if m.fs.crashed() {
+		m.strayCursor(d, at)
+		m.dying()
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, syscall.ENOSPC) && !(m.syncErr && errors.Is(err, syscall.EIO)) {
+			m.failf("reader", "AddReader %s: %v", d, err)
+		}
+		m.strayCursor(d, at)
+		m.notef("%v", err)
+		return
+	}
+	m.added(d, r, at)
+}
+
+// added: AddReader added d, new, owed what is appended from at.
+func (m *modelRun) added(d string, r *Reader, at int) {
+	m.readers[d] = r
 	// Its cursor is durable, whatever one a power loss could have brought back before.
 	delete(m.removedNone, d)
 	m.configure(d)
@@ -474,10 +554,67 @@ func (m *modelRun) configured(d string) bool { return slices.Contains(m.dests, d
 
 func (m *modelRun) reader(d string) *Reader {
 	r := m.s.Reader(d)
+	if r == nil && m.away[d] && m.readers[d] != nil {
+		// Released by a checkpoint the housekeeper ran meanwhile; checkReleased notes it
+		// after this operation. What its drain finishes now goes to it, and does nothing.
+		return m.readers[d]
+	}
 	if r == nil {
 		m.failf("reader", "no reader for configured destination %q", d)
 	}
+	m.readers[d] = r
 	return r
+}
+
+// checkReleased notes the destinations the spool released while they were away (a
+// checkpoint found them past their hold, or owing nothing): each is counted, under reason
+// removed, for what it still owed, give or take what it finished while away (a release
+// before the finish counted it), and is no longer configured. A release the process died in
+// may have counted less.
+func (m *modelRun) checkReleased() {
+	if m.s == nil {
+		return
+	}
+	for _, d := range slices.Clone(m.dests) {
+		if r := m.readers[d]; !m.away[d] || r == nil || !r.releasedNow() {
+			continue
+		}
+		w := m.want.removed[d]
+		if w == nil {
+			w = new([2]int)
+			m.want.removed[d] = w
+		}
+		owed := 0
+		for id := range m.owed[d] {
+			if m.onDisk(m.recs[id].pos) || slices.ContainsFunc(m.out[d], func(r modelRead) bool { return r.id == id }) {
+				owed++
+			}
+		}
+		lo := owed
+		if m.fs.crashed() || m.sc.cfg.full == FullDropOldest {
+			lo = 0 // a dying release counts what it can still read; drop-oldest may take it first
+		}
+		maybe := 0 // on disk, perhaps: replays, failed appends, what a power loss may have left
+		for id := range m.countable[d] {
+			if !m.owed[d][id] {
+				maybe++
+			}
+		}
+		w[0] += lo
+		w[1] += len(m.owed[d]) + len(m.finAway[d]) + maybe - lo
+		m.notef("| %s released (owed %d)", d, len(m.owed[d]))
+		// Its cursor is removed, the removal synced; a crash before the sync may bring it back.
+		m.strayCursor(d, m.floor[d])
+		m.dests = slices.DeleteFunc(slices.Clone(m.dests), func(x string) bool { return x == d })
+		delete(m.owed, d)
+		delete(m.done, d)
+		delete(m.unsure, d)
+		delete(m.away, d)
+		delete(m.gap, d)
+		delete(m.finAway, d)
+		m.out[d], m.fin[d] = nil, nil
+		m.releasedHere[d] = true
+	}
 }
 
 // dying checks, after a call into the spool, whether the armed crash point fired during it: if
@@ -741,6 +878,7 @@ func (m *modelRun) persisted() {
 
 func (m *modelRun) checkpoint() bool {
 	err := m.s.Checkpoint()
+	m.checkReleased()
 	if m.dying() {
 		return false
 	}
@@ -790,6 +928,7 @@ func (m *modelRun) restart(stop stopKind, dests []string, mode SyncMode) {
 		return
 	}
 	err := m.s.Close()
+	m.checkReleased()
 	if m.fs.crashed() {
 		m.notef("| crash point reached in Close: %s", stopNames[m.crashAs])
 		m.died = true
@@ -827,6 +966,7 @@ func (m *modelRun) restart(stop stopKind, dests []string, mode SyncMode) {
 func (m *modelRun) crash(stop stopKind) {
 	if m.s != nil {
 		abandon(m.s)
+		m.checkReleased() // by a checkpoint the housekeeper ran before it stopped
 		m.s = nil
 	}
 	for d, rs := range m.out {
@@ -888,6 +1028,10 @@ func (m *modelRun) newProcess() {
 			case !m.onDisk(r.pos):
 			case open && r.state == recAcked:
 				m.owed[d][id] = true
+				if m.fromGap[d] == nil {
+					m.fromGap[d] = make(map[int]bool)
+				}
+				m.fromGap[d][id] = true
 			default:
 				m.countable[d][id] = true
 			}
@@ -896,6 +1040,9 @@ func (m *modelRun) newProcess() {
 	clear(m.gap)
 	clear(m.away)
 	clear(m.finHere)
+	clear(m.finAway)
+	clear(m.releasedHere)
+	clear(m.readers)
 	// The operator mends the disk before starting again.
 	m.syncErr, m.failed = false, false
 	m.fs.SetSyncErr(nil)
@@ -907,6 +1054,37 @@ func (m *modelRun) newProcess() {
 	m.segLast = -1
 }
 
+// releaseBounds returns, for each destination a start listing dests does not list, how many
+// records it may count as released: at least what a destination configured until now owed
+// and is still on disk, at most every record at or above its floor (or a stray cursor's) that
+// may be on disk, found from a cursor a crash brought back or an Away that was not persisted.
+func (m *modelRun) releaseBounds(dests []string) (lo, hi map[string]int) {
+	lo, hi = make(map[string]int), make(map[string]int)
+	for _, d := range modelDests {
+		if slices.Contains(dests, d) {
+			continue
+		}
+		from, ok := m.floor[d]
+		if f, stray := m.removedNone[d]; stray && (!ok || f < from) {
+			from, ok = f, true
+		}
+		if !ok && !m.configured(d) {
+			continue
+		}
+		for id := range m.recs {
+			r := m.recs[id]
+			if id < from || r.state == recRefused || (r.pos != 0 && !m.onDisk(r.pos)) {
+				continue
+			}
+			hi[d]++
+			if m.configured(d) && m.owed[d][id] && !m.fromGap[d][id] && r.pos != 0 && m.sc.cfg.full == FullRefuse {
+				lo[d]++
+			}
+		}
+	}
+	return lo, hi
+}
+
 // reopen starts a process after a stop; open starts the first.
 func (m *modelRun) reopen(dests []string, mode SyncMode) { m.open(dests, mode) }
 
@@ -915,7 +1093,21 @@ func (m *modelRun) open(dests []string, mode SyncMode) {
 		if attempt == 4 {
 			m.failf("open", "crashed four times in a row")
 		}
+		lo, hi := m.releaseBounds(dests)
 		s, err := Open(m.sc.cfg.spoolConfig(mode), m.fs, dests)
+		for d, h := range hi {
+			w := m.want.released[d]
+			if w == nil {
+				w = new([2]int)
+				m.want.released[d] = w
+			}
+			l := lo[d]
+			if err != nil || m.fs.crashed() {
+				l = 0 // a dying start counts what it can still read, and the next counts again
+			}
+			w[0] += l
+			w[1] += h - l
+		}
 		if err == nil {
 			m.s = s
 			break
@@ -969,6 +1161,7 @@ func (m *modelRun) open(dests []string, mode SyncMode) {
 	}
 	m.dests = slices.Clone(dests)
 	m.died = false
+	clear(m.fromGap)
 	for _, d := range dests {
 		m.dropFrom[d], m.dropAt[d] = m.floor[d], dropOldestCount(d)
 	}
@@ -1144,6 +1337,20 @@ func (m *modelRun) finish(before map[string]float64) {
 			m.failf("counter", "%s: replayed records moved by %d, want %d", d, g, w)
 		}
 		for reason, w := range m.want.dropped[d] {
+			if r := DropReason(reason); r == dropRemoved || r == dropReleased {
+				want := m.want.removed[d]
+				if r == dropReleased {
+					want = m.want.released[d]
+				}
+				if want == nil {
+					want = new([2]int)
+				}
+				key := `otlpgate_spool_dropped_records_total{destination="` + d + `",reason="` + dropReasonNames[r] + `"}`
+				if g := got(key); g < want[0] || g > want[0]+want[1] {
+					m.failf("counter", "%s: dropped %s moved by %d, want %d (up to %d more)", d, dropReasonNames[r], g, want[0], want[1])
+				}
+				continue
+			}
 			if DropReason(reason) == dropOldest {
 				key := `otlpgate_spool_dropped_records_total{destination="` + d + `",reason="drop_oldest"}`
 				if m.sc.cfg.full == FullRefuse && got(key) != 0 {

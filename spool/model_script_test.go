@@ -2,6 +2,7 @@ package spool
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,12 +71,13 @@ const (
 	opRewind
 	opAway
 	opBack
+	opExpire
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"append", "read", "finish", "drop", "finishall", "refinish",
 	"checkpoint", "tick", "restart", "crashat", "capacity", "drain", "syncfail", "addreader", "rewind",
-	"away", "back"}
+	"away", "back", "expire"}
 
 // stopKind is how a process ends: Close, kill -9, or a power loss.
 type stopKind uint8
@@ -112,7 +114,7 @@ func (o modelOp) String() string {
 		return fmt.Sprintf("%s %s %d", name, o.dest, o.k)
 	case opDrop:
 		return fmt.Sprintf("%s %s %d %s", name, o.dest, o.k, dropReasonNames[o.reason])
-	case opFinishAll, opAddReader, opRewind, opAway, opBack:
+	case opFinishAll, opAddReader, opRewind, opAway, opBack, opExpire:
 		return name + " " + o.dest
 	case opRestart:
 		s := name + " " + stopNames[o.stop]
@@ -162,6 +164,7 @@ func (c modelConfig) spoolConfig(mode SyncMode) Config {
 	sc.Full = c.full
 	sc.TailBytes = c.tail
 	sc.Meta, sc.Encoded = true, true // records carry meta and encodings (modelExtra)
+	sc.Logger = slog.New(slog.DiscardHandler)
 	return sc
 }
 
@@ -254,7 +257,7 @@ func parseModelOp(f []string) (modelOp, error) {
 	args := f[1:]
 	want := map[opKind]int{opAppend: 2, opRead: 2, opFinish: 2, opDrop: 3, opFinishAll: 1,
 		opRefinish: 2, opCheckpoint: 0, opTick: 0, opCrashAt: 2, opCapacity: 1, opDrain: 0, opSyncFail: 1,
-		opAddReader: 1, opRewind: 1, opAway: 1, opBack: 1}
+		opAddReader: 1, opRewind: 1, opAway: 1, opBack: 1, opExpire: 1}
 	if n, ok := want[o.kind]; ok && len(args) != n {
 		return o, fmt.Errorf("%s takes %d arguments", f[0], n)
 	}
@@ -305,7 +308,7 @@ func parseModelOp(f []string) (modelOp, error) {
 				}
 			}
 		}
-	case opFinishAll, opAddReader, opRewind, opAway, opBack:
+	case opFinishAll, opAddReader, opRewind, opAway, opBack, opExpire:
 		o.dest, err = dest(args[0])
 	case opRestart:
 		if len(args) == 0 {
@@ -411,7 +414,7 @@ func genModelScript(c choices, maxOps int) modelScript {
 	}
 	weights := [numOpKinds]int{opAppend: 22, opRead: 16, opFinish: 10, opDrop: 3, opFinishAll: 9,
 		opRefinish: 2, opCheckpoint: 8, opTick: 5, opRestart: 11, opCrashAt: 7, opCapacity: 2, opDrain: 5,
-		opSyncFail: 2, opAddReader: 2, opRewind: 2, opAway: 2, opBack: 1}
+		opSyncFail: 2, opAddReader: 2, opRewind: 2, opAway: 2, opBack: 1, opExpire: 1}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -480,10 +483,15 @@ func genModelScript(c choices, maxOps int) modelScript {
 				for range c.intn(3) {
 					sc.ops = append(sc.ops, modelOp{kind: opAppend, n: 1 + c.intn(4), k: pick(20, 100, 250)})
 				}
+				if c.intn(3) == 0 {
+					// It stays away past -spool.removed-hold: the next checkpoint releases it.
+					sc.ops = append(sc.ops, modelOp{kind: opExpire, dest: d}, modelOp{kind: opCheckpoint})
+					sc.ops = genFinishes(c, sc.ops, d)
+				}
 				sc.ops = append(sc.ops, modelOp{kind: opBack, dest: d})
 				o = modelOp{kind: opRewind, dest: d}
 			}
-		case opBack:
+		case opBack, opExpire:
 			o.dest = dest()
 		}
 		sc.ops = append(sc.ops, o)

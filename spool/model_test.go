@@ -147,6 +147,47 @@ var modelRegressions = []struct {
 	fixed *bool
 }{
 	{
+		// A destination removed with a backlog pinned the spool for good: every later append
+		// was refused though the destination left configured had caught up. Held past
+		// -spool.removed-hold, it is released and what it owed counted as removed; brought
+		// back, it is new.
+		name: "RemovedDestinationReleasedPastItsHold",
+		script: `
+config sync=interval segment=1024 max=4096 full=refuse tail=0 capacity=0 dests=a,b
+append 8 100
+read b 3
+away b
+drain
+append 8 100
+drain
+expire b
+checkpoint
+drain
+append 30 100
+back b
+append 3 100
+restart clean
+`,
+	},
+	{
+		// A start that did not list a destination deleted its backlog as finished, counting
+		// nothing; it counts it as released, and only what was its own (not what was appended
+		// while it was away).
+		name: "ReleasedAtStartCountsWhatItOwed",
+		script: `
+config sync=always segment=1024 max=8192 full=refuse tail=0 capacity=0 dests=a,b
+append 6 100
+read b 2
+finish b 0
+away b
+append 4 100
+restart clean dests=a
+restart kill dests=a,b
+append 2 100
+restart clean dests=a
+`,
+	},
+	{
 		// Issue 20, defect 1: after an idle start the next segment number came from the segment
 		// files alone (none left), below the cursors: the third process's records landed
 		// behind every position and were deleted as finished (seeds 4 and 15, among others,

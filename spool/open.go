@@ -103,14 +103,15 @@ func (s *Spool) recover(destinations []string) error {
 	// the one after it. Cursors of destinations no longer listed count too: their removal may
 	// not be durable yet.
 	positions := make(map[string]Pos, len(cursors))
+	untils := make(map[string]Pos)
 	badCursor := make(map[string]bool)
 	for dest, name := range cursors {
-		p, err := s.readCursor(name)
+		p, until, err := s.readCursor(name)
 		if err != nil {
 			badCursor[dest] = true
 			continue
 		}
-		positions[dest] = p
+		positions[dest], untils[dest] = p, until
 		need := p.Segment()
 		if p.Offset() > headerSize {
 			need++
@@ -157,6 +158,9 @@ func (s *Spool) recover(destinations []string) error {
 			at, fresh = p, false
 		}
 		r := newReader(s, dest, at)
+		// A cursor written while the destination was away says where it went; it is back,
+		// and the next checkpoint writes its cursor without that.
+		r.persistedUntil = untils[dest]
 		if fresh {
 			r.persisted = ^Pos(0)
 		}
@@ -169,11 +173,29 @@ func (s *Spool) recover(destinations []string) error {
 		s.mu.readers = append(s.mu.readers, r)
 	}
 	for dest, name := range cursors {
-		if !want[dest] {
-			_ = s.fs.Remove(s.path(name))
-			releasedCursors.Inc()
+		if want[dest] {
+			continue
+		}
+		// What it still owed is counted before the checkpoint below deletes it: its
+		// segments are still here, whoever else holds them.
+		rel := Released{Destination: dest, Records: -1}
+		if !badCursor[dest] {
+			rel.Records = s.countOwed(positions[dest], untils[dest], nil)
+			droppedRecords.WithLabelValues(dest, dropReasonNames[dropReleased]).Add(float64(rel.Records))
+		}
+		s.releasedAtOpen = append(s.releasedAtOpen, rel)
+		_ = s.fs.Remove(s.path(name))
+		releasedCursors.Inc()
+		switch {
+		case rel.Records > 0:
+			s.cfg.logger().Error("data lost: a destination no longer listed still owed spooled records; they are dropped",
+				"destination", dest, "records", rel.Records)
+		case rel.Records < 0:
+			s.cfg.logger().Error("data may be lost: a destination no longer listed had an unreadable cursor; what it owed is unknown and dropped",
+				"destination", dest)
 		}
 	}
+	slices.SortFunc(s.releasedAtOpen, func(a, b Released) int { return strings.Compare(a.Destination, b.Destination) })
 	// The directory is synced whether or not this start changed it: a process killed between
 	// its own changes (a released cursor removed, a segment deleted) and their sync left them
 	// in the page cache, where this start sees them and decides from them, and a power loss
@@ -376,7 +398,7 @@ func (s *Spool) dropOldest(need int64) bool {
 				if from.Segment() == g.seq {
 					off = from.Offset()
 				}
-				r.dropped[dropOldest].Add(float64(countFrames(f, g.seq, off, g.size, r)))
+				r.dropped[dropOldest].Add(float64(countFrames(f, g.seq, off, g.size, r.handsOutLocked)))
 			}
 			_ = f.Close()
 		}
@@ -397,10 +419,10 @@ func (s *Spool) dropOldest(need int64) bool {
 	return true
 }
 
-// countFrames counts the records of segment seq from off to end that r would hand out, by
-// their length fields alone, without reading payloads: it is for accounting only, and stops at
-// the first implausible header. The caller holds r.mu.
-func countFrames(f io.ReaderAt, seq uint64, off, end int64, r *Reader) int {
+// countFrames counts the records of segment seq from off to end that handsOut accepts (nil:
+// every one), by their length fields alone, without reading payloads: it is for accounting
+// only, and stops at the first implausible header.
+func countFrames(f io.ReaderAt, seq uint64, off, end int64, handsOut func(Pos) bool) int {
 	var h [frameSize]byte
 	n := 0
 	for off+frameSize <= end {
@@ -411,7 +433,7 @@ func countFrames(f io.ReaderAt, seq uint64, off, end int64, r *Reader) int {
 		if l > MaxRecordBytes+maxExtra || off+frameSize+l > end {
 			break
 		}
-		if r.handsOutLocked(makePos(seq, off)) {
+		if handsOut == nil || handsOut(makePos(seq, off)) {
 			n++
 		}
 		off += frameSize + l

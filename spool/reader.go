@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -21,11 +22,13 @@ const (
 	DropRejected DropReason = iota
 	// DropUndeliverable: the destination gave up for a reason of its own, which it counts.
 	DropUndeliverable
-	dropOldest // the spool was full with -spool.full=drop-oldest
+	dropOldest   // the spool was full with -spool.full=drop-oldest
+	dropRemoved  // removed while the spool ran, and held past its bound (removed.go)
+	dropReleased // not listed at Open (removed.go)
 	numDropReasons
 )
 
-var dropReasonNames = [numDropReasons]string{"rejected", "undeliverable", "drop_oldest"}
+var dropReasonNames = [numDropReasons]string{"rejected", "undeliverable", "drop_oldest", "removed", "released"}
 
 var (
 	replayedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -34,7 +37,7 @@ var (
 	}, []string{"destination"})
 	droppedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_spool_dropped_records_total",
-		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them before the destination read them, or while it held them unfinished at shutdown).",
+		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them before the destination read them, or while it held them unfinished at shutdown; removed: a reload removed the destination and it still owed them past -spool.removed-hold or -spool.removed-hold-bytes; released: a start did not list the destination, which still owed them).",
 	}, []string{"destination", "reason"})
 	corruptRecords = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_spool_corrupt_records_total",
@@ -79,6 +82,9 @@ type Reader struct {
 
 	durable   atomic.Uint64 // lowest unfinished Pos, or the next to read
 	persisted Pos           // guarded by Spool.ckMu; ^Pos(0) while no cursor of it is on disk
+	// persistedUntil is the Away position the cursor on disk carries (0: none). Guarded by
+	// Spool.ckMu.
+	persistedUntil Pos
 	// unanchored: a destination new at this start whose first cursor is not durable yet.
 	// Guarded by Spool.ckMu.
 	unanchored bool
@@ -96,8 +102,13 @@ type Reader struct {
 		// gaps are the stretches of the log appended while the destination was away
 		// (Away..Back), in order: Next passes over them.
 		gaps   []gap
-		awayAt Pos    // set by Away, until Back; 0: here
-		meta   []byte // the last record's meta, handed out in Entry.Meta
+		awayAt Pos // set by Away, until Back; 0: here
+		// awaySince is when Away was called: the hold on what it owes runs from then.
+		awaySince time.Time
+		// released: the reader's hold was let go (removed.go); it hands out nothing more, and
+		// finishing what it held does nothing.
+		released bool
+		meta     []byte // the last record's meta, handed out in Entry.Meta
 	}
 
 	replayed prometheus.Counter
@@ -143,6 +154,9 @@ func (r *Reader) Next(buf *[]byte) (Entry, error) {
 	defer r.mu.Unlock()
 	s := r.s
 	start := len(*buf)
+	if r.mu.released {
+		return Entry{}, ErrEmpty // its destination is gone for good
+	}
 	for {
 		for _, g := range r.mu.gaps {
 			if r.mu.next >= g.from && r.mu.next < g.to {
@@ -373,7 +387,7 @@ func (r *Reader) Away() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.awayAt == 0 {
-		r.mu.awayAt = at
+		r.mu.awayAt, r.mu.awaySince = at, time.Now()
 	}
 }
 

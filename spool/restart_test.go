@@ -22,7 +22,7 @@ func dirHighs(t *testing.T, fs *CrashFS) (seg uint64, cur Pos) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := decodeCursor(b)
+			p, _, err := decodeCursor(b)
 			if err != nil {
 				t.Fatalf("cursor %s: %v", n, err)
 			}

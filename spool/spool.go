@@ -126,7 +126,9 @@ type Spool struct {
 	readable   atomic.Uint64 // Pos up to which readers may read (invariant 2)
 	unanchored atomic.Int32  // destinations whose first cursor is not durable yet (Checkpoint)
 	tailOpen   Pos           // end of the log at Open: records before it are replays
-	opened     time.Time     // when Open began; the age index counts from it (age.go)
+	// releasedAtOpen: the destinations Open released (removed.go); read-only after Open.
+	releasedAtOpen []Released
+	opened         time.Time // when Open began; the age index counts from it (age.go)
 
 	ckMu sync.Mutex // serialises Checkpoint
 
@@ -469,7 +471,9 @@ func (s *Spool) Close() error {
 }
 
 // AddReader returns the reader of destination, adding one when the spool has none: a
-// destination added while otlpgate runs reads every record appended from now on. Its cursor is
+// destination added while otlpgate runs reads every record appended from now on. A removed
+// destination's reader that was not released yet (removed.go) is back (Reader.Back); one that
+// was is gone, and the destination is new. Its cursor is
 // durable before the reader is added, so that a crash cannot start it again at a later tail,
 // past records acknowledged in between (appends are not held up meanwhile, as they are for a
 // destination new at Open). A reader is never removed while the spool is open: a destination
@@ -479,11 +483,14 @@ func (s *Spool) AddReader(destination string) (*Reader, error) {
 	s.ckMu.Lock() // no checkpoint in between: it could delete what the new reader needs
 	defer s.ckMu.Unlock()
 	if r := s.Reader(destination); r != nil {
+		// A removed destination back before its hold ended: from now on it is here again, and
+		// no checkpoint can release it between this and the caller's Back.
+		r.Back()
 		return r, nil
 	}
 	// Every record appended from here on lies at or after at.
 	at := Pos(s.readable.Load())
-	if err := s.writeCursorTmp(destination, at); err != nil {
+	if err := s.writeCursorTmp(destination, at, 0); err != nil {
 		return nil, fmt.Errorf("cannot write the cursor of %q: %w", destination, err)
 	}
 	if err := s.fs.Rename(s.path(cursorName(destination)+tmpSuffix), s.path(cursorName(destination))); err != nil {
