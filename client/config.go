@@ -175,6 +175,10 @@ type Config struct {
 	// is not sent (forward-headers=NAME|NAME). gRPC sends metadata once per call or stream,
 	// so it needs mode=unary, or protocol=http.
 	ForwardHeaders []string
+	// SpoolID names the destination in the spool (spool-id, default Name): its cursor, and so
+	// the records it still owes, go by it. A destination renamed with spool-id set to its old
+	// name keeps its backlog, across a reload and a restart. The client does not use it.
+	SpoolID string
 	// MatchHeader selects the tenants whose batches the destination takes
 	// (match-header=NAME:VALUE|VALUE, or NAME:* for every value); without it the destination
 	// takes the tenants that no destination with named values takes. The pipeline and the

@@ -47,6 +47,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 		switch k {
 		case "name":
 			c.Name = v
+		case "spool-id":
+			c.SpoolID = v
 		case "endpoint":
 			c.Endpoint = v
 		case "protocol":

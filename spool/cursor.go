@@ -45,7 +45,7 @@ var (
 	})
 	releasedCursors = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_spool_released_destinations_total",
-		Help: "Destinations found in the spool but no longer configured; their hold on the spool was released.",
+		Help: "Destinations whose hold on the spool was released: found at start but no longer configured, or removed by a reload and owing nothing or past -spool.removed-hold or -spool.removed-hold-bytes; what they still owed is in otlpgate_spool_dropped_records_total{reason=\"released\"} and {reason=\"removed\"}.",
 	})
 )
 

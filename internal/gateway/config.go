@@ -190,6 +190,20 @@ func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
 		}
 		names[d.Name()] = true
 	}
+	// The spool knows a destination by its spool-id (its name by default): two that shared
+	// one would share a cursor and each take the other's records as its own.
+	ids := map[string]string{}
+	for _, d := range dests {
+		if other, ok := ids[spoolKey(d)]; ok {
+			return nil, fmt.Errorf("-dest: destinations %q and %q have the same spool-id %q", other, d.Name, spoolKey(d))
+		}
+		ids[spoolKey(d)] = d.Name
+	}
+	for _, d := range c.Extra {
+		if other, ok := ids[d.Name()]; ok {
+			return nil, fmt.Errorf("-dest: destinations %q and %q have the same spool-id %q", other, d.Name(), d.Name())
+		}
+	}
 	return dests, nil
 }
 
@@ -248,4 +262,12 @@ func specHasKey(spec, key string) bool {
 		}
 	}
 	return false
+}
+
+// spoolKey is what the spool knows destination d by: its spool-id, or its name.
+func spoolKey(d client.Config) string {
+	if d.SpoolID != "" {
+		return d.SpoolID
+	}
+	return d.Name
 }

@@ -17,6 +17,8 @@ import (
 // member is one destination the gateway hands batches to.
 type member struct {
 	name string
+	// key is what the spool knows it by (spool-id, default name); parked goes by it too.
+	key string
 	// cfg is an upstream's configuration (from -dest, -dest.file or Config.Destinations),
 	// compared at a reload to tell a changed destination; nil for Extra and the file.
 	cfg   *client.Config
@@ -40,7 +42,7 @@ type outlet interface {
 
 // upstream builds the member for an upstream's configuration, not started.
 func (g *Gateway) upstream(c client.Config) (*member, error) {
-	m := &member{name: c.Name, cfg: &c, queue: c.QueueBytes}
+	m := &member{name: c.Name, key: spoolKey(c), cfg: &c, queue: c.QueueBytes}
 	built := c // m.cfg, compared at a reload, stays as configured
 	built.Tally = &g.tally
 	if c.Resolver != "" {
@@ -217,7 +219,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 			kept = append(kept, m)
 			continue
 		}
-		r, err := g.spool.AddReader(m.name)
+		r, err := g.spool.AddReader(m.key)
 		if err == nil {
 			// Its position only matters to tenant routes, which a reload never has (checkTenants).
 			err = g.newFeeder(m, r, len(kept), len(next))
@@ -246,7 +248,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 // member resumes once it is done (resume).
 func (g *Gateway) park(m *member) {
 	done := make(chan struct{})
-	g.dmu.parked[m.name] = done
+	g.dmu.parked[m.key] = done
 	g.retiring.Add(1)
 	go func() {
 		defer g.retiring.Done()
@@ -257,7 +259,7 @@ func (g *Gateway) park(m *member) {
 		ctx, cancel := context.WithTimeout(g.retireCtx, g.cfg.ShutdownTimeout)
 		defer cancel()
 		if err := m.out.Shutdown(ctx); err != nil {
-			g.log.Info("a removed destination's undelivered batches stay in the spool until it comes back", "destination", m.name, "err", err)
+			g.log.Info("a removed destination's undelivered batches stay in the spool until it comes back or its hold ends (-spool.removed-hold)", "destination", m.name, "err", err)
 		}
 	}()
 }
@@ -266,13 +268,13 @@ func (g *Gateway) park(m *member) {
 // instance finished draining, from what that one left unfinished.
 func (g *Gateway) resume(m *member) {
 	m.resumed = make(chan struct{})
-	prev, ok := g.dmu.parked[m.name]
+	prev, ok := g.dmu.parked[m.key]
 	if !ok {
 		m.feeder.Start()
 		close(m.resumed)
 		return
 	}
-	delete(g.dmu.parked, m.name)
+	delete(g.dmu.parked, m.key)
 	m.reader.Back() // a removed destination back: what was appended while it was away is not for it
 	g.retiring.Add(1)
 	go func() {

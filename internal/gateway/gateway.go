@@ -200,7 +200,10 @@ func (g *Gateway) build() error {
 	if cfg.Spool.Dir != "" {
 		names := make([]string, len(ms))
 		for i, m := range ms {
-			names[i] = m.name
+			if m.key == "" {
+				m.key = m.name // Extra and the file: the spool knows them by name
+			}
+			names[i] = m.key
 		}
 		// With -compression.passthrough, requests that arrived compressed are spooled as they
 		// arrived, for the feeders of destinations that send them so.
@@ -209,7 +212,7 @@ func (g *Gateway) build() error {
 			return err
 		}
 		for i, m := range ms {
-			if err := g.newFeeder(m, g.spool.Reader(m.name), i, len(ms)); err != nil {
+			if err := g.newFeeder(m, g.spool.Reader(m.key), i, len(ms)); err != nil {
 				return err
 			}
 			m.resumed = make(chan struct{})

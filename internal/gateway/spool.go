@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/otlpgate/otlpgate/spool"
@@ -15,12 +16,29 @@ func openSpool(cfg Config, names []string, log *slog.Logger) (*spool.Spool, erro
 	if fs == nil {
 		fs = spool.OSFS{GroupReadable: cfg.SpoolGroupReadable}
 	}
-	s, err := spool.Open(cfg.Spool, fs, names)
+	sc := cfg.Spool
+	if sc.Logger == nil {
+		sc.Logger = log // what the spool drops on its own (a removed destination's hold ending) is logged
+	}
+	s, err := spool.Open(sc, fs, names)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("spool open", "dir", cfg.Spool.Dir, "sync", cfg.Spool.Sync.String(), "max_bytes", cfg.Spool.MaxBytes,
-		"full", cfg.Spool.Full.String(), "destinations", names)
+	attrs := []any{"dir", cfg.Spool.Dir, "sync", cfg.Spool.Sync.String(), "max_bytes", cfg.Spool.MaxBytes,
+		"full", cfg.Spool.Full.String(), "destinations", names}
+	if rel := s.ReleasedAtOpen(); len(rel) > 0 {
+		// Destinations no longer listed: what each still owed was dropped (the spool logged it
+		// too); the start line says so, so that a rename without spool-id is seen at once.
+		released := make([]string, len(rel))
+		for i, r := range rel {
+			released[i] = fmt.Sprintf("%s:%d", r.Destination, r.Records)
+			if r.Records < 0 {
+				released[i] = r.Destination + ":unknown"
+			}
+		}
+		attrs = append(attrs, "released", released)
+	}
+	log.Info("spool open", attrs...)
 	return s, nil
 }
 
