@@ -208,8 +208,13 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		m.reader.Away() // what is appended from now on is not for it, should it come back
 		g.park(m)
 	}
-	for _, old := range replaces {
+	for nm, old := range replaces {
 		old.feeder.Stop()
+		if nm.key != old.key {
+			// Its spool-id changed: the spool knows the new one by another name, and the old
+			// name's reader is removed as if the destination were (its hold is bounded).
+			old.reader.Away()
+		}
 		g.park(old)
 	}
 	var errs []error
