@@ -846,6 +846,12 @@ func (m *modelRun) finishAll(d string) {
 	r := m.reader(d)
 	for _, e := range m.out[d] {
 		r.Finish(e.pos)
+		if m.away[d] {
+			if m.finAway[d] == nil {
+				m.finAway[d] = make(map[int]bool)
+			}
+			m.finAway[d][e.id] = true
+		}
 		delete(m.owed[d], e.id)
 		m.done[d][e.id] = true
 		m.finishedHere(d, e.id)
