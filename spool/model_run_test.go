@@ -423,10 +423,17 @@ func (m *modelRun) exec(o modelOp) {
 			m.notef("not away")
 			return
 		}
-		m.away[o.dest] = false
-		for id := range m.gap[o.dest] {
-			m.gap[o.dest][id] = false
-		}
+		m.backHere(o.dest)
+	}
+}
+
+// backHere: d, away, is back (Back, or an AddReader that found its reader): what is appended
+// from now on is its own again, what was appended while it was away never is.
+func (m *modelRun) backHere(d string) {
+	m.away[d] = false
+	delete(m.finAway, d)
+	for id := range m.gap[d] {
+		m.gap[d][id] = false
 	}
 }
 
@@ -440,11 +447,21 @@ func (m *modelRun) finishedHere(d string, id int) {
 // addReader adds d while the spool runs (promise 7).
 func (m *modelRun) addReader(d string) {
 	if m.configured(d) {
+		at, old := len(m.recs), m.readers[d]
 		r, err := m.s.AddReader(d)
+		if m.away[d] && old != nil && old.releasedNow() {
+			// The housekeeper released it just before: AddReader added it anew.
+			m.checkReleased()
+			m.addedAfterRelease(d, r, err, at)
+			return
+		}
 		if err != nil || r != m.s.Reader(d) {
 			m.failf("reader", "AddReader of configured %s: %p, %v; want its reader %p", d, r, err, m.s.Reader(d))
 		}
 		m.notef("configured already")
+		if m.away[d] {
+			m.backHere(d) // AddReader brings a removed destination back
+		}
 		return
 	}
 	at := len(m.recs)
