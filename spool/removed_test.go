@@ -83,10 +83,11 @@ func TestRemovedDestinationHoldIsBounded(t *testing.T) {
 	drain(t, a, true)
 
 	// b's hold ends: what it still owed is counted, and the spool takes appends again.
-	b.mu.Lock()
-	b.mu.awaySince = b.mu.awaySince.Add(-cfg.RemovedHold)
-	b.mu.Unlock()
+	// (The checkpoint the refused append kicked may run meanwhile and release it first.)
 	removed = delta(droppedRecords.WithLabelValues("b", "removed"), func() {
+		b.mu.Lock()
+		b.mu.awaySince = b.mu.awaySince.Add(-cfg.RemovedHold)
+		b.mu.Unlock()
 		if err := s.Checkpoint(); err != nil {
 			t.Fatal(err)
 		}
