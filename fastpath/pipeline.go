@@ -70,6 +70,12 @@ type Pipeline struct {
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// asleep is set while the flusher waits on wake instead of ticking: nothing is open or in
+	// flight, and no tenant can go idle (settledFlusher). The
+	// goroutine that opens the next batch clears it and wakes the flusher (wakeFlusher), so
+	// an idle gateway spends no CPU on a timer that has nothing to do.
+	asleep atomic.Bool
+	wake   chan struct{} // capacity 1
 }
 
 // New returns a running pipeline feeding dests. Close stops it.
@@ -86,7 +92,7 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if r := cfg.Router; r != nil && bits.Len64(r.All()) != len(dests) {
 		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
 	}
-	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{})}
+	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.dests.Store(newDestSet(dests))
 	for i := range p.sig {
 		sig := Signal(i)
@@ -204,6 +210,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		b.set = set
 		set.users.Add(1)
 		s.mu.open.put(b)
+		p.wakeFlusher()
 	}
 	buf := b.Payload.Buf()
 	before := len(*buf)
@@ -498,7 +505,8 @@ func (p *Pipeline) finished(b *Batch) {
 	}
 }
 
-// flusher seals batches that reached BatchMaxAge and keeps the drain rate current.
+// flusher seals batches that reached BatchMaxAge and keeps the drain rate current. Once
+// there is nothing left for it to do (settledFlusher) it stops ticking until a batch opens.
 func (p *Pipeline) flusher() {
 	defer p.wg.Done()
 	tick := min(max(p.cfg.BatchMaxAge/4, time.Millisecond), 100*time.Millisecond)
@@ -510,6 +518,24 @@ func (p *Pipeline) flusher() {
 		case <-p.stop:
 			return
 		case now := <-t.C:
+			if p.settledFlusher() {
+				t.Stop()
+				if !p.sleepFlusher() {
+					return
+				}
+				t.Reset(tick)
+				// Nothing drained while it slept (nothing was queued): the rate decays as the
+				// updates it skipped would have decayed it, one step a second.
+				if secs := int(time.Since(lastAt) / time.Second); secs > 0 {
+					r := p.rate.Load()
+					for range min(secs, 64) {
+						r = r * 3 / 4
+					}
+					p.rate.Store(r)
+					lastAt = lastAt.Add(time.Duration(secs) * time.Second)
+				}
+				continue
+			}
 			p.sealOlder(now.UnixNano()-int64(p.cfg.BatchMaxAge), false)
 			if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 {
 				// Idle tenants leave without traffic too: otherwise the tenants of a quiet
@@ -523,6 +549,60 @@ func (p *Pipeline) flusher() {
 				p.rate.Store((p.rate.Load()*3 + cur) / 4)
 				lastDrained, lastAt = d, now
 			}
+		}
+	}
+}
+
+// settledFlusher reports whether the flusher has nothing to do until a batch opens: no batch
+// is open (none can reach BatchMaxAge) or queued (none can drain: the drain rate only decays,
+// which the flusher catches up on when it wakes), and no tenant is in the table to go idle.
+// Flusher goroutine only.
+func (p *Pipeline) settledFlusher() bool {
+	if p.queued.Load() != 0 {
+		return false
+	}
+	if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 && ts.Len() > 0 {
+		return false
+	}
+	for i := range p.sig {
+		s := &p.sig[i]
+		s.mu.Lock()
+		n := s.mu.open.len()
+		s.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sleepFlusher waits until a batch opens (wakeFlusher) and returns true, or returns false when
+// the pipeline stops. asleep is set before the open sets are looked at again, each under its
+// signal's lock, and wakeFlusher reads it under that lock after putting a batch: either this
+// look sees the batch, or that read sees asleep and sends the wake-up. A wake-up left in the
+// channel by a batch that opened during the look costs one tick later. Flusher goroutine only.
+func (p *Pipeline) sleepFlusher() bool {
+	p.asleep.Store(true)
+	if !p.settledFlusher() {
+		p.asleep.Store(false)
+		return true
+	}
+	select {
+	case <-p.stop:
+		return false
+	case <-p.wake:
+		return true
+	}
+}
+
+// wakeFlusher wakes the flusher if it sleeps: a batch has opened. Called with the signal's
+// lock held, after the batch was put in its open set. One atomic load when the flusher is
+// awake, as it is under traffic.
+func (p *Pipeline) wakeFlusher() {
+	if p.asleep.Load() && p.asleep.CompareAndSwap(true, false) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
 		}
 	}
 }

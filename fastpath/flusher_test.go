@@ -1,0 +1,87 @@
+package fastpath
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// An idle pipeline's flusher stops ticking once nothing is open or queued, and the next request
+// wakes it: its batch is still sealed at BatchMaxAge to the tick, not before, and the flusher
+// goes back to sleep once the batch is delivered. The bubble's clock makes the bounds exact.
+func TestFlusherSleepsWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.BatchMaxAge = 8 * time.Millisecond
+		tick := cfg.BatchMaxAge / 4 // the flusher's period
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		synctest.Wait()
+		if !p.asleep.Load() {
+			// Nothing has been admitted yet: the first tick finds nothing to do.
+			time.Sleep(tick)
+			synctest.Wait()
+			if !p.asleep.Load() {
+				t.Fatal("the flusher of a pipeline that never had a request ticks on")
+			}
+		}
+		for round := range 3 {
+			p.Consume(Traces, entry(10, 1), 1)
+			synctest.Wait()
+			if p.asleep.Load() {
+				t.Fatalf("round %d: the flusher sleeps with a batch open", round)
+			}
+			time.Sleep(cfg.BatchMaxAge - time.Nanosecond)
+			synctest.Wait()
+			if n := len(r.batches()); n != round {
+				t.Fatalf("round %d: %d batches before the batch was BatchMaxAge old, want %d", round, n, round)
+			}
+			time.Sleep(tick)
+			synctest.Wait()
+			if got := r.batches(); len(got) != round+1 || got[round].items != 1 {
+				t.Fatalf("round %d: batches %+v one tick past the age, want the open batch sealed", round, got)
+			}
+			if q := p.QueuedBytes(); q != 0 {
+				t.Fatalf("round %d: %d bytes queued after the destination finished", round, q)
+			}
+			// The next tick finds nothing open or queued.
+			time.Sleep(tick)
+			synctest.Wait()
+			if !p.asleep.Load() {
+				t.Fatalf("round %d: the flusher ticks on with nothing open or queued", round)
+			}
+			// A long silence: nothing runs, and the next round's age bound still holds.
+			time.Sleep(time.Duration(round) * time.Hour)
+		}
+	})
+}
+
+// A flusher that slept catches the drain rate up as the seconds it slept would have decayed it
+// (a quarter a second), so that RetryDelay after a quiet spell is what it was before the
+// flusher slept through quiet spells.
+func TestFlusherSleepDecaysRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.BatchMaxAge = 8 * time.Millisecond
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		p.rate.Store(1 << 20)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !p.asleep.Load() {
+			t.Fatal("the flusher ticks on with nothing open or queued")
+		}
+		if got := p.rate.Load(); got != 1<<20 {
+			t.Fatalf("rate %d while asleep, want it untouched", got)
+		}
+		p.Consume(Traces, entry(10, 1), 1)
+		synctest.Wait()
+		want := int64(1 << 20)
+		for range 10 {
+			want = want * 3 / 4
+		}
+		if got := p.rate.Load(); got != want {
+			t.Fatalf("rate %d after 10 s asleep, want %d (ten decays of 1MiB/s)", got, want)
+		}
+	})
+}
