@@ -37,7 +37,7 @@ var (
 	})
 	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
-		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full and intake_busy (THROTTLING_QUOTA_EXCEEDED; intake_busy: the intake limiter of -intake.max-bytes and -intake.max-decodes had no room within -intake.wait), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})
 	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
 	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
@@ -47,6 +47,8 @@ var (
 	errCorruptCompression  = exportErrors.WithLabelValues("corrupt_compression")
 	errInvalidRecordMetric = exportErrors.WithLabelValues("invalid_record")
 	errQueueFull           = exportErrors.WithLabelValues("queue_full")
+	errSpoolFull           = exportErrors.WithLabelValues("spool_full")
+	errSpoolIO             = exportErrors.WithLabelValues("spool_io")
 	errIntakeBusy          = exportErrors.WithLabelValues("intake_busy")
 	errQueueTooLarge       = exportErrors.WithLabelValues("queue_too_large")
 	errConsume             = exportErrors.WithLabelValues("consume_error")
@@ -175,7 +177,17 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		return errInvalidRecord
 	case errors.Is(err, fastpath.ErrFull):
 		// Backpressure: the client re-fetches after one interval and pushes again then.
-		errQueueFull.Inc()
+		// Counted by its cause, under the reason the pipeline counts it by.
+		switch {
+		case errors.Is(err, fastpath.ErrSpoolFull):
+			errSpoolFull.Inc()
+		case errors.Is(err, fastpath.ErrSpoolIO):
+			errSpoolIO.Inc()
+		case errors.Is(err, fastpath.ErrBudget):
+			errIntakeBusy.Inc()
+		default:
+			errQueueFull.Inc()
+		}
 		return errThrottlingQuotaExceeded
 	case errors.Is(err, fastpath.ErrTooLarge):
 		errQueueTooLarge.Inc()

@@ -122,6 +122,20 @@ func TestPushErrors(t *testing.T) {
 			rec.SetErr(fastpath.ErrFull)
 			return p
 		}, errThrottlingQuotaExceeded, errQueueFull},
+		// Backpressure of the spool and of the intake limiter is counted by its cause, under
+		// the reason the pipeline counts it by.
+		{"spool full", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(fastpath.ErrSpoolFull)
+			return p
+		}, errThrottlingQuotaExceeded, errSpoolFull},
+		{"spool cannot write", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(fastpath.ErrSpoolIO)
+			return p
+		}, errThrottlingQuotaExceeded, errSpoolIO},
+		{"no intake room for what processing writes", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
+			rec.SetErr(fastpath.ErrBudget)
+			return p
+		}, errThrottlingQuotaExceeded, errIntakeBusy},
 		{"pipeline refuses the size", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
 			rec.SetErr(fastpath.ErrTooLarge)
 			return p

@@ -18,15 +18,18 @@ const (
 	consumeFull
 	consumeTooLarge
 	consumeError
+	consumeSpoolFull
+	consumeSpoolIO
+	consumeIntakeBytes
 	numConsumeOutcomes
 )
 
-var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error"}
+var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error", "spool_full", "spool_io", "intake_bytes"}
 
 var (
 	itemsVec = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_uds_items_total",
-		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error).",
+		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error, spool_full: -spool.max-bytes reached, spool_io: the spool could not write, intake_bytes: -intake.unauthenticated.max-bytes had no room for what processing writes).",
 	}, []string{"signal", "outcome"})
 	// itemsCounters[signal][outcome], resolved once: no label formatting on the hot path.
 	itemsCounters = func() (c [2][numConsumeOutcomes]prometheus.Counter) {
@@ -44,6 +47,12 @@ func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
 	o := consumeAccepted
 	switch {
 	case err == nil:
+	case errors.Is(err, fastpath.ErrSpoolFull):
+		o = consumeSpoolFull
+	case errors.Is(err, fastpath.ErrSpoolIO):
+		o = consumeSpoolIO
+	case errors.Is(err, fastpath.ErrBudget):
+		o = consumeIntakeBytes
 	case errors.Is(err, fastpath.ErrFull):
 		o = consumeFull
 	case errors.Is(err, fastpath.ErrTooLarge):

@@ -641,3 +641,20 @@ func TestSeriesTotalCap(t *testing.T) {
 		t.Fatalf("got %v, want %v", keys, want)
 	}
 }
+
+// Spans the spool could not take are counted by its cause, under the reason the pipeline
+// counts them by, not as a full queue.
+func TestConsumerSpoolRefusalsCountedByCause(t *testing.T) {
+	full, spoolIO := counter(itemsCounters[0][consumeFull]), counter(itemsCounters[0][consumeSpoolIO])
+	h := start(t, nil)
+	h.rec.SetErr(fastpath.ErrSpoolIO)
+	s := newStream(9).init().spans("a", "b")
+	h.replay(s.buf, 0)
+	h.shutdown()
+	if d := counter(itemsCounters[0][consumeSpoolIO]) - spoolIO; d != 2 {
+		t.Errorf("spans dropped as spool_io: %v, want 2", d)
+	}
+	if d := counter(itemsCounters[0][consumeFull]) - full; d != 0 {
+		t.Errorf("spans dropped as full: %v, want 0", d)
+	}
+}
