@@ -343,6 +343,16 @@ func TestSpoolThreeStartsSecondIdle(t *testing.T) {
 	stop(spoolGateway(t, bin, dir, up, "-spool.sync", "always"))
 
 	g = spoolGateway(t, bin, dir, up, "-spool.sync", "always")
+	// A spool holding only cursors owes nothing: its oldest unfinished age stays 0 (it used
+	// to grow from the start on, 0 bytes on disk, a false alert). Checked once the process
+	// has run two seconds, past the gauge's resolution.
+	testkit.WaitFor(t, "the third start to have run 2 s", func() bool {
+		started := scrape(t, g.admin, "process_start_time_seconds")
+		return started > 0 && float64(time.Now().Unix())-started >= 3
+	})
+	if age, bytes := scrape(t, g.admin, "otlpgate_spool_oldest_unfinished_age_seconds"), scrape(t, g.admin, "otlpgate_spool_bytes"); age != 0 {
+		t.Errorf("third start, %v bytes spooled, nothing owed: oldest unfinished age %v s, want 0", bytes, age)
+	}
 	third := sendAcked(t, g, l, 100)
 	if n := u.WaitSpans(third); n > 0 {
 		t.Fatalf("third start: %d of %d acknowledged spans never arrived (spool: %v segments created, %v deleted as finished)",
