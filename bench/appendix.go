@@ -143,6 +143,7 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 	srvCfg.Intake.MaxConnBytes = srvCfg.Intake.MaxBytes
 	ccfg := client.DefaultConfig()
 	ccfg.Name = "appendix"
+	ccfg.Protocol, ccfg.Mode = client.ProtocolOTEP, client.ModeStream // the appendix measures OTEP; a mode's setup may make it unary
 	ccfg.InitialWindowSize, ccfg.InitialConnWindowSize = cfg.StreamWindow, cfg.ConnWindow
 	ccfg.MaxSendMsgSize = 64 << 20
 	ccfg.QueueBytes = 1 << 30

@@ -56,13 +56,16 @@ type Config struct {
 	// For ProtocolHTTP it is a URL, http://host:port or https://host:port, optionally with a
 	// base path that the signal paths are appended to, as OTEL_EXPORTER_OTLP_ENDPOINT is.
 	Endpoint string
-	// Protocol is ProtocolOTEP, ProtocolV1 or ProtocolHTTP (protocol, default otep).
+	// Protocol is ProtocolOTEP, ProtocolV1 or ProtocolHTTP (protocol, default v1, the standard
+	// OTLP/gRPC that every OTLP receiver serves; ParseDest makes it http for an http:// or
+	// https:// endpoint). OTEP is otlpgate's own service: only otlpgate serves it.
 	Protocol string
 	// TracesPath, MetricsPath and LogsPath replace the path a signal is POSTed to, whole
 	// (traces-path, metrics-path, logs-path; default the endpoint's path followed by
 	// /v1/traces, /v1/metrics, /v1/logs). ProtocolHTTP only.
 	TracesPath, MetricsPath, LogsPath string
-	// Mode is ModeStream or ModeUnary (mode, default stream). v1 has no streaming service.
+	// Mode is ModeStream or ModeUnary (mode, default unary; ParseDest makes it stream for
+	// protocol=otep). v1 and http have no streaming service.
 	Mode string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
 	Streams int
@@ -231,8 +234,8 @@ const (
 // DefaultConfig returns the defaults documented on Config. Name and Endpoint are empty.
 func DefaultConfig() Config {
 	return Config{
-		Protocol:              ProtocolOTEP,
-		Mode:                  ModeStream,
+		Protocol:              ProtocolV1,
+		Mode:                  ModeUnary,
 		Streams:               2,
 		Window:                64,
 		Concurrency:           8,

@@ -15,7 +15,7 @@ func TestParseDest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := base
-	want.Name, want.Endpoint, want.Streams, want.Window = "gw", "10.0.0.5:4317", 4, 64
+	want.Name, want.Endpoint, want.Protocol, want.Mode, want.Streams, want.Window = "gw", "10.0.0.5:4317", "otep", "stream", 4, 64
 	if !configEqual(gw, want) {
 		t.Errorf("gw = %+v", gw)
 	}
@@ -179,4 +179,26 @@ func TestRedactDest(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "tail") {
 		t.Errorf("ParseDest error: %v", err)
 	}
+}
+
+// Without protocol and mode keys a destination speaks standard OTLP: v1 unary for host:port,
+// OTLP/HTTP for an http:// or https:// endpoint; protocol=otep streams unless told otherwise.
+func TestParseDestDefaults(t *testing.T) {
+	f := func(spec, protocol, mode string) {
+		t.Helper()
+		c, err := ParseDest(spec, DefaultConfig())
+		if err != nil {
+			t.Fatalf("%q: %v", spec, err)
+		}
+		if c.Protocol != protocol || c.Mode != mode {
+			t.Errorf("%q: protocol %q, mode %q; want %q, %q", spec, c.Protocol, c.Mode, protocol, mode)
+		}
+	}
+	f("name=a,endpoint=collector:4317", ProtocolV1, ModeUnary)
+	f("name=a,endpoint=dns:///collector:4317", ProtocolV1, ModeUnary)
+	f("name=a,endpoint=http://collector:4318", ProtocolHTTP, ModeUnary)
+	f("name=a,endpoint=HTTPS://otlp.example.com/base", ProtocolHTTP, ModeUnary)
+	f("name=a,endpoint=gw:4317,protocol=otep", ProtocolOTEP, ModeStream)
+	f("name=a,endpoint=gw:4317,protocol=otep,mode=unary", ProtocolOTEP, ModeUnary)
+	f("name=a,resolver=static,endpoints=gw1:4317|gw2:4317", ProtocolV1, ModeUnary)
 }

@@ -59,7 +59,8 @@ type Dest struct {
 	// handback, set by Handover before the destination stops, takes the requests a sender
 	// holds when it stops instead of dropping them.
 	handback  atomic.Pointer[func(*fastpath.Batch, bool)]
-	throttled atomic.Int32 // throttles since the last success
+	throttled atomic.Int32  // throttles since the last success
+	unserved  atomic.Uint32 // a bit per signal the upstream answered it does not serve (unserved.go)
 
 	lastErr lastError // the latest failure, for the status page (lasterror.go)
 	rejects rejectLog // the rate limit on refusal lines (rejectlog.go)
@@ -418,6 +419,9 @@ func (d *Dest) deliver(r *request) {
 	}
 	if t := d.cfg.Tally; t != nil {
 		t.delivered.Add(int64(r.items))
+	}
+	if d.unserved.Load() != 0 {
+		d.served(r.sig)
 	}
 	d.finish(r, true, false)
 }

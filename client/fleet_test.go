@@ -136,6 +136,7 @@ type fleetEdge struct {
 func fleetConfig(t *testing.T, name string) Config {
 	c := DefaultConfig()
 	c.Name = name
+	c.Protocol, c.Mode = ProtocolOTEP, ModeStream // gateways of otlpgate, as balanced fleets usually are
 	c.Streams, c.Window = 2, 16
 	c.RetryInitial, c.RetryMax, c.RetryMaxElapsed = 10*time.Millisecond, 200*time.Millisecond, 2*time.Minute
 	c.ResolveInterval = 50 * time.Millisecond

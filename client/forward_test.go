@@ -131,7 +131,7 @@ func TestParseForwardAndMatch(t *testing.T) {
 		t.Fatalf("forward %q match %q", c.ForwardHeaders, c.MatchHeader.String())
 	}
 	for spec, want := range map[string]string{
-		"name=a,endpoint=h:1,forward-headers=x-scope-orgid":                                     "mode=unary",
+		"name=a,endpoint=h:1,protocol=otep,forward-headers=x-scope-orgid":                       "mode=unary",
 		"name=a,endpoint=h:1,mode=unary,forward-headers=x-a|x-a":                                "named twice",
 		"name=a,endpoint=h:1,mode=unary,forward-headers=authorization":                          "reserved",
 		"name=a,endpoint=h:1,mode=unary,header=x-a:1,forward-headers=x-a":                       "header= too",

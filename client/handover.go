@@ -50,8 +50,13 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 	d.state.move(stateStopping, stateDraining)
 	close(d.stop)
 	d.cancel()
+	if d.http != nil {
+		d.http.abort() // as Shutdown: fasthttp calls take no context
+	}
 	d.wg.Wait()
-	d.conn.Close()
+	if d.conn != nil { // nil for ProtocolHTTP
+		d.conn.Close()
+	}
 	defer heldBytes.remove(d) // after the hand-backs below have settled d.held
 
 	// Every goroutine is gone: what is left is in the ack table or the queue.

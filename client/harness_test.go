@@ -578,6 +578,8 @@ func testConfig(t testing.TB, addr string) Config {
 	c.Name = strings.NewReplacer("/", "_", " ", "_", ",", "_", "=", "_").Replace(t.Name()) +
 		"_" + strconv.FormatInt(destSeq.Add(1), 10)
 	c.Endpoint = addr
+	// Most tests here exercise otlpgate's own streaming protocol; the others set theirs.
+	c.Protocol, c.Mode = ProtocolOTEP, ModeStream
 	c.AckTimeout = waitFor * 2
 	c.RetryInitial = 5 * time.Millisecond
 	c.RetryMax = 50 * time.Millisecond

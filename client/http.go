@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"io"
 	"net"
@@ -274,6 +275,8 @@ func (w *httpWorker) call(r *request) {
 		// An answer came; ErrBodyTooLarge leaves its header read and its body unread.
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 		w.answer(r, err == nil)
+	case d.stopping() && d.handback.Load() != nil:
+		d.lose(r) // a reload's Handover broke the call: the replacement sends it
 	case d.stopping():
 		d.drop(r, DropShutdownPending)
 	case errors.Is(err, fasthttp.ErrTimeout):
@@ -311,6 +314,14 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 			d.retryAfterPause(r)
 			return
 		}
+		d.retry(r, RetryFailed)
+	case code == fasthttp.StatusNotFound:
+		// Nothing there to take any request: a configuration error, not a bad batch.
+		cause := errHTTPNotFound
+		if msg := statusMessage(w.resp.Body()); msg != "" {
+			cause = fmt.Errorf("%w: %s", errHTTPNotFound, msg)
+		}
+		d.notServed(r.sig, cause)
 		d.retry(r, RetryFailed)
 	default:
 		d.noteHTTPStatus(code, w.resp.Body())

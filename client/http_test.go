@@ -146,10 +146,12 @@ func TestHTTPPaths(t *testing.T) {
 
 // The specification's table, one status code after another on one destination: 429, 502,
 // 503 and 504 are retried (twice each here, then answered 200), every other 4xx and 5xx, and
-// a 3xx, drop the batch after exactly one attempt, counted as rejected.
+// a 3xx, drop the batch after exactly one attempt, counted as rejected. 404 says nothing is
+// served at the path (unserved.go): the batch is kept and sent again after the backoff.
 func TestHTTPStatusCodes(t *testing.T) {
 	retryable := []int{429, 502, 503, 504}
-	final := []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 500, 501, 505, 301}
+	final := []int{400, 401, 403, 405, 408, 409, 413, 415, 500, 501, 505, 301}
+	unserved := []int{404}
 	u := newHTTPUpstream(t, nil)
 	script := map[string][]int{} // tag -> the status of each attempt
 	var tags []string
@@ -161,6 +163,11 @@ func TestHTTPStatusCodes(t *testing.T) {
 	for _, c := range final {
 		tag := "f" + strconv.Itoa(c)
 		script[tag] = []int{c, 200} // a second attempt would be answered, and caught below
+		tags = append(tags, tag)
+	}
+	for _, c := range unserved {
+		tag := "u" + strconv.Itoa(c)
+		script[tag] = []int{c, 200}
 		tags = append(tags, tag)
 	}
 	var mu sync.Mutex
@@ -185,17 +192,20 @@ func TestHTTPStatusCodes(t *testing.T) {
 	}
 	ok := f.waitAll()
 	for i, tag := range tags {
-		wantOK := tag[0] == 'r'
+		wantOK := tag[0] != 'f'
 		want := 1
-		if wantOK {
+		switch tag[0] {
+		case 'r':
 			want = 3
+		case 'u':
+			want = 2
 		}
 		if ok[i] != wantOK || attempts[tag] != want {
 			t.Errorf("%s: delivered %v after %d attempts, want %v after %d", tag, ok[i], attempts[tag], wantOK, want)
 		}
 	}
-	if got := value(d.m.retried[RetryFailed]); got != 2*len(retryable) {
-		t.Errorf("retried %d, want %d", got, 2*len(retryable))
+	if got := value(d.m.retried[RetryFailed]); got != 2*len(retryable)+len(unserved) {
+		t.Errorf("retried %d, want %d", got, 2*len(retryable)+len(unserved))
 	}
 	if got := value(d.m.dropped[DropRejected]); got != len(final) {
 		t.Errorf("dropped as rejected %d, want %d", got, len(final))
@@ -203,10 +213,10 @@ func TestHTTPStatusCodes(t *testing.T) {
 	if got := value(d.m.droppedItems[DropRejected]); got != len(final) {
 		t.Errorf("dropped items %d, want %d", got, len(final))
 	}
-	if got := value(d.m.ackedRequests); got != len(retryable) {
-		t.Errorf("acknowledged %d, want %d", got, len(retryable))
+	if got := value(d.m.ackedRequests); got != len(retryable)+len(unserved) {
+		t.Errorf("acknowledged %d, want %d", got, len(retryable)+len(unserved))
 	}
-	if got := value(d.m.sentRequests); got != 3*len(retryable)+len(final) {
+	if got := value(d.m.sentRequests); got != 3*len(retryable)+len(final)+2*len(unserved) {
 		t.Errorf("sent %d", got)
 	}
 	if got := value(d.m.throttles); got != 0 {

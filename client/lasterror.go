@@ -22,6 +22,7 @@ var (
 	errRetryableResult = errors.New("client: the upstream answered FailedRetryable")
 	errTooLarge        = errors.New("client: request larger than max-send-msg-size")
 	errInvalidPayload  = errors.New("client: payload is not a v1 request body")
+	errHTTPNotFound    = errors.New("HTTP 404")
 )
 
 // maxErrorMessage caps what LastError returns: an upstream's status message can be long.

@@ -92,10 +92,14 @@ var (
 	inFlightDesc = prometheus.NewDesc("otlpgate_client_in_flight_requests",
 		"Requests sent and not yet answered.",
 		[]string{"destination", "backend"}, nil)
+	unservedDesc = prometheus.NewDesc("otlpgate_client_unserved_signals",
+		"Signals the upstream answered it does not serve (gRPC UNIMPLEMENTED, HTTP 404): a configuration error (protocol, endpoint or path; the destination's last error says which), shown as down on the status page; their requests are kept and sent again after the backoff, as in an outage, and the first delivery of the signal clears it. Alert on any value above 0.",
+		[]string{"destination", "backend"}, nil)
 )
 
-// heldBytes reports otlpgate_client_queue_bytes and otlpgate_client_in_flight_requests from each
-// destination's own counters (Dest.held, Dest.sending) at scrape time, rather than from gauges
+// heldBytes reports otlpgate_client_queue_bytes, otlpgate_client_in_flight_requests and
+// otlpgate_client_unserved_signals from each destination's own counters (Dest.held,
+// Dest.sending, Dest.unserved) at scrape time, rather than from gauges
 // kept in step with them. A destination joins in New and
 // leaves when Shutdown returns; destinations that share a name (a process may build a second
 // one after shutting the first) are summed under it, so a scrape never sees a label set twice.
@@ -126,12 +130,13 @@ func (c *heldCollector) remove(d *Dest) {
 func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueBytesDesc
 	ch <- inFlightDesc
+	ch <- unservedDesc
 }
 
 // Collect implements prometheus.Collector. Safe for concurrent use.
 func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ name, backend string }
-	type sum struct{ held, sending int64 }
+	type sum struct{ held, sending, unserved int64 }
 	sums := map[key]sum{}
 	c.mu.Lock()
 	for d := range c.dests {
@@ -139,12 +144,14 @@ func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 		s := sums[k]
 		s.held += d.held.Load()
 		s.sending += d.sending.Load()
+		s.unserved += int64(d.unservedSignals())
 		sums[k] = s
 	}
 	c.mu.Unlock()
 	for k, v := range sums {
 		ch <- prometheus.MustNewConstMetric(queueBytesDesc, prometheus.GaugeValue, float64(v.held), k.name, k.backend)
 		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(v.sending), k.name, k.backend)
+		ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, float64(v.unserved), k.name, k.backend)
 	}
 }
 

@@ -11,6 +11,13 @@ import (
 // it, the number of series with that label, and whether the scrape succeeded.
 func scrapeQueueBytes(t *testing.T, name string) (float64, int) {
 	t.Helper()
+	return scrapeGauge(t, "otlpgate_client_queue_bytes", name)
+}
+
+// scrapeGauge returns the client gauge metric for destination name as a scrape sees it,
+// summed over its series, and the number of series with that label.
+func scrapeGauge(t *testing.T, metric, name string) (float64, int) {
+	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatalf("scrape failed: %v", err)
@@ -18,7 +25,7 @@ func scrapeQueueBytes(t *testing.T, name string) (float64, int) {
 	var v float64
 	n := 0
 	for _, mf := range mfs {
-		if mf.GetName() != "otlpgate_client_queue_bytes" {
+		if mf.GetName() != metric {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -18,8 +18,10 @@ import (
 // twice (header excepted) or a bad value is an error naming the key. The result is validated.
 //
 // Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
-// Validate then reports as a conflict. With protocol=http, mode defaults to unary and an
-// https:// endpoint turns TLS on. Safe for concurrent use; base is not modified.
+// Validate then reports as a conflict. Without a protocol key, an http:// or https://
+// endpoint means protocol=http, any other base's protocol (v1 for DefaultConfig). Without a
+// mode key, protocol=otep streams and the others are unary. With protocol=http an https://
+// endpoint turns TLS on. Safe for concurrent use; base is not modified.
 func ParseDest(spec string, base Config) (Config, error) {
 	c := base
 	c.Headers = maps.Clone(base.Headers)
@@ -186,12 +188,21 @@ func ParseDest(spec string, base Config) (Config, error) {
 	if tlsKeys && !tlsSet {
 		c.TLS.Insecure = false
 	}
-	if c.Protocol == ProtocolHTTP {
-		// OTLP/HTTP has one mode, and its endpoint's scheme says whether TLS is on, as an
-		// SDK's OTEL_EXPORTER_OTLP_ENDPOINT does; explicit keys that disagree fail Validate.
-		if !seen["mode"] {
-			c.Mode = ModeUnary
+	if !seen["protocol"] && hasHTTPScheme(c.Endpoint) {
+		// A URL is what an OTLP/HTTP receiver is given by (OTEL_EXPORTER_OTLP_ENDPOINT);
+		// OTLP/gRPC takes host:port, so no other protocol could use it.
+		c.Protocol = ProtocolHTTP
+	}
+	if !seen["mode"] {
+		// OTEP's pipelined streams are what it is for; v1 and OTLP/HTTP have one mode.
+		c.Mode = ModeUnary
+		if c.Protocol == ProtocolOTEP {
+			c.Mode = ModeStream
 		}
+	}
+	if c.Protocol == ProtocolHTTP {
+		// Its endpoint's scheme says whether TLS is on, as an SDK's OTEL_EXPORTER_OTLP_ENDPOINT
+		// does; explicit keys that disagree fail Validate.
 		if !tlsSet && strings.HasPrefix(strings.ToLower(c.Endpoint), "https://") {
 			c.TLS.Insecure = false
 		}
@@ -200,6 +211,12 @@ func ParseDest(spec string, base Config) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// hasHTTPScheme reports whether endpoint is an http:// or https:// URL.
+func hasHTTPScheme(endpoint string) bool {
+	e := strings.ToLower(endpoint)
+	return strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://")
 }
 
 // parseSize reads a byte size with an optional unit suffix, at most limit.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -43,6 +44,11 @@ const (
 	verdictRetry    verdict = iota // transient: send again after a backoff
 	verdictThrottle                // the server asked for a pause: send again after it
 	verdictReject                  // sending again cannot help: drop
+	// verdictUnserved: the upstream does not serve the call (UNIMPLEMENTED), whatever the
+	// request holds: the destination is configured for what the upstream is not (unserved.go).
+	// Send again after a backoff, as in an outage, until the configuration or the upstream is
+	// fixed.
+	verdictUnserved
 )
 
 // classify reads a gRPC error as the OTLP specification's table does: CANCELLED,
@@ -56,12 +62,19 @@ const (
 // argument, unknown method, no credentials or permission, failed precondition, not found)
 // reject, because anything else is the connection's fault rather than the requests'. A unary
 // call's DEADLINE_EXCEEDED never gets here: the deadline is the ack timeout (unary.go).
+// UNIMPLEMENTED is neither: the upstream does not serve the method at all (a Collector asked
+// for otlpgate's OTEP service, a gateway without the logs pipeline), which no request can
+// change and a configuration change fixes, so it is unserved: kept and sent again. Only a
+// refused grpc-encoding is UNIMPLEMENTED about the request, and is rejected as before.
 func classify(err error, streamEnd bool) (verdict, time.Duration) {
 	if errors.Is(err, io.EOF) {
 		return verdictRetry, 0
 	}
 	st := status.Convert(err)
 	code := st.Code()
+	if code == codes.Unimplemented && !encodingRefused(st.Message()) {
+		return verdictUnserved, 0
+	}
 	if code == codes.Unavailable || code == codes.ResourceExhausted {
 		if d, ok := retryDelay(st); ok {
 			return verdictThrottle, d
@@ -79,6 +92,14 @@ func classify(err error, streamEnd bool) (verdict, time.Duration) {
 		return verdictRetry, 0
 	}
 	return verdictReject, 0
+}
+
+// encodingRefused reports whether an UNIMPLEMENTED status's message is about the request's
+// compression (grpc-go: "grpc: Decompressor is not installed for grpc-encoding", grpc-java:
+// "Can't find decompressor for gzip") rather than the method.
+func encodingRefused(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "grpc-encoding") || strings.Contains(m, "decompressor")
 }
 
 // retryDelay finds the RetryInfo of a status. A delay of zero or less is no throttle.

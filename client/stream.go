@@ -425,6 +425,9 @@ func (s *stream) end(err error) {
 	if !errors.Is(err, io.EOF) && !s.silent.Load() && s.half.Load() == 0 {
 		d.noteError(err) // not the stream's own end: a silent one was noted by the sweeper
 	}
+	if v == verdictUnserved {
+		d.notServed(s.sig, err)
+	}
 	// The sweep runs after broken was set: a lane that inserts later sees broken and takes its
 	// request back itself; one that inserted before is swept here. remove decides who wins.
 	s.swept = d.acks.takeIf(func(r *request) bool { return r.stream == s }, s.swept[:0])
@@ -436,6 +439,8 @@ func (s *stream) end(err error) {
 		switch {
 		case v == verdictReject:
 			d.reject(r, err)
+		case v == verdictUnserved:
+			d.retry(r, RetryFailed) // after the backoff: at once would spin against the upstream
 		case internal:
 			d.suspect(r, pending == 1) // perhaps the request the upstream cannot decode
 		default:
@@ -459,7 +464,7 @@ func (s *stream) end(err error) {
 	default:
 		d.m.streamsEnded[endBroken].Inc()
 	}
-	if !clean || pending > 0 {
+	if (!clean || pending > 0) && v != verdictUnserved { // notServed said it once
 		d.log.Warn("stream ended", "signal", s.sig.String(), "err", d.upstreamMessage(err), "unanswered", pending,
 			"resend", v != verdictReject && d.cfg.RetryOnReconnect)
 	}

@@ -189,6 +189,9 @@ func (w *worker) call(r *request) {
 	case timedOut:
 		d.m.ackTimeouts.Inc()
 		d.retry(r, RetryAckTimeout)
+	case v == verdictUnserved:
+		d.notServed(r.sig, err)
+		d.retry(r, RetryFailed)
 	case v == verdictThrottle:
 		d.throttle(delay)
 		d.retryAfterPause(r)

@@ -132,7 +132,8 @@ func TestBinaryPassThroughGzip(t *testing.T) {
 }
 
 // collectorHTTPUpstream is an OTLP/HTTP upstream built by the Collector's confighttp (its
-// decompression) that decodes trace requests with pdata and records their span ids.
+// decompression) that decodes trace requests with pdata and records their span ids. Like the
+// Collector's receiver it serves /v1/traces only: any other path is 404.
 type collectorHTTPUpstream struct {
 	url string
 	mu  sync.Mutex
@@ -146,6 +147,10 @@ func startCollectorHTTP(t *testing.T) *collectorHTTPUpstream {
 	t.Helper()
 	u := &collectorHTTPUpstream{ids: map[pcommon.SpanID]int{}}
 	addr := strictsink.ServeCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
 		body, err := io.ReadAll(r.Body)
 		if u.down.Load() {
 			http.Error(w, "away", http.StatusServiceUnavailable)

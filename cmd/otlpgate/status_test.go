@@ -23,6 +23,7 @@ import (
 type statusDoc struct {
 	Destinations []struct {
 		Name        string     `json:"name"`
+		State       string     `json:"state"`
 		LastError   string     `json:"last_error"`
 		LastErrorAt *time.Time `json:"last_error_at"`
 		LastAck     *time.Time `json:"last_ack"`

@@ -374,7 +374,7 @@ func TestTenantFlags(t *testing.T) {
 	f([]string{"-intake.headers", "x scope"}, "lower-case letters")
 	f([]string{"-intake.headers", "x-a,x-a"}, "named twice")
 	f([]string{"-intake.headers", "x-scope-orgid", "-intake.headers.default", "caf\u00e9"}, "not printable ASCII")
-	f([]string{"-intake.headers", "x-scope-orgid", "-dest", "name=s,endpoint=x:1,forward-headers=x-scope-orgid"}, "mode=unary")
+	f([]string{"-intake.headers", "x-scope-orgid", "-dest", "name=s,endpoint=x:1,protocol=otep,forward-headers=x-scope-orgid"}, "mode=unary")
 
 	cfg = f([]string{"-intake.headers", "x-scope-orgid", "-tenant.rate", "10MiB/s", "-tenant.burst", "20MiB", "-tenant.metrics.top", "5"}, "")
 	if r := cfg.gw.Tenants.Rate; r.PerSecond != 10<<20 || r.Burst != 20<<20 || r.Items || cfg.gw.Tenants.MetricsTop != 5 {

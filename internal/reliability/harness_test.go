@@ -163,6 +163,7 @@ type gate struct {
 func destConfig(name, endpoint string) client.Config {
 	c := client.DefaultConfig()
 	c.Name, c.Endpoint = name, endpoint
+	c.Protocol, c.Mode = client.ProtocolOTEP, client.ModeStream
 	c.Streams, c.Window = 2, 32
 	c.RetryInitial, c.RetryMax, c.RetryMaxElapsed = 10*time.Millisecond, 100*time.Millisecond, time.Minute
 	c.AckTimeout = 20 * time.Second

@@ -35,6 +35,7 @@ const (
 func destConfig(name, endpoint string, unary bool) client.Config {
 	c := client.DefaultConfig()
 	c.Name, c.Endpoint = name, endpoint
+	c.Protocol, c.Mode = client.ProtocolOTEP, client.ModeStream
 	if unary {
 		c.Protocol, c.Mode = client.ProtocolV1, client.ModeUnary
 	}

@@ -84,7 +84,8 @@ type IntakeStatus struct {
 type DestinationStatus struct {
 	Name string `json:"name"`
 	// State is ok, degraded (retrying, throttled or dropping within the last DownAfter) or down
-	// (holding data with nothing acknowledged for DownAfter); removed while a destination a reload
+	// (holding data with nothing acknowledged for DownAfter, or the upstream does not serve a
+	// signal it is sent: otlpgate_client_unserved_signals); removed while a destination a reload
 	// took out still drains (SetDestinations).
 	State           string             `json:"state"`
 	Since           time.Time          `json:"state_since"`
@@ -218,7 +219,7 @@ func init() {
 		"otlpgate_fastpath_queue_bytes", "otlpgate_fastpath_queue_max_bytes", "otlpgate_fastpath_admitted_items_total", "otlpgate_fastpath_refused_items_total",
 		"otlpgate_client_acknowledged_items_total", "otlpgate_client_acknowledged_requests_total", "otlpgate_client_sent_requests_total",
 		"otlpgate_client_dropped_items_total", "otlpgate_client_retried_requests_total", "otlpgate_client_throttles_total",
-		"otlpgate_client_queue_bytes", "otlpgate_client_in_flight_requests", "otlpgate_client_ack_latency_seconds",
+		"otlpgate_client_queue_bytes", "otlpgate_client_in_flight_requests", "otlpgate_client_ack_latency_seconds", "otlpgate_client_unserved_signals",
 		"otlpgate_fleet_backends", "otlpgate_fleet_ejections_total", "otlpgate_fleet_readmissions_total",
 		"otlpgate_spool_bytes", "otlpgate_spool_max_bytes", "otlpgate_spool_segments", "otlpgate_spool_oldest_unfinished_age_seconds", "otlpgate_spool_dropped_records_total",
 	} {
@@ -256,6 +257,10 @@ func (s *sampler) trackLocked(sm sample) {
 		}
 		state := "ok"
 		switch {
+		case sm.sum("otlpgate_client_unserved_signals", dw) > 0:
+			// The upstream does not serve what it is sent: down until fixed, however recent
+			// the last acknowledgement of another signal.
+			state = "down"
 		case holding && sm.at.Sub(quietSince) >= s.cfg.DownAfter:
 			state = "down"
 		case !t.trouble.IsZero() && sm.at.Sub(t.trouble) < s.cfg.DownAfter:
