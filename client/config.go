@@ -321,7 +321,7 @@ func (c Config) validate() error {
 	}
 	switch {
 	case c.Protocol == ProtocolV1 && c.Mode == ModeStream:
-		return errors.New("protocol v1 has no streaming service: use mode=unary with concurrency")
+		return errors.New("protocol v1 has no streaming service: use mode=unary with concurrency, or protocol=otep for an otlpgate upstream")
 	case c.Protocol == ProtocolHTTP && c.Mode == ModeStream:
 		return errors.New("protocol http has no streaming: use mode=unary with concurrency")
 	case c.Streams < 1 || c.Streams > 1024:
