@@ -30,6 +30,12 @@ GOVULNCHECK_VERSION := v1.9.0
 OTELCOL_BUILDER_VERSION := v0.162.0
 PEER_OTELCOL := peer/otelcol/otelcol-peer
 
+# What otlpgate -version prints and otlpgate_build_info exports, from git (the Dockerfile,
+# whose build has no .git, passes them as build arguments).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 SCALE    ?= 1
 ROUNDS   ?= 3
 SCENARIO ?= small
@@ -45,10 +51,10 @@ help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
 build: ## build bin/otlpgate and bin/otlpbench
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags='$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 static: ## build a static bin/static/otlpgate, as the Dockerfile does
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/static/ ./cmd/otlpgate
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(BIN)/static/ ./cmd/otlpgate
 
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)

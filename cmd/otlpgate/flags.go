@@ -6,18 +6,20 @@ import (
 	"strconv"
 )
 
+// usageHeader opens -help, and the answer to an argument that is not a flag.
+const usageHeader = `usage: otlpgate [flags]
+
+otlpgate is a telemetry edge proxy. It takes OTLP over gRPC (v1 services and the OTEP unary and
+streaming exporters) and over HTTP (protobuf and JSON) and delivers it to the destinations given by -dest, or, with none, to a
+local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes. -check checks a configuration without
+starting; -version prints the version.
+`
+
 // registerFlags defines every flag on fs, writing into cfg. Each help text names its default
 // (printed by -help) and, where it limits something, the metric that counts what it refuses.
 func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: otlpgate [flags]
-
-otlpgate is a telemetry edge proxy. It takes OTLP over gRPC (v1 services and the OTEP unary and
-streaming exporters) and over HTTP (protobuf and JSON) and delivers it to the destinations given by -dest, or, with none, to a
-local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes.
-
-Flags:
-`)
+		fmt.Fprintf(fs.Output(), "%s\nFlags:\n", usageHeader)
 		fs.PrintDefaults()
 	}
 	g := &cfg.grpc
@@ -213,6 +215,8 @@ Flags:
 	fs.DurationVar(&cfg.admin.Status.DownAfter, "status.down-after", cfg.admin.Status.DownAfter, "a destination that holds data and acknowledged nothing for this long is shown down")
 	fs.StringVar(&cfg.pprof.Listen, "pprof.listen", cfg.pprof.Listen, "loopback address of /debug/pprof/ (the command line is not served: flags may hold secrets); empty, the default, turns it off")
 	fs.DurationVar(&cfg.pprof.MaxDuration, "pprof.max-duration", cfg.pprof.MaxDuration, "longest CPU profile or execution trace a request may ask for (otlpgate_pprof_refused_total)")
+	fs.BoolVar(&cfg.version, "version", false, "print the version, the commit and the Go release otlpgate was built from, and exit (also logged at start and exported as otlpgate_build_info)")
+	fs.BoolVar(&cfg.check, "check", false, "check the configuration and exit: every flag, -dest and -dest.file, the TLS, token and subscriptions files, without binding a port, dialling an upstream or writing to disk; prints a one-line summary and exits 0, or prints the error and exits 2")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")
 	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "bound on the whole shutdown: intakes stop within half of it, destinations drain for the rest; what is left is counted as lost (otlpgate_client_dropped_items_total{reason=~\"shutdown_.*\"}) and the exit status is 3")

@@ -75,6 +75,9 @@ type config struct {
 	destFile     string
 	destFilePoll time.Duration
 	destFileMax  int
+
+	// -version prints the build and exits; -check checks the configuration and exits.
+	version, check bool
 }
 
 func defaultConfig() config {
@@ -107,10 +110,10 @@ func defaultConfig() config {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr *os.File) int {
+func run(args []string, stdout, stderr *os.File) int {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("otlpgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -121,15 +124,41 @@ func run(args []string, stderr *os.File) int {
 		}
 		return exitUsage
 	}
+	// otlpgate has no subcommands: "otlpgate version" or "otlpgate validate" must not start a
+	// server the user did not ask for, and a flag after a stray word would be ignored.
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "otlpgate: unexpected argument %q: otlpgate takes flags only\n\n%s\notlpgate -help lists the flags.\n", fs.Arg(0), usageHeader)
+		return exitUsage
+	}
+	b := buildInfo()
+	if cfg.version {
+		fmt.Fprintln(stdout, b)
+		return exitOK
+	}
 	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "otlpgate:", err)
 		return exitUsage
 	}
 	if err := finishConfig(&cfg); err != nil {
+		if cfg.check {
+			fmt.Fprintln(stderr, "otlpgate: bad configuration:", err)
+			return exitUsage
+		}
 		log.Error("bad configuration", "err", err)
 		return exitUsage
 	}
+	if cfg.check {
+		summary, err := cfg.gw.Check()
+		if err != nil {
+			fmt.Fprintln(stderr, "otlpgate: bad configuration:", err)
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, "otlpgate:", summary)
+		return exitOK
+	}
+	log.Info("otlpgate build", "version", b.version, "commit", b.commit, "go", b.goVersion)
+	b.export()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log); err != nil {

@@ -55,7 +55,8 @@ var flagGroups = map[string]string{
 	// Tenant flags outside the -tenant.* prefix are named whole.
 	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
 	"intake.max-tenants-per-peer": "Tenants", "intake.tenant-idle": "Tenants",
-	"tenant": "Tenants",
+	"tenant":  "Tenants",
+	"version": "Command line", "check": "Command line",
 }
 
 func configurationPage(t *testing.T) []byte {

@@ -3,10 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -143,24 +141,12 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 // build makes every part, in the order they depend on one another.
 func (g *Gateway) build() error {
 	cfg, log := g.cfg, g.log
-	var fileSpecs []string
-	if cfg.DestFile != "" {
-		body, err := os.ReadFile(cfg.DestFile)
-		if err != nil {
-			return fmt.Errorf("-dest.file: %w", err)
-		}
-		g.dmu.seen = fileState{body: body}
-		fileSpecs = parseDestFile(body)
-	}
-	configs, err := cfg.destinations(fileSpecs)
+	configs, body, err := cfg.startDestinations()
 	if err != nil {
 		return err
 	}
-	if cfg.DestFile != "" && len(configs)+len(cfg.Extra) == 0 {
-		return fmt.Errorf("-dest.file %s: no destination", cfg.DestFile)
-	}
-	if err := cfg.checkTenants(configs); err != nil {
-		return err
+	if cfg.DestFile != "" {
+		g.dmu.seen = fileState{body: body}
 	}
 	// The tenant table goes to the pipeline, the spool's admission and feeders (g.cfg, which
 	// reloads build feeders from) and the intakes.

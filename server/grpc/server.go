@@ -21,7 +21,6 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
-	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // Server is the gRPC intake.
@@ -57,13 +56,11 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
 	s.conns = newConns(&s.cfg)
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
-	if cfg.AuthTokenFile != "" {
-		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("grpc: %w", err)
-		}
-		s.token = tok
+	tok, tc, err := cfg.files()
+	if err != nil {
+		return nil, err
 	}
+	s.token = tok
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(answerCodec{inner: codec.New(nil)}),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
@@ -92,11 +89,7 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 		//lint:ignore SA1019 gRPC has no other per-server decompressor; it keeps this one through 1.x
 		opts = append(opts, grpc.RPCDecompressor(dc))
 	}
-	if cfg.TLSCert != "" {
-		tc, err := credfile.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("grpc: %w", err)
-		}
+	if tc != nil {
 		opts = append(opts, grpc.Creds(watchedCreds{credentials.NewTLS(tc)}))
 	}
 	s.gs = grpc.NewServer(opts...)

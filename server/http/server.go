@@ -15,7 +15,6 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
-	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // Server is the OTLP/HTTP intake.
@@ -59,18 +58,14 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 	if s.dec, err = newDecoders(); err != nil {
 		return nil, err
 	}
-	if cfg.AuthTokenFile != "" {
-		tok, err := credfile.BearerToken(cfg.AuthTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("http: %w", err)
-		}
+	tok, tc, err := cfg.files()
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
 		s.token = []byte(tok)
 	}
-	if cfg.TLSCert != "" {
-		if s.tls, err = credfile.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
-			return nil, fmt.Errorf("http: %w", err)
-		}
-	}
+	s.tls = tc
 	s.hs = &fasthttp.Server{
 		Handler:      s.handle,
 		ErrorHandler: s.handleError,
