@@ -158,9 +158,9 @@ func (c Config) Validate() error {
 	case c.MaxCommitDelay < 0:
 		return fmt.Errorf("spool: max commit delay %v is negative", c.MaxCommitDelay)
 	case c.SegmentBytes < 1<<10 || c.SegmentBytes > maxSegmentBytes:
-		return fmt.Errorf("spool: segment bytes %d outside [1KiB, 1GiB]", c.SegmentBytes)
+		return fmt.Errorf("spool: segment bytes %d (-spool.segment-bytes) outside [1KiB, 1GiB]", c.SegmentBytes)
 	case c.MaxBytes < 2*c.SegmentBytes:
-		return fmt.Errorf("spool: max bytes %d below two segments (%d)", c.MaxBytes, 2*c.SegmentBytes)
+		return fmt.Errorf("spool: max bytes %d (-spool.max-bytes) below two segments of %d (-spool.segment-bytes)", c.MaxBytes, c.SegmentBytes)
 	case c.Full > FullDropOldest:
 		return fmt.Errorf("spool: unknown full policy %d", c.Full)
 	case c.CheckpointInterval <= 0:

@@ -219,6 +219,8 @@ func TestBinaryCheck(t *testing.T) {
 		{"missing dest token file", []string{"-dest", "name=a,endpoint=" + up1 + ",bearer-token-file=" + missing}, "-dest a: client: bearer-token-file: cannot read token file: open " + missing},
 		{"missing subscriptions", []string{"-kafka.subscriptions", missing}, "kafka: cannot read subscriptions: open " + missing},
 		{"unknown group", []string{"-uds.group", "no-such-group-otlpgate"}, "no-such-group-otlpgate"},
+		{"spool too small", []string{"-spool.dir", spoolDir, "-spool.max-bytes", "100MiB"},
+			"-spool.max-bytes 100MiB is below two segments of -spool.segment-bytes 64MiB: raise -spool.max-bytes to 128MiB or more, or lower -spool.segment-bytes to 50MiB or less"},
 		{"spool with -ack=upstream", []string{"-spool.dir", spoolDir, "-ack", "upstream"}, "-ack=upstream cannot be combined with -spool.dir"},
 	} {
 		stdout, stderr, code := runCLI(t, bin, append(append(slices.Clone(base), c.args...), "-check")...)

@@ -92,7 +92,8 @@ func TestFinishConfig(t *testing.T) {
 	f([]string{"-spool.dir", "/var/lib/otlpgate", "-spool.sync", "always", "-spool.full", "drop-oldest", "-dest", "name=a,endpoint=x:1"}, "")
 	f([]string{"-spool.dir", "/d", "-spool.sync", "sometimes"}, "unknown sync mode")
 	f([]string{"-spool.dir", "/d", "-spool.full", "shrug"}, "unknown full policy")
-	f([]string{"-spool.dir", "/d", "-spool.segment-bytes", "64MiB", "-spool.max-bytes", "100MiB"}, "below two segments")
+	f([]string{"-spool.dir", "/d", "-spool.segment-bytes", "64MiB", "-spool.max-bytes", "100MiB"},
+		"-spool.max-bytes 100MiB is below two segments of -spool.segment-bytes 64MiB: raise -spool.max-bytes to 128MiB or more, or lower -spool.segment-bytes to 50MiB or less")
 	f([]string{"-spool.dir", "/d", "-ack", "upstream"}, "cannot be combined with -spool.dir")
 	f([]string{"-spool.dir", "/d", "-dest", "name=a,endpoint=x:1,retry-max-elapsed=1m"}, "retry-max-elapsed cannot be combined")
 	f([]string{"-spool.sync", "sometimes"}, "") // not read while the spool is off

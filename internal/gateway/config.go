@@ -11,6 +11,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/bytesize"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -122,6 +123,13 @@ func (c Config) Validate() error {
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == fastpath.AckUpstream {
 			return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
+		}
+		if sp := c.Spool; sp.MaxBytes < 2*sp.SegmentBytes {
+			// The spool writes one segment while the oldest waits for the destinations. Said
+			// in the flags' units, with both ways out: the defaults (1GiB, 64MiB) meet it, so
+			// whoever sees this set one of the two.
+			return fmt.Errorf("-spool.max-bytes %s is below two segments of -spool.segment-bytes %s: raise -spool.max-bytes to %s or more, or lower -spool.segment-bytes to %s or less",
+				bytesize.Format(sp.MaxBytes), bytesize.Format(sp.SegmentBytes), bytesize.Format(2*sp.SegmentBytes), bytesize.Format(sp.MaxBytes/2))
 		}
 		if err := c.Spool.Validate(); err != nil {
 			return err

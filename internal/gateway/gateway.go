@@ -353,8 +353,9 @@ func (g *Gateway) Failed() <-chan struct{} { return g.failed }
 
 // Reload does what SIGHUP asks: with -dest.file, the destinations are read again and the
 // difference applied (destfile.go); the balanced destinations resolve their backends again;
-// -auth.tenants-file is read again (tenants.go); the Kafka intake re-reads its subscriptions. Each failure is logged and keeps what ran before; the
-// error joins them. Safe for concurrent use.
+// -auth.tenants-file is read again (tenants.go); the Kafka intake, when on, re-reads its
+// subscriptions. Each failure is logged and keeps what ran before; the error joins them. Safe
+// for concurrent use.
 func (g *Gateway) Reload() error {
 	var errs []error
 	if g.cfg.DestFile != "" {
@@ -381,11 +382,18 @@ func (g *Gateway) Reload() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := g.ks.Reload(); err != nil {
-		g.log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
-		errs = append(errs, err)
-	} else {
-		g.log.Info("reloaded the Kafka subscriptions")
+	// Without the Kafka intake there are no subscriptions to reload, and a line saying they were
+	// would send whoever reads the log after a change that SIGHUP did not make.
+	if g.cfg.Kafka.Listen != "" {
+		if err := g.ks.Reload(); err != nil {
+			g.log.Error("cannot reload the Kafka subscriptions; keeping the old ones", "err", err)
+			errs = append(errs, err)
+		} else {
+			g.log.Info("reloaded the Kafka subscriptions")
+		}
+	}
+	if g.cfg.DestFile == "" && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
+		g.log.Info("nothing to reload: no -dest.file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
 	}
 	return errors.Join(errs...)
 }

@@ -87,7 +87,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		}
 		if reason.Backpressure() && s.overloaded() {
 			ctr.overload[kindOTEPUnary].Inc()
-			return nil, s.unavailable()
+			return nil, s.unavailable(msgOverloaded)
 		}
 		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason), RetryDelayMs: delay}, nil
 	}
@@ -207,7 +207,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		switch {
 		case reason.Backpressure() && s.overloaded():
 			ctr.overload[kindOTEPStream].Inc()
-			return st.finish(s.unavailable())
+			return st.finish(s.unavailable(msgOverloaded))
 		case s.draining.Load():
 			// Shutdown began while this request was handled: the stream would wait for the
 			// next one now, so it ends as an idle one does, and is counted the same.

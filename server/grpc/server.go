@@ -213,10 +213,19 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or wrong b
 // longer than OverloadAfter.
 func (s *Server) overloaded() bool { return s.adm.Overloaded() }
 
-// unavailable is the status that ends a call or stream under sustained overload, with the delay
-// the client should wait, sized from the queue's drain rate.
-func (s *Server) unavailable() error {
-	st := status.New(codes.Unavailable, "otlpgate is overloaded: retry after the given delay")
+// The messages of unavailable, the same words as the HTTP intake's answers. A request that
+// -ack=upstream could not deliver says so: told "overloaded", an operator would look for a
+// full queue instead of a dead upstream.
+const (
+	msgOverloaded = "otlpgate is overloaded: retry after the given delay"
+	msgUpstream   = "upstream unavailable: a destination could not deliver the request (-ack=upstream): retry after the given delay"
+)
+
+// unavailable is the status with msg that ends a call or stream under sustained overload, or
+// answers a request no upstream took, with the delay the client should wait, sized from the
+// queue's drain rate.
+func (s *Server) unavailable(msg string) error {
+	st := status.New(codes.Unavailable, msg)
 	if d, err := st.WithDetails(retryInfo(s.adm.QueueDelay())); err == nil {
 		st = d
 	}

@@ -125,14 +125,14 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			if s.overloaded() {
 				ctr.overload[kindV1].Inc()
 			}
-			return nil, s.unavailable()
+			return nil, s.unavailable(msgOverloaded)
 		case admission.TooLarge:
 			// Not retryable: without RetryInfo, RESOURCE_EXHAUSTED tells OTLP clients to drop it.
 			return nil, status.Error(codes.ResourceExhausted, "request larger than the whole queue (-queue.max-bytes)")
 		case admission.Closed:
 			return nil, status.Error(codes.Unavailable, "otlpgate is shutting down")
 		case admission.Upstream:
-			return nil, s.unavailable()
+			return nil, s.unavailable(msgUpstream)
 		case admission.Throttled:
 			return nil, throttled(wait)
 		case admission.Busy:

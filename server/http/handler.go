@@ -180,7 +180,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 		// Not retryable: the request could never fit, however long the client waits.
 		send(ctx, f, s.replies.queueTooLarge)
 	case admission.Upstream:
-		sendRetry(ctx, f, s.replies.overloaded503, s.adm.QueueDelay())
+		sendRetry(ctx, f, s.replies.upstream, s.adm.QueueDelay())
 	case admission.Throttled:
 		// Not overload: one tenant is over its rate, and it alone is told to wait.
 		sendRetry(ctx, f, s.replies.tenantRate, wait)

@@ -50,6 +50,7 @@ func newReply(httpStatus int, code codes.Code, msg string) *reply {
 const (
 	msgMalformed  = "malformed OTLP request"
 	msgOverloaded = "otlpgate is overloaded: retry after the given delay"
+	msgUpstream   = "upstream unavailable: a destination could not deliver the request (-ack=upstream): retry after the given delay"
 	msgTooLarge   = "request larger than the whole queue (-queue.max-bytes)"
 	msgClosed     = "otlpgate is shutting down"
 	msgToken      = "missing or wrong bearer token"
@@ -67,7 +68,7 @@ const (
 // replies are the fixed answers of one server (some name its configured limits).
 type replies struct {
 	notFound, method, mediaType, coding, bodyTooLarge, corrupt, unauthenticated *reply
-	malformed, overloaded429, overloaded503, queueTooLarge, closed              *reply
+	malformed, overloaded429, overloaded503, upstream, queueTooLarge, closed    *reply
 	headerTooLarge, badRequest, timeout, busy                                   *reply
 	tooManyTenants, badTenant, noRoute, tenantRate                              *reply
 	peerTenants, credential, tenantClaim                                        *reply
@@ -87,6 +88,7 @@ func newReplies(cfg Config) *replies {
 		malformed:       newReply(fasthttp.StatusBadRequest, codes.InvalidArgument, msgMalformed),
 		overloaded429:   newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgOverloaded),
 		overloaded503:   newReply(fasthttp.StatusServiceUnavailable, codes.Unavailable, msgOverloaded),
+		upstream:        newReply(fasthttp.StatusServiceUnavailable, codes.Unavailable, msgUpstream),
 		busy:            newReply(fasthttp.StatusTooManyRequests, codes.ResourceExhausted, msgBusy),
 		queueTooLarge:   newReply(fasthttp.StatusRequestEntityTooLarge, codes.ResourceExhausted, msgTooLarge),
 		closed:          newReply(fasthttp.StatusServiceUnavailable, codes.Unavailable, msgClosed),

@@ -304,7 +304,7 @@ func TestAckUpstream(t *testing.T) {
 	}
 	rec.SetFail(true)
 	r := e.post(t, "/v1/traces", req)
-	wantStatus(t, r, 503, codes.Unavailable, "otlpgate is overloaded: retry after the given delay")
+	wantStatus(t, r, 503, codes.Unavailable, msgUpstream)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}
