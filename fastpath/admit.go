@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // Admitter takes requests from the intakes that answer each request on its own (gRPC and
@@ -121,8 +123,9 @@ type Prepared struct {
 // which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
 // QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, whose
 // errors refuse it whole. A request the steps leave without entries is Dropped: the client
-// is answered as admitted, and the steps' tally is committed now. What the steps and the
-// route split write is charged to budget (nil: to none) as it grows, and held until Release:
+// is answered as admitted, and the steps' tally is committed now. What the steps write past
+// the request's own size (and its slack) is charged to budget (nil: to none) as it grows, and
+// held until Release:
 // a request whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget
 // has no room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its
 // output is built. Safe for concurrent use; req is only read until Release.
@@ -150,7 +153,7 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 		}
 		return r, nil
 	}
-	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt))}
+	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(int(sig), len(req)) + MaxEntryHeader)}
 	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {

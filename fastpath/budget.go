@@ -51,13 +51,28 @@ func budgetRefusal(err error) (Refusal, bool) {
 	return 0, false
 }
 
-// charged is a pooled buffer whose capacity was taken from a Budget before it was made (none
-// without a budget), within a bound on its length. The zero value holds nothing.
+// charged is a pooled buffer whose capacity past free bytes was taken from a Budget before it
+// was made (none without a budget), within a bound on its length. free is the size of the
+// request it is made from: the request's intake holds its bytes already, so a copy of that
+// size is bounded with them, and charging it again would refuse ordinary requests whenever
+// reservations fill the budget (a gRPC call reserves -grpc.max-recv-msg-size while it is
+// admitted). What a step writes beyond it is what no bound knew of. The zero value holds
+// nothing.
 type charged struct {
 	b     Budget
 	max   int // the longest the content may become: Config.QueueMaxBytes
+	free  int // capacity not charged
 	buf   *[]byte
 	taken int64
+}
+
+// charge takes from the budget what a buffer of capacity n holds past free.
+func (c *charged) charge(n int) (int64, bool) {
+	m := int64(n - c.free)
+	if c.b == nil || m <= 0 {
+		return 0, true
+	}
+	return m, c.b.TryTake(m)
 }
 
 // get makes the buffer with room for size bytes, charged first; ErrBudget when the budget
@@ -67,12 +82,11 @@ func (c *charged) get(size int) error {
 		return errOverQueue
 	}
 	n := pool.Cap(size)
-	if c.b != nil {
-		if !c.b.TryTake(int64(n)) {
-			return ErrBudget
-		}
-		c.taken = int64(n)
+	m, ok := c.charge(n)
+	if !ok {
+		return ErrBudget
 	}
+	c.taken = m
 	c.buf = pool.GetBytes(size)
 	// A pooled buffer may come with more room than its tier promises: cut to what was taken.
 	*c.buf = (*c.buf)[:0:n]
@@ -88,18 +102,18 @@ func (c *charged) grow(out []byte, need int) ([]byte, error) {
 	}
 	size := max(need, min(2*cap(out), c.max))
 	n := pool.Cap(size)
-	if c.b != nil && !c.b.TryTake(int64(n)) {
+	m, ok := c.charge(n)
+	if !ok {
 		return out, ErrBudget
 	}
 	nb := pool.GetBytes(size)
 	*nb = append((*nb)[:0:n], out...)
 	*c.buf = out[:0]
 	pool.PutBytes(c.buf)
-	if c.b != nil {
+	if c.taken > 0 {
 		c.b.Give(c.taken)
-		c.taken = int64(n)
 	}
-	c.buf = nb
+	c.buf, c.taken = nb, m
 	return *nb, nil
 }
 

@@ -91,9 +91,10 @@ type Config struct {
 	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
 	// every entry (of the tenants it takes).
 	Router Router
-	// Budget, when set, is what the processing steps and the route split write for a request
-	// of the intakes that answer each request (gRPC, OTLP/HTTP: Admitter) is charged to as it
-	// grows, beside the body the intake holds: the intake limiter's -intake.max-bytes. A
+	// Budget, when set, is what the processing steps write for a request of the intakes that
+	// answer each request (gRPC, OTLP/HTTP: Admitter) past the request's own size is charged
+	// to as it grows, beside the body the intake holds: the intake limiter's -intake.max-bytes
+	// (budget.go says why a copy of the request's size is not charged again). A
 	// request it has no room for is refused with ErrBudget, counted in
 	// otlpgate_fastpath_refused_items_total{reason="intake_bytes"}. nil: charged to nothing
 	// (QueueMaxBytes still bounds what processing may make of a request).

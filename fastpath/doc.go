@@ -52,8 +52,9 @@
 // Config.Processor, when set, runs the byte-level steps of process/ (resource attribute
 // edits, drops by resource attribute, trace sampling) on every resource entry of a request
 // inside admission, before the request joins a batch or the spool: every intake's requests
-// pass through it. It writes into a pooled buffer that admission then copies from, charged to
-// the intake limiter's budget of the request's intake as it grows (Config.Budget,
+// pass through it. It writes into a pooled buffer that admission then copies from, what it
+// takes past the request's size charged to the intake limiter's budget of the request's intake
+// as it grows (Config.Budget,
 // ConsumeBudget; budget.go), so that a step that writes more than it reads cannot take memory
 // the limits do not know of; a request it leaves without entries is answered as admitted and
 // admits nothing. fastpath does not

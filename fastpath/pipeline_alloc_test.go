@@ -3,6 +3,7 @@
 package fastpath
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -134,15 +135,21 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	p := newTestPipeline(t, cfg, sink{}, sink{})
 	req := twoResources(t, 2, 3)
 	otep, _ := AppendOTEP(nil, 7, req)
+	// 128 empty resource entries, which the set makes 16 times larger: charged as it grows.
+	empty := bytes.Repeat([]byte{0x0a, 0x00}, 128)
 	for range 100 { // warm the pools
 		p.Consume(Traces, req, 5)
 		p.Admit(Traces, otep, 5, LayoutOTEP)
+		p.Consume(Traces, empty, 0)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := p.Consume(Traces, req, 5); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Admit(Traces, otep, 5, LayoutOTEP); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Consume(Traces, empty, 0); err != nil {
 			t.Fatal(err)
 		}
 	})

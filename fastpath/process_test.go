@@ -263,6 +263,22 @@ func TestProcessorOutputCharged(t *testing.T) {
 			t.Errorf("budget holds %d after an admitted request", b.held)
 		}
 	})
+	// A copy of the request's own size is bounded with the body its intake holds and not
+	// charged again: a request the steps do not grow is admitted with the budget full (gRPC
+	// calls' reservations fill it).
+	t.Run("full budget, no growth", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Processor = testChain(t)
+		b := &testBudget{max: 0}
+		cfg.Budget, cfg.ConsumeBudget = b, b
+		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
+		if _, err := p.Admit(Traces, twoResources(t, 2, 3), 5, LayoutV1); err != nil {
+			t.Fatalf("Admit with the budget full: %v", err)
+		}
+		if b.refused != 0 || b.high != 0 {
+			t.Errorf("budget asked %d times, high water %d: want nothing charged", b.refused, b.high)
+		}
+	})
 	t.Run("queue", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.Processor = chain

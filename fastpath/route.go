@@ -207,9 +207,9 @@ func splitRoutes(rt Router, budget Budget, t *Tenant, sig Signal, req []byte, it
 			big = j
 		}
 	}
-	// The pieces are no larger than the request, which passed the queue's bound: only the
-	// budget can refuse them.
-	s.out = charged{b: budget, max: total}
+	// The pieces are no larger than the request, which passed the queue's bound, and whose
+	// intake holds its bytes: a copy of that size is not charged again (see charged).
+	s.out = charged{b: budget, max: total, free: pool.Cap(total)}
 	if err := s.out.get(total); err != nil {
 		return fail(err)
 	}

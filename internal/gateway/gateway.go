@@ -178,10 +178,10 @@ func (g *Gateway) build() error {
 		log.Info("destination", "name", "file", "path", cfg.File.Path)
 	}
 
-	// What processing writes (-resource.set, -drop, sampling, the route split) is charged to
-	// the intake limiter's budget of the intake a request came from, as the body it was
-	// made from is: the intakes that answer each request (gRPC, HTTP) admit, the others
-	// (Kafka, UDS) consume.
+	// What processing writes (-resource.set, sampling's trace_states) past a request's own
+	// size is charged to the intake limiter's budget of the intake the request came from, as
+	// the body it was made from is: the intakes that answer each request (gRPC, HTTP) admit,
+	// the others (Kafka, UDS) consume.
 	cfg.Pipeline.Budget, cfg.Pipeline.ConsumeBudget = g.lim.Budget(admission.IntakeHTTP), g.lim.Budget(admission.IntakeKafka)
 	if cfg.Spool.Dir != "" {
 		names := make([]string, len(ms))
