@@ -98,6 +98,7 @@ func accountOf(p *peer.Peer) *admission.Account {
 type connSet struct {
 	mu    sync.Mutex
 	conns map[*budgetConn]struct{}
+	wake  sweepWake // signalled by add: the sweep sleeps while the set is empty
 }
 
 func (s *connSet) add(c *budgetConn) {
@@ -107,6 +108,7 @@ func (s *connSet) add(c *budgetConn) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	s.wake.signal()
 }
 
 func (s *connSet) remove(c *budgetConn) {
@@ -126,9 +128,10 @@ func (s *connSet) snapshot(dst []*budgetConn) []*budgetConn {
 }
 
 // sweepProgress runs the progress deadline (see above) every timeout/sweepTicks until stop
-// closes. It runs on its own goroutine.
+// closes, sleeping while no connection is open (sweepWake). It runs on its own goroutine.
 func (s *Server) sweepProgress(timeout time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(max(timeout/sweepTicks, time.Millisecond))
+	period := max(timeout/sweepTicks, time.Millisecond)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	var conns []*budgetConn
 	for {
@@ -137,6 +140,12 @@ func (s *Server) sweepProgress(timeout time.Duration, stop <-chan struct{}) {
 			return
 		case <-t.C:
 			conns = s.budgetConns.snapshot(conns[:0])
+			if len(conns) == 0 {
+				if !s.budgetConns.wake.sleep(t, period, stop) {
+					return
+				}
+				continue
+			}
 			for _, c := range conns {
 				s.checkProgress(c, timeout)
 			}

@@ -25,7 +25,10 @@ type conns struct {
 	cfg  *Config
 	stop chan struct{}
 	done chan struct{}
-	mu   struct {
+	wake sweepWake // signalled by add: the sweep sleeps while no connection is open
+	// passes counts the sweep's passes over the connections, for tests.
+	passes atomic.Int64
+	mu     struct {
 		sync.Mutex
 		byAddr  map[string]*conn
 		perPeer map[netip.Addr]int
@@ -64,7 +67,7 @@ var (
 )
 
 func newConns(cfg *Config) *conns {
-	cs := &conns{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	cs := &conns{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), wake: newSweepWake()}
 	cs.mu.byAddr = map[string]*conn{}
 	cs.mu.perPeer = map[netip.Addr]int{}
 	return cs
@@ -90,6 +93,7 @@ func (cs *conns) add(nc net.Conn) (*conn, bool) {
 	}
 	cs.mu.byAddr[addr] = c
 	openConns.Inc()
+	cs.wake.signal()
 	return c, true
 }
 
@@ -119,7 +123,8 @@ func (cs *conns) of(ctx context.Context) *conn {
 	return cs.mu.byAddr[p.Addr.String()]
 }
 
-// sweep closes, every tick, the connections holding a message unfinished past RecvTimeout.
+// sweep closes, every tick, the connections holding a message unfinished past RecvTimeout. It
+// sleeps while no connection is open (sweepWake).
 func (cs *conns) sweep() {
 	defer close(cs.done)
 	tick := min(max(cs.cfg.RecvTimeout/4, 10*time.Millisecond), time.Second)
@@ -135,12 +140,20 @@ func (cs *conns) sweep() {
 		cutoff := time.Now().Add(-cs.cfg.RecvTimeout).UnixNano()
 		late = late[:0]
 		cs.mu.Lock()
+		empty := len(cs.mu.byAddr) == 0
 		for _, c := range cs.mu.byAddr {
 			if c.w.overdue(cutoff) {
 				late = append(late, c)
 			}
 		}
 		cs.mu.Unlock()
+		cs.passes.Add(1)
+		if empty {
+			if !cs.wake.sleep(t, tick, cs.stop) {
+				return
+			}
+			continue
+		}
 		for i, c := range late {
 			c.kill(closeRecvTimeout)
 			late[i] = nil

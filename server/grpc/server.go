@@ -55,6 +55,7 @@ func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), drain: make(chan struct{}), stopSweep: make(chan struct{})}
 	s.conns = newConns(&s.cfg)
+	s.budgetConns.wake = newSweepWake()
 	s.adm.Init(p, cfg.Limiter, cfg.OverloadAfter)
 	tok, tc, err := cfg.files()
 	if err != nil {
