@@ -29,7 +29,8 @@ import (
 
 func TestMain(m *testing.M) {
 	// gnet's worker pool (ants) starts its cleaner goroutines when the package initialises,
-	// before any test: they belong to the dependency, not to a test.
+	// before any test, and gnetpool.go releases it then: they may still be ending when the
+	// tests start, and belong to the dependency, not to a test.
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }
 
