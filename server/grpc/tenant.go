@@ -149,12 +149,18 @@ func peerAddr(ctx context.Context) netip.Addr {
 	if !ok {
 		return netip.Addr{}
 	}
-	switch a := p.Addr.(type) {
+	addr := p.Addr
+	if a, ok := addr.(*connAddr); ok {
+		// The intake limiter wraps every connection's address; parsing its String would
+		// allocate on every call.
+		addr = a.Addr
+	}
+	switch a := addr.(type) {
 	case *net.TCPAddr:
 		return a.AddrPort().Addr()
 	case nil:
 		return netip.Addr{}
 	}
-	ap, _ := netip.ParseAddrPort(p.Addr.String())
+	ap, _ := netip.ParseAddrPort(addr.String())
 	return ap.Addr()
 }

@@ -4,6 +4,7 @@ package grpcserver
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -38,8 +39,16 @@ func TestTenantZeroAlloc(t *testing.T) {
 }
 
 // Reading a known tenant charged to the client's address, or bound to the call's bearer
-// token, allocates nothing either.
+// token, allocates nothing either, with the address as a listener gives it and as the
+// intake limiter's connections wrap it.
 func TestTenantPeerAndCredentialZeroAlloc(t *testing.T) {
+	tcp := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4242}
+	for _, addr := range []net.Addr{tcp, &connAddr{Addr: tcp}} {
+		t.Run(fmt.Sprintf("%T", addr), func(t *testing.T) { testTenantPeerAndCredentialZeroAlloc(t, addr) })
+	}
+}
+
+func testTenantPeerAndCredentialZeroAlloc(t *testing.T, addr net.Addr) {
 	open := func(bound bool) (*Server, context.Context) {
 		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
 		if err != nil {
@@ -52,7 +61,7 @@ func TestTenantPeerAndCredentialZeroAlloc(t *testing.T) {
 			}
 		}
 		ctx := metadata.NewIncomingContext(context.Background(), md)
-		ctx = peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4242}})
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: addr})
 		return &Server{cfg: Config{Tenants: ts}}, ctx
 	}
 	for _, bound := range []bool{false, true} {
