@@ -25,3 +25,22 @@ func TestAppendAllocs(t *testing.T) {
 		t.Fatalf("Append: %v allocs/op, want 0", got)
 	}
 }
+
+// TestAppendFullAllocs: an Append that finds the spool full, looks for finished segments to
+// free (reclaim) and finds none, is refused without allocating.
+func TestAppendFullAllocs(t *testing.T) {
+	cfg := testConfig(SyncNone)
+	cfg.MaxBytes = 2048
+	s := mustOpen(t, cfg, NewCrashFS(), "a")
+	defer s.Close()
+	appendN(t, s, 0, 17) // a reads none of them
+	p := payload(17)
+	got := testing.AllocsPerRun(1000, func() {
+		if _, err := s.Append(0, 17, p); err != ErrFull {
+			t.Fatal(err)
+		}
+	})
+	if got != 0 {
+		t.Fatalf("Append on a full spool: %v allocs/op, want 0", got)
+	}
+}

@@ -167,16 +167,9 @@ func (s *Spool) Checkpoint() error {
 	//     other. Its cursor is its only anchor across a crash (without one it starts again at
 	//     the tail), so appends are refused until its first cursor is durable (unanchored).
 	//  5. A destination whose cursor was unreadable starts at 0 and holds everything.
-	low := Pos(^uint64(0))
-	for _, r := range readers {
-		low = min(low, r.Position())
-	}
-	err = errors.Join(err, s.deleteFinished(low))
-	if len(readers) > 0 {
-		s.mu.Lock()
-		s.trimAgesLocked(low)
-		s.mu.Unlock()
-	}
+	//  6. An Append that finds the spool full frees the same way (reclaim), without waiting
+	//     for this: it deletes by positions in memory too, and persists nothing.
+	err = errors.Join(err, s.freeFinished(readers))
 
 	type move struct {
 		r        *Reader

@@ -219,7 +219,7 @@ func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8
 	}
 	n := frameLen(len(prefix)+len(payload), meta, enc)
 	s.mu.Lock()
-	var rotate bool
+	var rotate, reclaimed bool
 	var need int64
 	for {
 		if s.mu.closed {
@@ -258,6 +258,16 @@ func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8
 		}
 		if s.mu.bytes+need <= s.cfg.MaxBytes {
 			break
+		}
+		if !reclaimed {
+			// Segments every destination finished may only be waiting for the next
+			// checkpoint: free them now, once, and look at everything again, rather than
+			// refuse a client although the destinations caught up (reclaim).
+			reclaimed = true
+			s.mu.Unlock()
+			s.reclaim()
+			s.mu.Lock()
+			continue
 		}
 		ok := false
 		if s.cfg.Full == FullDropOldest {
