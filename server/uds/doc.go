@@ -13,8 +13,9 @@
 // Goroutines: gnet's event loops run the connection handlers (non-blocking: decoding,
 // aggregation under short per-view locks, span conversion and Consume, which never blocks); one
 // exporter goroutine wakes every reporting period and when a process ends; when an idle or
-// read timeout is set, gnet's ticker goroutine sweeps the connections for expired deadlines
-// and hands each expired one to its own event loop to be closed (timeout.go). Shutdown stops
+// read timeout is set, a sweep goroutine sweeps the connections for expired deadlines and
+// hands each expired one to its own event loop to be closed; it sleeps while no connection is
+// open (timeout.go). Shutdown stops
 // them all and flushes every process's metrics.
 //
 // Semantics beyond the protocol text:

@@ -70,6 +70,12 @@ type Server struct {
 	sweepEvery time.Duration
 	clk        coarseClock
 	watch      watchlist
+	// The sweep's goroutine (sweeper) sleeps while nothing is watched: sweepAsleep is set
+	// then, and the event loop that opens the next connection wakes it through sweepWake.
+	sweepAsleep atomic.Bool
+	sweepWake   chan struct{} // capacity 1
+	sweepStop   chan struct{}
+	sweepDone   chan struct{}
 
 	conns atomic.Int64
 	// closed counts connections whose close was handled (tests synchronise on it).
@@ -134,6 +140,9 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 		chunkBytes:  exportChunkBytes,
 		gid:         -1,
 		sweepEvery:  sweepEvery(&cfg),
+		sweepWake:   make(chan struct{}, 1),
+		sweepStop:   make(chan struct{}),
+		sweepDone:   make(chan struct{}),
 	}
 	s.clk.init()
 	if cfg.Listen != "" && cfg.Group != "" {
@@ -173,7 +182,6 @@ func (s *Server) Start(ctx context.Context) error {
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithLoadBalancing(gnet.LeastConnections),
 			gnet.WithLogger(gnetLogger{s.log}),
-			gnet.WithTicker(s.sweepEvery > 0),
 		)
 	}()
 	select {
@@ -186,6 +194,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
 	}
 	go s.runExporter()
+	if s.sweepEvery > 0 {
+		go s.sweeper()
+	} else {
+		close(s.sweepDone)
+	}
 	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "group", s.cfg.Group, "loops", s.cfg.Loops,
 		"idle_timeout", s.cfg.IdleTimeout, "read_timeout", s.cfg.ReadTimeout)
 	return nil
@@ -203,6 +216,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.mu.shutdown = true
+	close(s.sweepStop)
+	<-s.sweepDone
 	// Engine.Stop polls for completion every 500 ms; stopping with a cancelled context only
 	// triggers the shutdown, and runDone tells when gnet.Run has returned.
 	trigger, cancel := context.WithCancel(context.Background())
@@ -303,6 +318,14 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		cs.gc, cs.loop = c, c.EventLoop()
 		cs.lastRead.Store(h.s.clk.now())
 		h.s.watch.add(cs)
+		if h.s.sweepAsleep.Load() {
+			// The sweep sleeps, and the clock has stood still since it went to sleep: the
+			// stamp would make the connection as old as the silence. Stamped with the real
+			// time instead, which the sweep then keeps advancing. Read after the add: either
+			// the sweep saw the connection and did not sleep, or this sees it asleep.
+			cs.lastRead.Store(h.s.clk.advance())
+			h.s.wakeSweep()
+		}
 	}
 	c.SetContext(cs)
 	return nil, gnet.None
@@ -323,12 +346,6 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 		cs.noteRead(h.s.clk.now())
 	}
 	return gnet.None
-}
-
-// OnTick runs on gnet's ticker goroutine, only when a timeout is set.
-func (h *handler) OnTick() (time.Duration, gnet.Action) {
-	h.s.sweep()
-	return h.s.sweepEvery, gnet.None
 }
 
 // OnClose runs on the connection's event loop.

@@ -13,11 +13,12 @@ import (
 // Idle and read timeouts.
 //
 // gnet connections have no deadlines, so the intake keeps its own: the event loop stamps each
-// read (and the first read of a message it cannot finish yet) with a coarse clock, and gnet's
-// ticker goroutine sweeps the open connections a few times per timeout. The sweep only reads
-// atomics; a connection it finds past a deadline is checked again on its own event loop,
+// read (and the first read of a message it cannot finish yet) with a coarse clock, and the
+// sweep goroutine (sweeper) sweeps the open connections a few times per timeout. The sweep only
+// reads atomics; a connection it finds past a deadline is checked again on its own event loop,
 // where its state is exact (the missing bytes may have arrived in between), and closed there.
-// The event loops never read the clock themselves: the ticker advances it.
+// The event loops never read the clock themselves, the sweep advances it, but for the first
+// connection after the sweep slept: with nothing to watch it sleeps instead of ticking.
 
 var (
 	timeoutsVec = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -74,11 +75,20 @@ func (c *coarseClock) init() {
 // now returns the time of the last advance. Safe for concurrent use.
 func (c *coarseClock) now() int64 { return c.ns.Load() }
 
-// advance reads the real clock and returns the new time. Sweep goroutine only.
+// advance reads the real clock and returns the new time. The sweep advances it, and an event
+// loop that wakes the sweep: the clock only moves forward whichever stores last. Safe for
+// concurrent use.
 func (c *coarseClock) advance() int64 {
 	n := int64(time.Since(c.epoch)) + 1
-	c.ns.Store(n)
-	return n
+	for {
+		old := c.ns.Load()
+		if old >= n {
+			return old
+		}
+		if c.ns.CompareAndSwap(old, n) {
+			return n
+		}
+	}
 }
 
 // watchlist holds the open connections the sweep looks at.
@@ -152,8 +162,49 @@ func (c *conn) expired(now int64, idle, read time.Duration) timeoutKind {
 	return noTimeout
 }
 
+// sweeper runs the sweep every sweepEvery while a connection is watched, and sleeps while none
+// is, until the event loop that opens one wakes it (OnOpen), or Shutdown stops it. It runs on
+// its own goroutine, started by Start when a timeout is set.
+func (s *Server) sweeper() {
+	defer close(s.sweepDone)
+	t := time.NewTicker(s.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.sweepStop:
+			return
+		case <-t.C:
+		}
+		s.sweep()
+		// asleep is set before the list is looked at again, and OnOpen reads it after its add:
+		// either this sees the connection, or OnOpen sees the flag and wakes the sweep.
+		s.sweepAsleep.Store(true)
+		if s.watch.len() > 0 {
+			s.sweepAsleep.Store(false)
+			continue
+		}
+		t.Stop()
+		select {
+		case <-s.sweepStop:
+			return
+		case <-s.sweepWake:
+		}
+		s.sweepAsleep.Store(false)
+		t.Reset(s.sweepEvery)
+	}
+}
+
+// wakeSweep wakes the sleeping sweep. A wake-up left while it was awake costs one extra pass.
+// Safe for concurrent use.
+func (s *Server) wakeSweep() {
+	select {
+	case s.sweepWake <- struct{}{}:
+	default:
+	}
+}
+
 // sweep advances the clock and queues an exact check on the event loop of every connection
-// that looks expired. gnet's ticker goroutine only.
+// that looks expired. Sweep goroutine only.
 func (s *Server) sweep() {
 	now := s.clk.advance()
 	idle, read := s.cfg.IdleTimeout, s.cfg.ReadTimeout
