@@ -162,40 +162,16 @@ func checkKey(k string) error {
 	return nil
 }
 
-// ParseSet reads one -resource.set value, key=value. ${env:NAME} anywhere in the value is
-// replaced by the environment variable NAME, read through getenv (os.LookupEnv) once, at
-// start: a variable that is not set is an error, so that a missing downward-API variable
-// stops the process instead of labelling every resource with an empty value.
-func ParseSet(s string, getenv func(string) (string, bool)) (Attr, error) {
+// ParseSet reads one -resource.set value, key=value. References such as ${env:NAME} were
+// resolved before (cmd/otlpgate expands every flag value with internal/credfile.Expand): a
+// variable that is not set stopped the start there, so that a missing downward-API variable
+// does not label every resource with an empty value.
+func ParseSet(s string) (Attr, error) {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
 		return Attr{}, fmt.Errorf("-resource.set %q: want key=value", s)
 	}
-	var b strings.Builder
-	for rest := v; ; {
-		i := strings.Index(rest, "${")
-		if i < 0 {
-			b.WriteString(rest)
-			break
-		}
-		b.WriteString(rest[:i])
-		end := strings.IndexByte(rest[i:], '}')
-		if end < 0 {
-			return Attr{}, fmt.Errorf("-resource.set %s: unterminated ${ in %q", k, v)
-		}
-		ref := rest[i+2 : i+end]
-		name, ok := strings.CutPrefix(ref, "env:")
-		if !ok || name == "" {
-			return Attr{}, fmt.Errorf("-resource.set %s: ${%s}: only ${env:NAME} is understood", k, ref)
-		}
-		val, set := getenv(name)
-		if !set {
-			return Attr{}, fmt.Errorf("-resource.set %s: environment variable %s is not set", k, name)
-		}
-		b.WriteString(val)
-		rest = rest[i+end+1:]
-	}
-	return Attr{Key: k, Value: b.String()}, nil
+	return Attr{Key: k, Value: v}, nil
 }
 
 // ParseDrop reads one -drop value: resource:KEY=VALUE (exact) or resource:KEY=PREFIX* (the

@@ -11,8 +11,9 @@ const usageHeader = `usage: otlpgate [flags]
 
 otlpgate is a telemetry edge proxy. It takes OTLP over gRPC (v1 services and the OTEP unary and
 streaming exporters) and over HTTP (protobuf and JSON) and delivers it to the destinations given by -dest, or, with none, to a
-local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes. -check checks a configuration without
-starting; -version prints the version.
+local OTLP/JSON file. Sizes accept KiB, MiB, GiB suffixes. Every value may hold ${env:NAME} and
+${file:PATH} (the file's content, trimmed); $${ is a literal ${. -check checks a configuration
+without starting; -version prints the version.
 `
 
 // registerFlags defines every flag on fs, writing into cfg. Each help text names its default
@@ -108,7 +109,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.DurationVar(&cfg.destFilePoll, "dest.file.poll-interval", cfg.destFilePoll, "how often -dest.file is read for a change (0: only on SIGHUP)")
 	fs.IntVar(&cfg.destFileMax, "dest.file.max-destinations", cfg.destFileMax, "destinations -dest.file may hold; a file with more stops otlpgate at start and is refused at a reload, keeping the running set (otlpgate_config_reload_failures_total); an idle destination costs tens of goroutines and 150-220KB of heap (docs/destinations.md)")
 
-	fs.Var(multiFlag{&cfg.procSet}, "resource.set", "upsert a string attribute into every resource of every signal from every intake, repeatable: key=value; ${env:NAME} in the value reads the environment at start (a variable not set is an error); an attribute with the same key is replaced (otlpgate_process_edited_resources_total)")
+	fs.Var(multiFlag{&cfg.procSet}, "resource.set", "upsert a string attribute into every resource of every signal from every intake, repeatable: key=value; ${env:NAME} in the value reads the environment at start, as in every flag value (a variable not set is an error); an attribute with the same key is replaced (otlpgate_process_edited_resources_total)")
 	fs.Var(multiFlag{&cfg.procDelete}, "resource.delete", "remove a resource attribute by key from every resource of every signal, repeatable (otlpgate_process_edited_resources_total)")
 	fs.Var(multiFlag{&cfg.procDrop}, "drop", "leave out every resource (with its spans, points or log records) whose string attribute matches, repeatable: 'resource:KEY=VALUE' (exact) or 'resource:KEY=PREFIX*'; the client is answered Success (otlpgate_process_dropped_items_total, otlpgate_process_dropped_resources_total)")
 	fs.StringVar(&cfg.sampleTraces, "sample.traces", "", "keep this percentage of traces (0 to 100) by trace id, deciding each span as the Collector-contrib probabilistic_sampler does in the -sample.mode given, with fail_closed; empty (the default) turns sampling off (otlpgate_process_sampled_out_spans_total, otlpgate_process_sampled_kept_spans_total)")

@@ -118,6 +118,11 @@ func run(args []string, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("otlpgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	registerFlags(fs, &cfg)
+	args, err := expandArgs(args, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, "otlpgate:", err)
+		return exitUsage
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -217,7 +222,7 @@ func finishConfig(cfg *config) error {
 	if err := finishSpoolConfig(cfg); err != nil {
 		return err
 	}
-	if err := finishProcessConfig(cfg, os.LookupEnv); err != nil {
+	if err := finishProcessConfig(cfg); err != nil {
 		return err
 	}
 	if err := finishTenantConfig(cfg); err != nil {
@@ -246,11 +251,11 @@ func finishSpoolConfig(cfg *config) error {
 }
 
 // finishProcessConfig reads the flags of the processing steps and builds their chain into the
-// pipeline's configuration; getenv resolves ${env:NAME} in -resource.set values.
-func finishProcessConfig(cfg *config, getenv func(string) (string, bool)) error {
+// pipeline's configuration.
+func finishProcessConfig(cfg *config) error {
 	cfg.proc = process.DefaultConfig()
 	for _, s := range cfg.procSet {
-		a, err := process.ParseSet(s, getenv)
+		a, err := process.ParseSet(s)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -322,7 +323,10 @@ func parseConfig(args []string) (config, error) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	registerFlags(fs, &cfg)
-	err := fs.Parse(args)
+	args, err := expandArgs(args, os.LookupEnv)
+	if err == nil {
+		err = fs.Parse(args)
+	}
 	if err == nil {
 		err = finishConfig(&cfg)
 	}

@@ -85,7 +85,9 @@ func configurationPage(t *testing.T) []byte {
 	b.WriteString("# Configuration reference\n\n")
 	b.WriteString("Generated from otlpgate's flag set by `make docs`; do not edit by hand. Every flag is also\n")
 	b.WriteString("printed by `otlpgate -help`. Sizes accept KiB, MiB and GiB suffixes; durations Go's syntax\n")
-	b.WriteString("(`250ms`, `5m`). Destinations (`-dest`) are described in [destinations.md](destinations.md),\n")
+	b.WriteString("(`250ms`, `5m`). Every value may hold `${env:NAME}` and `${file:PATH}` (the file's content, trimmed;\n")
+	b.WriteString("`$${` is a literal `${`: see [destinations.md](destinations.md#secrets-and-values-from-the-environment-and-files)).\n")
+	b.WriteString("Destinations (`-dest`) are described in [destinations.md](destinations.md),\n")
 	b.WriteString("the processing steps (`-resource.*`, `-drop`, `-sample.*`) in [processing.md](processing.md).\n")
 	for _, g := range order {
 		fmt.Fprintf(&b, "\n## %s\n\n| flag | default | meaning |\n| --- | --- | --- |\n", g)

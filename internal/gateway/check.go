@@ -18,7 +18,9 @@ func (c Config) startDestinations() ([]client.Config, []byte, error) {
 		if body, err = os.ReadFile(c.DestFile); err != nil {
 			return nil, nil, fmt.Errorf("-dest.file: %w", err)
 		}
-		fileSpecs = parseDestFile(body)
+		if fileSpecs, err = parseDestFile(body); err != nil {
+			return nil, nil, fmt.Errorf("-dest.file %s: %w", c.DestFile, err)
+		}
 	}
 	configs, err := c.destinations(fileSpecs)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 var (
@@ -25,17 +27,25 @@ var (
 
 // parseDestFile reads a -dest.file: one -dest value a line; blank lines and lines whose first
 // non-blank character is # are left out. A # elsewhere belongs to the value (a header may hold
-// one).
-func parseDestFile(body []byte) []string {
+// one). ${env:NAME} and ${file:PATH} are resolved in each line, as in a flag value
+// (credfile.Expand): a reload reads the files again, so a changed secret replaces the
+// destination that uses it.
+func parseDestFile(body []byte) ([]string, error) {
 	var specs []string
+	n := 0
 	for line := range strings.SplitSeq(string(body), "\n") {
+		n++
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		specs = append(specs, line)
+		spec, err := credfile.Expand(line, os.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		specs = append(specs, spec)
 	}
-	return specs
+	return specs, nil
 }
 
 // fileState is what reading DestFile gave: its content, or why it could not be read.
@@ -70,7 +80,11 @@ func (g *Gateway) reloadDestFile(why string) error {
 		if st.err != "" {
 			return errors.New(st.err)
 		}
-		configs, err := g.cfg.destinations(parseDestFile(st.body))
+		specs, err := parseDestFile(st.body)
+		if err != nil {
+			return err
+		}
+		configs, err := g.cfg.destinations(specs)
 		if err != nil {
 			return err
 		}

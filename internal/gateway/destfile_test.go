@@ -24,10 +24,16 @@ import (
 )
 
 func TestParseDestFile(t *testing.T) {
-	got := parseDestFile([]byte("# upstreams\n\nname=a,endpoint=x:1\n  # off: name=b,endpoint=y:1\r\n\tname=c,endpoint=z:1,header=k:v#1  \n"))
-	want := []string{"name=a,endpoint=x:1", "name=c,endpoint=z:1,header=k:v#1"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("parseDestFile = %q, want %q", got, want)
+	t.Setenv("OTLPGATE_TEST_KEY", "k3y")
+	got, err := parseDestFile([]byte("# upstreams\n\nname=a,endpoint=x:1\n  # off: name=b,endpoint=y:1\r\n\tname=c,endpoint=z:1,header=k:v#1  \n" +
+		"name=d,endpoint=w:1,header=x-api-key:${env:OTLPGATE_TEST_KEY},header=x-lit:$${env:X}\n"))
+	want := []string{"name=a,endpoint=x:1", "name=c,endpoint=z:1,header=k:v#1", "name=d,endpoint=w:1,header=x-api-key:k3y,header=x-lit:${env:X}"}
+	if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("parseDestFile = %q, %v, want %q", got, err, want)
+	}
+	if _, err := parseDestFile([]byte("name=a,endpoint=x:1\n\nname=b,header=k:${env:OTLPGATE_TEST_UNSET}\n")); err == nil ||
+		err.Error() != "line 3: environment variable OTLPGATE_TEST_UNSET is not set (${env:OTLPGATE_TEST_UNSET})" {
+		t.Errorf("an unset variable: %v", err)
 	}
 }
 

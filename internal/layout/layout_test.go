@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	"server/http":               {"fastpath", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/kafka":              {"fastpath", "codec/kafkacompress", "proto/", "pool", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/uds":                {"codec/ocdaemon", "fastpath", "proto/", "pool", "internal/admission"},
-	"internal/gateway":          {"fastpath", "process", "client", "client/filedest", "codec", "pool", "spool", "spool/feed", "server/admin", "server/grpc", "server/http", "server/kafka", "server/uds", "internal/bytesize", "internal/admission"},
+	"internal/gateway":          {"fastpath", "process", "client", "client/filedest", "codec", "pool", "spool", "spool/feed", "server/admin", "server/grpc", "server/http", "server/kafka", "server/uds", "internal/bytesize", "internal/admission", "internal/credfile"},
 	"bench":                     {"*"},
 	"cmd/otlpbench":             {"*"},
 	"cmd/otlpgate":              {"*"},

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/strictsink"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+)
+
+// vendor is a stand-in for a vendor's OTLP/HTTP endpoint behind the Collector's confighttp: it
+// records the headers each trace request came with and the spans it held.
+type vendor struct {
+	addr string
+	mu   sync.Mutex
+	reqs []vendorReq
+}
+
+type vendorReq struct {
+	header http.Header
+	spans  int
+}
+
+func startVendor(t *testing.T) *vendor {
+	t.Helper()
+	v := &vendor{}
+	v.addr = strictsink.ServeCollectorHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		v.mu.Lock()
+		v.reqs = append(v.reqs, vendorReq{header: r.Header.Clone(), spans: req.Traces().SpanCount()})
+		v.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	return v
+}
+
+// seen returns the spans received and the distinct values of header among the requests.
+func (v *vendor) seen(header string) (spans int, values []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, r := range v.reqs {
+		spans += r.spans
+		if h := strings.Join(r.header.Values(header), "|"); len(values) == 0 || values[len(values)-1] != h {
+			values = append(values, h)
+		}
+	}
+	return spans, values
+}
+
+// Secrets come from the environment and from files, in a -dest flag and in a -dest.file line,
+// and reach the vendor's endpoint as the headers they fill; none appears in a log line,
+// /status.json or the status page. A SIGHUP reads the files of -dest.file again: the vendor then
+// sees the new key. $${ sends a literal ${.
+func TestBinarySecretsFromEnvAndFiles(t *testing.T) {
+	bin := buildBinary(t)
+	a, b := startVendor(t), startVendor(t)
+	dir := t.TempDir()
+	const envKey, fileKey, fileKey2, rotated = "env-s3cret-4711", "file-s3cret-0815", "basic-s3cret-1234", "rotated-s3cret-9999"
+	t.Setenv("OTLPGATE_TEST_VENDOR_KEY", envKey)
+	keyFile, authFile := filepath.Join(dir, "key"), filepath.Join(dir, "auth")
+	for p, v := range map[string]string{keyFile: fileKey + "\n", authFile: "  Basic " + fileKey2 + "\n"} {
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	destFile := filepath.Join(dir, "dests")
+	if err := os.WriteFile(destFile, []byte("name=b,protocol=http,endpoint=http://"+b.addr+",header=authorization:${file:"+authFile+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, bin, "-batch.max-age", "10ms", "-dest.file", destFile, "-dest.file.poll-interval", "0",
+		"-dest", "name=a,protocol=http,endpoint=http://"+a.addr+",header=x-api-key:${env:OTLPGATE_TEST_VENDOR_KEY},header=x-tenant:${file:"+keyFile+"},header=x-lit:$${env:X}")
+	post := func(seed uint64) {
+		t.Helper()
+		body, _ := otlpgen.New(seed).Spans(otlpgen.Shape{Spans: 3, Attrs: 2}).MarshalVT()
+		resp, err := http.Post("http://"+g.http+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST: %d", resp.StatusCode)
+		}
+	}
+	post(1)
+	testkit.WaitFor(t, "3 spans at each vendor", func() bool {
+		na, _ := a.seen("x-api-key")
+		nb, _ := b.seen("authorization")
+		return na == 3 && nb == 3
+	})
+	for _, c := range []struct {
+		v      *vendor
+		header string
+		want   string
+	}{{a, "x-api-key", envKey}, {a, "x-tenant", fileKey}, {a, "x-lit", "${env:X}"}, {b, "authorization", "Basic " + fileKey2}} {
+		if _, got := c.v.seen(c.header); len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: %q, want %q", c.header, got, c.want)
+		}
+	}
+
+	// The key of b's line is rotated: a SIGHUP reads it again and b is replaced with it.
+	if err := os.WriteFile(authFile, []byte("Basic "+rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the reload", func() bool { return strings.Contains(g.stderr.String(), "destinations reloaded") })
+	post(2)
+	testkit.WaitFor(t, "6 spans at b", func() bool { n, _ := b.seen("authorization"); return n == 6 })
+	if _, got := b.seen("authorization"); len(got) != 2 || got[1] != "Basic "+rotated {
+		t.Errorf("authorization after the reload: %q, want the rotated key last", got)
+	}
+
+	var pages []string
+	for _, path := range []string{"/status.json", "/"} {
+		resp, err := http.Get("http://" + g.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pages = append(pages, string(p))
+	}
+	g.terminate(t)
+	for i, where := range append(pages, g.stderr.String()) {
+		for _, s := range []string{envKey, fileKey, fileKey2, rotated} {
+			if strings.Contains(where, s) {
+				t.Errorf("secret %q in %s", s, []string{"/status.json", "the status page", "the log"}[i])
+			}
+		}
+	}
+}
+
+// A reference that cannot be resolved stops the start, and -check, with an error naming the
+// flag and the variable or file, never a value.
+func TestBinaryUnresolvedReferences(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "dests")
+	if err := os.WriteFile(bad, []byte("# vendor\nname=b,endpoint=127.0.0.1:1,header=k:${env:OTLPGATE_TEST_UNSET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args      []string
+		want      string
+		startCode int // -dest.file is read when the gateway is built: a start that cannot is exit 1
+	}{
+		{[]string{"-dest", "name=a,endpoint=127.0.0.1:1,header=x-api-key:${env:OTLPGATE_TEST_UNSET}"},
+			"otlpgate: -dest: environment variable OTLPGATE_TEST_UNSET is not set (${env:OTLPGATE_TEST_UNSET})", exitUsage},
+		{[]string{"-resource.set=k8s.node.name=${env:OTLPGATE_TEST_UNSET}"}, "otlpgate: -resource.set: environment variable OTLPGATE_TEST_UNSET is not set", exitUsage},
+		{[]string{"-grpc.auth.token-file", "${file:" + filepath.Join(dir, "none") + "}"}, "otlpgate: -grpc.auth.token-file: ${file:" + filepath.Join(dir, "none") + "}: open ", exitUsage},
+		{[]string{"-dest.file", bad}, "-dest.file " + bad + ": line 2: environment variable OTLPGATE_TEST_UNSET is not set", exitFailed},
+	} {
+		for _, check := range []bool{false, true} {
+			args, want := c.args, c.startCode
+			if check {
+				args, want = append(slices.Clone(args), "-check"), exitUsage
+			}
+			out, err := runBinary(t, bin, args...)
+			if code := exitCode(err); code != want || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v: exit %d, output %q, want exit %d and %q", args, code, out, want, c.want)
+			}
+		}
+	}
+}
+
+// exitCode is the exit status in err from a finished exec.Cmd (0 for nil, -1 when it did not
+// exit on its own).
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
