@@ -166,7 +166,8 @@ type Config struct {
 	// the connection when the ping is not answered (keepalive-time, default 30s;
 	// keepalive-timeout, default 10s). 0 turns pings off.
 	KeepaliveTime, KeepaliveTimeout time.Duration
-	// Headers are sent with every call (header=key:value, repeatable). ProtocolHTTP may not set
+	// Headers are sent with every call (header=key:value, repeatable; header-file=key:/path,
+	// the value read from the file by ParseDest, each time it runs). ProtocolHTTP may not set
 	// the headers it owns (content-type, content-encoding, content-length, host, connection,
 	// transfer-encoding).
 	Headers map[string]string

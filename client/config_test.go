@@ -1,6 +1,8 @@
 package client
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -201,4 +203,34 @@ func TestParseDestDefaults(t *testing.T) {
 	f("name=a,endpoint=gw:4317,protocol=otep", ProtocolOTEP, ModeStream)
 	f("name=a,endpoint=gw:4317,protocol=otep,mode=unary", ProtocolOTEP, ModeUnary)
 	f("name=a,resolver=static,endpoints=gw1:4317|gw2:4317", ProtocolV1, ModeUnary)
+}
+
+// header-file=key:/path sends the file's content, trimmed, as the header's value, read each
+// time the destination is read (a -dest.file reload included); a file that cannot be read is
+// an error naming the path, never a value.
+func TestParseDestHeaderFile(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte(" Basic dXNlcjpwdw==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseDest("name=a,endpoint=h:1,header-file=Authorization:"+key+",header=x-tenant:t1", DefaultConfig())
+	if err != nil || len(c.Headers) != 2 || c.Headers["authorization"] != "Basic dXNlcjpwdw==" || c.Headers["x-tenant"] != "t1" {
+		t.Fatalf("%v: %v", c.Headers, err)
+	}
+	if err := os.WriteFile(key, []byte("Basic cm90YXRlZA=="), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ParseDest("name=a,endpoint=h:1,header-file=authorization:"+key, DefaultConfig()); err != nil || c.Headers["authorization"] != "Basic cm90YXRlZA==" {
+		t.Errorf("read again: %v, %v", c.Headers, err)
+	}
+	missing := filepath.Join(dir, "none")
+	for spec, want := range map[string]string{
+		"name=a,endpoint=h:1,header-file=x-key:" + missing: `key "header-file": bad value "x-key:` + missing + `": open ` + missing,
+		"name=a,endpoint=h:1,header-file=x-key":            "want key:/path/to/file",
+	} {
+		if _, err := ParseDest(spec, DefaultConfig()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one containing %q", spec, err, want)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
+	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // ParseDest reads a -dest value: comma-separated key=value pairs, applied over base (usually
@@ -41,7 +42,7 @@ func ParseDest(spec string, base Config) (Config, error) {
 			// The item is not quoted: it may be the tail of a header value cut at a comma.
 			return Config{}, fmt.Errorf("client: -dest item %d is not key=value", i)
 		}
-		if seen[k] && k != "header" {
+		if seen[k] && k != "header" && k != "header-file" {
 			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
 		}
 		seen[k] = true
@@ -150,6 +151,23 @@ func ParseDest(spec string, base Config) (Config, error) {
 				c.Headers = map[string]string{}
 			}
 			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = strings.TrimSpace(hv)
+		case "header-file":
+			// Read here, through the reader of ${file:PATH}, so that every reading of the
+			// destinations reads the file again: a -dest.file reload replaces a destination
+			// whose header changed.
+			hk, path, ok := strings.Cut(v, ":")
+			if path = strings.TrimSpace(path); !ok || path == "" {
+				err = fmt.Errorf("want key:/path/to/file")
+				break
+			}
+			var hv string
+			if hv, err = credfile.Value(path); err != nil {
+				break
+			}
+			if c.Headers == nil {
+				c.Headers = map[string]string{}
+			}
+			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = hv
 		case "bearer-token-file":
 			c.BearerTokenFile = v
 		case "forward-headers":

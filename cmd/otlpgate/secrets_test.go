@@ -68,21 +68,22 @@ func (v *vendor) seen(header string) (spans int, values []string) {
 // Secrets come from the environment and from files, in a -dest flag and in a -dest.file line,
 // and reach the vendor's endpoint as the headers they fill; none appears in a log line,
 // /status.json or the status page. A SIGHUP reads the files of -dest.file again: the vendor then
-// sees the new key. $${ sends a literal ${.
+// sees the new key, and the new value of a header-file. $${ sends a literal ${.
 func TestBinarySecretsFromEnvAndFiles(t *testing.T) {
 	bin := buildBinary(t)
 	a, b := startVendor(t), startVendor(t)
 	dir := t.TempDir()
 	const envKey, fileKey, fileKey2, rotated = "env-s3cret-4711", "file-s3cret-0815", "basic-s3cret-1234", "rotated-s3cret-9999"
+	const token, token2 = "vendor-t0ken-1", "vendor-t0ken-2"
 	t.Setenv("OTLPGATE_TEST_VENDOR_KEY", envKey)
-	keyFile, authFile := filepath.Join(dir, "key"), filepath.Join(dir, "auth")
-	for p, v := range map[string]string{keyFile: fileKey + "\n", authFile: "  Basic " + fileKey2 + "\n"} {
+	keyFile, authFile, tokenFile := filepath.Join(dir, "key"), filepath.Join(dir, "auth"), filepath.Join(dir, "token")
+	for p, v := range map[string]string{keyFile: fileKey + "\n", authFile: "  Basic " + fileKey2 + "\n", tokenFile: token + "\n"} {
 		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	destFile := filepath.Join(dir, "dests")
-	if err := os.WriteFile(destFile, []byte("name=b,protocol=http,endpoint=http://"+b.addr+",header=authorization:${file:"+authFile+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(destFile, []byte("name=b,protocol=http,endpoint=http://"+b.addr+",header=authorization:${file:"+authFile+"},header-file=x-vendor-token:"+tokenFile+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := startGateway(t, bin, "-batch.max-age", "10ms", "-dest.file", destFile, "-dest.file.poll-interval", "0",
@@ -109,14 +110,18 @@ func TestBinarySecretsFromEnvAndFiles(t *testing.T) {
 		v      *vendor
 		header string
 		want   string
-	}{{a, "x-api-key", envKey}, {a, "x-tenant", fileKey}, {a, "x-lit", "${env:X}"}, {b, "authorization", "Basic " + fileKey2}} {
+	}{{a, "x-api-key", envKey}, {a, "x-tenant", fileKey}, {a, "x-lit", "${env:X}"}, {b, "authorization", "Basic " + fileKey2}, {b, "x-vendor-token", token}} {
 		if _, got := c.v.seen(c.header); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: %q, want %q", c.header, got, c.want)
 		}
 	}
 
-	// The key of b's line is rotated: a SIGHUP reads it again and b is replaced with it.
+	// The key and the token of b's line are rotated: a SIGHUP reads them again and b is
+	// replaced with them.
 	if err := os.WriteFile(authFile, []byte("Basic "+rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(token2), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g.cmd.Process.Signal(syscall.SIGHUP)
@@ -125,6 +130,9 @@ func TestBinarySecretsFromEnvAndFiles(t *testing.T) {
 	testkit.WaitFor(t, "6 spans at b", func() bool { n, _ := b.seen("authorization"); return n == 6 })
 	if _, got := b.seen("authorization"); len(got) != 2 || got[1] != "Basic "+rotated {
 		t.Errorf("authorization after the reload: %q, want the rotated key last", got)
+	}
+	if _, got := b.seen("x-vendor-token"); len(got) != 2 || got[1] != token2 {
+		t.Errorf("x-vendor-token after the reload: %q, want the rotated token last", got)
 	}
 
 	var pages []string
@@ -139,7 +147,7 @@ func TestBinarySecretsFromEnvAndFiles(t *testing.T) {
 	}
 	g.terminate(t)
 	for i, where := range append(pages, g.stderr.String()) {
-		for _, s := range []string{envKey, fileKey, fileKey2, rotated} {
+		for _, s := range []string{envKey, fileKey, fileKey2, rotated, token, token2} {
 			if strings.Contains(where, s) {
 				t.Errorf("secret %q in %s", s, []string{"/status.json", "the status page", "the log"}[i])
 			}

@@ -50,7 +50,7 @@ func Expand(s string, getenv func(string) (string, bool)) (string, error) {
 			}
 			b.WriteString(v)
 		case kind == "file" && arg != "":
-			v, err := readValue(arg)
+			v, err := Value(arg)
 			if err != nil {
 				return "", fmt.Errorf("${file:%s}: %w", arg, err)
 			}
@@ -62,9 +62,9 @@ func Expand(s string, getenv func(string) (string, bool)) (string, error) {
 	}
 }
 
-// readValue reads a file of at most maxExpandFile bytes, white space around its content
-// trimmed.
-func readValue(path string) (string, error) {
+// Value reads a value from a file of at most 1MiB, white space around its content trimmed: a
+// ${file:PATH} reference, a -dest header-file. The value is never logged.
+func Value(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
