@@ -200,3 +200,43 @@ func exitCode(err error) int {
 	}
 	return 0
 }
+
+// A -dest flag's header-file is read again on SIGHUP without -dest.file too: the destination
+// is replaced with the rotated value, and the log names it changed.
+func TestBinaryHeaderFileReloaded(t *testing.T) {
+	bin := buildBinary(t)
+	v := startVendor(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("t0ken-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, bin, "-batch.max-age", "10ms", "-dest", "name=v,endpoint=http://"+v.addr+",header-file=x-vendor-token:"+tokenFile)
+	post := func(seed uint64) {
+		t.Helper()
+		body, _ := otlpgen.New(seed).Spans(otlpgen.Shape{Spans: 2, Attrs: 2}).MarshalVT()
+		resp, err := http.Post("http://"+g.http+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST: %d", resp.StatusCode)
+		}
+	}
+	post(1)
+	testkit.WaitFor(t, "2 spans", func() bool { n, _ := v.seen("x-vendor-token"); return n == 2 })
+	if err := os.WriteFile(tokenFile, []byte("t0ken-two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the reload", func() bool { return strings.Contains(g.stderr.String(), "destinations reloaded") })
+	post(2)
+	testkit.WaitFor(t, "4 spans", func() bool { n, _ := v.seen("x-vendor-token"); return n == 4 })
+	if _, got := v.seen("x-vendor-token"); len(got) != 2 || got[0] != "t0ken-one" || got[1] != "t0ken-two" {
+		t.Errorf("x-vendor-token: %q, want t0ken-one then t0ken-two", got)
+	}
+	g.terminate(t)
+	if l := g.stderr.String(); !strings.Contains(l, "changed=[v]") || strings.Contains(l, "t0ken") {
+		t.Errorf("the reload does not name v changed, or a token is logged:\n%s", l)
+	}
+}

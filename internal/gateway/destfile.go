@@ -67,15 +67,20 @@ func (s fileState) same(o fileState) bool { return s.err == o.err && bytes.Equal
 // reloadDestFile reads DestFile and applies its destinations (applyDests). A file that cannot
 // be read or holds an invalid set changes nothing: it is logged and counted in
 // otlpgate_config_reload_failures_total. why says what asked for the reload (reload: SIGHUP or
-// Reload; changed: the poller saw a change). Safe for concurrent use; reloads run one at a time.
+// Reload; changed: the poller saw a change). Without DestFile it reads the -dest flags' files
+// again (header-file) and applies what changed, uncounted. Safe for concurrent use; reloads run
+// one at a time.
 func (g *Gateway) reloadDestFile(why string) error {
 	g.dmu.Lock()
 	defer g.dmu.Unlock()
 	if g.dmu.closed {
 		return nil
 	}
-	st := readState(g.cfg.DestFile)
-	g.dmu.seen = st
+	var st fileState
+	if g.cfg.DestFile != "" {
+		st = readState(g.cfg.DestFile)
+		g.dmu.seen = st
+	}
 	err := func() error {
 		if st.err != "" {
 			return errors.New(st.err)
@@ -88,7 +93,7 @@ func (g *Gateway) reloadDestFile(why string) error {
 		if err != nil {
 			return err
 		}
-		if len(configs)+len(g.cfg.Extra) == 0 {
+		if g.cfg.DestFile != "" && len(configs)+len(g.cfg.Extra) == 0 {
 			return errors.New("no destination")
 		}
 		if err := g.cfg.checkTenants(configs); err != nil {
@@ -101,6 +106,12 @@ func (g *Gateway) reloadDestFile(why string) error {
 		}
 		return err
 	}()
+	if g.cfg.DestFile == "" {
+		if err != nil {
+			g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
+		}
+		return err
+	}
 	if err != nil {
 		configReloadFailures.Inc()
 		g.log.Error("cannot reload the destinations; the current ones keep running", "file", g.cfg.DestFile, "trigger", why, "err", err)
