@@ -33,6 +33,23 @@ func ServerTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	return tc, nil
 }
 
+// Server reads what an intake server takes from disk, for both its start and otlpgate -check:
+// the bearer token a request must carry ("" without tokenFile) and the TLS configuration (nil
+// without certFile). name prefixes the errors ("grpc", "http").
+func Server(name, tokenFile, certFile, keyFile, clientCA string) (token string, tc *tls.Config, err error) {
+	if tokenFile != "" {
+		if token, err = BearerToken(tokenFile); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if certFile != "" {
+		if tc, err = ServerTLS(certFile, keyFile, clientCA); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return token, tc, nil
+}
+
 // BearerToken reads a token file and returns the value a request's Authorization header must
 // hold: "Bearer " and the file's content without surrounding white space. An empty file is an
 // error: it would let every request in. The token is never logged.

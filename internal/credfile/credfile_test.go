@@ -66,3 +66,25 @@ func TestBindings(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// Server reads what it is given, nothing when given nothing, and names the intake in its errors.
+func TestServer(t *testing.T) {
+	if tok, tc, err := Server("grpc", "", "", "", ""); tok != "" || tc != nil || err != nil {
+		t.Fatalf("nothing to read: %q %v %v", tok, tc, err)
+	}
+	p := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(p, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, tc, err := Server("http", p, "", "", ""); tok != "Bearer s3cret" || tc != nil || err != nil {
+		t.Fatalf("token only: %q %v %v", tok, tc, err)
+	}
+	_, _, err := Server("http", filepath.Join(t.TempDir(), "absent"), "", "", "")
+	if err == nil || !strings.HasPrefix(err.Error(), "http: cannot read token file: ") {
+		t.Fatalf("absent token file: %v", err)
+	}
+	_, _, err = Server("grpc", "", "/nonexistent/cert.pem", "/nonexistent/key.pem", "")
+	if err == nil || !strings.HasPrefix(err.Error(), "grpc: cannot load TLS key pair: ") {
+		t.Fatalf("absent certificate: %v", err)
+	}
+}

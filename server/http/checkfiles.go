@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"crypto/tls"
-	"fmt"
 
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
@@ -10,17 +9,7 @@ import (
 // files reads what the server takes from disk: the bearer token ("" without AuthTokenFile) and
 // the TLS configuration (nil without TLSCert). New and CheckFiles read them here alike.
 func (c Config) files() (token string, tc *tls.Config, err error) {
-	if c.AuthTokenFile != "" {
-		if token, err = credfile.BearerToken(c.AuthTokenFile); err != nil {
-			return "", nil, fmt.Errorf("http: %w", err)
-		}
-	}
-	if c.TLSCert != "" {
-		if tc, err = credfile.ServerTLS(c.TLSCert, c.TLSKey, c.TLSClientCA); err != nil {
-			return "", nil, fmt.Errorf("http: %w", err)
-		}
-	}
-	return token, tc, nil
+	return credfile.Server("http", c.AuthTokenFile, c.TLSCert, c.TLSKey, c.TLSClientCA)
 }
 
 // CheckFiles reads the files New reads (the token file, the TLS certificate, key and client
