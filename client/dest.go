@@ -93,6 +93,9 @@ type Dest struct {
 	// (index: reason - DropShutdownQueued), for the one report Shutdown returns. Senders drop
 	// what they hold as they stop, so this is counted at the drop, not where Shutdown sweeps.
 	shutdownLost [numDropReasons - DropShutdownQueued]struct{ requests, items atomic.Int64 }
+	// returned counts what Shutdown gave up on and the batches' owner keeps (drop), for the
+	// line Shutdown logs.
+	returned struct{ requests, items atomic.Int64 }
 }
 
 var _ fastpath.Destination = (*Dest)(nil)
@@ -426,8 +429,21 @@ func (d *Dest) deliver(r *request) {
 	d.finish(r, true, false)
 }
 
-// drop finishes r as given up on, counted by reason.
+// drop finishes r as given up on, counted by reason. What the destination gives up because it
+// stops and the batch's owner keeps (the spool's records, read again by the destination's
+// replacement or by the next start) is not dropped: it is counted as returned instead.
 func (d *Dest) drop(r *request, reason DropReason) {
+	if reason.AtShutdown() && r.b.Kept() {
+		d.returned.requests.Add(1)
+		d.returned.items.Add(int64(r.items))
+		d.m.returnedRequests.Inc()
+		d.m.returnedItems.Add(float64(r.items))
+		if t := d.cfg.Tally; t != nil {
+			t.returned.Add(int64(r.items))
+		}
+		d.finish(r, false, false)
+		return
+	}
 	if reason.AtShutdown() {
 		l := &d.shutdownLost[reason-DropShutdownQueued]
 		l.requests.Add(1)
@@ -617,7 +633,9 @@ func (d *Dest) throttle(delay time.Duration) {
 // goroutine and closes the connection. What was not delivered is finished with Done(false) and
 // counted in otlpgate_client_dropped_requests_total with reason shutdown_queued (never sent),
 // shutdown_pending (sent, not answered) or shutdown_retry (waiting to be sent again); the
-// error says how much. Call it once; safe for concurrent use with everything else.
+// error says how much. A batch whose owner keeps it (fastpath.Batch.Kept: the spool's, once
+// its feeder stopped) is not lost: it is counted in otlpgate_client_returned_to_spool_items_total
+// instead, and is no error. Call it once; safe for concurrent use with everything else.
 func (d *Dest) Shutdown(ctx context.Context) error {
 	d.q.mu.Lock()
 	prev, ok := d.state.move(stateDraining, stateCreated, stateRunning)
@@ -664,6 +682,11 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	// The caller reports the loss, once: no log line here.
 	if err := d.shutdownLoss(); err != nil {
 		return err
+	}
+	if n := d.returned.requests.Load(); n > 0 {
+		d.log.Info("destination stopped: what it did not deliver stays in the spool, for its replacement or the next start",
+			"requests", n, "items", d.returned.items.Load())
+		return nil
 	}
 	d.log.Info("destination stopped")
 	return nil

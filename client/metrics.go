@@ -77,6 +77,14 @@ var (
 		Name: "otlpgate_client_unknown_acks_total",
 		Help: "Answers whose id matches no request pending on that stream (late after an ack timeout, or a server bug).",
 	}, []string{"destination", "backend"})
+	returnedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_returned_to_spool_requests_total",
+		Help: "Requests a destination stopping (a reload that replaced or removed it, or the process's shutdown) did not deliver by its deadline, with -spool.dir: their records stay in the spool, read again by the destination's replacement or by the next start, so they are not counted in otlpgate_client_dropped_requests_total.",
+	}, []string{"destination", "backend"})
+	returnedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_returned_to_spool_items_total",
+		Help: "Spans, data points and log records of the requests returned to the spool.",
+	}, []string{"destination", "backend"})
 	handedOver = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_handed_over_requests_total",
 		Help: "Requests a balanced destination took back from one of its backends (it left the set or was ejected), to send them to another.",
@@ -188,6 +196,8 @@ type destMetrics struct {
 	streamsEnded             [numStreamEnds]prometheus.Counter
 	unknownAcks              prometheus.Counter
 	handedOver               prometheus.Counter
+	returnedRequests         prometheus.Counter
+	returnedItems            prometheus.Counter
 }
 
 // newDestMetrics resolves the children of destination name; backend is the member's address in
@@ -208,6 +218,8 @@ func newDestMetrics(name, backend string) *destMetrics {
 		unknownAcks:     unknownAcks.WithLabelValues(name, backend),
 		handedOver:      handedOver.WithLabelValues(name, backend),
 	}
+	m.returnedRequests = returnedRequests.WithLabelValues(name, backend)
+	m.returnedItems = returnedItems.WithLabelValues(name, backend)
 	m.unreadableAnswers = unreadableAnswers.WithLabelValues(name, backend)
 	m.impossiblePartial = impossiblePartial.WithLabelValues(name, backend)
 	for i := range m.retried {
@@ -230,7 +242,7 @@ func forgetBackend(name, backend string) {
 	l := prometheus.Labels{"destination": name, "backend": backend}
 	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
 		resentRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
-		unknownAcks, handedOver, unreadableAnswers, impossiblePartial} {
+		unknownAcks, handedOver, unreadableAnswers, impossiblePartial, returnedRequests, returnedItems} {
 		v.DeletePartialMatch(l)
 	}
 	ackLatency.DeletePartialMatch(l)

@@ -10,10 +10,15 @@ import "sync/atomic"
 type Tally struct {
 	delivered atomic.Int64
 	dropped   [numDropReasons]atomic.Int64
+	returned  atomic.Int64
 }
 
 // Delivered returns the items an upstream acknowledged. Safe for concurrent use.
 func (t *Tally) Delivered() int64 { return t.delivered.Load() }
+
+// Returned returns the items stopping destinations gave back to the spool undelivered, which
+// are not dropped (otlpgate_client_returned_to_spool_items_total). Safe for concurrent use.
+func (t *Tally) Returned() int64 { return t.returned.Load() }
 
 // Dropped returns the items dropped for reason. Safe for concurrent use.
 func (t *Tally) Dropped(reason DropReason) int64 {

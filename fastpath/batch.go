@@ -61,6 +61,17 @@ type RejectOwner interface {
 	BatchRejected()
 }
 
+// KeepOwner is a BatchOwner that may keep the records of a batch given up undelivered, to be
+// sent again by someone else: the spool's feeder, once stopped, leaves them unfinished on disk
+// for the destination's replacement or the next start. A destination that stops asks (Kept),
+// so that it does not count as dropped what is not lost.
+type KeepOwner interface {
+	BatchOwner
+	// Keeps reports whether a batch finished undelivered now stays unfinished with the owner.
+	// Safe for concurrent use; it must not block.
+	Keeps() bool
+}
+
 // NewBatch returns a sealed batch of sig holding payload (the caller's reference, handed to
 // the batch) with items items, for one destination, outside any pipeline: the spool's feeder
 // builds batches from spooled records this way (and sets Tenant). Whoever holds the batch calls Done exactly
@@ -182,6 +193,18 @@ func (b *Batch) finishOne() {
 	case n < 0:
 		panic("BUG: fastpath: batch Done called more often than it was enqueued")
 	}
+}
+
+// Kept reports whether b, given up undelivered now, is kept by its owner to be sent again
+// (KeepOwner): a batch of the spool's feeder once the feeder stopped, or a part of one split
+// by a balanced destination. A pipeline's batch is not: its bytes live only in memory. Call it
+// before Done, while the destination still holds b. Safe for concurrent use.
+func (b *Batch) Kept() bool {
+	if j := b.join; j != nil {
+		return j.parent.Kept()
+	}
+	ko, ok := b.owner.(KeepOwner)
+	return ok && ko.Keeps()
 }
 
 // Wait blocks until every destination finished the batch (AckUpstream) or ctx ends, and reports

@@ -210,7 +210,7 @@ func TestBinarySpoolRenamedDestination(t *testing.T) {
 			// The upstream comes back only after the old instance's drain gave up (a longer
 			// outage): what it held stays in the spool.
 			testkit.WaitFor(t, "the removed destination's drain to give up", func() bool {
-				return strings.Contains(g.stderr.String(), "undelivered batches stay in the spool")
+				return strings.Contains(g.stderr.String(), "what it did not deliver stays in the spool")
 			})
 			u := testkit.StartGRPCSink(t, up)
 			after := sendAcked(t, g, l, 100)

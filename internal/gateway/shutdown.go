@@ -46,6 +46,9 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	// The profiling listener stays up until the end, so that a shutdown can be profiled too.
 	defer g.prof.Shutdown(context.Background())
 
+	// What destinations return to the spool from here on stays there for the next start; what
+	// they returned before (a reload replaced or removed them) their successors read again.
+	returnedBefore := g.tally.Returned()
 	g.adm.Drain()
 	// No reload from here on: the destinations that drain are the last ones.
 	close(g.stopPoll)
@@ -109,9 +112,10 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	for range outs {
 		if err := <-errc; err != nil {
 			if spooled {
-				// Not a loss: what a destination gave up at shutdown is still in the spool and is
-				// delivered after the next start.
-				g.log.Info("undelivered batches stay in the spool for the next start", "err", err)
+				// What a destination gives up at shutdown is still in the spool (it is counted as
+				// returned, and is no error); what else it reports was counted and is in the stop
+				// line.
+				g.log.Warn("a destination did not stop cleanly", "err", err)
 				continue
 			}
 			g.log.Error("data lost at shutdown", "err", err)
@@ -136,7 +140,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 		lost.Errs = append(lost.Errs, fmt.Errorf("%d bytes unaccounted for", q))
 	}
 	g.adm.Shutdown(ctx)
-	rep := g.report(spooled)
+	rep := g.report(returnedBefore)
 	g.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond),
 		"lost", len(lost.Errs) > 0 || rep.lost > 0 || g.failure != nil,
 		"delivered_items", rep.delivered, "lost_items", rep.lost, "unanswered_items", rep.unanswered,
@@ -154,26 +158,29 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 
 // stopReport is what the stop line says the upstream destinations did with what they were
 // handed since the start, in items, those a reload removed included (client.Tally). Every
-// dropped item is in exactly one of lost, unanswered and spooled.
+// dropped item is in exactly one of lost and unanswered; spooled is not dropped.
 type stopReport struct {
 	delivered int64 // acknowledged by an upstream
 	// lost is what no upstream has: refused for good, given up on while running (each
 	// logged when it happened), or at the stop never sent, or refused or unanswered and
 	// waiting to be sent again (without a spool).
 	lost int64
-	// unanswered was sent and not answered when the stop gave up on it (shutdown_pending,
-	// without a spool): the upstream may have taken it, or not. Counted as lost by the exit
-	// status, but apart, so that a slow upstream's backlog is not reported as never sent.
+	// unanswered was sent and not answered when the stop gave up on it (shutdown_pending):
+	// the upstream may have taken it, or not. Counted as lost by the exit status, but apart,
+	// so that a slow upstream's backlog is not reported as never sent.
 	unanswered int64
-	// spooled is what the stop gave up on with a spool: it stays on disk, and is sent after
-	// the next start.
+	// spooled is what the destinations gave back to the spool at the stop (client.Tally
+	// Returned since the stop began): never dropped, it stays on disk and is sent after the
+	// next start. What they gave back at a reload before is not in it: their replacements
+	// read it again.
 	spooled int64
 	dropped string // every dropped item by reason: "rejected=100 shutdown_queued=3"
 }
 
 // report reads the gateway's tally once every destination has stopped.
-func (g *Gateway) report(spooled bool) stopReport {
-	rep := stopReport{delivered: g.tally.Delivered()}
+// returnedBefore is what the tally counted as returned to the spool when the stop began.
+func (g *Gateway) report(returnedBefore int64) stopReport {
+	rep := stopReport{delivered: g.tally.Delivered(), spooled: g.tally.Returned() - returnedBefore}
 	var by []string
 	for _, r := range client.DropReasons() {
 		n := g.tally.Dropped(r)
@@ -182,8 +189,6 @@ func (g *Gateway) report(spooled bool) stopReport {
 		}
 		by = append(by, fmt.Sprintf("%s=%d", r, n))
 		switch {
-		case spooled && r.AtShutdown():
-			rep.spooled += n
 		case r.Unanswered():
 			rep.unanswered += n
 		default:

@@ -56,7 +56,7 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 	if n := counter("otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - compressed; n != 30 {
 		t.Fatalf("%v requests spooled compressed, want 30", n)
 	}
-	gaveUp := counterValue(t, "otlpgate_client_dropped_requests_total", "a")
+	gaveUp := counterValue(t, "otlpgate_client_returned_to_spool_requests_total", "a")
 	writeFile(t, path, destSpec("a", a.addr, "compression=zstd"))
 	if err := g.Reload(); err != nil {
 		t.Fatal(err)
@@ -65,10 +65,11 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 	if n := counter("otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "destinations") - fellBack; n != 30 {
 		t.Fatalf("%v requests spooled plain for the zstd destination, want 30", n)
 	}
-	// The replaced destination gives up what it holds after -shutdown.timeout (counted as
-	// shutdown_*), and its records stay in the spool for the replacement.
+	// The replaced destination gives up what it holds after -shutdown.timeout, and its
+	// records stay in the spool for the replacement: returned, not dropped.
+	dropped := counterValue(t, "otlpgate_client_dropped_requests_total", "a")
 	eventually(t, func() string { return "the replaced destination never gave up" }, func() bool {
-		return counterValue(t, "otlpgate_client_dropped_requests_total", "a") > gaveUp
+		return counterValue(t, "otlpgate_client_returned_to_spool_requests_total", "a") > gaveUp
 	})
 	a.release()
 	eventually(t, func() string { return "not every span arrived" }, func() bool {
@@ -83,6 +84,9 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 		if n := a.count(id); n != 1 {
 			t.Fatalf("span %d arrived %d times", id, n)
 		}
+	}
+	if n := counterValue(t, "otlpgate_client_dropped_requests_total", "a") - dropped; n != 0 {
+		t.Fatalf("%v requests dropped, want none: the replacement delivered them", n)
 	}
 	if n := counter("otlpgate_spool_inflated_records_total") - inflated; n != 30 {
 		t.Fatalf("%v records inflated, want the 30 spooled compressed", n)

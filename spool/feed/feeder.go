@@ -109,7 +109,10 @@ type held struct {
 
 var helds = sync.Pool{New: func() any { return new(held) }}
 
-var _ fastpath.RejectOwner = (*held)(nil)
+var (
+	_ fastpath.RejectOwner = (*held)(nil)
+	_ fastpath.KeepOwner   = (*held)(nil)
+)
 
 // New returns a feeder of d from r. log may be nil.
 func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) (*Feeder, error) {
@@ -452,6 +455,10 @@ func (f *Feeder) abandon() {
 	}
 	f.unzip.close()
 }
+
+// Keeps implements fastpath.KeepOwner: once Stop began, a batch given up stays unfinished in
+// the reader, for the destination's replacement or the next start. Safe for concurrent use.
+func (h *held) Keeps() bool { return h.f.stopping.Load() }
 
 // BatchDone implements fastpath.BatchOwner. Safe for concurrent use.
 func (h *held) BatchDone(delivered bool) { h.finish(delivered, spool.DropUndeliverable) }
