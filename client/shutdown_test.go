@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/pool"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -239,4 +240,64 @@ func errorsEqual(a, b []error) bool {
 		}
 	}
 	return true
+}
+
+// keeper owns batches as the spool's feeder does: keeps tells whether it keeps the records of
+// a batch given up (the feeder stopped), done receives each batch's outcome.
+type keeper struct {
+	keeps bool
+	done  chan bool
+}
+
+func (k *keeper) BatchDone(delivered bool) { k.done <- delivered }
+func (k *keeper) Keeps() bool              { return k.keeps }
+
+// What Shutdown gives up on is dropped (shutdown_*, an error) unless the batch's owner keeps
+// it, as the spool does once its feeder stopped: then it is counted as returned to the spool,
+// in the metric and the tally, nothing is dropped, and Shutdown reports no loss. One request
+// pending and two queued, either way.
+func TestShutdownReturnsKeptBatches(t *testing.T) {
+	for _, keeps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keeps=%v", keeps), func(t *testing.T) {
+			u := newUpstream(t)
+			u.onStream = func(*srvStream, received) error { return nil } // never answers
+			cfg := streamConfig(t, u.addr, 1, 1)
+			var tally Tally
+			cfg.Tally = &tally
+			d := startDest(t, cfg)
+			k := &keeper{keeps: keeps, done: make(chan bool, 3)}
+			for i := range 3 {
+				body := traceBody("b"+fmt.Sprint(i), 2, 10)
+				p := pool.NewPayload(len(body))
+				*p.Buf() = append((*p.Buf())[:0], body...)
+				if err := d.Enqueue(fastpath.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u.waitUntil("the first request", func() bool { return len(u.got) == 1 })
+			err := shutdown(t, d, 50*time.Millisecond)
+			for range 3 {
+				if <-k.done {
+					t.Error("a batch delivered")
+				}
+			}
+			dropped := 0
+			for _, r := range DropReasons() {
+				dropped += value(d.m.droppedItems[r])
+			}
+			returned, returnedItems := value(d.m.returnedRequests), value(d.m.returnedItems)
+			if keeps {
+				if err != nil || dropped != 0 || returned != 3 || returnedItems != 6 || tally.Returned() != 6 {
+					t.Errorf("err %v, dropped %d items, returned %d requests %d items (tally %d); want nil, 0, 3, 6, 6",
+						err, dropped, returned, returnedItems, tally.Returned())
+				}
+				return
+			}
+			if err == nil || dropped != 6 || returned != 0 || tally.Returned() != 0 ||
+				tally.Dropped(DropShutdownPending) != 2 || tally.Dropped(DropShutdownQueued) != 4 {
+				t.Errorf("err %v, dropped %d items (pending %d, queued %d), returned %d (tally %d); want a loss, 6 (2, 4), 0, 0",
+					err, dropped, tally.Dropped(DropShutdownPending), tally.Dropped(DropShutdownQueued), returned, tally.Returned())
+			}
+		})
+	}
 }
