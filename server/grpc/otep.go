@@ -80,7 +80,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		raw.Release()
 		hold.Release()
 		if reason == admission.Accepted {
-			reason = admission.Await(ctx, b)
+			reason = ctr.await(ctx, kindOTEPUnary, sig, b, max(sc.Items, 0))
 		}
 		if reason == admission.Busy {
 			delay = retryDelayMs(s.adm.BusyDelay())
@@ -201,7 +201,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		if reason == admission.Busy {
 			delay = retryDelayMs(s.adm.BusyDelay())
 		}
-		if err := st.answer(id, b, reason, delay); err != nil {
+		if err := st.answer(id, b, reason, delay, sig, max(sc.Items, 0)); err != nil {
 			return st.finish(err)
 		}
 		switch {
@@ -269,9 +269,10 @@ func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 }
 
 // answer answers request id, refused for reason (with delay, the retry_delay_ms of a
-// throttled one) or admitted into b (-ack=upstream: answered once b is delivered). With
-// -ack=upstream it waits while StreamWindow requests are unanswered. Called by the loop only.
-func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason, delay uint64) error {
+// throttled one) or admitted into b (-ack=upstream: answered once b is delivered; sig and
+// items are what a request b did not deliver is counted under). With -ack=upstream it waits
+// while StreamWindow requests are unanswered. Called by the loop only.
+func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason, delay uint64, sig fastpath.Signal, items int) error {
 	if st.queue == nil {
 		return st.send(id, resultOf(reason), delay)
 	}
@@ -290,7 +291,7 @@ func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Rea
 	st.waiters.Add(1)
 	go func() {
 		defer st.waiters.Done()
-		st.queue <- answer{id, resultOf(admission.Await(st.ctx, b)), 0}
+		st.queue <- answer{id, resultOf(ctr.await(st.ctx, kindOTEPStream, sig, b, items)), 0}
 	}()
 	return nil
 }

@@ -100,10 +100,11 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		sc, b, reason := s.admitAs(kindV1, tenant, sig, req, fastpath.LayoutV1, arrivalOf(raw))
 		var rejected int64
 		var msg string
+		items := max(sc.Items, 0)
 		if reason == admission.Invalid {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped.
-			b, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
+			b, items, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
 		}
 		var wait time.Duration
 		if reason == admission.Throttled {
@@ -114,7 +115,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		raw.Release()
 		hold.Release()
 		if reason == admission.Accepted {
-			reason = admission.Await(ctx, b)
+			reason = ctr.await(ctx, kindV1, sig, b, items)
 		}
 		switch reason {
 		case admission.Accepted:
@@ -146,24 +147,26 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 }
 
 // admitValidEntries admits the resource entries of req that pass a full scan on their own, and
-// reports how many items the others held (when they can be counted at all). reason is
-// admission.Invalid when the top level is malformed or no entry is valid.
-func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
+// reports how many items the admitted entries hold and how many the others held (when they can
+// be counted at all). reason is admission.Invalid when the top level is malformed or no entry is
+// valid.
+func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, items int, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
-		return nil, 0, "", admission.Invalid
+		return nil, 0, 0, "", admission.Invalid
 	}
 	buf := pool.GetBytes(len(req))
 	defer pool.PutBytes(buf)
 	var e fastpath.Entries
 	var err error
 	if *buf, e, err = fastpath.AppendValidEntries(*buf, sig, req); err != nil || e.Good == 0 {
-		return nil, 0, "", admission.Invalid
+		return nil, 0, 0, "", admission.Invalid
 	}
-	good, bad, items, rejected := e.Good, e.Bad, e.Items, e.Rejected
+	good, bad := e.Good, e.Bad
+	items, rejected = e.Items, e.Rejected
 	ctr.partial[sig].Add(float64(bad))
 	if b, reason = s.adm.AdmitTenant(t, sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
 		ctr.refuse(kindV1, sig, reason, items)
-		return nil, 0, "", reason
+		return nil, 0, 0, "", reason
 	}
-	return b, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), admission.Accepted
+	return b, items, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), admission.Accepted
 }

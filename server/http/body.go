@@ -121,6 +121,9 @@ type scratch struct {
 	enc    fastpath.Encoding
 	// outLimit is the most out may grow to as a transcoder's output (Grow, json.go).
 	outLimit int
+	// items is how many items admission took (admit): what a request -ack=upstream then does
+	// not deliver is counted with.
+	items int
 }
 
 // scratchPool keeps scratches through collections (a sync.Pool makes them again after each
@@ -159,7 +162,7 @@ func (s *scratch) release() {
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
 	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
-	s.packed, s.enc, s.outLimit = nil, fastpath.EncodingNone, 0
+	s.packed, s.enc, s.outLimit, s.items = nil, fastpath.EncodingNone, 0, 0
 	scratchPool.Put(s)
 }
 

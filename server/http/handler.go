@@ -143,7 +143,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	// Admission copied what it kept: the reservation is free before -ack=upstream waits.
 	sc.hold.Release()
 	if reason == admission.Accepted {
-		reason = admission.Await(s.waitCtx, b)
+		reason = ctr.await(s.waitCtx, f, sig, b, sc.items)
 	}
 	s.answer(ctx, f, sig, reason, rejected, msg, sc.wait)
 }
@@ -306,6 +306,8 @@ func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, i
 	}
 	if reason != admission.Accepted {
 		ctr.refuse(f, sig, reason, items)
+	} else {
+		sc.items = items
 	}
 	return b, reason
 }

@@ -1,6 +1,8 @@
 package httpserver
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -110,4 +112,19 @@ func (c *counters) refuse(e format, s fastpath.Signal, reason admission.Reason, 
 	if items > 0 {
 		c.refusedItems[e][s][reason].Add(float64(items))
 	}
+}
+
+// await waits for the upstream answer of a request admitted into b with items items
+// (admission.Await) and counts one that was not delivered (upstream_failed, canceled) as
+// refused, with its items, as admission counts its own refusals: the client is answered with
+// a refusal either way. No counter says "accepted" (the received counters count a request
+// when it arrives, before admission), so nothing is taken back: a request is counted received
+// once and refused at most once, at admission or here, never both, since only an admitted
+// request waits.
+func (c *counters) await(ctx context.Context, e format, s fastpath.Signal, b *fastpath.Batch, items int) admission.Reason {
+	reason := admission.Await(ctx, b)
+	if reason != admission.Accepted {
+		c.refuse(e, s, reason, items)
+	}
+	return reason
 }
