@@ -694,7 +694,20 @@ func (f *Fleet) Shutdown(ctx context.Context) error {
 		ds = append(ds, m.d)
 	}
 	f.mu.Unlock()
+	lost := 0
 	for _, b := range held {
+		if b.Kept() {
+			// The spool's batch, its feeder stopped: its records stay on disk for the
+			// destination's replacement or the next start, as a member's would (Dest.drop).
+			returnedRequests.WithLabelValues(f.cfg.Name, "").Inc()
+			returnedItems.WithLabelValues(f.cfg.Name, "").Add(float64(b.Items))
+			if t := f.cfg.Tally; t != nil {
+				t.returned.Add(int64(b.Items))
+			}
+			b.Done(false)
+			continue
+		}
+		lost++
 		f.m.refused[fleetRefusedShutdown].Add(float64(b.Items))
 		b.Done(false)
 	}
@@ -708,8 +721,8 @@ func (f *Fleet) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if len(held) > 0 {
-		errs = append(errs, fmt.Errorf("client: destination %q: %d batches held without a backend at shutdown", f.cfg.Name, len(held)))
+	if lost > 0 {
+		errs = append(errs, fmt.Errorf("client: destination %q: %d batches held without a backend at shutdown", f.cfg.Name, lost))
 	}
 	return errors.Join(errs...)
 }

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/pool"
@@ -297,6 +301,54 @@ func TestShutdownReturnsKeptBatches(t *testing.T) {
 				tally.Dropped(DropShutdownPending) != 2 || tally.Dropped(DropShutdownQueued) != 4 {
 				t.Errorf("err %v, dropped %d items (pending %d, queued %d), returned %d (tally %d); want a loss, 6 (2, 4), 0, 0",
 					err, dropped, tally.Dropped(DropShutdownPending), tally.Dropped(DropShutdownQueued), returned, tally.Returned())
+			}
+		})
+	}
+}
+
+// A balanced destination with no backend holds what it is given; at Shutdown the held batches
+// whose owner keeps them (the spool's) are returned, not refused, and no loss is reported.
+func TestFleetShutdownReturnsKeptBatches(t *testing.T) {
+	for _, keeps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keeps=%v", keeps), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gateways")
+			writeEndpoints(t, path)
+			cfg := fleetConfig(t, "fleet_kept_"+strconv.FormatInt(destSeq.Add(1), 10))
+			cfg.Resolver, cfg.EndpointsFile, cfg.ResolveInterval = ResolverFile, path, time.Hour
+			var tally Tally
+			cfg.Tally = &tally
+			f, err := NewFleet(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Start()
+			k := &keeper{keeps: keeps, done: make(chan bool, 2)}
+			for i := range 2 {
+				body := traceBody("b"+fmt.Sprint(i), 2, 10)
+				p := pool.NewPayload(len(body))
+				*p.Buf() = append((*p.Buf())[:0], body...)
+				if err := f.Enqueue(fastpath.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err = f.Shutdown(ctx)
+			for range 2 {
+				if <-k.done {
+					t.Error("a batch delivered")
+				}
+			}
+			refused := value(f.m.refused[fleetRefusedShutdown])
+			returned := int(testutil.ToFloat64(returnedItems.WithLabelValues(cfg.Name, "")))
+			if keeps {
+				if err != nil || refused != 0 || returned != 4 || tally.Returned() != 4 {
+					t.Errorf("err %v, refused %d items, returned %d (tally %d); want nil, 0, 4, 4", err, refused, returned, tally.Returned())
+				}
+				return
+			}
+			if err == nil || refused != 4 || returned != 0 || tally.Returned() != 0 {
+				t.Errorf("err %v, refused %d items, returned %d (tally %d); want a loss, 4, 0, 0", err, refused, returned, tally.Returned())
 			}
 		})
 	}
