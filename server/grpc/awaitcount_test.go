@@ -31,11 +31,11 @@ func TestAckUpstreamFailureCounted(t *testing.T) {
 	defer cancel()
 
 	type count struct{ reqs, items float64 }
-	// Refusals of every reason but invalid, which the v1 scan counts before the good entries
-	// of a partially malformed request are salvaged.
+	// Refusals of every reason, invalid included: a partially malformed v1 request whose good
+	// entries were admitted is not refused as invalid too.
 	read := func(k kind) count {
 		var c count
-		for r := admission.Invalid + 1; r < admission.NumReasons; r++ {
+		for r := range admission.NumReasons {
 			c.reqs += testutil.ToFloat64(ctr.refused[k][fastpath.Traces][r])
 			c.items += testutil.ToFloat64(ctr.refusedItems[k][fastpath.Traces][r])
 		}

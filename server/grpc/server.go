@@ -235,7 +235,13 @@ func (s *Server) unavailable(msg string) error {
 
 // admit scans req and admits it for tenant t (nil: the default tenant).
 func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
-	return s.admitAs(k, t, sig, req, layout, arrival{})
+	sc, err := s.scan(k, sig, req, layout)
+	if err != nil {
+		ctr.refuse(k, sig, admission.Invalid, 0)
+		return sc, nil, admission.Invalid
+	}
+	b, reason = s.admitScanned(k, t, sig, req, layout, arrival{}, sc)
+	return sc, b, reason
 }
 
 // arrival is what a v1 request holds besides its bytes, that admission may use instead of
@@ -251,19 +257,20 @@ type arrival struct {
 	enc  fastpath.Encoding
 }
 
-// admitAs is admit for a request that arrived as a says.
-func (s *Server) admitAs(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+// scan counts req's bytes and checks it. A request that fails is not counted as refused here:
+// the v1 intake may still admit its good entries (admitValidEntries).
+func (s *Server) scan(k kind, sig fastpath.Signal, req []byte, layout fastpath.Layout) (fastpath.Scan, error) {
 	ctr.bytes[k][sig].Add(float64(len(req)))
-	sc, err := fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
-	if err != nil {
-		ctr.refuse(k, sig, admission.Invalid, 0)
-		return sc, nil, admission.Invalid
-	}
+	return fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
+}
+
+// admitScanned counts a request that passed its scan sc as received, and admits it.
+func (s *Server) admitScanned(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *fastpath.Batch, reason admission.Reason) {
 	items := max(sc.Items, 0)
 	ctr.items[k][sig].Add(float64(items))
 	ctr.reqs[k][sig].Inc()
 	if sc.Resources == 0 {
-		return sc, nil, admission.Accepted
+		return nil, admission.Accepted
 	}
 	switch {
 	case a.enc != fastpath.EncodingNone && layout == fastpath.LayoutV1:
@@ -276,5 +283,5 @@ func (s *Server) admitAs(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []
 	if reason != admission.Accepted {
 		ctr.refuse(k, sig, reason, items)
 	}
-	return sc, b, reason
+	return b, reason
 }

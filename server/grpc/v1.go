@@ -97,13 +97,18 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		// A message that arrived in several frames was copied into a buffer of raw's own: a
 		// batch it opens may take that over (fastpath.Adopter). req is read below only when
 		// admission refused it, which leaves it in place.
-		sc, b, reason := s.admitAs(kindV1, tenant, sig, req, fastpath.LayoutV1, arrivalOf(raw))
+		var b *fastpath.Batch
+		var reason admission.Reason
 		var rejected int64
 		var msg string
+		sc, err := s.scan(kindV1, sig, req, fastpath.LayoutV1)
 		items := max(sc.Items, 0)
-		if reason == admission.Invalid {
+		if err == nil {
+			b, reason = s.admitScanned(kindV1, tenant, sig, req, fastpath.LayoutV1, arrivalOf(raw), sc)
+		} else {
 			// A request whose top level holds together may carry a few malformed resource
-			// entries: keep the good ones and say which part was dropped.
+			// entries: keep the good ones and say which part was dropped. It is counted once
+			// that is known: received with the items kept, or refused as invalid.
 			b, items, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
 		}
 		var wait time.Duration
@@ -146,12 +151,15 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 	}
 }
 
-// admitValidEntries admits the resource entries of req that pass a full scan on their own, and
-// reports how many items the admitted entries hold and how many the others held (when they can
-// be counted at all). reason is admission.Invalid when the top level is malformed or no entry is
-// valid.
+// admitValidEntries admits the resource entries of the v1 request req, which failed its scan,
+// that pass a full scan on their own, and reports how many items the admitted entries hold and
+// how many the others held (when they can be counted at all). It counts the request as the
+// OTLP/HTTP intake does: received with the items kept, the dropped entries as partially
+// rejected; refused as invalid (once, with no items) when the top level is malformed or no
+// entry is valid.
 func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, items int, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
+		ctr.refuse(kindV1, sig, admission.Invalid, 0)
 		return nil, 0, 0, "", admission.Invalid
 	}
 	buf := pool.GetBytes(len(req))
@@ -159,14 +167,15 @@ func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req 
 	var e fastpath.Entries
 	var err error
 	if *buf, e, err = fastpath.AppendValidEntries(*buf, sig, req); err != nil || e.Good == 0 {
+		ctr.refuse(kindV1, sig, admission.Invalid, 0)
 		return nil, 0, 0, "", admission.Invalid
 	}
-	good, bad := e.Good, e.Bad
-	items, rejected = e.Items, e.Rejected
-	ctr.partial[sig].Add(float64(bad))
-	if b, reason = s.adm.AdmitTenant(t, sig, *buf, items, fastpath.LayoutV1); reason != admission.Accepted {
-		ctr.refuse(kindV1, sig, reason, items)
+	ctr.partial[sig].Add(float64(e.Bad))
+	// The kept entries are a request that passes its scan: admitted from buf (AdmitTenant
+	// copies it), counted received, or refused with their items.
+	sc := fastpath.Scan{Resources: e.Good, Items: e.Items}
+	if b, reason = s.admitScanned(kindV1, t, sig, *buf, fastpath.LayoutV1, arrival{}, sc); reason != admission.Accepted {
 		return nil, 0, 0, "", reason
 	}
-	return b, items, rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", bad, good+bad), admission.Accepted
+	return b, e.Items, e.Rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad), admission.Accepted
 }
