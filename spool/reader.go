@@ -361,6 +361,11 @@ func (r *Reader) finish(pos Pos) bool {
 func (r *Reader) Unfinished() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.unfinishedLocked()
+}
+
+// unfinishedLocked counts the records read and not yet finished.
+func (r *Reader) unfinishedLocked() int {
 	n := 0
 	for _, e := range r.mu.inflight[r.mu.head:] {
 		if !e.done {

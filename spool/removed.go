@@ -138,12 +138,7 @@ func (r *Reader) releasedNow() bool {
 func (r *Reader) release() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.mu.inflight[r.mu.head:] {
-		if !e.done {
-			n++
-		}
-	}
+	n := r.unfinishedLocked()
 	n += r.s.countOwed(r.mu.next, r.mu.awayAt, r.handsOutLocked)
 	r.mu.inflight, r.mu.head = r.mu.inflight[:0], 0
 	r.mu.skip, r.mu.gaps = nil, nil
