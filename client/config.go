@@ -172,7 +172,8 @@ type Config struct {
 	// transfer-encoding).
 	Headers map[string]string
 	// BearerTokenFile holds a token sent as "authorization: Bearer <token>"
-	// (bearer-token-file). Read once, by New.
+	// (bearer-token-file). Read by ReadBearerToken, each time it runs (a gateway does at every
+	// reading of its destinations, SIGHUP included), or else once, by New.
 	BearerTokenFile string
 	// ForwardHeaders are tenant headers (of -intake.headers) whose values are sent with each
 	// batch, as gRPC metadata or HTTP headers, taken from the batch's tenant; an empty value
@@ -223,6 +224,37 @@ type Config struct {
 	// fleetMember marks the configuration of one backend of a balanced destination
 	// (Config.member), which makes fewer streams ahead of traffic (Dest.prefillStreams).
 	fleetMember bool
+
+	// bearer is the authorization value ReadBearerToken read from BearerTokenFile. It is part
+	// of the configuration so that two readings of a rotated file differ (a gateway replaces
+	// the destination), and unexported so that nothing prints or serialises it.
+	bearer string
+}
+
+// ReadBearerToken reads BearerTokenFile (when set) into c, for New and the backends of a
+// balanced destination to send: without it New reads the file itself. A gateway calls it each
+// time it reads its destinations, so that a rotated token makes the configuration differ from
+// the running one. The error names the file, never the token.
+func (c *Config) ReadBearerToken() error {
+	if c.BearerTokenFile == "" {
+		c.bearer = ""
+		return nil
+	}
+	v, err := bearerAuth(c.BearerTokenFile)
+	if err != nil {
+		return err
+	}
+	c.bearer = v
+	return nil
+}
+
+// authorization is the bearer token's authorization value, "" without bearer-token-file: the
+// one ReadBearerToken read, or else the file's content now.
+func (c Config) authorization() (string, error) {
+	if c.bearer != "" || c.BearerTokenFile == "" {
+		return c.bearer, nil
+	}
+	return bearerAuth(c.BearerTokenFile)
 }
 
 // Resolvers of a balanced destination.

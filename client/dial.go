@@ -105,11 +105,11 @@ func outgoingMD(cfg Config) (metadata.MD, error) {
 	for k, v := range cfg.Headers {
 		md.Append(k, v)
 	}
-	if cfg.BearerTokenFile != "" {
-		auth, err := bearerAuth(cfg.BearerTokenFile)
-		if err != nil {
-			return nil, err
-		}
+	auth, err := cfg.authorization()
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
 		md.Set("authorization", auth)
 	}
 	return md, nil

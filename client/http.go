@@ -80,11 +80,11 @@ func newHTTPSender(cfg Config) (*httpSender, error) {
 	for k, v := range cfg.Headers {
 		s.headers = append(s.headers, [2]string{k, v})
 	}
-	if cfg.BearerTokenFile != "" {
-		auth, err := bearerAuth(cfg.BearerTokenFile)
-		if err != nil {
-			return nil, err
-		}
+	auth, err := cfg.authorization()
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
 		s.headers = append(s.headers, [2]string{"authorization", auth})
 	}
 	if c := cfg.compressor(); c != "" {

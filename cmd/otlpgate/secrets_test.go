@@ -211,18 +211,7 @@ func TestBinaryHeaderFileReloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startGateway(t, bin, "-batch.max-age", "10ms", "-dest", "name=v,endpoint=http://"+v.addr+",header-file=x-vendor-token:"+tokenFile)
-	post := func(seed uint64) {
-		t.Helper()
-		body, _ := otlpgen.New(seed).Spans(otlpgen.Shape{Spans: 2, Attrs: 2}).MarshalVT()
-		resp, err := http.Post("http://"+g.http+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("POST: %d", resp.StatusCode)
-		}
-	}
+	post := func(seed uint64) { t.Helper(); postTwoSpans(t, g.http, seed) }
 	post(1)
 	testkit.WaitFor(t, "2 spans", func() bool { n, _ := v.seen("x-vendor-token"); return n == 2 })
 	if err := os.WriteFile(tokenFile, []byte("t0ken-two"), 0o600); err != nil {
@@ -238,5 +227,81 @@ func TestBinaryHeaderFileReloaded(t *testing.T) {
 	g.terminate(t)
 	if l := g.stderr.String(); !strings.Contains(l, "changed=[v]") || strings.Contains(l, "t0ken") {
 		t.Errorf("the reload does not name v changed, or a token is logged:\n%s", l)
+	}
+}
+
+// postTwoSpans sends a request of two spans to the OTLP/HTTP intake at addr; it must be
+// answered 200.
+func postTwoSpans(t *testing.T, addr string, seed uint64) {
+	t.Helper()
+	body, _ := otlpgen.New(seed).Spans(otlpgen.Shape{Spans: 2, Attrs: 2}).MarshalVT()
+	resp, err := http.Post("http://"+addr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST: %d", resp.StatusCode)
+	}
+}
+
+// A -dest flag's bearer-token-file is read again on SIGHUP, as a header-file is: the upstream
+// sees the rotated token on the requests sent after the reload, the old one on those before.
+// A token file that cannot be read at a reload (emptied, removed) keeps the running
+// destination and its token, with an error naming the file; no token is ever logged.
+func TestBinaryBearerTokenFileReloaded(t *testing.T) {
+	bin := buildBinary(t)
+	v := startVendor(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("b3arer-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, bin, "-batch.max-age", "10ms", "-dest", "name=v,endpoint=http://"+v.addr+",bearer-token-file="+tokenFile)
+	spans := func() int { n, _ := v.seen("authorization"); return n }
+	reloads := func() int { return strings.Count(g.stderr.String(), "destinations reloaded") }
+	postTwoSpans(t, g.http, 1)
+	testkit.WaitFor(t, "2 spans", func() bool { return spans() == 2 })
+	// The same token: the destination keeps running.
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the reload", func() bool { return reloads() == 1 })
+	if err := os.WriteFile(tokenFile, []byte("b3arer-two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the second reload", func() bool { return reloads() == 2 })
+	postTwoSpans(t, g.http, 2)
+	testkit.WaitFor(t, "4 spans", func() bool { return spans() == 4 })
+
+	// Emptied, then removed: each reload fails, naming the file; the destination keeps the
+	// token it has.
+	failures := func() int { return strings.Count(g.stderr.String(), "cannot reload the destinations") }
+	for i, unreadable := range []func() error{
+		func() error { return os.WriteFile(tokenFile, nil, 0o600) },
+		func() error { return os.Remove(tokenFile) },
+	} {
+		if err := unreadable(); err != nil {
+			t.Fatal(err)
+		}
+		g.cmd.Process.Signal(syscall.SIGHUP)
+		testkit.WaitFor(t, "the failed reload", func() bool { return failures() == i+1 })
+		postTwoSpans(t, g.http, uint64(3+i))
+		testkit.WaitFor(t, "2 more spans", func() bool { return spans() == 6+2*i })
+	}
+	if _, got := v.seen("authorization"); len(got) != 2 || got[0] != "Bearer b3arer-one" || got[1] != "Bearer b3arer-two" {
+		t.Errorf("authorization: %q, want Bearer b3arer-one, then Bearer b3arer-two", got)
+	}
+	g.terminate(t)
+	l := g.stderr.String()
+	if strings.Count(l, "destinations reloaded") != 2 || strings.Count(l, "changed=[] ") != 1 || strings.Count(l, "changed=[v] ") != 1 ||
+		strings.Index(l, "changed=[v] ") < strings.Index(l, "changed=[] ") {
+		t.Errorf("want a reload that changed nothing, then one naming v changed:\n%s", l)
+	}
+	for _, line := range strings.Split(l, "\n") {
+		if strings.Contains(line, "cannot reload the destinations") && !strings.Contains(line, tokenFile) {
+			t.Errorf("a failed reload does not name the token file: %s", line)
+		}
+	}
+	if strings.Contains(l, "b3arer") {
+		t.Errorf("a token is logged:\n%s", l)
 	}
 }

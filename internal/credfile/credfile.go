@@ -52,7 +52,7 @@ func Server(name, tokenFile, certFile, keyFile, clientCA string) (token string, 
 
 // BearerToken reads a token file and returns the value a request's Authorization header must
 // hold: "Bearer " and the file's content without surrounding white space. An empty file is an
-// error: it would let every request in. The token is never logged.
+// error: it would let every request in. Errors name the file; the token is never logged.
 func BearerToken(path string) (string, error) {
 	tok, err := os.ReadFile(path)
 	if err != nil {
@@ -60,7 +60,7 @@ func BearerToken(path string) (string, error) {
 	}
 	t := bytes.TrimSpace(tok)
 	if len(t) == 0 {
-		return "", errors.New("token file is empty")
+		return "", fmt.Errorf("token file %s is empty", path)
 	}
 	return "Bearer " + string(t), nil
 }

@@ -17,7 +17,8 @@ func TestBearerToken(t *testing.T) {
 	if tok, err := BearerToken(write("tok", "  s3cret\n")); err != nil || tok != "Bearer s3cret" {
 		t.Errorf("%q %v", tok, err)
 	}
-	if _, err := BearerToken(write("empty", " \n\t")); err == nil || err.Error() != "token file is empty" {
+	empty := write("empty", " \n\t")
+	if _, err := BearerToken(empty); err == nil || err.Error() != "token file "+empty+" is empty" {
 		t.Errorf("empty file: %v", err)
 	}
 	if _, err := BearerToken(filepath.Join(dir, "missing")); err == nil || !strings.HasPrefix(err.Error(), "cannot read token file") {

@@ -26,6 +26,9 @@ func (c Config) startDestinations() ([]client.Config, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := readTokens(configs); err != nil {
+		return nil, nil, err
+	}
 	if c.DestFile != "" && len(configs)+len(c.Extra) == 0 {
 		return nil, nil, fmt.Errorf("-dest.file %s: no destination", c.DestFile)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -68,8 +69,8 @@ func (s fileState) same(o fileState) bool { return s.err == o.err && bytes.Equal
 // be read or holds an invalid set changes nothing: it is logged and counted in
 // otlpgate_config_reload_failures_total. why says what asked for the reload (reload: SIGHUP or
 // Reload; changed: the poller saw a change). Without DestFile it reads the -dest flags' files
-// again (header-file) and applies what changed, uncounted. Safe for concurrent use; reloads run
-// one at a time.
+// again (header-file, bearer-token-file) and applies what changed, uncounted. Safe for
+// concurrent use; reloads run one at a time.
 func (g *Gateway) reloadDestFile(why string) error {
 	g.dmu.Lock()
 	defer g.dmu.Unlock()
@@ -91,6 +92,9 @@ func (g *Gateway) reloadDestFile(why string) error {
 		}
 		configs, err := g.cfg.destinations(specs)
 		if err != nil {
+			return err
+		}
+		if err := readTokens(configs); err != nil {
 			return err
 		}
 		if g.cfg.DestFile != "" && len(configs)+len(g.cfg.Extra) == 0 {
@@ -118,6 +122,20 @@ func (g *Gateway) reloadDestFile(why string) error {
 		return fmt.Errorf("-dest.file %s: %w", g.cfg.DestFile, err)
 	}
 	configReloads.Inc()
+	return nil
+}
+
+// readTokens reads each destination's bearer-token-file into its configuration, at the start
+// and at every reload alike: a rotated token makes the configuration differ from the running
+// one, which the reload then replaces, as for a changed header-file. A file that cannot be read
+// fails the start, or the reload, which keeps the running destinations; the error names the
+// file, never a token.
+func readTokens(configs []client.Config) error {
+	for i := range configs {
+		if err := configs[i].ReadBearerToken(); err != nil {
+			return fmt.Errorf("-dest %s: %w", configs[i].Name, err)
+		}
+	}
 	return nil
 }
 

@@ -352,15 +352,18 @@ func (g *Gateway) watchSpool() {
 // LossError. Safe for concurrent use.
 func (g *Gateway) Failed() <-chan struct{} { return g.failed }
 
-// Reload does what SIGHUP asks: with -dest.file or a -dest header-file, the destinations are
-// read again and the difference applied (destfile.go); the balanced destinations resolve their backends again;
-// -auth.tenants-file is read again (tenants.go); the Kafka intake, when on, re-reads its
-// subscriptions. Each failure is logged and keeps what ran before; the error joins them. Safe
+// Reload does what SIGHUP asks: with -dest.file, a -dest header-file or bearer-token-file, the
+// destinations are read again and the difference applied (destfile.go); the balanced
+// destinations resolve their backends again; -auth.tenants-file is read again (tenants.go); the
+// Kafka intake, when on, re-reads its subscriptions. Each failure is logged and keeps what ran before; the error joins them. Safe
 // for concurrent use.
 func (g *Gateway) Reload() error {
 	var errs []error
-	headerFiles := slices.ContainsFunc(g.cfg.Dests, func(spec string) bool { return specHasKey(spec, "header-file") })
-	if g.cfg.DestFile != "" || headerFiles {
+	// The -dest flags' files are read again too: a header-file's value, a bearer token.
+	secretFiles := slices.ContainsFunc(g.cfg.Dests, func(spec string) bool {
+		return specHasKey(spec, "header-file") || specHasKey(spec, "bearer-token-file")
+	}) || slices.ContainsFunc(g.cfg.Destinations, func(d client.Config) bool { return d.BearerTokenFile != "" })
+	if g.cfg.DestFile != "" || secretFiles {
 		if err := g.reloadDestFile("reload"); err != nil {
 			errs = append(errs, err)
 		}
@@ -394,8 +397,8 @@ func (g *Gateway) Reload() error {
 			g.log.Info("reloaded the Kafka subscriptions")
 		}
 	}
-	if g.cfg.DestFile == "" && !headerFiles && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
-		g.log.Info("nothing to reload: no -dest.file or header-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
+	if g.cfg.DestFile == "" && !secretFiles && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
+		g.log.Info("nothing to reload: no -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
 	}
 	return errors.Join(errs...)
 }
