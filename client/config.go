@@ -190,6 +190,11 @@ type Config struct {
 	// spool's feeders apply it (fastpath.TenantsConfig.Routes); cmd checks NAME against
 	// -intake.headers.
 	MatchHeader fastpath.Match
+	// Signals is what the destination takes (signals=traces,logs; the zero set: every
+	// signal). The pipeline hands it only batches of those, its spool feeder passes over the
+	// others' records, and a request of a signal no destination takes is refused at the
+	// intake.
+	Signals fastpath.SignalSet
 
 	// Balanced destinations (a Fleet, NewFleet): with Resolver set, the destination names a
 	// set of backends, each a full destination built from the other settings.

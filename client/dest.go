@@ -220,6 +220,9 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 // Name implements fastpath.Destination. Safe for concurrent use.
 func (d *Dest) Name() string { return d.cfg.Name }
 
+// Signals implements fastpath.SignalSelector: what signals= says. Safe for concurrent use.
+func (d *Dest) Signals() fastpath.SignalSet { return d.cfg.Signals }
+
 // Config returns the configuration the destination runs with, QueueBytes as SetQueueBytes
 // last set it. Safe for concurrent use.
 func (d *Dest) Config() Config {

@@ -243,6 +243,9 @@ func (c Config) member(addr string) Config {
 // Name implements fastpath.Destination. Safe for concurrent use.
 func (f *Fleet) Name() string { return f.cfg.Name }
 
+// Signals implements fastpath.SignalSelector: what signals= says. Safe for concurrent use.
+func (f *Fleet) Signals() fastpath.SignalSet { return f.cfg.Signals }
+
 // Config returns the configuration the fleet runs with, QueueBytes as SetQueueBytes last set
 // it. Safe for concurrent use.
 func (f *Fleet) Config() Config {

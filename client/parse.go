@@ -29,10 +29,20 @@ func ParseDest(spec string, base Config) (Config, error) {
 	seen := map[string]bool{}
 	tlsSet, tlsKeys := false, false
 	i := 0
+	last := ""
 	for item := range strings.SplitSeq(spec, ",") {
 		i++
 		item = strings.TrimSpace(item)
 		if item == "" {
+			continue
+		}
+		if last == "signals" && !strings.Contains(item, "=") {
+			// signals=traces,logs: the list goes on past the comma that separates items.
+			s, err := fastpath.ParseSignals(item)
+			if err != nil {
+				return Config{}, fmt.Errorf("client: -dest key \"signals\": bad value %q: %w", item, err)
+			}
+			c.Signals |= s
 			continue
 		}
 		k, v, ok := strings.Cut(item, "=")
@@ -46,6 +56,7 @@ func ParseDest(spec string, base Config) (Config, error) {
 			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
 		}
 		seen[k] = true
+		last = k
 		var err error
 		switch k {
 		case "name":
@@ -177,6 +188,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 					c.ForwardHeaders = append(c.ForwardHeaders, h)
 				}
 			}
+		case "signals":
+			c.Signals, err = fastpath.ParseSignals(v)
 		case "match-header":
 			c.MatchHeader, err = fastpath.ParseMatch(v)
 		case "resolver":

@@ -43,10 +43,11 @@ const (
 	RefusedSpoolFull                // -spool.max-bytes reached (spool/feed)
 	RefusedSpoolIO                  // the spool could not write (spool/feed)
 	RefusedBudget                   // the intake limiter had no room for the processed request (ErrBudget)
+	RefusedUnserved                 // no destination takes its signal (-dest signals=, ErrUnserved)
 	numRefusals
 )
 
-var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io", "intake_bytes"}
+var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io", "intake_bytes", "unserved"}
 
 var (
 	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -141,6 +142,10 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 		tenantRefusedNoRoute.Inc()
 		return Prepared{}, ErrNoRoute
 	}
+	if cfg.Served.of(sig)&t.routeMask() == 0 {
+		refusedItemsC[sig][RefusedUnserved].Add(float64(items))
+		return Prepared{}, ErrUnserved
+	}
 	if int64(len(req)) > cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return Prepared{}, ErrTooLarge
@@ -184,7 +189,7 @@ func (r *Prepared) routes(cfg *Config, budget Budget) error {
 	if cfg.Router == nil {
 		return nil
 	}
-	s, err := splitRoutes(cfg.Router, budget, r.Tenant, r.Sig, r.Req, r.Items, r.Layout)
+	s, err := splitRoutes(cfg.Router, budget, r.Tenant, cfg.Served.of(r.Sig), r.Sig, r.Req, r.Items, r.Layout)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[r.Sig][why].Add(float64(r.Items))

@@ -91,6 +91,10 @@ type Config struct {
 	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
 	// every entry (of the tenants it takes).
 	Router Router
+	// Served is what signals the destinations take (-dest signals=): a request of a signal
+	// none of its tenant's destinations takes is refused as ErrUnserved. The pipeline and the
+	// spool's admission set it from their destinations (a new one when nil).
+	Served *Served
 	// Budget, when set, is what the processing steps write for a request of the intakes that
 	// answer each request (gRPC, OTLP/HTTP: Admitter) past the request's own size is charged
 	// to as it grows, beside the body the intake holds: the intake limiter's -intake.max-bytes

@@ -24,6 +24,7 @@ var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while ten
 // SetDestinations does meanwhile.
 type destSet struct {
 	dests            []Destination
+	sigs             []SignalSet // what each destination takes
 	refFull, refShut []prometheus.Counter // otlpgate_fastpath_destination_refused_batches_total
 	// users counts the batches opened with this set that have not yet been handed to every
 	// destination of it: SetDestinations waits for it to reach zero.
@@ -37,6 +38,7 @@ func newDestSet(dests []Destination) *destSet {
 	for _, d := range dests {
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
+		s.sigs = append(s.sigs, signalsOf(d))
 	}
 	return s
 }
@@ -124,6 +126,7 @@ func (p *Pipeline) SetDestinations(dests []Destination) error {
 		return ErrClosed
 	}
 	old := p.dests.Swap(newDestSet(dests))
+	p.cfg.Served.Set(dests)
 	// Admission compares an open batch's set with the current one under the signal's lock, so
 	// once Flush has taken every signal's lock no batch of the old set is open: what is left
 	// are seals handing batches out right now, outside the lock, each a few microseconds
@@ -139,3 +142,8 @@ func (p *Pipeline) SetDestinations(dests []Destination) error {
 	}
 	return nil
 }
+
+var unservedBatches = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "otlpgate_fastpath_unserved_batches_total",
+	Help: "Sealed batches of a signal no destination of their set takes, given up at hand-over: requests admitted while a reload replaced the destinations by ones without their signal (-dest signals=).",
+})

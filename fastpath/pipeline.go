@@ -93,6 +93,10 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
 	}
 	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if p.cfg.Served == nil {
+		p.cfg.Served = new(Served)
+	}
+	p.cfg.Served.Set(dests)
 	p.dests.Store(newDestSet(dests))
 	for i := range p.sig {
 		sig := Signal(i)
@@ -453,21 +457,24 @@ func (p *Pipeline) seal(b *Batch) {
 	p.sealedN.Add(1)
 	p.m.sealed(b)
 	countSealed(b)
-	set, t := b.set, b.Tenant
-	n := len(set.dests)
-	if t != nil || b.route != 0 {
-		n = 0
-		for i := range set.dests {
-			if b.takes(i) {
-				n++
-			}
-		}
-		if n == 0 {
-			panic("BUG: fastpath: a batch was opened for a tenant no destination takes")
+	set := b.set
+	n := 0
+	for i := range set.dests {
+		if b.takes(i) {
+			n++
 		}
 	}
-	b.pending.Store(int32(n))
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
+	if n == 0 {
+		// Admission refuses a request no destination of its tenant takes (ErrNoRoute,
+		// ErrUnserved); only a request admitted while SetDestinations replaced the set by one
+		// without its signal lands here. It is given up as a refused hand-over is.
+		unservedBatches.Inc()
+		b.pending.Store(1)
+		b.Done(false)
+	} else {
+		b.pending.Store(int32(n))
+	}
 	for i, d := range set.dests {
 		if !b.takes(i) {
 			continue

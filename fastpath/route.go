@@ -107,6 +107,9 @@ func (s *routeSplitter) release() {
 // takes reports whether destination i of the batch's set takes it: those of its route (which
 // only names destinations of its tenant), else those of its tenant.
 func (b *Batch) takes(i int) bool {
+	if !b.set.sigs[i].Has(b.Signal) {
+		return false
+	}
 	if b.route != 0 {
 		return i < 64 && b.route&(1<<i) != 0
 	}
@@ -128,12 +131,12 @@ func (t *Tenant) routeMask() uint64 {
 // more to copy them into their pieces. Counting items walks each entry down to its items: the
 // largest piece is not walked, it holds what the others do not. It allocates nothing once the
 // pools are warm.
-func splitRoutes(rt Router, budget Budget, t *Tenant, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
+func splitRoutes(rt Router, budget Budget, t *Tenant, served uint64, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
 	if layout >= numLayouts {
 		return nil, ErrLayout
 	}
 	s := routeSplitters.Get().(*routeSplitter)
-	cand := t.routeMask() & rt.All()
+	cand := t.routeMask() & rt.All() & served // a destination that does not take sig is no candidate
 	const unrouted = 0xff
 	scratch := pool.GetBytes(len(req)/2 + 1) // an entry takes two bytes at least
 	defer pool.PutBytes(scratch)

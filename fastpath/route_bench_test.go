@@ -17,7 +17,7 @@ func BenchmarkRouteSplit(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(c.req)))
 			for b.Loop() {
-				s, err := splitRoutes(rt, nil, nil, Traces, c.req, 100, LayoutV1)
+				s, err := splitRoutes(rt, nil, nil, ^uint64(0), Traces, c.req, 100, LayoutV1)
 				if err != nil {
 					b.Fatal(err)
 				}

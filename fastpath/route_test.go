@@ -157,7 +157,7 @@ func TestSplitRoutesSignals(t *testing.T) {
 	rt := newRouter(t, "resource:service.name=checkout", "")
 	for _, sig := range []Signal{Traces, Metrics, Logs} {
 		req := routedRequest(t, sig, 3, "cart", "checkout", "payments", "checkout")
-		s, err := splitRoutes(rt, nil, nil, sig, req, 12, LayoutV1)
+		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, req, 12, LayoutV1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func samePiece(a, b gotPiece) bool {
 func TestSplitRoutesOneWay(t *testing.T) {
 	rt := newRouter(t, "resource:service.name=checkout|cart", "")
 	for _, sig := range []Signal{Traces, Metrics, Logs} {
-		s, err := splitRoutes(rt, nil, nil, sig, routedRequest(t, sig, 2, "checkout", "cart"), 4, LayoutV1)
+		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, routedRequest(t, sig, 2, "checkout", "cart"), 4, LayoutV1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,14 +187,14 @@ func TestSplitRoutesOneWay(t *testing.T) {
 			t.Errorf("%v: one way: %+v", sig, s)
 		}
 		s.release()
-		s, err = splitRoutes(rt, nil, nil, sig, nil, 0, LayoutV1)
+		s, err = splitRoutes(rt, nil, nil, ^uint64(0), sig, nil, 0, LayoutV1)
 		if err != nil || !s.one || s.n != 0 || s.unrouted != 0 {
 			t.Errorf("%v: empty request: %+v, %v", sig, s, err)
 		}
 		s.release()
 	}
 	only := newRouter(t, "resource:service.name=checkout")
-	s, err := splitRoutes(only, nil, nil, Metrics, routedRequest(t, Metrics, 3, "cart", "payments"), 6, LayoutV1)
+	s, err := splitRoutes(only, nil, nil, ^uint64(0), Metrics, routedRequest(t, Metrics, 3, "cart", "payments"), 6, LayoutV1)
 	if err != nil || s.n != 0 || s.unrouted != 2 || s.lost != 6 {
 		t.Errorf("unrouted: %+v, %v", s, err)
 	}
@@ -224,7 +224,7 @@ func TestSplitRoutesEncodings(t *testing.T) {
 	otep = append(otep, 0x3a, 0x01, 'x') // field 7: stripped
 	otep = protowire.AppendTag(otep, 2, protowire.BytesType)
 	otep = protowire.AppendBytes(otep, cart[2:]) // cart's entry: its one-byte tag and length off
-	s, err := splitRoutes(rt, nil, nil, Logs, otep, 3, LayoutOTEP)
+	s, err := splitRoutes(rt, nil, nil, ^uint64(0), Logs, otep, 3, LayoutOTEP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestSplitRoutesEncodings(t *testing.T) {
 	}
 	s.release()
 	// A malformed top level refuses the request.
-	if _, err := splitRoutes(rt, nil, nil, Logs, append(slices.Clone(co), 0x0a, 0x7f), 1, LayoutV1); err == nil {
+	if _, err := splitRoutes(rt, nil, nil, ^uint64(0), Logs, append(slices.Clone(co), 0x0a, 0x7f), 1, LayoutV1); err == nil {
 		t.Error("a truncated entry was split")
 	}
 }
@@ -433,7 +433,7 @@ func FuzzSplitRoutes(f *testing.F) {
 	f.Add(uint8(0), []byte{0x0a, 0x00, 0x12, 0x01, 0x00})
 	f.Fuzz(func(t *testing.T, sigByte uint8, req []byte) {
 		sig := Signal(sigByte % uint8(NumSignals))
-		s, err := splitRoutes(rt, nil, nil, sig, req, 0, LayoutV1)
+		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, req, 0, LayoutV1)
 		if err != nil {
 			return
 		}

@@ -29,10 +29,15 @@ const (
 	SpoolFull               // with a spool: -spool.max-bytes reached; answered as Full
 	SpoolIO                 // with a spool: it could not write (a full disk); answered as Full
 	Busy                    // the intake limiter had no room for what processing writes: answered as its refusals are
+	Unserved                // no destination takes its signal (-dest signals=): not retryable
 	NumReasons
 )
 
-var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate", "spool_full", "spool_io", "intake_bytes"}
+var names = [NumReasons]string{"invalid", "queue_full", "too_large", "closed", "upstream_failed", "canceled", "tenant_rate", "spool_full", "spool_io", "intake_bytes", "unserved"}
+
+// MsgUnserved is what the intakes answer a request of a signal no destination takes
+// (Unserved) with.
+const MsgUnserved = "no destination takes this signal: add it to a -dest's signals= (by default a destination takes traces, metrics and logs)"
 
 // String returns the reason as used in metric labels. Safe for concurrent use.
 func (r Reason) String() string {
@@ -66,6 +71,8 @@ func Of(err error) Reason {
 		return TooLarge
 	case errors.Is(err, fastpath.ErrClosed):
 		return Closed
+	case errors.Is(err, fastpath.ErrUnserved):
+		return Unserved
 	}
 	// The re-tag found what a scan at a shallower depth let through.
 	return Invalid

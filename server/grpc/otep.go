@@ -24,7 +24,7 @@ func resultOf(reason admission.Reason) otepv1.ResultCode {
 	switch reason {
 	case admission.Accepted:
 		return otepv1.ResultCode_Success
-	case admission.Invalid, admission.TooLarge:
+	case admission.Invalid, admission.TooLarge, admission.Unserved:
 		return otepv1.ResultCode_FailedNoneRetryable
 	}
 	return otepv1.ResultCode_FailedRetryable

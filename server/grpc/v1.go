@@ -141,6 +141,10 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 			return nil, s.unavailable(msgUpstream)
 		case admission.Throttled:
 			return nil, throttled(wait)
+		case admission.Unserved:
+			// UNIMPLEMENTED, as a server that does not serve a signal answers: OTLP exporters
+			// do not retry it, and a retry would meet the same configuration.
+			return nil, status.Error(codes.Unimplemented, admission.MsgUnserved)
 		case admission.Busy:
 			// The intake limiter had no room for what processing writes: as any of its
 			// refusals, retried after its wait.

@@ -184,6 +184,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, f format, sig fastpath.Signal,
 	case admission.Throttled:
 		// Not overload: one tenant is over its rate, and it alone is told to wait.
 		sendRetry(ctx, f, s.replies.tenantRate, wait)
+	case admission.Unserved:
+		send(ctx, f, s.replies.unserved)
 	case reasonBusy:
 		s.refuseBusy(ctx, f)
 	case reasonBodyTooLarge:

@@ -71,7 +71,7 @@ type replies struct {
 	malformed, overloaded429, overloaded503, upstream, queueTooLarge, closed    *reply
 	headerTooLarge, badRequest, timeout, busy                                   *reply
 	tooManyTenants, badTenant, noRoute, tenantRate                              *reply
-	peerTenants, credential, tenantClaim                                        *reply
+	peerTenants, credential, tenantClaim, unserved                              *reply
 }
 
 func newReplies(cfg Config) *replies {
@@ -104,6 +104,9 @@ func newReplies(cfg Config) *replies {
 		peerTenants:    newReply(fasthttp.StatusForbidden, codes.ResourceExhausted, msgPeerTenants),
 		credential:     newReply(fasthttp.StatusUnauthorized, codes.Unauthenticated, msgCredential),
 		tenantClaim:    newReply(fasthttp.StatusForbidden, codes.PermissionDenied, msgTenantClaim),
+		// 404, as an OTLP/HTTP receiver that does not serve a signal answers: a 4xx other than
+		// 429 is not retried by OTLP exporters, and a retry would meet the same configuration.
+		unserved: newReply(fasthttp.StatusNotFound, codes.Unimplemented, admission.MsgUnserved),
 	}
 }
 

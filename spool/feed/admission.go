@@ -63,6 +63,9 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 		// spooled plain, counted as the pass-through being off.
 		cfg.PassThrough = false
 	}
+	if cfg.Served == nil {
+		cfg.Served = new(fastpath.Served)
+	}
 	a := &Admission{cfg: cfg, s: s}
 	a.encs.Store(&fastpath.Encodings{})
 	return a, nil
@@ -71,10 +74,13 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 // SetDestinations tells admission what the destinations send pass-through batches in, in the
 // order of the tenant routes' numbering: a compressed request is spooled as it arrived only
 // when every destination that takes it sends its encoding, so that no feeder inflates a
-// record but after a change of destinations. Until the first call, none does.
+// record but after a change of destinations. Until the first call, none does, and every
+// signal is taken; after it, a request of a signal no destination takes is refused
+// (fastpath.ErrUnserved).
 func (a *Admission) SetDestinations(dests []fastpath.Destination) {
 	e := fastpath.EncodingsOf(dests)
 	a.encs.Store(&e)
+	a.cfg.Served.Set(dests)
 }
 
 // Admit appends req, in layout, to the spool. It returns no batch: the request is answered

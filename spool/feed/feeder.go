@@ -66,6 +66,9 @@ type Feeder struct {
 	// enc is the encoding whose compressed records the destination sends as they are
 	// (fastpath.WireEncoder); the others are inflated.
 	enc fastpath.Encoding
+	// sigs is what the destination takes (-dest signals=): its feeder finishes the records
+	// of the others unread, so that they hold no spool space on its account.
+	sigs fastpath.SignalSet
 
 	held     atomic.Int64
 	maxBytes atomic.Int64 // Config.MaxBytes, or what SetMaxBytes set since
@@ -132,6 +135,7 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	if w, ok := d.(fastpath.WireEncoder); ok && cfg.Router == nil {
 		f.enc = w.PassThrough() // with routes every record is inflated, to be filtered
 	}
+	f.sigs = fastpath.SignalsOf(d)
 	f.maxBytes.Store(cfg.MaxBytes)
 	return f, nil
 }
@@ -265,6 +269,15 @@ func (f *Feeder) fill() (bool, error) {
 			// A valid frame of a signal this build does not know: nothing can deliver it.
 			*buf = (*buf)[:before]
 			f.r.Drop(e.Pos, spool.DropUndeliverable)
+			if len(f.cur.h.pos) == 0 {
+				f.close()
+			}
+			continue
+		}
+		if !f.sigs.Has(fastpath.Signal(e.Signal)) {
+			// A signal the destination does not take: the destinations that take it deliver it.
+			*buf = (*buf)[:before]
+			f.r.Finish(e.Pos)
 			if len(f.cur.h.pos) == 0 {
 				f.close()
 			}
