@@ -24,7 +24,7 @@ var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while ten
 // SetDestinations does meanwhile.
 type destSet struct {
 	dests            []Destination
-	sigs             []SignalSet // what each destination takes
+	sigs             []SignalSet          // what each destination takes
 	refFull, refShut []prometheus.Counter // otlpgate_fastpath_destination_refused_batches_total
 	// users counts the batches opened with this set that have not yet been handed to every
 	// destination of it: SetDestinations waits for it to reach zero.
