@@ -60,7 +60,7 @@ var (
 	}, []string{"signal"})
 	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_refused_items_total",
-		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it, as received or as processing would make it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes (or -intake.unauthenticated.max-bytes) had no room for what processing writes).",
+		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it, as received or as processing would make it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes (or -intake.unauthenticated.max-bytes) had no room for what processing writes; unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"signal", "reason"})
 	strippedFields = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_stripped_fields_total",

@@ -56,7 +56,7 @@ var (
 	}, []string{"encoding", "signal"})
 	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_refused_requests_total",
-		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled, tenant_rate: the tenant was over -tenant.rate; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes had no room for what processing writes).",
+		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled, tenant_rate: the tenant was over -tenant.rate; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes had no room for what processing writes; unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"encoding", "signal", "reason"})
 	refusedItemsCounter = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_refused_items_total",
