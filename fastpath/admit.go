@@ -142,8 +142,7 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 		tenantRefusedNoRoute.Inc()
 		return Prepared{}, ErrNoRoute
 	}
-	if cfg.Served.of(sig)&t.routeMask() == 0 {
-		refusedItemsC[sig][RefusedUnserved].Add(float64(items))
+	if unserved(cfg, t, sig, items) {
 		return Prepared{}, ErrUnserved
 	}
 	if int64(len(req)) > cfg.QueueMaxBytes {
@@ -180,6 +179,17 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 		return Prepared{}, err
 	}
 	return r, nil
+}
+
+// unserved reports, and counts, a request of tenant t (resolved: the default tenant for nil)
+// and signal sig that no destination of its tenant takes (-dest signals=). seal must never be
+// handed a batch no destination takes.
+func unserved(cfg *Config, t *Tenant, sig Signal, items int) bool {
+	if cfg.Served.of(sig)&t.routeMask() != 0 {
+		return false
+	}
+	refusedItemsC[sig][RefusedUnserved].Add(float64(items))
+	return true
 }
 
 // routes splits the request by route (Config.Router, route.go). A request no destination

@@ -147,6 +147,9 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 		tenantRefusedNoRoute.Inc()
 		return nil, ErrNoRoute
 	}
+	if unserved(&p.cfg, t, sig, items) {
+		return nil, ErrUnserved
+	}
 	if int64(len(wire)) > p.cfg.QueueMaxBytes || int64(len(plain)) > p.cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return nil, ErrTooLarge
@@ -214,6 +217,9 @@ func PrepareWire(cfg *Config, encs Encodings, t *Tenant, sig Signal, plain, wire
 	if t != nil && !t.routed {
 		tenantRefusedNoRoute.Inc()
 		return Prepared{}, 0, true, ErrNoRoute
+	}
+	if unserved(cfg, t, sig, items) {
+		return Prepared{}, 0, true, ErrUnserved
 	}
 	if int64(len(wire)) > cfg.QueueMaxBytes || int64(len(plain)) > cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
