@@ -37,7 +37,7 @@ var (
 	})
 	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
-		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), consume_error (UNKNOWN_SERVER_ERROR).",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), unserved (no destination takes metrics, -dest signals=: UNKNOWN_SERVER_ERROR), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})
 	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
 	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
@@ -51,6 +51,7 @@ var (
 	errSpoolIO             = exportErrors.WithLabelValues("spool_io")
 	errIntakeBusy          = exportErrors.WithLabelValues("intake_busy")
 	errQueueTooLarge       = exportErrors.WithLabelValues("queue_too_large")
+	errUnserved            = exportErrors.WithLabelValues("unserved")
 	errConsume             = exportErrors.WithLabelValues("consume_error")
 
 	exportSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
@@ -192,6 +193,12 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 	case errors.Is(err, fastpath.ErrTooLarge):
 		errQueueTooLarge.Inc()
 		return errTelemetryTooLarge
+	case errors.Is(err, fastpath.ErrUnserved):
+		// The configuration has no destination for metrics: counted under the reason the
+		// pipeline counts it by, apart from failures. The answer stays the one a failure
+		// gets: KIP-714 has no code for a broker that takes no metrics.
+		errUnserved.Inc()
+		return errUnknownServerError
 	default:
 		errConsume.Inc()
 		return errUnknownServerError

@@ -181,6 +181,46 @@ func TestPushErrors(t *testing.T) {
 	}
 }
 
+// tracesOnly is a destination that takes traces only, as a -dest with signals=traces.
+type tracesOnly struct{ *testkit.Recorder }
+
+func (tracesOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Traces }
+
+// With no destination that takes metrics (-dest signals=traces), a push is refused and counted
+// as unserved, the reason the pipeline counts it by, not as consume_error.
+func TestPushUnservedCountedAsUnserved(t *testing.T) {
+	rec := &testkit.Recorder{}
+	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{tracesOnly{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s, _ := startServer(t, testConfig(), p)
+	c := dial(t, s, "unserved")
+	sub := c.get([16]byte{})
+	payload, err := testMetrics("a.gauge", "a.sum").MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unserved, failed, exported := counterValue(t, errUnserved), counterValue(t, errConsume), counterValue(t, exportedPushes)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errUnknownServerError {
+		t.Fatalf("code %d, want %d", code, errUnknownServerError)
+	}
+	if d := counterValue(t, errUnserved) - unserved; d != 1 {
+		t.Errorf("pushes refused as unserved: %v, want 1", d)
+	}
+	if d := counterValue(t, errConsume) - failed; d != 0 {
+		t.Errorf("pushes refused as consume_error: %v, want 0", d)
+	}
+	if d := counterValue(t, exportedPushes) - exported; d != 0 {
+		t.Errorf("pushes exported: %v, want 0", d)
+	}
+	p.Close()
+	if n := rec.Count(); n != 0 {
+		t.Errorf("destination got %d batches, want none", n)
+	}
+}
+
 func counterValue(t testing.TB, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)

@@ -21,15 +21,16 @@ const (
 	consumeSpoolFull
 	consumeSpoolIO
 	consumeIntakeBytes
+	consumeUnserved
 	numConsumeOutcomes
 )
 
-var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error", "spool_full", "spool_io", "intake_bytes"}
+var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error", "spool_full", "spool_io", "intake_bytes", "unserved"}
 
 var (
 	itemsVec = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_uds_items_total",
-		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error, spool_full: -spool.max-bytes reached, spool_io: the spool could not write, intake_bytes: -intake.unauthenticated.max-bytes had no room for what processing writes).",
+		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error, spool_full: -spool.max-bytes reached, spool_io: the spool could not write, intake_bytes: -intake.unauthenticated.max-bytes had no room for what processing writes, unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"signal", "outcome"})
 	// itemsCounters[signal][outcome], resolved once: no label formatting on the hot path.
 	itemsCounters = func() (c [2][numConsumeOutcomes]prometheus.Counter) {
@@ -57,6 +58,10 @@ func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
 		o = consumeFull
 	case errors.Is(err, fastpath.ErrTooLarge):
 		o = consumeTooLarge
+	case errors.Is(err, fastpath.ErrUnserved):
+		// The configuration has no destination for the signal: counted under the reason
+		// the pipeline counts it by, apart from failures.
+		o = consumeUnserved
 	default:
 		o = consumeError
 	}

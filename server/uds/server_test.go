@@ -658,3 +658,57 @@ func TestConsumerSpoolRefusalsCountedByCause(t *testing.T) {
 		t.Errorf("spans dropped as full: %v, want 0", d)
 	}
 }
+
+// tracesOnly is a destination that takes traces only, as a -dest with signals=traces.
+type tracesOnly struct{ *testkit.Recorder }
+
+func (tracesOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Traces }
+
+// With no destination that takes metrics (-dest signals=traces), the data points of an export
+// are refused and counted as unserved, the reason the pipeline counts them by, not as an
+// error; spans still pass.
+func TestConsumerUnservedCountedAsUnserved(t *testing.T) {
+	rec := &testkit.Recorder{}
+	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{tracesOnly{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := newExportServer(t, p, 1<<20)
+	unserved, failed := counter(itemsCounters[1][consumeUnserved]), counter(itemsCounters[1][consumeError])
+	spans := counter(itemsCounters[0][consumeAccepted])
+
+	c := newConn(srv)
+	c.feed(newStream(4).init().spans("a", "b").buf)
+	c.close()
+	feedProcess(srv, 5, 3, true)
+	now := srv.clock.Now()
+	due, _ := srv.reg.due(now, false)
+	if kept := srv.exportMetrics(due, now, false); len(kept) != 0 {
+		t.Fatalf("kept %d processes to export again, want none: the refusal is final", len(kept))
+	}
+
+	if d := counter(itemsCounters[1][consumeUnserved]) - unserved; d != 1 {
+		t.Errorf("points dropped as unserved: %v, want 1", d)
+	}
+	if d := counter(itemsCounters[1][consumeError]) - failed; d != 0 {
+		t.Errorf("points dropped as error: %v, want 0", d)
+	}
+	if d := counter(itemsCounters[0][consumeAccepted]) - spans; d != 2 {
+		t.Errorf("spans accepted: %v, want 2", d)
+	}
+	p.Close()
+	ids, bad := rec.SpanIDs()
+	n := 0
+	for _, c := range ids {
+		n += c
+	}
+	if n != 2 || bad != 0 {
+		t.Errorf("destination got spans %v (%d undecodable bodies), want the 2 sent", ids, bad)
+	}
+	for _, g := range rec.Received() {
+		if g.Signal != fastpath.Traces {
+			t.Errorf("destination got a %v batch of %d items, want traces only", g.Signal, g.Items)
+		}
+	}
+}
