@@ -15,7 +15,8 @@ import (
 // ParseDest reads a -dest value: comma-separated key=value pairs, applied over base (usually
 // DefaultConfig()). Keys are the kebab-case names given on each Config field; a dot may stand
 // for a dash (retry.initial = retry-initial). Sizes accept KiB, MiB, GiB (and KB, MB, GB)
-// suffixes, durations Go's syntax (100ms, 5m), booleans true/false. An unknown key, a key given
+// suffixes, durations Go's syntax (100ms, 5m), booleans true/false. A value in double quotes
+// may hold commas, with \" and \\ for a quote and a backslash (SplitDest). An unknown key, a key given
 // twice (header excepted) or a bad value is an error naming the key. The result is validated.
 //
 // Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
@@ -28,9 +29,12 @@ func ParseDest(spec string, base Config) (Config, error) {
 	c.Headers = maps.Clone(base.Headers)
 	seen := map[string]bool{}
 	tlsSet, tlsKeys := false, false
-	i := 0
+	items, err := SplitDest(spec)
+	if err != nil {
+		return Config{}, fmt.Errorf("client: -dest: %w", err)
+	}
 	last := ""
-	for item := range strings.SplitSeq(spec, ",") {
+	for i, item := range items {
 		i++
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -47,17 +51,19 @@ func ParseDest(spec string, base Config) (Config, error) {
 		}
 		k, v, ok := strings.Cut(item, "=")
 		k = strings.ReplaceAll(strings.TrimSpace(k), ".", "-")
-		v = strings.TrimSpace(v)
 		if !ok || k == "" {
 			// The item is not quoted: it may be the tail of a header value cut at a comma.
-			return Config{}, fmt.Errorf("client: -dest item %d is not key=value", i)
+			return Config{}, fmt.Errorf("client: -dest item %d is not key=value (a value holding a comma is written in double quotes: key=\"a,b\")", i)
+		}
+		v, err := Unquote(strings.TrimSpace(v))
+		if err != nil {
+			return Config{}, fmt.Errorf("client: -dest key %q: %w", k, err)
 		}
 		if seen[k] && k != "header" && k != "header-file" {
 			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
 		}
 		seen[k] = true
 		last = k
-		var err error
 		switch k {
 		case "name":
 			c.Name = v
@@ -261,13 +267,16 @@ func parseSize32(s string) (int32, error) {
 // RedactDest returns spec with the value of every header item replaced, so that a -dest can be
 // logged or shown in an error without the credentials it may carry. Safe for concurrent use.
 func RedactDest(spec string) string {
-	items := strings.Split(spec, ",")
+	items := DestItems(spec)
 	inHeader := false
 	for i, item := range items {
 		k, v, ok := strings.Cut(item, "=")
 		if ok && strings.TrimSpace(k) == "header" {
 			hk, _, _ := strings.Cut(v, ":")
 			items[i] = k + "=" + hk + ":<redacted>"
+			if strings.HasPrefix(strings.TrimSpace(v), "\"") {
+				items[i] += "\"" // a quoted value, commas and all, is one item
+			}
 			inHeader = true
 			continue
 		}

@@ -263,7 +263,7 @@ func (c Config) parseDests(specs []string) ([]client.Config, error) {
 
 // specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
 func specHasKey(spec, key string) bool {
-	for _, item := range strings.Split(spec, ",") {
+	for _, item := range client.DestItems(spec) {
 		k, _, _ := strings.Cut(item, "=")
 		if strings.ReplaceAll(strings.TrimSpace(k), ".", "-") == key {
 			return true

@@ -44,6 +44,9 @@ func parseDestFile(body []byte) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		if _, err := client.SplitDest(spec); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
 		specs = append(specs, spec)
 	}
 	return specs, nil

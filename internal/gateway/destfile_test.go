@@ -35,6 +35,15 @@ func TestParseDestFile(t *testing.T) {
 		err.Error() != "line 3: environment variable OTLPGATE_TEST_UNSET is not set (${env:OTLPGATE_TEST_UNSET})" {
 		t.Errorf("an unset variable: %v", err)
 	}
+	// A quoted value holds commas; one left open is refused with its line.
+	got, err = parseDestFile([]byte("name=a,endpoint=x:1,header=\"authorization:Basic a,b\"\n"))
+	if err != nil || len(got) != 1 {
+		t.Errorf("a quoted value: %q, %v", got, err)
+	}
+	if _, err := parseDestFile([]byte("name=a,endpoint=x:1\n# b\nname=c,header=\"k:a,b\n")); err == nil ||
+		err.Error() != `line 3: a value opened with " has no closing quote` {
+		t.Errorf("an unterminated quote: %v", err)
+	}
 }
 
 // writeFile replaces path's content the way an operator's tool should: a new file renamed over

@@ -24,12 +24,15 @@ var ErrDestFileResourceRoutes = errors.New("-dest.file cannot be combined with m
 
 // cutMatch returns spec without its match item, and that item's value ("" without one).
 func cutMatch(spec string) (rest, match string) {
-	items := strings.Split(spec, ",")
+	items := client.DestItems(spec)
 	kept := items[:0]
 	for _, item := range items {
 		k, v, _ := strings.Cut(item, "=")
 		if strings.TrimSpace(k) == matchKey {
 			match = strings.TrimSpace(v)
+			if u, err := client.Unquote(match); err == nil {
+				match = u // a quoted rule may hold commas: resource:k="a,b" is written match="resource:k=a,b"
+			}
 			if match == "" {
 				match = " " // given empty: ParseRoute refuses it
 			}
@@ -49,7 +52,7 @@ func (c Config) resourceRoutes() ([][]process.Match, error) {
 	routed := false
 	for _, spec := range c.Dests {
 		n := 0
-		for _, item := range strings.Split(spec, ",") {
+		for _, item := range client.DestItems(spec) {
 			if k, _, _ := strings.Cut(item, "="); strings.TrimSpace(k) == matchKey {
 				n++
 			}
