@@ -20,6 +20,9 @@ const (
 	// ProtocolHTTP is OTLP/HTTP: each batch is POSTed as application/x-protobuf to
 	// {endpoint}/v1/{signal} (http.go). Unary mode only.
 	ProtocolHTTP = "http"
+	// ProtocolFile writes each batch as a line of OTLP/JSON to Path (client/filedest): an
+	// archive beside the upstreams, counted under the same series.
+	ProtocolFile = "file"
 )
 
 // Modes a destination sends in.
@@ -56,6 +59,9 @@ type Config struct {
 	// For ProtocolHTTP it is a URL, http://host:port or https://host:port, optionally with a
 	// base path that the signal paths are appended to, as OTEL_EXPORTER_OTLP_ENDPOINT is.
 	Endpoint string
+	// Path is the file a ProtocolFile destination appends to (path); its directory is created.
+	// Required for protocol file, refused for the others.
+	Path string
 	// Protocol is ProtocolOTEP, ProtocolV1 or ProtocolHTTP (protocol, default v1, the standard
 	// OTLP/gRPC that every OTLP receiver serves; ParseDest makes it http for an http:// or
 	// https:// endpoint). OTEP is otlpgate's own service: only otlpgate serves it.
@@ -321,6 +327,12 @@ func (c Config) validate() error {
 	case strings.ContainsAny(c.Name, ",= \t\n"):
 		return fmt.Errorf("name %q holds a comma, an equals sign or a space", c.Name)
 	}
+	if c.Protocol == ProtocolFile {
+		return c.validateFile()
+	}
+	if c.Path != "" {
+		return fmt.Errorf("path is for protocol file, not %s", c.Protocol)
+	}
 	if err := c.validateFleet(); err != nil {
 		return err
 	}
@@ -337,7 +349,7 @@ func (c Config) validate() error {
 			return err
 		}
 	default:
-		return fmt.Errorf("protocol %q (want otep, v1 or http)", c.Protocol)
+		return fmt.Errorf("protocol %q (want otep, v1, http or file)", c.Protocol)
 	}
 	if c.Resolver != "" && c.Protocol == ProtocolHTTP {
 		return errors.New("a balanced destination (resolver=) speaks otep or v1, not http")
@@ -553,6 +565,21 @@ func (c Config) validateFleet() error {
 		}
 	default:
 		return fmt.Errorf("resolver %q (want static, dns or file)", c.Resolver)
+	}
+	return nil
+}
+
+// validateFile checks a ProtocolFile destination: a path, and none of the keys that address an
+// upstream, which it would ignore. Whether the directory can be created is found by
+// filedest.New, which creates it.
+func (c Config) validateFile() error {
+	switch {
+	case c.Path == "":
+		return errors.New("path is required for protocol file (path=/var/lib/otlpgate/archive.jsonl)")
+	case c.Endpoint != "" || c.Resolver != "" || len(c.Endpoints) > 0 || c.EndpointsFile != "":
+		return errors.New("protocol file writes to path: endpoint, resolver and endpoints are for the upstreams")
+	case c.QueueBytes <= 0:
+		return errors.New("queue bytes must be positive")
 	}
 	return nil
 }

@@ -73,6 +73,8 @@ func ParseDest(spec string, base Config) (Config, error) {
 			c.Endpoint = v
 		case "protocol":
 			c.Protocol = v
+		case "path":
+			c.Path = v
 		case "mode":
 			c.Mode = v
 		case "traces-path":

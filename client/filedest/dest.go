@@ -15,11 +15,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // Config of the file destination.
 type Config struct {
+	// Name labels the destination in the client's series (otlpgate_client_*, the status page)
+	// and logs (-dest name=, default file).
+	Name string
 	// Path of the file (-file.path, default ./data/otlp.jsonl). Its directory is created.
 	Path string
 	// MaxBytes rotates the file once it would grow past this size (-file.max-bytes, default 100MiB).
@@ -47,6 +51,7 @@ func (c Config) modes() (file, dir os.FileMode) {
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
+		Name:            "file",
 		Path:            "./data/otlp.jsonl",
 		MaxBytes:        100 << 20,
 		MaxBackups:      3,
@@ -58,6 +63,8 @@ func DefaultConfig() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	switch {
+	case c.Name == "":
+		return errors.New("filedest: empty name")
 	case c.Path == "":
 		return errors.New("filedest: empty path")
 	case c.MaxBytes <= 0:
@@ -106,6 +113,12 @@ type Dest struct {
 	fs     fileSystem
 	queue  chan *fastpath.Batch
 	queued atomic.Int64
+	limit  atomic.Int64 // queue bound, QueueBytes until SetQueueBytes
+	counts *client.Counts
+
+	errMu   sync.Mutex
+	lastErr string // the latest failure, for the status page (LastError)
+	errAt   time.Time
 
 	mu struct {
 		sync.Mutex
@@ -144,7 +157,9 @@ func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Dest{cfg: cfg, log: log, fs: fs, queue: make(chan *fastpath.Batch, 4096),
-		stop: make(chan struct{}), done: make(chan struct{}), finish: (*fastpath.Batch).Done}
+		stop: make(chan struct{}), done: make(chan struct{}), finish: (*fastpath.Batch).Done,
+		counts: client.NewCounts(cfg.Name)}
+	d.limit.Store(cfg.QueueBytes)
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -153,7 +168,25 @@ func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 }
 
 // Name implements fastpath.Destination.
-func (d *Dest) Name() string { return "file" }
+func (d *Dest) Name() string { return d.cfg.Name }
+
+// SetQueueBytes changes the queue bound in place (a reload that changed queue-bytes alone).
+// Safe for concurrent use.
+func (d *Dest) SetQueueBytes(n int64) { d.limit.Store(n) }
+
+// LastError returns the latest failure to open or write the file and when it happened; "" when
+// there was none. Safe for concurrent use.
+func (d *Dest) LastError() (string, time.Time) {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	return d.lastErr, d.errAt
+}
+
+func (d *Dest) setLastError(err error) {
+	d.errMu.Lock()
+	d.lastErr, d.errAt = err.Error(), time.Now()
+	d.errMu.Unlock()
+}
 
 // Enqueue implements fastpath.Destination. Safe for concurrent use.
 func (d *Dest) Enqueue(b *fastpath.Batch) error {
@@ -165,7 +198,7 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 	n := int64(b.Len())
 	// Enqueue holds d.mu and the writer only takes bytes off: checking before adding keeps the
 	// gauge from reading above the bound while batches are refused.
-	if d.queued.Load()+n > d.cfg.QueueBytes {
+	if d.queued.Load()+n > d.limit.Load() {
 		return fastpath.ErrFull
 	}
 	d.queued.Add(n)
@@ -296,6 +329,8 @@ func (d *Dest) add(b *fastpath.Batch) {
 	if err != nil {
 		d.buf = d.buf[:start]
 		failedItems.WithLabelValues("encode").Add(float64(b.Items))
+		d.counts.Dropped("encode", b.Items)
+		d.setLastError(fmt.Errorf("cannot encode a %s batch: %w", b.Signal, err))
 		d.log.Warn("file destination cannot encode a batch", "signal", b.Signal.String(), "err", err)
 		d.finish(b, false)
 		return
@@ -349,6 +384,7 @@ func (d *Dest) flush() {
 		if reason == "write" {
 			fileErrors.WithLabelValues("write").Inc()
 		}
+		d.setLastError(err)
 		d.cutTorn(written, whole)
 		d.closeFile()
 		if !d.failing {
@@ -366,9 +402,11 @@ func (d *Dest) flush() {
 			d.items[b.Signal] += int64(b.Items)
 			d.bytes += int64(b.Len())
 			writtenItems.WithLabelValues(b.Signal.String()).Add(float64(b.Items))
+			d.counts.Delivered(b.Items, b.Len())
 			d.finish(b, true)
 		} else {
 			failedItems.WithLabelValues(reason).Add(float64(b.Items))
+			d.counts.Dropped(reason, b.Items)
 			d.lost += int64(b.Items)
 			d.finish(b, false)
 		}
@@ -405,7 +443,7 @@ func (d *Dest) summary() {
 	if d.cfg.SummaryInterval == 0 {
 		return
 	}
-	d.log.Info("file destination",
+	d.log.Info("file destination", "name", d.cfg.Name,
 		"path", d.cfg.Path,
 		"spans", d.items[fastpath.Traces], "points", d.items[fastpath.Metrics], "logs", d.items[fastpath.Logs],
 		"batches", d.batches[0]+d.batches[1]+d.batches[2], "bytes", d.bytes)
@@ -431,6 +469,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 		case b := <-d.queue:
 			d.queued.Add(-int64(b.Len()))
 			failedItems.WithLabelValues("shutdown").Add(float64(b.Items))
+			d.counts.Dropped(client.DropShutdownQueued.String(), b.Items)
 			lost += b.Items
 			d.finish(b, false)
 			continue

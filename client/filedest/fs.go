@@ -2,7 +2,11 @@ package filedest
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // fileSystem is what the destination asks of the file system. The writer goroutine is its only
@@ -64,3 +68,43 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
 func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+// CheckPath reports, without creating anything, whether a file destination could open path: its
+// nearest existing ancestor must be a directory this process can create entries in (the missing
+// directories are created at the start), and an existing file must be writable. For otlpgate
+// -check, which creates nothing on disk.
+func CheckPath(path string) error {
+	if path == "" {
+		return errors.New("filedest: path is required")
+	}
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("filedest: %s is a directory, not a file", path)
+		}
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("filedest: cannot write %s: %w", path, err)
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	for {
+		st, err := os.Stat(dir)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("filedest: cannot create the directory of %s: %s is not a directory", path, dir)
+			}
+			if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("filedest: cannot create the directory of %s: %s: %w", path, dir, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("filedest: cannot create the directory of %s: %w", path, err)
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return fmt.Errorf("filedest: cannot create the directory of %s", path)
+		}
+		dir = up
+	}
+}

@@ -164,7 +164,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.IntVar(&tn.MetricsTop, "tenant.metrics.top", tn.MetricsTop, "tenants with series of their own in the per-tenant counters, the first seen since start; later ones are summed under tenant=\"_other\" (otlpgate_tenant_admitted_items_total, otlpgate_tenant_admitted_bytes_total, otlpgate_tenant_throttled_requests_total)")
 
 	f := &cfg.file
-	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given")
+	fs.StringVar(&f.Path, "file.path", f.Path, "OTLP/JSON lines file written when no -dest is given, by the destination named file; a -dest protocol=file,path= writes its own, with the other -file.* settings")
 	fs.Var(byteSize{&f.MaxBytes}, "file.max-bytes", "rotate the file before it grows past this size")
 	fs.IntVar(&f.MaxBackups, "file.max-backups", f.MaxBackups, "rotated files kept (path.1 is the newest)")
 	fs.Var(byteSize{&f.QueueBytes}, "file.queue-bytes", "batches waiting to be written; past it they are dropped (otlpgate_fastpath_destination_refused_batches_total{destination=\"file\"})")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/client/filedest"
 )
 
 // startDestinations reads DestFile (its content is returned) and returns the destinations a
@@ -52,8 +53,19 @@ func (c Config) Check() (string, error) {
 		return "", err
 	}
 	for _, d := range configs {
+		if d.Protocol == client.ProtocolFile {
+			if err := filedest.CheckPath(d.Path); err != nil {
+				return "", fmt.Errorf("-dest %s: %w", d.Name, err)
+			}
+			continue
+		}
 		if err := d.CheckFiles(); err != nil {
 			return "", fmt.Errorf("-dest %s: %w", d.Name, err)
+		}
+	}
+	if len(configs)+len(c.Extra) == 0 {
+		if err := filedest.CheckPath(c.File.Path); err != nil {
+			return "", fmt.Errorf("-file.path: %w", err)
 		}
 	}
 	for _, check := range []func() error{c.GRPC.CheckFiles, c.HTTP.CheckFiles, c.Kafka.CheckFiles, c.UDS.CheckFiles} {

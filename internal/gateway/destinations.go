@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
@@ -45,6 +46,17 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 	m := &member{name: c.Name, key: spoolKey(c), cfg: &c, queue: c.QueueBytes}
 	built := c // m.cfg, compared at a reload, stays as configured
 	built.Tally = &g.tally
+	if c.Protocol == client.ProtocolFile {
+		fc := g.cfg.File // -file.* settings, with the destination's own name, path and queue
+		fc.Name, fc.Path, fc.QueueBytes = c.Name, c.Path, c.QueueBytes
+		f, err := filedest.New(fc, g.log)
+		if err != nil {
+			return nil, fmt.Errorf("destination %q: %w", c.Name, err)
+		}
+		m.dest, m.out = f, f
+		g.log.Info("destination", "name", c.Name, "protocol", c.Protocol, "path", c.Path)
+		return m, nil
+	}
 	if c.Resolver != "" {
 		f, err := client.NewFleet(built, g.log)
 		if err != nil {
@@ -66,7 +78,7 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 // resizable is an upstream whose queue bound changes in place.
 type resizable interface{ SetQueueBytes(n int64) }
 
-var _, _ resizable = (*client.Dest)(nil), (*client.Fleet)(nil)
+var _, _, _ resizable = (*client.Dest)(nil), (*client.Fleet)(nil), (*filedest.Dest)(nil)
 
 // sameBut reports whether a and b differ at most in QueueBytes, the one setting a running
 // destination takes in place.

@@ -176,7 +176,7 @@ func (g *Gateway) build() error {
 			return err
 		}
 		ms = append(ms, &member{name: file.Name(), dest: file, out: file, queue: cfg.File.QueueBytes})
-		log.Info("destination", "name", "file", "path", cfg.File.Path)
+		log.Info("destination", "name", file.Name(), "protocol", client.ProtocolFile, "path", cfg.File.Path)
 	}
 
 	// What processing writes (-resource.set, sampling's trace_states) past a request's own

@@ -59,7 +59,8 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	cmd := exec.Command(bin, "-grpc.listen", "127.0.0.1:0", "-http.listen", "", "-uds.listen", "", "-admin.listen", "127.0.0.1:0",
 		"-status.interval", "250ms", "-status.down-after", "2s", "-batch.max-age", "20ms",
 		"-dest", "name=backend,endpoint="+up.Addr()+",protocol=v1,mode=unary",
-		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms")
+		"-dest", "name=archive,endpoint="+dead+",protocol=v1,mode=unary,retry-max-elapsed=1s,retry-initial=50ms,retry-max=200ms",
+		"-dest", "name=disk,protocol=file,path="+filepath.Join(dir, "disk", "otlp.jsonl")) // a file destination is listed like the others
 	stderr := &testkit.LockedBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -127,7 +128,7 @@ func TestStatusPageShowsOutage(t *testing.T) {
 	}
 
 	// The page refreshes itself: wait, without reloading, until it shows the outage.
-	var archiveRow, archiveErr, backendRow, grpcRow string
+	var archiveRow, archiveErr, backendRow, diskRow, grpcRow string
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		row := func(sel string) string {
@@ -139,17 +140,19 @@ func TestStatusPageShowsOutage(t *testing.T) {
 		}
 		archiveRow, backendRow, grpcRow = row(`tr[data-dest="archive"]`), row(`tr[data-dest="backend"]`), row(`tr[data-intake="grpc"]`)
 		archiveErr = row(`tr[data-dest-error="archive"]`)
+		diskRow = row(`tr[data-dest="disk"]`)
 		if strings.Contains(archiveRow, "down") && strings.Contains(archiveRow, "retry_exhausted") &&
 			strings.Contains(archiveErr, "connection refused") && strings.Contains(archiveErr, "ago") &&
-			strings.Contains(backendRow, "ok") && !strings.Contains(backendRow, "\t0/s") && grpcRow != "" && !strings.HasPrefix(cell(grpcRow, 2), "0/s") {
+			strings.Contains(backendRow, "ok") && !strings.Contains(backendRow, "\t0/s") &&
+			strings.Contains(diskRow, "ok") && !strings.Contains(diskRow, "\t0/s") && grpcRow != "" && !strings.HasPrefix(cell(grpcRow, 2), "0/s") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed the outage:\narchive: %q\nits error: %q\nbackend: %q\ngrpc: %q", archiveRow, archiveErr, backendRow, grpcRow)
+			t.Fatalf("the page never showed the outage:\narchive: %q\nits error: %q\nbackend: %q\ndisk: %q\ngrpc: %q", archiveRow, archiveErr, backendRow, diskRow, grpcRow)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("archive: %s\n%s\nbackend: %s\ngrpc: %s", archiveRow, archiveErr, backendRow, grpcRow)
+	t.Logf("archive: %s\n%s\nbackend: %s\ndisk: %s\ngrpc: %s", archiveRow, archiveErr, backendRow, diskRow, grpcRow)
 	// Since when: the state column is followed by how long ago it changed, and the last ack.
 	if !strings.Contains(archiveRow, "never") || !strings.Contains(archiveRow, "ago") {
 		t.Errorf("archive row does not say since when or that it never acknowledged: %q", archiveRow)

@@ -87,14 +87,17 @@ type DestinationStatus struct {
 	// (holding data with nothing acknowledged for DownAfter, or the upstream does not serve a
 	// signal it is sent: otlpgate_client_unserved_signals); removed while a destination a reload
 	// took out still drains (SetDestinations).
-	State           string             `json:"state"`
-	Since           time.Time          `json:"state_since"`
-	LastAck         *time.Time         `json:"last_ack,omitempty"`
-	LastError       string             `json:"last_error,omitempty"`
-	LastErrorAt     *time.Time         `json:"last_error_at,omitempty"`
-	QueueBytes      float64            `json:"queue_bytes"`
-	InFlight        float64            `json:"in_flight_requests"`
-	ItemsPerSec     float64            `json:"acknowledged_items_per_second"`
+	State       string     `json:"state"`
+	Since       time.Time  `json:"state_since"`
+	LastAck     *time.Time `json:"last_ack,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	QueueBytes  float64    `json:"queue_bytes"`
+	InFlight    float64    `json:"in_flight_requests"`
+	ItemsPerSec float64    `json:"acknowledged_items_per_second"`
+	// AckedItems and AckedRequests are what it delivered since the start (a file: wrote).
+	AckedItems      float64            `json:"acknowledged_items"`
+	AckedRequests   float64            `json:"acknowledged_requests"`
 	LatencyP50      float64            `json:"ack_latency_p50_seconds"`
 	LatencyP99      float64            `json:"ack_latency_p99_seconds"`
 	Dropped         map[string]float64 `json:"dropped_items_by_reason"`
@@ -419,15 +422,17 @@ func (s *sampler) status(now time.Time) Status {
 			t.state = "removed"
 		}
 		ds := DestinationStatus{Name: d, State: t.state, Since: t.since, LastError: errs[d].Message,
-			QueueBytes:  last.sum("otlpgate_client_queue_bytes", dw),
-			InFlight:    last.sum("otlpgate_client_in_flight_requests", dw),
-			ItemsPerSec: round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) })),
-			Dropped:     last.byLabel("otlpgate_client_dropped_items_total", "reason", dw),
-			Retried:     last.byLabel("otlpgate_client_retried_requests_total", "reason", dw),
-			Throttles:   last.sum("otlpgate_client_throttles_total", dw),
-			History:     history(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) }),
-			LatencyP50:  round(quantile(0.5, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
-			LatencyP99:  round(quantile(0.99, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
+			QueueBytes:    last.sum("otlpgate_client_queue_bytes", dw),
+			InFlight:      last.sum("otlpgate_client_in_flight_requests", dw),
+			ItemsPerSec:   round(rate(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) })),
+			AckedItems:    last.sum("otlpgate_client_acknowledged_items_total", dw),
+			AckedRequests: last.sum("otlpgate_client_acknowledged_requests_total", dw),
+			Dropped:       last.byLabel("otlpgate_client_dropped_items_total", "reason", dw),
+			Retried:       last.byLabel("otlpgate_client_retried_requests_total", "reason", dw),
+			Throttles:     last.sum("otlpgate_client_throttles_total", dw),
+			History:       history(ring, func(x *sample) float64 { return x.sum("otlpgate_client_acknowledged_items_total", dw) }),
+			LatencyP50:    round(quantile(0.5, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
+			LatencyP99:    round(quantile(0.99, minuteAgo.latency(d), last.latency(d))*1e4) / 1e4,
 			DroppedPerSec: round(rate(ring, func(x *sample) float64 {
 				return x.sum("otlpgate_client_dropped_items_total", dw)
 			})),
