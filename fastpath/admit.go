@@ -137,7 +137,7 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 	if t == nil && cfg.Tenants != nil {
 		t = cfg.Tenants.def
 	}
-	if t != nil && !t.routed {
+	if t != nil && !t.Routed() {
 		// The intakes that read headers refuse such a tenant in Lookup already.
 		tenantRefusedNoRoute.Inc()
 		return Prepared{}, ErrNoRoute

@@ -2,6 +2,9 @@ package fastpath
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +17,9 @@ var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
 }, []string{"destination", "reason"})
 
-// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant or resource routes: the routes
-// number destinations by position, so a changed set would route data to the wrong ones.
+// ErrTenantRoutes is SetDestinations' refusal on a pipeline with resource routes, and on one
+// with tenant routes unless new routes come with the destinations (SetDestinationsRoutes): the
+// routes number destinations by position, so a changed set would route data to the wrong ones.
 var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant or resource routes are set")
 
 // destSet is the destinations a batch is handed to, with their refusal counters. A batch
@@ -33,8 +37,9 @@ type destSet struct {
 	Encodings
 }
 
-func newDestSet(dests []Destination) *destSet {
+func newDestSet(dests []Destination, routes *routeTable) *destSet {
 	s := &destSet{dests: dests, Encodings: EncodingsOf(dests)}
+	s.routes, s.own = routes, true
 	for _, d := range dests {
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
@@ -50,6 +55,10 @@ type Encodings struct {
 	// the same one; each is each destination's.
 	all  Encoding
 	each []Encoding
+	// routes is the tenant routes of the set when own is set (a pipeline's set: SetDestinationsRoutes
+	// changes them with the destinations), else the tenant table's current ones.
+	routes *routeTable
+	own    bool
 }
 
 // EncodingsOf reads what each of dests sends a pass-through batch in.
@@ -76,13 +85,20 @@ func EncodingsOf(dests []Destination) Encodings {
 // destination takes every tenant; with them the set never changes (SetDestinations refuses),
 // and a tenant's pass-through batches need only the destinations of its match-header.
 func (s Encodings) Of(t *Tenant) Encoding {
-	if t == nil || len(t.tab.cfg.Routes) == 0 {
+	if t == nil {
+		return s.all
+	}
+	rt := s.routes
+	if !s.own {
+		rt = t.tab.routes.Load()
+	}
+	if rt == nil {
 		return s.all
 	}
 	e, seen := EncodingNone, false
 	for i, d := range s.each {
 		switch {
-		case !t.Takes(i):
+		case !t.takesIn(rt, i):
 		case !seen:
 			e, seen = d, true
 		case d != e:
@@ -110,10 +126,36 @@ func (s *destSet) refused(i int, err error) {
 // takes none, and a pipeline with tenant routes (TenantsConfig.Routes) or resource routes
 // (Config.Router) refuses with ErrTenantRoutes. Safe for concurrent use.
 func (p *Pipeline) SetDestinations(dests []Destination) error {
-	if ts := p.cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 {
-		// Routes number the destinations by position: a new set would need routes of its own.
+	if ts := p.cfg.Tenants; ts != nil && ts.routes.Load() != nil {
+		// Routes number the destinations by position: a new set needs routes of its own.
 		return ErrTenantRoutes
 	}
+	return p.setDestinations(dests, nil)
+}
+
+// SetDestinationsRoutes is SetDestinations for a pipeline with tenants: routes are the
+// match-header of each of dests, in the same order (none: every destination takes every
+// tenant). A batch goes by the routes of the set it was opened with, so that a destination
+// that stays keeps its tenants whatever position it moves to; a tenant's Lookup and Routed go
+// by the new routes from the call on.
+func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []Match) error {
+	if len(routes) != 0 {
+		if p.cfg.Tenants == nil {
+			return errors.New("fastpath: tenant routes without tenants")
+		}
+		if len(routes) != len(dests) {
+			return fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(routes), len(dests))
+		}
+		for _, m := range routes {
+			if m.Header != "" && !slices.Contains(p.cfg.Tenants.cfg.Headers, m.Header) {
+				return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(p.cfg.Tenants.cfg.Headers, ","))
+			}
+		}
+	}
+	return p.setDestinations(dests, newRouteTable(routes))
+}
+
+func (p *Pipeline) setDestinations(dests []Destination, routes *routeTable) error {
 	if p.cfg.Router != nil {
 		return ErrTenantRoutes // resource routes number the destinations too
 	}
@@ -125,7 +167,12 @@ func (p *Pipeline) SetDestinations(dests []Destination) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	old := p.dests.Swap(newDestSet(dests))
+	if ts := p.cfg.Tenants; ts != nil {
+		// Before the set: a tenant admitted from now on is checked against the new routes; one
+		// joining an open batch of the old set is handed out by the old set's routes.
+		ts.routes.Store(routes)
+	}
+	old := p.dests.Swap(newDestSet(dests, routes))
 	p.cfg.Served.Set(dests)
 	// Admission compares an open batch's set with the current one under the signal's lock, so
 	// once Flush has taken every signal's lock no batch of the old set is open: what is left

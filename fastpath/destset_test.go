@@ -225,3 +225,61 @@ func TestSetDestinationsWithTenants(t *testing.T) {
 		t.Errorf("%d bytes still queued", q)
 	}
 }
+
+// SetDestinationsRoutes swaps the routes with the set: a batch open across the call goes by
+// the routes of the set it was opened with, a later one by the new routes, so that a
+// destination that moved keeps its tenants.
+func TestSetDestinationsRoutes(t *testing.T) {
+	acmeOnly := Match{Header: "x-scope-orgid", Values: []string{"acme"}}
+	betaOnly := Match{Header: "x-scope-orgid", Values: []string{"beta"}}
+	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: []Match{acmeOnly, betaOnly}})
+	cfg := testConfig()
+	cfg.Tenants = ts
+	cfg.BatchMaxAge = time.Hour // only SetDestinations and Flush seal
+	a, b, c := &recorder{name: "a", ok: true}, &recorder{name: "b", ok: true}, &recorder{name: "c", ok: true}
+	p := newTestPipeline(t, cfg, a, b)
+	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
+	if _, err := lookup(ts, "gamma"); !errors.Is(err, ErrNoRoute) {
+		t.Errorf("gamma before the swap: %v, want ErrNoRoute", err)
+	}
+	admit := func(tn *Tenant) {
+		t.Helper()
+		if _, err := p.AdmitTenant(tn, Traces, entry(10, 'x'), 1, LayoutV1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit(acme)
+	admit(beta)
+	// b moves first, a leaves, c takes the rest.
+	if err := p.SetDestinationsRoutes([]Destination{b, c}, []Match{betaOnly, {}}); err != nil {
+		t.Fatal(err)
+	}
+	gamma := mustLookup(t, ts, "gamma")
+	if !gamma.Routed() || !acme.Routed() || !acme.Takes(1) || acme.Takes(0) || !beta.Takes(0) || beta.Takes(1) {
+		t.Errorf("after the swap: gamma routed %v, acme takes %v %v, beta takes %v %v",
+			gamma.Routed(), acme.Takes(0), acme.Takes(1), beta.Takes(0), beta.Takes(1))
+	}
+	admit(acme)
+	admit(beta)
+	admit(gamma)
+	p.Flush()
+	tenants := func(r *recorder) []string {
+		var got []string
+		for _, bt := range r.batches() {
+			got = append(got, bt.tenant)
+		}
+		slices.Sort(got)
+		return got
+	}
+	for r, want := range map[*recorder][]string{a: {"acme"}, b: {"beta", "beta"}, c: {"acme", "gamma"}} {
+		if got := tenants(r); !slices.Equal(got, want) {
+			t.Errorf("%s got tenants %q, want %q", r.name, got, want)
+		}
+	}
+	if err := p.SetDestinationsRoutes([]Destination{b}, []Match{betaOnly, acmeOnly}); err == nil {
+		t.Error("two routes for one destination were accepted")
+	}
+	if err := p.SetDestinationsRoutes([]Destination{b}, []Match{{Header: "x-other"}}); err == nil {
+		t.Error("a route on a header that is not a tenant header was accepted")
+	}
+}

@@ -140,7 +140,7 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if t != nil && !t.routed {
+	if t != nil && !t.Routed() {
 		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
 		// such a tenant the plain way already, where Prepare refuses it: no destination of
 		// its sends any encoding.)
@@ -214,7 +214,7 @@ func PrepareWire(cfg *Config, encs Encodings, t *Tenant, sig Signal, plain, wire
 	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, enc); !ok {
 		return Prepared{}, f, false, nil
 	}
-	if t != nil && !t.routed {
+	if t != nil && !t.Routed() {
 		tenantRefusedNoRoute.Inc()
 		return Prepared{}, 0, true, ErrNoRoute
 	}

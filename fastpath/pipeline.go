@@ -86,6 +86,10 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if len(dests) == 0 {
 		return nil, errors.New("fastpath: no destination")
 	}
+	var routes *routeTable
+	if ts := cfg.Tenants; ts != nil {
+		routes = ts.routes.Load()
+	}
 	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
 		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
 	}
@@ -97,7 +101,7 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		p.cfg.Served = new(Served)
 	}
 	p.cfg.Served.Set(dests)
-	p.dests.Store(newDestSet(dests))
+	p.dests.Store(newDestSet(dests, routes))
 	for i := range p.sig {
 		sig := Signal(i)
 		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })

@@ -113,16 +113,20 @@ func (b *Batch) takes(i int) bool {
 	if b.route != 0 {
 		return i < 64 && b.route&(1<<i) != 0
 	}
-	return b.Tenant == nil || b.Tenant.Takes(i)
+	return b.Tenant == nil || b.Tenant.takesIn(b.set.routes, i)
 }
 
 // routeMask is the destinations that take t's requests (the first 64), every destination
 // without tenant routes.
 func (t *Tenant) routeMask() uint64 {
-	if t == nil || len(t.tab.cfg.Routes) == 0 {
+	if t == nil {
 		return ^uint64(0)
 	}
-	return t.takes[0]
+	rt := t.tab.routes.Load()
+	if rt == nil {
+		return ^uint64(0)
+	}
+	return t.routesIn(rt).takes[0]
 }
 
 // splitRoutes groups the entries of req (in layout, holding items items) of tenant t by

@@ -250,8 +250,9 @@ type Tenant struct {
 	values []string // by header index
 	label  string   // the values joined by '|': logs and metric labels
 	rec    []byte   // the spool's form (Record)
-	takes  []uint64 // bit i: destination i takes the tenant's batches
-	routed bool     // some destination does
+	// rs is which destinations take the tenant's batches under the routes last asked about
+	// (routesIn): worked out again when the routes change.
+	rs atomic.Pointer[tenantRoutes]
 
 	bucket bucket // -tenant.rate (tenantrate.go)
 	// Counters read by the per-tenant metrics (tenantmetrics.go); series is the index of its
@@ -290,17 +291,55 @@ func (t *Tenant) Value(name string) (string, bool) {
 // String returns the values joined by '|', as in logs and metric labels.
 func (t *Tenant) String() string { return t.label }
 
-// Takes reports whether destination i (in the order of TenantsConfig.Routes) takes the
-// tenant's batches.
-func (t *Tenant) Takes(i int) bool {
-	if len(t.tab.cfg.Routes) == 0 {
+// Takes reports whether destination i (in the order of the current routes: TenantsConfig.Routes,
+// then those of the last SetDestinationsRoutes) takes the tenant's batches.
+func (t *Tenant) Takes(i int) bool { return t.takesIn(t.tab.routes.Load(), i) }
+
+// takesIn is Takes under the routes rt (nil: none, every destination takes every tenant).
+func (t *Tenant) takesIn(rt *routeTable, i int) bool {
+	if rt == nil {
 		return true
 	}
-	return i >= 0 && i/64 < len(t.takes) && t.takes[i/64]&(1<<(i%64)) != 0
+	tk := t.routesIn(rt).takes
+	return i >= 0 && i/64 < len(tk) && tk[i/64]&(1<<(i%64)) != 0
 }
 
 // Routed reports whether any destination takes the tenant's batches.
-func (t *Tenant) Routed() bool { return t.routed }
+func (t *Tenant) Routed() bool {
+	rt := t.tab.routes.Load()
+	return rt == nil || t.routesIn(rt).routed
+}
+
+// routeTable is the destinations' match-headers, in the order of their set. A set of
+// destinations carries the one it was made with, so that a batch goes by the routes of the
+// destinations it is handed to whatever a reload did since.
+type routeTable struct{ ms []Match }
+
+func newRouteTable(ms []Match) *routeTable {
+	if len(ms) == 0 {
+		return nil
+	}
+	return &routeTable{ms: slices.Clone(ms)}
+}
+
+// tenantRoutes is which destinations of rt take a tenant.
+type tenantRoutes struct {
+	rt     *routeTable
+	takes  []uint64 // bit i: destination i takes the tenant's batches
+	routed bool     // some destination does
+}
+
+// routesIn returns which destinations of rt take t: kept, so that it is worked out once per
+// tenant and set of routes (a batch of the set before a reload, still being handed out, may
+// ask once more about the previous routes).
+func (t *Tenant) routesIn(rt *routeTable) *tenantRoutes {
+	if r := t.rs.Load(); r != nil && r.rt == rt {
+		return r
+	}
+	r := t.route(rt)
+	t.rs.Store(r)
+	return r
+}
 
 // Record returns the tenant as the spool records it beside a request: the header names with
 // their values, so that a restart with other -intake.headers still reads it (FromRecord). The
@@ -325,7 +364,10 @@ type Tenants struct {
 	clock func() int64                // nanotime; tests move it
 	swept atomic.Int64                // clock of the last sweep
 	creds atomic.Pointer[credentials] // -auth.tenants-file; nil without (tenantcreds.go)
-	mu    struct {
+	// routes is the current destinations' match-headers (TenantsConfig.Routes, replaced by
+	// SetDestinationsRoutes); nil: every destination takes every tenant.
+	routes atomic.Pointer[routeTable]
+	mu     struct {
 		sync.Mutex
 		all  []*Tenant
 		free []uint32 // ids of expired tenants, for the next new ones
@@ -345,6 +387,7 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
 	ts := &Tenants{cfg: cfg, clock: nanotime}
+	ts.routes.Store(newRouteTable(cfg.Routes))
 	ts.mu.peers = map[netip.Addr]int{}
 	ts.index.Store(newTenantIndex(maphash.MakeSeed(), minIndexSlots))
 	var k TenantKey
@@ -473,7 +516,7 @@ func (ts *Tenants) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, 
 			return nil, err
 		}
 	}
-	if !t.routed {
+	if !t.Routed() {
 		tenantRefusedNoRoute.Inc()
 		return nil, ErrNoRoute
 	}
@@ -525,7 +568,9 @@ func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, err
 	t.label = strings.Join(t.values, "|")
 	t.rec = appendTenantRecord(nil, ts.cfg.Headers, t.values)
 	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
-	ts.route(t)
+	if rt := ts.routes.Load(); rt != nil {
+		t.rs.Store(t.route(rt))
+	}
 	ts.assignSeriesLocked(t)
 	x := ts.index.Load().addLocked(t)
 	ts.chargePeerLocked(t)
@@ -535,16 +580,12 @@ func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, err
 	return t, nil
 }
 
-// route works out which destinations take t: those whose Match names its value or takes every
-// value, and, when none of those with named values does, those without a Match.
-func (ts *Tenants) route(t *Tenant) {
-	rs := ts.cfg.Routes
-	if len(rs) == 0 {
-		t.routed = true
-		return
-	}
-	t.takes = make([]uint64, (len(rs)+63)/64)
-	set := func(i int) { t.takes[i/64] |= 1 << (i % 64); t.routed = true }
+// route works out which destinations of rt take t: those whose Match names its value or takes
+// every value, and, when none of those with named values does, those without a Match.
+func (t *Tenant) route(rt *routeTable) *tenantRoutes {
+	rs := rt.ms
+	r := &tenantRoutes{rt: rt, takes: make([]uint64, (len(rs)+63)/64)}
+	set := func(i int) { r.takes[i/64] |= 1 << (i % 64); r.routed = true }
 	claimed := false
 	for i, m := range rs {
 		if m.Header == "" {
@@ -559,13 +600,14 @@ func (ts *Tenants) route(t *Tenant) {
 		}
 	}
 	if claimed {
-		return
+		return r
 	}
 	for i, m := range rs {
 		if m.Header == "" {
 			set(i)
 		}
 	}
+	return r
 }
 
 // The spool's record of a tenant: a version byte, the number of headers, then for each its

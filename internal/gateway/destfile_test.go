@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -437,10 +440,96 @@ func TestDestFileInvalidAtStart(t *testing.T) {
 // Tenant routes number the destinations by position, which a reload changes: -dest.file with a
 // match-header (in -dest or in the file) stops the start, and a reload whose file adds one is
 // refused while the running set goes on. Tenant headers without routes reload as usual.
+// -dest.file with match-header routes, without a spool: each destination keeps its tenants
+// across a reload that reorders the file, removes one and adds one; every span arrives once,
+// at its tenant's destination alone.
+func TestDestFileTenantRoutesReload(t *testing.T) {
+	a, b, c, d := startUpstream(t), startUpstream(t), startUpstream(t), startUpstream(t)
+	path := filepath.Join(t.TempDir(), "dests")
+	cfg := testConfig()
+	cfg.Tenants.Headers = []string{"x-scope-orgid"}
+	cfg.DestFile = path
+	cfg.DestFilePoll = 0
+	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
+	writeFile(t, path,
+		destSpec("a", a.addr, "match-header=x-scope-orgid:acme"),
+		destSpec("b", b.addr, "match-header=x-scope-orgid:beta"),
+		destSpec("d", d.addr))
+	g := startGateway(t, cfg)
+
+	next := uint64(0)
+	send := func(tenant string, n int) []uint64 {
+		t.Helper()
+		var ids []uint64
+		for range n {
+			next++
+			ids = append(ids, next)
+		}
+		req, err := http.NewRequest("POST", "http://"+g.HTTPAddr().String()+"/v1/traces", bytes.NewReader(traceBody(t, 0, ids...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-Scope-OrgID", tenant)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST for %s: %d", tenant, resp.StatusCode)
+		}
+		return ids
+	}
+	want := map[*upstream]map[uint64]int{a: {}, b: {}, c: {}, d: {}}
+	expect := func(u *upstream, ids []uint64) {
+		for _, id := range ids {
+			want[u][id] = 1
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		got := func() string {
+			var out []string
+			for i, u := range []*upstream{a, b, c, d} {
+				u.mu.Lock()
+				out = append(out, fmt.Sprintf("%c=%v", 'a'+i, u.ids))
+				u.mu.Unlock()
+			}
+			return strings.Join(out, " ")
+		}
+		wanted := fmt.Sprintf("a=%v b=%v c=%v d=%v", want[a], want[b], want[c], want[d])
+		eventually(t, func() string { return when + ": got " + got() + ", want " + wanted }, func() bool { return got() == wanted })
+	}
+
+	expect(a, send("acme", 3))
+	expect(b, send("beta", 2))
+	expect(d, send("gamma", 2))
+	check("before the reload")
+
+	// Reordered, a removed, c added with a's tenant: b and d unchanged, at other positions.
+	writeFile(t, path,
+		destSpec("d", d.addr),
+		destSpec("c", c.addr, "match-header=x-scope-orgid:acme"),
+		destSpec("b", b.addr, "match-header=x-scope-orgid:beta"))
+	if err := g.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	expect(c, send("acme", 3))
+	expect(b, send("beta", 2))
+	expect(d, send("gamma", 2))
+	expect(b, send("beta", 1))
+	check("after the reload")
+}
+
+// -dest.file with tenant routes and a spool is refused: each feeder knows its destination by
+// position.
 func TestDestFileRefusesTenantRoutes(t *testing.T) {
 	a, b := startUpstream(t), startUpstream(t)
 	path := filepath.Join(t.TempDir(), "dests")
 	cfg := testConfig()
+	cfg.Spool.Dir = t.TempDir()
 	cfg.Tenants.Headers = []string{"x-scope-orgid"}
 	cfg.DestFile = path
 	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond

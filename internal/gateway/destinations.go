@@ -194,7 +194,13 @@ func (g *Gateway) applyMemory(next, fresh, gone []*member, replaces map[*member]
 	for _, m := range fresh {
 		m.start()
 	}
-	if err := g.p.SetDestinations(dests(next)); err != nil {
+	set := g.p.SetDestinations
+	if g.cfg.Pipeline.Tenants != nil {
+		// The routes go with the set: a destination keeps its match-header whatever
+		// position the reload gave it.
+		set = func(ds []fastpath.Destination) error { return g.p.SetDestinationsRoutes(ds, routesOf(next)) }
+	}
+	if err := set(dests(next)); err != nil {
 		// Closed: the gateway is shutting down, and g.dmu.closed stops reloads before that.
 		for _, m := range fresh {
 			m.out.Shutdown(context.Background())

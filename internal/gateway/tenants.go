@@ -88,21 +88,42 @@ func (cfg *Config) buildTenants(dests []client.Config) error {
 	return nil
 }
 
-// ErrDestFileRoutes refuses -dest.file with tenant routes: the routes number the destinations
-// by position, and a reload changes which destination stands where.
-var ErrDestFileRoutes = errors.New("-dest.file cannot be combined with match-header yet")
+// ErrDestFileRoutes refuses -dest.file with tenant routes and a spool: each feeder knows its
+// destination by its position among them, which a reload changes. Without a spool the
+// pipeline's set of destinations carries its routes, and a reload swaps both together.
+var ErrDestFileRoutes = errors.New("-dest.file with -spool.dir cannot be combined with match-header yet")
 
 // checkTenants is tenantConfig's check of dests (the destinations as configured, DestFile's
-// among them once read), refusing tenant routes with DestFile.
+// among them once read), refusing tenant routes with DestFile and a spool.
 func (c Config) checkTenants(dests []client.Config) error {
 	tc, err := c.tenantConfig(dests)
 	if err != nil {
 		return err
 	}
-	if c.DestFile != "" && len(tc.Routes) != 0 {
+	if c.DestFile != "" && c.Spool.Dir != "" && len(tc.Routes) != 0 {
 		return ErrDestFileRoutes
 	}
 	return nil
+}
+
+// routesOf is the match-header of each of ms, in order (Extra and the file take the rest),
+// nil when none has one: what a reload hands the pipeline with the destinations, so that each
+// keeps its own route wherever it now stands.
+func routesOf(ms []*member) []fastpath.Match {
+	var routes []fastpath.Match
+	matched := false
+	for _, m := range ms {
+		var r fastpath.Match
+		if m.cfg != nil {
+			r = m.cfg.MatchHeader
+		}
+		matched = matched || r.Header != ""
+		routes = append(routes, r)
+	}
+	if !matched {
+		return nil
+	}
+	return routes
 }
 
 var tenantsFileReloads = promauto.NewCounterVec(prometheus.CounterOpts{
