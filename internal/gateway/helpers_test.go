@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 
 	"github.com/otlpgate/otlpgate/client"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -51,6 +52,10 @@ type upstream struct {
 	ids     map[uint64]int
 	held    chan struct{} // nil: answer at once
 	waiting int           // calls waiting while held
+	// heldFrom counts, by the client connection's address, the calls waiting in the hold now:
+	// a test can wait until a connection's held calls have ended before it releases the
+	// rest, so that a call its client gave up on is not recorded as if answered.
+	heldFrom map[string]int
 }
 
 func startUpstream(t *testing.T) *upstream {
@@ -98,15 +103,30 @@ func (u *upstream) Export(ctx context.Context, req *coltracev1.ExportTraceServic
 		u.recordLocked(req)
 	}
 	held := u.held
+	var from string
 	if held != nil {
 		u.waiting++
+		if p, ok := peer.FromContext(ctx); ok {
+			from = p.Addr.String()
+		}
+		if u.heldFrom == nil {
+			u.heldFrom = map[string]int{}
+		}
+		u.heldFrom[from]++
 	}
 	u.mu.Unlock()
 	if held != nil {
+		var err error
 		select {
 		case <-held:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			err = ctx.Err()
+		}
+		u.mu.Lock()
+		u.heldFrom[from]--
+		u.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
 	if u.delay > 0 {
@@ -124,6 +144,26 @@ func (u *upstream) recordLocked(req *coltracev1.ExportTraceServiceRequest) {
 	for _, id := range spanIDs(req.ResourceSpans) {
 		u.ids[id]++
 	}
+}
+
+// heldNow returns the client connections with calls waiting in the hold now.
+func (u *upstream) heldNow() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var from []string
+	for addr, n := range u.heldFrom {
+		if n > 0 {
+			from = append(from, addr)
+		}
+	}
+	return from
+}
+
+// heldCalls is how many calls from the client connection at addr wait in the hold now.
+func (u *upstream) heldCalls(addr string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.heldFrom[addr]
 }
 
 // count is how often span id arrived.

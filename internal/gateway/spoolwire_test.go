@@ -57,6 +57,11 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 		t.Fatalf("%v requests spooled compressed, want 30", n)
 	}
 	gaveUp := counterValue(t, "otlpgate_client_returned_to_spool_requests_total", "a")
+	// The destination being replaced has calls held at the upstream, on its own connection.
+	eventually(t, func() string { return "no call of the first destination reached the upstream" }, func() bool {
+		return len(a.heldNow()) > 0
+	})
+	replaced := a.heldNow()
 	writeFile(t, path, destSpec("a", a.addr, "compression=zstd"))
 	if err := g.Reload(); err != nil {
 		t.Fatal(err)
@@ -70,6 +75,18 @@ func TestDestFileSpoolCompressedReload(t *testing.T) {
 	dropped := counterValue(t, "otlpgate_client_dropped_requests_total", "a")
 	eventually(t, func() string { return "the replaced destination never gave up" }, func() bool {
 		return counterValue(t, "otlpgate_client_returned_to_spool_requests_total", "a") > gaveUp
+	})
+	// Giving up cancels its calls; the upstream sees that a moment later. Released before, a
+	// call the replaced destination gave up on would be recorded as answered, and its spans
+	// would arrive again from the replacement: the duplicate a replacement may cause, which
+	// this test does not count on either way.
+	eventually(t, func() string { return "the replaced destination's calls are still held at the upstream" }, func() bool {
+		for _, addr := range replaced {
+			if a.heldCalls(addr) > 0 {
+				return false
+			}
+		}
+		return true
 	})
 	a.release()
 	eventually(t, func() string { return "not every span arrived" }, func() bool {
