@@ -1,5 +1,5 @@
-// Package filedest is otlpgate's default destination when no upstream is configured: it writes
-// every batch to a local file as OTLP/JSON, one export request per line, rotating the file by
+// Package filedest is otlpgate's file destination (-dest protocol=file, and the default when no
+// -dest is given): it writes every batch to a local file as OTLP/JSON, one export request per line, rotating the file by
 // size, and logs a one-line summary at a fixed interval.
 //
 // A batch is reported delivered (Done(true)) only once its line was handed to the operating
@@ -11,7 +11,8 @@
 // half-written line is cut off, and the next batch opens the file again, so the destination
 // recovers by itself once the disk does.
 //
-// It imports fastpath/ and proto/ only. One writer goroutine owns the file (fs.go is the seam
+// It imports fastpath/, proto/, pool and client, whose per-destination counters it reports
+// through, so that /status.json and the status page show it as any destination. One writer goroutine owns the file (fs.go is the seam
 // through which tests put failures between it and the disk); Enqueue is safe for concurrent
 // use.
 package filedest

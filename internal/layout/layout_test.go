@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	"spool":                     {"pool"},
 	"spool/feed":                {"fastpath", "spool", "pool"},
 	"client":                    {"fastpath", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize"},
-	"client/filedest":           {"fastpath", "proto/", "pool"},
+	"client/filedest":           {"fastpath", "proto/", "pool", "client"},
 	"server/admin":              {},
 	"server/grpc":               {"fastpath", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/http":               {"fastpath", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
