@@ -1,6 +1,6 @@
 // Package filedest is otlpgate's file destination (-dest protocol=file, and the default when no
-// -dest is given): it writes every batch to a local file as OTLP/JSON, one export request per line, rotating the file by
-// size, and logs a one-line summary at a fixed interval.
+// -dest is given): it writes every batch to a local file as OTLP/JSON, one export request per
+// line, rotating the file by size, and logs a one-line summary at a fixed interval.
 //
 // A batch is reported delivered (Done(true)) only once its line was handed to the operating
 // system with write(2): the writer gathers what is queued into one buffer, writes it with one
