@@ -147,16 +147,11 @@ const (
 // RunAnchor runs the matrix: per round, compression and intake, each target in turn, so that
 // the cells compared with one another are measured minutes apart at most.
 func RunAnchor(ctx context.Context, cfg AnchorConfig, progress io.Writer) (*AnchorResult, error) {
-	sink, err := StartSink("127.0.0.1:0")
+	sink, hsink, stop, err := startSinks()
 	if err != nil {
 		return nil, err
 	}
-	defer sink.Close()
-	hsink, err := sink.StartHTTP("127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	defer hsink.Close()
+	defer stop()
 
 	res := &AnchorResult{Config: cfg, Wire: map[string]int{}}
 	res.Targets = []string{AnchorRelay}

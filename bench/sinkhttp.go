@@ -58,3 +58,16 @@ func (h *HTTPSink) Close() {
 	h.srv.Shutdown()
 	<-h.done
 }
+
+// startSinks starts a gRPC sink and its OTLP/HTTP listener on loopback, for the commands that
+// measure both intakes against one count; stop closes both.
+func startSinks() (sink *Sink, hsink *HTTPSink, stop func(), err error) {
+	if sink, err = StartSink("127.0.0.1:0"); err != nil {
+		return nil, nil, nil, err
+	}
+	if hsink, err = sink.StartHTTP("127.0.0.1:0"); err != nil {
+		sink.Close()
+		return nil, nil, nil, err
+	}
+	return sink, hsink, func() { hsink.Close(); sink.Close() }, nil
+}

@@ -158,16 +158,11 @@ func batchRate(spans float64, shape otlpgen.Shape) float64 {
 // RunSweep measures idle first, then every shape, intake and rate with each target in turn,
 // so that the cells compared with one another are measured seconds apart.
 func RunSweep(ctx context.Context, cfg SweepConfig, progress io.Writer) (*SweepResult, error) {
-	sink, err := StartSink("127.0.0.1:0")
+	sink, hsink, stop, err := startSinks()
 	if err != nil {
 		return nil, err
 	}
-	defer sink.Close()
-	hsink, err := sink.StartHTTP("127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	defer hsink.Close()
+	defer stop()
 	res := &SweepResult{Config: cfg, Targets: []string{AnchorGate}}
 	for _, p := range cfg.Peers {
 		res.Targets = append(res.Targets, p.Name)
