@@ -184,6 +184,22 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 // unserved reports, and counts, a request of tenant t (resolved: the default tenant for nil)
 // and signal sig that no destination of its tenant takes (-dest signals=). seal must never be
 // handed a batch no destination takes.
+// Serves reports whether a request of sig for tenant t (nil: the default tenant) would find a
+// destination now, counting nothing: for an intake that can tell its clients ahead what to send
+// (the Kafka listener's subscriptions) rather than refuse what they sent.
+func Serves(cfg *Config, t *Tenant, sig Signal) bool {
+	if sig >= NumSignals {
+		return false
+	}
+	if t == nil && cfg.Tenants != nil {
+		t = cfg.Tenants.def
+	}
+	if t != nil && !t.Routed() {
+		return false
+	}
+	return cfg.Served.of(sig)&t.routeMask() != 0
+}
+
 func unserved(cfg *Config, t *Tenant, sig Signal, items int) bool {
 	if cfg.Served.of(sig)&t.routeMask() != 0 {
 		return false

@@ -21,3 +21,9 @@ type Consumer interface {
 	// Safe for concurrent use.
 	Consume(sig Signal, body []byte, items int) error
 }
+
+// Serving is implemented by a Consumer that can say ahead of a request whether a signal has a
+// destination now (-dest signals=), for the default tenant. Safe for concurrent use.
+type Serving interface {
+	Serves(sig Signal) bool
+}

@@ -127,6 +127,10 @@ func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
 	return err
 }
 
+// Serves reports whether sig has a destination now, for the default tenant. It implements
+// Serving. Safe for concurrent use.
+func (p *Pipeline) Serves(sig Signal) bool { return Serves(&p.cfg, nil, sig) }
+
 // Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
 // batch). With AckUpstream it returns the batch holding the request, with a reference for the
 // caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements

@@ -37,7 +37,7 @@ var (
 	})
 	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
-		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), unserved (no destination takes metrics, -dest signals=: UNKNOWN_SERVER_ERROR), consume_error (UNKNOWN_SERVER_ERROR).",
+		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), unserved (no destination takes metrics, -dest signals=: UNKNOWN_SUBSCRIPTION_ID, and the client is subscribed to no metrics from then on), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})
 	errInvalidInstance     = exportErrors.WithLabelValues("invalid_instance")
 	errAfterTerminating    = exportErrors.WithLabelValues("after_terminating")
@@ -87,7 +87,7 @@ func (c *conn) pushTelemetry() ([]byte, bool) {
 // push runs the checks of a push in order (instance checks under the registry lock, then the
 // payload's), forwards what passes and returns the error code to answer.
 func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
-	v := s.reg.admitPush(c, c.lbl, r.ClientInstanceID, r.SubscriptionID, r.Terminating, s.subs.Load(), s.now())
+	v := s.reg.admitPush(c, c.lbl, r.ClientInstanceID, r.SubscriptionID, r.Terminating, s.currentSet(), s.now())
 	switch v.reason {
 	case pushOK:
 	case pushInvalidInstance:
@@ -194,11 +194,12 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		errQueueTooLarge.Inc()
 		return errTelemetryTooLarge
 	case errors.Is(err, fastpath.ErrUnserved):
-		// The configuration has no destination for metrics: counted under the reason the
-		// pipeline counts it by, apart from failures. The answer stays the one a failure
-		// gets: KIP-714 has no code for a broker that takes no metrics.
+		// The destinations changed since the client was subscribed and none takes metrics
+		// now: counted under the reason the pipeline counts it by, apart from failures, and
+		// answered so that the client fetches its subscription at once, which now asks for
+		// no metrics (currentSet).
 		errUnserved.Inc()
-		return errUnknownServerError
+		return errUnknownSubscriptionID
 	default:
 		errConsume.Inc()
 		return errUnknownServerError

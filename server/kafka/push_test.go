@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,9 +187,10 @@ type tracesOnly struct{ *testkit.Recorder }
 
 func (tracesOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Traces }
 
-// With no destination that takes metrics (-dest signals=traces), a push is refused and counted
-// as unserved, the reason the pipeline counts it by, not as consume_error.
-func TestPushUnservedCountedAsUnserved(t *testing.T) {
+// With no destination that takes metrics (-dest signals=traces) from the start, a client is
+// subscribed to no metrics, so it pushes nothing that would only be refused; a client that
+// pushes anyway under that subscription gets nothing forwarded and no failure.
+func TestSubscriptionEmptyWhenMetricsUnserved(t *testing.T) {
 	rec := &testkit.Recorder{}
 	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{tracesOnly{rec}})
 	if err != nil {
@@ -198,16 +200,22 @@ func TestPushUnservedCountedAsUnserved(t *testing.T) {
 	s, _ := startServer(t, testConfig(), p)
 	c := dial(t, s, "unserved")
 	sub := c.get([16]byte{})
+	if sub.ErrorCode != errNone {
+		t.Fatalf("GetTelemetrySubscriptions error %d", sub.ErrorCode)
+	}
+	if len(sub.RequestedMetrics) != 0 {
+		t.Fatalf("requested metrics %q with no destination for metrics, want none", sub.RequestedMetrics)
+	}
+	if sub.PushIntervalMillis <= 0 {
+		t.Fatalf("push interval %d: the client must be told when to ask again", sub.PushIntervalMillis)
+	}
 	payload, err := testMetrics("a.gauge", "a.sum").MarshalVT()
 	if err != nil {
 		t.Fatal(err)
 	}
-	unserved, failed, exported := counterValue(t, errUnserved), counterValue(t, errConsume), counterValue(t, exportedPushes)
-	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errUnknownServerError {
-		t.Fatalf("code %d, want %d", code, errUnknownServerError)
-	}
-	if d := counterValue(t, errUnserved) - unserved; d != 1 {
-		t.Errorf("pushes refused as unserved: %v, want 1", d)
+	failed, exported := counterValue(t, errConsume), counterValue(t, exportedPushes)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
+		t.Fatalf("push under the empty subscription: code %d, want %d", code, errNone)
 	}
 	if d := counterValue(t, errConsume) - failed; d != 0 {
 		t.Errorf("pushes refused as consume_error: %v, want 0", d)
@@ -218,6 +226,93 @@ func TestPushUnservedCountedAsUnserved(t *testing.T) {
 	p.Close()
 	if n := rec.Count(); n != 0 {
 		t.Errorf("destination got %d batches, want none", n)
+	}
+}
+
+// switchable is a consumer whose destinations for metrics come and go, as a reload of -dest
+// or -dest.file with signals= changes them; refuse makes Consume answer ErrUnserved while
+// Serves still says yes (a reload between the push's checks and its admission).
+type switchable struct {
+	*testkit.Recorder
+	served, refuse atomic.Bool
+}
+
+func (s *switchable) Serves(sig fastpath.Signal) bool {
+	return sig == fastpath.Metrics && s.served.Load()
+}
+
+func (s *switchable) Consume(sig fastpath.Signal, body []byte, items int) error {
+	if s.refuse.Load() || !s.Serves(sig) {
+		return fastpath.ErrUnserved
+	}
+	return s.Recorder.Consume(sig, body, items)
+}
+
+// When the destinations stop taking metrics, a client still pushing under its old subscription
+// is told UNKNOWN_SUBSCRIPTION_ID, and its re-fetch subscribes it to none; when a destination
+// takes metrics again, the next fetch subscribes it again and its pushes are forwarded.
+func TestSubscriptionFollowsServedMetrics(t *testing.T) {
+	next := &switchable{Recorder: &testkit.Recorder{}}
+	next.served.Store(true)
+	s, clk := startServer(t, testConfig(), next)
+	c := dial(t, s, "switch")
+	payload, err := testMetrics("a.gauge").MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := c.get([16]byte{})
+	if len(sub.RequestedMetrics) == 0 {
+		t.Fatal("subscribed to no metrics while metrics have a destination")
+	}
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errNone {
+		t.Fatalf("push: code %d", code)
+	}
+	if next.Count() != 1 {
+		t.Fatalf("%d pushes forwarded, want 1", next.Count())
+	}
+
+	emptied, stale := counterValue(t, unservedSets), counterValue(t, unknownSubscriptionRequests)
+	next.served.Store(false)
+	clk.Advance(time.Duration(sub.PushIntervalMillis) * time.Millisecond)
+	if code := c.push(sub.ClientInstanceID, sub.SubscriptionID, 0, payload, false); code != errUnknownSubscriptionID {
+		t.Fatalf("push under the old subscription once metrics lost their destination: code %d, want %d", code, errUnknownSubscriptionID)
+	}
+	if d := counterValue(t, unservedSets) - emptied; d != 1 {
+		t.Errorf("subscriptions emptied %v times, want 1", d)
+	}
+	if d := counterValue(t, unknownSubscriptionRequests) - stale; d != 1 {
+		t.Errorf("pushes under a stale subscription: %v, want 1", d)
+	}
+	again := c.get(sub.ClientInstanceID)
+	if len(again.RequestedMetrics) != 0 || again.SubscriptionID == sub.SubscriptionID {
+		t.Fatalf("re-fetch: requested %q, subscription %d (old %d): want none, and a new id", again.RequestedMetrics, again.SubscriptionID, sub.SubscriptionID)
+	}
+
+	next.served.Store(true)
+	back := c.get(sub.ClientInstanceID)
+	if len(back.RequestedMetrics) == 0 || back.SubscriptionID == again.SubscriptionID {
+		t.Fatalf("fetch once metrics have a destination again: requested %q, subscription %d", back.RequestedMetrics, back.SubscriptionID)
+	}
+	if code := c.push(sub.ClientInstanceID, back.SubscriptionID, 0, payload, false); code != errNone {
+		t.Fatalf("push after resubscribing: code %d", code)
+	}
+	if next.Count() != 2 {
+		t.Fatalf("%d pushes forwarded, want 2", next.Count())
+	}
+
+	// Refused as unserved at admission although the check before said yes: counted as
+	// unserved, and answered so that the client fetches again at once.
+	next.refuse.Store(true)
+	clk.Advance(time.Duration(back.PushIntervalMillis) * time.Millisecond)
+	unserved, failed := counterValue(t, errUnserved), counterValue(t, errConsume)
+	if code := c.push(sub.ClientInstanceID, back.SubscriptionID, 0, payload, false); code != errUnknownSubscriptionID {
+		t.Fatalf("push refused as unserved: code %d, want %d", code, errUnknownSubscriptionID)
+	}
+	if d := counterValue(t, errUnserved) - unserved; d != 1 {
+		t.Errorf("pushes refused as unserved: %v, want 1", d)
+	}
+	if d := counterValue(t, errConsume) - failed; d != 0 {
+		t.Errorf("pushes refused as consume_error: %v, want 0", d)
 	}
 }
 

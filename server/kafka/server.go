@@ -25,6 +25,10 @@ var (
 		Help: "Reloads of -kafka.subscriptions, by result (ok, error; on error the previous subscriptions stay).",
 	}, []string{"result"})
 	reloadsOK    = reloadsTotal.WithLabelValues("ok")
+	unservedSets = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_unserved_subscriptions_total",
+		Help: "Times the clients' subscriptions were emptied because no destination takes metrics (-dest signals=): clients then push nothing until a destination takes metrics again.",
+	})
 	reloadsError = reloadsTotal.WithLabelValues("error")
 )
 
@@ -36,11 +40,13 @@ const sweepEvery = 15 * time.Second
 type Server struct {
 	cfg  Config
 	next fastpath.Consumer
-	log  *slog.Logger
-	dec  *kafkacompress.Decompressor
-	reg  *registry
-	tls  *tls.Config // nil: plain TCP
-	subs atomic.Pointer[subscriptionSet]
+	// serving is next's answer to whether metrics have a destination; nil: next cannot say.
+	serving fastpath.Serving
+	log     *slog.Logger
+	dec     *kafkacompress.Decompressor
+	reg     *registry
+	tls     *tls.Config // nil: plain TCP
+	subs    atomic.Pointer[subscriptionSet]
 	// now is the clock of throttling and expiry; tests replace it before Start.
 	now func() time.Time
 
@@ -94,7 +100,8 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
 	}
-	s.subs.Store(set)
+	s.serving, _ = next.(fastpath.Serving)
+	s.subs.Store(s.withServed(set))
 	s.mu.conns = make(map[*conn]struct{})
 	if cfg.AdvertisedAddress != "" {
 		if s.advHost, s.advPort, err = splitAdvertised(cfg.AdvertisedAddress); err != nil {
@@ -153,10 +160,45 @@ func (s *Server) Reload() error {
 		s.log.Error("kafka subscriptions not reloaded", "err", err)
 		return fmt.Errorf("kafka: %w", err)
 	}
-	s.subs.Store(set)
+	s.subs.Store(s.withServed(set))
 	reloadsOK.Inc()
 	s.log.Info("kafka subscriptions reloaded", "subscriptions", len(set.subs), "generation", set.gen)
 	return nil
+}
+
+// withServed marks set unserved when no destination takes metrics now.
+func (s *Server) withServed(set *subscriptionSet) *subscriptionSet {
+	set.unserved = s.serving != nil && !s.serving.Serves(fastpath.Metrics)
+	return set
+}
+
+// currentSet is the subscription set to answer with: when whether metrics have a destination
+// changed since the set was made (a reload of the destinations), a new generation that says
+// so, which gives every instance a new plan and subscription id, so that a client pushing under
+// the old one is told UNKNOWN_SUBSCRIPTION_ID and fetches the new one at once. Safe for
+// concurrent use.
+func (s *Server) currentSet() *subscriptionSet {
+	set := s.subs.Load()
+	if s.serving == nil || s.serving.Serves(fastpath.Metrics) != set.unserved {
+		return set
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	set = s.subs.Load()
+	if served := s.serving.Serves(fastpath.Metrics); served == set.unserved {
+		next := *set
+		next.gen++
+		next.unserved = !served
+		s.subs.Store(&next)
+		if served {
+			s.log.Info("kafka: a destination takes metrics again: clients are subscribed to their metrics", "generation", next.gen)
+		} else {
+			unservedSets.Inc()
+			s.log.Warn("kafka: no destination takes metrics (-dest signals=): clients are subscribed to none until one does", "generation", next.gen)
+		}
+		set = &next
+	}
+	return set
 }
 
 // Shutdown stops accepting, closes every connection and waits for their goroutines until ctx

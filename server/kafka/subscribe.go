@@ -44,7 +44,7 @@ func (c *conn) getSubscriptions() ([]byte, bool) {
 	}
 	c.telemetry = true
 	s := c.s
-	a := s.reg.get(c, c.lbl, r.ClientInstanceID, s.subs.Load(), s.now())
+	a := s.reg.get(c, c.lbl, r.ClientInstanceID, s.currentSet(), s.now())
 
 	resp := &c.getResp
 	*resp = kmsg.NewGetTelemetrySubscriptionsResponse()

@@ -128,6 +128,9 @@ type subscriptionSet struct {
 	// idleInterval is the interval given to a client no subscription matches: it asks again
 	// after it.
 	idleInterval time.Duration
+	// unserved: no destination takes metrics (-dest signals=): every client is subscribed to
+	// none, so that none pushes what would only be refused.
+	unserved bool
 }
 
 // defaultSubscriptionName names the subscription built from the -kafka.default-* flags.
@@ -319,6 +322,9 @@ func (set *subscriptionSet) resolve(vals *[len(labelNames)]string) *plan {
 		p.interval = set.idleInterval
 	}
 	switch {
+	case set.unserved:
+		p.all, prefixes = false, nil
+		h.Write([]byte("\x00unserved"))
 	case p.all:
 		p.requested = []string{""}
 		h.Write([]byte(allMetrics))

@@ -101,6 +101,10 @@ func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
 	return a.admit(a.cfg.ConsumeBudget, nil, sig, body, items, fastpath.LayoutV1)
 }
 
+// Serves reports whether sig has a destination now, for the default tenant: it implements
+// fastpath.Serving.
+func (a *Admission) Serves(sig fastpath.Signal) bool { return fastpath.Serves(&a.cfg, nil, sig) }
+
 // admit prepares req as the pipeline does, charging what processing writes to budget (the
 // intake limiter's budget of the intake it came from), and appends it.
 func (a *Admission) admit(budget fastpath.Budget, t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {

@@ -3,6 +3,7 @@ package feed
 import (
 	"bytes"
 	"errors"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"testing"
 	"time"
 
@@ -256,4 +257,37 @@ func twoResources(t testing.TB, devSpans, prodSpans int) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// logsOnly is a destination that takes logs only, as a -dest with signals=logs.
+type logsOnly struct{ *testkit.Recorder }
+
+func (logsOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Logs }
+
+// Serves answers, ahead of a request, what admission then does with it: a signal no
+// destination takes is refused as ErrUnserved and reported as not served, before and after the
+// destinations change.
+func TestAdmissionServesFollowsDestinations(t *testing.T) {
+	c := spool.DefaultConfig()
+	c.Dir, c.Sync, c.CheckpointInterval = "/spool", spool.SyncNone, time.Hour
+	s, err := spool.Open(c, spool.NewCrashFS(), []string{"d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := newAdmission(t, admissionConfig(), s)
+	a.SetDestinations([]fastpath.Destination{logsOnly{&testkit.Recorder{}}})
+	for sig, want := range map[fastpath.Signal]bool{fastpath.Traces: false, fastpath.Metrics: false, fastpath.Logs: true} {
+		if got := a.Serves(sig); got != want {
+			t.Errorf("Serves(%v) = %v, want %v", sig, got, want)
+		}
+		err := a.Consume(sig, entry(10, 'a'), 1)
+		if refusedUnserved := errors.Is(err, fastpath.ErrUnserved); refusedUnserved != !want {
+			t.Errorf("Consume(%v): %v, refused as unserved %v, want %v", sig, err, refusedUnserved, !want)
+		}
+	}
+	a.SetDestinations([]fastpath.Destination{&testkit.Recorder{}})
+	if !a.Serves(fastpath.Metrics) {
+		t.Error("Serves(metrics) = false once a destination takes every signal")
+	}
 }
