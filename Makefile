@@ -26,6 +26,9 @@ PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.9.0
 
+# The image `make image` builds; its tag is VERSION.
+IMAGE ?= otlpgate
+
 # The OpenTelemetry Collector built as the benchmark peer, pinned (its modules come from the proxy).
 OTELCOL_BUILDER_VERSION := v0.162.0
 PEER_OTELCOL := peer/otelcol/otelcol-peer
@@ -44,7 +47,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static run test lint vuln bench docs generate check-generate fuzz tools clean \
+.PHONY: help build static image run test lint vuln bench docs generate check-generate fuzz tools clean \
 	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor bench-sweep profile profile-diff soak soak-spool
 
 help:
@@ -55,6 +58,9 @@ build: ## build bin/otlpgate and bin/otlpbench
 
 static: ## build a static bin/static/otlpgate, as the Dockerfile does
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(BIN)/static/ ./cmd/otlpgate
+
+image: ## build the container image IMAGE:VERSION from the Dockerfile, with VERSION and COMMIT from git
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE):$(VERSION) .
 
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)

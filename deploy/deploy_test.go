@@ -13,9 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // needTool finds a tool's binary. Outside CI a missing tool skips the test with the reason; in CI
@@ -94,102 +91,6 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// manifest is the part of a Kubernetes object the checks read.
-type manifest struct {
-	Kind     string `yaml:"kind"`
-	Metadata struct {
-		Name string `yaml:"name"`
-	} `yaml:"metadata"`
-	Spec struct {
-		ClusterIP string `yaml:"clusterIP"`
-		Template  struct {
-			Spec struct {
-				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []struct {
-					Args           []string `yaml:"args"`
-					ReadinessProbe struct {
-						HTTPGet struct {
-							Path string `yaml:"path"`
-						} `yaml:"httpGet"`
-					} `yaml:"readinessProbe"`
-					Lifecycle struct {
-						PreStop struct {
-							Sleep struct {
-								Seconds int `yaml:"seconds"`
-							} `yaml:"sleep"`
-						} `yaml:"preStop"`
-					} `yaml:"lifecycle"`
-				} `yaml:"containers"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
-}
-
-func readManifests(t *testing.T) map[string]manifest {
-	t.Helper()
-	files, _ := filepath.Glob("kubernetes/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no Kubernetes manifests")
-	}
-	out := map[string]manifest{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(raw))
-		for {
-			var m manifest
-			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
-					break
-				}
-				t.Fatalf("%s: %v", f, err)
-			}
-			out[m.Kind+"/"+m.Metadata.Name] = m
-		}
-	}
-	return out
-}
-
-func TestKubernetesManifests(t *testing.T) {
-	ms := readManifests(t)
-	for _, want := range []string{"DaemonSet/otlpgate-edge", "Deployment/otlpgate-gateway", "Service/otlpgate-gateway"} {
-		if _, ok := ms[want]; !ok {
-			t.Fatalf("missing %s; have %v", want, ms)
-		}
-	}
-	if ms["Service/otlpgate-gateway"].Spec.ClusterIP != "None" {
-		t.Error("the gateway Service must be headless (clusterIP: None)")
-	}
-	for _, name := range []string{"DaemonSet/otlpgate-edge", "Deployment/otlpgate-gateway"} {
-		spec := ms[name].Spec.Template.Spec
-		c := spec.Containers[0]
-		if c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-			t.Errorf("%s: readiness probe on %q, want /readyz", name, c.ReadinessProbe.HTTPGet.Path)
-		}
-		var shutdown time.Duration
-		for _, a := range c.Args {
-			if v, ok := strings.CutPrefix(a, "-shutdown.timeout="); ok {
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					t.Fatalf("%s: %q: %v", name, a, err)
-				}
-				shutdown = d
-			}
-		}
-		if shutdown == 0 {
-			t.Errorf("%s: no -shutdown.timeout", name)
-		}
-		// The kubelet kills the pod at the grace period, counted from the start of preStop: it must
-		// leave room for preStop and the whole drain.
-		need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + shutdown
-		if got := time.Duration(spec.TerminationGracePeriodSeconds) * time.Second; got <= need {
-			t.Errorf("%s: terminationGracePeriodSeconds %v leaves no room for preStop + -shutdown.timeout (%v)", name, got, need)
-		}
-	}
-}
-
 var (
 	buildOnce sync.Once
 	binPath   string
@@ -228,17 +129,46 @@ func TestMain(m *testing.M) {
 
 var flagRe = regexp.MustCompile(`(?m)(?:^|[\s"'\[,])-([a-z][a-z0-9]*(?:[.-][a-z0-9]+)+|[a-z]+)=`)
 
+var (
+	knownOnce  sync.Once
+	knownFlags map[string]bool
+	knownOut   []byte
+)
+
+// otlpgateFlags returns the flags otlpgate -help lists.
+func otlpgateFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	bin := otlpgateBinary(t)
+	knownOnce.Do(func() {
+		knownOut, _ = exec.Command(bin, "-help").CombinedOutput()
+		knownFlags = map[string]bool{}
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9.\-]+)`).FindAllStringSubmatch(string(knownOut), -1) {
+			knownFlags[m[1]] = true
+		}
+	})
+	if len(knownFlags) < 20 {
+		t.Fatalf("could not read the flags from -help:\n%s", knownOut)
+	}
+	return knownFlags
+}
+
+// checkFlagsExist fails the test for every -flag= in text that otlpgate does not know, and
+// returns how many flags it found.
+func checkFlagsExist(t *testing.T, src, text string) int {
+	t.Helper()
+	known := otlpgateFlags(t)
+	ms := flagRe.FindAllStringSubmatch(text, -1)
+	for _, m := range ms {
+		if !known[m[1]] {
+			t.Errorf("%s passes -%s, which otlpgate does not know", src, m[1])
+		}
+	}
+	return len(ms)
+}
+
 // TestFlagsExist checks that every flag the examples pass exists in otlpgate -help, so that a
 // renamed flag cannot leave a broken example behind.
 func TestFlagsExist(t *testing.T) {
-	out, _ := exec.Command(otlpgateBinary(t), "-help").CombinedOutput()
-	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9.\-]+)`).FindAllStringSubmatch(string(out), -1) {
-		known[m[1]] = true
-	}
-	if len(known) < 20 {
-		t.Fatalf("could not read the flags from -help:\n%s", out)
-	}
 	files := []string{"../Dockerfile", "systemd/otlpgate.service"}
 	k8s, _ := filepath.Glob("kubernetes/*.yaml")
 	files = append(files, k8s...)
@@ -248,12 +178,7 @@ func TestFlagsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range flagRe.FindAllStringSubmatch(string(raw), -1) {
-			seen++
-			if !known[m[1]] {
-				t.Errorf("%s passes -%s, which otlpgate does not know", f, m[1])
-			}
-		}
+		seen += checkFlagsExist(t, f, string(raw))
 	}
 	if seen < 10 {
 		t.Fatalf("found only %d flags in the examples: the pattern is broken", seen)
