@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -287,52 +288,51 @@ func TestPipelineBatchesApartByTenant(t *testing.T) {
 
 // Open batches of many tenants are sealed by age, by Flush and by Close, each once.
 func TestPipelineSealsEveryTenant(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100})
-	cfg := testConfig()
-	cfg.Tenants = ts
-	cfg.BatchMaxAge = 5 * time.Millisecond
-	r := &recorder{name: "r", ok: true}
-	p := newTestPipeline(t, cfg, r)
-	const n = 40
-	for i := range n {
-		tn := mustLookup(t, ts, fmt.Sprint("t", i))
-		if _, err := p.AdmitTenant(tn, Metrics, entry(10, byte(i)), 1, LayoutV1); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100})
+		cfg := testConfig()
+		cfg.Tenants = ts
+		cfg.BatchMaxAge = 5 * time.Millisecond
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		const n = 40
+		for i := range n {
+			tn := mustLookup(t, ts, fmt.Sprint("t", i))
+			if _, err := p.AdmitTenant(tn, Metrics, entry(10, byte(i)), 1, LayoutV1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Past the age and the flusher's next tick (a quarter of the age): every batch is sealed.
+		time.Sleep(cfg.BatchMaxAge + cfg.BatchMaxAge/4)
+		synctest.Wait()
+		seen := map[string]int{}
+		for _, b := range r.batches() {
+			seen[b.tenant]++
+		}
+		if len(seen) != n {
+			t.Fatalf("%d tenants' batches sealed by age, want %d", len(seen), n)
+		}
+		for k, c := range seen {
+			if c != 1 {
+				t.Fatalf("tenant %s sealed %d times", k, c)
+			}
+		}
+
+		cfg.BatchMaxAge = time.Hour
+		r2 := &recorder{name: "r2", ok: true}
+		p2, err := New(cfg, []Destination{r2})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	for range 2000 { // bounded: 10 s at most
-		if len(r.batches()) >= n {
-			break
+		for i := range n {
+			tn := mustLookup(t, ts, fmt.Sprint("t", i))
+			p2.AdmitTenant(tn, Logs, entry(10, byte(i)), 1, LayoutV1)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	seen := map[string]int{}
-	for _, b := range r.batches() {
-		seen[b.tenant]++
-	}
-	if len(seen) != n {
-		t.Fatalf("%d tenants' batches sealed by age, want %d", len(seen), n)
-	}
-	for k, c := range seen {
-		if c != 1 {
-			t.Fatalf("tenant %s sealed %d times", k, c)
+		p2.Close()
+		if got := len(r2.batches()); got != n {
+			t.Fatalf("Close sealed %d batches, want %d", got, n)
 		}
-	}
-
-	cfg.BatchMaxAge = time.Hour
-	r2 := &recorder{name: "r2", ok: true}
-	p2, err := New(cfg, []Destination{r2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		tn := mustLookup(t, ts, fmt.Sprint("t", i))
-		p2.AdmitTenant(tn, Logs, entry(10, byte(i)), 1, LayoutV1)
-	}
-	p2.Close()
-	if got := len(r2.batches()); got != n {
-		t.Fatalf("Close sealed %d batches, want %d", got, n)
-	}
+	})
 }
 
 // A batch goes to the destinations that take its tenant, and to no other.

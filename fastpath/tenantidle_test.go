@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -344,27 +345,27 @@ func churnTenants(t *testing.T, p *Pipeline, ts *Tenants, clock *atomic.Int64, a
 // Without any request, idle tenants still leave: the pipeline's age flusher sweeps, so that a
 // quiet gateway's otlpgate_tenants comes down and their memory is freed.
 func TestTenantsIdleSweptWithoutTraffic(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 8})
-	cfg := testConfig()
-	cfg.Tenants = ts
-	cfg.BatchMaxAge = time.Hour // b's batch stays open; the flusher ticks every 100 ms
-	r := &recorder{name: "r", ok: true}
-	p := newTestPipeline(t, cfg, r)
-	a, b := mustLookup(t, ts, "a"), mustLookup(t, ts, "b")
-	if _, err := p.AdmitTenant(b, Logs, entry(10, 'b'), 1, LayoutV1); err != nil {
-		t.Fatal(err)
-	}
-	expired := testutil.ToFloat64(tenantsExpired)
-	clock.Add(int64(testIdle) + 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.expired() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !a.expired() || ts.Len() != 2 || testutil.ToFloat64(tenantsExpired)-expired != 1 {
-		t.Fatalf("no request for the idle time: a expired %v, Len %d (want 2: the default and b, whose batch is open), expired %v",
-			a.expired(), ts.Len(), testutil.ToFloat64(tenantsExpired)-expired)
-	}
-	if b.expired() {
-		t.Fatal("b expired with its batch open")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 8})
+		cfg := testConfig()
+		cfg.Tenants = ts
+		cfg.BatchMaxAge = time.Hour // b's batch stays open; the flusher ticks every 100 ms
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		a, b := mustLookup(t, ts, "a"), mustLookup(t, ts, "b")
+		if _, err := p.AdmitTenant(b, Logs, entry(10, 'b'), 1, LayoutV1); err != nil {
+			t.Fatal(err)
+		}
+		expired := testutil.ToFloat64(tenantsExpired)
+		clock.Add(int64(testIdle) + 1)
+		time.Sleep(100 * time.Millisecond) // the flusher's next tick sweeps
+		synctest.Wait()
+		if !a.expired() || ts.Len() != 2 || testutil.ToFloat64(tenantsExpired)-expired != 1 {
+			t.Fatalf("no request for the idle time: a expired %v, Len %d (want 2: the default and b, whose batch is open), expired %v",
+				a.expired(), ts.Len(), testutil.ToFloat64(tenantsExpired)-expired)
+		}
+		if b.expired() {
+			t.Fatal("b expired with its batch open")
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -194,16 +195,15 @@ func (r *rig) send(name string) {
 	}
 }
 
-// sendDone sends one batch and waits until the destination finished it.
+// sendDone sends one batch and waits until the destination finished it. It runs in a synctest
+// bubble: once every goroutine of the rig waits, the destination has written (or failed to
+// write) the batch and finished it.
 func (r *rig) sendDone(name string) {
 	r.t.Helper()
 	r.send(name)
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.ContainsFunc(r.fs.log(), func(e string) bool { return strings.HasPrefix(e, "done "+name+" ") }) {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%s never finished: %v", name, r.fs.log())
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if !slices.ContainsFunc(r.fs.log(), func(e string) bool { return strings.HasPrefix(e, "done "+name+" ") }) {
+		r.t.Fatalf("%s not finished once the destination waited for more: %v", name, r.fs.log())
 	}
 }
 
@@ -263,74 +263,78 @@ func TestDoneOnlyAfterWrite(t *testing.T) {
 // half-written line is cut off, and once the disk has room again the destination writes on its
 // own: the file holds exactly the batches that were reported delivered, each line whole.
 func TestRecoversAfterWriteErrors(t *testing.T) {
-	r := newRig(t, 1<<20, 1)
-	before := failed("write")
-	r.sendDone("t0")
-	r.fs.mu.Lock()
-	r.fs.failWrite = 1
-	r.fs.mu.Unlock()
-	r.sendDone("t1")
-	r.fs.mu.Lock()
-	r.fs.failWrite, r.fs.partial = 1, true
-	r.fs.mu.Unlock()
-	r.sendDone("t2")
-	r.sendDone("t3")
-	r.sendDone("t4")
-	r.close()
-	want := []string{
-		"write t0", "done t0 true",
-		"fail t1", "done t1 false",
-		"fail t2", "done t2 false",
-		"write t3", "done t3 true",
-		"write t4", "done t4 true",
-	}
-	if got := r.fs.log(); !slices.Equal(got, want) {
-		t.Errorf("events %v, want %v", got, want)
-	}
-	if got := names(t, r.path); !slices.Equal(got, []string{"t0", "t3", "t4"}) {
-		t.Errorf("file holds %v, want [t0 t3 t4]", got)
-	}
-	if n := failed("write") - before; n != 2 {
-		t.Errorf("%d items counted as not written, want 2", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1<<20, 1)
+		before := failed("write")
+		r.sendDone("t0")
+		r.fs.mu.Lock()
+		r.fs.failWrite = 1
+		r.fs.mu.Unlock()
+		r.sendDone("t1")
+		r.fs.mu.Lock()
+		r.fs.failWrite, r.fs.partial = 1, true
+		r.fs.mu.Unlock()
+		r.sendDone("t2")
+		r.sendDone("t3")
+		r.sendDone("t4")
+		r.close()
+		want := []string{
+			"write t0", "done t0 true",
+			"fail t1", "done t1 false",
+			"fail t2", "done t2 false",
+			"write t3", "done t3 true",
+			"write t4", "done t4 true",
+		}
+		if got := r.fs.log(); !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+		if got := names(t, r.path); !slices.Equal(got, []string{"t0", "t3", "t4"}) {
+			t.Errorf("file holds %v, want [t0 t3 t4]", got)
+		}
+		if n := failed("write") - before; n != 2 {
+			t.Errorf("%d items counted as not written, want 2", n)
+		}
+	})
 }
 
 // A failed rename leaves the line in the current file (nothing is lost; the next rotation
 // succeeds), and a file that cannot be opened costs the batches of that moment only, counted:
 // the next batch opens it.
 func TestRecoversAfterRenameAndOpenErrors(t *testing.T) {
-	r := newRig(t, 150, 3) // lines of about 100 bytes: every line after the first rotates
-	before := failed("open")
-	r.sendDone("t0")
-	r.fs.mu.Lock()
-	r.fs.failRename = 1
-	r.fs.mu.Unlock()
-	r.sendDone("t1") // rename fails: t1 goes after t0
-	r.sendDone("t2") // rotates [t0 t1] away
-	r.fs.mu.Lock()
-	r.fs.failOpen = 2 // after the rotation, and once more when the burst is written
-	r.fs.mu.Unlock()
-	r.sendDone("t3")
-	r.sendDone("t4")
-	r.close()
-	for name, want := range map[string][]string{
-		"otlp.jsonl.2": {"t0", "t1"},
-		"otlp.jsonl.1": {"t2"},
-		"otlp.jsonl":   {"t4"},
-	} {
-		if got := names(t, filepath.Join(filepath.Dir(r.path), name)); !slices.Equal(got, want) {
-			t.Errorf("%s holds %v, want %v", name, got, want)
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 150, 3) // lines of about 100 bytes: every line after the first rotates
+		before := failed("open")
+		r.sendDone("t0")
+		r.fs.mu.Lock()
+		r.fs.failRename = 1
+		r.fs.mu.Unlock()
+		r.sendDone("t1") // rename fails: t1 goes after t0
+		r.sendDone("t2") // rotates [t0 t1] away
+		r.fs.mu.Lock()
+		r.fs.failOpen = 2 // after the rotation, and once more when the burst is written
+		r.fs.mu.Unlock()
+		r.sendDone("t3")
+		r.sendDone("t4")
+		r.close()
+		for name, want := range map[string][]string{
+			"otlp.jsonl.2": {"t0", "t1"},
+			"otlp.jsonl.1": {"t2"},
+			"otlp.jsonl":   {"t4"},
+		} {
+			if got := names(t, filepath.Join(filepath.Dir(r.path), name)); !slices.Equal(got, want) {
+				t.Errorf("%s holds %v, want %v", name, got, want)
+			}
 		}
-	}
-	if _, err := os.Stat(r.path + ".3"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("otlp.jsonl.3: %v", err)
-	}
-	if n := failed("open") - before; n != 1 {
-		t.Errorf("%d items counted as not opened, want 1", n)
-	}
-	want := []string{"write t0", "done t0 true", "write t1", "done t1 true", "write t2", "done t2 true",
-		"done t3 false", "write t4", "done t4 true"}
-	if got := r.fs.log(); !slices.Equal(got, want) {
-		t.Errorf("events %v, want %v", got, want)
-	}
+		if _, err := os.Stat(r.path + ".3"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("otlp.jsonl.3: %v", err)
+		}
+		if n := failed("open") - before; n != 1 {
+			t.Errorf("%d items counted as not opened, want 1", n)
+		}
+		want := []string{"write t0", "done t0 true", "write t1", "done t1 true", "write t2", "done t2 true",
+			"done t3 false", "write t4", "done t4 true"}
+		if got := r.fs.log(); !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -18,94 +19,95 @@ import (
 // not take, and the batches carry the tenant. Records of an old spool, without meta, are the
 // default tenant's.
 func TestFeederKeepsTenants(t *testing.T) {
-	routes := []fastpath.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: routes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenant := func(v string) *fastpath.Tenant {
-		var k fastpath.TenantKey
-		ts.AddString(&k, v)
-		tn, err := ts.Lookup(&k)
+	synctest.Test(t, func(t *testing.T) {
+		routes := []fastpath.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}
+		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: routes})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tn
-	}
-	acme, beta := tenant("acme"), tenant("beta")
-
-	fs := spool.NewCrashFS()
-	c := spool.DefaultConfig()
-	c.Dir, c.Sync, c.SegmentBytes, c.MaxBytes, c.CheckpointInterval = "/spool", spool.SyncNone, 4<<10, 1<<20, time.Hour
-	c.Meta = true
-	s, err := spool.Open(c, fs, []string{"d", "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Append(0, 1, entryOf(rec(0, 100-2))); err != nil { // written before tenants: no meta
-		t.Fatal(err)
-	}
-	pc := fastpath.DefaultConfig()
-	pc.Tenants = ts
-	adm, err := NewAdmission(pc, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Records 1..8 alternate acme and beta; 9 is the default tenant's (Consume: UDS, Kafka).
-	for i := 1; i <= 8; i++ {
-		tn := acme
-		if i%2 == 0 {
-			tn = beta
+		tenant := func(v string) *fastpath.Tenant {
+			var k fastpath.TenantKey
+			ts.AddString(&k, v)
+			tn, err := ts.Lookup(&k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tn
 		}
-		if _, err := adm.AdmitTenant(tn, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := adm.Consume(0, entryOf(rec(9, 100-2)), 1); err != nil {
-		t.Fatal(err)
-	}
+		acme, beta := tenant("acme"), tenant("beta")
 
-	// run feeds destination dest until it was given want records, finishing each batch.
-	run := func(name string, dest, want int) map[string][]int {
-		t.Helper()
-		d := newDest()
-		cfg := feedConfig()
-		cfg.Tenants, cfg.Dest = ts, dest
-		f, err := New(cfg, s.Reader(name), d, nil)
+		fs := spool.NewCrashFS()
+		c := spool.DefaultConfig()
+		c.Dir, c.Sync, c.SegmentBytes, c.MaxBytes, c.CheckpointInterval = "/spool", spool.SyncNone, 4<<10, 1<<20, time.Hour
+		c.Meta = true
+		s, err := spool.Open(c, fs, []string{"d", "e"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Start()
-		defer f.Stop()
-		got := map[string][]int{}
-		for n := 0; n < want; {
-			for _, b := range d.take(t, 1) {
-				if b.Tenant == nil {
-					t.Fatal("a batch without a tenant")
+		defer s.Close()
+		if _, err := s.Append(0, 1, entryOf(rec(0, 100-2))); err != nil { // written before tenants: no meta
+			t.Fatal(err)
+		}
+		pc := fastpath.DefaultConfig()
+		pc.Tenants = ts
+		adm, err := NewAdmission(pc, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Records 1..8 alternate acme and beta; 9 is the default tenant's (Consume: UDS, Kafka).
+		for i := 1; i <= 8; i++ {
+			tn := acme
+			if i%2 == 0 {
+				tn = beta
+			}
+			if _, err := adm.AdmitTenant(tn, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := adm.Consume(0, entryOf(rec(9, 100-2)), 1); err != nil {
+			t.Fatal(err)
+		}
+
+		// run feeds destination dest until it was given want records, finishing each batch.
+		run := func(name string, dest, want int) map[string][]int {
+			t.Helper()
+			d := newDest()
+			cfg := feedConfig()
+			cfg.Tenants, cfg.Dest = ts, dest
+			f, err := New(cfg, s.Reader(name), d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Start()
+			defer f.Stop()
+			got := map[string][]int{}
+			for n := 0; n < want; {
+				for _, b := range d.take(t, 1) {
+					if b.Tenant == nil {
+						t.Fatal("a batch without a tenant")
+					}
+					got[b.Tenant.String()] = append(got[b.Tenant.String()], entryIDs(b)...)
+					n += len(entryIDs(b))
+					b.Done(true)
 				}
-				got[b.Tenant.String()] = append(got[b.Tenant.String()], entryIDs(b)...)
-				n += len(entryIDs(b))
-				b.Done(true)
 			}
-		}
-		for range 1000 { // bounded: 10 s at most
-			if s.Reader(name).Unfinished() == 0 {
-				return got
+			// The feeder has read every record and waits for more: those of the tenants its
+			// destination does not take are finished too.
+			synctest.Wait()
+			if n := s.Reader(name).Unfinished(); n != 0 {
+				t.Fatalf("%s: %d records unfinished", name, n)
 			}
-			time.Sleep(10 * time.Millisecond)
+			return got
 		}
-		t.Fatalf("%s: %d records unfinished", name, s.Reader(name).Unfinished())
-		return nil
-	}
-	a := run("d", 0, 4)
-	if len(a) != 1 || !slices.Equal(a["acme"], []int{1, 3, 5, 7}) {
-		t.Fatalf("the acme destination got %v", a)
-	}
-	rest := run("e", 1, 6)
-	if len(rest) != 2 || !slices.Equal(rest["beta"], []int{2, 4, 6, 8}) || !slices.Equal(rest[""], []int{0, 9}) {
-		t.Fatalf("the destination for the rest got %v", rest)
-	}
+		a := run("d", 0, 4)
+		if len(a) != 1 || !slices.Equal(a["acme"], []int{1, 3, 5, 7}) {
+			t.Fatalf("the acme destination got %v", a)
+		}
+		rest := run("e", 1, 6)
+		if len(rest) != 2 || !slices.Equal(rest["beta"], []int{2, 4, 6, 8}) || !slices.Equal(rest[""], []int{0, 9}) {
+			t.Fatalf("the destination for the rest got %v", rest)
+		}
+	})
 }
 
 // entryOf wraps p as one v1 resource entry (tag and a one-byte length: p under 128 bytes),
