@@ -50,7 +50,7 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 	timer := stoppedTimer()
 	cycle := func() {
 		for _, tn := range []*fastpath.Tenant{acme, beta} {
-			if _, err := p.AdmitTenant(tn, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
 				panic(err)
 			}
 			w.call(d.next(fastpath.Traces, timer))

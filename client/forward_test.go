@@ -50,7 +50,7 @@ func (f *feeder) admitTenant(ts *fastpath.Tenants, tag string, vals ...string) {
 		f.t.Fatal(err)
 	}
 	body := traceBody(tag, 1, 10)
-	b, err := f.p.AdmitTenant(tn, fastpath.Traces, body, 1, fastpath.LayoutV1)
+	b, err := f.p.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
 	if err != nil {
 		f.t.Fatal(err)
 	}

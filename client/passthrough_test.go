@@ -50,7 +50,7 @@ func passThroughFeed(t *testing.T, d *Dest, enc fastpath.Encoding) (plain []byte
 	for i := range 3 {
 		body := traceBody("pt"+string(rune('a'+i)), 2, 300)
 		z := compressAs(t, enc, body)
-		if _, err := p.AdmitWire(nil, fastpath.Traces, body, z, enc, 2); err != nil {
+		if _, err := p.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z, enc, 2); err != nil {
 			t.Fatal(err)
 		}
 		plain, wire = append(plain, body...), wire+len(z)

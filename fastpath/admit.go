@@ -21,10 +21,11 @@ type Admitter interface {
 	// It fails with ErrFull (no room now), ErrTooLarge, ErrClosed or a scan error. req is
 	// only read during the call. Safe for concurrent use.
 	Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error)
-	// AdmitTenant is Admit for tenant t, from Config.Tenants (-intake.headers; nil: the
-	// default tenant): the request goes only to the destinations that take t, in batches of
-	// t's requests alone. Safe for concurrent use.
-	AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error)
+	// AdmitTenant is Admit for a request from o: its tenant o.Tenant, from Config.Tenants
+	// (-intake.headers; nil: the default tenant), goes only to the destinations that take
+	// it, in batches of its requests alone; its client address o.Peer is handed to the
+	// processing steps. Safe for concurrent use.
+	AdmitTenant(o Origin, sig Signal, req []byte, items int, layout Layout) (*Batch, error)
 	// Ack is when the intakes may answer a request: AckUpstream when Admit returns a batch
 	// to wait on. Safe for concurrent use.
 	Ack() AckMode
@@ -119,18 +120,19 @@ type Prepared struct {
 	wire int
 }
 
-// Prepare checks a request of tenant t for admission under cfg: a known signal, a tenant
+// Prepare checks a request from o (its tenant t, o.Tenant) for admission under cfg: a known signal, a tenant
 // some destination takes (else ErrNoRoute: the default tenant of the UDS and Kafka intakes,
 // which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
-// QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, whose
-// errors refuse it whole. A request the steps leave without entries is Dropped: the client
+// QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, with
+// o.Peer as its client address, whose errors refuse it whole. A request the steps leave without entries is Dropped: the client
 // is answered as admitted, and the steps' tally is committed now. What the steps write past
 // the request's own size (and its slack) is charged to budget (nil: to none) as it grows, and
 // held until Release:
 // a request whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget
 // has no room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its
 // output is built. Safe for concurrent use; req is only read until Release.
-func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
+func Prepare(cfg *Config, budget Budget, o Origin, sig Signal, req []byte, items int, layout Layout) (Prepared, error) {
+	t := o.Tenant
 	if sig >= NumSignals {
 		return Prepared{}, errBadSignal
 	}
@@ -158,7 +160,7 @@ func Prepare(cfg *Config, budget Budget, t *Tenant, sig Signal, req []byte, item
 		return r, nil
 	}
 	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(int(sig), len(req)) + MaxEntryHeader)}
-	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout)
+	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout, o.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[sig][why].Add(float64(items))

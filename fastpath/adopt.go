@@ -27,14 +27,14 @@ type Adopter interface {
 	// request's bytes (any slice of *own taken before the call) after the call, and still
 	// returns *own to the pool when done with it, as it would have. Returns and errors as
 	// AdmitTenant. Safe for concurrent use.
-	AdmitOwned(t *Tenant, sig Signal, own *[]byte, items int) (*Batch, error)
+	AdmitOwned(o Origin, sig Signal, own *[]byte, items int) (*Batch, error)
 }
 
 var _ Adopter = (*Pipeline)(nil)
 
 // AdmitOwned implements Adopter. Safe for concurrent use.
-func (p *Pipeline) AdmitOwned(t *Tenant, sig Signal, own *[]byte, items int) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, t, *own, own, items, LayoutV1, p.cfg.Ack == AckUpstream)
+func (p *Pipeline) AdmitOwned(o Origin, sig Signal, own *[]byte, items int) (*Batch, error) {
+	return p.admit(p.cfg.Budget, sig, o, *own, own, items, LayoutV1, p.cfg.Ack == AckUpstream)
 }
 
 // adoptMinShare is the least share of a fresh batch's first buffer (initialSize) a request

@@ -20,7 +20,7 @@ func TestAdmitOwnedZeroAlloc(t *testing.T) {
 	run := func() {
 		own := pool.GetBytes(len(req))
 		*own = append((*own)[:0], req...)
-		if _, err := p.AdmitOwned(nil, Traces, own, 1); err != nil {
+		if _, err := p.AdmitOwned(Origin{}, Traces, own, 1); err != nil {
 			t.Fatal(err)
 		}
 		pool.PutBytes(own)

@@ -55,7 +55,7 @@ func TestAdmitOwned(t *testing.T) {
 			own := owned(tc.req)
 			orig := *own
 			adopted := testutil.ToFloat64(adoptedBytes)
-			if _, err := p.AdmitOwned(nil, Traces, own, 1); err != nil {
+			if _, err := p.AdmitOwned(Origin{}, Traces, own, 1); err != nil {
 				t.Fatal(err)
 			}
 			got := testutil.ToFloat64(adoptedBytes) - adopted
@@ -93,7 +93,7 @@ func TestAdoptedBatchGrows(t *testing.T) {
 	first, second := entry(60<<10, 'a'), entry(60<<10, 'b')
 	for _, req := range [][]byte{first, second} {
 		own := owned(req)
-		if _, err := p.AdmitOwned(nil, Traces, own, 1); err != nil {
+		if _, err := p.AdmitOwned(Origin{}, Traces, own, 1); err != nil {
 			t.Fatal(err)
 		}
 		poison(own)

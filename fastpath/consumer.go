@@ -2,6 +2,16 @@ package fastpath
 
 import "errors"
 
+// OriginConsumer is a Consumer that also takes where what it consumes came from: the Kafka
+// intake's pushes arrive on TCP connections, whose client address the processing steps may
+// write into their resources (-resource.from-peer). Pipeline and the spool's admission
+// implement it.
+type OriginConsumer interface {
+	Consumer
+	// ConsumeFrom is Consume for data from o. Safe for concurrent use.
+	ConsumeFrom(o Origin, sig Signal, body []byte, items int) error
+}
+
 // ErrFull is returned by Consume when the payload cannot be admitted now: the queue is at its
 // byte limit. The caller answers with backpressure (FailedRetryable, UNAVAILABLE, a throttle) and
 // counts it; it must not retry in a loop.

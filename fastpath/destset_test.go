@@ -193,7 +193,7 @@ func TestSetDestinationsWithTenants(t *testing.T) {
 	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
 	admit := func(tn *Tenant, fill byte) {
 		t.Helper()
-		if _, err := p.AdmitTenant(tn, Traces, entry(10, fill), 1, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, fill), 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +244,7 @@ func TestSetDestinationsRoutes(t *testing.T) {
 	}
 	admit := func(tn *Tenant) {
 		t.Helper()
-		if _, err := p.AdmitTenant(tn, Traces, entry(10, 'x'), 1, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, 'x'), 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -53,7 +53,7 @@ type WireAdmitter interface {
 	// takes t sends enc) wire joins t's open pass-through batch of enc; else plain is
 	// admitted as AdmitTenant would. Returns and errors as Admitter.AdmitTenant;
 	// plain and wire are only read during the call. Safe for concurrent use.
-	AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error)
+	AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error)
 }
 
 // Fallback is why a compressed request was decompressed into a plain batch, the reason label
@@ -126,12 +126,13 @@ func countSealed(b *Batch) {
 // tenant's batch is given on its way out (the destinations of its match-header, the values of
 // their forward-headers) comes from the batch's tenant, not from its bytes. Safe for
 // concurrent use.
-func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
+func (p *Pipeline) AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
+	t := o.Tenant
 	if t == nil && p.cfg.Tenants != nil {
 		t = p.cfg.Tenants.def
 	}
 	if f, ok := p.passes(t, sig, plain, enc); !ok {
-		b, err := p.AdmitTenant(t, sig, plain, items, LayoutV1)
+		b, err := p.AdmitTenant(o, sig, plain, items, LayoutV1)
 		if err == nil {
 			CountFallback(f, len(plain))
 		}
@@ -156,7 +157,7 @@ func (p *Pipeline) AdmitWire(t *Tenant, sig Signal, plain, wire []byte, enc Enco
 	}
 	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
 	if err == errSetChanged {
-		b, err = p.AdmitTenant(t, sig, plain, items, LayoutV1)
+		b, err = p.AdmitTenant(o, sig, plain, items, LayoutV1)
 		if err == nil {
 			CountFallback(FallbackDestinations, len(plain))
 		}
@@ -200,14 +201,15 @@ func passesTo(cfg *Config, dest Encoding, sig Signal, plain []byte, enc Encoding
 }
 
 // PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for a v1
-// request of tenant t that arrived compressed in enc: plain is its decompressed body, already
+// request from o (its tenant t, o.Tenant) that arrived compressed in enc: plain is its decompressed body, already
 // scanned, wire its bytes as received, encs what the destinations send pass-through batches
 // in. It decides as Pipeline.AdmitWire does whether wire may be kept as it arrived. When it
 // may not, it reports false and why: the caller admits plain as any request (Prepare), and
 // counts the reason once admitted (CountFallback). When it may, the Prepared it returns holds
 // plain in Req, and its Admitted counts the request as passed through. Errors as Prepare's.
 // Safe for concurrent use.
-func PrepareWire(cfg *Config, encs Encodings, t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
+func PrepareWire(cfg *Config, encs Encodings, o Origin, sig Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
+	t := o.Tenant
 	if t == nil && cfg.Tenants != nil {
 		t = cfg.Tenants.def
 	}

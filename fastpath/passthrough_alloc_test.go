@@ -19,11 +19,11 @@ func TestPassThroughZeroAlloc(t *testing.T) {
 			body := entry(3000, 1)
 			wire := compressTo(t, enc, body)
 			for range 100 { // warm the pools
-				p.AdmitWire(nil, Traces, body, wire, enc, 1)
+				p.AdmitWire(Origin{}, Traces, body, wire, enc, 1)
 			}
 			// Every tenth request seals a batch and fans it out to two destinations.
 			allocs := testing.AllocsPerRun(1000, func() {
-				if _, err := p.AdmitWire(nil, Traces, body, wire, enc, 1); err != nil {
+				if _, err := p.AdmitWire(Origin{}, Traces, body, wire, enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -50,7 +50,7 @@ func TestPassThroughTenantsZeroAlloc(t *testing.T) {
 	passed := testutil.ToFloat64(passRequestsC[1])
 	step := func() {
 		for _, tn := range []*Tenant{acme, beta, nil} {
-			if _, err := p.AdmitWire(tn, Traces, body, wire, EncodingGzip, 1); err != nil {
+			if _, err := p.AdmitWire(Origin{Tenant: tn}, Traces, body, wire, EncodingGzip, 1); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -45,7 +45,7 @@ func BenchmarkPassThroughAdmit(b *testing.B) {
 					b.ReportAllocs()
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
-							if _, err := p.AdmitWire(tn, Traces, body, wire, enc, c.shape.Spans); err != nil {
+							if _, err := p.AdmitWire(Origin{Tenant: tn}, Traces, body, wire, enc, c.shape.Spans); err != nil {
 								b.Fatal(err)
 							}
 						}

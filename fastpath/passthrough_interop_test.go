@@ -124,7 +124,7 @@ func passThroughBatch(t *testing.T, enc fastpath.Encoding, plain, wire [][]byte)
 	defer p.Close()
 	want := 0
 	for i := range plain {
-		if _, err := p.AdmitWire(nil, fastpath.Traces, plain[i], wire[i], enc, 1); err != nil {
+		if _, err := p.AdmitWire(fastpath.Origin{}, fastpath.Traces, plain[i], wire[i], enc, 1); err != nil {
 			t.Fatal(err)
 		}
 		want += len(plain[i])

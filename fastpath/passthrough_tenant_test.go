@@ -111,7 +111,7 @@ func TestPassThroughTenantsApart(t *testing.T) {
 				plain := entry(100+i, byte('a'+i))
 				wire := compressTo(t, enc, plain)
 				sent[name] = append(sent[name], tenantReq{plain, wire})
-				if _, err := p.AdmitWire(tn, Traces, plain, wire, enc, 1); err != nil {
+				if _, err := p.AdmitWire(Origin{Tenant: tn}, Traces, plain, wire, enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -181,7 +181,7 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 		} else {
 			sent["acme"] = append(sent["acme"], tenantReq{plain, wire})
 		}
-		if _, err := p.AdmitWire(tn, Logs, plain, wire, EncodingGzip, 1); err != nil {
+		if _, err := p.AdmitWire(Origin{Tenant: tn}, Logs, plain, wire, EncodingGzip, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 		t.Fatalf("destinations fallback counted %v times, want 3 (beta's)", d)
 	}
 	// As on the plain way.
-	if _, err := p.AdmitWire(nil, Logs, entry(5, 1), gzipped(t, entry(5, 1)), EncodingGzip, 1); !errors.Is(err, ErrNoRoute) {
+	if _, err := p.AdmitWire(Origin{}, Logs, entry(5, 1), gzipped(t, entry(5, 1)), EncodingGzip, 1); !errors.Is(err, ErrNoRoute) {
 		t.Fatalf("the default tenant: %v, want ErrNoRoute", err)
 	}
 }
@@ -214,7 +214,7 @@ func TestPassThroughTenantIdle(t *testing.T) {
 	p := newTestPipeline(t, cfg, w)
 	a := mustLookup(t, ts, "a")
 	first := tenantReq{entry(10, 'a'), gzipped(t, entry(10, 'a'))}
-	if _, err := p.AdmitWire(a, Logs, first.plain, first.wire, EncodingGzip, 1); err != nil {
+	if _, err := p.AdmitWire(Origin{Tenant: a}, Logs, first.plain, first.wire, EncodingGzip, 1); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
@@ -241,7 +241,7 @@ func TestPassThroughTenantIdle(t *testing.T) {
 		}
 		r := tenantReq{entry(10+i, fill), gzipped(t, entry(10+i, fill))}
 		sent[tn.String()] = append(sent[tn.String()], r)
-		if _, err := p.AdmitWire(tn, Logs, r.plain, r.wire, EncodingGzip, 1); err != nil {
+		if _, err := p.AdmitWire(Origin{Tenant: tn}, Logs, r.plain, r.wire, EncodingGzip, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,10 +271,10 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 	p := newTestPipeline(t, cfg, w)
 	a := mustLookup(t, ts, "a")
 	r := tenantReq{entry(20, 'w'), gzipped(t, entry(20, 'w'))}
-	if _, err := p.AdmitWire(a, Traces, r.plain, r.wire, EncodingGzip, 1); err != nil {
+	if _, err := p.AdmitWire(Origin{Tenant: a}, Traces, r.plain, r.wire, EncodingGzip, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AdmitTenant(a, Traces, entry(20, 'p'), 1, LayoutV1); err != nil {
+	if _, err := p.AdmitTenant(Origin{Tenant: a}, Traces, entry(20, 'p'), 1, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.pins.Load(); n != 2 {
@@ -321,10 +321,10 @@ func TestPassThroughTenantIdleConcurrent(t *testing.T) {
 	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, i int) error {
 		plain := entry(10, byte('a'+n))
 		if i%3 == 0 {
-			_, err := p.AdmitTenant(tn, Traces, plain, 1, LayoutV1)
+			_, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, plain, 1, LayoutV1)
 			return err
 		}
-		_, err := p.AdmitWire(tn, Traces, plain, wires[n], EncodingGzip, 1)
+		_, err := p.AdmitWire(Origin{Tenant: tn}, Traces, plain, wires[n], EncodingGzip, 1)
 		return err
 	})
 	p.Flush()

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"net/netip"
 	"sync"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestPassThroughFallbacks(t *testing.T) {
 			p := newTestPipeline(t, cfg, dests...)
 			before := testutil.ToFloat64(passFallbackC[why])
 			wire := compressTo(t, enc, req)
-			if _, err := p.AdmitWire(nil, Traces, req, wire, enc, 1); err != nil {
+			if _, err := p.AdmitWire(Origin{}, Traces, req, wire, enc, 1); err != nil {
 				t.Fatal(err)
 			}
 			p.Flush()
@@ -119,7 +120,7 @@ func TestPassThroughFallbacks(t *testing.T) {
 // nopProcessor keeps every entry as it is: its presence alone means requests may be rewritten.
 type nopProcessor struct{}
 
-func (nopProcessor) AppendEntry(dst []byte, _ int, entry []byte) ([]byte, Tally, error) {
+func (nopProcessor) AppendEntry(dst []byte, _ int, entry []byte, _ netip.Addr) ([]byte, Tally, error) {
 	return protowire.AppendBytes(protowire.AppendTag(dst, 1, protowire.BytesType), entry), Tally{}, nil
 }
 func (nopProcessor) Commit(int, Tally)  {}
@@ -136,7 +137,7 @@ func TestPassThroughBatchLimits(t *testing.T) {
 	w := &wireRec{recorder: recorder{name: "a", hold: true}, enc: EncodingGzip}
 	p := newTestPipeline(t, cfg, w)
 	for range 5 {
-		if _, err := p.AdmitWire(nil, Traces, body, wire, EncodingGzip, 1); err != nil {
+		if _, err := p.AdmitWire(Origin{}, Traces, body, wire, EncodingGzip, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +198,7 @@ func TestPassThroughSetChanged(t *testing.T) {
 		t.Fatalf("%d bytes left queued by the refusal", q)
 	}
 	before := testutil.ToFloat64(passFallbackC[FallbackDestinations])
-	if _, err := p.AdmitWire(nil, Traces, body, wire, EncodingGzip, 1); err != nil {
+	if _, err := p.AdmitWire(Origin{}, Traces, body, wire, EncodingGzip, 1); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()

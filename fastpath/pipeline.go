@@ -123,7 +123,13 @@ func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
 // Consume admits body as a v1 request body, for the default tenant. It implements Consumer.
 // Safe for concurrent use.
 func (p *Pipeline) Consume(sig Signal, body []byte, items int) error {
-	_, err := p.admit(p.cfg.ConsumeBudget, sig, nil, body, nil, items, LayoutV1, false)
+	return p.ConsumeFrom(Origin{}, sig, body, items)
+}
+
+// ConsumeFrom is Consume for data from o. It implements OriginConsumer. Safe for concurrent
+// use.
+func (p *Pipeline) ConsumeFrom(o Origin, sig Signal, body []byte, items int) error {
+	_, err := p.admit(p.cfg.ConsumeBudget, sig, o, body, nil, items, LayoutV1, false)
 	return err
 }
 
@@ -136,24 +142,25 @@ func (p *Pipeline) Serves(sig Signal) bool { return Serves(&p.cfg, nil, sig) }
 // caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
 // Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, nil, req, nil, items, layout, p.cfg.Ack == AckUpstream)
+	return p.admit(p.cfg.Budget, sig, Origin{}, req, nil, items, layout, p.cfg.Ack == AckUpstream)
 }
 
-// AdmitTenant is Admit for tenant t, from Config.Tenants (nil: the default tenant). The request
-// joins a batch of t's requests only. It implements Admitter. Safe for concurrent use.
-func (p *Pipeline) AdmitTenant(t *Tenant, sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, t, req, nil, items, layout, p.cfg.Ack == AckUpstream)
+// AdmitTenant is Admit for a request from o: its tenant o.Tenant, from Config.Tenants (nil: the
+// default tenant), joins a batch of its requests only. It implements Admitter. Safe for
+// concurrent use.
+func (p *Pipeline) AdmitTenant(o Origin, sig Signal, req []byte, items int, layout Layout) (*Batch, error) {
+	return p.admit(p.cfg.Budget, sig, o, req, nil, items, layout, p.cfg.Ack == AckUpstream)
 }
 
 // admit prepares and enqueues a request, charging what its processing writes to budget (the
 // intake limiter's budget of the intake it came from). own, when not nil, is the caller's
 // pooled buffer that holds exactly req (AdmitOwned): a fresh batch may take it over instead of
 // copying req.
-func (p *Pipeline) admit(budget Budget, sig Signal, t *Tenant, req []byte, own *[]byte, items int, layout Layout, wait bool) (*Batch, error) {
+func (p *Pipeline) admit(budget Budget, sig Signal, o Origin, req []byte, own *[]byte, items int, layout Layout, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	r, err := Prepare(&p.cfg, budget, t, sig, req, items, layout)
+	r, err := Prepare(&p.cfg, budget, o, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return nil, err
 	}

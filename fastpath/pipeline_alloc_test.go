@@ -4,6 +4,7 @@ package fastpath
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -124,12 +125,22 @@ func TestPipelineEagerZeroAlloc(t *testing.T) {
 	}
 }
 
-// Admission with processing steps (an attribute set, a drop rule) allocates nothing.
+// Admission with processing steps (an attribute set, a drop rule, the client's address from
+// the request's origin) allocates nothing.
 func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	cfg := testConfig()
 	cfg.BatchMaxBytes = 64 << 10
 	cfg.BatchMaxItems = 50
-	cfg.Processor = testChain(t)
+	chain, err := process.New(process.Config{
+		Set:      []process.Attr{{Key: "k8s.node.name", Value: "node-7"}},
+		Drop:     []process.Match{{Key: "k8s.namespace.name", Value: "dev"}},
+		FromPeer: "client.address",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Processor = chain
+	from := Origin{Peer: netip.MustParseAddr("2001:db8::7")}
 	b := &testBudget{max: 64 << 20}
 	cfg.Budget, cfg.ConsumeBudget = b, b // charged as it grows, given back: without allocating
 	p := newTestPipeline(t, cfg, sink{}, sink{})
@@ -140,10 +151,14 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	for range 100 { // warm the pools
 		p.Consume(Traces, req, 5)
 		p.Admit(Traces, otep, 5, LayoutOTEP)
+		p.AdmitTenant(from, Traces, req, 5, LayoutV1)
 		p.Consume(Traces, empty, 0)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := p.Consume(Traces, req, 5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AdmitTenant(from, Traces, req, 5, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Admit(Traces, otep, 5, LayoutOTEP); err != nil {

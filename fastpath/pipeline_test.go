@@ -522,7 +522,7 @@ func TestQueueNeverReadsAboveBound(t *testing.T) {
 		{"pass-through", func(*Config) Destination {
 			return &wireRec{recorder: recorder{name: "slow", hold: true}, enc: EncodingZstd}
 		}, func(p *Pipeline) error {
-			_, err := p.AdmitWire(nil, Traces, body, wire, EncodingZstd, 1)
+			_, err := p.AdmitWire(Origin{}, Traces, body, wire, EncodingZstd, 1)
 			return err
 		}},
 	} {

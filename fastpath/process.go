@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -18,9 +19,10 @@ type Processor interface {
 	// slot 0 is the number of items (spans, data points, log records) the result holds fewer
 	// than entry, the other slots are the processor's own. An error refuses the whole request.
 	// dst has at least len(entry)+Slack(sig, len(entry))+MaxEntryHeader bytes of spare
-	// capacity, so that an implementation that stays within it does not allocate. Safe for concurrent use; entry
-	// is only read during the call.
-	AppendEntry(dst []byte, sig int, entry []byte) (out []byte, tally Tally, err error)
+	// capacity, so that an implementation that stays within it does not allocate. peer is the
+	// client address of the request (Origin.Peer), invalid when it has none. Safe for
+	// concurrent use; entry is only read during the call.
+	AppendEntry(dst []byte, sig int, entry []byte, peer netip.Addr) (out []byte, tally Tally, err error)
 	// Commit counts the summed tallies of one request's entries, once the request was
 	// admitted or answered without admitting anything: a request refused for want of room and
 	// sent again is counted once. Safe for concurrent use.
@@ -38,14 +40,15 @@ type Tally = [8]int64
 // MaxEntryHeader is the room an entry's tag and length prefix take at most.
 const MaxEntryHeader = 1 + binary.MaxVarintLen64
 
-// processEntries runs the Processor on every entry of req (in layout) into out, a buffer charged
+// processEntries runs the Processor on every entry of req (in layout), from the client address
+// peer, into out, a buffer charged
 // to out.b as it grows and never past out.max, and returns the item count of the v1 body it
 // holds then (the body admitted instead of req): items less what the steps removed. Fields
 // that are not entries are stripped and counted, as AppendEntries does, and reported for
 // admission to count, with the summed tally for Commit. On error (ErrBudget, errOverQueue: the
 // output would pass a bound; a step's error) out holds nothing: the request is refused before
 // the rest of its output is built. The caller releases out.
-func processEntries(proc Processor, out *charged, sig Signal, req []byte, items int, layout Layout) (int, Stripped, Tally, error) {
+func processEntries(proc Processor, out *charged, sig Signal, req []byte, items int, layout Layout, peer netip.Addr) (int, Stripped, Tally, error) {
 	var st Stripped
 	var sum Tally
 	if layout >= numLayouts {
@@ -80,7 +83,7 @@ func processEntries(proc Processor, out *charged, sig Signal, req []byte, items 
 			}
 			var t Tally
 			var err error
-			if b, t, err = proc.AppendEntry(b, int(sig), entry); err != nil {
+			if b, t, err = proc.AppendEntry(b, int(sig), entry, peer); err != nil {
 				return fail(err)
 			}
 			if len(b) > out.max {

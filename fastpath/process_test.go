@@ -290,7 +290,7 @@ func TestProcessorOutputCharged(t *testing.T) {
 		if _, err := p.Admit(Traces, empty, 0, LayoutV1); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("Admit = %v, want ErrTooLarge", err)
 		}
-		if _, err := p.AdmitTenant(nil, Traces, append(slices.Clip(empty), twoResources(t, 0, 2)...), 2, LayoutV1); !errors.Is(err, ErrTooLarge) {
+		if _, err := p.AdmitTenant(Origin{}, Traces, append(slices.Clip(empty), twoResources(t, 0, 2)...), 2, LayoutV1); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("AdmitTenant = %v, want ErrTooLarge", err)
 		}
 		if d := refused("too_large") - before; d != 2 {

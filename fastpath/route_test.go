@@ -366,10 +366,10 @@ func TestPipelineRoutesWithTenants(t *testing.T) {
 	acmeCo, acmeRest, beta := &recorder{name: "acme-co", ok: true}, &recorder{name: "acme-rest", ok: true}, &recorder{name: "beta", ok: true}
 	p := newTestPipeline(t, cfg, acmeCo, acmeRest, beta)
 	req := routedRequest(t, Logs, 1, "checkout", "cart")
-	if _, err := p.AdmitTenant(mustLookup(t, ts, "acme"), Logs, req, 2, LayoutV1); err != nil {
+	if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, "acme")}, Logs, req, 2, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AdmitTenant(mustLookup(t, ts, "beta"), Logs, req, 2, LayoutV1); err != nil {
+	if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, "beta")}, Logs, req, 2, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()

@@ -120,7 +120,7 @@ func TestAppendEntriesStrips(t *testing.T) {
 			// Entries hands out the request itself exactly when AppendEntries would copy it
 			// unchanged: a v1 request with nothing to strip.
 			cfg := fastpath.DefaultConfig()
-			r, err := fastpath.Prepare(&cfg, nil, nil, fastpath.Traces, tt.in, 1, tt.layout)
+			r, err := fastpath.Prepare(&cfg, nil, fastpath.Origin{}, fastpath.Traces, tt.in, 1, tt.layout)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,15 +47,15 @@ func TestPipelineTenantsZeroAlloc(t *testing.T) {
 	v1 := entry(3000, 1)
 	otep, _ := AppendOTEP(nil, 7, v1)
 	for range 100 { // warm the pools and the tenants' slots
-		p.AdmitTenant(acme, Traces, v1, 1, LayoutV1)
-		p.AdmitTenant(beta, Traces, otep, 1, LayoutOTEP)
+		p.AdmitTenant(Origin{Tenant: acme}, Traces, v1, 1, LayoutV1)
+		p.AdmitTenant(Origin{Tenant: beta}, Traces, otep, 1, LayoutOTEP)
 		p.Consume(Traces, v1, 1)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := p.AdmitTenant(acme, Traces, v1, 1, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: acme}, Traces, v1, 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.AdmitTenant(beta, Traces, otep, 1, LayoutOTEP); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: beta}, Traces, otep, 1, LayoutOTEP); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Consume(Traces, v1, 1); err != nil {

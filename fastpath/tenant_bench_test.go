@@ -77,7 +77,7 @@ func BenchmarkPipelineAdmitTenants(b *testing.B) {
 					t = tenants[i%n]
 					i++
 				}
-				if _, err := p.AdmitTenant(t, Traces, body, otlpgen.Small.Spans, LayoutV1); err != nil {
+				if _, err := p.AdmitTenant(Origin{Tenant: t}, Traces, body, otlpgen.Small.Spans, LayoutV1); err != nil {
 					b.Fatal(err)
 				}
 			}

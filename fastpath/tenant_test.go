@@ -260,7 +260,7 @@ func TestPipelineBatchesApartByTenant(t *testing.T) {
 				label = tn.String()
 			}
 			want[label] = append(want[label], e...)
-			if _, err := p.AdmitTenant(tn, Traces, e, 1, LayoutV1); err != nil {
+			if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, e, 1, LayoutV1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -298,7 +298,7 @@ func TestPipelineSealsEveryTenant(t *testing.T) {
 		const n = 40
 		for i := range n {
 			tn := mustLookup(t, ts, fmt.Sprint("t", i))
-			if _, err := p.AdmitTenant(tn, Metrics, entry(10, byte(i)), 1, LayoutV1); err != nil {
+			if _, err := p.AdmitTenant(Origin{Tenant: tn}, Metrics, entry(10, byte(i)), 1, LayoutV1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -326,7 +326,7 @@ func TestPipelineSealsEveryTenant(t *testing.T) {
 		}
 		for i := range n {
 			tn := mustLookup(t, ts, fmt.Sprint("t", i))
-			p2.AdmitTenant(tn, Logs, entry(10, byte(i)), 1, LayoutV1)
+			p2.AdmitTenant(Origin{Tenant: tn}, Logs, entry(10, byte(i)), 1, LayoutV1)
 		}
 		p2.Close()
 		if got := len(r2.batches()); got != n {
@@ -349,7 +349,7 @@ func TestPipelineRoutesByTenant(t *testing.T) {
 	ra, rb, rest := &recorder{name: "a", ok: true}, &recorder{name: "b", ok: true}, &recorder{name: "rest", ok: true}
 	p := newTestPipeline(t, cfg, ra, rb, rest)
 	for _, v := range []string{"acme", "beta", "zed"} {
-		b, err := p.AdmitTenant(mustLookup(t, ts, v), Traces, entry(10, v[0]), 1, LayoutV1)
+		b, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, v)}, Traces, entry(10, v[0]), 1, LayoutV1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +394,7 @@ func TestPipelineRefusesUnroutedTenant(t *testing.T) {
 		t.Fatalf("Consume: %v, want ErrNoRoute", err)
 	}
 	acme := mustLookup(t, ts, "acme")
-	if _, err := p.AdmitTenant(acme, Traces, entry(10, 2), 1, LayoutV1); err != nil {
+	if _, err := p.AdmitTenant(Origin{Tenant: acme}, Traces, entry(10, 2), 1, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := New(cfg, []Destination{&recorder{name: "a"}, &recorder{name: "b"}}); err == nil {

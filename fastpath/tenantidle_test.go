@@ -86,7 +86,7 @@ func TestTenantsIdleKeepOpenBatch(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
 	a := mustLookup(t, ts, "a")
-	if _, err := p.AdmitTenant(a, Logs, entry(10, 'a'), 1, LayoutV1); err != nil {
+	if _, err := p.AdmitTenant(Origin{Tenant: a}, Logs, entry(10, 'a'), 1, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
@@ -129,7 +129,7 @@ func TestTenantsIdleHeldTenantApart(t *testing.T) {
 		}
 		e := entry(10, fill)
 		want[tn.String()] = append(want[tn.String()], e...)
-		if _, err := p.AdmitTenant(tn, Logs, e, 1, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Logs, e, 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +175,7 @@ func TestTenantsIdleComeBackRouted(t *testing.T) {
 			tn   *Tenant
 			fill byte
 		}{{back, 'a'}, {gamma, 'g'}} {
-			if _, err := p.AdmitTenant(c.tn, Metrics, entry(10+i, c.fill), 1, LayoutV1); err != nil {
+			if _, err := p.AdmitTenant(Origin{Tenant: c.tn}, Metrics, entry(10+i, c.fill), 1, LayoutV1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -214,7 +214,7 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 	p := newTestPipeline(t, cfg, r)
 	expired := testutil.ToFloat64(tenantsExpired)
 	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, _ int) error {
-		_, err := p.AdmitTenant(tn, Traces, entry(10, byte('a'+n)), 1, LayoutV1)
+		_, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, byte('a'+n)), 1, LayoutV1)
 		return err
 	})
 	p.Flush()
@@ -262,7 +262,7 @@ func TestTenantsIdleMetricsSeries(t *testing.T) {
 	p := newTestPipeline(t, cfg, sink{})
 	admit := func(v string, items int) {
 		t.Helper()
-		if _, err := p.AdmitTenant(mustLookup(t, ts, v), Traces, entry(10, 1), items, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, v)}, Traces, entry(10, 1), items, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -353,7 +353,7 @@ func TestTenantsIdleSweptWithoutTraffic(t *testing.T) {
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
 		a, b := mustLookup(t, ts, "a"), mustLookup(t, ts, "b")
-		if _, err := p.AdmitTenant(b, Logs, entry(10, 'b'), 1, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: b}, Logs, entry(10, 'b'), 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 		expired := testutil.ToFloat64(tenantsExpired)

@@ -76,7 +76,7 @@ func TestTenantMetrics(t *testing.T) {
 	p := newTestPipeline(t, cfg, sink{})
 	for _, v := range []string{"acme", "beta", "gamma"} {
 		tn := mustLookup(t, ts, v)
-		if _, err := p.AdmitTenant(tn, Traces, entry(10, 1), 3, LayoutV1); err != nil {
+		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, 1), 3, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
 		tn.Take(1000, 1) // over the burst: admitted on a full bucket

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -80,15 +81,26 @@ var stepConfigs = []struct {
 	{"sample_hash_seed_30", Config{Sample: SampleConfig{On: true, Percent: 30, HashSeed: 1}}},
 	{"sample_proportional_30", Config{Sample: SampleConfig{On: true, Mode: SampleProportional, Percent: 30}}},
 	{"sample_equalizing_30", Config{Sample: SampleConfig{On: true, Mode: SampleEqualizing, Percent: 30}}},
+	{"from_peer_insert", Config{FromPeer: "k8s.pod.ip"}},
+	{"from_peer_upsert", Config{FromPeer: "k8s.pod.ip", FromPeerAction: PeerUpsert}},
 	{"all", Config{
-		Set:    []Attr{{"k8s.node.name", "node-7"}, {"deployment.environment", "prod"}},
-		Drop:   []Match{{Key: "k8s.namespace.name", Value: "dev"}},
-		Sample: SampleConfig{On: true, Percent: 30, HashSeed: 1},
+		Set:      []Attr{{"k8s.node.name", "node-7"}, {"deployment.environment", "prod"}},
+		Drop:     []Match{{Key: "k8s.namespace.name", Value: "dev"}},
+		Sample:   SampleConfig{On: true, Percent: 30, HashSeed: 1},
+		FromPeer: "k8s.pod.ip",
 	}},
 }
 
-// run is apply without the test helper's checks, into dst.
+// benchPeer is the client address run gives every request.
+var benchPeer = netip.MustParseAddr("10.42.7.19")
+
+// run is apply without the test helper's checks, into dst, from benchPeer.
 func run(c *Chain, sig int, req, dst []byte) ([]byte, error) {
+	return runFrom(c, sig, req, dst, benchPeer)
+}
+
+// runFrom is run from the client address peer.
+func runFrom(c *Chain, sig int, req, dst []byte, peer netip.Addr) ([]byte, error) {
 	out := dst[:0]
 	var sum Tally
 	for off := 0; off < len(req); {
@@ -98,7 +110,7 @@ func run(c *Chain, sig int, req, dst []byte) ([]byte, error) {
 		}
 		off = f.end
 		var t Tally
-		if out, t, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
+		if out, t, err = c.AppendEntry(out, sig, req[f.val:f.end], peer); err != nil {
 			return nil, err
 		}
 		for i := range sum {

@@ -2,6 +2,7 @@ package process
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -11,8 +12,11 @@ import (
 type Chain struct {
 	set      []byte   // -resource.set, encoded as Resource field-1 KeyValues
 	editKeys []string // keys -resource.set replaces and -resource.delete removes
-	drop     []Match
-	sampler  *sampler // nil: no trace sampling
+	// peerKey is -resource.from-peer's key ("" for none); peerUpsert its action.
+	peerKey    string
+	peerUpsert bool
+	drop       []Match
+	sampler    *sampler // nil: no trace sampling
 }
 
 // New builds the chain of cfg, or returns nil when cfg runs no step (the pipeline then needs
@@ -21,10 +25,10 @@ func New(cfg Config) (*Chain, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Set) == 0 && len(cfg.Delete) == 0 && len(cfg.Drop) == 0 && !cfg.Sample.On {
+	if len(cfg.Set) == 0 && len(cfg.Delete) == 0 && len(cfg.Drop) == 0 && !cfg.Sample.On && cfg.FromPeer == "" {
 		return nil, nil
 	}
-	c := &Chain{set: encodeSet(cfg.Set), drop: cfg.Drop}
+	c := &Chain{set: encodeSet(cfg.Set), drop: cfg.Drop, peerKey: cfg.FromPeer, peerUpsert: cfg.FromPeerAction == PeerUpsert}
 	for _, a := range cfg.Set {
 		c.editKeys = append(c.editKeys, a.Key)
 	}
@@ -36,13 +40,17 @@ func New(cfg Config) (*Chain, error) {
 }
 
 // Slack is the most an entry of n bytes of signal sig grows by: the set attributes, the
-// header of a Resource inserted to hold them, and what trace_states written by sampling add.
+// client's address, the header of a Resource inserted to hold them, and what trace_states
+// written by sampling add.
 // A rewritten span is at least 20 bytes (a trace id, an rv or a sampling.priority attribute is
 // what lets it be kept) and grows by at most 23 (22 for its trace_state field, one for its
 // length), and its scope's length by one byte: half the entry is room enough. Safe for
 // concurrent use.
 func (c *Chain) Slack(sig, n int) int {
 	slack := len(c.set) + 1 + binary.MaxVarintLen64
+	if c.peerKey != "" {
+		slack += peerKVMax(c.peerKey)
+	}
 	if sig == sigTraces && c.sampler != nil && c.sampler.mode != SampleHashSeed {
 		slack += n/2 + 16
 	}
@@ -50,17 +58,23 @@ func (c *Chain) Slack(sig, n int) int {
 }
 
 // AppendEntry runs the steps on one resource entry (the payload of a top-level field 1 of a
-// v1 request of signal sig) and appends the result, as a whole field, to dst; nothing when a
-// drop rule matches it or sampling leaves none of its spans. The tally says what was done
+// v1 request of signal sig, from the client address peer, invalid for none) and appends the
+// result, as a whole field, to dst; nothing when a drop rule matches it or sampling leaves
+// none of its spans. The tally says what was done
 // (slot 0: the items the result lost), for Commit. An error (errMalformed, ...) refuses the
 // request. Safe for concurrent use; e is only read during the call.
-func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, t Tally, err error) {
+func (c *Chain) AppendEntry(dst []byte, sig int, e []byte, peer netip.Addr) (out []byte, t Tally, err error) {
 	if sig < 0 || sig >= numSignals {
 		return dst, t, errSignal
 	}
 	var pl resourcePlan
-	if len(c.editKeys) > 0 || len(c.drop) > 0 {
-		drop, err := c.planResource(&pl, e)
+	var text []byte
+	var buf [maxPeerText]byte
+	if c.peerKey != "" {
+		text = peerText(&buf, peer)
+	}
+	if len(c.editKeys) > 0 || len(c.drop) > 0 || text != nil {
+		drop, err := c.planResource(&pl, e, text)
 		if err != nil {
 			return dst, t, err
 		}
@@ -77,13 +91,13 @@ func (c *Chain) AppendEntry(dst []byte, sig int, e []byte) (out []byte, t Tally,
 		}
 	}
 	if c.sampler != nil && (sig == sigTraces || sig == sigLogs && c.sampler.logs) {
-		return c.sampleEntry(dst, sig, e, &pl, t)
+		return c.sampleEntry(dst, sig, e, &pl, t, text)
 	}
 	if !pl.edit {
 		return append(appendHeader(dst, 1, len(e)), e...), t, nil
 	}
 	dst = appendHeader(dst, 1, len(e)+pl.delta)
-	return c.appendEntry(dst, e, &pl, nil), t, nil
+	return c.appendEntry(dst, e, &pl, nil, text), t, nil
 }
 
 // Commit counts what the steps did to one admitted request in the metrics. Safe for
@@ -97,8 +111,9 @@ func (c *Chain) Commit(sig int, t Tally) {
 	commitSampled(sig, &t)
 }
 
-// sampleEntry decides the spans or log records of the entry e and writes what is kept.
-func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t Tally) ([]byte, Tally, error) {
+// sampleEntry decides the spans or log records of the entry e and writes what is kept; peer
+// is the text of the client's address, as planned in pl.
+func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t Tally, peer []byte) ([]byte, Tally, error) {
 	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
 	if sig == sigTraces && c.sampler.mode != SampleHashSeed {
 		sp.tracestates = pool.GetBytes(2 * (rewriteHeader + tracestateRoom))
@@ -128,18 +143,26 @@ func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t T
 			return append(appendHeader(dst, 1, len(e)), e...), t, nil
 		}
 		dst = appendHeader(dst, 1, len(e)+pl.delta)
-		return c.appendEntry(dst, e, pl, nil), t, nil
+		return c.appendEntry(dst, e, pl, nil, peer), t, nil
 	}
 	dst = appendHeader(dst, 1, len(e)+pl.delta+pn.delta)
-	return c.appendEntry(dst, e, pl, &sp), t, nil
+	return c.appendEntry(dst, e, pl, &sp, peer), t, nil
 }
 
 // appendEntry writes the payload of the entry e as planned: Resource fields rewritten when
-// pl.edit, ScopeSpans filtered when sp is not nil, every other field as it is.
-func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byte {
+// pl.edit (peer the text of the client's address when pl.peer), ScopeSpans filtered when sp
+// is not nil, every other field as it is.
+func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan, peer []byte) []byte {
 	if pl.insert {
-		dst = appendHeader(dst, 1, len(c.set))
+		size := len(c.set)
+		if pl.peer {
+			size += peerKVSize(c.peerKey, peer)
+		}
+		dst = appendHeader(dst, 1, size)
 		dst = append(dst, c.set...)
+		if pl.peer {
+			dst = appendPeerKV(dst, c.peerKey, peer)
+		}
 	}
 	run, k, si, di, ri := 0, 0, 0, 0, 0
 	for off := 0; off < len(e); {
@@ -148,7 +171,7 @@ func (c *Chain) appendEntry(dst, e []byte, pl *resourcePlan, sp *spanPlan) []byt
 		switch {
 		case f.num == 1 && pl.edit:
 			dst = append(dst, e[run:f.tag]...)
-			dst = c.appendResource(dst, e[f.val:f.end], pl.size[k], k)
+			dst = c.appendResource(dst, e[f.val:f.end], pl, k, peer)
 			k++
 			run = f.end
 		case f.num == 2 && sp != nil:

@@ -17,11 +17,51 @@ type Config struct {
 	Set []Attr
 	// Delete lists attribute keys removed from every Resource (-resource.delete, repeatable).
 	Delete []string
+	// FromPeer is the key of an attribute set on every Resource to the IP address of the
+	// client the request came from (-resource.from-peer; "" for none), as a string value.
+	// A request without one (the OpenCensus unix socket) is left as it is.
+	FromPeer string
+	// FromPeerAction is what FromPeer does to a Resource that has the attribute already.
+	FromPeerAction PeerAction
 	// Drop lists the rules of -drop: a resource entry whose Resource matches any of them is
 	// left out of its request and counted in otlpgate_process_dropped_items_total.
 	Drop []Match
 	// Sample is trace sampling (-sample.*); off unless Sample.On.
 	Sample SampleConfig
+}
+
+// PeerAction is what -resource.from-peer does to a Resource that carries its attribute already
+// (-resource.from-peer.action), in the words of the Collector's resource processor.
+type PeerAction uint8
+
+const (
+	// PeerInsert keeps a value the Resource has, as the Collector's k8sattributes processor
+	// keeps the k8s.pod.ip it finds: only a missing attribute, or one whose value is an empty
+	// string, is set. An agent that forwards for others (a Collector sidecar, another otlpgate)
+	// can then name the address of the application itself.
+	PeerInsert PeerAction = iota
+	// PeerUpsert sets the attribute whatever the Resource carries, so that no client can
+	// claim another's address: the attributes with the key are dropped, the address appended.
+	PeerUpsert
+)
+
+var peerActions = [...]string{"insert", "upsert"}
+
+func (a PeerAction) String() string {
+	if int(a) < len(peerActions) {
+		return peerActions[a]
+	}
+	return "PeerAction(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParsePeerAction reads -resource.from-peer.action.
+func ParsePeerAction(s string) (PeerAction, error) {
+	for i, name := range peerActions {
+		if s == name {
+			return PeerAction(i), nil
+		}
+	}
+	return 0, fmt.Errorf("-resource.from-peer.action %q: want insert or upsert", s)
 }
 
 // Attr is one attribute of -resource.set.
@@ -120,6 +160,21 @@ func (c Config) Validate() error {
 		}
 		edited[k] = "-resource.delete"
 	}
+	if k := c.FromPeer; k != "" {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("-resource.from-peer %q: %w", k, err)
+		}
+		if len(k) > maxPeerKey {
+			return fmt.Errorf("-resource.from-peer: the key is longer than %d bytes", maxPeerKey)
+		}
+		if by, dup := edited[k]; dup {
+			return fmt.Errorf("-resource.from-peer %s: the key is also given to %s", k, by)
+		}
+		edited[k] = "-resource.from-peer"
+	}
+	if int(c.FromPeerAction) >= len(peerActions) {
+		return fmt.Errorf("-resource.from-peer.action %v: unknown", c.FromPeerAction)
+	}
 	if len(c.Drop) > maxDropRules {
 		return fmt.Errorf("-drop: %d rules, at most %d", len(c.Drop), maxDropRules)
 	}
@@ -130,7 +185,9 @@ func (c Config) Validate() error {
 		// Drop rules read the attributes as they arrive. A rule on a key an edit replaces or
 		// removes would be decided by the edit alone (everything or nothing dropped), which
 		// is never what was meant.
-		if by, ok := edited[m.Key]; ok {
+		if by, ok := edited[m.Key]; ok && by == "-resource.from-peer" {
+			return fmt.Errorf("-drop resource:%s: the key is also given to -resource.from-peer, and the rule would read what the client sent, not its address", m.Key)
+		} else if ok {
 			return fmt.Errorf("-drop resource:%s: the key is also given to %s, so the rule would drop all or nothing", m.Key, by)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -299,7 +300,7 @@ func TestConsistentMillionTraceIDs(t *testing.T) {
 		s.vendor = r.IntN(4) == 0
 		ts := s.tracestate()
 		entry = appendRefSpan(entry[:0], s, ts)
-		out, tl, err := cf.c.AppendEntry(dst[:0], sigTraces, entry)
+		out, tl, err := cf.c.AppendEntry(dst[:0], sigTraces, entry, netip.Addr{})
 		if err != nil {
 			t.Fatal(err)
 		}

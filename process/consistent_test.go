@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -414,7 +415,7 @@ func TestConsistentTracestateField(t *testing.T) {
 	} {
 		scope := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), v.span)
 		entry := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), scope)
-		out, _, err := c.AppendEntry(nil, sigTraces, entry)
+		out, _, err := c.AppendEntry(nil, sigTraces, entry, netip.Addr{})
 		if err != nil {
 			t.Fatal(err)
 		}

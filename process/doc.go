@@ -1,6 +1,7 @@
 // Package process owns the byte-level processing steps that run on a request after the
 // intake's scan and before it joins a batch: resource attribute edits (-resource.set,
-// -resource.delete), drops by resource attribute (-drop) and trace sampling by trace id
+// -resource.delete, and -resource.from-peer, the client's address, which fastpath hands each
+// entry from the request's Origin), drops by resource attribute (-drop) and trace sampling by trace id
 // (-sample.traces, the Collector-contrib probabilistic_sampler's decisions: its hash_seed mode,
 // and OTEP 235 consistent sampling in its proportional and equalizing modes, which write the
 // sampling threshold into each kept span's trace_state), log records by the same decision

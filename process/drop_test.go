@@ -1,6 +1,7 @@
 package process
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -92,7 +93,7 @@ func TestDropValueTypes(t *testing.T) {
 	res := append(kv("env", "2"), kv("env", "1")...)
 	entry := appendHeader(nil, 1, len(res))
 	entry = append(entry, res...)
-	if out, _, err := c.AppendEntry(nil, sigMetrics, entry); err != nil || len(out) == 0 {
+	if out, _, err := c.AppendEntry(nil, sigMetrics, entry, netip.Addr{}); err != nil || len(out) == 0 {
 		t.Errorf("the second attribute of a key decided: %x, %v", out, err)
 	}
 }

@@ -40,7 +40,7 @@ func FuzzAppendEntry(f *testing.F) {
 		in := appendHeader(nil, 1, len(entry))
 		in = append(in, entry...)
 		for _, c := range chains {
-			out, tally, err := c.AppendEntry(nil, sigTraces, entry)
+			out, tally, err := c.AppendEntry(nil, sigTraces, entry, benchPeer)
 			removed := int(tally[tRemoved])
 			if err != nil {
 				continue

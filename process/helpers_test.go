@@ -1,6 +1,7 @@
 package process
 
 import (
+	"net/netip"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -12,6 +13,12 @@ import (
 // apply runs c on every entry of the v1 request body req, as fastpath's hook does, and
 // returns the new body and the items removed.
 func apply(t testing.TB, c *Chain, sig int, req []byte) ([]byte, int) {
+	t.Helper()
+	return applyFrom(t, c, sig, req, netip.Addr{})
+}
+
+// applyFrom is apply for a request from the client address peer.
+func applyFrom(t testing.TB, c *Chain, sig int, req []byte, peer netip.Addr) ([]byte, int) {
 	t.Helper()
 	out := make([]byte, 0, len(req)+4096)
 	var sum Tally
@@ -25,7 +32,7 @@ func apply(t testing.TB, c *Chain, sig int, req []byte) ([]byte, int) {
 			t.Fatalf("top-level field %d", f.num)
 		}
 		var tl Tally
-		if out, tl, err = c.AppendEntry(out, sig, req[f.val:f.end]); err != nil {
+		if out, tl, err = c.AppendEntry(out, sig, req[f.val:f.end], peer); err != nil {
 			t.Fatal(err)
 		}
 		for i := range sum {

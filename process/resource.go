@@ -10,7 +10,7 @@ import (
 
 var editedResources = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "otlpgate_process_edited_resources_total",
-	Help: "Resources whose attributes -resource.set or -resource.delete rewrote (a resource entry without a Resource gets one, counted too).",
+	Help: "Resources whose attributes -resource.set, -resource.delete or -resource.from-peer rewrote (a resource entry without a Resource gets one, counted too).",
 }, []string{"signal"})
 
 var editedC = func() (c [numSignals]prometheus.Counter) {
@@ -39,6 +39,11 @@ type resourcePlan struct {
 	insert bool              // the entry has no Resource: one holding the set attributes goes first
 	edit   bool              // the Resource fields are rewritten
 	delta  int               // how much the entry's payload grows by (may be negative)
+	// peer is set when the first Resource gets the attribute of -resource.from-peer (and
+	// every Resource loses the attributes of that key it had). The address's text is not
+	// kept here but passed beside the plan: it lives on AppendEntry's stack, and a slice
+	// stored through the plan's pointer would move it to the heap.
+	peer bool
 }
 
 // encodeSet encodes attrs as Resource field-1 KeyValues with string values.
@@ -105,9 +110,14 @@ func (c *Chain) edited(key []byte) bool {
 }
 
 // planResource walks the Resource fields of the entry e: it plans their rewrite and reports
-// whether a -drop rule matches them.
-func (c *Chain) planResource(pl *resourcePlan, e []byte) (drop bool, err error) {
+// whether a -drop rule matches them. peer is the text of the client's address, nil when the
+// request has none or no -resource.from-peer is given.
+func (c *Chain) planResource(pl *resourcePlan, e, peer []byte) (drop bool, err error) {
 	var seen uint64 // drop rules whose key was found: the first attribute of a key decides
+	// What the Resource fields measure as they are, and the bytes of -resource.from-peer's
+	// attributes in each: whether those go is known only once every field was read.
+	var length, field, peerKV [maxResources]int
+	found := false // a -resource.from-peer attribute with a value PeerInsert keeps
 	for off := 0; off < len(e); {
 		f, err := next(e, off)
 		if err != nil {
@@ -145,6 +155,17 @@ func (c *Chain) planResource(pl *resourcePlan, e []byte) (drop bool, err error) 
 				size -= g.size()
 				continue
 			}
+			if peer != nil && string(key) == c.peerKey {
+				peerKV[pl.n] += g.size()
+				if !c.peerUpsert && !found {
+					empty, err := emptyString(value)
+					if err != nil {
+						return false, err
+					}
+					found = !empty
+				}
+				continue // Validate refuses a -drop rule on this key
+			}
 			for i := range c.drop {
 				m := &c.drop[i]
 				if seen&(1<<i) != 0 || string(key) != m.Key {
@@ -158,19 +179,31 @@ func (c *Chain) planResource(pl *resourcePlan, e []byte) (drop bool, err error) 
 				}
 			}
 		}
-		if pl.n == 0 {
-			size += len(c.set)
+		pl.size[pl.n], length[pl.n], field[pl.n] = size, len(res), f.size()
+		pl.n++
+	}
+	added := len(c.set)
+	if peer != nil && (c.peerUpsert || !found) {
+		pl.peer = true
+		added += peerKVSize(c.peerKey, peer)
+	}
+	for k := range pl.n {
+		size := pl.size[k]
+		if pl.peer {
+			size -= peerKV[k]
 		}
-		if size != len(res) || (pl.n == 0 && len(c.set) > 0) {
+		if k == 0 {
+			size += added
+		}
+		if size != length[k] || (k == 0 && added > 0) {
 			pl.edit = true
 		}
-		pl.size[pl.n] = size
-		pl.n++
-		pl.delta += fieldSize(size) - f.size()
+		pl.size[k] = size
+		pl.delta += fieldSize(size) - field[k]
 	}
-	if pl.n == 0 && len(c.set) > 0 {
+	if pl.n == 0 && added > 0 {
 		pl.insert, pl.edit = true, true
-		pl.delta += fieldSize(len(c.set))
+		pl.delta += fieldSize(added)
 	}
 	return false, nil
 }
@@ -197,9 +230,10 @@ func stringValue(v []byte) ([]byte, bool, error) {
 }
 
 // appendResource writes the k-th Resource field res of an entry as planned: the attributes
-// no edit names, then (the first one) the set attributes.
-func (c *Chain) appendResource(dst, res []byte, size, k int) []byte {
-	dst = appendHeader(dst, 1, size)
+// no edit names, then (the first one) the set attributes and the client's address, whose text
+// is peer.
+func (c *Chain) appendResource(dst, res []byte, pl *resourcePlan, k int, peer []byte) []byte {
+	dst = appendHeader(dst, 1, pl.size[k])
 	run := 0
 	for ro := 0; ro < len(res); {
 		g, _ := next(res, ro) // planResource read these bytes already
@@ -207,7 +241,7 @@ func (c *Chain) appendResource(dst, res []byte, size, k int) []byte {
 		if g.num != 1 {
 			continue
 		}
-		if key, _, _ := keyValue(res[g.val:g.end]); c.edited(key) {
+		if key, _, _ := keyValue(res[g.val:g.end]); c.edited(key) || pl.peer && string(key) == c.peerKey {
 			dst = append(dst, res[run:g.tag]...)
 			run = g.end
 		}
@@ -215,6 +249,9 @@ func (c *Chain) appendResource(dst, res []byte, size, k int) []byte {
 	dst = append(dst, res[run:]...)
 	if k == 0 {
 		dst = append(dst, c.set...)
+		if pl.peer {
+			dst = appendPeerKV(dst, c.peerKey, peer)
+		}
 	}
 	return dst
 }

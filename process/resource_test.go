@@ -2,6 +2,7 @@ package process
 
 import (
 	"maps"
+	"net/netip"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -156,7 +157,7 @@ func TestResourceEditDuplicateKeys(t *testing.T) {
 	res := append(append(kv("team", "x"), kv("team", "y")...), kv("host", "h")...)
 	entry := appendHeader(nil, 1, len(res))
 	entry = append(entry, res...)
-	out, _, err := c.AppendEntry(nil, sigLogs, entry)
+	out, _, err := c.AppendEntry(nil, sigLogs, entry, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestResourceEditRefusesMalformed(t *testing.T) {
 		{0x0a, 0x02, 0x0a, 0x09},             // attribute longer than the Resource
 		{0x0a, 0x02, 0x08, 0x01, 0x12, 0x01}, // a scope length past the end
 	} {
-		if _, _, err := c.AppendEntry(nil, sigTraces, e); err == nil {
+		if _, _, err := c.AppendEntry(nil, sigTraces, e, netip.Addr{}); err == nil {
 			t.Errorf("% x: no error", e)
 		}
 	}

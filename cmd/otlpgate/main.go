@@ -53,8 +53,10 @@ type config struct {
 	spoolFull string
 	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
 	spoolGroupReadable bool
-	// The processing steps (process/): -resource.set, -resource.delete, -drop, -sample.*.
+	// The processing steps (process/): -resource.set, -resource.delete, -resource.from-peer,
+	// -drop, -sample.*.
 	procSet, procDelete, procDrop []string
+	peerAction                    string // -resource.from-peer.action
 	sampleTraces, sampleMode      string
 	sampleSeed                    uint32
 	sampleSeedSet                 bool
@@ -253,7 +255,14 @@ func finishSpoolConfig(cfg *config) error {
 // finishProcessConfig reads the flags of the processing steps and builds their chain into the
 // pipeline's configuration.
 func finishProcessConfig(cfg *config) error {
+	fromPeer := cfg.proc.FromPeer // set by its flag
 	cfg.proc = process.DefaultConfig()
+	cfg.proc.FromPeer = fromPeer
+	action, err := process.ParsePeerAction(cfg.peerAction)
+	if err != nil {
+		return err
+	}
+	cfg.proc.FromPeerAction = action
 	for _, s := range cfg.procSet {
 		a, err := process.ParseSet(s)
 		if err != nil {

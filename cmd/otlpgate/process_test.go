@@ -84,6 +84,14 @@ func TestProcessFlags(t *testing.T) {
 	f([]string{"-sample.traces", "10", "-sample.precision", "4"}, "-sample.precision applies to -sample.mode=proportional and equalizing")
 	f([]string{"-sample.traces", "10", "-sample.mode", "equalizing", "-sample.hash-seed", "1"}, "-sample.hash-seed applies to -sample.mode=hash_seed")
 	f([]string{"-sample.logs"}, "need -sample.traces")
+	if p := f([]string{"-resource.from-peer", "k8s.pod.ip"}, "").proc; p.FromPeer != "k8s.pod.ip" || p.FromPeerAction != process.PeerInsert {
+		t.Errorf("%+v", p)
+	}
+	if p := f([]string{"-resource.from-peer", "k8s.pod.ip", "-resource.from-peer.action", "upsert"}, "").proc; p.FromPeerAction != process.PeerUpsert {
+		t.Errorf("%+v", p)
+	}
+	f([]string{"-resource.from-peer", "k8s.pod.ip", "-resource.from-peer.action", "update"}, "-resource.from-peer.action \"update\": want insert or upsert")
+	f([]string{"-resource.from-peer", "a", "-resource.set", "a=1"}, "also given to -resource.set")
 	f([]string{"-sample.mode", "proportional", "-sample.precision", "4"}, "need -sample.traces")
 	f([]string{"-sample.traces", "1e-20"}, "below the smallest sampling probability")
 }

@@ -128,20 +128,23 @@ func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastp
 	return b, Accepted
 }
 
-// AdmitTenant is Admit for tenant t (-intake.headers; nil: the default tenant): the request
-// joins a batch of t's requests only. A tenant over its rate (-tenant.rate) is refused as
-// Throttled before admission, and told to wait TenantDelay; what a request took from its
-// tenant's bucket is given back when admission then refuses it. Safe for concurrent use.
-func (c *Control) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
-	if t == nil {
-		return c.Admit(sig, req, items, layout)
+// AdmitTenant is Admit for a request from o: its tenant (-intake.headers; nil: the default
+// tenant) joins a batch of its requests only, its client address goes to the processing steps.
+// A tenant over its rate (-tenant.rate) is refused as Throttled before admission, and told to
+// wait TenantDelay; what a request took from its tenant's bucket is given back when admission
+// then refuses it. Safe for concurrent use.
+func (c *Control) AdmitTenant(o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+	t := o.Tenant
+	if t != nil {
+		if _, ok := t.Take(len(req), items); !ok {
+			return nil, Throttled
+		}
 	}
-	if _, ok := t.Take(len(req), items); !ok {
-		return nil, Throttled
-	}
-	b, err := c.p.AdmitTenant(t, sig, req, items, layout)
+	b, err := c.p.AdmitTenant(o, sig, req, items, layout)
 	if err != nil {
-		t.Refund(len(req), items)
+		if t != nil {
+			t.Refund(len(req), items)
+		}
 		return nil, Of(err)
 	}
 	if c.refusingSince.Load() != 0 {

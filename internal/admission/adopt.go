@@ -7,18 +7,19 @@ import "github.com/otlpgate/otlpgate/fastpath"
 // an admitter without that takes the bytes as AdmitTenant does. The caller must not read the
 // request's bytes after the call, and returns *own to the pool as it would have. Safe for
 // concurrent use.
-func (c *Control) AdmitOwned(t *fastpath.Tenant, sig fastpath.Signal, own *[]byte, items int) (*fastpath.Batch, Reason) {
+func (c *Control) AdmitOwned(o fastpath.Origin, sig fastpath.Signal, own *[]byte, items int) (*fastpath.Batch, Reason) {
 	a, ok := c.p.(fastpath.Adopter)
 	if !ok {
-		return c.AdmitTenant(t, sig, *own, items, fastpath.LayoutV1)
+		return c.AdmitTenant(o, sig, *own, items, fastpath.LayoutV1)
 	}
+	t := o.Tenant
 	n := len(*own) // *own may be exchanged by the call
 	if t != nil {
 		if _, ok := t.Take(n, items); !ok {
 			return nil, Throttled
 		}
 	}
-	b, err := a.AdmitOwned(t, sig, own, items)
+	b, err := a.AdmitOwned(o, sig, own, items)
 	if err != nil {
 		if t != nil {
 			t.Refund(n, items)

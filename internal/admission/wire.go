@@ -11,21 +11,22 @@ import "github.com/otlpgate/otlpgate/fastpath"
 // tenant's rate (-tenant.rate) is charged for plain, as AdmitTenant charges it, and given back
 // when admission refuses. plain and wire are only read during the call. Safe for concurrent
 // use.
-func (c *Control) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, Reason) {
+func (c *Control) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, Reason) {
 	w, ok := c.p.(fastpath.WireAdmitter)
 	if !ok || enc == fastpath.EncodingNone {
-		b, r := c.AdmitTenant(t, sig, plain, items, fastpath.LayoutV1)
+		b, r := c.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
 		if r == Accepted && enc != fastpath.EncodingNone {
 			fastpath.CountFallback(fastpath.FallbackSpool, len(plain))
 		}
 		return b, r
 	}
+	t := o.Tenant
 	if t != nil {
 		if _, ok := t.Take(len(plain), items); !ok {
 			return nil, Throttled
 		}
 	}
-	b, err := w.AdmitWire(t, sig, plain, wire, enc, items)
+	b, err := w.AdmitWire(o, sig, plain, wire, enc, items)
 	if err != nil {
 		if t != nil {
 			t.Refund(len(plain), items)

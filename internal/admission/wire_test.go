@@ -15,9 +15,9 @@ import (
 type plainAdmitter struct{ got [][]byte }
 
 func (a *plainAdmitter) Admit(sig fastpath.Signal, req []byte, items int, l fastpath.Layout) (*fastpath.Batch, error) {
-	return a.AdmitTenant(nil, sig, req, items, l)
+	return a.AdmitTenant(fastpath.Origin{}, sig, req, items, l)
 }
-func (a *plainAdmitter) AdmitTenant(_ *fastpath.Tenant, _ fastpath.Signal, req []byte, _ int, _ fastpath.Layout) (*fastpath.Batch, error) {
+func (a *plainAdmitter) AdmitTenant(_ fastpath.Origin, _ fastpath.Signal, req []byte, _ int, _ fastpath.Layout) (*fastpath.Batch, error) {
 	a.got = append(a.got, bytes.Clone(req))
 	return nil, nil
 }
@@ -42,7 +42,7 @@ func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
 	var c Control
 	c.Init(&spoolLike, nil, time.Second)
 	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "spool")
-	if _, r := c.AdmitWire(nil, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
+	if _, r := c.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
 		t.Fatalf("reason %v", r)
 	}
 	if len(spoolLike.got) != 1 || !bytes.Equal(spoolLike.got[0], body) {
@@ -59,7 +59,7 @@ func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
 	defer p.Close()
 	c.Init(p, nil, time.Second)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
-	if _, r := c.AdmitWire(nil, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
+	if _, r := c.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
 		t.Fatalf("reason %v", r)
 	}
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 1 {
@@ -128,14 +128,14 @@ func TestAdmitWireTenantRate(t *testing.T) {
 	}
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	run("compressed", func(c *Control, tn *fastpath.Tenant) Reason {
-		_, r := c.AdmitWire(tn, fastpath.Traces, body, wire, fastpath.EncodingGzip, 1)
+		_, r := c.AdmitWire(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, wire, fastpath.EncodingGzip, 1)
 		return r
 	})
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 2 {
 		t.Fatalf("%v requests passed through, want the 2 admitted", n)
 	}
 	run("plain", func(c *Control, tn *fastpath.Tenant) Reason {
-		_, r := c.AdmitTenant(tn, fastpath.Traces, body, 1, fastpath.LayoutV1)
+		_, r := c.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
 		return r
 	})
 }

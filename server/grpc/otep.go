@@ -51,7 +51,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
-		tenant, err := s.tenant(ctx)
+		from, err := s.origin(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -66,14 +66,14 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		}
 		defer raw.Release()
 		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPUnary, tenant, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPUnary, from, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
 		}
 		var delay uint64
 		if reason == admission.Throttled {
-			delay = retryDelayMs(admission.TenantDelay(tenant, req, sc.Items))
+			delay = retryDelayMs(admission.TenantDelay(from.Tenant, req, sc.Items))
 		}
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
@@ -115,7 +115,7 @@ func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 		if err := s.authorize(ctx); err != nil {
 			return err
 		}
-		tenant, err := s.tenant(ctx)
+		from, err := s.origin(ctx)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 		// be queued in place of the answer slot and escape the count of unsent answers.
 		_ = grpc.SetSendCompressor(ctx, encoding.Identity)
 		st := s.newStreamState(stream)
-		st.tenant = tenant
+		st.from = from
 		done := make(chan error, 1)
 		s.loops.Add(1)
 		go func() {
@@ -179,15 +179,15 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			return st.finish(s.recvError(err))
 		}
 		req := raw.Bytes()
-		if st.tenant.Expired() {
+		if st.from.Tenant.Expired() {
 			// The stream was quiet longer than -intake.tenant-idle: its tenant left the table.
 			// Looked up again it is interned anew (a refusal, the table being full, keeps the
 			// old one: its requests are still delivered, under its forwarded header).
-			if t, err := s.tenant(st.ctx); err == nil {
-				st.tenant = t
+			if o, err := s.origin(st.ctx); err == nil {
+				st.from = o
 			}
 		}
-		sc, b, reason := s.admit(kindOTEPStream, st.tenant, sig, req, fastpath.LayoutOTEP)
+		sc, b, reason := s.admit(kindOTEPStream, st.from, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID
 		if reason == admission.Invalid {
 			id = peekID(req)
@@ -196,7 +196,7 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 		if reason == admission.Throttled {
 			// FailedRetryable with the tenant's wait; the stream goes on: the other requests
 			// on it may fit, and another tenant's streams are not concerned.
-			delay = retryDelayMs(admission.TenantDelay(st.tenant, req, sc.Items))
+			delay = retryDelayMs(admission.TenantDelay(st.from.Tenant, req, sc.Items))
 		}
 		if reason == admission.Busy {
 			delay = retryDelayMs(s.adm.BusyDelay())
@@ -231,8 +231,8 @@ type streamState struct {
 	ctx     context.Context
 	conn    *conn // the stream's connection, closed when answers are not taken; nil if unknown
 	gate    recvGate
-	expired atomic.Bool      // StreamMaxAge passed
-	tenant  *fastpath.Tenant // the stream's (-intake.headers), nil without tenants
+	expired atomic.Bool     // StreamMaxAge passed
+	from    fastpath.Origin // the stream's tenant (-intake.headers; nil without tenants) and client address
 
 	// Owned by the sending goroutine.
 	ring answerRing

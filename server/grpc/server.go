@@ -233,14 +233,14 @@ func (s *Server) unavailable(msg string) error {
 	return st.Err()
 }
 
-// admit scans req and admits it for tenant t (nil: the default tenant).
-func (s *Server) admit(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+// admit scans req and admits it from o (its tenant; nil: the default tenant).
+func (s *Server) admit(k kind, o fastpath.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
 	sc, err := s.scan(k, sig, req, layout)
 	if err != nil {
 		ctr.refuse(k, sig, admission.Invalid, 0)
 		return sc, nil, admission.Invalid
 	}
-	b, reason = s.admitScanned(k, t, sig, req, layout, arrival{}, sc)
+	b, reason = s.admitScanned(k, o, sig, req, layout, arrival{}, sc)
 	return sc, b, reason
 }
 
@@ -265,7 +265,7 @@ func (s *Server) scan(k kind, sig fastpath.Signal, req []byte, layout fastpath.L
 }
 
 // admitScanned counts a request that passed its scan sc as received, and admits it.
-func (s *Server) admitScanned(k kind, t *fastpath.Tenant, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *fastpath.Batch, reason admission.Reason) {
+func (s *Server) admitScanned(k kind, o fastpath.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *fastpath.Batch, reason admission.Reason) {
 	items := max(sc.Items, 0)
 	ctr.items[k][sig].Add(float64(items))
 	ctr.reqs[k][sig].Inc()
@@ -274,11 +274,11 @@ func (s *Server) admitScanned(k kind, t *fastpath.Tenant, sig fastpath.Signal, r
 	}
 	switch {
 	case a.enc != fastpath.EncodingNone && layout == fastpath.LayoutV1:
-		b, reason = s.adm.AdmitWire(t, sig, req, a.wire, a.enc, items)
+		b, reason = s.adm.AdmitWire(o, sig, req, a.wire, a.enc, items)
 	case a.own != nil && layout == fastpath.LayoutV1:
-		b, reason = s.adm.AdmitOwned(t, sig, a.own, items)
+		b, reason = s.adm.AdmitOwned(o, sig, a.own, items)
 	default:
-		b, reason = s.adm.AdmitTenant(t, sig, req, items, layout)
+		b, reason = s.adm.AdmitTenant(o, sig, req, items, layout)
 	}
 	if reason != admission.Accepted {
 		ctr.refuse(k, sig, reason, items)

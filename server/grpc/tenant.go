@@ -94,11 +94,20 @@ func retryDelayMs(d time.Duration) uint64 {
 	return min(uint64((d+time.Millisecond-1)/time.Millisecond), maxRetryDelayMs)
 }
 
-// tenant returns the call's tenant, nil without tenants, or the status that refuses the call:
-// with -auth.tenants-file the tenant its bearer token is bound to, else the one its headers
-// name, charged to the client's address when it is new (-intake.max-tenants-per-peer). A
-// header sent several times counts with its first value. A known tenant costs no allocation.
-func (s *Server) tenant(ctx context.Context) (*fastpath.Tenant, error) {
+// origin returns the call's client address and tenant (nil without tenants), or the status
+// that refuses the call: with -auth.tenants-file the tenant its bearer token is bound to, else
+// the one its headers name, charged to the client's address when it is new
+// (-intake.max-tenants-per-peer). A header sent several times counts with its first value. A
+// known tenant costs no allocation.
+func (s *Server) origin(ctx context.Context) (fastpath.Origin, error) {
+	o := fastpath.Origin{Peer: peerAddr(ctx)}
+	t, err := s.tenant(ctx, o.Peer)
+	o.Tenant = t
+	return o, err
+}
+
+// tenant is origin's tenant, for a call from the client address peer.
+func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*fastpath.Tenant, error) {
 	ts := s.cfg.Tenants
 	if ts == nil {
 		return nil, nil
@@ -116,7 +125,7 @@ func (s *Server) tenant(ctx context.Context) (*fastpath.Tenant, error) {
 		for _, h := range ts.Headers() {
 			ts.AddString(&k, first(md[h]))
 		}
-		t, err = ts.LookupFrom(&k, peerAddr(ctx))
+		t, err = ts.LookupFrom(&k, peer)
 	}
 	switch err {
 	case nil:
@@ -143,7 +152,8 @@ func first(vs []string) string {
 	return vs[0]
 }
 
-// peerAddr is the call's client address, invalid when it has none (a unix socket).
+// peerAddr is the call's client address, invalid when it has none (a unix socket); an IPv4
+// client of a dual-stack listener as IPv4.
 func peerAddr(ctx context.Context) netip.Addr {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
@@ -157,10 +167,10 @@ func peerAddr(ctx context.Context) netip.Addr {
 	}
 	switch a := addr.(type) {
 	case *net.TCPAddr:
-		return a.AddrPort().Addr()
+		return a.AddrPort().Addr().Unmap()
 	case nil:
 		return netip.Addr{}
 	}
 	ap, _ := netip.ParseAddrPort(addr.String())
-	return ap.Addr()
+	return ap.Addr().Unmap()
 }

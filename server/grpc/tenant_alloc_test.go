@@ -24,12 +24,12 @@ func TestTenantZeroAlloc(t *testing.T) {
 	}
 	s := &Server{cfg: Config{Tenants: ts}}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.MD{"x-scope-orgid": {"acme"}, ":authority": {"h"}})
-	want, err := s.tenant(ctx)
-	if err != nil || want.String() != "acme|" {
+	want, err := s.origin(ctx)
+	if err != nil || want.Tenant.String() != "acme|" {
 		t.Fatal(want, err)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if got, err := s.tenant(ctx); got != want || err != nil {
+		if got, err := s.origin(ctx); got != want || err != nil {
 			t.Fatal(got, err)
 		}
 	})
@@ -40,7 +40,8 @@ func TestTenantZeroAlloc(t *testing.T) {
 
 // Reading a known tenant charged to the client's address, or bound to the call's bearer
 // token, allocates nothing either, with the address as a listener gives it and as the
-// intake limiter's connections wrap it.
+// intake limiter's connections wrap it; nor does reading the address itself, which the
+// processing steps are handed (-resource.from-peer).
 func TestTenantPeerAndCredentialZeroAlloc(t *testing.T) {
 	tcp := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4242}
 	for _, addr := range []net.Addr{tcp, &connAddr{Addr: tcp}} {
@@ -66,15 +67,15 @@ func testTenantPeerAndCredentialZeroAlloc(t *testing.T, addr net.Addr) {
 	}
 	for _, bound := range []bool{false, true} {
 		s, ctx := open(bound)
-		want, err := s.tenant(ctx)
-		if err != nil || want.String() != "acme" {
+		want, err := s.origin(ctx)
+		if err != nil || want.Tenant.String() != "acme" || want.Peer != netip.MustParseAddr("192.0.2.7") {
 			t.Fatal(want, err)
 		}
 		if !bound && s.cfg.Tenants.PeerTenants(netip.MustParseAddr("192.0.2.7")) != 1 {
 			t.Fatal("the tenant was not charged to the call's address")
 		}
 		allocs := testing.AllocsPerRun(1000, func() {
-			if got, err := s.tenant(ctx); got != want || err != nil {
+			if got, err := s.origin(ctx); got != want || err != nil {
 				t.Fatal(got, err)
 			}
 		})

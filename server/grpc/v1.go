@@ -79,7 +79,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err := s.authorize(ctx); err != nil {
 			return nil, err
 		}
-		tenant, err := s.tenant(ctx)
+		from, err := s.origin(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -104,16 +104,16 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		sc, err := s.scan(kindV1, sig, req, fastpath.LayoutV1)
 		items := max(sc.Items, 0)
 		if err == nil {
-			b, reason = s.admitScanned(kindV1, tenant, sig, req, fastpath.LayoutV1, arrivalOf(raw), sc)
+			b, reason = s.admitScanned(kindV1, from, sig, req, fastpath.LayoutV1, arrivalOf(raw), sc)
 		} else {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped. It is counted once
 			// that is known: received with the items kept, or refused as invalid.
-			b, items, rejected, msg, reason = s.admitValidEntries(tenant, sig, req)
+			b, items, rejected, msg, reason = s.admitValidEntries(from, sig, req)
 		}
 		var wait time.Duration
 		if reason == admission.Throttled {
-			wait = admission.TenantDelay(tenant, req, max(sc.Items, 0))
+			wait = admission.TenantDelay(from.Tenant, req, max(sc.Items, 0))
 		}
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
@@ -161,7 +161,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 // OTLP/HTTP intake does: received with the items kept, the dropped entries as partially
 // rejected; refused as invalid (once, with no items) when the top level is malformed or no
 // entry is valid.
-func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req []byte) (b *fastpath.Batch, items int, rejected int64, msg string, reason admission.Reason) {
+func (s *Server) admitValidEntries(o fastpath.Origin, sig fastpath.Signal, req []byte) (b *fastpath.Batch, items int, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
 		ctr.refuse(kindV1, sig, admission.Invalid, 0)
 		return nil, 0, 0, "", admission.Invalid
@@ -178,7 +178,7 @@ func (s *Server) admitValidEntries(t *fastpath.Tenant, sig fastpath.Signal, req 
 	// The kept entries are a request that passes its scan: admitted from buf (AdmitTenant
 	// copies it), counted received, or refused with their items.
 	sc := fastpath.Scan{Resources: e.Good, Items: e.Items}
-	if b, reason = s.admitScanned(kindV1, t, sig, *buf, fastpath.LayoutV1, arrival{}, sc); reason != admission.Accepted {
+	if b, reason = s.admitScanned(kindV1, o, sig, *buf, fastpath.LayoutV1, arrival{}, sc); reason != admission.Accepted {
 		return nil, 0, 0, "", reason
 	}
 	return b, e.Items, e.Rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad), admission.Accepted

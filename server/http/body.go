@@ -111,10 +111,10 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
-	// tenant is the request's tenant (-intake.headers), nil without tenants; wait is how long
-	// it is told to wait when refused for its rate (-tenant.rate).
-	tenant *fastpath.Tenant
-	wait   time.Duration
+	// from is the request's tenant (-intake.headers; nil without tenants) and client address;
+	// wait is how long it is told to wait when refused for its rate (-tenant.rate).
+	from fastpath.Origin
+	wait time.Duration
 	// packed is the body as received when it arrived compressed in enc, kept beside its
 	// decompressed form for a pass-through batch (fastpath.WireAdmitter); valid until release.
 	packed []byte
@@ -161,7 +161,7 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream, s.tenant, s.wait = nil, nil, streamReader{}, nil, 0
+	s.adm, s.done, s.stream, s.from, s.wait = nil, nil, streamReader{}, fastpath.Origin{}, 0
 	s.packed, s.enc, s.outLimit, s.items = nil, fastpath.EncodingNone, 0, 0
 	scratchPool.Put(s)
 }

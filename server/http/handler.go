@@ -61,7 +61,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
 		return
 	}
-	tenant, refused, why := s.tenant(ctx)
+	peer := remoteAddr(ctx)
+	tenant, refused, why := s.tenant(ctx, peer)
 	if refused != nil {
 		s.reject(ctx, f, why, refused)
 		if why == rejectUnauthenticated {
@@ -90,7 +91,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	sc := getScratch()
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
-	sc.tenant = tenant
+	sc.from = fastpath.Origin{Tenant: tenant, Peer: peer}
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
 	read = err != errBusy || sc.stream.streamed
 	if err != nil {
@@ -294,17 +295,17 @@ func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, i
 	switch {
 	case f == encProto && sc.enc != fastpath.EncodingNone:
 		// Arrived compressed: it may join a batch as received (compressed pass-through).
-		b, reason = s.adm.AdmitWire(sc.tenant, sig, req, sc.packed, sc.enc, items)
+		b, reason = s.adm.AdmitWire(sc.from, sig, req, sc.packed, sc.enc, items)
 	case f == encProto && sc.holdsWire(req):
 		// The body as read, in the scratch's own buffer: a batch it opens may take the
 		// buffer over rather than copy it (fastpath.Adopter), leaving sc.wire another one.
 		// req is not read past here unless refused, which leaves it where it was.
-		b, reason = s.adm.AdmitOwned(sc.tenant, sig, sc.wire, items)
+		b, reason = s.adm.AdmitOwned(sc.from, sig, sc.wire, items)
 	default:
-		b, reason = s.adm.AdmitTenant(sc.tenant, sig, req, items, fastpath.LayoutV1)
+		b, reason = s.adm.AdmitTenant(sc.from, sig, req, items, fastpath.LayoutV1)
 	}
 	if reason == admission.Throttled {
-		sc.wait = admission.TenantDelay(sc.tenant, req, items)
+		sc.wait = admission.TenantDelay(sc.from.Tenant, req, items)
 	}
 	if reason != admission.Accepted {
 		ctr.refuse(f, sig, reason, items)

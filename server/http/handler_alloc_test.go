@@ -4,23 +4,35 @@ package httpserver
 
 import (
 	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/process"
 )
 
 // A protobuf request through the handler into the pipeline allocates nothing in steady state,
 // plain or compressed: fasthttp's request context is reused as on a keep-alive connection, the
 // body is admitted from fasthttp's buffer (or the pooled inflated copy) and the answer is
 // written without a body. The race detector makes sync.Pool drop items, hence the build tag.
+// So does handing the client's address to the processing steps that write it into every
+// resource (-resource.from-peer).
 func TestHandlerAllocs(t *testing.T) {
 	req := traces(t, 1, 50)
+	fromPeer, err := process.New(process.Config{FromPeer: "client.address", FromPeerAction: process.PeerUpsert})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, coding string
 		body         []byte
+		proc         fastpath.Processor
 	}{
-		{"identity", "", req},
-		{"gzip", "gzip", gzipped(t, req)},
-		{"zstd", "zstd", zstded(t, req)},
+		{"identity", "", req, nil},
+		{"gzip", "gzip", gzipped(t, req), nil},
+		{"zstd", "zstd", zstded(t, req), nil},
+		{"identity, -resource.from-peer", "", req, fromPeer},
+		{"gzip, -resource.from-peer", "gzip", gzipped(t, req), fromPeer},
 	} {
-		h := newHandlerHarness(t)
+		h := newProcessingHarness(t, tc.proc)
 		ctx := h.ctx(tc.coding, tc.body)
 		run := func() {
 			h.srv.handle(ctx)

@@ -20,9 +20,16 @@ type handlerHarness struct {
 // newHandlerHarness is a server that is never started: tests call its handler directly.
 func newHandlerHarness(tb testing.TB) *handlerHarness {
 	tb.Helper()
+	return newProcessingHarness(tb, nil)
+}
+
+// newProcessingHarness is newHandlerHarness with the processing steps proc (nil: none).
+func newProcessingHarness(tb testing.TB, proc fastpath.Processor) *handlerHarness {
+	tb.Helper()
 	h := &handlerHarness{sink: &testkit.Discard{}}
 	pc := fastpath.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
+	pc.Processor = proc
 	var err error
 	if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
 		tb.Fatal(err)

@@ -8,12 +8,13 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
-// tenant reads the request's tenant (-intake.headers) before its body: with
+// tenant reads the request's tenant (-intake.headers), from the client address peer, before its
+// body: with
 // -auth.tenants-file the tenant its bearer token is bound to, else the one its headers name,
 // charged to the client's address when it is new (-intake.max-tenants-per-peer). A request the
 // tenant table refuses is answered with the reply returned, counted under the reason returned,
 // and its body is not read. A known tenant costs a header lookup per name and no allocation.
-func (s *Server) tenant(ctx *fasthttp.RequestCtx) (*fastpath.Tenant, *reply, int) {
+func (s *Server) tenant(ctx *fasthttp.RequestCtx, peer netip.Addr) (*fastpath.Tenant, *reply, int) {
 	ts := s.cfg.Tenants
 	if ts == nil {
 		return nil, nil, 0
@@ -31,7 +32,7 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx) (*fastpath.Tenant, *reply, int
 		for _, h := range ts.Headers() {
 			ts.Add(&k, hdr.Peek(h))
 		}
-		t, err = ts.LookupFrom(&k, remoteAddr(ctx))
+		t, err = ts.LookupFrom(&k, peer)
 	}
 	switch err {
 	case nil:
@@ -50,8 +51,12 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx) (*fastpath.Tenant, *reply, int
 	return nil, s.replies.badTenant, rejectTenant
 }
 
-// remoteAddr is the request's client address, invalid when it has none (a unix socket).
+// remoteAddr is the request's client address, invalid when it has none (a unix socket, which
+// fasthttp reports as 0.0.0.0); an IPv4 client of a dual-stack listener as IPv4.
 func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
 	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
-	return a
+	if a.IsUnspecified() {
+		return netip.Addr{}
+	}
+	return a.Unmap()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -86,6 +88,10 @@ type conn struct {
 	// lbl describes the client; replaced (never modified) when the client id or software
 	// changes, so instances compare it by pointer.
 	lbl *clientLabels
+	// next takes the connection's pushes: the server's Consumer, told the client's address
+	// when it takes one (-resource.from-peer), bound once per connection so that a push
+	// allocates nothing for it.
+	next fastpath.Consumer
 	// broker is the Metadata broker entry: the advertised address or this connection's local
 	// address.
 	broker []kmsg.MetadataResponseBroker
@@ -111,7 +117,13 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc}
+	c := &conn{s: s, nc: nc, next: s.next}
+	if oc, ok := s.next.(fastpath.OriginConsumer); ok {
+		// Once per connection: parsing the address's text costs nothing per push.
+		if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+			c.next = &fromConsumer{oc, fastpath.Origin{Peer: ap.Addr().Unmap()}}
+		}
+	}
 	addr, port := splitAddr(nc.RemoteAddr())
 	c.lbl = &clientLabels{sourceAddress: addr, sourcePort: port}
 	host, p := s.advHost, s.advPort
@@ -125,6 +137,17 @@ func newConn(s *Server, nc net.Conn) *conn {
 	b.NodeID, b.Host, b.Port = brokerNodeID, host, p
 	c.broker = []kmsg.MetadataResponseBroker{b}
 	return c
+}
+
+// fromConsumer hands what a connection pushes to an OriginConsumer with the connection's
+// origin.
+type fromConsumer struct {
+	next fastpath.OriginConsumer
+	from fastpath.Origin
+}
+
+func (f *fromConsumer) Consume(sig fastpath.Signal, body []byte, items int) error {
+	return f.next.ConsumeFrom(f.from, sig, body, items)
 }
 
 // splitAddr returns the host and port of a TCP address as strings.

@@ -160,7 +160,7 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 		}
 		data = out
 	}
-	points, sent, err := forward(s.next, data, v.plan, v.attrs, 2*s.cfg.TelemetryMaxBytes)
+	points, sent, err := forward(c.next, data, v.plan, v.attrs, 2*s.cfg.TelemetryMaxBytes)
 	exportSeconds.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil && !sent:

@@ -87,18 +87,24 @@ func (a *Admission) SetDestinations(dests []fastpath.Destination) {
 // once appended. It fails with ErrSpoolFull or ErrSpoolIO (both fastpath.ErrFull),
 // fastpath.ErrTooLarge, fastpath.ErrClosed or a scan error. req is only read during the call.
 func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(a.cfg.Budget, nil, sig, req, items, layout)
+	return nil, a.admit(a.cfg.Budget, fastpath.Origin{}, sig, req, items, layout)
 }
 
-// AdmitTenant is Admit for tenant t (nil: the default tenant): the record keeps t as its meta
-// (t.Record), for the feeders to read back.
-func (a *Admission) AdmitTenant(t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(a.cfg.Budget, t, sig, req, items, layout)
+// AdmitTenant is Admit for a request from o: the record keeps its tenant (nil: the default
+// tenant) as its meta (Tenant.Record), for the feeders to read back; its client address is
+// written into the record by the processing steps, if they are asked to.
+func (a *Admission) AdmitTenant(o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
+	return nil, a.admit(a.cfg.Budget, o, sig, req, items, layout)
 }
 
 // Consume appends body, a v1 request body, for the default tenant.
 func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return a.admit(a.cfg.ConsumeBudget, nil, sig, body, items, fastpath.LayoutV1)
+	return a.ConsumeFrom(fastpath.Origin{}, sig, body, items)
+}
+
+// ConsumeFrom is Consume for data from o: it implements fastpath.OriginConsumer.
+func (a *Admission) ConsumeFrom(o fastpath.Origin, sig fastpath.Signal, body []byte, items int) error {
+	return a.admit(a.cfg.ConsumeBudget, o, sig, body, items, fastpath.LayoutV1)
 }
 
 // Serves reports whether sig has a destination now, for the default tenant: it implements
@@ -107,11 +113,11 @@ func (a *Admission) Serves(sig fastpath.Signal) bool { return fastpath.Serves(&a
 
 // admit prepares req as the pipeline does, charging what processing writes to budget (the
 // intake limiter's budget of the intake it came from), and appends it.
-func (a *Admission) admit(budget fastpath.Budget, t *fastpath.Tenant, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+func (a *Admission) admit(budget fastpath.Budget, o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
 	if a.closed.Load() {
 		return fastpath.ErrClosed
 	}
-	r, err := fastpath.Prepare(&a.cfg, budget, t, sig, req, items, layout)
+	r, err := fastpath.Prepare(&a.cfg, budget, o, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return err
 	}
@@ -141,13 +147,13 @@ func (a *Admission) admit(budget fastpath.Budget, t *fastpath.Tenant, sig fastpa
 // otlpgate_fastpath_passthrough_fallback_requests_total. A zstd record begins with
 // fastpath.ZstdPreamble, so that records concatenated into a batch stay one. It returns no
 // batch: the request is answered once appended.
-func (a *Admission) AdmitWire(t *fastpath.Tenant, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, error) {
+func (a *Admission) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, error) {
 	if a.closed.Load() {
 		return nil, fastpath.ErrClosed
 	}
-	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), t, sig, plain, wire, enc, items)
+	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), o, sig, plain, wire, enc, items)
 	if !ok {
-		if err = a.admit(a.cfg.Budget, t, sig, plain, items, fastpath.LayoutV1); err == nil {
+		if err = a.admit(a.cfg.Budget, o, sig, plain, items, fastpath.LayoutV1); err == nil {
 			fastpath.CountFallback(f, len(plain))
 		}
 		return nil, err

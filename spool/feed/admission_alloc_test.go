@@ -62,10 +62,10 @@ func TestAdmissionWireZeroAlloc(t *testing.T) {
 	gz, zs := ziptest.Gzip(t, v1), ziptest.Zstd(t, nil, v1)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	turn := func() {
-		if _, err := a.AdmitWire(nil, fastpath.Traces, v1, gz, fastpath.EncodingGzip, 1); err != nil {
+		if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, gz, fastpath.EncodingGzip, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := z.AdmitWire(nil, fastpath.Traces, v1, zs, fastpath.EncodingZstd, 1); err != nil {
+		if _, err := z.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, zs, fastpath.EncodingZstd, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func BenchmarkAdmission(b *testing.B) {
 				if enc == fastpath.EncodingNone {
 					err = a.Consume(fastpath.Traces, v1, 1)
 				} else {
-					_, err = a.AdmitWire(nil, fastpath.Traces, v1, wire, enc, 1)
+					_, err = a.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, wire, enc, 1)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -60,7 +60,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 			if i%2 == 0 {
 				tn = beta
 			}
-			if _, err := adm.AdmitTenant(tn, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+			if _, err := adm.AdmitTenant(fastpath.Origin{Tenant: tn}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -155,7 +155,7 @@ func TestAdmissionTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.AdmitTenant(acme, 0, entryOf(rec(2, 98)), 1, fastpath.LayoutV1); err != nil {
+	if _, err := adm.AdmitTenant(fastpath.Origin{Tenant: acme}, 0, entryOf(rec(2, 98)), 1, fastpath.LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	buf := pool.GetBytes(pool.MinSize)

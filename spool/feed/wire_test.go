@@ -86,7 +86,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				t.Helper()
 				body := entry(300, fill) // 303 bytes: three to a batch of at most 1000
 				plains = append(plains, body)
-				if _, err := a.AdmitWire(nil, fastpath.Traces, body, compress(body), enc, 1); err != nil {
+				if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, compress(body), enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -103,7 +103,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				plains = append(plains, body)
 				w := compress(body)
 				wires = append(wires, w)
-				if _, err := a.AdmitWire(nil, fastpath.Traces, body, w, enc, 1); err != nil {
+				if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, w, enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -207,7 +207,7 @@ func TestAdmissionWireIntoPlainSpool(t *testing.T) {
 	a.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingGzip}})
 	body := entry(300, 9)
 	off := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "off")
-	if _, err := a.AdmitWire(nil, fastpath.Traces, body, ziptest.Gzip(t, body), fastpath.EncodingGzip, 1); err != nil {
+	if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, ziptest.Gzip(t, body), fastpath.EncodingGzip, 1); err != nil {
 		t.Fatal(err)
 	}
 	recs, es := spooled(t, s)
