@@ -80,6 +80,10 @@ type config struct {
 
 	// -version prints the build and exits; -check checks the configuration and exits.
 	version, check bool
+
+	// -config and -config.poll-interval (configfile.go, reload.go).
+	configFile string
+	configPoll time.Duration
 }
 
 func defaultConfig() config {
@@ -108,6 +112,7 @@ func defaultConfig() config {
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
 		destFileMax:  gw.DefaultConfig().DestFileMax,
+		configPoll:   gw.DefaultConfig().DestFilePoll,
 	}
 }
 
@@ -116,21 +121,17 @@ func main() {
 }
 
 func run(args []string, stdout, stderr *os.File) int {
-	cfg := defaultConfig()
-	fs := flag.NewFlagSet("otlpgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	registerFlags(fs, &cfg)
-	args, err := expandArgs(args, os.LookupEnv)
-	if err != nil {
+	pc, err := loadConfig(args, os.LookupEnv, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errFlags):
+		return exitUsage // the flag package said why
+	case err != nil:
 		fmt.Fprintln(stderr, "otlpgate:", err)
 		return exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
+	cfg, fs := pc.cfg, pc.fs
 	// otlpgate has no subcommands: "otlpgate version" or "otlpgate validate" must not start a
 	// server the user did not ask for, and a flag after a stray word would be ignored.
 	if fs.NArg() > 0 {
@@ -168,7 +169,8 @@ func run(args []string, stdout, stderr *os.File) int {
 	b.export()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, log); err != nil {
+	src := configSource{args: args, getenv: os.LookupEnv, path: cfg.configFile, file: pc.file, body: pc.body}
+	if err := serve(ctx, cfg, src, log); err != nil {
 		var lost *gw.LossError
 		if errors.As(err, &lost) {
 			return exitLost // each loss was logged where it was found
@@ -326,9 +328,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// serve runs otlpgate until ctx ends or it fails, reloading on SIGHUP, then shuts it down in
-// phases (gw.Gateway.Shutdown).
-func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+// serve runs otlpgate until ctx ends or it fails, reloading on SIGHUP and on a change of the
+// config file (src), then shuts it down in phases (gw.Gateway.Shutdown).
+func serve(ctx context.Context, cfg config, src configSource, log *slog.Logger) error {
 	if lim := descriptorLimit(); lim > 0 {
 		if w := descriptorWarning(&cfg, lim); w != "" {
 			log.Warn(w)
@@ -344,6 +346,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := g.Start(ctx); err != nil {
 		return err
 	}
+	// A change of the config file is applied here, on this goroutine, as SIGHUP is: reloads
+	// never overlap.
+	changed := make(chan struct{}, 1)
+	if src.path != "" && cfg.configPoll > 0 {
+		g.Watch(src.path, cfg.configPoll, src.body, func() {
+			select {
+			case changed <- struct{}{}:
+			default: // one is pending: it reads the file as it is then
+			}
+		})
+	}
 	for waiting := true; waiting; {
 		select {
 		case <-ctx.Done():
@@ -351,7 +364,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		case <-g.Failed():
 			waiting = false // logged by the gateway; Shutdown returns the loss
 		case <-hup:
-			g.Reload() // each failure is logged, and keeps what ran before
+			if src.path != "" {
+				src.reload(g, log, "reload")
+			} else {
+				g.Reload() // each failure is logged, and keeps what ran before
+			}
+		case <-changed:
+			src.reload(g, log, "changed")
 		}
 	}
 	return g.Shutdown(context.Background())

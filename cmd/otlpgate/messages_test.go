@@ -79,7 +79,7 @@ func TestBinarySighupWithoutKafka(t *testing.T) {
 		line string // logged by the reload
 	}{
 		{[]string{"-dest.file", destFile, "-dest.file.poll-interval", "0"}, "destinations reloaded"},
-		{nil, "nothing to reload: no -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake"},
+		{nil, "nothing to reload: no -config, -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake"},
 	} {
 		g := startGateway(t, bin, append([]string{"-kafka.listen", ""}, c.args...)...)
 		g.cmd.Process.Signal(syscall.SIGHUP)

@@ -56,7 +56,7 @@ var flagGroups = map[string]string{
 	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
 	"intake.max-tenants-per-peer": "Tenants", "intake.tenant-idle": "Tenants",
 	"tenant":  "Tenants",
-	"version": "Command line", "check": "Command line",
+	"version": "Command line", "check": "Command line", "config": "Command line",
 }
 
 func configurationPage(t *testing.T) []byte {
@@ -89,6 +89,9 @@ func configurationPage(t *testing.T) []byte {
 	b.WriteString("`$${` is a literal `${`: see [destinations.md](destinations.md#secrets-and-values-from-the-environment-and-files)).\n")
 	b.WriteString("Destinations (`-dest`) are described in [destinations.md](destinations.md),\n")
 	b.WriteString("the processing steps (`-resource.*`, `-drop`, `-sample.*`) in [processing.md](processing.md).\n")
+	b.WriteString(configFileSection)
+	b.WriteString("\nThe tables list every flag; each is also a key of the config file, its name without the dash\n")
+	b.WriteString("(`-grpc.listen` is `grpc.listen:`), except `-config`, `-check` and `-version`.\n")
 	for _, g := range order {
 		fmt.Fprintf(&b, "\n## %s\n\n| flag | default | meaning |\n| --- | --- | --- |\n", g)
 		fl := sections[g]
@@ -104,6 +107,54 @@ func configurationPage(t *testing.T) []byte {
 	}
 	return b.Bytes()
 }
+
+// configFileSection describes the config file (-config, configfile.go) in
+// docs/configuration.md.
+const configFileSection = `
+## The config file (` + "`-config`" + `)
+
+` + "`otlpgate -config otlpgate.yaml`" + ` reads the flags from a YAML file. Each key is a flag's name without the
+dash, with the value the flag takes, written as on the command line (sizes with their suffix,
+durations in Go's syntax, ` + "`true`/`false`" + `); a dotted name may also be written nested
+(` + "`grpc: {listen: ...}`" + ` is ` + "`grpc.listen`" + `). A repeatable flag (` + "`-dest`, `-resource.set`" + `, ...) takes a list, or
+one value. Each destination of ` + "`dest`" + ` is either a ` + "`-dest`" + ` value or a mapping of ` + "`-dest`" + ` keys,
+which otlpgate writes into a ` + "`-dest`" + ` value for the same parser, so that every key of
+[destinations.md](destinations.md) works in both forms; in a mapping, ` + "`header`" + ` and ` + "`header-file`" + ` may be
+mappings of header names to values (or files), ` + "`signals`, `forward-headers`" + ` and ` + "`endpoints`" + ` lists, and a
+value may hold commas (otlpgate quotes it as the ` + "`-dest`" + ` syntax does).
+
+` + "```yaml" + `
+grpc.listen: 0.0.0.0:4317
+http:
+  listen: 0.0.0.0:4318
+queue.max-bytes: 512MiB
+resource.set:
+  - k8s.node.name=${env:NODE_NAME}
+dest:
+  - name=gateway,endpoint=otlpgate-gateway:4317,protocol=otep
+  - name: vendor
+    endpoint: https://otlp.vendor.example
+    signals: [traces, logs]
+    header:
+      x-api-key: ${env:VENDOR_API_KEY}
+    header-file:
+      authorization: /etc/otlpgate/vendor-basic-auth
+` + "```" + `
+
+` + "`${env:NAME}` and `${file:PATH}`" + ` are resolved in every value, as in flag values; an unset variable or an
+unreadable file stops the start and ` + "`-check`" + `, naming it; ` + "`$${`" + ` is a literal ` + "`${`" + `. Flags given on the
+command line override the file's keys (a list on the command line replaces the file's list). An
+unknown key, a key given twice, a list where one value is taken and a value the flag refuses
+stop the start, and ` + "`-check`" + `, with exit status 2 and a message naming the file, the line and the key.
+
+On SIGHUP, and when a change is seen by reading the file every ` + "`-config.poll-interval`" + `, the file is
+read again: a changed ` + "`dest`" + ` list is applied while otlpgate runs, as ` + "`-dest.file`" + ` is (new destinations
+start, removed ones drain, changed ones are replaced, unchanged ones keep running), and the files
+the configuration names are read again as on SIGHUP without a config file. A changed key that
+takes a restart is logged by name (` + "`config file: a changed key is not applied: it takes a restart`" + `) and
+not applied. An invalid file is logged (` + "`cannot reload the config file`" + `), counted in
+` + "`otlpgate_config_reload_failures_total`" + `, and keeps the running configuration.
+`
 
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)

@@ -46,7 +46,7 @@ func TestSpoolFailedSyncStopsTheProcess(t *testing.T) {
 	logs := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	served := make(chan error, 1)
-	go func() { served <- serve(context.Background(), cfg, log) }()
+	go func() { served <- serve(context.Background(), cfg, configSource{}, log) }()
 	grpcAddr := testkit.WaitAddrs(t, logs.String, nil, listenlog.GRPC)[0]
 
 	conn, cerr := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

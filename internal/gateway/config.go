@@ -279,3 +279,16 @@ func spoolKey(d client.Config) string {
 	}
 	return d.Name
 }
+
+// CheckDest reads one -dest value as New reads the Dests, in a configuration of its own with
+// otlpgate's defaults, so that a config file can report a bad destination with its line
+// before the whole configuration is read. New and Validate still check it with the rest.
+func CheckDest(spec string) error {
+	c := DefaultConfig()
+	c.Dests = []string{spec}
+	if _, err := c.AllDestinations(); err != nil {
+		return err
+	}
+	_, err := c.resourceRoutes()
+	return err
+}

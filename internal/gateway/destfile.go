@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,11 +19,11 @@ import (
 var (
 	configReloads = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_config_reloads_total",
-		Help: "Reloads of -dest.file applied, on SIGHUP or on a change seen by reading it every -dest.file.poll-interval, whether or not a destination changed.",
+		Help: "Reloads of -config or -dest.file applied, on SIGHUP or on a change seen by reading the file every -config.poll-interval or -dest.file.poll-interval, whether or not a destination changed.",
 	})
 	configReloadFailures = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_config_reload_failures_total",
-		Help: "Reloads of -dest.file refused: the file could not be read or its destinations are invalid (the log says why); the destinations that ran keep running.",
+		Help: "Reloads of -config or -dest.file refused: the file could not be read, holds an invalid configuration or invalid destinations (the log says why); the running configuration and destinations keep running.",
 	})
 )
 
@@ -72,9 +73,10 @@ func (s fileState) same(o fileState) bool { return s.err == o.err && bytes.Equal
 // be read or holds an invalid set changes nothing: it is logged and counted in
 // otlpgate_config_reload_failures_total. why says what asked for the reload (reload: SIGHUP or
 // Reload; changed: the poller saw a change). Without DestFile it reads the -dest flags' files
-// again (header-file, bearer-token-file) and applies what changed, uncounted. Safe for
-// concurrent use; reloads run one at a time.
-func (g *Gateway) reloadDestFile(why string) error {
+// again (header-file, bearer-token-file) and applies what changed, uncounted. With replace,
+// dests are the -dest values from now on (ReloadWith), if the whole set is applied; such a
+// reload is counted. Safe for concurrent use; reloads run one at a time.
+func (g *Gateway) reloadDestFile(why string, dests []string, replace bool) error {
 	g.dmu.Lock()
 	defer g.dmu.Unlock()
 	if g.dmu.closed {
@@ -85,48 +87,88 @@ func (g *Gateway) reloadDestFile(why string) error {
 		st = readState(g.cfg.DestFile)
 		g.dmu.seen = st
 	}
+	c := g.cfg
+	if replace {
+		c.Dests = dests
+	}
 	err := func() error {
 		if st.err != "" {
 			return errors.New(st.err)
+		}
+		if err := g.checkReplace(c); err != nil {
+			return err
 		}
 		specs, err := parseDestFile(st.body)
 		if err != nil {
 			return err
 		}
-		configs, err := g.cfg.destinations(specs)
+		configs, err := c.destinations(specs)
 		if err != nil {
 			return err
 		}
 		if err := readTokens(configs); err != nil {
 			return err
 		}
-		if g.cfg.DestFile != "" && len(configs)+len(g.cfg.Extra) == 0 {
+		if (c.DestFile != "" || replace) && len(configs)+len(c.Extra) == 0 {
 			return errors.New("no destination")
 		}
-		if err := g.cfg.checkTenants(configs); err != nil {
+		if err := c.checkTenants(configs); err != nil {
 			return err
 		}
 		added, removed, changed, err := g.applyDests(configs)
 		if err == nil {
+			g.cfg.Dests = c.Dests
 			g.log.Info("destinations reloaded", "file", g.cfg.DestFile, "trigger", why, "added", added, "removed", removed,
 				"changed", changed, "destinations", len(g.dmu.members))
 		}
 		return err
 	}()
-	if g.cfg.DestFile == "" {
-		if err != nil {
-			g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
-		}
+	counted := g.cfg.DestFile != "" || replace
+	switch {
+	case err != nil && !counted:
+		g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
 		return err
-	}
-	if err != nil {
+	case err != nil:
 		configReloadFailures.Inc()
 		g.log.Error("cannot reload the destinations; the current ones keep running", "file", g.cfg.DestFile, "trigger", why, "err", err)
-		return fmt.Errorf("-dest.file %s: %w", g.cfg.DestFile, err)
+		if g.cfg.DestFile != "" {
+			return fmt.Errorf("-dest.file %s: %w", g.cfg.DestFile, err)
+		}
+		return err
+	case counted:
+		configReloads.Inc()
 	}
-	configReloads.Inc()
 	return nil
 }
+
+// checkReplace refuses next's -dest values where they differ from the running ones in a way a
+// reload cannot apply. Called with g.dmu held.
+func (g *Gateway) checkReplace(next Config) error {
+	if slices.Equal(next.Dests, g.cfg.Dests) {
+		return nil
+	}
+	if len(g.cfg.Dests)+len(g.cfg.Destinations)+len(g.cfg.Extra) == 0 && g.cfg.DestFile == "" {
+		return errors.New("otlpgate started without a destination and writes the local file (-file.path): giving it destinations takes a restart")
+	}
+	old, err := g.cfg.resourceRoutes()
+	if err != nil {
+		return err
+	}
+	routes, err := next.resourceRoutes()
+	if err != nil {
+		return err
+	}
+	if old != nil || routes != nil {
+		// The router numbers the destinations by their place at start.
+		return errors.New("destinations with match=resource routes: a change of the destinations takes a restart")
+	}
+	return nil
+}
+
+// ReloadFailed counts a reload refused before it reached the gateway, in
+// otlpgate_config_reload_failures_total: a config file that cannot be read or holds an
+// invalid configuration. Safe for concurrent use.
+func ReloadFailed() { configReloadFailures.Inc() }
 
 // readTokens reads each destination's bearer-token-file into its configuration, at the start
 // and at every reload alike: a rotated token makes the configuration differ from the running
@@ -145,21 +187,43 @@ func readTokens(configs []client.Config) error {
 // pollDestFile reads DestFile every DestFilePoll and reloads when what it reads differs from
 // what the last read (by either) gave: an invalid file is reported once, not at every poll.
 func (g *Gateway) pollDestFile() {
-	defer close(g.pollDone)
-	t := time.NewTicker(g.cfg.DestFilePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stopPoll:
-			return
-		case <-t.C:
-		}
-		st := readState(g.cfg.DestFile)
+	g.pollFile(g.cfg.DestFile, g.cfg.DestFilePoll, func() fileState {
 		g.dmu.Lock()
-		changed := !st.same(g.dmu.seen)
-		g.dmu.Unlock()
-		if changed {
-			g.reloadDestFile("changed")
+		defer g.dmu.Unlock()
+		return g.dmu.seen
+	}, func(fileState) { g.reloadDestFile("changed", nil, false) })
+}
+
+// Watch reads the file at path every interval, from a goroutine of its own until Shutdown, and
+// calls changed, from that goroutine, when what it reads (the content, or why it cannot be
+// read) differs from the previous reading; body is what the caller read at the start. It is
+// how -dest.file is watched, for a file the caller reads itself (the config file). Call it
+// after Start.
+func (g *Gateway) Watch(path string, interval time.Duration, body []byte, changed func()) {
+	last := fileState{body: body} // only the poller's goroutine reads and writes it
+	g.pollFile(path, interval, func() fileState { return last }, func(st fileState) {
+		last = st
+		changed()
+	})
+}
+
+// pollFile reads path every interval, from a goroutine of its own until Shutdown, and calls
+// changed with what it read when that differs from what last returns.
+func (g *Gateway) pollFile(path string, interval time.Duration, last func() fileState, changed func(fileState)) {
+	g.pollers.Add(1)
+	go func() {
+		defer g.pollers.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stopPoll:
+				return
+			case <-t.C:
+			}
+			if st := readState(path); !st.same(last()) {
+				changed(st)
+			}
 		}
-	}
+	}()
 }

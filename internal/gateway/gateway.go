@@ -60,10 +60,9 @@ type Gateway struct {
 	retireCtx    context.Context
 	retireCancel context.CancelFunc
 	lostMu       sync.Mutex
-	reloadLost   []error // what those drains could not deliver (without a spool)
-	stopPoll     chan struct{}
-	pollDone     chan struct{}
-	polling      bool // pollDestFile runs
+	reloadLost   []error        // what those drains could not deliver (without a spool)
+	stopPoll     chan struct{}  // closed by Shutdown: the pollers of files (pollFile) end
+	pollers      sync.WaitGroup // the pollers of files
 
 	failed    chan struct{} // closed when the spool failed (watchSpool)
 	stopWatch chan struct{}
@@ -117,7 +116,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.Pipeline.Ack.String(), "queue_max_bytes", cfg.Pipeline.QueueMaxBytes)
 	g := &Gateway{cfg: cfg, log: log, failed: make(chan struct{}), stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
-		stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+		stopPoll: make(chan struct{})}
 	g.dmu.parked = map[string]chan struct{}{}
 	g.retireCtx, g.retireCancel = context.WithCancel(context.Background())
 	// One intake limiter bounds what every intake holds before admission, as the queue does
@@ -297,8 +296,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	err := g.listen(ctx)
 	if err == nil && g.cfg.DestFile != "" && g.cfg.DestFilePoll > 0 {
-		g.polling = true
-		go g.pollDestFile()
+		g.pollDestFile()
 	}
 	if err != nil {
 		g.shutOnce.Do(func() {
@@ -355,16 +353,38 @@ func (g *Gateway) Failed() <-chan struct{} { return g.failed }
 // Reload does what SIGHUP asks: with -dest.file, a -dest header-file or bearer-token-file, the
 // destinations are read again and the difference applied (destfile.go); the balanced
 // destinations resolve their backends again; -auth.tenants-file is read again (tenants.go); the
-// Kafka intake, when on, re-reads its subscriptions. Each failure is logged and keeps what ran before; the error joins them. Safe
-// for concurrent use.
-func (g *Gateway) Reload() error {
+// Kafka intake, when on, re-reads its subscriptions. Each failure is logged and keeps what ran
+// before; the error joins them. Safe for concurrent use.
+func (g *Gateway) Reload() error { return g.reload(nil, false) }
+
+// ReloadWith is Reload with dests, the -dest values of a configuration read again (a config
+// file), in place of the running ones: the destinations are applied as -dest.file's are, whole
+// or not at all, and applied reports whether dests run now. A change that cannot be applied
+// (destinations with match=resource routes, which number them at start; otlpgate started
+// without a destination) is refused. A reload of the destinations is counted in
+// otlpgate_config_reloads_total or otlpgate_config_reload_failures_total. Must not be called
+// concurrently with itself.
+func (g *Gateway) ReloadWith(dests []string) (applied bool, err error) {
+	err = g.reload(dests, true)
+	g.dmu.Lock()
+	applied = slices.Equal(g.cfg.Dests, dests)
+	g.dmu.Unlock()
+	return applied, err
+}
+
+func (g *Gateway) reload(dests []string, replace bool) error {
 	var errs []error
 	// The -dest flags' files are read again too: a header-file's value, a bearer token.
-	secretFiles := slices.ContainsFunc(g.cfg.Dests, func(spec string) bool {
+	secretFile := func(spec string) bool {
 		return specHasKey(spec, "header-file") || specHasKey(spec, "bearer-token-file")
-	}) || slices.ContainsFunc(g.cfg.Destinations, func(d client.Config) bool { return d.BearerTokenFile != "" })
-	if g.cfg.DestFile != "" || secretFiles {
-		if err := g.reloadDestFile("reload"); err != nil {
+	}
+	g.dmu.Lock()
+	running := g.cfg.Dests
+	g.dmu.Unlock()
+	secretFiles := slices.ContainsFunc(running, secretFile) || slices.ContainsFunc(dests, secretFile) ||
+		slices.ContainsFunc(g.cfg.Destinations, func(d client.Config) bool { return d.BearerTokenFile != "" })
+	if g.cfg.DestFile != "" || secretFiles || replace {
+		if err := g.reloadDestFile("reload", dests, replace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -397,8 +417,8 @@ func (g *Gateway) Reload() error {
 			g.log.Info("reloaded the Kafka subscriptions")
 		}
 	}
-	if g.cfg.DestFile == "" && !secretFiles && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
-		g.log.Info("nothing to reload: no -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
+	if g.cfg.DestFile == "" && !secretFiles && !replace && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
+		g.log.Info("nothing to reload: no -config, -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
 	}
 	return errors.Join(errs...)
 }

@@ -52,9 +52,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	g.adm.Drain()
 	// No reload from here on: the destinations that drain are the last ones.
 	close(g.stopPoll)
-	if g.polling {
-		<-g.pollDone
-	}
+	g.pollers.Wait()
 	g.dmu.Lock()
 	g.dmu.closed = true
 	members := g.dmu.members
