@@ -79,7 +79,7 @@ func TestParseConfigFile(t *testing.T) {
     header: ['x-q:say "hi"\now']
 `, kv{"dest": {
 		"name=a,endpoint=127.0.0.1:1,header=x-api-key:node-1",
-		`name=b,endpoint=http://127.0.0.1:2,header="x-api-key:k3y,with comma",header=authorization:Basic fr0m-file,header-file=x-token:`+secret+`,signals="traces,logs",forward-headers=x-scope-orgid|x-region,queue-bytes=4MiB,match-header=x-scope-orgid:acme`,
+		`name=b,endpoint=http://127.0.0.1:2,header="x-api-key:k3y,with comma",header=authorization:Basic fr0m-file,header-file=x-token:` + secret + `,signals="traces,logs",forward-headers=x-scope-orgid|x-region,queue-bytes=4MiB,match-header=x-scope-orgid:acme`,
 		`name=c,endpoint=127.0.0.1:3,header="x-q:say \"hi\"\\now"`,
 	}})
 }
