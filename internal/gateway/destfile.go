@@ -128,13 +128,14 @@ func (g *Gateway) reloadDestFile(why string, dests []string, replace bool) error
 	case err != nil && !counted:
 		g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
 		return err
+	case err != nil && g.cfg.DestFile == "":
+		configReloadFailures.Inc()
+		g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
+		return err
 	case err != nil:
 		configReloadFailures.Inc()
 		g.log.Error("cannot reload the destinations; the current ones keep running", "file", g.cfg.DestFile, "trigger", why, "err", err)
-		if g.cfg.DestFile != "" {
-			return fmt.Errorf("-dest.file %s: %w", g.cfg.DestFile, err)
-		}
-		return err
+		return fmt.Errorf("-dest.file %s: %w", g.cfg.DestFile, err)
 	case counted:
 		configReloads.Inc()
 	}
