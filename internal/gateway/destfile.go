@@ -73,10 +73,10 @@ func (s fileState) same(o fileState) bool { return s.err == o.err && bytes.Equal
 // be read or holds an invalid set changes nothing: it is logged and counted in
 // otlpgate_config_reload_failures_total. why says what asked for the reload (reload: SIGHUP or
 // Reload; changed: the poller saw a change). Without DestFile it reads the -dest flags' files
-// again (header-file, bearer-token-file) and applies what changed, uncounted. With replace,
-// dests are the -dest values from now on (ReloadWith), if the whole set is applied; such a
-// reload is counted. Safe for concurrent use; reloads run one at a time.
-func (g *Gateway) reloadDestFile(why string, dests []string, replace bool) error {
+// again (header-file, bearer-token-file) and applies what changed, uncounted unless counted
+// (a config file's reload, ReloadWith). With replace, dests are the -dest values from now on,
+// if the whole set is applied. Safe for concurrent use; reloads run one at a time.
+func (g *Gateway) reloadDestFile(why string, dests []string, replace, counted bool) error {
 	g.dmu.Lock()
 	defer g.dmu.Unlock()
 	if g.dmu.closed {
@@ -123,7 +123,7 @@ func (g *Gateway) reloadDestFile(why string, dests []string, replace bool) error
 		}
 		return err
 	}()
-	counted := g.cfg.DestFile != "" || replace
+	counted = counted || g.cfg.DestFile != ""
 	switch {
 	case err != nil && !counted:
 		g.log.Error("cannot reload the destinations; the current ones keep running", "trigger", why, "err", err)
@@ -192,7 +192,7 @@ func (g *Gateway) pollDestFile() {
 		g.dmu.Lock()
 		defer g.dmu.Unlock()
 		return g.dmu.seen
-	}, func(fileState) { g.reloadDestFile("changed", nil, false) })
+	}, func(fileState) { g.reloadDestFile("changed", nil, false, false) })
 }
 
 // Watch reads the file at path every interval, from a goroutine of its own until Shutdown, and

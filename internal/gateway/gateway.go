@@ -361,9 +361,9 @@ func (g *Gateway) Reload() error { return g.reload(nil, false) }
 // file), in place of the running ones: the destinations are applied as -dest.file's are, whole
 // or not at all, and applied reports whether dests run now. A change that cannot be applied
 // (destinations with match=resource routes, which number them at start; otlpgate started
-// without a destination) is refused. A reload of the destinations is counted in
-// otlpgate_config_reloads_total or otlpgate_config_reload_failures_total. Must not be called
-// concurrently with itself.
+// without a destination) is refused; dests as they run change nothing. Each call counts once,
+// in otlpgate_config_reloads_total or, when the destinations were refused,
+// otlpgate_config_reload_failures_total. Must not be called concurrently with itself.
 func (g *Gateway) ReloadWith(dests []string) (applied bool, err error) {
 	err = g.reload(dests, true)
 	g.dmu.Lock()
@@ -383,10 +383,16 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 	g.dmu.Unlock()
 	secretFiles := slices.ContainsFunc(running, secretFile) || slices.ContainsFunc(dests, secretFile) ||
 		slices.ContainsFunc(g.cfg.Destinations, func(d client.Config) bool { return d.BearerTokenFile != "" })
+	// A list as it runs changes nothing by itself (and a set with routes may not be handed
+	// over at all): the destinations are read again only for what they name.
+	fromConfig := replace
+	replace = replace && !slices.Equal(dests, running)
 	if g.cfg.DestFile != "" || secretFiles || replace {
-		if err := g.reloadDestFile("reload", dests, replace); err != nil {
+		if err := g.reloadDestFile("reload", dests, replace, fromConfig); err != nil {
 			errs = append(errs, err)
 		}
+	} else if fromConfig {
+		configReloads.Inc() // the configuration's destinations, as they run
 	}
 	g.dmu.Lock()
 	var fleets []*client.Fleet
@@ -417,7 +423,7 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 			g.log.Info("reloaded the Kafka subscriptions")
 		}
 	}
-	if g.cfg.DestFile == "" && !secretFiles && !replace && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
+	if g.cfg.DestFile == "" && !secretFiles && !fromConfig && len(fleets) == 0 && g.cfg.TenantsFile == "" && g.cfg.Kafka.Listen == "" {
 		g.log.Info("nothing to reload: no -config, -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
 	}
 	return errors.Join(errs...)
