@@ -26,6 +26,11 @@ PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.9.0
 
+# helm, pinned, built from its Go module into bin/tools/helm by `make helm` (once: about three
+# minutes on two cores): go test ./deploy lints and renders the chart in deploy/helm with it.
+HELM_VERSION := v3.22.0
+HELM         := $(BIN)/tools/helm
+
 # The image `make image` builds; its tag is VERSION.
 IMAGE ?= otlpgate
 
@@ -47,7 +52,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static image run test lint vuln bench docs generate check-generate fuzz tools clean \
+.PHONY: help build static image helm run test lint vuln bench docs generate check-generate fuzz tools clean \
 	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor bench-sweep profile profile-diff soak soak-spool
 
 help:
@@ -61,6 +66,16 @@ static: ## build a static bin/static/otlpgate, as the Dockerfile does
 
 image: ## build the container image IMAGE:VERSION from the Dockerfile, with VERSION and COMMIT from git
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE):$(VERSION) .
+
+# go version -m reads the module version the binary was built from: a helm of another version
+# (an older pin) is built again, one of this version never.
+helm: ## build the pinned helm (HELM_VERSION) into bin/tools/helm unless it is there; go test ./deploy needs it
+	@if $(GO) version -m $(HELM) 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm.sh/helm/v3[[:space:]]+$(HELM_VERSION)[[:space:]]"; then \
+		echo "$(HELM) is helm $(HELM_VERSION)"; \
+	else \
+		echo "building helm $(HELM_VERSION) into $(HELM)"; \
+		GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install -ldflags='-s -w' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	fi
 
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)

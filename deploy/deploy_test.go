@@ -12,7 +12,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // needTool finds a tool's binary. Outside CI a missing tool skips the test with the reason; in CI
@@ -183,4 +187,31 @@ func TestFlagsExist(t *testing.T) {
 	if seen < 10 {
 		t.Fatalf("found only %d flags in the examples: the pattern is broken", seen)
 	}
+}
+
+// startOtlpgate starts the binary with args and env (added to this process's environment) and
+// stops it with SIGTERM when the test ends. It returns the process's output and a channel
+// closed at its exit.
+func startOtlpgate(t *testing.T, args, env []string) (*testkit.LockedBuffer, <-chan struct{}) {
+	t.Helper()
+	log := &testkit.LockedBuffer{}
+	cmd := exec.Command(otlpgateBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			<-exited
+			t.Errorf("otlpgate %q did not exit a minute after SIGTERM:\n%s", args, log.String())
+		}
+	})
+	return log, exited
 }

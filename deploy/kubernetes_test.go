@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // object is the part of a Kubernetes object the checks read.
@@ -194,6 +196,18 @@ func TestKubernetesManifests(t *testing.T) {
 	if w.monitoredBy["DaemonSet/otlpgate-edge"] != "PodMonitor/otlpgate" || w.monitoredBy["Deployment/otlpgate-gateway"] != "PodMonitor/otlpgate" {
 		t.Errorf("the PodMonitor does not select both workloads: %v", w.monitoredBy)
 	}
+}
+
+// The plain manifests' command lines carry a span from an application through the edge and the
+// gateway to the Collector (firstSpan).
+func TestKubernetesFirstSpan(t *testing.T) {
+	var objs []object
+	for _, o := range readManifests(t) {
+		objs = append(objs, o)
+	}
+	collector := testkit.StartGRPCSink(t, "")
+	firstSpan(t, objs, "dns:///otlpgate-gateway.observability.svc:4317", collector,
+		map[string]string{"endpoint=backend.observability.svc:4317": "endpoint=" + collector.Addr()})
 }
 
 // workloads is what checkWorkloads found.
@@ -480,6 +494,8 @@ func checkArgs(t *testing.T, where string, c container, args []string) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("%s: otlpgate -check with the container's args: %v\n%s\nargs: %q", where, err, out, args)
+		// The first lines say what is wrong; the usage that may follow does not.
+		lines := strings.SplitN(string(out), "\n", 3)
+		t.Errorf("%s: otlpgate -check with the container's args: %v\n%s\nargs: %q", where, err, strings.Join(lines[:min(2, len(lines))], "\n"), args)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/otlpgate/otlpgate/internal/listenlog"
@@ -310,19 +309,8 @@ func TestDashboardSeriesServed(t *testing.T) {
 // scrape starts otlpgate with only its admin listener, on 127.0.0.1:0, and returns /metrics.
 func scrape(t *testing.T) string {
 	t.Helper()
-	var log testkit.LockedBuffer
-	cmd := exec.Command(otlpgateBinary(t), "-grpc.listen=", "-http.listen=", "-uds.listen=",
-		"-admin.listen=127.0.0.1:0", "-file.path="+filepath.Join(t.TempDir(), "otlp.jsonl"))
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	}()
+	log, exited := startOtlpgate(t, []string{"-grpc.listen=", "-http.listen=", "-uds.listen=",
+		"-admin.listen=127.0.0.1:0", "-file.path=" + filepath.Join(t.TempDir(), "otlp.jsonl")}, nil)
 	admin := testkit.WaitAddrs(t, log.String, exited, listenlog.Admin)[0]
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {

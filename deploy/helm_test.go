@@ -1,0 +1,386 @@
+package deploy
+
+import (
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/internal/listenlog"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+)
+
+// helmBinary returns bin/tools/helm when it is the helm the Makefile pins (HELM_VERSION), built
+// by `make helm` from its Go module. Without it the test skips, saying how to build it; in CI
+// (CI=true) it fails, so that CI never passes by skipping (.ci/run builds it).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^HELM_VERSION\s*:=\s*(\S+)`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile pins no HELM_VERSION")
+	}
+	want := string(m[1])
+	p, err := filepath.Abs("../bin/tools/helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := buildinfo.ReadFile(p)
+	var why string
+	switch {
+	case err != nil:
+		why = err.Error()
+	case info.Main.Path != "helm.sh/helm/v3" || info.Main.Version != want:
+		why = fmt.Sprintf("%s is %s %s", p, info.Main.Path, info.Main.Version)
+	default:
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("helm %s is not built (%s); .ci/run builds it with make helm", want, why)
+	}
+	t.Skipf("helm %s is not built (%s): run make helm (once; a few minutes)", want, why)
+	return ""
+}
+
+const chart = "helm/otlpgate"
+
+// The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion): the chart is rendered
+// for it.
+const kubeVersion = "1.30.0"
+
+// The values sets the chart is linted and rendered with: its defaults and the files in ci/.
+func valuesSets(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob(chart + "/ci/*-values.yaml")
+	if len(files) < 3 {
+		t.Fatalf("values sets: %v", files)
+	}
+	return append([]string{""}, files...)
+}
+
+func helmArgs(values string, args ...string) []string {
+	if values != "" {
+		args = append(args, "-f", values)
+	}
+	return args
+}
+
+func TestHelmLint(t *testing.T) {
+	helm := helmBinary(t)
+	for _, v := range valuesSets(t) {
+		out, err := exec.Command(helm, helmArgs(v, "lint", "--strict", "--kube-version", kubeVersion, chart)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "0 chart(s) failed") {
+			t.Errorf("helm lint --strict %s: %v\n%s", v, err, out)
+		}
+	}
+}
+
+// render runs helm template as a release "rel" in namespace "observability".
+func render(t *testing.T, helm, values string, set ...string) ([]byte, error) {
+	t.Helper()
+	args := helmArgs(values, "template", "rel", chart, "--namespace", "observability", "--kube-version", kubeVersion)
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return exec.Command(helm, args...).CombinedOutput()
+}
+
+// The chart renders, for each values set, objects that pass the checks of the plain manifests
+// (checkWorkloads: every flag exists, otlpgate -check accepts each container's command line,
+// probes, grace periods, the spool's hostPath, the gateways' budget and spread, scraping) and
+// hold the destinations, spool, tenants and processing the values ask for.
+func TestHelmTemplate(t *testing.T) {
+	helm := helmBinary(t)
+	const gatewayDNS = "dns:///rel-otlpgate-gateway.observability.svc:4317"
+	for _, tc := range []struct {
+		values            string
+		edges, gateways   int
+		edgeDests         []string
+		gatewayDests      []string
+		edgeFlags         []string // flags the edge's args hold, each exactly
+		gatewayFlags      []string
+		spoolPath         string // the spool's hostPath
+		podMonitor        bool
+		edgeEnvFromSecret string
+	}{
+		{
+			values: "", edges: 1, gateways: 1,
+			edgeDests:    []string{"name=gateways,endpoint=" + gatewayDNS + ",mode=stream,protocol=otep,rebalance-timeout=30s,streams=4"},
+			gatewayDests: []string{"name=collector,endpoint=opentelemetry-collector.observability.svc:4317"},
+			edgeFlags:    []string{"-spool.dir=/var/lib/otlpgate/spool", "-spool.max-bytes=2GiB", "-spool.full=refuse", "-resource.set=k8s.node.name=${env:NODE_NAME}", "-uds.listen="},
+			gatewayFlags: []string{"-grpc.stream.max-age=5m", "-uds.listen="},
+			spoolPath:    "/var/lib/otlpgate/observability.rel",
+		},
+		{
+			values: chart + "/ci/edge-only-values.yaml", edges: 1,
+			edgeDests: []string{
+				"name=collector,endpoint=otel-collector-gateway.observability.svc:4317,protocol=v1",
+				`name=vendor,compression=gzip,endpoint=https://otlp.vendor.example,header=x-api-key:${env:VENDOR_KEY},header="x-team:platform,observability",protocol=http`,
+			},
+			edgeFlags:         []string{"-spool.dir=/var/lib/otlpgate/spool"},
+			spoolPath:         "/var/lib/otlpgate/observability.rel",
+			edgeEnvFromSecret: "VENDOR_KEY",
+		},
+		{
+			values: chart + "/ci/gateway-only-values.yaml", gateways: 1,
+			gatewayDests: []string{"name=collector,endpoint=otel-collector-gateway.observability.svc:4317,concurrency=16"},
+			podMonitor:   true,
+		},
+		{
+			values: chart + "/ci/spool-tenants-values.yaml", edges: 1, gateways: 1,
+			edgeDests: []string{"name=gateways,concurrency=8,endpoint=" + gatewayDNS + ",forward-headers=x-scope-orgid,mode=unary,protocol=v1"},
+			gatewayDests: []string{
+				"name=acme,endpoint=mimir-acme.observability.svc:4317,forward-headers=x-scope-orgid,match-header=x-scope-orgid:acme",
+				"name=rest,endpoint=otel-collector-gateway.observability.svc:4317,forward-headers=x-scope-orgid",
+			},
+			edgeFlags: []string{"-spool.max-bytes=8GiB", "-spool.segment-bytes=128MiB", "-spool.full=drop-oldest", "-spool.sync=always",
+				"-intake.headers=x-scope-orgid", "-intake.headers.default=shared", "-tenant.rate=20MiB/s",
+				"-resource.set=deployment.environment=production", "-resource.set=k8s.cluster.name=eu-1", "-resource.delete=host.ip",
+				"-drop=resource:service.name=healthcheck*", "-uds.listen=/var/run/otlpgate/oc-daemon.sock", "-kafka.listen=:9093"},
+			gatewayFlags: []string{"-intake.headers=x-scope-orgid", "-tenant.rate=50MiB/s", "-tenant.burst=100MiB", "-sample.traces=25"},
+			spoolPath:    "/mnt/otlpgate/observability.rel",
+			podMonitor:   true,
+		},
+	} {
+		name := tc.values
+		if name == "" {
+			name = "defaults"
+		}
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			out, err := render(t, helm, tc.values)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, out)
+			}
+			objs := decodeObjects(t, name, out)
+			w := checkWorkloads(t, "chart "+name, objs)
+			if w.edges != tc.edges || w.gateways != tc.gateways {
+				t.Fatalf("%d edge DaemonSets and %d gateway Deployments, want %d and %d", w.edges, w.gateways, tc.edges, tc.gateways)
+			}
+			if !w.edgeSpool || !w.nodeName {
+				t.Errorf("edge: spool on a hostPath %v, k8s.node.name from the downward API %v", w.edgeSpool, w.nodeName)
+			}
+			byKind := map[string][]object{}
+			for _, o := range objs {
+				byKind[o.Kind] = append(byKind[o.Kind], o)
+			}
+			if tc.edges > 0 {
+				edge := byKind["DaemonSet"][0]
+				args := w.args["DaemonSet/"+edge.Metadata.Name]
+				checkDests(t, "edge", args, tc.edgeDests)
+				checkHas(t, "edge", args, tc.edgeFlags)
+				var hostPath string
+				for _, v := range edge.Spec.Template.Spec.Volumes {
+					if v.Name == "spool" && v.HostPath != nil {
+						hostPath = v.HostPath.Path
+					}
+				}
+				if hostPath != tc.spoolPath {
+					t.Errorf("the spool's hostPath is %q, want %q (one directory per release)", hostPath, tc.spoolPath)
+				}
+				if tc.edgeEnvFromSecret != "" {
+					found := false
+					for _, e := range edge.Spec.Template.Spec.Containers[0].Env {
+						found = found || (e.Name == tc.edgeEnvFromSecret && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil)
+					}
+					if !found {
+						t.Errorf("edge: no %s from a Secret (edge.extraEnv)", tc.edgeEnvFromSecret)
+					}
+				}
+			}
+			if tc.gateways > 0 {
+				gw := byKind["Deployment"][0]
+				args := w.args["Deployment/"+gw.Metadata.Name]
+				checkDests(t, "gateway", args, tc.gatewayDests)
+				checkHas(t, "gateway", args, tc.gatewayFlags)
+				// The edges' default destination resolves the gateways through a headless
+				// Service of this release that selects them.
+				svc := false
+				for _, s := range byKind["Service"] {
+					if "dns:///"+s.Metadata.Name+".observability.svc:4317" == gatewayDNS && s.Spec.ClusterIP == "None" && selects(s.Spec.Selector, gw.Spec.Template.Metadata.Labels) {
+						svc = true
+					}
+				}
+				if !svc {
+					t.Errorf("no headless Service %s selects the gateways", gatewayDNS)
+				}
+			} else if len(byKind["Service"])+len(byKind["PodDisruptionBudget"]) > 0 {
+				t.Errorf("no gateway, yet a Service or a PodDisruptionBudget: %v", byKind)
+			}
+			if got := len(byKind["PodMonitor"]) > 0; got != tc.podMonitor {
+				t.Errorf("PodMonitor rendered %v, want %v", got, tc.podMonitor)
+			}
+			for name := range w.args {
+				if tc.podMonitor && w.monitoredBy[name] == "" {
+					t.Errorf("the PodMonitor does not select %s", name)
+				}
+			}
+		})
+	}
+}
+
+// checkDests checks the -dest flags, exactly and in order.
+func checkDests(t *testing.T, where string, args, want []string) {
+	t.Helper()
+	var got []string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "-dest="); ok {
+			got = append(got, v)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: -dest\n got %q\nwant %q", where, got, want)
+	}
+}
+
+func checkHas(t *testing.T, where string, args, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("%s: no %s in %q", where, w, args)
+		}
+	}
+}
+
+// Values that leave a tier nowhere to send are refused at render time, naming the value to set.
+func TestHelmTemplateRefuses(t *testing.T) {
+	helm := helmBinary(t)
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"gateway.enabled=false"}, "edge.destinations is empty and gateway.enabled is false"},
+		{[]string{"gateway.destinations=null"}, "gateway.destinations is empty"},
+		{[]string{"image.repository="}, "image.repository is required"},
+	} {
+		out, err := render(t, helm, "", tc.set...)
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helm template --set %v: %v, want an error saying %q:\n%s", tc.set, err, tc.want, out)
+		}
+	}
+}
+
+// The chart's own command lines carry a span from an application to the Collector gateway: the
+// edge and the gateway run with the args the chart renders by default, a Collector stand-in as
+// the gateway's destination (see firstSpan).
+func TestHelmFirstSpan(t *testing.T) {
+	helm := helmBinary(t)
+	collector := testkit.StartGRPCSink(t, "")
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("gateway:\n  destinations:\n    - {name: collector, endpoint: \""+collector.Addr()+"\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := render(t, helm, values)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	firstSpan(t, decodeObjects(t, "defaults", out), "dns:///rel-otlpgate-gateway.observability.svc:4317", collector, nil)
+}
+
+// firstSpan runs the edge and the gateway of objs with their containers' command lines as the
+// kubelet hands them over, NODE_NAME as the downward API sets it, the listeners moved to
+// 127.0.0.1:0, the spool and the OpenCensus socket to a temporary directory, the gateways' address (gatewayDNS) to the
+// gateway's and whatever gatewayRepl replaces in the gateway's args (its upstream's address); it
+// sends one span to the edge and checks that collector receives it once, its resource labelled
+// with the node's name.
+func firstSpan(t *testing.T, objs []object, gatewayDNS string, collector *testkit.GRPCSink, gatewayRepl map[string]string) {
+	t.Helper()
+	containers := map[string]container{}
+	for _, o := range objs {
+		if o.Kind == "DaemonSet" || o.Kind == "Deployment" {
+			containers[o.Kind] = o.Spec.Template.Spec.Containers[0]
+		}
+	}
+	start := func(kind string, repl map[string]string) string {
+		c := containers[kind]
+		var args []string
+		for _, a := range kubeletArgs(t, kind, c) {
+			for from, to := range repl {
+				a = strings.ReplaceAll(a, from, to)
+			}
+			args = append(args, a)
+		}
+		var env []string
+		for k, v := range containerEnv(t, kind, c) {
+			env = append(env, k+"="+v)
+		}
+		log, exited := startOtlpgate(t, args, env)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s %q:\n%s", kind, args, log.String())
+			}
+		})
+		return testkit.WaitAddrs(t, log.String, exited, listenlog.GRPC)[0]
+	}
+	local := map[string]string{"-grpc.listen=:4317": "-grpc.listen=127.0.0.1:0", "-http.listen=:4318": "-http.listen=127.0.0.1:0",
+		"-admin.listen=:8888": "-admin.listen=127.0.0.1:0"}
+	for from, to := range gatewayRepl {
+		local[from] = to
+	}
+	gateway := start("Deployment", local)
+	local[gatewayDNS] = gateway
+	dir := t.TempDir()
+	local["-spool.dir=/var/lib/otlpgate/spool"] = "-spool.dir=" + filepath.Join(dir, "spool")
+	local["-uds.listen=/var/run/otlpgate/"] = "-uds.listen=" + dir + "/"
+	edge := start("DaemonSet", local)
+
+	conn, err := grpc.NewClient(edge, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	spanID := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
+		Resource: &resourcev1.Resource{Attributes: []*commonv1.KeyValue{str("service.name", "first-span")}},
+		ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{
+			TraceId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, SpanId: spanID,
+			Name: "first", Kind: tracev1.Span_SPAN_KIND_SERVER, StartTimeUnixNano: 1, EndTimeUnixNano: 2,
+		}}}},
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := coltracev1.NewTraceServiceClient(conn).Export(ctx, req, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("export to the edge: %v", err)
+	}
+	if missing := collector.WaitSpans([]uint64{testkit.SpanID(spanID)}); missing != 0 {
+		t.Fatalf("the span did not reach the Collector: %s", collector)
+	}
+	var got []string
+	for _, r := range collector.Requests() {
+		for _, rs := range testkit.Traces(t, r.Body).ResourceSpans {
+			var attrs []string
+			for _, kv := range rs.GetResource().GetAttributes() {
+				attrs = append(attrs, kv.Key+"="+kv.GetValue().GetStringValue())
+			}
+			slices.Sort(attrs)
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					got = append(got, fmt.Sprintf("%s %v", s.Name, attrs))
+				}
+			}
+		}
+	}
+	if want := []string{"first [k8s.node.name=node-1 service.name=first-span]"}; !slices.Equal(got, want) {
+		t.Errorf("the Collector received %q, want %q", got, want)
+	}
+}
+
+func str(k, v string) *commonv1.KeyValue {
+	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
+}
