@@ -154,6 +154,8 @@ the configuration names are read again as on SIGHUP without a config file. A cha
 takes a restart is logged by name (` + "`config file: a changed key is not applied: it takes a restart`" + `) and
 not applied. An invalid file is logged (` + "`cannot reload the config file`" + `), counted in
 ` + "`otlpgate_config_reload_failures_total`" + `, and keeps the running configuration.
+[deploy/kubernetes/configmap.yaml](../deploy/kubernetes/configmap.yaml) holds the edge's configuration
+as a file in a ConfigMap, with how to mount it.
 `
 
 func cell(s string) string {
