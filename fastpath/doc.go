@@ -49,7 +49,7 @@
 //
 // # Processing
 //
-// Config.Processor, when set, runs the byte-level steps of process/ (resource attribute
+// Config.Processor, when set, runs the byte-level steps of fastpath/process (resource attribute
 // edits, drops by resource attribute, trace sampling) on every resource entry of a request
 // inside admission, before the request joins a batch or the spool: every intake's requests
 // pass through it. It writes into a pooled buffer that admission then copies from, what it
@@ -58,7 +58,7 @@
 // ConsumeBudget; budget.go), so that a step that writes more than it reads cannot take memory
 // the limits do not know of; a request it leaves without entries is answered as admitted and
 // admits nothing. fastpath does not
-// import process/: the Processor interface is the whole of the contract.
+// import fastpath/process: the Processor interface is the whole of the contract.
 //
 // # Tenants
 //

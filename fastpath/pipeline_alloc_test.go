@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 func TestPipelineZeroAlloc(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 func testChain(t testing.TB) *process.Chain {

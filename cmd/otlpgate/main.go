@@ -15,9 +15,9 @@ import (
 
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
-	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"

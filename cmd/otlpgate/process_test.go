@@ -25,9 +25,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	"github.com/otlpgate/otlpgate/internal/strictsink"
-	"github.com/otlpgate/otlpgate/process"
 )
 
 func TestProcessFlags(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 // Routes by resource attribute: a -dest's match=resource:KEY=VALUE (route.go of fastpath).

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 // A protobuf request through the handler into the pipeline allocates nothing in steady state,

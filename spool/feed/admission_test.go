@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/pool"
-	"github.com/otlpgate/otlpgate/process"
 	"github.com/otlpgate/otlpgate/spool"
 )
 

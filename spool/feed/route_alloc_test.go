@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 // Admission into the spool with routes allocates nothing either: the split of a mixed

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
