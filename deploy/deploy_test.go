@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -123,10 +126,18 @@ func otlpgateBinary(t *testing.T) string {
 	return binPath
 }
 
+// TestMain removes the binary built for the tests, and fails the run when a goroutine a test
+// started (a child's waiter, a sink, a client connection) outlives it.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }

@@ -258,7 +258,8 @@ func checkHas(t *testing.T, where string, args, want []string) {
 	}
 }
 
-// Values that leave a tier nowhere to send are refused at render time, naming the value to set.
+// Values that leave a tier nowhere to send, or that the chart does not know, are refused at
+// render time, naming the value to set.
 func TestHelmTemplateRefuses(t *testing.T) {
 	helm := helmBinary(t)
 	for _, tc := range []struct {
@@ -268,6 +269,12 @@ func TestHelmTemplateRefuses(t *testing.T) {
 		{[]string{"gateway.enabled=false"}, "edge.destinations is empty and gateway.enabled is false"},
 		{[]string{"gateway.destinations=null"}, "gateway.destinations is empty"},
 		{[]string{"image.repository="}, "image.repository is required"},
+		// values.schema.json: a misspelt key or a value otlpgate would refuse is refused here,
+		// naming it, instead of being ignored or failing in the pod.
+		{[]string{"edge.spool.maxbytes=1GiB"}, "at '/edge/spool': additional properties 'maxbytes' not allowed"},
+		{[]string{"edge.spool.full=drop"}, "at '/edge/spool/full': value must be one of 'refuse', 'drop-oldest'"},
+		{[]string{"gateway.replica=2"}, "at '/gateway': additional properties 'replica' not allowed"},
+		{[]string{"edge.extraArgs[0]=kafka.listen=:9093"}, "at '/edge/extraArgs/0'"},
 	} {
 		out, err := render(t, helm, "", tc.set...)
 		if err == nil || !strings.Contains(string(out), tc.want) {

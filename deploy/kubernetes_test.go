@@ -380,8 +380,9 @@ func checkGatewaySpread(t *testing.T, where string, o object, objs []object) {
 	for _, p := range objs {
 		if p.Kind == "PodDisruptionBudget" && selects(p.Spec.Selector, labels) {
 			pdb = true
-			if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
-				t.Errorf("%s: PodDisruptionBudget/%s sets neither maxUnavailable nor minAvailable", where, p.Metadata.Name)
+			// The API server refuses a budget with both.
+			if (p.Spec.MaxUnavailable == nil) == (p.Spec.MinAvailable == nil) {
+				t.Errorf("%s: PodDisruptionBudget/%s sets maxUnavailable %v and minAvailable %v: want exactly one", where, p.Metadata.Name, p.Spec.MaxUnavailable, p.Spec.MinAvailable)
 			}
 		}
 	}

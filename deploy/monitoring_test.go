@@ -312,7 +312,9 @@ func scrape(t *testing.T) string {
 	log, exited := startOtlpgate(t, []string{"-grpc.listen=", "-http.listen=", "-uds.listen=",
 		"-admin.listen=127.0.0.1:0", "-file.path=" + filepath.Join(t.TempDir(), "otlp.jsonl")}, nil)
 	admin := testkit.WaitAddrs(t, log.String, exited, listenlog.Admin)[0]
-	resp, err := http.Get("http://" + admin + "/metrics")
+	// No keep-alive: the connection, and its goroutines, end with the response.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
