@@ -536,7 +536,7 @@ func (c Config) validateFleet() error {
 		}
 		return nil
 	}
-	if _, err := fastpath.ParseBalance(c.Balance); err != nil {
+	if _, err := parseBalance(c.Balance); err != nil {
 		return err
 	}
 	switch {

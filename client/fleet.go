@@ -135,7 +135,7 @@ func newFleetMetrics(name string) *fleetMetrics {
 // all of them have returned when Shutdown returns, and so have the backends'.
 type Fleet struct {
 	cfg     Config
-	bal     fastpath.Balance
+	bal     fastpath.SplitKey
 	log     *slog.Logger
 	baseLog *slog.Logger // for the members, which name the destination themselves
 	m       *fleetMetrics
@@ -208,7 +208,7 @@ func NewFleet(cfg Config, log *slog.Logger) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	bal, err := fastpath.ParseBalance(cfg.Balance)
+	bal, err := parseBalance(cfg.Balance)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,8 @@
 package fastpath
 
 // Partition exposes the byte-level split to the external tests, which check its output.
-func (s *Splitter) Partition(sig Signal, payload []byte, bal Balance, n int, pick Picker) (int, error) {
-	return s.partition(sig, payload, bal, n, pick)
+func (s *Splitter) Partition(sig Signal, payload []byte, key SplitKey, n int, pick Picker) (int, error) {
+	return s.partition(sig, payload, key, n, pick)
 }
 
 // Part returns part p of the last Partition (nil when it got nothing) and its item count.
@@ -23,8 +23,8 @@ func (s *Splitter) ReleaseParts() {
 	}
 }
 
-// NumBalances bounds the fuzz inputs.
-const NumBalances = numBalances
+// NumSplitKeys bounds the fuzz inputs.
+const NumSplitKeys = numSplitKeys
 
 // RefScanRequest exports refScanRequest to the benchmarks of package fastpath_test, which
 // measure the reference walker beside the generated one.

@@ -63,7 +63,7 @@ func TestRejectReachesOwner(t *testing.T) {
 			} else {
 				s := fastpath.GetSplitter()
 				defer fastpath.PutSplitter(s)
-				whole, parts, err := s.Split(b, fastpath.BalanceTraceID, len(c.parts), &modPicker{len(c.parts)})
+				whole, parts, err := s.Split(b, fastpath.SplitTraceID, len(c.parts), &modPicker{len(c.parts)})
 				if err != nil || whole != -1 {
 					t.Fatalf("split: whole %d, err %v", whole, err)
 				}

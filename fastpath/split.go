@@ -3,7 +3,6 @@ package fastpath
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -12,44 +11,22 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
-// Balance is the key a balanced destination partitions batches by.
-type Balance uint8
+// SplitKey is what Split partitions a batch by. A balanced destination chooses it by name
+// (client's -dest balance=).
+type SplitKey uint8
 
 const (
-	// BalanceTraceID sends every span of a trace to one part: each resource entry's scope
+	// SplitTraceID sends every span of a trace to one part: each resource entry's scope
 	// entries are split span by span on the span's trace_id. Log records go by their trace_id
 	// when they carry one, by their resource otherwise. Metrics go by resource.
-	BalanceTraceID Balance = iota
-	// BalanceService sends each resource entry whole, by the value of its service.name
+	SplitTraceID SplitKey = iota
+	// SplitService sends each resource entry whole, by the value of its service.name
 	// attribute (an entry without one goes with the other entries that lack it).
-	BalanceService
-	// BalanceResource sends each resource entry whole, by a hash of its attributes' bytes.
-	BalanceResource
-	numBalances
+	SplitService
+	// SplitResource sends each resource entry whole, by a hash of its attributes' bytes.
+	SplitResource
+	numSplitKeys
 )
-
-// String returns the balance's name as used in -dest. Safe for concurrent use.
-func (b Balance) String() string {
-	switch b {
-	case BalanceTraceID:
-		return "trace_id"
-	case BalanceService:
-		return "service"
-	case BalanceResource:
-		return "resource"
-	}
-	return "unknown"
-}
-
-// ParseBalance reads a balance name (trace_id, service, resource).
-func ParseBalance(s string) (Balance, error) {
-	for b := range numBalances {
-		if b.String() == s {
-			return b, nil
-		}
-	}
-	return 0, fmt.Errorf("fastpath: balance %q (want trace_id, service or resource)", s)
-}
 
 // Picker maps the 64-bit hash of a key to the part that owns it, in [0, n) for the n the
 // Splitter was called with. It must not allocate: it runs once per key.
@@ -143,7 +120,7 @@ const (
 
 var serviceName = []byte("service.name")
 
-// Split partitions the payload of b into n parts by bal, asking pick for the owner of each key.
+// Split partitions the payload of b into n parts by key, asking pick for the owner of each key.
 //
 // When every item goes to one part it returns that part's index and nil: b goes on as it is,
 // by reference. Otherwise it returns -1 and a slice of n batches, nil where a part got
@@ -154,8 +131,8 @@ var serviceName = []byte("service.name")
 //
 // A payload that does not parse goes whole to the owner of the empty key, with the error:
 // it is still delivered, and the caller counts it.
-func (s *Splitter) Split(b *Batch, bal Balance, n int, pick Picker) (int, []*Batch, error) {
-	whole, err := s.partition(b.Signal, b.Payload.Bytes(), bal, n, pick)
+func (s *Splitter) Split(b *Batch, key SplitKey, n int, pick Picker) (int, []*Batch, error) {
+	whole, err := s.partition(b.Signal, b.Payload.Bytes(), key, n, pick)
 	if err != nil {
 		return pick.Pick(hashBytes(hashSeed, nil)), nil, err
 	}
@@ -246,7 +223,7 @@ func hashBytes(h uint64, b []byte) uint64 {
 func HashKey(key []byte) uint64 { return hashBytes(hashSeed, key) }
 
 // partition fills s.parts and s.counts, or returns the single owner of everything.
-func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pick Picker) (int, error) {
+func (s *Splitter) partition(sig Signal, payload []byte, key SplitKey, n int, pick Picker) (int, error) {
 	if n < 1 || n > MaxParts {
 		return 0, errParts
 	}
@@ -256,7 +233,7 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 	s.n = n
 	s.hdrs, s.scopes, s.items, s.res = s.hdrs[:0], s.scopes[:0], s.items[:0], s.res[:0]
 	s.lastKey, s.lastOwner = nil, 0
-	byItem := bal == BalanceTraceID && sig != Metrics
+	byItem := key == SplitTraceID && sig != Metrics
 	keyField := protowire.Number(fSpanTraceID)
 	if sig == Logs {
 		keyField = fLogTraceID
@@ -284,7 +261,7 @@ func (s *Splitter) partition(sig Signal, payload []byte, bal Balance, n int, pic
 		raw, entry := payload[f.Tag:f.End], payload[f.Value:f.End]
 		r := resRef{raw: raw, owner: -1}
 		if !byItem {
-			rk, err := resourceKey(entry, bal)
+			rk, err := resourceKey(entry, key)
 			if err != nil {
 				return 0, err
 			}
@@ -331,7 +308,7 @@ func (s *Splitter) scanEntry(r *resRef, entry []byte, keyField protowire.Number,
 	resKey, haveResKey := uint64(0), false
 	resOwner := func() (int32, error) {
 		if !haveResKey {
-			k, err := resourceKey(entry, BalanceResource)
+			k, err := resourceKey(entry, SplitResource)
 			if err != nil {
 				return 0, err
 			}
@@ -493,9 +470,9 @@ func nonZero(key []byte) []byte {
 	return nil
 }
 
-// resourceKey hashes the resource of a resource entry: for BalanceService the value of its
+// resourceKey hashes the resource of a resource entry: for SplitService the value of its
 // service.name attribute, otherwise its attributes, field by field in the order they come.
-func resourceKey(entry []byte, bal Balance) (uint64, error) {
+func resourceKey(entry []byte, key SplitKey) (uint64, error) {
 	h := uint64(hashSeed)
 	for b := entry; len(b) > 0; {
 		num, typ, tn, err := consumeTag(b)
@@ -522,7 +499,7 @@ func resourceKey(entry []byte, bal Balance) (uint64, error) {
 				return 0, err
 			}
 			if num == fResourceAttrs && typ == protowire.BytesType {
-				if bal == BalanceService {
+				if key == SplitService {
 					ap, _, _ := consumeLen(a[an:])
 					if v, ok, err := serviceValue(a[an+ap : an+avn]); err != nil {
 						return 0, err

@@ -16,12 +16,12 @@ func TestSplitAllocs(t *testing.T) {
 	pick := &modPicker{3}
 	for _, c := range []struct {
 		in  []byte
-		bal fastpath.Balance
+		bal fastpath.SplitKey
 	}{
-		{splitBenchBatch(t, 100, 10), fastpath.BalanceTraceID},
-		{splitTraces(t), fastpath.BalanceTraceID},
-		{splitTraces(t), fastpath.BalanceService},
-		{splitTraces(t), fastpath.BalanceResource},
+		{splitBenchBatch(t, 100, 10), fastpath.SplitTraceID},
+		{splitTraces(t), fastpath.SplitTraceID},
+		{splitTraces(t), fastpath.SplitService},
+		{splitTraces(t), fastpath.SplitResource},
 	} {
 		in, bal := c.in, c.bal
 		run := func() {
@@ -32,7 +32,7 @@ func TestSplitAllocs(t *testing.T) {
 		}
 		run()
 		if n := testing.AllocsPerRun(100, run); n != 0 {
-			t.Errorf("%v: %v allocations per split, want 0", bal, n)
+			t.Errorf("%s: %v allocations per split, want 0", splitKeyNames[bal], n)
 		}
 	}
 }

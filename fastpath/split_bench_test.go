@@ -37,7 +37,7 @@ func BenchmarkSplit(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(in)))
 			for b.Loop() {
-				if _, err := s.Partition(fastpath.Traces, in, fastpath.BalanceTraceID, 3, pick); err != nil {
+				if _, err := s.Partition(fastpath.Traces, in, fastpath.SplitTraceID, 3, pick); err != nil {
 					b.Fatal(err)
 				}
 				s.ReleaseParts()

@@ -127,7 +127,7 @@ func TestSplitTracesByTraceID(t *testing.T) {
 			pick := &modPicker{n}
 			s := fastpath.GetSplitter()
 			defer fastpath.PutSplitter(s)
-			whole, err := s.Partition(fastpath.Traces, in, fastpath.BalanceTraceID, n, pick)
+			whole, err := s.Partition(fastpath.Traces, in, fastpath.SplitTraceID, n, pick)
 			if err != nil || whole != -1 {
 				t.Fatalf("partition: whole %d, err %v", whole, err)
 			}
@@ -177,21 +177,24 @@ type onePicker struct{ to int }
 
 func (o *onePicker) Pick(uint64) int { return o.to }
 
+// splitKeyNames names the keys in the tests' output as -dest balance= does.
+var splitKeyNames = [...]string{fastpath.SplitTraceID: "trace_id", fastpath.SplitService: "service", fastpath.SplitResource: "resource"}
+
 func TestSplitWholeWhenOneOwner(t *testing.T) {
 	in := splitTraces(t)
 	s := fastpath.GetSplitter()
 	defer fastpath.PutSplitter(s)
-	for _, bal := range []fastpath.Balance{fastpath.BalanceTraceID, fastpath.BalanceService, fastpath.BalanceResource} {
+	for _, bal := range []fastpath.SplitKey{fastpath.SplitTraceID, fastpath.SplitService, fastpath.SplitResource} {
 		whole, err := s.Partition(fastpath.Traces, in, bal, 4, &onePicker{2})
 		if err != nil || whole != 2 {
-			t.Fatalf("%v: whole %d, err %v; want 2", bal, whole, err)
+			t.Fatalf("%s: whole %d, err %v; want 2", splitKeyNames[bal], whole, err)
 		}
 	}
 	// One trace only, several parts: still whole.
 	one := mustMarshal(t, &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
 		ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{TraceId: splitTraceID(7)}, {TraceId: splitTraceID(7)}}}}}}})
 	pick := &modPicker{3}
-	whole, err := s.Partition(fastpath.Traces, one, fastpath.BalanceTraceID, 3, pick)
+	whole, err := s.Partition(fastpath.Traces, one, fastpath.SplitTraceID, 3, pick)
 	if want := pick.Pick(fastpath.HashKey(splitTraceID(7))); err != nil || whole != want {
 		t.Fatalf("one trace: whole %d, err %v; want %d", whole, err, want)
 	}
@@ -203,8 +206,8 @@ func TestSplitByResourceAndService(t *testing.T) {
 	if err := req.UnmarshalVT(in); err != nil {
 		t.Fatal(err)
 	}
-	for _, bal := range []fastpath.Balance{fastpath.BalanceService, fastpath.BalanceResource} {
-		t.Run(bal.String(), func(t *testing.T) {
+	for _, bal := range []fastpath.SplitKey{fastpath.SplitService, fastpath.SplitResource} {
+		t.Run(splitKeyNames[bal], func(t *testing.T) {
 			pick := &modPicker{3}
 			s := fastpath.GetSplitter()
 			defer fastpath.PutSplitter(s)
@@ -216,7 +219,7 @@ func TestSplitByResourceAndService(t *testing.T) {
 			items := make([]int, 3)
 			for _, rs := range req.ResourceSpans {
 				k := attrsKey(t, rs.Resource)
-				if bal == fastpath.BalanceService {
+				if bal == fastpath.SplitService {
 					k = serviceKey(t, rs.Resource)
 				}
 				p := pick.Pick(k)
@@ -266,7 +269,7 @@ func TestSplitLogs(t *testing.T) {
 	pick := &modPicker{3}
 	s := fastpath.GetSplitter()
 	defer fastpath.PutSplitter(s)
-	whole, err := s.Partition(fastpath.Logs, in, fastpath.BalanceTraceID, 3, pick)
+	whole, err := s.Partition(fastpath.Logs, in, fastpath.SplitTraceID, 3, pick)
 	if err != nil || whole != -1 {
 		t.Fatalf("whole %d, err %v", whole, err)
 	}
@@ -324,7 +327,7 @@ func TestSplitMetricsByResource(t *testing.T) {
 		})
 	}
 	in := mustMarshal(t, req)
-	for _, bal := range []fastpath.Balance{fastpath.BalanceTraceID, fastpath.BalanceService, fastpath.BalanceResource} {
+	for _, bal := range []fastpath.SplitKey{fastpath.SplitTraceID, fastpath.SplitService, fastpath.SplitResource} {
 		pick := &modPicker{2}
 		s := fastpath.GetSplitter()
 		whole, err := s.Partition(fastpath.Metrics, in, bal, 2, pick)
@@ -335,7 +338,7 @@ func TestSplitMetricsByResource(t *testing.T) {
 		items := make([]int, 2)
 		for _, rm := range req.ResourceMetrics {
 			k := attrsKey(t, rm.Resource)
-			if bal == fastpath.BalanceService {
+			if bal == fastpath.SplitService {
 				k = serviceKey(t, rm.Resource)
 			}
 			p := pick.Pick(k)
@@ -363,7 +366,7 @@ func TestSplitMalformed(t *testing.T) {
 	s := fastpath.GetSplitter()
 	defer fastpath.PutSplitter(s)
 	for _, cut := range []int{1, 2, 30, len(in) - 1} {
-		if _, err := s.Partition(fastpath.Traces, in[:cut], fastpath.BalanceTraceID, 3, &modPicker{3}); err == nil {
+		if _, err := s.Partition(fastpath.Traces, in[:cut], fastpath.SplitTraceID, 3, &modPicker{3}); err == nil {
 			t.Errorf("cut at %d: no error", cut)
 		}
 	}
@@ -386,7 +389,7 @@ func (d *splitDest) Name() string { return "split" }
 func (d *splitDest) Enqueue(b *fastpath.Batch) error {
 	s := fastpath.GetSplitter()
 	defer fastpath.PutSplitter(s)
-	whole, parts, err := s.Split(b, fastpath.BalanceTraceID, 3, &modPicker{3})
+	whole, parts, err := s.Split(b, fastpath.SplitTraceID, 3, &modPicker{3})
 	if err != nil {
 		return err
 	}
@@ -444,7 +447,7 @@ func FuzzSplit(f *testing.F) {
 		parts := int(n%7) + 1
 		s := fastpath.GetSplitter()
 		defer fastpath.PutSplitter(s)
-		for bal := range fastpath.Balance(fastpath.NumBalances) {
+		for bal := range fastpath.SplitKey(fastpath.NumSplitKeys) {
 			whole, err := s.Partition(sg, b, bal, parts, &modPicker{parts})
 			if err != nil || whole >= 0 {
 				continue
@@ -459,7 +462,7 @@ func FuzzSplit(f *testing.F) {
 					total += partItems(s, p)
 				}
 			}
-			if sc, err := fastpath.ScanRequest(sg, b, fastpath.LayoutV1, fastpath.DepthResource); err == nil && sg != fastpath.Metrics && bal == fastpath.BalanceTraceID && total != sc.Items {
+			if sc, err := fastpath.ScanRequest(sg, b, fastpath.LayoutV1, fastpath.DepthResource); err == nil && sg != fastpath.Metrics && bal == fastpath.SplitTraceID && total != sc.Items {
 				t.Fatalf("%d items in the parts, %d in the batch", total, sc.Items)
 			}
 			releaseParts(s)
