@@ -119,6 +119,7 @@ func TestHelmTemplate(t *testing.T) {
 		spoolPath         string // the spool's hostPath
 		podMonitor        bool
 		edgeEnvFromSecret string
+		edgeService       bool // a Service routes to the node's own edge, no host ports
 	}{
 		{
 			values: "", edges: 1, gateways: 1,
@@ -157,6 +158,7 @@ func TestHelmTemplate(t *testing.T) {
 			gatewayFlags: []string{"-intake.headers=x-scope-orgid", "-tenant.rate=50MiB/s", "-tenant.burst=100MiB", "-sample.traces=25"},
 			spoolPath:    "/mnt/otlpgate/observability.rel",
 			podMonitor:   true,
+			edgeService:  true,
 		},
 	} {
 		name := tc.values
@@ -180,8 +182,30 @@ func TestHelmTemplate(t *testing.T) {
 			for _, o := range objs {
 				byKind[o.Kind] = append(byKind[o.Kind], o)
 			}
+			// Services: the gateways' (headless, checked below) and, when asked for, the edges'.
+			services := map[string]object{}
+			for _, svc := range byKind["Service"] {
+				for _, wl := range append(byKind["DaemonSet"], byKind["Deployment"]...) {
+					if selects(svc.Spec.Selector, wl.Spec.Template.Metadata.Labels) {
+						services[wl.Kind] = svc
+					}
+				}
+			}
+			if len(services) != len(byKind["Service"]) {
+				t.Errorf("a Service selects no workload, or one selects both: %v", byKind["Service"])
+			}
+			if svc, ok := services["DaemonSet"]; ok != tc.edgeService || (ok && svc.Spec.InternalTrafficPolicy != "Local") {
+				t.Errorf("edge Service %v (internalTrafficPolicy %q), want %v with Local", ok, svc.Spec.InternalTrafficPolicy, tc.edgeService)
+			}
 			if tc.edges > 0 {
 				edge := byKind["DaemonSet"][0]
+				hostPorts := 0
+				for _, p := range edge.Spec.Template.Spec.Containers[0].Ports {
+					hostPorts += p.HostPort
+				}
+				if (hostPorts != 0) == tc.edgeService {
+					t.Errorf("edge: host ports %d with an edge Service %v: want one way to the node's edge", hostPorts, tc.edgeService)
+				}
 				args := w.args["DaemonSet/"+edge.Metadata.Name]
 				checkDests(t, "edge", args, tc.edgeDests)
 				checkHas(t, "edge", args, tc.edgeFlags)
@@ -220,8 +244,8 @@ func TestHelmTemplate(t *testing.T) {
 				if !svc {
 					t.Errorf("no headless Service %s selects the gateways", gatewayDNS)
 				}
-			} else if len(byKind["Service"])+len(byKind["PodDisruptionBudget"]) > 0 {
-				t.Errorf("no gateway, yet a Service or a PodDisruptionBudget: %v", byKind)
+			} else if services["Deployment"].Kind != "" || len(byKind["PodDisruptionBudget"]) > 0 {
+				t.Errorf("no gateway, yet a gateway Service or a PodDisruptionBudget: %v", byKind)
 			}
 			if got := len(byKind["PodMonitor"]) > 0; got != tc.podMonitor {
 				t.Errorf("PodMonitor rendered %v, want %v", got, tc.podMonitor)

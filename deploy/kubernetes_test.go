@@ -30,7 +30,8 @@ type object struct {
 	Spec struct {
 		ClusterIP string `yaml:"clusterIP"`
 		// Service
-		Selector any `yaml:"selector"`
+		Selector              any    `yaml:"selector"`
+		InternalTrafficPolicy string `yaml:"internalTrafficPolicy"`
 		// PodDisruptionBudget
 		MaxUnavailable any `yaml:"maxUnavailable"`
 		MinAvailable   any `yaml:"minAvailable"`
@@ -95,6 +96,7 @@ type container struct {
 	Ports []struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
+		HostPort      int    `yaml:"hostPort"`
 	} `yaml:"ports"`
 	ReadinessProbe struct {
 		HTTPGet struct {
