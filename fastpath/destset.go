@@ -3,8 +3,6 @@ package fastpath
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -146,10 +144,8 @@ func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []Match) er
 		if len(routes) != len(dests) {
 			return fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(routes), len(dests))
 		}
-		for _, m := range routes {
-			if m.Header != "" && !slices.Contains(p.cfg.Tenants.cfg.Headers, m.Header) {
-				return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(p.cfg.Tenants.cfg.Headers, ","))
-			}
+		if err := p.cfg.Tenants.checkRoutes(routes); err != nil {
+			return err
 		}
 	}
 	return p.setDestinations(dests, newRouteTable(routes))

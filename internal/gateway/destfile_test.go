@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -437,16 +436,28 @@ func TestDestFileInvalidAtStart(t *testing.T) {
 	}
 }
 
-// Tenant routes number the destinations by position, which a reload changes: -dest.file with a
-// match-header (in -dest or in the file) stops the start, and a reload whose file adds one is
-// refused while the running set goes on. Tenant headers without routes reload as usual.
-// -dest.file with match-header routes, without a spool: each destination keeps its tenants
-// across a reload that reorders the file, removes one and adds one; every span arrives once,
-// at its tenant's destination alone.
+// -dest.file with match-header routes, with and without a spool: each destination keeps its
+// tenants across a reload that reorders the file, removes one and adds one; every span
+// arrives once, at its tenant's destination alone. (Routes number the destinations by
+// position, which the reload changes: the pipeline's set carries its routes; each spool
+// feeder is given the new routes with its new position.)
 func TestDestFileTenantRoutesReload(t *testing.T) {
+	for _, spooled := range []bool{false, true} {
+		name := "memory"
+		if spooled {
+			name = "spool"
+		}
+		t.Run(name, func(t *testing.T) { testDestFileTenantRoutesReload(t, spooled) })
+	}
+}
+
+func testDestFileTenantRoutesReload(t *testing.T, spooled bool) {
 	a, b, c, d := startUpstream(t), startUpstream(t), startUpstream(t), startUpstream(t)
 	path := filepath.Join(t.TempDir(), "dests")
 	cfg := testConfig()
+	if spooled {
+		cfg.Spool.Dir = t.TempDir()
+	}
 	cfg.Tenants.Headers = []string{"x-scope-orgid"}
 	cfg.DestFile = path
 	cfg.DestFilePoll = 0
@@ -523,9 +534,10 @@ func TestDestFileTenantRoutesReload(t *testing.T) {
 	check("after the reload")
 }
 
-// -dest.file with tenant routes and a spool is refused: each feeder knows its destination by
-// position.
-func TestDestFileRefusesTenantRoutes(t *testing.T) {
+// With a spool, a reload may bring tenant routes to a -dest.file that had none, and take them
+// away again: a tenant's request goes to its destination alone while one has a match-header,
+// and to every destination before and after.
+func TestDestFileSpoolTenantRoutesComeAndGo(t *testing.T) {
 	a, b := startUpstream(t), startUpstream(t)
 	path := filepath.Join(t.TempDir(), "dests")
 	cfg := testConfig()
@@ -533,43 +545,48 @@ func TestDestFileRefusesTenantRoutes(t *testing.T) {
 	cfg.Tenants.Headers = []string{"x-scope-orgid"}
 	cfg.DestFile = path
 	cfg.Pipeline.BatchMaxAge = 2 * time.Millisecond
-	routed := destSpec("b", b.addr, "match-header=x-scope-orgid:acme")
-
-	writeFile(t, path, destSpec("a", a.addr), routed)
-	if _, err := New(cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrDestFileRoutes) {
-		t.Errorf("match-header in the file: %v, want ErrDestFileRoutes", err)
-	}
 	writeFile(t, path, destSpec("a", a.addr))
-	flagged := cfg
-	flagged.Dests = []string{routed}
-	if _, err := New(flagged, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrDestFileRoutes) {
-		t.Errorf("match-header in -dest: %v, want ErrDestFileRoutes", err)
-	}
-
 	g := startGateway(t, cfg)
-	failures := testutil.ToFloat64(configReloadFailures)
-	writeFile(t, path, destSpec("a", a.addr), routed)
-	if err := g.Reload(); !errors.Is(err, ErrDestFileRoutes) {
-		t.Errorf("reload adding match-header: %v, want ErrDestFileRoutes", err)
-	}
-	if d := testutil.ToFloat64(configReloadFailures) - failures; d != 1 {
-		t.Errorf("%v reload failures counted, want 1", d)
-	}
 	if code := post(t, g, traceBody(t, 0, 1)); code != 200 {
 		t.Fatalf("POST: %d", code)
 	}
 	eventually(t, func() string { return "span 1 missing at a" }, func() bool { return a.count(1) == 1 })
 
+	writeFile(t, path, destSpec("b", b.addr, "match-header=x-scope-orgid:acme"), destSpec("a", a.addr))
+	if err := g.Reload(); err != nil {
+		t.Fatalf("reload adding match-header: %v", err)
+	}
+	postAs := func(tenant string, id uint64) {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://"+g.HTTPAddr().String()+"/v1/traces", bytes.NewReader(traceBody(t, 0, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-Scope-OrgID", tenant)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST for %s: %d", tenant, resp.StatusCode)
+		}
+	}
+	postAs("acme", 2)
+	postAs("beta", 3)
+	eventually(t, func() string { return "spans 2 and 3 missing" }, func() bool { return b.count(2) == 1 && a.count(3) == 1 })
+
 	writeFile(t, path, destSpec("a", a.addr), destSpec("b", b.addr))
 	if err := g.Reload(); err != nil {
 		t.Fatalf("reload without routes: %v", err)
 	}
-	if code := post(t, g, traceBody(t, 0, 2)); code != 200 {
-		t.Fatalf("POST: %d", code)
-	}
-	eventually(t, func() string { return "span 2 missing" }, func() bool { return a.count(2) == 1 && b.count(2) == 1 })
-	if b.count(1) != 0 {
-		t.Errorf("b got span 1, admitted before it was configured")
+	postAs("acme", 4)
+	eventually(t, func() string { return "span 4 missing" }, func() bool { return a.count(4) == 1 && b.count(4) == 1 })
+	if a.count(2) != 0 || b.count(1) != 0 || b.count(3) != 0 {
+		t.Errorf("a span reached a destination its routes did not give it: a has 2 %d times, b has 1 %d, 3 %d",
+			a.count(2), b.count(1), b.count(3))
 	}
 }
 

@@ -236,6 +236,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		g.park(old)
 	}
 	var errs []error
+	var started []*member
 	kept := next[:0]
 	for _, m := range next {
 		if m.feeder != nil {
@@ -244,7 +245,6 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		}
 		r, err := g.spool.AddReader(m.key)
 		if err == nil {
-			// Its position only matters to tenant routes, which a reload never has (checkTenants).
 			err = g.newFeeder(m, r, len(kept), len(next))
 		}
 		if err != nil {
@@ -252,7 +252,28 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 			errs = append(errs, fmt.Errorf("destination %s left out: %w", m.name, err))
 			continue
 		}
-		kept = append(kept, m)
+		kept, started = append(kept, m), append(started, m)
+	}
+	if ts := g.cfg.Pipeline.Tenants; ts != nil {
+		// The records carry their tenant, not a destination: each feeder decides which of
+		// them its destination takes by the set's match-headers at its position in the set.
+		// A reload moves the positions, so every feeder is given the new routes with its new
+		// position at once, before a new one starts (a feeder never reads the new routes at
+		// its old position, which would hand it another destination's tenants and finish its
+		// own unread).
+		rs, err := ts.SetRoutes(routesOf(kept))
+		if err != nil {
+			return errors.Join(append(errs, err)...) // checkTenants refused it before: unreachable
+		}
+		for i, m := range kept {
+			r := fastpath.DestRoute{Dest: i} // no destination has a match-header: each takes every tenant
+			if i < len(rs) {
+				r = rs[i]
+			}
+			m.feeder.SetRoute(r)
+		}
+	}
+	for _, m := range started {
 		if s, ok := m.out.(interface{ Start() }); ok {
 			s.Start()
 		}
@@ -262,7 +283,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		m.feeder.SetMaxBytes(feedShare(g.cfg, m.queue, len(kept)))
 	}
 	g.dmu.members = kept
-	g.sa.SetDestinations(dests(kept)) // what requests are spooled compressed for
+	g.sa.SetDestinations(dests(kept)) // what requests are spooled compressed for, and the signals served
 	return errors.Join(errs...)
 }
 

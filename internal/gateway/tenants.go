@@ -88,22 +88,14 @@ func (cfg *Config) buildTenants(dests []client.Config) error {
 	return nil
 }
 
-// ErrDestFileRoutes refuses -dest.file with tenant routes and a spool: each feeder knows its
-// destination by its position among them, which a reload changes. Without a spool the
-// pipeline's set of destinations carries its routes, and a reload swaps both together.
-var ErrDestFileRoutes = errors.New("-dest.file with -spool.dir cannot be combined with match-header yet")
-
 // checkTenants is tenantConfig's check of dests (the destinations as configured, DestFile's
-// among them once read), refusing tenant routes with DestFile and a spool.
+// among them once read). A reload may reorder, add and remove destinations with
+// match-header: without a spool the pipeline's set of destinations carries its routes, and a
+// reload swaps both together (applyMemory); with one, each feeder is given the new routes with
+// its new position (applySpooled).
 func (c Config) checkTenants(dests []client.Config) error {
-	tc, err := c.tenantConfig(dests)
-	if err != nil {
-		return err
-	}
-	if c.DestFile != "" && c.Spool.Dir != "" && len(tc.Routes) != 0 {
-		return ErrDestFileRoutes
-	}
-	return nil
+	_, err := c.tenantConfig(dests)
+	return err
 }
 
 // routesOf is the match-header of each of ms, in order (Extra and the file take the rest),

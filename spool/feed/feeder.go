@@ -27,8 +27,8 @@ type Config struct {
 	BatchMaxAge   time.Duration
 	// Tenants, with -intake.headers, reads each record's tenant back from its meta: a batch
 	// holds records of one tenant, and a record whose tenant destination Dest (numbered as in
-	// the table's routes) does not take is finished unread by it. nil: every record goes to
-	// the destination, without a tenant.
+	// the table's routes when the feeder is made; SetRoute moves it) does not take is finished
+	// unread by it. nil: every record goes to the destination, without a tenant.
 	Tenants *fastpath.Tenants
 	Dest    int
 	// Router, with routes by resource attribute (-dest match=resource), is the pipeline's
@@ -69,6 +69,9 @@ type Feeder struct {
 	// sigs is what the destination takes (-dest signals=): its feeder finishes the records
 	// of the others unread, so that they hold no spool space on its account.
 	sigs fastpath.SignalSet
+	// route is the destination's place among the destinations' tenant routes (Config.Dest in
+	// the table's routes at New; SetRoute replaces it): read once per record.
+	route atomic.Pointer[fastpath.DestRoute]
 
 	held     atomic.Int64
 	maxBytes atomic.Int64 // Config.MaxBytes, or what SetMaxBytes set since
@@ -137,8 +140,18 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	}
 	f.sigs = fastpath.SignalsOf(d)
 	f.maxBytes.Store(cfg.MaxBytes)
+	if cfg.Tenants != nil {
+		r := cfg.Tenants.RouteOf(cfg.Dest)
+		f.route.Store(&r)
+	}
 	return f, nil
 }
+
+// SetRoute gives the feeder its destination's place r in a new set of destinations (a
+// reload that reordered, added or removed destinations with tenant routes): records read from
+// now on go by r, the routes and the position together. A record already decided (in the batch
+// being built) keeps its decision. Safe for concurrent use.
+func (f *Feeder) SetRoute(r fastpath.DestRoute) { f.route.Store(&r) }
 
 // SetMaxBytes replaces Config.MaxBytes (which must stay positive): the feeders share
 // -queue.max-bytes, and the share changes when destinations come or go while otlpgate runs. A
@@ -367,13 +380,15 @@ func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
 		f.r.Drop(e.Pos, spool.DropUndeliverable)
 		return nil, false
 	}
-	if !t.Routed() {
-		// Admission refuses such a tenant; a restart whose match-headers no longer take it
-		// leaves its spooled records without a destination: counted, not silently finished.
+	route := f.route.Load()
+	if !route.Routed(t) {
+		// Admission refuses such a tenant; a restart or reload whose match-headers no longer
+		// take it leaves its spooled records without a destination: counted, not silently
+		// finished.
 		f.r.Drop(e.Pos, spool.DropUndeliverable)
 		return nil, false
 	}
-	if !t.Takes(f.cfg.Dest) {
+	if !route.Takes(t) {
 		f.r.Finish(e.Pos)
 		return nil, false
 	}
