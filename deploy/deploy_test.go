@@ -1,6 +1,9 @@
-// Package deploy holds the deployment examples (nginx, HAProxy, Envoy, systemd, Kubernetes) and the
-// tests that check them: each file parses with the tool that will read it, and every otlpgate flag
-// it uses exists. The balancer configs are also run for real by internal/l7lb.
+// Package deploy holds the deployment examples (nginx, HAProxy, Envoy, systemd, Kubernetes, the
+// Helm chart, Prometheus alerts, the Grafana dashboard, the Dockerfile at the root) and the tests
+// that check them: each file parses with the tool that will read it (helm and promtool
+// included), every otlpgate flag it uses exists and otlpgate -check accepts its command lines,
+// and the chart's and the manifests' command lines carry a span to a Collector stand-in. The
+// balancer configs are also run for real by internal/l7lb.
 package deploy
 
 import (
@@ -35,9 +38,9 @@ func needTool(t *testing.T, name string) string {
 		}
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not installed; .ci/run installs it (apt-get install -y nginx haproxy)", name)
+		t.Fatalf("%s is not installed; .ci/run installs it", name)
 	}
-	t.Skipf("%s is not installed (apt-get install -y nginx haproxy); skipping", name)
+	t.Skipf("%s is not installed (Debian: apt-get install -y nginx haproxy prometheus make); skipping", name)
 	return ""
 }
 
