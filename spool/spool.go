@@ -520,6 +520,17 @@ func (s *Spool) AddReader(destination string) (*Reader, error) {
 	return r, nil
 }
 
+// Written is the end of the records placed so far: every record appended before the call lies
+// before it, and one appended after it lies at or after it (but for a failed sync under
+// SyncAlways, which cuts the log back, as for Reader.Away). A reload that changes which
+// destination takes which record marks with it the records that go by the routes of before.
+// Safe for concurrent use.
+func (s *Spool) Written() Pos {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.written
+}
+
 // Bytes is what the segments take on disk, framing included: what MaxBytes bounds. Safe for
 // concurrent use.
 func (s *Spool) Bytes() int64 {

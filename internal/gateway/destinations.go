@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -265,12 +266,20 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		if err != nil {
 			return errors.Join(append(errs, err)...) // checkTenants refused it before: unreachable
 		}
+		// What was spooled until now goes by the routes it was admitted under: a destination
+		// taking the rest keeps a tenant's records it has not read yet, though the reload gave
+		// the tenant to a new destination (which reads from now on).
+		from := g.spool.Written()
 		for i, m := range kept {
 			r := fastpath.DestRoute{Dest: i} // no destination has a match-header: each takes every tenant
 			if i < len(rs) {
 				r = rs[i]
 			}
-			m.feeder.SetRoute(r)
+			if slices.Contains(started, m) {
+				m.feeder.SetRoute(r, 0)
+			} else {
+				m.feeder.SetRoute(r, from)
+			}
 		}
 	}
 	for _, m := range started {

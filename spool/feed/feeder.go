@@ -71,7 +71,7 @@ type Feeder struct {
 	sigs fastpath.SignalSet
 	// route is the destination's place among the destinations' tenant routes (Config.Dest in
 	// the table's routes at New; SetRoute replaces it): read once per record.
-	route atomic.Pointer[fastpath.DestRoute]
+	route atomic.Pointer[routeView]
 
 	held     atomic.Int64
 	maxBytes atomic.Int64 // Config.MaxBytes, or what SetMaxBytes set since
@@ -141,17 +141,48 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	f.sigs = fastpath.SignalsOf(d)
 	f.maxBytes.Store(cfg.MaxBytes)
 	if cfg.Tenants != nil {
-		r := cfg.Tenants.RouteOf(cfg.Dest)
-		f.route.Store(&r)
+		f.route.Store(&routeView{cur: cfg.Tenants.RouteOf(cfg.Dest)})
 	}
 	return f, nil
 }
 
-// SetRoute gives the feeder its destination's place r in a new set of destinations (a
-// reload that reordered, added or removed destinations with tenant routes): records read from
-// now on go by r, the routes and the position together. A record already decided (in the batch
-// being built) keeps its decision. Safe for concurrent use.
-func (f *Feeder) SetRoute(r fastpath.DestRoute) { f.route.Store(&r) }
+// routeView is where a feeder's destination stands among the destinations, by when a record
+// was spooled: a record at or after from goes by cur, an earlier one by prev (none: by cur).
+// Immutable once stored.
+type routeView struct {
+	cur  fastpath.DestRoute
+	from spool.Pos
+	prev *routeView
+}
+
+// of is the route of the record at p.
+func (v *routeView) of(p spool.Pos) fastpath.DestRoute {
+	for v.prev != nil && p < v.from {
+		v = v.prev
+	}
+	return v.cur
+}
+
+// SetRoute gives the feeder its destination's place r in a new set of destinations (a reload
+// that reordered, added or removed destinations with tenant routes), the routes and the
+// position together, for the records spooled from from on (Spool.Written when the routes
+// changed); the records spooled before go by the routes they were admitted under, as a batch
+// open across a reload without a spool goes to the destinations of its set. from 0 makes r
+// the route of every record (a feeder new to the set: its reader holds nothing spooled
+// under routes it was not in, or what it left unfinished when it was removed). A record
+// already decided (in the batch being built) keeps its decision. Safe for concurrent use.
+func (f *Feeder) SetRoute(r fastpath.DestRoute, from spool.Pos) {
+	for {
+		old := f.route.Load()
+		v := &routeView{cur: r}
+		if from > 0 && old != nil {
+			v.from, v.prev = from, old
+		}
+		if f.route.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
 
 // SetMaxBytes replaces Config.MaxBytes (which must stay positive): the feeders share
 // -queue.max-bytes, and the share changes when destinations come or go while otlpgate runs. A
@@ -380,7 +411,13 @@ func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
 		f.r.Drop(e.Pos, spool.DropUndeliverable)
 		return nil, false
 	}
-	route := f.route.Load()
+	v := f.route.Load()
+	route := v.of(e.Pos)
+	if v.prev != nil && e.Pos >= v.from {
+		// Records come in order: nothing before from is read any more. (A CAS: SetRoute may
+		// have stored a newer view meanwhile, which keeps this one as its prev.)
+		f.route.CompareAndSwap(v, &routeView{cur: v.cur})
+	}
 	if !route.Routed(t) {
 		// Admission refuses such a tenant; a restart or reload whose match-headers no longer
 		// take it leaves its spooled records without a destination: counted, not silently
