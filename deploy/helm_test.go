@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"context"
 	"debug/buildinfo"
 	"fmt"
 	"os"
@@ -11,17 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/otlpgate/otlpgate/internal/listenlog"
-	"github.com/otlpgate/otlpgate/internal/testkit"
-	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
-	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
-	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
-	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
 
 // helmBinary returns bin/tools/helm when it is the helm the Makefile pins (HELM_VERSION), built
@@ -305,113 +293,4 @@ func TestHelmTemplateRefuses(t *testing.T) {
 			t.Errorf("helm template --set %v: %v, want an error saying %q:\n%s", tc.set, err, tc.want, out)
 		}
 	}
-}
-
-// The chart's own command lines carry a span from an application to the Collector gateway: the
-// edge and the gateway run with the args the chart renders by default, a Collector stand-in as
-// the gateway's destination (see firstSpan).
-func TestHelmFirstSpan(t *testing.T) {
-	helm := helmBinary(t)
-	collector := testkit.StartGRPCSink(t, "")
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte("gateway:\n  destinations:\n    - {name: collector, endpoint: \""+collector.Addr()+"\"}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := render(t, helm, values)
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
-	}
-	firstSpan(t, decodeObjects(t, "defaults", out), "dns:///rel-otlpgate-gateway.observability.svc:4317", collector, nil)
-}
-
-// firstSpan runs the edge and the gateway of objs with their containers' command lines as the
-// kubelet hands them over, NODE_NAME as the downward API sets it, the listeners moved to
-// 127.0.0.1:0, the spool and the OpenCensus socket to a temporary directory, the gateways' address (gatewayDNS) to the
-// gateway's and whatever gatewayRepl replaces in the gateway's args (its upstream's address); it
-// sends one span to the edge and checks that collector receives it once, its resource labelled
-// with the node's name.
-func firstSpan(t *testing.T, objs []object, gatewayDNS string, collector *testkit.GRPCSink, gatewayRepl map[string]string) {
-	t.Helper()
-	containers := map[string]container{}
-	for _, o := range objs {
-		if o.Kind == "DaemonSet" || o.Kind == "Deployment" {
-			containers[o.Kind] = o.Spec.Template.Spec.Containers[0]
-		}
-	}
-	start := func(kind string, repl map[string]string) string {
-		c := containers[kind]
-		var args []string
-		for _, a := range kubeletArgs(t, kind, c) {
-			for from, to := range repl {
-				a = strings.ReplaceAll(a, from, to)
-			}
-			args = append(args, a)
-		}
-		var env []string
-		for k, v := range containerEnv(t, kind, c) {
-			env = append(env, k+"="+v)
-		}
-		log, exited := startOtlpgate(t, args, env)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("%s %q:\n%s", kind, args, log.String())
-			}
-		})
-		return testkit.WaitAddrs(t, log.String, exited, listenlog.GRPC)[0]
-	}
-	local := map[string]string{"-grpc.listen=:4317": "-grpc.listen=127.0.0.1:0", "-http.listen=:4318": "-http.listen=127.0.0.1:0",
-		"-admin.listen=:8888": "-admin.listen=127.0.0.1:0"}
-	for from, to := range gatewayRepl {
-		local[from] = to
-	}
-	gateway := start("Deployment", local)
-	local[gatewayDNS] = gateway
-	dir := t.TempDir()
-	local["-spool.dir=/var/lib/otlpgate/spool"] = "-spool.dir=" + filepath.Join(dir, "spool")
-	local["-uds.listen=/var/run/otlpgate/"] = "-uds.listen=" + dir + "/"
-	edge := start("DaemonSet", local)
-
-	conn, err := grpc.NewClient(edge, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	spanID := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
-		Resource: &resourcev1.Resource{Attributes: []*commonv1.KeyValue{str("service.name", "first-span")}},
-		ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{
-			TraceId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, SpanId: spanID,
-			Name: "first", Kind: tracev1.Span_SPAN_KIND_SERVER, StartTimeUnixNano: 1, EndTimeUnixNano: 2,
-		}}}},
-	}}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := coltracev1.NewTraceServiceClient(conn).Export(ctx, req, grpc.WaitForReady(true)); err != nil {
-		t.Fatalf("export to the edge: %v", err)
-	}
-	if missing := collector.WaitSpans([]uint64{testkit.SpanID(spanID)}); missing != 0 {
-		t.Fatalf("the span did not reach the Collector: %s", collector)
-	}
-	var got []string
-	for _, r := range collector.Requests() {
-		for _, rs := range testkit.Traces(t, r.Body).ResourceSpans {
-			var attrs []string
-			for _, kv := range rs.GetResource().GetAttributes() {
-				attrs = append(attrs, kv.Key+"="+kv.GetValue().GetStringValue())
-			}
-			slices.Sort(attrs)
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					got = append(got, fmt.Sprintf("%s %v", s.Name, attrs))
-				}
-			}
-		}
-	}
-	if want := []string{"first [k8s.node.name=node-1 service.name=first-span]"}; !slices.Equal(got, want) {
-		t.Errorf("the Collector received %q, want %q", got, want)
-	}
-}
-
-func str(k, v string) *commonv1.KeyValue {
-	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // object is the part of a Kubernetes object the checks read.
@@ -198,18 +196,6 @@ func TestKubernetesManifests(t *testing.T) {
 	if w.monitoredBy["DaemonSet/otlpgate-edge"] != "PodMonitor/otlpgate" || w.monitoredBy["Deployment/otlpgate-gateway"] != "PodMonitor/otlpgate" {
 		t.Errorf("the PodMonitor does not select both workloads: %v", w.monitoredBy)
 	}
-}
-
-// The plain manifests' command lines carry a span from an application through the edge and the
-// gateway to the Collector (firstSpan).
-func TestKubernetesFirstSpan(t *testing.T) {
-	var objs []object
-	for _, o := range readManifests(t) {
-		objs = append(objs, o)
-	}
-	collector := testkit.StartGRPCSink(t, "")
-	firstSpan(t, objs, "dns:///otlpgate-gateway.observability.svc:4317", collector,
-		map[string]string{"endpoint=backend.observability.svc:4317": "endpoint=" + collector.Addr()})
 }
 
 // workloads is what checkWorkloads found.
