@@ -36,7 +36,9 @@ type AnchorConfig struct {
 	// (AnchorRelayCopy): the floor of any proxy that reads the bytes it forwards.
 	CopyFloor bool
 	// Peer is the Collector built by `make peer-otelcol`, "" for none. It gets PEER_LISTEN,
-	// PEER_HTTP_LISTEN, PEER_TARGET and PEER_COMPRESSION in its environment.
+	// PEER_HTTP_LISTEN, PEER_TARGET (the sink's gRPC side), PEER_HTTP_TARGET (its OTLP/HTTP
+	// side, for a configuration that exports over OTLP/HTTP) and PEER_COMPRESSION in its
+	// environment.
 	Peer     string
 	PeerArgs []string
 	Shape    otlpgen.Shape
@@ -291,7 +293,7 @@ func startAnchorTarget(ctx context.Context, cfg AnchorConfig, target, intake, co
 	default:
 		bin, args = cfg.Peer, cfg.PeerArgs
 		env = append(env, "PEER_LISTEN="+grpcListen, "PEER_HTTP_LISTEN="+httpListen, "PEER_TARGET="+sink.Addr(),
-			"PEER_COMPRESSION="+compression)
+			"PEER_HTTP_TARGET=http://"+hsink.Addr(), "PEER_COMPRESSION="+compression)
 	}
 	logPath := filepath.Join(cfg.Dir, fmt.Sprintf("%s-%s-%s-%s.log", cmp.Or(cfg.LogPrefix, "anchor"), target, intake, compression))
 	var proc *Proc

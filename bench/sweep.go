@@ -27,9 +27,12 @@ type SweepConfig struct {
 	// out by the caller.
 	Peers  []SweepPeer
 	Shapes []SweepShape
-	// Intakes are "grpc" (OTLP/gRPC unary v1) and "http" (OTLP/HTTP protobuf); every proxy
-	// sends to the sink over OTLP/gRPC unary v1.
+	// Intakes are "grpc" (OTLP/gRPC unary v1) and "http" (OTLP/HTTP protobuf).
 	Intakes []string
+	// Out is how otlpgate sends to the sink: "grpc" (OTLP/gRPC unary v1, the default) or
+	// "http" (OTLP/HTTP protobuf); a peer's configuration says its own (PEER_TARGET is the
+	// sink's gRPC side, PEER_HTTP_TARGET its OTLP/HTTP side).
+	Out string
 	// Rates are spans per second, in the order measured; 0 is a closed loop of MaxInFlight.
 	Rates            []float64
 	Duration, Warmup time.Duration // measured and unmeasured sending per cell
@@ -210,7 +213,7 @@ func RunSweep(ctx context.Context, cfg SweepConfig, progress io.Writer) (*SweepR
 // its own GOMAXPROCS, its logs named sweep-*.
 func sweepAnchorConfig(cfg SweepConfig, target string) AnchorConfig {
 	acfg := AnchorConfig{Gate: cfg.Gate, GateArgs: cfg.GateArgs, Duration: cfg.Duration, Warmup: cfg.Warmup,
-		MaxInFlight: cfg.MaxInFlight, Rounds: 1, Dir: cfg.Dir, OwnProcs: true, LogPrefix: "sweep"}
+		MaxInFlight: cfg.MaxInFlight, Rounds: 1, Dir: cfg.Dir, OwnProcs: true, LogPrefix: "sweep", Out: cfg.Out}
 	for _, p := range cfg.Peers {
 		if p.Name == target {
 			acfg.Peer, acfg.PeerArgs = p.Bin, p.Args

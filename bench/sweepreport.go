@@ -15,10 +15,14 @@ var intakeNames = map[string]string{"grpc": "OTLP/gRPC", "http": "OTLP/HTTP"}
 // the client's latency p50 / p99 and each proxy's peak RSS.
 func WriteSweep(w io.Writer, r *SweepResult) {
 	cfg := r.Config
+	out := "otlpgate sends to the sink over OTLP/gRPC unary v1"
+	if cfg.Out == "http" {
+		out = "otlpgate sends to the sink over OTLP/HTTP protobuf"
+	}
 	fmt.Fprintf(w, "sweep: each rate an open loop (closed: %d requests in flight back to back) for %v after %v warm-up, at most %d requests in flight; "+
-		"a fresh proxy per cell, unpinned, its GOMAXPROCS the runtime's; every proxy sends to the sink over OTLP/gRPC unary v1; "+
+		"a fresh proxy per cell, unpinned, its GOMAXPROCS the runtime's; %s, the Collector as its configuration says; "+
 		"CPU is user+system time of the proxy process per span the sink received; latency is the client's, from when a request was due to its answer\n",
-		cfg.MaxInFlight, cfg.Duration, cfg.Warmup, cfg.MaxInFlight)
+		cfg.MaxInFlight, cfg.Duration, cfg.Warmup, cfg.MaxInFlight, out)
 	if len(r.Idle) > 0 {
 		fmt.Fprintf(w, "\n| idle, no traffic, %v | CPU | share of a core | wake-ups/s | threads | peak RSS MiB |\n| --- | --- | --- | --- | --- | --- |\n", cfg.Idle)
 		for _, i := range r.Idle {

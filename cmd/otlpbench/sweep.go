@@ -24,8 +24,10 @@ func sweepCommand(args []string, stdout, stderr io.Writer) error {
 	gate := fs.String("gate", "./bin/otlpgate", "otlpgate binary")
 	gateArgs := fs.String("gate-args", "", "extra otlpgate flags (space-separated)")
 	peer := fs.String("peer", "./peer/otelcol/otelcol-peer", "the Collector built by make peer-otelcol; skipped with a message when the file does not exist, \"\" to leave it out")
-	peerConfigs := fs.String("peer-configs", "otelcol-batch=bench/otelcol/config-batch.yaml,otelcol=bench/otelcol/config.yaml",
-		"the Collector's configurations measured, NAME=FILE comma-separated: the batch processor and sending queue, and receiver -> exporter")
+	peerConfigs := fs.String("peer-configs", "",
+		"the Collector's configurations measured, NAME=FILE comma-separated (default: the batch processor and sending queue, and receiver -> exporter, "+
+			"otelcol-batch=bench/otelcol/config-batch.yaml,otelcol=bench/otelcol/config.yaml; with -out http otelcol-batch=bench/otelcol/config-batch-http.yaml,otelcol=bench/otelcol/config-http.yaml)")
+	out := fs.String("out", "grpc", "how otlpgate sends to the sink: grpc (OTLP/gRPC unary v1) or http (OTLP/HTTP protobuf, protocol=http; the Collector's default configurations then export over OTLP/HTTP too)")
 	shapes := fs.String("shapes", "small,semconv", "batch shapes: small (100 spans), large (500), semconv (1000 semantic-convention server spans)")
 	intakes := fs.String("intakes", "grpc,http", "intakes: grpc (OTLP/gRPC unary v1), http (OTLP/HTTP protobuf)")
 	rates := fs.String("rates", "1k,5k,20k,100k,closed", "spans per second, each an open loop; closed is a closed loop of -max-inflight")
@@ -39,7 +41,16 @@ func sweepCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := bench.SweepConfig{Gate: *gate, GateArgs: strings.Fields(*gateArgs), Intakes: strings.Split(*intakes, ","),
-		Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Idle: *idle, Dir: *dir}
+		Duration: *duration, Warmup: *warmup, MaxInFlight: *inflight, Idle: *idle, Dir: *dir, Out: *out}
+	if *out != "grpc" && *out != "http" {
+		return fmt.Errorf("sweep: unknown -out %q (want grpc or http)", *out)
+	}
+	if *peerConfigs == "" {
+		*peerConfigs = "otelcol-batch=bench/otelcol/config-batch.yaml,otelcol=bench/otelcol/config.yaml"
+		if *out == "http" {
+			*peerConfigs = "otelcol-batch=bench/otelcol/config-batch-http.yaml,otelcol=bench/otelcol/config-http.yaml"
+		}
+	}
 	for _, in := range cfg.Intakes {
 		if in != "grpc" && in != "http" {
 			return fmt.Errorf("sweep: unknown intake %q (want grpc or http)", in)

@@ -62,10 +62,29 @@ func TestSweepCommand(t *testing.T) {
 
 // Flags the sweep cannot run are refused before anything starts.
 func TestSweepRefusesUnknown(t *testing.T) {
-	for _, args := range [][]string{{"-intakes", "udp"}, {"-shapes", "medium"}, {"-rates", "5k,fast"}, {"-duration", "0s"}} {
+	for _, args := range [][]string{{"-intakes", "udp"}, {"-shapes", "medium"}, {"-rates", "5k,fast"}, {"-duration", "0s"}, {"-out", "udp"}} {
 		var out bytes.Buffer
 		if err := sweepCommand(append(args, "-gate", "/nonexistent"), &out, &out); err == nil || strings.Contains(err.Error(), "otlpgate binary") {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// With -out http otlpgate forwards over OTLP/HTTP protobuf to the sink's HTTP side, which
+// receives exactly the spans sent, and the table says how otlpgate sent them.
+func TestSweepOutHTTP(t *testing.T) {
+	dir, gate := buildGate(t)
+	var stdout, stderr bytes.Buffer
+	err := sweepCommand([]string{"-gate", gate, "-peer", "", "-shapes", "small", "-intakes", "http", "-out", "http",
+		"-rates", "2k", "-duration", "300ms", "-warmup", "100ms", "-idle", "0", "-logs", dir}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	cells := regexp.MustCompile(`otlpgate small http 2k: (\d+) spans in .*, (\d+) failed`).FindAllStringSubmatch(stderr.String(), -1)
+	if len(cells) != 1 || cells[0][1] != "600" || cells[0][2] != "0" {
+		t.Fatalf("cells %q, want one of 600 spans, none failed:\n%s", cells, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "otlpgate sends to the sink over OTLP/HTTP protobuf") {
+		t.Errorf("the table does not say otlpgate sent over OTLP/HTTP:\n%s", stdout.String())
 	}
 }
