@@ -85,3 +85,46 @@ func TestFlusherSleepDecaysRate(t *testing.T) {
 		}
 	})
 }
+
+// With Eager and idle destinations every request is sealed as it is admitted: nothing stays
+// open for the flusher to age, so a gateway forwarding requests one at a time wakes no flusher
+// goroutine and arms no ticker for them (two wake-ups per request before). A request that
+// joins a batch left open (the gap since the last seal has not passed) still wakes it.
+func TestFlusherSleepsThroughRequestsSealedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Eager = true
+		cfg.BatchMinGap = 10 * time.Millisecond
+		cfg.BatchMaxAge = 40 * time.Millisecond
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !p.asleep.Load() {
+			t.Fatal("the flusher of a pipeline that never had a request ticks on")
+		}
+		for i := range 5 {
+			p.Consume(Traces, entry(10, 1), 1)
+			synctest.Wait()
+			if got := r.batches(); len(got) != i+1 || got[i].items != 1 {
+				t.Fatalf("request %d: batches %+v, want each request sealed as it is admitted", i, got)
+			}
+			if !p.asleep.Load() {
+				t.Fatalf("request %d, sealed as it was admitted, woke the flusher", i)
+			}
+			time.Sleep(cfg.BatchMinGap) // past the gap: the next one is sealed at once too
+		}
+		// Within the gap the next request's batch stays open: the flusher wakes to age it.
+		p.Consume(Traces, entry(10, 1), 1)
+		p.Consume(Traces, entry(10, 1), 1)
+		synctest.Wait()
+		if p.asleep.Load() {
+			t.Fatal("a batch left open within the gap did not wake the flusher")
+		}
+		time.Sleep(3 * cfg.BatchMinGap)
+		synctest.Wait()
+		if got := r.batches(); len(got) != 7 || got[6].items != 1 {
+			t.Fatalf("batches %+v, want the request within the gap sealed on its own", got)
+		}
+	})
+}

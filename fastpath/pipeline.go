@@ -71,9 +71,10 @@ type Pipeline struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	// asleep is set while the flusher waits on wake instead of ticking: nothing is open or in
-	// flight, and no tenant can go idle (settledFlusher). The
-	// goroutine that opens the next batch clears it and wakes the flusher (wakeFlusher), so
-	// an idle gateway spends no CPU on a timer that has nothing to do.
+	// flight, and no tenant can go idle (settledFlusher). The goroutine that opens the next
+	// batch to stay open clears it and wakes the flusher (wakeFlusher), so an idle gateway
+	// spends no CPU on a timer that has nothing to do, nor does a request whose batch is
+	// sealed as it is admitted (Eager, the destinations idle).
 	asleep atomic.Bool
 	wake   chan struct{} // capacity 1
 }
@@ -229,7 +230,6 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		b.set = set
 		set.users.Add(1)
 		s.mu.open.put(b)
-		p.wakeFlusher()
 	}
 	buf := b.Payload.Buf()
 	before := len(*buf)
@@ -273,6 +273,13 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		b.refs.Add(1)
 	}
 	full := p.fullLocked(sig, b, len(*buf))
+	if fresh && (full != b || p.sweepsTenants()) {
+		// Only a batch that stays open needs the flusher (its age). One sealed by the request
+		// that opened it, as every batch is at low rates with Eager, wakes nothing: a wake-up
+		// and a tick per request, for nothing to do, were two of the fixed costs that made a
+		// request at 50 a second cost ten times one at saturation.
+		p.wakeFlusher()
+	}
 	s.mu.Unlock()
 
 	r.Admitted(st)
@@ -546,8 +553,11 @@ func (p *Pipeline) flusher() {
 					return
 				}
 				t.Reset(tick)
-				// Nothing drained while it slept (nothing was queued): the rate decays as the
-				// updates it skipped would have decayed it, one step a second.
+				// The rate decays as the updates it skipped would have decayed it, one step a
+				// second: what drained meanwhile (batches sealed by the request that opened
+				// them, which do not wake it) is not counted, so that it does not read as the
+				// drain of the next second.
+				lastDrained = p.drained.Load()
 				if secs := int(time.Since(lastAt) / time.Second); secs > 0 {
 					r := p.rate.Load()
 					for range min(secs, 64) {
@@ -575,6 +585,13 @@ func (p *Pipeline) flusher() {
 	}
 }
 
+// sweepsTenants reports whether the flusher has idle tenants to sweep (-intake.tenant-idle),
+// so that every batch that opens must wake it, even one sealed at once.
+func (p *Pipeline) sweepsTenants() bool {
+	ts := p.cfg.Tenants
+	return ts != nil && ts.cfg.Idle > 0
+}
+
 // settledFlusher reports whether the flusher has nothing to do until a batch opens: no batch
 // is open (none can reach BatchMaxAge) or queued (none can drain: the drain rate only decays,
 // which the flusher catches up on when it wakes), and no tenant is in the table to go idle.
@@ -583,7 +600,7 @@ func (p *Pipeline) settledFlusher() bool {
 	if p.queued.Load() != 0 {
 		return false
 	}
-	if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 && ts.Len() > 0 {
+	if p.sweepsTenants() && p.cfg.Tenants.Len() > 0 {
 		return false
 	}
 	for i := range p.sig {
