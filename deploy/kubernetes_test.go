@@ -488,3 +488,33 @@ func checkArgs(t *testing.T, where string, c container, args []string) {
 		t.Errorf("%s: otlpgate -check with the container's args: %v\n%s\nargs: %q", where, err, strings.Join(lines[:min(2, len(lines))], "\n"), args)
 	}
 }
+
+// The ConfigMap's otlpgate.yaml (-config) runs in the edge DaemonSet's container as its comments
+// say to mount it: every ${env:NAME} it names is in that container's environment (the downward
+// API's values included), and otlpgate -check accepts it with that environment alone.
+func TestConfigMapFitsTheEdge(t *testing.T) {
+	file := configMapFile(t)
+	edge, ok := readManifests(t)["DaemonSet/otlpgate-edge"]
+	if !ok {
+		t.Fatal("no DaemonSet/otlpgate-edge")
+	}
+	env := containerEnv(t, "DaemonSet/otlpgate-edge", edge.Spec.Template.Spec.Containers[0])
+	// The vendor destination stays commented out: its key comes from an env the comment adds.
+	for _, m := range regexp.MustCompile(`(?m)^[^#\n]*\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`).FindAllStringSubmatch(file, -1) {
+		if _, ok := env[m[1]]; !ok {
+			t.Errorf("the ConfigMap's otlpgate.yaml reads ${env:%s}, which the edge DaemonSet's container does not set", m[1])
+		}
+	}
+	path := filepath.Join(t.TempDir(), "otlpgate.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(otlpgateBinary(t), "-check", "-config", path)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("otlpgate -check -config with the edge container's environment: %v\n%s", err, out)
+	}
+}
