@@ -123,7 +123,7 @@ generate: tools ## regenerate Go code from proto/ (needs protoc), then fastpath/
 		$(patsubst proto/%,%,$(PROTO_FILES))
 	$(GO) generate ./fastpath
 
-docs: ## regenerate docs/configuration.md and docs/metrics.md from the flag set and the registered metrics
+docs: ## regenerate docs/configuration.md, docs/metrics.md and destinations.md's key tables from the flag set, the registered metrics and client's -dest keys
 	$(GO) test -count=1 -run '^TestReferenceDocs$$' ./cmd/otlpgate -update
 
 check-generate: generate ## fail when the committed generated code (proto/, fastpath/walk_gen.go) is stale

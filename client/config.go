@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/process"
 )
 
 // Protocols a destination speaks.
@@ -196,6 +197,11 @@ type Config struct {
 	// spool's feeders apply it (fastpath.TenantsConfig.Routes); cmd checks NAME against
 	// -intake.headers.
 	MatchHeader fastpath.Match
+	// Route selects the resources the destination takes (match=resource:KEY=VALUE, PREFIX*,
+	// or V1|V2): those whose attribute KEY matches; nil takes the resources that no
+	// destination with a Route takes. The gateway builds the pipeline's process.Router from
+	// every destination's; a request whose resources go different ways is split.
+	Route []process.Match
 	// Signals is what the destination takes (signals=traces,logs; the zero set: every
 	// signal). The pipeline hands it only batches of those, its spool feeder passes over the
 	// others' records, and a request of a signal no destination takes is refused at the

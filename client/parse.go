@@ -3,21 +3,19 @@ package client
 import (
 	"fmt"
 	"maps"
-	"strconv"
+	"slices"
 	"strings"
-	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
-	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
 // ParseDest reads a -dest value: comma-separated key=value pairs, applied over base (usually
-// DefaultConfig()). Keys are the kebab-case names given on each Config field; a dot may stand
-// for a dash (retry.initial = retry-initial). Sizes accept KiB, MiB, GiB (and KB, MB, GB)
-// suffixes, durations Go's syntax (100ms, 5m), booleans true/false. A value in double quotes
-// may hold commas, with \" and \\ for a quote and a backslash (SplitDest). An unknown key, a key given
-// twice (header excepted) or a bad value is an error naming the key. The result is validated.
+// DefaultConfig()). The keys are those of the table in destkeys.go (docs/destinations.md lists
+// them); a dot may stand for a dash (retry.initial = retry-initial). Sizes accept KiB, MiB,
+// GiB (and KB, MB, GB) suffixes, durations Go's syntax (100ms, 5m), booleans true/false. A
+// value in double quotes may hold commas, with \" and \\ for a quote and a backslash
+// (SplitDest). An unknown key, a key given twice (header and header-file excepted) or a bad
+// value is an error naming the key. The result is validated.
 //
 // Any tls-* key turns TLS on unless the spec also says insecure=true or tls=false, which
 // Validate then reports as a conflict. Without a protocol key, an http:// or https://
@@ -25,214 +23,103 @@ import (
 // mode key, protocol=otep streams and the others are unary. With protocol=http an https://
 // endpoint turns TLS on. Safe for concurrent use; base is not modified.
 func ParseDest(spec string, base Config) (Config, error) {
-	c := base
-	c.Headers = maps.Clone(base.Headers)
-	seen := map[string]bool{}
-	tlsSet, tlsKeys := false, false
+	s, err := ReadDest(spec)
+	if err != nil {
+		return Config{}, err
+	}
+	return s.Apply(base)
+}
+
+// DestSpec is a -dest value read against the table of keys (ReadDest): its items, each with
+// its key and its value unquoted, and the set of keys it gives. Apply reads the values into a
+// configuration; a caller that chooses the base by what the value gives asks Given first.
+type DestSpec struct {
+	items []destItem
+	given DestKeySet
+}
+
+// destItem is one item of a -dest value. more marks an item without '=' that goes on with
+// the list of the key before it (signals=traces,logs).
+type destItem struct {
+	key   int // the place of its key in destKeys
+	value string
+	more  bool
+}
+
+// ReadDest cuts a -dest value into its items and knows each item's key: it refuses an item
+// that is not key=value, a quoted value that is not closed, an unknown key (naming the
+// nearest, or listing them all) and a key given twice. The values are read by Apply. Safe for
+// concurrent use.
+func ReadDest(spec string) (DestSpec, error) {
 	items, err := SplitDest(spec)
 	if err != nil {
-		return Config{}, fmt.Errorf("client: -dest: %w", err)
+		return DestSpec{}, fmt.Errorf("client: -dest: %w", err)
 	}
-	last := ""
+	var s DestSpec
+	last := -1
 	for i, item := range items {
 		i++
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
-		if last == "signals" && !strings.Contains(item, "=") {
-			// signals=traces,logs: the list goes on past the comma that separates items.
-			s, err := fastpath.ParseSignals(item)
-			if err != nil {
-				return Config{}, fmt.Errorf("client: -dest key \"signals\": bad value %q: %w", item, err)
-			}
-			c.Signals |= s
+		if last >= 0 && destKeys[last].read.more != nil && !strings.Contains(item, "=") {
+			s.items = append(s.items, destItem{key: last, value: item, more: true})
 			continue
 		}
 		k, v, ok := strings.Cut(item, "=")
 		k = strings.ReplaceAll(strings.TrimSpace(k), ".", "-")
 		if !ok || k == "" {
 			// The item is not quoted: it may be the tail of a header value cut at a comma.
-			return Config{}, fmt.Errorf("client: -dest item %d is not key=value (a value holding a comma is written in double quotes: key=\"a,b\")", i)
+			return DestSpec{}, fmt.Errorf("client: -dest item %d is not key=value (a value holding a comma is written in double quotes: key=\"a,b\")", i)
 		}
 		v, err := Unquote(strings.TrimSpace(v))
 		if err != nil {
-			return Config{}, fmt.Errorf("client: -dest key %q: %w", k, err)
+			return DestSpec{}, fmt.Errorf("client: -dest key %q: %w", k, err)
 		}
-		if seen[k] && k != "header" && k != "header-file" {
-			return Config{}, fmt.Errorf("client: -dest key %q given twice", k)
+		key, ok := destKeyIndex[k]
+		if !ok {
+			return DestSpec{}, unknownKey(k)
 		}
-		seen[k] = true
-		last = k
-		switch k {
-		case "name":
-			c.Name = v
-		case "spool-id":
-			c.SpoolID = v
-		case "endpoint":
-			c.Endpoint = v
-		case "protocol":
-			c.Protocol = v
-		case "path":
-			c.Path = v
-		case "mode":
-			c.Mode = v
-		case "traces-path":
-			c.TracesPath = v
-		case "metrics-path":
-			c.MetricsPath = v
-		case "logs-path":
-			c.LogsPath = v
-		case "streams":
-			c.Streams, err = strconv.Atoi(v)
-		case "window":
-			c.Window, err = strconv.Atoi(v)
-		case "max-in-flight":
-			c.MaxInFlight, err = strconv.Atoi(v)
-		case "concurrency":
-			c.Concurrency, err = strconv.Atoi(v)
-		case "compression":
-			c.Compression = v
-		case "queue-bytes":
-			c.QueueBytes, err = parseSize(v, 1<<62)
-		case "ack-timeout":
-			c.AckTimeout, err = time.ParseDuration(v)
-		case "retry-initial":
-			c.RetryInitial, err = time.ParseDuration(v)
-		case "retry-max":
-			c.RetryMax, err = time.ParseDuration(v)
-		case "retry-max-elapsed":
-			c.RetryMaxElapsed, err = time.ParseDuration(v)
-		case "rebalance-timeout":
-			c.RebalanceTimeout, err = time.ParseDuration(v)
-		case "rebalance-requests":
-			c.RebalanceRequests, err = strconv.ParseInt(v, 10, 64)
-		case "rebalance-bytes":
-			c.RebalanceBytes, err = parseSize(v, 1<<62)
-		case "retry-on-reconnect":
-			c.RetryOnReconnect, err = strconv.ParseBool(v)
-		case "poison-after":
-			c.PoisonAfter, err = strconv.Atoi(v)
-		case "wait-on-shutdown":
-			c.WaitOnShutdown, err = strconv.ParseBool(v)
-		case "insecure":
-			c.TLS.Insecure, err = strconv.ParseBool(v)
-			tlsSet = true
-		case "tls":
-			var on bool
-			on, err = strconv.ParseBool(v)
-			c.TLS.Insecure = !on
-			tlsSet = true
-		case "tls-ca":
-			c.TLS.CAFile, tlsKeys = v, true
-		case "tls-cert":
-			c.TLS.CertFile, tlsKeys = v, true
-		case "tls-key":
-			c.TLS.KeyFile, tlsKeys = v, true
-		case "tls-server-name":
-			c.TLS.ServerName, tlsKeys = v, true
-		case "tls-insecure-skip-verify":
-			c.TLS.InsecureSkipVerify, err = strconv.ParseBool(v)
-			tlsKeys = true
-		case "http2-stream-window":
-			c.InitialWindowSize, err = parseSize32(v)
-		case "http2-conn-window":
-			c.InitialConnWindowSize, err = parseSize32(v)
-		case "write-buffer", "read-buffer":
-			var n int64
-			n, err = parseSize(v, 1<<30)
-			if k == "write-buffer" {
-				c.WriteBufferSize = int(n)
-			} else {
-				c.ReadBufferSize = int(n)
-			}
-		case "zero-buffers":
-			c.ZeroBuffers, err = strconv.ParseBool(v)
-		case "max-send-msg-size":
-			var n int64
-			n, err = parseSize(v, 1<<31-1)
-			c.MaxSendMsgSize = int(n)
-		case "max-recv-msg-size":
-			var n int64
-			n, err = parseSize(v, 1<<31-1)
-			c.MaxRecvMsgSize = int(n)
-		case "keepalive-time":
-			c.KeepaliveTime, err = time.ParseDuration(v)
-		case "keepalive-timeout":
-			c.KeepaliveTimeout, err = time.ParseDuration(v)
-		case "header":
-			hk, hv, ok := strings.Cut(v, ":")
-			if !ok {
-				err = fmt.Errorf("want key:value")
-				break
-			}
-			if c.Headers == nil {
-				c.Headers = map[string]string{}
-			}
-			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = strings.TrimSpace(hv)
-		case "header-file":
-			// Read here, through the reader of ${file:PATH}, so that every reading of the
-			// destinations reads the file again: a -dest.file reload replaces a destination
-			// whose header changed.
-			hk, path, ok := strings.Cut(v, ":")
-			if path = strings.TrimSpace(path); !ok || path == "" {
-				err = fmt.Errorf("want key:/path/to/file")
-				break
-			}
-			var hv string
-			if hv, err = credfile.Value(path); err != nil {
-				break
-			}
-			if c.Headers == nil {
-				c.Headers = map[string]string{}
-			}
-			c.Headers[strings.ToLower(strings.TrimSpace(hk))] = hv
-		case "bearer-token-file":
-			c.BearerTokenFile = v
-		case "forward-headers":
-			c.ForwardHeaders = nil
-			for h := range strings.SplitSeq(v, "|") {
-				if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-					c.ForwardHeaders = append(c.ForwardHeaders, h)
-				}
-			}
-		case "signals":
-			c.Signals, err = fastpath.ParseSignals(v)
-		case "match-header":
-			c.MatchHeader, err = fastpath.ParseMatch(v)
-		case "resolver":
-			c.Resolver = v
-		case "endpoints":
-			c.Endpoints = nil
-			for e := range strings.SplitSeq(v, "|") {
-				if e = strings.TrimSpace(e); e != "" {
-					c.Endpoints = append(c.Endpoints, e)
-				}
-			}
-		case "endpoints-file":
-			c.EndpointsFile = v
-		case "resolve-interval":
-			c.ResolveInterval, err = time.ParseDuration(v)
-		case "balance":
-			c.Balance = v
-		case "eject-after":
-			c.EjectAfter, err = time.ParseDuration(v)
-		default:
-			return Config{}, fmt.Errorf("client: -dest key %q is unknown", k)
+		if s.given.has(key) && !destKeys[key].Repeatable {
+			return DestSpec{}, fmt.Errorf("client: -dest key %q given twice", k)
 		}
-		if err != nil {
-			return Config{}, fmt.Errorf("client: -dest key %q: bad value %q: %w", k, v, err)
+		s.given.add(key)
+		s.items = append(s.items, destItem{key: key, value: v})
+		last = key
+	}
+	return s, nil
+}
+
+// Given is the set of keys the value gives.
+func (s DestSpec) Given() DestKeySet { return s.given }
+
+// Apply reads the values over base, in the order given, fills in what follows from the keys
+// left out (ParseDest says what) and validates the result. Safe for concurrent use; base is
+// not modified.
+func (s DestSpec) Apply(base Config) (Config, error) {
+	c := base
+	c.Headers = maps.Clone(base.Headers)
+	for _, it := range s.items {
+		k := &destKeys[it.key]
+		set := k.read.set
+		if it.more {
+			set = k.read.more
+		}
+		if err := set(&c, it.value); err != nil {
+			return Config{}, fmt.Errorf("client: -dest key %q: bad value %q: %w", k.Name, it.value, err)
 		}
 	}
-	if tlsKeys && !tlsSet {
+	tlsSet := s.given.Has("insecure") || s.given.Has("tls")
+	if !tlsSet && slices.ContainsFunc(s.given.Names(), func(k string) bool { return strings.HasPrefix(k, "tls-") }) {
 		c.TLS.Insecure = false
 	}
-	if !seen["protocol"] && hasHTTPScheme(c.Endpoint) {
+	if !s.given.Has("protocol") && hasHTTPScheme(c.Endpoint) {
 		// A URL is what an OTLP/HTTP receiver is given by (OTEL_EXPORTER_OTLP_ENDPOINT);
 		// OTLP/gRPC takes host:port, so no other protocol could use it.
 		c.Protocol = ProtocolHTTP
 	}
-	if !seen["mode"] {
+	if !s.given.Has("mode") {
 		// OTEP's pipelined streams are what it is for; v1 and OTLP/HTTP have one mode.
 		c.Mode = ModeUnary
 		if c.Protocol == ProtocolOTEP {
@@ -260,11 +147,6 @@ func hasHTTPScheme(endpoint string) bool {
 
 // parseSize reads a byte size with an optional unit suffix, at most limit.
 func parseSize(s string, limit int64) (int64, error) { return bytesize.Parse(s, limit) }
-
-func parseSize32(s string) (int32, error) {
-	n, err := parseSize(s, 1<<31-1)
-	return int32(n), err
-}
 
 // RedactDest returns spec with the value of every header item replaced, so that a -dest can be
 // logged or shown in an error without the credentials it may carry. Safe for concurrent use.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/otlpgate/otlpgate/client"
@@ -176,7 +175,7 @@ func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
 		return nil, fmt.Errorf("-dest.file holds %d destinations, more than -dest.file.max-destinations %d", len(fileSpecs), c.DestFileMax)
 	}
 	for _, spec := range fileSpecs {
-		if _, m := cutMatch(spec); m != "" {
+		if s, err := client.ReadDest(spec); err == nil && s.Given().Has("match") {
 			return nil, ErrDestFileResourceRoutes
 		}
 	}
@@ -223,8 +222,12 @@ func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
 func (c Config) parseDests(specs []string) ([]client.Config, error) {
 	var out []client.Config
 	for _, spec := range specs {
+		s, err := client.ReadDest(spec)
+		if err != nil {
+			return nil, fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
+		}
 		base := client.DefaultConfig()
-		if !specHasKey(spec, "queue-bytes") {
+		if !s.Given().Has("queue-bytes") {
 			// Unless told otherwise, a destination may hold what the pipeline admits: a single
 			// destination then never refuses a batch at hand-over (overload shows as backpressure
 			// to clients, and nothing acknowledged is dropped); several split the budget, so that a
@@ -235,14 +238,13 @@ func (c Config) parseDests(specs []string) ([]client.Config, error) {
 			}
 		}
 		if c.Spool.Dir != "" {
-			if specHasKey(spec, "retry-max-elapsed") {
+			if s.Given().Has("retry-max-elapsed") {
 				return nil, fmt.Errorf("-dest %q: retry-max-elapsed cannot be combined with -spool.dir: spooled data is retried until the spool is full", client.RedactDest(spec))
 			}
 			// Data on disk is never given up because a retry budget ran out.
 			base.RetryMaxElapsed = 0
 		}
-		spec, _ = cutMatch(spec) // the gateway's key (routes.go)
-		d, err := client.ParseDest(spec, base)
+		d, err := s.Apply(base)
 		if err != nil {
 			return nil, fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
 		}
@@ -259,17 +261,6 @@ func (c Config) parseDests(specs []string) ([]client.Config, error) {
 		}
 	}
 	return out, nil
-}
-
-// specHasKey reports whether a -dest spec sets key (dots and dashes alike, as ParseDest reads them).
-func specHasKey(spec, key string) bool {
-	for _, item := range client.DestItems(spec) {
-		k, _, _ := strings.Cut(item, "=")
-		if strings.ReplaceAll(strings.TrimSpace(k), ".", "-") == key {
-			return true
-		}
-	}
-	return false
 }
 
 // spoolKey is what the spool knows destination d by: its spool-id, or its name.

@@ -376,7 +376,8 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 	var errs []error
 	// The -dest flags' files are read again too: a header-file's value, a bearer token.
 	secretFile := func(spec string) bool {
-		return specHasKey(spec, "header-file") || specHasKey(spec, "bearer-token-file")
+		s, err := client.ReadDest(spec)
+		return err == nil && (s.Given().Has("header-file") || s.Given().Has("bearer-token-file"))
 	}
 	g.dmu.Lock()
 	running := g.cfg.Dests

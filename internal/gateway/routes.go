@@ -3,80 +3,37 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
-// Routes by resource attribute: a -dest's match=resource:KEY=VALUE (route.go of fastpath).
-// The key is the gateway's, not the client's: it says which data a destination is handed, not
-// how the destination sends it, so it is cut from the spec before client.ParseDest reads the
-// rest.
-
-// matchKey is the -dest key of a route by resource attribute.
-const matchKey = "match"
+// Routes by resource attribute: a -dest's match=resource:KEY=VALUE (route.go of process),
+// read into client.Config.Route with the other keys; the gateway numbers the destinations'
+// rules and builds the pipeline's router from them.
 
 // ErrDestFileResourceRoutes refuses -dest.file with routes by resource attribute: the routes
 // number the destinations by position, and a reload changes which destination stands where.
 var ErrDestFileResourceRoutes = errors.New("-dest.file cannot be combined with match=resource yet")
 
-// cutMatch returns spec without its match item, and that item's value ("" without one).
-func cutMatch(spec string) (rest, match string) {
-	items := client.DestItems(spec)
-	kept := items[:0]
-	for _, item := range items {
-		k, v, _ := strings.Cut(item, "=")
-		if strings.TrimSpace(k) == matchKey {
-			match = strings.TrimSpace(v)
-			if u, err := client.Unquote(match); err == nil {
-				match = u // a quoted rule may hold commas: resource:k="a,b" is written match="resource:k=a,b"
-			}
-			if match == "" {
-				match = " " // given empty: ParseRoute refuses it
-			}
-			continue
-		}
-		kept = append(kept, item)
-	}
-	return strings.Join(kept, ","), match
-}
-
 // resourceRoutes returns the rule of each destination in the order the pipeline numbers them
 // (the -dest values, the Destinations, then Extra), nil for one that takes the rest; nil when
-// no destination has a rule. It refuses a malformed match, a match twice in one -dest, and the
-// configurations routes cannot work with.
+// no destination has a rule. It refuses the destinations AllDestinations refuses (a malformed
+// match, a match twice in one -dest among them) and the configurations routes cannot work
+// with.
 func (c Config) resourceRoutes() ([][]process.Match, error) {
+	dests, err := c.AllDestinations()
+	if err != nil {
+		return nil, err
+	}
 	var rules [][]process.Match
 	routed := false
-	for _, spec := range c.Dests {
-		n := 0
-		for _, item := range client.DestItems(spec) {
-			if k, _, _ := strings.Cut(item, "="); strings.TrimSpace(k) == matchKey {
-				n++
-			}
-		}
-		if n > 1 {
-			return nil, fmt.Errorf("-dest %q: key %q given twice", client.RedactDest(spec), matchKey)
-		}
-		_, m := cutMatch(spec)
-		if m == "" {
-			rules = append(rules, nil)
-			continue
-		}
-		r, err := process.ParseRoute(m)
-		if err != nil {
-			return nil, fmt.Errorf("-dest %q: %w", client.RedactDest(spec), err)
-		}
-		rules = append(rules, r)
-		routed = true
+	for _, d := range dests {
+		rules = append(rules, d.Route)
+		routed = routed || d.Route != nil
 	}
 	if !routed {
 		return nil, nil
-	}
-	for range c.Destinations {
-		rules = append(rules, nil)
 	}
 	for range c.Extra {
 		rules = append(rules, nil)
