@@ -44,8 +44,9 @@ func TestDestKeyDefaults(t *testing.T) {
 	}
 	n := 0
 	for _, k := range DestKeys() {
-		v, ok := strings.CutPrefix(k.Default, "`")
-		if v, ok = strings.CutSuffix(v, "`"); !ok || strings.Contains(v, "`") {
+		v, opened := strings.CutPrefix(k.Default, "`")
+		v, closed := strings.CutSuffix(v, "`")
+		if !opened || !closed || strings.Contains(v, "`") {
 			continue // not a value: "required", "none", "streams x window", ...
 		}
 		if strings.HasPrefix(k.Name, "tls-") {
