@@ -43,6 +43,9 @@ type setter struct {
 	// more reads an item after the key's that holds no '=': its value is a list that goes on
 	// past the comma that separates items (signals=traces,logs). nil: the key takes none.
 	more func(c *Config, v string) error
+	// named: set's errors name the key and the value already (process.ParseRoute's: match
+	// "x": ...), and are reported as they are.
+	named bool
 }
 
 // Sections of the key reference.
@@ -161,7 +164,7 @@ var destKeys = []DestKey{
 	{Name: "match", Default: "none: the rest", read: setter{takes: "`resource:KEY=VALUE`, `resource:KEY=PREFIX*` or `resource:KEY=V1|P2*`", set: func(c *Config, v string) (err error) {
 		c.Route, err = process.ParseRoute(v)
 		return err
-	}},
+	}, named: true},
 		Help: "the resources (`ResourceSpans`, `ResourceMetrics`, `ResourceLogs`) whose attribute `KEY` matches; a destination without it takes the resources no destination with a `match` takes; a request whose resources go different ways is split into one piece per set of destinations ([processing.md](processing.md#routing-by-resource-attribute--dest-matchresource))"},
 	{Name: "forward-headers", Default: "none", read: list("`NAME|NAME`", strings.ToLower, func(c *Config) *[]string { return &c.ForwardHeaders }),
 		Help: "with `-intake.headers`: each batch's tenant values of these headers are sent with it (gRPC metadata, HTTP headers); `mode=unary` or `protocol=http` only ([tenants.md](tenants.md))"},

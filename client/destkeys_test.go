@@ -161,3 +161,16 @@ func TestDestGivenKeys(t *testing.T) {
 	}()
 	g.Has("queue.bytes")
 }
+
+// match= is read with the other keys into Config.Route; a malformed rule is refused with
+// process.ParseRoute's message, which names the key and the value already.
+func TestParseDestMatch(t *testing.T) {
+	c, err := ParseDest(`name=a,endpoint=h:1,match="resource:service.name=a,b|c*"`, DefaultConfig())
+	if err != nil || len(c.Route) != 2 || c.Route[0].Key != "service.name" || c.Route[0].Value != "a,b" || c.Route[1].Value != "c" || !c.Route[1].Prefix {
+		t.Errorf("route %+v, %v", c.Route, err)
+	}
+	_, err = ParseDest("name=a,endpoint=h:1,match=resource:k", DefaultConfig())
+	if want := `match "resource:k": want resource:KEY=VALUE, resource:KEY=PREFIX* or resource:KEY=V1|V2`; err == nil || err.Error() != want {
+		t.Errorf("malformed rule: %v, want %s", err, want)
+	}
+}

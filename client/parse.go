@@ -107,6 +107,9 @@ func (s DestSpec) Apply(base Config) (Config, error) {
 			set = k.read.more
 		}
 		if err := set(&c, it.value); err != nil {
+			if k.read.named {
+				return Config{}, err
+			}
 			return Config{}, fmt.Errorf("client: -dest key %q: bad value %q: %w", k.Name, it.value, err)
 		}
 	}

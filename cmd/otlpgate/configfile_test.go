@@ -140,8 +140,14 @@ func TestParseConfigFileErrors(t *testing.T) {
 	f("queue.max-bytes: ${env:NODE}\n", "c.yaml line 1: queue.max-bytes: invalid value (not shown: it holds a reference): want a value in the flag's syntax (otlpgate -help)")
 	f("resource.set: [\"a=${env:UNSET_ONE}\"]\n", "c.yaml line 1: resource.set: environment variable UNSET_ONE is not set (${env:UNSET_ONE})")
 	f("dest:\n  - name: a\n    endpoint: x:1\n    header: {k: \"${env:UNSET_TWO}\"}\n", "c.yaml line 4: dest header k: environment variable UNSET_TWO is not set (${env:UNSET_TWO})")
-	f("dest:\n  - name: a\n    endpoint: x:1\n    frob: 2\n", `c.yaml line 2: dest: -dest "name=a,endpoint=x:1,frob=2": client: -dest key "frob" is unknown`)
-	f("dest:\n  - name=a,endpoint=x:1\n  - name=b,endpoint=x:2,frob=1\n", `c.yaml line 3: dest: -dest "name=b,endpoint=x:2,frob=1": client: -dest key "frob" is unknown`)
+	var keys []string
+	for _, k := range client.DestKeys() {
+		keys = append(keys, k.Name)
+	}
+	frob := `client: -dest key "frob" is unknown; the keys are ` + strings.Join(keys, ", ") + " (docs/destinations.md)"
+	f("dest:\n  - name: a\n    endpoint: x:1\n    frob: 2\n", `c.yaml line 2: dest: -dest "name=a,endpoint=x:1,frob=2": `+frob)
+	f("dest:\n  - name=a,endpoint=x:1\n  - name=b,endpoint=x:2,frob=1\n", `c.yaml line 3: dest: -dest "name=b,endpoint=x:2,frob=1": `+frob)
+	f("dest:\n  - name: a\n    endpont: x:1\n", `c.yaml line 2: dest: -dest "name=a,endpont=x:1": client: -dest key "endpont" is unknown; did you mean "endpoint"?`)
 	f("dest:\n  - name: a\n    endpoint: [x:1, x:2]\n", "c.yaml line 3: dest endpoint: takes one value, not a list")
 	f("dest:\n  - name: a\n    endpoint: x:1\n    match: resource:k\n", `c.yaml line 2: dest: -dest "name=a,endpoint=x:1,match=resource:k": match "resource:k": want resource:KEY=VALUE, resource:KEY=PREFIX* or resource:KEY=V1|V2`)
 	if _, err := parseConfigFile("c.yaml", []byte("a: [\n"), flagSet(), testEnv); err == nil || !strings.HasPrefix(err.Error(), "c.yaml: yaml: line 1:") {
