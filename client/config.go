@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/process"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 // Protocols a destination speaks.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/internal/credfile"
-	"github.com/otlpgate/otlpgate/process"
 )
 
 // The keys of a -dest value live in one table, destKeys: ReadDest knows a key by it, Apply

@@ -101,7 +101,7 @@
 // place at a time (request.go); the ack table decides races between a receiver, the sweeper
 // and a failing sender.
 //
-// It imports fastpath/, codec/, pool/, proto/, internal/credfile (token files) and process
-// (the rule of a -dest's match=, which Config carries for the gateway's router); never
+// It imports fastpath/ (fastpath/process for the rule of a -dest's match=, which Config
+// carries for the gateway's router), codec/, pool/, proto/ and internal/credfile (token files); never
 // server/, cmd/ or bench/ (its tests use server/grpc and server/http as real upstreams).
 package client

@@ -8,7 +8,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
-// Routes by resource attribute: a -dest's match=resource:KEY=VALUE (route.go of process),
+// Routes by resource attribute: a -dest's match=resource:KEY=VALUE (fastpath/process/route.go),
 // read into client.Config.Route with the other keys; the gateway numbers the destinations'
 // rules and builds the pipeline's router from them.
 

@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"internal/admission":        {"fastpath", "pool"},
 	"spool":                     {"pool"},
 	"spool/feed":                {"fastpath", "spool", "pool"},
-	"client":                    {"fastpath", "process", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize"},
+	"client":                    {"fastpath", "fastpath/process", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize"},
 	"client/filedest":           {"fastpath", "proto/", "pool", "client"},
 	"server/admin":              {},
 	"server/grpc":               {"fastpath", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
