@@ -1,19 +1,21 @@
 package fastpath
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
 // An idle pipeline's flusher stops ticking once nothing is open or queued, and the next request
-// wakes it: its batch is still sealed at BatchMaxAge to the tick, not before, and the flusher
-// goes back to sleep once the batch is delivered. The bubble's clock makes the bounds exact.
+// wakes it: its batch is sealed at BatchMaxAge exactly (the signal's age timer), not before,
+// and the flusher goes back to sleep at its next tick once the batch is delivered. The
+// bubble's clock makes the bounds exact.
 func TestFlusherSleepsWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testConfig()
 		cfg.BatchMaxAge = 8 * time.Millisecond
-		tick := cfg.BatchMaxAge / 4 // the flusher's period
+		tick := time.Second // the flusher's period: the drain rate's
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
 		synctest.Wait()
@@ -36,10 +38,10 @@ func TestFlusherSleepsWhenIdle(t *testing.T) {
 			if n := len(r.batches()); n != round {
 				t.Fatalf("round %d: %d batches before the batch was BatchMaxAge old, want %d", round, n, round)
 			}
-			time.Sleep(tick)
+			time.Sleep(time.Nanosecond)
 			synctest.Wait()
 			if got := r.batches(); len(got) != round+1 || got[round].items != 1 {
-				t.Fatalf("round %d: batches %+v one tick past the age, want the open batch sealed", round, got)
+				t.Fatalf("round %d: batches %+v at the age, want the open batch sealed", round, got)
 			}
 			if q := p.QueuedBytes(); q != 0 {
 				t.Fatalf("round %d: %d bytes queued after the destination finished", round, q)
@@ -125,6 +127,79 @@ func TestFlusherSleepsThroughRequestsSealedAtOnce(t *testing.T) {
 		synctest.Wait()
 		if got := r.batches(); len(got) != 7 || got[6].items != 1 {
 			t.Fatalf("batches %+v, want the request within the gap sealed on its own", got)
+		}
+	})
+}
+
+// A batch left open is sealed when it reaches BatchMaxAge, by its signal's timer, not at the
+// next tick of a flusher that ticked every quarter of the age to find it (up to a quarter
+// late, and four wake-ups per age of an open batch at low rates).
+func TestAgeSealsAtAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.BatchMaxAge = 40 * time.Millisecond
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		for round := range 3 {
+			time.Sleep(time.Duration(round+1) * time.Millisecond) // off any tick of the flusher
+			p.Consume(Traces, entry(10, 1), 1)
+			time.Sleep(cfg.BatchMaxAge / 2)
+			p.Consume(Traces, entry(10, 1), 1)
+			time.Sleep(cfg.BatchMaxAge/2 - time.Nanosecond)
+			synctest.Wait()
+			if n := len(r.batches()); n != round {
+				t.Fatalf("round %d: %d batches before the batch was BatchMaxAge old, want %d", round, n, round)
+			}
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			if got := r.batches(); len(got) != round+1 || got[round].items != 2 {
+				t.Fatalf("round %d: batches %+v at the age, want the open batch of 2 sealed", round, got)
+			}
+		}
+	})
+}
+
+// Each tenant's batch is sealed at its own age: the signal's one timer, set for the oldest open
+// batch, is set again for the next oldest when it fires.
+func TestAgeSealsEachTenantAtItsAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+		cfg := testConfig()
+		cfg.Tenants = ts
+		cfg.BatchMaxAge = 40 * time.Millisecond
+		r := &recorder{name: "r", ok: true}
+		p := newTestPipeline(t, cfg, r)
+		admit := func(name string) {
+			if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, name)}, Traces, entry(10, 1), 1, LayoutV1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sealed := func() []string {
+			synctest.Wait()
+			var out []string
+			for _, b := range r.batches() {
+				out = append(out, b.tenant)
+			}
+			return out
+		}
+		time.Sleep(time.Millisecond)
+		admit("a") // due at 41ms
+		time.Sleep(19 * time.Millisecond)
+		admit("b") // due at 60ms
+		admit("a")
+		for i, step := range []struct {
+			sleep time.Duration
+			want  string
+		}{
+			{21*time.Millisecond - time.Nanosecond, "[]"},
+			{time.Nanosecond, "[a]"},
+			{19*time.Millisecond - time.Nanosecond, "[a]"},
+			{time.Nanosecond, "[a b]"},
+		} {
+			time.Sleep(step.sleep)
+			if got := fmt.Sprint(sealed()); got != step.want {
+				t.Fatalf("step %d: sealed %s, want %s", i, got, step.want)
+			}
 		}
 	})
 }

@@ -134,6 +134,23 @@ func (o *openSet) takeBornBy(cutoff int64) *Batch {
 	return b
 }
 
+// oldest returns when the oldest open batch was born (unix nanoseconds); false when none is
+// open.
+func (o *openSet) oldest() (int64, bool) {
+	born, ok := o.plain.oldest()
+	for e := EncodingNone + 1; e < numEncodings; e++ {
+		if b, bok := o.wire[e].oldest(); bok && (!ok || b < born) {
+			born, ok = b, true
+		}
+	}
+	for _, rb := range o.routed {
+		if !ok || rb.born < born {
+			born, ok = rb.born, true
+		}
+	}
+	return born, ok
+}
+
 // get returns t's open batch, or nil.
 func (l *byTenant) get(t *Tenant) *Batch {
 	if isDefault(t) {
@@ -219,4 +236,22 @@ func (l *byTenant) bornBy(cutoff int64) *Batch {
 		}
 	}
 	return nil
+}
+
+// oldest returns when l's oldest batch was born; false when l is empty.
+func (l *byTenant) oldest() (born int64, ok bool) {
+	if b := l.def; b != nil {
+		born, ok = b.born, true
+	}
+	for _, b := range l.other {
+		if !ok || b.born < born {
+			born, ok = b.born, true
+		}
+	}
+	for _, b := range l.stray {
+		if !ok || b.born < born {
+			born, ok = b.born, true
+		}
+	}
+	return born, ok
 }

@@ -293,7 +293,7 @@ func (p *Pipeline) enqueueWire(t *Tenant, sig Signal, plain, wire []byte, enc En
 		b.set = set
 		set.users.Add(1)
 		s.mu.open.put(b)
-		p.wakeFlusher()
+		p.openedLocked(sig, b)
 		if enc == EncodingZstd {
 			buf := b.Payload.Buf()
 			*buf = append(*buf, ZstdPreamble[:]...)

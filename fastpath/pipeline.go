@@ -59,11 +59,17 @@ type Pipeline struct {
 		// gap seals the open batch once BatchMinGap has passed since the last seal; made once,
 		// re-armed with Reset, so that holding a batch back allocates nothing.
 		gap *time.Timer
+		// age seals the signal's open batches at BatchMaxAge: set for the oldest open batch
+		// when one stays open, stopped when none is left open, so that a batch sealed before
+		// its age (by a request, the gap, a kick, a limit) costs no wake-up at all. Made
+		// once, re-armed with Reset, like gap.
+		age *time.Timer
 		mu  struct {
 			sync.Mutex
 			open   openSet // one batch per tenant (openset.go)
 			closed bool    // set by Close: nothing may open a batch after the final flush
 			armed  bool    // gap is set to fire
+			aging  bool    // age is set to fire
 		}
 	}
 
@@ -107,6 +113,8 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		sig := Signal(i)
 		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })
 		p.sig[i].gap.Stop()
+		p.sig[i].age = time.AfterFunc(time.Hour, func() { p.sealAged(sig) })
+		p.sig[i].age.Stop()
 	}
 	livePipelines.add(p)
 	p.wg.Add(1)
@@ -273,11 +281,13 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 		b.refs.Add(1)
 	}
 	full := p.fullLocked(sig, b, len(*buf))
-	if fresh && (full != b || p.sweepsTenants()) {
-		// Only a batch that stays open needs the flusher (its age). One sealed by the request
-		// that opened it, as every batch is at low rates with Eager, wakes nothing: a wake-up
-		// and a tick per request, for nothing to do, were two of the fixed costs that made a
-		// request at 50 a second cost ten times one at saturation.
+	if fresh && full != b {
+		p.openedLocked(sig, b)
+	} else if fresh && p.sweepsTenants() {
+		// A batch sealed by the request that opened it, as every batch is at low rates with
+		// Eager, needs neither the age timer nor the flusher: a wake-up and a tick per request,
+		// for nothing to do, were two of the fixed costs that made a request at 50 a second
+		// cost ten times one at saturation. Idle tenants still need the flusher.
 		p.wakeFlusher()
 	}
 	s.mu.Unlock()
@@ -334,13 +344,56 @@ func (p *Pipeline) pastGapLocked(sig Signal) bool {
 
 // disarmLocked stops sig's gap timer when the open batches are sealed some other way (a
 // request, a kick, a limit, their age, Flush), so that the timer never seals the next batch
-// early. Called with the signal's lock held.
+// early, and its age timer, which has nothing left to age. Called with the signal's lock held
+// once no batch of sig is open.
 func (p *Pipeline) disarmLocked(sig Signal) {
 	s := &p.sig[sig]
 	if s.mu.armed {
 		s.mu.armed = false
 		s.gap.Stop()
 	}
+	if s.mu.aging {
+		s.mu.aging = false
+		s.age.Stop()
+	}
+}
+
+// openedLocked runs when b, a batch of sig just put in the open set, stays open: the age
+// timer is set for it unless it is set already (for an older batch, due first), and the
+// flusher, which keeps the drain rate while bytes are queued, is woken if it sleeps. Called
+// with the signal's lock held.
+func (p *Pipeline) openedLocked(sig Signal, b *Batch) {
+	s := &p.sig[sig]
+	if !s.mu.aging {
+		s.mu.aging = true
+		s.age.Reset(time.Duration(b.born + int64(p.cfg.BatchMaxAge) - time.Now().UnixNano()))
+	}
+	p.wakeFlusher()
+}
+
+// sealAged seals sig's open batches that reached BatchMaxAge and sets the age timer again for
+// the oldest batch left open (another tenant's, younger), if any. It runs on the timer's
+// goroutine. The timer is set from the open set as it is at the end, not from a flag read at
+// the start: a batch opened meanwhile may have set it for its own, later, age.
+func (p *Pipeline) sealAged(sig Signal) {
+	p.sealers.Add(1)
+	defer p.sealers.Add(-1)
+	if p.closed.Load() {
+		return // Close seals what is open
+	}
+	s := &p.sig[sig]
+	s.mu.Lock()
+	n := s.mu.open.len()
+	s.mu.Unlock()
+	if n > 0 {
+		p.sealOpen(sig, n, time.Now().UnixNano()-int64(p.cfg.BatchMaxAge))
+	}
+	s.mu.Lock()
+	if born, ok := s.mu.open.oldest(); ok && !s.mu.closed {
+		s.mu.aging = true
+		s.age.Reset(time.Duration(born + int64(p.cfg.BatchMaxAge) - time.Now().UnixNano()))
+	}
+	s.mu.Unlock()
 }
 
 // takeOpenLocked takes b, an open batch of sig, out of the open set to be sealed; the gap
@@ -534,11 +587,15 @@ func (p *Pipeline) finished(b *Batch) {
 	}
 }
 
-// flusher seals batches that reached BatchMaxAge and keeps the drain rate current. Once
-// there is nothing left for it to do (settledFlusher) it stops ticking until a batch opens.
+// flusher keeps the drain rate current, once a second while bytes are queued, and sweeps
+// idle tenants; each signal's age timer seals batches at BatchMaxAge (sealAged). Once there is
+// nothing left for it to do (settledFlusher) it stops ticking until a batch opens.
 func (p *Pipeline) flusher() {
 	defer p.wg.Done()
-	tick := min(max(p.cfg.BatchMaxAge/4, time.Millisecond), 100*time.Millisecond)
+	tick := time.Second // the drain rate's period
+	if p.sweepsTenants() {
+		tick = min(max(p.cfg.BatchMaxAge/4, time.Millisecond), 100*time.Millisecond)
+	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	lastDrained, lastAt := p.drained.Load(), time.Now()
@@ -568,7 +625,6 @@ func (p *Pipeline) flusher() {
 				}
 				continue
 			}
-			p.sealOlder(now.UnixNano()-int64(p.cfg.BatchMaxAge), false)
 			if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 {
 				// Idle tenants leave without traffic too: otherwise the tenants of a quiet
 				// gateway stay counted in otlpgate_tenants, and in memory, until the next request.
@@ -706,6 +762,7 @@ func (p *Pipeline) Close() {
 	}
 	for i := range p.sig {
 		p.sig[i].gap.Stop() // the final seal below takes what it was holding back
+		p.sig[i].age.Stop()
 	}
 	p.sealOlder(1<<63-1, true)
 	if p.queued.Load() == 0 {

@@ -326,7 +326,7 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 			b.set = set
 			set.users.Add(1)
 			ss.mu.open.put(b)
-			p.wakeFlusher()
+			p.openedLocked(sig, b)
 		}
 		buf := b.Payload.Buf()
 		if cap(*buf)-len(*buf) < size {
