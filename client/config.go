@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/process"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Protocols a destination speaks.
@@ -194,9 +195,9 @@ type Config struct {
 	// MatchHeader selects the tenants whose batches the destination takes
 	// (match-header=NAME:VALUE|VALUE, or NAME:* for every value); without it the destination
 	// takes the tenants that no destination with named values takes. The pipeline and the
-	// spool's feeders apply it (fastpath.TenantsConfig.Routes); cmd checks NAME against
+	// spool's feeders apply it (tenant.Config.Routes); cmd checks NAME against
 	// -intake.headers.
-	MatchHeader fastpath.Match
+	MatchHeader tenant.Match
 	// Route selects the resources the destination takes (match=resource:KEY=VALUE, PREFIX*,
 	// or V1|V2): those whose attribute KEY matches; nil takes the resources that no
 	// destination with a Route takes. The gateway builds the pipeline's process.Router from

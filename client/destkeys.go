@@ -9,6 +9,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/process"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -157,7 +158,7 @@ var destKeys = []DestKey{
 	}},
 		Help: "the signals the destination takes, separated by commas or `|`; a request of a signal no destination takes is refused ([per-signal destinations](#per-signal-destinations-signals))"},
 	{Name: "match-header", Default: "none: the rest", read: setter{takes: "`NAME:VALUE`, `NAME:V1|V2` or `NAME:*`", set: func(c *Config, v string) (err error) {
-		c.MatchHeader, err = fastpath.ParseMatch(v)
+		c.MatchHeader, err = tenant.ParseMatch(v)
 		return err
 	}},
 		Help: "with `-intake.headers`, the tenants whose batches the destination takes: those whose header `NAME` has one of the values, or any value with `*`; a destination without it takes the tenants no destination with listed values takes ([tenants.md](tenants.md))"},

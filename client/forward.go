@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Forwarded tenant headers (forward-headers): each batch carries its tenant
@@ -29,13 +29,13 @@ type tenantCtxs struct {
 
 // tenantCtx is the call context of t.
 type tenantCtx struct {
-	t   *fastpath.Tenant
+	t   *tenant.Tenant
 	ctx context.Context
 }
 
 // callCtx returns the context a unary call of t's batch derives from: d.ctx, with t's values
 // of the forward-headers appended to its outgoing metadata. Safe for concurrent use.
-func (d *Dest) callCtx(t *fastpath.Tenant) context.Context {
+func (d *Dest) callCtx(t *tenant.Tenant) context.Context {
 	if t == nil || len(d.cfg.ForwardHeaders) == 0 {
 		return d.ctx
 	}
@@ -67,7 +67,7 @@ func (d *Dest) callCtx(t *fastpath.Tenant) context.Context {
 // setForwarded sets the forward-headers of req's header to t's values, removing those t has
 // no value for (or all of them, for a batch without a tenant): the request is reused for
 // every batch of its signal. fasthttp copies the values into buffers the request keeps.
-func (d *Dest) setForwarded(h *fasthttp.RequestHeader, t *fastpath.Tenant) {
+func (d *Dest) setForwarded(h *fasthttp.RequestHeader, t *tenant.Tenant) {
 	for _, name := range d.cfg.ForwardHeaders {
 		v := ""
 		if t != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Forwarding known tenants' headers allocates nothing: a unary call's context is made once
@@ -22,7 +23,7 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Shutdown(context.Background()) })
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +36,8 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 	}
 	t.Cleanup(p.Close)
 	w := newHTTPWorker(d, fastpath.Traces)
-	tenant := func(org, region string) *fastpath.Tenant {
-		var k fastpath.TenantKey
+	lookup := func(org, region string) *tenant.Tenant {
+		var k tenant.Key
 		ts.AddString(&k, org)
 		ts.AddString(&k, region)
 		tn, err := ts.Lookup(&k)
@@ -45,11 +46,11 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 		}
 		return tn
 	}
-	acme, beta := tenant("acme", "eu"), tenant("beta", "")
+	acme, beta := lookup("acme", "eu"), lookup("beta", "")
 	body := traceBody("z", 2, 100)
 	timer := stoppedTimer()
 	cycle := func() {
-		for _, tn := range []*fastpath.Tenant{acme, beta} {
+		for _, tn := range []*tenant.Tenant{acme, beta} {
 			if _, err := p.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
 				panic(err)
 			}

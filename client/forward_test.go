@@ -9,13 +9,14 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // tenantFeeder is a feeder whose pipeline has tenants x-scope-orgid and x-region.
-func tenantFeeder(t *testing.T, d fastpath.Destination) (*feeder, *fastpath.Tenants) {
+func tenantFeeder(t *testing.T, d fastpath.Destination) (*feeder, *tenant.Table) {
 	t.Helper()
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +40,9 @@ func tenantFeeder(t *testing.T, d fastpath.Destination) (*feeder, *fastpath.Tena
 }
 
 // admitTenant admits a one-span trace batch tagged tag for the tenant of values vals.
-func (f *feeder) admitTenant(ts *fastpath.Tenants, tag string, vals ...string) {
+func (f *feeder) admitTenant(ts *tenant.Table, tag string, vals ...string) {
 	f.t.Helper()
-	var k fastpath.TenantKey
+	var k tenant.Key
 	for _, v := range vals {
 		ts.AddString(&k, v)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -104,7 +105,7 @@ type Prepared struct {
 	Req    []byte // the request to admit: as received, or the processed v1 body
 	Items  int
 	Layout Layout
-	Tenant *Tenant // nil without tenants (Config.Tenants)
+	Tenant *tenant.Tenant // nil without tenants (Config.Tenants)
 
 	dropped bool     // the steps removed every entry
 	st      Stripped // what the processing stripped, counted once the request is admitted
@@ -121,7 +122,7 @@ type Prepared struct {
 }
 
 // Prepare checks a request from o (its tenant t, o.Tenant) for admission under cfg: a known signal, a tenant
-// some destination takes (else ErrNoRoute: the default tenant of the UDS and Kafka intakes,
+// some destination takes (else tenant.ErrNoRoute: the default tenant of the UDS and Kafka intakes,
 // which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
 // QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, with
 // o.Peer as its client address, whose errors refuse it whole. A request the steps leave without entries is Dropped: the client
@@ -137,12 +138,11 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig Signal, req []byte, items
 		return Prepared{}, errBadSignal
 	}
 	if t == nil && cfg.Tenants != nil {
-		t = cfg.Tenants.def
+		t = cfg.Tenants.Default()
 	}
-	if t != nil && !t.Routed() {
+	if err := t.CheckRouted(); err != nil {
 		// The intakes that read headers refuse such a tenant in Lookup already.
-		tenantRefusedNoRoute.Inc()
-		return Prepared{}, ErrNoRoute
+		return Prepared{}, err
 	}
 	if unserved(cfg, t, sig, items) {
 		return Prepared{}, ErrUnserved
@@ -189,21 +189,21 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig Signal, req []byte, items
 // Serves reports whether a request of sig for tenant t (nil: the default tenant) would find a
 // destination now, counting nothing: for an intake that can tell its clients ahead what to send
 // (the Kafka listener's subscriptions) rather than refuse what they sent.
-func Serves(cfg *Config, t *Tenant, sig Signal) bool {
+func Serves(cfg *Config, t *tenant.Tenant, sig Signal) bool {
 	if sig >= NumSignals {
 		return false
 	}
 	if t == nil && cfg.Tenants != nil {
-		t = cfg.Tenants.def
+		t = cfg.Tenants.Default()
 	}
 	if t != nil && !t.Routed() {
 		return false
 	}
-	return cfg.Served.of(sig)&t.routeMask() != 0
+	return cfg.Served.of(sig)&t.RouteMask() != 0
 }
 
-func unserved(cfg *Config, t *Tenant, sig Signal, items int) bool {
-	if cfg.Served.of(sig)&t.routeMask() != 0 {
+func unserved(cfg *Config, t *tenant.Tenant, sig Signal, items int) bool {
+	if cfg.Served.of(sig)&t.RouteMask() != 0 {
 		return false
 	}
 	refusedItemsC[sig][RefusedUnserved].Add(float64(items))
@@ -247,7 +247,7 @@ func (r *Prepared) Dropped() bool { return r.dropped }
 func (r *Prepared) Admitted(st Stripped) {
 	admittedItemsC[r.Sig].Add(float64(r.Items))
 	admittedBytesC[r.Sig].Add(float64(len(r.Req)))
-	r.Tenant.countAdmitted(r.Items, len(r.Req))
+	r.Tenant.CountAdmitted(r.Items, len(r.Req))
 	if st.Fields += r.st.Fields; st.Fields > 0 {
 		st.Bytes += r.st.Bytes
 		strippedFieldsC[r.Sig].Add(float64(st.Fields))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -26,7 +27,7 @@ type Batch struct {
 	Payload *pool.Payload
 	// Tenant is the tenant of every request in the batch (-intake.headers), nil without
 	// tenants. Set before the batch is sealed; a destination reads it for its forward-headers.
-	Tenant *Tenant
+	Tenant *tenant.Tenant
 	// Encoding is how Payload is compressed: EncodingNone for a plain v1 body, else the
 	// concatenated compressed requests of a pass-through batch (passthrough.go), which only
 	// destinations that send that encoding take.

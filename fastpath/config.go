@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // AckMode says when an intake may acknowledge a request.
@@ -78,7 +80,7 @@ type Config struct {
 	// tenant, and goes only to the destinations that take it (its Routes, numbered as the
 	// destinations New is given). Requests admitted without a tenant (Consume, Admit) are the
 	// default tenant's. nil: no tenants.
-	Tenants *Tenants
+	Tenants *tenant.Table
 	// PassThrough keeps the compressed bytes of a request that arrived gzip- or
 	// zstd-compressed when every destination sends that compression and nothing rewrites the
 	// request (-compression.passthrough, default true): the batch is the concatenation of the

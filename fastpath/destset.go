@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -35,7 +37,7 @@ type destSet struct {
 	Encodings
 }
 
-func newDestSet(dests []Destination, routes *routeTable) *destSet {
+func newDestSet(dests []Destination, routes *tenant.Routes) *destSet {
 	s := &destSet{dests: dests, Encodings: EncodingsOf(dests)}
 	s.routes, s.own = routes, true
 	for _, d := range dests {
@@ -55,7 +57,7 @@ type Encodings struct {
 	each []Encoding
 	// routes is the tenant routes of the set when own is set (a pipeline's set: SetDestinationsRoutes
 	// changes them with the destinations), else the tenant table's current ones.
-	routes *routeTable
+	routes *tenant.Routes
 	own    bool
 }
 
@@ -82,13 +84,13 @@ func EncodingsOf(dests []Destination) Encodings {
 // in, EncodingNone when they do not all send the same one. Without tenant routes every
 // destination takes every tenant; with them the set never changes (SetDestinations refuses),
 // and a tenant's pass-through batches need only the destinations of its match-header.
-func (s Encodings) Of(t *Tenant) Encoding {
+func (s Encodings) Of(t *tenant.Tenant) Encoding {
 	if t == nil {
 		return s.all
 	}
 	rt := s.routes
 	if !s.own {
-		rt = t.tab.routes.Load()
+		rt = t.CurrentRoutes()
 	}
 	if rt == nil {
 		return s.all
@@ -96,7 +98,7 @@ func (s Encodings) Of(t *Tenant) Encoding {
 	e, seen := EncodingNone, false
 	for i, d := range s.each {
 		switch {
-		case !t.takesIn(rt, i):
+		case !t.TakesIn(rt, i):
 		case !seen:
 			e, seen = d, true
 		case d != e:
@@ -121,10 +123,10 @@ func (s *destSet) refused(i int, err error) {
 // handed to the previous set. SetDestinations returns once no batch can be handed to the
 // previous set any more, so that the caller may then shut down the destinations dests leaves
 // out (each finishes, as usual, every batch it took). Calls are serialized; a closed pipeline
-// takes none, and a pipeline with tenant routes (TenantsConfig.Routes) or resource routes
+// takes none, and a pipeline with tenant routes (tenant.Config.Routes) or resource routes
 // (Config.Router) refuses with ErrTenantRoutes. Safe for concurrent use.
 func (p *Pipeline) SetDestinations(dests []Destination) error {
-	if ts := p.cfg.Tenants; ts != nil && ts.routes.Load() != nil {
+	if ts := p.cfg.Tenants; ts != nil && ts.Routes() != nil {
 		// Routes number the destinations by position: a new set needs routes of its own.
 		return ErrTenantRoutes
 	}
@@ -136,7 +138,7 @@ func (p *Pipeline) SetDestinations(dests []Destination) error {
 // tenant). A batch goes by the routes of the set it was opened with, so that a destination
 // that stays keeps its tenants whatever position it moves to; a tenant's Lookup and Routed go
 // by the new routes from the call on.
-func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []Match) error {
+func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []tenant.Match) error {
 	if len(routes) != 0 {
 		if p.cfg.Tenants == nil {
 			return errors.New("fastpath: tenant routes without tenants")
@@ -144,14 +146,14 @@ func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []Match) er
 		if len(routes) != len(dests) {
 			return fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(routes), len(dests))
 		}
-		if err := p.cfg.Tenants.checkRoutes(routes); err != nil {
+		if err := p.cfg.Tenants.CheckRoutes(routes); err != nil {
 			return err
 		}
 	}
-	return p.setDestinations(dests, newRouteTable(routes))
+	return p.setDestinations(dests, tenant.NewRoutes(routes))
 }
 
-func (p *Pipeline) setDestinations(dests []Destination, routes *routeTable) error {
+func (p *Pipeline) setDestinations(dests []Destination, routes *tenant.Routes) error {
 	if p.cfg.Router != nil {
 		return ErrTenantRoutes // resource routes number the destinations too
 	}
@@ -166,7 +168,7 @@ func (p *Pipeline) setDestinations(dests []Destination, routes *routeTable) erro
 	if ts := p.cfg.Tenants; ts != nil {
 		// Before the set: a tenant admitted from now on is checked against the new routes; one
 		// joining an open batch of the old set is handed out by the old set's routes.
-		ts.routes.Store(routes)
+		ts.StoreRoutes(routes)
 	}
 	old := p.dests.Swap(newDestSet(dests, routes))
 	p.cfg.Served.Set(dests)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // genDest is a destination of one generation of destination sets: it records the request ids
@@ -170,8 +172,8 @@ func TestSetDestinationsRefuses(t *testing.T) {
 	}
 
 	// Tenant routes number the destinations by position: a new set would misroute tenants.
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Routes: []Match{{Header: "x-scope-orgid", Values: []string{"acme"}}}})
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Routes: []tenant.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}}})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	routed := newTestPipeline(t, cfg, &recorder{name: "a", ok: true})
@@ -184,14 +186,14 @@ func TestSetDestinationsRefuses(t *testing.T) {
 // each tenant's open batch to the previous set, and a tenant's next request opens a batch of
 // its own for the new set, still keyed by its tenant.
 func TestSetDestinationsWithTenants(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	cfg.BatchMaxAge = time.Hour // only SetDestinations and Flush seal
 	old, next := &recorder{name: "old", ok: true}, &recorder{name: "next", ok: true}
 	p := newTestPipeline(t, cfg, old)
 	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
-	admit := func(tn *Tenant, fill byte) {
+	admit := func(tn *tenant.Tenant, fill byte) {
 		t.Helper()
 		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, fill), 1, LayoutV1); err != nil {
 			t.Fatal(err)
@@ -230,19 +232,19 @@ func TestSetDestinationsWithTenants(t *testing.T) {
 // the routes of the set it was opened with, a later one by the new routes, so that a
 // destination that moved keeps its tenants.
 func TestSetDestinationsRoutes(t *testing.T) {
-	acmeOnly := Match{Header: "x-scope-orgid", Values: []string{"acme"}}
-	betaOnly := Match{Header: "x-scope-orgid", Values: []string{"beta"}}
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: []Match{acmeOnly, betaOnly}})
+	acmeOnly := tenant.Match{Header: "x-scope-orgid", Values: []string{"acme"}}
+	betaOnly := tenant.Match{Header: "x-scope-orgid", Values: []string{"beta"}}
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: []tenant.Match{acmeOnly, betaOnly}})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	cfg.BatchMaxAge = time.Hour // only SetDestinations and Flush seal
 	a, b, c := &recorder{name: "a", ok: true}, &recorder{name: "b", ok: true}, &recorder{name: "c", ok: true}
 	p := newTestPipeline(t, cfg, a, b)
 	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
-	if _, err := lookup(ts, "gamma"); !errors.Is(err, ErrNoRoute) {
-		t.Errorf("gamma before the swap: %v, want ErrNoRoute", err)
+	if _, err := lookup(ts, "gamma"); !errors.Is(err, tenant.ErrNoRoute) {
+		t.Errorf("gamma before the swap: %v, want tenant.ErrNoRoute", err)
 	}
-	admit := func(tn *Tenant) {
+	admit := func(tn *tenant.Tenant) {
 		t.Helper()
 		if _, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, 'x'), 1, LayoutV1); err != nil {
 			t.Fatal(err)
@@ -251,7 +253,7 @@ func TestSetDestinationsRoutes(t *testing.T) {
 	admit(acme)
 	admit(beta)
 	// b moves first, a leaves, c takes the rest.
-	if err := p.SetDestinationsRoutes([]Destination{b, c}, []Match{betaOnly, {}}); err != nil {
+	if err := p.SetDestinationsRoutes([]Destination{b, c}, []tenant.Match{betaOnly, {}}); err != nil {
 		t.Fatal(err)
 	}
 	gamma := mustLookup(t, ts, "gamma")
@@ -276,10 +278,10 @@ func TestSetDestinationsRoutes(t *testing.T) {
 			t.Errorf("%s got tenants %q, want %q", r.name, got, want)
 		}
 	}
-	if err := p.SetDestinationsRoutes([]Destination{b}, []Match{betaOnly, acmeOnly}); err == nil {
+	if err := p.SetDestinationsRoutes([]Destination{b}, []tenant.Match{betaOnly, acmeOnly}); err == nil {
 		t.Error("two routes for one destination were accepted")
 	}
-	if err := p.SetDestinationsRoutes([]Destination{b}, []Match{{Header: "x-other"}}); err == nil {
+	if err := p.SetDestinationsRoutes([]Destination{b}, []tenant.Match{{Header: "x-other"}}); err == nil {
 		t.Error("a route on a header that is not a tenant header was accepted")
 	}
 }

@@ -62,14 +62,14 @@
 //
 // # Tenants
 //
-// Config.Tenants, with -intake.headers, is a table of the tuples of tenant header values the
-// gRPC and HTTP intakes read (tenant.go): bounded, interned once, then a *Tenant that a
-// lookup finds without a lock or an allocation. Admission keeps one open batch per signal and
-// tenant (openset.go), so a batch never mixes tenants, and hands a sealed batch only to the
-// destinations whose match-header takes its tenant (the routes); the spool's admission keeps
-// the tenant beside each request (Prepared.Tenant), and the spool's feeders read it back. Each tenant has a token bucket for
-// -tenant.rate (tenantrate.go), taken by the intakes, and counters read at scrape time
-// (tenantmetrics.go).
+// Config.Tenants, with -intake.headers, is the table of tenants (fastpath/tenant) the gRPC and
+// HTTP intakes look their requests' header values up in. Admission keeps one open batch per
+// signal and tenant (openset.go), so a batch never mixes tenants, and hands a sealed batch only
+// to the destinations whose match-header takes its tenant (the routes, tenant.Routes, which
+// SetDestinationsRoutes replaces with the set); the spool's admission keeps the tenant beside
+// each request (Prepared.Tenant), and the spool's feeders read it back. An open batch pins its
+// tenant (tenant.Tenant.Pin), so that the idle sweep, which the flusher runs as it ticks, does
+// not take it out of the table.
 //
 // # Routes by resource attribute
 //

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // An idle pipeline's flusher stops ticking once nothing is open or queued, and the next request
@@ -163,7 +165,7 @@ func TestAgeSealsAtAge(t *testing.T) {
 // batch, is set again for the next oldest when it fires.
 func TestAgeSealsEachTenantAtItsAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+		ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 		cfg := testConfig()
 		cfg.Tenants = ts
 		cfg.BatchMaxAge = 40 * time.Millisecond

@@ -1,5 +1,7 @@
 package fastpath
 
+import "github.com/otlpgate/otlpgate/fastpath/tenant"
+
 // openSet is the open batches of one signal: one per tenant, since a batch never mixes
 // tenants (-intake.headers), and apart from those one per tenant and encoding for the
 // pass-through batches (passthrough.go), whose bytes are compressed requests that no plain
@@ -44,26 +46,26 @@ type byTenant struct {
 	def   *Batch
 	other []*Batch
 	slot  []int32
-	stray map[*Tenant]*Batch
+	stray map[*tenant.Tenant]*Batch
 }
 
 type routeKey struct {
-	t     *Tenant
+	t     *tenant.Tenant
 	route uint64
 }
 
-func isDefault(t *Tenant) bool { return t == nil || t.id == 0 }
+func isDefault(t *tenant.Tenant) bool { return t == nil || t.ID() == 0 }
 
 // getRoute returns the open batch of t and route, or nil.
-func (o *openSet) getRoute(t *Tenant, route uint64) *Batch {
+func (o *openSet) getRoute(t *tenant.Tenant, route uint64) *Batch {
 	return o.routed[routeKey{t, route}]
 }
 
 // get returns t's open plain batch, or nil.
-func (o *openSet) get(t *Tenant) *Batch { return o.plain.get(t) }
+func (o *openSet) get(t *tenant.Tenant) *Batch { return o.plain.get(t) }
 
 // getWire returns t's open pass-through batch of enc, or nil.
-func (o *openSet) getWire(t *Tenant, enc Encoding) *Batch { return o.wire[enc].get(t) }
+func (o *openSet) getWire(t *tenant.Tenant, enc Encoding) *Batch { return o.wire[enc].get(t) }
 
 // lane is the byTenant a batch of enc (without a route) belongs in.
 func (o *openSet) lane(enc Encoding) *byTenant {
@@ -76,7 +78,7 @@ func (o *openSet) lane(enc Encoding) *byTenant {
 // put makes b the open batch of its tenant, route and encoding, which has none.
 func (o *openSet) put(b *Batch) {
 	t := b.Tenant
-	live := isDefault(t) || t.pin()
+	live := isDefault(t) || t.Pin()
 	if b.route != 0 {
 		if o.routed == nil {
 			o.routed = map[routeKey]*Batch{}
@@ -92,7 +94,7 @@ func (o *openSet) remove(b *Batch) {
 	t := b.Tenant
 	if !isDefault(t) {
 		// A pinned tenant cannot expire: expired now means expired when b was put.
-		defer t.unpin()
+		defer t.Unpin()
 	}
 	if b.route != 0 {
 		delete(o.routed, routeKey{t, b.route})
@@ -152,13 +154,13 @@ func (o *openSet) oldest() (int64, bool) {
 }
 
 // get returns t's open batch, or nil.
-func (l *byTenant) get(t *Tenant) *Batch {
+func (l *byTenant) get(t *tenant.Tenant) *Batch {
 	if isDefault(t) {
 		return l.def
 	}
-	if int(t.id) < len(l.slot) {
+	if int(t.ID()) < len(l.slot) {
 		// The slot may be of a later tenant with t's id when t has left its table.
-		if i := l.slot[t.id]; i > 0 && l.other[i-1].Tenant == t {
+		if i := l.slot[t.ID()]; i > 0 && l.other[i-1].Tenant == t {
 			return l.other[i-1]
 		}
 	}
@@ -175,17 +177,17 @@ func (l *byTenant) put(b *Batch, live bool) {
 	}
 	if !live {
 		if l.stray == nil {
-			l.stray = map[*Tenant]*Batch{}
+			l.stray = map[*tenant.Tenant]*Batch{}
 		}
 		l.stray[t] = b
 		return
 	}
-	if int(t.id) >= len(l.slot) {
+	if int(t.ID()) >= len(l.slot) {
 		// Grows once per new tenant id at most: a tenant seen before finds its slot.
-		l.slot = append(l.slot, make([]int32, int(t.id)+1-len(l.slot))...)
+		l.slot = append(l.slot, make([]int32, int(t.ID())+1-len(l.slot))...)
 	}
 	l.other = append(l.other, b)
-	l.slot[t.id] = int32(len(l.other))
+	l.slot[t.ID()] = int32(len(l.other))
 }
 
 // remove takes b, an open batch of l, out of it.
@@ -195,20 +197,20 @@ func (l *byTenant) remove(b *Batch) {
 		l.def = nil
 		return
 	}
-	if t.expired() {
+	if t.Expired() {
 		delete(l.stray, t)
 		return
 	}
-	i := l.slot[t.id] - 1
+	i := l.slot[t.ID()] - 1
 	last := len(l.other) - 1
 	if i != int32(last) {
 		moved := l.other[last]
 		l.other[i] = moved
-		l.slot[moved.Tenant.id] = i + 1
+		l.slot[moved.Tenant.ID()] = i + 1
 	}
 	l.other[last] = nil
 	l.other = l.other[:last]
-	l.slot[t.id] = 0
+	l.slot[t.ID()] = 0
 }
 
 // len is the number of batches in l.

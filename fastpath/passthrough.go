@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Encoding is how a batch's bytes are compressed.
@@ -129,7 +131,7 @@ func countSealed(b *Batch) {
 func (p *Pipeline) AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
 	t := o.Tenant
 	if t == nil && p.cfg.Tenants != nil {
-		t = p.cfg.Tenants.def
+		t = p.cfg.Tenants.Default()
 	}
 	if f, ok := p.passes(t, sig, plain, enc); !ok {
 		b, err := p.AdmitTenant(o, sig, plain, items, LayoutV1)
@@ -141,12 +143,11 @@ func (p *Pipeline) AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encod
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if t != nil && !t.Routed() {
+	if err := t.CheckRouted(); err != nil {
 		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
 		// such a tenant the plain way already, where Prepare refuses it: no destination of
 		// its sends any encoding.)
-		tenantRefusedNoRoute.Inc()
-		return nil, ErrNoRoute
+		return nil, err
 	}
 	if unserved(&p.cfg, t, sig, items) {
 		return nil, ErrUnserved
@@ -166,7 +167,7 @@ func (p *Pipeline) AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encod
 	if err == nil {
 		admittedItemsC[sig].Add(float64(items))
 		admittedBytesC[sig].Add(float64(len(plain)))
-		t.countAdmitted(items, len(plain))
+		t.CountAdmitted(items, len(plain))
 		passRequestsC[1].Inc()
 		passBytesC[1].Add(float64(len(wire)))
 	}
@@ -179,7 +180,7 @@ func (p *Pipeline) AdmitWire(o Origin, sig Signal, plain, wire []byte, enc Encod
 // plain path would strip (AppendEntries keeps the resource entries alone), and every
 // destination that takes t's batches (all of them without match-header) sends enc as it is.
 // A tenant alone is no reason: batches are per tenant either way.
-func (p *Pipeline) passes(t *Tenant, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
+func (p *Pipeline) passes(t *tenant.Tenant, sig Signal, plain []byte, enc Encoding) (Fallback, bool) {
 	return passesTo(&p.cfg, p.dests.Load().Of(t), sig, plain, enc)
 }
 
@@ -211,14 +212,13 @@ func passesTo(cfg *Config, dest Encoding, sig Signal, plain []byte, enc Encoding
 func PrepareWire(cfg *Config, encs Encodings, o Origin, sig Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
 	t := o.Tenant
 	if t == nil && cfg.Tenants != nil {
-		t = cfg.Tenants.def
+		t = cfg.Tenants.Default()
 	}
 	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, enc); !ok {
 		return Prepared{}, f, false, nil
 	}
-	if t != nil && !t.Routed() {
-		tenantRefusedNoRoute.Inc()
-		return Prepared{}, 0, true, ErrNoRoute
+	if err := t.CheckRouted(); err != nil {
+		return Prepared{}, 0, true, err
 	}
 	if unserved(cfg, t, sig, items) {
 		return Prepared{}, 0, true, ErrUnserved
@@ -253,7 +253,7 @@ const minWireCap = 16 << 10
 // to the open pass-through batch of sig, enc and t, within the queue's budget. It mirrors
 // enqueue: the batch limits apply to the decompressed size, the budget to the bytes held, and
 // the batch pins its tenant while it is open (openset.go).
-func (p *Pipeline) enqueueWire(t *Tenant, sig Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
+func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
 	n := int64(len(wire))
 	if enc == EncodingZstd {
 		// A fresh zstd batch starts with the preamble: charged with the request, given back

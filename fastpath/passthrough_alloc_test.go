@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Admitting a compressed request into a pass-through batch, sealing it and handing it out
@@ -38,8 +40,8 @@ func TestPassThroughZeroAlloc(t *testing.T) {
 // exists: two tenants' and the default tenant's requests in turns, each into a pass-through
 // batch of its own, sealed and fanned out to the destinations of its match-header.
 func TestPassThroughTenantsZeroAlloc(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Routes: []Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}})
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Routes: []tenant.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	cfg.BatchMaxItems = 10
@@ -49,7 +51,7 @@ func TestPassThroughTenantsZeroAlloc(t *testing.T) {
 	wire := compressTo(t, EncodingGzip, body)
 	passed := testutil.ToFloat64(passRequestsC[1])
 	step := func() {
-		for _, tn := range []*Tenant{acme, beta, nil} {
+		for _, tn := range []*tenant.Tenant{acme, beta, nil} {
 			if _, err := p.AdmitWire(Origin{Tenant: tn}, Traces, body, wire, EncodingGzip, 1); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"testing"
 
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
@@ -18,22 +19,22 @@ func BenchmarkPassThroughAdmit(b *testing.B) {
 		body, _ := otlpgen.New(1).Spans(c.shape).MarshalVT()
 		for _, enc := range []Encoding{EncodingGzip, EncodingZstd} {
 			wire := compressTo(b, enc, body)
-			for _, tenant := range []bool{false, true} {
+			for _, withTenant := range []bool{false, true} {
 				name := c.name + "/" + enc.String()
-				if tenant {
+				if withTenant {
 					name += "/tenant"
 				}
 				b.Run(name, func(b *testing.B) {
 					cfg := DefaultConfig()
 					cfg.BatchMaxBytes = 4 << 20
-					var tn *Tenant
-					if tenant {
-						ts, err := NewTenants(TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+					var tn *tenant.Tenant
+					if withTenant {
+						ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 						if err != nil {
 							b.Fatal(err)
 						}
 						cfg.Tenants = ts
-						var k TenantKey
+						var k tenant.Key
 						ts.AddString(&k, "acme")
 						if tn, err = ts.Lookup(&k); err != nil {
 							b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // decompress reads body, a pass-through batch of enc, as an upstream does: one stream of
@@ -91,13 +93,13 @@ func checkTenantBatches(t *testing.T, got []recorded, encs []Encoding, enc Encod
 func TestPassThroughTenantsApart(t *testing.T) {
 	for _, enc := range []Encoding{EncodingGzip, EncodingZstd} {
 		t.Run(enc.String(), func(t *testing.T) {
-			ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+			ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 			cfg := testConfig()
 			cfg.Tenants = ts
 			cfg.BatchMaxItems = 4
 			w := &wireRec{recorder: recorder{name: "a", ok: true}, enc: enc}
 			p := newTestPipeline(t, cfg, w)
-			tenants := []*Tenant{mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta"), nil}
+			tenants := []*tenant.Tenant{mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta"), nil}
 			sent := map[string][]tenantReq{}
 			passed := testutil.ToFloat64(passRequestsC[1])
 			fell := fallbackTotal()
@@ -115,7 +117,7 @@ func TestPassThroughTenantsApart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := tenants[0].pins.Load(); n != 1 {
+			if n := tenants[0].Pins(); n != 1 {
 				t.Fatalf("acme pins %d with its pass-through batch open, want 1", n)
 			}
 			p.Flush()
@@ -131,8 +133,9 @@ func TestPassThroughTenantsApart(t *testing.T) {
 				t.Fatalf("%v requests fell back, want 0", d)
 			}
 			for _, tn := range tenants[:2] {
-				if tn.pins.Load() != 0 || tn.admittedItems.Load() != 10 || tn.admittedBytes.Load() != int64(len(joinPlain(sent[tn.String()]))) {
-					t.Fatalf("%s: pins %d, admitted %d items %d bytes; want 0, 10 and its bodies' bytes", tn, tn.pins.Load(), tn.admittedItems.Load(), tn.admittedBytes.Load())
+				items, bytes := tn.Admitted()
+				if tn.Pins() != 0 || items != 10 || bytes != int64(len(joinPlain(sent[tn.String()]))) {
+					t.Fatalf("%s: pins %d, admitted %d items %d bytes; want 0, 10 and its bodies' bytes", tn, tn.Pins(), items, bytes)
 				}
 			}
 		})
@@ -160,8 +163,8 @@ func fallbackTotal() float64 {
 // through; beta's destination compresses for itself, so beta's go the plain way, counted as
 // the destinations fallback; the default tenant, which neither takes, is refused.
 func TestPassThroughTenantRoutes(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Routes: []Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {Header: "x-scope-orgid", Values: []string{"beta"}}}})
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Routes: []tenant.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {Header: "x-scope-orgid", Values: []string{"beta"}}}})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	gz := &wireRec{recorder: recorder{name: "acme", ok: true}, enc: EncodingGzip}
@@ -197,8 +200,8 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 		t.Fatalf("destinations fallback counted %v times, want 3 (beta's)", d)
 	}
 	// As on the plain way.
-	if _, err := p.AdmitWire(Origin{}, Logs, entry(5, 1), gzipped(t, entry(5, 1)), EncodingGzip, 1); !errors.Is(err, ErrNoRoute) {
-		t.Fatalf("the default tenant: %v, want ErrNoRoute", err)
+	if _, err := p.AdmitWire(Origin{}, Logs, entry(5, 1), gzipped(t, entry(5, 1)), EncodingGzip, 1); !errors.Is(err, tenant.ErrNoRoute) {
+		t.Fatalf("the default tenant: %v, want tenant.ErrNoRoute", err)
 	}
 }
 
@@ -207,7 +210,7 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 // batch is sealed the tenant's place goes to a new one. A tenant held past its expiry (its
 // id now another's) still gets pass-through batches apart from the new holder of its id.
 func TestPassThroughTenantIdle(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 2})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	w := &wireRec{recorder: recorder{name: "r", ok: true}, enc: EncodingGzip}
@@ -218,17 +221,17 @@ func TestPassThroughTenantIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
-	if _, err := lookup(ts, "b"); !errors.Is(err, ErrTooManyTenants) {
-		t.Fatalf("b while a's pass-through batch is open: %v, want ErrTooManyTenants", err)
+	if _, err := lookup(ts, "b"); !errors.Is(err, tenant.ErrTooMany) {
+		t.Fatalf("b while a's pass-through batch is open: %v, want tenant.ErrTooMany", err)
 	}
-	if a.expired() || a.pins.Load() != 1 {
-		t.Fatalf("a with an open pass-through batch: expired %v, pins %d", a.expired(), a.pins.Load())
+	if a.Expired() || a.Pins() != 1 {
+		t.Fatalf("a with an open pass-through batch: expired %v, pins %d", a.Expired(), a.Pins())
 	}
 	p.Flush()
 	checkTenantBatches(t, w.batches(), w.encs, EncodingGzip, map[string][]tenantReq{"a": {first}})
 	b := mustLookup(t, ts, "b")
-	if !a.expired() || b.ID() != a.ID() || a.pins.Load() != expiredBit {
-		t.Fatalf("after the flush: a expired %v (pins %#x), b id %d (a's %d)", a.expired(), a.pins.Load(), b.ID(), a.ID())
+	if !a.Expired() || b.ID() != a.ID() || a.Pins() != 0 || !a.Expired() {
+		t.Fatalf("after the flush: a expired %v (pins %#x), b id %d (a's %d)", a.Expired(), a.Pins(), b.ID(), a.ID())
 	}
 
 	// a, held by a request that looked it up before it left, and b, with a's old id.
@@ -245,26 +248,26 @@ func TestPassThroughTenantIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if b.expired() || b.pins.Load() != 1 || a.pins.Load() != expiredBit|1 {
-		t.Fatalf("b: expired %v, pins %d; a pins %#x", b.expired(), b.pins.Load(), a.pins.Load())
+	if b.Expired() || b.Pins() != 1 || a.Pins() != 1 || !a.Expired() {
+		t.Fatalf("b: expired %v, pins %d; a pins %#x", b.Expired(), b.Pins(), a.Pins())
 	}
 	p.Flush()
 	if per := checkTenantBatches(t, w.batches(), w.encs, EncodingGzip, sent); per["a"] != 1 || per["b"] != 1 {
 		t.Fatalf("batches per tenant %v, want one each", per)
 	}
-	if a.pins.Load() != expiredBit || b.pins.Load() != 0 {
-		t.Fatalf("after the flush: a pins %#x, b pins %d", a.pins.Load(), b.pins.Load())
+	if a.Pins() != 0 || !a.Expired() || b.Pins() != 0 {
+		t.Fatalf("after the flush: a pins %#x, b pins %d", a.Pins(), b.Pins())
 	}
 	clock.Add(int64(testIdle) + 1)
-	if n := ts.Sweep(); n != 1 || !b.expired() {
-		t.Fatalf("swept %d, b expired %v: want b gone once its batch left", n, b.expired())
+	if n := ts.Sweep(); n != 1 || !b.Expired() {
+		t.Fatalf("swept %d, b expired %v: want b gone once its batch left", n, b.Expired())
 	}
 }
 
 // A tenant's plain and pass-through batches are open at once, each pinning it; neither holds
 // the other's requests.
 func TestPassThroughTenantPlainBeside(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	w := &wireRec{recorder: recorder{name: "r", ok: true}, enc: EncodingGzip}
@@ -277,7 +280,7 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 	if _, err := p.AdmitTenant(Origin{Tenant: a}, Traces, entry(20, 'p'), 1, LayoutV1); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.pins.Load(); n != 2 {
+	if n := a.Pins(); n != 2 {
 		t.Fatalf("a pins %d with a plain and a pass-through batch open, want 2", n)
 	}
 	p.Flush()
@@ -294,7 +297,7 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 			t.Fatalf("batch %d (%v) of %q: %q, want %q", i, w.encs[i], b.tenant, b.body, want)
 		}
 	}
-	if n := a.pins.Load(); n != 0 {
+	if n := a.Pins(); n != 0 {
 		t.Fatalf("a pins %d after the flush", n)
 	}
 	if w.encs[0] == w.encs[1] {
@@ -306,19 +309,19 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 // plain, holds its own tenant's requests only, every request arrives, and no pin is left.
 // Run with -race.
 func TestPassThroughTenantIdleConcurrent(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 6})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 6})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	cfg.BatchMaxItems = 3
 	w := &wireRec{recorder: recorder{name: "r", ok: true}, enc: EncodingGzip}
 	p := newTestPipeline(t, cfg, w)
-	expired := testutil.ToFloat64(tenantsExpired)
+	expired := metricValue(t, "otlpgate_tenants_expired_total")
 	// The compressed form of each tenant's entry, made once: entry(10, 'a'+n).
 	wires := make([][]byte, 40)
 	for n := range wires {
 		wires[n] = gzipped(t, entry(10, byte('a'+n)))
 	}
-	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, i int) error {
+	admitted := churnTenants(t, p, ts, clock, func(tn *tenant.Tenant, n, i int) error {
 		plain := entry(10, byte('a'+n))
 		if i%3 == 0 {
 			_, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, plain, 1, LayoutV1)
@@ -346,14 +349,14 @@ func TestPassThroughTenantIdleConcurrent(t *testing.T) {
 		}
 		items += b.items
 	}
-	if testutil.ToFloat64(tenantsExpired) == expired || wired == 0 {
-		t.Fatalf("expired %v, %d pass-through batches: the test did not test expiry with pass-through", testutil.ToFloat64(tenantsExpired)-expired, wired)
+	if metricValue(t, "otlpgate_tenants_expired_total") == expired || wired == 0 {
+		t.Fatalf("expired %v, %d pass-through batches: the test did not test expiry with pass-through", metricValue(t, "otlpgate_tenants_expired_total")-expired, wired)
 	}
 	if int64(items) != admitted || admitted == 0 {
 		t.Fatalf("%d items in batches, %d admitted", items, admitted)
 	}
 	for _, tn := range ts.All() {
-		if n := tn.pins.Load(); n != 0 {
+		if n := tn.Pins(); n != 0 {
 			t.Fatalf("%s pins %d with no batch open", tn, n)
 		}
 	}

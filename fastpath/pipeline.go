@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -93,12 +94,12 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if len(dests) == 0 {
 		return nil, errors.New("fastpath: no destination")
 	}
-	var routes *routeTable
+	var routes *tenant.Routes
 	if ts := cfg.Tenants; ts != nil {
-		routes = ts.routes.Load()
+		routes = ts.Routes()
 	}
-	if ts := cfg.Tenants; ts != nil && len(ts.cfg.Routes) != 0 && len(ts.cfg.Routes) != len(dests) {
-		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.cfg.Routes), len(dests))
+	if ts := cfg.Tenants; ts != nil && len(ts.Config().Routes) != 0 && len(ts.Config().Routes) != len(dests) {
+		return nil, fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(ts.Config().Routes), len(dests))
 	}
 	if r := cfg.Router; r != nil && bits.Len64(r.All()) != len(dests) {
 		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
@@ -492,7 +493,7 @@ func (p *Pipeline) kick() {
 // each pinning a buffer the size of the signal's last batch would multiply the memory open
 // batches hold (a thousand tenants, three signals, 1MiB each: 3GiB); a busy tenant's batch
 // grows by doubling.
-func (p *Pipeline) initialSize(sig Signal, t *Tenant, first int) int {
+func (p *Pipeline) initialSize(sig Signal, t *tenant.Tenant, first int) int {
 	n := min(max(int(p.sizeHint[sig].Load()), minBatchCap), p.cfg.BatchMaxBytes)
 	if !isDefault(t) {
 		n = min(n, max(2*first, minTenantBatchCap))
@@ -541,7 +542,7 @@ func (p *Pipeline) seal(b *Batch) {
 	}
 	b.refs.Add(1) // keep b alive through the loop even if every destination finishes at once
 	if n == 0 {
-		// Admission refuses a request no destination of its tenant takes (ErrNoRoute,
+		// Admission refuses a request no destination of its tenant takes (tenant.ErrNoRoute,
 		// ErrUnserved); only a request admitted while SetDestinations replaced the set by one
 		// without its signal lands here. It is given up as a refused hand-over is.
 		unservedBatches.Inc()
@@ -625,10 +626,10 @@ func (p *Pipeline) flusher() {
 				}
 				continue
 			}
-			if ts := p.cfg.Tenants; ts != nil && ts.cfg.Idle > 0 {
+			if ts := p.cfg.Tenants; ts != nil && ts.Idle() > 0 {
 				// Idle tenants leave without traffic too: otherwise the tenants of a quiet
 				// gateway stay counted in otlpgate_tenants, and in memory, until the next request.
-				ts.sweep(ts.clock())
+				ts.SweepSoon()
 			}
 			if dt := now.Sub(lastAt); dt >= time.Second {
 				d := p.drained.Load()
@@ -645,7 +646,7 @@ func (p *Pipeline) flusher() {
 // so that every batch that opens must wake it, even one sealed at once.
 func (p *Pipeline) sweepsTenants() bool {
 	ts := p.cfg.Tenants
-	return ts != nil && ts.cfg.Idle > 0
+	return ts != nil && ts.Idle() > 0
 }
 
 // settledFlusher reports whether the flusher has nothing to do until a batch opens: no batch

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -113,20 +114,7 @@ func (b *Batch) takes(i int) bool {
 	if b.route != 0 {
 		return i < 64 && b.route&(1<<i) != 0
 	}
-	return b.Tenant == nil || b.Tenant.takesIn(b.set.routes, i)
-}
-
-// routeMask is the destinations that take t's requests (the first 64), every destination
-// without tenant routes.
-func (t *Tenant) routeMask() uint64 {
-	if t == nil {
-		return ^uint64(0)
-	}
-	rt := t.tab.routes.Load()
-	if rt == nil {
-		return ^uint64(0)
-	}
-	return t.routesIn(rt).takes[0]
+	return b.Tenant == nil || b.Tenant.TakesIn(b.set.routes, i)
 }
 
 // splitRoutes groups the entries of req (in layout, holding items items) of tenant t by
@@ -135,12 +123,12 @@ func (t *Tenant) routeMask() uint64 {
 // more to copy them into their pieces. Counting items walks each entry down to its items: the
 // largest piece is not walked, it holds what the others do not. It allocates nothing once the
 // pools are warm.
-func splitRoutes(rt Router, budget Budget, t *Tenant, served uint64, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
+func splitRoutes(rt Router, budget Budget, t *tenant.Tenant, served uint64, sig Signal, req []byte, items int, layout Layout) (*routeSplitter, error) {
 	if layout >= numLayouts {
 		return nil, ErrLayout
 	}
 	s := routeSplitters.Get().(*routeSplitter)
-	cand := t.routeMask() & rt.All() & served // a destination that does not take sig is no candidate
+	cand := t.RouteMask() & rt.All() & served // a destination that does not take sig is no candidate
 	const unrouted = 0xff
 	scratch := pool.GetBytes(len(req)/2 + 1) // an entry takes two bytes at least
 	defer pool.PutBytes(scratch)
@@ -366,11 +354,11 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 // them with the items they hold: items, the record's, when it keeps every entry. The feeder of
 // destination 0 counts the entries no destination takes (a restart with other routes than the
 // ones the record was admitted with) in otlpgate_route_unrouted_*. rec is overwritten.
-func FilterRoute(rt Router, t *Tenant, sig Signal, dest int, rec []byte, items int) ([]byte, int, error) {
+func FilterRoute(rt Router, t *tenant.Tenant, sig Signal, dest int, rec []byte, items int) ([]byte, int, error) {
 	if sig >= NumSignals {
 		return nil, 0, ErrSignal
 	}
-	cand := t.routeMask() & rt.All()
+	cand := t.RouteMask() & rt.All()
 	w, kept, all := 0, 0, true
 	unrouted, lost := 0, 0
 	it := NewTopLevel(rec)

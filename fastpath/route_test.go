@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath/process"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // newRouter routes destination i by rules[i] ("" takes the rest), each a match value.
@@ -357,7 +358,7 @@ func TestPipelineRoutesOTEP(t *testing.T) {
 // With tenants, a destination's rule and its match-header both hold: a tenant's entries go
 // among its destinations only, and the rest is the rest of that tenant's destinations.
 func TestPipelineRoutesWithTenants(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-org"}, Max: 10, Routes: []Match{
+	ts := newTenants(t, tenant.Config{Headers: []string{"x-org"}, Max: 10, Routes: []tenant.Match{
 		{Header: "x-org", Values: []string{"acme"}}, {Header: "x-org", Values: []string{"acme"}}, {Header: "x-org", Values: []string{"beta"}},
 	}})
 	cfg := testConfig()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,74 +12,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
+	"github.com/prometheus/client_golang/prometheus"
 )
-
-const testIdle = time.Minute
-
-// idleTenants returns a table with -intake.tenant-idle testIdle on a clock the test moves.
-func idleTenants(t *testing.T, cfg TenantsConfig) (*Tenants, *atomic.Int64) {
-	t.Helper()
-	cfg.Idle = testIdle
-	ts := newTenants(t, cfg)
-	clock := &atomic.Int64{}
-	clock.Store(int64(time.Hour))
-	ts.clock = clock.Load
-	return ts, clock
-}
-
-// A full table takes a new tenant once another has been idle for -intake.tenant-idle: one
-// client's spent values no longer cost every later tenant its data until a restart.
-func TestTenantsIdleMakeRoom(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 3})
-	a := mustLookup(t, ts, "a")
-	b := mustLookup(t, ts, "b") // with the default: 3
-	if _, err := lookup(ts, "c"); !errors.Is(err, ErrTooManyTenants) {
-		t.Fatalf("a new tuple in a full table of busy tenants: %v, want ErrTooManyTenants", err)
-	}
-	clock.Add(int64(testIdle) / 2)
-	mustLookup(t, ts, "b") // b stays busy
-	expired := testutil.ToFloat64(tenantsExpired)
-	clock.Add(int64(testIdle)/2 + 1)
-	c := mustLookup(t, ts, "c")
-	if got := testutil.ToFloat64(tenantsExpired) - expired; got != 1 {
-		t.Fatalf("tenants expired: %v, want 1 (a)", got)
-	}
-	if !a.expired() || b.expired() || c.ID() != a.ID() || ts.Len() != 3 {
-		t.Fatalf("a expired %v, b expired %v, c id %d (a's %d), Len %d", a.expired(), b.expired(), c.ID(), a.ID(), ts.Len())
-	}
-	if g := testutil.ToFloat64(tenantsKnown); g != 3 {
-		t.Fatalf("otlpgate_tenants %v, want 3", g)
-	}
-	// The held *Tenant still reads as before.
-	if a.String() != "a" || !slices.Equal(a.Values(), []string{"a"}) || !a.Routed() {
-		t.Fatalf("expired a reads %q %q", a.String(), a.Values())
-	}
-	// a's values coming back are a new tenant, once the table has room.
-	if _, err := lookup(ts, "a"); !errors.Is(err, ErrTooManyTenants) {
-		t.Fatalf("a again in a full table: %v", err)
-	}
-	clock.Add(int64(testIdle) + 1)
-	mustLookup(t, ts, "c")
-	a2 := mustLookup(t, ts, "a")
-	if a2 == a || a2.String() != "a" || a2.ID() != b.ID() {
-		t.Fatalf("a back: same pointer %v, label %q, id %d (b's %d)", a2 == a, a2.String(), a2.ID(), b.ID())
-	}
-	if got := ts.Sweep(); got != 0 {
-		t.Fatalf("Sweep took %d fresh tenants", got)
-	}
-	clock.Add(int64(testIdle) + 1)
-	if got := ts.Sweep(); got != 2 || ts.Len() != 1 || testutil.ToFloat64(tenantsKnown) != 1 {
-		t.Fatalf("Sweep of every idle tenant: %d left, Len %d", got, ts.Len())
-	}
-	if ts.Default().expired() {
-		t.Fatal("the default tenant expired")
-	}
-}
 
 // A tenant with an open batch is not swept however long it is idle, and its batch reaches
 // the destination as its own; once sealed, the tenant's place goes to a new one.
 func TestTenantsIdleKeepOpenBatch(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 2})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	r := &recorder{name: "r", ok: true}
@@ -90,10 +30,10 @@ func TestTenantsIdleKeepOpenBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
-	if _, err := lookup(ts, "b"); !errors.Is(err, ErrTooManyTenants) {
-		t.Fatalf("b while a's batch is open: %v, want ErrTooManyTenants", err)
+	if _, err := lookup(ts, "b"); !errors.Is(err, tenant.ErrTooMany) {
+		t.Fatalf("b while a's batch is open: %v, want tenant.ErrTooMany", err)
 	}
-	if a.expired() {
+	if a.Expired() {
 		t.Fatal("a expired with an open batch")
 	}
 	p.Flush()
@@ -102,15 +42,15 @@ func TestTenantsIdleKeepOpenBatch(t *testing.T) {
 		t.Fatalf("batches %+v, want a's one", got)
 	}
 	b := mustLookup(t, ts, "b")
-	if !a.expired() || b.ID() != a.ID() {
-		t.Fatalf("after the flush: a expired %v, b id %d (a's %d)", a.expired(), b.ID(), a.ID())
+	if !a.Expired() || b.ID() != a.ID() {
+		t.Fatalf("after the flush: a expired %v, b id %d (a's %d)", a.Expired(), b.ID(), a.ID())
 	}
 }
 
 // A request that looked its tenant up before the tenant expired (a stream's tenant, a
 // request held up) still has batches of its own, though a new tenant has the old one's id.
 func TestTenantsIdleHeldTenantApart(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 2})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	r := &recorder{name: "r", ok: true}
@@ -118,8 +58,8 @@ func TestTenantsIdleHeldTenantApart(t *testing.T) {
 	a := mustLookup(t, ts, "a")
 	clock.Add(int64(testIdle) + 1)
 	b := mustLookup(t, ts, "b")
-	if !a.expired() || b.ID() != a.ID() {
-		t.Fatalf("a expired %v, b id %d (a's %d)", a.expired(), b.ID(), a.ID())
+	if !a.Expired() || b.ID() != a.ID() {
+		t.Fatalf("a expired %v, b id %d (a's %d)", a.Expired(), b.ID(), a.ID())
 	}
 	want := map[string][]byte{}
 	for i := range 6 {
@@ -133,8 +73,8 @@ func TestTenantsIdleHeldTenantApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if b.expired() || b.pins.Load() != 1 {
-		t.Fatalf("b: expired %v, pins %d", b.expired(), b.pins.Load())
+	if b.Expired() || b.Pins() != 1 {
+		t.Fatalf("b: expired %v, pins %d", b.Expired(), b.Pins())
 	}
 	p.Flush()
 	got := map[string][]byte{}
@@ -147,15 +87,15 @@ func TestTenantsIdleHeldTenantApart(t *testing.T) {
 	if len(got) != 2 || !bytes.Equal(got["a"], want["a"]) || !bytes.Equal(got["b"], want["b"]) {
 		t.Fatalf("batches %q, want %q", got, want)
 	}
-	if n := a.pins.Load(); n != expiredBit {
-		t.Fatalf("a's pins after the flush: %#x", n)
+	if n := a.Pins(); n != 0 || !a.Expired() {
+		t.Fatalf("a's pins after the flush: %d, expired %v", n, a.Expired())
 	}
 }
 
 // An expired tenant's values coming back go to the destinations their match-header names,
 // apart from the tenant that took the old id.
 func TestTenantsIdleComeBackRouted(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-org"}, Max: 3, Routes: []Match{
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-org"}, Max: 3, Routes: []tenant.Match{
 		{Header: "x-org", Values: []string{"acme"}}, {},
 	}})
 	cfg := testConfig()
@@ -167,12 +107,12 @@ func TestTenantsIdleComeBackRouted(t *testing.T) {
 	clock.Add(int64(testIdle) + 1)
 	gamma := mustLookup(t, ts, "gamma")
 	back := mustLookup(t, ts, "acme")
-	if back == old || !old.expired() || (gamma.ID() != old.ID() && back.ID() != old.ID()) {
+	if back == old || !old.Expired() || (gamma.ID() != old.ID() && back.ID() != old.ID()) {
 		t.Fatalf("acme back as %p (was %p), ids gamma %d acme %d (old %d)", back, old, gamma.ID(), back.ID(), old.ID())
 	}
 	for i := range 4 {
 		for _, c := range []struct {
-			tn   *Tenant
+			tn   *tenant.Tenant
 			fill byte
 		}{{back, 'a'}, {gamma, 'g'}} {
 			if _, err := p.AdmitTenant(Origin{Tenant: c.tn}, Metrics, entry(10+i, c.fill), 1, LayoutV1); err != nil {
@@ -206,14 +146,14 @@ func TestTenantsIdleComeBackRouted(t *testing.T) {
 // Lookups, admissions and sweeps at once: every batch holds its own tenant's requests only,
 // and the table stays within its bound. Run with -race.
 func TestTenantsIdleConcurrent(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 6})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 6})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	cfg.BatchMaxItems = 2
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
-	expired := testutil.ToFloat64(tenantsExpired)
-	admitted := churnTenants(t, p, ts, clock, func(tn *Tenant, n, _ int) error {
+	expired := metricValue(t, "otlpgate_tenants_expired_total")
+	admitted := churnTenants(t, p, ts, clock, func(tn *tenant.Tenant, n, _ int) error {
 		_, err := p.AdmitTenant(Origin{Tenant: tn}, Traces, entry(10, byte('a'+n)), 1, LayoutV1)
 		return err
 	})
@@ -228,9 +168,9 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 		}
 		items += b.items
 	}
-	if testutil.ToFloat64(tenantsExpired) == expired {
+	if metricValue(t, "otlpgate_tenants_expired_total") == expired {
 		for _, tn := range ts.All() {
-			t.Logf("%s pins %d used %d now %d", tn, tn.pins.Load(), tn.used.Load(), clock.Load())
+			t.Logf("%s pins %d now %d", tn, tn.Pins(), clock.Load())
 		}
 		t.Fatalf("no tenant expired: the test did not test expiry (admitted %d, Len %d, all %v)", admitted, ts.Len(), ts.All())
 	}
@@ -238,7 +178,7 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 		t.Fatalf("%d items in batches, %d admitted", items, admitted)
 	}
 	for _, tn := range ts.All() {
-		if n := tn.pins.Load(); n != 0 {
+		if n := tn.Pins(); n != 0 {
 			t.Fatalf("%s pins %d with no batch open", tn, n)
 		}
 	}
@@ -256,7 +196,7 @@ func mustAtoi(t *testing.T, s string) int {
 // A labelled series outlives its tenant's expiry and goes on counting when the tuple comes
 // back; an expired tenant past the top stays summed in _other; no series ever goes down.
 func TestTenantsIdleMetricsSeries(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 3, MetricsTop: 2})
+	ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 3, MetricsTop: 2})
 	cfg := testConfig()
 	cfg.Tenants = ts
 	p := newTestPipeline(t, cfg, sink{})
@@ -275,7 +215,7 @@ otlpgate_tenant_admitted_items_total{tenant="_default"} 0
 otlpgate_tenant_admitted_items_total{tenant="_other"} %d
 otlpgate_tenant_admitted_items_total{tenant="acme"} %d
 `, other, acme)
-		if err := testutil.CollectAndCompare(tenantCollector{}, strings.NewReader(w), "otlpgate_tenant_admitted_items_total"); err != nil {
+		if err := testutil.GatherAndCompare(prometheus.DefaultGatherer, strings.NewReader(w), "otlpgate_tenant_admitted_items_total"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -298,13 +238,13 @@ otlpgate_tenant_admitted_items_total{tenant="acme"} %d
 // clock by a third of the idle time every fourth lookup, and admit one request for each tenant
 // found (n is its number, i the step), while a fifth flushes p and sweeps ts, checking that the
 // table stays within 6; it returns how many admissions succeeded.
-func churnTenants(t *testing.T, p *Pipeline, ts *Tenants, clock *atomic.Int64, admit func(tn *Tenant, n, i int) error) int64 {
+func churnTenants(t *testing.T, p *Pipeline, ts *tenant.Table, clock *atomic.Int64, admit func(tn *tenant.Tenant, n, i int) error) int64 {
 	t.Helper()
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for g := range 4 {
 		wg.Go(func() {
-			var k TenantKey
+			var k tenant.Key
 			for i := range 300 {
 				n := (g*7 + i) % 40
 				if i%4 == 0 {
@@ -313,7 +253,7 @@ func churnTenants(t *testing.T, p *Pipeline, ts *Tenants, clock *atomic.Int64, a
 				k.Reset()
 				ts.AddString(&k, fmt.Sprint("t", n))
 				tn, err := ts.Lookup(&k)
-				if errors.Is(err, ErrTooManyTenants) {
+				if errors.Is(err, tenant.ErrTooMany) {
 					continue
 				}
 				if err == nil {
@@ -346,7 +286,7 @@ func churnTenants(t *testing.T, p *Pipeline, ts *Tenants, clock *atomic.Int64, a
 // quiet gateway's otlpgate_tenants comes down and their memory is freed.
 func TestTenantsIdleSweptWithoutTraffic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 8})
+		ts, clock := idleTenants(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 8})
 		cfg := testConfig()
 		cfg.Tenants = ts
 		cfg.BatchMaxAge = time.Hour // b's batch stays open; the flusher ticks every 100 ms
@@ -356,15 +296,15 @@ func TestTenantsIdleSweptWithoutTraffic(t *testing.T) {
 		if _, err := p.AdmitTenant(Origin{Tenant: b}, Logs, entry(10, 'b'), 1, LayoutV1); err != nil {
 			t.Fatal(err)
 		}
-		expired := testutil.ToFloat64(tenantsExpired)
+		expired := metricValue(t, "otlpgate_tenants_expired_total")
 		clock.Add(int64(testIdle) + 1)
 		time.Sleep(100 * time.Millisecond) // the flusher's next tick sweeps
 		synctest.Wait()
-		if !a.expired() || ts.Len() != 2 || testutil.ToFloat64(tenantsExpired)-expired != 1 {
+		if !a.Expired() || ts.Len() != 2 || metricValue(t, "otlpgate_tenants_expired_total")-expired != 1 {
 			t.Fatalf("no request for the idle time: a expired %v, Len %d (want 2: the default and b, whose batch is open), expired %v",
-				a.expired(), ts.Len(), testutil.ToFloat64(tenantsExpired)-expired)
+				a.Expired(), ts.Len(), metricValue(t, "otlpgate_tenants_expired_total")-expired)
 		}
-		if b.expired() {
+		if b.Expired() {
 			t.Fatal("b expired with its batch open")
 		}
 	})

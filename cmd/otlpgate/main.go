@@ -16,6 +16,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/process"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/server/admin"
@@ -68,7 +69,7 @@ type config struct {
 	// -intake.max-tenants, -intake.tenant-idle, -tenant.* (tenants.go).
 	tenantHeaders           string
 	tenantRate, tenantBurst string // -tenant.rate, -tenant.burst
-	tenants                 fastpath.TenantsConfig
+	tenants                 tenant.Config
 	tenantsFile             string // -auth.tenants-file
 	// gw is what finishConfig builds from the rest: the whole gateway.
 	gw gw.Config
@@ -108,7 +109,7 @@ func defaultConfig() config {
 		spoolSync:  spool.DefaultConfig().Sync.String(),
 		spoolFull:  spool.DefaultConfig().Full.String(),
 		sampleMode: "hash_seed",
-		tenants:    fastpath.DefaultTenantsConfig(),
+		tenants:    tenant.DefaultConfig(),
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
 		destFileMax:  gw.DefaultConfig().DestFileMax,

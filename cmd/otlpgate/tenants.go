@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
 
@@ -25,31 +25,31 @@ func finishTenantConfig(cfg *config) error {
 // parseTenantRate reads -tenant.rate and -tenant.burst: a rate such as 10MiB/s, 500KB/s,
 // 1048576/s (bytes) or 5000items/s, and a burst in the same unit (20MiB, 10000items); an empty
 // burst is one second of the rate. An empty rate limits nothing (and takes no burst).
-func parseTenantRate(rate, burst string) (fastpath.TenantRate, error) {
+func parseTenantRate(rate, burst string) (tenant.Rate, error) {
 	rate, burst = strings.TrimSpace(rate), strings.TrimSpace(burst)
 	if rate == "" {
 		if burst != "" {
-			return fastpath.TenantRate{}, errors.New("-tenant.burst needs -tenant.rate")
+			return tenant.Rate{}, errors.New("-tenant.burst needs -tenant.rate")
 		}
-		return fastpath.TenantRate{}, nil
+		return tenant.Rate{}, nil
 	}
 	amount, ok := strings.CutSuffix(rate, "/s")
 	if !ok {
-		return fastpath.TenantRate{}, fmt.Errorf("-tenant.rate %q: want bytes or items per second, e.g. 10MiB/s or 5000items/s", rate)
+		return tenant.Rate{}, fmt.Errorf("-tenant.rate %q: want bytes or items per second, e.g. 10MiB/s or 5000items/s", rate)
 	}
-	var r fastpath.TenantRate
+	var r tenant.Rate
 	n, items, err := parseTokens(amount)
 	if err != nil || n <= 0 {
-		return fastpath.TenantRate{}, fmt.Errorf("-tenant.rate %q: want a positive amount per second, e.g. 10MiB/s or 5000items/s", rate)
+		return tenant.Rate{}, fmt.Errorf("-tenant.rate %q: want a positive amount per second, e.g. 10MiB/s or 5000items/s", rate)
 	}
 	r.PerSecond, r.Items, r.Burst = float64(n), items, float64(n)
 	if burst != "" {
 		b, bItems, err := parseTokens(burst)
 		switch {
 		case err != nil || b <= 0:
-			return fastpath.TenantRate{}, fmt.Errorf("-tenant.burst %q: want a positive amount, e.g. 20MiB or 10000items", burst)
+			return tenant.Rate{}, fmt.Errorf("-tenant.burst %q: want a positive amount, e.g. 20MiB or 10000items", burst)
 		case bItems != items:
-			return fastpath.TenantRate{}, fmt.Errorf("-tenant.burst %q counts %s, -tenant.rate %q the other", burst, unitName(bItems), rate)
+			return tenant.Rate{}, fmt.Errorf("-tenant.burst %q counts %s, -tenant.rate %q the other", burst, unitName(bItems), rate)
 		}
 		r.Burst = float64(b)
 	}

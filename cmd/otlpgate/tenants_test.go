@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -506,18 +506,18 @@ func TestBinaryTenantRate(t *testing.T) {
 }
 
 func TestParseTenantRate(t *testing.T) {
-	f := func(rate, burst string, want fastpath.TenantRate) {
+	f := func(rate, burst string, want tenant.Rate) {
 		t.Helper()
 		got, err := parseTenantRate(rate, burst)
 		if err != nil || got != want {
 			t.Fatalf("%q %q: %+v %v, want %+v", rate, burst, got, err, want)
 		}
 	}
-	f("", "", fastpath.TenantRate{})
-	f("10MiB/s", "", fastpath.TenantRate{PerSecond: 10 << 20, Burst: 10 << 20})
-	f("10MiB/s", "20MiB", fastpath.TenantRate{PerSecond: 10 << 20, Burst: 20 << 20})
-	f("1000/s", "", fastpath.TenantRate{PerSecond: 1000, Burst: 1000})
-	f("5000items/s", "10000items", fastpath.TenantRate{PerSecond: 5000, Burst: 10000, Items: true})
+	f("", "", tenant.Rate{})
+	f("10MiB/s", "", tenant.Rate{PerSecond: 10 << 20, Burst: 10 << 20})
+	f("10MiB/s", "20MiB", tenant.Rate{PerSecond: 10 << 20, Burst: 20 << 20})
+	f("1000/s", "", tenant.Rate{PerSecond: 1000, Burst: 1000})
+	f("5000items/s", "10000items", tenant.Rate{PerSecond: 5000, Burst: 10000, Items: true})
 	for _, bad := range [][2]string{{"10MiB", ""}, {"0/s", ""}, {"fast/s", ""}, {"-5items/s", ""},
 		{"10MiB/s", "100items"}, {"5items/s", "1MiB"}, {"", "1MiB"}, {"10MiB/s", "0"}} {
 		if _, err := parseTenantRate(bad[0], bad[1]); err == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Reason is why a request was not accepted, or Accepted.
@@ -188,7 +189,7 @@ func (c *Control) QueueDelay() time.Duration { return c.p.RetryDelay() }
 
 // TenantDelay is how long a client whose request of req bytes and items items was refused as
 // Throttled should wait: until its tenant's bucket holds the request.
-func TenantDelay(t *fastpath.Tenant, req []byte, items int) time.Duration {
+func TenantDelay(t *tenant.Tenant, req []byte, items int) time.Duration {
 	return t.Wait(len(req), items)
 }
 

@@ -17,7 +17,7 @@
 // Control admits through the fastpath.Admitter interface, so the intakes work alike in front
 // of a fastpath.Pipeline and, with a spool, in front of the spool's admission (spool/feed).
 //
-// It imports fastpath and pool only. Every function runs on the intake's goroutine (a handler, or an
-// event loop that never waits) and is safe for concurrent use; nothing here allocates on the
-// request path (Limiter.NewAccount allocates, once per connection).
+// It imports fastpath, fastpath/tenant and pool only. Every function runs on the intake's
+// goroutine (a handler, or an event loop that never waits) and is safe for concurrent use; nothing
+// here allocates on the request path (Limiter.NewAccount allocates, once per connection).
 package admission

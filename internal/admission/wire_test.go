@@ -8,6 +8,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -81,10 +82,10 @@ func TestAdmitWireTenantRate(t *testing.T) {
 	if 10*len(wire) > 2*len(body) {
 		t.Fatalf("the request compresses to %d bytes of %d: too little for the test", len(wire), len(body))
 	}
-	run := func(name string, admit func(c *Control, tn *fastpath.Tenant) Reason) {
+	run := func(name string, admit func(c *Control, tn *tenant.Tenant) Reason) {
 		t.Run(name, func(t *testing.T) {
-			ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-				Rate: fastpath.TenantRate{PerSecond: 1e-6, Burst: float64(2 * len(body))}})
+			ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+				Rate: tenant.Rate{PerSecond: 1e-6, Burst: float64(2 * len(body))}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,21 +128,21 @@ func TestAdmitWireTenantRate(t *testing.T) {
 		})
 	}
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
-	run("compressed", func(c *Control, tn *fastpath.Tenant) Reason {
+	run("compressed", func(c *Control, tn *tenant.Tenant) Reason {
 		_, r := c.AdmitWire(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, wire, fastpath.EncodingGzip, 1)
 		return r
 	})
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 2 {
 		t.Fatalf("%v requests passed through, want the 2 admitted", n)
 	}
-	run("plain", func(c *Control, tn *fastpath.Tenant) Reason {
+	run("plain", func(c *Control, tn *tenant.Tenant) Reason {
 		_, r := c.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
 		return r
 	})
 }
 
-func lookupTenant(ts *fastpath.Tenants, v string) (*fastpath.Tenant, error) {
-	var k fastpath.TenantKey
+func lookupTenant(ts *tenant.Table, v string) (*tenant.Tenant, error) {
+	var k tenant.Key
 	ts.AddString(&k, v)
 	return ts.Lookup(&k)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
 	"github.com/otlpgate/otlpgate/pool"
@@ -70,7 +71,7 @@ type Config struct {
 	// Tenants are the tenant headers and their bounds (-intake.headers, -intake.max-tenants,
 	// -intake.tenant-idle, -tenant.*); no Headers: tenants off. Its Routes are ignored: the
 	// gateway takes them from the destinations' match-header (tenants.go).
-	Tenants fastpath.TenantsConfig
+	Tenants tenant.Config
 	// TenantsFile binds bearer tokens to tenants (-auth.tenants-file, tenants.go): a request's
 	// tenant is then its token's, never what its headers claim. Read at start and on Reload.
 	TenantsFile string
@@ -94,7 +95,7 @@ func DefaultConfig() Config {
 		DestFilePoll:    5 * time.Second,
 		DestFileMax:     1000,
 		ShutdownTimeout: 30 * time.Second,
-		Tenants:         fastpath.DefaultTenantsConfig(),
+		Tenants:         tenant.DefaultConfig(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
 )
@@ -271,7 +272,7 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		// the tenant to a new destination (which reads from now on).
 		from := g.spool.Written()
 		for i, m := range kept {
-			r := fastpath.DestRoute{Dest: i} // no destination has a match-header: each takes every tenant
+			r := tenant.DestRoute{Dest: i} // no destination has a match-header: each takes every tenant
 			if i < len(rs) {
 				r = rs[i]
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/client"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -18,7 +18,7 @@ import (
 // in the order build numbers the destinations (dests, then Extra, which take the rest), and
 // none at all when no destination has one (every destination takes every tenant). It checks
 // that what the destinations name is among -intake.headers.
-func (c Config) tenantConfig(dests []client.Config) (fastpath.TenantsConfig, error) {
+func (c Config) tenantConfig(dests []client.Config) (tenant.Config, error) {
 	tc := c.Tenants
 	tc.Routes = nil
 	if c.TenantsFile != "" {
@@ -57,7 +57,7 @@ func (c Config) tenantConfig(dests []client.Config) (fastpath.TenantsConfig, err
 			tc.Routes = append(tc.Routes, d.MatchHeader)
 		}
 		for range c.Extra {
-			tc.Routes = append(tc.Routes, fastpath.Match{})
+			tc.Routes = append(tc.Routes, tenant.Match{})
 		}
 	}
 	return tc, tc.Validate()
@@ -74,7 +74,7 @@ func (cfg *Config) buildTenants(dests []client.Config) error {
 	if err != nil {
 		return err
 	}
-	ts, err := fastpath.NewTenants(tc)
+	ts, err := tenant.NewTable(tc)
 	if err != nil {
 		return err
 	}
@@ -101,11 +101,11 @@ func (c Config) checkTenants(dests []client.Config) error {
 // routesOf is the match-header of each of ms, in order (Extra and the file take the rest),
 // nil when none has one: what a reload hands the pipeline with the destinations, so that each
 // keeps its own route wherever it now stands.
-func routesOf(ms []*member) []fastpath.Match {
-	var routes []fastpath.Match
+func routesOf(ms []*member) []tenant.Match {
+	var routes []tenant.Match
 	matched := false
 	for _, m := range ms {
-		var r fastpath.Match
+		var r tenant.Match
 		if m.cfg != nil {
 			r = m.cfg.MatchHeader
 		}
@@ -126,18 +126,18 @@ var tenantsFileReloads = promauto.NewCounterVec(prometheus.CounterOpts{
 // loadTenantsFile reads the tokens file at path (internal/credfile) and binds its tokens to
 // their tenants in ts, replacing the tokens bound before; on an error those stay. It returns
 // how many tokens are bound. Errors name the file's line, never a token.
-func loadTenantsFile(ts *fastpath.Tenants, path string) (int, error) {
+func loadTenantsFile(ts *tenant.Table, path string) (int, error) {
 	bs, err := credfile.Bindings(path)
 	if err != nil {
 		return 0, fmt.Errorf("-auth.tenants-file: %w", err)
 	}
-	creds := make([]fastpath.Credential, len(bs))
+	creds := make([]tenant.Credential, len(bs))
 	for i, b := range bs {
 		vals, err := ts.ParseCredentialTenant(b.To)
 		if err != nil {
 			return 0, fmt.Errorf("-auth.tenants-file line %d: %w", b.Line, err)
 		}
-		creds[i] = fastpath.Credential{Token: b.Token, Values: vals}
+		creds[i] = tenant.Credential{Token: b.Token, Values: vals}
 	}
 	if err := ts.SetCredentials(creds); err != nil {
 		return 0, fmt.Errorf("-auth.tenants-file: %w", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -47,7 +48,7 @@ func TestTenantRoutes(t *testing.T) {
 // -auth.tenants-file is read into the table; a file that cannot be used names its line and no
 // token, and keeps the tokens in force.
 func TestLoadTenantsFile(t *testing.T) {
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +62,8 @@ func TestLoadTenantsFile(t *testing.T) {
 	if n, err := loadTenantsFile(ts, path); err != nil || n != 1 {
 		t.Fatalf("%d tokens, %v", n, err)
 	}
-	lookup := func() (*fastpath.Tenant, error) {
-		var k fastpath.TenantKey
+	lookup := func() (*tenant.Tenant, error) {
+		var k tenant.Key
 		ts.AddClaimString(&k, "")
 		ts.AddClaimString(&k, "")
 		return ts.LookupCredentialString("Bearer s3cret-a", &k)

@@ -16,7 +16,7 @@ type Received struct {
 	Items  int
 	Body   []byte    // a copy of the bytes, exactly as given
 	At     time.Time // when it arrived
-	Tenant string    // the batch's tenant (fastpath.Tenant.String), "" without one
+	Tenant string    // the batch's tenant (tenant.Tenant.String), "" without one
 }
 
 // Recorder is a fastpath.Destination and a fastpath.Consumer that keeps a copy of everything it

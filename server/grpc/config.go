@@ -8,6 +8,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -138,7 +139,7 @@ type Config struct {
 	// refuses ends with RESOURCE_EXHAUSTED (a new value past -intake.max-tenants, without
 	// RetryInfo: not worth retrying), INVALID_ARGUMENT (a bad value) or PERMISSION_DENIED (a
 	// value no destination takes), counted in otlpgate_tenant_refused_requests_total.
-	Tenants *fastpath.Tenants
+	Tenants *tenant.Table
 }
 
 // DefaultConfig returns the defaults documented on Config.

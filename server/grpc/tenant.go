@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Tenants (-intake.headers) are read from a call's metadata once per call (once per stream:
@@ -107,14 +108,14 @@ func (s *Server) origin(ctx context.Context) (fastpath.Origin, error) {
 }
 
 // tenant is origin's tenant, for a call from the client address peer.
-func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*fastpath.Tenant, error) {
+func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*tenant.Tenant, error) {
 	ts := s.cfg.Tenants
 	if ts == nil {
 		return nil, nil
 	}
 	md := incomingMD(ctx)
-	var k fastpath.TenantKey
-	var t *fastpath.Tenant
+	var k tenant.Key
+	var t *tenant.Tenant
 	var err error
 	if ts.Bound() {
 		for _, h := range ts.Headers() {
@@ -130,15 +131,15 @@ func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*fastpath.Tenant,
 	switch err {
 	case nil:
 		return t, nil
-	case fastpath.ErrTooManyTenants:
+	case tenant.ErrTooMany:
 		return nil, errTooManyTenants
-	case fastpath.ErrPeerTenants:
+	case tenant.ErrPeer:
 		return nil, errPeerTenants
-	case fastpath.ErrNoRoute:
+	case tenant.ErrNoRoute:
 		return nil, errNoRoute
-	case fastpath.ErrCredential:
+	case tenant.ErrCredential:
 		return nil, errCredential
-	case fastpath.ErrTenantClaim:
+	case tenant.ErrClaim:
 		return nil, errTenantClaim
 	}
 	return nil, errBadTenant

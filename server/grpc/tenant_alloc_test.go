@@ -13,12 +13,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Reading a known tenant from a call's metadata allocates nothing.
 func TestTenantZeroAlloc(t *testing.T) {
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +51,13 @@ func TestTenantPeerAndCredentialZeroAlloc(t *testing.T) {
 
 func testTenantPeerAndCredentialZeroAlloc(t *testing.T, addr net.Addr) {
 	open := func(bound bool) (*Server, context.Context) {
-		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
+		ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		md := metadata.MD{"x-scope-orgid": {"acme"}, "authorization": {"Bearer " + strings.Repeat("k", 64)}}
 		if bound {
-			if err := ts.SetCredentials([]fastpath.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
+			if err := ts.SetCredentials([]tenant.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,21 +19,22 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-func startTenants(t *testing.T, max int, routes ...fastpath.Match) *env {
+func startTenants(t *testing.T, max int, routes ...tenant.Match) *env {
 	t.Helper()
-	e, _ := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
+	e, _ := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
 	return e
 }
 
 // startTenantsWith starts the server and its pipeline with the tenant table of cfg.
-func startTenantsWith(t *testing.T, cfg fastpath.TenantsConfig) (*env, *fastpath.Tenants) {
+func startTenantsWith(t *testing.T, cfg tenant.Config) (*env, *tenant.Table) {
 	t.Helper()
-	ts, err := fastpath.NewTenants(cfg)
+	ts, err := tenant.NewTable(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestTenantFromMetadata(t *testing.T) {
 // worth retrying), a bad value INVALID_ARGUMENT, a value no destination takes
 // PERMISSION_DENIED; known tenants are still served, and nothing refused reaches a batch.
 func TestTenantRefusals(t *testing.T) {
-	e := startTenants(t, 2, fastpath.Match{Header: "x-scope-orgid"}) // the default and one more
+	e := startTenants(t, 2, tenant.Match{Header: "x-scope-orgid"}) // the default and one more
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body := traceBody(t, 2, 1)
@@ -136,7 +137,7 @@ func TestTenantRefusals(t *testing.T) {
 		}
 	}
 
-	r := startTenants(t, 10, fastpath.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
+	r := startTenants(t, 10, tenant.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
 	var raw codec.Raw
 	raw.SetBytes(body)
 	if err := r.raw.Invoke(withOrg(ctx, "beta"), "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &raw, &codec.Raw{}); status.Code(err) != codes.PermissionDenied {
@@ -166,8 +167,8 @@ func TestIncomingKeyFound(t *testing.T) {
 // took from the bucket does not make the tenant pay twice.
 func TestTenantRateGRPC(t *testing.T) {
 	body := traceBody(t, 3, 10) // 10 spans
-	e, _ := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Rate: fastpath.TenantRate{PerSecond: 1, Burst: 20, Items: true}})
+	e, _ := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: tenant.Rate{PerSecond: 1, Burst: 20, Items: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v1 := func(org string) error {
@@ -235,7 +236,7 @@ func TestTenantRateGRPC(t *testing.T) {
 // still in a batch of its own tenant.
 func TestTenantStreamAfterIdle(t *testing.T) {
 	const idle = 50 * time.Millisecond
-	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
+	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body := traceBody(t, 1, 2)
@@ -307,7 +308,7 @@ func rawFrom(t *testing.T, e *env, src string) *grpc.ClientConn {
 // stream's before its first message) while it is still served with known tenants, and a
 // client at another address brings a new tenant in.
 func TestTenantPerPeer(t *testing.T) {
-	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
+	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body := traceBody(t, 1, 1)
@@ -356,8 +357,8 @@ func TestTenantPerPeer(t *testing.T) {
 // repeats it is fine, one that names another tenant is PERMISSION_DENIED, a call without a
 // known token UNAUTHENTICATED; nothing refused reaches a batch.
 func TestTenantCredentialsGRPC(t *testing.T) {
-	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
-	if err := ts.SetCredentials([]fastpath.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
+	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err := ts.SetCredentials([]tenant.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -50,7 +51,7 @@ type Config struct {
 	// headers are read before its body, and a request the table refuses (a new value past
 	// -intake.max-tenants, a bad value, a value no destination takes) is answered 403 or 400
 	// without its body being read.
-	Tenants *fastpath.Tenants
+	Tenants *tenant.Table
 	// ScanDepth is how deep requests are validated; cmd/otlpgate sets it from -grpc.scan-depth,
 	// which serves both intakes.
 	ScanDepth fastpath.Depth

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -48,8 +49,8 @@ func TestHandlerPassThroughAllocs(t *testing.T) {
 // With -intake.headers and -tenant.rate, two tenants' gzip requests through the handler pass
 // through into batches of their own tenant, their rate taken, allocating nothing either.
 func TestHandlerTenantPassThroughAllocs(t *testing.T) {
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Rate: fastpath.TenantRate{PerSecond: 1e12, Burst: 1e12}})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: tenant.Rate{PerSecond: 1e12, Burst: 1e12}})
 	if err != nil {
 		t.Fatal(err)
 	}

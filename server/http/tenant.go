@@ -5,7 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // tenant reads the request's tenant (-intake.headers), from the client address peer, before its
@@ -14,14 +14,14 @@ import (
 // charged to the client's address when it is new (-intake.max-tenants-per-peer). A request the
 // tenant table refuses is answered with the reply returned, counted under the reason returned,
 // and its body is not read. A known tenant costs a header lookup per name and no allocation.
-func (s *Server) tenant(ctx *fasthttp.RequestCtx, peer netip.Addr) (*fastpath.Tenant, *reply, int) {
+func (s *Server) tenant(ctx *fasthttp.RequestCtx, peer netip.Addr) (*tenant.Tenant, *reply, int) {
 	ts := s.cfg.Tenants
 	if ts == nil {
 		return nil, nil, 0
 	}
 	hdr := &ctx.Request.Header
-	var k fastpath.TenantKey
-	var t *fastpath.Tenant
+	var k tenant.Key
+	var t *tenant.Tenant
 	var err error
 	if ts.Bound() {
 		for _, h := range ts.Headers() {
@@ -37,15 +37,15 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx, peer netip.Addr) (*fastpath.Te
 	switch err {
 	case nil:
 		return t, nil, 0
-	case fastpath.ErrTooManyTenants:
+	case tenant.ErrTooMany:
 		return nil, s.replies.tooManyTenants, rejectTenant
-	case fastpath.ErrPeerTenants:
+	case tenant.ErrPeer:
 		return nil, s.replies.peerTenants, rejectTenant
-	case fastpath.ErrNoRoute:
+	case tenant.ErrNoRoute:
 		return nil, s.replies.noRoute, rejectTenant
-	case fastpath.ErrCredential:
+	case tenant.ErrCredential:
 		return nil, s.replies.credential, rejectUnauthenticated
-	case fastpath.ErrTenantClaim:
+	case tenant.ErrClaim:
 		return nil, s.replies.tenantClaim, rejectTenant
 	}
 	return nil, s.replies.badTenant, rejectTenant

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // With -intake.headers, a request of a known tenant through the handler into the pipeline
 // allocates nothing either: its header is read in place and its batch found by the tenant's id.
 func TestHandlerTenantAllocs(t *testing.T) {
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +68,12 @@ func (h *handlerHarness) twoTenants(t *testing.T, enc string, body []byte) func(
 // through the handler into the pipeline allocates nothing either.
 func TestHandlerTenantPeerAndCredentialAllocs(t *testing.T) {
 	for _, bound := range []bool{false, true} {
-		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
+		ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if bound {
-			if err := ts.SetCredentials([]fastpath.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
+			if err := ts.SetCredentials([]tenant.Credential{{Token: strings.Repeat("k", 64), Values: []string{"acme"}}}); err != nil {
 				t.Fatal(err)
 			}
 		}

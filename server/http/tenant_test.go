@@ -14,12 +14,13 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
-func startTenants(t *testing.T, max int, routes ...fastpath.Match) *env {
+func startTenants(t *testing.T, max int, routes ...tenant.Match) *env {
 	t.Helper()
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: max, Routes: routes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestTenantFromHeaders(t *testing.T) {
 // a bad value 400, a value no destination takes 403; each is counted as tenant_refused, and
 // known tenants are still served.
 func TestTenantRefusedHTTP(t *testing.T) {
-	e := startTenants(t, 2, fastpath.Match{Header: "x-scope-orgid"})
+	e := startTenants(t, 2, tenant.Match{Header: "x-scope-orgid"})
 	body := traces(t, 2, 1)
 	if r := e.postOrg(t, "acme", ctProto, body); r.status != 200 {
 		t.Fatalf("acme: %d", r.status)
@@ -97,7 +98,7 @@ func TestTenantRefusedHTTP(t *testing.T) {
 		}
 	}
 
-	o := startTenants(t, 10, fastpath.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
+	o := startTenants(t, 10, tenant.Match{Header: "x-scope-orgid", Values: []string{"acme"}})
 	if r := o.postOrg(t, "beta", ctProto, body); r.status != 403 || codes.Code(status(t, r.body).Code) != codes.PermissionDenied {
 		t.Fatalf("a tenant no destination takes: %d", r.status)
 	}
@@ -107,8 +108,8 @@ func TestTenantRefusedHTTP(t *testing.T) {
 // another tenant's requests between its refusals are all served.
 func TestTenantRateHTTP(t *testing.T) {
 	body := traces(t, 3, 10) // 10 spans
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Rate: fastpath.TenantRate{PerSecond: 1, Burst: 20, Items: true}})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: tenant.Rate{PerSecond: 1, Burst: 20, Items: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,9 +172,9 @@ func (e *env) postFrom(t *testing.T, src, auth, org string, body []byte) respons
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-func startTenantsWith(t *testing.T, cfg fastpath.TenantsConfig) (*env, *fastpath.Tenants) {
+func startTenantsWith(t *testing.T, cfg tenant.Config) (*env, *tenant.Table) {
 	t.Helper()
-	ts, err := fastpath.NewTenants(cfg)
+	ts, err := tenant.NewTable(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func startTenantsWith(t *testing.T, cfg fastpath.TenantsConfig) (*env, *fastpath
 // new values are answered 403 (RESOURCE_EXHAUSTED, counted as tenant_refused) while known
 // tenants are served to it, and a client at another address brings a new tenant in.
 func TestTenantPerPeerHTTP(t *testing.T) {
-	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
+	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
 	body := traces(t, 2, 1)
 	for _, org := range []string{"s1", "s2"} {
 		if r := e.postFrom(t, "127.0.0.2", "", org, body); r.status != 200 {
@@ -226,8 +227,8 @@ func TestTenantPerPeerHTTP(t *testing.T) {
 // one that names another tenant is 403 (PERMISSION_DENIED, tenant_refused), a request without
 // a known token 401 with WWW-Authenticate (unauthenticated); nothing refused reaches a batch.
 func TestTenantCredentialsHTTP(t *testing.T) {
-	e, ts := startTenantsWith(t, fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
-	if err := ts.SetCredentials([]fastpath.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
+	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
+	if err := ts.SetCredentials([]tenant.Credential{{Token: "tok-acme", Values: []string{"acme"}}, {Token: "tok-beta", Values: []string{"beta"}}}); err != nil {
 		t.Fatal(err)
 	}
 	body := traces(t, 2, 1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -170,7 +171,7 @@ func (a *Admission) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wir
 }
 
 // metaOf is the meta of a record of tenant t: none without tenants.
-func metaOf(t *fastpath.Tenant) []byte {
+func metaOf(t *tenant.Tenant) []byte {
 	if t == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -29,7 +30,7 @@ type Config struct {
 	// holds records of one tenant, and a record whose tenant destination Dest (numbered as in
 	// the table's routes when the feeder is made; SetRoute moves it) does not take is finished
 	// unread by it. nil: every record goes to the destination, without a tenant.
-	Tenants *fastpath.Tenants
+	Tenants *tenant.Table
 	Dest    int
 	// Router, with routes by resource attribute (-dest match=resource), is the pipeline's
 	// (fastpath.Config.Router): of each record the feeder keeps the resource entries
@@ -86,7 +87,7 @@ type Feeder struct {
 	cur   building
 	carry *[]byte // a record read that did not fit cur, payload bytes
 	carE  spool.Entry
-	carT  *fastpath.Tenant
+	carT  *tenant.Tenant
 	hint  int // size of the last batch handed over, to size the next one
 	timer *time.Timer
 	unzip inflater
@@ -97,7 +98,7 @@ type building struct {
 	payload *pool.Payload
 	h       *held
 	sig     uint8
-	tenant  *fastpath.Tenant
+	tenant  *tenant.Tenant
 	enc     fastpath.Encoding // of every record in it: a pass-through batch when not none
 	items   int
 	plain   int // the records' bytes inflated: what the batch limits apply to
@@ -150,13 +151,13 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 // was spooled: a record at or after from goes by cur, an earlier one by prev (none: by cur).
 // Immutable once stored.
 type routeView struct {
-	cur  fastpath.DestRoute
+	cur  tenant.DestRoute
 	from spool.Pos
 	prev *routeView
 }
 
 // of is the route of the record at p.
-func (v *routeView) of(p spool.Pos) fastpath.DestRoute {
+func (v *routeView) of(p spool.Pos) tenant.DestRoute {
 	for v.prev != nil && p < v.from {
 		v = v.prev
 	}
@@ -171,7 +172,7 @@ func (v *routeView) of(p spool.Pos) fastpath.DestRoute {
 // the route of every record (a feeder new to the set: its reader holds nothing spooled
 // under routes it was not in, or what it left unfinished when it was removed). A record
 // already decided (in the batch being built) keeps its decision. Safe for concurrent use.
-func (f *Feeder) SetRoute(r fastpath.DestRoute, from spool.Pos) {
+func (f *Feeder) SetRoute(r tenant.DestRoute, from spool.Pos) {
 	for {
 		old := f.route.Load()
 		v := &routeView{cur: r}
@@ -400,7 +401,7 @@ func (f *Feeder) close() {
 // record whose tenant cannot be read, or that no destination takes, is dropped, counted by
 // the spool: delivering it as another tenant's would hand one tenant's data to another's
 // backend.
-func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
+func (f *Feeder) tenant(e spool.Entry) (*tenant.Tenant, bool) {
 	ts := f.cfg.Tenants
 	if ts == nil {
 		return nil, true
@@ -434,7 +435,7 @@ func (f *Feeder) tenant(e spool.Entry) (*fastpath.Tenant, bool) {
 
 // add records e of tenant t, whose payload cur already holds, and reports whether cur is
 // full.
-func (f *Feeder) add(e spool.Entry, t *fastpath.Tenant) bool {
+func (f *Feeder) add(e spool.Entry, t *tenant.Tenant) bool {
 	f.cur.sig, f.cur.tenant, f.cur.enc = e.Signal, t, fastpath.Encoding(e.Encoding)
 	f.cur.items += int(e.Items)
 	f.cur.plain += e.Plain

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
@@ -18,14 +19,14 @@ import (
 // first ones unread, delivered by no one (the new destination reads from the reload on).
 func TestFeederRoutesByWhenSpooled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		acmeOnly := fastpath.Match{Header: "x-scope-orgid", Values: []string{"acme"}}
-		gammaOnly := fastpath.Match{Header: "x-scope-orgid", Values: []string{"gamma"}}
-		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-			Routes: []fastpath.Match{acmeOnly, {}}})
+		acmeOnly := tenant.Match{Header: "x-scope-orgid", Values: []string{"acme"}}
+		gammaOnly := tenant.Match{Header: "x-scope-orgid", Values: []string{"gamma"}}
+		ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+			Routes: []tenant.Match{acmeOnly, {}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var k fastpath.TenantKey
+		var k tenant.Key
 		ts.AddString(&k, "gamma")
 		gamma, err := ts.Lookup(&k)
 		if err != nil {
@@ -64,7 +65,7 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 		admit(1, 4) // gamma is the rest's: for f, not read yet
 
 		// The reload: the rest's destination moves first, gamma gets one of its own.
-		rs, err := ts.SetRoutes([]fastpath.Match{{}, acmeOnly, gammaOnly})
+		rs, err := ts.SetRoutes([]tenant.Match{{}, acmeOnly, gammaOnly})
 		if err != nil {
 			t.Fatal(err)
 		}

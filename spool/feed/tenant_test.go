@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -20,13 +21,13 @@ import (
 // default tenant's.
 func TestFeederKeepsTenants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		routes := []fastpath.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}
-		ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: routes})
+		routes := []tenant.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}
+		ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: routes})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tenant := func(v string) *fastpath.Tenant {
-			var k fastpath.TenantKey
+		tenant := func(v string) *tenant.Tenant {
+			var k tenant.Key
 			ts.AddString(&k, v)
 			tn, err := ts.Lookup(&k)
 			if err != nil {
@@ -127,8 +128,8 @@ func entryIDs(b *fastpath.Batch) []int {
 // when no destination takes it, rather than spool what nobody will deliver; a tenant that a
 // destination takes is appended with its tenant as meta.
 func TestAdmissionTenants(t *testing.T) {
-	ts, err := fastpath.NewTenants(fastpath.TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Routes: []fastpath.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}}})
+	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Routes: []tenant.Match{{Header: "x-scope-orgid", Values: []string{"acme"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +147,10 @@ func TestAdmissionTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.Consume(0, entryOf(rec(1, 98)), 1); !errors.Is(err, fastpath.ErrNoRoute) {
+	if err := adm.Consume(0, entryOf(rec(1, 98)), 1); !errors.Is(err, tenant.ErrNoRoute) {
 		t.Fatalf("Consume: %v, want ErrNoRoute", err)
 	}
-	var k fastpath.TenantKey
+	var k tenant.Key
 	ts.AddString(&k, "acme")
 	acme, err := ts.Lookup(&k)
 	if err != nil {

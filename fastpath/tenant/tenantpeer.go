@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import "net/netip"
 
@@ -32,7 +32,7 @@ func peerOf(a netip.Addr) netip.Addr {
 
 // roomForPeerLocked reports whether peer may bring one more tenant into the table. A peer at
 // its bound first has its idle tenants swept out, as a full table has (tenantidle.go).
-func (ts *Tenants) roomForPeerLocked(peer netip.Addr) bool {
+func (ts *Table) roomForPeerLocked(peer netip.Addr) bool {
 	if ts.cfg.MaxPerPeer == 0 || !peer.IsValid() || ts.mu.peers[peer] < ts.cfg.MaxPerPeer {
 		return true
 	}
@@ -45,14 +45,14 @@ func (ts *Tenants) roomForPeerLocked(peer netip.Addr) bool {
 }
 
 // chargePeerLocked charges t, new in the table, to its peer.
-func (ts *Tenants) chargePeerLocked(t *Tenant) {
+func (ts *Table) chargePeerLocked(t *Tenant) {
 	if t.peer.IsValid() {
 		ts.mu.peers[t.peer]++
 	}
 }
 
 // releasePeerLocked takes t, leaving the table, off its peer's count.
-func (ts *Tenants) releasePeerLocked(t *Tenant) {
+func (ts *Table) releasePeerLocked(t *Tenant) {
 	if !t.peer.IsValid() {
 		return
 	}
@@ -65,7 +65,7 @@ func (ts *Tenants) releasePeerLocked(t *Tenant) {
 
 // PeerTenants returns how many of the table's tenants the client address peer brought (IPv6
 // by its /64). Safe for concurrent use.
-func (ts *Tenants) PeerTenants(peer netip.Addr) int {
+func (ts *Table) PeerTenants(peer netip.Addr) int {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.mu.peers[peerOf(peer)]

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"fmt"
@@ -14,34 +14,34 @@ import (
 // position: a destination keeps its tenants whatever position the reload gave it. The zero
 // value has no routes: its destination takes every tenant.
 type DestRoute struct {
-	rt *routeTable
+	rt *Routes
 	// Dest is the destination's position in the set.
 	Dest int
 }
 
 // Takes reports whether r's destination takes t's batches (nil, the default tenant without
 // tenants: every destination does).
-func (r DestRoute) Takes(t *Tenant) bool { return t == nil || t.takesIn(r.rt, r.Dest) }
+func (r DestRoute) Takes(t *Tenant) bool { return t == nil || t.TakesIn(r.rt, r.Dest) }
 
 // Routed reports whether any destination of r's set takes t's batches.
 func (r DestRoute) Routed(t *Tenant) bool {
 	return t == nil || r.rt == nil || t.routesIn(r.rt).routed
 }
 
-// RouteOf is destination i of the table's current routes (TenantsConfig.Routes, or the last
+// RouteOf is destination i of the table's current routes (Config.Routes, or the last
 // SetRoutes or SetDestinationsRoutes). Safe for concurrent use.
-func (ts *Tenants) RouteOf(i int) DestRoute { return DestRoute{rt: ts.routes.Load(), Dest: i} }
+func (ts *Table) RouteOf(i int) DestRoute { return DestRoute{rt: ts.routes.Load(), Dest: i} }
 
 // SetRoutes makes routes the match-headers of the destinations, in the order of their new set
 // (none: every destination takes every tenant), for admission from now on, and returns each
 // destination's DestRoute in it: what a spool's admission and feeders, which have no pipeline
 // to swap its set with the routes (SetDestinationsRoutes), are given on a reload. Reloads
 // are serialized by the caller. Safe for concurrent use with lookups and admission.
-func (ts *Tenants) SetRoutes(routes []Match) ([]DestRoute, error) {
-	if err := ts.checkRoutes(routes); err != nil {
+func (ts *Table) SetRoutes(routes []Match) ([]DestRoute, error) {
+	if err := ts.CheckRoutes(routes); err != nil {
 		return nil, err
 	}
-	rt := newRouteTable(routes)
+	rt := NewRoutes(routes)
 	ts.routes.Store(rt)
 	out := make([]DestRoute, len(routes))
 	for i := range out {
@@ -50,8 +50,9 @@ func (ts *Tenants) SetRoutes(routes []Match) ([]DestRoute, error) {
 	return out, nil
 }
 
-// checkRoutes refuses a match-header on a header the table does not read.
-func (ts *Tenants) checkRoutes(routes []Match) error {
+// CheckRoutes refuses a match-header on a header the table does not read. Safe for concurrent
+// use.
+func (ts *Table) CheckRoutes(routes []Match) error {
 	for _, m := range routes {
 		if m.Header != "" && !slices.Contains(ts.cfg.Headers, m.Header) {
 			return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(ts.cfg.Headers, ","))

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"fmt"
@@ -51,7 +51,7 @@ func TestTenantIndexModel(t *testing.T) {
 // Lookups of known tenants while others are added and swept find them every time, and run
 // under the race detector against the writer's stores.
 func TestTenantIndexConcurrentReaders(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 1 << 16})
+	ts, clock := idleTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 1 << 16})
 	known := []*Tenant{mustLookup(t, ts, "k0"), mustLookup(t, ts, "k1"), mustLookup(t, ts, "k2")}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -1,6 +1,6 @@
 //go:build !race
 
-package fastpath
+package tenant
 
 import (
 	"fmt"
@@ -12,12 +12,12 @@ import (
 // Looking up a known tenant, from header values as an intake reads them or from a spooled
 // record, allocates nothing.
 func TestTenantLookupZeroAlloc(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
+	ts := newTenants(t, Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	acme := mustLookup(t, ts, "acme", "eu")
 	org, region := []byte("acme"), []byte("eu")
 	rec := acme.Record()
 	allocs := testing.AllocsPerRun(1000, func() {
-		var k TenantKey
+		var k Key
 		ts.Add(&k, org)
 		ts.Add(&k, region)
 		if got, err := ts.Lookup(&k); err != nil || got != acme {
@@ -32,50 +32,15 @@ func TestTenantLookupZeroAlloc(t *testing.T) {
 	}
 }
 
-// Admission keyed by tenant allocates nothing once each tenant's batch slot exists: requests of
-// two tenants and the default one, in turns, sealed and fanned out to the destinations that
-// take them.
-func TestPipelineTenantsZeroAlloc(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10,
-		Routes: []Match{{Header: "x-scope-orgid", Values: []string{"acme"}}, {}}})
-	cfg := testConfig()
-	cfg.Tenants = ts
-	cfg.BatchMaxBytes = 64 << 10
-	cfg.BatchMaxItems = 10
-	p := newTestPipeline(t, cfg, sink{}, sink{})
-	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
-	v1 := entry(3000, 1)
-	otep, _ := AppendOTEP(nil, 7, v1)
-	for range 100 { // warm the pools and the tenants' slots
-		p.AdmitTenant(Origin{Tenant: acme}, Traces, v1, 1, LayoutV1)
-		p.AdmitTenant(Origin{Tenant: beta}, Traces, otep, 1, LayoutOTEP)
-		p.Consume(Traces, v1, 1)
-	}
-	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := p.AdmitTenant(Origin{Tenant: acme}, Traces, v1, 1, LayoutV1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.AdmitTenant(Origin{Tenant: beta}, Traces, otep, 1, LayoutOTEP); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Consume(Traces, v1, 1); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("admit by tenant + seal + fan-out: %v allocations per run, want 0", allocs)
-	}
-}
-
 // With -intake.tenant-idle, a known tenant's lookup still allocates nothing, with the sweeps
 // that come due meanwhile (which take nobody: the tenant is in use, the default stays).
 func TestTenantLookupIdleZeroAlloc(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	ts, clock := idleTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	acme := mustLookup(t, ts, "acme")
 	org := []byte("acme")
 	allocs := testing.AllocsPerRun(1000, func() {
 		clock.Add(int64(testIdle) / 2) // a sweep is due at each lookup
-		var k TenantKey
+		var k Key
 		ts.Add(&k, org)
 		if got, err := ts.Lookup(&k); err != nil || got != acme {
 			t.Fatal(got, err)
@@ -93,7 +58,7 @@ func TestTenantNewAfterIdleAllocs(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Appendf(nil, "n%05d", i)
 	}
-	perNew := func(ts *Tenants, warmed, step func()) float64 {
+	perNew := func(ts *Table, warmed, step func()) float64 {
 		for i := range 49 {
 			mustLookup(t, ts, fmt.Sprint("warm", i))
 		}
@@ -101,7 +66,7 @@ func TestTenantNewAfterIdleAllocs(t *testing.T) {
 		i := 0
 		return testing.AllocsPerRun(1000, func() {
 			step()
-			var k TenantKey
+			var k Key
 			ts.Add(&k, names[i])
 			i++
 			if _, err := ts.Lookup(&k); err != nil {
@@ -109,9 +74,9 @@ func TestTenantNewAfterIdleAllocs(t *testing.T) {
 			}
 		})
 	}
-	room := perNew(newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100000}), func() {}, func() {})
+	room := perNew(newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 100000}), func() {}, func() {})
 	// Each new tenant finds the table full and the oldest idle.
-	full, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 50})
+	full, clock := idleTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 50})
 	idle := perNew(full, func() { clock.Add(int64(testIdle)) }, func() { clock.Add(int64(testIdle) / 48) })
 	if idle > room {
 		t.Fatalf("a new tenant after expiry: %v allocations, with room %v", idle, room)
@@ -122,27 +87,27 @@ func TestTenantNewAfterIdleAllocs(t *testing.T) {
 // A known tenant from a client address, or bound to a bearer token, costs no allocation
 // either.
 func TestTenantLookupPeerAndCredentialZeroAlloc(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 2})
+	ts := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: 2})
 	peer := netip.MustParseAddr("2001:db8::7")
 	org := []byte("acme")
-	var k TenantKey
+	var k Key
 	ts.Add(&k, org)
 	acme, err := ts.LookupFrom(&k, peer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	bound := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	if err := bound.SetCredentials([]Credential{{Token: strings.Repeat("t", 100), Values: []string{"acme"}}}); err != nil {
 		t.Fatal(err)
 	}
 	auth := "Bearer " + strings.Repeat("t", 100)
 	allocs := testing.AllocsPerRun(1000, func() {
-		var k TenantKey
+		var k Key
 		ts.Add(&k, org)
 		if got, err := ts.LookupFrom(&k, peer); err != nil || got != acme {
 			t.Fatal(got, err)
 		}
-		var c TenantKey
+		var c Key
 		bound.AddClaim(&c, org)
 		if _, err := bound.LookupCredentialString(auth, &c); err != nil {
 			t.Fatal(err)

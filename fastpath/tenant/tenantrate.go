@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"errors"
@@ -20,9 +20,9 @@ import (
 // request is refused for ever), and the bucket may then go below zero: a tenant that sent a
 // large request waits for it to be paid off.
 
-// TenantRate is the per-tenant token bucket of -tenant.rate and -tenant.burst. The zero value
+// Rate is the per-tenant token bucket of -tenant.rate and -tenant.burst. The zero value
 // limits nothing.
-type TenantRate struct {
+type Rate struct {
 	// PerSecond is the rate the bucket fills at, in tokens per second; 0 turns limits off.
 	PerSecond float64
 	// Burst is the bucket's size in tokens: what a tenant may send at once after a quiet spell.
@@ -32,7 +32,7 @@ type TenantRate struct {
 }
 
 // On reports whether tenants are limited.
-func (r TenantRate) On() bool { return r.PerSecond > 0 }
+func (r Rate) On() bool { return r.PerSecond > 0 }
 
 // bucket is a tenant's token bucket. Guarded by its own lock, which only requests of the one
 // tenant contend for.
@@ -42,9 +42,9 @@ type bucket struct {
 	last   int64 // monotonic nanoseconds of the last fill
 }
 
-// ErrTenantRate refuses a request whose tenant is over its rate (-tenant.rate); Tenant.Take
+// ErrRate refuses a request whose tenant is over its rate (-tenant.rate); Tenant.Take
 // returns how long to wait.
-var ErrTenantRate = errors.New("fastpath: the tenant is over its rate (-tenant.rate)")
+var ErrRate = errors.New("fastpath: the tenant is over its rate (-tenant.rate)")
 
 // Take takes the cost of a request of bytes bytes and items items from the tenant's bucket and
 // reports true, or, when the bucket does not hold it, takes nothing and returns how long until

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"time"
@@ -57,16 +57,21 @@ func (t *Tenant) expired() bool { return t.pins.Load()&expiredBit != 0 }
 // concurrent use.
 func (t *Tenant) Expired() bool { return t != nil && t.expired() }
 
-// pin counts a batch opened for t and reports whether t is still in its table; an expired
-// tenant's batch must not be found by its id. Every pin is undone by unpin.
-func (t *Tenant) pin() bool { return t.pins.Add(1)&expiredBit == 0 }
+// Pins returns how many open batches pin t: the idle sweep leaves a tenant with any in the
+// table. Safe for concurrent use.
+func (t *Tenant) Pins() int64 { return t.pins.Load() &^ expiredBit }
 
-// unpin undoes a pin.
-func (t *Tenant) unpin() { t.pins.Add(-1) }
+// Pin counts a batch opened for t and reports whether t is still in its table; an expired
+// tenant's batch must not be found by its id. Every Pin is undone by Unpin. Safe for
+// concurrent use.
+func (t *Tenant) Pin() bool { return t.pins.Add(1)&expiredBit == 0 }
+
+// Unpin undoes a Pin. Safe for concurrent use.
+func (t *Tenant) Unpin() { t.pins.Add(-1) }
 
 // sweep is sweepLocked for a request that finds a sweep due; it skips the sweep when another
 // one, or an insert, holds the lock.
-func (ts *Tenants) sweep(now int64) {
+func (ts *Table) sweep(now int64) {
 	last := ts.swept.Load()
 	if now-last < int64(ts.cfg.Idle)/2 || !ts.swept.CompareAndSwap(last, now) || !ts.mu.TryLock() {
 		return
@@ -75,9 +80,22 @@ func (ts *Tenants) sweep(now int64) {
 	ts.sweepLocked(now)
 }
 
+// SweepSoon takes the idle tenants out of the table unless a sweep ran within half the idle
+// time or is running: the pipeline's flusher calls it as it ticks, so that the tenants of a
+// quiet gateway leave without traffic too. Safe for concurrent use.
+func (ts *Table) SweepSoon() { ts.sweep(ts.clock()) }
+
+// SetClock makes now the table's clock, in nanoseconds (by default the monotonic time since
+// the process started), for tests that move time by hand. Call it before the table is used.
+func (ts *Table) SetClock(now func() int64) { ts.clock = now }
+
+// Idle returns how long a tenant may stay idle in the table (Config.Idle; 0: for good). Safe
+// for concurrent use.
+func (ts *Table) Idle() time.Duration { return ts.cfg.Idle }
+
 // Sweep takes the idle tenants out of the table now, and returns how many left. Safe for
 // concurrent use.
-func (ts *Tenants) Sweep() int {
+func (ts *Table) Sweep() int {
 	if ts.cfg.Idle <= 0 {
 		return 0
 	}
@@ -88,7 +106,7 @@ func (ts *Tenants) Sweep() int {
 
 // sweepLocked takes out the tenants last used before now less the idle time that pin no
 // batch, and returns how many. It allocates only when one leaves.
-func (ts *Tenants) sweepLocked(now int64) int {
+func (ts *Table) sweepLocked(now int64) int {
 	n := ts.markIdleLocked(now)
 	if n > 0 {
 		ts.dropExpiredLocked(n)
@@ -101,7 +119,7 @@ func (ts *Tenants) sweepLocked(now int64) int {
 // A table found full of busy tenants is not scanned again before the first of them can be
 // idle (mu.nextIdle), so that a client sending new values to a full table costs a clock read
 // per request, not a walk of the table.
-func (ts *Tenants) markIdleLocked(now int64) int {
+func (ts *Table) markIdleLocked(now int64) int {
 	ts.swept.Store(now)
 	if now < ts.mu.nextIdle {
 		return 0
@@ -127,7 +145,7 @@ func (ts *Tenants) markIdleLocked(now int64) int {
 
 // dropExpiredLocked takes the n tenants markIdleLocked marked out of the index, frees their
 // ids and keeps their counts.
-func (ts *Tenants) dropExpiredLocked(n int) {
+func (ts *Table) dropExpiredLocked(n int) {
 	x := ts.index.Load()
 	for id, t := range ts.mu.all {
 		if t != nil && t.expired() {

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"hash/maphash"
@@ -12,7 +12,7 @@ import (
 // legitimate churn of tenants, then spent the table's size in CPU and garbage per request,
 // under the lock every other new tenant waits for.
 //
-// Invariants (the writer holds Tenants.mu):
+// Invariants (the writer holds Table.mu):
 //  1. a slot is nil (never used), the tombstone (its tenant left), or a tenant in the table;
 //     at most one slot holds a given key.
 //  2. filled, the slots that are not nil, is at most half the slots: every probe ends at a nil
@@ -20,7 +20,7 @@ import (
 //  3. a slot goes from nil to a tenant, from a tenant to the tombstone, and from the tombstone
 //     to a tenant, never back to nil: a lookup probing past a slot cannot miss a key placed
 //     beyond it.
-//  4. a grown index is a new tenantIndex, published whole once filled (Tenants.index): a
+//  4. a grown index is a new tenantIndex, published whole once filled (Table.index): a
 //     lookup holding the old one finds what was in it when it was replaced, which is all a
 //     lookup racing an insert can expect; a tenant swept from the new one after that reads
 //     as expired (Tenant.expired), and its caller interns the values again.

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 )
 
 // credTenants returns a table with one header whose requests are bound to tokens.
-func credTenants(t *testing.T, cfg TenantsConfig, creds ...Credential) *Tenants {
+func credTenants(t *testing.T, cfg Config, creds ...Credential) *Table {
 	t.Helper()
 	ts := newTenants(t, cfg)
 	if err := ts.SetCredentials(creds); err != nil {
@@ -20,8 +20,8 @@ func credTenants(t *testing.T, cfg TenantsConfig, creds ...Credential) *Tenants 
 	return ts
 }
 
-func lookupCred(ts *Tenants, auth string, claims ...string) (*Tenant, error) {
-	var k TenantKey
+func lookupCred(ts *Table, auth string, claims ...string) (*Tenant, error) {
+	var k Key
 	for _, v := range claims {
 		ts.AddClaimString(&k, v)
 	}
@@ -32,7 +32,7 @@ func lookupCred(ts *Tenants, auth string, claims ...string) (*Tenant, error) {
 // out, never name another; a request without a known token is refused. Each refusal is
 // counted by its reason.
 func TestTenantCredentials(t *testing.T) {
-	ts := credTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10},
+	ts := credTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10},
 		Credential{Token: "tok-acme", Values: []string{"acme"}},
 		Credential{Token: "tok-beta", Values: []string{"beta"}})
 	if !ts.Bound() {
@@ -53,9 +53,9 @@ func TestTenantCredentials(t *testing.T) {
 		auth, claim string
 		want        error
 	}{
-		{"Bearer tok-acme", "beta", ErrTenantClaim},
-		{"Bearer tok-acme", "acme2", ErrTenantClaim},
-		{"Bearer tok-acme", "bad\x01", ErrTenantClaim},
+		{"Bearer tok-acme", "beta", ErrClaim},
+		{"Bearer tok-acme", "acme2", ErrClaim},
+		{"Bearer tok-acme", "bad\x01", ErrClaim},
 		{"", "acme", ErrCredential},
 		{"Bearer ", "", ErrCredential},
 		{"Bearer tok-acm", "", ErrCredential},
@@ -101,7 +101,7 @@ func TestTenantCredentialsPastBounds(t *testing.T) {
 	for _, v := range []string{"a", "b", "c", "d"} {
 		creds = append(creds, Credential{Token: "tok-" + v, Values: []string{v}})
 	}
-	ts := credTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 2, MaxPerPeer: 1}, creds...)
+	ts := credTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 2, MaxPerPeer: 1}, creds...)
 	for _, c := range creds {
 		if _, err := lookupCred(ts, "Bearer "+c.Token, ""); err != nil {
 			t.Fatalf("%s: %v", c.Token, err)
@@ -111,7 +111,7 @@ func TestTenantCredentialsPastBounds(t *testing.T) {
 		t.Fatalf("Len %d, want the default and 4", ts.Len())
 	}
 	// Unbound lookups still respect the bound.
-	if _, err := lookupFrom(ts, netip.MustParseAddr("10.0.0.1"), "e"); !errors.Is(err, ErrTooManyTenants) {
+	if _, err := lookupFrom(ts, netip.MustParseAddr("10.0.0.1"), "e"); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a claimed tenant past the bound: %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestTenantCredentialsPastBounds(t *testing.T) {
 // Several headers: a token binds every one of them (NAME=VALUE pairs, a header left out has
 // the default value), and a claim of any of them must agree.
 func TestTenantCredentialsHeaders(t *testing.T) {
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid", "x-region"}, Default: "none", Max: 10})
+	ts := newTenants(t, Config{Headers: []string{"x-scope-orgid", "x-region"}, Default: "none", Max: 10})
 	f := func(in string, want ...string) {
 		t.Helper()
 		got, err := ts.ParseCredentialTenant(in)
@@ -134,7 +134,7 @@ func TestTenantCredentialsHeaders(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
-	one := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10})
+	one := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10})
 	if got, err := one.ParseCredentialTenant("  a=b, c  "); err != nil || !slices.Equal(got, []string{"a=b, c"}) {
 		t.Fatalf("one header takes the value whole: %q, %v", got, err)
 	}
@@ -145,7 +145,7 @@ func TestTenantCredentialsHeaders(t *testing.T) {
 	if err != nil || tn.String() != "acme|eu" {
 		t.Fatalf("%v, %v", tn, err)
 	}
-	if _, err := lookupCred(ts, "Bearer t1", "acme", "us"); !errors.Is(err, ErrTenantClaim) {
+	if _, err := lookupCred(ts, "Bearer t1", "acme", "us"); !errors.Is(err, ErrClaim) {
 		t.Fatalf("a disagreeing second header: %v", err)
 	}
 	for _, bad := range [][]Credential{

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"crypto/sha256"
@@ -24,12 +24,12 @@ import (
 // token set is replaced whole on a reload (SetCredentials); a request that found a token before
 // a reload goes on with its tenant, one after it sees the new set.
 
-// Errors of Tenants.LookupCredential.
+// Errors of Table.LookupCredential.
 var (
 	// ErrCredential refuses a request without a bearer token the tokens file holds.
 	ErrCredential = errors.New("fastpath: missing or unknown bearer token (-auth.tenants-file)")
-	// ErrTenantClaim refuses a request whose tenant headers disagree with its token's tenant.
-	ErrTenantClaim = errors.New("fastpath: the tenant headers do not match the bearer token's tenant (-auth.tenants-file)")
+	// ErrClaim refuses a request whose tenant headers disagree with its token's tenant.
+	ErrClaim = errors.New("fastpath: the tenant headers do not match the bearer token's tenant (-auth.tenants-file)")
 )
 
 var (
@@ -48,13 +48,13 @@ const maxTokenBytes = 1024
 // Credential binds a bearer token to a tenant.
 type Credential struct {
 	Token  string
-	Values []string // the tenant's value of each header, in the order of Tenants.Headers
+	Values []string // the tenant's value of each header, in the order of Table.Headers
 }
 
 // credential is a Credential as the table keeps it.
 type credential struct {
 	token [sha256.Size]byte
-	key   []byte   // the tenant's TenantKey bytes
+	key   []byte   // the tenant's Key bytes
 	vals  []string // by header index
 }
 
@@ -66,7 +66,7 @@ type credentials struct {
 // ParseCredentialTenant reads the tenant part of a tokens file line: with one tenant header,
 // the value itself (which may hold any printable ASCII, spaces and '=' included); with
 // several, NAME=VALUE pairs separated by ',', where a header left out has the default value.
-func (ts *Tenants) ParseCredentialTenant(s string) ([]string, error) {
+func (ts *Table) ParseCredentialTenant(s string) ([]string, error) {
 	hs := ts.cfg.Headers
 	vals := make([]string, len(hs))
 	s = strings.TrimSpace(s)
@@ -100,7 +100,7 @@ func (ts *Tenants) ParseCredentialTenant(s string) ([]string, error) {
 			vals[i] = ts.cfg.Default
 		}
 		if !validTenantValue(vals[i]) {
-			return nil, fmt.Errorf("value %q: longer than %d bytes or not printable ASCII", vals[i], MaxTenantValue)
+			return nil, fmt.Errorf("value %q: longer than %d bytes or not printable ASCII", vals[i], MaxValue)
 		}
 	}
 	return vals, nil
@@ -110,7 +110,7 @@ func (ts *Tenants) ParseCredentialTenant(s string) ([]string, error) {
 // tokens set before: LookupCredential then knows only these. A token named twice, an empty
 // token or one longer than 1 KiB, and values that do not make a tenant are refused, and the
 // set in force stays. Safe for concurrent use.
-func (ts *Tenants) SetCredentials(creds []Credential) error {
+func (ts *Table) SetCredentials(creds []Credential) error {
 	set := &credentials{byHash: make(map[[sha256.Size]byte]*credential, len(creds))}
 	for i, c := range creds {
 		if c.Token == "" || len(c.Token) > maxTokenBytes || strings.ContainsAny(c.Token, " \t\r\n") {
@@ -119,12 +119,12 @@ func (ts *Tenants) SetCredentials(creds []Credential) error {
 		if len(c.Values) != len(ts.cfg.Headers) {
 			return fmt.Errorf("fastpath: credential %d: %d values for %d tenant headers", i+1, len(c.Values), len(ts.cfg.Headers))
 		}
-		var k TenantKey
+		var k Key
 		for _, v := range c.Values {
 			ts.AddString(&k, v)
 		}
 		if k.bad {
-			return fmt.Errorf("fastpath: credential %d: a value is longer than %d bytes or not printable ASCII", i+1, MaxTenantValue)
+			return fmt.Errorf("fastpath: credential %d: a value is longer than %d bytes or not printable ASCII", i+1, MaxValue)
 		}
 		cr := &credential{token: sha256.Sum256([]byte(c.Token)), key: append([]byte(nil), k.b[:k.n]...)}
 		for b := cr.key; len(b) > 0; b = b[1+int(b[0]):] {
@@ -143,17 +143,17 @@ func (ts *Tenants) SetCredentials(creds []Credential) error {
 // Bound reports whether requests are bound to tenants by their credentials (SetCredentials
 // was called): the intakes then look tenants up with LookupCredential. Safe for concurrent
 // use.
-func (ts *Tenants) Bound() bool { return ts.creds.Load() != nil }
+func (ts *Table) Bound() bool { return ts.creds.Load() != nil }
 
 // AddClaim appends a request's value of the next header to k as a claim for
 // LookupCredential: empty (the header is missing or empty) claims nothing. Safe for
 // concurrent use on distinct keys.
-func (ts *Tenants) AddClaim(k *TenantKey, v []byte) { addClaim(k, v) }
+func (ts *Table) AddClaim(k *Key, v []byte) { addClaim(k, v) }
 
 // AddClaimString is AddClaim for a value held in a string.
-func (ts *Tenants) AddClaimString(k *TenantKey, v string) { addClaim(k, v) }
+func (ts *Table) AddClaimString(k *Key, v string) { addClaim(k, v) }
 
-func addClaim[T string | []byte](k *TenantKey, v T) {
+func addClaim[T string | []byte](k *Key, v T) {
 	if !validTenantValue(v) || k.n+1+len(v) > len(k.b) {
 		k.bad = true
 		return
@@ -166,33 +166,33 @@ func addClaim[T string | []byte](k *TenantKey, v T) {
 // value ("Bearer <token>"), interned whatever the table's bounds. It refuses a request
 // without a known token (ErrCredential), one whose claim (AddClaim's values of the headers)
 // names another value of a header than the token's tenant has, or a bad value
-// (ErrTenantClaim), and a tenant no destination takes (ErrNoRoute), each counted in
+// (ErrClaim), and a tenant no destination takes (ErrNoRoute), each counted in
 // otlpgate_tenant_refused_requests_total. A known tenant costs a SHA-256 of the token, an
 // index lookup and no allocation. Safe for concurrent use.
-func (ts *Tenants) LookupCredential(auth []byte, claim *TenantKey) (*Tenant, error) {
+func (ts *Table) LookupCredential(auth []byte, claim *Key) (*Tenant, error) {
 	return ts.lookupCredential(credentialOf(ts.creds.Load(), auth), claim)
 }
 
 // LookupCredentialString is LookupCredential for an Authorization value held in a string.
-func (ts *Tenants) LookupCredentialString(auth string, claim *TenantKey) (*Tenant, error) {
+func (ts *Table) LookupCredentialString(auth string, claim *Key) (*Tenant, error) {
 	return ts.lookupCredential(credentialOf(ts.creds.Load(), auth), claim)
 }
 
-func (ts *Tenants) lookupCredential(cr *credential, claim *TenantKey) (*Tenant, error) {
+func (ts *Table) lookupCredential(cr *credential, claim *Key) (*Tenant, error) {
 	if cr == nil {
 		tenantRefusedCredential.Inc()
 		return nil, ErrCredential
 	}
 	if claim.bad {
 		tenantRefusedClaim.Inc()
-		return nil, ErrTenantClaim
+		return nil, ErrClaim
 	}
 	b := claim.b[:claim.n]
 	for i := 0; len(b) > 0; i++ {
 		n := int(b[0])
 		if n > 0 && (i >= len(cr.vals) || string(b[1:1+n]) != cr.vals[i]) {
 			tenantRefusedClaim.Inc()
-			return nil, ErrTenantClaim
+			return nil, ErrClaim
 		}
 		b = b[1+n:]
 	}

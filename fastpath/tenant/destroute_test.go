@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 func TestSetRoutes(t *testing.T) {
 	acmeOnly := Match{Header: "x-scope-orgid", Values: []string{"acme"}}
 	betaOnly := Match{Header: "x-scope-orgid", Values: []string{"beta"}}
-	ts := newTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: []Match{acmeOnly, betaOnly}})
+	ts := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10, Routes: []Match{acmeOnly, betaOnly}})
 	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
 	oldB := ts.RouteOf(1)
 	if !oldB.Takes(beta) || oldB.Takes(acme) {

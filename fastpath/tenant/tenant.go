@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 
 // Tenants (-intake.headers) are the values of a few named request headers, such as
 // X-Scope-OrgID, that travel with each request from the gRPC and HTTP intakes through admission
-// and the spool to the destinations. A tuple of values is interned once in a Tenants table and
+// and the spool to the destinations. A tuple of values is interned once in a Table and
 // is a *Tenant from then on: a batch holds requests of one tenant only, a destination takes the
 // batches of the tenants its match-header selects, and it sends the values of its
 // forward-headers with each batch.
@@ -29,26 +29,26 @@ import (
 // (tenantidle.go), so that a client cycling through values, or the churn of short-lived tenants
 // over days, does not fill it for good.
 
-// Limits of a tenant tuple. Values are printable ASCII (0x20-0x7e) of at most MaxTenantValue
+// Limits of a tenant tuple. Values are printable ASCII (0x20-0x7e) of at most MaxValue
 // bytes: they are forwarded as HTTP headers and gRPC metadata and become metric labels, and a
 // value that could not be all three is refused where it arrives.
 const (
-	MaxTenantHeaders = 8
-	MaxTenantValue   = 255
-	maxTenantKey     = MaxTenantHeaders * (1 + MaxTenantValue)
+	MaxHeaders   = 8
+	MaxValue     = 255
+	maxTenantKey = MaxHeaders * (1 + MaxValue)
 	// maxTenants caps -intake.max-tenants itself.
 	maxTenants = 1 << 20
 )
 
-// Errors of Tenants.Lookup, refused at the intakes. Neither is worth retrying soon: the bound
+// Errors of Table.Lookup, refused at the intakes. Neither is worth retrying soon: the bound
 // is reached until a tenant has been idle for -intake.tenant-idle (or, with 0, until the
 // process restarts), and a bad value stays bad.
 var (
-	ErrTooManyTenants = errors.New("fastpath: too many distinct tenant header values (-intake.max-tenants reached)")
-	// ErrPeerTenants refuses a new tuple from a client address that holds
+	ErrTooMany = errors.New("fastpath: too many distinct tenant header values (-intake.max-tenants reached)")
+	// ErrPeer refuses a new tuple from a client address that holds
 	// -intake.max-tenants-per-peer of the table's tenants already (tenantpeer.go).
-	ErrPeerTenants = errors.New("fastpath: this client address brought too many distinct tenant header values (-intake.max-tenants-per-peer reached)")
-	ErrTenantValue = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
+	ErrPeer  = errors.New("fastpath: this client address brought too many distinct tenant header values (-intake.max-tenants-per-peer reached)")
+	ErrValue = errors.New("fastpath: a tenant header value is longer than 255 bytes or not printable ASCII")
 	// ErrNoRoute refuses a request whose tenant no destination takes (every destination has a
 	// match-header, and none names the tenant's value).
 	ErrNoRoute = errors.New("fastpath: no destination takes this tenant's data (match-header)")
@@ -69,8 +69,8 @@ var (
 	})
 )
 
-// TenantsConfig configures the tenant table.
-type TenantsConfig struct {
+// Config configures the tenant table.
+type Config struct {
 	// Headers are the request header names whose values make up a tenant, lower case
 	// (-intake.headers, default none: tenants are off).
 	Headers []string
@@ -95,7 +95,7 @@ type TenantsConfig struct {
 	// Rate is each tenant's token bucket (-tenant.rate, -tenant.burst; default off): the gRPC
 	// and OTLP/HTTP intakes refuse a request of a tenant over it, counted in
 	// otlpgate_tenant_throttled_requests_total (tenantrate.go).
-	Rate TenantRate
+	Rate Rate
 	// MetricsTop is how many tenants get series of their own in the per-tenant counters
 	// (-tenant.metrics.top, default 20): the first this many seen since start, labelled by
 	// their values; every later one is counted under tenant="_other" (tenantmetrics.go).
@@ -107,18 +107,18 @@ type TenantsConfig struct {
 	Idle time.Duration
 }
 
-// DefaultTenantsConfig returns the defaults documented on TenantsConfig.
-func DefaultTenantsConfig() TenantsConfig {
-	return TenantsConfig{Max: 1000, MaxPerPeer: 100, MetricsTop: 20, Idle: 10 * time.Minute}
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{Max: 1000, MaxPerPeer: 100, MetricsTop: 20, Idle: 10 * time.Minute}
 }
 
 // Validate reports a configuration that cannot work.
-func (c TenantsConfig) Validate() error {
+func (c Config) Validate() error {
 	if len(c.Headers) == 0 {
 		return errors.New("fastpath: no tenant header named (-intake.headers)")
 	}
-	if len(c.Headers) > MaxTenantHeaders {
-		return fmt.Errorf("fastpath: %d tenant headers, at most %d", len(c.Headers), MaxTenantHeaders)
+	if len(c.Headers) > MaxHeaders {
+		return fmt.Errorf("fastpath: %d tenant headers, at most %d", len(c.Headers), MaxHeaders)
 	}
 	for i, h := range c.Headers {
 		if err := checkHeaderName(h); err != nil {
@@ -129,7 +129,7 @@ func (c TenantsConfig) Validate() error {
 		}
 	}
 	if !validTenantValue(c.Default) {
-		return fmt.Errorf("fastpath: -intake.headers.default %q: longer than %d bytes or not printable ASCII", c.Default, MaxTenantValue)
+		return fmt.Errorf("fastpath: -intake.headers.default %q: longer than %d bytes or not printable ASCII", c.Default, MaxValue)
 	}
 	if c.Max < 1 || c.Max > maxTenants {
 		return fmt.Errorf("fastpath: -intake.max-tenants %d outside 1..%d", c.Max, maxTenants)
@@ -177,9 +177,9 @@ func checkHeaderName(h string) error {
 }
 
 // validTenantValue reports whether v can be a tenant value: printable ASCII, at most
-// MaxTenantValue bytes.
+// MaxValue bytes.
 func validTenantValue[T string | []byte](v T) bool {
-	if len(v) > MaxTenantValue {
+	if len(v) > MaxValue {
 		return false
 	}
 	for i := range len(v) {
@@ -219,7 +219,7 @@ func ParseMatch(s string) (Match, error) {
 	for v := range strings.SplitSeq(vals, "|") {
 		v = strings.TrimSpace(v)
 		if !validTenantValue(v) {
-			return Match{}, fmt.Errorf("fastpath: match-header value %q: longer than %d bytes or not printable ASCII", v, MaxTenantValue)
+			return Match{}, fmt.Errorf("fastpath: match-header value %q: longer than %d bytes or not printable ASCII", v, MaxValue)
 		}
 		if !slices.Contains(m.Values, v) {
 			m.Values = append(m.Values, v)
@@ -245,8 +245,8 @@ func (m Match) String() string {
 // forward with it.
 type Tenant struct {
 	id     uint32
-	tab    *Tenants
-	key    string   // the TenantKey bytes: the index's key
+	tab    *Table
+	key    string   // the Key bytes: the index's key
 	values []string // by header index
 	label  string   // the values joined by '|': logs and metric labels
 	rec    []byte   // the spool's form (Record)
@@ -273,7 +273,7 @@ type Tenant struct {
 // one.
 func (t *Tenant) ID() uint32 { return t.id }
 
-// Values returns the tenant's value of each header, in the order of Tenants.Headers. The
+// Values returns the tenant's value of each header, in the order of Table.Headers. The
 // slice must not be modified.
 func (t *Tenant) Values() []string { return t.values }
 
@@ -291,12 +291,12 @@ func (t *Tenant) Value(name string) (string, bool) {
 // String returns the values joined by '|', as in logs and metric labels.
 func (t *Tenant) String() string { return t.label }
 
-// Takes reports whether destination i (in the order of the current routes: TenantsConfig.Routes,
+// Takes reports whether destination i (in the order of the current routes: Config.Routes,
 // then those of the last SetDestinationsRoutes) takes the tenant's batches.
-func (t *Tenant) Takes(i int) bool { return t.takesIn(t.tab.routes.Load(), i) }
+func (t *Tenant) Takes(i int) bool { return t.TakesIn(t.tab.routes.Load(), i) }
 
-// takesIn is Takes under the routes rt (nil: none, every destination takes every tenant).
-func (t *Tenant) takesIn(rt *routeTable, i int) bool {
+// TakesIn is Takes under the routes rt (nil: none, every destination takes every tenant).
+func (t *Tenant) TakesIn(rt *Routes, i int) bool {
 	if rt == nil {
 		return true
 	}
@@ -310,21 +310,50 @@ func (t *Tenant) Routed() bool {
 	return rt == nil || t.routesIn(rt).routed
 }
 
-// routeTable is the destinations' match-headers, in the order of their set. A set of
+// CheckRouted returns nil when some destination takes the tenant's batches (or t is nil: no
+// tenants), ErrNoRoute otherwise, counted: seal must never be handed a batch no destination
+// takes. Safe for concurrent use.
+func (t *Tenant) CheckRouted() error {
+	if t == nil || t.Routed() {
+		return nil
+	}
+	tenantRefusedNoRoute.Inc()
+	return ErrNoRoute
+}
+
+// RouteMask is the destinations that take t's requests (the first 64), every destination
+// without tenant routes. Safe for concurrent use.
+func (t *Tenant) RouteMask() uint64 {
+	if t == nil {
+		return ^uint64(0)
+	}
+	rt := t.tab.routes.Load()
+	if rt == nil {
+		return ^uint64(0)
+	}
+	return t.routesIn(rt).takes[0]
+}
+
+// CurrentRoutes returns the routes of t's table now (nil: none). Safe for concurrent use.
+func (t *Tenant) CurrentRoutes() *Routes { return t.tab.routes.Load() }
+
+// Routes is the destinations' match-headers, in the order of their set. A set of
 // destinations carries the one it was made with, so that a batch goes by the routes of the
 // destinations it is handed to whatever a reload did since.
-type routeTable struct{ ms []Match }
+type Routes struct{ ms []Match }
 
-func newRouteTable(ms []Match) *routeTable {
+// NewRoutes returns the routes of destinations with the match-headers ms, in their order;
+// nil when there is none.
+func NewRoutes(ms []Match) *Routes {
 	if len(ms) == 0 {
 		return nil
 	}
-	return &routeTable{ms: slices.Clone(ms)}
+	return &Routes{ms: slices.Clone(ms)}
 }
 
 // tenantRoutes is which destinations of rt take a tenant.
 type tenantRoutes struct {
-	rt     *routeTable
+	rt     *Routes
 	takes  []uint64 // bit i: destination i takes the tenant's batches
 	routed bool     // some destination does
 }
@@ -332,7 +361,7 @@ type tenantRoutes struct {
 // routesIn returns which destinations of rt take t: kept, so that it is worked out once per
 // tenant and set of routes (a batch of the set before a reload, still being handed out, may
 // ask once more about the previous routes).
-func (t *Tenant) routesIn(rt *routeTable) *tenantRoutes {
+func (t *Tenant) routesIn(rt *Routes) *tenantRoutes {
 	if r := t.rs.Load(); r != nil && r.rt == rt {
 		return r
 	}
@@ -346,7 +375,7 @@ func (t *Tenant) routesIn(rt *routeTable) *tenantRoutes {
 // slice must not be modified.
 func (t *Tenant) Record() []byte { return t.rec }
 
-// Tenants interns tenant tuples. Lookups of a known tuple take no lock and allocate nothing;
+// Table interns tenant tuples. Lookups of a known tuple take no lock and allocate nothing;
 // a new tuple takes the table's lock and costs the same however many the table holds
 // (tenantindex.go).
 //
@@ -357,16 +386,16 @@ func (t *Tenant) Record() []byte { return t.rec }
 //     the default tuple, which never leaves.
 //  3. a tenant in index is in mu.all and has not expired (pins without expiredBit); an expired
 //     one is in neither, and its id is in mu.free or held by a later tenant.
-type Tenants struct {
-	cfg   TenantsConfig
+type Table struct {
+	cfg   Config
 	index atomic.Pointer[tenantIndex]
 	def   *Tenant
 	clock func() int64                // nanotime; tests move it
 	swept atomic.Int64                // clock of the last sweep
 	creds atomic.Pointer[credentials] // -auth.tenants-file; nil without (tenantcreds.go)
-	// routes is the current destinations' match-headers (TenantsConfig.Routes, replaced by
+	// routes is the current destinations' match-headers (Config.Routes, replaced by
 	// SetDestinationsRoutes); nil: every destination takes every tenant.
-	routes atomic.Pointer[routeTable]
+	routes atomic.Pointer[Routes]
 	mu     struct {
 		sync.Mutex
 		all  []*Tenant
@@ -380,17 +409,17 @@ type Tenants struct {
 	}
 }
 
-// NewTenants returns a table holding the default tuple.
-func NewTenants(cfg TenantsConfig) (*Tenants, error) {
+// NewTable returns a table holding the default tuple.
+func NewTable(cfg Config) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
-	ts := &Tenants{cfg: cfg, clock: nanotime}
-	ts.routes.Store(newRouteTable(cfg.Routes))
+	ts := &Table{cfg: cfg, clock: nanotime}
+	ts.routes.Store(NewRoutes(cfg.Routes))
 	ts.mu.peers = map[netip.Addr]int{}
 	ts.index.Store(newTenantIndex(maphash.MakeSeed(), minIndexSlots))
-	var k TenantKey
+	var k Key
 	for range cfg.Headers {
 		ts.AddString(&k, "")
 	}
@@ -403,22 +432,30 @@ func NewTenants(cfg TenantsConfig) (*Tenants, error) {
 	return ts, nil
 }
 
+// Routes returns the current destinations' match-headers (nil: every destination takes every
+// tenant). Safe for concurrent use.
+func (ts *Table) Routes() *Routes { return ts.routes.Load() }
+
+// StoreRoutes makes rt the current routes: a tenant looked up or admitted from now on is checked
+// against them. The pipeline calls it as it replaces its destinations. Safe for concurrent use.
+func (ts *Table) StoreRoutes(rt *Routes) { ts.routes.Store(rt) }
+
 // Headers returns the header names, in the order their values are added to a key. The slice
 // must not be modified. Safe for concurrent use.
-func (ts *Tenants) Headers() []string { return ts.cfg.Headers }
+func (ts *Table) Headers() []string { return ts.cfg.Headers }
 
 // Config returns the configuration the table was made with. Safe for concurrent use.
-func (ts *Tenants) Config() TenantsConfig { return ts.cfg }
+func (ts *Table) Config() Config { return ts.cfg }
 
 // Default returns the tuple of default values: the tenant of a request without any of the
 // headers, and of every request of the UDS and Kafka intakes. Safe for concurrent use.
-func (ts *Tenants) Default() *Tenant { return ts.def }
+func (ts *Table) Default() *Tenant { return ts.def }
 
 // Len returns how many tuples the table holds. Safe for concurrent use.
-func (ts *Tenants) Len() int { return ts.index.Load().len() }
+func (ts *Table) Len() int { return ts.index.Load().len() }
 
 // All returns the tenants in the table, by id. Safe for concurrent use.
-func (ts *Tenants) All() []*Tenant {
+func (ts *Table) All() []*Tenant {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	all := make([]*Tenant, 0, len(ts.mu.all))
@@ -430,21 +467,21 @@ func (ts *Tenants) All() []*Tenant {
 	return all
 }
 
-// TenantKey collects one request's tenant values, in the order of Tenants.Headers, with the
+// Key collects one request's tenant values, in the order of Table.Headers, with the
 // table's Add or AddString. The zero value is empty; it is meant to live on the caller's stack.
-type TenantKey struct {
+type Key struct {
 	n   int
 	bad bool
 	b   [maxTenantKey]byte
 }
 
 // Reset empties k.
-func (k *TenantKey) Reset() { k.n, k.bad = 0, false }
+func (k *Key) Reset() { k.n, k.bad = 0, false }
 
 // Add appends a request's value of the next header to k: empty (the header is missing or
 // empty) stands for the default value. A value that is too long or not printable ASCII makes
 // Lookup refuse the key. Safe for concurrent use on distinct keys.
-func (ts *Tenants) Add(k *TenantKey, v []byte) {
+func (ts *Table) Add(k *Key, v []byte) {
 	if len(v) == 0 {
 		ts.AddString(k, ts.cfg.Default)
 		return
@@ -458,7 +495,7 @@ func (ts *Tenants) Add(k *TenantKey, v []byte) {
 }
 
 // AddString is Add for a value held in a string.
-func (ts *Tenants) AddString(k *TenantKey, v string) {
+func (ts *Table) AddString(k *Key, v string) {
 	if v == "" {
 		v = ts.cfg.Default
 	}
@@ -471,27 +508,27 @@ func (ts *Tenants) AddString(k *TenantKey, v string) {
 }
 
 // Lookup returns the tenant of k, interning it when it is new and the table has room.
-// It refuses a key with a bad value (ErrTenantValue), a new tuple past Max
-// (ErrTooManyTenants) and a tenant no destination takes (ErrNoRoute), each counted in
+// It refuses a key with a bad value (ErrValue), a new tuple past Max
+// (ErrTooMany) and a tenant no destination takes (ErrNoRoute), each counted in
 // otlpgate_tenant_refused_requests_total. A known tenant costs an index lookup and no
 // allocation. With -intake.tenant-idle, a lookup marks the tenant used, and a new tuple at the
 // bound first sweeps the idle tenants out (tenantidle.go). Safe for concurrent use.
-func (ts *Tenants) Lookup(k *TenantKey) (*Tenant, error) { return ts.LookupFrom(k, netip.Addr{}) }
+func (ts *Table) Lookup(k *Key) (*Tenant, error) { return ts.LookupFrom(k, netip.Addr{}) }
 
 // LookupFrom is Lookup for a request from the client address peer, which a new tuple is
-// charged to under MaxPerPeer: past it the tuple is refused (ErrPeerTenants). An invalid peer
+// charged to under MaxPerPeer: past it the tuple is refused (ErrPeer). An invalid peer
 // (a unix socket's client) is charged nothing. Safe for concurrent use.
-func (ts *Tenants) LookupFrom(k *TenantKey, peer netip.Addr) (*Tenant, error) {
+func (ts *Table) LookupFrom(k *Key, peer netip.Addr) (*Tenant, error) {
 	if k.bad {
 		tenantRefusedValue.Inc()
-		return nil, ErrTenantValue
+		return nil, ErrValue
 	}
 	return ts.lookupKey(k.b[:k.n], peer, false)
 }
 
 // lookupKey is LookupFrom for a key known to be good; bound interns a new tuple whatever the
 // bounds (a credential's, tenantcreds.go).
-func (ts *Tenants) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, error) {
+func (ts *Table) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, error) {
 	t := ts.index.Load().find(key)
 	ok := t != nil
 	if ts.cfg.Idle > 0 {
@@ -508,7 +545,7 @@ func (ts *Tenants) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, 
 	if !ok {
 		var err error
 		if t, err = ts.insert(key, peer, bound); err != nil {
-			if err == ErrPeerTenants {
+			if err == ErrPeer {
 				tenantRefusedPeer.Inc()
 			} else {
 				tenantRefusedMax.Inc()
@@ -525,7 +562,7 @@ func (ts *Tenants) lookupKey(key []byte, peer netip.Addr, bound bool) (*Tenant, 
 
 // insert interns key, charged to peer; past Max and MaxPerPeer only when force is set, and
 // then charged to no peer.
-func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, error) {
+func (ts *Table) insert(key []byte, peer netip.Addr, force bool) (*Tenant, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t := ts.index.Load().find(key); t != nil {
@@ -536,7 +573,7 @@ func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, err
 	}
 	peer = peerOf(peer)
 	if !ts.roomForPeerLocked(peer) {
-		return nil, ErrPeerTenants
+		return nil, ErrPeer
 	}
 	if ts.index.Load().len() >= ts.cfg.Max && !force {
 		n := 0
@@ -544,7 +581,7 @@ func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, err
 			n = ts.markIdleLocked(ts.clock())
 		}
 		if n == 0 {
-			return nil, ErrTooManyTenants
+			return nil, ErrTooMany
 		}
 		ts.dropExpiredLocked(n)
 	}
@@ -582,7 +619,7 @@ func (ts *Tenants) insert(key []byte, peer netip.Addr, force bool) (*Tenant, err
 
 // route works out which destinations of rt take t: those whose Match names its value or takes
 // every value, and, when none of those with named values does, those without a Match.
-func (t *Tenant) route(rt *routeTable) *tenantRoutes {
+func (t *Tenant) route(rt *Routes) *tenantRoutes {
 	rs := rt.ms
 	r := &tenantRoutes{rt: rt, takes: make([]uint64, (len(rs)+63)/64)}
 	set := func(i int) { r.takes[i/64] |= 1 << (i % 64); r.routed = true }
@@ -633,14 +670,14 @@ var errTenantRecord = errors.New("fastpath: malformed tenant record")
 // refused for the table's bound (their requests were admitted already), nor for want of a
 // route: the caller decides what a destination does with a tenant it does not take. A known
 // tenant costs no allocation. Safe for concurrent use.
-func (ts *Tenants) FromRecord(rec []byte) (*Tenant, error) {
+func (ts *Table) FromRecord(rec []byte) (*Tenant, error) {
 	if len(rec) == 0 {
 		return ts.def, nil
 	}
 	if rec[0] != tenantRecordVersion || len(rec) < 2 {
 		return nil, errTenantRecord
 	}
-	var k TenantKey
+	var k Key
 	for _, h := range ts.cfg.Headers {
 		v, ok, err := recordValue(rec[2:], int(rec[1]), h)
 		if err != nil {

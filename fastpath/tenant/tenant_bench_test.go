@@ -1,11 +1,9 @@
-package fastpath
+package tenant
 
 import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/otlpgate/otlpgate/internal/otlpgen"
 )
 
 // BenchmarkTenantLookup is what -intake.headers adds to a request of a known tenant before
@@ -15,17 +13,17 @@ func BenchmarkTenantLookup(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		headers []string
-		rate    TenantRate
+		rate    Rate
 	}{
-		{"one-header", []string{"x-scope-orgid"}, TenantRate{}},
-		{"two-headers", []string{"x-scope-orgid", "x-region"}, TenantRate{}},
-		{"one-header+rate", []string{"x-scope-orgid"}, TenantRate{PerSecond: 1 << 40, Burst: 1 << 40}},
+		{"one-header", []string{"x-scope-orgid"}, Rate{}},
+		{"two-headers", []string{"x-scope-orgid", "x-region"}, Rate{}},
+		{"one-header+rate", []string{"x-scope-orgid"}, Rate{PerSecond: 1 << 40, Burst: 1 << 40}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ts, _ := NewTenants(TenantsConfig{Headers: c.headers, Max: 1000, Rate: c.rate})
+			ts, _ := NewTable(Config{Headers: c.headers, Max: 1000, Rate: c.rate})
 			vals := [][]byte{[]byte("tenant-0042"), []byte("eu-west-1")}
 			for i := range 100 { // a table of a hundred tenants
-				var k TenantKey
+				var k Key
 				for j := range c.headers {
 					ts.Add(&k, fmt.Appendf(nil, "%s-%d", vals[j], i))
 				}
@@ -33,7 +31,7 @@ func BenchmarkTenantLookup(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				var k TenantKey
+				var k Key
 				for j := range c.headers {
 					ts.Add(&k, vals[j])
 				}
@@ -47,52 +45,14 @@ func BenchmarkTenantLookup(b *testing.B) {
 	}
 }
 
-// BenchmarkPipelineAdmitTenants is BenchmarkPipelineAdmit's small v1 case with -intake.headers:
-// without tenants, one tenant, and requests of 16 tenants in turns (one open batch each).
-func BenchmarkPipelineAdmitTenants(b *testing.B) {
-	body, _ := otlpgen.New(1).Spans(otlpgen.Small).MarshalVT()
-	for _, n := range []int{0, 1, 16} {
-		b.Run(fmt.Sprintf("tenants=%d", n), func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.BatchMaxBytes = 4 << 20
-			var tenants []*Tenant
-			if n > 0 {
-				ts, _ := NewTenants(TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 1000})
-				cfg.Tenants = ts
-				for i := range n {
-					var k TenantKey
-					ts.AddString(&k, fmt.Sprint("t", i))
-					t, _ := ts.Lookup(&k)
-					tenants = append(tenants, t)
-				}
-			}
-			p, _ := New(cfg, []Destination{sink{}, sink{}})
-			defer p.Close()
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				var t *Tenant
-				if n > 0 {
-					t = tenants[i%n]
-					i++
-				}
-				if _, err := p.AdmitTenant(Origin{Tenant: t}, Traces, body, otlpgen.Small.Spans, LayoutV1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkTenantInsert is the cost of a new tenant in a table that already holds `table`
 // tenants: each op interns a tuple never seen before (the table grows by b.N from there).
 // Reported per new tenant; it should not grow with the table.
 func BenchmarkTenantInsert(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("table=%d", n), func(b *testing.B) {
-			ts, _ := NewTenants(TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: maxTenants})
-			var k TenantKey
+			ts, _ := NewTable(Config{Headers: []string{"x-scope-orgid"}, Max: maxTenants})
+			var k Key
 			for i := range n - 1 {
 				k.Reset()
 				ts.Add(&k, fmt.Appendf(nil, "warm-%07d", i))
@@ -130,9 +90,9 @@ func BenchmarkTenantInsert(b *testing.B) {
 // busy tenants (-intake.tenant-idle on): refused, without walking the table each time.
 func BenchmarkTenantRefusedFull(b *testing.B) {
 	const n = 20000
-	ts, _ := NewTenants(TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: n, Idle: time.Hour})
+	ts, _ := NewTable(Config{Headers: []string{"x-scope-orgid"}, Max: n, Idle: time.Hour})
 	for i := range n - 1 {
-		var k TenantKey
+		var k Key
 		ts.Add(&k, fmt.Appendf(nil, "busy-%06d", i))
 		if _, err := ts.Lookup(&k); err != nil {
 			b.Fatal(err)
@@ -144,9 +104,9 @@ func BenchmarkTenantRefusedFull(b *testing.B) {
 	for b.Loop() {
 		copy(v[4:], fmt.Appendf(v[:4], "%06d", i%1000000)[4:])
 		i++
-		var k TenantKey
+		var k Key
 		ts.Add(&k, v)
-		if _, err := ts.Lookup(&k); err != ErrTooManyTenants {
+		if _, err := ts.Lookup(&k); err != ErrTooMany {
 			b.Fatal(err)
 		}
 	}

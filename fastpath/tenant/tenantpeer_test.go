@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func lookupFrom(ts *Tenants, peer netip.Addr, vals ...string) (*Tenant, error) {
-	var k TenantKey
+func lookupFrom(ts *Table, peer netip.Addr, vals ...string) (*Tenant, error) {
+	var k Key
 	for _, v := range vals {
 		ts.AddString(&k, v)
 	}
@@ -22,7 +22,7 @@ func lookupFrom(ts *Tenants, peer netip.Addr, vals ...string) (*Tenant, error) {
 // another, whose first request is served; the sprayer's refusals are counted, and it is still
 // served with the values it already holds and with values others brought.
 func TestTenantsPerPeerSpray(t *testing.T) {
-	cfg := DefaultTenantsConfig()
+	cfg := DefaultConfig()
 	cfg.Headers = []string{"x-scope-orgid"}
 	ts := newTenants(t, cfg)
 	sprayer, newcomer := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
@@ -33,8 +33,8 @@ func TestTenantsPerPeerSpray(t *testing.T) {
 		switch {
 		case err == nil:
 			served++
-		case !errors.Is(err, ErrPeerTenants):
-			t.Fatalf("spray %d: %v, want ErrPeerTenants", i, err)
+		case !errors.Is(err, ErrPeer):
+			t.Fatalf("spray %d: %v, want ErrPeer", i, err)
 		}
 	}
 	if served != cfg.MaxPerPeer || ts.PeerTenants(sprayer) != cfg.MaxPerPeer {
@@ -63,7 +63,7 @@ func TestTenantsPerPeerSpray(t *testing.T) {
 // its IPv4 one, and a client without an address (a unix socket) is not bounded; the bound
 // counts only what is in the table, so a peer's idle tenants leaving give it room again.
 func TestTenantsPerPeerAddresses(t *testing.T) {
-	ts, clock := idleTenants(t, TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
+	ts, clock := idleTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 100, MaxPerPeer: 2})
 	f := func(peer string, val string, want error) {
 		t.Helper()
 		var p netip.Addr
@@ -76,11 +76,11 @@ func TestTenantsPerPeerAddresses(t *testing.T) {
 	}
 	f("2001:db8::1", "v6-a", nil)
 	f("2001:db8::2:3", "v6-b", nil)
-	f("2001:db8::ffff", "v6-c", ErrPeerTenants) // the same /64
-	f("2001:db8:0:1::1", "v6-c", nil)           // the next /64
+	f("2001:db8::ffff", "v6-c", ErrPeer) // the same /64
+	f("2001:db8:0:1::1", "v6-c", nil)    // the next /64
 	f("192.0.2.1", "v4-a", nil)
 	f("::ffff:192.0.2.1", "v4-b", nil)
-	f("192.0.2.1", "v4-c", ErrPeerTenants)
+	f("192.0.2.1", "v4-c", ErrPeer)
 	for i := range 10 {
 		f("", fmt.Sprint("local-", i), nil)
 		f("0.0.0.0", fmt.Sprint("any-", i), nil)
@@ -92,11 +92,11 @@ func TestTenantsPerPeerAddresses(t *testing.T) {
 	}
 	// A value the peer brought that left comes back charged again.
 	f("192.0.2.1", "v4-a", nil)
-	f("192.0.2.1", "v4-b", ErrPeerTenants)
+	f("192.0.2.1", "v4-b", ErrPeer)
 }
 
 func TestTenantsConfigValidatePerPeer(t *testing.T) {
-	c := TenantsConfig{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: -1}
+	c := Config{Headers: []string{"x-scope-orgid"}, Max: 10, MaxPerPeer: -1}
 	if err := c.Validate(); err == nil {
 		t.Fatal("a negative -intake.max-tenants-per-peer validated")
 	}

@@ -1,4 +1,4 @@
-package fastpath
+package tenant
 
 import (
 	"sync/atomic"
@@ -13,7 +13,7 @@ import (
 // "_other", so every series only ever grows, as a counter must (a set chosen by volume at each
 // scrape would take a tenant's count out of "_other" when it rose, which reads as a reset). The
 // counters are atomics on each Tenant, read at scrape time: the hot path formats no label.
-// The process has one table; the last one made (NewTenants) owns the series.
+// The process has one table; the last one made (NewTable) owns the series.
 //
 // A labelled series belongs to its tuple of values for the life of the process: when its
 // tenant leaves the table (-intake.tenant-idle), the series keeps the tenant's counts, and the
@@ -32,18 +32,24 @@ var (
 	tenantThrottledDesc = prometheus.NewDesc("otlpgate_tenant_throttled_requests_total",
 		"Requests refused because their tenant was over -tenant.rate (429 + Retry-After, RESOURCE_EXHAUSTED + RetryInfo, FailedRetryable), by tenant (the first -tenant.metrics.top tenants seen, the others summed as _other).",
 		[]string{"tenant"}, nil)
-	metricsTable atomic.Pointer[Tenants]
+	metricsTable atomic.Pointer[Table]
 )
 
 func init() { prometheus.MustRegister(tenantCollector{}) }
 
-// countAdmitted counts an admitted request of t (nil: no tenants).
-func (t *Tenant) countAdmitted(items, bytes int) {
+// CountAdmitted counts an admitted request of t (nil: no tenants). Safe for concurrent use.
+func (t *Tenant) CountAdmitted(items, bytes int) {
 	if t == nil {
 		return
 	}
 	t.admittedItems.Add(int64(items))
 	t.admittedBytes.Add(int64(bytes))
+}
+
+// Admitted returns the items and bytes of the tenant's admitted requests. Safe for concurrent
+// use.
+func (t *Tenant) Admitted() (items, bytes int64) {
+	return t.admittedItems.Load(), t.admittedBytes.Load()
 }
 
 // Throttled returns how many requests of the tenant were refused for its rate. Safe for
@@ -86,7 +92,7 @@ func (t *Tenant) counts() [3]float64 {
 // while fewer than -tenant.metrics.top are assigned, or none ("_other"). Two tuples whose
 // values hold '|' may join to one label, and a tenant may be named like the fold: those go to
 // "_other" too, so that no series is emitted twice.
-func (ts *Tenants) assignSeriesLocked(t *Tenant) {
+func (ts *Table) assignSeriesLocked(t *Tenant) {
 	s := &ts.mu.seriesLocked
 	label := t.label
 	if label == "" {
@@ -111,7 +117,7 @@ func (ts *Tenants) assignSeriesLocked(t *Tenant) {
 }
 
 // foldSeriesLocked keeps the counts of t, which left the table, in its series.
-func (ts *Tenants) foldSeriesLocked(t *Tenant) {
+func (ts *Table) foldSeriesLocked(t *Tenant) {
 	s := &ts.mu.seriesLocked
 	sum := &s.other
 	if t.series >= 0 {
