@@ -4,10 +4,14 @@ package kafka
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 func TestHandleAllocs(t *testing.T) {
@@ -99,31 +103,50 @@ func TestHandleAllocs(t *testing.T) {
 }
 
 // TestPushCaptureAllocs proves that every real push, accepted, goes through decompression, the
-// full-depth scan, filtering, labelling and the hand-over without allocating.
+// full-depth scan, filtering, labelling and the hand-over without allocating, also to a
+// consumer told the connection's address (-resource.from-peer).
 func TestPushCaptureAllocs(t *testing.T) {
 	for _, file := range captureFiles(t) {
 		pc := loadCapture(t, file)
-		t.Run(pc.name, func(t *testing.T) {
-			c, clk, req, interval := captureConn(t, pc)
-			before := counterValue(t, exportedPushes)
-			run := func() {
-				clk.Advance(interval)
-				resp := mustHandle(t, c, req)
-				var r kmsg.PushTelemetryResponse
-				if err := r.ReadFrom(resp[9:]); err != nil || r.ErrorCode != errNone {
-					t.Fatalf("push answered %d (%v)", r.ErrorCode, err)
-				}
+		for _, from := range []bool{false, true} {
+			name := pc.name
+			if from {
+				name += "/from-peer"
 			}
-			run()
-			allocs := testing.AllocsPerRun(100, run)
-			if allocs != 0 {
-				t.Fatalf("%v allocations per accepted push, want 0", allocs)
-			}
-			// The warm-up and 100 measured runs, plus the one AllocsPerRun adds.
-			if got := counterValue(t, exportedPushes) - before; got != 102 {
-				t.Fatalf("%v pushes exported, want 102", got)
-			}
-		})
+			t.Run(name, func(t *testing.T) { testPushCaptureAllocs(t, pc, from) })
+		}
+	}
+}
+
+// discardFrom takes what it is given with its origin, keeping nothing.
+type discardFrom struct{ testkit.Discard }
+
+func (d *discardFrom) ConsumeFrom(_ fastpath.Origin, sig fastpath.Signal, body []byte, items int) error {
+	return d.Consume(sig, body, items)
+}
+
+func testPushCaptureAllocs(t *testing.T, pc *parsedCapture, from bool) {
+	c, clk, req, interval := captureConn(t, pc)
+	if from {
+		c.next = &fromConsumer{&discardFrom{}, fastpath.Origin{Peer: netip.MustParseAddr("192.0.2.7")}}
+	}
+	before := counterValue(t, exportedPushes)
+	run := func() {
+		clk.Advance(interval)
+		resp := mustHandle(t, c, req)
+		var r kmsg.PushTelemetryResponse
+		if err := r.ReadFrom(resp[9:]); err != nil || r.ErrorCode != errNone {
+			t.Fatalf("push answered %d (%v)", r.ErrorCode, err)
+		}
+	}
+	run()
+	allocs := testing.AllocsPerRun(100, run)
+	if allocs != 0 {
+		t.Fatalf("%v allocations per accepted push, want 0", allocs)
+	}
+	// The warm-up and 100 measured runs, plus the one AllocsPerRun adds.
+	if got := counterValue(t, exportedPushes) - before; got != 102 {
+		t.Fatalf("%v pushes exported, want 102", got)
 	}
 }
 
