@@ -3,8 +3,11 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -72,5 +75,23 @@ func TestOSFSKeepsAnExistingDirectory(t *testing.T) {
 	}
 	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o755 {
 		t.Fatalf("existing directory changed to %04o", st.Mode().Perm())
+	}
+}
+
+// One process at a time has a spool directory: a second Open of it is refused with ErrLocked
+// while the first is open, and succeeds once it is closed.
+func TestOSFSOneSpoolPerDir(t *testing.T) {
+	cfg := testConfig(SyncAlways)
+	cfg.Dir = filepath.Join(t.TempDir(), "spool")
+	s := mustOpen(t, cfg, OSFS{}, "a")
+	if _, err := Open(cfg, OSFS{}, []string{"a"}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "process "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second open of a spool in use: %v, want ErrLocked naming process %d", err, os.Getpid())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := mustOpen(t, cfg, OSFS{}, "a")
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

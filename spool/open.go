@@ -57,7 +57,15 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 	if err := fs.MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("cannot create spool dir %s: %w", cfg.Dir, err)
 	}
+	if l, ok := fs.(Locker); ok {
+		unlock, err := l.Lock(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.unlock = unlock
+	}
 	if err := s.recover(destinations); err != nil {
+		s.release()
 		return nil, err
 	}
 	if cfg.Sync == SyncAlways {

@@ -94,6 +94,9 @@ var (
 type Spool struct {
 	cfg Config
 	fs  FS
+	// unlock gives back the directory's lock (Locker); nil without one. Set by Open, taken
+	// by Close.
+	unlock func() error
 
 	mu struct {
 		sync.Mutex
@@ -477,7 +480,20 @@ func (s *Spool) Close() error {
 		r.close()
 	}
 	pool.PutBytes(s.wbuf)
+	if uerr := s.release(); err == nil {
+		err = uerr
+	}
 	return err
+}
+
+// release gives back the directory's lock (Locker), once.
+func (s *Spool) release() error {
+	unlock := s.unlock
+	s.unlock = nil
+	if unlock == nil {
+		return nil
+	}
+	return unlock()
 }
 
 // AddReader returns the reader of destination, adding one when the spool has none: a
