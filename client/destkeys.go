@@ -33,6 +33,9 @@ type DestKey struct {
 	Section string
 	// Repeatable keys may be given more than once; any other key given twice is refused.
 	Repeatable bool
+	// Sep separates the items of a key whose value is a list (endpoints=a|b: "|"), "" for
+	// any other key: a list written otherwise (a config file's) is joined with it.
+	Sep string
 
 	read setter
 }
@@ -40,6 +43,7 @@ type DestKey struct {
 // setter reads one key's value into a Config.
 type setter struct {
 	takes string                          // the form of the value, for the reference
+	sep   string                          // DestKey.Sep
 	set   func(c *Config, v string) error // reads v into c
 	// more reads an item after the key's that holds no '=': its value is a list that goes on
 	// past the comma that separates items (signals=traces,logs). nil: the key takes none.
@@ -148,7 +152,7 @@ var destKeys = []DestKey{
 		Help: "a header whose value is the file's content, trimmed (an API key, `Basic ...`, a vendor token), read again at each reload"},
 	{Name: "bearer-token-file", Default: "none", read: text("FILE", func(c *Config) *string { return &c.BearerTokenFile }),
 		Help: "`authorization: Bearer` with the token in this file, read again at each reload"},
-	{Name: "signals", Default: "every signal", read: setter{takes: "`traces,metrics,logs`", set: func(c *Config, v string) (err error) {
+	{Name: "signals", Default: "every signal", read: setter{takes: "`traces,metrics,logs`", sep: ",", set: func(c *Config, v string) (err error) {
 		c.Signals, err = fastpath.ParseSignals(v)
 		return err
 	}, more: func(c *Config, v string) error {
@@ -193,6 +197,7 @@ func DestKeys() []DestKey {
 		if out[i].Takes == "" {
 			out[i].Takes = out[i].read.takes
 		}
+		out[i].Sep = out[i].read.sep
 	}
 	return out
 }
@@ -328,7 +333,7 @@ func boolean(field func(*Config) *bool) setter {
 // list reads items separated by '|', trimmed, each through norm when set; empty ones are
 // left out. The value replaces the base's list.
 func list(takes string, norm func(string) string, field func(*Config) *[]string) setter {
-	return setter{takes: takes, set: func(c *Config, v string) error {
+	return setter{takes: takes, sep: "|", set: func(c *Config, v string) error {
 		var out []string
 		for s := range strings.SplitSeq(v, "|") {
 			if s = strings.TrimSpace(s); norm != nil {

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 )
@@ -52,8 +53,17 @@ var commandLineOnly = map[string]string{
 	"version": "-version is given on the command line",
 }
 
-// destListSep joins a -dest key's list written as a YAML list into the -dest syntax.
-var destListSep = map[string]string{"signals": ",", "forward-headers": "|", "endpoints": "|"}
+// destListSep joins a -dest key's list written as a YAML list into the -dest syntax: by the
+// separator client's table of keys gives each key whose value is a list.
+var destListSep = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range client.DestKeys() {
+		if k.Sep != "" {
+			m[k.Name] = k.Sep
+		}
+	}
+	return m
+}()
 
 // parseConfigFile reads body, the config file name, into the settings of the flags of fs, in
 // the order the file gives them. Every error names the file, the line and the key, never a
