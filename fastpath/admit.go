@@ -152,7 +152,7 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig Signal, req []byte, items
 		return Prepared{}, ErrTooLarge
 	}
 	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
-	proc := cfg.Processor
+	proc := cfg.processor()
 	if proc == nil {
 		if err := r.routes(cfg, budget); err != nil {
 			return Prepared{}, err

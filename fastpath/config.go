@@ -76,6 +76,9 @@ type Config struct {
 	// (-resource.set, -resource.delete, -drop, -sample.traces). A request it leaves empty is
 	// answered as admitted and admits nothing. nil runs no step.
 	Processor Processor
+	// Steps, when set, takes Processor's place: it holds the Processor in force, which a
+	// reload replaces while requests flow (Steps.Set).
+	Steps *Steps
 	// Tenants, when set, is the tenant table of -intake.headers: a batch holds requests of one
 	// tenant, and goes only to the destinations that take it (its Routes, numbered as the
 	// destinations New is given). Requests admitted without a tenant (Consume, Admit) are the

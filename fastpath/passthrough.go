@@ -189,7 +189,7 @@ func passesTo(cfg *Config, dest Encoding, sig Signal, plain []byte, enc Encoding
 	switch {
 	case !cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= NumSignals:
 		return FallbackOff, false
-	case cfg.Processor != nil:
+	case cfg.processor() != nil:
 		return FallbackProcessor, false
 	case cfg.Router != nil:
 		return FallbackRoutes, false

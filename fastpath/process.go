@@ -3,6 +3,7 @@ package fastpath
 import (
 	"encoding/binary"
 	"net/netip"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -30,6 +31,40 @@ type Processor interface {
 	// Slack is the most bytes the steps may add to an entry of n bytes of signal sig (a
 	// sampler that writes each kept span's trace_state adds in proportion to the entry).
 	Slack(sig, n int) int
+}
+
+// Steps holds the Processor in force (Config.Steps), which a reload of the processing flags
+// replaces while requests flow: each request runs through the one in force when it is prepared,
+// every entry of it, and commits its tally to that one, so that no request mixes two sets of
+// steps nor counts one's tally as the other's. Safe for concurrent use.
+type Steps struct{ p atomic.Pointer[stepsOf] }
+
+type stepsOf struct{ Processor }
+
+// NewSteps returns Steps holding p (nil: no step).
+func NewSteps(p Processor) *Steps {
+	s := &Steps{}
+	s.Set(p)
+	return s
+}
+
+// Set makes p the Processor in force (nil: no step) for the requests prepared from now on.
+func (s *Steps) Set(p Processor) { s.p.Store(&stepsOf{p}) }
+
+// Load returns the Processor in force, nil for none.
+func (s *Steps) Load() Processor {
+	if h := s.p.Load(); h != nil {
+		return h.Processor
+	}
+	return nil
+}
+
+// processor returns the Processor in force under c: Steps's, else Processor.
+func (c *Config) processor() Processor {
+	if c.Steps != nil {
+		return c.Steps.Load()
+	}
+	return c.Processor
 }
 
 // Tally is what a Processor did to a request: slot 0 the items removed, the rest its own.

@@ -301,3 +301,62 @@ func TestProcessorOutputCharged(t *testing.T) {
 		}
 	})
 }
+
+// Steps replace the processing while requests flow: a request runs through the steps in force
+// when it is admitted, and none after Set(nil), when a compressed request may pass through
+// again as it does without steps.
+func TestStepsReplaced(t *testing.T) {
+	cfg := testConfig()
+	cfg.Steps = NewSteps(testChain(t))
+	cfg.Processor = testChain(t) // ignored: Steps take its place
+	r := &recorder{name: "r", ok: true}
+	p := newTestPipeline(t, cfg, r)
+	node := func() []string {
+		t.Helper()
+		p.Flush()
+		var out []string
+		for _, b := range r.batches() {
+			td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(b.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range td.ResourceSpans().Len() {
+				v, ok := td.ResourceSpans().At(i).Resource().Attributes().Get("k8s.node.name")
+				if !ok {
+					out = append(out, "")
+					continue
+				}
+				out = append(out, v.AsString())
+			}
+		}
+		return out
+	}
+	if _, err := p.Admit(Traces, twoResources(t, 1, 1), 2, LayoutV1); err != nil {
+		t.Fatal(err)
+	}
+	other, err := process.New(process.Config{Set: []process.Attr{{Key: "k8s.node.name", Value: "node-8"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps.Set(other)
+	if _, err := p.Admit(Traces, twoResources(t, 1, 1), 2, LayoutV1); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps.Set(nil)
+	if _, err := p.Admit(Traces, twoResources(t, 1, 1), 2, LayoutV1); err != nil {
+		t.Fatal(err)
+	}
+	// The first request lost its dev resource to the first chain's drop; the second kept it.
+	if got, want := node(), []string{"node-7", "node-8", "node-8", "", ""}; !slices.Equal(got, want) {
+		t.Errorf("k8s.node.name of the resources: %q, want %q", got, want)
+	}
+	pt := cfg
+	pt.PassThrough = true
+	if f, ok := passesTo(&pt, EncodingGzip, Traces, twoResources(t, 0, 1), EncodingGzip); !ok {
+		t.Errorf("no steps in force: a compressed request falls back (%v)", f)
+	}
+	cfg.Steps.Set(other)
+	if f, ok := passesTo(&pt, EncodingGzip, Traces, twoResources(t, 0, 1), EncodingGzip); ok || f != FallbackProcessor {
+		t.Errorf("steps in force: %v %v, want FallbackProcessor", f, ok)
+	}
+}

@@ -374,9 +374,21 @@ func loadConfig(args []string, getenv func(string) (string, bool), out io.Writer
 	return pc, nil
 }
 
-// reloadable are the config file's keys a reload applies while otlpgate runs; a change of any
-// other takes a restart, and the reload says so, naming it.
-var reloadable = map[string]bool{"dest": true}
+// The config file's keys a reload applies while otlpgate runs, by what applies them; a change
+// of any other key takes a restart, and the reload says so, naming it. A flag added to the
+// processing steps (finishProcessConfig) belongs in processKeys.
+var (
+	processKeys = []string{"resource.set", "resource.delete", "resource.from-peer", "resource.from-peer.action", "drop",
+		"sample.traces", "sample.mode", "sample.hash-seed", "sample.precision", "sample.logs"}
+	rateKeys   = []string{"tenant.rate", "tenant.burst"}
+	reloadable = map[string]bool{"dest": true}
+)
+
+func init() {
+	for _, k := range slices.Concat(processKeys, rateKeys) {
+		reloadable[k] = true
+	}
+}
 
 // changedKeys returns the keys whose settings differ between the config files old and next,
 // in order, those set in one only included.

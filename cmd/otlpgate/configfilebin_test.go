@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -247,5 +251,93 @@ func TestBinaryConfigFileChangePolled(t *testing.T) {
 	gotB, _ := b.spans()
 	if !sameSpans(gotA, once(first)) || !sameSpans(gotB, once(second)) {
 		t.Errorf("a got %d spans, b %d: want the 3 before the change at a, the 3 after at b, once each", len(gotA), len(gotB))
+	}
+}
+
+// postTenantSpans sends one OTLP/HTTP request of n spans of tenant (x-scope-orgid) to addr and
+// returns the status it was answered with.
+func postTenantSpans(t *testing.T, addr, tenant string, n int, seed byte) int {
+	t.Helper()
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for i := range n {
+		sp := ss.AppendEmpty()
+		sp.SetName(tenant)
+		sp.SetTraceID(pcommon.TraceID{seed, 1})
+		sp.SetSpanID(pcommon.SpanID{seed, byte(i), 1})
+	}
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/traces", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Scope-OrgID", tenant)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// SIGHUP applies a config file's new processing steps and tenant rate while otlpgate runs: a
+// tenant that spent its burst at 1 item/s is served again at once under the new rate, and
+// the spans after the reload carry the new resource attribute, those before the old one.
+func TestBinaryConfigFileReloadsStepsAndRate(t *testing.T) {
+	bin := buildBinary(t)
+	up := startUpstream(t)
+	path := filepath.Join(t.TempDir(), "otlpgate.yaml")
+	config := func(stage, rate, burst string) string {
+		return "batch.max-age: 10ms\nintake.headers: x-scope-orgid\ntenant:\n  rate: " + rate + "\n  burst: " + burst +
+			"\nresource.set: [stage=" + stage + "]\ndest:\n  - name=up,endpoint=" + up.Addr() + "\n"
+	}
+	writeConfig(t, path, config("one", "1items/s", "100items"))
+	g := startGateway(t, bin, "-config", path, "-config.poll-interval", "0")
+	waitReady(t, g)
+	if code := postTenantSpans(t, g.http, "acme", 100, 1); code != http.StatusOK {
+		t.Fatalf("within the burst: %d", code)
+	}
+	// The bucket is empty: 100 more items take 100s at 1 item/s.
+	if code := postTenantSpans(t, g.http, "acme", 100, 2); code != http.StatusTooManyRequests {
+		t.Fatalf("past the burst: %d, want 429", code)
+	}
+	testkit.WaitFor(t, "100 spans", func() bool { n, _, _ := spans(up); return n == 100 })
+
+	writeConfig(t, path, config("two", "1000000items/s", "1000000items"))
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the reload", func() bool { return strings.Contains(g.stderr.String(), "config file reloaded") })
+	for i := range 3 {
+		if code := postTenantSpans(t, g.http, "acme", 100, byte(3+i)); code != http.StatusOK {
+			t.Fatalf("under the new rate: %d", code)
+		}
+	}
+	testkit.WaitFor(t, "400 spans", func() bool { n, _, _ := spans(up); return n == 400 })
+	g.terminate(t)
+
+	stages := map[string]int{}
+	_, _, resources := spans(up)
+	for _, r := range resources {
+		stages[fmt.Sprint(r["stage"])]++
+	}
+	n, _, _ := spans(up)
+	if n != 400 || stages["one"] == 0 || stages["two"] == 0 || stages["one"]+stages["two"] != len(resources) {
+		t.Errorf("%d spans, resources by stage %v: want 400, the first request's at stage one, the rest at two", n, stages)
+	}
+	// Span ids say which request a resource came from: seed 1 before the reload, 3 to 5 after.
+	for _, td := range up.Traces() {
+		for i := range td.ResourceSpans().Len() {
+			rs := td.ResourceSpans().At(i)
+			stage, _ := rs.Resource().Attributes().Get("stage")
+			seed := rs.ScopeSpans().At(0).Spans().At(0).SpanID()[0]
+			if want := map[bool]string{true: "one", false: "two"}[seed == 1]; stage.Str() != want {
+				t.Errorf("a span of request %d has stage %q, want %q", seed, stage.Str(), want)
+			}
+		}
+	}
+	want := "applied=\"[resource.set tenant.burst tenant.rate]\" refused=[] need_restart=[]"
+	if l := g.stderr.String(); !strings.Contains(l, want) {
+		t.Errorf("the reload line lacks %s:\n%s", want, l)
 	}
 }

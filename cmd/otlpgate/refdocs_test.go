@@ -154,9 +154,12 @@ unknown key, a key given twice, a list where one value is taken and a value the 
 stop the start, and ` + "`-check`" + `, with exit status 2 and a message naming the file, the line and the key.
 
 On SIGHUP, and when a change is seen by reading the file every ` + "`-config.poll-interval`" + `, the file is
-read again: a changed ` + "`dest`" + ` list is applied while otlpgate runs, as ` + "`-dest.file`" + ` is (new destinations
-start, removed ones drain, changed ones are replaced, unchanged ones keep running), and the files
-the configuration names are read again as on SIGHUP without a config file. A changed key that
+read again, and what changed is applied while otlpgate runs: a changed ` + "`dest`" + ` list as ` + "`-dest.file`" + ` is
+(new destinations start, removed ones drain, changed ones are replaced, unchanged ones keep
+running); the processing steps (` + "`resource.*`, `drop`, `sample.*`" + `), each request running through the old
+steps or the new ones, whole; the tenants' rate (` + "`tenant.rate`, `tenant.burst`" + `, with ` + "`intake.headers`" + ` given at the
+start), each tenant's bucket filling at the new rate from then on. The files the configuration
+names are read again as on SIGHUP without a config file. A changed key that
 takes a restart is logged by name (` + "`config file: a changed key is not applied: it takes a restart`" + `) and
 not applied. An invalid file is logged (` + "`cannot reload the config file`" + `), counted in
 ` + "`otlpgate_config_reload_failures_total`" + `, and keeps the running configuration.

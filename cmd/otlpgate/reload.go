@@ -20,7 +20,8 @@ type configSource struct {
 
 // reload reads the command line and the config file again and applies what can change while
 // otlpgate runs: the destinations (dest), through the gateway's reload, which SIGHUP also
-// does without a config file. A file that cannot be read or holds an invalid configuration
+// does without a config file; the processing steps (processKeys) and the tenants' rate
+// (rateKeys), when one of their keys changed. A file that cannot be read or holds an invalid configuration
 // changes nothing: logged and counted in otlpgate_config_reload_failures_total. Every other key
 // whose value changed is logged by name, not applied: it takes a restart. why is reload
 // (SIGHUP) or changed (the file changed, seen by polling it); a change that leaves every
@@ -58,22 +59,36 @@ func (src *configSource) reload(g *gw.Gateway, log *slog.Logger, why string) {
 			log.Warn("config file: a changed key is not applied: it takes a restart", "file", src.path, "key", k)
 		}
 	}
-	applied, _ := g.ReloadWith(pc.cfg.gw.Dests) // each failure is logged by the gateway
+	refusedKeys := map[string]bool{}
+	if applied, _ := g.ReloadWith(pc.cfg.gw.Dests); !applied { // each failure is logged by the gateway
+		refusedKeys["dest"] = true
+	}
+	if slices.ContainsFunc(changed, func(k string) bool { return slices.Contains(processKeys, k) }) {
+		g.SetProcessor(pc.cfg.gw.Pipeline.Processor)
+	}
+	if slices.ContainsFunc(changed, func(k string) bool { return slices.Contains(rateKeys, k) }) {
+		if err := g.SetTenantRate(pc.cfg.gw.Tenants.Rate); err != nil {
+			log.Error("cannot apply the tenant rate; the running one stays", "file", src.path, "err", err)
+			for _, k := range rateKeys {
+				refusedKeys[k] = true
+			}
+		}
+	}
 	var done, refused []string
 	for _, k := range changed {
 		switch {
 		case !reloadable[k]:
-		case k != "dest" || applied:
-			done = append(done, k)
-		default:
+		case refusedKeys[k]:
 			refused = append(refused, k)
+		default:
+			done = append(done, k)
 		}
 	}
 	// What runs now: the keys applied with their new settings, the others as they were.
 	var now []setting
 	for _, k := range unionKeys(running, next) {
 		s, ok := running[k]
-		if reloadable[k] && (k != "dest" || applied) {
+		if reloadable[k] && !refusedKeys[k] {
 			s, ok = next[k]
 		}
 		if ok {

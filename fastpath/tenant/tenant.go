@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -142,11 +141,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("fastpath: match-header %q is not one of -intake.headers (%s)", m.Header, strings.Join(c.Headers, ","))
 		}
 	}
-	switch r := c.Rate; {
-	case r.PerSecond < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0):
-		return fmt.Errorf("fastpath: -tenant.rate %v must not be negative", r.PerSecond)
-	case r.On() && !(r.Burst >= 1 && !math.IsInf(r.Burst, 0)):
-		return fmt.Errorf("fastpath: -tenant.burst %v must be at least 1", r.Burst)
+	if err := c.Rate.validate(); err != nil {
+		return err
+	}
+	switch {
 	case c.MetricsTop < 0 || c.MetricsTop > maxTenants:
 		return fmt.Errorf("fastpath: -tenant.metrics.top %d outside 0..%d", c.MetricsTop, maxTenants)
 	case c.Idle < 0:
@@ -387,7 +385,8 @@ func (t *Tenant) Record() []byte { return t.rec }
 //  3. a tenant in index is in mu.all and has not expired (pins without expiredBit); an expired
 //     one is in neither, and its id is in mu.free or held by a later tenant.
 type Table struct {
-	cfg   Config
+	cfg   Config // cfg.Rate as at the start: rate holds the one in force
+	rate  atomic.Pointer[Rate]
 	index atomic.Pointer[tenantIndex]
 	def   *Tenant
 	clock func() int64                // nanotime; tests move it
@@ -416,6 +415,7 @@ func NewTable(cfg Config) (*Table, error) {
 	}
 	cfg.Headers = slices.Clone(cfg.Headers)
 	ts := &Table{cfg: cfg, clock: nanotime}
+	ts.rate.Store(&cfg.Rate)
 	ts.routes.Store(NewRoutes(cfg.Routes))
 	ts.mu.peers = map[netip.Addr]int{}
 	ts.index.Store(newTenantIndex(maphash.MakeSeed(), minIndexSlots))
@@ -444,7 +444,8 @@ func (ts *Table) StoreRoutes(rt *Routes) { ts.routes.Store(rt) }
 // must not be modified. Safe for concurrent use.
 func (ts *Table) Headers() []string { return ts.cfg.Headers }
 
-// Config returns the configuration the table was made with. Safe for concurrent use.
+// Config returns the configuration the table was made with (its Rate as at the start: SetRate
+// replaces the one in force). Safe for concurrent use.
 func (ts *Table) Config() Config { return ts.cfg }
 
 // Default returns the tuple of default values: the tenant of a request without any of the
@@ -604,7 +605,7 @@ func (ts *Table) insert(key []byte, peer netip.Addr, force bool) (*Tenant, error
 	}
 	t.label = strings.Join(t.values, "|")
 	t.rec = appendTenantRecord(nil, ts.cfg.Headers, t.values)
-	t.bucket.tokens, t.bucket.last = ts.cfg.Rate.Burst, nanotime()
+	t.bucket.tokens, t.bucket.last = ts.rate.Load().Burst, nanotime()
 	if rt := ts.routes.Load(); rt != nil {
 		t.rs.Store(t.route(rt))
 	}

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -34,6 +35,45 @@ type Rate struct {
 // On reports whether tenants are limited.
 func (r Rate) On() bool { return r.PerSecond > 0 }
 
+func (r Rate) validate() error {
+	switch {
+	case r.PerSecond < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0):
+		return fmt.Errorf("fastpath: -tenant.rate %v must not be negative", r.PerSecond)
+	case r.On() && !(r.Burst >= 1 && !math.IsInf(r.Burst, 0)):
+		return fmt.Errorf("fastpath: -tenant.burst %v must be at least 1", r.Burst)
+	}
+	return nil
+}
+
+// SetRate replaces the rate every tenant is limited to (a reload of -tenant.rate and
+// -tenant.burst) while requests flow: each tenant keeps its bucket, whose tokens the new rate
+// fills from then on, up to the new burst; a tenant new to the table starts with a full one,
+// and so does every tenant when limits were off (its bucket was never filled). Safe for
+// concurrent use.
+func (ts *Table) SetRate(r Rate) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	was := ts.rate.Swap(&r)
+	if was.On() || !r.On() {
+		return nil
+	}
+	now := nanotime()
+	for _, t := range ts.mu.all {
+		if t != nil {
+			t.bucket.Lock()
+			t.bucket.tokens, t.bucket.last = r.Burst, now
+			t.bucket.Unlock()
+		}
+	}
+	return nil
+}
+
+// Rate returns the rate in force. Safe for concurrent use.
+func (ts *Table) Rate() Rate { return *ts.rate.Load() }
+
 // bucket is a tenant's token bucket. Guarded by its own lock, which only requests of the one
 // tenant contend for.
 type bucket struct {
@@ -51,7 +91,7 @@ var ErrRate = errors.New("fastpath: the tenant is over its rate (-tenant.rate)")
 // it does (at least a millisecond). Always true without a rate. A refusal is counted in the
 // tenant's throttled counters. Safe for concurrent use; allocates nothing.
 func (t *Tenant) Take(bytes, items int) (time.Duration, bool) {
-	if !t.tab.cfg.Rate.On() {
+	if !t.tab.rate.Load().On() {
 		return 0, true // no clock read without a rate
 	}
 	return t.takeAt(bytes, items, nanotime())
@@ -59,7 +99,7 @@ func (t *Tenant) Take(bytes, items int) (time.Duration, bool) {
 
 // takeAt is Take at the monotonic time now.
 func (t *Tenant) takeAt(bytes, items int, now int64) (time.Duration, bool) {
-	r := t.tab.cfg.Rate
+	r := *t.tab.rate.Load()
 	if !r.On() {
 		return 0, true
 	}
@@ -90,7 +130,7 @@ func (t *Tenant) takeAt(bytes, items int, now int64) (time.Duration, bool) {
 // items (at least a millisecond), without taking anything: the delay a refused request is
 // told. 0 without a rate. Safe for concurrent use.
 func (t *Tenant) Wait(bytes, items int) time.Duration {
-	r := t.tab.cfg.Rate
+	r := *t.tab.rate.Load()
 	if !r.On() {
 		return 0
 	}
@@ -112,7 +152,7 @@ func (t *Tenant) Wait(bytes, items int) time.Duration {
 // Refund gives back what Take took for a request that was then not admitted (the queue was
 // full, say): it is sent again, and must not pay twice. Safe for concurrent use.
 func (t *Tenant) Refund(bytes, items int) {
-	r := t.tab.cfg.Rate
+	r := *t.tab.rate.Load()
 	if !r.On() {
 		return
 	}

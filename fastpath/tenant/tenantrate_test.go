@@ -61,3 +61,49 @@ func TestTenantBucket(t *testing.T) {
 		t.Fatal("refused without a rate")
 	}
 }
+
+// SetRate replaces the rate in force: a tenant's bucket keeps its tokens and fills at the new
+// rate up to the new burst; turned off, nothing is refused; turned on from off, tenants are
+// limited; a bad rate is refused and the one in force stays.
+func TestTenantSetRate(t *testing.T) {
+	ts := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10,
+		Rate: Rate{PerSecond: 1000, Burst: 2000}})
+	a := mustLookup(t, ts, "a")
+	now := nanotime()
+	a.bucket.last = now
+	if _, ok := a.takeAt(2000, 1, now); !ok {
+		t.Fatal("within the burst: refused")
+	}
+	if err := ts.SetRate(Rate{PerSecond: 10, Burst: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// Empty at the change: 50 tokens take 5s at 10/s, not 50ms at 1000/s.
+	if d, ok := a.takeAt(50, 1, now); ok || d != 5*time.Second {
+		t.Fatalf("at the new rate: %v %v, want a refusal for 5s", d, ok)
+	}
+	// A minute later the bucket holds the new burst, 100, not the old one.
+	if _, ok := a.takeAt(100, 1, now+int64(time.Minute)); !ok {
+		t.Fatal("the new burst refused on a full bucket")
+	}
+	if err := ts.SetRate(Rate{PerSecond: -1}); err == nil || ts.Rate() != (Rate{PerSecond: 10, Burst: 100}) {
+		t.Errorf("a negative rate: %v, in force %+v", err, ts.Rate())
+	}
+	if err := ts.SetRate(Rate{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Take(1<<30, 1<<20); !ok {
+		t.Fatal("refused with the rate turned off")
+	}
+
+	off := newTenants(t, Config{Headers: []string{"x-scope-orgid"}, Max: 10})
+	b := mustLookup(t, off, "b")
+	if err := off.SetRate(Rate{PerSecond: 1, Burst: 1, Items: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Take(1, 1); !ok {
+		t.Fatal("the first item of a full bucket refused")
+	}
+	if d, ok := b.Take(1, 1); ok || d <= 0 {
+		t.Fatalf("a second item at 1/s right after: %v %v, want a refusal", d, ok)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -156,6 +157,8 @@ func (g *Gateway) build() error {
 	if err := g.cfg.buildRoutes(); err != nil {
 		return err
 	}
+	// The processing steps in force, which a reload replaces (SetProcessor).
+	g.cfg.Pipeline.Steps = fastpath.NewSteps(g.cfg.Pipeline.Processor)
 	cfg = g.cfg
 	var ms []*member
 	defer func() { g.dmu.members = ms }() // release stops what was built, also on an error
@@ -428,6 +431,26 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 		g.log.Info("nothing to reload: no -config, -dest.file, header-file or bearer-token-file, no balanced destination (resolver=), no -auth.tenants-file and no Kafka intake; other flags take a restart")
 	}
 	return errors.Join(errs...)
+}
+
+// SetProcessor replaces the processing steps (-resource.*, -drop, -sample.*; nil: none) while
+// otlpgate runs: every request prepared from now on runs through p, whole, whichever intake
+// it came from, spooled or not. Safe for concurrent use.
+func (g *Gateway) SetProcessor(p fastpath.Processor) { g.cfg.Pipeline.Steps.Set(p) }
+
+// SetTenantRate replaces the rate every tenant is limited to (-tenant.rate, -tenant.burst)
+// while otlpgate runs (tenant.Table.SetRate). Without tenants (-intake.headers) there is no
+// table to limit: a rate is refused, since turning tenants on takes a restart. Safe for
+// concurrent use.
+func (g *Gateway) SetTenantRate(r tenant.Rate) error {
+	ts := g.cfg.Pipeline.Tenants
+	if ts == nil {
+		if r.On() {
+			return errors.New("-tenant.rate limits each tenant: otlpgate started without -intake.headers, and tenants take a restart")
+		}
+		return nil
+	}
+	return ts.SetRate(r)
 }
 
 // Pipeline is the gateway's pipeline, for tests and benchmarks that admit requests without an
