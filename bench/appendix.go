@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
@@ -103,7 +104,7 @@ type countDest struct{ batches, items atomic.Int64 }
 
 func (d *countDest) Name() string { return "count" }
 
-func (d *countDest) Enqueue(b *fastpath.Batch) error {
+func (d *countDest) Enqueue(b *pipeline.Batch) error {
 	d.batches.Add(1)
 	d.items.Add(int64(b.Items))
 	b.Done(true)
@@ -132,7 +133,7 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 	srvCfg := gatewayConfig()
 	srvCfg.Pipeline.BatchMaxAge = time.Millisecond
 	srvCfg.Pipeline.QueueMaxBytes = 1 << 30
-	srvCfg.Extra = []fastpath.Destination{counted}
+	srvCfg.Extra = []pipeline.Destination{counted}
 	scfg := &srvCfg.GRPC
 	scfg.Listen = "127.0.0.1:0"
 	scfg.MaxRecvMsgSize = 64 << 20
@@ -198,7 +199,7 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 		}
 		for {
 			_, err = cliPipe.Admit(fastpath.Traces, body, shape.Spans, fastpath.LayoutV1)
-			if !errors.Is(err, fastpath.ErrFull) {
+			if !errors.Is(err, pipeline.ErrFull) {
 				break
 			}
 			time.Sleep(100 * time.Microsecond) // the client is behind: the queue is the window

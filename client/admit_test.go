@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	logsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/logs/v1"
@@ -24,7 +25,7 @@ type framer struct {
 
 func (f *framer) Name() string { return "framer" }
 
-func (f *framer) Enqueue(b *fastpath.Batch) error {
+func (f *framer) Enqueue(b *pipeline.Batch) error {
 	fr, err := newFrame(7, b.Payload)
 	if err != nil {
 		f.mu.Lock()
@@ -96,11 +97,11 @@ func TestBatchesFrame(t *testing.T) {
 		for _, layout := range []fastpath.Layout{fastpath.LayoutV1, fastpath.LayoutOTEP} {
 			t.Run(fmt.Sprintf("%v/%v", sig, layout), func(t *testing.T) {
 				fr := &framer{}
-				cfg := fastpath.DefaultConfig()
+				cfg := pipeline.DefaultConfig()
 				cfg.BatchMaxAge = time.Hour
 				cfg.Eager = false
 				cfg.BatchMaxItems = 5
-				p, err := fastpath.New(cfg, []fastpath.Destination{fr})
+				p, err := pipeline.New(cfg, []pipeline.Destination{fr})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Insert and acknowledge, the path every streamed request takes, allocates nothing once the
@@ -76,9 +77,9 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Shutdown(context.Background())
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}

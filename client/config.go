@@ -93,7 +93,7 @@ type Config struct {
 	// (codec.RegisterCompressors) before New.
 	Compression string
 	// QueueBytes bounds the bytes the destination holds: queued, in flight and waiting for a
-	// retry (queue-bytes, default 128MiB). Past it Enqueue refuses batches with fastpath.ErrFull,
+	// retry (queue-bytes, default 128MiB). Past it Enqueue refuses batches with pipeline.ErrFull,
 	// counted in otlpgate_fastpath_destination_refused_batches_total.
 	QueueBytes int64
 	// AckTimeout is how long a request may wait for its answer once the transport took it (for

@@ -17,6 +17,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -27,7 +28,7 @@ import (
 // receivers rarely meet on a lock (acktable_bench_test.go measures it).
 const ackShardBits = 5
 
-// Dest delivers batches to one upstream (one -dest). It implements fastpath.Destination.
+// Dest delivers batches to one upstream (one -dest). It implements pipeline.Destination.
 //
 // Goroutines: stream mode runs one sender per stream slot and signal (a lane: Streams of them
 // per signal), one receiver per open stream and one sweeper for ack timeouts; unary mode runs
@@ -58,7 +59,7 @@ type Dest struct {
 	probed      atomic.Uint64 // empty requests answered, evidence for the poison rules (poison.go)
 	// handback, set by Handover before the destination stops, takes the requests a sender
 	// holds when it stops instead of dropping them.
-	handback  atomic.Pointer[func(*fastpath.Batch, bool)]
+	handback  atomic.Pointer[func(*pipeline.Batch, bool)]
 	throttled atomic.Int32  // throttles since the last success
 	unserved  atomic.Uint32 // a bit per signal the upstream answered it does not serve (unserved.go)
 
@@ -98,7 +99,7 @@ type Dest struct {
 	returned struct{ requests, items atomic.Int64 }
 }
 
-var _ fastpath.Destination = (*Dest)(nil)
+var _ pipeline.Destination = (*Dest)(nil)
 
 var streamDesc = grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 
@@ -217,10 +218,10 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 	return d, nil
 }
 
-// Name implements fastpath.Destination. Safe for concurrent use.
+// Name implements pipeline.Destination. Safe for concurrent use.
 func (d *Dest) Name() string { return d.cfg.Name }
 
-// Signals implements fastpath.SignalSelector: what signals= says. Safe for concurrent use.
+// Signals implements pipeline.SignalSelector: what signals= says. Safe for concurrent use.
 func (d *Dest) Signals() fastpath.SignalSet { return d.cfg.Signals }
 
 // Config returns the configuration the destination runs with, QueueBytes as SetQueueBytes
@@ -282,17 +283,17 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// Enqueue implements fastpath.Destination: it takes the batch into the destination's queue, or
-// refuses it with fastpath.ErrFull when the bytes the destination holds would exceed
-// QueueBytes, and with fastpath.ErrClosed once Shutdown began. It never blocks on the network.
+// Enqueue implements pipeline.Destination: it takes the batch into the destination's queue, or
+// refuses it with pipeline.ErrFull when the bytes the destination holds would exceed
+// QueueBytes, and with pipeline.ErrClosed once Shutdown began. It never blocks on the network.
 // The bound is shared by the signals on purpose: a single destination gets the pipeline's whole
 // budget, so that a full queue shows as backpressure at admission, never as a refusal (a loss)
 // here; a share per signal would turn the one into the other. Safe for concurrent use.
-func (d *Dest) Enqueue(b *fastpath.Batch) error { return d.enqueue(b, false) }
+func (d *Dest) Enqueue(b *pipeline.Batch) error { return d.enqueue(b, false) }
 
 // enqueue takes b into the queue of its signal: with the fresh batches, or, with first, with
 // the re-sends, ahead of every fresh batch (enqueueFirst).
-func (d *Dest) enqueue(b *fastpath.Batch, first bool) error {
+func (d *Dest) enqueue(b *pipeline.Batch, first bool) error {
 	sig := b.Signal
 	if sig >= fastpath.NumSignals {
 		return errBadSignal
@@ -300,12 +301,12 @@ func (d *Dest) enqueue(b *fastpath.Batch, first bool) error {
 	d.q.mu.Lock()
 	if d.closing() { // read under q.mu: Shutdown takes that step under it
 		d.q.mu.Unlock()
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
 	n := int64(b.Len())
 	if !d.roomFor(n) {
 		d.q.mu.Unlock()
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 	d.held.Add(n)
 	d.outstanding.Add(1)
@@ -631,12 +632,12 @@ func (d *Dest) throttle(delay time.Duration) {
 	d.log.Warn("upstream asked to pause", "retry_delay", delay, "pause", pause, "in_a_row", n)
 }
 
-// Shutdown stops accepting batches (Enqueue returns fastpath.ErrClosed), waits while ctx
+// Shutdown stops accepting batches (Enqueue returns pipeline.ErrClosed), waits while ctx
 // allows for every held request to be acknowledged (WaitOnShutdown), then stops every
 // goroutine and closes the connection. What was not delivered is finished with Done(false) and
 // counted in otlpgate_client_dropped_requests_total with reason shutdown_queued (never sent),
 // shutdown_pending (sent, not answered) or shutdown_retry (waiting to be sent again); the
-// error says how much. A batch whose owner keeps it (fastpath.Batch.Kept: the spool's, once
+// error says how much. A batch whose owner keeps it (pipeline.Batch.Kept: the spool's, once
 // its feeder stopped) is not lost: it is counted in otlpgate_client_returned_to_spool_items_total
 // instead, and is no error. Call it once; safe for concurrent use with everything else.
 func (d *Dest) Shutdown(ctx context.Context) error {
@@ -696,27 +697,27 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 }
 
 // PassThrough is the encoding a pass-through batch must be in for the destination to send its
-// bytes as they are (fastpath.WireEncoder): its compression, gzip or zstd, when the request
+// bytes as they are (pipeline.WireEncoder): its compression, gzip or zstd, when the request
 // body is the batch itself, as in OTLP/HTTP and the v1 Export call. An OTEP request wraps the
 // batch in a message of its own, which the compressor must compress whole. Safe for concurrent
 // use.
-func (d *Dest) PassThrough() fastpath.Encoding {
+func (d *Dest) PassThrough() pipeline.Encoding {
 	if d.cfg.Protocol != ProtocolHTTP && d.cfg.Protocol != ProtocolV1 {
-		return fastpath.EncodingNone
+		return pipeline.EncodingNone
 	}
 	switch d.cfg.compressor() {
 	case codec.Gzip:
-		return fastpath.EncodingGzip
+		return pipeline.EncodingGzip
 	case codec.Zstd:
-		return fastpath.EncodingZstd
+		return pipeline.EncodingZstd
 	}
-	return fastpath.EncodingNone
+	return pipeline.EncodingNone
 }
 
 // sendsAsIs reports whether d can send b: a plain batch, or a pass-through batch in the
 // encoding d sends. The pipeline hands a pass-through batch only to destinations whose
 // PassThrough matches; this guards that invariant, since a batch sent with the wrong encoding
 // would reach the upstream compressed twice, or not decompressed at all.
-func (d *Dest) sendsAsIs(b *fastpath.Batch) bool {
-	return b.Encoding == fastpath.EncodingNone || b.Encoding == d.PassThrough()
+func (d *Dest) sendsAsIs(b *pipeline.Batch) bool {
+	return b.Encoding == pipeline.EncodingNone || b.Encoding == d.PassThrough()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // BenchmarkDestCycle measures the destination's own work per request, without the network:
@@ -20,9 +21,9 @@ func BenchmarkDestCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.Shutdown(context.Background())
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,12 +53,12 @@ func BenchmarkStreamLoopback(b *testing.B) {
 				b.Fatal(err)
 			}
 			d.Start()
-			pc := fastpath.DefaultConfig()
+			pc := pipeline.DefaultConfig()
 			pc.BatchMaxItems = 1
 			// Below the destination's queue: the pipeline refuses (and the loop waits) before
 			// the destination would drop.
 			pc.QueueMaxBytes = cfg.QueueBytes / 2
-			p, err := fastpath.New(pc, []fastpath.Destination{d})
+			p, err := pipeline.New(pc, []pipeline.Destination{d})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg" // this test binary links the SDK's OTLP types too
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
@@ -46,11 +46,11 @@ func (a *ackedSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlyS
 // destination.
 type proxy struct {
 	srv  *grpcserver.Server
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	dest *Dest
 }
 
-func startProxy(t *testing.T, ln net.Listener, ack fastpath.AckMode, dcfg Config) *proxy {
+func startProxy(t *testing.T, ln net.Listener, ack pipeline.AckMode, dcfg Config) *proxy {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	d, err := New(dcfg, log)
@@ -58,10 +58,10 @@ func startProxy(t *testing.T, ln net.Listener, ack fastpath.AckMode, dcfg Config
 		t.Fatal(err)
 	}
 	d.Start()
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.Ack = ack
 	pc.BatchMaxAge = 20 * time.Millisecond
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestEndToEndGatewayRestart(t *testing.T) {
 	gwAddr := gwLn.Addr().String()
 	gwCfg := unaryConfig(t, sink.addr, ProtocolV1, 2)
 	gwCfg.Name += "_gateway1"
-	gw := startProxy(t, gwLn, fastpath.AckUpstream, gwCfg)
+	gw := startProxy(t, gwLn, pipeline.AckUpstream, gwCfg)
 
 	edgeLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,7 +136,7 @@ func TestEndToEndGatewayRestart(t *testing.T) {
 	edgeCfg := streamConfig(t, gwAddr, 2, 16)
 	edgeCfg.Name += "_edge"
 	edgeCfg.RetryMax = 200 * time.Millisecond
-	edge := startProxy(t, edgeLn, fastpath.AckAccept, edgeCfg)
+	edge := startProxy(t, edgeLn, pipeline.AckAccept, edgeCfg)
 
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(edgeLn.Addr().String()), otlptracegrpc.WithInsecure())
 	if err != nil {
@@ -171,7 +171,7 @@ func TestEndToEndGatewayRestart(t *testing.T) {
 	}
 	gwCfg2 := gwCfg
 	gwCfg2.Name = gwCfg.Name[:len(gwCfg.Name)-1] + "2"
-	gw2 := startProxy(t, gwLn2, fastpath.AckUpstream, gwCfg2)
+	gw2 := startProxy(t, gwLn2, pipeline.AckUpstream, gwCfg2)
 
 	// Phase 2, through the new gateway.
 	emit("after-restart", 300)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Why a batch (or part of one) was routed again after it was first given to a backend.
@@ -114,9 +115,9 @@ func newFleetMetrics(name string) *fleetMetrics {
 }
 
 // Fleet is a balanced destination: one -dest with a resolver, whose backends are each a full
-// Dest built from the same settings. It splits every batch by key (fastpath.Splitter) and
+// Dest built from the same settings. It splits every batch by key (pipeline.Splitter) and
 // hands each part to the backend that owns the key under rendezvous hashing. It implements
-// fastpath.Destination.
+// pipeline.Destination.
 //
 // Invariants:
 //
@@ -147,7 +148,7 @@ type Fleet struct {
 	mu struct {
 		sync.Mutex
 		members   map[string]*member
-		hold      []*fastpath.Batch // batches waiting for a backend or for room in one, oldest first
+		hold      []*pipeline.Batch // batches waiting for a backend or for room in one, oldest first
 		holdBytes int64
 		closed    bool
 	}
@@ -163,7 +164,7 @@ type Fleet struct {
 	handovers sync.WaitGroup
 }
 
-var _ fastpath.Destination = (*Fleet)(nil)
+var _ pipeline.Destination = (*Fleet)(nil)
 
 // member is one resolved backend. Its fields are guarded by Fleet.mu.
 type member struct {
@@ -240,10 +241,10 @@ func (c Config) member(addr string) Config {
 	return m
 }
 
-// Name implements fastpath.Destination. Safe for concurrent use.
+// Name implements pipeline.Destination. Safe for concurrent use.
 func (f *Fleet) Name() string { return f.cfg.Name }
 
-// Signals implements fastpath.SignalSelector: what signals= says. Safe for concurrent use.
+// Signals implements pipeline.SignalSelector: what signals= says. Safe for concurrent use.
 func (f *Fleet) Signals() fastpath.SignalSet { return f.cfg.Signals }
 
 // Config returns the configuration the fleet runs with, QueueBytes as SetQueueBytes last set
@@ -304,12 +305,12 @@ func (f *Fleet) Start() {
 // unchanged (SIGHUP). On error the current set stays. Safe for concurrent use.
 func (f *Fleet) Reload() error { return f.refresh(true) }
 
-// Enqueue implements fastpath.Destination: it splits b by key and queues each part on its
-// backend; with no backend it holds b until one appears, refusing it with fastpath.ErrFull
+// Enqueue implements pipeline.Destination: it splits b by key and queues each part on its
+// backend; with no backend it holds b until one appears, refusing it with pipeline.ErrFull
 // past QueueBytes. It never blocks on the network. Safe for concurrent use.
-func (f *Fleet) Enqueue(b *fastpath.Batch) error {
+func (f *Fleet) Enqueue(b *pipeline.Batch) error {
 	if f.closed.Load() {
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
 	v := f.view.Load()
 	if v == nil || len(v.dests) == 0 {
@@ -321,9 +322,9 @@ func (f *Fleet) Enqueue(b *fastpath.Batch) error {
 
 // route splits b over v and hands the parts to their backends; reason is one of the reroute
 // reasons (the items are counted as re-routed), routeFresh or routeHeld.
-func (f *Fleet) route(v *fleetView, b *fastpath.Batch, reason int) {
-	s := fastpath.GetSplitter()
-	defer fastpath.PutSplitter(s)
+func (f *Fleet) route(v *fleetView, b *pipeline.Batch, reason int) {
+	s := pipeline.GetSplitter()
+	defer pipeline.PutSplitter(s)
 	whole, parts, err := s.Split(b, f.bal, len(v.dests), v)
 	if err != nil {
 		f.m.unsplittable.Inc()
@@ -339,7 +340,7 @@ func (f *Fleet) route(v *fleetView, b *fastpath.Batch, reason int) {
 	}
 }
 
-func (f *Fleet) send(v *fleetView, i int, b *fastpath.Batch, reason int) {
+func (f *Fleet) send(v *fleetView, i int, b *pipeline.Batch, reason int) {
 	items := float64(b.Items)
 	if reason >= 0 {
 		f.m.rerouted[reason].Add(items)
@@ -352,7 +353,7 @@ func (f *Fleet) send(v *fleetView, i int, b *fastpath.Batch, reason int) {
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, fastpath.ErrClosed):
+	case errors.Is(err, pipeline.ErrClosed):
 		// The backend is being handed over: the view that replaced v routes around it.
 		if nv := f.view.Load(); nv != nil && nv != v && len(nv.dests) > 0 {
 			f.route(nv, b, rerouteClosed)
@@ -374,7 +375,7 @@ func (f *Fleet) send(v *fleetView, i int, b *fastpath.Batch, reason int) {
 }
 
 // hold keeps b until a backend appears. On an error b was not taken (and is counted).
-func (f *Fleet) hold(b *fastpath.Batch) error {
+func (f *Fleet) hold(b *pipeline.Batch) error {
 	if err := f.park(b); err != nil {
 		return err
 	}
@@ -387,18 +388,18 @@ func (f *Fleet) hold(b *fastpath.Batch) error {
 
 // park keeps b in the hold, bounded by QueueBytes, until flush routes it again. On an error b
 // was not taken (and is counted).
-func (f *Fleet) park(b *fastpath.Batch) error {
+func (f *Fleet) park(b *pipeline.Batch) error {
 	n := int64(b.Len())
 	f.mu.Lock()
 	if f.mu.closed {
 		f.mu.Unlock()
 		f.m.refused[fleetRefusedShutdown].Add(float64(b.Items))
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
 	if f.mu.holdBytes+n > f.queueBytes.Load() && f.mu.holdBytes > 0 { // an oversized batch alone is held, as Dest.Enqueue takes it
 		f.mu.Unlock()
 		f.m.refused[fleetRefusedFull].Add(float64(b.Items))
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 	f.mu.hold = append(f.mu.hold, b)
 	f.mu.holdBytes += n
@@ -521,7 +522,7 @@ func (f *Fleet) handover(d *Dest, ctx context.Context, cancel context.CancelFunc
 	go func() {
 		defer f.handovers.Done()
 		defer cancel()
-		d.Handover(ctx, func(b *fastpath.Batch, sent bool) {
+		d.Handover(ctx, func(b *pipeline.Batch, sent bool) {
 			if sent {
 				f.m.duplicates.Add(float64(b.Items))
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
@@ -20,7 +21,7 @@ import (
 type countSink struct{ items *atomic.Int64 }
 
 func (c countSink) Name() string { return "sink" }
-func (c countSink) Enqueue(b *fastpath.Batch) error {
+func (c countSink) Enqueue(b *pipeline.Batch) error {
 	c.items.Add(int64(b.Items))
 	b.Done(true)
 	return nil
@@ -28,7 +29,7 @@ func (c countSink) Enqueue(b *fastpath.Batch) error {
 
 // startSink runs an otlpgate gateway in process (gRPC intake, pipeline, counting sink).
 func startSink(tb testing.TB, items *atomic.Int64) string {
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{countSink{items}})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{countSink{items}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -91,9 +92,9 @@ func BenchmarkFleetEdge(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Name = "bench_" + tc.name
 			cfg.KeepaliveTime = 0
-			pc := fastpath.DefaultConfig()
+			pc := pipeline.DefaultConfig()
 			cfg.QueueBytes = pc.QueueMaxBytes // as cmd/ sets it: the destination never refuses
-			var dest fastpath.Destination
+			var dest pipeline.Destination
 			var stop func(context.Context) error
 			if tc.sinks == 1 {
 				cfg.Endpoint = addrs[0]
@@ -112,7 +113,7 @@ func BenchmarkFleetEdge(b *testing.B) {
 				f.Start()
 				dest, stop = f, f.Shutdown
 			}
-			p, err := fastpath.New(pc, []fastpath.Destination{dest})
+			p, err := pipeline.New(pc, []pipeline.Destination{dest})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
@@ -46,7 +46,7 @@ type gwRecorder struct {
 
 func (r *gwRecorder) Name() string { return r.name }
 
-func (r *gwRecorder) Enqueue(b *fastpath.Batch) error {
+func (r *gwRecorder) Enqueue(b *pipeline.Batch) error {
 	var req coltracev1.ExportTraceServiceRequest
 	err := req.UnmarshalVT(b.Payload.Bytes())
 	r.a.mu.Lock()
@@ -75,16 +75,16 @@ type fleetGateway struct {
 	name string
 	addr string
 	srv  *grpcserver.Server
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	once sync.Once
 }
 
 func startFleetGateway(t *testing.T, name string, a *arrivals) *fleetGateway {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 5 * time.Millisecond
-	p, err := fastpath.New(pc, []fastpath.Destination{&gwRecorder{name: name, a: a}})
+	p, err := pipeline.New(pc, []pipeline.Destination{&gwRecorder{name: name, a: a}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func stopAll(gs ...*fleetGateway) {
 type fleetEdge struct {
 	addr  string
 	srv   *grpcserver.Server
-	p     *fastpath.Pipeline
+	p     *pipeline.Pipeline
 	fleet *Fleet
 }
 
@@ -155,9 +155,9 @@ func startFleetEdge(t *testing.T, cfg Config) *fleetEdge {
 		t.Fatal(err)
 	}
 	f.Start()
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 5 * time.Millisecond
-	p, err := fastpath.New(pc, []fastpath.Destination{f})
+	p, err := pipeline.New(pc, []pipeline.Destination{f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // Forwarded tenant headers (forward-headers): each batch carries its tenant
-// (fastpath.Batch.Tenant), and a unary call or an HTTP POST sends the tenant's values of the
+// (pipeline.Batch.Tenant), and a unary call or an HTTP POST sends the tenant's values of the
 // destination's forward-headers with the batch. A unary call's metadata lives in its context:
 // the destination keeps one context per tenant, made the first time the tenant's batch is sent
 // and reused for every call after, so that a known tenant costs a map lookup and no

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
@@ -27,10 +28,10 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
 	pc.Tenants = ts
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 	timer := stoppedTimer()
 	cycle := func() {
 		for _, tn := range []*tenant.Tenant{acme, beta} {
-			if _, err := p.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
 				panic(err)
 			}
 			w.call(d.next(fastpath.Traces, timer))

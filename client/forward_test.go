@@ -9,23 +9,24 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // tenantFeeder is a feeder whose pipeline has tenants x-scope-orgid and x-region.
-func tenantFeeder(t *testing.T, d fastpath.Destination) (*feeder, *tenant.Table) {
+func tenantFeeder(t *testing.T, d pipeline.Destination) (*feeder, *tenant.Table) {
 	t.Helper()
 	ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid", "x-region"}, Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fastpath.DefaultConfig()
-	cfg.Ack = fastpath.AckUpstream
+	cfg := pipeline.DefaultConfig()
+	cfg.Ack = pipeline.AckUpstream
 	cfg.BatchMaxItems = 1
 	cfg.BatchMaxAge = time.Hour
 	cfg.Tenants = ts
-	p, err := fastpath.New(cfg, []fastpath.Destination{d})
+	p, err := pipeline.New(cfg, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func (f *feeder) admitTenant(ts *tenant.Table, tag string, vals ...string) {
 		f.t.Fatal(err)
 	}
 	body := traceBody(tag, 1, 10)
-	b, err := f.p.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
+	b, err := f.p.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Handover stops the destination like Shutdown, but gives its batches back instead of dropping
@@ -25,7 +25,7 @@ import (
 //
 // Call it once, instead of Shutdown. take may run on the destination's senders as well as on
 // Handover's goroutine, until Handover returns. Safe for concurrent use with everything else.
-func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent bool)) error {
+func (d *Dest) Handover(ctx context.Context, take func(b *pipeline.Batch, sent bool)) error {
 	d.q.mu.Lock()
 	prev, ok := d.state.move(stateDraining, stateCreated, stateRunning)
 	if !ok {
@@ -79,7 +79,7 @@ func (d *Dest) Handover(ctx context.Context, take func(b *fastpath.Batch, sent b
 // it waited in the fleet's hold): it queues b with the re-sends, ahead of every fresh batch, so
 // that a key's older spans go out before its newer ones that reached this backend first. It
 // is bounded by QueueBytes as Enqueue is. Safe for concurrent use.
-func (d *Dest) enqueueFirst(b *fastpath.Batch) error { return d.enqueue(b, true) }
+func (d *Dest) enqueueFirst(b *pipeline.Batch) error { return d.enqueue(b, true) }
 
 // takeQueueLocked appends every queued request to out: per signal, re-sends and retries first,
 // then fresh batches, which is oldest first within a signal.
@@ -89,7 +89,7 @@ func (d *Dest) takeQueueLocked(out []*request) []*request {
 }
 
 // handBack releases r's accounting and gives its batch to take, unfinished.
-func (d *Dest) handBack(r *request, take func(*fastpath.Batch, bool)) {
+func (d *Dest) handBack(r *request, take func(*pipeline.Batch, bool)) {
 	b, n, sent := r.b, r.size, r.attempt > 0
 	putRequest(r)
 	d.held.Add(-int64(n))

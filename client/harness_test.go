@@ -28,6 +28,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
@@ -97,19 +98,19 @@ func tagOf(body []byte) string {
 // destination finished it, so that Wait tells what the destinations did with each batch.
 type feeder struct {
 	t       *testing.T
-	p       *fastpath.Pipeline
+	p       *pipeline.Pipeline
 	mu      sync.Mutex
-	batches []*fastpath.Batch
+	batches []*pipeline.Batch
 	bodies  map[string][]byte // tag -> body
 }
 
-func newFeeder(t *testing.T, dests ...fastpath.Destination) *feeder {
+func newFeeder(t *testing.T, dests ...pipeline.Destination) *feeder {
 	t.Helper()
-	cfg := fastpath.DefaultConfig()
-	cfg.Ack = fastpath.AckUpstream
+	cfg := pipeline.DefaultConfig()
+	cfg.Ack = pipeline.AckUpstream
 	cfg.BatchMaxItems = 1
 	cfg.BatchMaxAge = time.Hour
-	p, err := fastpath.New(cfg, dests)
+	p, err := pipeline.New(cfg, dests)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -250,7 +251,7 @@ func (w *httpWorker) call(r *request) {
 	body := r.b.Payload.Bytes() // r holds the payload reference until it is finished
 	// A pass-through batch is already compressed the way the worker sends (fastpath takes it
 	// for this destination only then, Dest.PassThrough): its bytes go as they are.
-	if w.s.comp != nil && r.b.Encoding == fastpath.EncodingNone {
+	if w.s.comp != nil && r.b.Encoding == pipeline.EncodingNone {
 		var err error
 		if body, err = w.compress(body); err != nil {
 			w.out.release()

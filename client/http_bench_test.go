@@ -7,13 +7,14 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // newHTTPCycle is a destination for a loopback upstream that answers every POST with 200 and
 // a small protobuf body (a partial success of 0 items with a message), and a pipeline that
 // seals each request as its own batch. The destination's workers are not started: the caller
 // plays one, taking each request from the queue and calling it.
-func newHTTPCycle(tb testing.TB, compression string) (*fastpath.Pipeline, *Dest, *httpWorker) {
+func newHTTPCycle(tb testing.TB, compression string) (*pipeline.Pipeline, *Dest, *httpWorker) {
 	tb.Helper()
 	u := newHTTPUpstream(tb, nil)
 	answer := []byte{0x0a, 0x04, 0x12, 0x02, 'o', 'k'} // partial_success{error_message: "ok"}
@@ -28,9 +29,9 @@ func newHTTPCycle(tb testing.TB, compression string) (*fastpath.Pipeline, *Dest,
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { d.Shutdown(context.Background()) })
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		tb.Fatal(err)
 	}

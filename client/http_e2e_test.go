@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 )
@@ -20,10 +21,10 @@ import (
 func startHTTPIntake(t *testing.T, tokenFile string) (*testkit.Recorder, string) {
 	t.Helper()
 	sink := testkit.NewRecorder("sink")
-	pc := fastpath.DefaultConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc := pipeline.DefaultConfig()
+	pc.Ack = pipeline.AckUpstream
 	pc.BatchMaxItems = 1
-	p, err := fastpath.New(pc, []fastpath.Destination{sink})
+	p, err := pipeline.New(pc, []pipeline.Destination{sink})
 	if err != nil {
 		t.Fatal(err)
 	}

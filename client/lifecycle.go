@@ -1,6 +1,9 @@
 package client
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+)
 
 // lifecycle is where a Dest is in its life. It only ever moves forward, one documented step
 // at a time; each step is taken by one method, with a compare-and-swap, so that two callers
@@ -15,7 +18,7 @@ import "sync/atomic"
 //
 //   - created: built by New; Enqueue queues, nothing is sent.
 //   - running: senders run; Enqueue queues.
-//   - draining: Enqueue refuses (fastpath.ErrClosed); senders still send, retry and re-send
+//   - draining: Enqueue refuses (pipeline.ErrClosed); senders still send, retry and re-send
 //     while Shutdown waits for the upstream's answers (WaitOnShutdown), or Handover for the
 //     requests already sent. The step is taken under q.mu, so that no Enqueue that saw an
 //     earlier state can still be queueing once Shutdown looks at what is outstanding.

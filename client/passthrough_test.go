@@ -10,19 +10,20 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
 // compressAs compresses body as one gzip member or zstd frame, as an exporter does.
-func compressAs(t *testing.T, enc fastpath.Encoding, body []byte) []byte {
+func compressAs(t *testing.T, enc pipeline.Encoding, body []byte) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	switch enc {
-	case fastpath.EncodingGzip:
+	case pipeline.EncodingGzip:
 		w := gzip.NewWriter(&b)
 		w.Write(body)
 		w.Close()
-	case fastpath.EncodingZstd:
+	case pipeline.EncodingZstd:
 		w, err := zstd.NewWriter(&b, zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			t.Fatal(err)
@@ -35,14 +36,14 @@ func compressAs(t *testing.T, enc fastpath.Encoding, body []byte) []byte {
 
 // passThroughFeed admits three compressed requests into one pass-through batch for d and
 // returns their decompressed concatenation and compressed size.
-func passThroughFeed(t *testing.T, d *Dest, enc fastpath.Encoding) (plain []byte, wire int) {
+func passThroughFeed(t *testing.T, d *Dest, enc pipeline.Encoding) (plain []byte, wire int) {
 	t.Helper()
 	if got := d.PassThrough(); got != enc {
 		t.Fatalf("destination passes %v through, want %v", got, enc)
 	}
-	cfg := fastpath.DefaultConfig()
+	cfg := pipeline.DefaultConfig()
 	cfg.Eager, cfg.BatchMaxAge = false, time.Hour
-	p, err := fastpath.New(cfg, []fastpath.Destination{d})
+	p, err := pipeline.New(cfg, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func passThroughFeed(t *testing.T, d *Dest, enc fastpath.Encoding) (plain []byte
 	for i := range 3 {
 		body := traceBody("pt"+string(rune('a'+i)), 2, 300)
 		z := compressAs(t, enc, body)
-		if _, err := p.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z, enc, 2); err != nil {
+		if _, err := p.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z, enc, 2); err != nil {
 			t.Fatal(err)
 		}
 		plain, wire = append(plain, body...), wire+len(z)
@@ -64,7 +65,7 @@ func passThroughFeed(t *testing.T, d *Dest, enc fastpath.Encoding) (plain []byte
 // once (klauspost's readers; codec's, as registered) into the three requests, byte for byte.
 // sent_bytes counts them decompressed, as for any batch.
 func TestPassThroughSentAsReceived(t *testing.T) {
-	for _, enc := range []fastpath.Encoding{fastpath.EncodingGzip, fastpath.EncodingZstd} {
+	for _, enc := range []pipeline.Encoding{pipeline.EncodingGzip, pipeline.EncodingZstd} {
 		t.Run("http/"+enc.String(), func(t *testing.T) {
 			u := newHTTPUpstream(t, nil)
 			d := startDest(t, httpConfig(t, u, "compression="+enc.String()+",concurrency=1"))
@@ -110,7 +111,7 @@ func TestPassThroughTooLargeDecompressed(t *testing.T) {
 	cfg := httpConfig(t, u, "compression=gzip,concurrency=1")
 	cfg.MaxSendMsgSize = plainLen - 1
 	d := startDest(t, cfg)
-	plain, wire := passThroughFeed(t, d, fastpath.EncodingGzip)
+	plain, wire := passThroughFeed(t, d, pipeline.EncodingGzip)
 	if len(plain) != plainLen || wire >= cfg.MaxSendMsgSize {
 		t.Fatalf("the test needs a batch that fits compressed (%d) and not decompressed (%d) in %d", wire, len(plain), cfg.MaxSendMsgSize)
 	}
@@ -146,10 +147,10 @@ func TestPassThroughWrongEncodingDropped(t *testing.T) {
 	d := startDest(t, httpConfig(t, u, "compression=gzip,concurrency=1"))
 	body := traceBody("wrong", 1, 10)
 	pl := pool.NewPayload(64)
-	*pl.Buf() = append(*pl.Buf(), compressAs(t, fastpath.EncodingZstd, body)...)
+	*pl.Buf() = append(*pl.Buf(), compressAs(t, pipeline.EncodingZstd, body)...)
 	owner := &doneOwner{}
-	b := fastpath.NewBatch(fastpath.Traces, 1, pl, owner)
-	b.Encoding = fastpath.EncodingZstd
+	b := pipeline.NewBatch(fastpath.Traces, 1, pl, owner)
+	b.Encoding = pipeline.EncodingZstd
 	if err := d.Enqueue(b); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -24,7 +25,7 @@ func TestSetQueueBytesInPlace(t *testing.T) {
 		pl := pool.NewPayload(len(body))
 		*pl.Buf() = append(*pl.Buf(), body...)
 		o := &doneOwner{}
-		b := fastpath.NewBatch(fastpath.Traces, 1, pl, o)
+		b := pipeline.NewBatch(fastpath.Traces, 1, pl, o)
 		err := d.Enqueue(b)
 		if err != nil {
 			b.Done(false)
@@ -44,11 +45,11 @@ func TestSetQueueBytesInPlace(t *testing.T) {
 	}
 	want("first", enqueue(), nil, 1)
 	want("second", enqueue(), nil, 2)
-	want("third, past the bound", enqueue(), fastpath.ErrFull, 2)
+	want("third, past the bound", enqueue(), pipeline.ErrFull, 2)
 	d.SetQueueBytes(int64(3 * len(body)))
 	want("third, the bound raised", enqueue(), nil, 3)
 	d.SetQueueBytes(int64(len(body)))
-	want("fourth, the bound lowered", enqueue(), fastpath.ErrFull, 3)
+	want("fourth, the bound lowered", enqueue(), pipeline.ErrFull, 3)
 	if got := d.Config().QueueBytes; got != int64(len(body)) {
 		t.Errorf("Config().QueueBytes = %d, want %d", got, len(body))
 	}

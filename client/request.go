@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -12,7 +13,7 @@ import (
 // a stream waits for its answer, a unary worker during its call, or the retry heap. Whoever
 // takes it out of one of these owns it and must put it in another or finish it.
 type request struct {
-	b       *fastpath.Batch // holds the destination's payload reference until Done
+	b       *pipeline.Batch // holds the destination's payload reference until Done
 	id      uint64          // sequential per destination, kept across attempts
 	sig     fastpath.Signal
 	items   int
@@ -43,7 +44,7 @@ var requests = pool.NewFreeList[request](maxFreeRequests, nil)
 
 const maxFreeRequests = 4096
 
-func getRequest(b *fastpath.Batch, id uint64) *request {
+func getRequest(b *pipeline.Batch, id uint64) *request {
 	r := requests.Get()
 	r.b, r.id, r.sig, r.items, r.size = b, id, b.Signal, b.Items, b.Len()
 	r.taken = nanotime()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -201,7 +202,7 @@ func TestEnqueueBounds(t *testing.T) {
 	rec := &refusals{dest: d}
 	f := newFeeder(t, rec)
 	f.send(0, 5, 1, 100)
-	if want := []error{nil, nil, nil, fastpath.ErrFull, fastpath.ErrFull}; !errorsEqual(rec.errs, want) {
+	if want := []error{nil, nil, nil, pipeline.ErrFull, pipeline.ErrFull}; !errorsEqual(rec.errs, want) {
 		t.Errorf("Enqueue returned %v, want %v", rec.errs, want)
 	}
 	held := len(f.body("b0")) + len(f.body("b1")) + len(f.body("b2"))
@@ -215,7 +216,7 @@ func TestEnqueueBounds(t *testing.T) {
 		t.Errorf("queued lost %d, want 3", v)
 	}
 	f.send(5, 1, 1, 100)
-	if err := rec.errs[5]; !errors.Is(err, fastpath.ErrClosed) {
+	if err := rec.errs[5]; !errors.Is(err, pipeline.ErrClosed) {
 		t.Errorf("Enqueue after Shutdown: %v", err)
 	}
 }
@@ -228,7 +229,7 @@ type refusals struct {
 
 func (r *refusals) Name() string { return r.dest.Name() }
 
-func (r *refusals) Enqueue(b *fastpath.Batch) error {
+func (r *refusals) Enqueue(b *pipeline.Batch) error {
 	err := r.dest.Enqueue(b)
 	r.errs = append(r.errs, err)
 	return err
@@ -274,7 +275,7 @@ func TestShutdownReturnsKeptBatches(t *testing.T) {
 				body := traceBody("b"+fmt.Sprint(i), 2, 10)
 				p := pool.NewPayload(len(body))
 				*p.Buf() = append((*p.Buf())[:0], body...)
-				if err := d.Enqueue(fastpath.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
+				if err := d.Enqueue(pipeline.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -327,7 +328,7 @@ func TestFleetShutdownReturnsKeptBatches(t *testing.T) {
 				body := traceBody("b"+fmt.Sprint(i), 2, 10)
 				p := pool.NewPayload(len(body))
 				*p.Buf() = append((*p.Buf())[:0], body...)
-				if err := f.Enqueue(fastpath.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
+				if err := f.Enqueue(pipeline.NewBatch(fastpath.Traces, 2, p, k)); err != nil {
 					t.Fatal(err)
 				}
 			}

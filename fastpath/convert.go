@@ -14,7 +14,8 @@ import "google.golang.org/protobuf/encoding/protowire"
 // so only such inputs do not round-trip byte for byte.
 
 const (
-	tagV1Entry   = byte(1<<3 | protowire.BytesType)  // field 1, length-delimited
+	// TagV1Entry is the tag of a v1 request's entries, which a piece of one copies.
+	TagV1Entry   = byte(1<<3 | protowire.BytesType)  // field 1, length-delimited
 	tagOTEPID    = byte(1<<3 | protowire.VarintType) // field 1, varint
 	tagOTEPEntry = byte(2<<3 | protowire.BytesType)  // field 2, length-delimited
 )
@@ -117,7 +118,7 @@ type Stripped struct {
 //
 // Safe for concurrent use; req is only read during the call.
 func AppendEntries(dst, req []byte, layout Layout) ([]byte, uint64, Stripped, error) {
-	if layout >= numLayouts {
+	if layout >= NumLayouts {
 		return dst, 0, Stripped{}, ErrLayout
 	}
 	return appendV1(dst, req, layout, true)
@@ -144,7 +145,7 @@ func appendV1(dst, req []byte, layout Layout, strip bool) ([]byte, uint64, Strip
 			if layout == LayoutOTEP {
 				// A re-tag: the run so far, then the entry under its v1 tag.
 				dst = append(dst, req[run:f.Tag]...)
-				dst = append(dst, tagV1Entry)
+				dst = append(dst, TagV1Entry)
 				dst = append(dst, req[f.After:f.End]...)
 				run = f.End
 			}

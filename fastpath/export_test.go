@@ -1,10 +1,5 @@
 package fastpath
 
-// Partition exposes the byte-level split to the external tests, which check its output.
-func (s *Splitter) Partition(sig Signal, payload []byte, key SplitKey, n int, pick Picker) (int, error) {
-	return s.partition(sig, payload, key, n, pick)
-}
-
 // Part returns part p of the last Partition (nil when it got nothing) and its item count.
 func (s *Splitter) Part(p int) ([]byte, int) {
 	if s.parts[p] == nil {

@@ -18,12 +18,15 @@ type testGrower struct {
 	strays int
 }
 
+// errGrowRefused is a grower's refusal, as the intake limiter's budget refuses.
+var errGrowRefused = errors.New("refused")
+
 func (g *testGrower) Grow(dst []byte, n int) ([]byte, error) {
 	if cap(dst) != cap(g.cur) || len(dst) > 0 && &dst[0] != &g.cur[:1][0] {
 		g.strays++
 	}
 	if len(dst)+n > g.max {
-		return dst, ErrBudget
+		return dst, errGrowRefused
 	}
 	nb := append(make([]byte, 0, max(2*cap(dst), len(dst)+n)), dst...)
 	g.given = append(g.given, nb)
@@ -74,7 +77,7 @@ func TestJSONOutputGrowsThroughGrower(t *testing.T) {
 
 			refuse := &testGrower{max: len(want) / 2, cur: make([]byte, 3, 64)}
 			out, _, err := tr.AppendRequestWithin(refuse, refuse.cur, tc.sig, tc.body)
-			if !errors.Is(err, ErrBudget) || len(out) != 3 {
+			if !errors.Is(err, errGrowRefused) || len(out) != 3 {
 				t.Errorf("a grower that refuses: %v, %d bytes; want ErrBudget, 3 bytes", err, len(out))
 			}
 		})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/strictsink"
 )
@@ -29,20 +30,20 @@ var _ = configgrpc.ServerConfig{}
 // wireRecorder is a destination that sends pass-through batches of enc, and keeps a copy of
 // every batch it is handed.
 type wireRecorder struct {
-	enc fastpath.Encoding
+	enc pipeline.Encoding
 	mu  sync.Mutex
 	got []wireBatch
 }
 
 type wireBatch struct {
-	enc          fastpath.Encoding
+	enc          pipeline.Encoding
 	items, plain int
 	body         []byte
 }
 
 func (r *wireRecorder) Name() string                   { return "wire-" + r.enc.String() }
-func (r *wireRecorder) PassThrough() fastpath.Encoding { return r.enc }
-func (r *wireRecorder) Enqueue(b *fastpath.Batch) error {
+func (r *wireRecorder) PassThrough() pipeline.Encoding { return r.enc }
+func (r *wireRecorder) Enqueue(b *pipeline.Batch) error {
 	r.mu.Lock()
 	r.got = append(r.got, wireBatch{b.Encoding, b.Items, b.PlainLen(), bytes.Clone(b.Payload.Bytes())})
 	r.mu.Unlock()
@@ -59,7 +60,7 @@ func (r *wireRecorder) batches() []wireBatch {
 // compressedRequests returns n trace requests of a few spans each, plain and compressed in
 // enc as an SDK would send them (one gzip member or zstd frame each), with their span ids in
 // order.
-func compressedRequests(t testing.TB, n int, enc fastpath.Encoding) (plain, wire [][]byte, ids []string) {
+func compressedRequests(t testing.TB, n int, enc pipeline.Encoding) (plain, wire [][]byte, ids []string) {
 	t.Helper()
 	g := otlpgen.New(7)
 	zw, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
@@ -75,13 +76,13 @@ func compressedRequests(t testing.TB, n int, enc fastpath.Encoding) (plain, wire
 		plain = append(plain, body)
 		ids = append(ids, spanIDs(t, body)...)
 		switch enc {
-		case fastpath.EncodingGzip:
+		case pipeline.EncodingGzip:
 			var b bytes.Buffer
 			gw := gzip.NewWriter(&b)
 			gw.Write(body)
 			gw.Close()
 			wire = append(wire, b.Bytes())
-		case fastpath.EncodingZstd:
+		case pipeline.EncodingZstd:
 			wire = append(wire, zw.EncodeAll(body, nil))
 		}
 	}
@@ -112,19 +113,19 @@ func spanIDs(t testing.TB, body []byte) []string {
 
 // passThroughBatch admits the compressed requests into a pipeline whose one destination sends
 // enc, and returns the batch it was handed.
-func passThroughBatch(t *testing.T, enc fastpath.Encoding, plain, wire [][]byte) wireBatch {
+func passThroughBatch(t *testing.T, enc pipeline.Encoding, plain, wire [][]byte) wireBatch {
 	t.Helper()
-	cfg := fastpath.DefaultConfig()
+	cfg := pipeline.DefaultConfig()
 	cfg.Eager, cfg.BatchMaxAge = false, time.Hour
 	rec := &wireRecorder{enc: enc}
-	p, err := fastpath.New(cfg, []fastpath.Destination{rec})
+	p, err := pipeline.New(cfg, []pipeline.Destination{rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	want := 0
 	for i := range plain {
-		if _, err := p.AdmitWire(fastpath.Origin{}, fastpath.Traces, plain[i], wire[i], enc, 1); err != nil {
+		if _, err := p.AdmitWire(pipeline.Origin{}, fastpath.Traces, plain[i], wire[i], enc, 1); err != nil {
 			t.Fatal(err)
 		}
 		want += len(plain[i])
@@ -162,12 +163,12 @@ func TestPassThroughBatchDecoders(t *testing.T) {
 	}
 	collector := collectorHTTP(t)
 
-	for _, enc := range []fastpath.Encoding{fastpath.EncodingGzip, fastpath.EncodingZstd} {
+	for _, enc := range []pipeline.Encoding{pipeline.EncodingGzip, pipeline.EncodingZstd} {
 		t.Run(enc.String(), func(t *testing.T) {
 			plain, wire, ids := compressedRequests(t, 5, enc)
 			b := passThroughBatch(t, enc, plain, wire)
 			want := bytes.Join(plain, nil)
-			if enc == fastpath.EncodingZstd && !bytes.HasPrefix(b.body, fastpath.ZstdPreamble[:]) {
+			if enc == pipeline.EncodingZstd && !bytes.HasPrefix(b.body, pipeline.ZstdPreamble[:]) {
 				t.Fatalf("a zstd batch begins % x, not with the skippable frame", b.body[:8])
 			}
 			decoders := map[string]func([]byte) ([]byte, error){
@@ -181,7 +182,7 @@ func TestPassThroughBatchDecoders(t *testing.T) {
 					return nil, fmt.Errorf("no %s in codec", enc)
 				},
 				"fasthttp": func(z []byte) ([]byte, error) {
-					if enc == fastpath.EncodingGzip {
+					if enc == pipeline.EncodingGzip {
 						return fasthttp.AppendGunzipBytes(nil, z)
 					}
 					return fasthttp.AppendUnzstdBytes(nil, z)

@@ -219,7 +219,7 @@ func refScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, err
 	if sig >= NumSignals {
 		return Scan{}, ErrSignal
 	}
-	if layout >= numLayouts {
+	if layout >= NumLayouts {
 		return Scan{}, ErrLayout
 	}
 	if depth >= numDepths {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -29,7 +30,7 @@ func TestRejectReachesOwner(t *testing.T) {
 		reject
 		drop
 	)
-	finish := func(b *fastpath.Batch, how int) {
+	finish := func(b *pipeline.Batch, how int) {
 		switch how {
 		case deliver:
 			b.Done(true)
@@ -57,12 +58,12 @@ func TestRejectReachesOwner(t *testing.T) {
 			o := &outcome{}
 			p := pool.NewPayload(len(in))
 			*p.Buf() = append(*p.Buf(), in...)
-			b := fastpath.NewBatch(fastpath.Traces, 48, p, o)
+			b := pipeline.NewBatch(fastpath.Traces, 48, p, o)
 			if len(c.parts) == 1 {
 				finish(b, c.parts[0])
 			} else {
-				s := fastpath.GetSplitter()
-				defer fastpath.PutSplitter(s)
+				s := pipeline.GetSplitter()
+				defer pipeline.PutSplitter(s)
 				whole, parts, err := s.Split(b, fastpath.SplitTraceID, len(c.parts), &modPicker{len(c.parts)})
 				if err != nil || whole != -1 {
 					t.Fatalf("split: whole %d, err %v", whole, err)

@@ -51,7 +51,8 @@ const (
 	// LayoutOTEP is {Trace,Metric,Log}ExportRequest of the OTEP 0035 protocol: the request id
 	// (a varint) at field 1 and the entries at field 2.
 	LayoutOTEP
-	numLayouts
+	// NumLayouts is the number of layouts.
+	NumLayouts
 )
 
 // String returns the layout's name as used in flags and logs. Safe for concurrent use.
@@ -106,7 +107,7 @@ func ScanRequest(sig Signal, b []byte, layout Layout, depth Depth) (Scan, error)
 	if sig >= NumSignals {
 		return Scan{}, ErrSignal
 	}
-	if layout >= numLayouts {
+	if layout >= NumLayouts {
 		return Scan{}, ErrLayout
 	}
 	if depth >= numDepths {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -64,7 +63,6 @@ type Splitter struct {
 	// parts and counts are the result: a payload and an item count per part.
 	parts  []*pool.Payload
 	counts []int
-	kids   []*Batch
 	// The owner of the last item key, since consecutive items mostly share a trace.
 	lastKey   []byte
 	lastOwner int
@@ -94,10 +92,9 @@ var splitters = sync.Pool{New: func() any { return new(Splitter) }}
 // GetSplitter returns a Splitter from the pool. Safe for concurrent use.
 func GetSplitter() *Splitter { return splitters.Get().(*Splitter) }
 
-// PutSplitter returns s to the pool; the parts of its last Split must have been taken.
+// PutSplitter returns s to the pool; the parts of its last Partition must have been taken.
 func PutSplitter(s *Splitter) {
 	clear(s.parts)
-	clear(s.kids)
 	s.lastKey = nil
 	clear(s.hdrs)
 	clear(s.items)
@@ -120,89 +117,12 @@ const (
 
 var serviceName = []byte("service.name")
 
-// Split partitions the payload of b into n parts by key, asking pick for the owner of each key.
-//
-// When every item goes to one part it returns that part's index and nil: b goes on as it is,
-// by reference. Otherwise it returns -1 and a slice of n batches, nil where a part got
-// nothing; each holds its own pooled payload and one pending destination, and b is finished
-// (b.Done's work) once every part was finished, delivered only if every part was. The caller
-// must then hand each part to one destination and must not call b.Done itself; b's payload
-// reference is released before Split returns. The slice is valid until the next call.
-//
-// A payload that does not parse goes whole to the owner of the empty key, with the error:
-// it is still delivered, and the caller counts it.
-func (s *Splitter) Split(b *Batch, key SplitKey, n int, pick Picker) (int, []*Batch, error) {
-	whole, err := s.partition(b.Signal, b.Payload.Bytes(), key, n, pick)
-	if err != nil {
-		return pick.Pick(hashBytes(hashSeed, nil)), nil, err
-	}
-	if whole >= 0 {
-		return whole, nil, nil
-	}
-	j := joins.Get().(*join)
-	j.parent = b
-	s.kids = s.kids[:0]
-	live := int32(0)
-	for i := range n {
-		var k *Batch
-		if p := s.parts[i]; p != nil {
-			k = newPart(b.Signal, p, s.counts[i], j)
-			k.Tenant = b.Tenant
-			s.parts[i] = nil
-			live++
-		}
-		s.kids = append(s.kids, k)
-	}
-	j.left.Store(live)
-	b.Payload.Release() // every part holds its own copy
-	return -1, s.kids, nil
-}
-
-// join finishes a split batch once each of its parts is finished.
-type join struct {
-	parent *Batch
-	left   atomic.Int32
-	failed atomic.Bool
-	// other is set by a part given up for another reason than its upstream's refusal: the
-	// split batch is rejected (Reject) only when every part that failed was.
-	other atomic.Bool
-}
-
-var joins = sync.Pool{New: func() any { return new(join) }}
-
-func (j *join) partDone(delivered, rejected bool) {
-	if !delivered {
-		j.failed.Store(true)
-		if !rejected {
-			j.other.Store(true)
-		}
-	}
-	if j.left.Add(-1) != 0 {
-		return
-	}
-	p := j.parent
-	if j.failed.Load() {
-		p.failures.Add(1)
-		if !j.other.Load() {
-			p.rejects.Add(1)
-		}
-	}
-	j.parent = nil
-	j.failed.Store(false)
-	j.other.Store(false)
-	joins.Put(j)
-	p.finishOne() // its payload was released by Split
-}
-
-// newPart is a batch of one destination holding part of a split batch.
-func newPart(sig Signal, p *pool.Payload, items int, j *join) *Batch {
-	k := batchPool.Get()
-	k.Signal, k.Items, k.Payload = sig, items, p
-	k.size = p.Len()
-	k.join = j
-	k.pending.Store(1)
-	k.refs.Store(1)
-	return k
+// TakePart hands over part p of the last Partition: its payload (nil when it got nothing),
+// which the caller now owns, and its item count.
+func (s *Splitter) TakePart(p int) (*pool.Payload, int) {
+	pl := s.parts[p]
+	s.parts[p] = nil
+	return pl, s.counts[p]
 }
 
 // hashSeed starts every key hash: FNV-1a's 64-bit offset basis. Keys must hash alike on every
@@ -222,8 +142,11 @@ func hashBytes(h uint64, b []byte) uint64 {
 // Safe for concurrent use.
 func HashKey(key []byte) uint64 { return hashBytes(hashSeed, key) }
 
-// partition fills s.parts and s.counts, or returns the single owner of everything.
-func (s *Splitter) partition(sig Signal, payload []byte, key SplitKey, n int, pick Picker) (int, error) {
+// Partition partitions payload, a v1 request of sig, into n parts by key, asking pick for the
+// owner of each key: it returns the one owner of everything, or -1 with the parts for
+// TakePart (each a pooled payload of its own, nil where a part got nothing), valid until the
+// next call.
+func (s *Splitter) Partition(sig Signal, payload []byte, key SplitKey, n int, pick Picker) (int, error) {
 	if n < 1 || n > MaxParts {
 		return 0, errParts
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -386,16 +387,16 @@ type part struct {
 
 func (d *splitDest) Name() string { return "split" }
 
-func (d *splitDest) Enqueue(b *fastpath.Batch) error {
-	s := fastpath.GetSplitter()
-	defer fastpath.PutSplitter(s)
+func (d *splitDest) Enqueue(b *pipeline.Batch) error {
+	s := pipeline.GetSplitter()
+	defer pipeline.PutSplitter(s)
 	whole, parts, err := s.Split(b, fastpath.SplitTraceID, 3, &modPicker{3})
 	if err != nil {
 		return err
 	}
 	if whole >= 0 {
 		d.wholes++
-		parts = []*fastpath.Batch{b}
+		parts = []*pipeline.Batch{b}
 	} else {
 		d.splits++
 	}
@@ -410,7 +411,7 @@ func (d *splitDest) Enqueue(b *fastpath.Batch) error {
 
 func TestSplitThroughPipeline(t *testing.T) {
 	d := &splitDest{}
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{d})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}

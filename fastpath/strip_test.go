@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -119,8 +120,8 @@ func TestAppendEntriesStrips(t *testing.T) {
 			}
 			// Entries hands out the request itself exactly when AppendEntries would copy it
 			// unchanged: a v1 request with nothing to strip.
-			cfg := fastpath.DefaultConfig()
-			r, err := fastpath.Prepare(&cfg, nil, fastpath.Origin{}, fastpath.Traces, tt.in, 1, tt.layout)
+			cfg := pipeline.DefaultConfig()
+			r, err := pipeline.Prepare(&cfg, nil, pipeline.Origin{}, fastpath.Traces, tt.in, 1, tt.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,9 +159,9 @@ func malformedTops() map[string][]byte {
 // a batch.
 func TestMalformedTopLevelRefusedEverywhere(t *testing.T) {
 	r := testkit.NewRecorder("batch_recorder")
-	cfg := fastpath.DefaultConfig()
+	cfg := pipeline.DefaultConfig()
 	cfg.BatchMaxAge = time.Hour
-	p, err := fastpath.New(cfg, []fastpath.Destination{r})
+	p, err := pipeline.New(cfg, []pipeline.Destination{r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +218,11 @@ func TestBatchesHoldOnlyEntries(t *testing.T) {
 			for _, depth := range []fastpath.Depth{fastpath.DepthTop, fastpath.DepthResource, fastpath.DepthFull} {
 				t.Run(fmt.Sprintf("%v/%v/%v", sig, layout, depth), func(t *testing.T) {
 					r := testkit.NewRecorder("batch_recorder")
-					cfg := fastpath.DefaultConfig()
+					cfg := pipeline.DefaultConfig()
 					cfg.BatchMaxAge = time.Hour
 					cfg.Eager = false
 					cfg.BatchMaxItems = 1 << 20
-					p, err := fastpath.New(cfg, []fastpath.Destination{r})
+					p, err := pipeline.New(cfg, []pipeline.Destination{r})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -96,7 +96,7 @@
 // # Wiring
 //
 // internal/gateway opens the spool with the -dest names and puts feed.Admission in front of the
-// intakes instead of a fastpath.Pipeline: a request is appended (stripped, as a batch carries
+// intakes instead of a pipeline.Pipeline: a request is appended (stripped, as a batch carries
 // it) before it is acknowledged, and nothing else is kept in memory. Package spool/feed runs one Feeder per destination that
 // reads that destination's Reader and hands it batches within its share of -queue.max-bytes;
 // delivered batches Finish their records, batches given up for a counted reason Drop them, and

@@ -17,6 +17,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Config of the file destination.
@@ -99,7 +100,7 @@ var (
 // wait long behind the others of its burst for its Done.
 const burstBytes = 256 << 10
 
-// Dest is the file destination. It implements fastpath.Destination.
+// Dest is the file destination. It implements pipeline.Destination.
 //
 // The writer takes batches from the queue in bursts: every batch waiting, up to burstBytes of
 // lines, is encoded into one buffer, written with one write(2), and only then finished, so that
@@ -111,7 +112,7 @@ type Dest struct {
 	cfg    Config
 	log    *slog.Logger
 	fs     fileSystem
-	queue  chan *fastpath.Batch
+	queue  chan *pipeline.Batch
 	queued atomic.Int64
 	limit  atomic.Int64 // queue bound, QueueBytes until SetQueueBytes
 	counts *client.Counts
@@ -128,7 +129,7 @@ type Dest struct {
 	done chan struct{} // closed when the writer goroutine returned
 
 	// finish ends a batch: b.Done, or a recorder in tests, which need to see when it runs.
-	finish func(b *fastpath.Batch, delivered bool)
+	finish func(b *pipeline.Batch, delivered bool)
 
 	// owned by the writer goroutine
 	f       file  // nil after an error, until the next burst opens the file again
@@ -137,7 +138,7 @@ type Dest struct {
 	failing bool  // an error since the last good write: the next good one logs the recovery
 	lost    int64 // items lost since failing began
 	buf     []byte
-	burst   []*fastpath.Batch // batches whose lines are in buf, in order
+	burst   []*pipeline.Batch // batches whose lines are in buf, in order
 	ends    []int             // end of each burst batch's line in buf
 	batches [fastpath.NumSignals]int64
 	items   [fastpath.NumSignals]int64
@@ -156,8 +157,8 @@ func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dest{cfg: cfg, log: log, fs: fs, queue: make(chan *fastpath.Batch, 4096),
-		stop: make(chan struct{}), done: make(chan struct{}), finish: (*fastpath.Batch).Done,
+	d := &Dest{cfg: cfg, log: log, fs: fs, queue: make(chan *pipeline.Batch, 4096),
+		stop: make(chan struct{}), done: make(chan struct{}), finish: (*pipeline.Batch).Done,
 		counts: client.NewCounts(cfg.Name)}
 	d.limit.Store(cfg.QueueBytes)
 	if err := d.open(); err != nil {
@@ -167,7 +168,7 @@ func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 	return d, nil
 }
 
-// Name implements fastpath.Destination.
+// Name implements pipeline.Destination.
 func (d *Dest) Name() string { return d.cfg.Name }
 
 // SetQueueBytes changes the queue bound in place (a reload that changed queue-bytes alone).
@@ -188,18 +189,18 @@ func (d *Dest) setLastError(err error) {
 	d.errMu.Unlock()
 }
 
-// Enqueue implements fastpath.Destination. Safe for concurrent use.
-func (d *Dest) Enqueue(b *fastpath.Batch) error {
+// Enqueue implements pipeline.Destination. Safe for concurrent use.
+func (d *Dest) Enqueue(b *pipeline.Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mu.closed {
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
 	n := int64(b.Len())
 	// Enqueue holds d.mu and the writer only takes bytes off: checking before adding keeps the
 	// gauge from reading above the bound while batches are refused.
 	if d.queued.Load()+n > d.limit.Load() {
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 	d.queued.Add(n)
 	select {
@@ -207,7 +208,7 @@ func (d *Dest) Enqueue(b *fastpath.Batch) error {
 		return nil
 	default:
 		d.queued.Add(-n)
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 }
 
@@ -305,7 +306,7 @@ func (d *Dest) run() {
 
 // writeBurst writes b and every batch queued behind it, up to burstBytes, with one write, then
 // finishes them.
-func (d *Dest) writeBurst(b *fastpath.Batch) {
+func (d *Dest) writeBurst(b *pipeline.Batch) {
 	d.add(b)
 	for len(d.buf) < burstBytes {
 		select {
@@ -321,7 +322,7 @@ func (d *Dest) writeBurst(b *fastpath.Batch) {
 
 // add encodes b into the burst, rotating first (after writing what the burst holds) when its
 // line would take the file past MaxBytes.
-func (d *Dest) add(b *fastpath.Batch) {
+func (d *Dest) add(b *pipeline.Batch) {
 	d.queued.Add(-int64(b.Len()))
 	start := len(d.buf)
 	var err error

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -51,10 +52,10 @@ func TestWriteAndRotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
 	pc.BatchMaxAge = time.Hour
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +112,9 @@ func TestQueueBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Shutdown(context.Background())
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = time.Hour
-	p, _ := fastpath.New(pc, []fastpath.Destination{d})
+	p, _ := pipeline.New(pc, []pipeline.Destination{d})
 	p.Consume(fastpath.Traces, []byte{0x0a, 0x00}, 0)
 	p.Close()
 	if q := p.QueuedBytes(); q != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -64,10 +65,10 @@ func writeSpans(t *testing.T, cfg Config, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
 	pc.BatchMaxAge = time.Hour
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}

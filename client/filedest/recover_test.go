@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -122,8 +123,8 @@ func (f *faultFile) Write(p []byte) (int, error) {
 }
 
 // finisher records, in fs's log, each batch the destination finishes, then finishes it.
-func finisher(fs *faultFS) func(*fastpath.Batch, bool) {
-	return func(b *fastpath.Batch, ok bool) {
+func finisher(fs *faultFS) func(*pipeline.Batch, bool) {
+	return func(b *pipeline.Batch, ok bool) {
 		var req coltracev1.ExportTraceServiceRequest
 		name := "?"
 		if req.UnmarshalVT(b.Payload.Bytes()) == nil {
@@ -146,7 +147,7 @@ type rig struct {
 	t    *testing.T
 	fs   *faultFS
 	d    *Dest
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	path string
 }
 
@@ -161,10 +162,10 @@ func newRig(t *testing.T, maxBytes int64, backups int) *rig {
 		t.Fatal(err)
 	}
 	d.finish = finisher(fs)
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxItems = 1
 	pc.BatchMaxAge = time.Hour
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/client/filedest"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
@@ -34,7 +34,7 @@ type config struct {
 	authToken string // -auth.token-file: both intakes unless one has its own
 	corsOrig  string
 	corsHdrs  string
-	pipeline  fastpath.Config
+	pipeline  pipeline.Config
 	intake    admission.LimiterConfig
 	file      filedest.Config
 	admin     admin.Config
@@ -91,7 +91,7 @@ func defaultConfig() config {
 	return config{
 		grpc:       grpcserver.DefaultConfig(),
 		http:       httpserver.DefaultConfig(),
-		pipeline:   fastpath.DefaultConfig(),
+		pipeline:   pipeline.DefaultConfig(),
 		intake:     admission.DefaultLimiterConfig(),
 		file:       filedest.DefaultConfig(),
 		admin:      admin.DefaultConfig(),
@@ -201,10 +201,10 @@ func newLogger(level, format string, w *os.File) (*slog.Logger, error) {
 // configuration from them (cfg.gw) and validates it.
 func finishConfig(cfg *config) error {
 	var err error
-	if cfg.pipeline.Ack, err = fastpath.ParseAckMode(cfg.ack); err != nil {
+	if cfg.pipeline.Ack, err = pipeline.ParseAckMode(cfg.ack); err != nil {
 		return err
 	}
-	if cfg.grpc.ScanDepth, err = fastpath.ParseDepth(cfg.scanDepth); err != nil {
+	if cfg.grpc.ScanDepth, err = pipeline.ParseDepth(cfg.scanDepth); err != nil {
 		return err
 	}
 	cfg.http.ScanDepth = cfg.grpc.ScanDepth

@@ -7,7 +7,7 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
-// Chain runs the configured steps on resource entries: it implements fastpath.Processor.
+// Chain runs the configured steps on resource entries: it implements pipeline.Processor.
 // Built once at start; safe for concurrent use.
 type Chain struct {
 	set      []byte   // -resource.set, encoded as Resource field-1 KeyValues

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 func TestParseSet(t *testing.T) {
@@ -74,4 +75,4 @@ func TestSignalNumbers(t *testing.T) {
 	}
 }
 
-var _ fastpath.Processor = (*Chain)(nil)
+var _ pipeline.Processor = (*Chain)(nil)

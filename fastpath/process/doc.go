@@ -8,7 +8,7 @@
 // (-sample.logs).
 //
 // A request is a run of resource entries (ResourceSpans, ResourceMetrics, ResourceLogs), and
-// fastpath hands them to Chain.AppendEntry one at a time (fastpath.Config.Processor): every
+// fastpath hands them to Chain.AppendEntry one at a time (pipeline.Config.Processor): every
 // intake's requests, gRPC, HTTP, UDS and Kafka, pass through it. Each step reads and rewrites
 // protobuf bytes: a Resource's attributes are its field-1 KeyValues, so an edit drops the
 // colliding ones, appends the new ones and rewrites the lengths of the Resource and of its
@@ -26,7 +26,7 @@
 // warm.
 //
 // Router reads a Resource's attributes with -drop's rules for a -dest's match=resource
-// (route.go): fastpath asks it which destinations take each entry (fastpath.Config.Router)
+// (route.go): fastpath asks it which destinations take each entry (pipeline.Config.Router)
 // and splits a request whose entries go different ways.
 //
 // It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;

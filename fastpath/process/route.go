@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
 )
 
 // MaxRoutes bounds the destinations a Router numbers: the destinations that take a resource
@@ -13,7 +14,7 @@ const MaxRoutes = 64
 
 // Router decides which destinations take a resource entry by its Resource's attributes: the
 // match=resource:KEY=VALUE of a -dest, read with -drop's rules (Match). It implements
-// fastpath.Router. Built once at start; safe for concurrent use.
+// pipeline.Router. Built once at start; safe for concurrent use.
 //
 // A destination with a rule takes the entries its rule matches; a destination without one
 // takes the rest: the entries that no destination with a rule, among those that may take the

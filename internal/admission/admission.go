@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
@@ -53,26 +54,26 @@ func (r Reason) String() string {
 // overload. Safe for concurrent use.
 func (r Reason) Backpressure() bool { return r == Full || r == SpoolFull || r == SpoolIO }
 
-// Of maps an error of fastpath.Admitter.Admit to a Reason: the spool's and the budget's
+// Of maps an error of pipeline.Admitter.Admit to a Reason: the spool's and the budget's
 // refusals apart from a full queue, so that every intake counts them under the reason the
 // pipeline does.
 func Of(err error) Reason {
 	switch {
 	case err == nil:
 		return Accepted
-	case errors.Is(err, fastpath.ErrSpoolFull):
+	case errors.Is(err, pipeline.ErrSpoolFull):
 		return SpoolFull
-	case errors.Is(err, fastpath.ErrSpoolIO):
+	case errors.Is(err, pipeline.ErrSpoolIO):
 		return SpoolIO
-	case errors.Is(err, fastpath.ErrBudget):
+	case errors.Is(err, pipeline.ErrBudget):
 		return Busy
-	case errors.Is(err, fastpath.ErrFull):
+	case errors.Is(err, pipeline.ErrFull):
 		return Full
-	case errors.Is(err, fastpath.ErrTooLarge):
+	case errors.Is(err, pipeline.ErrTooLarge):
 		return TooLarge
-	case errors.Is(err, fastpath.ErrClosed):
+	case errors.Is(err, pipeline.ErrClosed):
 		return Closed
-	case errors.Is(err, fastpath.ErrUnserved):
+	case errors.Is(err, pipeline.ErrUnserved):
 		return Unserved
 	}
 	// The re-tag found what a scan at a shallower depth let through.
@@ -81,7 +82,7 @@ func Of(err error) Reason {
 
 // Await waits for an admitted batch's upstream answer (-ack=upstream; b is nil otherwise) and
 // drops the reference on it. Accepted when every destination delivered it.
-func Await(ctx context.Context, b *fastpath.Batch) Reason {
+func Await(ctx context.Context, b *pipeline.Batch) Reason {
 	if b == nil {
 		return Accepted
 	}
@@ -99,7 +100,7 @@ func Await(ctx context.Context, b *fastpath.Batch) Reason {
 // Control admits requests for one intake and tracks its refusal episodes. The zero value is
 // not usable: call Init.
 type Control struct {
-	p             fastpath.Admitter
+	p             pipeline.Admitter
 	lim           *Limiter // nil: no intake limit
 	overloadAfter time.Duration
 	// refusingSince is the unix-nano time refusals for want of queue space began, 0 while
@@ -109,16 +110,16 @@ type Control struct {
 	lastRefusal   atomic.Int64
 }
 
-// Init sets what requests are admitted into (a fastpath.Pipeline, or with a spool the spool's
+// Init sets what requests are admitted into (a pipeline.Pipeline, or with a spool the spool's
 // admission; nil in tests of the episode rules only), the intake limiter (nil for none) and
 // how long refusals must last before they are overload. Call once, before use.
-func (c *Control) Init(p fastpath.Admitter, lim *Limiter, overloadAfter time.Duration) {
+func (c *Control) Init(p pipeline.Admitter, lim *Limiter, overloadAfter time.Duration) {
 	c.p, c.lim, c.overloadAfter = p, lim, overloadAfter
 }
 
 // Admit hands a checked request to the admitter. An admission ends the refusal episode. Safe
 // for concurrent use.
-func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, Reason) {
 	b, err := c.p.Admit(sig, req, items, layout)
 	if err != nil {
 		return nil, Of(err)
@@ -134,7 +135,7 @@ func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastp
 // A tenant over its rate (-tenant.rate) is refused as Throttled before admission, and told to
 // wait TenantDelay; what a request took from its tenant's bucket is given back when admission
 // then refuses it. Safe for concurrent use.
-func (c *Control) AdmitTenant(o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, Reason) {
+func (c *Control) AdmitTenant(o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, Reason) {
 	t := o.Tenant
 	if t != nil {
 		if _, ok := t.Take(len(req), items); !ok {
@@ -181,7 +182,7 @@ func (c *Control) OverloadedAt(now int64) bool {
 
 // AckUpstream reports whether the intake answers a request only once its batch was delivered
 // (-ack=upstream): Admit then returns the batch to wait on.
-func (c *Control) AckUpstream() bool { return c.p.Ack() == fastpath.AckUpstream }
+func (c *Control) AckUpstream() bool { return c.p.Ack() == pipeline.AckUpstream }
 
 // QueueDelay is how long a client refused for want of queue space (or whose batch the
 // upstream gave up, with -ack=upstream) should wait: sized from the queue's drain rate.

@@ -14,10 +14,11 @@
 //
 // It lives under internal/ rather than in fastpath because it is intake policy, not the
 // pipeline's: fastpath admits bytes and knows nothing of protocols, clients or their retries.
-// Control admits through the fastpath.Admitter interface, so the intakes work alike in front
-// of a fastpath.Pipeline and, with a spool, in front of the spool's admission (spool/feed).
+// Control admits through the pipeline.Admitter interface, so the intakes work alike in front
+// of a pipeline.Pipeline and, with a spool, in front of the spool's admission (spool/feed).
 //
-// It imports fastpath, fastpath/tenant and pool only. Every function runs on the intake's
-// goroutine (a handler, or an event loop that never waits) and is safe for concurrent use; nothing
-// here allocates on the request path (Limiter.NewAccount allocates, once per connection).
+// It imports fastpath, fastpath/pipeline, fastpath/tenant and pool only. Every function runs on
+// the intake's goroutine (a handler, or an event loop that never waits) and is safe for concurrent
+// use; nothing here allocates on the request path (Limiter.NewAccount allocates, once per
+// connection).
 package admission

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Intake names the intake that asks the Limiter, for the refusal counters.
@@ -382,14 +382,14 @@ func (l *Limiter) MaxInflateBytes() int64 { return l.bytes[budgetInflate].max }
 // Safe for concurrent use.
 func (l *Limiter) CountStalled(in Intake) { intakeRefusedC[in][refusedStalled].Inc() }
 
-// Budget returns the budget intake in draws from as a fastpath.Budget, for what processing and
-// transcoding write (fastpath.Config.Budget, ConsumeBudget): taken without waiting, since it
+// Budget returns the budget intake in draws from as a pipeline.Budget, for what processing and
+// transcoding write (pipeline.Config.Budget, ConsumeBudget): taken without waiting, since it
 // is asked on every intake's goroutine, event loops included. Its refusals are counted by
 // fastpath (otlpgate_fastpath_refused_items_total{reason="intake_bytes"}), which knows the
 // request, not here. It allocates: call it once. Safe for concurrent use.
-func (l *Limiter) Budget(in Intake) fastpath.Budget { return &intakeBudget{l: l, in: in} }
+func (l *Limiter) Budget(in Intake) pipeline.Budget { return &intakeBudget{l: l, in: in} }
 
-// intakeBudget is one intake's budget of a Limiter as a fastpath.Budget.
+// intakeBudget is one intake's budget of a Limiter as a pipeline.Budget.
 type intakeBudget struct {
 	l  *Limiter
 	in Intake

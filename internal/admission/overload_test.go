@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // The grace of -grpc.overload-after (and -http.overload-after) applies to every refusal
@@ -48,12 +48,12 @@ func TestReasonsAndRetryAfter(t *testing.T) {
 		name string
 	}{
 		{nil, Accepted, "accepted"},
-		{fastpath.ErrFull, Full, "queue_full"},
-		{fmt.Errorf("wrapped: %w", fastpath.ErrTooLarge), TooLarge, "too_large"},
-		{fastpath.ErrClosed, Closed, "closed"},
-		{fastpath.ErrSpoolFull, SpoolFull, "spool_full"},
-		{fmt.Errorf("wrapped: %w", fastpath.ErrSpoolIO), SpoolIO, "spool_io"},
-		{fastpath.ErrBudget, Busy, "intake_bytes"},
+		{pipeline.ErrFull, Full, "queue_full"},
+		{fmt.Errorf("wrapped: %w", pipeline.ErrTooLarge), TooLarge, "too_large"},
+		{pipeline.ErrClosed, Closed, "closed"},
+		{pipeline.ErrSpoolFull, SpoolFull, "spool_full"},
+		{fmt.Errorf("wrapped: %w", pipeline.ErrSpoolIO), SpoolIO, "spool_io"},
+		{pipeline.ErrBudget, Busy, "intake_bytes"},
 		{errors.New("a re-tag failure"), Invalid, "invalid"},
 	} {
 		if got := Of(tc.err); got != tc.want || got.String() != tc.name {

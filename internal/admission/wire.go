@@ -1,22 +1,26 @@
 package admission
 
-import "github.com/otlpgate/otlpgate/fastpath"
+import (
+	"github.com/otlpgate/otlpgate/fastpath"
+
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+)
 
 // AdmitWire is AdmitTenant for a v1 request that arrived compressed in enc: plain is its
 // decompressed body, already scanned, wire its bytes as received. When the admitter batches
-// compressed requests as they arrived (fastpath.WireAdmitter: the pipeline, the spool's
+// compressed requests as they arrived (pipeline.WireAdmitter: the pipeline, the spool's
 // admission) it decides whether wire can travel as it is, for a tenant's request as for any
 // other; any other admitter takes plain, counted in
 // otlpgate_fastpath_passthrough_fallback_requests_total (reason spool). Either way a
 // tenant's rate (-tenant.rate) is charged for plain, as AdmitTenant charges it, and given back
 // when admission refuses. plain and wire are only read during the call. Safe for concurrent
 // use.
-func (c *Control) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, Reason) {
-	w, ok := c.p.(fastpath.WireAdmitter)
-	if !ok || enc == fastpath.EncodingNone {
+func (c *Control) AdmitWire(o pipeline.Origin, sig fastpath.Signal, plain, wire []byte, enc pipeline.Encoding, items int) (*pipeline.Batch, Reason) {
+	w, ok := c.p.(pipeline.WireAdmitter)
+	if !ok || enc == pipeline.EncodingNone {
 		b, r := c.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
-		if r == Accepted && enc != fastpath.EncodingNone {
-			fastpath.CountFallback(fastpath.FallbackSpool, len(plain))
+		if r == Accepted && enc != pipeline.EncodingNone {
+			pipeline.CountFallback(pipeline.FallbackSpool, len(plain))
 		}
 		return b, r
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -15,20 +16,20 @@ import (
 // plainAdmitter is an Admitter that is no WireAdmitter: it keeps what it is given.
 type plainAdmitter struct{ got [][]byte }
 
-func (a *plainAdmitter) Admit(sig fastpath.Signal, req []byte, items int, l fastpath.Layout) (*fastpath.Batch, error) {
-	return a.AdmitTenant(fastpath.Origin{}, sig, req, items, l)
+func (a *plainAdmitter) Admit(sig fastpath.Signal, req []byte, items int, l fastpath.Layout) (*pipeline.Batch, error) {
+	return a.AdmitTenant(pipeline.Origin{}, sig, req, items, l)
 }
-func (a *plainAdmitter) AdmitTenant(_ fastpath.Origin, _ fastpath.Signal, req []byte, _ int, _ fastpath.Layout) (*fastpath.Batch, error) {
+func (a *plainAdmitter) AdmitTenant(_ pipeline.Origin, _ fastpath.Signal, req []byte, _ int, _ fastpath.Layout) (*pipeline.Batch, error) {
 	a.got = append(a.got, bytes.Clone(req))
 	return nil, nil
 }
-func (a *plainAdmitter) Ack() fastpath.AckMode     { return fastpath.AckAccept }
+func (a *plainAdmitter) Ack() pipeline.AckMode     { return pipeline.AckAccept }
 func (a *plainAdmitter) RetryDelay() time.Duration { return time.Second }
 
 // wireDiscard is testkit.Discard sending gzip pass-through batches.
 type wireDiscard struct{ testkit.Discard }
 
-func (*wireDiscard) PassThrough() fastpath.Encoding { return fastpath.EncodingGzip }
+func (*wireDiscard) PassThrough() pipeline.Encoding { return pipeline.EncodingGzip }
 
 // An admitter that is no WireAdmitter gets the decompressed request, counted as the spool
 // fallback; through a pipeline the same request passes compressed.
@@ -43,7 +44,7 @@ func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
 	var c Control
 	c.Init(&spoolLike, nil, time.Second)
 	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "spool")
-	if _, r := c.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
+	if _, r := c.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z.Bytes(), pipeline.EncodingGzip, 1); r != Accepted {
 		t.Fatalf("reason %v", r)
 	}
 	if len(spoolLike.got) != 1 || !bytes.Equal(spoolLike.got[0], body) {
@@ -53,14 +54,14 @@ func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
 		t.Fatalf("spool fallback counted %v times, want 1", n)
 	}
 
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{&wireDiscard{}})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{&wireDiscard{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	c.Init(p, nil, time.Second)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
-	if _, r := c.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, z.Bytes(), fastpath.EncodingGzip, 1); r != Accepted {
+	if _, r := c.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z.Bytes(), pipeline.EncodingGzip, 1); r != Accepted {
 		t.Fatalf("reason %v", r)
 	}
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 1 {
@@ -93,11 +94,11 @@ func TestAdmitWireTenantRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tiny := fastpath.DefaultConfig()
+			tiny := pipeline.DefaultConfig()
 			tiny.Tenants = ts
 			tiny.QueueMaxBytes = int64(len(wire)) - 1
 			tiny.BatchMaxBytes = len(wire) - 1
-			small, err := fastpath.New(tiny, []fastpath.Destination{&wireDiscard{}})
+			small, err := pipeline.New(tiny, []pipeline.Destination{&wireDiscard{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,9 +110,9 @@ func TestAdmitWireTenantRate(t *testing.T) {
 					t.Fatalf("into a queue smaller than the request: %v, want too_large", r)
 				}
 			}
-			cfg := fastpath.DefaultConfig()
+			cfg := pipeline.DefaultConfig()
 			cfg.Tenants = ts
-			p, err := fastpath.New(cfg, []fastpath.Destination{&wireDiscard{}})
+			p, err := pipeline.New(cfg, []pipeline.Destination{&wireDiscard{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,14 +130,14 @@ func TestAdmitWireTenantRate(t *testing.T) {
 	}
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	run("compressed", func(c *Control, tn *tenant.Tenant) Reason {
-		_, r := c.AdmitWire(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, wire, fastpath.EncodingGzip, 1)
+		_, r := c.AdmitWire(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, wire, pipeline.EncodingGzip, 1)
 		return r
 	})
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 2 {
 		t.Fatalf("%v requests passed through, want the 2 admitted", n)
 	}
 	run("plain", func(c *Control, tn *tenant.Tenant) Reason {
-		_, r := c.AdmitTenant(fastpath.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
+		_, r := c.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
 		return r
 	})
 }

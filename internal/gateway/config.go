@@ -8,7 +8,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/bytesize"
@@ -35,7 +35,7 @@ type Config struct {
 	Intake admission.LimiterConfig
 	// Pipeline is admission and batching (-queue.max-bytes, -batch.*, -ack); its Processor holds
 	// the processing steps.
-	Pipeline fastpath.Config
+	Pipeline pipeline.Config
 	// Dests are the -dest values, read with the defaults otlpgate derives from the rest of the
 	// configuration (AllDestinations).
 	Dests []string
@@ -56,7 +56,7 @@ type Config struct {
 	// Extra are destinations the caller built and owns, handed batches like the others (the
 	// in-process recorders of tests and benchmarks): the gateway neither starts nor shuts
 	// them down, and with a spool each gets a feeder under its name.
-	Extra []fastpath.Destination
+	Extra []pipeline.Destination
 	// File is the local OTLP/JSON file written when there is no other destination (-file.*).
 	File filedest.Config
 	// Spool is the durable spool behind acknowledgement (-spool.*); an empty Dir turns it off.
@@ -89,7 +89,7 @@ func DefaultConfig() Config {
 		Admin:           admin.DefaultConfig(),
 		Pprof:           admin.DefaultPprofConfig(),
 		Intake:          admission.DefaultLimiterConfig(),
-		Pipeline:        fastpath.DefaultConfig(),
+		Pipeline:        pipeline.DefaultConfig(),
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
 		DestFilePoll:    5 * time.Second,
@@ -121,7 +121,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Spool.Dir != "" {
-		if c.Pipeline.Ack == fastpath.AckUpstream {
+		if c.Pipeline.Ack == pipeline.AckUpstream {
 			return errors.New("-ack=upstream cannot be combined with -spool.dir: with a spool, requests are acknowledged once spooled")
 		}
 		if sp := c.Spool; sp.MaxBytes < 2*sp.SegmentBytes {

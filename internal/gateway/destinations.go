@@ -11,7 +11,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
@@ -25,7 +25,7 @@ type member struct {
 	// cfg is an upstream's configuration (from -dest, -dest.file or Config.Destinations),
 	// compared at a reload to tell a changed destination; nil for Extra and the file.
 	cfg   *client.Config
-	dest  fastpath.Destination
+	dest  pipeline.Destination
 	out   outlet // what Shutdown drains: nil for Extra, which the caller stops
 	queue int64  // its own queue bound, for the spool's shares; 0: none
 
@@ -39,7 +39,7 @@ type member struct {
 // outlet is a destination the gateway starts and drains on Shutdown: a client.Dest, a
 // client.Fleet or the file.
 type outlet interface {
-	fastpath.Destination
+	pipeline.Destination
 	Shutdown(ctx context.Context) error
 }
 
@@ -109,8 +109,8 @@ func (m *member) start() {
 }
 
 // dests is the destinations of ms, in order.
-func dests(ms []*member) []fastpath.Destination {
-	out := make([]fastpath.Destination, len(ms))
+func dests(ms []*member) []pipeline.Destination {
+	out := make([]pipeline.Destination, len(ms))
 	for i, m := range ms {
 		out[i] = m.dest
 	}
@@ -200,7 +200,7 @@ func (g *Gateway) applyMemory(next, fresh, gone []*member, replaces map[*member]
 	if g.cfg.Pipeline.Tenants != nil {
 		// The routes go with the set: a destination keeps its match-header whatever
 		// position the reload gave it.
-		set = func(ds []fastpath.Destination) error { return g.p.SetDestinationsRoutes(ds, routesOf(next)) }
+		set = func(ds []pipeline.Destination) error { return g.p.SetDestinationsRoutes(ds, routesOf(next)) }
 	}
 	if err := set(dests(next)); err != nil {
 		// Closed: the gateway is shutting down, and g.dmu.closed stops reloads before that.
@@ -352,7 +352,7 @@ func (g *Gateway) retire(m, replacement *member) {
 		var err error
 		if d, ok := m.out.(*client.Dest); ok && replacement != nil {
 			var lost atomic.Int64
-			err = d.Handover(ctx, func(b *fastpath.Batch, _ bool) {
+			err = d.Handover(ctx, func(b *pipeline.Batch, _ bool) {
 				if !handTo(ctx, replacement.dest, b) {
 					lost.Add(1)
 				}
@@ -375,13 +375,13 @@ func (g *Gateway) retire(m, replacement *member) {
 // handTo enqueues b, handed back by a destination being replaced, to its replacement d,
 // waiting while d's queue is full. b is finished undelivered, and handTo reports false, when d
 // is closing or ctx ends first.
-func handTo(ctx context.Context, d fastpath.Destination, b *fastpath.Batch) bool {
+func handTo(ctx context.Context, d pipeline.Destination, b *pipeline.Batch) bool {
 	for {
 		err := d.Enqueue(b)
 		if err == nil {
 			return true
 		}
-		if errors.Is(err, fastpath.ErrClosed) || ctx.Err() != nil {
+		if errors.Is(err, pipeline.ErrClosed) || ctx.Err() != nil {
 			b.Done(false)
 			return false
 		}

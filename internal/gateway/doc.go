@@ -11,12 +11,12 @@
 //
 // # Rules
 //
-// It imports every otlpgate package that takes part in the data path (fastpath, fastpath/tenant
-// for the tenant table, fastpath/process for the router of a -dest's match=resource, client,
-// client/filedest, spool, spool/feed, server/..., codec, pool, internal/bytesize),
-// internal/credfile for the files it reads itself (-auth.tenants-file, the references of
-// -dest.file lines), and nothing of cmd/ or bench/; only cmd/, bench/ and tests import it. It
-// never exits the process.
+// It imports every otlpgate package that takes part in the data path (fastpath, fastpath/pipeline,
+// fastpath/tenant for the tenant table, fastpath/process for the router of a -dest's
+// match=resource, client, client/filedest, spool, spool/feed, server/..., codec, pool,
+// internal/bytesize), internal/credfile for the files it reads itself (-auth.tenants-file, the
+// references of -dest.file lines), and nothing of cmd/ or bench/; only cmd/, bench/ and tests
+// import it. It never exits the process.
 //
 // # Goroutines
 //

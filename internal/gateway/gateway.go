@@ -14,7 +14,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/server/admin"
@@ -34,7 +34,7 @@ type Gateway struct {
 
 	lim   *admission.Limiter
 	in    admitter           // what every intake admits into: p, or the spool's admission
-	p     *fastpath.Pipeline // nil with a spool
+	p     *pipeline.Pipeline // nil with a spool
 	spool *spool.Spool       // nil without a spool
 	sa    *feed.Admission    // the spool's admission (in), nil without a spool
 
@@ -79,11 +79,11 @@ type Gateway struct {
 	tally client.Tally
 }
 
-// admitter is what every intake admits into: a fastpath.Pipeline, or with a spool the spool's
+// admitter is what every intake admits into: a pipeline.Pipeline, or with a spool the spool's
 // admission (spool/feed), which the shutdown seals and closes alike.
 type admitter interface {
-	fastpath.Admitter
-	fastpath.Consumer
+	pipeline.Admitter
+	pipeline.Consumer
 	Flush()
 	QueuedBytes() int64
 	Close()
@@ -158,7 +158,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	// The processing steps in force, which a reload replaces (SetProcessor).
-	g.cfg.Pipeline.Steps = fastpath.NewSteps(g.cfg.Pipeline.Processor)
+	g.cfg.Pipeline.Steps = pipeline.NewSteps(g.cfg.Pipeline.Processor)
 	cfg = g.cfg
 	var ms []*member
 	defer func() { g.dmu.members = ms }() // release stops what was built, also on an error
@@ -213,7 +213,7 @@ func (g *Gateway) build() error {
 		g.sa.SetDestinations(dests(ms))
 		g.in = g.sa
 	} else {
-		if g.p, err = fastpath.New(cfg.Pipeline, dests(ms)); err != nil {
+		if g.p, err = pipeline.New(cfg.Pipeline, dests(ms)); err != nil {
 			return err
 		}
 		g.in = g.p
@@ -436,7 +436,7 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 // SetProcessor replaces the processing steps (-resource.*, -drop, -sample.*; nil: none) while
 // otlpgate runs: every request prepared from now on runs through p, whole, whichever intake
 // it came from, spooled or not. Safe for concurrent use.
-func (g *Gateway) SetProcessor(p fastpath.Processor) { g.cfg.Pipeline.Steps.Set(p) }
+func (g *Gateway) SetProcessor(p pipeline.Processor) { g.cfg.Pipeline.Steps.Set(p) }
 
 // SetTenantRate replaces the rate every tenant is limited to (-tenant.rate, -tenant.burst)
 // while otlpgate runs (tenant.Table.SetRate). Without tenants (-intake.headers) there is no
@@ -456,7 +456,7 @@ func (g *Gateway) SetTenantRate(r tenant.Rate) error {
 // Pipeline is the gateway's pipeline, for tests and benchmarks that admit requests without an
 // intake or watch its queue; nil with a spool, whose admission writes to the log instead.
 // Safe for concurrent use.
-func (g *Gateway) Pipeline() *fastpath.Pipeline { return g.p }
+func (g *Gateway) Pipeline() *pipeline.Pipeline { return g.p }
 
 // GRPCAddr is the OTLP/gRPC intake's bound address, nil when it is off or not started.
 // Safe for concurrent use.
@@ -489,7 +489,7 @@ func (g *Gateway) destNames() []string {
 // failed are left out. Those a reload removed are gone from it.
 func (g *Gateway) lastErrors() map[string]admin.LastError {
 	g.dmu.Lock()
-	outs := make([]fastpath.Destination, 0, len(g.dmu.members))
+	outs := make([]pipeline.Destination, 0, len(g.dmu.members))
 	for _, m := range g.dmu.members {
 		outs = append(outs, m.dest)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
@@ -41,7 +41,7 @@ func (c Config) resourceRoutes() ([][]process.Match, error) {
 	switch {
 	case c.DestFile != "":
 		return nil, ErrDestFileResourceRoutes
-	case c.Pipeline.Ack == fastpath.AckUpstream:
+	case c.Pipeline.Ack == pipeline.AckUpstream:
 		return nil, errors.New("-ack=upstream cannot be combined with match=resource: a split request has no single batch to wait on")
 	case len(rules) > process.MaxRoutes:
 		return nil, fmt.Errorf("match=resource: %d destinations, at most %d", len(rules), process.MaxRoutes)

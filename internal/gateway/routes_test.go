@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // match=resource is read by the gateway, not the client: it reaches the pipeline's Router,
@@ -36,7 +36,7 @@ func TestResourceRoutesConfig(t *testing.T) {
 		{"malformed", func(c *Config) { c.Dests[0] = destSpec("a", a.addr, "match=service.name=checkout") }, "want resource:KEY=VALUE"},
 		{"empty", func(c *Config) { c.Dests[0] = destSpec("a", a.addr, "match=") }, "want resource:KEY=VALUE"},
 		{"twice", func(c *Config) { c.Dests[0] = destSpec("a", a.addr, "match=resource:a=b,match=resource:a=c") }, "given twice"},
-		{"ack upstream", func(c *Config) { c.Pipeline.Ack = fastpath.AckUpstream }, "-ack=upstream cannot be combined with match=resource"},
+		{"ack upstream", func(c *Config) { c.Pipeline.Ack = pipeline.AckUpstream }, "-ack=upstream cannot be combined with match=resource"},
 		{"dest file", func(c *Config) {
 			c.DestFile = filepath.Join(t.TempDir(), "dests")
 			writeFile(t, c.DestFile, destSpec("c", b.addr))

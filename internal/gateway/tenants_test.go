@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/client"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -22,7 +22,7 @@ func TestTenantRoutes(t *testing.T) {
 		"name=a,endpoint=x:1,protocol=v1,mode=unary,match-header=x-scope-orgid:acme|beta,forward-headers=x-scope-orgid",
 		"name=b,endpoint=y:1",
 	}
-	c.Extra = []fastpath.Destination{&testkit.Recorder{}}
+	c.Extra = []pipeline.Destination{&testkit.Recorder{}}
 	dests, err := c.AllDestinations()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -59,7 +60,7 @@ func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 	cfg := gatewayConfig()
 	cfg.GRPC.Listen = "127.0.0.1:0"
 	cfg.GRPC.StreamMaxAge = maxAge
-	cfg.Extra = []fastpath.Destination{g.rec}
+	cfg.Extra = []pipeline.Destination{g.rec}
 	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 
 // edge is an otlpgate edge: a pipeline whose one destination streams OTEP to the balancer.
 type edge struct {
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	gate *gw.Gateway
 }
 

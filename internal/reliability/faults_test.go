@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/client"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/faultproxy"
 )
 
 const spans = 3000
 
-func pipelineConfig() fastpath.Config {
-	c := fastpath.DefaultConfig()
+func pipelineConfig() pipeline.Config {
+	c := pipeline.DefaultConfig()
 	c.QueueMaxBytes = 4 << 20
 	c.BatchMaxBytes = 64 << 10
 	c.BatchMaxAge = 2 * time.Millisecond

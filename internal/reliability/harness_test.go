@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/otlpgate/otlpgate/client"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -151,7 +151,7 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 // intake, the pipeline, the destinations.
 type gate struct {
 	gw    *gateway.Gateway
-	p     *fastpath.Pipeline
+	p     *pipeline.Pipeline
 	names []string // of the destinations
 	addr  string
 	peak  atomic.Int64 // highest QueuedBytes seen by the sampler
@@ -171,7 +171,7 @@ func destConfig(name, endpoint string) client.Config {
 	return c
 }
 
-func startGate(t *testing.T, pc fastpath.Config, dcs ...client.Config) *gate {
+func startGate(t *testing.T, pc pipeline.Config, dcs ...client.Config) *gate {
 	t.Helper()
 	g := &gate{stop: make(chan struct{})}
 	cfg := gateway.DefaultConfig()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -51,7 +52,7 @@ func TestUnknownTopLevelFieldDoesNotPoisonBatch(t *testing.T) {
 	gcfg.GRPC.Listen = "127.0.0.1:0"
 	gcfg.HTTP.Listen, gcfg.Kafka.Listen, gcfg.UDS.Listen, gcfg.Admin.Listen = "", "", "", ""
 	gcfg.Pipeline = pipelineConfig()
-	gcfg.Extra = []fastpath.Destination{sink}
+	gcfg.Extra = []pipeline.Destination{sink}
 	gw, err := gateway.New(gcfg, log)
 	if err != nil {
 		t.Fatal(err)

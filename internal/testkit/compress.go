@@ -3,23 +3,23 @@ package testkit
 import (
 	"sync"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // WireDest is a destination that sends compressed pass-through batches of Enc
-// (fastpath.WireEncoder): it notes each batch's encoding and hands the batch to the Recorder.
+// (pipeline.WireEncoder): it notes each batch's encoding and hands the batch to the Recorder.
 type WireDest struct {
 	*Recorder
-	Enc  fastpath.Encoding
+	Enc  pipeline.Encoding
 	mu   sync.Mutex
-	encs []fastpath.Encoding
+	encs []pipeline.Encoding
 }
 
-// PassThrough implements fastpath.WireEncoder.
-func (d *WireDest) PassThrough() fastpath.Encoding { return d.Enc }
+// PassThrough implements pipeline.WireEncoder.
+func (d *WireDest) PassThrough() pipeline.Encoding { return d.Enc }
 
 // Enqueue notes b's encoding and records b.
-func (d *WireDest) Enqueue(b *fastpath.Batch) error {
+func (d *WireDest) Enqueue(b *pipeline.Batch) error {
 	d.mu.Lock()
 	d.encs = append(d.encs, b.Encoding)
 	d.mu.Unlock()
@@ -27,8 +27,8 @@ func (d *WireDest) Enqueue(b *fastpath.Batch) error {
 }
 
 // Encodings returns the encodings of the batches enqueued so far, in order.
-func (d *WireDest) Encodings() []fastpath.Encoding {
+func (d *WireDest) Encodings() []pipeline.Encoding {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]fastpath.Encoding(nil), d.encs...)
+	return append([]pipeline.Encoding(nil), d.encs...)
 }

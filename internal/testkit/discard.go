@@ -4,9 +4,10 @@ import (
 	"sync/atomic"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
-// Discard is a fastpath.Destination and a fastpath.Consumer that keeps nothing: it finishes
+// Discard is a pipeline.Destination and a pipeline.Consumer that keeps nothing: it finishes
 // every batch at once as delivered and accepts every request, counting items. It allocates
 // nothing, so allocation tests and benchmarks measure only the code in front of it. The zero
 // value is ready to use.
@@ -15,21 +16,21 @@ type Discard struct {
 }
 
 var (
-	_ fastpath.Destination = (*Discard)(nil)
-	_ fastpath.Consumer    = (*Discard)(nil)
+	_ pipeline.Destination = (*Discard)(nil)
+	_ pipeline.Consumer    = (*Discard)(nil)
 )
 
-// Name implements fastpath.Destination.
+// Name implements pipeline.Destination.
 func (*Discard) Name() string { return "discard" }
 
-// Enqueue implements fastpath.Destination.
-func (d *Discard) Enqueue(b *fastpath.Batch) error {
+// Enqueue implements pipeline.Destination.
+func (d *Discard) Enqueue(b *pipeline.Batch) error {
 	d.items.Add(int64(b.Items))
 	b.Done(true)
 	return nil
 }
 
-// Consume implements fastpath.Consumer.
+// Consume implements pipeline.Consumer.
 func (d *Discard) Consume(_ fastpath.Signal, _ []byte, items int) error {
 	d.items.Add(int64(items))
 	return nil

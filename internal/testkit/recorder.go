@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // Received is one batch handed to a Recorder's Enqueue, or one request given to its Consume.
@@ -19,7 +20,7 @@ type Received struct {
 	Tenant string    // the batch's tenant (tenant.Tenant.String), "" without one
 }
 
-// Recorder is a fastpath.Destination and a fastpath.Consumer that keeps a copy of everything it
+// Recorder is a pipeline.Destination and a pipeline.Consumer that keeps a copy of everything it
 // is given, in arrival order. By default it finishes each batch at once as delivered; SetHold
 // keeps batches unfinished (an upstream that does not drain) until Release, SetFail finishes
 // them as undelivered, and SetErr refuses everything with an error, keeping nothing.
@@ -31,7 +32,7 @@ type Recorder struct {
 	mu struct {
 		sync.Mutex
 		got  []Received
-		held []*fastpath.Batch // nil where ReleaseAt finished one
+		held []*pipeline.Batch // nil where ReleaseAt finished one
 		hold bool
 		fail bool
 		err  error
@@ -39,8 +40,8 @@ type Recorder struct {
 }
 
 var (
-	_ fastpath.Destination = (*Recorder)(nil)
-	_ fastpath.Consumer    = (*Recorder)(nil)
+	_ pipeline.Destination = (*Recorder)(nil)
+	_ pipeline.Consumer    = (*Recorder)(nil)
 )
 
 // NewRecorder returns a recorder named name (the destination's name in metrics).
@@ -54,7 +55,7 @@ func NewHoldingRecorder(name string) *Recorder {
 	return r
 }
 
-// Name implements fastpath.Destination.
+// Name implements pipeline.Destination.
 func (r *Recorder) Name() string {
 	if r.name == "" {
 		return "recorder"
@@ -62,9 +63,9 @@ func (r *Recorder) Name() string {
 	return r.name
 }
 
-// Enqueue implements fastpath.Destination: it keeps a copy of b's bytes and, unless holding,
+// Enqueue implements pipeline.Destination: it keeps a copy of b's bytes and, unless holding,
 // finishes b before it returns.
-func (r *Recorder) Enqueue(b *fastpath.Batch) error {
+func (r *Recorder) Enqueue(b *pipeline.Batch) error {
 	r.mu.Lock()
 	if err := r.mu.err; err != nil {
 		r.mu.Unlock()
@@ -86,7 +87,7 @@ func (r *Recorder) Enqueue(b *fastpath.Batch) error {
 	return nil
 }
 
-// Consume implements fastpath.Consumer: it keeps a copy of body.
+// Consume implements pipeline.Consumer: it keeps a copy of body.
 func (r *Recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

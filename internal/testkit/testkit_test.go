@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/pool"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -45,10 +46,10 @@ func (o *owner) results() []bool {
 	return append([]bool(nil), o.done...)
 }
 
-func newBatch(o *owner, sig fastpath.Signal, items int, body string) *fastpath.Batch {
+func newBatch(o *owner, sig fastpath.Signal, items int, body string) *pipeline.Batch {
 	p := pool.NewPayload(len(body))
 	*p.Buf() = append(*p.Buf(), body...)
-	return fastpath.NewBatch(sig, items, p, o)
+	return pipeline.NewBatch(sig, items, p, o)
 }
 
 // The recorder keeps the exact bytes of every batch, finishes them as told (at once, failed,

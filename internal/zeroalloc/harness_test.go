@@ -30,7 +30,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/gateway"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -347,7 +347,7 @@ func eachBytes(msg []byte, num protowire.Number, fn func([]byte) bool) bool {
 // gate is a complete otlpgate in process, built as cmd/otlpgate builds it, with its defaults:
 // both intakes on 127.0.0.1, the intake limiter, the pipeline, one destination.
 type gate struct {
-	p        *fastpath.Pipeline
+	p        *pipeline.Pipeline
 	grpcAddr string
 	httpAddr string
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
 )
 
 // Gzip returns b as one gzip member.
@@ -23,7 +24,7 @@ func Gzip(t testing.TB, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// Zstd returns b as one zstd frame appended to a copy of prefix (nil, or fastpath.ZstdPreamble
+// Zstd returns b as one zstd frame appended to a copy of prefix (nil, or pipeline.ZstdPreamble
 // for a message otlpgate's zstd writer sends as it is).
 func Zstd(t testing.TB, prefix, b []byte) []byte {
 	t.Helper()

@@ -8,13 +8,14 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // A client that grants its stream no window takes no answer. The stream answers
 // StreamMaxUnsent requests, reads one more and stops reading there, waiting to answer it; when
 // no answer is taken within StreamAnswerTimeout the connection is closed. Both are counted.
 func TestUnsentAnswersStopReading(t *testing.T) {
-	for _, ack := range []fastpath.AckMode{fastpath.AckAccept, fastpath.AckUpstream} {
+	for _, ack := range []pipeline.AckMode{pipeline.AckAccept, pipeline.AckUpstream} {
 		pc := testPipelineConfig()
 		pc.Ack = ack
 		sc := DefaultConfig()
@@ -34,7 +35,7 @@ func TestUnsentAnswersStopReading(t *testing.T) {
 		// -ack=upstream: the sender holds 4 in slots and waits with the 5th; the window of 3
 		// is the 5th and 2 queued behind it, and the loop waits for room with the 8th.
 		want := 5
-		if ack == fastpath.AckUpstream {
+		if ack == pipeline.AckUpstream {
 			want = 8
 		}
 		if got := (read() - before) / 2; got != float64(want) {

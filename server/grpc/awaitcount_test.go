@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -22,7 +23,7 @@ import (
 // of a partially malformed v1 request), by every protocol, once.
 func TestAckUpstreamFailureCounted(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.Eager = true
 	rec := testkit.NewRecorder("recorder")
 	rec.SetFail(true) // every batch is given up, as after an upstream's INVALID_ARGUMENT

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -35,7 +35,7 @@ type spanCounter struct {
 
 func (*spanCounter) Name() string { return "counter" }
 
-func (c *spanCounter) Enqueue(b *fastpath.Batch) error {
+func (c *spanCounter) Enqueue(b *pipeline.Batch) error {
 	ids, err := testkit.SpanIDs(b.Payload.Bytes())
 	c.mu.Lock()
 	if err != nil {

@@ -4,7 +4,7 @@
 //
 // Requests are never decoded: the handlers receive the request bytes through codec.Raw, scan
 // them with fastpath.ScanRequest (validation and item counts), and admit them through the
-// fastpath.Admitter it was given (the pipeline, or with a spool the spool's admission), OTEP
+// pipeline.Admitter it was given (the pipeline, or with a spool the spool's admission), OTEP
 // requests being re-tagged to the v1 layout on the way in.
 // Responses are small typed messages marshalled by the vtprotobuf codec.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -68,7 +68,7 @@ func TestShutdownEndsIdleStreams(t *testing.T) {
 // answer is sent once the upstream answered, and only then does the stream end.
 func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
@@ -105,7 +105,7 @@ func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
 // Readiness checks read Addr while Start binds the listener (cmd/otlpgate starts the admin
 // server first); under -race this was a data race.
 func TestAddrWhileStarting(t *testing.T) {
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&testkit.Recorder{}})
+	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{&testkit.Recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -30,29 +30,29 @@ func totals(rec *testkit.Recorder) (batches [][]byte, items int) {
 }
 
 type env struct {
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	srv  *Server
 	rec  *testkit.Recorder
 	conn *grpc.ClientConn // typed messages, default codec
 	raw  *grpc.ClientConn // codec.Raw requests
 }
 
-func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *env {
+func start(t *testing.T, pc pipeline.Config, sc Config, rec *testkit.Recorder) *env {
 	t.Helper()
 	return startWith(t, pc, sc, rec)
 }
 
 // startWith is start with dests in front of the pipeline instead of rec (which the
 // environment still releases at the end).
-func startWith(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder, dests ...fastpath.Destination) *env {
+func startWith(t *testing.T, pc pipeline.Config, sc Config, rec *testkit.Recorder, dests ...pipeline.Destination) *env {
 	t.Helper()
 	if rec == nil {
 		rec = &testkit.Recorder{}
 	}
 	if len(dests) == 0 {
-		dests = []fastpath.Destination{rec}
+		dests = []pipeline.Destination{rec}
 	}
-	p, err := fastpath.New(pc, dests)
+	p, err := pipeline.New(pc, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func startWith(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorde
 	return e
 }
 
-func testPipelineConfig() fastpath.Config {
-	c := fastpath.DefaultConfig()
+func testPipelineConfig() pipeline.Config {
+	c := pipeline.DefaultConfig()
 	c.BatchMaxAge = time.Hour // tests flush explicitly
 	return c
 }

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -72,7 +72,7 @@ func TestIntakeReleasedBeforeUpstream(t *testing.T) {
 	sc := DefaultConfig()
 	sc.Limiter = lim
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -232,7 +233,7 @@ type streamState struct {
 	conn    *conn // the stream's connection, closed when answers are not taken; nil if unknown
 	gate    recvGate
 	expired atomic.Bool     // StreamMaxAge passed
-	from    fastpath.Origin // the stream's tenant (-intake.headers; nil without tenants) and client address
+	from    pipeline.Origin // the stream's tenant (-intake.headers; nil without tenants) and client address
 
 	// Owned by the sending goroutine.
 	ring answerRing
@@ -272,7 +273,7 @@ func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
 // throttled one) or admitted into b (-ack=upstream: answered once b is delivered; sig and
 // items are what a request b did not deliver is counted under). With -ack=upstream it waits
 // while StreamWindow requests are unanswered. Called by the loop only.
-func (st *streamState) answer(id uint64, b *fastpath.Batch, reason admission.Reason, delay uint64, sig fastpath.Signal, items int) error {
+func (st *streamState) answer(id uint64, b *pipeline.Batch, reason admission.Reason, delay uint64, sig fastpath.Signal, items int) error {
 	if st.queue == nil {
 		return st.send(id, resultOf(reason), delay)
 	}

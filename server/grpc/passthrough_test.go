@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
@@ -25,10 +25,10 @@ func gzipped(t testing.TB, b []byte) []byte { return ziptest.Gzip(t, b) }
 // zstdFramed is b as one zstd frame behind an empty skippable frame: this package's zstd
 // writer, which the test client compresses with, sends such a message as it is, so the bytes
 // the server receives are known.
-func zstdFramed(t testing.TB, b []byte) []byte { return ziptest.Zstd(t, fastpath.ZstdPreamble[:], b) }
+func zstdFramed(t testing.TB, b []byte) []byte { return ziptest.Zstd(t, pipeline.ZstdPreamble[:], b) }
 
 // lazyPipelineConfig keeps batches open until the test flushes (no eager seal).
-func lazyPipelineConfig() fastpath.Config {
+func lazyPipelineConfig() pipeline.Config {
 	c := testPipelineConfig()
 	c.Eager = false
 	return c
@@ -44,11 +44,11 @@ const exportTraces = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 // received). An OTEP request in the pass-through encoding is decoded from its plain form.
 func TestIntakePassThrough(t *testing.T) {
 	for _, c := range []struct {
-		enc      fastpath.Encoding
+		enc      pipeline.Encoding
 		name     string
 		other    string
 		compress func(testing.TB, []byte) []byte
-	}{{fastpath.EncodingGzip, codec.Gzip, codec.Zstd, gzipped}, {fastpath.EncodingZstd, codec.Zstd, codec.Gzip, zstdFramed}} {
+	}{{pipeline.EncodingGzip, codec.Gzip, codec.Zstd, gzipped}, {pipeline.EncodingZstd, codec.Zstd, codec.Gzip, zstdFramed}} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &testkit.Recorder{}
 			d := &testkit.WireDest{Recorder: rec, Enc: c.enc}
@@ -70,8 +70,8 @@ func TestIntakePassThrough(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if c.enc == fastpath.EncodingZstd {
-				want = append(fastpath.ZstdPreamble[:], want...)
+			if c.enc == pipeline.EncodingZstd {
+				want = append(pipeline.ZstdPreamble[:], want...)
 			}
 			e.p.Flush()
 			got := rec.Received()
@@ -90,7 +90,7 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 2 || d.Encodings()[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, append(append([]byte(nil), body...), body...)) {
+			if len(got) != 2 || d.Encodings()[1] != pipeline.EncodingNone || !bytes.Equal(got[1].Body, append(append([]byte(nil), body...), body...)) {
 				t.Fatalf("requests in %s and uncompressed went %v, want one plain batch of both", c.other, d.Encodings())
 			}
 
@@ -103,14 +103,14 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 3 || d.Encodings()[2] != fastpath.EncodingNone || !bytes.Equal(got[2].Body, body) {
+			if len(got) != 3 || d.Encodings()[2] != pipeline.EncodingNone || !bytes.Equal(got[2].Body, body) {
 				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.Encodings())
 			}
 
 			// An OTEP unary request in the pass-through encoding is decoded from its plain form.
 			o := otepReq(t, 9, plains[0])
 			var or rawBytes = o
-			if c.enc == fastpath.EncodingGzip {
+			if c.enc == pipeline.EncodingGzip {
 				or = gzipped(t, o)
 			}
 			oresp := &otepv1.ExportResponse{}
@@ -129,7 +129,7 @@ func TestIntakePassThrough(t *testing.T) {
 // gzip requests join a plain batch.
 func TestIntakePassThroughOff(t *testing.T) {
 	rec := &testkit.Recorder{}
-	d := &testkit.WireDest{Recorder: rec, Enc: fastpath.EncodingGzip}
+	d := &testkit.WireDest{Recorder: rec, Enc: pipeline.EncodingGzip}
 	sc := DefaultConfig()
 	sc.PassThrough = ""
 	e := startWith(t, lazyPipelineConfig(), sc, rec, d)
@@ -141,7 +141,7 @@ func TestIntakePassThroughOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.Flush()
-	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != fastpath.EncodingNone || !bytes.Equal(got[0].Body, body) {
+	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != pipeline.EncodingNone || !bytes.Equal(got[0].Body, body) {
 		t.Fatalf("%d batches (%v), want one plain batch of the request", len(got), d.Encodings())
 	}
 }
@@ -151,7 +151,7 @@ func TestIntakePassThroughOff(t *testing.T) {
 // message just within the limit is admitted whole.
 func TestIntakePassThroughSizeLimit(t *testing.T) {
 	rec := &testkit.Recorder{}
-	d := &testkit.WireDest{Recorder: rec, Enc: fastpath.EncodingGzip}
+	d := &testkit.WireDest{Recorder: rec, Enc: pipeline.EncodingGzip}
 	sc := DefaultConfig()
 	sc.MaxRecvMsgSize = 1 << 20
 	e := startWith(t, lazyPipelineConfig(), sc, rec, d)
@@ -172,7 +172,7 @@ func TestIntakePassThroughSizeLimit(t *testing.T) {
 		t.Fatalf("a message within the limit: %v", err)
 	}
 	e.p.Flush()
-	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != fastpath.EncodingGzip || !bytes.Equal(got[0].Body, r) {
+	if got := rec.Received(); len(got) != 1 || d.Encodings()[0] != pipeline.EncodingGzip || !bytes.Equal(got[0].Body, r) {
 		t.Fatalf("%d batches (%v), want the one within the limit, as received", len(got), d.Encodings())
 	}
 }

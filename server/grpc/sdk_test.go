@@ -23,7 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otlpgate/otlpgate/client/filedest"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
@@ -41,7 +41,7 @@ func TestSDKExportersToFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{file})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{file})
 	if err != nil {
 		t.Fatal(err)
 	}

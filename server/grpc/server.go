@@ -20,6 +20,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -47,9 +48,9 @@ type Server struct {
 	served      chan struct{}
 }
 
-// New builds the server for cfg in front of p: a fastpath.Pipeline, or with a spool the
+// New builds the server for cfg in front of p: a pipeline.Pipeline, or with a spool the
 // spool's admission. Start listens.
-func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
+func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func (s *Server) unavailable(msg string) error {
 }
 
 // admit scans req and admits it from o (its tenant; nil: the default tenant).
-func (s *Server) admit(k kind, o fastpath.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *fastpath.Batch, reason admission.Reason) {
+func (s *Server) admit(k kind, o pipeline.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *pipeline.Batch, reason admission.Reason) {
 	sc, err := s.scan(k, sig, req, layout)
 	if err != nil {
 		ctr.refuse(k, sig, admission.Invalid, 0)
@@ -248,13 +249,13 @@ func (s *Server) admit(k kind, o fastpath.Origin, sig fastpath.Signal, req []byt
 // copying them.
 type arrival struct {
 	// own, when not nil, is all of the request: a pooled buffer the call owns, which a batch the
-	// request opens may take over instead of copying it (fastpath.Adopter). The request must not
+	// request opens may take over instead of copying it (pipeline.Adopter). The request must not
 	// be read after an admission (Accepted); a refusal leaves it as it was.
 	own *[]byte
 	// wire is the request as it arrived, compressed in enc (a WireDecompressor kept it): it may
-	// join a batch as it is (fastpath.WireAdmitter).
+	// join a batch as it is (pipeline.WireAdmitter).
 	wire []byte
-	enc  fastpath.Encoding
+	enc  pipeline.Encoding
 }
 
 // scan counts req's bytes and checks it. A request that fails is not counted as refused here:
@@ -265,7 +266,7 @@ func (s *Server) scan(k kind, sig fastpath.Signal, req []byte, layout fastpath.L
 }
 
 // admitScanned counts a request that passed its scan sc as received, and admits it.
-func (s *Server) admitScanned(k kind, o fastpath.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *fastpath.Batch, reason admission.Reason) {
+func (s *Server) admitScanned(k kind, o pipeline.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *pipeline.Batch, reason admission.Reason) {
 	items := max(sc.Items, 0)
 	ctr.items[k][sig].Add(float64(items))
 	ctr.reqs[k][sig].Inc()
@@ -273,7 +274,7 @@ func (s *Server) admitScanned(k kind, o fastpath.Origin, sig fastpath.Signal, re
 		return nil, admission.Accepted
 	}
 	switch {
-	case a.enc != fastpath.EncodingNone && layout == fastpath.LayoutV1:
+	case a.enc != pipeline.EncodingNone && layout == fastpath.LayoutV1:
 		b, reason = s.adm.AdmitWire(o, sig, req, a.wire, a.enc, items)
 	case a.own != nil && layout == fastpath.LayoutV1:
 		b, reason = s.adm.AdmitOwned(o, sig, a.own, items)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -372,7 +373,7 @@ func TestStreamMaxAgeEndsIdleStream(t *testing.T) {
 // it first, then ends.
 func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	sc := DefaultConfig()
 	sc.StreamMaxAge = 100 * time.Millisecond
 	rec := testkit.NewHoldingRecorder("recorder")
@@ -401,7 +402,7 @@ func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
 // -ack=upstream: answers wait for the destination and follow the order batches complete in.
 func TestUpstreamAckOutOfOrder(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)

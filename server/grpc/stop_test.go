@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -16,7 +16,7 @@ import (
 // Serve began, was logged as the server stopping on an error.
 func TestShutdownRightAfterStartLogsNoError(t *testing.T) {
 	rec := &testkit.Recorder{}
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{rec})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{rec})
 	if err != nil {
 		t.Fatal(err)
 	}

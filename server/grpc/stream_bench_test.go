@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -19,9 +19,9 @@ import (
 // BenchmarkOTEPStream measures one pipelined OTEP stream end to end on loopback: the cost per
 // request of receiving on the stream's own goroutine (drain.go) shows here.
 func BenchmarkOTEPStream(b *testing.B) {
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 10 * time.Millisecond
-	p, err := fastpath.New(pc, []fastpath.Destination{&testkit.Discard{}})
+	p, err := pipeline.New(pc, []pipeline.Destination{&testkit.Discard{}})
 	if err != nil {
 		b.Fatal(err)
 	}

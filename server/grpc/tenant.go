@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
@@ -100,8 +100,8 @@ func retryDelayMs(d time.Duration) uint64 {
 // the one its headers name, charged to the client's address when it is new
 // (-intake.max-tenants-per-peer). A header sent several times counts with its first value. A
 // known tenant costs no allocation.
-func (s *Server) origin(ctx context.Context) (fastpath.Origin, error) {
-	o := fastpath.Origin{Peer: peerAddr(ctx)}
+func (s *Server) origin(ctx context.Context) (pipeline.Origin, error) {
+	o := pipeline.Origin{Peer: peerAddr(ctx)}
 	t, err := s.tenant(ctx, o.Peer)
 	o.Tenant = t
 	return o, err

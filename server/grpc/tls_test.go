@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
@@ -104,7 +104,7 @@ func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 
 func startTLS(t *testing.T, sc Config) string {
 	t.Helper()
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&testkit.Recorder{}})
+	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{&testkit.Recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}

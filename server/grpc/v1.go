@@ -11,6 +11,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
@@ -66,9 +67,9 @@ func putRaw(r *codec.Raw) {
 func arrivalOf(raw *codec.Raw) arrival {
 	switch wire, enc := raw.Wire(); enc {
 	case codec.Gzip:
-		return arrival{wire: wire, enc: fastpath.EncodingGzip}
+		return arrival{wire: wire, enc: pipeline.EncodingGzip}
 	case codec.Zstd:
-		return arrival{wire: wire, enc: fastpath.EncodingZstd}
+		return arrival{wire: wire, enc: pipeline.EncodingZstd}
 	}
 	return arrival{own: raw.Owned()}
 }
@@ -95,9 +96,9 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		}
 		req := raw.Bytes()
 		// A message that arrived in several frames was copied into a buffer of raw's own: a
-		// batch it opens may take that over (fastpath.Adopter). req is read below only when
+		// batch it opens may take that over (pipeline.Adopter). req is read below only when
 		// admission refused it, which leaves it in place.
-		var b *fastpath.Batch
+		var b *pipeline.Batch
 		var reason admission.Reason
 		var rejected int64
 		var msg string
@@ -161,7 +162,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 // OTLP/HTTP intake does: received with the items kept, the dropped entries as partially
 // rejected; refused as invalid (once, with no items) when the top level is malformed or no
 // entry is valid.
-func (s *Server) admitValidEntries(o fastpath.Origin, sig fastpath.Signal, req []byte) (b *fastpath.Batch, items int, rejected int64, msg string, reason admission.Reason) {
+func (s *Server) admitValidEntries(o pipeline.Origin, sig fastpath.Signal, req []byte) (b *pipeline.Batch, items int, rejected int64, msg string, reason admission.Reason) {
 	if s.cfg.ScanDepth != fastpath.DepthFull {
 		ctr.refuse(kindV1, sig, admission.Invalid, 0)
 		return nil, 0, 0, "", admission.Invalid

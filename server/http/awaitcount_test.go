@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -16,7 +17,7 @@ import (
 // partially malformed request), once, in protobuf as received, compressed and in JSON.
 func TestAckUpstreamFailureCounted(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.Eager = true
 	rec := testkit.NewRecorder("recorder")
 	rec.SetFail(true) // every batch is given up, as after an upstream's 400

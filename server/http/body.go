@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -113,12 +113,12 @@ type scratch struct {
 	probe [1]byte
 	// from is the request's tenant (-intake.headers; nil without tenants) and client address;
 	// wait is how long it is told to wait when refused for its rate (-tenant.rate).
-	from fastpath.Origin
+	from pipeline.Origin
 	wait time.Duration
 	// packed is the body as received when it arrived compressed in enc, kept beside its
-	// decompressed form for a pass-through batch (fastpath.WireAdmitter); valid until release.
+	// decompressed form for a pass-through batch (pipeline.WireAdmitter); valid until release.
 	packed []byte
-	enc    fastpath.Encoding
+	enc    pipeline.Encoding
 	// outLimit is the most out may grow to as a transcoder's output (Grow, json.go).
 	outLimit int
 	// items is how many items admission took (admit): what a request -ack=upstream then does
@@ -147,7 +147,7 @@ func (s *scratch) holdsWire(req []byte) bool {
 
 func (s *scratch) release() {
 	if pool.Checked {
-		// A batch that took a body buffer over (fastpath.Adopter) left the scratch another:
+		// A batch that took a body buffer over (pipeline.Adopter) left the scratch another:
 		// scribbling over what the scratch returns makes a batch that still shared it
 		// deliver garbage in tests, rather than bytes that look right until the buffer's
 		// next use.
@@ -161,8 +161,8 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream, s.from, s.wait = nil, nil, streamReader{}, fastpath.Origin{}, 0
-	s.packed, s.enc, s.outLimit, s.items = nil, fastpath.EncodingNone, 0, 0
+	s.adm, s.done, s.stream, s.from, s.wait = nil, nil, streamReader{}, pipeline.Origin{}, 0
+	s.packed, s.enc, s.outLimit, s.items = nil, pipeline.EncodingNone, 0, 0
 	scratchPool.Put(s)
 }
 

@@ -11,7 +11,7 @@
 //
 // Protobuf bodies are never decoded: the handler takes the request body (or its decompressed
 // form, in a pooled buffer), scans it with fastpath.ScanRequest at the
-// configured depth and admits it through the fastpath.Admitter it was given (the pipeline, or
+// configured depth and admits it through the pipeline.Admitter it was given (the pipeline, or
 // with a spool the spool's admission), exactly as the gRPC intake does,
 // malformed resource entries being dropped with a partial_success answer. JSON bodies are
 // transcoded to the same bytes first. Answers are the empty Export*ServiceResponse, a

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	sc := getScratch()
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
-	sc.from = fastpath.Origin{Tenant: tenant, Peer: peer}
+	sc.from = pipeline.Origin{Tenant: tenant, Peer: peer}
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
 	read = err != errBusy || sc.stream.streamed
 	if err != nil {
@@ -109,9 +110,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if cod != codingIdentity {
-		dec, enc := s.dec.gzip, fastpath.EncodingGzip
+		dec, enc := s.dec.gzip, pipeline.EncodingGzip
 		if cod == codingZstd {
-			dec, enc = s.dec.zstd, fastpath.EncodingZstd
+			dec, enc = s.dec.zstd, pipeline.EncodingZstd
 		}
 		sc.packed, sc.enc = body, enc
 		if body, err = sc.decompress(dec, body, sizeHint(cod, body), s.cfg.MaxRequestBytes); err != nil {
@@ -129,7 +130,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	ctr.bytes[f][sig].Add(float64(len(body)))
-	var b *fastpath.Batch
+	var b *pipeline.Batch
 	var rejected int64
 	var msg string
 	var reason admission.Reason
@@ -235,7 +236,7 @@ func parseMediaType(v []byte) (format, bool) {
 // admitProto scans a protobuf request and admits it, or, when its scan fails, the resource
 // entries of it that are well-formed. reason is -1 when something (or nothing, for an empty
 // request) was admitted; msg is set when entries were dropped.
-func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fastpath.Batch, rejected int64, msg string, reason admission.Reason) {
+func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *pipeline.Batch, rejected int64, msg string, reason admission.Reason) {
 	scan, err := fastpath.ScanRequest(sig, req, fastpath.LayoutV1, s.cfg.ScanDepth)
 	items := max(scan.Items, 0)
 	if err != nil {
@@ -262,7 +263,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *fa
 		}
 		ctr.partial[sig].Add(float64(e.Bad))
 		req, items, rejected = *sc.out, e.Items, e.Rejected
-		sc.enc = fastpath.EncodingNone // the admitted bytes are not the ones received
+		sc.enc = pipeline.EncodingNone // the admitted bytes are not the ones received
 		msg = fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad)
 	} else if scan.Resources == 0 {
 		return nil, 0, "", admission.Accepted
@@ -289,16 +290,16 @@ func entriesDelimited(req []byte) bool {
 // admit hands a checked v1 request body of sc's tenant to the pipeline. Admission strips
 // unknown top-level fields (and counts them), as for every intake. A request refused for its
 // tenant's rate leaves the delay it is told in sc.wait.
-func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*fastpath.Batch, admission.Reason) {
-	var b *fastpath.Batch
+func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*pipeline.Batch, admission.Reason) {
+	var b *pipeline.Batch
 	var reason admission.Reason
 	switch {
-	case f == encProto && sc.enc != fastpath.EncodingNone:
+	case f == encProto && sc.enc != pipeline.EncodingNone:
 		// Arrived compressed: it may join a batch as received (compressed pass-through).
 		b, reason = s.adm.AdmitWire(sc.from, sig, req, sc.packed, sc.enc, items)
 	case f == encProto && sc.holdsWire(req):
 		// The body as read, in the scratch's own buffer: a batch it opens may take the
-		// buffer over rather than copy it (fastpath.Adopter), leaving sc.wire another one.
+		// buffer over rather than copy it (pipeline.Adopter), leaving sc.wire another one.
 		// req is not read past here unless refused, which leaves it where it was.
 		b, reason = s.adm.AdmitOwned(sc.from, sig, sc.wire, items)
 	default:

@@ -5,7 +5,7 @@ package httpserver
 import (
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
@@ -24,7 +24,7 @@ func TestHandlerAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name, coding string
 		body         []byte
-		proc         fastpath.Processor
+		proc         pipeline.Processor
 	}{
 		{"identity", "", req, nil},
 		{"gzip", "gzip", gzipped(t, req), nil},

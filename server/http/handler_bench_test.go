@@ -7,12 +7,12 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 type handlerHarness struct {
-	p    *fastpath.Pipeline
+	p    *pipeline.Pipeline
 	srv  *Server
 	sink *testkit.Discard
 }
@@ -24,14 +24,14 @@ func newHandlerHarness(tb testing.TB) *handlerHarness {
 }
 
 // newProcessingHarness is newHandlerHarness with the processing steps proc (nil: none).
-func newProcessingHarness(tb testing.TB, proc fastpath.Processor) *handlerHarness {
+func newProcessingHarness(tb testing.TB, proc pipeline.Processor) *handlerHarness {
 	tb.Helper()
 	h := &handlerHarness{sink: &testkit.Discard{}}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
 	pc.Processor = proc
 	var err error
-	if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
+	if h.p, err = pipeline.New(pc, []pipeline.Destination{h.sink}); err != nil {
 		tb.Fatal(err)
 	}
 	if h.srv, err = New(DefaultConfig(), h.p, slog.New(slog.DiscardHandler)); err != nil {

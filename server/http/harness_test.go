@@ -14,7 +14,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
 )
@@ -29,21 +29,21 @@ func TestMain(m *testing.M) {
 }
 
 type env struct {
-	p   *fastpath.Pipeline
+	p   *pipeline.Pipeline
 	srv *Server
 	rec *testkit.Recorder
 	url string
 	hc  *http.Client
 }
 
-func testPipelineConfig() fastpath.Config {
-	c := fastpath.DefaultConfig()
+func testPipelineConfig() pipeline.Config {
+	c := pipeline.DefaultConfig()
 	c.BatchMaxAge = time.Hour // tests flush explicitly
 	c.Eager = false
 	return c
 }
 
-func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *env {
+func start(t *testing.T, pc pipeline.Config, sc Config, rec *testkit.Recorder) *env {
 	t.Helper()
 	if rec == nil {
 		rec = &testkit.Recorder{}
@@ -52,9 +52,9 @@ func start(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder) *
 }
 
 // startWith is start with d, which hands its batches to rec, as the pipeline's destination.
-func startWith(t *testing.T, pc fastpath.Config, sc Config, rec *testkit.Recorder, d fastpath.Destination) *env {
+func startWith(t *testing.T, pc pipeline.Config, sc Config, rec *testkit.Recorder, d pipeline.Destination) *env {
 	t.Helper()
-	p, err := fastpath.New(pc, []fastpath.Destination{d})
+	p, err := pipeline.New(pc, []pipeline.Destination{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,9 @@ func gzipped(t testing.TB, b []byte) []byte { return ziptest.Gzip(t, b) }
 
 func zstded(t testing.TB, b []byte) []byte { return ziptest.Zstd(t, nil, b) }
 
-func newPipeline(t *testing.T) (*fastpath.Pipeline, func()) {
+func newPipeline(t *testing.T) (*pipeline.Pipeline, func()) {
 	t.Helper()
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{&testkit.Recorder{}})
+	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{&testkit.Recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func TestIntakeBusyKeepsConnection(t *testing.T) {
 }
 
 // An OTLP/HTTP protobuf request with unknown top-level fields is admitted with them stripped,
-// as on the gRPC intake (both go through fastpath.Pipeline.Admit): the batch holds the resource
+// as on the gRPC intake (both go through pipeline.Pipeline.Admit): the batch holds the resource
 // entries only and the stripped fields are counted. (A JSON body's unknown keys are ignored by
 // the transcoder and never become protobuf fields, so nothing is left to strip or count.)
 func TestIntakeStripsUnknownTopLevelFields(t *testing.T) {

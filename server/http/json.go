@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -31,7 +32,7 @@ const maxFreeTranscoders = 256
 // packed numbers write up to four times their text (8 bytes for "0,"). An output that would
 // pass -http.max-request-bytes is refused as a body too large (413), one the limiter has no
 // room for as busy (429).
-func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fastpath.Batch, admission.Reason, error) {
+func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*pipeline.Batch, admission.Reason, error) {
 	if sc.out = sc.getCharged(len(body)); sc.out == nil {
 		ctr.refuse(encJSON, sig, admission.Busy, 0)
 		return nil, admission.Busy, nil
@@ -41,7 +42,7 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 	out, scan, err := t.AppendRequestWithin(sc, *sc.out, sig, body)
 	transcoders.Put(t)
 	switch {
-	case errors.Is(err, fastpath.ErrBudget):
+	case errors.Is(err, pipeline.ErrBudget):
 		ctr.refuse(encJSON, sig, admission.Busy, 0)
 		return nil, admission.Busy, nil
 	case err == errBodyTooLarge:
@@ -66,7 +67,7 @@ func (s *Server) admitJSON(sc *scratch, sig fastpath.Signal, body []byte) (*fast
 // of twice the room (at least n more bytes, at most s.outLimit), charged to the intake limiter
 // before it is made as every buffer of the scratch is, takes dst's bytes, and the buffer it
 // replaces is given back with its charge. It refuses with errBodyTooLarge an output that
-// would pass s.outLimit, and with fastpath.ErrBudget when the limiter has no room.
+// would pass s.outLimit, and with pipeline.ErrBudget when the limiter has no room.
 func (s *scratch) Grow(dst []byte, n int) ([]byte, error) {
 	need := len(dst) + n
 	if need > s.outLimit {
@@ -74,7 +75,7 @@ func (s *scratch) Grow(dst []byte, n int) ([]byte, error) {
 	}
 	nb := s.getCharged(min(max(2*cap(dst), need), s.outLimit))
 	if nb == nil {
-		return dst, fastpath.ErrBudget
+		return dst, pipeline.ErrBudget
 	}
 	*nb = append(*nb, dst...)
 	s.putCharged(s.out)

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -121,7 +122,7 @@ func (c *counters) refuse(e format, s fastpath.Signal, reason admission.Reason, 
 // when it arrives, before admission), so nothing is taken back: a request is counted received
 // once and refused at most once, at admission or here, never both, since only an admitted
 // request waits.
-func (c *counters) await(ctx context.Context, e format, s fastpath.Signal, b *fastpath.Batch, items int) admission.Reason {
+func (c *counters) await(ctx context.Context, e format, s fastpath.Signal, b *pipeline.Batch, items int) admission.Reason {
 	reason := admission.Await(ctx, b)
 	if reason != admission.Accepted {
 		c.refuse(e, s, reason, items)

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -17,9 +17,9 @@ func TestHandlerPassThroughAllocs(t *testing.T) {
 	req := traces(t, 1, 50)
 	for _, tc := range []struct {
 		name, coding string
-		enc          fastpath.Encoding
+		enc          pipeline.Encoding
 		body         []byte
-	}{{"gzip", "gzip", fastpath.EncodingGzip, gzipped(t, req)}, {"zstd", "zstd", fastpath.EncodingZstd, zstded(t, req)}} {
+	}{{"gzip", "gzip", pipeline.EncodingGzip, gzipped(t, req)}, {"zstd", "zstd", pipeline.EncodingZstd, zstded(t, req)}} {
 		h := newPassThroughHarness(t, tc.enc)
 		ctx := h.ctx(tc.coding, tc.body)
 		run := func() {
@@ -55,10 +55,10 @@ func TestHandlerTenantPassThroughAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &handlerHarness{sink: &testkit.Discard{}}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
 	pc.Tenants = ts
-	if h.p, err = fastpath.New(pc, []fastpath.Destination{wireDiscard{h.sink, fastpath.EncodingGzip}}); err != nil {
+	if h.p, err = pipeline.New(pc, []pipeline.Destination{wireDiscard{h.sink, pipeline.EncodingGzip}}); err != nil {
 		t.Fatal(err)
 	}
 	defer h.p.Close()

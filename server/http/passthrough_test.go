@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -16,10 +16,10 @@ import (
 // entries are malformed (salvaged: its admitted bytes are not the ones received) go plain.
 func TestIntakePassThrough(t *testing.T) {
 	for _, c := range []struct {
-		enc      fastpath.Encoding
+		enc      pipeline.Encoding
 		name     string
 		compress func(testing.TB, []byte) []byte
-	}{{fastpath.EncodingGzip, "gzip", gzipped}, {fastpath.EncodingZstd, "zstd", zstded}} {
+	}{{pipeline.EncodingGzip, "gzip", gzipped}, {pipeline.EncodingZstd, "zstd", zstded}} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &testkit.Recorder{}
 			d := &testkit.WireDest{Recorder: rec, Enc: c.enc}
@@ -35,8 +35,8 @@ func TestIntakePassThrough(t *testing.T) {
 					t.Fatalf("status %d: %s", r.status, r.body)
 				}
 			}
-			if c.enc == fastpath.EncodingZstd {
-				want = append(fastpath.ZstdPreamble[:], want...)
+			if c.enc == pipeline.EncodingZstd {
+				want = append(pipeline.ZstdPreamble[:], want...)
 			}
 			e.p.Flush()
 			got := rec.Received()
@@ -53,7 +53,7 @@ func TestIntakePassThrough(t *testing.T) {
 			}
 			e.p.Flush()
 			got = rec.Received()
-			if len(got) != 2 || d.Encodings()[1] != fastpath.EncodingNone || !bytes.Equal(got[1].Body, good) {
+			if len(got) != 2 || d.Encodings()[1] != pipeline.EncodingNone || !bytes.Equal(got[1].Body, good) {
 				t.Fatalf("the salvaged request went %v, want plain with its good entry", d.Encodings())
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
@@ -51,7 +52,7 @@ func sdkRun(t *testing.T, gz bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sr := &testkit.Recorder{}
-	p, err := fastpath.New(testPipelineConfig(), []fastpath.Destination{sr})
+	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{sr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/netutil"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -43,9 +43,9 @@ type Server struct {
 	served chan struct{}
 }
 
-// New builds the server for cfg in front of p: a fastpath.Pipeline, or with a spool the
+// New builds the server for cfg in front of p: a pipeline.Pipeline, or with a spool the
 // spool's admission. Start listens.
-func New(cfg Config, p fastpath.Admitter, log *slog.Logger) (*Server, error) {
+func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -280,7 +281,7 @@ func fmtInt(n int) string {
 func TestAckUpstream(t *testing.T) {
 	req := traces(t, 1, 3)
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.Eager = true
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)
@@ -314,7 +315,7 @@ func TestAckUpstream(t *testing.T) {
 // finishes is answered 503 once the shutdown's time is up, and Shutdown returns.
 func TestShutdownCutsUpstreamWaits(t *testing.T) {
 	pc := testPipelineConfig()
-	pc.Ack = fastpath.AckUpstream
+	pc.Ack = pipeline.AckUpstream
 	pc.Eager = true
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, DefaultConfig(), rec)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -21,10 +21,10 @@ func TestHandlerTenantAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &handlerHarness{sink: &testkit.Discard{}}
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = 1 << 62
 	pc.Tenants = ts
-	if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
+	if h.p, err = pipeline.New(pc, []pipeline.Destination{h.sink}); err != nil {
 		t.Fatal(err)
 	}
 	defer h.p.Close()
@@ -78,10 +78,10 @@ func TestHandlerTenantPeerAndCredentialAllocs(t *testing.T) {
 			}
 		}
 		h := &handlerHarness{sink: &testkit.Discard{}}
-		pc := fastpath.DefaultConfig()
+		pc := pipeline.DefaultConfig()
 		pc.BatchMaxAge = 1 << 62
 		pc.Tenants = ts
-		if h.p, err = fastpath.New(pc, []fastpath.Destination{h.sink}); err != nil {
+		if h.p, err = pipeline.New(pc, []pipeline.Destination{h.sink}); err != nil {
 			t.Fatal(err)
 		}
 		sc := DefaultConfig()

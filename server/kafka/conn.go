@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -91,7 +92,7 @@ type conn struct {
 	// next takes the connection's pushes: the server's Consumer, told the client's address
 	// when it takes one (-resource.from-peer), bound once per connection so that a push
 	// allocates nothing for it.
-	next fastpath.Consumer
+	next pipeline.Consumer
 	// broker is the Metadata broker entry: the advertised address or this connection's local
 	// address.
 	broker []kmsg.MetadataResponseBroker
@@ -118,10 +119,10 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, next: s.next}
-	if oc, ok := s.next.(fastpath.OriginConsumer); ok {
+	if oc, ok := s.next.(pipeline.OriginConsumer); ok {
 		// Once per connection: parsing the address's text costs nothing per push.
 		if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
-			c.next = &fromConsumer{oc, fastpath.Origin{Peer: ap.Addr().Unmap()}}
+			c.next = &fromConsumer{oc, pipeline.Origin{Peer: ap.Addr().Unmap()}}
 		}
 	}
 	addr, port := splitAddr(nc.RemoteAddr())
@@ -142,8 +143,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 // fromConsumer hands what a connection pushes to an OriginConsumer with the connection's
 // origin.
 type fromConsumer struct {
-	next fastpath.OriginConsumer
-	from fastpath.Origin
+	next pipeline.OriginConsumer
+	from pipeline.Origin
 }
 
 func (f *fromConsumer) Consume(sig fastpath.Signal, body []byte, items int) error {

@@ -3,7 +3,7 @@
 // topics), GetTelemetrySubscriptions and PushTelemetry; the client instances and their
 // subscriptions, matched on client selectors and reloadable from a file; and the forwarding of
 // each accepted push, filtered to its subscribed metric prefixes and labelled with the client's
-// identity, to a fastpath.Consumer as an OTLP metrics payload.
+// identity, to a pipeline.Consumer as an OTLP metrics payload.
 //
 // It imports fastpath/, pool/, codec/kafkacompress, internal/admission (the intake limiter),
 // internal/credfile (TLS) and proto/; it must not import client/, other server/ packages, cmd/

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -36,7 +37,7 @@ var (
 //
 // The body buffer starts at what one labelled resource needs and grows only as entries are
 // kept, never past limit: its size follows what is written, not what the payload announces.
-func forward(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
+func forward(next pipeline.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
 	if _, err := fastpath.ScanRequest(fastpath.Metrics, data, fastpath.LayoutV1, fastpath.DepthFull); err != nil {
 		return forwardDecoded(next, data, p, attrs, limit)
 	}
@@ -111,7 +112,7 @@ func labelBytes(attrs []*commonv1.KeyValue) int {
 //
 // MetricsData and ExportMetricsServiceRequest share field 1 (resource_metrics), so the payload
 // decodes as the request type, whose pool keeps the top-level objects between pushes.
-func forwardDecoded(next fastpath.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
+func forwardDecoded(next pipeline.Consumer, data []byte, p *plan, attrs []*commonv1.KeyValue, limit int) (int, bool, error) {
 	req := colmetricsv1.ExportMetricsServiceRequestFromVTPool()
 	defer req.ReturnToVTPool()
 	if err := req.UnmarshalVT(data); err != nil {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
 )
@@ -60,7 +61,7 @@ func testConfig() Config {
 }
 
 // startServer starts a server on loopback with a fake clock and stops it at the end of the test.
-func startServer(t testing.TB, cfg Config, next fastpath.Consumer) (*Server, *testkit.Clock) {
+func startServer(t testing.TB, cfg Config, next pipeline.Consumer) (*Server, *testkit.Clock) {
 	t.Helper()
 	s, err := New(cfg, next, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -20,7 +21,7 @@ type originRecorder struct {
 	peers []netip.Addr
 }
 
-func (r *originRecorder) ConsumeFrom(o fastpath.Origin, sig fastpath.Signal, body []byte, items int) error {
+func (r *originRecorder) ConsumeFrom(o pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
 	r.mu.Lock()
 	r.peers = append(r.peers, o.Peer)
 	r.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
 )
@@ -176,24 +176,24 @@ func (s *Server) push(c *conn, r *kmsg.PushTelemetryRequest) int16 {
 	case errors.Is(err, errNotMetricsData):
 		errInvalidRecordMetric.Inc()
 		return errInvalidRecord
-	case errors.Is(err, fastpath.ErrFull):
+	case errors.Is(err, pipeline.ErrFull):
 		// Backpressure: the client re-fetches after one interval and pushes again then.
 		// Counted by its cause, under the reason the pipeline counts it by.
 		switch {
-		case errors.Is(err, fastpath.ErrSpoolFull):
+		case errors.Is(err, pipeline.ErrSpoolFull):
 			errSpoolFull.Inc()
-		case errors.Is(err, fastpath.ErrSpoolIO):
+		case errors.Is(err, pipeline.ErrSpoolIO):
 			errSpoolIO.Inc()
-		case errors.Is(err, fastpath.ErrBudget):
+		case errors.Is(err, pipeline.ErrBudget):
 			errIntakeBusy.Inc()
 		default:
 			errQueueFull.Inc()
 		}
 		return errThrottlingQuotaExceeded
-	case errors.Is(err, fastpath.ErrTooLarge):
+	case errors.Is(err, pipeline.ErrTooLarge):
 		errQueueTooLarge.Inc()
 		return errTelemetryTooLarge
-	case errors.Is(err, fastpath.ErrUnserved):
+	case errors.Is(err, pipeline.ErrUnserved):
 		// The destinations changed since the client was subscribed and none takes metrics
 		// now: counted under the reason the pipeline counts it by, apart from failures, and
 		// answered so that the client fetches its subscription at once, which now asks for

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
@@ -120,25 +121,25 @@ func TestPushErrors(t *testing.T) {
 			return p
 		}, errInvalidRecord, errCorruptCompression},
 		{"pipeline full", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
-			rec.SetErr(fastpath.ErrFull)
+			rec.SetErr(pipeline.ErrFull)
 			return p
 		}, errThrottlingQuotaExceeded, errQueueFull},
 		// Backpressure of the spool and of the intake limiter is counted by its cause, under
 		// the reason the pipeline counts it by.
 		{"spool full", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
-			rec.SetErr(fastpath.ErrSpoolFull)
+			rec.SetErr(pipeline.ErrSpoolFull)
 			return p
 		}, errThrottlingQuotaExceeded, errSpoolFull},
 		{"spool cannot write", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
-			rec.SetErr(fastpath.ErrSpoolIO)
+			rec.SetErr(pipeline.ErrSpoolIO)
 			return p
 		}, errThrottlingQuotaExceeded, errSpoolIO},
 		{"no intake room for what processing writes", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
-			rec.SetErr(fastpath.ErrBudget)
+			rec.SetErr(pipeline.ErrBudget)
 			return p
 		}, errThrottlingQuotaExceeded, errIntakeBusy},
 		{"pipeline refuses the size", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
-			rec.SetErr(fastpath.ErrTooLarge)
+			rec.SetErr(pipeline.ErrTooLarge)
 			return p
 		}, errTelemetryTooLarge, errQueueTooLarge},
 		{"pipeline error", func(t *testing.T, c *client, _ *testkit.Clock, rec *testkit.Recorder, p pushArgs) pushArgs {
@@ -192,7 +193,7 @@ func (tracesOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Traces }
 // pushes anyway under that subscription gets nothing forwarded and no failure.
 func TestSubscriptionEmptyWhenMetricsUnserved(t *testing.T) {
 	rec := &testkit.Recorder{}
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{tracesOnly{rec}})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{tracesOnly{rec}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func (s *switchable) Serves(sig fastpath.Signal) bool {
 
 func (s *switchable) Consume(sig fastpath.Signal, body []byte, items int) error {
 	if s.refuse.Load() || !s.Serves(sig) {
-		return fastpath.ErrUnserved
+		return pipeline.ErrUnserved
 	}
 	return s.Recorder.Consume(sig, body, items)
 }

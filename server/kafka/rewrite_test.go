@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
@@ -55,7 +55,7 @@ type forwardOutcome struct {
 	items  int
 }
 
-func runForward(t testing.TB, fn func(fastpath.Consumer, []byte, *plan, []*commonv1.KeyValue, int) (int, bool, error), payload []byte, p *plan) forwardOutcome {
+func runForward(t testing.TB, fn func(pipeline.Consumer, []byte, *plan, []*commonv1.KeyValue, int) (int, bool, error), payload []byte, p *plan) forwardOutcome {
 	t.Helper()
 	rec := &testkit.Recorder{}
 	var o forwardOutcome

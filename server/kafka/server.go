@@ -16,6 +16,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 )
 
@@ -39,9 +40,9 @@ const sweepEvery = 15 * time.Second
 // Server is the Kafka KIP-714 intake.
 type Server struct {
 	cfg  Config
-	next fastpath.Consumer
+	next pipeline.Consumer
 	// serving is next's answer to whether metrics have a destination; nil: next cannot say.
-	serving fastpath.Serving
+	serving pipeline.Serving
 	log     *slog.Logger
 	dec     *kafkacompress.Decompressor
 	reg     *registry
@@ -68,7 +69,7 @@ type Server struct {
 
 // New validates cfg, loads the subscriptions and returns a server that hands accepted pushes to
 // next. log may be nil (slog.Default). It starts nothing; safe to call from any goroutine.
-func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) {
+func New(cfg Config, next pipeline.Consumer, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
 	}
-	s.serving, _ = next.(fastpath.Serving)
+	s.serving, _ = next.(pipeline.Serving)
 	s.subs.Store(s.withServed(set))
 	s.mu.conns = make(map[*conn]struct{})
 	if cfg.AdvertisedAddress != "" {

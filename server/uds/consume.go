@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -48,17 +49,17 @@ func (s *Server) countConsume(sig fastpath.Signal, err error, items int) {
 	o := consumeAccepted
 	switch {
 	case err == nil:
-	case errors.Is(err, fastpath.ErrSpoolFull):
+	case errors.Is(err, pipeline.ErrSpoolFull):
 		o = consumeSpoolFull
-	case errors.Is(err, fastpath.ErrSpoolIO):
+	case errors.Is(err, pipeline.ErrSpoolIO):
 		o = consumeSpoolIO
-	case errors.Is(err, fastpath.ErrBudget):
+	case errors.Is(err, pipeline.ErrBudget):
 		o = consumeIntakeBytes
-	case errors.Is(err, fastpath.ErrFull):
+	case errors.Is(err, pipeline.ErrFull):
 		o = consumeFull
-	case errors.Is(err, fastpath.ErrTooLarge):
+	case errors.Is(err, pipeline.ErrTooLarge):
 		o = consumeTooLarge
-	case errors.Is(err, fastpath.ErrUnserved):
+	case errors.Is(err, pipeline.ErrUnserved):
 		// The configuration has no destination for the signal: counted under the reason
 		// the pipeline counts it by, apart from failures.
 		o = consumeUnserved

@@ -7,7 +7,7 @@
 // tag set, the periodic export of the aggregates as cumulative OTLP metrics, and the conversion
 // of TRACE_EXPORT JSON spans into OTLP spans. Metrics are marshalled with the vtprotobuf types,
 // spans are encoded straight from the converter's reused structs (spanwire.go, the same bytes
-// without an allocation), both into pooled buffers handed to a fastpath.Consumer. Wire framing and payload
+// without an allocation), both into pooled buffers handed to a pipeline.Consumer. Wire framing and payload
 // decoding live in codec/ocdaemon.
 //
 // Goroutines: gnet's event loops run the connection handlers (non-blocking: decoding,
@@ -31,6 +31,7 @@
 //     from the server clock.
 //   - Distribution buckets follow OTLP: bucket i holds bounds[i-1] < v <= bounds[i].
 //
-// It imports codec/ocdaemon, fastpath (the Consumer contract), internal/admission (the intake
-// limiter), pool/ and proto/; it must not import client/, the other servers, cmd/ or bench/.
+// It imports codec/ocdaemon, fastpath and fastpath/pipeline (the Consumer contract),
+// internal/admission (the intake limiter), pool/ and proto/; it must not import client/, the other
+// servers, cmd/ or bench/.
 package uds

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	metricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/metrics/v1"
@@ -101,7 +102,7 @@ func (s *Server) finalExport() {
 func (s *Server) giveUp(procs []*process, now time.Time) {
 	for _, p := range procs {
 		if _, n, _ := s.resourceMetrics(p, now); n > 0 {
-			s.countConsume(fastpath.Metrics, fastpath.ErrFull, n)
+			s.countConsume(fastpath.Metrics, pipeline.ErrFull, n)
 		}
 	}
 }
@@ -186,7 +187,7 @@ func (s *Server) consumeChunk(c *exportChunk, body []byte, final bool, retry []*
 		total += n
 	}
 	err := s.next.Consume(fastpath.Metrics, body, total)
-	if err == nil || len(c.procs) == 1 || !errors.Is(err, fastpath.ErrTooLarge) {
+	if err == nil || len(c.procs) == 1 || !errors.Is(err, pipeline.ErrTooLarge) {
 		return s.settle(c, 0, len(c.procs), err, final, retry)
 	}
 	from := 0
@@ -203,7 +204,7 @@ func (s *Server) settle(c *exportChunk, from, to int, err error, final bool, ret
 	for _, n := range c.points[from:to] {
 		points += n
 	}
-	if err == nil || !errors.Is(err, fastpath.ErrFull) {
+	if err == nil || !errors.Is(err, pipeline.ErrFull) {
 		s.countConsume(fastpath.Metrics, err, points)
 		return retry
 	}

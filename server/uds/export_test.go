@@ -9,11 +9,12 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 )
 
-// refuseOnce is a fastpath.Consumer that refuses, with ErrFull, the first payload holding the
+// refuseOnce is a pipeline.Consumer that refuses, with ErrFull, the first payload holding the
 // resource of process pid, and records everything else.
 type refuseOnce struct {
 	*testkit.Recorder
@@ -31,7 +32,7 @@ func (r *refuseOnce) Consume(sig fastpath.Signal, body []byte, items int) error 
 	}
 	r.mu.Unlock()
 	if first {
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 	return r.Recorder.Consume(sig, body, items)
 }
@@ -71,7 +72,7 @@ func feedProcess(srv *Server, pid uint64, n int, end bool) {
 	c.close()
 }
 
-func newExportServer(t *testing.T, next fastpath.Consumer, chunk int) *Server {
+func newExportServer(t *testing.T, next pipeline.Consumer, chunk int) *Server {
 	t.Helper()
 	srv, err := New(DefaultConfig(), next, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // liveServers holds every server between New and Shutdown, for the gauges that read their own
@@ -58,7 +58,7 @@ type Server struct {
 	// path is cfg.Listen made absolute: gnet takes the socket as a URL, whose host part would
 	// swallow the start of a relative path.
 	path   string
-	next   fastpath.Consumer
+	next   pipeline.Consumer
 	log    *slog.Logger
 	limits processLimits
 	reg    *registry
@@ -101,7 +101,7 @@ type Server struct {
 // New returns a server for cfg that hands what it receives to next, which must be safe for
 // concurrent use (event loops and the exporter call it). It does not listen yet. Safe for
 // concurrent use.
-func New(cfg Config, next fastpath.Consumer, log *slog.Logger) (*Server, error) {
+func New(cfg Config, next pipeline.Consumer, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -348,10 +349,10 @@ func TestConsumerRejectionsAreCounted(t *testing.T) {
 	full := counter(itemsCounters[0][consumeFull])
 	tooLarge := counter(itemsCounters[1][consumeTooLarge])
 	h := start(t, nil)
-	h.rec.SetErr(fastpath.ErrFull)
+	h.rec.SetErr(pipeline.ErrFull)
 	s := newStream(7).init().spans("a", "b", "c")
 	h.replay(s.buf, 0)
-	h.rec.SetErr(fastpath.ErrTooLarge)
+	h.rec.SetErr(pipeline.ErrTooLarge)
 	s = newStream(8).init().measure("m", ocdaemon.MeasureInt).view("v", "m", ocdaemon.AggregationCount).recordInt("m", 1)
 	h.replay(s.buf, 0)
 	h.shutdown()
@@ -647,7 +648,7 @@ func TestSeriesTotalCap(t *testing.T) {
 func TestConsumerSpoolRefusalsCountedByCause(t *testing.T) {
 	full, spoolIO := counter(itemsCounters[0][consumeFull]), counter(itemsCounters[0][consumeSpoolIO])
 	h := start(t, nil)
-	h.rec.SetErr(fastpath.ErrSpoolIO)
+	h.rec.SetErr(pipeline.ErrSpoolIO)
 	s := newStream(9).init().spans("a", "b")
 	h.replay(s.buf, 0)
 	h.shutdown()
@@ -669,7 +670,7 @@ func (tracesOnly) Signals() fastpath.SignalSet { return 1 << fastpath.Traces }
 // error; spans still pass.
 func TestConsumerUnservedCountedAsUnserved(t *testing.T) {
 	rec := &testkit.Recorder{}
-	p, err := fastpath.New(fastpath.DefaultConfig(), []fastpath.Destination{tracesOnly{rec}})
+	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{tracesOnly{rec}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,23 +6,24 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
-// Errors of Admission when the spool cannot take a request now. Both are fastpath.ErrFull to
+// Errors of Admission when the spool cannot take a request now. Both are pipeline.ErrFull to
 // the intakes (errors.Is), which answer with backpressure; each is counted under its own
 // reason of otlpgate_fastpath_refused_items_total (spool_full, spool_io), and of the intakes'
 // refusal counters, which tell them apart from a full queue.
 var (
-	ErrSpoolFull = fastpath.ErrSpoolFull
-	ErrSpoolIO   = fastpath.ErrSpoolIO
+	ErrSpoolFull = pipeline.ErrSpoolFull
+	ErrSpoolIO   = pipeline.ErrSpoolIO
 )
 
 // Admission admits requests into the spool: with -spool.dir it stands where the pipeline
 // stands without one, in front of every intake. Each request is checked and processed as the
-// pipeline does (fastpath.Prepare), stripped to its v1 resource entries (as a batch would
+// pipeline does (pipeline.Prepare), stripped to its v1 resource entries (as a batch would
 // carry it) in a pooled buffer, appended, and answered once Append returned. It holds nothing
 // after admission: the Feeders deliver from the spool. Config.QueueMaxBytes bounds only what
 // a single request may be.
@@ -31,29 +32,29 @@ var (
 // would have let it pass through (-compression.passthrough): the feeders of destinations that
 // send its encoding hand its bytes on as they are, and the others inflate it.
 //
-// It implements fastpath.Admitter, fastpath.WireAdmitter and fastpath.Consumer. Every method
+// It implements pipeline.Admitter, pipeline.WireAdmitter and pipeline.Consumer. Every method
 // is safe for concurrent use.
 type Admission struct {
-	cfg    fastpath.Config
+	cfg    pipeline.Config
 	s      *spool.Spool
-	encs   atomic.Pointer[fastpath.Encodings] // the destinations' (SetDestinations)
+	encs   atomic.Pointer[pipeline.Encodings] // the destinations' (SetDestinations)
 	closed atomic.Bool
 }
 
 var (
-	_ fastpath.Admitter     = (*Admission)(nil)
-	_ fastpath.WireAdmitter = (*Admission)(nil)
-	_ fastpath.Consumer     = (*Admission)(nil)
+	_ pipeline.Admitter     = (*Admission)(nil)
+	_ pipeline.WireAdmitter = (*Admission)(nil)
+	_ pipeline.Consumer     = (*Admission)(nil)
 )
 
 // NewAdmission returns the admission into s under cfg. -ack=upstream has no meaning with a
 // spool (requests are acknowledged once spooled) and is refused. Close stops it; the spool
 // is the caller's to close, after.
-func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
+func NewAdmission(cfg pipeline.Config, s *spool.Spool) (*Admission, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Ack == fastpath.AckUpstream {
+	if cfg.Ack == pipeline.AckUpstream {
 		return nil, errors.New("feed: -ack=upstream cannot be combined with a spool: requests are acknowledged once spooled")
 	}
 	if s == nil {
@@ -65,10 +66,10 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 		cfg.PassThrough = false
 	}
 	if cfg.Served == nil {
-		cfg.Served = new(fastpath.Served)
+		cfg.Served = new(pipeline.Served)
 	}
 	a := &Admission{cfg: cfg, s: s}
-	a.encs.Store(&fastpath.Encodings{})
+	a.encs.Store(&pipeline.Encodings{})
 	return a, nil
 }
 
@@ -77,48 +78,48 @@ func NewAdmission(cfg fastpath.Config, s *spool.Spool) (*Admission, error) {
 // when every destination that takes it sends its encoding, so that no feeder inflates a
 // record but after a change of destinations. Until the first call, none does, and every
 // signal is taken; after it, a request of a signal no destination takes is refused
-// (fastpath.ErrUnserved).
-func (a *Admission) SetDestinations(dests []fastpath.Destination) {
-	e := fastpath.EncodingsOf(dests)
+// (pipeline.ErrUnserved).
+func (a *Admission) SetDestinations(dests []pipeline.Destination) {
+	e := pipeline.EncodingsOf(dests)
 	a.encs.Store(&e)
 	a.cfg.Served.Set(dests)
 }
 
 // Admit appends req, in layout, to the spool. It returns no batch: the request is answered
-// once appended. It fails with ErrSpoolFull or ErrSpoolIO (both fastpath.ErrFull),
-// fastpath.ErrTooLarge, fastpath.ErrClosed or a scan error. req is only read during the call.
-func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
-	return nil, a.admit(a.cfg.Budget, fastpath.Origin{}, sig, req, items, layout)
+// once appended. It fails with ErrSpoolFull or ErrSpoolIO (both pipeline.ErrFull),
+// pipeline.ErrTooLarge, pipeline.ErrClosed or a scan error. req is only read during the call.
+func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, error) {
+	return nil, a.admit(a.cfg.Budget, pipeline.Origin{}, sig, req, items, layout)
 }
 
 // AdmitTenant is Admit for a request from o: the record keeps its tenant (nil: the default
 // tenant) as its meta (Tenant.Record), for the feeders to read back; its client address is
 // written into the record by the processing steps, if they are asked to.
-func (a *Admission) AdmitTenant(o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*fastpath.Batch, error) {
+func (a *Admission) AdmitTenant(o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, error) {
 	return nil, a.admit(a.cfg.Budget, o, sig, req, items, layout)
 }
 
 // Consume appends body, a v1 request body, for the default tenant.
 func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return a.ConsumeFrom(fastpath.Origin{}, sig, body, items)
+	return a.ConsumeFrom(pipeline.Origin{}, sig, body, items)
 }
 
-// ConsumeFrom is Consume for data from o: it implements fastpath.OriginConsumer.
-func (a *Admission) ConsumeFrom(o fastpath.Origin, sig fastpath.Signal, body []byte, items int) error {
+// ConsumeFrom is Consume for data from o: it implements pipeline.OriginConsumer.
+func (a *Admission) ConsumeFrom(o pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
 	return a.admit(a.cfg.ConsumeBudget, o, sig, body, items, fastpath.LayoutV1)
 }
 
 // Serves reports whether sig has a destination now, for the default tenant: it implements
-// fastpath.Serving.
-func (a *Admission) Serves(sig fastpath.Signal) bool { return fastpath.Serves(&a.cfg, nil, sig) }
+// pipeline.Serving.
+func (a *Admission) Serves(sig fastpath.Signal) bool { return pipeline.Serves(&a.cfg, nil, sig) }
 
 // admit prepares req as the pipeline does, charging what processing writes to budget (the
 // intake limiter's budget of the intake it came from), and appends it.
-func (a *Admission) admit(budget fastpath.Budget, o fastpath.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+func (a *Admission) admit(budget pipeline.Budget, o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
 	if a.closed.Load() {
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
-	r, err := fastpath.Prepare(&a.cfg, budget, o, sig, req, items, layout)
+	r, err := pipeline.Prepare(&a.cfg, budget, o, sig, req, items, layout)
 	if err != nil || r.Dropped() {
 		return err
 	}
@@ -142,20 +143,20 @@ func (a *Admission) admit(budget fastpath.Budget, o fastpath.Origin, sig fastpat
 	return a.appended(&r, st, err)
 }
 
-// AdmitWire implements fastpath.WireAdmitter: wire, the request as it arrived in enc, is
+// AdmitWire implements pipeline.WireAdmitter: wire, the request as it arrived in enc, is
 // spooled as it is when the pipeline would have let it pass through, and inflates to plain;
 // else plain is admitted as Admit would, counted in
 // otlpgate_fastpath_passthrough_fallback_requests_total. A zstd record begins with
-// fastpath.ZstdPreamble, so that records concatenated into a batch stay one. It returns no
+// pipeline.ZstdPreamble, so that records concatenated into a batch stay one. It returns no
 // batch: the request is answered once appended.
-func (a *Admission) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wire []byte, enc fastpath.Encoding, items int) (*fastpath.Batch, error) {
+func (a *Admission) AdmitWire(o pipeline.Origin, sig fastpath.Signal, plain, wire []byte, enc pipeline.Encoding, items int) (*pipeline.Batch, error) {
 	if a.closed.Load() {
-		return nil, fastpath.ErrClosed
+		return nil, pipeline.ErrClosed
 	}
-	r, f, ok, err := fastpath.PrepareWire(&a.cfg, *a.encs.Load(), o, sig, plain, wire, enc, items)
+	r, f, ok, err := pipeline.PrepareWire(&a.cfg, *a.encs.Load(), o, sig, plain, wire, enc, items)
 	if !ok {
 		if err = a.admit(a.cfg.Budget, o, sig, plain, items, fastpath.LayoutV1); err == nil {
-			fastpath.CountFallback(f, len(plain))
+			pipeline.CountFallback(f, len(plain))
 		}
 		return nil, err
 	}
@@ -163,8 +164,8 @@ func (a *Admission) AdmitWire(o fastpath.Origin, sig fastpath.Signal, plain, wir
 		return nil, err
 	}
 	var prefix []byte
-	if enc == fastpath.EncodingZstd {
-		prefix = fastpath.ZstdPreamble[:]
+	if enc == pipeline.EncodingZstd {
+		prefix = pipeline.ZstdPreamble[:]
 	}
 	_, err = a.s.AppendEncoded(uint8(sig), uint32(items), metaOf(r.Tenant), uint8(enc), uint32(len(plain)), prefix, wire)
 	return nil, a.appended(&r, fastpath.Stripped{}, err)
@@ -179,26 +180,26 @@ func metaOf(t *tenant.Tenant) []byte {
 }
 
 // appended answers the request r after its Append returned err, and counts it.
-func (a *Admission) appended(r *fastpath.Prepared, st fastpath.Stripped, err error) error {
+func (a *Admission) appended(r *pipeline.Prepared, st fastpath.Stripped, err error) error {
 	switch {
 	case err == nil:
 		r.Admitted(st)
 		return nil
 	case errors.Is(err, spool.ErrFull):
-		r.Refused(fastpath.RefusedSpoolFull)
+		r.Refused(pipeline.RefusedSpoolFull)
 		return ErrSpoolFull
 	case errors.Is(err, spool.ErrTooLarge):
-		r.Refused(fastpath.RefusedTooLarge)
-		return fastpath.ErrTooLarge
+		r.Refused(pipeline.RefusedTooLarge)
+		return pipeline.ErrTooLarge
 	case errors.Is(err, spool.ErrClosed):
-		return fastpath.ErrClosed
+		return pipeline.ErrClosed
 	}
-	r.Refused(fastpath.RefusedSpoolIO) // and counted by the spool with its cause
+	r.Refused(pipeline.RefusedSpoolIO) // and counted by the spool with its cause
 	return ErrSpoolIO
 }
 
-// Ack is fastpath.AckAccept: a request is answered once it is spooled.
-func (a *Admission) Ack() fastpath.AckMode { return fastpath.AckAccept }
+// Ack is pipeline.AckAccept: a request is answered once it is spooled.
+func (a *Admission) Ack() pipeline.AckMode { return pipeline.AckAccept }
 
 // RetryDelay is what a client refused for want of spool room is told to wait. The spool
 // drains at the pace of its feeders, which admission does not see, so it is the delay the

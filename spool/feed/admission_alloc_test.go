@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/spool"
@@ -55,17 +56,17 @@ func TestAdmissionWireZeroAlloc(t *testing.T) {
 	s := allocSpool(t)
 	defer s.Close()
 	a := newAdmission(t, admissionConfig(), s)
-	a.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingGzip}})
+	a.SetDestinations([]pipeline.Destination{wireDest{newDest(), pipeline.EncodingGzip}})
 	z := newAdmission(t, admissionConfig(), s)
-	z.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingZstd}})
+	z.SetDestinations([]pipeline.Destination{wireDest{newDest(), pipeline.EncodingZstd}})
 	v1 := entry(3000, 1)
 	gz, zs := ziptest.Gzip(t, v1), ziptest.Zstd(t, nil, v1)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	turn := func() {
-		if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, gz, fastpath.EncodingGzip, 1); err != nil {
+		if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, gz, pipeline.EncodingGzip, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := z.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, zs, fastpath.EncodingZstd, 1); err != nil {
+		if _, err := z.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, zs, pipeline.EncodingZstd, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestAdmissionWireZeroAlloc(t *testing.T) {
 // plain bytes in each case.
 func BenchmarkAdmission(b *testing.B) {
 	v1 := entry(3000, 1)
-	for _, enc := range []fastpath.Encoding{fastpath.EncodingNone, fastpath.EncodingGzip, fastpath.EncodingZstd} {
+	for _, enc := range []pipeline.Encoding{pipeline.EncodingNone, pipeline.EncodingGzip, pipeline.EncodingZstd} {
 		b.Run(enc.String(), func(b *testing.B) {
 			c := spool.DefaultConfig()
 			c.Dir, c.Sync, c.Full = b.TempDir(), spool.SyncNone, spool.FullDropOldest
@@ -101,21 +102,21 @@ func BenchmarkAdmission(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer a.Close()
-			a.SetDestinations([]fastpath.Destination{wireDest{newDest(), enc}})
+			a.SetDestinations([]pipeline.Destination{wireDest{newDest(), enc}})
 			var wire []byte
 			switch enc {
-			case fastpath.EncodingGzip:
+			case pipeline.EncodingGzip:
 				wire = ziptest.Gzip(b, v1)
-			case fastpath.EncodingZstd:
+			case pipeline.EncodingZstd:
 				wire = ziptest.Zstd(b, nil, v1)
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(v1)))
 			for b.Loop() {
-				if enc == fastpath.EncodingNone {
+				if enc == pipeline.EncodingNone {
 					err = a.Consume(fastpath.Traces, v1, 1)
 				} else {
-					_, err = a.AdmitWire(fastpath.Origin{}, fastpath.Traces, v1, wire, enc, 1)
+					_, err = a.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, wire, enc, 1)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
@@ -23,13 +24,13 @@ func entry(n int, fill byte) []byte {
 	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte{fill}, n))
 }
 
-func admissionConfig() fastpath.Config {
-	c := fastpath.DefaultConfig()
+func admissionConfig() pipeline.Config {
+	c := pipeline.DefaultConfig()
 	c.BatchMaxAge = time.Hour
 	return c
 }
 
-func newAdmission(t *testing.T, cfg fastpath.Config, s *spool.Spool) *Admission {
+func newAdmission(t *testing.T, cfg pipeline.Config, s *spool.Spool) *Admission {
 	t.Helper()
 	a, err := NewAdmission(cfg, s)
 	if err != nil {
@@ -129,7 +130,7 @@ func TestAdmissionSpoolsStrippedRequests(t *testing.T) {
 	}
 }
 
-// A full spool and one that cannot write reach the intakes as fastpath.ErrFull
+// A full spool and one that cannot write reach the intakes as pipeline.ErrFull
 // (backpressure), each counted under its reason; a closed admission refuses; -ack=upstream
 // cannot be had with a spool.
 func TestAdmissionRefusals(t *testing.T) {
@@ -150,7 +151,7 @@ func TestAdmissionRefusals(t *testing.T) {
 				break
 			}
 		}
-		if !errors.Is(full, fastpath.ErrFull) || !errors.Is(full, ErrSpoolFull) {
+		if !errors.Is(full, pipeline.ErrFull) || !errors.Is(full, ErrSpoolFull) {
 			t.Fatalf("a full spool: %v", full)
 		}
 		if d := refused(t, "spool_full") - before; d != 5 {
@@ -168,7 +169,7 @@ func TestAdmissionRefusals(t *testing.T) {
 		before := refused(t, "spool_io")
 		fs.SetWriteErr(errors.New("EIO"))
 		err := a.Consume(fastpath.Traces, entry(10, 'a'), 5)
-		if !errors.Is(err, fastpath.ErrFull) || !errors.Is(err, ErrSpoolIO) {
+		if !errors.Is(err, pipeline.ErrFull) || !errors.Is(err, ErrSpoolIO) {
 			t.Fatalf("a spool that cannot write: %v", err)
 		}
 		if d := refused(t, "spool_io") - before; d != 5 {
@@ -180,14 +181,14 @@ func TestAdmissionRefusals(t *testing.T) {
 		defer s.Close()
 		a := newAdmission(t, admissionConfig(), s)
 		a.Close()
-		if err := a.Consume(fastpath.Traces, entry(1, 'a'), 1); !errors.Is(err, fastpath.ErrClosed) {
+		if err := a.Consume(fastpath.Traces, entry(1, 'a'), 1); !errors.Is(err, pipeline.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
 		if _, es := spooled(t, s); len(es) != 0 {
 			t.Errorf("%d records spooled after Close", len(es))
 		}
 		cfg := admissionConfig()
-		cfg.Ack = fastpath.AckUpstream
+		cfg.Ack = pipeline.AckUpstream
 		if _, err := NewAdmission(cfg, s); err == nil {
 			t.Error("ack=upstream accepted with a spool")
 		}
@@ -276,17 +277,17 @@ func TestAdmissionServesFollowsDestinations(t *testing.T) {
 	}
 	defer s.Close()
 	a := newAdmission(t, admissionConfig(), s)
-	a.SetDestinations([]fastpath.Destination{logsOnly{&testkit.Recorder{}}})
+	a.SetDestinations([]pipeline.Destination{logsOnly{&testkit.Recorder{}}})
 	for sig, want := range map[fastpath.Signal]bool{fastpath.Traces: false, fastpath.Metrics: false, fastpath.Logs: true} {
 		if got := a.Serves(sig); got != want {
 			t.Errorf("Serves(%v) = %v, want %v", sig, got, want)
 		}
 		err := a.Consume(sig, entry(10, 'a'), 1)
-		if refusedUnserved := errors.Is(err, fastpath.ErrUnserved); refusedUnserved != !want {
+		if refusedUnserved := errors.Is(err, pipeline.ErrUnserved); refusedUnserved != !want {
 			t.Errorf("Consume(%v): %v, refused as unserved %v, want %v", sig, err, refusedUnserved, !want)
 		}
 	}
-	a.SetDestinations([]fastpath.Destination{&testkit.Recorder{}})
+	a.SetDestinations([]pipeline.Destination{&testkit.Recorder{}})
 	if !a.Serves(fastpath.Metrics) {
 		t.Error("Serves(metrics) = false once a destination takes every signal")
 	}

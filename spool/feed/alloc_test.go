@@ -5,7 +5,7 @@ package feed
 import (
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/spool"
@@ -14,7 +14,7 @@ import (
 // gzipDiscard is testkit.Discard sending gzip pass-through batches as they are.
 type gzipDiscard struct{ testkit.Discard }
 
-func (*gzipDiscard) PassThrough() fastpath.Encoding { return fastpath.EncodingGzip }
+func (*gzipDiscard) PassThrough() pipeline.Encoding { return pipeline.EncodingGzip }
 
 // TestFeederLoopAllocs: one turn of the feeder loop (read the record just appended, from the
 // tail, into a batch, hand it over, finish it) allocates nothing in steady state, for plain
@@ -25,15 +25,15 @@ func TestFeederLoopAllocs(t *testing.T) {
 	plain := entry(300, 3)
 	for _, c := range []struct {
 		name string
-		enc  fastpath.Encoding
+		enc  pipeline.Encoding
 		d    interface {
-			fastpath.Destination
+			pipeline.Destination
 			Items() int64
 		}
 		rec []byte
 	}{
-		{"plain", fastpath.EncodingNone, &testkit.Discard{}, rec(1, 300)},
-		{"gzip", fastpath.EncodingGzip, &gzipDiscard{}, ziptest.Gzip(t, plain)},
+		{"plain", pipeline.EncodingNone, &testkit.Discard{}, rec(1, 300)},
+		{"gzip", pipeline.EncodingGzip, &gzipDiscard{}, ziptest.Gzip(t, plain)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := spool.DefaultConfig()

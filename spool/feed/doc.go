@@ -2,7 +2,7 @@
 // destination's spool.Reader, oldest record first, builds batches from consecutive records of
 // one signal and hands them to the destination (a client.Dest, a client.Fleet or the file);
 // Admission admits requests into the spool, in front of the intakes (it implements
-// fastpath.Admitter and fastpath.Consumer, as a fastpath.Pipeline does without a spool).
+// pipeline.Admitter and pipeline.Consumer, as a pipeline.Pipeline does without a spool).
 //
 // # Why admission does not hand batches to the destinations itself
 //
@@ -18,7 +18,7 @@
 // With routes by resource attribute (Config.Router, a -dest's match=resource) admission
 // spools the entries some destination takes as one record, so that a request is spooled whole
 // or not at all however its entries are routed; each Feeder keeps, of every record, the
-// entries its destination takes (fastpath.FilterRoute, in place in the batch's buffer) and
+// entries its destination takes (pipeline.FilterRoute, in place in the batch's buffer) and
 // finishes a record of which it takes none unread.
 //
 // # Memory
@@ -32,7 +32,7 @@
 // # Finishing records
 //
 // A batch carries the positions of its records. When its destination delivered it, each is
-// Finished; when its upstream refused it for good (fastpath.Batch.Reject), each is Dropped as
+// Finished; when its upstream refused it for good (pipeline.Batch.Reject), each is Dropped as
 // rejected; when the destination gave it up for a reason of its own (too large, poison, or
 // unanswered with retry-on-reconnect=false; counted by the destination), each is Dropped as
 // undeliverable; both are counted by the spool. An upstream that does not answer costs

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
@@ -33,10 +34,10 @@ type Config struct {
 	Tenants *tenant.Table
 	Dest    int
 	// Router, with routes by resource attribute (-dest match=resource), is the pipeline's
-	// (fastpath.Config.Router): of each record the feeder keeps the resource entries
+	// (pipeline.Config.Router): of each record the feeder keeps the resource entries
 	// destination Dest takes, and finishes a record of which it takes none unread. nil: every
 	// entry goes to the destination.
-	Router fastpath.Router
+	Router pipeline.Router
 }
 
 // Validate reports a configuration that cannot work.
@@ -62,11 +63,11 @@ func (c Config) Validate() error {
 type Feeder struct {
 	cfg Config
 	r   *spool.Reader
-	d   fastpath.Destination
+	d   pipeline.Destination
 	log *slog.Logger
 	// enc is the encoding whose compressed records the destination sends as they are
-	// (fastpath.WireEncoder); the others are inflated.
-	enc fastpath.Encoding
+	// (pipeline.WireEncoder); the others are inflated.
+	enc pipeline.Encoding
 	// sigs is what the destination takes (-dest signals=): its feeder finishes the records
 	// of the others unread, so that they hold no spool space on its account.
 	sigs fastpath.SignalSet
@@ -99,7 +100,7 @@ type building struct {
 	h       *held
 	sig     uint8
 	tenant  *tenant.Tenant
-	enc     fastpath.Encoding // of every record in it: a pass-through batch when not none
+	enc     pipeline.Encoding // of every record in it: a pass-through batch when not none
 	items   int
 	plain   int // the records' bytes inflated: what the batch limits apply to
 	born    time.Time
@@ -117,12 +118,12 @@ type held struct {
 var helds = sync.Pool{New: func() any { return new(held) }}
 
 var (
-	_ fastpath.RejectOwner = (*held)(nil)
-	_ fastpath.KeepOwner   = (*held)(nil)
+	_ pipeline.RejectOwner = (*held)(nil)
+	_ pipeline.KeepOwner   = (*held)(nil)
 )
 
 // New returns a feeder of d from r. log may be nil.
-func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) (*Feeder, error) {
+func New(cfg Config, r *spool.Reader, d pipeline.Destination, log *slog.Logger) (*Feeder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -136,10 +137,10 @@ func New(cfg Config, r *spool.Reader, d fastpath.Destination, log *slog.Logger) 
 	t.Stop()
 	f := &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
 		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}
-	if w, ok := d.(fastpath.WireEncoder); ok && cfg.Router == nil {
+	if w, ok := d.(pipeline.WireEncoder); ok && cfg.Router == nil {
 		f.enc = w.PassThrough() // with routes every record is inflated, to be filtered
 	}
-	f.sigs = fastpath.SignalsOf(d)
+	f.sigs = pipeline.SignalsOf(d)
 	f.maxBytes.Store(cfg.MaxBytes)
 	if cfg.Tenants != nil {
 		f.route.Store(&routeView{cur: cfg.Tenants.RouteOf(cfg.Dest)})
@@ -329,7 +330,7 @@ func (f *Feeder) fill() (bool, error) {
 			continue
 		}
 		t, take := f.tenant(e)
-		if take && e.Encoding != 0 && fastpath.Encoding(e.Encoding) != f.enc {
+		if take && e.Encoding != 0 && pipeline.Encoding(e.Encoding) != f.enc {
 			// Compressed in an encoding the destination does not send as it is (its
 			// configuration changed since the record was spooled, or routes filter it):
 			// inflated, it is a plain record like any other.
@@ -347,7 +348,7 @@ func (f *Feeder) fill() (bool, error) {
 		if f.cfg.Router != nil {
 			var rec []byte
 			var items int
-			rec, items, err = fastpath.FilterRoute(f.cfg.Router, t, fastpath.Signal(e.Signal), f.cfg.Dest, (*buf)[before:], int(e.Items))
+			rec, items, err = pipeline.FilterRoute(f.cfg.Router, t, fastpath.Signal(e.Signal), f.cfg.Dest, (*buf)[before:], int(e.Items))
 			switch {
 			case err != nil:
 				f.log.Error("dropping a spooled record", "err", err)
@@ -366,7 +367,7 @@ func (f *Feeder) fill() (bool, error) {
 			e.Items = uint32(items)
 			e.Size, e.Plain = len(rec), len(rec)
 		}
-		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || fastpath.Encoding(e.Encoding) != f.cur.enc ||
+		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || pipeline.Encoding(e.Encoding) != f.cur.enc ||
 			f.cur.plain+e.Plain > f.cfg.BatchMaxBytes || f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
 			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
 			f.carry = pool.GetBytes(len(*buf) - before)
@@ -436,7 +437,7 @@ func (f *Feeder) tenant(e spool.Entry) (*tenant.Tenant, bool) {
 // add records e of tenant t, whose payload cur already holds, and reports whether cur is
 // full.
 func (f *Feeder) add(e spool.Entry, t *tenant.Tenant) bool {
-	f.cur.sig, f.cur.tenant, f.cur.enc = e.Signal, t, fastpath.Encoding(e.Encoding)
+	f.cur.sig, f.cur.tenant, f.cur.enc = e.Signal, t, pipeline.Encoding(e.Encoding)
 	f.cur.items += int(e.Items)
 	f.cur.plain += e.Plain
 	f.cur.h.pos = append(f.cur.h.pos, e.Pos)
@@ -459,8 +460,8 @@ func (f *Feeder) inflate(buf *[]byte, before int, e *spool.Entry) bool {
 	*wire = append(*wire, (*buf)[before:]...)
 	*buf = (*buf)[:before]
 	pool.Reserve(buf, e.Plain)
-	if err := f.unzip.inflate(fastpath.Encoding(e.Encoding), *wire, (*buf)[before:before+e.Plain]); err != nil {
-		f.log.Error("dropping a spooled record that does not inflate", "err", err, "encoding", fastpath.Encoding(e.Encoding).String())
+	if err := f.unzip.inflate(pipeline.Encoding(e.Encoding), *wire, (*buf)[before:before+e.Plain]); err != nil {
+		f.log.Error("dropping a spooled record that does not inflate", "err", err, "encoding", pipeline.Encoding(e.Encoding).String())
 		f.r.Drop(e.Pos, spool.DropUndeliverable)
 		return false
 	}
@@ -481,11 +482,11 @@ func (f *Feeder) send() bool {
 	// The next batch is likely of the same kind: a spool's traffic is compressed or not, as
 	// its clients send it.
 	f.hint = c.payload.Len()
-	var b *fastpath.Batch
-	if c.enc == fastpath.EncodingNone {
-		b = fastpath.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
+	var b *pipeline.Batch
+	if c.enc == pipeline.EncodingNone {
+		b = pipeline.NewBatch(fastpath.Signal(c.sig), c.items, c.payload, c.h)
 	} else {
-		b = fastpath.NewWireBatch(fastpath.Signal(c.sig), c.items, c.enc, c.plain, c.payload, c.h)
+		b = pipeline.NewWireBatch(fastpath.Signal(c.sig), c.items, c.enc, c.plain, c.payload, c.h)
 	}
 	b.Tenant = c.tenant
 	f.held.Add(c.h.size)
@@ -495,7 +496,7 @@ func (f *Feeder) send() bool {
 		if err == nil {
 			return true
 		}
-		if errors.Is(err, fastpath.ErrClosed) {
+		if errors.Is(err, pipeline.ErrClosed) {
 			f.stopping.Store(true) // the destination stops: what is unfinished stays spooled
 			b.Done(false)
 			return false
@@ -522,14 +523,14 @@ func (f *Feeder) abandon() {
 	f.unzip.close()
 }
 
-// Keeps implements fastpath.KeepOwner: once Stop began, a batch given up stays unfinished in
+// Keeps implements pipeline.KeepOwner: once Stop began, a batch given up stays unfinished in
 // the reader, for the destination's replacement or the next start. Safe for concurrent use.
 func (h *held) Keeps() bool { return h.f.stopping.Load() }
 
-// BatchDone implements fastpath.BatchOwner. Safe for concurrent use.
+// BatchDone implements pipeline.BatchOwner. Safe for concurrent use.
 func (h *held) BatchDone(delivered bool) { h.finish(delivered, spool.DropUndeliverable) }
 
-// BatchRejected implements fastpath.RejectOwner: the upstream refused the batch for good, and
+// BatchRejected implements pipeline.RejectOwner: the upstream refused the batch for good, and
 // its records are counted as rejected. Safe for concurrent use.
 func (h *held) BatchRejected() { h.finish(false, spool.DropRejected) }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -22,22 +23,22 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // refused batch, which testkit.Recorder does not do.
 type dest struct {
 	mu      sync.Mutex
-	batches []*fastpath.Batch
+	batches []*pipeline.Batch
 	got     chan struct{}
 	full    bool
-	refused []*fastpath.Batch // every offer refused while full, in order
+	refused []*pipeline.Batch // every offer refused while full, in order
 }
 
 func newDest() *dest { return &dest{got: make(chan struct{}, 1000)} }
 
 func (d *dest) Name() string { return "d" }
 
-func (d *dest) Enqueue(b *fastpath.Batch) error {
+func (d *dest) Enqueue(b *pipeline.Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.full {
 		d.refused = append(d.refused, b)
-		return fastpath.ErrFull
+		return pipeline.ErrFull
 	}
 	d.batches = append(d.batches, b)
 	d.got <- struct{}{}
@@ -45,7 +46,7 @@ func (d *dest) Enqueue(b *fastpath.Batch) error {
 }
 
 // take waits (boundedly) for n batches and returns them.
-func (d *dest) take(t *testing.T, n int) []*fastpath.Batch {
+func (d *dest) take(t *testing.T, n int) []*pipeline.Batch {
 	t.Helper()
 	for range n {
 		select {
@@ -57,7 +58,7 @@ func (d *dest) take(t *testing.T, n int) []*fastpath.Batch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := d.batches[:n:n]
-	d.batches = append([]*fastpath.Batch(nil), d.batches[n:]...)
+	d.batches = append([]*pipeline.Batch(nil), d.batches[n:]...)
 	return out
 }
 
@@ -69,7 +70,7 @@ func rec(i, size int) []byte {
 }
 
 // ids returns the record numbers of a batch of records of size bytes each.
-func ids(b *fastpath.Batch, size int) []int {
+func ids(b *pipeline.Batch, size int) []int {
 	var out []int
 	p := b.Payload.Bytes()
 	for len(p) >= size {
@@ -106,7 +107,7 @@ func openSpool(t *testing.T, fs spool.FS, mod func(*spool.Config), dests ...stri
 
 // startFeeder starts a feeder of d, with feedConfig, from the reader of destination name in s.
 // The caller stops it, before the spool closes.
-func startFeeder(t *testing.T, s *spool.Spool, name string, d fastpath.Destination) *Feeder {
+func startFeeder(t *testing.T, s *spool.Spool, name string, d pipeline.Destination) *Feeder {
 	t.Helper()
 	f, err := New(feedConfig(), s.Reader(name), d, nil)
 	if err != nil {
@@ -308,7 +309,7 @@ func TestFeederRetriesFullDestination(t *testing.T) {
 		testkit.WaitFor(t, "the feeder to offer the batch again", func() bool { return refused() >= 2 })
 		d.mu.Lock()
 		d.full = false
-		offers := append([]*fastpath.Batch(nil), d.refused...)
+		offers := append([]*pipeline.Batch(nil), d.refused...)
 		d.mu.Unlock()
 		b := d.take(t, 1)[0]
 		for i, o := range offers {

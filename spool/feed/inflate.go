@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 var inflatedRecords = promauto.NewCounter(prometheus.CounterOpts{
@@ -35,12 +35,12 @@ type inflater struct {
 
 // inflate fills out with the plain bytes of wire, compressed in enc, which must be exactly
 // len(out) bytes long.
-func (in *inflater) inflate(enc fastpath.Encoding, wire, out []byte) error {
+func (in *inflater) inflate(enc pipeline.Encoding, wire, out []byte) error {
 	in.src.Reset(wire)
 	defer in.src.Reset(nil) // hold no reference to the caller's bytes
 	var r io.Reader
 	switch enc {
-	case fastpath.EncodingGzip:
+	case pipeline.EncodingGzip:
 		if in.gz == nil {
 			in.gz = new(gzip.Reader)
 		}
@@ -48,7 +48,7 @@ func (in *inflater) inflate(enc fastpath.Encoding, wire, out []byte) error {
 			return err
 		}
 		r = in.gz // concatenated members read as one stream
-	case fastpath.EncodingZstd:
+	case pipeline.EncodingZstd:
 		if in.zd == nil {
 			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxPlain))
 			if err != nil {

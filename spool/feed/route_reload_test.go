@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -41,7 +42,7 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		pc := fastpath.DefaultConfig()
+		pc := pipeline.DefaultConfig()
 		pc.Tenants = ts
 		adm, err := NewAdmission(pc, s)
 		if err != nil {
@@ -50,7 +51,7 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 		admit := func(from, to int) {
 			t.Helper()
 			for i := from; i <= to; i++ {
-				if _, err := adm.AdmitTenant(fastpath.Origin{Tenant: gamma}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+				if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: gamma}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
 					t.Fatal(err)
 				}
 			}

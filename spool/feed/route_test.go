@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -50,7 +51,7 @@ func TestFeederRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		pc := fastpath.DefaultConfig()
+		pc := pipeline.DefaultConfig()
 		pc.Router = rt
 		adm, err := NewAdmission(pc, s)
 		if err != nil {

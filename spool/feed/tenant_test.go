@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/otlpgate/otlpgate/spool"
@@ -49,7 +50,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 		if _, err := s.Append(0, 1, entryOf(rec(0, 100-2))); err != nil { // written before tenants: no meta
 			t.Fatal(err)
 		}
-		pc := fastpath.DefaultConfig()
+		pc := pipeline.DefaultConfig()
 		pc.Tenants = ts
 		adm, err := NewAdmission(pc, s)
 		if err != nil {
@@ -61,7 +62,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 			if i%2 == 0 {
 				tn = beta
 			}
-			if _, err := adm.AdmitTenant(fastpath.Origin{Tenant: tn}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+			if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: tn}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -116,7 +117,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 func entryOf(p []byte) []byte { return append([]byte{0x0a, byte(len(p))}, p...) }
 
 // entryIDs returns the record numbers of a batch of entryOf records of 100 bytes.
-func entryIDs(b *fastpath.Batch) []int {
+func entryIDs(b *pipeline.Batch) []int {
 	var out []int
 	for p := b.Payload.Bytes(); len(p) >= 100; p = p[100:] {
 		out = append(out, int(binary.BigEndian.Uint64(p[2:])))
@@ -141,7 +142,7 @@ func TestAdmissionTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	pc := fastpath.DefaultConfig()
+	pc := pipeline.DefaultConfig()
 	pc.Tenants = ts
 	adm, err := NewAdmission(pc, s)
 	if err != nil {
@@ -156,7 +157,7 @@ func TestAdmissionTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.AdmitTenant(fastpath.Origin{Tenant: acme}, 0, entryOf(rec(2, 98)), 1, fastpath.LayoutV1); err != nil {
+	if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: acme}, 0, entryOf(rec(2, 98)), 1, fastpath.LayoutV1); err != nil {
 		t.Fatal(err)
 	}
 	buf := pool.GetBytes(pool.MinSize)

@@ -10,19 +10,20 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/internal/ziptest"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
-// wireDest is dest sending pass-through batches in enc (fastpath.WireEncoder), as a client.Dest
+// wireDest is dest sending pass-through batches in enc (pipeline.WireEncoder), as a client.Dest
 // with protocol http or v1 and that compression does.
 type wireDest struct {
 	*dest
-	enc fastpath.Encoding
+	enc pipeline.Encoding
 }
 
-func (d wireDest) PassThrough() fastpath.Encoding { return d.enc }
+func (d wireDest) PassThrough() pipeline.Encoding { return d.enc }
 
 // wireSpool opens a spool taking compressed records, read by destinations d and e, and by the
 // test as x.
@@ -35,17 +36,17 @@ func wireSpool(t *testing.T) *spool.Spool {
 
 // inflateAll inflates a pass-through batch's bytes as an upstream does: concatenated gzip
 // members, or zstd frames with skippable frames among them.
-func inflateAll(t *testing.T, enc fastpath.Encoding, p []byte) []byte {
+func inflateAll(t *testing.T, enc pipeline.Encoding, p []byte) []byte {
 	t.Helper()
 	var r io.Reader
 	switch enc {
-	case fastpath.EncodingGzip:
+	case pipeline.EncodingGzip:
 		zr, err := gzip.NewReader(bytes.NewReader(p))
 		if err != nil {
 			t.Fatal(err)
 		}
 		r = zr
-	case fastpath.EncodingZstd:
+	case pipeline.EncodingZstd:
 		zr, err := zstd.NewReader(bytes.NewReader(p))
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +69,7 @@ func inflateAll(t *testing.T, enc fastpath.Encoding, p []byte) []byte {
 // size; a feeder whose destination does not inflates them. Both deliver the exact requests, in
 // order, and the counters say which way each went.
 func TestWireRecordsThroughTheSpool(t *testing.T) {
-	for _, enc := range []fastpath.Encoding{fastpath.EncodingGzip, fastpath.EncodingZstd} {
+	for _, enc := range []pipeline.Encoding{pipeline.EncodingGzip, pipeline.EncodingZstd} {
 		t.Run(enc.String(), func(t *testing.T) {
 			s := wireSpool(t)
 			defer s.Close()
@@ -76,7 +77,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			d, e := wireDest{newDest(), enc}, newDest()
 			// Until the gateway says what the destinations send, nothing is kept compressed.
 			compress := func(b []byte) []byte {
-				if enc == fastpath.EncodingGzip {
+				if enc == pipeline.EncodingGzip {
 					return ziptest.Gzip(t, b)
 				}
 				return ziptest.Zstd(t, nil, b)
@@ -86,7 +87,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				t.Helper()
 				body := entry(300, fill) // 303 bytes: three to a batch of at most 1000
 				plains = append(plains, body)
-				if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, compress(body), enc, 1); err != nil {
+				if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, compress(body), enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -95,7 +96,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "destinations") - fellBack; n != 1 {
 				t.Fatalf("fallbacks before SetDestinations: %v, want 1", n)
 			}
-			a.SetDestinations([]fastpath.Destination{d, wireDest{e, enc}})
+			a.SetDestinations([]pipeline.Destination{d, wireDest{e, enc}})
 			passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 			var wires [][]byte
 			for i := range 5 {
@@ -103,7 +104,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				plains = append(plains, body)
 				w := compress(body)
 				wires = append(wires, w)
-				if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, w, enc, 1); err != nil {
+				if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, w, enc, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -116,8 +117,8 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			}
 			for i, e := range es[1:] {
 				want := wires[i]
-				if enc == fastpath.EncodingZstd {
-					want = append(fastpath.ZstdPreamble[:], want...)
+				if enc == pipeline.EncodingZstd {
+					want = append(pipeline.ZstdPreamble[:], want...)
 				}
 				if e.Encoding != uint8(enc) || e.Plain != len(plains[i+1]) || e.Size != len(want) || !bytes.Equal(recs[i+1], want) {
 					t.Fatalf("record %d: %+v, want %s as received, inflating to %d", i+1, e, enc, len(plains[i+1]))
@@ -128,15 +129,15 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			// three and two by their inflated size, each batch their bytes as spooled.
 			defer startFeeder(t, s, "d", d).Stop()
 			bs := d.take(t, 3)
-			if bs[0].Encoding != fastpath.EncodingNone || !bytes.Equal(bs[0].Payload.Bytes(), plains[0]) {
+			if bs[0].Encoding != pipeline.EncodingNone || !bytes.Equal(bs[0].Payload.Bytes(), plains[0]) {
 				t.Fatalf("first batch %s, %d bytes", bs[0].Encoding, bs[0].Len())
 			}
 			for i, b := range bs[1:] {
 				from, to := 1+3*i, min(4+3*i, 6)
 				var want, plain []byte
 				for j := from; j < to; j++ {
-					if enc == fastpath.EncodingZstd {
-						want = append(want, fastpath.ZstdPreamble[:]...)
+					if enc == pipeline.EncodingZstd {
+						want = append(want, pipeline.ZstdPreamble[:]...)
 					}
 					want = append(want, wires[j-1]...)
 					plain = append(plain, plains[j]...)
@@ -155,7 +156,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 			defer startFeeder(t, s, "e", e).Stop()
 			got := e.take(t, 2)
 			for i, b := range got {
-				if b.Encoding != fastpath.EncodingNone || b.Items != 3 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(plains[3*i:3*i+3]...)) {
+				if b.Encoding != pipeline.EncodingNone || b.Items != 3 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(plains[3*i:3*i+3]...)) {
 					t.Fatalf("plain destination's batch %d: %s, %d items, %d bytes", i, b.Encoding, b.Items, b.Len())
 				}
 			}
@@ -181,7 +182,7 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 		plain int
 		wire  []byte
 	}{{len(body), good}, {len(body) + 1, good}, {len(body) - 1, good}, {len(body), []byte("not gzip at all")}, {len(body), good}} {
-		if _, err := s.AppendEncoded(uint8(fastpath.Traces), 1, nil, uint8(fastpath.EncodingGzip), uint32(r.plain), nil, r.wire); err != nil {
+		if _, err := s.AppendEncoded(uint8(fastpath.Traces), 1, nil, uint8(pipeline.EncodingGzip), uint32(r.plain), nil, r.wire); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +190,7 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 	d := newDest()
 	defer startFeeder(t, s, "d", d).Stop()
 	b := d.take(t, 1)[0]
-	if b.Encoding != fastpath.EncodingNone || b.Items != 2 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(body, body)) {
+	if b.Encoding != pipeline.EncodingNone || b.Items != 2 || !bytes.Equal(b.Payload.Bytes(), slices.Concat(body, body)) {
 		t.Fatalf("batch %s, %d items, %d bytes: want the two good records inflated", b.Encoding, b.Items, b.Len())
 	}
 	if n := dropped(t, "undeliverable") - before; n != 3 {
@@ -204,10 +205,10 @@ func TestAdmissionWireIntoPlainSpool(t *testing.T) {
 	s := testSpool(t, spool.NewCrashFS())
 	defer s.Close()
 	a := newAdmission(t, admissionConfig(), s)
-	a.SetDestinations([]fastpath.Destination{wireDest{newDest(), fastpath.EncodingGzip}})
+	a.SetDestinations([]pipeline.Destination{wireDest{newDest(), pipeline.EncodingGzip}})
 	body := entry(300, 9)
 	off := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "off")
-	if _, err := a.AdmitWire(fastpath.Origin{}, fastpath.Traces, body, ziptest.Gzip(t, body), fastpath.EncodingGzip, 1); err != nil {
+	if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, ziptest.Gzip(t, body), pipeline.EncodingGzip, 1); err != nil {
 		t.Fatal(err)
 	}
 	recs, es := spooled(t, s)

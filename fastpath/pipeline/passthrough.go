@@ -1,0 +1,327 @@
+package pipeline
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
+)
+
+// Encoding is how a batch's bytes are compressed.
+type Encoding uint8
+
+const (
+	EncodingNone Encoding = iota // a plain v1 request body
+	EncodingGzip                 // concatenated gzip members
+	EncodingZstd                 // a zstd skippable frame, then concatenated zstd frames
+	numEncodings
+)
+
+var encodingNames = [numEncodings]string{"none", "gzip", "zstd"}
+
+func (e Encoding) String() string {
+	if e < numEncodings {
+		return encodingNames[e]
+	}
+	return "unknown"
+}
+
+// ZstdPreamble is the empty zstd skippable frame (magic 0x184D2A57, length 0) a pass-through
+// zstd batch begins with. A zstd frame's own magic (28 b5 2f fd) reads as a valid start of a
+// protobuf message (field 5, varint), so a compressor handed a batch could not tell it from a
+// message to compress; the skippable frame's first byte, 0x57, is field 10 with wire type 7,
+// which no protobuf message begins with. Decoders skip the frame.
+var ZstdPreamble = [8]byte{0x57, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}
+
+// WireEncoder is implemented by a destination that can send a pass-through batch's bytes as
+// they are: PassThrough returns the encoding it compresses with, EncodingNone when it cannot
+// (no compression, a protocol that wraps the body in another message, a balanced fleet that
+// splits batches by content). Safe for concurrent use; the answer never changes.
+type WireEncoder interface {
+	PassThrough() Encoding
+}
+
+// WireAdmitter is implemented by an Admitter that keeps compressed requests as they arrived
+// (Pipeline, and the spool's admission); with any other the intakes fall back to Admit.
+type WireAdmitter interface {
+	// AdmitWire admits a v1 request that arrived compressed: plain is its decompressed body,
+	// already scanned, wire its bytes as received in enc, t its tenant as for AdmitTenant.
+	// When the request can travel as it arrived (PassThrough is on, no processing step or
+	// resource route applies, no top-level field would be stripped, every destination that
+	// takes t sends enc) wire joins t's open pass-through batch of enc; else plain is
+	// admitted as AdmitTenant would. Returns and errors as Admitter.AdmitTenant;
+	// plain and wire are only read during the call. Safe for concurrent use.
+	AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error)
+}
+
+// Fallback is why a compressed request was decompressed into a plain batch, the reason label
+// of otlpgate_fastpath_passthrough_fallback_requests_total. A tenant (-intake.headers) is no
+// reason: its requests pass through into batches of their own, and where they cannot, the
+// reason is one of these, as for any request (with match-header, "destinations" looks only at
+// the destinations that take the tenant).
+type Fallback uint8
+
+const (
+	FallbackOff          Fallback = iota // -compression.passthrough=false
+	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
+	FallbackDestinations                 // some destination that takes it does not send its encoding as is
+	FallbackFields                       // it has top-level fields the batch strips
+	FallbackSpool                        // an admitter that keeps no compressed request (no WireAdmitter); none in otlpgate since the spool keeps them
+	FallbackRoutes                       // a destination's match=resource may split it
+	numFallbacks
+)
+
+var fallbackNames = [numFallbacks]string{"off", "processor", "destinations", "fields", "spool", "routes"}
+
+var (
+	passRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_passthrough_requests_total",
+		Help: "Protobuf requests that arrived gzip- or zstd-compressed over OTLP/HTTP or gRPC v1 (in -grpc.passthrough-encoding), by the way they joined a batch (compressed: their bytes as received, -compression.passthrough; plain: decompressed).",
+	}, []string{"way"})
+	passBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_passthrough_bytes_total",
+		Help: "Bytes of the requests counted in otlpgate_fastpath_passthrough_requests_total as they joined a batch (compressed: as received; plain: decompressed).",
+	}, []string{"way"})
+	passBatches = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_passthrough_batches_total",
+		Help: "Sealed batches by the way their bytes travel (compressed: concatenated compressed requests, sent as they are, -compression.passthrough; plain: a v1 body each destination compresses itself).",
+	}, []string{"way"})
+	passFallbacks = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_fastpath_passthrough_fallback_requests_total",
+		Help: "Compressed requests admitted decompressed, by reason (off: -compression.passthrough=false; processor: a processing step is set; destinations: a destination that takes the request (with match-header: its tenant's) does not send that compression as is; fields: top-level fields to strip; spool: an admitter that keeps no compressed request, none since the spool keeps them; routes: a destination's match=resource).",
+	}, []string{"reason"})
+
+	passRequestsC = [2]prometheus.Counter{passRequests.WithLabelValues("plain"), passRequests.WithLabelValues("compressed")}
+	passBytesC    = [2]prometheus.Counter{passBytes.WithLabelValues("plain"), passBytes.WithLabelValues("compressed")}
+	passBatchesC  = [2]prometheus.Counter{passBatches.WithLabelValues("plain"), passBatches.WithLabelValues("compressed")}
+	passFallbackC = func() (c [numFallbacks]prometheus.Counter) {
+		for f := range numFallbacks {
+			c[f] = passFallbacks.WithLabelValues(fallbackNames[f])
+		}
+		return c
+	}()
+)
+
+// CountFallback counts a compressed request of plain decompressed bytes admitted plain for
+// reason f, by an admitter that is not a WireAdmitter. Safe for concurrent use.
+func CountFallback(f Fallback, plain int) {
+	passFallbackC[f].Inc()
+	passRequestsC[0].Inc()
+	passBytesC[0].Add(float64(plain))
+}
+
+// countSealed counts a sealed batch by its way.
+func countSealed(b *Batch) {
+	if b.Encoding == EncodingNone {
+		passBatchesC[0].Inc()
+	} else {
+		passBatchesC[1].Inc()
+	}
+}
+
+// AdmitWire implements WireAdmitter. A tenant's request passes through like any other: its
+// pass-through batch holds its tenant's requests alone, as a plain batch does, and what a
+// tenant's batch is given on its way out (the destinations of its match-header, the values of
+// their forward-headers) comes from the batch's tenant, not from its bytes. Safe for
+// concurrent use.
+func (p *Pipeline) AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
+	t := o.Tenant
+	if t == nil && p.cfg.Tenants != nil {
+		t = p.cfg.Tenants.Default()
+	}
+	if f, ok := p.passes(t, sig, plain, enc); !ok {
+		b, err := p.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
+		if err == nil {
+			CountFallback(f, len(plain))
+		}
+		return b, err
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := t.CheckRouted(); err != nil {
+		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
+		// such a tenant the plain way already, where Prepare refuses it: no destination of
+		// its sends any encoding.)
+		return nil, err
+	}
+	if unserved(&p.cfg, t, sig, items) {
+		return nil, ErrUnserved
+	}
+	if int64(len(wire)) > p.cfg.QueueMaxBytes || int64(len(plain)) > p.cfg.QueueMaxBytes {
+		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
+		return nil, ErrTooLarge
+	}
+	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
+	if err == errSetChanged {
+		b, err = p.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
+		if err == nil {
+			CountFallback(FallbackDestinations, len(plain))
+		}
+		return b, err
+	}
+	if err == nil {
+		admittedItemsC[sig].Add(float64(items))
+		admittedBytesC[sig].Add(float64(len(plain)))
+		t.CountAdmitted(items, len(plain))
+		passRequestsC[1].Inc()
+		passBytesC[1].Add(float64(len(wire)))
+	}
+	return b, err
+}
+
+// passes reports whether a request of t (the default tenant when tenants are on, else nil)
+// compressed with enc may join a pass-through batch, else why not. Nothing in the batch may
+// differ from the request as received: no processing step, no resource route, no field the
+// plain path would strip (AppendEntries keeps the resource entries alone), and every
+// destination that takes t's batches (all of them without match-header) sends enc as it is.
+// A tenant alone is no reason: batches are per tenant either way.
+func (p *Pipeline) passes(t *tenant.Tenant, sig fastpath.Signal, plain []byte, enc Encoding) (Fallback, bool) {
+	return passesTo(&p.cfg, p.dests.Load().Of(t), sig, plain, enc)
+}
+
+// passesTo is passes under cfg, for destinations that send pass-through batches in dest.
+func passesTo(cfg *Config, dest Encoding, sig fastpath.Signal, plain []byte, enc Encoding) (Fallback, bool) {
+	switch {
+	case !cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= fastpath.NumSignals:
+		return FallbackOff, false
+	case cfg.processor() != nil:
+		return FallbackProcessor, false
+	case cfg.Router != nil:
+		return FallbackRoutes, false
+	case dest != enc:
+		return FallbackDestinations, false
+	case !onlyEntries(plain):
+		return FallbackFields, false
+	}
+	return 0, true
+}
+
+// PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for a v1
+// request from o (its tenant t, o.Tenant) that arrived compressed in enc: plain is its decompressed body, already
+// scanned, wire its bytes as received, encs what the destinations send pass-through batches
+// in. It decides as Pipeline.AdmitWire does whether wire may be kept as it arrived. When it
+// may not, it reports false and why: the caller admits plain as any request (Prepare), and
+// counts the reason once admitted (CountFallback). When it may, the Prepared it returns holds
+// plain in Req, and its Admitted counts the request as passed through. Errors as Prepare's.
+// Safe for concurrent use.
+func PrepareWire(cfg *Config, encs Encodings, o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
+	t := o.Tenant
+	if t == nil && cfg.Tenants != nil {
+		t = cfg.Tenants.Default()
+	}
+	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, enc); !ok {
+		return Prepared{}, f, false, nil
+	}
+	if err := t.CheckRouted(); err != nil {
+		return Prepared{}, 0, true, err
+	}
+	if unserved(cfg, t, sig, items) {
+		return Prepared{}, 0, true, ErrUnserved
+	}
+	if int64(len(wire)) > cfg.QueueMaxBytes || int64(len(plain)) > cfg.QueueMaxBytes {
+		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
+		return Prepared{}, 0, true, ErrTooLarge
+	}
+	return Prepared{Sig: sig, Req: plain, Items: items, Layout: fastpath.LayoutV1, Tenant: t, wire: max(len(wire), 1)}, 0, true, nil
+}
+
+// onlyEntries reports whether every top-level field of the v1 request req is a
+// length-delimited resource entry (field 1): such a request is its own batch form.
+func onlyEntries(req []byte) bool {
+	it := fastpath.NewTopLevel(req)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		if f.Num != 1 || f.Type != protowire.BytesType {
+			return false
+		}
+	}
+	return it.Err() == nil
+}
+
+// errSetChanged is enqueueWire's refusal when the destinations changed to a set that does not
+// send the request's encoding: the request goes the plain way.
+var errSetChanged = errors.New("fastpath: the destinations changed")
+
+// minWireCap is the smallest buffer a pass-through batch starts with; it doubles as it fills.
+const minWireCap = 16 << 10
+
+// enqueueWire appends wire, a compressed request of tenant t whose decompressed form is plain,
+// to the open pass-through batch of sig, enc and t, within the queue's budget. It mirrors
+// enqueue: the batch limits apply to the decompressed size, the budget to the bytes held, and
+// the batch pins its tenant while it is open (openset.go).
+func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
+	n := int64(len(wire))
+	if enc == EncodingZstd {
+		// A fresh zstd batch starts with the preamble: charged with the request, given back
+		// below when the request joins an open batch.
+		n += int64(len(ZstdPreamble))
+	}
+	if !p.charge(n) {
+		refusedItemsC[sig][RefusedQueueFull].Add(float64(items))
+		return nil, ErrFull
+	}
+	s := &p.sig[sig]
+	var sealed *Batch
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		return nil, ErrClosed
+	}
+	set := p.dests.Load()
+	if set.Of(t) != enc {
+		// SetDestinations swapped in a set that does not send enc since passes looked: a
+		// batch of enc must never reach a destination that would compress it again.
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		return nil, errSetChanged
+	}
+	b := s.mu.open.getWire(t, enc)
+	if b != nil && (b.set != set || b.plain+len(plain) > p.cfg.BatchMaxBytes) {
+		sealed, b = b, nil
+		p.takeOpenLocked(sig, sealed)
+	}
+	if b == nil {
+		b = getBatch(p, sig, max(len(wire)+len(ZstdPreamble), min(minWireCap, p.cfg.BatchMaxBytes)))
+		b.Encoding = enc
+		b.Tenant = t
+		b.born = time.Now().UnixNano()
+		b.set = set
+		set.users.Add(1)
+		s.mu.open.put(b)
+		p.openedLocked(sig, b)
+		if enc == EncodingZstd {
+			buf := b.Payload.Buf()
+			*buf = append(*buf, ZstdPreamble[:]...)
+		}
+	} else if enc == EncodingZstd {
+		p.queued.Add(-int64(len(ZstdPreamble)))
+	}
+	buf := b.Payload.Buf()
+	if cap(*buf)-len(*buf) < len(wire) {
+		grow(buf, len(*buf)+len(wire), 2*p.cfg.BatchMaxBytes)
+	}
+	*buf = append(*buf, wire...)
+	b.plain += len(plain)
+	b.Items += items
+	if wait {
+		b.refs.Add(1)
+	}
+	full := p.fullLocked(sig, b, b.plain)
+	s.mu.Unlock()
+	if sealed != nil {
+		p.seal(sealed)
+	}
+	if full != nil {
+		p.seal(full)
+	}
+	if wait {
+		return b, nil
+	}
+	return nil, nil
+}
