@@ -341,3 +341,46 @@ func TestBinaryConfigFileReloadsStepsAndRate(t *testing.T) {
 		t.Errorf("the reload line lacks %s:\n%s", want, l)
 	}
 }
+
+// A secret moved to a new file: the config file's destination is edited to read the new
+// file and the old one is deleted before the SIGHUP, as a secret manager rotating into a new
+// path does. The reload applies (what runs is never read again from the old files), and the
+// upstream sees the new value from then on.
+func TestBinaryConfigFileSecretMoved(t *testing.T) {
+	bin := buildBinary(t)
+	v := startVendor(t)
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
+	for f, val := range map[string]string{one: "t0ken-one\n", two: "t0ken-two\n"} {
+		if err := os.WriteFile(f, []byte(val), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "otlpgate.yaml")
+	config := func(file string) string {
+		return "batch.max-age: 10ms\ndest:\n  - name=v,endpoint=http://" + v.addr + ",header-file=x-vendor-token:" + file + "\n"
+	}
+	writeConfig(t, path, config(one))
+	g := startGateway(t, bin, "-config", path, "-config.poll-interval", "0")
+	postTwoSpans(t, g.http, 1)
+	testkit.WaitFor(t, "2 spans", func() bool { n, _ := v.seen("x-vendor-token"); return n == 2 })
+
+	writeConfig(t, path, config(two))
+	if err := os.Remove(one); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	testkit.WaitFor(t, "the reload", func() bool {
+		l := g.stderr.String()
+		return strings.Contains(l, "config file reloaded") || strings.Contains(l, "cannot reload")
+	})
+	postTwoSpans(t, g.http, 2)
+	testkit.WaitFor(t, "4 spans", func() bool { n, _ := v.seen("x-vendor-token"); return n == 4 })
+	g.terminate(t)
+	if _, got := v.seen("x-vendor-token"); len(got) != 2 || got[0] != "t0ken-one" || got[1] != "t0ken-two" {
+		t.Errorf("x-vendor-token: %q, want t0ken-one then t0ken-two\n%s", got, g.stderr.String())
+	}
+	if l := g.stderr.String(); strings.Contains(l, "cannot reload") || strings.Contains(l, "t0ken") {
+		t.Errorf("the reload was refused, or a token is logged:\n%s", l)
+	}
+}

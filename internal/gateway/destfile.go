@@ -151,15 +151,13 @@ func (g *Gateway) checkReplace(next Config) error {
 	if len(g.cfg.Dests)+len(g.cfg.Destinations)+len(g.cfg.Extra) == 0 && g.cfg.DestFile == "" {
 		return errors.New("otlpgate started without a destination and writes the local file (-file.path): giving it destinations takes a restart")
 	}
-	old, err := g.cfg.resourceRoutes()
-	if err != nil {
-		return err
-	}
+	// What runs is not parsed again: a file its -dest values name (a header-file) may be
+	// gone by now, moved to the path next names. The running router says whether it routes.
 	routes, err := next.resourceRoutes()
 	if err != nil {
 		return err
 	}
-	if old != nil || routes != nil {
+	if g.cfg.Pipeline.Router != nil || routes != nil {
 		// The router numbers the destinations by their place at start.
 		return errors.New("destinations with match=resource routes: a change of the destinations takes a restart")
 	}
