@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otlpgate/otlpgate/client"
 )
@@ -223,4 +224,31 @@ func TestConfigFileDocExample(t *testing.T) {
 	if d := allDests(t, pc.cfg); len(d) != 2 || d[1].Headers["authorization"] != "Basic dXNlcjpwYXNz" || d[1].Headers["x-api-key"] != "k" {
 		t.Errorf("destinations %+v", d)
 	}
+}
+
+// -batch.min-gap defaults to 50ms, and to 1ms with -ack=upstream, where each answer waits for
+// delivery; a gap given on the command line or in the config file is kept with either.
+func TestMinGapDefaultFollowsAck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "otlpgate.yaml")
+	if err := os.WriteFile(path, []byte("ack: upstream\nbatch.min-gap: 20ms\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := func(args []string, want time.Duration) {
+		t.Helper()
+		pc, err := loadConfig(args, testEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := finishConfig(&pc.cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := pc.cfg.pipeline.BatchMinGap; got != want {
+			t.Errorf("%q: -batch.min-gap %v, want %v", args, got, want)
+		}
+	}
+	f(nil, 50*time.Millisecond)
+	f([]string{"-ack", "upstream"}, time.Millisecond)
+	f([]string{"-ack", "upstream", "-batch.min-gap", "10ms"}, 10*time.Millisecond)
+	f([]string{"-batch.min-gap", "0"}, 0)
+	f([]string{"-config", path}, 20*time.Millisecond)
 }

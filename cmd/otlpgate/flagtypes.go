@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/otlpgate/otlpgate/internal/bytesize"
 )
@@ -75,5 +76,28 @@ func (m multiFlag) String() string {
 
 func (m multiFlag) Set(s string) error {
 	*m.p = append(*m.p, s)
+	return nil
+}
+
+// givenDuration is a duration flag that records whether it was given (on the command line or
+// in the config file), for a default that depends on another flag.
+type givenDuration struct {
+	d     *time.Duration
+	given *bool
+}
+
+func (g givenDuration) String() string {
+	if g.d == nil {
+		return "0s"
+	}
+	return g.d.String()
+}
+
+func (g givenDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*g.d, *g.given = d, true
 	return nil
 }

@@ -45,13 +45,15 @@ type config struct {
 	kafkaMets string
 	dests     []string
 	ack       string
-	scanDepth string
-	logLevel  string
-	logFormat string
-	shutdown  time.Duration
-	spool     spool.Config // Dir empty: no spool
-	spoolSync string
-	spoolFull string
+	// minGapGiven is whether -batch.min-gap was given: its default depends on -ack.
+	minGapGiven bool
+	scanDepth   string
+	logLevel    string
+	logFormat   string
+	shutdown    time.Duration
+	spool       spool.Config // Dir empty: no spool
+	spoolSync   string
+	spoolFull   string
 	// spoolGroupReadable: -spool.group-readable, for spool.OSFS.
 	spoolGroupReadable bool
 	// The processing steps (process/): -resource.set, -resource.delete, -resource.from-peer,
@@ -203,6 +205,9 @@ func finishConfig(cfg *config) error {
 	var err error
 	if cfg.pipeline.Ack, err = pipeline.ParseAckMode(cfg.ack); err != nil {
 		return err
+	}
+	if cfg.pipeline.Ack == pipeline.AckUpstream && !cfg.minGapGiven {
+		cfg.pipeline.BatchMinGap = pipeline.UpstreamMinGap
 	}
 	if cfg.grpc.ScanDepth, err = pipeline.ParseDepth(cfg.scanDepth); err != nil {
 		return err
