@@ -23,7 +23,7 @@ func TestOldestUnfinishedAge(t *testing.T) {
 	if got := s.OldestUnfinishedAge(time.Now()); got != 0 {
 		t.Fatalf("empty spool: age %v", got)
 	}
-	if _, err := s.Append(0, 1, payload(1)); err != nil {
+	if _, err := s.Append(Record{Items: 1, Payload: payload(1)}); err != nil {
 		t.Fatal(err)
 	}
 	within("just appended", s.OldestUnfinishedAge(time.Now()), 0)
@@ -33,7 +33,7 @@ func TestOldestUnfinishedAge(t *testing.T) {
 	s.mu.Lock()
 	s.opened = s.opened.Add(-10 * time.Second)
 	s.mu.Unlock()
-	if _, err := s.Append(0, 1, payload(2)); err != nil {
+	if _, err := s.Append(Record{Items: 1, Payload: payload(2)}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 0, 256)
@@ -77,7 +77,7 @@ func TestOldestUnfinishedAge(t *testing.T) {
 func TestOldestUnfinishedAgeAfterRestart(t *testing.T) {
 	fs := NewCrashFS()
 	s := mustOpen(t, testConfig(SyncInterval), fs, "a")
-	if _, err := s.Append(0, 1, payload(1)); err != nil {
+	if _, err := s.Append(Record{Items: 1, Payload: payload(1)}); err != nil {
 		t.Fatal(err)
 	}
 	s.mu.Lock()

@@ -17,7 +17,7 @@ func TestAppendAllocs(t *testing.T) {
 	p := payload(1)
 	appendN(t, s, 0, 1)
 	got := testing.AllocsPerRun(1000, func() {
-		if _, err := s.Append(0, 1, p); err != nil {
+		if _, err := s.Append(Record{Items: 1, Payload: p}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -36,7 +36,7 @@ func TestAppendFullAllocs(t *testing.T) {
 	appendN(t, s, 0, 17) // a reads none of them
 	p := payload(17)
 	got := testing.AllocsPerRun(1000, func() {
-		if _, err := s.Append(0, 17, p); err != ErrFull {
+		if _, err := s.Append(Record{Items: 17, Payload: p}); err != ErrFull {
 			t.Fatal(err)
 		}
 	})

@@ -101,11 +101,11 @@ type Config struct {
 	// CheckpointInterval is how often destination positions are persisted and finished
 	// segments deleted (default 1s). A crash replays what was finished since the last one.
 	CheckpointInterval time.Duration
-	// Meta lets records carry meta (AppendMeta): the tenant of each request, with
+	// Meta lets records carry meta (Record.Meta): the tenant of each request, with
 	// -intake.headers. Segments are then written in a version that otlpgate releases without
 	// meta set aside rather than read. Segments of either version are read either way.
 	Meta bool
-	// Encoded lets records be compressed (AppendEncoded): requests that arrived gzip- or
+	// Encoded lets records be compressed (Record.Encoding): requests that arrived gzip- or
 	// zstd-compressed, kept as they arrived for destinations that send them so. Once a process
 	// appended one, it writes segments in a version that otlpgate releases without compressed
 	// records set aside rather than read; a spool that never gets one writes as before.

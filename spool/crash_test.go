@@ -23,7 +23,7 @@ func crashScenario(fs *CrashFS, mode SyncMode) (acked []int, aDone int) {
 	}()
 	buf := make([]byte, 0, 128)
 	for i := range 20 {
-		if _, err := s.Append(uint8(i%3), uint32(i), payload(i)); err != nil {
+		if _, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)}); err != nil {
 			return acked, aDone
 		}
 		acked = append(acked, i)

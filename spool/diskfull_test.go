@@ -17,7 +17,7 @@ const diskBytes = 2*cursorSize + 2*(16+8*116) + 16 + 3*116 + 10
 func fillDisk(t *testing.T, s *Spool, id int) int {
 	t.Helper()
 	for range 1000 {
-		_, err := s.Append(uint8(id%3), uint32(id), payload(id))
+		_, err := s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Payload: payload(id)})
 		if err == nil {
 			id++
 			continue
@@ -37,7 +37,7 @@ func appendEventually(t *testing.T, s *Spool, id int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, err := s.Append(uint8(id%3), uint32(id), payload(id))
+		_, err := s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Payload: payload(id)})
 		if err == nil {
 			return
 		}

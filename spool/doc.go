@@ -15,7 +15,7 @@
 // position, whatever a life of starts and stops left there (cursors only after an idle start
 // deleted the last finished segment, segments only, both, neither).
 //
-// A record may carry meta after its payload (AppendMeta; Config.Meta): the tenant of the
+// A record may carry meta after its payload (Record.Meta; Config.Meta): the tenant of the
 // request, with -intake.headers, handed back to the reader in Entry.Meta. A spool that takes
 // meta writes segments of version 2, which earlier otlpgate releases set aside as written by a
 // newer one rather than skip its records as corrupt; version 1 segments are read as before.

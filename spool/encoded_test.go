@@ -76,7 +76,7 @@ func TestEncodedRoundTrip(t *testing.T) {
 			s = mustReopen(t, s, cfg, fs, "a")
 			for i := 8; i < 40; i++ {
 				enc, plain, meta := encodedOf(i)
-				if _, err := s.AppendEncoded(uint8(i%3), uint32(i), meta, enc, plain, nil, payload(i)); err != nil {
+				if _, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Meta: meta, Encoding: enc, Plain: plain, Payload: payload(i)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -121,5 +121,5 @@ func TestEncodedFrameChecks(t *testing.T) {
 			t.Error("a compressed record was appended to a spool without Config.Encoded")
 		}
 	}()
-	s.AppendEncoded(0, 1, nil, 1, 100, nil, payload(0))
+	s.Append(Record{Items: 1, Encoding: 1, Plain: 100, Payload: payload(0)})
 }

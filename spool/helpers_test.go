@@ -64,7 +64,7 @@ func mustOpen(t *testing.T, cfg Config, fs FS, dests ...string) *Spool {
 func appendN(t *testing.T, s *Spool, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if _, err := s.Append(uint8(i%3), uint32(i), payload(i)); err != nil {
+		if _, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)}); err != nil {
 			t.Fatalf("Append(%d): %v", i, err)
 		}
 	}

@@ -61,7 +61,7 @@ func TestMetaRoundTrip(t *testing.T) {
 			cfg.Meta = true
 			s = mustReopen(t, s, cfg, fs, "a")
 			for i := 5; i < 30; i++ {
-				if _, err := s.AppendMeta(uint8(i%3), uint32(i), metaOf(i), payload(i)); err != nil {
+				if _, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Meta: metaOf(i), Payload: payload(i)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -122,7 +122,7 @@ func TestMetaSegmentVersion(t *testing.T) {
 			t.Fatalf("meta=%v encoded=%v: segments %v, version %d, want one of %d", c.meta, c.encoded, names, v, c.want)
 		}
 		if c.encoded {
-			if _, err := s.AppendEncoded(1, 1, nil, 1, 500, nil, payload(1)); err != nil {
+			if _, err := s.Append(Record{Signal: 1, Items: 1, Encoding: 1, Plain: 500, Payload: payload(1)}); err != nil {
 				t.Fatal(err)
 			}
 			appendN(t, s, 2, 3)
@@ -145,7 +145,7 @@ func TestMetaLimits(t *testing.T) {
 	cfg.Meta = true
 	s := mustOpen(t, cfg, fs, "a")
 	defer s.Close()
-	if _, err := s.AppendMeta(0, 1, make([]byte, MaxMetaBytes+1), payload(0)); !errors.Is(err, ErrTooLarge) {
+	if _, err := s.Append(Record{Items: 1, Meta: make([]byte, MaxMetaBytes+1), Payload: payload(0)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized meta: %v", err)
 	}
 	// A frame that claims meta longer than itself is corrupt, even with a good CRC.

@@ -674,7 +674,7 @@ func (m *modelRun) append(size int) bool {
 	m.recs = append(m.recs, modelRec{life: m.life, size: size, mode: m.mode})
 	rec := &m.recs[id]
 	enc, plain, meta := modelExtra(id, size)
-	pos, err := m.s.AppendEncoded(uint8(id%3), uint32(id), meta, enc, plain, nil, modelPayload(id, size))
+	pos, err := m.s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Meta: meta, Encoding: enc, Plain: plain, Payload: modelPayload(id, size)})
 	dead := m.fs.crashed()
 	dyingIdx := 0
 	if dead {

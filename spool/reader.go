@@ -55,10 +55,10 @@ type Entry struct {
 	Signal uint8
 	Items  uint32
 	Size   int // the record's bytes, as appended: neither meta nor encoding included
-	// Meta is the record's meta (AppendMeta), nil when it has none. Valid until the next call
+	// Meta is the record's meta (Record.Meta), nil when it has none. Valid until the next call
 	// to Next; copy to retain.
 	Meta []byte
-	// Encoding is how the record's bytes are compressed (AppendEncoded), as the caller
+	// Encoding is how the record's bytes are compressed (Record.Encoding), as the caller
 	// numbers it; 0: they are plain.
 	Encoding uint8
 	// Plain is the record's inflated length: Size when Encoding is 0.

@@ -33,7 +33,7 @@ func TestFullFreesFinishedBeforeRefusing(t *testing.T) {
 	var err error
 	var full, freed float64
 	freed = delta(segDeletedFinished, func() {
-		full = delta(appendErrFull, func() { _, err = s.Append(17%3, 17, payload(17)) })
+		full = delta(appendErrFull, func() { _, err = s.Append(Record{Signal: 17 % 3, Items: 17, Payload: payload(17)}) })
 	})
 	if err != nil || full != 0 {
 		t.Fatalf("Append on a spool full of finished records: %v (%v counted as full), want it taken", err, full)
@@ -56,7 +56,7 @@ func TestFullFreesFinishedBeforeRefusing(t *testing.T) {
 		if i == 100 {
 			t.Fatal("the spool never filled behind a")
 		}
-		_, err = s.Append(uint8(i%3), uint32(i), payload(i))
+		_, err = s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)})
 		if err != nil {
 			break
 		}

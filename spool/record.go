@@ -44,7 +44,7 @@ const (
 	// segmentVersion is the version of segments written without meta, which every otlpgate
 	// reads; segmentVersionMeta is written by a spool whose records may carry meta
 	// (Config.Meta), and segmentVersionEncoded by one that appended a compressed record
-	// (Config.Encoded, AppendEncoded), so that an older otlpgate sets such a segment aside as written by a
+	// (Config.Encoded, Record.Encoding), so that an older otlpgate sets such a segment aside as written by a
 	// newer one instead of skipping its records as corrupt. All three are read.
 	segmentVersion        = 1
 	segmentVersionMeta    = 2

@@ -167,7 +167,7 @@ func TestGroupCommit(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := s.Append(1, 1, payload(1))
+		_, err := s.Append(Record{Signal: 1, Items: 1, Payload: payload(1)})
 		errs <- err
 	}()
 	<-started
@@ -175,7 +175,7 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Append(uint8(i%3), uint32(i), payload(i))
+			_, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)})
 			errs <- err
 		}()
 	}

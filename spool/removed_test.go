@@ -75,7 +75,7 @@ func TestRemovedDestinationHoldIsBounded(t *testing.T) {
 	// The spool fills behind b's hold.
 	var err error
 	for i := 30; i < 200 && err == nil; i++ {
-		_, err = s.Append(uint8(i%3), uint32(i), payload(i))
+		_, err = s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)})
 	}
 	if !errors.Is(err, ErrFull) {
 		t.Fatalf("the spool never filled behind the removed destination: %v", err)
@@ -144,7 +144,7 @@ func TestRemovedDestinationByteBound(t *testing.T) {
 	}
 	var err error
 	for i := 10; i < 1000 && s.Reader("b") != nil && err == nil; i++ {
-		_, err = s.Append(uint8(i%3), uint32(i), payload(i))
+		_, err = s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)})
 		drain(t, a, true)
 		err = errors.Join(err, s.Checkpoint())
 	}

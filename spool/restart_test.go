@@ -141,7 +141,7 @@ func TestSequenceAboveEverythingOnDisk(t *testing.T) {
 			highSeg, highCur := dirHighs(t, fs)
 			s := mustOpen(t, testConfig(SyncAlways), fs, dests...)
 			defer s.Close()
-			p, err := s.Append(100%3, 100, payload(100))
+			p, err := s.Append(Record{Signal: 100 % 3, Items: 100, Payload: payload(100)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -180,31 +180,34 @@ var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan error,
 
 func (s *Spool) path(name string) string { return filepath.Join(s.cfg.Dir, name) }
 
-// Append writes one record and returns its position once it is as durable as the sync mode
-// promises. payload is not retained. It returns ErrFull (the spool holds MaxBytes and the policy
-// is refuse, or nothing is left to drop), ErrIO wrapping the cause (the disk refused; a later
-// Append may succeed), ErrTooLarge or ErrClosed. Safe for concurrent use.
-func (s *Spool) Append(signal uint8, items uint32, payload []byte) (Pos, error) {
-	return s.AppendMeta(signal, items, nil, payload)
-}
-
-// AppendMeta is Append for a record that carries meta beside its payload (at most
-// MaxMetaBytes; the tenant of the request), which Reader.Next hands back in Entry.Meta. Only a
-// spool with Config.Meta takes meta. Safe for concurrent use.
-func (s *Spool) AppendMeta(signal uint8, items uint32, meta, payload []byte) (Pos, error) {
-	return s.AppendEncoded(signal, items, meta, 0, 0, nil, payload)
-}
-
 // TakesEncoded reports whether the spool takes compressed records (Config.Encoded). Safe for
 // concurrent use.
 func (s *Spool) TakesEncoded() bool { return s.cfg.Encoded }
 
-// AppendEncoded is AppendMeta for a record whose bytes, prefix then payload (prefix may be
-// nil), are compressed in enc (as the caller numbers encodings; 0: plain, as AppendMeta) and
-// inflate to plain bytes, which Reader.Next hands back in Entry.Encoding and Entry.Plain. The
-// prefix lets a caller put a few bytes before what it received without copying it first. Only
-// a spool with Config.Encoded takes compressed records. Safe for concurrent use.
-func (s *Spool) AppendEncoded(signal uint8, items uint32, meta []byte, enc uint8, plain uint32, prefix, payload []byte) (Pos, error) {
+// Record is one record as it is appended: what the spool writes and Reader.Next hands back in
+// an Entry.
+type Record struct {
+	Signal uint8
+	Items  uint32
+	// Meta travels beside the payload (at most MaxMetaBytes; the tenant of the request), handed
+	// back in Entry.Meta. Only a spool with Config.Meta takes it.
+	Meta []byte
+	// Encoding is the compression of Prefix and Payload, as the caller numbers encodings (0:
+	// plain), and Plain the size they inflate to, handed back in Entry.Encoding and
+	// Entry.Plain. Only a spool with Config.Encoded takes a compressed record.
+	Encoding uint8
+	Plain    uint32
+	// Prefix and Payload are the record's bytes, Prefix first (it may be nil): a caller puts a
+	// few bytes before what it received without copying it first. Neither is retained.
+	Prefix, Payload []byte
+}
+
+// Append writes r and returns its position once it is as durable as the sync mode promises.
+// It returns ErrFull (the spool holds MaxBytes and the policy is refuse, or nothing is left to
+// drop), ErrIO wrapping the cause (the disk refused; a later Append may succeed), ErrTooLarge
+// or ErrClosed. Safe for concurrent use.
+func (s *Spool) Append(r Record) (Pos, error) {
+	signal, items, meta, enc, plain, prefix, payload := r.Signal, r.Items, r.Meta, r.Encoding, r.Plain, r.Prefix, r.Payload
 	if len(prefix)+len(payload) > MaxRecordBytes || len(meta) > MaxMetaBytes {
 		appendErrTooLarge.Inc()
 		return 0, ErrTooLarge

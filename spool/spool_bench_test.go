@@ -26,7 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 				b.SetParallelism(par)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := s.Append(0, 1, p); err != nil {
+						if _, err := s.Append(Record{Items: 1, Payload: p}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -136,7 +136,7 @@ func TestFullRefuse(t *testing.T) {
 	// 944+944+132 bytes, and record 17 would pass 2048.
 	appendN(t, s, 0, 17)
 	var err error
-	n := delta(appendErrFull, func() { _, err = s.Append(0, 17, payload(17)) })
+	n := delta(appendErrFull, func() { _, err = s.Append(Record{Items: 17, Payload: payload(17)}) })
 	if !errors.Is(err, ErrFull) || n != 1 {
 		t.Fatalf("Append on a full spool: %v (counted %v), want ErrFull", err, n)
 	}

@@ -21,7 +21,7 @@ func TestAlwaysFailedSyncIsNeverTrusted(t *testing.T) {
 	s := mustOpen(t, cfg, fs, "a")
 	var acked []int
 	appendOK := func(id int) error {
-		_, err := s.Append(uint8(id%3), uint32(id), payload(id))
+		_, err := s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Payload: payload(id)})
 		if err == nil {
 			acked = append(acked, id)
 		}
@@ -43,7 +43,10 @@ func TestAlwaysFailedSyncIsNeverTrusted(t *testing.T) {
 		})
 	}
 	errs := make(chan error, 2)
-	appendTo := func(id int) { _, err := s.Append(uint8(id%3), uint32(id), payload(id)); errs <- err }
+	appendTo := func(id int) {
+		_, err := s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Payload: payload(id)})
+		errs <- err
+	}
 	go appendTo(2)
 	<-inSync // the sync of record 2 runs
 	go appendTo(3)
@@ -109,7 +112,7 @@ func TestIntervalFailedSyncFailsTheSpool(t *testing.T) {
 				} else {
 					// Records 4-7 fill the segment; 8 rotates, which syncs it.
 					for i := 4; i < 9 && err == nil; i++ {
-						_, err = s.Append(uint8(i%3), uint32(i), payload(i))
+						_, err = s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)})
 					}
 				}
 			})
@@ -126,7 +129,7 @@ func TestIntervalFailedSyncFailsTheSpool(t *testing.T) {
 				t.Fatalf("Err = %v, want ErrSyncFailed wrapping EIO", err)
 			}
 			syncs := fs.Syncs()
-			if _, err := s.Append(0, 99, payload(99)); !errors.Is(err, ErrIO) || !errors.Is(err, ErrSyncFailed) {
+			if _, err := s.Append(Record{Items: 99, Payload: payload(99)}); !errors.Is(err, ErrIO) || !errors.Is(err, ErrSyncFailed) {
 				t.Fatalf("Append after the failure: %v, want ErrIO wrapping ErrSyncFailed", err)
 			}
 			if err := s.sync(); err != nil || fs.Syncs() != syncs {

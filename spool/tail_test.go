@@ -107,7 +107,7 @@ func TestAlwaysOneWritePerCommit(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				id := w*each + i
-				if _, err := s.Append(uint8(id%3), uint32(id), payload(id)); err != nil {
+				if _, err := s.Append(Record{Signal: uint8(id % 3), Items: uint32(id), Payload: payload(id)}); err != nil {
 					t.Errorf("Append(%d): %v", id, err)
 				}
 			}
@@ -138,7 +138,7 @@ func TestAlwaysWriteFails(t *testing.T) {
 	appendN(t, s, 0, 2)
 	cfs.SetWriteErr(syscall.ENOSPC)
 	for i := 2; i < 4; i++ {
-		if _, err := s.Append(uint8(i%3), uint32(i), payload(i)); !errors.Is(err, ErrIO) {
+		if _, err := s.Append(Record{Signal: uint8(i % 3), Items: uint32(i), Payload: payload(i)}); !errors.Is(err, ErrIO) {
 			t.Fatalf("Append(%d) with a failing disk: %v, want ErrIO", i, err)
 		}
 	}

@@ -138,7 +138,7 @@ func (a *Admission) admit(budget pipeline.Budget, o pipeline.Origin, sig fastpat
 		rec = *buf
 	}
 	if len(rec) > 0 {
-		_, err = a.s.AppendMeta(uint8(sig), uint32(r.Items), metaOf(r.Tenant), rec)
+		_, err = a.s.Append(spool.Record{Signal: uint8(sig), Items: uint32(r.Items), Meta: metaOf(r.Tenant), Payload: rec})
 	}
 	return a.appended(&r, st, err)
 }
@@ -167,7 +167,7 @@ func (a *Admission) AdmitWire(o pipeline.Origin, sig fastpath.Signal, plain, wir
 	if enc == pipeline.EncodingZstd {
 		prefix = pipeline.ZstdPreamble[:]
 	}
-	_, err = a.s.AppendEncoded(uint8(sig), uint32(items), metaOf(r.Tenant), uint8(enc), uint32(len(plain)), prefix, wire)
+	_, err = a.s.Append(spool.Record{Signal: uint8(sig), Items: uint32(items), Meta: metaOf(r.Tenant), Encoding: uint8(enc), Plain: uint32(len(plain)), Prefix: prefix, Payload: wire})
 	return nil, a.appended(&r, fastpath.Stripped{}, err)
 }
 

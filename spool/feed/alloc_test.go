@@ -50,7 +50,7 @@ func TestFeederLoopAllocs(t *testing.T) {
 			}
 			inflated := testkit.Counter(t, "otlpgate_spool_inflated_records_total")
 			turn := func() {
-				if _, err := s.AppendEncoded(0, 3, nil, uint8(c.enc), uint32(len(plain)), nil, c.rec); err != nil {
+				if _, err := s.Append(spool.Record{Items: 3, Encoding: uint8(c.enc), Plain: uint32(len(plain)), Payload: c.rec}); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := f.fill(); err != spool.ErrEmpty {
@@ -93,7 +93,7 @@ func BenchmarkFeederLoop(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
-		if _, err := s.Append(0, 3, p); err != nil {
+		if _, err := s.Append(spool.Record{Items: 3, Payload: p}); err != nil {
 			b.Fatal(err)
 		}
 		_, _ = f.fill()

@@ -131,7 +131,7 @@ func TestFeederBatchesFinishesAndDrops(t *testing.T) {
 	// Records 0-5 traces, 6 metrics, 7-8 traces; 300 bytes each: three fit in a batch.
 	sigs := []fastpath.Signal{0, 0, 0, 0, 0, 0, 1, 0, 0}
 	for i, sig := range sigs {
-		if _, err := s.Append(uint8(sig), uint32(i+1), rec(i, 300)); err != nil {
+		if _, err := s.Append(spool.Record{Signal: uint8(sig), Items: uint32(i + 1), Payload: rec(i, 300)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +206,7 @@ func TestFeederStopLeavesUndeliveredForNextStart(t *testing.T) {
 	fs := spool.NewCrashFS()
 	s := testSpool(t, fs)
 	for i := range 6 {
-		if _, err := s.Append(0, 1, rec(i, 400)); err != nil {
+		if _, err := s.Append(spool.Record{Items: 1, Payload: rec(i, 400)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +247,7 @@ func TestFeederBoundsWhatItHandsOver(t *testing.T) {
 		defer s.Close()
 		const n = 200
 		for i := range n {
-			if _, err := s.Append(0, 1, rec(i, 500)); err != nil {
+			if _, err := s.Append(spool.Record{Items: 1, Payload: rec(i, 500)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -285,7 +285,7 @@ func TestFeederRetriesFullDestination(t *testing.T) {
 		fs := spool.NewCrashFS()
 		s := testSpool(t, fs)
 		defer s.Close()
-		if _, err := s.Append(2, 3, rec(7, 100)); err != nil {
+		if _, err := s.Append(spool.Record{Signal: 2, Items: 3, Payload: rec(7, 100)}); err != nil {
 			t.Fatal(err)
 		}
 		droppedBefore := dropped(t, "undeliverable")
@@ -334,7 +334,7 @@ func TestFeederRetriesFullDestination(t *testing.T) {
 			t.Fatalf("%v records dropped while the destination was full", n)
 		}
 		// The next record comes alone: the delivered one is not offered again.
-		if _, err := s.Append(2, 1, rec(8, 100)); err != nil {
+		if _, err := s.Append(spool.Record{Signal: 2, Items: 1, Payload: rec(8, 100)}); err != nil {
 			t.Fatal(err)
 		}
 		b = d.take(t, 1)[0]

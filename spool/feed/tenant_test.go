@@ -47,7 +47,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if _, err := s.Append(0, 1, entryOf(rec(0, 100-2))); err != nil { // written before tenants: no meta
+		if _, err := s.Append(spool.Record{Items: 1, Payload: entryOf(rec(0, 100-2))}); err != nil { // written before tenants: no meta
 			t.Fatal(err)
 		}
 		pc := pipeline.DefaultConfig()

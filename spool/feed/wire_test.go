@@ -182,7 +182,7 @@ func TestFeederDropsRecordsThatDoNotInflate(t *testing.T) {
 		plain int
 		wire  []byte
 	}{{len(body), good}, {len(body) + 1, good}, {len(body) - 1, good}, {len(body), []byte("not gzip at all")}, {len(body), good}} {
-		if _, err := s.AppendEncoded(uint8(fastpath.Traces), 1, nil, uint8(pipeline.EncodingGzip), uint32(r.plain), nil, r.wire); err != nil {
+		if _, err := s.Append(spool.Record{Signal: uint8(fastpath.Traces), Items: 1, Encoding: uint8(pipeline.EncodingGzip), Plain: uint32(r.plain), Payload: r.wire}); err != nil {
 			t.Fatal(err)
 		}
 	}
