@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,14 +73,29 @@ var destListSep = func() map[string]string {
 // that client.ParseDest refuses. A value the flag itself refuses is found by applySettings.
 func parseConfigFile(name string, body []byte, fs *flag.FlagSet, getenv func(string) (string, bool)) ([]setting, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(body, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil // empty: the defaults
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	// A second document (after ---) would be left unread: refused, not ignored.
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		line := more.Line
+		if err != nil || line == 0 {
+			return nil, fmt.Errorf("%s: more than one YAML document (---): otlpgate reads one", name)
+		}
+		return nil, fmt.Errorf("%s line %d: a second YAML document (---): otlpgate reads one", name, line)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, nil // empty: the defaults
 	}
 	p := fileParser{name: name, fs: fs, getenv: getenv, seen: map[string]int{}}
 	root := resolve(doc.Content[0])
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, nil // a document marker alone: the defaults
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, p.errorf(root, "", "want a mapping of flag names (without the dash) to their values")
 	}

@@ -151,6 +151,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 	f("dest:\n  - name: a\n    endpont: x:1\n", `c.yaml line 2: dest: -dest "name=a,endpont=x:1": client: -dest key "endpont" is unknown; did you mean "endpoint"?`)
 	f("dest:\n  - name: a\n    endpoint: [x:1, x:2]\n", "c.yaml line 3: dest endpoint: takes one value, not a list")
 	f("dest:\n  - name: a\n    endpoint: x:1\n    match: resource:k\n", `c.yaml line 2: dest: -dest "name=a,endpoint=x:1,match=resource:k": match "resource:k": want resource:KEY=VALUE, resource:KEY=PREFIX* or resource:KEY=V1|V2`)
+	f("grpc.listen: a:1\n---\ngrpc.listen: b:2\n", "c.yaml line 2: a second YAML document (---): otlpgate reads one")
 	if _, err := parseConfigFile("c.yaml", []byte("a: [\n"), flagSet(), testEnv); err == nil || !strings.HasPrefix(err.Error(), "c.yaml: yaml: line 1:") {
 		t.Errorf("bad YAML: %v", err)
 	}
@@ -251,4 +252,13 @@ func TestMinGapDefaultFollowsAck(t *testing.T) {
 	f([]string{"-ack", "upstream", "-batch.min-gap", "10ms"}, 10*time.Millisecond)
 	f([]string{"-batch.min-gap", "0"}, 0)
 	f([]string{"-config", path}, 20*time.Millisecond)
+}
+
+// A file that opens with --- is one document, as is one of comments alone.
+func TestParseConfigFileDocumentMarkers(t *testing.T) {
+	for _, body := range []string{"---\ngrpc.listen: a:1\n", "# comments only\n", "---\n", ""} {
+		if _, err := parseConfigFile("c.yaml", []byte(body), flagSet(), testEnv); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
 }

@@ -119,7 +119,7 @@ func configurationPage(t *testing.T) []byte {
 const configFileSection = `
 ## The config file (` + "`-config`" + `)
 
-` + "`otlpgate -config otlpgate.yaml`" + ` reads the flags from a YAML file. Each key is a flag's name without the
+` + "`otlpgate -config otlpgate.yaml`" + ` reads the flags from a YAML file, one document. Each key is a flag's name without the
 dash, with the value the flag takes, written as on the command line (sizes with their suffix,
 durations in Go's syntax, ` + "`true`/`false`" + `); a dotted name may also be written nested
 (` + "`grpc: {listen: ...}`" + ` is ` + "`grpc.listen`" + `). A repeatable flag (` + "`-dest`, `-resource.set`" + `, ...) takes a list, or
@@ -156,7 +156,8 @@ stop the start, and ` + "`-check`" + `, with exit status 2 and a message naming 
 On SIGHUP, and when a change is seen by reading the file every ` + "`-config.poll-interval`" + `, the file is
 read again, and what changed is applied while otlpgate runs: a changed ` + "`dest`" + ` list as ` + "`-dest.file`" + ` is
 (new destinations start, removed ones drain, changed ones are replaced, unchanged ones keep
-running); the processing steps (` + "`resource.*`, `drop`, `sample.*`" + `), each request running through the old
+running; with ` + "`match=resource`" + ` routes, which number the destinations at the start, a change of the list
+is refused and takes a restart); the processing steps (` + "`resource.*`, `drop`, `sample.*`" + `), each request running through the old
 steps or the new ones, whole; the tenants' rate (` + "`tenant.rate`, `tenant.burst`" + `, with ` + "`intake.headers`" + ` given at the
 start), each tenant's bucket filling at the new rate from then on. The files the configuration
 names are read again as on SIGHUP without a config file. A changed key that
