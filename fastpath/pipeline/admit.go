@@ -160,7 +160,7 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []by
 		}
 		return r, nil
 	}
-	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(int(sig), len(req)) + MaxEntryHeader)}
+	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(sig, len(req)) + MaxEntryHeader)}
 	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout, o.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
@@ -172,7 +172,7 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []by
 		// Every entry was dropped or sampled out: nothing is admitted, and the client is
 		// answered Success.
 		r.out.release()
-		proc.Commit(int(sig), tally)
+		proc.Commit(sig, tally)
 		return Prepared{Sig: sig, Tenant: t, dropped: true}, nil
 	}
 	r.Req, r.Items, r.Layout, r.st = *r.out.buf, left, fastpath.LayoutV1, st
@@ -230,7 +230,7 @@ func (r *Prepared) routes(cfg *Config, budget Budget) error {
 	if s.n == 0 && s.unrouted > 0 {
 		s.commit(r.Sig)
 		if r.proc != nil {
-			r.proc.Commit(int(r.Sig), r.tally)
+			r.proc.Commit(r.Sig, r.tally)
 		}
 		r.Release()
 		*r = Prepared{Sig: r.Sig, Tenant: r.Tenant, dropped: true}
@@ -255,7 +255,7 @@ func (r *Prepared) Admitted(st fastpath.Stripped) {
 		strippedBytesC[r.Sig].Add(float64(st.Bytes))
 	}
 	if r.proc != nil {
-		r.proc.Commit(int(r.Sig), r.tally)
+		r.proc.Commit(r.Sig, r.tally)
 	}
 	if r.route != nil {
 		r.route.commit(r.Sig)

@@ -122,11 +122,11 @@ func TestPassThroughFallbacks(t *testing.T) {
 // nopProcessor keeps every entry as it is: its presence alone means requests may be rewritten.
 type nopProcessor struct{}
 
-func (nopProcessor) AppendEntry(dst []byte, _ int, entry []byte, _ netip.Addr) ([]byte, Tally, error) {
+func (nopProcessor) AppendEntry(dst []byte, _ fastpath.Signal, entry []byte, _ netip.Addr) ([]byte, Tally, error) {
 	return protowire.AppendBytes(protowire.AppendTag(dst, 1, protowire.BytesType), entry), Tally{}, nil
 }
-func (nopProcessor) Commit(int, Tally)  {}
-func (nopProcessor) Slack(int, int) int { return 0 }
+func (nopProcessor) Commit(fastpath.Signal, Tally)  {}
+func (nopProcessor) Slack(fastpath.Signal, int) int { return 0 }
 
 // The batch limits apply to the decompressed size (what an upstream checks against its
 // message limit), the queue's budget to the compressed bytes the batch holds; compressed and

@@ -12,9 +12,8 @@ import (
 
 // Processor runs byte-level steps on each resource entry of a request after the intake's scan
 // and before the request joins a batch (or the spool): resource attribute edits, drops by
-// resource attribute, trace sampling. process.Chain implements it; fastpath does not import
-// process/, which is why the signal travels as an int (a Signal's value) and the tally as an
-// unnamed array type.
+// resource attribute, trace sampling. process.Chain implements it; the pipeline does not
+// import fastpath/process, nor it the pipeline (Tally).
 type Processor interface {
 	// AppendEntry appends to dst the resource entry whose value (the bytes after its tag and
 	// length) is entry, once the steps ran on it, as a whole v1 entry (tag 1, length, value),
@@ -25,14 +24,14 @@ type Processor interface {
 	// capacity, so that an implementation that stays within it does not allocate. peer is the
 	// client address of the request (Origin.Peer), invalid when it has none. Safe for
 	// concurrent use; entry is only read during the call.
-	AppendEntry(dst []byte, sig int, entry []byte, peer netip.Addr) (out []byte, tally Tally, err error)
+	AppendEntry(dst []byte, sig fastpath.Signal, entry []byte, peer netip.Addr) (out []byte, tally Tally, err error)
 	// Commit counts the summed tallies of one request's entries, once the request was
 	// admitted or answered without admitting anything: a request refused for want of room and
 	// sent again is counted once. Safe for concurrent use.
-	Commit(sig int, tally Tally)
+	Commit(sig fastpath.Signal, tally Tally)
 	// Slack is the most bytes the steps may add to an entry of n bytes of signal sig (a
 	// sampler that writes each kept span's trace_state adds in proportion to the entry).
-	Slack(sig, n int) int
+	Slack(sig fastpath.Signal, n int) int
 }
 
 // Steps holds the Processor in force (Config.Steps), which a reload of the processing flags
@@ -70,8 +69,8 @@ func (c *Config) processor() Processor {
 }
 
 // Tally is what a Processor did to a request: slot 0 the items removed, the rest its own.
-// An alias of an unnamed type, so that process/ can name the same type without importing
-// fastpath.
+// An alias of an unnamed type, so that fastpath/process can name the same type without
+// importing the pipeline, whose tests build the real steps.
 type Tally = [8]int64
 
 // MaxEntryHeader is the room an entry's tag and length prefix take at most.
@@ -92,7 +91,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 		return 0, st, sum, fastpath.ErrLayout
 	}
 	// The first buffer has room for req unchanged; a request that grows takes more as it does.
-	if err := out.get(min(len(req)+proc.Slack(int(sig), len(req))+MaxEntryHeader, out.max)); err != nil {
+	if err := out.get(min(len(req)+proc.Slack(sig, len(req))+MaxEntryHeader, out.max)); err != nil {
 		return 0, st, sum, err
 	}
 	b := *out.buf
@@ -109,7 +108,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 				return fail(fastpath.ErrWireType)
 			}
 			entry := req[f.Value:f.End]
-			if need := len(b) + len(entry) + proc.Slack(int(sig), len(entry)) + MaxEntryHeader; need > cap(b) {
+			if need := len(b) + len(entry) + proc.Slack(sig, len(entry)) + MaxEntryHeader; need > cap(b) {
 				// Room for what the entry may become, taken before the steps write it, so that
 				// nothing they write grows the buffer past its charge. A request whose output
 				// may pass the bound is refused here, before the rest of it is built.
@@ -120,7 +119,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 			}
 			var t Tally
 			var err error
-			if b, t, err = proc.AppendEntry(b, int(sig), entry, peer); err != nil {
+			if b, t, err = proc.AppendEntry(b, sig, entry, peer); err != nil {
 				return fail(err)
 			}
 			if len(b) > out.max {

@@ -37,9 +37,9 @@ type Router interface {
 	// Route returns the destinations that take the resource entry whose value is entry, as
 	// bits (bit i: destination i), among cand (the destinations of the request's tenant); 0
 	// when none does. An error refuses the whole request. Safe for concurrent use.
-	Route(sig int, entry []byte, cand uint64) (uint64, error)
+	Route(sig fastpath.Signal, entry []byte, cand uint64) (uint64, error)
 	// Items counts the items (spans, data points, log records) of the entry.
-	Items(sig int, entry []byte) (int, error)
+	Items(sig fastpath.Signal, entry []byte) (int, error)
 	// All is every destination the router numbers.
 	All() uint64
 }
@@ -148,12 +148,12 @@ func splitRoutes(rt Router, budget Budget, t *tenant.Tenant, served uint64, sig 
 				return fail(fastpath.ErrWireType)
 			}
 			entry := req[f.Value:f.End]
-			route, err := rt.Route(int(sig), entry, cand)
+			route, err := rt.Route(sig, entry, cand)
 			if err != nil {
 				return fail(err)
 			}
 			if route == 0 {
-				n, err := rt.Items(int(sig), entry)
+				n, err := rt.Items(sig, entry)
 				if err != nil {
 					return fail(err)
 				}
@@ -227,7 +227,7 @@ func splitRoutes(rt Router, budget Budget, t *tenant.Tenant, served uint64, sig 
 		if int(j) == big {
 			continue
 		}
-		n, err := rt.Items(int(sig), req[f.Value:f.End])
+		n, err := rt.Items(sig, req[f.Value:f.End])
 		if err != nil {
 			return fail(err)
 		}
@@ -368,20 +368,20 @@ func FilterRoute(rt Router, t *tenant.Tenant, sig fastpath.Signal, dest int, rec
 			return nil, 0, fastpath.ErrWireType // admission wrote only entries
 		}
 		entry := rec[f.Value:f.End]
-		route, err := rt.Route(int(sig), entry, cand)
+		route, err := rt.Route(sig, entry, cand)
 		if err != nil {
 			return nil, 0, err
 		}
 		if route&(1<<dest) == 0 {
 			all = false
 			if route == 0 && dest == 0 {
-				n, _ := rt.Items(int(sig), entry)
+				n, _ := rt.Items(sig, entry)
 				unrouted++
 				lost += n
 			}
 			continue
 		}
-		n, err := rt.Items(int(sig), entry)
+		n, err := rt.Items(sig, entry)
 		if err != nil {
 			return nil, 0, err
 		}

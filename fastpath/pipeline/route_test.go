@@ -447,7 +447,7 @@ func FuzzSplitRoutes(f *testing.F) {
 			if fl.Num != 1 {
 				continue
 			}
-			route, err := rt.Route(int(sig), req[fl.Value:fl.End], rt.All())
+			route, err := rt.Route(sig, req[fl.Value:fl.End], rt.All())
 			if err != nil {
 				t.Fatalf("split, but routing an entry fails: %v", err)
 			}

@@ -5,6 +5,7 @@ package process
 import (
 	"testing"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -14,11 +15,11 @@ func TestStepsAllocateNothing(t *testing.T) {
 	dst := make([]byte, 0, 2*len(req))
 	for _, sc := range stepConfigs {
 		c := mustChain(t, sc.cfg)
-		if _, err := run(c, sigTraces, req, dst); err != nil {
+		if _, err := run(c, fastpath.Traces, req, dst); err != nil {
 			t.Fatal(err)
 		}
 		if n := testing.AllocsPerRun(200, func() {
-			if _, err := run(c, sigTraces, req, dst); err != nil {
+			if _, err := run(c, fastpath.Traces, req, dst); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {
@@ -52,7 +53,7 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 		c.sc.On = true
 		ch := mustChain(t, Config{Sample: c.sc})
 		dst := make([]byte, 0, 3*len(c.req))
-		out, err := run(ch, sigTraces, c.req, dst)
+		out, err := run(ch, fastpath.Traces, c.req, dst)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 			}
 		}
 		if n := testing.AllocsPerRun(200, func() {
-			if _, err := run(ch, sigTraces, c.req, dst); err != nil {
+			if _, err := run(ch, fastpath.Traces, c.req, dst); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {
@@ -76,11 +77,11 @@ func TestConsistentSamplingAllocatesNothing(t *testing.T) {
 	ch := mustChain(t, Config{Sample: SampleConfig{On: true, Mode: SampleProportional, Percent: 30, Logs: true}})
 	logs := benchLogs(t)
 	dst := make([]byte, 0, len(logs))
-	if out, _ := run(ch, sigLogs, logs, dst); len(out) == 0 || len(out) == len(logs) {
+	if out, _ := run(ch, fastpath.Logs, logs, dst); len(out) == 0 || len(out) == len(logs) {
 		t.Fatalf("logs: %d bytes out of %d: the test says nothing", len(out), len(logs))
 	}
 	if n := testing.AllocsPerRun(200, func() {
-		if _, err := run(ch, sigLogs, logs, dst); err != nil {
+		if _, err := run(ch, fastpath.Logs, logs, dst); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
@@ -98,7 +99,7 @@ func rewrittenSpans(t *testing.T, c *Chain, req []byte) int {
 		}
 		off = f.end
 		sp := spanPlan{dec: pool.GetBytes(64), scopes: pool.GetBytes(64), tracestates: pool.GetBytes(2048)}
-		pn, err := c.sampler.planItems(&sp, sigTraces, req[f.val:f.end])
+		pn, err := c.sampler.planItems(&sp, fastpath.Traces, req[f.val:f.end])
 		pool.PutBytes(sp.dec)
 		pool.PutBytes(sp.scopes)
 		pool.PutBytes(sp.tracestates)

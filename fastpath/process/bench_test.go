@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // benchRequest is a request shaped like the benchmarks' small batch: 100 spans with random
@@ -95,12 +97,12 @@ var stepConfigs = []struct {
 var benchPeer = netip.MustParseAddr("10.42.7.19")
 
 // run is apply without the test helper's checks, into dst, from benchPeer.
-func run(c *Chain, sig int, req, dst []byte) ([]byte, error) {
+func run(c *Chain, sig fastpath.Signal, req, dst []byte) ([]byte, error) {
 	return runFrom(c, sig, req, dst, benchPeer)
 }
 
 // runFrom is run from the client address peer.
-func runFrom(c *Chain, sig int, req, dst []byte, peer netip.Addr) ([]byte, error) {
+func runFrom(c *Chain, sig fastpath.Signal, req, dst []byte, peer netip.Addr) ([]byte, error) {
 	out := dst[:0]
 	var sum Tally
 	for off := 0; off < len(req); {
@@ -142,7 +144,7 @@ func BenchmarkStep(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(req)))
 			for b.Loop() {
-				if _, err := run(c, sigTraces, req, dst); err != nil {
+				if _, err := run(c, fastpath.Traces, req, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -155,7 +157,7 @@ func BenchmarkStep(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tiered)))
 			for b.Loop() {
-				if _, err := run(c, sigTraces, tiered, dst); err != nil {
+				if _, err := run(c, fastpath.Traces, tiered, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -169,7 +171,7 @@ func BenchmarkStep(b *testing.B) {
 func tieredRequest(tb testing.TB, mode SampleMode, pct float32) []byte {
 	c := mustChain(tb, Config{Sample: SampleConfig{On: true, Mode: mode, Percent: pct}})
 	req := benchRequest(tb, 2)
-	out, err := run(c, sigTraces, req, make([]byte, 0, 2*len(req)))
+	out, err := run(c, fastpath.Traces, req, make([]byte, 0, 2*len(req)))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -46,12 +47,12 @@ func New(cfg Config) (*Chain, error) {
 // what lets it be kept) and grows by at most 23 (22 for its trace_state field, one for its
 // length), and its scope's length by one byte: half the entry is room enough. Safe for
 // concurrent use.
-func (c *Chain) Slack(sig, n int) int {
+func (c *Chain) Slack(sig fastpath.Signal, n int) int {
 	slack := len(c.set) + 1 + binary.MaxVarintLen64
 	if c.peerKey != "" {
 		slack += peerKVMax(c.peerKey)
 	}
-	if sig == sigTraces && c.sampler != nil && c.sampler.mode != SampleHashSeed {
+	if sig == fastpath.Traces && c.sampler != nil && c.sampler.mode != SampleHashSeed {
 		slack += n/2 + 16
 	}
 	return slack
@@ -63,8 +64,8 @@ func (c *Chain) Slack(sig, n int) int {
 // none of its spans. The tally says what was done
 // (slot 0: the items the result lost), for Commit. An error (errMalformed, ...) refuses the
 // request. Safe for concurrent use; e is only read during the call.
-func (c *Chain) AppendEntry(dst []byte, sig int, e []byte, peer netip.Addr) (out []byte, t Tally, err error) {
-	if sig < 0 || sig >= numSignals {
+func (c *Chain) AppendEntry(dst []byte, sig fastpath.Signal, e []byte, peer netip.Addr) (out []byte, t Tally, err error) {
+	if sig >= fastpath.NumSignals {
 		return dst, t, errSignal
 	}
 	var pl resourcePlan
@@ -90,7 +91,7 @@ func (c *Chain) AppendEntry(dst []byte, sig int, e []byte, peer netip.Addr) (out
 			t[tEdited] = 1
 		}
 	}
-	if c.sampler != nil && (sig == sigTraces || sig == sigLogs && c.sampler.logs) {
+	if c.sampler != nil && (sig == fastpath.Traces || sig == fastpath.Logs && c.sampler.logs) {
 		return c.sampleEntry(dst, sig, e, &pl, t, text)
 	}
 	if !pl.edit {
@@ -102,8 +103,8 @@ func (c *Chain) AppendEntry(dst []byte, sig int, e []byte, peer netip.Addr) (out
 
 // Commit counts what the steps did to one admitted request in the metrics. Safe for
 // concurrent use.
-func (c *Chain) Commit(sig int, t Tally) {
-	if sig < 0 || sig >= numSignals {
+func (c *Chain) Commit(sig fastpath.Signal, t Tally) {
+	if sig >= fastpath.NumSignals {
 		return
 	}
 	commitDropped(sig, &t)
@@ -113,9 +114,9 @@ func (c *Chain) Commit(sig int, t Tally) {
 
 // sampleEntry decides the spans or log records of the entry e and writes what is kept; peer
 // is the text of the client's address, as planned in pl.
-func (c *Chain) sampleEntry(dst []byte, sig int, e []byte, pl *resourcePlan, t Tally, peer []byte) ([]byte, Tally, error) {
+func (c *Chain) sampleEntry(dst []byte, sig fastpath.Signal, e []byte, pl *resourcePlan, t Tally, peer []byte) ([]byte, Tally, error) {
 	sp := spanPlan{dec: pool.GetBytes(len(e)/64 + 16), scopes: pool.GetBytes(64)}
-	if sig == sigTraces && c.sampler.mode != SampleHashSeed {
+	if sig == fastpath.Traces && c.sampler.mode != SampleHashSeed {
 		sp.tracestates = pool.GetBytes(2 * (rewriteHeader + tracestateRoom))
 	}
 	defer func() {

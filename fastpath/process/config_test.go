@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
@@ -64,15 +63,4 @@ func TestParsePercent(t *testing.T) {
 }
 
 // The hook passes fastpath's signal numbers as ints.
-func TestSignalNumbers(t *testing.T) {
-	if sigTraces != int(fastpath.Traces) || sigMetrics != int(fastpath.Metrics) || sigLogs != int(fastpath.Logs) || numSignals != int(fastpath.NumSignals) {
-		t.Fatal("process and fastpath number the signals differently")
-	}
-	for s := range numSignals {
-		if signalNames[s] != fastpath.Signal(s).String() {
-			t.Errorf("signal %d: %q vs %q", s, signalNames[s], fastpath.Signal(s).String())
-		}
-	}
-}
-
 var _ pipeline.Processor = (*Chain)(nil)

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // The Collector-contrib probabilistic_sampler's proportional and equalizing decisions, written
@@ -300,7 +302,7 @@ func TestConsistentMillionTraceIDs(t *testing.T) {
 		s.vendor = r.IntN(4) == 0
 		ts := s.tracestate()
 		entry = appendRefSpan(entry[:0], s, ts)
-		out, tl, err := cf.c.AppendEntry(dst[:0], sigTraces, entry, netip.Addr{})
+		out, tl, err := cf.c.AppendEntry(dst[:0], fastpath.Traces, entry, netip.Addr{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 func tvalue(th uint64) string { return string(appendTValue(nil, th)) }
@@ -101,7 +103,7 @@ func sampleSpan(t testing.TB, sc SampleConfig, tid pcommon.TraceID, ts, key stri
 	case string:
 		sp.Attributes().PutStr(key, v)
 	}
-	out, removed := apply(t, c, sigTraces, marshalTraces(t, td))
+	out, removed := apply(t, c, fastpath.Traces, marshalTraces(t, td))
 	got := unmarshalTraces(t, out)
 	switch n := got.SpanCount(); {
 	case n == 0 && removed == 1 && len(out) == 0:
@@ -361,7 +363,7 @@ func TestSampleLogsByTraceID(t *testing.T) {
 			}
 			outBefore, keptBefore := testutil.ToFloat64(sampledOutLogs), testutil.ToFloat64(sampledKeptLogs)
 			spansBefore := testutil.ToFloat64(sampledOutSpans)
-			out, removed := apply(t, c, sigLogs, marshalLogs(t, ld))
+			out, removed := apply(t, c, fastpath.Logs, marshalLogs(t, ld))
 			if string(out) != string(marshalLogs(t, want)) {
 				t.Fatal("the records left differ from those a span of their trace keeps")
 			}
@@ -385,7 +387,7 @@ func TestSampleLogsByTraceID(t *testing.T) {
 	ld := plog.NewLogs()
 	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().SetTraceID(pcommon.TraceID{1, 2, 3})
 	in := marshalLogs(t, ld)
-	if out, removed := apply(t, c, sigLogs, in); string(out) != string(in) || removed != 0 {
+	if out, removed := apply(t, c, fastpath.Logs, in); string(out) != string(in) || removed != 0 {
 		t.Error("logs sampled without -sample.logs")
 	}
 }
@@ -415,7 +417,7 @@ func TestConsistentTracestateField(t *testing.T) {
 	} {
 		scope := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), v.span)
 		entry := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), scope)
-		out, _, err := c.AppendEntry(nil, sigTraces, entry, netip.Addr{})
+		out, _, err := c.AppendEntry(nil, fastpath.Traces, entry, netip.Addr{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,8 +29,9 @@
 // (route.go): fastpath asks it which destinations take each entry (pipeline.Config.Router)
 // and splits a request whose entries go different ways.
 //
-// It may import pool/ and proto/ of otlpgate and nothing else (fastpath does not import it;
-// the signal crosses the boundary as an int). It starts no goroutines: AppendEntry runs on
+// It imports fastpath (the signals), pool/ and proto/ of otlpgate, nothing else, and implements
+// fastpath/pipeline's Processor and Router without importing it (the tally is an unnamed array
+// type both name). It starts no goroutines: AppendEntry runs on
 // the goroutine of the intake that admits the request, and a Chain is safe for concurrent use
 // once built.
 package process

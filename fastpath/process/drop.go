@@ -3,6 +3,8 @@ package process
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 var (
@@ -16,10 +18,10 @@ var (
 	}, []string{"signal"})
 )
 
-var droppedItemsC, droppedResourcesC = func() (items, res [numSignals]prometheus.Counter) {
+var droppedItemsC, droppedResourcesC = func() (items, res [fastpath.NumSignals]prometheus.Counter) {
 	for s := range items {
-		items[s] = droppedItems.WithLabelValues(signalNames[s])
-		res[s] = droppedResources.WithLabelValues(signalNames[s])
+		items[s] = droppedItems.WithLabelValues(fastpath.Signal(s).String())
+		res[s] = droppedResources.WithLabelValues(fastpath.Signal(s).String())
 	}
 	return items, res
 }()
@@ -32,7 +34,7 @@ func (m *Match) matches(v []byte) bool {
 	return string(v) == m.Value
 }
 
-func commitDropped(sig int, t *Tally) {
+func commitDropped(sig fastpath.Signal, t *Tally) {
 	if t[tDroppedResources] > 0 {
 		droppedResourcesC[sig].Add(float64(t[tDroppedResources]))
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 func TestParseDrop(t *testing.T) {
@@ -50,16 +52,16 @@ func TestDropTraces(t *testing.T) {
 	add("", "test-loadgen", 4) // dropped: prefix
 	add("develop", "cart", 5)  // kept: exact match only
 	add("prod", "tes", 6)      // kept: shorter than the prefix
-	before := testutil.ToFloat64(droppedItemsC[sigTraces])
-	beforeRes := testutil.ToFloat64(droppedResourcesC[sigTraces])
-	out, removed := apply(t, c, sigTraces, marshalTraces(t, td))
+	before := testutil.ToFloat64(droppedItemsC[fastpath.Traces])
+	beforeRes := testutil.ToFloat64(droppedResourcesC[fastpath.Traces])
+	out, removed := apply(t, c, fastpath.Traces, marshalTraces(t, td))
 	if removed != 6 {
 		t.Errorf("removed %d items, want 6", removed)
 	}
-	if d := testutil.ToFloat64(droppedItemsC[sigTraces]) - before; d != 6 {
+	if d := testutil.ToFloat64(droppedItemsC[fastpath.Traces]) - before; d != 6 {
 		t.Errorf("otlpgate_process_dropped_items_total{signal=traces} rose by %v, want 6", d)
 	}
-	if d := testutil.ToFloat64(droppedResourcesC[sigTraces]) - beforeRes; d != 2 {
+	if d := testutil.ToFloat64(droppedResourcesC[fastpath.Traces]) - beforeRes; d != 2 {
 		t.Errorf("otlpgate_process_dropped_resources_total{signal=traces} rose by %v, want 2", d)
 	}
 	// What is left is exactly the other entries, byte for byte.
@@ -84,7 +86,7 @@ func TestDropValueTypes(t *testing.T) {
 	rm.Resource().Attributes().PutInt("env", 1)
 	sum := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptySum()
 	sum.DataPoints().AppendEmpty().SetIntValue(1)
-	out, removed := apply(t, c, sigMetrics, marshalMetrics(t, md))
+	out, removed := apply(t, c, fastpath.Metrics, marshalMetrics(t, md))
 	if removed != 0 || unmarshalMetrics(t, out).DataPointCount() != 1 {
 		t.Errorf("an int attribute matched a string rule")
 	}
@@ -93,7 +95,7 @@ func TestDropValueTypes(t *testing.T) {
 	res := append(kv("env", "2"), kv("env", "1")...)
 	entry := appendHeader(nil, 1, len(res))
 	entry = append(entry, res...)
-	if out, _, err := c.AppendEntry(nil, sigMetrics, entry, netip.Addr{}); err != nil || len(out) == 0 {
+	if out, _, err := c.AppendEntry(nil, fastpath.Metrics, entry, netip.Addr{}); err != nil || len(out) == 0 {
 		t.Errorf("the second attribute of a key decided: %x, %v", out, err)
 	}
 }
@@ -110,7 +112,7 @@ func TestDropCountsMetricPoints(t *testing.T) {
 	ms.AppendEmpty().SetEmptyHistogram().DataPoints().AppendEmpty()
 	ms.AppendEmpty().SetEmptySummary().DataPoints().AppendEmpty()
 	ms.AppendEmpty().SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
-	out, removed := apply(t, c, sigMetrics, marshalMetrics(t, md))
+	out, removed := apply(t, c, fastpath.Metrics, marshalMetrics(t, md))
 	if len(out) != 0 || removed != 5 {
 		t.Errorf("out %d bytes, removed %d, want 0 and 5", len(out), removed)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // FuzzAppendEntry feeds arbitrary entries to every step at once, with hash_seed and with
@@ -40,12 +42,12 @@ func FuzzAppendEntry(f *testing.F) {
 		in := appendHeader(nil, 1, len(entry))
 		in = append(in, entry...)
 		for _, c := range chains {
-			out, tally, err := c.AppendEntry(nil, sigTraces, entry, benchPeer)
+			out, tally, err := c.AppendEntry(nil, fastpath.Traces, entry, benchPeer)
 			removed := int(tally[tRemoved])
 			if err != nil {
 				continue
 			}
-			if room := len(entry) + c.Slack(sigTraces, len(entry)) + 1 + binary.MaxVarintLen64; len(out) > room {
+			if room := len(entry) + c.Slack(fastpath.Traces, len(entry)) + 1 + binary.MaxVarintLen64; len(out) > room {
 				t.Fatalf("%d bytes out of %d, more than the %d the slack allows", len(out), len(entry), room)
 			}
 			before, errIn := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(in)

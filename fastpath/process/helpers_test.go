@@ -8,17 +8,19 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // apply runs c on every entry of the v1 request body req, as fastpath's hook does, and
 // returns the new body and the items removed.
-func apply(t testing.TB, c *Chain, sig int, req []byte) ([]byte, int) {
+func apply(t testing.TB, c *Chain, sig fastpath.Signal, req []byte) ([]byte, int) {
 	t.Helper()
 	return applyFrom(t, c, sig, req, netip.Addr{})
 }
 
 // applyFrom is apply for a request from the client address peer.
-func applyFrom(t testing.TB, c *Chain, sig int, req []byte, peer netip.Addr) ([]byte, int) {
+func applyFrom(t testing.TB, c *Chain, sig fastpath.Signal, req []byte, peer netip.Addr) ([]byte, int) {
 	t.Helper()
 	out := make([]byte, 0, len(req)+4096)
 	var sum Tally

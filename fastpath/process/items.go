@@ -1,16 +1,20 @@
 package process
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
 
 // countItems counts the spans, data points or log records of the resource entry e as a
 // decoder sees them (and as fastpath's scan counts them): of the members of a Metric's data
 // oneof only the last run of one member counts. It is used only for what a step removes
 // whole, to count it.
-func countItems(sig int, e []byte) (int, error) {
+func countItems(sig fastpath.Signal, e []byte) (int, error) {
 	n := 0
 	err := eachBytes(e, 2, func(scope []byte) error {
 		return eachBytes(scope, 2, func(item []byte) error {
-			if sig != sigMetrics {
+			if sig != fastpath.Metrics {
 				n++
 				return nil
 			}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // peerTraces builds four resource entries: without the attribute, with a value, with an empty
@@ -84,7 +86,7 @@ func TestFromPeer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ch := mustChain(t, Config{FromPeer: "k8s.pod.ip", FromPeerAction: c.action})
-			out, removed := applyFrom(t, ch, sigTraces, in, c.peer)
+			out, removed := applyFrom(t, ch, fastpath.Traces, in, c.peer)
 			if removed != 0 {
 				t.Errorf("removed %d", removed)
 			}
@@ -121,14 +123,14 @@ func TestFromPeerWithEdits(t *testing.T) {
 	rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("op")
 	in := marshalTraces(t, td)
 	long := netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
-	out, _ := applyFrom(t, ch, sigTraces, in, long)
+	out, _ := applyFrom(t, ch, fastpath.Traces, in, long)
 	a := attrs(t, unmarshalTraces(t, out).ResourceSpans().At(0).Resource().Attributes())
 	want := map[string]string{"k8s.node.name": "node-7", "client.address": long.String()}
 	if !maps.Equal(a, want) {
 		t.Errorf("%v, want %v", a, want)
 	}
-	if grown := len(out) - len(in); grown > ch.Slack(sigTraces, len(in)) {
-		t.Errorf("grew by %d, Slack %d", grown, ch.Slack(sigTraces, len(in)))
+	if grown := len(out) - len(in); grown > ch.Slack(fastpath.Traces, len(in)) {
+		t.Errorf("grew by %d, Slack %d", grown, ch.Slack(fastpath.Traces, len(in)))
 	}
 }
 

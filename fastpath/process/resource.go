@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 var editedResources = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -13,14 +15,14 @@ var editedResources = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Resources whose attributes -resource.set, -resource.delete or -resource.from-peer rewrote (a resource entry without a Resource gets one, counted too).",
 }, []string{"signal"})
 
-var editedC = func() (c [numSignals]prometheus.Counter) {
+var editedC = func() (c [fastpath.NumSignals]prometheus.Counter) {
 	for s := range c {
-		c[s] = editedResources.WithLabelValues(signalNames[s])
+		c[s] = editedResources.WithLabelValues(fastpath.Signal(s).String())
 	}
 	return c
 }()
 
-func commitEdited(sig int, t *Tally) {
+func commitEdited(sig fastpath.Signal, t *Tally) {
 	if t[tEdited] > 0 {
 		editedC[sig].Add(float64(t[tEdited]))
 	}

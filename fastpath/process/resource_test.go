@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 var editCfg = Config{
@@ -49,7 +51,7 @@ func tracesWithResources() ptrace.Traces {
 func TestResourceEditTraces(t *testing.T) {
 	c := mustChain(t, editCfg)
 	in := tracesWithResources()
-	out, removed := apply(t, c, sigTraces, marshalTraces(t, in))
+	out, removed := apply(t, c, fastpath.Traces, marshalTraces(t, in))
 	if removed != 0 {
 		t.Errorf("removed %d", removed)
 	}
@@ -112,7 +114,7 @@ func TestResourceEditMetricsAndLogs(t *testing.T) {
 	g := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	g.SetName("cpu")
 	g.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(0.5)
-	out, _ := apply(t, c, sigMetrics, marshalMetrics(t, md))
+	out, _ := apply(t, c, fastpath.Metrics, marshalMetrics(t, md))
 	gm := unmarshalMetrics(t, out)
 	if a := attrs(t, gm.ResourceMetrics().At(0).Resource().Attributes()); !maps.Equal(a, map[string]string{"host.name": "h", "k8s.node.name": "node-7", "deployment.environment": "prod"}) {
 		t.Errorf("metrics resource %v", a)
@@ -125,7 +127,7 @@ func TestResourceEditMetricsAndLogs(t *testing.T) {
 	rl := ld.ResourceLogs().AppendEmpty()
 	rl.Resource().Attributes().PutStr("deployment.environment", "dev")
 	rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
-	out, _ = apply(t, c, sigLogs, marshalLogs(t, ld))
+	out, _ = apply(t, c, fastpath.Logs, marshalLogs(t, ld))
 	gl := unmarshalLogs(t, out)
 	if a := attrs(t, gl.ResourceLogs().At(0).Resource().Attributes()); !maps.Equal(a, map[string]string{"k8s.node.name": "node-7", "deployment.environment": "prod"}) {
 		t.Errorf("logs resource %v", a)
@@ -139,7 +141,7 @@ func TestResourceEditMetricsAndLogs(t *testing.T) {
 func TestResourceDeleteOnly(t *testing.T) {
 	c := mustChain(t, Config{Delete: []string{"secret.token"}})
 	in := tracesWithResources()
-	out, _ := apply(t, c, sigTraces, marshalTraces(t, in))
+	out, _ := apply(t, c, fastpath.Traces, marshalTraces(t, in))
 	got := unmarshalTraces(t, out)
 	if a := attrs(t, got.ResourceSpans().At(0).Resource().Attributes()); !maps.Equal(a, map[string]string{"service.name": "checkout", "k8s.node.name": "stale", "pid": "42"}) {
 		t.Errorf("resource 0: %v", a)
@@ -157,7 +159,7 @@ func TestResourceEditDuplicateKeys(t *testing.T) {
 	res := append(append(kv("team", "x"), kv("team", "y")...), kv("host", "h")...)
 	entry := appendHeader(nil, 1, len(res))
 	entry = append(entry, res...)
-	out, _, err := c.AppendEntry(nil, sigLogs, entry, netip.Addr{})
+	out, _, err := c.AppendEntry(nil, fastpath.Logs, entry, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func TestResourceEditRefusesMalformed(t *testing.T) {
 		{0x0a, 0x02, 0x0a, 0x09},             // attribute longer than the Resource
 		{0x0a, 0x02, 0x08, 0x01, 0x12, 0x01}, // a scope length past the end
 	} {
-		if _, _, err := c.AppendEntry(nil, sigTraces, e, netip.Addr{}); err == nil {
+		if _, _, err := c.AppendEntry(nil, fastpath.Traces, e, netip.Addr{}); err == nil {
 			t.Errorf("% x: no error", e)
 		}
 	}

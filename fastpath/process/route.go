@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // MaxRoutes bounds the destinations a Router numbers: the destinations that take a resource
@@ -91,8 +92,8 @@ func (r *Router) All() uint64 { return r.all }
 // field 1), among cand: those of cand whose rule matches its Resource, or, when none does,
 // those of cand without a rule. 0: no destination takes it. Safe for concurrent use; e is
 // only read during the call.
-func (r *Router) Route(sig int, e []byte, cand uint64) (uint64, error) {
-	if sig < 0 || sig >= numSignals {
+func (r *Router) Route(sig fastpath.Signal, e []byte, cand uint64) (uint64, error) {
+	if sig >= fastpath.NumSignals {
 		return 0, errSignal
 	}
 	cand &= r.all
@@ -111,8 +112,8 @@ func (r *Router) Route(sig int, e []byte, cand uint64) (uint64, error) {
 
 // Items counts the spans, data points or log records of the resource entry e, as the scan
 // counts them: what a piece of a split request carries. Safe for concurrent use.
-func (r *Router) Items(sig int, e []byte) (int, error) {
-	if sig < 0 || sig >= numSignals {
+func (r *Router) Items(sig fastpath.Signal, e []byte) (int, error) {
+	if sig >= fastpath.NumSignals {
 		return 0, errSignal
 	}
 	return countItems(sig, e)

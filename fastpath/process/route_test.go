@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -75,7 +77,7 @@ func TestRouterRoute(t *testing.T) {
 	}
 	f := func(cand uint64, want uint64, kv ...string) {
 		t.Helper()
-		got, err := r.Route(sigTraces, resourceEntry(t, kv...), cand)
+		got, err := r.Route(fastpath.Traces, resourceEntry(t, kv...), cand)
 		if err != nil || got != want {
 			t.Errorf("%q among %b: %b, %v; want %b", kv, cand, got, err, want)
 		}
@@ -101,13 +103,13 @@ func TestRouterRoute(t *testing.T) {
 	res := protowire.AppendBytes([]byte{0x0a}, kv("service.name", "x"))
 	res = protowire.AppendTag(res, 1, protowire.BytesType)
 	res = protowire.AppendBytes(res, kv("service.name", "cart"))
-	if got, err := r.Route(sigTraces, protowire.AppendBytes([]byte{0x0a}, res), all); got != 0b1000 || err != nil {
+	if got, err := r.Route(fastpath.Traces, protowire.AppendBytes([]byte{0x0a}, res), all); got != 0b1000 || err != nil {
 		t.Errorf("two service.name, the first x: %b, %v", got, err)
 	}
-	if _, err := r.Route(sigTraces, []byte{0x0a, 0x05, 0x0a}, all); err == nil {
+	if _, err := r.Route(fastpath.Traces, []byte{0x0a, 0x05, 0x0a}, all); err == nil {
 		t.Error("a malformed Resource was routed")
 	}
-	if n, err := r.Items(sigTraces, resourceEntry(t, "a", "b")); n != 1 || err != nil {
+	if n, err := r.Items(fastpath.Traces, resourceEntry(t, "a", "b")); n != 1 || err != nil {
 		t.Errorf("items %d, %v", n, err)
 	}
 	for _, bad := range [][][]Match{

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 var (
@@ -397,9 +399,9 @@ func parsePriority(v []byte) (priority, error) {
 	return deferToHash, nil
 }
 
-func commitSampled(sig int, t *Tally) {
+func commitSampled(sig fastpath.Signal, t *Tally) {
 	out, kept := sampledOutSpans, sampledKeptSpans
-	if sig == sigLogs {
+	if sig == fastpath.Logs {
 		out, kept = sampledOutLogs, sampledKeptLogs
 	}
 	if t[tSampledOut] > 0 {

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // referenceKeep is the Collector-contrib probabilistic_sampler's hash_seed decision for a span
@@ -292,7 +294,7 @@ func TestSampleRequestKeepsWholeTraces(t *testing.T) {
 	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty() // no trace id: dropped
 	in := marshalTraces(t, td)
 	outBefore, keptBefore := testutil.ToFloat64(sampledOutSpans), testutil.ToFloat64(sampledKeptSpans)
-	out, removed := apply(t, c, sigTraces, in)
+	out, removed := apply(t, c, fastpath.Traces, in)
 	got := unmarshalTraces(t, out)
 
 	// The expected result, computed with pdata: spans of kept traces stay, in order.
@@ -356,7 +358,7 @@ func TestSampleWithResourceEdit(t *testing.T) {
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Spans().AppendEmpty().SetTraceID(mustTID("474a03c76d75951a4b4c537ced8f1122")) // kept
 	ss.Spans().AppendEmpty().SetTraceID(mustTID("4e40762d3ee97a1c0932e4fa584f89a8")) // seed 904 says no; 653?
-	out, _ := apply(t, c, sigTraces, marshalTraces(t, td))
+	out, _ := apply(t, c, fastpath.Traces, marshalTraces(t, td))
 	got := unmarshalTraces(t, out)
 	wantSpans := 1
 	if referenceKeep(50, 653, mustTID("4e40762d3ee97a1c0932e4fa584f89a8")) {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -64,7 +65,7 @@ type planned struct {
 
 // planItems decides every item of the entry e of signal sig (ResourceSpans or ResourceLogs:
 // both hold their scopes at field 2 and their scopes hold their items at field 2).
-func (s *sampler) planItems(sp *spanPlan, sig int, e []byte) (pn planned, err error) {
+func (s *sampler) planItems(sp *spanPlan, sig fastpath.Signal, e []byte) (pn planned, err error) {
 	for off := 0; off < len(e); {
 		f, err := next(e, off)
 		if err != nil {
@@ -130,8 +131,8 @@ func (s *sampler) planItems(sp *spanPlan, sig int, e []byte) (pn planned, err er
 // planItem decides one item; for a span kept with a new trace_state it records the span's new
 // payload length, which it also returns, and the trace_state, and returns how many values
 // were left out of it to make room.
-func (s *sampler) planItem(sp *spanPlan, sig int, item []byte) (dec byte, size, omitted int, err error) {
-	if sig == sigLogs {
+func (s *sampler) planItem(sp *spanPlan, sig fastpath.Signal, item []byte) (dec byte, size, omitted int, err error) {
+	if sig == fastpath.Logs {
 		keep, err := s.keepLog(item)
 		if keep {
 			return itemKept, 0, 0, err

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 )
 
 // vendorList is a tracestate of n members named prefix0, prefix1, ..., whose values are runs
@@ -112,8 +114,8 @@ func TestConsistentTiersAgreeAtTracestateLimit(t *testing.T) {
 	for _, mode := range []SampleMode{SampleEqualizing, SampleProportional} {
 		t.Run(mode.String(), func(t *testing.T) {
 			sc := SampleConfig{On: true, Mode: mode, Percent: 30}
-			first, _ := apply(t, mustChain(t, Config{Sample: sc}), sigTraces, in)
-			second, _ := apply(t, mustChain(t, Config{Sample: sc}), sigTraces, first)
+			first, _ := apply(t, mustChain(t, Config{Sample: sc}), fastpath.Traces, in)
+			second, _ := apply(t, mustChain(t, Config{Sample: sc}), fastpath.Traces, first)
 			tier1, tier2 := spansByID(t, first), spansByID(t, second)
 			if len(tier1) != len(wantKept) {
 				t.Errorf("the first tier kept %d spans, want %d", len(tier1), len(wantKept))
