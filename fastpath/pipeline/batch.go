@@ -47,6 +47,29 @@ type Batch struct {
 	route    uint64        // with Config.Router: the destinations of set that take it (route.go)
 	join     *join         // a part of a split batch: finishes the split batch, p is nil
 	owner    BatchOwner    // NewBatch: told when the batch is finished, p is nil
+	// end is what the batch's end is handed to, once every destination finished it: its
+	// pipeline, the split batch it is a part of, or the owner NewBatch was given.
+	end ender
+}
+
+// ender ends a batch once every destination it was handed to finished it: delivered when each
+// delivered it, rejected when each that did not was refused for good. It takes over the
+// batch's reference (unref); the batch may be reused once it returns.
+type ender interface {
+	batchEnded(b *Batch, delivered, rejected bool)
+}
+
+// handedOwner ends a batch built by NewBatch: it tells the batch's BatchOwner.
+type handedOwner struct{}
+
+func (handedOwner) batchEnded(b *Batch, delivered, rejected bool) {
+	o := b.owner // read before unref: the batch may be reused after it
+	b.unref()
+	if ro, ok := o.(RejectOwner); ok && rejected {
+		ro.BatchRejected()
+		return
+	}
+	o.BatchDone(delivered)
 }
 
 // BatchOwner is told when the destination a batch built by NewBatch was handed to is finished
@@ -99,7 +122,7 @@ func newOwnedBatch(sig fastpath.Signal, items int, payload *pool.Payload, owner 
 	b := batchPool.Get()
 	b.Signal, b.Items, b.Payload = sig, items, payload
 	b.size = payload.Len()
-	b.owner = owner
+	b.owner, b.end = owner, handedOwner{}
 	b.pending.Store(1)
 	b.refs.Store(1)
 	return b
@@ -115,7 +138,7 @@ const maxFreeBatches = 4096
 func getBatch(p *Pipeline, sig fastpath.Signal, size int) *Batch {
 	b := batchPool.Get()
 	b.Signal = sig
-	b.p = p
+	b.p, b.end = p, p
 	b.Payload = pool.NewPayload(size)
 	b.refs.Store(1)
 	if p.cfg.Ack == AckUpstream {
@@ -173,25 +196,7 @@ func (b *Batch) finishOne() {
 		failures := b.failures.Load()
 		delivered := failures == 0
 		rejected := !delivered && b.rejects.Load() == failures
-		if o := b.owner; o != nil {
-			b.unref()
-			if ro, ok := o.(RejectOwner); ok && rejected {
-				ro.BatchRejected()
-				return
-			}
-			o.BatchDone(delivered)
-			return
-		}
-		if j := b.join; j != nil {
-			b.unref()
-			j.partDone(delivered, rejected)
-			return
-		}
-		b.p.finished(b)
-		if b.finished != nil {
-			close(b.finished)
-		}
-		b.unref()
+		b.end.batchEnded(b, delivered, rejected)
 	case n < 0:
 		panic("BUG: fastpath: batch Done called more often than it was enqueued")
 	}

@@ -573,6 +573,16 @@ func (p *Pipeline) seal(b *Batch) {
 	b.unref()
 }
 
+// batchEnded ends a batch of the pipeline: its bytes leave the queue's budget, and an
+// AckUpstream waiter learns the outcome. It implements ender.
+func (p *Pipeline) batchEnded(b *Batch, _, _ bool) {
+	p.finished(b)
+	if b.finished != nil {
+		close(b.finished)
+	}
+	b.unref()
+}
+
 // finished settles the budget of a batch every destination is done with.
 func (p *Pipeline) finished(b *Batch) {
 	n := int64(b.size)

@@ -84,6 +84,12 @@ type join struct {
 
 var joins = sync.Pool{New: func() any { return new(join) }}
 
+// batchEnded ends k, a part of j's split batch. It implements ender.
+func (j *join) batchEnded(k *Batch, delivered, rejected bool) {
+	k.unref()
+	j.partDone(delivered, rejected)
+}
+
 func (j *join) partDone(delivered, rejected bool) {
 	if !delivered {
 		j.failed.Store(true)
@@ -113,7 +119,7 @@ func newPart(sig fastpath.Signal, p *pool.Payload, items int, j *join) *Batch {
 	k := batchPool.Get()
 	k.Signal, k.Items, k.Payload = sig, items, p
 	k.size = p.Len()
-	k.join = j
+	k.join, k.end = j, j
 	k.pending.Store(1)
 	k.refs.Store(1)
 	return k
