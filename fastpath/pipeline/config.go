@@ -132,6 +132,11 @@ const DefaultMinGap = 50 * time.Millisecond
 // batch to be delivered: the gap would add to every answer.
 const UpstreamMinGap = time.Millisecond
 
+// Seal is the rule of BatchMaxBytes, BatchMaxItems and BatchMaxAge.
+func (c Config) Seal() Seal {
+	return Seal{MaxBytes: c.BatchMaxBytes, MaxItems: c.BatchMaxItems, MaxAge: c.BatchMaxAge}
+}
+
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{

@@ -282,7 +282,7 @@ func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wir
 		return nil, errSetChanged
 	}
 	b := s.mu.open.getWire(t, enc)
-	if b != nil && (b.set != set || b.plain+len(plain) > p.cfg.BatchMaxBytes) {
+	if b != nil && (b.set != set || !p.rule.Fits(b.plain+len(plain), b.Items)) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)
 	}

@@ -22,7 +22,8 @@ import (
 // destinations do; a destination that cannot keep up drops for itself (its own queue limit) and
 // never stalls the others.
 type Pipeline struct {
-	cfg Config
+	cfg  Config
+	rule Seal // cfg's batch bounds, shared with the spool's feeders
 	// dests is the destination set a new batch takes (destset.go); setMu serializes its swaps.
 	dests atomic.Pointer[destSet]
 	setMu sync.Mutex
@@ -105,7 +106,7 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 	if r := cfg.Router; r != nil && bits.Len64(r.All()) != len(dests) {
 		return nil, fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
 	}
-	p := &Pipeline{cfg: cfg, m: newPipelineMetrics(), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p := &Pipeline{cfg: cfg, rule: cfg.Seal(), m: newPipelineMetrics(), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if p.cfg.Served == nil {
 		p.cfg.Served = new(Served)
 	}
@@ -224,7 +225,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	// A batch opened before SetDestinations goes to the previous set: the request, admitted
 	// now, goes to the current one, in a batch of its own.
 	set := p.dests.Load()
-	if b != nil && (b.set != set || b.Payload.Len()+len(req) > p.cfg.BatchMaxBytes) {
+	if b != nil && (b.set != set || !p.rule.Fits(b.Payload.Len()+len(req), b.Items)) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)
 	}
@@ -314,7 +315,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 func (p *Pipeline) fullLocked(sig fastpath.Signal, b *Batch, size int) *Batch {
 	// A batch another goroutine is handing out counts as one out: sealed now, this one could
 	// reach the destinations first, and a client's requests would arrive out of order.
-	if b.Items >= p.cfg.BatchMaxItems || size >= p.cfg.BatchMaxBytes || (p.cfg.Eager && p.sealedN.Load() == 0 && p.handing.Load() == 0 && p.pastGapLocked(sig)) {
+	if p.rule.Full(size, b.Items) || (p.cfg.Eager && p.sealedN.Load() == 0 && p.handing.Load() == 0 && p.pastGapLocked(sig)) {
 		p.takeOpenLocked(sig, b)
 		return b
 	}
@@ -368,7 +369,7 @@ func (p *Pipeline) openedLocked(sig fastpath.Signal, b *Batch) {
 	s := &p.sig[sig]
 	if !s.mu.aging {
 		s.mu.aging = true
-		s.age.Reset(time.Duration(b.born + int64(p.cfg.BatchMaxAge) - time.Now().UnixNano()))
+		s.age.Reset(p.rule.Due(b.born, time.Now().UnixNano()))
 	}
 	p.wakeFlusher()
 }
@@ -388,12 +389,12 @@ func (p *Pipeline) sealAged(sig fastpath.Signal) {
 	n := s.mu.open.len()
 	s.mu.Unlock()
 	if n > 0 {
-		p.sealOpen(sig, n, time.Now().UnixNano()-int64(p.cfg.BatchMaxAge))
+		p.sealOpen(sig, n, time.Now().UnixNano()-int64(p.rule.MaxAge))
 	}
 	s.mu.Lock()
 	if born, ok := s.mu.open.oldest(); ok && !s.mu.closed {
 		s.mu.aging = true
-		s.age.Reset(time.Duration(born + int64(p.cfg.BatchMaxAge) - time.Now().UnixNano()))
+		s.age.Reset(p.rule.Due(born, time.Now().UnixNano()))
 	}
 	s.mu.Unlock()
 }

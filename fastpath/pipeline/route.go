@@ -303,7 +303,7 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 			size = len(r.Req)
 		}
 		b := ss.mu.open.getRoute(t, pc.route)
-		if b != nil && (b.set != set || b.Payload.Len()+size > p.cfg.BatchMaxBytes) {
+		if b != nil && (b.set != set || !p.rule.Fits(b.Payload.Len()+size, b.Items)) {
 			sealed[ns], b = b, nil
 			ns++
 			p.takeOpenLocked(sig, sealed[ns-1])

@@ -61,10 +61,11 @@ func (c Config) Validate() error {
 //     stopping, by being left unfinished for the next start.
 //  2. held and batches count the batches handed over whose BatchDone has not run.
 type Feeder struct {
-	cfg Config
-	r   *spool.Reader
-	d   pipeline.Destination
-	log *slog.Logger
+	cfg  Config
+	seal pipeline.Seal // the pipeline's rule, from cfg's batch bounds
+	r    *spool.Reader
+	d    pipeline.Destination
+	log  *slog.Logger
 	// enc is the encoding whose compressed records the destination sends as they are
 	// (pipeline.WireEncoder); the others are inflated.
 	enc pipeline.Encoding
@@ -135,7 +136,7 @@ func New(cfg Config, r *spool.Reader, d pipeline.Destination, log *slog.Logger) 
 	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	f := &Feeder{cfg: cfg, r: r, d: d, log: log.With("destination", d.Name()),
+	f := &Feeder{cfg: cfg, seal: pipeline.Seal{MaxBytes: cfg.BatchMaxBytes, MaxItems: cfg.BatchMaxItems, MaxAge: cfg.BatchMaxAge}, r: r, d: d, log: log.With("destination", d.Name()),
 		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}
 	if w, ok := d.(pipeline.WireEncoder); ok && cfg.Router == nil {
 		f.enc = w.PassThrough() // with routes every record is inflated, to be filtered
@@ -252,9 +253,9 @@ func (f *Feeder) run() {
 			continue
 		}
 		if !full && f.batches.Load() > 0 {
-			if age := time.Since(f.cur.born); age < f.cfg.BatchMaxAge {
+			if age := time.Since(f.cur.born); age < f.seal.MaxAge {
 				// The destination is busy: let the batch grow, as the pipeline's eager sealing does.
-				if !f.wait(f.r.Ready(), f.room, f.cfg.BatchMaxAge-age) {
+				if !f.wait(f.r.Ready(), f.room, f.seal.MaxAge-age) {
 					return
 				}
 				continue
@@ -368,7 +369,7 @@ func (f *Feeder) fill() (bool, error) {
 			e.Size, e.Plain = len(rec), len(rec)
 		}
 		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || pipeline.Encoding(e.Encoding) != f.cur.enc ||
-			f.cur.plain+e.Plain > f.cfg.BatchMaxBytes || f.cur.items+int(e.Items) > f.cfg.BatchMaxItems) {
+			!f.seal.Fits(f.cur.plain+e.Plain, f.cur.items+int(e.Items))) {
 			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
 			f.carry = pool.GetBytes(len(*buf) - before)
 			*f.carry = append(*f.carry, (*buf)[before:]...)
@@ -441,7 +442,7 @@ func (f *Feeder) add(e spool.Entry, t *tenant.Tenant) bool {
 	f.cur.items += int(e.Items)
 	f.cur.plain += e.Plain
 	f.cur.h.pos = append(f.cur.h.pos, e.Pos)
-	return f.cur.plain >= f.cfg.BatchMaxBytes || f.cur.items >= f.cfg.BatchMaxItems
+	return f.seal.Full(f.cur.plain, f.cur.items)
 }
 
 // inflate replaces the compressed record e, whose bytes *buf holds from before, by its
