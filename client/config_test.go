@@ -171,10 +171,16 @@ func TestRedactDest(t *testing.T) {
 		"name=a,header=x-key:a,b,c,header=k:v2":                     "name=a,header=x-key:<redacted>,<redacted>,<redacted>,header=k:<redacted>",
 		"header=x-key:one, two:three,name=a":                        "header=x-key:<redacted>,<redacted>,name=a",
 		"name=a,endpoint=https://h:443/v1,protocol=http,header=k:v": "name=a,endpoint=https://h:443/v1,protocol=http,header=k:<redacted>",
+		"name=a,header=x-api-key=s3cret":                            "name=a,header=<redacted>:<redacted>",
+		"name=a,header=s3cret":                                      "name=a,header=<redacted>:<redacted>",
 	} {
 		if got := RedactDest(in); got != want {
 			t.Errorf("RedactDest(%q) = %q, want %q", in, got, want)
 		}
+	}
+	// Nor one written with the wrong separator.
+	if _, err := ParseDest("name=a,endpoint=h:1,header=x-api-key=s3cret", DefaultConfig()); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("ParseDest error: %v", err)
 	}
 	// A parse error never quotes a header value, even one cut at a comma.
 	_, err := ParseDest("name=a,endpoint=h:1,protocol=v1,mode=unary,header=k:s3cret,tail", DefaultConfig())

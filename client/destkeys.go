@@ -36,6 +36,8 @@ type DestKey struct {
 	// Sep separates the items of a key whose value is a list (endpoints=a|b: "|"), "" for
 	// any other key: a list written otherwise (a config file's) is joined with it.
 	Sep string
+	// Secret keys' values are never repeated in an error (a header's value is an API key).
+	Secret bool
 
 	read setter
 }
@@ -146,7 +148,7 @@ var destKeys = []DestKey{
 		Help: "ping the upstream after this long without activity, to detect a dead connection (one that black-holes while a stream waits on flow control is replaced by the pings alone: flow-control time does not count against `ack-timeout`); 0: no pings"},
 	{Name: "keepalive-timeout", Default: "`10s`", read: duration(func(c *Config) *time.Duration { return &c.KeepaliveTimeout }),
 		Help: "drop the connection when a ping is not answered within this"},
-	{Name: "header", Default: "none", Repeatable: true, read: setter{takes: "`KEY:VALUE`", set: setHeader},
+	{Name: "header", Default: "none", Repeatable: true, Secret: true, read: setter{takes: "`KEY:VALUE`", set: setHeader},
 		Help: "a header sent with every call; `http` refuses headers that frame the request (`content-type`, `content-encoding`, `content-length`, `host`, `connection`, `transfer-encoding`)"},
 	{Name: "header-file", Default: "none", Repeatable: true, read: setter{takes: "`KEY:/path`", set: setHeaderFile},
 		Help: "a header whose value is the file's content, trimmed (an API key, `Basic ...`, a vendor token), read again at each reload"},

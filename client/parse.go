@@ -110,6 +110,9 @@ func (s DestSpec) Apply(base Config) (Config, error) {
 			if k.read.named {
 				return Config{}, err
 			}
+			if k.Secret {
+				return Config{}, fmt.Errorf("client: -dest key %q: bad value (not shown: it may hold a secret): %w", k.Name, err)
+			}
 			return Config{}, fmt.Errorf("client: -dest key %q: bad value %q: %w", k.Name, it.value, err)
 		}
 	}
@@ -159,7 +162,11 @@ func RedactDest(spec string) string {
 	for i, item := range items {
 		k, v, ok := strings.Cut(item, "=")
 		if ok && strings.TrimSpace(k) == "header" {
-			hk, _, _ := strings.Cut(v, ":")
+			hk, _, found := strings.Cut(v, ":")
+			if !found || strings.ContainsAny(hk, "= ") {
+				// Not key:value (key=value, a value alone): where the secret starts is unknown.
+				hk = "<redacted>"
+			}
 			items[i] = k + "=" + hk + ":<redacted>"
 			if strings.HasPrefix(strings.TrimSpace(v), "\"") {
 				items[i] += "\"" // a quoted value, commas and all, is one item

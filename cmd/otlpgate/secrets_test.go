@@ -305,3 +305,31 @@ func TestBinaryBearerTokenFileReloaded(t *testing.T) {
 		t.Errorf("a token is logged:\n%s", l)
 	}
 }
+
+// A header written with the wrong separator (key=value instead of key:value), in a -dest flag,
+// a -dest.file line or a config file, stops the start with an error naming the key, and the
+// value, which holds the secret, appears nowhere in the output.
+func TestBinaryMalformedHeaderNotEchoed(t *testing.T) {
+	bin := buildBinary(t)
+	const secret = "s3cret-api-key-value"
+	dir := t.TempDir()
+	dests := filepath.Join(dir, "dests")
+	if err := os.WriteFile(dests, []byte("name=b,endpoint=127.0.0.1:1,header=x-api-key="+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "otlpgate.yaml")
+	if err := os.WriteFile(config, []byte("dest:\n  - name=c,endpoint=127.0.0.1:1,header=x-api-key="+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-dest", "name=a,endpoint=127.0.0.1:1,header=x-api-key=" + secret},
+		{"-dest.file", dests},
+		{"-config", config},
+		{"-dest", "name=a,endpoint=127.0.0.1:1,header=x-api-key=" + secret, "-check"},
+	} {
+		out, err := runBinary(t, bin, args...)
+		if code := exitCode(err); code == 0 || !strings.Contains(string(out), "header") || !strings.Contains(string(out), "bad value (not shown: it may hold a secret)") || strings.Contains(string(out), secret) {
+			t.Errorf("%v: exit %d; want a refusal naming the header key and never the value:\n%s", args[:1], code, out)
+		}
+	}
+}
