@@ -2,7 +2,6 @@ package client
 
 import (
 	"sync/atomic"
-
 )
 
 // lifecycle is where a Dest is in its life. It only ever moves forward, one documented step
