@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-
 )
 
 // Gzip returns b as one gzip member.
