@@ -90,7 +90,8 @@ type Feeder struct {
 	carry *[]byte // a record read that did not fit cur, payload bytes
 	carE  spool.Entry
 	carT  *tenant.Tenant
-	hint  int // size of the last batch handed over, to size the next one
+	rec   record // the record the filters are deciding on (fill)
+	hint  int    // size of the last batch handed over, to size the next one
 	timer *time.Timer
 	unzip inflater
 }
@@ -312,64 +313,17 @@ func (f *Feeder) fill() (bool, error) {
 			}
 			return false, err
 		}
-		if e.Signal >= uint8(fastpath.NumSignals) {
-			// A valid frame of a signal this build does not know: nothing can deliver it.
-			*buf = (*buf)[:before]
-			f.r.Drop(e.Pos, spool.DropUndeliverable)
-			if len(f.cur.h.pos) == 0 {
-				f.close()
-			}
-			continue
-		}
-		if !f.sigs.Has(fastpath.Signal(e.Signal)) {
-			// A signal the destination does not take: the destinations that take it deliver it.
-			*buf = (*buf)[:before]
-			f.r.Finish(e.Pos)
-			if len(f.cur.h.pos) == 0 {
-				f.close()
-			}
-			continue
-		}
-		t, take := f.tenant(e)
-		if take && e.Encoding != 0 && pipeline.Encoding(e.Encoding) != f.enc {
-			// Compressed in an encoding the destination does not send as it is (its
-			// configuration changed since the record was spooled, or routes filter it):
-			// inflated, it is a plain record like any other.
-			take = f.inflate(buf, before, &e)
-		}
-		if !take {
-			// Another destination's tenant (match-header), a tenant that cannot be read, or a
-			// record that does not inflate: nothing of it joins this destination's batches.
+		f.rec = record{buf: buf, before: before, e: e}
+		if !f.filter() {
 			*buf = (*buf)[:before]
 			if len(f.cur.h.pos) == 0 {
 				f.close()
 			}
 			continue
 		}
-		if f.cfg.Router != nil {
-			var rec []byte
-			var items int
-			rec, items, err = pipeline.FilterRoute(f.cfg.Router, t, fastpath.Signal(e.Signal), f.cfg.Dest, (*buf)[before:], int(e.Items))
-			switch {
-			case err != nil:
-				f.log.Error("dropping a spooled record", "err", err)
-				f.r.Drop(e.Pos, spool.DropUndeliverable)
-				rec = nil
-			case len(rec) == 0:
-				f.r.Finish(e.Pos) // another destination's entries only
-			}
-			*buf = (*buf)[:before+len(rec)]
-			if len(rec) == 0 {
-				if len(f.cur.h.pos) == 0 {
-					f.close()
-				}
-				continue
-			}
-			e.Items = uint32(items)
-			e.Size, e.Plain = len(rec), len(rec)
-		}
-		if len(f.cur.h.pos) > 0 && (e.Signal != f.cur.sig || t != f.cur.tenant || pipeline.Encoding(e.Encoding) != f.cur.enc ||
-			!f.seal.Fits(f.cur.plain+e.Plain, f.cur.items+int(e.Items))) {
+		e, t := f.rec.e, f.rec.t
+		f.rec = record{}
+		if f.startsNext(e, t) {
 			// It belongs to the next batch: carry its bytes over (one copy per batch at most).
 			f.carry = pool.GetBytes(len(*buf) - before)
 			*f.carry = append(*f.carry, (*buf)[before:]...)
@@ -381,6 +335,102 @@ func (f *Feeder) fill() (bool, error) {
 			return true, nil
 		}
 	}
+}
+
+// record is the record fill has just read, as the filters see it: its bytes are
+// (*buf)[before:], which a filter may rewrite.
+type record struct {
+	buf    *[]byte
+	before int
+	e      spool.Entry
+	t      *tenant.Tenant // its tenant, once filterTenant read it
+}
+
+// recordFilters decide, in order, what of a record joins this destination's batches. Each
+// keeps the record (true), possibly rewritten, or finishes or drops it itself and leaves it
+// out (false). A new reason to pass over a record is a filter here.
+var recordFilters = [...]func(*Feeder) bool{
+	(*Feeder).filterSignal,
+	(*Feeder).filterTenant,
+	(*Feeder).filterInflate,
+	(*Feeder).filterRoute,
+}
+
+// filter runs f.rec through recordFilters.
+func (f *Feeder) filter() bool {
+	for _, keep := range recordFilters {
+		if !keep(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// filterSignal leaves out a record of a signal this build does not know (dropped: nothing can
+// deliver it) or the destination does not take (finished: those that take it deliver it).
+func (f *Feeder) filterSignal() bool {
+	e := &f.rec.e
+	if e.Signal >= uint8(fastpath.NumSignals) {
+		f.r.Drop(e.Pos, spool.DropUndeliverable)
+		return false
+	}
+	if !f.sigs.Has(fastpath.Signal(e.Signal)) {
+		f.r.Finish(e.Pos)
+		return false
+	}
+	return true
+}
+
+// filterTenant reads the record's tenant and leaves out another destination's (match-header)
+// and one that cannot be read.
+func (f *Feeder) filterTenant() bool {
+	t, take := f.tenant(f.rec.e)
+	f.rec.t = t
+	return take
+}
+
+// filterInflate inflates a record compressed in an encoding the destination does not send as
+// it is (its configuration changed since the record was spooled, or routes filter it): it
+// goes on as a plain record like any other, or is dropped when it does not inflate.
+func (f *Feeder) filterInflate() bool {
+	r := &f.rec
+	if r.e.Encoding == 0 || pipeline.Encoding(r.e.Encoding) == f.enc {
+		return true
+	}
+	return f.inflate(r.buf, r.before, &r.e)
+}
+
+// filterRoute keeps, with routes by resource attribute, the destination's entries of the
+// record: finished when it has none, dropped when it does not parse.
+func (f *Feeder) filterRoute() bool {
+	if f.cfg.Router == nil {
+		return true
+	}
+	r := &f.rec
+	buf, before := r.buf, r.before
+	rec, items, err := pipeline.FilterRoute(f.cfg.Router, r.t, fastpath.Signal(r.e.Signal), f.cfg.Dest, (*buf)[before:], int(r.e.Items))
+	switch {
+	case err != nil:
+		f.log.Error("dropping a spooled record", "err", err)
+		f.r.Drop(r.e.Pos, spool.DropUndeliverable)
+		return false
+	case len(rec) == 0:
+		f.r.Finish(r.e.Pos) // another destination's entries only
+		return false
+	}
+	*buf = (*buf)[:before+len(rec)]
+	r.e.Items = uint32(items)
+	r.e.Size, r.e.Plain = len(rec), len(rec)
+	return true
+}
+
+// startsNext reports whether a record e of tenant t, kept by the filters, belongs to the next
+// batch rather than cur: the batch key (signal, tenant, encoding) differs, or it does not fit
+// the seal rule.
+func (f *Feeder) startsNext(e spool.Entry, t *tenant.Tenant) bool {
+	c := &f.cur
+	return len(c.h.pos) > 0 && (e.Signal != c.sig || t != c.tenant || pipeline.Encoding(e.Encoding) != c.enc ||
+		!f.seal.Fits(c.plain+e.Plain, c.items+int(e.Items)))
 }
 
 // open starts cur with room for at least n bytes.
