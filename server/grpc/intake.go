@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
@@ -33,6 +34,27 @@ func (s *Server) takeRecv(ctx context.Context, h *admission.Hold) bool {
 		}
 	}
 	return s.adm.Take(h, admission.IntakeGRPC, n, ctx.Done())
+}
+
+// receive is the step every unary handler starts with: it authorizes the call, reads its
+// tenant and client address, reserves the message's bytes in hold (takeRecv) and decodes the
+// message into raw. On an error the call is answered with it. The caller releases hold and raw
+// (a zero Hold and an empty Raw release nothing), as soon as admission copied the message.
+func (s *Server) receive(ctx context.Context, dec func(any) error, hold *admission.Hold, raw *codec.Raw) (pipeline.Origin, error) {
+	if err := s.authorize(ctx); err != nil {
+		return pipeline.Origin{}, err
+	}
+	from, err := s.origin(ctx)
+	if err != nil {
+		return pipeline.Origin{}, err
+	}
+	if !s.takeRecv(ctx, hold) {
+		return pipeline.Origin{}, s.busy()
+	}
+	if err := dec(raw); err != nil {
+		return pipeline.Origin{}, s.recvError(err)
+	}
+	return from, nil
 }
 
 // busy is the answer to a call the intake limiter refused: RESOURCE_EXHAUSTED with RetryInfo

@@ -49,23 +49,14 @@ func peekID(b []byte) uint64 {
 // otepUnary handles otlpgate.otep.v1.UnaryExporter for one signal.
 func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		if err := s.authorize(ctx); err != nil {
-			return nil, err
-		}
-		from, err := s.origin(ctx)
+		var hold admission.Hold
+		defer hold.Release()
+		var raw codec.Raw
+		defer raw.Release()
+		from, err := s.receive(ctx, dec, &hold, &raw)
 		if err != nil {
 			return nil, err
 		}
-		var hold admission.Hold
-		if !s.takeRecv(ctx, &hold) {
-			return nil, s.busy()
-		}
-		defer hold.Release()
-		var raw codec.Raw
-		if err := dec(&raw); err != nil {
-			return nil, s.recvError(err)
-		}
-		defer raw.Release()
 		req := raw.Bytes()
 		sc, b, reason := s.admit(kindOTEPUnary, from, sig, req, fastpath.LayoutOTEP)
 		id := sc.ID

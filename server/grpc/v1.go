@@ -77,22 +77,13 @@ func arrivalOf(raw *codec.Raw) arrival {
 // v1Export handles opentelemetry.proto.collector.*.v1 Export for one signal.
 func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		if err := s.authorize(ctx); err != nil {
-			return nil, err
-		}
-		from, err := s.origin(ctx)
-		if err != nil {
-			return nil, err
-		}
 		var hold admission.Hold
-		if !s.takeRecv(ctx, &hold) {
-			return nil, s.busy()
-		}
 		defer hold.Release()
 		raw := getRaw()
 		defer putRaw(raw)
-		if err := dec(raw); err != nil {
-			return nil, s.recvError(err)
+		from, err := s.receive(ctx, dec, &hold, raw)
+		if err != nil {
+			return nil, err
 		}
 		req := raw.Bytes()
 		// A message that arrived in several frames was copied into a buffer of raw's own: a
