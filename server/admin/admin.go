@@ -142,16 +142,60 @@ func (s *Server) SetDestinations(f func() []string) { s.sampler.current = f }
 // sample runs the status sampler until Shutdown.
 func (s *Server) sample() {
 	defer close(s.sampleDone)
-	t := time.NewTicker(s.cfg.Status.Interval)
+	runSampler(s.sampler, s.stopSample)
+}
+
+// runSampler samples every Interval until stop is closed. Gathering the metrics is most of
+// what an idle otlpgate spends (with the garbage it leaves): while the values stay the same
+// the sampler gathers less and less often, each interval between repeating the last sample,
+// up to one gather in idleGatherMax; a change, or a view of the status (refresh), brings it
+// back to every interval.
+func runSampler(sm *sampler, stop <-chan struct{}) {
+	t := time.NewTicker(sm.cfg.Interval)
 	defer t.Stop()
-	s.sampler.take(time.Now())
+	sm.take(time.Now())
+	skip, quiet := 0, 0
 	for {
 		select {
-		case <-s.stopSample:
+		case <-stop:
 			return
 		case now := <-t.C:
-			s.sampler.take(now)
+			if skip > 0 && !sm.viewed.Swap(false) {
+				skip--
+				sm.repeat(now)
+				continue
+			}
+			if sm.take(now) {
+				quiet = 0
+			} else {
+				quiet++
+			}
+			skip = idleSkip(quiet, sm.cfg)
 		}
+	}
+}
+
+// idleGatherMax bounds how long an idle sampler goes without gathering; at most half of
+// -status.down-after, so that a destination's state moves within it.
+const idleGatherMax = 30 * time.Second
+
+// idleSkip is how many intervals to repeat the last sample for after quiet gathers in a row
+// found nothing changed: none after the first, then 1, 3, 7, ... up to idleGatherMax.
+func idleSkip(quiet int, cfg StatusConfig) int {
+	if quiet < 2 {
+		return 0
+	}
+	most := int(min(idleGatherMax, cfg.DownAfter/2)/cfg.Interval) - 1
+	return max(0, min(1<<min(quiet-1, 16)-1, most))
+}
+
+// refresh gathers now when the newest values are older than an interval (an idle sampler
+// repeats them), so that a view of the status shows current figures; the sampler then
+// gathers every interval again. Safe for concurrent use.
+func (s *Server) refresh(now time.Time) {
+	s.sampler.viewed.Store(true)
+	if s.sampler.stale(now) {
+		s.sampler.take(now)
 	}
 }
 

@@ -34,6 +34,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	s.refresh(now)
 	st := s.sampler.status(now)
 	s.fillReady(&st)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -49,7 +50,9 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) statusJSON(w http.ResponseWriter, _ *http.Request) {
-	st := s.sampler.status(time.Now())
+	now := time.Now()
+	s.refresh(now)
+	st := s.sampler.status(now)
 	s.fillReady(&st)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

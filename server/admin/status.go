@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,11 +141,16 @@ type sampler struct {
 	start   time.Time
 	lastErr func() map[string]LastError
 	current func() []string // nil: every destination with a series is current
+	// viewed is set by a view of the status: the sampler gathers at its next interval.
+	viewed atomic.Bool
 
 	mu struct {
 		sync.Mutex
 		ring  []sample
 		dests map[string]*destTrack
+		// gathered is when the last sample was gathered (take); the samples after it, if
+		// any, repeat it.
+		gathered time.Time
 	}
 
 	// build is take's: the set of the last sample, reused while the series stay the same, and
@@ -171,8 +177,9 @@ func newSampler(cfg StatusConfig, g prometheus.Gatherer, lastErr func() map[stri
 	return s
 }
 
-// take gathers one sample and updates the destinations' states. Safe for concurrent use.
-func (s *sampler) take(now time.Time) {
+// take gathers one sample and updates the destinations' states. It reports whether any value
+// differs from the sample before (or the series do). Safe for concurrent use.
+func (s *sampler) take(now time.Time) (changed bool) {
 	fams, _ := s.g.Gather()
 	s.build.Lock()
 	set := s.build.set
@@ -189,6 +196,44 @@ func (s *sampler) take(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.build.Unlock() // thinSample writes the sets' thin fields
+	changed = true
+	if n := len(s.mu.ring); n > 0 && s.mu.ring[n-1].set == set && slices.Equal(s.mu.ring[n-1].vals, sm.vals) {
+		changed = false
+	}
+	s.mu.gathered = now
+	s.appendLocked(sm)
+	return changed
+}
+
+// repeat records the last sample again at now, without gathering: what an idle process
+// samples while its values stay the same (Server.sample). The charts keep one point per
+// interval and the states their clock. Safe for concurrent use.
+func (s *sampler) repeat(now time.Time) {
+	s.build.Lock()
+	defer s.build.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.mu.ring)
+	if n == 0 {
+		return
+	}
+	last := s.mu.ring[n-1]
+	// The values are shared, never written: a sample is thinned into new ones.
+	s.appendLocked(sample{at: now, set: last.set, vals: last.vals})
+}
+
+// stale reports whether the values were last gathered before now-Interval (the samples since,
+// if any, repeat them). Safe for concurrent use.
+func (s *sampler) stale(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Sub(s.mu.gathered) >= s.cfg.Interval
+}
+
+// appendLocked adds sm to the ring, drops what the window no longer holds, thins what only the
+// charts read, and moves the destinations' states. Called with s.mu and s.build held.
+func (s *sampler) appendLocked(sm sample) {
+	now := sm.at
 	s.mu.ring = append(s.mu.ring, sm)
 	keep := int(s.cfg.Window/s.cfg.Interval) + 1
 	if len(s.mu.ring) > keep {

@@ -1,0 +1,90 @@
+package admin
+
+import (
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// lastValue is the newest sample's value of name, summed over its series.
+func lastValue(sm *sampler, name string) float64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.mu.ring[len(sm.mu.ring)-1].sum(name)
+}
+
+// An idle process's sampler gathers the metrics ever less often, at least once in
+// idleGatherMax, while keeping one sample per interval for the charts; a change is seen within
+// idleGatherMax, and a view of the status gathers at once.
+func TestSamplerIdleGathersLess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		admitted := prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
+		reg.MustRegister(admitted)
+		var gathers atomic.Int64
+		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { gathers.Add(1); return reg.Gather() })
+		cfg := DefaultStatusConfig()
+		sm := newSampler(cfg, g, nil)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { runSampler(sm, stop); close(done) }()
+		defer func() { close(stop); <-done }()
+
+		time.Sleep(cfg.Window + time.Millisecond)
+		synctest.Wait()
+		// Every interval: 301 gathers. Backing off: 1+1+1+2+4+8+16 in the first minute, then
+		// one every 30 s.
+		if n := gathers.Load(); n > 30 {
+			t.Errorf("%d gathers in %v of idle, want at most 30", n, cfg.Window)
+		}
+		sm.mu.Lock()
+		samples := len(sm.mu.ring)
+		sm.mu.Unlock()
+		if want := int(cfg.Window/cfg.Interval) + 1; samples != want {
+			t.Errorf("%d samples over the window, want one per interval: %d", samples, want)
+		}
+
+		admitted.Add(5)
+		time.Sleep(idleGatherMax + time.Millisecond)
+		synctest.Wait()
+		if v := lastValue(sm, "otlpgate_fastpath_admitted_items_total"); v != 5 {
+			t.Errorf("admitted %v in the newest sample %v after the change, want 5", v, idleGatherMax)
+		}
+
+		time.Sleep(cfg.Window)
+		synctest.Wait()
+		admitted.Add(7)
+		before := gathers.Load()
+		(&Server{sampler: sm}).refresh(time.Now())
+		if v := lastValue(sm, "otlpgate_fastpath_admitted_items_total"); v != 12 || gathers.Load() != before+1 {
+			t.Errorf("a view after idle: admitted %v in the newest sample, %d gathers; want 12 at once, by one gather", v, gathers.Load()-before)
+		}
+		// While someone looks, the sampler gathers every interval.
+		before = gathers.Load()
+		for range 5 {
+			(&Server{sampler: sm}).refresh(time.Now())
+			time.Sleep(cfg.Interval)
+			synctest.Wait()
+		}
+		if d := gathers.Load() - before; d < 5 {
+			t.Errorf("%d gathers over 5 intervals of views, want at least 5", d)
+		}
+	})
+}
+
+func TestIdleSkip(t *testing.T) {
+	cfg := DefaultStatusConfig()
+	var got []int
+	for q := range 8 {
+		got = append(got, idleSkip(q, cfg))
+	}
+	want := []int{0, 0, 1, 3, 7, 14, 14, 14}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("idleSkip(0..7) = %v, want %v", got, want)
+		}
+	}
+}
