@@ -160,7 +160,7 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []by
 		}
 		return r, nil
 	}
-	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(sig, len(req)) + MaxEntryHeader)}
+	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(sig, len(req)) + maxEntryHeader)}
 	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout, o.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {

@@ -44,7 +44,7 @@ func newDestSet(dests []Destination, routes *tenant.Routes) *destSet {
 	for _, d := range dests {
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
 		s.refShut = append(s.refShut, destRefused.WithLabelValues(d.Name(), "closed"))
-		s.sigs = append(s.sigs, signalsOf(d))
+		s.sigs = append(s.sigs, SignalsOf(d))
 	}
 	return s
 }

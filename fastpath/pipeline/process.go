@@ -20,7 +20,7 @@ type Processor interface {
 	// or appends nothing when the steps remove it. The tally says what the steps did: its
 	// slot 0 is the number of items (spans, data points, log records) the result holds fewer
 	// than entry, the other slots are the processor's own. An error refuses the whole request.
-	// dst has at least len(entry)+Slack(sig, len(entry))+MaxEntryHeader bytes of spare
+	// dst has at least len(entry)+Slack(sig, len(entry))+maxEntryHeader bytes of spare
 	// capacity, so that an implementation that stays within it does not allocate. peer is the
 	// client address of the request (Origin.Peer), invalid when it has none. Safe for
 	// concurrent use; entry is only read during the call.
@@ -73,8 +73,8 @@ func (c *Config) processor() Processor {
 // importing the pipeline, whose tests build the real steps.
 type Tally = [8]int64
 
-// MaxEntryHeader is the room an entry's tag and length prefix take at most.
-const MaxEntryHeader = 1 + binary.MaxVarintLen64
+// maxEntryHeader is the room an entry's tag and length prefix take at most.
+const maxEntryHeader = 1 + binary.MaxVarintLen64
 
 // processEntries runs the Processor on every entry of req (in layout), from the client address
 // peer, into out, a buffer charged
@@ -91,7 +91,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 		return 0, st, sum, fastpath.ErrLayout
 	}
 	// The first buffer has room for req unchanged; a request that grows takes more as it does.
-	if err := out.get(min(len(req)+proc.Slack(sig, len(req))+MaxEntryHeader, out.max)); err != nil {
+	if err := out.get(min(len(req)+proc.Slack(sig, len(req))+maxEntryHeader, out.max)); err != nil {
 		return 0, st, sum, err
 	}
 	b := *out.buf
@@ -108,7 +108,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 				return fail(fastpath.ErrWireType)
 			}
 			entry := req[f.Value:f.End]
-			if need := len(b) + len(entry) + proc.Slack(sig, len(entry)) + MaxEntryHeader; need > cap(b) {
+			if need := len(b) + len(entry) + proc.Slack(sig, len(entry)) + maxEntryHeader; need > cap(b) {
 				// Room for what the entry may become, taken before the steps write it, so that
 				// nothing they write grows the buffer past its charge. A request whose output
 				// may pass the bound is refused here, before the rest of it is built.

@@ -15,16 +15,13 @@ type SignalSelector interface {
 	Signals() fastpath.SignalSet
 }
 
-// signalsOf is what d takes.
-func signalsOf(d Destination) fastpath.SignalSet {
+// SignalsOf is what d takes: its Signals, every signal when it does not say.
+func SignalsOf(d Destination) fastpath.SignalSet {
 	if s, ok := d.(SignalSelector); ok && s.Signals() != 0 {
 		return s.Signals()
 	}
 	return fastpath.AllSignals
 }
-
-// SignalsOf is what d takes: its Signals, every signal when it does not say.
-func SignalsOf(d Destination) fastpath.SignalSet { return signalsOf(d) }
 
 // ErrUnserved refuses a request of a signal no destination takes (of its tenant's, with
 // match-header): the configuration has no place for it, so a retry would meet the same
@@ -44,7 +41,7 @@ type Served struct {
 func (s *Served) Set(dests []Destination) {
 	var m [fastpath.NumSignals]uint64
 	for i, d := range dests {
-		ds := signalsOf(d)
+		ds := SignalsOf(d)
 		for sig := range fastpath.NumSignals {
 			if ds.Has(sig) {
 				m[sig] |= 1 << min(i, 63)
