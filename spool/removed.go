@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -71,10 +72,12 @@ func (s *Spool) releaseRemoved(now time.Time) error {
 	if len(gone) == 0 {
 		return nil
 	}
+	// Which readers go is known without asking them: a reader's lock is never taken under
+	// s.mu, since a reader takes s.mu under its own (Next reading the tail).
 	s.mu.Lock()
 	kept := make([]*Reader, 0, len(s.mu.readers))
 	for _, r := range s.mu.readers {
-		if !r.releasedNow() {
+		if !slices.Contains(gone, r) {
 			kept = append(kept, r)
 		}
 	}
