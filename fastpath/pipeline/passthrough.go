@@ -314,14 +314,5 @@ func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wir
 	}
 	full := p.fullLocked(sig, b, b.plain)
 	s.mu.Unlock()
-	if sealed != nil {
-		p.seal(sealed)
-	}
-	if full != nil {
-		p.seal(full)
-	}
-	if wait {
-		return b, nil
-	}
-	return nil, nil
+	return p.sealTaken(sealed, full, b, wait)
 }

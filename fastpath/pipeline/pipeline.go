@@ -296,6 +296,13 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	s.mu.Unlock()
 
 	r.Admitted(st)
+	return p.sealTaken(sealed, full, b, wait)
+}
+
+// sealTaken is the tail of every enqueue: it seals what the request took out of the open set
+// (the batch it could not join, the one it filled) once the set's lock is released, and hands
+// b to a caller that waits on its delivery.
+func (p *Pipeline) sealTaken(sealed, full, b *Batch, wait bool) (*Batch, error) {
 	if sealed != nil {
 		p.seal(sealed)
 	}
