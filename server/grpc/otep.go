@@ -268,13 +268,24 @@ func (st *streamState) answer(id uint64, b *pipeline.Batch, reason admission.Rea
 	if st.queue == nil {
 		return st.send(id, resultOf(reason), delay)
 	}
+	// On a refusal here b, already admitted, is delivered unanswered (the client sends its
+	// request again): only the caller's reference to it is dropped.
 	if err := st.failed.Load(); err != nil {
+		unref(b)
 		return *err
 	}
 	select {
 	case st.window <- struct{}{}:
 	case <-st.ctx.Done():
+		unref(b)
 		return status.FromContextError(st.ctx.Err()).Err()
+	}
+	// The sender gives its slot of the window back after a failed send too: a loop let in by
+	// it must not read on from a stream that is over.
+	if err := st.failed.Load(); err != nil {
+		<-st.window
+		unref(b)
+		return *err
 	}
 	if b == nil {
 		st.queue <- answer{id, resultOf(reason), delay} // never blocks: it has room for the window
@@ -286,6 +297,13 @@ func (st *streamState) answer(id uint64, b *pipeline.Batch, reason admission.Rea
 		st.queue <- answer{id, resultOf(ctr.await(st.ctx, kindOTEPStream, sig, b, items)), 0}
 	}()
 	return nil
+}
+
+// unref drops the reference to b, if any, that admission returned it with.
+func unref(b *pipeline.Batch) {
+	if b != nil {
+		b.Unref()
+	}
 }
 
 // sendLoop sends the answers of an -ack=upstream stream until finish closes the queue.
