@@ -58,10 +58,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 		return
 	}
-	if !known || (f == encJSON && !jsonSupported) {
-		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
-		return
-	}
+	// The credential (-auth.tenants-file) is checked before anything else about the request is
+	// answered: a client without one learns nothing of what the intake accepts.
 	peer := remoteAddr(ctx)
 	tenant, refused, why := s.tenant(ctx, peer)
 	if refused != nil {
@@ -69,6 +67,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if why == rejectUnauthenticated {
 			ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 		}
+		return
+	}
+	if !known || (f == encJSON && !jsonSupported) {
+		s.reject(ctx, encProto, rejectMediaType, s.replies.mediaType)
 		return
 	}
 	cod := parseCoding(hdr.ContentEncoding())

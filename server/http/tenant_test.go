@@ -261,11 +261,17 @@ func TestTenantCredentialsHTTP(t *testing.T) {
 			t.Errorf("%q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
 		}
 	}
+	// Without a credential, a request of a Content-Type the intake does not take is told it is
+	// unauthenticated, not which types are taken.
+	hdr := map[string]string{"Content-Type": "text/plain", "Authorization": "Bearer tok-gamma"}
+	if r := e.do(t, http.MethodPost, "/v1/traces", hdr, body); r.status != 401 || r.header.Get("WWW-Authenticate") != "Bearer" {
+		t.Errorf("text/plain without a credential: %d (WWW-Authenticate %q), want 401", r.status, r.header.Get("WWW-Authenticate"))
+	}
 	if got := testutil.ToFloat64(ctr.rejected[rejectTenant]) - tenantBefore; got != 1 {
 		t.Errorf("tenant_refused counted %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(ctr.rejected[rejectUnauthenticated]) - authBefore; got != 2 {
-		t.Errorf("unauthenticated counted %v, want 2", got)
+	if got := testutil.ToFloat64(ctr.rejected[rejectUnauthenticated]) - authBefore; got != 3 {
+		t.Errorf("unauthenticated counted %v, want 3", got)
 	}
 	e.p.Flush()
 	count := map[string]int{}
