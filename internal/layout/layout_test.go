@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"internal/reliability":      {},
 	"internal/zeroalloc":        {},
 	"internal/conformance":      {},
+	"internal/h2":               {},
 	"proto/":                    {"proto/"},
 	"internal/otlpgen":          {"proto/"},
 	"codec/kafkacompress":       {},
