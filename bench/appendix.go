@@ -198,7 +198,7 @@ func RunAppendix(ctx context.Context, cfg AppendixConfig) (Row, error) {
 			return Row{}, err
 		}
 		for {
-			_, err = cliPipe.Admit(fastpath.Traces, body, shape.Spans, fastpath.LayoutV1)
+			_, err = cliPipe.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: shape.Spans})
 			if !errors.Is(err, pipeline.ErrFull) {
 				break
 			}

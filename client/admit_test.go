@@ -125,7 +125,7 @@ func TestBatchesFrame(t *testing.T) {
 					if err != nil {
 						t.Fatalf("request %d: %v", i, err)
 					}
-					if _, err := p.Admit(sig, req, sc.Items, layout); err != nil {
+					if _, err := p.Admit(pipeline.Request{Signal: sig, Body: req, Items: sc.Items, Layout: layout}); err != nil {
 						t.Fatalf("request %d: %v", i, err)
 					}
 					want = append(want, body...)

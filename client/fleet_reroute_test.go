@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -77,7 +78,7 @@ func traceOwnedBy(t *testing.T, addrs []string, want string, next *int) []byte {
 // returns.
 func (f *feeder) admitSpans(body []byte, items int) {
 	f.t.Helper()
-	b, err := f.p.Admit(fastpath.Traces, body, items, fastpath.LayoutV1)
+	b, err := f.p.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: items})
 	if err != nil {
 		f.t.Fatalf("admit: %v", err)
 	}

@@ -52,7 +52,7 @@ func TestForwardHeadersZeroAlloc(t *testing.T) {
 	timer := stoppedTimer()
 	cycle := func() {
 		for _, tn := range []*tenant.Tenant{acme, beta} {
-			if _, err := p.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.Admit(pipeline.Request{Signal: fastpath.Traces, Origin: pipeline.Origin{Tenant: tn}, Body: body, Items: 1}); err != nil {
 				panic(err)
 			}
 			w.call(d.next(fastpath.Traces, timer))

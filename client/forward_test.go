@@ -52,7 +52,7 @@ func (f *feeder) admitTenant(ts *tenant.Table, tag string, vals ...string) {
 		f.t.Fatal(err)
 	}
 	body := traceBody(tag, 1, 10)
-	b, err := f.p.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
+	b, err := f.p.Admit(pipeline.Request{Signal: fastpath.Traces, Origin: pipeline.Origin{Tenant: tn}, Body: body, Items: 1})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestRetryDelayOfAnAnswer(t *testing.T) {
 func (f *feeder) admitTagged(tag string) {
 	f.t.Helper()
 	body := traceBody(tag, 1, 10)
-	b, err := f.p.Admit(fastpath.Traces, body, 1, fastpath.LayoutV1)
+	b, err := f.p.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1})
 	if err != nil {
 		f.t.Fatal(err)
 	}

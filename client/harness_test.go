@@ -135,7 +135,7 @@ func (f *feeder) send(first, n, entries, pad int) {
 	for i := first; i < first+n; i++ {
 		tag := "b" + strconv.Itoa(i)
 		body := traceBody(tag, entries, pad)
-		b, err := f.p.Admit(fastpath.Traces, body, entries, fastpath.LayoutV1)
+		b, err := f.p.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: entries})
 		if err != nil {
 			f.t.Fatalf("admit %s: %v", tag, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -59,7 +60,7 @@ func httpLogsBody(tag string) []byte {
 // admit hands one request of sig to the feeder's pipeline as its own batch.
 func (f *feeder) admit(sig fastpath.Signal, body []byte) {
 	f.t.Helper()
-	b, err := f.p.Admit(sig, body, 1, fastpath.LayoutV1)
+	b, err := f.p.Admit(pipeline.Request{Signal: sig, Body: body, Items: 1})
 	if err != nil {
 		f.t.Fatalf("admit: %v", err)
 	}

@@ -51,7 +51,7 @@ func passThroughFeed(t *testing.T, d *Dest, enc pipeline.Encoding) (plain []byte
 	for i := range 3 {
 		body := traceBody("pt"+string(rune('a'+i)), 2, 300)
 		z := compressAs(t, enc, body)
-		if _, err := p.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z, enc, 2); err != nil {
+		if _, err := p.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 2, Wire: z, Encoding: enc}); err != nil {
 			t.Fatal(err)
 		}
 		plain, wire = append(plain, body...), wire+len(z)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
@@ -82,7 +83,7 @@ func signalTag(sig fastpath.Signal, body []byte) string {
 // sendSignal admits one batch of sig with body, remembered under tag.
 func (f *feeder) sendSignal(sig fastpath.Signal, tag string, body []byte) {
 	f.t.Helper()
-	b, err := f.p.Admit(sig, body, 1, fastpath.LayoutV1)
+	b, err := f.p.Admit(pipeline.Request{Signal: sig, Body: body, Items: 1})
 	if err != nil {
 		f.t.Fatalf("admit %s: %v", tag, err)
 	}

@@ -125,7 +125,7 @@ func (r *Raw) receive(data mem.BufferSlice) {
 
 // Owned returns the pooled buffer holding a received message when r alone holds it (the
 // message arrived in several buffers and r copied it into one), for an admitter to take over
-// rather than copy (pipeline.Adopter), which may exchange its content for another pooled
+// rather than copy (pipeline.Request.Own), which may exchange its content for another pooled
 // buffer; nil when r holds gRPC's receive buffer by reference, or bytes it was given. Once the
 // buffer is handed on, Bytes (and any slice of it taken before) must not be read: Release r,
 // which returns whatever the buffer then holds to the pool. Owning goroutine only.

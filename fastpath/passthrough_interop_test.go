@@ -125,7 +125,7 @@ func passThroughBatch(t *testing.T, enc pipeline.Encoding, plain, wire [][]byte)
 	defer p.Close()
 	want := 0
 	for i := range plain {
-		if _, err := p.AdmitWire(pipeline.Origin{}, fastpath.Traces, plain[i], wire[i], enc, 1); err != nil {
+		if _, err := p.Admit(pipeline.Request{Signal: fastpath.Traces, Body: plain[i], Items: 1, Wire: wire[i], Encoding: enc}); err != nil {
 			t.Fatal(err)
 		}
 		want += len(plain[i])

@@ -121,7 +121,7 @@ func TestAppendEntriesStrips(t *testing.T) {
 			// Entries hands out the request itself exactly when AppendEntries would copy it
 			// unchanged: a v1 request with nothing to strip.
 			cfg := pipeline.DefaultConfig()
-			r, err := pipeline.Prepare(&cfg, nil, pipeline.Origin{}, fastpath.Traces, tt.in, 1, tt.layout)
+			r, err := pipeline.Prepare(&cfg, nil, &pipeline.Request{Signal: fastpath.Traces, Body: tt.in, Items: 1, Layout: tt.layout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestMalformedTopLevelRefusedEverywhere(t *testing.T) {
 				if _, _, _, err := fastpath.AppendEntries(nil, b, layout); err == nil {
 					t.Errorf("%s: %v %v: AppendEntries accepted it", name, sig, layout)
 				}
-				if _, err := p.Admit(sig, b, 1, layout); err == nil {
+				if _, err := p.Admit(pipeline.Request{Signal: sig, Body: b, Items: 1, Layout: layout}); err == nil {
 					t.Errorf("%s: %v %v: the pipeline admitted it", name, sig, layout)
 					p.Flush()
 				}
@@ -253,7 +253,7 @@ func TestBatchesHoldOnlyEntries(t *testing.T) {
 							if err != nil {
 								t.Fatalf("fixture %d tail %d: scan refused a well-formed request: %v", i, j, err)
 							}
-							if _, err := p.Admit(sig, req, max(sc.Items, 0), layout); err != nil {
+							if _, err := p.Admit(pipeline.Request{Signal: sig, Body: req, Items: max(sc.Items, 0), Layout: layout}); err != nil {
 								t.Fatalf("fixture %d tail %d: %v", i, j, err)
 							}
 							want = append(want, fx.v1...)

@@ -17,17 +17,16 @@ import (
 // OTLP/HTTP): a Pipeline, or with a spool the spool's admission (spool/feed). The intakes that
 // only hand data on (UDS, Kafka) take a Consumer.
 type Admitter interface {
-	// Admit admits req, a request in layout (an OTEP request is re-tagged to v1 on the way
-	// in) carrying items items. With AckUpstream it returns the batch holding the request,
-	// with a reference for the caller, who waits on it and then calls Unref; otherwise nil.
-	// It fails with ErrFull (no room now), ErrTooLarge, ErrClosed or a scan error. req is
-	// only read during the call. Safe for concurrent use.
-	Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*Batch, error)
-	// AdmitTenant is Admit for a request from o: its tenant o.Tenant, from Config.Tenants
-	// (-intake.headers; nil: the default tenant), goes only to the destinations that take
-	// it, in batches of its requests alone; its client address o.Peer is handed to the
-	// processing steps. Safe for concurrent use.
-	AdmitTenant(o Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*Batch, error)
+	// Admit admits req (an OTEP request is re-tagged to v1 on the way in): its tenant,
+	// req.Origin.Tenant (from Config.Tenants, -intake.headers; nil: the default tenant), goes
+	// only to the destinations that take it, in batches of its requests alone; its client
+	// address is handed to the processing steps; a compressed request (req.Wire) may travel as
+	// it arrived, and a buffer the caller offers (req.Own) may become a batch's. With
+	// AckUpstream it returns the batch holding the request, with a reference for the caller,
+	// who waits on it and then calls Unref; otherwise nil. It fails with ErrFull (no room
+	// now), ErrTooLarge, ErrClosed or a scan error. req's bytes are only read during the call.
+	// Safe for concurrent use.
+	Admit(req Request) (*Batch, error)
 	// Ack is when the intakes may answer a request: AckUpstream when Admit returns a batch
 	// to wait on. Safe for concurrent use.
 	Ack() AckMode
@@ -115,26 +114,27 @@ type Prepared struct {
 	out     charged        // the processed body, pooled and charged; empty without a processor
 	route   *routeSplitter // its entries by route (Config.Router); nil without routes
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
-	// (Adopter); nil when not offered.
+	// (Request.Own, adopt.go); nil when not offered.
 	own *[]byte
 	// wire is the size of the request as received, when it is kept compressed (PrepareWire);
 	// Req is then its decompressed form.
 	wire int
 }
 
-// Prepare checks a request from o (its tenant t, o.Tenant) for admission under cfg: a known signal, a tenant
-// some destination takes (else tenant.ErrNoRoute: the default tenant of the UDS and Kafka intakes,
-// which read no headers; t nil is the default tenant with cfg.Tenants), no larger than
-// QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor on it, with
-// o.Peer as its client address, whose errors refuse it whole. A request the steps leave without entries is Dropped: the client
-// is answered as admitted, and the steps' tally is committed now. What the steps write past
-// the request's own size (and its slack) is charged to budget (nil: to none) as it grows, and
-// held until Release:
-// a request whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget
-// has no room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its
-// output is built. Safe for concurrent use; req is only read until Release.
-func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (Prepared, error) {
-	t := o.Tenant
+// Prepare checks req for admission under cfg: a known signal, a tenant (req.Origin.Tenant,
+// t below) some destination takes (else tenant.ErrNoRoute: the default tenant of the UDS and
+// Kafka intakes, which read no headers; t nil is the default tenant with cfg.Tenants), no
+// larger than QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor
+// on it, with req.Origin.Peer as its client address, whose errors refuse it whole. A request
+// the steps leave without entries is Dropped: the client is answered as admitted, and the
+// steps' tally is committed now. What the steps write past the request's own size (and its
+// slack) is charged to budget (nil: to none) as it grows, and held until Release: a request
+// whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget has no
+// room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its output
+// is built. req.Wire and req.Own are not read (PrepareWire, adopt.go). Safe for concurrent
+// use; req.Body is only read until Release.
+func Prepare(cfg *Config, budget Budget, req *Request) (Prepared, error) {
+	sig, t, items := req.Signal, req.Origin.Tenant, req.Items
 	if sig >= fastpath.NumSignals {
 		return Prepared{}, errBadSignal
 	}
@@ -148,11 +148,11 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []by
 	if unserved(cfg, t, sig, items) {
 		return Prepared{}, ErrUnserved
 	}
-	if int64(len(req)) > cfg.QueueMaxBytes {
+	if int64(len(req.Body)) > cfg.QueueMaxBytes {
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return Prepared{}, ErrTooLarge
 	}
-	r := Prepared{Sig: sig, Req: req, Items: items, Layout: layout, Tenant: t}
+	r := Prepared{Sig: sig, Req: req.Body, Items: items, Layout: req.Layout, Tenant: t}
 	proc := cfg.processor()
 	if proc == nil {
 		if err := r.routes(cfg, budget); err != nil {
@@ -160,8 +160,9 @@ func Prepare(cfg *Config, budget Budget, o Origin, sig fastpath.Signal, req []by
 		}
 		return r, nil
 	}
-	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(len(req) + proc.Slack(sig, len(req)) + maxEntryHeader)}
-	left, st, tally, err := processEntries(proc, &r.out, sig, req, items, layout, o.Peer)
+	n := len(req.Body)
+	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(n + proc.Slack(sig, n) + maxEntryHeader)}
+	left, st, tally, err := processEntries(proc, &r.out, sig, req.Body, items, req.Layout, req.Origin.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[sig][why].Add(float64(items))

@@ -8,35 +8,14 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
-// adoptedBytes counts the bytes that became a batch without a copy (Adopter).
+// adoptedBytes counts the bytes that became a batch without a copy. The intakes that read a
+// whole request into a pooled buffer of their own (the OTLP/HTTP body, gRPC's contiguous copy
+// of a message that arrived in several frames) offer that buffer with the request
+// (Request.Own), and a batch the request opens alone may take it over rather than copy it.
 var adoptedBytes = promauto.NewCounter(prometheus.CounterOpts{
 	Name: "otlpgate_fastpath_adopted_bytes_total",
 	Help: "Bytes of requests whose intake buffer became their batch's payload as it was, without a copy: a request of OTLP/HTTP protobuf or gRPC v1 that opened a batch alone, in v1 form with nothing to strip or process.",
 })
-
-// Adopter is implemented by an admitter that can take over the buffer a request arrived in
-// rather than copy the request out of it: a Pipeline. The intakes that read a whole request
-// into a pooled buffer of their own (the OTLP/HTTP body, gRPC's contiguous copy of a message
-// that arrived in several frames) offer that buffer; an admitter without the method is handed
-// the bytes, and copies them, as with AdmitTenant.
-type Adopter interface {
-	// AdmitOwned is AdmitTenant for a v1 request that is all of *own, a buffer of pool's
-	// byte pools the caller holds. When the request opens a batch of its own and its v1 form
-	// is its bytes (nothing to strip, re-tag or process), the batch takes the request's
-	// buffer over and *own is given, in exchange, an empty pooled buffer; otherwise the
-	// request is copied and *own left as it was. Either way the caller must not read the
-	// request's bytes (any slice of *own taken before the call) after the call, and still
-	// returns *own to the pool when done with it, as it would have. Returns and errors as
-	// AdmitTenant. Safe for concurrent use.
-	AdmitOwned(o Origin, sig fastpath.Signal, own *[]byte, items int) (*Batch, error)
-}
-
-var _ Adopter = (*Pipeline)(nil)
-
-// AdmitOwned implements Adopter. Safe for concurrent use.
-func (p *Pipeline) AdmitOwned(o Origin, sig fastpath.Signal, own *[]byte, items int) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, o, *own, own, items, fastpath.LayoutV1, p.cfg.Ack == AckUpstream)
-}
 
 // adoptMinShare is the least share of a fresh batch's first buffer (initialSize) a request
 // must fill for the batch to adopt the request's buffer: a small request is copied into a

@@ -21,7 +21,7 @@ func TestAdmitOwnedZeroAlloc(t *testing.T) {
 	run := func() {
 		own := pool.GetBytes(len(req))
 		*own = append((*own)[:0], req...)
-		if _, err := p.AdmitOwned(Origin{}, fastpath.Traces, own, 1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: *own, Items: 1, Own: own}); err != nil {
 			t.Fatal(err)
 		}
 		pool.PutBytes(own)

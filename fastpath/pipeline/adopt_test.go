@@ -56,7 +56,7 @@ func TestAdmitOwned(t *testing.T) {
 			own := owned(tc.req)
 			orig := *own
 			adopted := testutil.ToFloat64(adoptedBytes)
-			if _, err := p.AdmitOwned(Origin{}, fastpath.Traces, own, 1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: *own, Items: 1, Own: own}); err != nil {
 				t.Fatal(err)
 			}
 			got := testutil.ToFloat64(adoptedBytes) - adopted
@@ -94,7 +94,7 @@ func TestAdoptedBatchGrows(t *testing.T) {
 	first, second := entry(60<<10, 'a'), entry(60<<10, 'b')
 	for _, req := range [][]byte{first, second} {
 		own := owned(req)
-		if _, err := p.AdmitOwned(Origin{}, fastpath.Traces, own, 1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: *own, Items: 1, Own: own}); err != nil {
 			t.Fatal(err)
 		}
 		poison(own)

@@ -196,7 +196,7 @@ func TestSetDestinationsWithTenants(t *testing.T) {
 	acme, beta := mustLookup(t, ts, "acme"), mustLookup(t, ts, "beta")
 	admit := func(tn *tenant.Tenant, fill byte) {
 		t.Helper()
-		if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, entry(10, fill), 1, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: entry(10, fill), Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +247,7 @@ func TestSetDestinationsRoutes(t *testing.T) {
 	}
 	admit := func(tn *tenant.Tenant) {
 		t.Helper()
-		if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, entry(10, 'x'), 1, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: entry(10, 'x'), Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,10 @@
 //
 // The intakes admit through two contracts: Admitter (gRPC and OTLP/HTTP, which answer each
 // request and, with -ack=upstream, wait for its batch) and Consumer (UDS and Kafka). Pipeline
-// implements both. Every admitter starts with Prepare, which checks a request against
+// implements both. An intake fills one Request per request (request.go): its signal, origin
+// (tenant and client address), body, layout and items, the bytes it arrived as when they were
+// compressed, and the pooled buffer it offers; Admitter.Admit takes it whole and decides from
+// it which way it goes. Every admitter starts with Prepare, which checks a request against
 // -queue.max-bytes, runs the processing steps and counts the outcome
 // (otlpgate_fastpath_admitted_*, _refused_items_total, _stripped_*), so that a request is
 // checked and counted alike wherever it goes.
@@ -30,7 +33,7 @@
 // # Compressed pass-through
 //
 // A request that arrived gzip- or zstd-compressed may join a batch as its received bytes
-// (passthrough.go, Pipeline.AdmitWire) when nothing would rewrite it and every destination
+// (passthrough.go, Request.Wire) when nothing would rewrite it and every destination
 // sends that encoding as it is (WireEncoder): the batch, its Encoding set, is the concatenation
 // of the compressed requests, a stream every gzip or zstd decoder reads as the concatenated
 // requests. The batch limits apply to its decompressed size (PlainLen), the queue's budget to

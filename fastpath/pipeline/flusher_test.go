@@ -173,7 +173,7 @@ func TestAgeSealsEachTenantAtItsAge(t *testing.T) {
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
 		admit := func(name string) {
-			if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, name)}, fastpath.Traces, entry(10, 1), 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: mustLookup(t, ts, name)}, Body: entry(10, 1), Items: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}

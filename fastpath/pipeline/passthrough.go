@@ -46,19 +46,6 @@ type WireEncoder interface {
 	PassThrough() Encoding
 }
 
-// WireAdmitter is implemented by an Admitter that keeps compressed requests as they arrived
-// (Pipeline, and the spool's admission); with any other the intakes fall back to Admit.
-type WireAdmitter interface {
-	// AdmitWire admits a v1 request that arrived compressed: plain is its decompressed body,
-	// already scanned, wire its bytes as received in enc, t its tenant as for AdmitTenant.
-	// When the request can travel as it arrived (PassThrough is on, no processing step or
-	// resource route applies, no top-level field would be stripped, every destination that
-	// takes t sends enc) wire joins t's open pass-through batch of enc; else plain is
-	// admitted as AdmitTenant would. Returns and errors as Admitter.AdmitTenant;
-	// plain and wire are only read during the call. Safe for concurrent use.
-	AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error)
-}
-
 // Fallback is why a compressed request was decompressed into a plain batch, the reason label
 // of otlpgate_fastpath_passthrough_fallback_requests_total. A tenant (-intake.headers) is no
 // reason: its requests pass through into batches of their own, and where they cannot, the
@@ -71,7 +58,7 @@ const (
 	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
 	FallbackDestinations                 // some destination that takes it does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
-	FallbackSpool                        // an admitter that keeps no compressed request (no WireAdmitter); none in otlpgate since the spool keeps them
+	FallbackSpool                        // an admitter that keeps no compressed request; none in otlpgate since the spool keeps them
 	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
@@ -108,7 +95,7 @@ var (
 )
 
 // CountFallback counts a compressed request of plain decompressed bytes admitted plain for
-// reason f, by an admitter that is not a WireAdmitter. Safe for concurrent use.
+// reason f. Safe for concurrent use.
 func CountFallback(f Fallback, plain int) {
 	passFallbackC[f].Inc()
 	passRequestsC[0].Inc()
@@ -124,18 +111,24 @@ func countSealed(b *Batch) {
 	}
 }
 
-// AdmitWire implements WireAdmitter. A tenant's request passes through like any other: its
-// pass-through batch holds its tenant's requests alone, as a plain batch does, and what a
-// tenant's batch is given on its way out (the destinations of its match-header, the values of
-// their forward-headers) comes from the batch's tenant, not from its bytes. Safe for
-// concurrent use.
-func (p *Pipeline) AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (*Batch, error) {
-	t := o.Tenant
+// admitWire admits req, a v1 request that arrived compressed: req.Body is its decompressed
+// form, already scanned, req.Wire its bytes as received in req.Encoding. When it can travel as
+// it arrived (PassThrough is on, no processing step or resource route applies, no top-level
+// field would be stripped, every destination that takes its tenant sends that encoding)
+// req.Wire joins the tenant's open pass-through batch of the encoding; else req.Body is
+// admitted as any request, the reason counted. A tenant's request passes through like any
+// other: its pass-through batch holds its tenant's requests alone, as a plain batch does, and
+// what a tenant's batch is given on its way out (the destinations of its match-header, the
+// values of their forward-headers) comes from the batch's tenant, not from its bytes.
+func (p *Pipeline) admitWire(req *Request) (*Batch, error) {
+	sig, plain, wire, enc, items := req.Signal, req.Body, req.Wire, req.Encoding, req.Items
+	wait := p.cfg.Ack == AckUpstream
+	t := req.Origin.Tenant
 	if t == nil && p.cfg.Tenants != nil {
 		t = p.cfg.Tenants.Default()
 	}
 	if f, ok := p.passes(t, sig, plain, enc); !ok {
-		b, err := p.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
+		b, err := p.admitPlain(req, wait)
 		if err == nil {
 			CountFallback(f, len(plain))
 		}
@@ -157,9 +150,9 @@ func (p *Pipeline) AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, 
 		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
 		return nil, ErrTooLarge
 	}
-	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, p.cfg.Ack == AckUpstream)
+	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, wait)
 	if err == errSetChanged {
-		b, err = p.AdmitTenant(o, sig, plain, items, fastpath.LayoutV1)
+		b, err = p.admitPlain(req, wait)
 		if err == nil {
 			CountFallback(FallbackDestinations, len(plain))
 		}
@@ -173,6 +166,13 @@ func (p *Pipeline) AdmitWire(o Origin, sig fastpath.Signal, plain, wire []byte, 
 		passBytesC[1].Add(float64(len(wire)))
 	}
 	return b, err
+}
+
+// admitPlain admits a compressed request's decompressed body, as a v1 request that did not
+// arrive compressed.
+func (p *Pipeline) admitPlain(req *Request, wait bool) (*Batch, error) {
+	plain := Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
+	return p.admit(p.cfg.Budget, &plain, wait)
 }
 
 // passes reports whether a request of t (the default tenant when tenants are on, else nil)
@@ -202,20 +202,21 @@ func passesTo(cfg *Config, dest Encoding, sig fastpath.Signal, plain []byte, enc
 	return 0, true
 }
 
-// PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for a v1
-// request from o (its tenant t, o.Tenant) that arrived compressed in enc: plain is its decompressed body, already
-// scanned, wire its bytes as received, encs what the destinations send pass-through batches
-// in. It decides as Pipeline.AdmitWire does whether wire may be kept as it arrived. When it
-// may not, it reports false and why: the caller admits plain as any request (Prepare), and
-// counts the reason once admitted (CountFallback). When it may, the Prepared it returns holds
-// plain in Req, and its Admitted counts the request as passed through. Errors as Prepare's.
-// Safe for concurrent use.
-func PrepareWire(cfg *Config, encs Encodings, o Origin, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int) (Prepared, Fallback, bool, error) {
-	t := o.Tenant
+// PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for
+// req, a v1 request that arrived compressed: req.Body is its decompressed form, already
+// scanned, req.Wire its bytes as received in req.Encoding, encs what the destinations send
+// pass-through batches in. It decides as Pipeline.Admit does whether req.Wire may be kept as
+// it arrived. When it may not, it reports false and why: the caller admits req.Body as any
+// request (Prepare), and counts the reason once admitted (CountFallback). When it may, the
+// Prepared it returns holds req.Body in Req, and its Admitted counts the request as passed
+// through. Errors as Prepare's. Safe for concurrent use.
+func PrepareWire(cfg *Config, encs Encodings, req *Request) (Prepared, Fallback, bool, error) {
+	sig, plain, wire, items := req.Signal, req.Body, req.Wire, req.Items
+	t := req.Origin.Tenant
 	if t == nil && cfg.Tenants != nil {
 		t = cfg.Tenants.Default()
 	}
-	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, enc); !ok {
+	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, req.Encoding); !ok {
 		return Prepared{}, f, false, nil
 	}
 	if err := t.CheckRouted(); err != nil {

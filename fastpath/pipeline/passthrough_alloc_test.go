@@ -22,11 +22,11 @@ func TestPassThroughZeroAlloc(t *testing.T) {
 			body := entry(3000, 1)
 			wire := compressTo(t, enc, body)
 			for range 100 { // warm the pools
-				p.AdmitWire(Origin{}, fastpath.Traces, body, wire, enc, 1)
+				p.Admit(Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: wire, Encoding: enc})
 			}
 			// Every tenth request seals a batch and fans it out to two destinations.
 			allocs := testing.AllocsPerRun(1000, func() {
-				if _, err := p.AdmitWire(Origin{}, fastpath.Traces, body, wire, enc, 1); err != nil {
+				if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: wire, Encoding: enc}); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -53,7 +53,7 @@ func TestPassThroughTenantsZeroAlloc(t *testing.T) {
 	passed := testutil.ToFloat64(passRequestsC[1])
 	step := func() {
 		for _, tn := range []*tenant.Tenant{acme, beta, nil} {
-			if _, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Traces, body, wire, EncodingGzip, 1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: body, Items: 1, Wire: wire, Encoding: EncodingGzip}); err != nil {
 				t.Fatal(err)
 			}
 		}

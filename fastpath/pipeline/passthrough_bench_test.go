@@ -47,7 +47,7 @@ func BenchmarkPassThroughAdmit(b *testing.B) {
 					b.ReportAllocs()
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
-							if _, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Traces, body, wire, enc, c.shape.Spans); err != nil {
+							if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: body, Items: c.shape.Spans, Wire: wire, Encoding: enc}); err != nil {
 								b.Fatal(err)
 							}
 						}

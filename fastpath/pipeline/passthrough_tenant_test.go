@@ -114,7 +114,7 @@ func TestPassThroughTenantsApart(t *testing.T) {
 				plain := entry(100+i, byte('a'+i))
 				wire := compressTo(t, enc, plain)
 				sent[name] = append(sent[name], tenantReq{plain, wire})
-				if _, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Traces, plain, wire, enc, 1); err != nil {
+				if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: plain, Items: 1, Wire: wire, Encoding: enc}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -185,7 +185,7 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 		} else {
 			sent["acme"] = append(sent["acme"], tenantReq{plain, wire})
 		}
-		if _, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Logs, plain, wire, EncodingGzip, 1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: tn}, Body: plain, Items: 1, Wire: wire, Encoding: EncodingGzip}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,7 +201,7 @@ func TestPassThroughTenantRoutes(t *testing.T) {
 		t.Fatalf("destinations fallback counted %v times, want 3 (beta's)", d)
 	}
 	// As on the plain way.
-	if _, err := p.AdmitWire(Origin{}, fastpath.Logs, entry(5, 1), gzipped(t, entry(5, 1)), EncodingGzip, 1); !errors.Is(err, tenant.ErrNoRoute) {
+	if _, err := p.Admit(Request{Signal: fastpath.Logs, Body: entry(5, 1), Items: 1, Wire: gzipped(t, entry(5, 1)), Encoding: EncodingGzip}); !errors.Is(err, tenant.ErrNoRoute) {
 		t.Fatalf("the default tenant: %v, want tenant.ErrNoRoute", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestPassThroughTenantIdle(t *testing.T) {
 	p := newTestPipeline(t, cfg, w)
 	a := mustLookup(t, ts, "a")
 	first := tenantReq{entry(10, 'a'), gzipped(t, entry(10, 'a'))}
-	if _, err := p.AdmitWire(Origin{Tenant: a}, fastpath.Logs, first.plain, first.wire, EncodingGzip, 1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: a}, Body: first.plain, Items: 1, Wire: first.wire, Encoding: EncodingGzip}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
@@ -245,7 +245,7 @@ func TestPassThroughTenantIdle(t *testing.T) {
 		}
 		r := tenantReq{entry(10+i, fill), gzipped(t, entry(10+i, fill))}
 		sent[tn.String()] = append(sent[tn.String()], r)
-		if _, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Logs, r.plain, r.wire, EncodingGzip, 1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: tn}, Body: r.plain, Items: 1, Wire: r.wire, Encoding: EncodingGzip}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,10 +275,10 @@ func TestPassThroughTenantPlainBeside(t *testing.T) {
 	p := newTestPipeline(t, cfg, w)
 	a := mustLookup(t, ts, "a")
 	r := tenantReq{entry(20, 'w'), gzipped(t, entry(20, 'w'))}
-	if _, err := p.AdmitWire(Origin{Tenant: a}, fastpath.Traces, r.plain, r.wire, EncodingGzip, 1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: a}, Body: r.plain, Items: 1, Wire: r.wire, Encoding: EncodingGzip}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AdmitTenant(Origin{Tenant: a}, fastpath.Traces, entry(20, 'p'), 1, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: a}, Body: entry(20, 'p'), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.Pins(); n != 2 {
@@ -325,10 +325,10 @@ func TestPassThroughTenantIdleConcurrent(t *testing.T) {
 	admitted := churnTenants(t, p, ts, clock, func(tn *tenant.Tenant, n, i int) error {
 		plain := entry(10, byte('a'+n))
 		if i%3 == 0 {
-			_, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, plain, 1, fastpath.LayoutV1)
+			_, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: plain, Items: 1})
 			return err
 		}
-		_, err := p.AdmitWire(Origin{Tenant: tn}, fastpath.Traces, plain, wires[n], EncodingGzip, 1)
+		_, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: plain, Items: 1, Wire: wires[n], Encoding: EncodingGzip})
 		return err
 	})
 	p.Flush()

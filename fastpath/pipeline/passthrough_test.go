@@ -72,7 +72,7 @@ func TestPassThroughFallbacks(t *testing.T) {
 			p := newTestPipeline(t, cfg, dests...)
 			before := testutil.ToFloat64(passFallbackC[why])
 			wire := compressTo(t, enc, req)
-			if _, err := p.AdmitWire(Origin{}, fastpath.Traces, req, wire, enc, 1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 1, Wire: wire, Encoding: enc}); err != nil {
 				t.Fatal(err)
 			}
 			p.Flush()
@@ -139,7 +139,7 @@ func TestPassThroughBatchLimits(t *testing.T) {
 	w := &wireRec{recorder: recorder{name: "a", hold: true}, enc: EncodingGzip}
 	p := newTestPipeline(t, cfg, w)
 	for range 5 {
-		if _, err := p.AdmitWire(Origin{}, fastpath.Traces, body, wire, EncodingGzip, 1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: wire, Encoding: EncodingGzip}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,7 +200,7 @@ func TestPassThroughSetChanged(t *testing.T) {
 		t.Fatalf("%d bytes left queued by the refusal", q)
 	}
 	before := testutil.ToFloat64(passFallbackC[FallbackDestinations])
-	if _, err := p.AdmitWire(Origin{}, fastpath.Traces, body, wire, EncodingGzip, 1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: wire, Encoding: EncodingGzip}); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()

@@ -141,7 +141,7 @@ func (p *Pipeline) Consume(sig fastpath.Signal, body []byte, items int) error {
 // ConsumeFrom is Consume for data from o. It implements OriginConsumer. Safe for concurrent
 // use.
 func (p *Pipeline) ConsumeFrom(o Origin, sig fastpath.Signal, body []byte, items int) error {
-	_, err := p.admit(p.cfg.ConsumeBudget, sig, o, body, nil, items, fastpath.LayoutV1, false)
+	_, err := p.admit(p.cfg.ConsumeBudget, &Request{Signal: sig, Origin: o, Body: body, Items: items}, false)
 	return err
 }
 
@@ -149,30 +149,28 @@ func (p *Pipeline) ConsumeFrom(o Origin, sig fastpath.Signal, body []byte, items
 // Serving. Safe for concurrent use.
 func (p *Pipeline) Serves(sig fastpath.Signal) bool { return Serves(&p.cfg, nil, sig) }
 
-// Admit admits a request in layout (an OTEP request is re-tagged to v1 on the way into the
-// batch). With AckUpstream it returns the batch holding the request, with a reference for the
-// caller, who waits on it and then calls Unref; with AckAccept it returns nil. It implements
-// Admitter. Safe for concurrent use.
-func (p *Pipeline) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, Origin{}, req, nil, items, layout, p.cfg.Ack == AckUpstream)
+// Admit admits req into the open batch of its signal, tenant (and route, and encoding). A
+// request that arrived compressed (req.Wire) joins a pass-through batch as it arrived when it
+// can (passthrough.go); one in a buffer the caller offers (req.Own) may become a fresh
+// batch's buffer (adopt.go). With AckUpstream it returns the batch holding the request, with
+// a reference for the caller, who waits on it and then calls Unref; with AckAccept it returns
+// nil. It implements Admitter. Safe for concurrent use.
+func (p *Pipeline) Admit(req Request) (*Batch, error) {
+	if req.Encoding != EncodingNone {
+		return p.admitWire(&req)
+	}
+	return p.admit(p.cfg.Budget, &req, p.cfg.Ack == AckUpstream)
 }
 
-// AdmitTenant is Admit for a request from o: its tenant o.Tenant, from Config.Tenants (nil: the
-// default tenant), joins a batch of its requests only. It implements Admitter. Safe for
-// concurrent use.
-func (p *Pipeline) AdmitTenant(o Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*Batch, error) {
-	return p.admit(p.cfg.Budget, sig, o, req, nil, items, layout, p.cfg.Ack == AckUpstream)
-}
-
-// admit prepares and enqueues a request, charging what its processing writes to budget (the
-// intake limiter's budget of the intake it came from). own, when not nil, is the caller's
-// pooled buffer that holds exactly req (AdmitOwned): a fresh batch may take it over instead of
-// copying req.
-func (p *Pipeline) admit(budget Budget, sig fastpath.Signal, o Origin, req []byte, own *[]byte, items int, layout fastpath.Layout, wait bool) (*Batch, error) {
+// admit prepares and enqueues req, charging what its processing writes to budget (the
+// intake limiter's budget of the intake it came from). req.Own, when not nil, is the caller's
+// pooled buffer that holds exactly req.Body: a fresh batch may take it over instead of
+// copying the request.
+func (p *Pipeline) admit(budget Budget, req *Request, wait bool) (*Batch, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	r, err := Prepare(&p.cfg, budget, o, sig, req, items, layout)
+	r, err := Prepare(&p.cfg, budget, req)
 	if err != nil || r.Dropped() {
 		return nil, err
 	}
@@ -180,10 +178,10 @@ func (p *Pipeline) admit(budget Budget, sig fastpath.Signal, o Origin, req []byt
 	if r.route != nil {
 		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
 	}
-	if own != nil && r.out.buf == nil {
+	if req.Own != nil && r.out.buf == nil {
 		// Not processed: r.Req is still the caller's bytes. (A processed body is in a
 		// buffer Prepared returns to the pool on Release.)
-		r.own = own
+		r.own = req.Own
 	}
 	return p.enqueue(&r, wait)
 }

@@ -23,14 +23,14 @@ func TestPipelineZeroAlloc(t *testing.T) {
 	otep, _ := fastpath.AppendOTEP(nil, 7, v1)
 	for range 100 { // warm the pools
 		p.Consume(fastpath.Traces, v1, 1)
-		p.Admit(fastpath.Traces, otep, 1, fastpath.LayoutOTEP)
+		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
 	}
 	// Every tenth request seals a batch and fans it out to three destinations.
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Admit(fastpath.Traces, otep, 1, fastpath.LayoutOTEP); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -50,14 +50,14 @@ func TestPipelineStripZeroAlloc(t *testing.T) {
 	otep := append(append([]byte{0x08, 0x07, 0x28, 0x01}, 0x12, 0x02, 0x01, 0x02), odd[2:]...)
 	for range 100 { // warm the pools
 		p.Consume(fastpath.Traces, v1, 1)
-		p.Admit(fastpath.Traces, otep, 1, fastpath.LayoutOTEP)
+		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
 	}
 	before := testutil.ToFloat64(strippedFields.WithLabelValues("traces"))
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Admit(fastpath.Traces, otep, 1, fastpath.LayoutOTEP); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -151,18 +151,18 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	empty := bytes.Repeat([]byte{0x0a, 0x00}, 128)
 	for range 100 { // warm the pools
 		p.Consume(fastpath.Traces, req, 5)
-		p.Admit(fastpath.Traces, otep, 5, fastpath.LayoutOTEP)
-		p.AdmitTenant(from, fastpath.Traces, req, 5, fastpath.LayoutV1)
+		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 5, Layout: fastpath.LayoutOTEP})
+		p.Admit(Request{Signal: fastpath.Traces, Origin: from, Body: req, Items: 5})
 		p.Consume(fastpath.Traces, empty, 0)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := p.Consume(fastpath.Traces, req, 5); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.AdmitTenant(from, fastpath.Traces, req, 5, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: from, Body: req, Items: 5}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Admit(fastpath.Traces, otep, 5, fastpath.LayoutOTEP); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 5, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Consume(fastpath.Traces, empty, 0); err != nil {

@@ -28,7 +28,7 @@ func BenchmarkPipelineAdmit(b *testing.B) {
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := p.Admit(fastpath.Traces, l.req, c.shape.Spans, l.layout); err != nil {
+						if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: l.req, Items: c.shape.Spans, Layout: l.layout}); err != nil {
 							b.Fatal(err)
 						}
 					}

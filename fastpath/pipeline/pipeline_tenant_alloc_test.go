@@ -24,15 +24,15 @@ func TestPipelineTenantsZeroAlloc(t *testing.T) {
 	v1 := entry(3000, 1)
 	otep, _ := fastpath.AppendOTEP(nil, 7, v1)
 	for range 100 { // warm the pools and the tenants' slots
-		p.AdmitTenant(Origin{Tenant: acme}, fastpath.Traces, v1, 1, fastpath.LayoutV1)
-		p.AdmitTenant(Origin{Tenant: beta}, fastpath.Traces, otep, 1, fastpath.LayoutOTEP)
+		p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: acme}, Body: v1, Items: 1})
+		p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: beta}, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
 		p.Consume(fastpath.Traces, v1, 1)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := p.AdmitTenant(Origin{Tenant: acme}, fastpath.Traces, v1, 1, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: acme}, Body: v1, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.AdmitTenant(Origin{Tenant: beta}, fastpath.Traces, otep, 1, fastpath.LayoutOTEP); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: beta}, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {

@@ -39,7 +39,7 @@ func BenchmarkPipelineAdmitTenants(b *testing.B) {
 					t = tenants[i%n]
 					i++
 				}
-				if _, err := p.AdmitTenant(Origin{Tenant: t}, fastpath.Traces, body, otlpgen.Small.Spans, fastpath.LayoutV1); err != nil {
+				if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: t}, Body: body, Items: otlpgen.Small.Spans}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -32,7 +32,7 @@ func TestPipelineBatchesApartByTenant(t *testing.T) {
 				label = tn.String()
 			}
 			want[label] = append(want[label], e...)
-			if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, e, 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: e, Items: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -70,7 +70,7 @@ func TestPipelineSealsEveryTenant(t *testing.T) {
 		const n = 40
 		for i := range n {
 			tn := mustLookup(t, ts, fmt.Sprint("t", i))
-			if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Metrics, entry(10, byte(i)), 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Metrics, Origin: Origin{Tenant: tn}, Body: entry(10, byte(i)), Items: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,7 +98,7 @@ func TestPipelineSealsEveryTenant(t *testing.T) {
 		}
 		for i := range n {
 			tn := mustLookup(t, ts, fmt.Sprint("t", i))
-			p2.AdmitTenant(Origin{Tenant: tn}, fastpath.Logs, entry(10, byte(i)), 1, fastpath.LayoutV1)
+			p2.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: tn}, Body: entry(10, byte(i)), Items: 1})
 		}
 		p2.Close()
 		if got := len(r2.batches()); got != n {
@@ -121,7 +121,7 @@ func TestPipelineRoutesByTenant(t *testing.T) {
 	ra, rb, rest := &recorder{name: "a", ok: true}, &recorder{name: "b", ok: true}, &recorder{name: "rest", ok: true}
 	p := newTestPipeline(t, cfg, ra, rb, rest)
 	for _, v := range []string{"acme", "beta", "zed"} {
-		b, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, v)}, fastpath.Traces, entry(10, v[0]), 1, fastpath.LayoutV1)
+		b, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: mustLookup(t, ts, v)}, Body: entry(10, v[0]), Items: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestPipelineRefusesUnroutedTenant(t *testing.T) {
 		t.Fatalf("Consume: %v, want tenant.ErrNoRoute", err)
 	}
 	acme := mustLookup(t, ts, "acme")
-	if _, err := p.AdmitTenant(Origin{Tenant: acme}, fastpath.Traces, entry(10, 2), 1, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: acme}, Body: entry(10, 2), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := New(cfg, []Destination{&recorder{name: "a"}, &recorder{name: "b"}}); err == nil {

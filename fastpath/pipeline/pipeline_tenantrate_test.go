@@ -21,7 +21,7 @@ func TestTenantMetrics(t *testing.T) {
 	p := newTestPipeline(t, cfg, sink{})
 	for _, v := range []string{"acme", "beta", "gamma"} {
 		tn := mustLookup(t, ts, v)
-		if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, entry(10, 1), 3, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: entry(10, 1), Items: 3}); err != nil {
 			t.Fatal(err)
 		}
 		tn.Take(1000, 1) // over the burst: admitted on a full bucket

@@ -194,10 +194,10 @@ func TestAdmitOTEPRetags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Admit(fastpath.Metrics, otep, 2, fastpath.LayoutOTEP); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Metrics, Body: otep, Items: 2, Layout: fastpath.LayoutOTEP}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Admit(fastpath.Metrics, []byte{0x08}, 0, fastpath.LayoutOTEP); err == nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Metrics, Body: []byte{0x08}, Items: 0, Layout: fastpath.LayoutOTEP}); err == nil {
 		t.Fatal("truncated OTEP request admitted")
 	}
 	p.Flush()
@@ -260,7 +260,7 @@ func TestUpstreamAck(t *testing.T) {
 	a, b := &recorder{name: "a", hold: true}, &recorder{name: "b", hold: true}
 	p := newTestPipeline(t, cfg, a, b)
 
-	batch, err := p.Admit(fastpath.Traces, entry(10, 1), 1, fastpath.LayoutV1)
+	batch, err := p.Admit(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 	if err != nil || batch == nil {
 		t.Fatalf("Admit: %v, %v", batch, err)
 	}
@@ -285,7 +285,7 @@ func TestUpstreamAck(t *testing.T) {
 		t.Fatal("Wait reported delivery though destination b failed")
 	}
 
-	batch, _ = p.Admit(fastpath.Traces, entry(10, 2), 1, fastpath.LayoutV1)
+	batch, _ = p.Admit(Request{Signal: fastpath.Traces, Body: entry(10, 2), Items: 1})
 	p.Flush()
 	a.release(true)
 	b.release(true)
@@ -524,7 +524,7 @@ func TestQueueNeverReadsAboveBound(t *testing.T) {
 		{"pass-through", func(*Config) Destination {
 			return &wireRec{recorder: recorder{name: "slow", hold: true}, enc: EncodingZstd}
 		}, func(p *Pipeline) error {
-			_, err := p.AdmitWire(Origin{}, fastpath.Traces, body, wire, EncodingZstd, 1)
+			_, err := p.Admit(Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: wire, Encoding: EncodingZstd})
 			return err
 		}},
 	} {
@@ -602,7 +602,7 @@ func TestFlushWaitsForSealsInProgress(t *testing.T) {
 	req := entry(100, 'a')
 	admitted := make(chan error, 1)
 	go func() {
-		_, err := p.Admit(fastpath.Traces, req, 1, fastpath.LayoutV1)
+		_, err := p.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 1})
 		admitted <- err
 	}()
 	<-d.entered // the admitting goroutine sealed the batch and is handing it out

@@ -75,7 +75,7 @@ func TestProcessorRunsBeforeBatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	stripped := testutil.ToFloat64(strippedFields.WithLabelValues("traces"))
-	if _, err := p.Admit(fastpath.Traces, otep, 5, fastpath.LayoutOTEP); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 5, Layout: fastpath.LayoutOTEP}); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(strippedFields.WithLabelValues("traces")) - stripped; got != 0 {
@@ -111,7 +111,7 @@ func TestProcessorEmptyRequestIsNotAdmitted(t *testing.T) {
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
 		admitted := testutil.ToFloat64(admittedItems.WithLabelValues("traces"))
-		b, err := p.Admit(fastpath.Traces, twoResources(t, 4, 0), 4, fastpath.LayoutV1)
+		b, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 4, 0), Items: 4})
 		if err != nil || b != nil {
 			t.Fatalf("%v: Admit = %v, %v, want nil, nil", ack, b, err)
 		}
@@ -273,7 +273,7 @@ func TestProcessorOutputCharged(t *testing.T) {
 		b := &testBudget{max: 0}
 		cfg.Budget, cfg.ConsumeBudget = b, b
 		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
-		if _, err := p.Admit(fastpath.Traces, twoResources(t, 2, 3), 5, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 2, 3), Items: 5}); err != nil {
 			t.Fatalf("Admit with the budget full: %v", err)
 		}
 		if b.refused != 0 || b.high != 0 {
@@ -288,11 +288,11 @@ func TestProcessorOutputCharged(t *testing.T) {
 		cfg.Budget = b
 		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
 		before := refused("too_large")
-		if _, err := p.Admit(fastpath.Traces, empty, 0, fastpath.LayoutV1); !errors.Is(err, ErrTooLarge) {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: empty, Items: 0}); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("Admit = %v, want ErrTooLarge", err)
 		}
-		if _, err := p.AdmitTenant(Origin{}, fastpath.Traces, append(slices.Clip(empty), twoResources(t, 0, 2)...), 2, fastpath.LayoutV1); !errors.Is(err, ErrTooLarge) {
-			t.Fatalf("AdmitTenant = %v, want ErrTooLarge", err)
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: append(slices.Clip(empty), twoResources(t, 0, 2)...), Items: 2}); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Admit = %v, want ErrTooLarge", err)
 		}
 		if d := refused("too_large") - before; d != 2 {
 			t.Errorf("too_large: %v items counted, want 2", d)
@@ -332,7 +332,7 @@ func TestStepsReplaced(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := p.Admit(fastpath.Traces, twoResources(t, 1, 1), 2, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 1, 1), Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := process.New(process.Config{Set: []process.Attr{{Key: "k8s.node.name", Value: "node-8"}}})
@@ -340,11 +340,11 @@ func TestStepsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Steps.Set(other)
-	if _, err := p.Admit(fastpath.Traces, twoResources(t, 1, 1), 2, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 1, 1), Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Steps.Set(nil)
-	if _, err := p.Admit(fastpath.Traces, twoResources(t, 1, 1), 2, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 1, 1), Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	// The first request lost its dev resource to the first chain's drop; the second kept it.

@@ -21,11 +21,11 @@ func TestRoutesZeroAlloc(t *testing.T) {
 	mixed := routedRequest(t, fastpath.Traces, 5, "checkout", "cart", "payments", "search", "checkout")
 	oneWay := routedRequest(t, fastpath.Traces, 5, "search", "ads")
 	for range 100 { // warm the pools
-		p.Admit(fastpath.Traces, mixed, 25, fastpath.LayoutV1)
+		p.Admit(Request{Signal: fastpath.Traces, Body: mixed, Items: 25})
 		p.Consume(fastpath.Traces, oneWay, 10)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := p.Admit(fastpath.Traces, mixed, 25, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: mixed, Items: 25}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Consume(fastpath.Traces, oneWay, 10); err != nil {

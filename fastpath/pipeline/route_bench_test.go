@@ -53,7 +53,7 @@ func BenchmarkAdmitRoutes(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(req)))
 			for b.Loop() {
-				if _, err := p.Admit(fastpath.Traces, req, 100, fastpath.LayoutV1); err != nil {
+				if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 100}); err != nil {
 					b.Fatal(err)
 				}
 			}

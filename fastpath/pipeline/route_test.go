@@ -254,7 +254,7 @@ func TestPipelineRoutes(t *testing.T) {
 	p := newTestPipeline(t, cfg, co, cart, rest)
 	splits := testutil.ToFloat64(routeSplit.WithLabelValues("traces"))
 	req := routedRequest(t, fastpath.Traces, 2, "checkout", "cart", "payments", "checkout")
-	if _, err := p.Admit(fastpath.Traces, req, 8, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 8}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Consume(fastpath.Traces, routedRequest(t, fastpath.Traces, 1, "cart"), 1); err != nil {
@@ -289,16 +289,16 @@ func TestPipelineRoutes(t *testing.T) {
 	cfg.BatchMaxBytes = len(req) - 1
 	small := &recorder{name: "small", ok: true}
 	p2 := newTestPipeline(t, cfg, small, small, small)
-	if _, err := p2.Admit(fastpath.Traces, req, 8, fastpath.LayoutV1); !errors.Is(err, ErrTooLarge) {
+	if _, err := p2.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 8}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("a request past the bound: %v", err)
 	}
 	cfg.QueueMaxBytes = int64(len(req) + 10)
 	cfg.BatchMaxBytes = len(req)
 	p3 := newTestPipeline(t, cfg, small, small, small)
-	if _, err := p3.Admit(fastpath.Traces, req, 8, fastpath.LayoutV1); err != nil {
+	if _, err := p3.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p3.Admit(fastpath.Traces, req, 8, fastpath.LayoutV1); !errors.Is(err, ErrFull) {
+	if _, err := p3.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 8}); !errors.Is(err, ErrFull) {
 		t.Fatalf("a request past a full queue: %v", err)
 	}
 	if q := p3.QueuedBytes(); q != int64(len(req)) {
@@ -333,7 +333,7 @@ func TestPipelineRoutesOTEP(t *testing.T) {
 	p := newTestPipeline(t, cfg, co, rest)
 	for _, svcs := range [][]string{{"checkout", "cart"}, {"cart", "search"}} {
 		otep, _ := fastpath.AppendOTEP(nil, 9, routedRequest(t, fastpath.Logs, 1, svcs...))
-		if _, err := p.Admit(fastpath.Logs, otep, 2, fastpath.LayoutOTEP); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Logs, Body: otep, Items: 2, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -368,10 +368,10 @@ func TestPipelineRoutesWithTenants(t *testing.T) {
 	acmeCo, acmeRest, beta := &recorder{name: "acme-co", ok: true}, &recorder{name: "acme-rest", ok: true}, &recorder{name: "beta", ok: true}
 	p := newTestPipeline(t, cfg, acmeCo, acmeRest, beta)
 	req := routedRequest(t, fastpath.Logs, 1, "checkout", "cart")
-	if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, "acme")}, fastpath.Logs, req, 2, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: mustLookup(t, ts, "acme")}, Body: req, Items: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, "beta")}, fastpath.Logs, req, 2, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: mustLookup(t, ts, "beta")}, Body: req, Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()

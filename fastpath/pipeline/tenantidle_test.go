@@ -27,7 +27,7 @@ func TestTenantsIdleKeepOpenBatch(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
 	a := mustLookup(t, ts, "a")
-	if _, err := p.AdmitTenant(Origin{Tenant: a}, fastpath.Logs, entry(10, 'a'), 1, fastpath.LayoutV1); err != nil {
+	if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: a}, Body: entry(10, 'a'), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(int64(testIdle) * 10)
@@ -70,7 +70,7 @@ func TestTenantsIdleHeldTenantApart(t *testing.T) {
 		}
 		e := entry(10, fill)
 		want[tn.String()] = append(want[tn.String()], e...)
-		if _, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Logs, e, 1, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: tn}, Body: e, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func TestTenantsIdleComeBackRouted(t *testing.T) {
 			tn   *tenant.Tenant
 			fill byte
 		}{{back, 'a'}, {gamma, 'g'}} {
-			if _, err := p.AdmitTenant(Origin{Tenant: c.tn}, fastpath.Metrics, entry(10+i, c.fill), 1, fastpath.LayoutV1); err != nil {
+			if _, err := p.Admit(Request{Signal: fastpath.Metrics, Origin: Origin{Tenant: c.tn}, Body: entry(10+i, c.fill), Items: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -155,7 +155,7 @@ func TestTenantsIdleConcurrent(t *testing.T) {
 	p := newTestPipeline(t, cfg, r)
 	expired := metricValue(t, "otlpgate_tenants_expired_total")
 	admitted := churnTenants(t, p, ts, clock, func(tn *tenant.Tenant, n, _ int) error {
-		_, err := p.AdmitTenant(Origin{Tenant: tn}, fastpath.Traces, entry(10, byte('a'+n)), 1, fastpath.LayoutV1)
+		_, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: tn}, Body: entry(10, byte('a'+n)), Items: 1})
 		return err
 	})
 	p.Flush()
@@ -203,7 +203,7 @@ func TestTenantsIdleMetricsSeries(t *testing.T) {
 	p := newTestPipeline(t, cfg, sink{})
 	admit := func(v string, items int) {
 		t.Helper()
-		if _, err := p.AdmitTenant(Origin{Tenant: mustLookup(t, ts, v)}, fastpath.Traces, entry(10, 1), items, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: mustLookup(t, ts, v)}, Body: entry(10, 1), Items: items}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func TestTenantsIdleSweptWithoutTraffic(t *testing.T) {
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
 		a, b := mustLookup(t, ts, "a"), mustLookup(t, ts, "b")
-		if _, err := p.AdmitTenant(Origin{Tenant: b}, fastpath.Logs, entry(10, 'b'), 1, fastpath.LayoutV1); err != nil {
+		if _, err := p.Admit(Request{Signal: fastpath.Logs, Origin: Origin{Tenant: b}, Body: entry(10, 'b'), Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 		expired := metricValue(t, "otlpgate_tenants_expired_total")

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
@@ -117,35 +116,27 @@ func (c *Control) Init(p pipeline.Admitter, lim *Limiter, overloadAfter time.Dur
 	c.p, c.lim, c.overloadAfter = p, lim, overloadAfter
 }
 
-// Admit hands a checked request to the admitter. An admission ends the refusal episode. Safe
-// for concurrent use.
-func (c *Control) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, Reason) {
-	b, err := c.p.Admit(sig, req, items, layout)
-	if err != nil {
-		return nil, Of(err)
-	}
-	if c.refusingSince.Load() != 0 {
-		c.refusingSince.Store(0)
-	}
-	return b, Accepted
-}
-
-// AdmitTenant is Admit for a request from o: its tenant (-intake.headers; nil: the default
-// tenant) joins a batch of its requests only, its client address goes to the processing steps.
-// A tenant over its rate (-tenant.rate) is refused as Throttled before admission, and told to
-// wait TenantDelay; what a request took from its tenant's bucket is given back when admission
-// then refuses it. Safe for concurrent use.
-func (c *Control) AdmitTenant(o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, Reason) {
-	t := o.Tenant
+// Admit hands a checked request to the admitter: its tenant (req.Origin.Tenant,
+// -intake.headers; nil: the default tenant) joins a batch of its requests only, its client
+// address goes to the processing steps, a compressed request (req.Wire) may travel as it
+// arrived and a buffer the intake offers (req.Own) may become a batch's (pipeline.Request). A
+// tenant over its rate (-tenant.rate) is refused as Throttled before admission, and told to
+// wait TenantDelay; it is charged for req.Body, the request as sent plain (decompressed), and
+// what a request took from its tenant's bucket is given back when admission then refuses it.
+// An admission ends the refusal episode. The caller must not read req.Body after an admission
+// when it offered req.Own. Safe for concurrent use.
+func (c *Control) Admit(req pipeline.Request) (*pipeline.Batch, Reason) {
+	t := req.Origin.Tenant
+	n := len(req.Body) // *req.Own, which holds it, may be exchanged by the call
 	if t != nil {
-		if _, ok := t.Take(len(req), items); !ok {
+		if _, ok := t.Take(n, req.Items); !ok {
 			return nil, Throttled
 		}
 	}
-	b, err := c.p.AdmitTenant(o, sig, req, items, layout)
+	b, err := c.p.Admit(req)
 	if err != nil {
 		if t != nil {
-			t.Refund(len(req), items)
+			t.Refund(n, req.Items)
 		}
 		return nil, Of(err)
 	}

@@ -234,28 +234,16 @@ func (s *Server) unavailable(msg string) error {
 	return st.Err()
 }
 
-// admit scans req and admits it from o (its tenant; nil: the default tenant).
+// admit scans req, a request in layout from o (its tenant; nil: the default tenant), and
+// admits it.
 func (s *Server) admit(k kind, o pipeline.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout) (sc fastpath.Scan, b *pipeline.Batch, reason admission.Reason) {
 	sc, err := s.scan(k, sig, req, layout)
 	if err != nil {
 		ctr.refuse(k, sig, admission.Invalid, 0)
 		return sc, nil, admission.Invalid
 	}
-	b, reason = s.admitScanned(k, o, sig, req, layout, arrival{}, sc)
+	b, reason = s.admitScanned(k, pipeline.Request{Signal: sig, Origin: o, Body: req, Layout: layout}, sc)
 	return sc, b, reason
-}
-
-// arrival is what a v1 request holds besides its bytes, that admission may use instead of
-// copying them.
-type arrival struct {
-	// own, when not nil, is all of the request: a pooled buffer the call owns, which a batch the
-	// request opens may take over instead of copying it (pipeline.Adopter). The request must not
-	// be read after an admission (Accepted); a refusal leaves it as it was.
-	own *[]byte
-	// wire is the request as it arrived, compressed in enc (a WireDecompressor kept it): it may
-	// join a batch as it is (pipeline.WireAdmitter).
-	wire []byte
-	enc  pipeline.Encoding
 }
 
 // scan counts req's bytes and checks it. A request that fails is not counted as refused here:
@@ -265,24 +253,17 @@ func (s *Server) scan(k kind, sig fastpath.Signal, req []byte, layout fastpath.L
 	return fastpath.ScanRequest(sig, req, layout, s.cfg.ScanDepth)
 }
 
-// admitScanned counts a request that passed its scan sc as received, and admits it.
-func (s *Server) admitScanned(k kind, o pipeline.Origin, sig fastpath.Signal, req []byte, layout fastpath.Layout, a arrival, sc fastpath.Scan) (b *pipeline.Batch, reason admission.Reason) {
-	items := max(sc.Items, 0)
-	ctr.items[k][sig].Add(float64(items))
-	ctr.reqs[k][sig].Inc()
+// admitScanned counts req, a request that passed its scan sc, as received, and admits it with
+// the items the scan counted.
+func (s *Server) admitScanned(k kind, req pipeline.Request, sc fastpath.Scan) (b *pipeline.Batch, reason admission.Reason) {
+	req.Items = max(sc.Items, 0)
+	ctr.items[k][req.Signal].Add(float64(req.Items))
+	ctr.reqs[k][req.Signal].Inc()
 	if sc.Resources == 0 {
 		return nil, admission.Accepted
 	}
-	switch {
-	case a.enc != pipeline.EncodingNone && layout == fastpath.LayoutV1:
-		b, reason = s.adm.AdmitWire(o, sig, req, a.wire, a.enc, items)
-	case a.own != nil && layout == fastpath.LayoutV1:
-		b, reason = s.adm.AdmitOwned(o, sig, a.own, items)
-	default:
-		b, reason = s.adm.AdmitTenant(o, sig, req, items, layout)
-	}
-	if reason != admission.Accepted {
-		ctr.refuse(k, sig, reason, items)
+	if b, reason = s.adm.Admit(req); reason != admission.Accepted {
+		ctr.refuse(k, req.Signal, reason, req.Items)
 	}
 	return b, reason
 }

@@ -62,16 +62,22 @@ func putRaw(r *codec.Raw) {
 	raws.Put(r)
 }
 
-// arrivalOf is what raw holds besides its bytes: the compressed bytes it arrived as, or a
-// buffer of its own.
-func arrivalOf(raw *codec.Raw) arrival {
+// received is the v1 request raw holds, from o: besides its bytes, the compressed bytes it
+// arrived as (a WireDecompressor kept them), which may join a batch as they are, or else the
+// buffer of raw's own a message that arrived in several frames was copied into, which a batch
+// the request opens may take over instead of copying it (pipeline.Request.Own). The request
+// must not be read after an admission; a refusal leaves it as it was.
+func received(o pipeline.Origin, sig fastpath.Signal, raw *codec.Raw) pipeline.Request {
+	req := pipeline.Request{Signal: sig, Origin: o, Body: raw.Bytes()}
 	switch wire, enc := raw.Wire(); enc {
 	case codec.Gzip:
-		return arrival{wire: wire, enc: pipeline.EncodingGzip}
+		req.Wire, req.Encoding = wire, pipeline.EncodingGzip
 	case codec.Zstd:
-		return arrival{wire: wire, enc: pipeline.EncodingZstd}
+		req.Wire, req.Encoding = wire, pipeline.EncodingZstd
+	default:
+		req.Own = raw.Owned()
 	}
-	return arrival{own: raw.Owned()}
+	return req
 }
 
 // v1Export handles opentelemetry.proto.collector.*.v1 Export for one signal.
@@ -85,10 +91,9 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
-		req := raw.Bytes()
-		// A message that arrived in several frames was copied into a buffer of raw's own: a
-		// batch it opens may take that over (pipeline.Adopter). req is read below only when
-		// admission refused it, which leaves it in place.
+		r := received(from, sig, raw)
+		// req is read below only when admission refused it, which leaves it in place.
+		req := r.Body
 		var b *pipeline.Batch
 		var reason admission.Reason
 		var rejected int64
@@ -96,7 +101,7 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		sc, err := s.scan(kindV1, sig, req, fastpath.LayoutV1)
 		items := max(sc.Items, 0)
 		if err == nil {
-			b, reason = s.admitScanned(kindV1, from, sig, req, fastpath.LayoutV1, arrivalOf(raw), sc)
+			b, reason = s.admitScanned(kindV1, r, sc)
 		} else {
 			// A request whose top level holds together may carry a few malformed resource
 			// entries: keep the good ones and say which part was dropped. It is counted once
@@ -167,10 +172,10 @@ func (s *Server) admitValidEntries(o pipeline.Origin, sig fastpath.Signal, req [
 		return nil, 0, 0, "", admission.Invalid
 	}
 	ctr.partial[sig].Add(float64(e.Bad))
-	// The kept entries are a request that passes its scan: admitted from buf (AdmitTenant
+	// The kept entries are a request that passes its scan: admitted from buf (admission
 	// copies it), counted received, or refused with their items.
 	sc := fastpath.Scan{Resources: e.Good, Items: e.Items}
-	if b, reason = s.admitScanned(kindV1, o, sig, *buf, fastpath.LayoutV1, arrival{}, sc); reason != admission.Accepted {
+	if b, reason = s.admitScanned(kindV1, pipeline.Request{Signal: sig, Origin: o, Body: *buf}, sc); reason != admission.Accepted {
 		return nil, 0, 0, "", reason
 	}
 	return b, e.Items, e.Rejected, fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad), admission.Accepted

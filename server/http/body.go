@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
@@ -111,14 +112,13 @@ type scratch struct {
 	// probe reads the byte past a full buffer at the limit (a field: a local would escape
 	// through the io.Reader call).
 	probe [1]byte
-	// from is the request's tenant (-intake.headers; nil without tenants) and client address;
-	// wait is how long it is told to wait when refused for its rate (-tenant.rate).
-	from pipeline.Origin
+	// req is the request as the handler learns it, handed to admission whole (request): its
+	// Origin, the tenant (-intake.headers; nil without tenants) and client address, and, when
+	// the body arrived compressed, the body as received in Wire and Encoding, kept beside its
+	// decompressed form for a pass-through batch; valid until release.
+	req pipeline.Request
+	// wait is how long the request is told to wait when refused for its rate (-tenant.rate).
 	wait time.Duration
-	// packed is the body as received when it arrived compressed in enc, kept beside its
-	// decompressed form for a pass-through batch (pipeline.WireAdmitter); valid until release.
-	packed []byte
-	enc    pipeline.Encoding
 	// outLimit is the most out may grow to as a transcoder's output (Grow, json.go).
 	outLimit int
 	// items is how many items admission took (admit): what a request -ack=upstream then does
@@ -145,9 +145,26 @@ func (s *scratch) holdsWire(req []byte) bool {
 	return s.wire != nil && len(req) > 0 && len(*s.wire) == len(req) && &(*s.wire)[0] == &req[0]
 }
 
+// request is the request the scratch holds, of signal sig, whose v1 body is body, in f,
+// holding items items. A protobuf body that arrived compressed keeps its bytes as received
+// (Wire), which may join a batch as they are (compressed pass-through); one that is all of the
+// scratch's body buffer offers that buffer (Own), which a batch it opens may take over rather
+// than copy, leaving s.wire another one. Anything else (JSON, the good entries of a partly
+// malformed request) is copied.
+func (s *scratch) request(f format, sig fastpath.Signal, body []byte, items int) pipeline.Request {
+	r := pipeline.Request{Signal: sig, Origin: s.req.Origin, Body: body, Items: items}
+	switch {
+	case f == encProto && s.req.Encoding != pipeline.EncodingNone:
+		r.Wire, r.Encoding = s.req.Wire, s.req.Encoding
+	case f == encProto && s.holdsWire(body):
+		r.Own = s.wire
+	}
+	return r
+}
+
 func (s *scratch) release() {
 	if pool.Checked {
-		// A batch that took a body buffer over (pipeline.Adopter) left the scratch another:
+		// A batch that took a body buffer over (pipeline.Request.Own) left the scratch another:
 		// scribbling over what the scratch returns makes a batch that still shared it
 		// deliver garbage in tests, rather than bytes that look right until the buffer's
 		// next use.
@@ -161,8 +178,8 @@ func (s *scratch) release() {
 	pool.PutBytes(s.out)
 	s.wire, s.plain, s.out = nil, nil, nil
 	s.src.Reset(nil)
-	s.adm, s.done, s.stream, s.from, s.wait = nil, nil, streamReader{}, pipeline.Origin{}, 0
-	s.packed, s.enc, s.outLimit, s.items = nil, pipeline.EncodingNone, 0, 0
+	s.adm, s.done, s.stream, s.req, s.wait = nil, nil, streamReader{}, pipeline.Request{}, 0
+	s.outLimit, s.items = 0, 0
 	scratchPool.Put(s)
 }
 

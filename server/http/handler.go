@@ -94,7 +94,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	sc := getScratch()
 	defer sc.release()
 	sc.bind(&s.adm, s.waitCtx.Done())
-	sc.from = pipeline.Origin{Tenant: tenant, Peer: peer}
+	sc.req.Origin = pipeline.Origin{Tenant: tenant, Peer: peer}
 	body, err := sc.readBody(&ctx.Request, cl, s.cfg.MaxRequestBytes)
 	read = err != errBusy || sc.stream.streamed
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if cod == codingZstd {
 			dec, enc = s.dec.zstd, pipeline.EncodingZstd
 		}
-		sc.packed, sc.enc = body, enc
+		sc.req.Wire, sc.req.Encoding = body, enc
 		if body, err = sc.decompress(dec, body, sizeHint(cod, body), s.cfg.MaxRequestBytes); err != nil {
 			switch err {
 			case errBusy:
@@ -265,7 +265,7 @@ func (s *Server) admitProto(sc *scratch, sig fastpath.Signal, req []byte) (b *pi
 		}
 		ctr.partial[sig].Add(float64(e.Bad))
 		req, items, rejected = *sc.out, e.Items, e.Rejected
-		sc.enc = pipeline.EncodingNone // the admitted bytes are not the ones received
+		sc.req.Encoding = pipeline.EncodingNone // the admitted bytes are not the ones received
 		msg = fmt.Sprintf("%d of %d resource entries were malformed and dropped", e.Bad, e.Good+e.Bad)
 	} else if scan.Resources == 0 {
 		return nil, 0, "", admission.Accepted
@@ -293,22 +293,11 @@ func entriesDelimited(req []byte) bool {
 // unknown top-level fields (and counts them), as for every intake. A request refused for its
 // tenant's rate leaves the delay it is told in sc.wait.
 func (s *Server) admit(f format, sc *scratch, sig fastpath.Signal, req []byte, items int) (*pipeline.Batch, admission.Reason) {
-	var b *pipeline.Batch
-	var reason admission.Reason
-	switch {
-	case f == encProto && sc.enc != pipeline.EncodingNone:
-		// Arrived compressed: it may join a batch as received (compressed pass-through).
-		b, reason = s.adm.AdmitWire(sc.from, sig, req, sc.packed, sc.enc, items)
-	case f == encProto && sc.holdsWire(req):
-		// The body as read, in the scratch's own buffer: a batch it opens may take the
-		// buffer over rather than copy it (pipeline.Adopter), leaving sc.wire another one.
-		// req is not read past here unless refused, which leaves it where it was.
-		b, reason = s.adm.AdmitOwned(sc.from, sig, sc.wire, items)
-	default:
-		b, reason = s.adm.AdmitTenant(sc.from, sig, req, items, fastpath.LayoutV1)
-	}
+	// A body that is all of the scratch's buffer is not read past here unless refused, which
+	// leaves it where it was.
+	b, reason := s.adm.Admit(sc.request(f, sig, req, items))
 	if reason == admission.Throttled {
-		sc.wait = admission.TenantDelay(sc.from.Tenant, req, items)
+		sc.wait = admission.TenantDelay(sc.req.Origin.Tenant, req, items)
 	}
 	if reason != admission.Accepted {
 		ctr.refuse(f, sig, reason, items)

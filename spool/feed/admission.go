@@ -28,12 +28,13 @@ var (
 // after admission: the Feeders deliver from the spool. Config.QueueMaxBytes bounds only what
 // a single request may be.
 //
-// A request that arrived compressed (AdmitWire) is spooled as it arrived when the pipeline
-// would have let it pass through (-compression.passthrough): the feeders of destinations that
-// send its encoding hand its bytes on as they are, and the others inflate it.
+// A request that arrived compressed (pipeline.Request.Wire) is spooled as it arrived when the
+// pipeline would have let it pass through (-compression.passthrough): the feeders of
+// destinations that send its encoding hand its bytes on as they are, and the others inflate
+// it.
 //
-// It implements pipeline.Admitter, pipeline.WireAdmitter and pipeline.Consumer. Every method
-// is safe for concurrent use.
+// It implements pipeline.Admitter and pipeline.Consumer. Every method is safe for concurrent
+// use.
 type Admission struct {
 	cfg    pipeline.Config
 	s      *spool.Spool
@@ -42,9 +43,8 @@ type Admission struct {
 }
 
 var (
-	_ pipeline.Admitter     = (*Admission)(nil)
-	_ pipeline.WireAdmitter = (*Admission)(nil)
-	_ pipeline.Consumer     = (*Admission)(nil)
+	_ pipeline.Admitter = (*Admission)(nil)
+	_ pipeline.Consumer = (*Admission)(nil)
 )
 
 // NewAdmission returns the admission into s under cfg. -ack=upstream has no meaning with a
@@ -85,18 +85,20 @@ func (a *Admission) SetDestinations(dests []pipeline.Destination) {
 	a.cfg.Served.Set(dests)
 }
 
-// Admit appends req, in layout, to the spool. It returns no batch: the request is answered
-// once appended. It fails with ErrSpoolFull or ErrSpoolIO (both pipeline.ErrFull),
-// pipeline.ErrTooLarge, pipeline.ErrClosed or a scan error. req is only read during the call.
-func (a *Admission) Admit(sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, error) {
-	return nil, a.admit(a.cfg.Budget, pipeline.Origin{}, sig, req, items, layout)
-}
-
-// AdmitTenant is Admit for a request from o: the record keeps its tenant (nil: the default
+// Admit appends req to the spool, in a record that keeps its tenant (nil: the default
 // tenant) as its meta (Tenant.Record), for the feeders to read back; its client address is
-// written into the record by the processing steps, if they are asked to.
-func (a *Admission) AdmitTenant(o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*pipeline.Batch, error) {
-	return nil, a.admit(a.cfg.Budget, o, sig, req, items, layout)
+// written into the record by the processing steps, if they are asked to. A request that
+// arrived compressed (req.Wire) is spooled as it arrived when the pipeline would have let it
+// pass through, else its decompressed body is, the reason counted in
+// otlpgate_fastpath_passthrough_fallback_requests_total; a buffer offered with it (req.Own) is
+// not taken over. It returns no batch: the request is answered once appended. It fails with
+// ErrSpoolFull or ErrSpoolIO (both pipeline.ErrFull), pipeline.ErrTooLarge, pipeline.ErrClosed
+// or a scan error. req's bytes are only read during the call.
+func (a *Admission) Admit(req pipeline.Request) (*pipeline.Batch, error) {
+	if req.Encoding != pipeline.EncodingNone {
+		return nil, a.admitWire(&req)
+	}
+	return nil, a.admit(a.cfg.Budget, &req)
 }
 
 // Consume appends body, a v1 request body, for the default tenant.
@@ -106,7 +108,7 @@ func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
 
 // ConsumeFrom is Consume for data from o: it implements pipeline.OriginConsumer.
 func (a *Admission) ConsumeFrom(o pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
-	return a.admit(a.cfg.ConsumeBudget, o, sig, body, items, fastpath.LayoutV1)
+	return a.admit(a.cfg.ConsumeBudget, &pipeline.Request{Signal: sig, Origin: o, Body: body, Items: items})
 }
 
 // Serves reports whether sig has a destination now, for the default tenant: it implements
@@ -115,11 +117,11 @@ func (a *Admission) Serves(sig fastpath.Signal) bool { return pipeline.Serves(&a
 
 // admit prepares req as the pipeline does, charging what processing writes to budget (the
 // intake limiter's budget of the intake it came from), and appends it.
-func (a *Admission) admit(budget pipeline.Budget, o pipeline.Origin, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) error {
+func (a *Admission) admit(budget pipeline.Budget, req *pipeline.Request) error {
 	if a.closed.Load() {
 		return pipeline.ErrClosed
 	}
-	r, err := pipeline.Prepare(&a.cfg, budget, o, sig, req, items, layout)
+	r, err := pipeline.Prepare(&a.cfg, budget, req)
 	if err != nil || r.Dropped() {
 		return err
 	}
@@ -138,37 +140,37 @@ func (a *Admission) admit(budget pipeline.Budget, o pipeline.Origin, sig fastpat
 		rec = *buf
 	}
 	if len(rec) > 0 {
-		_, err = a.s.Append(spool.Record{Signal: uint8(sig), Items: uint32(r.Items), Meta: metaOf(r.Tenant), Payload: rec})
+		_, err = a.s.Append(spool.Record{Signal: uint8(r.Sig), Items: uint32(r.Items), Meta: metaOf(r.Tenant), Payload: rec})
 	}
 	return a.appended(&r, st, err)
 }
 
-// AdmitWire implements pipeline.WireAdmitter: wire, the request as it arrived in enc, is
-// spooled as it is when the pipeline would have let it pass through, and inflates to plain;
-// else plain is admitted as Admit would, counted in
+// admitWire spools req, a request that arrived compressed: req.Wire, the request as it
+// arrived in req.Encoding, is spooled as it is when the pipeline would have let it pass
+// through, and inflates to req.Body; else req.Body is admitted as any request, counted in
 // otlpgate_fastpath_passthrough_fallback_requests_total. A zstd record begins with
-// pipeline.ZstdPreamble, so that records concatenated into a batch stay one. It returns no
-// batch: the request is answered once appended.
-func (a *Admission) AdmitWire(o pipeline.Origin, sig fastpath.Signal, plain, wire []byte, enc pipeline.Encoding, items int) (*pipeline.Batch, error) {
+// pipeline.ZstdPreamble, so that records concatenated into a batch stay one.
+func (a *Admission) admitWire(req *pipeline.Request) error {
 	if a.closed.Load() {
-		return nil, pipeline.ErrClosed
+		return pipeline.ErrClosed
 	}
-	r, f, ok, err := pipeline.PrepareWire(&a.cfg, *a.encs.Load(), o, sig, plain, wire, enc, items)
+	r, f, ok, err := pipeline.PrepareWire(&a.cfg, *a.encs.Load(), req)
 	if !ok {
-		if err = a.admit(a.cfg.Budget, o, sig, plain, items, fastpath.LayoutV1); err == nil {
-			pipeline.CountFallback(f, len(plain))
+		plain := pipeline.Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
+		if err = a.admit(a.cfg.Budget, &plain); err == nil {
+			pipeline.CountFallback(f, len(req.Body))
 		}
-		return nil, err
+		return err
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var prefix []byte
-	if enc == pipeline.EncodingZstd {
+	if req.Encoding == pipeline.EncodingZstd {
 		prefix = pipeline.ZstdPreamble[:]
 	}
-	_, err = a.s.Append(spool.Record{Signal: uint8(sig), Items: uint32(items), Meta: metaOf(r.Tenant), Encoding: uint8(enc), Plain: uint32(len(plain)), Prefix: prefix, Payload: wire})
-	return nil, a.appended(&r, fastpath.Stripped{}, err)
+	_, err = a.s.Append(spool.Record{Signal: uint8(req.Signal), Items: uint32(req.Items), Meta: metaOf(r.Tenant), Encoding: uint8(req.Encoding), Plain: uint32(len(req.Body)), Prefix: prefix, Payload: req.Wire})
+	return a.appended(&r, fastpath.Stripped{}, err)
 }
 
 // metaOf is the meta of a record of tenant t: none without tenants.

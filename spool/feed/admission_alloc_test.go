@@ -41,7 +41,7 @@ func TestAdmissionZeroAlloc(t *testing.T) {
 		if err := a.Consume(fastpath.Traces, v1, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Admit(fastpath.Traces, otep, 1, fastpath.LayoutOTEP); err != nil {
+		if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -63,10 +63,10 @@ func TestAdmissionWireZeroAlloc(t *testing.T) {
 	gz, zs := ziptest.Gzip(t, v1), ziptest.Zstd(t, nil, v1)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	turn := func() {
-		if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, gz, pipeline.EncodingGzip, 1); err != nil {
+		if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1, Wire: gz, Encoding: pipeline.EncodingGzip}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := z.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, zs, pipeline.EncodingZstd, 1); err != nil {
+		if _, err := z.Admit(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1, Wire: zs, Encoding: pipeline.EncodingZstd}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func BenchmarkAdmission(b *testing.B) {
 				if enc == pipeline.EncodingNone {
 					err = a.Consume(fastpath.Traces, v1, 1)
 				} else {
-					_, err = a.AdmitWire(pipeline.Origin{}, fastpath.Traces, v1, wire, enc, 1)
+					_, err = a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1, Wire: wire, Encoding: enc})
 				}
 				if err != nil {
 					b.Fatal(err)

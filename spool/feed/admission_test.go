@@ -108,7 +108,7 @@ func TestAdmissionSpoolsStrippedRequests(t *testing.T) {
 	if err := a.Consume(fastpath.Traces, v1, 2); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := a.Admit(fastpath.Logs, otep, 3, fastpath.LayoutOTEP); err != nil || b != nil {
+	if b, err := a.Admit(pipeline.Request{Signal: fastpath.Logs, Body: otep, Items: 3, Layout: fastpath.LayoutOTEP}); err != nil || b != nil {
 		t.Fatalf("%v %v", b, err)
 	}
 	if err := a.Consume(fastpath.Metrics, odd, 4); err != nil {

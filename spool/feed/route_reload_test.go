@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
@@ -51,7 +50,7 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 		admit := func(from, to int) {
 			t.Helper()
 			for i := from; i <= to; i++ {
-				if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: gamma}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+				if _, err := adm.Admit(pipeline.Request{Signal: 0, Origin: pipeline.Origin{Tenant: gamma}, Body: entryOf(rec(i, 100-2)), Items: 1}); err != nil {
 					t.Fatal(err)
 				}
 			}

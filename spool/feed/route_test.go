@@ -58,7 +58,7 @@ func TestFeederRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, req := range [][]string{{"cart", "checkout", "search"}, {"cart"}, {"checkout"}} {
-			if _, err := adm.Admit(fastpath.Logs, logsOf(t, req...), len(req), fastpath.LayoutV1); err != nil {
+			if _, err := adm.Admit(pipeline.Request{Signal: fastpath.Logs, Body: logsOf(t, req...), Items: len(req)}); err != nil {
 				t.Fatal(err)
 			}
 		}

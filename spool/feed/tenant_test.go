@@ -9,7 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
@@ -62,7 +61,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 			if i%2 == 0 {
 				tn = beta
 			}
-			if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: tn}, 0, entryOf(rec(i, 100-2)), 1, fastpath.LayoutV1); err != nil {
+			if _, err := adm.Admit(pipeline.Request{Signal: 0, Origin: pipeline.Origin{Tenant: tn}, Body: entryOf(rec(i, 100-2)), Items: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -157,7 +156,7 @@ func TestAdmissionTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.AdmitTenant(pipeline.Origin{Tenant: acme}, 0, entryOf(rec(2, 98)), 1, fastpath.LayoutV1); err != nil {
+	if _, err := adm.Admit(pipeline.Request{Signal: 0, Origin: pipeline.Origin{Tenant: acme}, Body: entryOf(rec(2, 98)), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	buf := pool.GetBytes(pool.MinSize)

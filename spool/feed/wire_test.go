@@ -87,7 +87,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				t.Helper()
 				body := entry(300, fill) // 303 bytes: three to a batch of at most 1000
 				plains = append(plains, body)
-				if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, compress(body), enc, 1); err != nil {
+				if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: compress(body), Encoding: enc}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -104,7 +104,7 @@ func TestWireRecordsThroughTheSpool(t *testing.T) {
 				plains = append(plains, body)
 				w := compress(body)
 				wires = append(wires, w)
-				if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, w, enc, 1); err != nil {
+				if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: w, Encoding: enc}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -208,7 +208,7 @@ func TestAdmissionWireIntoPlainSpool(t *testing.T) {
 	a.SetDestinations([]pipeline.Destination{wireDest{newDest(), pipeline.EncodingGzip}})
 	body := entry(300, 9)
 	off := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "off")
-	if _, err := a.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, ziptest.Gzip(t, body), pipeline.EncodingGzip, 1); err != nil {
+	if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: ziptest.Gzip(t, body), Encoding: pipeline.EncodingGzip}); err != nil {
 		t.Fatal(err)
 	}
 	recs, es := spooled(t, s)

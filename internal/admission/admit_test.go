@@ -13,55 +13,29 @@ import (
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
-// plainAdmitter is an Admitter that is no WireAdmitter: it keeps what it is given.
-type plainAdmitter struct{ got [][]byte }
-
-func (a *plainAdmitter) Admit(sig fastpath.Signal, req []byte, items int, l fastpath.Layout) (*pipeline.Batch, error) {
-	return a.AdmitTenant(pipeline.Origin{}, sig, req, items, l)
-}
-func (a *plainAdmitter) AdmitTenant(_ pipeline.Origin, _ fastpath.Signal, req []byte, _ int, _ fastpath.Layout) (*pipeline.Batch, error) {
-	a.got = append(a.got, bytes.Clone(req))
-	return nil, nil
-}
-func (a *plainAdmitter) Ack() pipeline.AckMode     { return pipeline.AckAccept }
-func (a *plainAdmitter) RetryDelay() time.Duration { return time.Second }
-
 // wireDiscard is testkit.Discard sending gzip pass-through batches.
 type wireDiscard struct{ testkit.Discard }
 
 func (*wireDiscard) PassThrough() pipeline.Encoding { return pipeline.EncodingGzip }
 
-// An admitter that is no WireAdmitter gets the decompressed request, counted as the spool
-// fallback; through a pipeline the same request passes compressed.
-func TestAdmitWireFallsBackForPlainAdmitters(t *testing.T) {
+// A compressed request handed to Admit passes through the pipeline compressed, when every
+// destination sends its encoding as it is.
+func TestAdmitPassesCompressedThrough(t *testing.T) {
 	body := []byte{0x0a, 0x02, 0x0a, 0x00} // one empty resource entry
 	var z bytes.Buffer
 	w := gzip.NewWriter(&z)
 	w.Write(body)
 	w.Close()
 
-	var spoolLike plainAdmitter
-	var c Control
-	c.Init(&spoolLike, nil, time.Second)
-	before := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "spool")
-	if _, r := c.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z.Bytes(), pipeline.EncodingGzip, 1); r != Accepted {
-		t.Fatalf("reason %v", r)
-	}
-	if len(spoolLike.got) != 1 || !bytes.Equal(spoolLike.got[0], body) {
-		t.Fatalf("the admitter got %q, want the decompressed request", spoolLike.got)
-	}
-	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_fallback_requests_total", "reason", "spool") - before; n != 1 {
-		t.Fatalf("spool fallback counted %v times, want 1", n)
-	}
-
 	p, err := pipeline.New(pipeline.DefaultConfig(), []pipeline.Destination{&wireDiscard{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	var c Control
 	c.Init(p, nil, time.Second)
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
-	if _, r := c.AdmitWire(pipeline.Origin{}, fastpath.Traces, body, z.Bytes(), pipeline.EncodingGzip, 1); r != Accepted {
+	if _, r := c.Admit(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1, Wire: z.Bytes(), Encoding: pipeline.EncodingGzip}); r != Accepted {
 		t.Fatalf("reason %v", r)
 	}
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 1 {
@@ -130,14 +104,14 @@ func TestAdmitWireTenantRate(t *testing.T) {
 	}
 	passed := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed")
 	run("compressed", func(c *Control, tn *tenant.Tenant) Reason {
-		_, r := c.AdmitWire(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, wire, pipeline.EncodingGzip, 1)
+		_, r := c.Admit(pipeline.Request{Signal: fastpath.Traces, Origin: pipeline.Origin{Tenant: tn}, Body: body, Items: 1, Wire: wire, Encoding: pipeline.EncodingGzip})
 		return r
 	})
 	if n := testkit.Counter(t, "otlpgate_fastpath_passthrough_requests_total", "way", "compressed") - passed; n != 2 {
 		t.Fatalf("%v requests passed through, want the 2 admitted", n)
 	}
 	run("plain", func(c *Control, tn *tenant.Tenant) Reason {
-		_, r := c.AdmitTenant(pipeline.Origin{Tenant: tn}, fastpath.Traces, body, 1, fastpath.LayoutV1)
+		_, r := c.Admit(pipeline.Request{Signal: fastpath.Traces, Origin: pipeline.Origin{Tenant: tn}, Body: body, Items: 1})
 		return r
 	})
 }
