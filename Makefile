@@ -32,6 +32,12 @@ GOVULNCHECK_VERSION := v1.9.0
 HELM_VERSION := v3.22.0
 HELM         := $(BIN)/tools/helm
 
+# h2spec (HTTP/2 conformance), pinned with its dependencies in tools/h2spec/go.mod and built into
+# bin/tools/h2spec by `make h2spec-tool`; internal/hostile's TestH2Spec runs it against the
+# OTLP/gRPC listener (part of `make test`; it skips, outside CI, while the tool is not built).
+H2SPEC_VERSION := v2.2.1+incompatible
+H2SPEC         := $(BIN)/tools/h2spec
+
 # The image `make image` builds; its tag is VERSION.
 IMAGE ?= otlpgate
 
@@ -53,7 +59,7 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 RUN_ARGS ?=
 
-.PHONY: help build static image helm run test lint vuln bench docs generate check-generate fuzz tools clean \
+.PHONY: help build static image helm h2spec-tool h2spec run test lint vuln bench docs generate check-generate fuzz tools clean \
 	appendix appendix-reference rebalance-chart proxy peer-otelcol bench-peer bench-processing bench-anchor bench-sweep profile profile-diff soak soak-spool
 
 help:
@@ -80,6 +86,17 @@ helm: ## build the pinned helm (HELM_VERSION) into bin/tools/helm unless it is t
 
 run: build ## start otlpgate with working defaults
 	./$(BIN)/otlpgate $(RUN_ARGS)
+
+h2spec-tool: ## build the pinned h2spec (H2SPEC_VERSION, tools/h2spec/go.mod) into bin/tools/h2spec unless it is there
+	@if $(GO) version -m $(H2SPEC) 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+github.com/summerwind/h2spec[[:space:]]+$(H2SPEC_VERSION)[[:space:]]"; then \
+		echo "$(H2SPEC) is h2spec $(H2SPEC_VERSION)"; \
+	else \
+		echo "building h2spec $(H2SPEC_VERSION) into $(H2SPEC)"; \
+		cd tools/h2spec && $(GO) build -ldflags='-s -w' -o $(CURDIR)/$(H2SPEC) github.com/summerwind/h2spec/cmd/h2spec; \
+	fi
+
+h2spec: h2spec-tool ## HTTP/2 conformance of the OTLP/gRPC listener: h2spec's 145 tests, against the known failures
+	$(GO) test -count=1 -v -run '^TestH2Spec$$' ./internal/hostile
 
 test: lint ## gofmt check, go vet, go test -race, then the allocation tests (which -race leaves out)
 	$(GO) test -race -count=1 -timeout 15m ./...
