@@ -1,5 +1,5 @@
 // Package h2 is the wire of otlpgate's own HTTP/2 gRPC transport: frames parsed in place over
-// the bytes a connection read. It is the base of the transport that is to replace grpc-go's for
+// the bytes a connection read, and HPACK (RFC 7541) header compression. It is the base of the transport that is to replace grpc-go's for
 // the methods otlpgate serves and calls; nothing in the proxy uses it yet.
 //
 // Frames. NextFrame splits a frame off a byte slice without copying; the typed views (Data,
@@ -11,9 +11,25 @@
 // unknown frame types are left to be skipped. Rules about a frame's place in the connection
 // (stream states, CONTINUATION sequencing, windows) are the connection's, not this package's.
 //
+// HPACK decoding. A Decoder allocates its memory once, bounded by its Config (the dynamic table
+// as one ring, the fields it keeps), and nothing after. It keeps only the fields whose names the
+// caller lists (for a gRPC server: the path, content-type, the encodings, the timeout, te, and
+// the configured tenant and auth headers); every other field is decoded only as far as the
+// dynamic table needs it and otherwise measured and checked, never copied. It refuses, as
+// COMPRESSION_ERROR for the connection, what RFC 7541 calls decoding errors (bad indices,
+// integers past 2^32-1, bad Huffman codes, the EOS symbol, bad padding, size updates after a
+// field or above the advertised SETTINGS_HEADER_TABLE_SIZE, truncated blocks); and, for the
+// stream only, a header list larger than the advertised SETTINGS_MAX_HEADER_LIST_SIZE, whose
+// size is counted before anything is copied (an entry named ten thousand times costs its
+// index bytes, not ten thousand copies: the decompression bomb), and still processed to its
+// end so that the table stays in step with the peer's. It follows RFC 7541 where x/net's
+// decoder does not (a size update after a field is refused even on an empty table; several
+// before the first field are accepted), and is fuzzed against it everywhere else.
+//
 // Frame constants, flags, settings identifiers and error codes are golang.org/x/net/http2's,
-// so that the transport and grpc-go speak of them by the same names.
+// so that the transport and grpc-go speak of them by the same names; x/net's hpack is the
+// reference the decoder is fuzzed against (FuzzHPACKAgainstXNet).
 //
 // It imports no otlpgate package and starts no goroutines. Parsing functions are pure and safe
-// for concurrent use.
+// for concurrent use; a Decoder belongs to the goroutine that reads its connection.
 package h2

@@ -74,3 +74,27 @@ var (
 	// client, and a client may not push).
 	ErrPushPromise = connErr(http2.ErrCodeProtocol, "PUSH_PROMISE received")
 )
+
+// The errors of HPACK decoding. A field block that cannot be decompressed leaves the two ends'
+// dynamic tables out of step, so it ends the connection with COMPRESSION_ERROR (RFC 9113 §4.3);
+// a header list over the receiver's bound is refused for its stream only, after the whole block
+// was processed so that the table stays in step (§10.5.1).
+var (
+	// RFC 7541 §5.2: a Huffman code not in the table, EOS in a string, or bad padding.
+	ErrHuffman = connErr(http2.ErrCodeCompression, "invalid Huffman-coded string")
+	// RFC 7541 §2.3.3: index 0, or an index past the end of the tables.
+	ErrIndex = connErr(http2.ErrCodeCompression, "invalid table index")
+	// RFC 7541 §5.1: an integer past 2^32-1 or with more octets than 10.
+	ErrInteger = connErr(http2.ErrCodeCompression, "integer too large")
+	// A representation cut off by the end of the block.
+	ErrTruncated = connErr(http2.ErrCodeCompression, "truncated field block")
+	// RFC 7541 §4.2: a dynamic table size update after the first field of a block.
+	ErrSizeUpdatePlace = connErr(http2.ErrCodeCompression, "dynamic table size update after a field")
+	// RFC 7541 §6.3: a dynamic table size above SETTINGS_HEADER_TABLE_SIZE.
+	ErrSizeUpdateTooLarge = connErr(http2.ErrCodeCompression, "dynamic table size update above the bound")
+	// RFC 9113 §6.5.2: a header list larger, as decoded (each field's name, value and 32), than
+	// the bound this endpoint advertised in SETTINGS_MAX_HEADER_LIST_SIZE.
+	ErrHeaderListTooLarge = streamErr(http2.ErrCodeProtocol, "header list exceeds SETTINGS_MAX_HEADER_LIST_SIZE")
+	// More fields of the kept names than Config.MaxKeptFields.
+	ErrTooManyFields = streamErr(http2.ErrCodeProtocol, "too many fields of the kept names")
+)

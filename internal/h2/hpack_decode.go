@@ -1,0 +1,389 @@
+package h2
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config bounds an HPACK Decoder and names the fields it keeps.
+type Config struct {
+	// HeaderTableSize is the SETTINGS_HEADER_TABLE_SIZE this endpoint advertises: the largest
+	// dynamic table the peer's encoder may use, and the size the table starts at.
+	HeaderTableSize uint32
+	// MaxHeaderListSize is the SETTINGS_MAX_HEADER_LIST_SIZE this endpoint advertises: a block
+	// whose fields, as decoded, count more (each its name, its value and 32, RFC 9113 §6.5.2)
+	// is refused with ErrHeaderListTooLarge.
+	MaxHeaderListSize uint32
+	// Keep names the fields Decode returns, lower case as HTTP/2 writes them. Every other field
+	// is checked and measured but not kept.
+	Keep []string
+	// MaxKeptFields is how many fields of the kept names one block may carry; more are refused
+	// with ErrTooManyFields.
+	MaxKeptFields int
+}
+
+// GRPCServerKeep are the fields a gRPC server reads from a call's headers.
+var GRPCServerKeep = []string{":method", ":path", "content-type", "te", "grpc-encoding", "grpc-accept-encoding", "grpc-timeout"}
+
+// Bounds of Config.Validate: a decoder holds about 3*HeaderTableSize + MaxHeaderListSize bytes.
+const (
+	maxHeaderTableSize   = 1 << 20
+	maxHeaderListSize    = 1 << 20
+	maxKeep              = 64
+	maxKeptFieldsAllowed = 4096
+)
+
+// DefaultConfig is the HTTP/2 default table size (4096), a 16 KiB header list (as
+// -grpc.max-header-bytes), and the fields of GRPCServerKeep.
+func DefaultConfig() Config {
+	return Config{
+		HeaderTableSize:   4096,
+		MaxHeaderListSize: 16 << 10,
+		Keep:              append([]string(nil), GRPCServerKeep...),
+		MaxKeptFields:     64,
+	}
+}
+
+// Validate reports a Config a Decoder cannot be made from.
+func (c Config) Validate() error {
+	if c.HeaderTableSize > maxHeaderTableSize {
+		return fmt.Errorf("h2: header table size %d above %d", c.HeaderTableSize, maxHeaderTableSize)
+	}
+	if c.MaxHeaderListSize == 0 || c.MaxHeaderListSize > maxHeaderListSize {
+		return fmt.Errorf("h2: max header list size %d outside 1..%d", c.MaxHeaderListSize, maxHeaderListSize)
+	}
+	if len(c.Keep) > maxKeep {
+		return fmt.Errorf("h2: %d kept names, at most %d", len(c.Keep), maxKeep)
+	}
+	if c.MaxKeptFields < 1 || c.MaxKeptFields > maxKeptFieldsAllowed {
+		return fmt.Errorf("h2: max kept fields %d outside 1..%d", c.MaxKeptFields, maxKeptFieldsAllowed)
+	}
+	seen := map[string]bool{}
+	for _, k := range c.Keep {
+		if k == "" {
+			return errors.New("h2: an empty kept name")
+		}
+		for i := 0; i < len(k); i++ {
+			if 'A' <= k[i] && k[i] <= 'Z' {
+				return fmt.Errorf("h2: kept name %q is not lower case (HTTP/2 field names are)", k)
+			}
+		}
+		if seen[k] {
+			return fmt.Errorf("h2: kept name %q twice", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// Field is a decoded field of one of the kept names.
+type Field struct {
+	Name      string // the kept name, as Config.Keep spells it
+	Keep      int    // its index in Config.Keep
+	Value     []byte // valid until the next Decode; copy to retain
+	Sensitive bool   // sent as never indexed (RFC 7541 §6.2.3): not to be indexed when forwarded
+}
+
+// Decoder is the receiving end of one connection's HPACK context (RFC 7541). It allocates
+// everything when it is made and nothing after: the dynamic table, a scratch buffer for the
+// entry being inserted, and the kept fields' values, each bounded by its Config. Decode keeps
+// only the fields whose names Config.Keep lists; the others are decoded only as far as the
+// dynamic table needs (an entry it inserts) and otherwise only measured, their Huffman coding
+// checked without a copy. Owned by the goroutine that reads the connection.
+type Decoder struct {
+	keep       []string
+	maxKeepLen int
+	staticKeep [staticLen + 1]int16
+	table      dynTable
+	maxList    uint64
+	scratch    []byte
+	out        []byte
+	fields     []Field
+
+	// The block being decoded.
+	list    uint64 // its header list size so far
+	over    bool   // list passed maxList: nothing more is kept
+	tooMany bool
+	started bool // a field was decoded: size updates are no longer allowed
+}
+
+// NewDecoder makes a decoder for c, which must be valid.
+func NewDecoder(c Config) *Decoder {
+	if err := c.Validate(); err != nil {
+		panic("BUG: " + err.Error())
+	}
+	d := &Decoder{
+		keep:    append([]string(nil), c.Keep...),
+		table:   newDynTable(c.HeaderTableSize),
+		maxList: uint64(c.MaxHeaderListSize),
+		out:     make([]byte, 0, c.MaxHeaderListSize),
+		fields:  make([]Field, 0, c.MaxKeptFields),
+	}
+	for _, k := range d.keep {
+		d.maxKeepLen = max(d.maxKeepLen, len(k))
+	}
+	d.scratch = make([]byte, max(int(c.HeaderTableSize), d.maxKeepLen))
+	for i := 1; i <= staticLen; i++ {
+		d.staticKeep[i] = d.match([]byte(staticTable[i].name))
+	}
+	return d
+}
+
+// match returns the index of name among the kept names, or -1.
+func (d *Decoder) match(name []byte) int16 {
+	if len(name) > d.maxKeepLen {
+		return -1
+	}
+	for i, k := range d.keep {
+		if string(name) == k {
+			return int16(i)
+		}
+	}
+	return -1
+}
+
+// TableSize is the dynamic table's size as RFC 7541 §4.1 counts it.
+func (d *Decoder) TableSize() uint32 { return d.table.size }
+
+// Decode decodes one whole field block (a HEADERS frame's fragment with those of its
+// CONTINUATION frames, joined) and returns the fields of the kept names, in order; the slice
+// and its values are valid until the next Decode. Every field counts toward the header list
+// bound before any of its bytes is copied (an indexed field's size is known from the table, a
+// literal's before it is copied, a Huffman-coded value is written only within the bytes the
+// bound leaves), so a block that repeats a large entry many times costs no more than its
+// length. A block over the bound, or with too many kept fields, is still processed to its end
+// so that the dynamic table stays in step with the peer's, and refused with a stream error
+// (ErrHeaderListTooLarge, ErrTooManyFields); a block that breaks RFC 7541 is refused with a
+// connection error (COMPRESSION_ERROR), after which the decoder must not be used.
+func (d *Decoder) Decode(block []byte) ([]Field, error) {
+	d.out = d.out[:0]
+	d.fields = d.fields[:0]
+	d.list, d.over, d.tooMany, d.started = 0, false, false, false
+	p := block
+	var err error
+	for len(p) > 0 {
+		b := p[0]
+		switch {
+		case b&0x80 != 0: // indexed field, §6.1
+			p, err = d.indexed(p)
+		case b&0xc0 == 0x40: // literal with incremental indexing, §6.2.1
+			p, err = d.literal(p, 6, true, false)
+		case b&0xe0 == 0x20: // dynamic table size update, §6.3
+			p, err = d.sizeUpdate(p)
+		default: // literal without indexing (0000), never indexed (0001), §6.2.2, §6.2.3
+			p, err = d.literal(p, 4, false, b&0x10 != 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case d.over:
+		return nil, ErrHeaderListTooLarge
+	case d.tooMany:
+		return nil, ErrTooManyFields
+	}
+	return d.fields, nil
+}
+
+// readString reads a string literal's header and returns its coded bytes (§5.2).
+func readString(p []byte) (huff bool, s, rest []byte, err error) {
+	if len(p) == 0 {
+		return false, nil, nil, ErrTruncated
+	}
+	huff = p[0]&0x80 != 0
+	n, p, err := readInt(p, 7)
+	if err != nil {
+		return false, nil, nil, err
+	}
+	if uint64(n) > uint64(len(p)) {
+		return false, nil, nil, ErrTruncated
+	}
+	return huff, p[:n], p[n:], nil
+}
+
+// decodeString decodes s into dst as far as dst has room and returns its decoded length.
+func decodeString(dst []byte, huff bool, s []byte) (int, error) {
+	if huff {
+		return huffmanDecode(dst, s)
+	}
+	copy(dst, s)
+	return len(s), nil
+}
+
+// count adds a field's size to the block's header list size and reports whether the field may
+// still be kept.
+func (d *Decoder) count(nameLen, valLen uint64) bool {
+	d.list += nameLen + valLen + entryOverhead
+	if d.list > d.maxList {
+		d.over = true
+	}
+	return !d.over
+}
+
+// emit records a kept field whose value is d.out[start:].
+func (d *Decoder) emit(keep int16, start int, sensitive bool) {
+	if len(d.fields) == cap(d.fields) {
+		d.tooMany = true
+		d.out = d.out[:start]
+		return
+	}
+	d.fields = append(d.fields, Field{Name: d.keep[keep], Keep: int(keep), Value: d.out[start:len(d.out):len(d.out)], Sensitive: sensitive})
+}
+
+func (d *Decoder) indexed(p []byte) ([]byte, error) {
+	idx, p, err := readInt(p, 7)
+	if err != nil {
+		return nil, err
+	}
+	d.started = true
+	switch {
+	case idx == 0:
+		return nil, ErrIndex
+	case idx <= staticLen:
+		e := &staticTable[idx]
+		keep := d.staticKeep[idx]
+		if d.count(uint64(len(e.name)), uint64(len(e.value))) && keep >= 0 {
+			start := len(d.out)
+			d.out = append(d.out, e.value...)
+			d.emit(keep, start, false)
+		}
+	case int(idx-staticLen-1) < d.table.n:
+		e, _, value := d.table.at(int(idx - staticLen - 1))
+		// The size is the table's record of the entry: counted before a byte is copied, so
+		// that an entry repeated many times is refused when the sum passes the bound.
+		if d.count(uint64(e.nameLen), uint64(e.valLen)) && e.keep >= 0 {
+			start := len(d.out)
+			d.out = append(d.out, value...)
+			d.emit(e.keep, start, false)
+		}
+	default:
+		return nil, ErrIndex
+	}
+	return p, nil
+}
+
+func (d *Decoder) sizeUpdate(p []byte) ([]byte, error) {
+	// §4.2: updates come at the start of a block (RFC 7541 allows two there; any number
+	// before the first field is accepted).
+	if d.started {
+		return nil, ErrSizeUpdatePlace
+	}
+	v, p, err := readInt(p, 5)
+	if err != nil {
+		return nil, err
+	}
+	if v > d.table.bound {
+		return nil, ErrSizeUpdateTooLarge
+	}
+	d.table.setMax(v)
+	return p, nil
+}
+
+// literal decodes a literal field (§6.2). An entry to insert is assembled in d.scratch (name,
+// then value), which holds any entry the table can take; a kept value not inserted is decoded
+// straight into d.out within the room the list bound leaves; the rest is only measured.
+func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]byte, error) {
+	nameIdx, p, err := readInt(p, prefix)
+	if err != nil {
+		return nil, err
+	}
+	d.started = true
+	scr := d.scratch
+	var (
+		nameLen int
+		keep    int16 = -1
+	)
+	switch {
+	case nameIdx == 0:
+		huff, s, rest, err := readString(p)
+		if err != nil {
+			return nil, err
+		}
+		p = rest
+		dst := scr[:min(len(scr), d.maxKeepLen)]
+		if indexing {
+			dst = scr
+		}
+		if nameLen, err = decodeString(dst, huff, s); err != nil {
+			return nil, err
+		}
+		if nameLen <= len(dst) {
+			keep = d.match(dst[:nameLen])
+		}
+	case nameIdx <= staticLen:
+		e := &staticTable[nameIdx]
+		nameLen, keep = len(e.name), d.staticKeep[nameIdx]
+		if indexing {
+			copy(scr, e.name)
+		}
+	case int(nameIdx-staticLen-1) < d.table.n:
+		// Copied before the insertion below may evict the entry it names (§4.4).
+		e, name, _ := d.table.at(int(nameIdx - staticLen - 1))
+		nameLen, keep = int(e.nameLen), e.keep
+		if indexing {
+			copy(scr, name)
+		}
+	default:
+		return nil, ErrIndex
+	}
+
+	huff, v, p, err := readString(p)
+	if err != nil {
+		return nil, err
+	}
+	kept := keep >= 0 && !d.over
+	var (
+		valLen    int
+		decoded   bool
+		inScratch bool // name and value are in scr[:nameLen+valLen]
+		inPlace   bool // the value was decoded into d.out[start:start+valLen]
+	)
+	start := len(d.out)
+	if indexing && nameLen <= len(scr) {
+		if valLen, err = decodeString(scr[nameLen:], huff, v); err != nil {
+			return nil, err
+		}
+		decoded, inScratch = true, nameLen+valLen <= len(scr)
+	}
+	if kept && !inScratch {
+		// Written only within what the list bound leaves: a value too long for it is
+		// measured, not kept.
+		room := 0
+		if used := d.list + uint64(nameLen) + entryOverhead; used < d.maxList {
+			room = int(d.maxList - used)
+		}
+		if valLen, err = decodeString(d.out[start:start+room], huff, v); err != nil {
+			return nil, err
+		}
+		decoded, inPlace = true, valLen <= room
+	}
+	if !decoded {
+		if huff {
+			if valLen, err = huffmanDecode(nil, v); err != nil {
+				return nil, err
+			}
+		} else {
+			valLen = len(v)
+		}
+	}
+	if d.count(uint64(nameLen), uint64(valLen)) && kept {
+		switch {
+		case inScratch:
+			d.out = append(d.out, scr[nameLen:nameLen+valLen]...)
+		case inPlace:
+			d.out = d.out[:start+valLen]
+		default:
+			panic("BUG: h2: a kept value within the list bound was not decoded")
+		}
+		d.emit(keep, start, sensitive)
+	}
+	if indexing {
+		if size := uint64(nameLen) + uint64(valLen); !inScratch || size+entryOverhead > uint64(d.table.max) {
+			d.table.clear() // larger than the table: empties it (§4.4)
+		} else {
+			d.table.add(scr[:size], uint32(nameLen), keep)
+		}
+	}
+	return p, nil
+}
