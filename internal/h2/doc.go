@@ -26,9 +26,13 @@
 // decoder does not (a size update after a field is refused even on an empty table; several
 // before the first field are accepted), and is fuzzed against it everywhere else.
 //
+// HPACK encoding. AppendHeaderBlock encodes fields without touching either end's dynamic
+// table, so a HeadersFrame (a response's headers, its trailers, a call's headers per method)
+// is built once and sent on any stream with only its stream id written.
+//
 // Frame constants, flags, settings identifiers and error codes are golang.org/x/net/http2's,
 // so that the transport and grpc-go speak of them by the same names; x/net's hpack is the
-// reference the decoder is fuzzed against (FuzzHPACKAgainstXNet).
+// reference the decoder is fuzzed against (FuzzHPACKAgainstXNet) and the encoder tested with.
 //
 // It imports no otlpgate package and starts no goroutines. Parsing functions are pure and safe
 // for concurrent use; a Decoder belongs to the goroutine that reads its connection.
