@@ -87,7 +87,7 @@ func TestDestCycleZeroAlloc(t *testing.T) {
 	body := traceBody("z", 1, 100)
 	timer := stoppedTimer()
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			panic(err)
 		}
 		r := d.next(fastpath.Traces, timer)

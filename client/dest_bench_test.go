@@ -33,7 +33,7 @@ func BenchmarkDestCycle(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for range b.N {
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			b.Fatal(err)
 		}
 		d.deliver(d.next(fastpath.Traces, timer))
@@ -67,7 +67,7 @@ func BenchmarkStreamLoopback(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				for p.Consume(fastpath.Traces, body, 1) != nil {
+				for p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}) != nil {
 					runtime.Gosched() // the queue is full: let the senders drain it
 				}
 			}

@@ -122,7 +122,7 @@ func BenchmarkFleetEdge(b *testing.B) {
 			cpu0 := cpuNanos()
 			sent := int64(0)
 			for b.Loop() {
-				for p.Consume(fastpath.Traces, body, 100) != nil {
+				for p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 100}) != nil {
 					time.Sleep(time.Millisecond)
 				}
 				sent += 100

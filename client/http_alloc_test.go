@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // A request's whole OTLP/HTTP cycle — admitted, queued, compressed, POSTed over a kept-alive
@@ -20,7 +21,7 @@ func TestHTTPSendZeroAlloc(t *testing.T) {
 			timer := stoppedTimer()
 			acked := value(d.m.ackedRequests)
 			allocs := testing.AllocsPerRun(500, func() {
-				if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+				if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 					panic(err)
 				}
 				w.call(d.next(fastpath.Traces, timer))

@@ -50,7 +50,7 @@ func BenchmarkHTTPSend(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+				if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 					b.Fatal(err)
 				}
 				w.call(d.next(fastpath.Traces, timer))

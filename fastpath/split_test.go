@@ -416,7 +416,7 @@ func TestSplitThroughPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := splitTraces(t)
-	if err := p.Consume(fastpath.Traces, in, 48); err != nil {
+	if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: in, Items: 48}); err != nil {
 		t.Fatal(err)
 	}
 	p.Close()

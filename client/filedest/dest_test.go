@@ -64,7 +64,7 @@ func TestWriteAndRotate(t *testing.T) {
 		req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
 			Spans: []*tracev1.Span{{Name: "span-" + string(rune('a'+i)), TraceId: []byte{byte(i)}, SpanId: []byte{0xab}}}}}}}}
 		body, _ := req.MarshalVT()
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestQueueBound(t *testing.T) {
 	pc := pipeline.DefaultConfig()
 	pc.BatchMaxAge = time.Hour
 	p, _ := pipeline.New(pc, []pipeline.Destination{d})
-	p.Consume(fastpath.Traces, []byte{0x0a, 0x00}, 0)
+	p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: []byte{0x0a, 0x00}, Items: 0})
 	p.Close()
 	if q := p.QueuedBytes(); q != 0 {
 		t.Fatalf("queued %d: a refused hand-over must settle the budget", q)

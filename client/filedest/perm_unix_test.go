@@ -76,7 +76,7 @@ func writeSpans(t *testing.T, cfg Config, n int) {
 		req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
 			Spans: []*tracev1.Span{{Name: "span-" + string(rune('a'+i)), TraceId: []byte{byte(i)}, SpanId: []byte{0xab}}}}}}}}
 		body, _ := req.MarshalVT()
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -191,7 +191,7 @@ func (r *rig) send(name string) {
 	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
 		Spans: []*tracev1.Span{{Name: name, TraceId: []byte{1}, SpanId: []byte{2}}}}}}}}
 	body, _ := req.MarshalVT()
-	if err := r.p.Consume(fastpath.Traces, body, 1); err != nil {
+	if err := r.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -49,7 +49,7 @@ func TestAdmitOwned(t *testing.T) {
 			rec := &recorder{ok: true}
 			p := newTestPipeline(t, testConfig(), rec)
 			if tc.before != nil {
-				if err := p.Consume(fastpath.Traces, tc.before, 1); err != nil {
+				if err := p.Consume(Request{Signal: fastpath.Traces, Body: tc.before, Items: 1}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -98,7 +98,7 @@ func TestSetDestinationsWhileAdmitting(t *testing.T) {
 					for i := range each {
 						id := uint64(1 + w*each + i)
 						lo := installed.Load()
-						if err := p.Consume(fastpath.Traces, idEntry(id), 1); err != nil {
+						if err := p.Consume(Request{Signal: fastpath.Traces, Body: idEntry(id), Items: 1}); err != nil {
 							t.Errorf("request %d: %v", id, err)
 							return
 						}

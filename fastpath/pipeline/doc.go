@@ -18,7 +18,7 @@
 // implements both. An intake fills one Request per request (request.go): its signal, origin
 // (tenant and client address), body, layout and items, the bytes it arrived as when they were
 // compressed, and the pooled buffer it offers; Admitter.Admit takes it whole and decides from
-// it which way it goes. Every admitter starts with Prepare, which checks a request against
+// it which way it goes. The UDS and Kafka intakes hand theirs to Consumer.Consume. Every admitter starts with Prepare, which checks a request against
 // -queue.max-bytes, runs the processing steps and counts the outcome
 // (otlpgate_fastpath_admitted_*, _refused_items_total, _stripped_*), so that a request is
 // checked and counted alike wherever it goes.

@@ -31,7 +31,7 @@ func TestFlusherSleepsWhenIdle(t *testing.T) {
 			}
 		}
 		for round := range 3 {
-			p.Consume(fastpath.Traces, entry(10, 1), 1)
+			p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 			synctest.Wait()
 			if p.asleep.Load() {
 				t.Fatalf("round %d: the flusher sleeps with a batch open", round)
@@ -79,7 +79,7 @@ func TestFlusherSleepDecaysRate(t *testing.T) {
 		if got := p.rate.Load(); got != 1<<20 {
 			t.Fatalf("rate %d while asleep, want it untouched", got)
 		}
-		p.Consume(fastpath.Traces, entry(10, 1), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 		synctest.Wait()
 		want := int64(1 << 20)
 		for range 10 {
@@ -109,7 +109,7 @@ func TestFlusherSleepsThroughRequestsSealedAtOnce(t *testing.T) {
 			t.Fatal("the flusher of a pipeline that never had a request ticks on")
 		}
 		for i := range 5 {
-			p.Consume(fastpath.Traces, entry(10, 1), 1)
+			p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 			synctest.Wait()
 			if got := r.batches(); len(got) != i+1 || got[i].items != 1 {
 				t.Fatalf("request %d: batches %+v, want each request sealed as it is admitted", i, got)
@@ -120,8 +120,8 @@ func TestFlusherSleepsThroughRequestsSealedAtOnce(t *testing.T) {
 			time.Sleep(cfg.BatchMinGap) // past the gap: the next one is sealed at once too
 		}
 		// Within the gap the next request's batch stays open: the flusher wakes to age it.
-		p.Consume(fastpath.Traces, entry(10, 1), 1)
-		p.Consume(fastpath.Traces, entry(10, 1), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 		synctest.Wait()
 		if p.asleep.Load() {
 			t.Fatal("a batch left open within the gap did not wake the flusher")
@@ -145,9 +145,9 @@ func TestAgeSealsAtAge(t *testing.T) {
 		p := newTestPipeline(t, cfg, r)
 		for round := range 3 {
 			time.Sleep(time.Duration(round+1) * time.Millisecond) // off any tick of the flusher
-			p.Consume(fastpath.Traces, entry(10, 1), 1)
+			p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 			time.Sleep(cfg.BatchMaxAge / 2)
-			p.Consume(fastpath.Traces, entry(10, 1), 1)
+			p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 			time.Sleep(cfg.BatchMaxAge/2 - time.Nanosecond)
 			synctest.Wait()
 			if n := len(r.batches()); n != round {

@@ -23,7 +23,7 @@ func TestQueueBytesGaugeReadsBudget(t *testing.T) {
 	}
 	body := entry(100, 1)
 	for range 3 {
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -143,7 +143,7 @@ func TestPassThroughBatchLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if q, want := p.QueuedBytes(), int64(5*len(wire)+len(body)); q != want {

@@ -132,16 +132,10 @@ func (p *Pipeline) Config() Config { return p.cfg }
 // concurrent use.
 func (p *Pipeline) Ack() AckMode { return p.cfg.Ack }
 
-// Consume admits body as a v1 request body, for the default tenant. It implements Consumer.
-// Safe for concurrent use.
-func (p *Pipeline) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return p.ConsumeFrom(Origin{}, sig, body, items)
-}
-
-// ConsumeFrom is Consume for data from o. It implements OriginConsumer. Safe for concurrent
-// use.
-func (p *Pipeline) ConsumeFrom(o Origin, sig fastpath.Signal, body []byte, items int) error {
-	_, err := p.admit(p.cfg.ConsumeBudget, &Request{Signal: sig, Origin: o, Body: body, Items: items}, false)
+// Consume admits req.Body as a v1 request body from req.Origin, charging what its processing
+// writes to ConsumeBudget. It implements Consumer. Safe for concurrent use.
+func (p *Pipeline) Consume(req Request) error {
+	_, err := p.admit(p.cfg.ConsumeBudget, &Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}, false)
 	return err
 }
 

@@ -22,12 +22,12 @@ func TestPipelineZeroAlloc(t *testing.T) {
 	v1 := entry(3000, 1)
 	otep, _ := fastpath.AppendOTEP(nil, 7, v1)
 	for range 100 { // warm the pools
-		p.Consume(fastpath.Traces, v1, 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1})
 		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
 	}
 	// Every tenth request seals a batch and fans it out to three destinations.
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
@@ -49,12 +49,12 @@ func TestPipelineStripZeroAlloc(t *testing.T) {
 	v1 := append(append(append([]byte{}, odd...), entry(3000, 1)...), odd...)
 	otep := append(append([]byte{0x08, 0x07, 0x28, 0x01}, 0x12, 0x02, 0x01, 0x02), odd[2:]...)
 	for range 100 { // warm the pools
-		p.Consume(fastpath.Traces, v1, 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1})
 		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
 	}
 	before := testutil.ToFloat64(strippedFields.WithLabelValues("traces"))
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
@@ -95,10 +95,10 @@ func TestPipelineEagerZeroAlloc(t *testing.T) {
 		p := newTestPipeline(t, cfg, h, sink{})
 		v1 := entry(3000, 1)
 		step := func() {
-			if err := p.Consume(fastpath.Traces, v1, 1); err != nil { // sealed (idle) or waits (gap)
+			if err := p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil { // sealed (idle) or waits (gap)
 				t.Fatal(err)
 			}
-			if err := p.Consume(fastpath.Traces, v1, 1); err != nil { // waits behind the first
+			if err := p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil { // waits behind the first
 				t.Fatal(err)
 			}
 			if h.b != nil {
@@ -150,13 +150,13 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	// 128 empty resource entries, which the set makes 16 times larger: charged as it grows.
 	empty := bytes.Repeat([]byte{0x0a, 0x00}, 128)
 	for range 100 { // warm the pools
-		p.Consume(fastpath.Traces, req, 5)
+		p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: 5})
 		p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 5, Layout: fastpath.LayoutOTEP})
 		p.Admit(Request{Signal: fastpath.Traces, Origin: from, Body: req, Items: 5})
-		p.Consume(fastpath.Traces, empty, 0)
+		p.Consume(Request{Signal: fastpath.Traces, Body: empty, Items: 0})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := p.Consume(fastpath.Traces, req, 5); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: 5}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: from, Body: req, Items: 5}); err != nil {
@@ -165,7 +165,7 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: otep, Items: 5, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Consume(fastpath.Traces, empty, 0); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: empty, Items: 0}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -204,10 +204,10 @@ func TestPipelineConsistentSamplingZeroAlloc(t *testing.T) {
 		t.Fatalf("%d bytes", len(req))
 	}
 	for range 100 { // warm the pools
-		p.Consume(fastpath.Traces, req, n)
+		p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: n})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := p.Consume(fastpath.Traces, req, n); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: n}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -35,12 +35,12 @@ func TestEagerSealsWhenDestinationFrees(t *testing.T) {
 	r := &recorder{name: "r", hold: true}
 	p := newTestPipeline(t, cfg, r)
 	a, b, c := entry(10, 1), entry(20, 2), entry(30, 3)
-	p.Consume(fastpath.Traces, a, 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1})
 	if got := r.batches(); len(got) != 1 || !bytes.Equal(got[0].body, a) {
 		t.Fatalf("idle path: batches %+v, want the first request sealed at once", got)
 	}
-	p.Consume(fastpath.Traces, b, 2)
-	p.Consume(fastpath.Traces, c, 3)
+	p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 2})
+	p.Consume(Request{Signal: fastpath.Traces, Body: c, Items: 3})
 	if n := len(r.batches()); n != 1 {
 		t.Fatalf("busy path: %d batches, want the two requests waiting behind the first", n)
 	}
@@ -56,7 +56,7 @@ func TestEagerSealsWhenDestinationFrees(t *testing.T) {
 		t.Fatalf("%d batches after the second finished, want nothing more: nothing was open", n)
 	}
 	d := entry(40, 4)
-	p.Consume(fastpath.Traces, d, 4)
+	p.Consume(Request{Signal: fastpath.Traces, Body: d, Items: 4})
 	if got := r.batches(); len(got) != 3 || got[2].items != 4 || !bytes.Equal(got[2].body, d) {
 		t.Fatalf("idle again: batches %+v, want the next request sealed at once", got)
 	}
@@ -78,11 +78,11 @@ func TestEagerKickSealsEverySignal(t *testing.T) {
 	p := newTestPipeline(t, cfg, h)
 	t1, t2 := entry(10, 1), entry(11, 2)
 	l1, l2, m1 := entry(12, 3), entry(13, 4), entry(14, 5)
-	p.Consume(fastpath.Traces, t1, 1)
-	p.Consume(fastpath.Logs, l1, 1)
-	p.Consume(fastpath.Logs, l2, 1)
-	p.Consume(fastpath.Metrics, m1, 1)
-	p.Consume(fastpath.Traces, t2, 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: t1, Items: 1})
+	p.Consume(Request{Signal: fastpath.Logs, Body: l1, Items: 1})
+	p.Consume(Request{Signal: fastpath.Logs, Body: l2, Items: 1})
+	p.Consume(Request{Signal: fastpath.Metrics, Body: m1, Items: 1})
+	p.Consume(Request{Signal: fastpath.Traces, Body: t2, Items: 1})
 	if got := h.batches(); len(got) != 1 {
 		t.Fatalf("batches %+v, want only the first traces request out", got)
 	}
@@ -114,8 +114,8 @@ func TestEagerKickHonoursMinGap(t *testing.T) {
 		r := &recorder{name: "r", hold: true}
 		p := newTestPipeline(t, cfg, r)
 		a, b := entry(10, 1), entry(20, 2)
-		p.Consume(fastpath.Traces, a, 1)
-		p.Consume(fastpath.Traces, b, 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1})
+		p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1})
 		r.release(true)
 		synctest.Wait()
 		if n := len(r.batches()); n != 1 {
@@ -148,9 +148,9 @@ func TestEagerGapWaitsForBusyDestination(t *testing.T) {
 		h.hold[fastpath.Logs] = true // traces finish at once
 		p := newTestPipeline(t, cfg, h)
 		t1, t2, l1 := entry(10, 1), entry(20, 2), entry(30, 3)
-		p.Consume(fastpath.Traces, t1, 1) // sealed at once, finished at once
-		p.Consume(fastpath.Traces, t2, 1) // within the gap: waits for the gap timer
-		p.Consume(fastpath.Logs, l1, 1)   // no logs sealed yet: sealed at once, held
+		p.Consume(Request{Signal: fastpath.Traces, Body: t1, Items: 1}) // sealed at once, finished at once
+		p.Consume(Request{Signal: fastpath.Traces, Body: t2, Items: 1}) // within the gap: waits for the gap timer
+		p.Consume(Request{Signal: fastpath.Logs, Body: l1, Items: 1})   // no logs sealed yet: sealed at once, held
 		if got := h.batches(); len(got) != 2 || got[0].sig != fastpath.Traces || got[1].sig != fastpath.Logs {
 			t.Fatalf("batches %+v, want the first traces request and the logs request", got)
 		}
@@ -177,8 +177,8 @@ func TestEagerCloseWhileBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := entry(10, 1), entry(20, 2)
-	p.Consume(fastpath.Traces, a, 1)
-	p.Consume(fastpath.Traces, b, 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1})
+	p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1})
 	p.Close()
 	got := r.batches()
 	if len(got) != 2 || !bytes.Equal(got[1].body, b) {
@@ -242,7 +242,7 @@ func TestEagerConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					if err := p.Consume(fastpath.Signal(w), entry(8, byte(i)), 1); err != nil {
+					if err := p.Consume(Request{Signal: fastpath.Signal(w), Body: entry(8, byte(i)), Items: 1}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -283,12 +283,12 @@ func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 		p := newTestPipeline(t, cfg, r)
 		a, b, c, d := entry(10, 1), entry(20, 2), entry(30, 3), entry(40, 4)
 		start := time.Now()
-		p.Consume(fastpath.Traces, a, 1) // idle: sealed at once
-		p.Consume(fastpath.Traces, b, 1) // within the gap: held, the fallback armed for 2 gaps after a
+		p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1}) // idle: sealed at once
+		p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1}) // within the gap: held, the fallback armed for 2 gaps after a
 		time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4)
-		p.Consume(fastpath.Traces, c, 1) // past the gap: seals b and c at admission, disarms the fallback
+		p.Consume(Request{Signal: fastpath.Traces, Body: c, Items: 1}) // past the gap: seals b and c at admission, disarms the fallback
 		second := time.Now()
-		p.Consume(fastpath.Traces, d, 1) // within the new gap: held until its own fallback
+		p.Consume(Request{Signal: fastpath.Traces, Body: d, Items: 1}) // within the new gap: held until its own fallback
 		got := r.batches()
 		if len(got) != 2 || !bytes.Equal(got[0].body, a) || !bytes.Equal(got[1].body, concat(b, c)) || got[1].items != 2 {
 			t.Fatalf("batches %+v, want [a] [b c], and d held", got)

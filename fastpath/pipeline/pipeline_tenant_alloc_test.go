@@ -26,7 +26,7 @@ func TestPipelineTenantsZeroAlloc(t *testing.T) {
 	for range 100 { // warm the pools and the tenants' slots
 		p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: acme}, Body: v1, Items: 1})
 		p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: beta}, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP})
-		p.Consume(fastpath.Traces, v1, 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: acme}, Body: v1, Items: 1}); err != nil {
@@ -35,7 +35,7 @@ func TestPipelineTenantsZeroAlloc(t *testing.T) {
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Origin: Origin{Tenant: beta}, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Consume(fastpath.Traces, v1, 1); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	})

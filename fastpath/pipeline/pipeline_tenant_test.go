@@ -132,7 +132,7 @@ func TestPipelineRoutesByTenant(t *testing.T) {
 		b.Unref()
 	}
 	// UDS and Kafka requests are the default tenant's: the rest.
-	if err := p.Consume(fastpath.Traces, entry(10, 'd'), 1); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 'd'), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()
@@ -162,7 +162,7 @@ func TestPipelineRefusesUnroutedTenant(t *testing.T) {
 	cfg := testConfig()
 	cfg.Tenants = ts
 	p := newTestPipeline(t, cfg, &recorder{name: "a", ok: true})
-	if err := p.Consume(fastpath.Traces, entry(10, 1), 1); !errors.Is(err, tenant.ErrNoRoute) {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1}); !errors.Is(err, tenant.ErrNoRoute) {
 		t.Fatalf("Consume: %v, want tenant.ErrNoRoute", err)
 	}
 	acme := mustLookup(t, ts, "acme")

@@ -27,7 +27,7 @@ func TestTenantMetrics(t *testing.T) {
 		tn.Take(1000, 1) // over the burst: admitted on a full bucket
 		tn.Take(1000, 1) // refused
 	}
-	p.Consume(fastpath.Traces, entry(10, 1), 2) // the default tenant: the first seen
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 2}) // the default tenant: the first seen
 	want := `
 # HELP otlpgate_tenant_admitted_items_total Spans, data points and log records admitted, by tenant (-intake.headers; the first -tenant.metrics.top tenants seen, the others summed as _other).
 # TYPE otlpgate_tenant_admitted_items_total counter

@@ -118,7 +118,7 @@ func TestBatchingConcatenates(t *testing.T) {
 	for i := range 20 {
 		body := entry(100+i, byte(i))
 		all = append(all, body...)
-		if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,8 +158,8 @@ func TestOversizedRequestTravelsAlone(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
 	small, big := entry(10, 1), entry(500, 2)
-	p.Consume(fastpath.Logs, small, 1)
-	p.Consume(fastpath.Logs, big, 3)
+	p.Consume(Request{Signal: fastpath.Logs, Body: small, Items: 1})
+	p.Consume(Request{Signal: fastpath.Logs, Body: big, Items: 3})
 	p.Flush()
 	got := r.batches()
 	if len(got) != 2 || !bytes.Equal(got[0].body, small) || !bytes.Equal(got[1].body, big) || got[1].items != 3 {
@@ -170,9 +170,9 @@ func TestOversizedRequestTravelsAlone(t *testing.T) {
 func TestSignalsBatchApart(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, testConfig(), r)
-	p.Consume(fastpath.Traces, entry(5, 1), 1)
-	p.Consume(fastpath.Metrics, entry(6, 2), 2)
-	p.Consume(fastpath.Traces, entry(7, 3), 3)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(5, 1), Items: 1})
+	p.Consume(Request{Signal: fastpath.Metrics, Body: entry(6, 2), Items: 2})
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(7, 3), Items: 3})
 	p.Flush()
 	got := map[fastpath.Signal]recorded{}
 	for _, b := range r.batches() {
@@ -220,7 +220,7 @@ func TestQueueBound(t *testing.T) {
 	admitted := 0
 	var err error
 	for range 1000 {
-		if err = p.Consume(fastpath.Traces, body, 1); err != nil {
+		if err = p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 			break
 		}
 		admitted++
@@ -234,7 +234,7 @@ func TestQueueBound(t *testing.T) {
 	if want := int(cfg.QueueMaxBytes) / len(body); admitted != want {
 		t.Fatalf("admitted %d, want %d", admitted, want)
 	}
-	if err := p.Consume(fastpath.Traces, entry(20_000, 1), 1); !errors.Is(err, ErrTooLarge) {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: entry(20_000, 1), Items: 1}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized request: %v", err)
 	}
 	p.Flush()
@@ -242,7 +242,7 @@ func TestQueueBound(t *testing.T) {
 	if q := p.QueuedBytes(); q != 0 {
 		t.Fatalf("queued %d after the destination drained", q)
 	}
-	if err := p.Consume(fastpath.Traces, body, 1); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 		t.Fatalf("after draining: %v", err)
 	}
 	items := 0
@@ -300,7 +300,7 @@ func TestDestinationRefusalDoesNotBlockOthers(t *testing.T) {
 	closed := &recorder{name: "closed", refuse: ErrClosed}
 	ok := &recorder{name: "ok", ok: true}
 	p := newTestPipeline(t, testConfig(), full, closed, ok)
-	p.Consume(fastpath.Logs, entry(10, 1), 1)
+	p.Consume(Request{Signal: fastpath.Logs, Body: entry(10, 1), Items: 1})
 	p.Flush()
 	if n := len(ok.batches()); n != 1 {
 		t.Fatalf("healthy destination got %d batches", n)
@@ -319,7 +319,7 @@ func TestAgeSealsBatches(t *testing.T) {
 		tick := cfg.BatchMaxAge / 4 // the flusher's period
 		r := &recorder{name: "r", ok: true}
 		p := newTestPipeline(t, cfg, r)
-		p.Consume(fastpath.Traces, entry(10, 1), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 		time.Sleep(cfg.BatchMaxAge - time.Nanosecond)
 		synctest.Wait()
 		if n := len(r.batches()); n != 0 {
@@ -339,12 +339,12 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Consume(fastpath.Traces, entry(10, 1), 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 	p.Close()
 	if len(r.batches()) != 1 {
 		t.Fatal("Close did not seal the open batch")
 	}
-	if err := p.Consume(fastpath.Traces, entry(10, 1), 1); !errors.Is(err, ErrClosed) {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 	p.Close() // idempotent
@@ -414,13 +414,13 @@ func TestBatchBuffersStartSmall(t *testing.T) {
 	cfg.BatchMaxBytes = 1 << 20
 	c := &capRecorder{}
 	p := newTestPipeline(t, cfg, c)
-	p.Consume(fastpath.Traces, entry(10, 1), 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 	p.Flush()
 	for range 30 { // grows past the first buffer
-		p.Consume(fastpath.Traces, entry(5000, 2), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(5000, 2), Items: 1})
 	}
 	p.Flush()
-	p.Consume(fastpath.Traces, entry(10, 3), 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 3), Items: 1})
 	p.Flush()
 	if c.caps[0] >= 64<<10 {
 		t.Errorf("first batch of 13 bytes got a %d-byte buffer", c.caps[0])
@@ -442,12 +442,12 @@ func TestEagerSealing(t *testing.T) {
 	cfg.BatchMinGap = 0 // eager sealing alone; TestMinGapSealing adds the gap
 	r := &recorder{name: "r", hold: true}
 	p := newTestPipeline(t, cfg, r)
-	p.Consume(fastpath.Traces, entry(10, 1), 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 	if n := len(r.batches()); n != 1 {
 		t.Fatalf("idle path: %d batches sealed, want the first request at once", n)
 	}
 	for i := range 5 {
-		p.Consume(fastpath.Traces, entry(10, byte(2+i)), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, byte(2+i)), Items: 1})
 	}
 	if n := len(r.batches()); n != 1 {
 		t.Fatalf("busy path: %d batches, want the five requests to wait", n)
@@ -458,7 +458,7 @@ func TestEagerSealing(t *testing.T) {
 		t.Fatalf("after the destination finished: %d batches (%+v), want the five waiting requests sealed together", len(got), got)
 	}
 	r.release(true)
-	p.Consume(fastpath.Traces, entry(10, 9), 1)
+	p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 9), Items: 1})
 	if got := r.batches(); len(got) != 3 || got[2].items != 1 {
 		t.Fatalf("idle again: batches %+v, want the next request sealed at once", got)
 	}
@@ -476,12 +476,12 @@ func TestMinGapSealing(t *testing.T) {
 		cfg.BatchMaxAge = time.Minute
 		r := &recorder{name: "r"}
 		p := newTestPipeline(t, cfg, r)
-		p.Consume(fastpath.Traces, entry(10, 1), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 1), Items: 1})
 		if n := len(r.batches()); n != 1 {
 			t.Fatalf("%d batches after the first request, want it sealed at once", n)
 		}
 		for i := range 4 {
-			p.Consume(fastpath.Traces, entry(10, byte(2+i)), 1)
+			p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, byte(2+i)), Items: 1})
 		}
 		if n := len(r.batches()); n != 1 {
 			t.Fatalf("%d batches, want the four requests within the gap held back", n)
@@ -497,7 +497,7 @@ func TestMinGapSealing(t *testing.T) {
 			t.Fatalf("batches %+v two gaps after the first seal, want the four held requests together", got)
 		}
 		time.Sleep(cfg.BatchMinGap + time.Nanosecond) // quiet for longer than the gap
-		p.Consume(fastpath.Traces, entry(10, 9), 1)
+		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 9), Items: 1})
 		if got := r.batches(); len(got) != 3 || got[2].items != 1 {
 			t.Fatalf("batches %+v, want the request after a quiet gap sealed at once", got)
 		}
@@ -516,11 +516,11 @@ func TestQueueNeverReadsAboveBound(t *testing.T) {
 		admit func(p *Pipeline) error
 	}{
 		{"plain", func(*Config) Destination { return &recorder{name: "slow", hold: true} },
-			func(p *Pipeline) error { return p.Consume(fastpath.Traces, body, 1) }},
+			func(p *Pipeline) error { return p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}) }},
 		{"routes", func(cfg *Config) Destination {
 			cfg.Router = newRouter(t, "")
 			return &recorder{name: "slow", hold: true}
-		}, func(p *Pipeline) error { return p.Consume(fastpath.Traces, body, 1) }},
+		}, func(p *Pipeline) error { return p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}) }},
 		{"pass-through", func(*Config) Destination {
 			return &wireRec{recorder: recorder{name: "slow", hold: true}, enc: EncodingZstd}
 		}, func(p *Pipeline) error {
@@ -534,10 +534,10 @@ func TestQueueNeverReadsAboveBound(t *testing.T) {
 			cfg.BatchMaxBytes = 1000
 			d := c.setup(&cfg)
 			p := newTestPipeline(t, cfg, d)
-			for p.Consume(fastpath.Traces, body, 1) == nil {
+			for p.Consume(Request{Signal: fastpath.Traces, Body: body, Items: 1}) == nil {
 			}
 			small := entry(3, 2)
-			for p.Consume(fastpath.Traces, small, 1) == nil {
+			for p.Consume(Request{Signal: fastpath.Traces, Body: small, Items: 1}) == nil {
 			}
 			if q := p.QueuedBytes(); q > cfg.QueueMaxBytes || q+int64(len(small)) <= cfg.QueueMaxBytes {
 				t.Fatalf("queued %d: want the queue full within %d bytes of %d", q, len(small), cfg.QueueMaxBytes)

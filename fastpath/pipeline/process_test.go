@@ -67,7 +67,7 @@ func TestProcessorRunsBeforeBatching(t *testing.T) {
 	p := newTestPipeline(t, cfg, r)
 	v1 := twoResources(t, 2, 3)
 	odd := []byte{0x28, 0x07} // a top-level field 5: stripped
-	if err := p.Consume(fastpath.Traces, append(append([]byte{}, odd...), v1...), 5); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: append(append([]byte{}, odd...), v1...), Items: 5}); err != nil {
 		t.Fatal(err)
 	}
 	otep, err := fastpath.AppendOTEP(nil, 9, v1)
@@ -135,7 +135,7 @@ func TestProcessorRefusesMalformedEntries(t *testing.T) {
 	r := &recorder{name: "r", ok: true}
 	p := newTestPipeline(t, cfg, r)
 	bad := append(twoResources(t, 0, 1), 0x0a, 0x03, 0x0a, 0x05, 0x00) // a Resource past its entry
-	if err := p.Consume(fastpath.Traces, bad, 2); err == nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: bad, Items: 2}); err == nil {
 		t.Fatal("no error")
 	}
 	p.Flush()
@@ -175,21 +175,21 @@ func TestProcessorCountsOnlyAdmittedRequests(t *testing.T) {
 	r := &recorder{name: "r", ok: true, hold: true}
 	p := newTestPipeline(t, cfg, r)
 	before := dropped()
-	if err := p.Consume(fastpath.Traces, req, 5); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: 5}); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush() // the batch is held by the destination: the queue is full
-	if err := p.Consume(fastpath.Traces, req, 5); err != ErrFull {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: 5}); err != ErrFull {
 		t.Fatalf("second request: %v, want ErrFull", err)
 	}
 	if d := dropped() - before; d != 2 {
 		t.Fatalf("after one admitted and one refused request: %v dropped items counted, want 2", d)
 	}
 	r.release(true)
-	if err := p.Consume(fastpath.Traces, req, 5); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: req, Items: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Consume(fastpath.Traces, twoResources(t, 2, 0), 2); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: twoResources(t, 2, 0), Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if d := dropped() - before; d != 6 {
@@ -245,7 +245,7 @@ func TestProcessorOutputCharged(t *testing.T) {
 		cfg.ConsumeBudget = b
 		p := newTestPipeline(t, cfg, &recorder{name: "r", ok: true})
 		before := refused("intake_bytes")
-		if err := p.Consume(fastpath.Traces, append(slices.Clip(empty), twoResources(t, 0, 3)...), 3); !errors.Is(err, ErrBudget) || !errors.Is(err, ErrFull) {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: append(slices.Clip(empty), twoResources(t, 0, 3)...), Items: 3}); !errors.Is(err, ErrBudget) || !errors.Is(err, ErrFull) {
 			t.Fatalf("Consume = %v, want ErrBudget (ErrFull)", err)
 		}
 		if d := refused("intake_bytes") - before; d != 3 {
@@ -257,7 +257,7 @@ func TestProcessorOutputCharged(t *testing.T) {
 		if p.QueuedBytes() != 0 {
 			t.Errorf("%d bytes queued", p.QueuedBytes())
 		}
-		if err := p.Consume(fastpath.Traces, twoResources(t, 0, 3), 3); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: twoResources(t, 0, 3), Items: 3}); err != nil {
 			t.Fatalf("a request that fits: %v", err)
 		}
 		if b.held != 0 {

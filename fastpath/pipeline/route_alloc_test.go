@@ -22,13 +22,13 @@ func TestRoutesZeroAlloc(t *testing.T) {
 	oneWay := routedRequest(t, fastpath.Traces, 5, "search", "ads")
 	for range 100 { // warm the pools
 		p.Admit(Request{Signal: fastpath.Traces, Body: mixed, Items: 25})
-		p.Consume(fastpath.Traces, oneWay, 10)
+		p.Consume(Request{Signal: fastpath.Traces, Body: oneWay, Items: 10})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: mixed, Items: 25}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Consume(fastpath.Traces, oneWay, 10); err != nil {
+		if err := p.Consume(Request{Signal: fastpath.Traces, Body: oneWay, Items: 10}); err != nil {
 			t.Fatal(err)
 		}
 	})

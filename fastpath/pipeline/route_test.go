@@ -257,7 +257,7 @@ func TestPipelineRoutes(t *testing.T) {
 	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: req, Items: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Consume(fastpath.Traces, routedRequest(t, fastpath.Traces, 1, "cart"), 1); err != nil {
+	if err := p.Consume(Request{Signal: fastpath.Traces, Body: routedRequest(t, fastpath.Traces, 1, "cart"), Items: 1}); err != nil {
 		t.Fatal(err)
 	}
 	p.Flush()

@@ -157,7 +157,7 @@ func loadBodies(t *testing.T, e *edge, first uint64, dur, gap time.Duration, at 
 			at(el)
 		}
 		for tries := 0; ; tries++ {
-			err := e.p.Consume(fastpath.Traces, body(id), 1)
+			err := e.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body(id), Items: 1})
 			if err == nil {
 				admitted = append(admitted, id)
 				break

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 // The rebalance period of the tests: short, so that a run of a few seconds spans many periods.
@@ -154,7 +155,7 @@ func TestNginxDefaultBodyLimit(t *testing.T) {
 			// 3,000 spans of 1KiB, about 3MiB through one stream: three times nginx's default.
 			var admitted []uint64
 			for id := uint64(1); id <= 3000; id++ {
-				for tries := 0; e.p.Consume(fastpath.Traces, body(id), 1) != nil; tries++ {
+				for tries := 0; e.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body(id), Items: 1}) != nil; tries++ {
 					if tries > 1000 {
 						t.Fatalf("span %d not admitted", id)
 					}

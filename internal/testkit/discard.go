@@ -3,7 +3,6 @@ package testkit
 import (
 	"sync/atomic"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
@@ -31,8 +30,8 @@ func (d *Discard) Enqueue(b *pipeline.Batch) error {
 }
 
 // Consume implements pipeline.Consumer.
-func (d *Discard) Consume(_ fastpath.Signal, _ []byte, items int) error {
-	d.items.Add(int64(items))
+func (d *Discard) Consume(req pipeline.Request) error {
+	d.items.Add(int64(req.Items))
 	return nil
 }
 

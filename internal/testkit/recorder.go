@@ -87,8 +87,9 @@ func (r *Recorder) Enqueue(b *pipeline.Batch) error {
 	return nil
 }
 
-// Consume implements pipeline.Consumer: it keeps a copy of body.
-func (r *Recorder) Consume(sig fastpath.Signal, body []byte, items int) error {
+// Consume implements pipeline.Consumer: it keeps a copy of req.Body.
+func (r *Recorder) Consume(req pipeline.Request) error {
+	sig, body, items := req.Signal, req.Body, req.Items
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.err != nil {

@@ -92,12 +92,12 @@ func TestRecorderKeepsAndFinishes(t *testing.T) {
 		t.Fatalf("Enqueue: %v, want the error set", err)
 	}
 	b.Done(false)
-	if err := r.Consume(fastpath.Logs, []byte("h"), 1); err != refused {
+	if err := r.Consume(pipeline.Request{Signal: fastpath.Logs, Body: []byte("h"), Items: 1}); err != refused {
 		t.Fatalf("Consume: %v, want the error set", err)
 	}
 	r.SetErr(nil)
 	body := []byte("iii")
-	r.Consume(fastpath.Logs, body, 8)
+	r.Consume(pipeline.Request{Signal: fastpath.Logs, Body: body, Items: 8})
 	body[0] = 'x' // the caller may reuse its buffer at once
 
 	if body, items := r.Payload(); string(body) != "abbcccddddeeeeefiii" || items != 1+2+3+4+5+6+8 {
@@ -125,10 +125,10 @@ func TestRecorderSpanIDs(t *testing.T) {
 		t.Fatalf("%d ids", len(want))
 	}
 	r := &Recorder{}
-	r.Consume(fastpath.Traces, body, 3)
-	r.Consume(fastpath.Traces, body, 3)
-	r.Consume(fastpath.Traces, []byte{0xff}, 1)
-	r.Consume(fastpath.Logs, []byte{0xff}, 1) // not a trace body: not read
+	r.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 3})
+	r.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 3})
+	r.Consume(pipeline.Request{Signal: fastpath.Traces, Body: []byte{0xff}, Items: 1})
+	r.Consume(pipeline.Request{Signal: fastpath.Logs, Body: []byte{0xff}, Items: 1}) // not a trace body: not read
 	ids, bad := r.SpanIDs()
 	if bad != 1 || len(ids) != 3 {
 		t.Fatalf("%v, %d bad", ids, bad)

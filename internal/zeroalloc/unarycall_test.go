@@ -8,6 +8,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/allocattr"
 )
 
@@ -33,7 +34,7 @@ func TestUnaryCallStrictOwnAllocs(t *testing.T) {
 			}
 			send := func(from, n int) {
 				for i := from; i < from+n; i++ {
-					if err := g.p.Consume(fastpath.Traces, bodies[i], spansPer); err != nil {
+					if err := g.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: bodies[i], Items: spansPer}); err != nil {
 						t.Fatal(err)
 					}
 					g.p.Flush()

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/pool"
@@ -90,8 +89,8 @@ type conn struct {
 	// changes, so instances compare it by pointer.
 	lbl *clientLabels
 	// next takes the connection's pushes: the server's Consumer, told the client's address
-	// when it takes one (-resource.from-peer), bound once per connection so that a push
-	// allocates nothing for it.
+	// (-resource.from-peer), bound once per connection so that a push allocates nothing for
+	// it.
 	next pipeline.Consumer
 	// broker is the Metadata broker entry: the advertised address or this connection's local
 	// address.
@@ -119,11 +118,9 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, next: s.next}
-	if oc, ok := s.next.(pipeline.OriginConsumer); ok {
-		// Once per connection: parsing the address's text costs nothing per push.
-		if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
-			c.next = &fromConsumer{oc, pipeline.Origin{Peer: ap.Addr().Unmap()}}
-		}
+	// Once per connection: parsing the address's text costs nothing per push.
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		c.next = &fromConsumer{s.next, pipeline.Origin{Peer: ap.Addr().Unmap()}}
 	}
 	addr, port := splitAddr(nc.RemoteAddr())
 	c.lbl = &clientLabels{sourceAddress: addr, sourcePort: port}
@@ -140,15 +137,16 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// fromConsumer hands what a connection pushes to an OriginConsumer with the connection's
-// origin.
+// fromConsumer hands what a connection pushes to the server's Consumer as requests from the
+// connection's origin.
 type fromConsumer struct {
-	next pipeline.OriginConsumer
+	next pipeline.Consumer
 	from pipeline.Origin
 }
 
-func (f *fromConsumer) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return f.next.ConsumeFrom(f.from, sig, body, items)
+func (f *fromConsumer) Consume(req pipeline.Request) error {
+	req.Origin = f.from
+	return f.next.Consume(req)
 }
 
 // splitAddr returns the host and port of a TCP address as strings.

@@ -87,7 +87,7 @@ func forward(next pipeline.Consumer, data []byte, p *plan, attrs []*commonv1.Key
 	if len(body) == 0 {
 		return 0, false, nil
 	}
-	if err := next.Consume(fastpath.Metrics, body, st.points); err != nil {
+	if err := next.Consume(pipeline.Request{Signal: fastpath.Metrics, Body: body, Items: st.points}); err != nil {
 		return st.points, false, err
 	}
 	return st.points, true, nil
@@ -173,7 +173,7 @@ func forwardDecoded(next pipeline.Consumer, data []byte, p *plan, attrs []*commo
 	if len(body) != size {
 		panic("BUG: encoded resource metrics size differs from SizeVT")
 	}
-	if err := next.Consume(fastpath.Metrics, body, points); err != nil {
+	if err := next.Consume(pipeline.Request{Signal: fastpath.Metrics, Body: body, Items: points}); err != nil {
 		return points, false, err
 	}
 	return points, true, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -119,17 +118,10 @@ func TestPushCaptureAllocs(t *testing.T) {
 	}
 }
 
-// discardFrom takes what it is given with its origin, keeping nothing.
-type discardFrom struct{ testkit.Discard }
-
-func (d *discardFrom) ConsumeFrom(_ pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
-	return d.Consume(sig, body, items)
-}
-
 func testPushCaptureAllocs(t *testing.T, pc *parsedCapture, from bool) {
 	c, clk, req, interval := captureConn(t, pc)
 	if from {
-		c.next = &fromConsumer{&discardFrom{}, pipeline.Origin{Peer: netip.MustParseAddr("192.0.2.7")}}
+		c.next = &fromConsumer{&testkit.Discard{}, pipeline.Origin{Peer: netip.MustParseAddr("192.0.2.7")}}
 	}
 	before := counterValue(t, exportedPushes)
 	run := func() {

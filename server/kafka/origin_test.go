@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -21,11 +20,11 @@ type originRecorder struct {
 	peers []netip.Addr
 }
 
-func (r *originRecorder) ConsumeFrom(o pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
+func (r *originRecorder) Consume(req pipeline.Request) error {
 	r.mu.Lock()
-	r.peers = append(r.peers, o.Peer)
+	r.peers = append(r.peers, req.Origin.Peer)
 	r.mu.Unlock()
-	return r.Consume(sig, body, items)
+	return r.Recorder.Consume(req)
 }
 
 // A push is handed on with the address of the connection it came on, for the processing

@@ -242,11 +242,11 @@ func (s *switchable) Serves(sig fastpath.Signal) bool {
 	return sig == fastpath.Metrics && s.served.Load()
 }
 
-func (s *switchable) Consume(sig fastpath.Signal, body []byte, items int) error {
-	if s.refuse.Load() || !s.Serves(sig) {
+func (s *switchable) Consume(req pipeline.Request) error {
+	if s.refuse.Load() || !s.Serves(req.Signal) {
 		return pipeline.ErrUnserved
 	}
-	return s.Recorder.Consume(sig, body, items)
+	return s.Recorder.Consume(req)
 }
 
 // When the destinations stop taking metrics, a client still pushing under its old subscription

@@ -186,13 +186,13 @@ func (s *Server) consumeChunk(c *exportChunk, body []byte, final bool, retry []*
 	for _, n := range c.points {
 		total += n
 	}
-	err := s.next.Consume(fastpath.Metrics, body, total)
+	err := s.next.Consume(pipeline.Request{Signal: fastpath.Metrics, Body: body, Items: total})
 	if err == nil || len(c.procs) == 1 || !errors.Is(err, pipeline.ErrTooLarge) {
 		return s.settle(c, 0, len(c.procs), err, final, retry)
 	}
 	from := 0
 	for i, end := range c.ends {
-		retry = s.settle(c, i, i+1, s.next.Consume(fastpath.Metrics, body[from:end], c.points[i]), final, retry)
+		retry = s.settle(c, i, i+1, s.next.Consume(pipeline.Request{Signal: fastpath.Metrics, Body: body[from:end], Items: c.points[i]}), final, retry)
 		from = end
 	}
 	return retry

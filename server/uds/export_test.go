@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
@@ -24,9 +23,9 @@ type refuseOnce struct {
 	refused int
 }
 
-func (r *refuseOnce) Consume(sig fastpath.Signal, body []byte, items int) error {
+func (r *refuseOnce) Consume(req pipeline.Request) error {
 	r.mu.Lock()
-	first := r.refused == 0 && slices.Contains(pidsOf(body), r.pid)
+	first := r.refused == 0 && slices.Contains(pidsOf(req.Body), r.pid)
 	if first {
 		r.refused++
 	}
@@ -34,7 +33,7 @@ func (r *refuseOnce) Consume(sig fastpath.Signal, body []byte, items int) error 
 	if first {
 		return pipeline.ErrFull
 	}
-	return r.Recorder.Consume(sig, body, items)
+	return r.Recorder.Consume(req)
 }
 
 // pidsOf lists the process.pid of every resource of a metrics body, in order.

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
 var spansDropped = promauto.NewCounter(prometheus.CounterOpts{
@@ -34,6 +35,6 @@ func (c *conn) exportSpans(payload []byte, pid, tid uint64) error {
 	defer putBody(buf)
 	conv.writeRequest(*buf, res, scope)
 	n := len(conv.spans)
-	c.s.countConsume(fastpath.Traces, c.s.next.Consume(fastpath.Traces, *buf, n), n)
+	c.s.countConsume(fastpath.Traces, c.s.next.Consume(pipeline.Request{Signal: fastpath.Traces, Body: *buf, Items: n}), n)
 	return nil
 }

@@ -101,14 +101,10 @@ func (a *Admission) Admit(req pipeline.Request) (*pipeline.Batch, error) {
 	return nil, a.admit(a.cfg.Budget, &req)
 }
 
-// Consume appends body, a v1 request body, for the default tenant.
-func (a *Admission) Consume(sig fastpath.Signal, body []byte, items int) error {
-	return a.ConsumeFrom(pipeline.Origin{}, sig, body, items)
-}
-
-// ConsumeFrom is Consume for data from o: it implements pipeline.OriginConsumer.
-func (a *Admission) ConsumeFrom(o pipeline.Origin, sig fastpath.Signal, body []byte, items int) error {
-	return a.admit(a.cfg.ConsumeBudget, &pipeline.Request{Signal: sig, Origin: o, Body: body, Items: items})
+// Consume appends req.Body, a v1 request body, from req.Origin (the default tenant),
+// charging what its processing writes to ConsumeBudget: it implements pipeline.Consumer.
+func (a *Admission) Consume(req pipeline.Request) error {
+	return a.admit(a.cfg.ConsumeBudget, &pipeline.Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items})
 }
 
 // Serves reports whether sig has a destination now, for the default tenant: it implements

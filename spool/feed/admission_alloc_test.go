@@ -35,10 +35,10 @@ func TestAdmissionZeroAlloc(t *testing.T) {
 	v1 := entry(3000, 1)
 	otep, _ := fastpath.AppendOTEP(nil, 7, v1)
 	for range 100 {
-		a.Consume(fastpath.Traces, v1, 1)
+		a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := a.Consume(fastpath.Traces, v1, 1); err != nil {
+		if err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: otep, Items: 1, Layout: fastpath.LayoutOTEP}); err != nil {
@@ -114,7 +114,7 @@ func BenchmarkAdmission(b *testing.B) {
 			b.SetBytes(int64(len(v1)))
 			for b.Loop() {
 				if enc == pipeline.EncodingNone {
-					err = a.Consume(fastpath.Traces, v1, 1)
+					err = a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1})
 				} else {
 					_, err = a.Admit(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 1, Wire: wire, Encoding: enc})
 				}

@@ -105,13 +105,13 @@ func TestAdmissionSpoolsStrippedRequests(t *testing.T) {
 	v1 := entry(10, 'a')
 	otep, _ := fastpath.AppendOTEP(nil, 7, entry(5, 'b'))
 	odd := append([]byte{0x28, 0x07}, entry(3, 'c')...) // field 5, then an entry
-	if err := a.Consume(fastpath.Traces, v1, 2); err != nil {
+	if err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: v1, Items: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := a.Admit(pipeline.Request{Signal: fastpath.Logs, Body: otep, Items: 3, Layout: fastpath.LayoutOTEP}); err != nil || b != nil {
 		t.Fatalf("%v %v", b, err)
 	}
-	if err := a.Consume(fastpath.Metrics, odd, 4); err != nil {
+	if err := a.Consume(pipeline.Request{Signal: fastpath.Metrics, Body: odd, Items: 4}); err != nil {
 		t.Fatal(err)
 	}
 	recs, es := spooled(t, s)
@@ -147,7 +147,7 @@ func TestAdmissionRefusals(t *testing.T) {
 		before := refused(t, "spool_full")
 		var full error
 		for range 10 { // 2 KiB of spool holds fewer than ten 500-byte records
-			if full = a.Consume(fastpath.Traces, entry(500, 'a'), 5); full != nil {
+			if full = a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: entry(500, 'a'), Items: 5}); full != nil {
 				break
 			}
 		}
@@ -168,7 +168,7 @@ func TestAdmissionRefusals(t *testing.T) {
 		a := newAdmission(t, admissionConfig(), s)
 		before := refused(t, "spool_io")
 		fs.SetWriteErr(errors.New("EIO"))
-		err := a.Consume(fastpath.Traces, entry(10, 'a'), 5)
+		err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: entry(10, 'a'), Items: 5})
 		if !errors.Is(err, pipeline.ErrFull) || !errors.Is(err, ErrSpoolIO) {
 			t.Fatalf("a spool that cannot write: %v", err)
 		}
@@ -181,7 +181,7 @@ func TestAdmissionRefusals(t *testing.T) {
 		defer s.Close()
 		a := newAdmission(t, admissionConfig(), s)
 		a.Close()
-		if err := a.Consume(fastpath.Traces, entry(1, 'a'), 1); !errors.Is(err, pipeline.ErrClosed) {
+		if err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: entry(1, 'a'), Items: 1}); !errors.Is(err, pipeline.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
 		if _, es := spooled(t, s); len(es) != 0 {
@@ -210,10 +210,10 @@ func TestAdmissionRunsTheProcessor(t *testing.T) {
 	cfg := admissionConfig()
 	cfg.Processor = chain
 	a := newAdmission(t, cfg, s)
-	if err := a.Consume(fastpath.Traces, twoResources(t, 2, 3), 5); err != nil {
+	if err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: twoResources(t, 2, 3), Items: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Consume(fastpath.Traces, twoResources(t, 2, 0), 2); err != nil {
+	if err := a.Consume(pipeline.Request{Signal: fastpath.Traces, Body: twoResources(t, 2, 0), Items: 2}); err != nil {
 		t.Fatal(err) // every entry dropped: answered as admitted, nothing spooled
 	}
 	recs, es := spooled(t, s)
@@ -282,7 +282,7 @@ func TestAdmissionServesFollowsDestinations(t *testing.T) {
 		if got := a.Serves(sig); got != want {
 			t.Errorf("Serves(%v) = %v, want %v", sig, got, want)
 		}
-		err := a.Consume(sig, entry(10, 'a'), 1)
+		err := a.Consume(pipeline.Request{Signal: sig, Body: entry(10, 'a'), Items: 1})
 		if refusedUnserved := errors.Is(err, pipeline.ErrUnserved); refusedUnserved != !want {
 			t.Errorf("Consume(%v): %v, refused as unserved %v, want %v", sig, err, refusedUnserved, !want)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
@@ -27,10 +28,10 @@ func TestAdmissionRoutesZeroAlloc(t *testing.T) {
 	a := newAdmission(t, cfg, s)
 	req := logsOf(t, "cart", "checkout", "search", "checkout")
 	for range 100 {
-		a.Consume(fastpath.Logs, req, 4)
+		a.Consume(pipeline.Request{Signal: fastpath.Logs, Body: req, Items: 4})
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := a.Consume(fastpath.Logs, req, 4); err != nil {
+		if err := a.Consume(pipeline.Request{Signal: fastpath.Logs, Body: req, Items: 4}); err != nil {
 			t.Fatal(err)
 		}
 	})

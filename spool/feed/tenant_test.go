@@ -65,7 +65,7 @@ func TestFeederKeepsTenants(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := adm.Consume(0, entryOf(rec(9, 100-2)), 1); err != nil {
+		if err := adm.Consume(pipeline.Request{Signal: 0, Body: entryOf(rec(9, 100-2)), Items: 1}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -147,7 +147,7 @@ func TestAdmissionTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.Consume(0, entryOf(rec(1, 98)), 1); !errors.Is(err, tenant.ErrNoRoute) {
+	if err := adm.Consume(pipeline.Request{Signal: 0, Body: entryOf(rec(1, 98)), Items: 1}); !errors.Is(err, tenant.ErrNoRoute) {
 		t.Fatalf("Consume: %v, want ErrNoRoute", err)
 	}
 	var k tenant.Key
