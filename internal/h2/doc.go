@@ -10,6 +10,10 @@
 // header, before its payload is read; PUSH_PROMISE is refused (otlpgate never takes push);
 // unknown frame types are left to be skipped. Rules about a frame's place in the connection
 // (stream states, CONTINUATION sequencing, windows) are the connection's, not this package's.
+// Frame parsing is fuzzed against x/net's Framer (FuzzFramesAgainstXNet); it parts from it only
+// where the RFCs ask: a stream that depends on itself is a stream error, a HEADERS frame whose
+// padding overruns it ends the connection (its field block is lost, and with it the HPACK
+// state), SETTINGS_NO_RFC7540_PRIORITIES must be 0 or 1.
 //
 // HPACK decoding. A Decoder allocates its memory once, bounded by its Config (the dynamic table
 // as one ring, the fields it keeps), and nothing after. It keeps only the fields whose names the

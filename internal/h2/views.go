@@ -110,11 +110,11 @@ type RSTStream struct {
 
 // RSTStream returns the frame as an RST_STREAM frame.
 func (f Frame) RSTStream() (RSTStream, error) {
+	if len(f.Payload) != 4 { // the length first, as x/net checks it
+		return RSTStream{}, ErrRSTStreamLength
+	}
 	if f.StreamID == 0 {
 		return RSTStream{}, ErrStreamZero
-	}
-	if len(f.Payload) != 4 {
-		return RSTStream{}, ErrRSTStreamLength
 	}
 	return RSTStream{StreamID: f.StreamID, Code: http2.ErrCode(binary.BigEndian.Uint32(f.Payload))}, nil
 }
@@ -139,13 +139,15 @@ func (s Settings) At(i int) http2.Setting {
 // Settings returns the frame as a SETTINGS frame. fromServer says the peer is the server: a
 // server may not enable push (§6.5.2). Unknown parameters are kept and must be ignored (§6.5.2).
 func (f Frame) Settings(fromServer bool) (Settings, error) {
+	// In x/net's order of checks, so that a frame that breaks two rules gets the same code from
+	// both implementations.
+	if f.Has(http2.FlagSettingsAck) && len(f.Payload) != 0 {
+		return Settings{}, ErrSettingsAckLength
+	}
 	if f.StreamID != 0 {
 		return Settings{}, ErrStreamNonZero
 	}
 	if f.Has(http2.FlagSettingsAck) {
-		if len(f.Payload) != 0 {
-			return Settings{}, ErrSettingsAckLength
-		}
 		return Settings{Ack: true}, nil
 	}
 	if len(f.Payload)%6 != 0 {
@@ -192,11 +194,11 @@ type Ping struct {
 
 // Ping returns the frame as a PING frame.
 func (f Frame) Ping() (Ping, error) {
+	if len(f.Payload) != 8 { // the length first, as x/net checks it
+		return Ping{}, ErrPingLength
+	}
 	if f.StreamID != 0 {
 		return Ping{}, ErrStreamNonZero
-	}
-	if len(f.Payload) != 8 {
-		return Ping{}, ErrPingLength
 	}
 	return Ping{Ack: f.Has(http2.FlagPingAck), Data: [8]byte(f.Payload)}, nil
 }
