@@ -174,3 +174,17 @@ func TestParseDestMatch(t *testing.T) {
 		t.Errorf("malformed rule: %v, want %s", err, want)
 	}
 }
+
+// Files names the files a destination's sent content comes from, as given, and nothing else.
+func TestDestSpecFiles(t *testing.T) {
+	s, err := ReadDest(`name=v,endpoint=http://a:4318,header-file=x-api-key:/run/key,header=x-plain:v,bearer-token-file=/run/token,header-file=x-b: /run/b`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Files(), []string{"/run/key", "/run/token", "/run/b"}; !slices.Equal(got, want) {
+		t.Errorf("Files() = %q, want %q", got, want)
+	}
+	if s, _ := ReadDest("name=v,endpoint=http://a:4318"); s.Files() != nil {
+		t.Errorf("no file given, Files() = %q", s.Files())
+	}
+}

@@ -94,6 +94,23 @@ func ReadDest(spec string) (DestSpec, error) {
 // Given is the set of keys the value gives.
 func (s DestSpec) Given() DestKeySet { return s.given }
 
+// Files lists the files whose content the destination sends, in the order given: the paths of
+// its header-file items and its bearer-token-file. A reload reads them again.
+func (s DestSpec) Files() []string {
+	var paths []string
+	for _, it := range s.items {
+		switch destKeys[it.key].Name {
+		case "header-file":
+			if _, path, ok := strings.Cut(it.value, ":"); ok && strings.TrimSpace(path) != "" {
+				paths = append(paths, strings.TrimSpace(path))
+			}
+		case "bearer-token-file":
+			paths = append(paths, it.value)
+		}
+	}
+	return paths
+}
+
 // Apply reads the values over base, in the order given, fills in what follows from the keys
 // left out (ParseDest says what) and validates the result. Safe for concurrent use; base is
 // not modified.

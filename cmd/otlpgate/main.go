@@ -79,6 +79,7 @@ type config struct {
 	// -dest.file, -dest.file.poll-interval and -dest.file.max-destinations.
 	destFile     string
 	destFilePoll time.Duration
+	secretsPoll  time.Duration
 	destFileMax  int
 
 	// -version prints the build and exits; -check checks the configuration and exits.
@@ -114,6 +115,7 @@ func defaultConfig() config {
 		tenants:    tenant.DefaultConfig(),
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
+		secretsPoll:  gw.DefaultConfig().SecretsPoll,
 		destFileMax:  gw.DefaultConfig().DestFileMax,
 		configPoll:   gw.DefaultConfig().DestFilePoll,
 	}
@@ -240,7 +242,7 @@ func finishConfig(cfg *config) error {
 	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
-		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, DestFileMax: cfg.destFileMax, File: cfg.file,
+		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, SecretsPoll: cfg.secretsPoll, DestFileMax: cfg.destFileMax, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
 		Tenants: cfg.tenants, TenantsFile: cfg.tenantsFile,
 	}

@@ -62,7 +62,7 @@ var flagGroups = map[string]string{
 	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",
 	"intake.max-tenants-per-peer": "Tenants", "intake.tenant-idle": "Tenants",
 	"tenant":  "Tenants",
-	"version": "Command line", "check": "Command line", "config": "Command line",
+	"version": "Command line", "check": "Command line", "config": "Command line", "secrets": "Destinations",
 }
 
 func configurationPage(t *testing.T) []byte {

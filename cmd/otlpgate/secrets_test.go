@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -331,5 +332,55 @@ func TestBinaryMalformedHeaderNotEchoed(t *testing.T) {
 		if code := exitCode(err); code == 0 || !strings.Contains(string(out), "header") || !strings.Contains(string(out), "bad value (not shown: it may hold a secret)") || strings.Contains(string(out), secret) {
 			t.Errorf("%v: exit %d; want a refusal naming the header key and never the value:\n%s", args[:1], code, out)
 		}
+	}
+}
+
+// A secret rotated on disk, as a Kubernetes Secret volume is, reaches the upstream without a
+// signal: the files a reload reads (a -dest header-file, a ${file:PATH} of a -dest.file line)
+// are read every -secrets.poll-interval, and a change reloads the destinations that use them.
+// Neither value is logged; the log names the files.
+func TestBinarySecretRotatedWithoutSignal(t *testing.T) {
+	bin := buildBinary(t)
+	flagVendor, fileVendor := startVendor(t), startVendor(t)
+	dir := t.TempDir()
+	keyFile, tokenFile, destFile := filepath.Join(dir, "key"), filepath.Join(dir, "token"), filepath.Join(dir, "dests")
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(keyFile, "k3y-one\n")
+	write(tokenFile, "t0k-one\n")
+	write(destFile, "name=f,endpoint=http://"+fileVendor.addr+",header=x-vendor-token:${file:"+tokenFile+"}\n")
+	g := startGateway(t, bin, "-batch.max-age", "10ms", "-secrets.poll-interval", "50ms",
+		"-dest", "name=v,endpoint=http://"+flagVendor.addr+",header-file=x-api-key:"+keyFile, "-dest.file", destFile)
+	spans := func(v *vendor, h string) func() bool {
+		return func() bool { n, _ := v.seen(h); return n == 4 }
+	}
+	postTwoSpans(t, g.http, 1)
+	testkit.WaitFor(t, "2 spans at each", func() bool {
+		a, _ := flagVendor.seen("x-api-key")
+		b, _ := fileVendor.seen("x-vendor-token")
+		return a == 2 && b == 2
+	})
+	write(keyFile, "k3y-two\n")
+	write(tokenFile, "t0k-two\n")
+	testkit.WaitFor(t, "a reload naming f and v changed", func() bool {
+		l := g.stderr.String()
+		return strings.Contains(l, "a file a reload reads changed") && regexp.MustCompile(`changed="\[(f v|v f)\]"`).MatchString(l)
+	})
+	postTwoSpans(t, g.http, 2)
+	testkit.WaitFor(t, "4 spans at the flag's vendor", spans(flagVendor, "x-api-key"))
+	testkit.WaitFor(t, "4 spans at the file's vendor", spans(fileVendor, "x-vendor-token"))
+	if _, got := flagVendor.seen("x-api-key"); !slices.Equal(got, []string{"k3y-one", "k3y-two"}) {
+		t.Errorf("x-api-key: %q, want k3y-one then k3y-two", got)
+	}
+	if _, got := fileVendor.seen("x-vendor-token"); !slices.Equal(got, []string{"t0k-one", "t0k-two"}) {
+		t.Errorf("x-vendor-token: %q, want t0k-one then t0k-two", got)
+	}
+	g.terminate(t)
+	if l := g.stderr.String(); strings.Contains(l, "k3y-") || strings.Contains(l, "t0k-") {
+		t.Errorf("a secret is logged:\n%s", l)
 	}
 }

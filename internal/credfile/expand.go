@@ -79,3 +79,27 @@ func Value(path string) (string, error) {
 	}
 	return string(bytes.TrimSpace(b)), nil
 }
+
+// FileRefs lists the PATHs of the ${file:PATH} references in s, in order, as Expand reads them
+// ($${ is no reference): the files a value depends on, which a change of is watched for.
+func FileRefs(s string) []string {
+	var paths []string
+	for rest := s; ; {
+		i := strings.Index(rest, "${")
+		if i < 0 {
+			return paths
+		}
+		if i > 0 && rest[i-1] == '$' {
+			rest = rest[i+2:]
+			continue
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return paths
+		}
+		if kind, arg, _ := strings.Cut(rest[i+2:i+end], ":"); kind == "file" && arg != "" {
+			paths = append(paths, arg)
+		}
+		rest = rest[i+end+1:]
+	}
+}

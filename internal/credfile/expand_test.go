@@ -3,6 +3,7 @@ package credfile
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,4 +48,23 @@ func TestExpand(t *testing.T) {
 	f("${NODE}", "", "only ${env:NAME} and ${file:PATH}")
 	f("${vault:x}", "", "only ${env:NAME} and ${file:PATH}")
 	f("x=${env:NODE", "", "unterminated ${")
+}
+
+// FileRefs names the files Expand would read, and no other: not an ${env:}, not an escaped
+// $${file:...}, not an unterminated reference.
+func TestFileRefs(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"plain", nil},
+		{"a=${file:/run/a},b=${env:B},c=${file:/run/c}", []string{"/run/a", "/run/c"}},
+		{"literal $${file:/not/read} then ${file:/read}", []string{"/read"}},
+		{"${file:}", nil},
+		{"${file:/open", nil},
+	} {
+		if got := FileRefs(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("FileRefs(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }

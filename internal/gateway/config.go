@@ -48,6 +48,11 @@ type Config struct {
 	// DestFilePoll is how often DestFile is read for a change (-dest.file.poll-interval,
 	// default 5s; 0: only on Reload).
 	DestFilePoll time.Duration
+	// SecretsPoll is how often the files whose content a reload reads again are read for a
+	// change (-secrets.poll-interval, default 10s; 0: only on Reload): a destination's
+	// header-file and bearer-token-file, the ${file:PATH} references of DestFile's lines and
+	// TenantsFile. A change reloads as Reload does (secretwatch.go).
+	SecretsPoll time.Duration
 	// DestFileMax bounds the destinations DestFile may hold (-dest.file.max-destinations,
 	// default 1000): each costs goroutines, memory and series even when idle
 	// (docs/destinations.md gives the figures), so a file with more stops otlpgate at start and
@@ -93,6 +98,7 @@ func DefaultConfig() Config {
 		File:            filedest.DefaultConfig(),
 		Spool:           spool.DefaultConfig(),
 		DestFilePoll:    5 * time.Second,
+		SecretsPoll:     10 * time.Second,
 		DestFileMax:     1000,
 		ShutdownTimeout: 30 * time.Second,
 		Tenants:         tenant.DefaultConfig(),
@@ -110,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.DestFilePoll < 0 {
 		return errors.New("-dest.file.poll-interval must not be negative")
+	}
+	if c.SecretsPoll < 0 {
+		return errors.New("-secrets.poll-interval must not be negative")
 	}
 	if c.DestFile != "" && c.DestFileMax < 1 {
 		return errors.New("-dest.file.max-destinations must be at least 1")

@@ -301,6 +301,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err == nil && g.cfg.DestFile != "" && g.cfg.DestFilePoll > 0 {
 		g.pollDestFile()
 	}
+	if err == nil && g.cfg.SecretsPoll > 0 {
+		g.pollSecrets()
+	}
 	if err != nil {
 		g.shutOnce.Do(func() {
 			g.shutdown(context.Background())
