@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/fastpath/process"
 )
 
 func TestPipelineZeroAlloc(t *testing.T) {
@@ -132,15 +131,11 @@ func TestPipelineProcessorZeroAlloc(t *testing.T) {
 	cfg := testConfig()
 	cfg.BatchMaxBytes = 64 << 10
 	cfg.BatchMaxItems = 50
-	chain, err := process.New(process.Config{
-		Set:      []process.Attr{{Key: "k8s.node.name", Value: "node-7"}},
-		Drop:     []process.Match{{Key: "k8s.namespace.name", Value: "dev"}},
+	cfg.Processor = NewTestChain(t, ChainSpec{
+		Set:      [][2]string{{"k8s.node.name", "node-7"}},
+		Drop:     [][2]string{{"k8s.namespace.name", "dev"}},
 		FromPeer: "client.address",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Processor = chain
 	from := Origin{Peer: netip.MustParseAddr("2001:db8::7")}
 	b := &testBudget{max: 64 << 20}
 	cfg.Budget, cfg.ConsumeBudget = b, b // charged as it grows, given back: without allocating
@@ -183,11 +178,7 @@ func TestPipelineConsistentSamplingZeroAlloc(t *testing.T) {
 	cfg := testConfig()
 	cfg.BatchMaxBytes = 64 << 10
 	cfg.BatchMaxItems = 50
-	c, err := process.New(process.Config{Sample: process.SampleConfig{On: true, Mode: process.SampleProportional, Percent: 100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Processor = c
+	cfg.Processor = NewTestChain(t, ChainSpec{Sample: true})
 	cfg.BatchMaxItems = 1000
 	p := newTestPipeline(t, cfg, sink{}, sink{})
 	// One entry just below a pooled buffer's size (4 KiB), which the trace_states push past it.

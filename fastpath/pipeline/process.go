@@ -13,13 +13,14 @@ import (
 // Processor runs byte-level steps on each resource entry of a request after the intake's scan
 // and before the request joins a batch (or the spool): resource attribute edits, drops by
 // resource attribute, trace sampling. process.Chain implements it; the pipeline does not
-// import fastpath/process, nor it the pipeline (Tally).
+// import fastpath/process (it imports the pipeline, for this contract and Tally).
 type Processor interface {
 	// AppendEntry appends to dst the resource entry whose value (the bytes after its tag and
 	// length) is entry, once the steps ran on it, as a whole v1 entry (tag 1, length, value),
 	// or appends nothing when the steps remove it. The tally says what the steps did: its
-	// slot 0 is the number of items (spans, data points, log records) the result holds fewer
-	// than entry, the other slots are the processor's own. An error refuses the whole request.
+	// slot TallyRemoved is the number of items (spans, data points, log records) the result
+	// holds fewer than entry, the other slots are the processor's own. An error refuses the
+	// whole request.
 	// dst has at least len(entry)+Slack(sig, len(entry))+maxEntryHeader bytes of spare
 	// capacity, so that an implementation that stays within it does not allocate. peer is the
 	// client address of the request (Origin.Peer), invalid when it has none. Safe for
@@ -68,10 +69,29 @@ func (c *Config) processor() Processor {
 	return c.Processor
 }
 
-// Tally is what a Processor did to a request: slot 0 the items removed, the rest its own.
-// An alias of an unnamed type, so that fastpath/process can name the same type without
-// importing the pipeline, whose tests build the real steps.
-type Tally = [8]int64
+// Tally is what a Processor did to a request, a count per slot, each slot named by a
+// TallySlot: TallyRemoved, the items the request lost, is admission's to read; the others are
+// the processor's own, named where they are counted (fastpath/process). Admission sums the
+// tallies of a request's entries (Add) and hands the sum back to Commit. A value of a few
+// words: passing it allocates nothing.
+type Tally [NumTallySlots]int64
+
+// TallySlot names what a slot of a Tally counts.
+type TallySlot uint8
+
+const (
+	// TallyRemoved counts the items (spans, data points, log records) a request lost.
+	TallyRemoved TallySlot = 0
+	// NumTallySlots is the room of a Tally: TallyRemoved and the processor's own slots.
+	NumTallySlots = 8
+)
+
+// Add adds u to t, slot by slot.
+func (t *Tally) Add(u *Tally) {
+	for i := range t {
+		t[i] += u[i]
+	}
+}
 
 // maxEntryHeader is the room an entry's tag and length prefix take at most.
 const maxEntryHeader = 1 + binary.MaxVarintLen64
@@ -125,9 +145,7 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 			if len(b) > out.max {
 				return fail(errOverQueue)
 			}
-			for i := range sum {
-				sum[i] += t[i]
-			}
+			sum.Add(&t)
 		case layout == fastpath.LayoutOTEP && f.Num == 1:
 			if f.Type != protowire.VarintType {
 				return fail(fastpath.ErrWireType)
@@ -141,5 +159,5 @@ func processEntries(proc Processor, out *charged, sig fastpath.Signal, req []byt
 		return fail(err)
 	}
 	*out.buf = b
-	return max(items-int(sum[0]), 0), st, sum, nil
+	return max(items-int(sum[TallyRemoved]), 0), st, sum, nil
 }

@@ -15,20 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/fastpath/process"
 )
-
-func testChain(t testing.TB) *process.Chain {
-	t.Helper()
-	c, err := process.New(process.Config{
-		Set:  []process.Attr{{Key: "k8s.node.name", Value: "node-7"}},
-		Drop: []process.Match{{Key: "k8s.namespace.name", Value: "dev"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // twoResources is a v1 traces request: a resource in namespace dev with devSpans spans and
 // one in prod with prodSpans.
@@ -230,10 +217,7 @@ func (b *testBudget) Give(n int64) {
 // ErrBudget when the budget cannot hold its output, and with ErrTooLarge (too_large) when the
 // queue could not; the budget holds nothing afterwards, and one that fits is admitted.
 func TestProcessorOutputCharged(t *testing.T) {
-	chain, err := process.New(process.Config{Set: []process.Attr{{Key: "amplified", Value: strings.Repeat("v", 200)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := NewTestChain(t, ChainSpec{Set: [][2]string{{"amplified", strings.Repeat("v", 200)}}})
 	empty := bytes.Repeat([]byte{0x0a, 0x00}, 64<<10) // 128 KiB that become 14 MiB
 	refused := func(why string) float64 {
 		return testutil.ToFloat64(refusedItems.WithLabelValues("traces", why))
@@ -335,10 +319,7 @@ func TestStepsReplaced(t *testing.T) {
 	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 1, 1), Items: 2}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := process.New(process.Config{Set: []process.Attr{{Key: "k8s.node.name", Value: "node-8"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := NewTestChain(t, ChainSpec{Set: [][2]string{{"k8s.node.name", "node-8"}}})
 	cfg.Steps.Set(other)
 	if _, err := p.Admit(Request{Signal: fastpath.Traces, Body: twoResources(t, 1, 1), Items: 2}); err != nil {
 		t.Fatal(err)

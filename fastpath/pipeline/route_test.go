@@ -14,31 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
-
-// newRouter routes destination i by rules[i] ("" takes the rest), each a match value.
-func newRouter(t testing.TB, rules ...string) *process.Router {
-	t.Helper()
-	var rs [][]process.Match
-	for _, r := range rules {
-		if r == "" {
-			rs = append(rs, nil)
-			continue
-		}
-		m, err := process.ParseRoute(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, m)
-	}
-	rt, err := process.NewRouter(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rt
-}
 
 // routedRequest is a request of sig with one resource per service, each holding items items
 // (a span, a gauge data point or a log record each) named after it.

@@ -29,9 +29,10 @@
 // (route.go): fastpath asks it which destinations take each entry (pipeline.Config.Router)
 // and splits a request whose entries go different ways.
 //
-// It imports fastpath (the signals), pool/ and proto/ of otlpgate, nothing else, and implements
-// fastpath/pipeline's Processor and Router without importing it (the tally is an unnamed array
-// type both name). It starts no goroutines: AppendEntry runs on
+// It imports fastpath (the signals), fastpath/pipeline (the contracts it implements, Processor
+// and Router, and the Tally the steps fill, whose slots signal.go names), pool/ and proto/ of
+// otlpgate, nothing else; the pipeline does not import it. It starts no goroutines:
+// AppendEntry runs on
 // the goroutine of the intake that admits the request, and a Chain is safe for concurrent use
 // once built.
 package process

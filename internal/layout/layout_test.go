@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"fastpath":                  {"pool", "proto/"},
 	"fastpath/pipeline":         {"fastpath", "fastpath/tenant", "pool"},
 	"fastpath/tenant":           {},
-	"fastpath/process":          {"fastpath", "pool", "proto/"},
+	"fastpath/process":          {"fastpath", "fastpath/pipeline", "pool", "proto/"},
 	"internal/admission":        {"fastpath", "fastpath/pipeline", "fastpath/tenant", "pool"},
 	"spool":                     {"pool"},
 	"spool/feed":                {"fastpath", "fastpath/pipeline", "fastpath/tenant", "spool", "pool"},
