@@ -301,6 +301,12 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			return nil, err
 		}
 		p = rest
+		if !huff && !indexing {
+			nameLen, keep = len(s), d.match(s) // read in place
+			break
+		}
+		// Decoded into the scratch buffer: whole for an entry to insert, else only as far
+		// as the longest kept name (a longer one is not kept, and only measured).
 		dst := scr[:min(len(scr), d.maxKeepLen)]
 		if indexing {
 			dst = scr

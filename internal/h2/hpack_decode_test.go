@@ -208,3 +208,33 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A field of a name not kept is copied nowhere unless the dynamic table takes it: its value,
+// Huffman-coded or not, and a literal name are measured and checked in place.
+func TestHPACKFieldsNotKeptAreNotCopied(t *testing.T) {
+	d := NewDecoder(DefaultConfig())
+	for i := range d.scratch {
+		d.scratch[i] = '#'
+	}
+	ua := strings.Repeat("agent/1.0 ", 40)
+	var b []byte
+	for _, never := range []byte{0x00, 0x10} { // without indexing, never indexed
+		b = append(b, never|0x0f, 58-15) // name: user-agent (static 58), not kept
+		b = appendInt(b, 7, 0x80, uint64(huffmanLen(ua)))
+		b = appendHuffman(b, ua)
+		b = append(b, never, 0x07) // a literal name, not kept, raw
+		b = append(b, "x-trace"...)
+		b = append(b, 0x03, 'a', 'b', 'c')
+	}
+	b = append(b, 0x83) // :method POST, kept
+	fs, err := d.Decode(b)
+	if err != nil || len(fs) != 1 || string(fs[0].Value) != "POST" {
+		t.Fatalf("%v %v", fieldStrings(fs), err)
+	}
+	if string(d.out) != "POST" || strings.Trim(string(d.scratch), "#") != "" {
+		t.Fatalf("copied: out %q, scratch touched", d.out)
+	}
+	if want := uint64(2*(len("user-agent")+len(ua)+32+len("x-trace")+3+32) + len(":method") + 4 + 32); d.list != want {
+		t.Fatalf("header list size %d, want %d", d.list, want)
+	}
+}
