@@ -25,7 +25,60 @@ const (
 	// ProtocolFile writes each batch as a line of OTLP/JSON to Path (client/filedest): an
 	// archive beside the upstreams, counted under the same series.
 	ProtocolFile = "file"
+	// ProtocolKafka produces each batch as Kafka records to Kafka.Brokers (client/kafkadest),
+	// in the encoding a Collector's Kafka receiver reads.
+	ProtocolKafka = "kafka"
 )
+
+// Kafka encodings and partitioners of a ProtocolKafka destination.
+const (
+	KafkaOTLPProto       = "otlp_proto"
+	KafkaOTLPJSON        = "otlp_json"
+	KafkaRoundRobin      = "round_robin"
+	KafkaByTraceID       = "trace_id"
+	KafkaSASLPlain       = "plain"
+	KafkaSASLScramSHA256 = "scram-sha-256"
+	KafkaSASLScramSHA512 = "scram-sha-512"
+)
+
+// Kafka configures a ProtocolKafka destination; its keys are refused for any other protocol.
+type Kafka struct {
+	// Brokers are the host:port addresses the client bootstraps from (brokers=a:9092,b:9092).
+	Brokers []string
+	// Topic is every signal's topic unless a signal's own is given (topic, as the Collector's
+	// deprecated topic); TracesTopic, MetricsTopic and LogsTopic are each signal's
+	// (traces-topic, metrics-topic, logs-topic; default otlp_spans, otlp_metrics, otlp_logs,
+	// the Collector's Kafka exporter's).
+	Topic, TracesTopic, MetricsTopic, LogsTopic string
+	// Encoding of a record's value: KafkaOTLPProto, an Export*ServiceRequest, or KafkaOTLPJSON,
+	// its OTLP/JSON (encoding, default otlp_proto).
+	Encoding string
+	// Partition is KafkaRoundRobin or KafkaByTraceID: a record per trace keyed by its trace id
+	// in hex, as the Collector's partition_traces_by_id (partition, default round_robin).
+	Partition string
+	// MaxMessageBytes bounds a record batch as the topic's max.message.bytes does; a batch's
+	// requests are cut into records below it (max-message-bytes; 0: 1000000, the Collector's
+	// producer default, MaxMessage).
+	MaxMessageBytes int
+	// SASLMechanism is "", KafkaSASLPlain, KafkaSASLScramSHA256 or KafkaSASLScramSHA512
+	// (sasl-mechanism); SASLUsername (sasl-username) and the password read from a file
+	// (sasl-password-file) go with it.
+	SASLMechanism, SASLUsername string
+	SASLPasswordFile            string
+	// password is what sasl-password-file held when the value was read; unexported so that
+	// nothing prints or serialises it.
+	password string
+}
+
+// Password is the SASL password read from SASLPasswordFile. Safe for concurrent use.
+func (k Kafka) Password() string { return k.password }
+
+// given reports whether any Kafka setting is set.
+func (k Kafka) given() bool {
+	return len(k.Brokers) > 0 || k.Topic != "" || k.TracesTopic != "" || k.MetricsTopic != "" ||
+		k.LogsTopic != "" || k.Encoding != "" || k.Partition != "" || k.MaxMessageBytes != 0 ||
+		k.SASLMechanism != "" || k.SASLUsername != "" || k.SASLPasswordFile != ""
+}
 
 // Modes a destination sends in.
 const (
@@ -234,6 +287,9 @@ type Config struct {
 	// Lookup resolves host names for resolver=dns; nil: the system resolver. Tests set it.
 	Lookup HostResolver
 
+	// Kafka holds the settings of a ProtocolKafka destination.
+	Kafka Kafka
+
 	// Tally, when set, adds up what the destination delivered and dropped, by reason, with
 	// every other destination given the same Tally (the backends of a fleet among them): the
 	// gateway reports it when it stops. Not a -dest key.
@@ -337,6 +393,12 @@ func (c Config) validate() error {
 	if c.Protocol == ProtocolFile {
 		return c.validateFile()
 	}
+	if c.Protocol == ProtocolKafka {
+		return c.validateKafka()
+	}
+	if c.Kafka.given() {
+		return fmt.Errorf("brokers, topics, encoding, partition, max-message-bytes and sasl-* are for protocol kafka, not %s", c.Protocol)
+	}
 	if c.Path != "" {
 		return fmt.Errorf("path is for protocol file, not %s", c.Protocol)
 	}
@@ -356,7 +418,7 @@ func (c Config) validate() error {
 			return err
 		}
 	default:
-		return fmt.Errorf("protocol %q (want otep, v1, http or file)", c.Protocol)
+		return fmt.Errorf("protocol %q (want otep, v1, http, file or kafka)", c.Protocol)
 	}
 	if c.Resolver != "" && c.Protocol == ProtocolHTTP {
 		return errors.New("a balanced destination (resolver=) speaks otep or v1, not http")

@@ -59,6 +59,7 @@ type setter struct {
 const (
 	DestKeysMain  = ""
 	DestKeysFleet = "fleet"
+	DestKeysKafka = "kafka"
 )
 
 var destKeys = []DestKey{
@@ -68,8 +69,8 @@ var destKeys = []DestKey{
 		Help: "`host:port` or a gRPC target; for `protocol=http` a URL, `http://host:port` or `https://host:port`, optionally with a base path; with `resolver=dns` the name whose A and AAAA records are the backends ([fleet](#balancing-across-a-gateway-fleet)); refused with `protocol=file`"},
 	{Name: "spool-id", Default: "the `name`", read: text("NAME", func(c *Config) *string { return &c.SpoolID }),
 		Help: "with `-spool.dir`, what the spool knows the destination by: its position, and so the records it still owes, go by it. To rename a destination and keep its backlog, give the new name `spool-id=<old name>` (keep it there for as long as the spool holds records for it; two destinations may not share one)"},
-	{Name: "protocol", Default: "`v1`; `http` for an `http://` or `https://` endpoint", read: text("`v1`, `http`, `otep` or `file`", func(c *Config) *string { return &c.Protocol }),
-		Help: "`v1` (standard OTLP/gRPC services), `http` (OTLP/HTTP, [below](#otlphttp-destinations-protocolhttp)), `file` (OTLP/JSON lines, [below](#file-destinations-protocolfile)) or `otep` (`otlpgate.otep.v1` services, which only otlpgate serves)"},
+	{Name: "protocol", Default: "`v1`; `http` for an `http://` or `https://` endpoint", read: text("`v1`, `http`, `otep`, `file` or `kafka`", func(c *Config) *string { return &c.Protocol }),
+		Help: "`v1` (standard OTLP/gRPC services), `http` (OTLP/HTTP, [below](#otlphttp-destinations-protocolhttp)), `file` (OTLP/JSON lines, [below](#file-destinations-protocolfile)), `kafka` (records of a Kafka topic, [below](#kafka-destinations-protocolkafka)) or `otep` (`otlpgate.otep.v1` services, which only otlpgate serves)"},
 	{Name: "path", Default: "none", read: text("PATH", func(c *Config) *string { return &c.Path }),
 		Help: "`protocol=file` only, and required there: the OTLP/JSON lines file ([file destinations](#file-destinations-protocolfile))"},
 	{Name: "mode", Default: "`unary`; `stream` for `otep`", read: text("`unary` or `stream`", func(c *Config) *string { return &c.Mode }),
@@ -175,6 +176,32 @@ var destKeys = []DestKey{
 		Help: "the resources (`ResourceSpans`, `ResourceMetrics`, `ResourceLogs`) whose attribute `KEY` matches; a destination without it takes the resources no destination with a `match` takes; a request whose resources go different ways is split into one piece per set of destinations ([processing.md](processing.md#routing-by-resource-attribute--dest-matchresource))"},
 	{Name: "forward-headers", Default: "none", read: list("`NAME|NAME`", strings.ToLower, func(c *Config) *[]string { return &c.ForwardHeaders }),
 		Help: "with `-intake.headers`: each batch's tenant values of these headers are sent with it (gRPC metadata, HTTP headers); `mode=unary` or `protocol=http` only ([tenants.md](tenants.md))"},
+
+	{Name: "brokers", Section: DestKeysKafka, Default: "required", read: setter{takes: "`host:port,host:port,...`", sep: ",", set: func(c *Config, v string) error {
+		c.Kafka.Brokers = nil
+		return addBrokers(c, v)
+	}, more: addBrokers},
+		Help: "the Kafka brokers the producer bootstraps from, separated by commas or `|`; the others are learnt from them"},
+	{Name: "topic", Section: DestKeysKafka, Default: "none", read: text("TOPIC", func(c *Config) *string { return &c.Kafka.Topic }),
+		Help: "the topic of every signal whose own key is not given (as the Collector's `topic`)"},
+	{Name: "traces-topic", Section: DestKeysKafka, Default: "`otlp_spans` (the Collector's)", read: text("TOPIC", func(c *Config) *string { return &c.Kafka.TracesTopic }),
+		Help: "the topic of spans"},
+	{Name: "metrics-topic", Section: DestKeysKafka, Default: "`otlp_metrics` (the Collector's)", read: text("TOPIC", func(c *Config) *string { return &c.Kafka.MetricsTopic }),
+		Help: "the topic of metrics"},
+	{Name: "logs-topic", Section: DestKeysKafka, Default: "`otlp_logs` (the Collector's)", read: text("TOPIC", func(c *Config) *string { return &c.Kafka.LogsTopic }),
+		Help: "the topic of log records"},
+	{Name: "encoding", Section: DestKeysKafka, Default: "`otlp_proto` (the Collector's)", read: text("`otlp_proto` or `otlp_json`", func(c *Config) *string { return &c.Kafka.Encoding }),
+		Help: "a record's value: `otlp_proto`, the bytes of an OTLP `Export*ServiceRequest`, or `otlp_json`, its OTLP/JSON; a Collector's Kafka receiver reads either with the same `encoding`"},
+	{Name: "partition", Section: DestKeysKafka, Default: "`round_robin` (no key)", read: text("`round_robin` or `trace_id`", func(c *Config) *string { return &c.Kafka.Partition }),
+		Help: "`round_robin`: records without a key, spread over the partitions in turn; `trace_id`: spans as one record per trace keyed by its trace id in hex, so that every span of a trace lands in one partition, as the Collector's `partition_traces_by_id` (metrics and logs go round robin)"},
+	{Name: "max-message-bytes", Section: DestKeysKafka, Default: "`1000000` (the Collector's)", read: size(1<<30, func(c *Config) *int { return &c.Kafka.MaxMessageBytes }),
+		Help: "the largest record batch sent: at most the topic's `max.message.bytes` (brokers' default 1048588). A batch is cut at resource, scope and item boundaries into records below it; an item larger on its own is dropped, counted (`reason=\"too_large\"`)"},
+	{Name: "sasl-mechanism", Section: DestKeysKafka, Default: "none", read: text("`plain`, `scram-sha-256` or `scram-sha-512`", func(c *Config) *string { return &c.Kafka.SASLMechanism }),
+		Help: "authenticate with SASL, with `sasl-username` and `sasl-password-file`; over TLS (`tls=true` or a `tls-*` key) unless the network is trusted"},
+	{Name: "sasl-username", Section: DestKeysKafka, Default: "none", read: text("NAME", func(c *Config) *string { return &c.Kafka.SASLUsername }),
+		Help: "the SASL user"},
+	{Name: "sasl-password-file", Section: DestKeysKafka, Default: "none", read: setter{takes: "FILE", set: setSASLPasswordFile},
+		Help: "a file holding the SASL password, trimmed, read again at each reload"},
 
 	{Name: "resolver", Section: DestKeysFleet, Default: "none", read: text("`static`, `dns` or `file`", func(c *Config) *string { return &c.Resolver }),
 		Help: "this `-dest` is a fleet: `static`, the `endpoints`; `dns`, the A and AAAA records of the `endpoint`'s host; `file`, the lines of `endpoints-file`"},
@@ -372,6 +399,30 @@ func setHeaderFile(c *Config, v string) error {
 		return err
 	}
 	c.addHeader(hk, hv)
+	return nil
+}
+
+// addBrokers appends the brokers of v, separated by commas or '|'.
+func addBrokers(c *Config, v string) error {
+	for b := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || r == '|' }) {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Kafka.Brokers = append(c.Kafka.Brokers, b)
+		}
+	}
+	return nil
+}
+
+// setSASLPasswordFile reads the file here, as setHeaderFile does, so that a reload that finds
+// another password replaces the destination.
+func setSASLPasswordFile(c *Config, v string) error {
+	if v = strings.TrimSpace(v); v == "" {
+		return fmt.Errorf("want a file")
+	}
+	pw, err := credfile.Value(v)
+	if err != nil {
+		return err
+	}
+	c.Kafka.SASLPasswordFile, c.Kafka.password = v, pw
 	return nil
 }
 

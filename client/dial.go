@@ -74,6 +74,10 @@ func transportCredentials(t TLS) (credentials.TransportCredentials, error) {
 	return credentials.NewTLS(tc), nil
 }
 
+// ClientConfig is the client TLS configuration of t, for a destination of another package
+// (client/kafkadest) that is not Insecure. Safe for concurrent use.
+func (t TLS) ClientConfig() (*tls.Config, error) { return tlsConfig(t) }
+
 // tlsConfig builds the client TLS configuration of a destination that is not Insecure: the one
 // place that reads tls-ca, tls-cert and tls-key, for gRPC and OTLP/HTTP alike.
 func tlsConfig(t TLS) (*tls.Config, error) {

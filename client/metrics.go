@@ -112,14 +112,15 @@ var (
 // leaves when Shutdown returns; destinations that share a name (a process may build a second
 // one after shutting the first) are summed under it, so a scrape never sees a label set twice.
 var heldBytes = func() *heldCollector {
-	c := &heldCollector{dests: map[*Dest]struct{}{}}
+	c := &heldCollector{dests: map[*Dest]struct{}{}, others: map[*heldCounts]struct{}{}}
 	prometheus.MustRegister(c)
 	return c
 }()
 
 type heldCollector struct {
-	mu    sync.Mutex
-	dests map[*Dest]struct{}
+	mu     sync.Mutex
+	dests  map[*Dest]struct{}
+	others map[*heldCounts]struct{} // destinations of other packages (Counts.Hold)
 }
 
 func (c *heldCollector) add(d *Dest) {
@@ -153,6 +154,13 @@ func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 		s.held += d.held.Load()
 		s.sending += d.sending.Load()
 		s.unserved += int64(d.unservedSignals())
+		sums[k] = s
+	}
+	for h := range c.others {
+		k := key{h.name, ""}
+		s := sums[k]
+		s.held += h.held.Load()
+		s.sending += h.sending.Load()
 		sums[k] = s
 	}
 	c.mu.Unlock()

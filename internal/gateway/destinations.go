@@ -11,6 +11,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
+	"github.com/otlpgate/otlpgate/client/kafkadest"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
@@ -59,6 +60,21 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 		g.log.Info("destination", "name", c.Name, "protocol", c.Protocol, "path", c.Path)
 		return m, nil
 	}
+	if c.Protocol == client.ProtocolKafka {
+		kc, err := kafkadest.FromDest(c)
+		if err == nil {
+			var k *kafkadest.Dest
+			if k, err = kafkadest.New(kc, g.log); err == nil {
+				m.dest, m.out = k, k
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("destination %q: %w", c.Name, err)
+		}
+		g.log.Info("destination", "name", c.Name, "protocol", c.Protocol, "brokers", c.Kafka.Brokers,
+			"topics", c.Kafka.Topics(), "trace_id", kc.ByTraceID)
+		return m, nil
+	}
 	if c.Resolver != "" {
 		f, err := client.NewFleet(built, g.log)
 		if err != nil {
@@ -80,7 +96,7 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 // resizable is an upstream whose queue bound changes in place.
 type resizable interface{ SetQueueBytes(n int64) }
 
-var _, _, _ resizable = (*client.Dest)(nil), (*client.Fleet)(nil), (*filedest.Dest)(nil)
+var _, _, _, _ resizable = (*client.Dest)(nil), (*client.Fleet)(nil), (*filedest.Dest)(nil), (*kafkadest.Dest)(nil)
 
 // sameBut reports whether a and b differ at most in QueueBytes, the one setting a running
 // destination takes in place.

@@ -1,0 +1,354 @@
+package gateway
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	_ "github.com/otlpgate/otlpgate/internal/protoreg"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	"github.com/otlpgate/otlpgate/spool"
+)
+
+// kafkaPartitions is the partitions of each topic of the test clusters.
+const kafkaPartitions = 6
+
+// startKafka is a cluster of three brokers in the test process, with the Collector's three
+// topics.
+func startKafka(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, "otlp_spans", "otlp_metrics", "otlp_logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// kafkaDest is a -dest of protocol kafka to c with extra keys, read as the command line reads it.
+func kafkaDest(t *testing.T, c *kfake.Cluster, extra string) client.Config {
+	t.Helper()
+	spec := "name=kafka,protocol=kafka,brokers=" + strings.Join(c.ListenAddrs(), ",") + ",retry-initial=20ms,retry-max=200ms"
+	if !strings.Contains(extra, "ack-timeout") {
+		spec += ",ack-timeout=2s"
+	}
+	if extra != "" {
+		spec += "," + extra
+	}
+	d, err := client.ParseDest(spec, client.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// kafkaRecord is one record read back, decoded by the Collector's own unmarshaler.
+type kafkaRecord struct {
+	partition int32
+	key       string
+	traces    ptrace.Traces
+}
+
+// readSpans consumes topic from the start until it holds want spans (bounded), and returns its
+// records decoded as a Collector's Kafka receiver decodes otlp_proto.
+func readSpans(t *testing.T, c *kfake.Cluster, topic string, want int) []kafkaRecord {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []kafkaRecord
+	spans := 0
+	deadline := time.Now().Add(waitFor)
+	for spans < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spans in %s within %v, want %d", spans, topic, waitFor, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(r.Value)
+			if err != nil {
+				t.Fatalf("record at %d/%d: the Collector's decoder refuses it: %v", r.Partition, r.Offset, err)
+			}
+			spans += td.SpanCount()
+			out = append(out, kafkaRecord{partition: r.Partition, key: string(r.Key), traces: td})
+		})
+	}
+	return out
+}
+
+// spanIDsOf is every span id of the records, with how often it came.
+func spanIDsOf(recs []kafkaRecord) map[string]int {
+	ids := map[string]int{}
+	for _, r := range recs {
+		rss := r.traces.ResourceSpans()
+		for i := range rss.Len() {
+			sss := rss.At(i).ScopeSpans()
+			for j := range sss.Len() {
+				spans := sss.At(j).Spans()
+				for k := range spans.Len() {
+					ids[spans.At(k).SpanID().String()]++
+				}
+			}
+		}
+	}
+	return ids
+}
+
+// sdkSpans sends traces of spansPer spans each through the OpenTelemetry SDK to the gateway's
+// OTLP/gRPC intake, and returns the spans the SDK ended.
+func sdkSpans(t *testing.T, g *Gateway, traces, spansPer int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(g.GRPCAddr().String()), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
+		sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(50)),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "kafka-test"))))
+	tr := tp.Tracer("otlpgate-kafka-test")
+	for i := range traces {
+		rctx, root := tr.Start(ctx, fmt.Sprintf("root-%d", i), trace.WithSpanKind(trace.SpanKindServer))
+		for j := 1; j < spansPer; j++ {
+			_, sp := tr.Start(rctx, fmt.Sprintf("child-%d-%d", i, j), trace.WithAttributes(attribute.Int("j", j)))
+			sp.End()
+		}
+		root.End()
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Ended()
+}
+
+// Spans sent by the OpenTelemetry SDK over OTLP/gRPC reach Kafka as records a Collector's
+// Kafka receiver decodes, exactly once each, in the Collector's default topic; with
+// partition=trace_id each trace is one record keyed by its trace id in hex, in the partition
+// the Collector's exporter picks for that key, so every span of a trace lands in one partition.
+func TestKafkaDestinationSDKSpans(t *testing.T) {
+	for _, tc := range []struct {
+		name, keys string
+	}{
+		{"round_robin", "compression=zstd"},
+		{"trace_id", "partition=trace_id,compression=gzip"},
+		{"trace_id_small_records", "partition=trace_id,max-message-bytes=2KiB,compression=lz4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := startKafka(t)
+			cfg := testConfig()
+			cfg.Destinations = []client.Config{kafkaDest(t, kc, tc.keys)}
+			g := startGateway(t, cfg)
+			ended := sdkSpans(t, g, 40, 5)
+			if len(ended) != 200 {
+				t.Fatalf("the SDK ended %d spans, want 200", len(ended))
+			}
+			if err := g.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			recs := readSpans(t, kc, "otlp_spans", len(ended))
+			got := spanIDsOf(recs)
+			if len(got) != len(ended) {
+				t.Errorf("%d distinct spans in Kafka, the SDK ended %d", len(got), len(ended))
+			}
+			for _, s := range ended {
+				if n := got[s.SpanContext().SpanID().String()]; n != 1 {
+					t.Errorf("span %s is in Kafka %d times", s.SpanContext().SpanID(), n)
+				}
+			}
+			if !strings.HasPrefix(tc.name, "trace_id") {
+				return
+			}
+			partOf := map[string]int32{}
+			for _, r := range recs {
+				rss := r.traces.ResourceSpans()
+				for i := range rss.Len() {
+					sss := rss.At(i).ScopeSpans()
+					for j := range sss.Len() {
+						spans := sss.At(j).Spans()
+						for k := range spans.Len() {
+							id := spans.At(k).TraceID()
+							if r.key != hex.EncodeToString(id[:]) {
+								t.Fatalf("a span of trace %x is in a record keyed %q", id, r.key)
+							}
+							if p, ok := partOf[r.key]; ok && p != r.partition {
+								t.Fatalf("trace %s is in partitions %d and %d", r.key, p, r.partition)
+							}
+							partOf[r.key] = r.partition
+						}
+					}
+				}
+				if want := saramaPartition(r.key, kafkaPartitions); r.partition != want {
+					t.Errorf("trace %s is in partition %d; the Collector's exporter puts it in %d", r.key, r.partition, want)
+				}
+			}
+			if len(partOf) != 40 {
+				t.Errorf("%d traces in Kafka, want 40", len(partOf))
+			}
+		})
+	}
+}
+
+// saramaPartition is the partition the Collector's Kafka exporter (franz-go with its Sarama
+// compatible hasher) picks for key: 32-bit FNV-1a, as a signed number, modulo n, made positive.
+func saramaPartition(key string, n int32) int32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	p := int32(h) % n
+	if p < 0 {
+		p = -p
+	}
+	return p
+}
+
+// refuseProduce makes every broker close the connection of each produce request until the
+// returned function is called; it reports how many it refused.
+func refuseProduce(c *kfake.Cluster) (restore func(), refused *atomic.Int64) {
+	var down atomic.Bool
+	down.Store(true)
+	refused = new(atomic.Int64)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !down.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		refused.Add(1)
+		return nil, fmt.Errorf("broker down"), true
+	})
+	var once sync.Once
+	return func() { once.Do(func() { down.Store(false) }) }, refused
+}
+
+// exportIDs sends one span per id over OTLP/gRPC, each in its own trace, and returns each
+// call's error.
+func exportIDs(t *testing.T, g *Gateway, ids ...uint64) []error {
+	t.Helper()
+	conn, err := grpc.NewClient(g.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			var req coltracev1.ExportTraceServiceRequest
+			if err := req.UnmarshalVT(traceBody(t, 0, id)); err != nil {
+				errs[i] = err
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			_, errs[i] = coltracev1.NewTraceServiceClient(conn).Export(ctx, &req)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// While the brokers refuse every produce request, nothing is acknowledged that Kafka did not
+// take: with -ack=upstream the client is answered with a failure once the destination's retry
+// budget is spent, and the status shows the destination down with the broker's error; once
+// the brokers take produce requests again, everything is delivered.
+func TestKafkaDestinationBrokersDownAckUpstream(t *testing.T) {
+	kc := startKafka(t)
+	restore, refused := refuseProduce(kc)
+	defer restore()
+	cfg := testConfig()
+	cfg.Pipeline.Ack = pipeline.AckUpstream
+	cfg.Destinations = []client.Config{kafkaDest(t, kc, "retry-max-elapsed=1500ms,ack-timeout=1s")}
+	g := startGateway(t, cfg)
+	for i, err := range exportIDs(t, g, 1, 2, 3) {
+		if err == nil {
+			t.Errorf("span %d: acknowledged though no broker took it", i+1)
+		}
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no produce request reached the brokers")
+	}
+	eventually(t, func() string { _, b := get(t, g, "/status.json"); return "the status does not show the destination down with its last error: " + b }, func() bool {
+		_, body := get(t, g, "/status.json")
+		return strings.Contains(body, `"state": "down"`) && strings.Contains(body, `"last_error": "broker `)
+	})
+	restore()
+	for i, err := range exportIDs(t, g, 4, 5, 6) {
+		if err != nil {
+			t.Errorf("span %d after the brokers came back: %v", i+4, err)
+		}
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	// The producer had sent spans 1 to 3 before their clients were told of the failure: an
+	// idempotent producer keeps such records until the brokers answer, so they arrive once the
+	// brokers are back, as a duplicate of whatever the clients send again (at least once).
+	got := spanIDsOf(readSpans(t, kc, "otlp_spans", 6))
+	for id := uint64(1); id <= 6; id++ {
+		if n := got[fmt.Sprintf("%016x", id)]; n != 1 {
+			t.Errorf("span %d is in Kafka %d times, want 1", id, n)
+		}
+	}
+}
+
+// With a spool, what clients sent while the brokers refused every produce request is kept
+// and delivered once they take produce requests again: nothing acknowledged is lost.
+func TestKafkaDestinationBrokersDownSpool(t *testing.T) {
+	kc := startKafka(t)
+	restore, refused := refuseProduce(kc)
+	defer restore()
+	cfg := testConfig()
+	cfg.Spool = spool.DefaultConfig()
+	cfg.Spool.Dir = t.TempDir()
+	cfg.Spool.Sync = spool.SyncNone
+	d := kafkaDest(t, kc, "ack-timeout=1s")
+	d.RetryMaxElapsed = 0 // the spool's destinations retry until the spool is full
+	cfg.Destinations = []client.Config{d}
+	g := startGateway(t, cfg)
+	ids := []uint64{11, 12, 13, 14, 15}
+	for i, err := range exportIDs(t, g, ids...) {
+		if err != nil {
+			t.Fatalf("span %d: %v", ids[i], err)
+		}
+	}
+	eventually(t, func() string { return "no produce request was refused" }, func() bool { return refused.Load() > 0 })
+	restore()
+	got := spanIDsOf(readSpans(t, kc, "otlp_spans", len(ids)))
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for _, id := range ids {
+		if n := got[fmt.Sprintf("%016x", id)]; n < 1 {
+			t.Errorf("span %d is not in Kafka", id)
+		}
+	}
+}
