@@ -58,7 +58,7 @@ func TestParseDestHTTPErrors(t *testing.T) {
 		"name=a,endpoint=http://h:1,protocol=http,header=content-type:text/plain": "set by the HTTP sender",
 		"name=a,endpoint=http://h:1,protocol=http,header=host:evil":               "set by the HTTP sender",
 		"name=a,endpoint=h:1,protocol=v1,mode=unary,traces-path=/t":               "for protocol http",
-		"name=a,endpoint=h:1,protocol=h2":                                         "want otep, v1, http or file",
+		"name=a,endpoint=h:1,protocol=h2":                                         "want otep, v1, http, file or kafka",
 		"name=a,protocol=file":                                                    "path is required for protocol file",
 		"name=a,protocol=file,path=/x,endpoint=h:1":                               "protocol file writes to path",
 		"name=a,endpoint=h:1,path=/x":                                             "path is for protocol file",

@@ -58,7 +58,8 @@ var failNames = [numFails]string{"retryable", "too_large", "invalid"}
 //
 // Invariants:
 //  1. held is the bytes of every batch taken and not finished: queued, being produced,
-//     waiting for a retry; sending counts those batches past the queue.
+//     waiting for a retry; sending counts the sends past the queue whose records the
+//     producer has not all handed back.
 //  2. A batch is finished exactly once, by finish, after every record of its last attempt
 //     was answered (settle) or, at the shutdown deadline, while it waits for a retry.
 //  3. A send waiting for a retry is in mu.waiting until resend or Shutdown takes it out;
@@ -519,12 +520,14 @@ func (d *Dest) finishBatch(s *send, reason client.DropReason, rejected bool) {
 		}
 	}
 	d.held.Add(-int64(b.Len()))
-	d.sending.Add(-1)
 	d.finish(b, delivered, rejected)
 }
 
 // release puts s back once its batch is finished and the producer handed back its records.
 func (d *Dest) release(s *send) {
+	// In flight until the producer handed the records back, a given-up batch's too: the
+	// status shows a destination whose records wait for the brokers as holding data.
+	d.sending.Add(-1)
 	if s.keep != nil {
 		s.keep.Release()
 		s.keep = nil

@@ -341,6 +341,13 @@ func TestKafkaDestinationBrokersDownSpool(t *testing.T) {
 		}
 	}
 	eventually(t, func() string { return "no produce request was refused" }, func() bool { return refused.Load() > 0 })
+	eventually(t, func() string {
+		_, b := get(t, g, "/status.json")
+		return "the status does not show the destination down with its last error: " + b
+	}, func() bool {
+		_, body := get(t, g, "/status.json")
+		return strings.Contains(body, `"state": "down"`) && strings.Contains(body, `"last_error": "broker `)
+	})
 	restore()
 	got := spanIDsOf(readSpans(t, kc, "otlp_spans", len(ids)))
 	if err := g.Shutdown(context.Background()); err != nil {
