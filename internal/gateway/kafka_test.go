@@ -296,7 +296,10 @@ func TestKafkaDestinationBrokersDownAckUpstream(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Fatal("no produce request reached the brokers")
 	}
-	eventually(t, func() string { _, b := get(t, g, "/status.json"); return "the status does not show the destination down with its last error: " + b }, func() bool {
+	eventually(t, func() string {
+		_, b := get(t, g, "/status.json")
+		return "the status does not show the destination down with its last error: " + b
+	}, func() bool {
 		_, body := get(t, g, "/status.json")
 		return strings.Contains(body, `"state": "down"`) && strings.Contains(body, `"last_error": "broker `)
 	})
