@@ -156,8 +156,7 @@ stop the start, and ` + "`-check`" + `, with exit status 2 and a message naming 
 On SIGHUP, and when a change is seen by reading the file every ` + "`-config.poll-interval`" + `, the file is
 read again, and what changed is applied while otlpgate runs: a changed ` + "`dest`" + ` list as ` + "`-dest.file`" + ` is
 (new destinations start, removed ones drain, changed ones are replaced, unchanged ones keep
-running; with ` + "`match=resource`" + ` routes, which number the destinations at the start, a change of the list
-is refused and takes a restart); the processing steps (` + "`resource.*`, `drop`, `sample.*`" + `), each request running through the old
+running, and each destination keeps its ` + "`match-header`" + ` and ` + "`match=resource`" + ` routes wherever it now stands in the list); the processing steps (` + "`resource.*`, `drop`, `sample.*`" + `), each request running through the old
 steps or the new ones, whole; the tenants' rate (` + "`tenant.rate`, `tenant.burst`" + `, with ` + "`intake.headers`" + ` given at the
 start), each tenant's bucket filling at the new rate from then on. The files the configuration
 names are read again as on SIGHUP without a config file. A changed key that

@@ -113,6 +113,8 @@ type Prepared struct {
 	tally   Tally
 	out     charged        // the processed body, pooled and charged; empty without a processor
 	route   *routeSplitter // its entries by route (Config.Router); nil without routes
+	// rs is the router route was split by, held until Release (Routing); nil without one.
+	rs *routeSet
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
 	// (Request.Own, adopt.go); nil when not offered.
 	own *[]byte
@@ -216,14 +218,26 @@ func unserved(cfg *Config, t *tenant.Tenant, sig fastpath.Signal, items int) boo
 // takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
 // counted now.
 func (r *Prepared) routes(cfg *Config, budget Budget) error {
-	if cfg.Router == nil {
+	rt, cand, served := cfg.Router, r.Tenant.RouteMask(), cfg.Served.of(r.Sig)
+	if cfg.Routing != nil {
+		// The router, the tenant routes and the signals of one set of destinations, held
+		// until Release.
+		rs := cfg.Routing.acquire()
+		if rs == nil {
+			return nil
+		}
+		rt, cand, served, r.rs = rs.rt, r.Tenant.RouteMaskIn(rs.tenants), rs.served[r.Sig], rs
+	}
+	if rt == nil {
 		return nil
 	}
-	s, err := splitRoutes(cfg.Router, budget, r.Tenant, cfg.Served.of(r.Sig), r.Sig, r.Req, r.Items, r.Layout)
+	s, err := splitRoutes(rt, budget, cand, served, r.Sig, r.Req, r.Items, r.Layout)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[r.Sig][why].Add(float64(r.Items))
 		}
+		r.rs.release()
+		r.rs = nil
 		return err
 	}
 	r.route = s
@@ -283,4 +297,6 @@ func (r *Prepared) Release() {
 		r.route.release()
 		r.route = nil
 	}
+	r.rs.release()
+	r.rs = nil
 }

@@ -102,6 +102,10 @@ type Config struct {
 	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
 	// every entry (of the tenants it takes).
 	Router Router
+	// Routing holds the router in force, which a reload of the destinations replaces with
+	// them (routing.go): New and the spool's admission make their own from Router, and read
+	// it rather than Router.
+	Routing *Routing
 	// Served is what signals the destinations take (-dest signals=): a request of a signal
 	// none of its tenant's destinations takes is refused as ErrUnserved. The pipeline and the
 	// spool's admission set it from their destinations (a new one when nil).

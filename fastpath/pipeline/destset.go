@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -18,9 +19,9 @@ var destRefused = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sealed batches a destination refused at hand-over (reason queue_full: its queue was full; closed: it was shutting down).",
 }, []string{"destination", "reason"})
 
-// ErrTenantRoutes is SetDestinations' refusal on a pipeline with resource routes, and on one
-// with tenant routes unless new routes come with the destinations (SetDestinationsRoutes): the
-// routes number destinations by position, so a changed set would route data to the wrong ones.
+// ErrTenantRoutes is SetDestinations' refusal on a pipeline with tenant or resource routes:
+// the routes number destinations by position, so a changed set needs routes of its own
+// (SetDestinationsRoutes), or it would route data to the wrong ones.
 var ErrTenantRoutes = errors.New("fastpath: destinations cannot change while tenant or resource routes are set")
 
 // destSet is the destinations a batch is handed to, with their refusal counters. A batch
@@ -36,10 +37,13 @@ type destSet struct {
 	users atomic.Int64
 	// Encodings: what each destination sends a pass-through batch's bytes in.
 	Encodings
+	// res is the router of the destinations' match=resource, as Config.Routing holds it (nil:
+	// none): a request split by another router than the set's joins none of its batches.
+	res *routeSet
 }
 
-func newDestSet(dests []Destination, routes *tenant.Routes) *destSet {
-	s := &destSet{dests: dests, Encodings: EncodingsOf(dests)}
+func newDestSet(dests []Destination, routes *tenant.Routes, res *routeSet) *destSet {
+	s := &destSet{dests: dests, Encodings: EncodingsOf(dests), res: res}
 	s.routes, s.own = routes, true
 	for _, d := range dests {
 		s.refFull = append(s.refFull, destRefused.WithLabelValues(d.Name(), "queue_full"))
@@ -127,37 +131,52 @@ func (s *destSet) refused(i int, err error) {
 // takes none, and a pipeline with tenant routes (tenant.Config.Routes) or resource routes
 // (Config.Router) refuses with ErrTenantRoutes. Safe for concurrent use.
 func (p *Pipeline) SetDestinations(dests []Destination) error {
-	if ts := p.cfg.Tenants; ts != nil && ts.Routes() != nil {
+	if ts := p.cfg.Tenants; ts != nil && ts.Routes() != nil || p.cfg.Routing.Router() != nil {
 		// Routes number the destinations by position: a new set needs routes of its own.
 		return ErrTenantRoutes
 	}
-	return p.setDestinations(dests, nil)
+	return p.setDestinations(dests, nil, nil)
 }
 
-// SetDestinationsRoutes is SetDestinations for a pipeline with tenants: routes are the
-// match-header of each of dests, in the same order (none: every destination takes every
-// tenant). A batch goes by the routes of the set it was opened with, so that a destination
-// that stays keeps its tenants whatever position it moves to; a tenant's Lookup and Routed go
-// by the new routes from the call on.
-func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes []tenant.Match) error {
-	if len(routes) != 0 {
+// Routes is how a set of destinations divides the data among them, each by position in the
+// set: Tenants is each destination's match-header (none: every destination takes every
+// tenant), Resources the router of their match=resource (nil: every destination takes every
+// resource entry of the tenants it takes).
+type Routes struct {
+	Tenants   []tenant.Match
+	Resources Router
+}
+
+// SetDestinationsRoutes is SetDestinations for destinations with routes, given in the order
+// of dests. The set and its routes are swapped together: a batch goes by the routes of the
+// set it was opened with, so that a destination that stays keeps its tenants and its resources
+// whatever position it moves to; a request split by the routes of one set never joins a batch
+// of another (it is split again), and a tenant's Lookup and Routed go by the new routes from
+// the call on.
+func (p *Pipeline) SetDestinationsRoutes(dests []Destination, routes Routes) error {
+	if len(routes.Tenants) != 0 {
 		if p.cfg.Tenants == nil {
 			return errors.New("fastpath: tenant routes without tenants")
 		}
-		if len(routes) != len(dests) {
-			return fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(routes), len(dests))
+		if len(routes.Tenants) != len(dests) {
+			return fmt.Errorf("fastpath: %d tenant routes for %d destinations", len(routes.Tenants), len(dests))
 		}
-		if err := p.cfg.Tenants.CheckRoutes(routes); err != nil {
+		if err := p.cfg.Tenants.CheckRoutes(routes.Tenants); err != nil {
 			return err
 		}
 	}
-	return p.setDestinations(dests, tenant.NewRoutes(routes))
+	if r := routes.Resources; r != nil {
+		if bits.Len64(r.All()) != len(dests) {
+			return fmt.Errorf("fastpath: resource routes for %d destinations, %d given", bits.Len64(r.All()), len(dests))
+		}
+		if p.cfg.Ack == AckUpstream {
+			return errors.New("fastpath: -ack=upstream cannot be combined with match=resource: a split request has no single batch to wait on")
+		}
+	}
+	return p.setDestinations(dests, tenant.NewRoutes(routes.Tenants), routes.Resources)
 }
 
-func (p *Pipeline) setDestinations(dests []Destination, routes *tenant.Routes) error {
-	if p.cfg.Router != nil {
-		return ErrTenantRoutes // resource routes number the destinations too
-	}
+func (p *Pipeline) setDestinations(dests []Destination, routes *tenant.Routes, rt Router) error {
 	if len(dests) == 0 {
 		return errors.New("fastpath: no destination")
 	}
@@ -171,7 +190,12 @@ func (p *Pipeline) setDestinations(dests []Destination, routes *tenant.Routes) e
 		// joining an open batch of the old set is handed out by the old set's routes.
 		ts.StoreRoutes(routes)
 	}
-	old := p.dests.Swap(newDestSet(dests, routes))
+	// The router first, then the set: a request split by the old router after the swap of
+	// the set is refused at enqueue (errRoutesChanged) and split again by the new one; the
+	// pipeline need not wait for the requests split by the old router (Routing.Set).
+	res := newRouteSet(rt, routes, dests)
+	p.cfg.Routing.swap(res)
+	old := p.dests.Swap(newDestSet(dests, routes, res))
 	p.cfg.Served.Set(dests)
 	// Admission compares an open batch's set with the current one under the signal's lock, so
 	// once Flush has taken every signal's lock no batch of the old set is open: what is left

@@ -254,7 +254,7 @@ func TestSetDestinationsRoutes(t *testing.T) {
 	admit(acme)
 	admit(beta)
 	// b moves first, a leaves, c takes the rest.
-	if err := p.SetDestinationsRoutes([]Destination{b, c}, []tenant.Match{betaOnly, {}}); err != nil {
+	if err := p.SetDestinationsRoutes([]Destination{b, c}, Routes{Tenants: []tenant.Match{betaOnly, {}}}); err != nil {
 		t.Fatal(err)
 	}
 	gamma := mustLookup(t, ts, "gamma")
@@ -279,10 +279,10 @@ func TestSetDestinationsRoutes(t *testing.T) {
 			t.Errorf("%s got tenants %q, want %q", r.name, got, want)
 		}
 	}
-	if err := p.SetDestinationsRoutes([]Destination{b}, []tenant.Match{betaOnly, acmeOnly}); err == nil {
+	if err := p.SetDestinationsRoutes([]Destination{b}, Routes{Tenants: []tenant.Match{betaOnly, acmeOnly}}); err == nil {
 		t.Error("two routes for one destination were accepted")
 	}
-	if err := p.SetDestinationsRoutes([]Destination{b}, []tenant.Match{{Header: "x-other"}}); err == nil {
+	if err := p.SetDestinationsRoutes([]Destination{b}, Routes{Tenants: []tenant.Match{{Header: "x-other"}}}); err == nil {
 		t.Error("a route on a header that is not a tenant header was accepted")
 	}
 }

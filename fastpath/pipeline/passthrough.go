@@ -192,7 +192,7 @@ func passesTo(cfg *Config, dest Encoding, sig fastpath.Signal, plain []byte, enc
 		return FallbackOff, false
 	case cfg.processor() != nil:
 		return FallbackProcessor, false
-	case cfg.Router != nil:
+	case cfg.router() != nil:
 		return FallbackRoutes, false
 	case dest != enc:
 		return FallbackDestinations, false
@@ -275,9 +275,10 @@ func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wir
 		return nil, ErrClosed
 	}
 	set := p.dests.Load()
-	if set.Of(t) != enc {
-		// SetDestinations swapped in a set that does not send enc since passes looked: a
-		// batch of enc must never reach a destination that would compress it again.
+	if set.Of(t) != enc || set.res != nil {
+		// SetDestinations swapped in a set that does not send enc, or that routes by resource,
+		// since passes looked: a batch of enc must never reach a destination that would
+		// compress it again, nor one whose route takes only some of its entries.
 		s.mu.Unlock()
 		p.queued.Add(-n)
 		return nil, errSetChanged

@@ -111,7 +111,10 @@ func New(cfg Config, dests []Destination) (*Pipeline, error) {
 		p.cfg.Served = new(Served)
 	}
 	p.cfg.Served.Set(dests)
-	p.dests.Store(newDestSet(dests, routes))
+	p.cfg.Routing = &Routing{}
+	res := newRouteSet(cfg.Router, routes, dests)
+	p.cfg.Routing.cur.Store(res)
+	p.dests.Store(newDestSet(dests, routes, res))
 	for i := range p.sig {
 		sig := fastpath.Signal(i)
 		p.sig[i].gap = time.AfterFunc(time.Hour, func() { p.sealGap(sig) })
@@ -164,6 +167,17 @@ func (p *Pipeline) admit(budget Budget, req *Request, wait bool) (*Batch, error)
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	for {
+		b, err := p.prepareEnqueue(budget, req, wait)
+		if err != errRoutesChanged {
+			return b, err
+		}
+		// The destinations and their router changed since the request was split: it is split
+		// again by the router of the set in force, so that every entry goes by one set.
+	}
+}
+
+func (p *Pipeline) prepareEnqueue(budget Budget, req *Request, wait bool) (*Batch, error) {
 	r, err := Prepare(&p.cfg, budget, req)
 	if err != nil || r.Dropped() {
 		return nil, err
@@ -217,6 +231,12 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	// A batch opened before SetDestinations goes to the previous set: the request, admitted
 	// now, goes to the current one, in a batch of its own.
 	set := p.dests.Load()
+	if set.res != r.rs {
+		// Prepared without a router, for a set that has one now: split it by the set's.
+		s.mu.Unlock()
+		p.queued.Add(-n)
+		return nil, errRoutesChanged
+	}
 	if b != nil && (b.set != set || !p.rule.Fits(b.Payload.Len()+len(req), b.Items)) {
 		sealed, b = b, nil
 		p.takeOpenLocked(sig, sealed)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -118,18 +117,18 @@ func (b *Batch) takes(i int) bool {
 	return b.Tenant == nil || b.Tenant.TakesIn(b.set.routes, i)
 }
 
-// splitRoutes groups the entries of req (in layout, holding items items) of tenant t by
-// route. It walks the top level twice: once to route each entry (the piece of each is kept in
+// splitRoutes groups the entries of req (in layout, holding items items) by route, among
+// tenants, the destinations that take the request's tenant, and served, those that take sig. It walks the top level twice: once to route each entry (the piece of each is kept in
 // a pooled scratch buffer, a byte an entry), and, when the entries do not all go one way, once
 // more to copy them into their pieces. Counting items walks each entry down to its items: the
 // largest piece is not walked, it holds what the others do not. It allocates nothing once the
 // pools are warm.
-func splitRoutes(rt Router, budget Budget, t *tenant.Tenant, served uint64, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*routeSplitter, error) {
+func splitRoutes(rt Router, budget Budget, tenants, served uint64, sig fastpath.Signal, req []byte, items int, layout fastpath.Layout) (*routeSplitter, error) {
 	if layout >= fastpath.NumLayouts {
 		return nil, fastpath.ErrLayout
 	}
 	s := routeSplitters.Get().(*routeSplitter)
-	cand := t.RouteMask() & rt.All() & served // a destination that does not take sig is no candidate
+	cand := tenants & rt.All() & served // a destination that does not take sig is no candidate
 	const unrouted = 0xff
 	scratch := pool.GetBytes(len(req)/2 + 1) // an entry takes two bytes at least
 	defer pool.PutBytes(scratch)
@@ -296,6 +295,13 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 		return ErrClosed
 	}
 	set := p.dests.Load()
+	if set.res != r.rs {
+		// Split by the router of another set than the one in force: its pieces are numbered
+		// for that set's destinations, and must not join this set's batches.
+		ss.mu.Unlock()
+		p.queued.Add(-n)
+		return errRoutesChanged
+	}
 	for j := range s.n {
 		pc := &s.pieces[j]
 		size := pc.end - pc.start
@@ -350,16 +356,17 @@ func (p *Pipeline) enqueueRoutes(r *Prepared) error {
 	return nil
 }
 
-// FilterRoute keeps, in place, the entries of rec (v1 resource entries of signal sig and
-// tenant t, as the spool's admission recorded them) that destination dest takes, and returns
-// them with the items they hold: items, the record's, when it keeps every entry. The feeder of
-// destination 0 counts the entries no destination takes (a restart with other routes than the
-// ones the record was admitted with) in otlpgate_route_unrouted_*. rec is overwritten.
-func FilterRoute(rt Router, t *tenant.Tenant, sig fastpath.Signal, dest int, rec []byte, items int) ([]byte, int, error) {
+// FilterRoute keeps, in place, the entries of rec (v1 resource entries of signal sig, as the
+// spool's admission recorded them) that destination dest of rt's set takes, among tenants,
+// the destinations of that set that take the record's tenant, and returns them with the items
+// they hold: items, the record's, when it keeps every entry. The feeder of destination 0
+// counts the entries no destination takes (a restart with other routes than the ones the
+// record was admitted with) in otlpgate_route_unrouted_*. rec is overwritten.
+func FilterRoute(rt Router, tenants uint64, sig fastpath.Signal, dest int, rec []byte, items int) ([]byte, int, error) {
 	if sig >= fastpath.NumSignals {
 		return nil, 0, fastpath.ErrSignal
 	}
-	cand := t.RouteMask() & rt.All()
+	cand := tenants & rt.All()
 	w, kept, all := 0, 0, true
 	unrouted, lost := 0, 0
 	it := fastpath.NewTopLevel(rec)

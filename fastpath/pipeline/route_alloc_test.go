@@ -38,7 +38,7 @@ func TestRoutesZeroAlloc(t *testing.T) {
 	rec := slices.Clone(mixed)
 	allocs = testing.AllocsPerRun(1000, func() {
 		copy(rec, mixed)
-		if _, _, err := FilterRoute(cfg.Router, nil, fastpath.Traces, 1, rec, 25); err != nil {
+		if _, _, err := FilterRoute(cfg.Router, ^uint64(0), fastpath.Traces, 1, rec, 25); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -21,7 +21,7 @@ func BenchmarkRouteSplit(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(c.req)))
 			for b.Loop() {
-				s, err := splitRoutes(rt, nil, nil, ^uint64(0), fastpath.Traces, c.req, 100, fastpath.LayoutV1)
+				s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), fastpath.Traces, c.req, 100, fastpath.LayoutV1)
 				if err != nil {
 					b.Fatal(err)
 				}

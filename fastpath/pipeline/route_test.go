@@ -136,7 +136,7 @@ func TestSplitRoutesSignals(t *testing.T) {
 	rt := newRouter(t, "resource:service.name=checkout", "")
 	for _, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics, fastpath.Logs} {
 		req := routedRequest(t, sig, 3, "cart", "checkout", "payments", "checkout")
-		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, req, 12, fastpath.LayoutV1)
+		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, req, 12, fastpath.LayoutV1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func samePiece(a, b gotPiece) bool {
 func TestSplitRoutesOneWay(t *testing.T) {
 	rt := newRouter(t, "resource:service.name=checkout|cart", "")
 	for _, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics, fastpath.Logs} {
-		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, routedRequest(t, sig, 2, "checkout", "cart"), 4, fastpath.LayoutV1)
+		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, routedRequest(t, sig, 2, "checkout", "cart"), 4, fastpath.LayoutV1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,14 +166,14 @@ func TestSplitRoutesOneWay(t *testing.T) {
 			t.Errorf("%v: one way: %+v", sig, s)
 		}
 		s.release()
-		s, err = splitRoutes(rt, nil, nil, ^uint64(0), sig, nil, 0, fastpath.LayoutV1)
+		s, err = splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, nil, 0, fastpath.LayoutV1)
 		if err != nil || !s.one || s.n != 0 || s.unrouted != 0 {
 			t.Errorf("%v: empty request: %+v, %v", sig, s, err)
 		}
 		s.release()
 	}
 	only := newRouter(t, "resource:service.name=checkout")
-	s, err := splitRoutes(only, nil, nil, ^uint64(0), fastpath.Metrics, routedRequest(t, fastpath.Metrics, 3, "cart", "payments"), 6, fastpath.LayoutV1)
+	s, err := splitRoutes(only, nil, ^uint64(0), ^uint64(0), fastpath.Metrics, routedRequest(t, fastpath.Metrics, 3, "cart", "payments"), 6, fastpath.LayoutV1)
 	if err != nil || s.n != 0 || s.unrouted != 2 || s.lost != 6 {
 		t.Errorf("unrouted: %+v, %v", s, err)
 	}
@@ -203,7 +203,7 @@ func TestSplitRoutesEncodings(t *testing.T) {
 	otep = append(otep, 0x3a, 0x01, 'x') // field 7: stripped
 	otep = protowire.AppendTag(otep, 2, protowire.BytesType)
 	otep = protowire.AppendBytes(otep, cart[2:]) // cart's entry: its one-byte tag and length off
-	s, err := splitRoutes(rt, nil, nil, ^uint64(0), fastpath.Logs, otep, 3, fastpath.LayoutOTEP)
+	s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), fastpath.Logs, otep, 3, fastpath.LayoutOTEP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestSplitRoutesEncodings(t *testing.T) {
 	}
 	s.release()
 	// A malformed top level refuses the request.
-	if _, err := splitRoutes(rt, nil, nil, ^uint64(0), fastpath.Logs, append(slices.Clone(co), 0x0a, 0x7f), 1, fastpath.LayoutV1); err == nil {
+	if _, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), fastpath.Logs, append(slices.Clone(co), 0x0a, 0x7f), 1, fastpath.LayoutV1); err == nil {
 		t.Error("a truncated entry was split")
 	}
 }
@@ -380,7 +380,7 @@ func TestFilterRoute(t *testing.T) {
 		want  []string
 		items int
 	}{{0, []string{"checkout", "checkout"}, 4}, {1, []string{"cart"}, 2}} {
-		out, items, err := FilterRoute(rt, nil, fastpath.Metrics, c.dest, slices.Clone(rec), 6)
+		out, items, err := FilterRoute(rt, ^uint64(0), fastpath.Metrics, c.dest, slices.Clone(rec), 6)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,11 +390,11 @@ func TestFilterRoute(t *testing.T) {
 		}
 	}
 	all := routedRequest(t, fastpath.Metrics, 2, "cart", "payments")
-	out, items, err := FilterRoute(rt, nil, fastpath.Metrics, 1, slices.Clone(all), 4)
+	out, items, err := FilterRoute(rt, ^uint64(0), fastpath.Metrics, 1, slices.Clone(all), 4)
 	if err != nil || !bytes.Equal(out, all) || items != 4 {
 		t.Errorf("every entry kept: %d bytes of %d, %d items, %v", len(out), len(all), items, err)
 	}
-	out, _, err = FilterRoute(rt, nil, fastpath.Metrics, 0, slices.Clone(all), 4)
+	out, _, err = FilterRoute(rt, ^uint64(0), fastpath.Metrics, 0, slices.Clone(all), 4)
 	if err != nil || len(out) != 0 {
 		t.Errorf("no entry kept: %d bytes, %v", len(out), err)
 	}
@@ -412,7 +412,7 @@ func FuzzSplitRoutes(f *testing.F) {
 	f.Add(uint8(0), []byte{0x0a, 0x00, 0x12, 0x01, 0x00})
 	f.Fuzz(func(t *testing.T, sigByte uint8, req []byte) {
 		sig := fastpath.Signal(sigByte % uint8(fastpath.NumSignals))
-		s, err := splitRoutes(rt, nil, nil, ^uint64(0), sig, req, 0, fastpath.LayoutV1)
+		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, req, 0, fastpath.LayoutV1)
 		if err != nil {
 			return
 		}

@@ -39,7 +39,16 @@ type Served struct {
 
 // Set records what dests take.
 func (s *Served) Set(dests []Destination) {
-	var m [fastpath.NumSignals]uint64
+	m := servedBy(dests)
+	for sig := range m {
+		s.mask[sig].Store(m[sig])
+	}
+	s.set.Store(true)
+}
+
+// servedBy is, by signal, the destinations of dests that take it (bit i: dests[i], the last
+// bit standing for every destination past 63).
+func servedBy(dests []Destination) (m [fastpath.NumSignals]uint64) {
 	for i, d := range dests {
 		ds := SignalsOf(d)
 		for sig := range fastpath.NumSignals {
@@ -48,10 +57,7 @@ func (s *Served) Set(dests []Destination) {
 			}
 		}
 	}
-	for sig := range m {
-		s.mask[sig].Store(m[sig])
-	}
-	s.set.Store(true)
+	return m
 }
 
 // of is the destinations that take sig, every one before Set.

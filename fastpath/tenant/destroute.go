@@ -60,3 +60,19 @@ func (ts *Table) CheckRoutes(routes []Match) error {
 	}
 	return nil
 }
+
+// RouteMaskIn is RouteMask under the routes rt (nil: none, every destination takes every
+// tenant): the destinations of a set of destinations that take t, whatever the table's
+// current routes are. Safe for concurrent use.
+func (t *Tenant) RouteMaskIn(rt *Routes) uint64 {
+	if t == nil || rt == nil {
+		return ^uint64(0)
+	}
+	return t.routesIn(rt).takes[0]
+}
+
+// Mask is the destinations of r's set that take t's batches (every one without routes).
+func (r DestRoute) Mask(t *Tenant) uint64 { return t.RouteMaskIn(r.rt) }
+
+// Routes is the routes of r's set, nil for none.
+func (r DestRoute) Routes() *Routes { return r.rt }

@@ -76,7 +76,7 @@ func (c Config) Check() (string, error) {
 	if err := c.buildTenants(configs); err != nil {
 		return "", err
 	}
-	if err := c.buildRoutes(); err != nil {
+	if err := c.buildRoutes(configs); err != nil {
 		return "", err
 	}
 	var intakes []string

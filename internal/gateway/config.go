@@ -126,7 +126,7 @@ func (c Config) Validate() error {
 	if err := c.checkTenants(dests); err != nil {
 		return err
 	}
-	if _, err := c.resourceRoutes(); err != nil {
+	if _, err := c.resourceRoutes(dests); err != nil {
 		return err
 	}
 	if c.Spool.Dir != "" {
@@ -183,11 +183,6 @@ func (c Config) AllDestinations() ([]client.Config, error) { return c.destinatio
 func (c Config) destinations(fileSpecs []string) ([]client.Config, error) {
 	if len(fileSpecs) > c.DestFileMax {
 		return nil, fmt.Errorf("-dest.file holds %d destinations, more than -dest.file.max-destinations %d", len(fileSpecs), c.DestFileMax)
-	}
-	for _, spec := range fileSpecs {
-		if s, err := client.ReadDest(spec); err == nil && s.Given().Has("match") {
-			return nil, ErrDestFileResourceRoutes
-		}
 	}
 	dests, err := c.parseDests(append(slices.Clone(c.Dests), fileSpecs...))
 	if err != nil {
@@ -287,9 +282,5 @@ func spoolKey(d client.Config) string {
 func CheckDest(spec string) error {
 	c := DefaultConfig()
 	c.Dests = []string{spec}
-	if _, err := c.AllDestinations(); err != nil {
-		return err
-	}
-	_, err := c.resourceRoutes()
-	return err
+	return c.checkRoutes()
 }

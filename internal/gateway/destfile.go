@@ -115,6 +115,9 @@ func (g *Gateway) reloadDestFile(why string, dests []string, replace, counted bo
 		if err := c.checkTenants(configs); err != nil {
 			return err
 		}
+		if _, err := c.router(configs); err != nil {
+			return err
+		}
 		added, removed, changed, err := g.applyDests(configs)
 		if err == nil {
 			g.cfg.Dests = c.Dests
@@ -152,15 +155,8 @@ func (g *Gateway) checkReplace(next Config) error {
 		return errors.New("otlpgate started without a destination and writes the local file (-file.path): giving it destinations takes a restart")
 	}
 	// What runs is not parsed again: a file its -dest values name (a header-file) may be
-	// gone by now, moved to the path next names. The running router says whether it routes.
-	routes, err := next.resourceRoutes()
-	if err != nil {
-		return err
-	}
-	if g.cfg.Pipeline.Router != nil || routes != nil {
-		// The router numbers the destinations by their place at start.
-		return errors.New("destinations with match=resource routes: a change of the destinations takes a restart")
-	}
+	// gone by now, moved to the path next names. Routes by resource attribute are checked with
+	// the destinations they number, once DestFile is read too (reloadDestFile).
 	return nil
 }
 

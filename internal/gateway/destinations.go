@@ -209,16 +209,20 @@ func (g *Gateway) applyDests(configs []client.Config) (added, removed, changed [
 
 // applyMemory swaps the pipeline's set and retires what left it.
 func (g *Gateway) applyMemory(next, fresh, gone []*member, replaces map[*member]*member) error {
+	rt, err := g.cfg.routerOf(next)
+	if err != nil {
+		// reloadDestFile built the same router from the same destinations: unreachable.
+		for _, m := range fresh {
+			m.out.Shutdown(context.Background())
+		}
+		return err
+	}
 	for _, m := range fresh {
 		m.start()
 	}
-	set := g.p.SetDestinations
-	if g.cfg.Pipeline.Tenants != nil {
-		// The routes go with the set: a destination keeps its match-header whatever
-		// position the reload gave it.
-		set = func(ds []pipeline.Destination) error { return g.p.SetDestinationsRoutes(ds, routesOf(next)) }
-	}
-	if err := set(dests(next)); err != nil {
+	// The routes go with the set: a destination keeps its match-header and its
+	// match=resource whatever position the reload gave it.
+	if err := g.p.SetDestinationsRoutes(dests(next), pipeline.Routes{Tenants: routesOf(next), Resources: rt}); err != nil {
 		// Closed: the gateway is shutting down, and g.dmu.closed stops reloads before that.
 		for _, m := range fresh {
 			m.out.Shutdown(context.Background())
@@ -272,31 +276,40 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		}
 		kept, started = append(kept, m), append(started, m)
 	}
+	// The records carry their tenant and their resource entries, not a destination: each
+	// feeder decides which of them its destination takes by the set's match-headers and
+	// match=resource at its position in the set. A reload moves the positions, so every
+	// feeder is given the new routes with its new position at once, before a new one starts
+	// (a feeder never reads the new routes at its old position, which would hand it another
+	// destination's tenants or resources and finish its own unread).
+	var rs []tenant.DestRoute
 	if ts := g.cfg.Pipeline.Tenants; ts != nil {
-		// The records carry their tenant, not a destination: each feeder decides which of
-		// them its destination takes by the set's match-headers at its position in the set.
-		// A reload moves the positions, so every feeder is given the new routes with its new
-		// position at once, before a new one starts (a feeder never reads the new routes at
-		// its old position, which would hand it another destination's tenants and finish its
-		// own unread).
-		rs, err := ts.SetRoutes(routesOf(kept))
-		if err != nil {
+		var err error
+		if rs, err = ts.SetRoutes(routesOf(kept)); err != nil {
 			return errors.Join(append(errs, err)...) // checkTenants refused it before: unreachable
 		}
-		// What was spooled until now goes by the routes it was admitted under: a destination
-		// taking the rest keeps a tenant's records it has not read yet, though the reload gave
-		// the tenant to a new destination (which reads from now on).
-		from := g.spool.Written()
-		for i, m := range kept {
-			r := tenant.DestRoute{Dest: i} // no destination has a match-header: each takes every tenant
-			if i < len(rs) {
-				r = rs[i]
-			}
-			if slices.Contains(started, m) {
-				m.feeder.SetRoute(r, 0)
-			} else {
-				m.feeder.SetRoute(r, from)
-			}
+	}
+	rt, err := g.cfg.routerOf(kept)
+	if err != nil {
+		return errors.Join(append(errs, err)...) // reloadDestFile built it before: unreachable
+	}
+	// Admission splits by the new router from now on (and spools compressed for, and serves
+	// the signals of, the new set), and returns once every request split by the previous one
+	// is in the spool, so that Written divides the records by router.
+	g.sa.SetDestinationsRouter(dests(kept), rt)
+	// What was spooled until now goes by the routes it was admitted under: a destination
+	// taking the rest keeps a tenant's (or a resource's) records it has not read yet, though
+	// the reload gave them to a new destination (which reads from now on).
+	from := g.spool.Written()
+	for i, m := range kept {
+		r := feed.Route{Tenants: tenant.DestRoute{Dest: i}, Resources: rt} // without match-header each takes every tenant
+		if i < len(rs) {
+			r.Tenants = rs[i]
+		}
+		if slices.Contains(started, m) {
+			m.feeder.SetRoute(r, 0)
+		} else {
+			m.feeder.SetRoute(r, from)
 		}
 	}
 	for _, m := range started {
@@ -309,7 +322,6 @@ func (g *Gateway) applySpooled(next, fresh, gone []*member, replaces map[*member
 		m.feeder.SetMaxBytes(feedShare(g.cfg, m.queue, len(kept)))
 	}
 	g.dmu.members = kept
-	g.sa.SetDestinations(dests(kept)) // what requests are spooled compressed for, and the signals served
 	return errors.Join(errs...)
 }
 

@@ -154,7 +154,7 @@ func (g *Gateway) build() error {
 	if err := g.cfg.buildTenants(configs); err != nil {
 		return err
 	}
-	if err := g.cfg.buildRoutes(); err != nil {
+	if err := g.cfg.buildRoutes(configs); err != nil {
 		return err
 	}
 	// The processing steps in force, which a reload replaces (SetProcessor).

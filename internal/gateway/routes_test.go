@@ -11,7 +11,7 @@ import (
 
 // match=resource is read by the gateway, not the client: it reaches the pipeline's Router,
 // and every configuration it cannot work with stops the start with an error that says why,
-// -dest.file (in -dest, in the file, and in a reload's file) among them.
+// in -dest and in -dest.file alike.
 func TestResourceRoutesConfig(t *testing.T) {
 	a, b := startUpstream(t), startUpstream(t)
 	cfg := testConfig()
@@ -37,15 +37,12 @@ func TestResourceRoutesConfig(t *testing.T) {
 		{"empty", func(c *Config) { c.Dests[0] = destSpec("a", a.addr, "match=") }, "want resource:KEY=VALUE"},
 		{"twice", func(c *Config) { c.Dests[0] = destSpec("a", a.addr, "match=resource:a=b,match=resource:a=c") }, "given twice"},
 		{"ack upstream", func(c *Config) { c.Pipeline.Ack = pipeline.AckUpstream }, "-ack=upstream cannot be combined with match=resource"},
-		{"dest file", func(c *Config) {
-			c.DestFile = filepath.Join(t.TempDir(), "dests")
-			writeFile(t, c.DestFile, destSpec("c", b.addr))
-		}, ErrDestFileResourceRoutes.Error()},
-		{"in the file", func(c *Config) {
+		{"ack upstream in the file", func(c *Config) {
 			c.Dests = nil
+			c.Pipeline.Ack = pipeline.AckUpstream
 			c.DestFile = filepath.Join(t.TempDir(), "dests")
 			writeFile(t, c.DestFile, destSpec("c", b.addr, "match=resource:a=b"))
-		}, ErrDestFileResourceRoutes.Error()},
+		}, "-ack=upstream cannot be combined with match=resource"},
 	} {
 		bad := cfg
 		bad.Dests = append([]string(nil), cfg.Dests...)

@@ -68,9 +68,31 @@ func NewAdmission(cfg pipeline.Config, s *spool.Spool) (*Admission, error) {
 	if cfg.Served == nil {
 		cfg.Served = new(pipeline.Served)
 	}
+	var routes *tenant.Routes
+	if cfg.Tenants != nil {
+		routes = cfg.Tenants.Routes()
+	}
+	cfg.Routing = pipeline.NewRouting(cfg.Router, routes)
 	a := &Admission{cfg: cfg, s: s}
 	a.encs.Store(&pipeline.Encodings{})
 	return a, nil
+}
+
+// SetDestinationsRouter is SetDestinations for destinations whose match=resource rt routes
+// by (nil: none), numbered as dests, with the tenant routes the table holds now (set them
+// first): the requests admitted from now on are split by rt. It returns once every request
+// split by the previous router is in the spool, so that the records written until then
+// (Spool.Written, read after it) go by the previous routes, and the later ones by rt: each
+// record by the router that split it.
+func (a *Admission) SetDestinationsRouter(dests []pipeline.Destination, rt pipeline.Router) {
+	e := pipeline.EncodingsOf(dests)
+	a.encs.Store(&e)
+	a.cfg.Served.Set(dests)
+	var routes *tenant.Routes
+	if a.cfg.Tenants != nil {
+		routes = a.cfg.Tenants.Routes()
+	}
+	a.cfg.Routing.Set(rt, routes, dests)
 }
 
 // SetDestinations tells admission what the destinations send pass-through batches in, in the
@@ -80,9 +102,7 @@ func NewAdmission(cfg pipeline.Config, s *spool.Spool) (*Admission, error) {
 // signal is taken; after it, a request of a signal no destination takes is refused
 // (pipeline.ErrUnserved).
 func (a *Admission) SetDestinations(dests []pipeline.Destination) {
-	e := pipeline.EncodingsOf(dests)
-	a.encs.Store(&e)
-	a.cfg.Served.Set(dests)
+	a.SetDestinationsRouter(dests, a.cfg.Routing.Router())
 }
 
 // Admit appends req to the spool, in a record that keeps its tenant (nil: the default

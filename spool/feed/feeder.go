@@ -34,9 +34,9 @@ type Config struct {
 	Tenants *tenant.Table
 	Dest    int
 	// Router, with routes by resource attribute (-dest match=resource), is the pipeline's
-	// (pipeline.Config.Router): of each record the feeder keeps the resource entries
-	// destination Dest takes, and finishes a record of which it takes none unread. nil: every
-	// entry goes to the destination.
+	// (pipeline.Config.Router) when the feeder is made; SetRoute replaces it: of each record
+	// the feeder keeps the resource entries destination Dest takes, and finishes a record of
+	// which it takes none unread. nil: every entry goes to the destination.
 	Router pipeline.Router
 }
 
@@ -72,8 +72,8 @@ type Feeder struct {
 	// sigs is what the destination takes (-dest signals=): its feeder finishes the records
 	// of the others unread, so that they hold no spool space on its account.
 	sigs fastpath.SignalSet
-	// route is the destination's place among the destinations' tenant routes (Config.Dest in
-	// the table's routes at New; SetRoute replaces it): read once per record.
+	// route is the destination's place among the destinations' routes (Config.Dest in the
+	// table's routes and Config.Router at New; SetRoute replaces it): read once per record.
 	route atomic.Pointer[routeView]
 
 	held     atomic.Int64
@@ -139,28 +139,39 @@ func New(cfg Config, r *spool.Reader, d pipeline.Destination, log *slog.Logger) 
 	t.Stop()
 	f := &Feeder{cfg: cfg, seal: pipeline.Seal{MaxBytes: cfg.BatchMaxBytes, MaxItems: cfg.BatchMaxItems, MaxAge: cfg.BatchMaxAge}, r: r, d: d, log: log.With("destination", d.Name()),
 		room: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: t}
-	if w, ok := d.(pipeline.WireEncoder); ok && cfg.Router == nil {
-		f.enc = w.PassThrough() // with routes every record is inflated, to be filtered
+	if w, ok := d.(pipeline.WireEncoder); ok {
+		f.enc = w.PassThrough() // a record filtered by routes is inflated (filterInflate)
 	}
 	f.sigs = pipeline.SignalsOf(d)
 	f.maxBytes.Store(cfg.MaxBytes)
+	route := Route{Tenants: tenant.DestRoute{Dest: cfg.Dest}, Resources: cfg.Router}
 	if cfg.Tenants != nil {
-		f.route.Store(&routeView{cur: cfg.Tenants.RouteOf(cfg.Dest)})
+		route.Tenants = cfg.Tenants.RouteOf(cfg.Dest)
 	}
+	f.route.Store(&routeView{cur: route})
 	return f, nil
+}
+
+// Route is a feeder's destination's place in a set of destinations: the set's tenant routes
+// with the destination's position in it (Tenants.Dest), and the router of the set's
+// match=resource, which numbers the destinations alike (Resources; nil: none, the
+// destination takes every entry of the records it takes).
+type Route struct {
+	Tenants   tenant.DestRoute
+	Resources pipeline.Router
 }
 
 // routeView is where a feeder's destination stands among the destinations, by when a record
 // was spooled: a record at or after from goes by cur, an earlier one by prev (none: by cur).
 // Immutable once stored.
 type routeView struct {
-	cur  tenant.DestRoute
+	cur  Route
 	from spool.Pos
 	prev *routeView
 }
 
 // of is the route of the record at p.
-func (v *routeView) of(p spool.Pos) tenant.DestRoute {
+func (v *routeView) of(p spool.Pos) Route {
 	for v.prev != nil && p < v.from {
 		v = v.prev
 	}
@@ -168,14 +179,14 @@ func (v *routeView) of(p spool.Pos) tenant.DestRoute {
 }
 
 // SetRoute gives the feeder its destination's place r in a new set of destinations (a reload
-// that reordered, added or removed destinations with tenant routes), the routes and the
+// that reordered, added or removed destinations with tenant or resource routes), the routes and the
 // position together, for the records spooled from from on (Spool.Written when the routes
 // changed); the records spooled before go by the routes they were admitted under, as a batch
 // open across a reload without a spool goes to the destinations of its set. from 0 makes r
 // the route of every record (a feeder new to the set: its reader holds nothing spooled
 // under routes it was not in, or what it left unfinished when it was removed). A record
 // already decided (in the batch being built) keeps its decision. Safe for concurrent use.
-func (f *Feeder) SetRoute(r tenant.DestRoute, from spool.Pos) {
+func (f *Feeder) SetRoute(r Route, from spool.Pos) {
 	for {
 		old := f.route.Load()
 		v := &routeView{cur: r}
@@ -344,6 +355,7 @@ type record struct {
 	before int
 	e      spool.Entry
 	t      *tenant.Tenant // its tenant, once filterTenant read it
+	route  Route          // the routes it was spooled under, once filterTenant read them
 }
 
 // recordFilters decide, in order, what of a record joins this destination's batches. Each
@@ -381,12 +393,26 @@ func (f *Feeder) filterSignal() bool {
 	return true
 }
 
-// filterTenant reads the record's tenant and leaves out another destination's (match-header)
-// and one that cannot be read.
+// filterTenant reads the routes the record was spooled under and its tenant, and leaves out
+// another destination's (match-header) and one that cannot be read.
 func (f *Feeder) filterTenant() bool {
-	t, take := f.tenant(f.rec.e)
+	f.rec.route = f.routeOf(f.rec.e.Pos)
+	t, take := f.tenant(f.rec.e, f.rec.route.Tenants)
 	f.rec.t = t
 	return take
+}
+
+// routeOf is the route of the record at p: records come in order, so once one at or after
+// the latest SetRoute's from is read, the routes before it are forgotten.
+func (f *Feeder) routeOf(p spool.Pos) Route {
+	v := f.route.Load()
+	route := v.of(p)
+	if v.prev != nil && p >= v.from {
+		// Nothing before from is read any more. (A CAS: SetRoute may have stored a newer
+		// view meanwhile, which keeps this one as its prev.)
+		f.route.CompareAndSwap(v, &routeView{cur: v.cur})
+	}
+	return route
 }
 
 // filterInflate inflates a record compressed in an encoding the destination does not send as
@@ -394,7 +420,7 @@ func (f *Feeder) filterTenant() bool {
 // goes on as a plain record like any other, or is dropped when it does not inflate.
 func (f *Feeder) filterInflate() bool {
 	r := &f.rec
-	if r.e.Encoding == 0 || pipeline.Encoding(r.e.Encoding) == f.enc {
+	if r.e.Encoding == 0 || pipeline.Encoding(r.e.Encoding) == f.enc && r.route.Resources == nil {
 		return true
 	}
 	return f.inflate(r.buf, r.before, &r.e)
@@ -403,12 +429,13 @@ func (f *Feeder) filterInflate() bool {
 // filterRoute keeps, with routes by resource attribute, the destination's entries of the
 // record: finished when it has none, dropped when it does not parse.
 func (f *Feeder) filterRoute() bool {
-	if f.cfg.Router == nil {
+	r := &f.rec
+	rt := r.route.Resources
+	if rt == nil {
 		return true
 	}
-	r := &f.rec
 	buf, before := r.buf, r.before
-	rec, items, err := pipeline.FilterRoute(f.cfg.Router, r.t, fastpath.Signal(r.e.Signal), f.cfg.Dest, (*buf)[before:], int(r.e.Items))
+	rec, items, err := pipeline.FilterRoute(rt, r.route.Tenants.Mask(r.t), fastpath.Signal(r.e.Signal), r.route.Tenants.Dest, (*buf)[before:], int(r.e.Items))
 	switch {
 	case err != nil:
 		f.log.Error("dropping a spooled record", "err", err)
@@ -453,7 +480,7 @@ func (f *Feeder) close() {
 // record whose tenant cannot be read, or that no destination takes, is dropped, counted by
 // the spool: delivering it as another tenant's would hand one tenant's data to another's
 // backend.
-func (f *Feeder) tenant(e spool.Entry) (*tenant.Tenant, bool) {
+func (f *Feeder) tenant(e spool.Entry, route tenant.DestRoute) (*tenant.Tenant, bool) {
 	ts := f.cfg.Tenants
 	if ts == nil {
 		return nil, true
@@ -463,13 +490,6 @@ func (f *Feeder) tenant(e spool.Entry) (*tenant.Tenant, bool) {
 		f.log.Error("dropping a spooled record", "err", errTenantRecord, "cause", err)
 		f.r.Drop(e.Pos, spool.DropUndeliverable)
 		return nil, false
-	}
-	v := f.route.Load()
-	route := v.of(e.Pos)
-	if v.prev != nil && e.Pos >= v.from {
-		// Records come in order: nothing before from is read any more. (A CAS: SetRoute may
-		// have stored a newer view meanwhile, which keeps this one as its prev.)
-		f.route.CompareAndSwap(v, &routeView{cur: v.cur})
 	}
 	if !route.Routed(t) {
 		// Admission refuses such a tenant; a restart or reload whose match-headers no longer

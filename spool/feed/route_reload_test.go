@@ -6,7 +6,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -69,7 +73,7 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.SetRoute(rs[0], s.Written())
+		f.SetRoute(Route{Tenants: rs[0]}, s.Written())
 		admit(5, 8) // the new destination's
 
 		f.Start()
@@ -87,6 +91,118 @@ func TestFeederRoutesByWhenSpooled(t *testing.T) {
 		}
 		if n := s.Reader("rest").Unfinished(); n != 0 {
 			t.Fatalf("%d records unfinished", n)
+		}
+	})
+}
+
+// A reload that changes the destinations with routes by resource attribute (co, which took
+// checkout, removed; the rest's destination moved first; cart, new, takes cart): the records
+// spooled before the reload go by the router that split them, at the position each
+// destination had then, and the later ones by the new router at the new positions, so that
+// each resource reaches exactly one destination. Reading every record by the router in force
+// gave the rest's destination the checkout resources co had taken, which co had delivered
+// already, and left the cart resources spooled before to no one.
+func TestFeederResourceRoutesByWhenSpooled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		router := func(rules ...string) pipeline.Router {
+			var rs [][]process.Match
+			for _, r := range rules {
+				var m []process.Match
+				if r != "" {
+					var err error
+					if m, err = process.ParseRoute(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rs = append(rs, m)
+			}
+			rt, err := process.NewRouter(rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rt
+		}
+		before := router("resource:service.name=checkout*", "")
+		after := router("", "resource:service.name=cart*")
+		c := spool.DefaultConfig()
+		c.Dir, c.Sync, c.SegmentBytes, c.MaxBytes, c.CheckpointInterval = "/spool", spool.SyncNone, 4<<10, 1<<20, time.Hour
+		s, err := spool.Open(c, spool.NewCrashFS(), []string{"co", "rest"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		pc := pipeline.DefaultConfig()
+		pc.Router = before
+		adm, err := NewAdmission(pc, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admit := func(services ...string) {
+			t.Helper()
+			if _, err := adm.Admit(pipeline.Request{Signal: fastpath.Logs, Body: logsOf(t, services...), Items: len(services)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		admit("checkout-1", "cart-1", "search-1")
+		admit("cart-2")
+		admit("checkout-3")
+
+		rest, cart := newDest(), newDest()
+		cfg := feedConfig()
+		cfg.Router, cfg.Dest = before, 1
+		fRest, err := New(cfg, s.Reader("rest"), rest, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reload: co leaves (its feeder had delivered its records), the rest moves to
+		// position 0, cart comes at 1 and reads from the reload on.
+		adm.SetDestinationsRouter([]pipeline.Destination{rest, cart}, after)
+		from := s.Written()
+		fRest.SetRoute(Route{Tenants: tenant.DestRoute{Dest: 0}, Resources: after}, from)
+		r, err := s.AddReader("cart")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Router, cfg.Dest = after, 1
+		fCart, err := New(cfg, r, cart, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admit("checkout-4", "cart-4", "search-4")
+		admit("cart-5")
+
+		got := func(name string, d *dest, f *Feeder, want []string) {
+			t.Helper()
+			f.Start()
+			defer f.Stop()
+			var names []string
+			for len(names) < len(want) {
+				for _, b := range d.take(t, 1) {
+					ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(b.Payload.Bytes())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ld.LogRecordCount() != b.Items {
+						t.Errorf("%s: a batch of %d records says %d", name, ld.LogRecordCount(), b.Items)
+					}
+					for _, rl := range ld.ResourceLogs().All() {
+						v, _ := rl.Resource().Attributes().Get("service.name")
+						names = append(names, v.Str())
+					}
+					b.Done(true)
+				}
+			}
+			synctest.Wait()
+			if !slices.Equal(names, want) || len(d.got) != 0 {
+				t.Errorf("%s got %q (and %d batches more), want %q", name, names, len(d.got), want)
+			}
+		}
+		got("rest", rest, fRest, []string{"cart-1", "search-1", "cart-2", "checkout-4", "search-4"})
+		got("cart", cart, fCart, []string{"cart-4", "cart-5"})
+		for _, name := range []string{"rest", "cart"} {
+			if n := s.Reader(name).Unfinished(); n != 0 {
+				t.Errorf("%s: %d records unfinished", name, n)
+			}
 		}
 	})
 }
