@@ -99,7 +99,8 @@ type Config struct {
 	// Router, when set, routes each resource entry by its Resource's attributes (a -dest's
 	// match=resource, route.go): a request is split into one piece per set of destinations
 	// that take its entries, and each piece joins the batches of its route. Destinations are
-	// numbered as New is given them, as the Tenants' routes are. nil: every destination takes
+	// numbered as New is given them, as the Tenants' routes are; SetDestinationsRoutes gives
+	// a new set its own router (Routing). nil: every destination takes
 	// every entry (of the tenants it takes).
 	Router Router
 	// Routing holds the router in force, which a reload of the destinations replaces with

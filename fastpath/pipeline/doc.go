@@ -74,4 +74,8 @@
 // destinations. The budget is charged for the whole request and the pieces join their batches
 // under one lock: a request is admitted whole or not at all. With a spool the routed entries
 // are one record, and each feeder keeps its destination's entries of it (FilterRoute).
+//
+// The router numbers the destinations by position in their set, so it goes with the set
+// (routing.go): SetDestinationsRoutes swaps both, and a request split by one set's router
+// that meets another set at enqueue is prepared again, so that its entries go by one set.
 package pipeline

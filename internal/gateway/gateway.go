@@ -366,8 +366,9 @@ func (g *Gateway) Reload() error { return g.reload(nil, false) }
 // ReloadWith is Reload with dests, the -dest values of a configuration read again (a config
 // file), in place of the running ones: the destinations are applied as -dest.file's are, whole
 // or not at all, and applied reports whether dests run now. A change that cannot be applied
-// (destinations with match=resource routes, which number them at start; otlpgate started
-// without a destination) is refused; dests as they run change nothing. Each call counts once,
+// (otlpgate started without a destination) is refused; dests as they run change nothing.
+// Destinations with match-header or match=resource routes keep theirs wherever they move in
+// the list. Each call counts once,
 // in otlpgate_config_reloads_total or, when the destinations were refused,
 // otlpgate_config_reload_failures_total. Must not be called concurrently with itself.
 func (g *Gateway) ReloadWith(dests []string) (applied bool, err error) {
@@ -390,8 +391,8 @@ func (g *Gateway) reload(dests []string, replace bool) error {
 	g.dmu.Unlock()
 	secretFiles := slices.ContainsFunc(running, secretFile) || slices.ContainsFunc(dests, secretFile) ||
 		slices.ContainsFunc(g.cfg.Destinations, func(d client.Config) bool { return d.BearerTokenFile != "" })
-	// A list as it runs changes nothing by itself (and a set with routes may not be handed
-	// over at all): the destinations are read again only for what they name.
+	// A list as it runs changes nothing by itself: the destinations are read again only for
+	// what they name.
 	fromConfig := replace
 	replace = replace && !slices.Equal(dests, running)
 	if g.cfg.DestFile != "" || secretFiles || replace {
