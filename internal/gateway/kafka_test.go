@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -26,6 +32,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -35,9 +42,9 @@ const kafkaPartitions = 6
 
 // startKafka is a cluster of three brokers in the test process, with the Collector's three
 // topics.
-func startKafka(t *testing.T) *kfake.Cluster {
+func startKafka(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, "otlp_spans", "otlp_metrics", "otlp_logs"))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, "otlp_spans", "otlp_metrics", "otlp_logs")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +80,15 @@ type kafkaRecord struct {
 // records decoded as a Collector's Kafka receiver decodes otlp_proto.
 func readSpans(t *testing.T, c *kfake.Cluster, topic string, want int) []kafkaRecord {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return readRecords(t, c, topic, want, &ptrace.ProtoUnmarshaler{})
+}
+
+// readRecords is readSpans with the Collector's decoder of the records' encoding, and the
+// consumer's options (TLS, SASL).
+func readRecords(t *testing.T, c *kfake.Cluster, topic string, want int, dec ptrace.Unmarshaler, opts ...kgo.Opt) []kafkaRecord {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +104,7 @@ func readSpans(t *testing.T, c *kfake.Cluster, topic string, want int) []kafkaRe
 		fs := cl.PollFetches(ctx)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
-			td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(r.Value)
+			td, err := dec.UnmarshalTraces(r.Value)
 			if err != nil {
 				t.Fatalf("record at %d/%d: the Collector's decoder refuses it: %v", r.Partition, r.Offset, err)
 			}
@@ -360,5 +374,71 @@ func TestKafkaDestinationBrokersDownSpool(t *testing.T) {
 		if n := got[fmt.Sprintf("%016x", id)]; n < 1 {
 			t.Errorf("span %d is not in Kafka", id)
 		}
+	}
+}
+
+// Records in OTLP/JSON, and over SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and TLS, reach the
+// brokers and decode with the Collector's decoder of their encoding: every span id once.
+func TestKafkaDestinationEncodingAndSecurity(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := testkit.SelfSigned(t, dir)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	for _, tc := range []struct {
+		name     string
+		cluster  []kfake.Opt
+		keys     string
+		dec      ptrace.Unmarshaler
+		consumer []kgo.Opt
+	}{
+		{name: "otlp_json", keys: "encoding=otlp_json,partition=trace_id", dec: &ptrace.JSONUnmarshaler{}},
+		{name: "sasl_plain", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", "otlpgate", "s3cret")},
+			keys:     "sasl-mechanism=plain,sasl-username=otlpgate,sasl-password-file=" + pw,
+			consumer: []kgo.Opt{kgo.SASL(plain.Auth{User: "otlpgate", Pass: "s3cret"}.AsMechanism())}},
+		{name: "sasl_scram_sha256", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "otlpgate", "s3cret")},
+			keys:     "sasl-mechanism=scram-sha-256,sasl-username=otlpgate,sasl-password-file=" + pw,
+			consumer: []kgo.Opt{kgo.SASL(scram.Auth{User: "otlpgate", Pass: "s3cret"}.AsSha256Mechanism())}},
+		{name: "sasl_scram_sha512", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "otlpgate", "s3cret")},
+			keys:     "sasl-mechanism=scram-sha-512,sasl-username=otlpgate,sasl-password-file=" + pw,
+			consumer: []kgo.Opt{kgo.SASL(scram.Auth{User: "otlpgate", Pass: "s3cret"}.AsSha512Mechanism())}},
+		{name: "tls", cluster: []kfake.Opt{kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})},
+			keys:     "tls-ca=" + certFile,
+			consumer: []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := startKafka(t, tc.cluster...)
+			cfg := testConfig()
+			cfg.Destinations = []client.Config{kafkaDest(t, kc, tc.keys)}
+			g := startGateway(t, cfg)
+			ended := sdkSpans(t, g, 10, 3)
+			if err := g.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			dec := tc.dec
+			if dec == nil {
+				dec = &ptrace.ProtoUnmarshaler{}
+			}
+			got := spanIDsOf(readRecords(t, kc, "otlp_spans", len(ended), dec, tc.consumer...))
+			if len(got) != len(ended) || len(ended) != 30 {
+				t.Errorf("%d distinct spans in Kafka, the SDK ended %d, want 30", len(got), len(ended))
+			}
+			for _, s := range ended {
+				if n := got[s.SpanContext().SpanID().String()]; n != 1 {
+					t.Errorf("span %s is in Kafka %d times", s.SpanContext().SpanID(), n)
+				}
+			}
+		})
 	}
 }
