@@ -195,7 +195,7 @@ var destKeys = []DestKey{
 	{Name: "partition", Section: DestKeysKafka, Default: "`round_robin` (no key)", read: text("`round_robin` or `trace_id`", func(c *Config) *string { return &c.Kafka.Partition }),
 		Help: "`round_robin`: records without a key, spread over the partitions in turn; `trace_id`: spans as one record per trace keyed by its trace id in hex, so that every span of a trace lands in one partition, as the Collector's `partition_traces_by_id` (metrics and logs go round robin)"},
 	{Name: "max-message-bytes", Section: DestKeysKafka, Default: "`1000000` (the Collector's)", read: size(1<<30, func(c *Config) *int { return &c.Kafka.MaxMessageBytes }),
-		Help: "the largest record batch sent: at most the topic's `max.message.bytes` (brokers' default 1048588). A batch is cut at resource, scope and item boundaries into records below it; an item larger on its own is dropped, counted (`reason=\"too_large\"`)"},
+		Help: "the largest record batch sent; a topic whose `max.message.bytes` is smaller, read from the brokers before the first record, bounds its own. A batch is cut at resource, scope and item boundaries into records below it; an item larger on its own is dropped, counted (`reason=\"too_large\"`)"},
 	{Name: "sasl-mechanism", Section: DestKeysKafka, Default: "none", read: text("`plain`, `scram-sha-256` or `scram-sha-512`", func(c *Config) *string { return &c.Kafka.SASLMechanism }),
 		Help: "authenticate with SASL, with `sasl-username` and `sasl-password-file`; over TLS (`tls=true` or a `tls-*` key) unless the network is trusted"},
 	{Name: "sasl-username", Section: DestKeysKafka, Default: "none", read: text("NAME", func(c *Config) *string { return &c.Kafka.SASLUsername }),

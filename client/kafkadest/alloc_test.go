@@ -27,6 +27,9 @@ func TestBuildAllocs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := traceRequest(t, 4, 2, 50, 20, 40)
 			d := &Dest{cfg: Config{MaxMessageBytes: tc.limit, ByTraceID: tc.byTrace, Topics: [fastpath.NumSignals]string{"t", "m", "l"}}, cuts: cutEntries.WithLabelValues("alloc-test")}
+			for i := range d.limits {
+				d.limits[i].Store(int64(tc.limit))
+			}
 			pl := pool.NewPayload(len(req))
 			*pl.Buf() = append((*pl.Buf())[:0], req...)
 			b := pipeline.NewBatch(fastpath.Traces, 400, pl, noOwner{})

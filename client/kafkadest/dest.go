@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 )
 
@@ -75,9 +76,15 @@ type Dest struct {
 	counts  *client.Counts
 	unhold  func()
 	promise func(*kgo.Record, error) // onRecord, made once: a method value allocates
-	// ctx ends when Shutdown gives up: Produce stops waiting for room in kgo's buffer.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// ctx ends when Shutdown gives up: Produce stops waiting for room in kgo's buffer, and
+	// the start's question of the topics' limits (closing learned) ends.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	learned chan struct{}
+
+	// limits is each signal's largest record batch: MaxMessageBytes, or its topic's
+	// max.message.bytes when the brokers said it is smaller (limit.go).
+	limits [fastpath.NumSignals]atomic.Int64
 
 	acked  prometheus.Counter
 	failed [numFails]prometheus.Counter
@@ -113,7 +120,7 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dest{cfg: cfg, log: log, queue: make(chan *pipeline.Batch, 4096),
+	d := &Dest{cfg: cfg, log: log, queue: make(chan *pipeline.Batch, 4096), learned: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}), counts: client.NewCounts(cfg.Name),
 		acked: ackedRecords.WithLabelValues(cfg.Name), cuts: cutEntries.WithLabelValues(cfg.Name),
 		finish: finishBatch}
@@ -122,6 +129,9 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	}
 	d.promise = d.onRecord
 	d.limit.Store(cfg.QueueBytes)
+	for i := range d.limits {
+		d.limits[i].Store(int64(cfg.MaxMessageBytes))
+	}
 	d.mu.waiting = map[*send]*time.Timer{}
 	opts, err := d.producerOpts()
 	if err != nil {
@@ -132,6 +142,10 @@ func New(cfg Config, log *slog.Logger) (*Dest, error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.unhold = d.counts.Hold(&d.held, &d.sending)
+	go func() {
+		defer close(d.learned)
+		d.learnLimits()
+	}()
 	go d.run()
 	return d, nil
 }
@@ -156,7 +170,9 @@ func (d *Dest) producerOpts() ([]kgo.Opt, error) {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("otlpgate"),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
+		// Read when the producer first meets a partition, which the sender holds back until
+		// the topics' max.message.bytes are known (limit.go).
+		kgo.ProducerBatchMaxBytesFn(d.batchMaxBytes),
 		kgo.RecordPartitioner(partitioner(cfg.ByTraceID)),
 		// kgo refuses a delivery timeout below a second.
 		kgo.RecordDeliveryTimeout(max(cfg.DeliveryTimeout, time.Second)),
@@ -266,10 +282,25 @@ func (d *Dest) Enqueue(b *pipeline.Batch) error {
 	}
 }
 
+// batchMaxBytes is the record batch bound of topic, for the producer.
+func (d *Dest) batchMaxBytes(topic string) int32 {
+	for sig, t := range d.cfg.Topics {
+		if t == topic {
+			return int32(d.limits[sig].Load())
+		}
+	}
+	return int32(d.cfg.MaxMessageBytes)
+}
+
 // run hands each queued batch's records to the producer; after Shutdown it hands over what is
-// still queued, then returns.
+// still queued, then returns. It starts once the topics' limits are known (or could not be).
 func (d *Dest) run() {
 	defer close(d.done)
+	select {
+	case <-d.learned:
+	case <-d.stop:
+		<-d.learned // Shutdown's deadline ends it
+	}
 	for {
 		select {
 		case b := <-d.queue:
@@ -380,7 +411,11 @@ func (d *Dest) settle(s *send) {
 		}
 		d.failed[reason].Add(float64(len(s.retry)))
 		d.setLastError(fmt.Sprintf("produce to %s: %v", topic, s.err))
-		d.log.Warn("kafka destination drops a batch the brokers refused", "destination", d.cfg.Name, "topic", topic, "err", s.err)
+		if s.refused == client.DropTooLarge {
+			d.log.Error("kafka destination drops a batch: the brokers refuse its records as too large; the topic's max.message.bytes was lowered below what the destination read at start: restart otlpgate, or lower max-message-bytes", "destination", d.cfg.Name, "topic", topic, "err", s.err)
+		} else {
+			d.log.Warn("kafka destination drops a batch the brokers refused", "destination", d.cfg.Name, "topic", topic, "err", s.err)
+		}
 		d.end(s, s.refused, true)
 		return
 	}
@@ -554,6 +589,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
+		d.cancel() // ends the question of the topics' limits too
 		d.mu.Lock()
 		d.mu.stopping = true
 		waiting := d.mu.waiting
@@ -569,7 +605,6 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 		d.cl.Close()
 		<-drained
 	}
-	d.cancel()
 	d.cl.Close()
 	d.unhold()
 	if n := d.lost.Load(); n > 0 {

@@ -44,9 +44,10 @@ type send struct {
 	timer *time.Timer
 	keep  *pool.Payload // the payload's reference an abandoned send keeps for its records
 
-	cut  cutter
-	tr   byTrace
-	json []byte // otlp_json values
+	cut   cutter
+	limit int // the largest record batch the records were cut for
+	tr    byTrace
+	json  []byte // otlp_json values
 }
 
 type sendState uint8
@@ -99,7 +100,8 @@ func putSend(s *send) {
 // build cuts the batch into records of its signal's topic.
 func (s *send) build() error {
 	d, b := s.d, s.b
-	limit := d.cfg.MaxMessageBytes - recordOverhead
+	s.limit = int(d.limits[b.Signal].Load())
+	limit := s.limit - recordOverhead
 	if d.cfg.JSON {
 		// OTLP/JSON spells ids in hex and names every field: a request's JSON is a few times
 		// its protobuf. Cut the protobuf so that the JSON of a piece fits; a piece whose JSON
@@ -139,7 +141,7 @@ func (s *send) build() error {
 
 // buildJSON makes each piece a record of its OTLP/JSON.
 func (s *send) buildJSON(topic string) error {
-	limit := s.d.cfg.MaxMessageBytes - recordOverhead
+	limit := s.limit - recordOverhead
 	s.json = s.json[:0]
 	ends := make([]int, 0, len(s.cut.pieces)) // otlp_json is not the allocation-free path
 	for i := range s.cut.pieces {

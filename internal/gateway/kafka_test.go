@@ -71,6 +71,7 @@ func kafkaDest(t *testing.T, c *kfake.Cluster, extra string) client.Config {
 
 // kafkaRecord is one record read back, decoded by the Collector's own unmarshaler.
 type kafkaRecord struct {
+	size      int
 	partition int32
 	key       string
 	traces    ptrace.Traces
@@ -109,7 +110,7 @@ func readRecords(t *testing.T, c *kfake.Cluster, topic string, want int, dec ptr
 				t.Fatalf("record at %d/%d: the Collector's decoder refuses it: %v", r.Partition, r.Offset, err)
 			}
 			spans += td.SpanCount()
-			out = append(out, kafkaRecord{partition: r.Partition, key: string(r.Key), traces: td})
+			out = append(out, kafkaRecord{size: len(r.Value), partition: r.Partition, key: string(r.Key), traces: td})
 		})
 	}
 	return out
@@ -440,5 +441,70 @@ func TestKafkaDestinationEncodingAndSecurity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A topic that takes smaller record batches than max-message-bytes costs no span: the
+// destination reads the topic's max.message.bytes before it produces, and cuts records, and
+// has the producer build record batches, below it.
+func TestKafkaDestinationTopicMaxMessageBytes(t *testing.T) {
+	const small = 8192
+	kc := startKafka(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "otlp_spans"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "max.message.bytes", kmsg.StringPtr(fmt.Sprint(small))
+	r.Configs = append(r.Configs, c)
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(context.Background(), cl)
+	cl.Close()
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("cannot set the topic's max.message.bytes: %v %+v", err, resp)
+	}
+	dropped := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka")
+	cfg := testConfig()
+	cfg.Destinations = []client.Config{kafkaDest(t, kc, "")}
+	g := startGateway(t, cfg)
+	var ids []uint64
+	for id := uint64(1); id <= 200; id++ {
+		ids = append(ids, id)
+	}
+	conn, err := grpc.NewClient(g.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ereq coltracev1.ExportTraceServiceRequest
+	if err := ereq.UnmarshalVT(traceBody(t, 300, ids...)); err != nil { // about 70KB
+		t.Fatal(err)
+	}
+	if _, err := coltracev1.NewTraceServiceClient(conn).Export(context.Background(), &ereq); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	recs := readSpans(t, kc, "otlp_spans", len(ids))
+	got := spanIDsOf(recs)
+	for _, id := range ids {
+		if n := got[fmt.Sprintf("%016x", id)]; n != 1 {
+			t.Errorf("span %d is in Kafka %d times, want 1", id, n)
+		}
+	}
+	if len(recs) < 9 {
+		t.Errorf("%d records, want the batch cut into records below %d bytes", len(recs), small)
+	}
+	for _, r := range recs {
+		if r.size > small-256 {
+			t.Errorf("a record of %d bytes", r.size)
+		}
+	}
+	if n := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka") - dropped; n != 0 {
+		t.Errorf("%v items dropped", n)
 	}
 }
