@@ -121,7 +121,7 @@ func TestAppendEntriesStrips(t *testing.T) {
 			// Entries hands out the request itself exactly when AppendEntries would copy it
 			// unchanged: a v1 request with nothing to strip.
 			cfg := pipeline.DefaultConfig()
-			r, err := pipeline.Prepare(&cfg, nil, &pipeline.Request{Signal: fastpath.Traces, Body: tt.in, Items: 1, Layout: tt.layout})
+			r, err := pipeline.Prepare(&cfg, nil, nil, &pipeline.Request{Signal: fastpath.Traces, Body: tt.in, Items: 1, Layout: tt.layout})
 			if err != nil {
 				t.Fatal(err)
 			}

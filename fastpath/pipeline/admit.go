@@ -95,17 +95,23 @@ func bySignal(v *prometheus.CounterVec) (c [fastpath.NumSignals]prometheus.Count
 
 var errBadSignal = errors.New("fastpath: unknown signal")
 
-// Prepared is a request made ready for admission by Prepare: checked against the queue's
-// bound and run through the processing steps (Config.Processor). Pipeline and the spool's
-// admission (spool/feed) both start with it, so that they check, process and count a request
-// alike; each then holds Req its own way and reports the outcome with Admitted or Refused.
-// Call Release once Req is no longer read.
+// Prepared is Prepare's plan for a request: checked against the queue's bound and the
+// destinations, run through the processing steps (Config.Processor), split by route, or kept
+// compressed as it arrived. Pipeline and the spool's admission (spool/feed) both start with it,
+// so that they check, process and count a request alike; each then holds Req (or Wire) its own
+// way and reports the outcome with Admitted or Refused. Call Release once Req is no longer
+// read.
 type Prepared struct {
 	Sig    fastpath.Signal
-	Req    []byte // the request to admit: as received, or the processed v1 body
+	Req    []byte // the request to admit: as received (decompressed), or the processed v1 body
 	Items  int
 	Layout fastpath.Layout
 	Tenant *tenant.Tenant // nil without tenants (Config.Tenants)
+	// Wire, with Encoding other than EncodingNone, is the request as received, compressed in
+	// Encoding, which travels as it is (compressed pass-through); Req is then its
+	// decompressed form, v1 with only resource entries.
+	Wire     []byte
+	Encoding Encoding
 
 	dropped bool              // the steps removed every entry
 	st      fastpath.Stripped // what the processing stripped, counted once the request is admitted
@@ -118,78 +124,254 @@ type Prepared struct {
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
 	// (Request.Own, adopt.go); nil when not offered.
 	own *[]byte
-	// wire is the size of the request as received, when it is kept compressed (PrepareWire);
-	// Req is then its decompressed form.
-	wire int
+	// fellBack is set for a request that arrived compressed and goes the plain way, why says
+	// why and plain is its decompressed size: counted once it is answered as admitted.
+	fellBack bool
+	why      Fallback
+	plain    int
 }
 
-// Prepare checks req for admission under cfg: a known signal, a tenant (req.Origin.Tenant,
-// t below) some destination takes (else tenant.ErrNoRoute: the default tenant of the UDS and
-// Kafka intakes, which read no headers; t nil is the default tenant with cfg.Tenants), no
-// larger than QueueMaxBytes (else ErrTooLarge, counted as too_large), and runs cfg.Processor
-// on it, with req.Origin.Peer as its client address, whose errors refuse it whole. A request
-// the steps leave without entries is Dropped: the client is answered as admitted, and the
-// steps' tally is committed now. What the steps write past the request's own size (and its
-// slack) is charged to budget (nil: to none) as it grows, and held until Release: a request
-// whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget has no
-// room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of its output
-// is built. req.Wire and req.Own are not read (PrepareWire, adopt.go). Safe for concurrent
-// use; req.Body is only read until Release.
-func Prepare(cfg *Config, budget Budget, req *Request) (Prepared, error) {
-	sig, t, items := req.Signal, req.Origin.Tenant, req.Items
-	if sig >= fastpath.NumSignals {
-		return Prepared{}, errBadSignal
-	}
-	if t == nil && cfg.Tenants != nil {
-		t = cfg.Tenants.Default()
-	}
-	if err := t.CheckRouted(); err != nil {
-		// The intakes that read headers refuse such a tenant in Lookup already.
-		return Prepared{}, err
-	}
-	if unserved(cfg, t, sig, items) {
-		return Prepared{}, ErrUnserved
-	}
-	if int64(len(req.Body)) > cfg.QueueMaxBytes {
-		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
-		return Prepared{}, ErrTooLarge
-	}
-	r := Prepared{Sig: sig, Req: req.Body, Items: items, Layout: req.Layout, Tenant: t}
-	proc := cfg.processor()
-	if proc == nil {
-		if err := r.routes(cfg, budget); err != nil {
+// Prepare makes req ready for admission under cfg, and returns its plan. It runs the steps of
+// prepareSteps in order, each of which refuses the request, refines the plan, or ends the
+// preparation there:
+//
+//  1. a known signal;
+//  2. its tenant, req.Origin.Tenant (nil: the default one with cfg.Tenants), one some
+//     destination takes (else tenant.ErrNoRoute: the default tenant of the UDS and Kafka
+//     intakes, which read no headers, without a destination that takes it);
+//  3. a destination takes its signal (-dest signals=; else ErrUnserved, counted as unserved);
+//  4. a request that arrived compressed (req.Wire) in an encoding every destination that takes
+//     its tenant sends (encs; nil: none does), with nothing below to rewrite it, keeps its
+//     bytes as received, and the preparation ends there; else it goes the plain way, the
+//     reason counted once it is answered as admitted (CountFallback);
+//  5. no larger than QueueMaxBytes (else ErrTooLarge, counted as too_large);
+//  6. cfg.Processor's steps on each resource entry, with req.Origin.Peer as the client
+//     address, whose errors refuse it whole. What they write past the request's own size (and
+//     its slack) is charged to budget (nil: to none) as it grows, and held until Release: a
+//     request whose output would pass QueueMaxBytes is refused as ErrTooLarge, one the budget
+//     has no room for as ErrBudget, each counted (too_large, intake_bytes) before the rest of
+//     its output is built;
+//  7. its entries split by route: by the router in force (cfg.Routing, which a reload of the
+//     destinations swaps with them, held until Release), else cfg.Router.
+//
+// A request the steps or the routes leave without entries is Dropped: the client is answered
+// as admitted, and the steps' tally is committed now. Safe for concurrent use; req's bytes are
+// only read until Release, req.Own not at all (adopt.go).
+func Prepare(cfg *Config, budget Budget, encs *Encodings, req *Request) (Prepared, error) {
+	pr := preparing{cfg: cfg, budget: budget, encs: encs, req: *req}
+	pr.r = Prepared{Sig: req.Signal, Req: req.Body, Items: req.Items, Layout: req.Layout, Tenant: req.Origin.Tenant}
+	for _, step := range prepareSteps {
+		end, err := pr.run(step)
+		if err != nil {
+			pr.r.Release()
 			return Prepared{}, err
 		}
-		return r, nil
+		if end {
+			break
+		}
 	}
-	n := len(req.Body)
-	r.out = charged{b: budget, max: int(min(cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(n + proc.Slack(sig, n) + maxEntryHeader)}
-	left, st, tally, err := processEntries(proc, &r.out, sig, req.Body, items, req.Layout, req.Origin.Peer)
+	if pr.r.dropped && pr.r.fellBack {
+		CountFallback(pr.r.why, pr.r.plain)
+	}
+	return pr.r, nil
+}
+
+// preparing is a request on its way through Prepare's steps: what they read, and the plan r
+// they build. It holds a copy of the request, not the caller's pointer: what the steps hand on
+// from the plan would otherwise take the caller's Request to the heap with it.
+type preparing struct {
+	cfg    *Config
+	budget Budget
+	encs   *Encodings
+	req    Request
+	r      Prepared
+}
+
+// prepareStep names a step of Prepare.
+type prepareStep uint8
+
+const (
+	stepSignal prepareStep = iota
+	stepTenant
+	stepServed
+	stepPassThrough
+	stepSize
+	stepProcess
+	stepRoutes
+)
+
+// prepareSteps are Prepare's steps, in order. Each reads the request and the plan so far, and
+// refuses the request (an error), refines the plan, or ends the preparation with the plan as it
+// is (end). A new check or rewrite of a request before it joins a batch or the spool is a step
+// here (and a case of run): it then holds for every intake and both admitters.
+var prepareSteps = [...]prepareStep{stepSignal, stepTenant, stepServed, stepPassThrough, stepSize, stepProcess, stepRoutes}
+
+// run runs one step. A switch rather than a table of functions: a call through a function
+// value would make the plan escape to the heap, and every request allocate.
+func (pr *preparing) run(step prepareStep) (end bool, err error) {
+	switch step {
+	case stepSignal:
+		return pr.signal()
+	case stepTenant:
+		return pr.tenant()
+	case stepServed:
+		return pr.served()
+	case stepPassThrough:
+		return pr.passThrough()
+	case stepSize:
+		return pr.size()
+	case stepProcess:
+		return pr.process()
+	case stepRoutes:
+		return pr.routes()
+	}
+	panic("BUG: pipeline: unknown preparation step")
+}
+
+// signal refuses a signal the pipeline does not know.
+func (pr *preparing) signal() (bool, error) {
+	if pr.r.Sig >= fastpath.NumSignals {
+		return false, errBadSignal
+	}
+	return false, nil
+}
+
+// tenant resolves the default tenant and refuses one no destination takes (match-header).
+func (pr *preparing) tenant() (bool, error) {
+	if pr.r.Tenant == nil && pr.cfg.Tenants != nil {
+		pr.r.Tenant = pr.cfg.Tenants.Default()
+	}
+	// The intakes that read headers refuse such a tenant in Lookup already.
+	return false, pr.r.Tenant.CheckRouted()
+}
+
+// served refuses, and counts, a request of a signal no destination of its tenant takes (-dest
+// signals=): seal must never be handed a batch no destination takes.
+func (pr *preparing) served() (bool, error) {
+	if unserved(pr.cfg, pr.r.Tenant, pr.r.Sig, pr.r.Items) {
+		return false, ErrUnserved
+	}
+	return false, nil
+}
+
+// passThrough keeps a compressed request as it arrived when nothing would change it, and
+// decides why not otherwise (passesTo).
+func (pr *preparing) passThrough() (bool, error) {
+	req, r := &pr.req, &pr.r
+	if req.Encoding == EncodingNone {
+		return false, nil
+	}
+	var dest Encoding
+	if pr.encs != nil {
+		dest = pr.encs.Of(r.Tenant)
+	}
+	if why, ok := passesTo(pr.cfg, dest, r.Sig, req.Body, req.Encoding); !ok {
+		r.fellBack, r.why, r.plain = true, why, len(req.Body)
+		return false, nil
+	}
+	if int64(len(req.Wire)) > pr.cfg.QueueMaxBytes || int64(len(req.Body)) > pr.cfg.QueueMaxBytes {
+		refusedItemsC[r.Sig][RefusedTooLarge].Add(float64(r.Items))
+		return false, ErrTooLarge
+	}
+	r.Wire, r.Encoding, r.Layout = req.Wire, req.Encoding, fastpath.LayoutV1
+	return true, nil
+}
+
+// size refuses, and counts, a request larger than the whole queue.
+func (pr *preparing) size() (bool, error) {
+	if int64(len(pr.r.Req)) > pr.cfg.QueueMaxBytes {
+		refusedItemsC[pr.r.Sig][RefusedTooLarge].Add(float64(pr.r.Items))
+		return false, ErrTooLarge
+	}
+	return false, nil
+}
+
+// process runs the processing steps in force on every entry (process.go): the plan's Req is
+// then their output. A request they leave without entries is Dropped, its tally committed.
+func (pr *preparing) process() (bool, error) {
+	proc := pr.cfg.processor()
+	if proc == nil {
+		return false, nil
+	}
+	r, sig, n := &pr.r, pr.r.Sig, len(pr.r.Req)
+	r.out = charged{b: pr.budget, max: int(min(pr.cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(n + proc.Slack(sig, n) + maxEntryHeader)}
+	left, st, tally, err := processEntries(proc, &r.out, sig, r.Req, r.Items, r.Layout, pr.req.Origin.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
-			refusedItemsC[sig][why].Add(float64(items))
+			refusedItemsC[sig][why].Add(float64(r.Items))
 		}
-		return Prepared{}, err
+		return false, err
 	}
 	if len(*r.out.buf) == 0 {
 		// Every entry was dropped or sampled out: nothing is admitted, and the client is
 		// answered Success.
 		r.out.release()
 		proc.Commit(sig, tally)
-		return Prepared{Sig: sig, Tenant: t, dropped: true}, nil
+		r.drop()
+		return true, nil
 	}
 	r.Req, r.Items, r.Layout, r.st = *r.out.buf, left, fastpath.LayoutV1, st
 	r.proc, r.tally = proc, tally
-	if err := r.routes(cfg, budget); err != nil {
-		r.Release()
-		return Prepared{}, err
+	return false, nil
+}
+
+// routes splits the request by route (Config.Router, route.go). A request no destination
+// takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
+// counted now.
+func (pr *preparing) routes() (bool, error) {
+	cfg, r := pr.cfg, &pr.r
+	rt, cand, served := cfg.Router, r.Tenant.RouteMask(), cfg.Served.of(r.Sig)
+	if cfg.Routing != nil {
+		// The router, the tenant routes and the signals of one set of destinations, held
+		// until Release.
+		rs := cfg.Routing.acquire()
+		if rs == nil {
+			return false, nil
+		}
+		rt, cand, served, r.rs = rs.rt, r.Tenant.RouteMaskIn(rs.tenants), rs.served[r.Sig], rs
 	}
-	return r, nil
+	if rt == nil {
+		return false, nil
+	}
+	s, err := splitRoutes(rt, pr.budget, cand, served, r.Sig, r.Req, r.Items, r.Layout)
+	if err != nil {
+		if why, ok := budgetRefusal(err); ok {
+			refusedItemsC[r.Sig][why].Add(float64(r.Items))
+		}
+		r.rs.release()
+		r.rs = nil
+		return false, err
+	}
+	r.route = s
+	r.Items = max(r.Items-s.lost, 0)
+	if s.n == 0 && s.unrouted > 0 {
+		s.commit(r.Sig)
+		if r.proc != nil {
+			r.proc.Commit(r.Sig, r.tally)
+		}
+		r.Release()
+		r.drop()
+	}
+	return r.dropped, nil
+}
+
+// drop leaves the plan of a request with nothing to admit: answered as admitted, its tally
+// committed already. What it held is released.
+func (r *Prepared) drop() {
+	*r = Prepared{Sig: r.Sig, Tenant: r.Tenant, dropped: true, fellBack: r.fellBack, why: r.why, plain: r.plain}
 }
 
 // unserved reports, and counts, a request of tenant t (resolved: the default tenant for nil)
 // and signal sig that no destination of its tenant takes (-dest signals=). seal must never be
 // handed a batch no destination takes.
+func unserved(cfg *Config, t *tenant.Tenant, sig fastpath.Signal, items int) bool {
+	if cfg.Served.of(sig)&t.RouteMask() != 0 {
+		return false
+	}
+	refusedItemsC[sig][RefusedUnserved].Add(float64(items))
+	return true
+}
+
 // Serves reports whether a request of sig for tenant t (nil: the default tenant) would find a
 // destination now, counting nothing: for an intake that can tell its clients ahead what to send
 // (the Kafka listener's subscriptions) rather than refuse what they sent.
@@ -204,53 +386,6 @@ func Serves(cfg *Config, t *tenant.Tenant, sig fastpath.Signal) bool {
 		return false
 	}
 	return cfg.Served.of(sig)&t.RouteMask() != 0
-}
-
-func unserved(cfg *Config, t *tenant.Tenant, sig fastpath.Signal, items int) bool {
-	if cfg.Served.of(sig)&t.RouteMask() != 0 {
-		return false
-	}
-	refusedItemsC[sig][RefusedUnserved].Add(float64(items))
-	return true
-}
-
-// routes splits the request by route (Config.Router, route.go). A request no destination
-// takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
-// counted now.
-func (r *Prepared) routes(cfg *Config, budget Budget) error {
-	rt, cand, served := cfg.Router, r.Tenant.RouteMask(), cfg.Served.of(r.Sig)
-	if cfg.Routing != nil {
-		// The router, the tenant routes and the signals of one set of destinations, held
-		// until Release.
-		rs := cfg.Routing.acquire()
-		if rs == nil {
-			return nil
-		}
-		rt, cand, served, r.rs = rs.rt, r.Tenant.RouteMaskIn(rs.tenants), rs.served[r.Sig], rs
-	}
-	if rt == nil {
-		return nil
-	}
-	s, err := splitRoutes(rt, budget, cand, served, r.Sig, r.Req, r.Items, r.Layout)
-	if err != nil {
-		if why, ok := budgetRefusal(err); ok {
-			refusedItemsC[r.Sig][why].Add(float64(r.Items))
-		}
-		r.rs.release()
-		r.rs = nil
-		return err
-	}
-	r.route = s
-	r.Items = max(r.Items-s.lost, 0)
-	if s.n == 0 && s.unrouted > 0 {
-		s.commit(r.Sig)
-		if r.proc != nil {
-			r.proc.Commit(r.Sig, r.tally)
-		}
-		r.Release()
-		*r = Prepared{Sig: r.Sig, Tenant: r.Tenant, dropped: true}
-	}
-	return nil
 }
 
 // Dropped reports that the processing steps removed every entry: there is nothing to admit,
@@ -275,9 +410,12 @@ func (r *Prepared) Admitted(st fastpath.Stripped) {
 	if r.route != nil {
 		r.route.commit(r.Sig)
 	}
-	if r.wire > 0 {
+	switch {
+	case r.Encoding != EncodingNone:
 		passRequestsC[1].Inc()
-		passBytesC[1].Add(float64(r.wire))
+		passBytesC[1].Add(float64(len(r.Wire)))
+	case r.fellBack:
+		CountFallback(r.why, r.plain)
 	}
 }
 

@@ -18,10 +18,13 @@
 // implements both. An intake fills one Request per request (request.go): its signal, origin
 // (tenant and client address), body, layout and items, the bytes it arrived as when they were
 // compressed, and the pooled buffer it offers; Admitter.Admit takes it whole and decides from
-// it which way it goes. The UDS and Kafka intakes hand theirs to Consumer.Consume. Every admitter starts with Prepare, which checks a request against
-// -queue.max-bytes, runs the processing steps and counts the outcome
-// (otlpgate_fastpath_admitted_*, _refused_items_total, _stripped_*), so that a request is
-// checked and counted alike wherever it goes.
+// it which way it goes. The UDS and Kafka intakes hand theirs to Consumer.Consume. Every
+// admitter starts with Prepare, which runs one list of steps (prepareSteps: the signal, the
+// tenant, the destinations that take them, compressed pass-through, -queue.max-bytes, the
+// processing steps, the routes) and returns the request's plan (Prepared), which the admitter
+// follows and with which it counts the outcome (otlpgate_fastpath_admitted_*,
+// _refused_items_total, _stripped_*, _passthrough_*), so that a request is checked and counted
+// alike wherever it goes.
 //
 // With a spool, the spool's admission (spool/feed) stands in front of the intakes instead of
 // a Pipeline: it strips a request into a pooled buffer, appends it to the spool and answers

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
-	"github.com/otlpgate/otlpgate/fastpath/tenant"
 )
 
 // Encoding is how a batch's bytes are compressed.
@@ -111,81 +110,13 @@ func countSealed(b *Batch) {
 	}
 }
 
-// admitWire admits req, a v1 request that arrived compressed: req.Body is its decompressed
-// form, already scanned, req.Wire its bytes as received in req.Encoding. When it can travel as
-// it arrived (PassThrough is on, no processing step or resource route applies, no top-level
-// field would be stripped, every destination that takes its tenant sends that encoding)
-// req.Wire joins the tenant's open pass-through batch of the encoding; else req.Body is
-// admitted as any request, the reason counted. A tenant's request passes through like any
-// other: its pass-through batch holds its tenant's requests alone, as a plain batch does, and
-// what a tenant's batch is given on its way out (the destinations of its match-header, the
-// values of their forward-headers) comes from the batch's tenant, not from its bytes.
-func (p *Pipeline) admitWire(req *Request) (*Batch, error) {
-	sig, plain, wire, enc, items := req.Signal, req.Body, req.Wire, req.Encoding, req.Items
-	wait := p.cfg.Ack == AckUpstream
-	t := req.Origin.Tenant
-	if t == nil && p.cfg.Tenants != nil {
-		t = p.cfg.Tenants.Default()
-	}
-	if f, ok := p.passes(t, sig, plain, enc); !ok {
-		b, err := p.admitPlain(req, wait)
-		if err == nil {
-			CountFallback(f, len(plain))
-		}
-		return b, err
-	}
-	if p.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := t.CheckRouted(); err != nil {
-		// As Prepare: seal must never be handed a batch no destination takes. (passes sends
-		// such a tenant the plain way already, where Prepare refuses it: no destination of
-		// its sends any encoding.)
-		return nil, err
-	}
-	if unserved(&p.cfg, t, sig, items) {
-		return nil, ErrUnserved
-	}
-	if int64(len(wire)) > p.cfg.QueueMaxBytes || int64(len(plain)) > p.cfg.QueueMaxBytes {
-		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
-		return nil, ErrTooLarge
-	}
-	b, err := p.enqueueWire(t, sig, plain, wire, enc, items, wait)
-	if err == errSetChanged {
-		b, err = p.admitPlain(req, wait)
-		if err == nil {
-			CountFallback(FallbackDestinations, len(plain))
-		}
-		return b, err
-	}
-	if err == nil {
-		admittedItemsC[sig].Add(float64(items))
-		admittedBytesC[sig].Add(float64(len(plain)))
-		t.CountAdmitted(items, len(plain))
-		passRequestsC[1].Inc()
-		passBytesC[1].Add(float64(len(wire)))
-	}
-	return b, err
-}
-
-// admitPlain admits a compressed request's decompressed body, as a v1 request that did not
-// arrive compressed.
-func (p *Pipeline) admitPlain(req *Request, wait bool) (*Batch, error) {
-	plain := Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
-	return p.admit(p.cfg.Budget, &plain, wait)
-}
-
-// passes reports whether a request of t (the default tenant when tenants are on, else nil)
-// compressed with enc may join a pass-through batch, else why not. Nothing in the batch may
-// differ from the request as received: no processing step, no resource route, no field the
-// plain path would strip (AppendEntries keeps the resource entries alone), and every
-// destination that takes t's batches (all of them without match-header) sends enc as it is.
-// A tenant alone is no reason: batches are per tenant either way.
-func (p *Pipeline) passes(t *tenant.Tenant, sig fastpath.Signal, plain []byte, enc Encoding) (Fallback, bool) {
-	return passesTo(&p.cfg, p.dests.Load().Of(t), sig, plain, enc)
-}
-
-// passesTo is passes under cfg, for destinations that send pass-through batches in dest.
+// passesTo reports whether a request of signal sig that arrived compressed with enc, whose
+// decompressed body is plain, may join a pass-through batch under cfg, for destinations that
+// send pass-through batches in dest (those that take its tenant, all of them without
+// match-header), else why not. Nothing in the batch may differ from the request as received:
+// no processing step, no resource route, no field the plain path would strip (AppendEntries
+// keeps the resource entries alone), and every such destination sends enc as it is. A tenant
+// alone is no reason: batches are per tenant either way.
 func passesTo(cfg *Config, dest Encoding, sig fastpath.Signal, plain []byte, enc Encoding) (Fallback, bool) {
 	switch {
 	case !cfg.PassThrough || enc == EncodingNone || enc >= numEncodings || sig >= fastpath.NumSignals:
@@ -200,36 +131,6 @@ func passesTo(cfg *Config, dest Encoding, sig fastpath.Signal, plain []byte, enc
 		return FallbackFields, false
 	}
 	return 0, true
-}
-
-// PrepareWire is Prepare for an admitter that keeps requests (the spool's admission), for
-// req, a v1 request that arrived compressed: req.Body is its decompressed form, already
-// scanned, req.Wire its bytes as received in req.Encoding, encs what the destinations send
-// pass-through batches in. It decides as Pipeline.Admit does whether req.Wire may be kept as
-// it arrived. When it may not, it reports false and why: the caller admits req.Body as any
-// request (Prepare), and counts the reason once admitted (CountFallback). When it may, the
-// Prepared it returns holds req.Body in Req, and its Admitted counts the request as passed
-// through. Errors as Prepare's. Safe for concurrent use.
-func PrepareWire(cfg *Config, encs Encodings, req *Request) (Prepared, Fallback, bool, error) {
-	sig, plain, wire, items := req.Signal, req.Body, req.Wire, req.Items
-	t := req.Origin.Tenant
-	if t == nil && cfg.Tenants != nil {
-		t = cfg.Tenants.Default()
-	}
-	if f, ok := passesTo(cfg, encs.Of(t), sig, plain, req.Encoding); !ok {
-		return Prepared{}, f, false, nil
-	}
-	if err := t.CheckRouted(); err != nil {
-		return Prepared{}, 0, true, err
-	}
-	if unserved(cfg, t, sig, items) {
-		return Prepared{}, 0, true, ErrUnserved
-	}
-	if int64(len(wire)) > cfg.QueueMaxBytes || int64(len(plain)) > cfg.QueueMaxBytes {
-		refusedItemsC[sig][RefusedTooLarge].Add(float64(items))
-		return Prepared{}, 0, true, ErrTooLarge
-	}
-	return Prepared{Sig: sig, Req: plain, Items: items, Layout: fastpath.LayoutV1, Tenant: t, wire: max(len(wire), 1)}, 0, true, nil
 }
 
 // onlyEntries reports whether every top-level field of the v1 request req is a
@@ -251,11 +152,12 @@ var errSetChanged = errors.New("fastpath: the destinations changed")
 // minWireCap is the smallest buffer a pass-through batch starts with; it doubles as it fills.
 const minWireCap = 16 << 10
 
-// enqueueWire appends wire, a compressed request of tenant t whose decompressed form is plain,
-// to the open pass-through batch of sig, enc and t, within the queue's budget. It mirrors
-// enqueue: the batch limits apply to the decompressed size, the budget to the bytes held, and
-// the batch pins its tenant while it is open (openset.go).
-func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wire []byte, enc Encoding, items int, wait bool) (*Batch, error) {
+// enqueueWire appends r.Wire, a compressed request whose decompressed form is r.Req, to the
+// open pass-through batch of its signal, encoding and tenant, within the queue's budget. It
+// mirrors enqueue: the batch limits apply to the decompressed size, the budget to the bytes
+// held, and the batch pins its tenant while it is open (openset.go).
+func (p *Pipeline) enqueueWire(r *Prepared, wait bool) (*Batch, error) {
+	t, sig, plain, wire, enc, items := r.Tenant, r.Sig, r.Req, r.Wire, r.Encoding, r.Items
 	n := int64(len(wire))
 	if enc == EncodingZstd {
 		// A fresh zstd batch starts with the preamble: charged with the request, given back
@@ -263,7 +165,7 @@ func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wir
 		n += int64(len(ZstdPreamble))
 	}
 	if !p.charge(n) {
-		refusedItemsC[sig][RefusedQueueFull].Add(float64(items))
+		r.Refused(RefusedQueueFull)
 		return nil, ErrFull
 	}
 	s := &p.sig[sig]
@@ -316,5 +218,6 @@ func (p *Pipeline) enqueueWire(t *tenant.Tenant, sig fastpath.Signal, plain, wir
 	}
 	full := p.fullLocked(sig, b, b.plain)
 	s.mu.Unlock()
+	r.Admitted(fastpath.Stripped{})
 	return p.sealTaken(sealed, full, b, wait)
 }

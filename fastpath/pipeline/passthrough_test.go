@@ -193,7 +193,8 @@ func TestPassThroughSetChanged(t *testing.T) {
 	if err := p.SetDestinations([]Destination{plain}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.enqueueWire(nil, fastpath.Traces, body, wire, EncodingGzip, 1, false); err != errSetChanged {
+	r := Prepared{Sig: fastpath.Traces, Req: body, Items: 1, Wire: wire, Encoding: EncodingGzip}
+	if _, err := p.enqueueWire(&r, false); err != errSetChanged {
 		t.Fatalf("enqueueWire after the swap: %v, want errSetChanged", err)
 	}
 	if q := p.QueuedBytes(); q != 0 {

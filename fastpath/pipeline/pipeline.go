@@ -153,13 +153,11 @@ func (p *Pipeline) Serves(sig fastpath.Signal) bool { return Serves(&p.cfg, nil,
 // a reference for the caller, who waits on it and then calls Unref; with AckAccept it returns
 // nil. It implements Admitter. Safe for concurrent use.
 func (p *Pipeline) Admit(req Request) (*Batch, error) {
-	if req.Encoding != EncodingNone {
-		return p.admitWire(&req)
-	}
 	return p.admit(p.cfg.Budget, &req, p.cfg.Ack == AckUpstream)
 }
 
-// admit prepares and enqueues req, charging what its processing writes to budget (the
+// admit prepares req (Prepare) and enqueues it the way its plan says: compressed as it
+// arrived, split by route, or whole, charging what its processing writes to budget (the
 // intake limiter's budget of the intake it came from). req.Own, when not nil, is the caller's
 // pooled buffer that holds exactly req.Body: a fresh batch may take it over instead of
 // copying the request.
@@ -177,13 +175,27 @@ func (p *Pipeline) admit(budget Budget, req *Request, wait bool) (*Batch, error)
 	}
 }
 
+// prepareEnqueue is one attempt of admit.
 func (p *Pipeline) prepareEnqueue(budget Budget, req *Request, wait bool) (*Batch, error) {
-	r, err := Prepare(&p.cfg, budget, req)
+	r, err := Prepare(&p.cfg, budget, &p.dests.Load().Encodings, req)
 	if err != nil || r.Dropped() {
 		return nil, err
 	}
 	defer r.Release()
-	if r.route != nil {
+	switch {
+	case r.Encoding != EncodingNone:
+		b, err := p.enqueueWire(&r, wait)
+		if err == errSetChanged {
+			// The destinations changed, since Prepare looked, to a set that does not send the
+			// request's encoding as it is: a batch of it must never reach a destination that
+			// would compress it again, so it goes the plain way.
+			plain := Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
+			if b, err = p.admit(budget, &plain, wait); err == nil {
+				CountFallback(FallbackDestinations, len(plain.Body))
+			}
+		}
+		return b, err
+	case r.route != nil:
 		return nil, p.enqueueRoutes(&r) // Validate refuses Router with AckUpstream
 	}
 	if req.Own != nil && r.out.buf == nil {

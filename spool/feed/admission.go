@@ -115,9 +115,6 @@ func (a *Admission) SetDestinations(dests []pipeline.Destination) {
 // ErrSpoolFull or ErrSpoolIO (both pipeline.ErrFull), pipeline.ErrTooLarge, pipeline.ErrClosed
 // or a scan error. req's bytes are only read during the call.
 func (a *Admission) Admit(req pipeline.Request) (*pipeline.Batch, error) {
-	if req.Encoding != pipeline.EncodingNone {
-		return nil, a.admitWire(&req)
-	}
 	return nil, a.admit(a.cfg.Budget, &req)
 }
 
@@ -131,17 +128,27 @@ func (a *Admission) Consume(req pipeline.Request) error {
 // pipeline.Serving.
 func (a *Admission) Serves(sig fastpath.Signal) bool { return pipeline.Serves(&a.cfg, nil, sig) }
 
-// admit prepares req as the pipeline does, charging what processing writes to budget (the
-// intake limiter's budget of the intake it came from), and appends it.
+// admit prepares req as the pipeline does (pipeline.Prepare), charging what processing writes
+// to budget (the intake limiter's budget of the intake it came from), and appends it: as it
+// arrived, when its plan keeps it compressed (a zstd record begins with pipeline.ZstdPreamble,
+// so that records concatenated into a batch stay one), else its v1 entries.
 func (a *Admission) admit(budget pipeline.Budget, req *pipeline.Request) error {
 	if a.closed.Load() {
 		return pipeline.ErrClosed
 	}
-	r, err := pipeline.Prepare(&a.cfg, budget, req)
+	r, err := pipeline.Prepare(&a.cfg, budget, a.encs.Load(), req)
 	if err != nil || r.Dropped() {
 		return err
 	}
 	defer r.Release()
+	if r.Encoding != pipeline.EncodingNone {
+		var prefix []byte
+		if r.Encoding == pipeline.EncodingZstd {
+			prefix = pipeline.ZstdPreamble[:]
+		}
+		_, err = a.s.Append(spool.Record{Signal: uint8(r.Sig), Items: uint32(r.Items), Meta: metaOf(r.Tenant), Encoding: uint8(r.Encoding), Plain: uint32(len(r.Req)), Prefix: prefix, Payload: r.Wire})
+		return a.appended(&r, fastpath.Stripped{}, err)
+	}
 	var st fastpath.Stripped
 	rec, ok := r.Entries() // the request is its own record: appended without a copy
 	if !ok {
@@ -159,34 +166,6 @@ func (a *Admission) admit(budget pipeline.Budget, req *pipeline.Request) error {
 		_, err = a.s.Append(spool.Record{Signal: uint8(r.Sig), Items: uint32(r.Items), Meta: metaOf(r.Tenant), Payload: rec})
 	}
 	return a.appended(&r, st, err)
-}
-
-// admitWire spools req, a request that arrived compressed: req.Wire, the request as it
-// arrived in req.Encoding, is spooled as it is when the pipeline would have let it pass
-// through, and inflates to req.Body; else req.Body is admitted as any request, counted in
-// otlpgate_fastpath_passthrough_fallback_requests_total. A zstd record begins with
-// pipeline.ZstdPreamble, so that records concatenated into a batch stay one.
-func (a *Admission) admitWire(req *pipeline.Request) error {
-	if a.closed.Load() {
-		return pipeline.ErrClosed
-	}
-	r, f, ok, err := pipeline.PrepareWire(&a.cfg, *a.encs.Load(), req)
-	if !ok {
-		plain := pipeline.Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
-		if err = a.admit(a.cfg.Budget, &plain); err == nil {
-			pipeline.CountFallback(f, len(req.Body))
-		}
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	var prefix []byte
-	if req.Encoding == pipeline.EncodingZstd {
-		prefix = pipeline.ZstdPreamble[:]
-	}
-	_, err = a.s.Append(spool.Record{Signal: uint8(req.Signal), Items: uint32(req.Items), Meta: metaOf(r.Tenant), Encoding: uint8(req.Encoding), Plain: uint32(len(req.Body)), Prefix: prefix, Payload: req.Wire})
-	return a.appended(&r, fastpath.Stripped{}, err)
 }
 
 // metaOf is the meta of a record of tenant t: none without tenants.
