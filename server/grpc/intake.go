@@ -36,15 +36,24 @@ func (s *Server) takeRecv(ctx context.Context, h *admission.Hold) bool {
 	return s.adm.Take(h, admission.IntakeGRPC, n, ctx.Done())
 }
 
-// receive is the step every unary handler starts with: it authorizes the call, reads its
-// tenant and client address, reserves the message's bytes in hold (takeRecv) and decodes the
-// message into raw. On an error the call is answered with it. The caller releases hold and raw
-// (a zero Hold and an empty Raw release nothing), as soon as admission copied the message.
-func (s *Server) receive(ctx context.Context, dec func(any) error, hold *admission.Hold, raw *codec.Raw) (pipeline.Origin, error) {
+// caller is where every call starts, a unary call (receive) as an OTEP stream (otepStream):
+// it authorizes the call and reads its tenant and client address. On an error the call is
+// answered with it.
+func (s *Server) caller(ctx context.Context) (pipeline.Origin, error) {
 	if err := s.authorize(ctx); err != nil {
 		return pipeline.Origin{}, err
 	}
-	from, err := s.origin(ctx)
+	return s.origin(ctx)
+}
+
+// receive is the step every unary handler starts with: the caller's step (authorization,
+// tenant and client address), then it reserves the message's bytes in hold (takeRecv) and
+// decodes the message into raw. On an error the call is answered with it. The caller releases
+// hold and raw (a zero Hold and an empty Raw release nothing), as soon as admission copied the
+// message. An OTEP stream takes the caller's step once, and reads each of its messages through
+// its gate (recv, drain.go).
+func (s *Server) receive(ctx context.Context, dec func(any) error, hold *admission.Hold, raw *codec.Raw) (pipeline.Origin, error) {
+	from, err := s.caller(ctx)
 	if err != nil {
 		return pipeline.Origin{}, err
 	}

@@ -46,6 +46,22 @@ func peekID(b []byte) uint64 {
 	}
 }
 
+// admitOTEP scans and admits req, an OTEP request of a unary call or of a stream from o, and
+// returns with the outcome what its answer names: the request's id (found in its bytes when
+// the scan refused it, peekID) and, when it was refused for its tenant's rate (-tenant.rate),
+// the tenant's wait in milliseconds.
+func (s *Server) admitOTEP(k kind, o pipeline.Origin, sig fastpath.Signal, req []byte) (sc fastpath.Scan, b *pipeline.Batch, reason admission.Reason, id, delay uint64) {
+	sc, b, reason = s.admit(k, o, sig, req, fastpath.LayoutOTEP)
+	id = sc.ID
+	if reason == admission.Invalid {
+		id = peekID(req)
+	}
+	if reason == admission.Throttled {
+		delay = retryDelayMs(admission.TenantDelay(o.Tenant, req, sc.Items))
+	}
+	return sc, b, reason, id, delay
+}
+
 // otepUnary handles otlpgate.otep.v1.UnaryExporter for one signal.
 func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
@@ -57,16 +73,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
-		req := raw.Bytes()
-		sc, b, reason := s.admit(kindOTEPUnary, from, sig, req, fastpath.LayoutOTEP)
-		id := sc.ID
-		if reason == admission.Invalid {
-			id = peekID(req)
-		}
-		var delay uint64
-		if reason == admission.Throttled {
-			delay = retryDelayMs(admission.TenantDelay(from.Tenant, req, sc.Items))
-		}
+		sc, b, reason, id, delay := s.admitOTEP(kindOTEPUnary, from, sig, raw.Bytes())
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
 		raw.Release()
@@ -104,10 +111,7 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 func (s *Server) otepStream(sig fastpath.Signal) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
 		ctx := stream.Context()
-		if err := s.authorize(ctx); err != nil {
-			return err
-		}
-		from, err := s.origin(ctx)
+		from, err := s.caller(ctx)
 		if err != nil {
 			return err
 		}
@@ -170,7 +174,6 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 			// the client sends what was not answered again, on a new stream, after the delay.
 			return st.finish(s.recvError(err))
 		}
-		req := raw.Bytes()
 		if st.from.Tenant.Expired() {
 			// The stream was quiet longer than -intake.tenant-idle: its tenant left the table.
 			// Looked up again it is interned anew (a refusal, the table being full, keeps the
@@ -179,17 +182,9 @@ func (s *Server) otepStreamLoop(sig fastpath.Signal, st *streamState) error {
 				st.from = o
 			}
 		}
-		sc, b, reason := s.admit(kindOTEPStream, st.from, sig, req, fastpath.LayoutOTEP)
-		id := sc.ID
-		if reason == admission.Invalid {
-			id = peekID(req)
-		}
-		var delay uint64
-		if reason == admission.Throttled {
-			// FailedRetryable with the tenant's wait; the stream goes on: the other requests
-			// on it may fit, and another tenant's streams are not concerned.
-			delay = retryDelayMs(admission.TenantDelay(st.from.Tenant, req, sc.Items))
-		}
+		// Refused for its tenant's rate: FailedRetryable with the tenant's wait; the stream goes
+		// on: the other requests on it may fit, and another tenant's streams are not concerned.
+		sc, b, reason, id, delay := s.admitOTEP(kindOTEPStream, st.from, sig, raw.Bytes())
 		if reason == admission.Busy {
 			delay = retryDelayMs(s.adm.BusyDelay())
 		}
