@@ -36,6 +36,7 @@ const (
 	KafkaOTLPJSON        = "otlp_json"
 	KafkaRoundRobin      = "round_robin"
 	KafkaByTraceID       = "trace_id"
+	KafkaByResource      = "resource"
 	KafkaSASLPlain       = "plain"
 	KafkaSASLScramSHA256 = "scram-sha-256"
 	KafkaSASLScramSHA512 = "scram-sha-512"
@@ -53,8 +54,9 @@ type Kafka struct {
 	// Encoding of a record's value: KafkaOTLPProto, an Export*ServiceRequest, or KafkaOTLPJSON,
 	// its OTLP/JSON (encoding, default otlp_proto).
 	Encoding string
-	// Partition is KafkaRoundRobin or KafkaByTraceID: a record per trace keyed by its trace id
-	// in hex, as the Collector's partition_traces_by_id (partition, default round_robin).
+	// Partition is KafkaRoundRobin, KafkaByTraceID (a record per trace keyed by its trace id in
+	// hex, as the Collector's partition_traces_by_id) or KafkaByResource (records keyed by a
+	// hash of their resource's attributes) (partition, default round_robin).
 	Partition string
 	// MaxMessageBytes bounds a record batch as the topic's max.message.bytes does; a batch's
 	// requests are cut into records below it (max-message-bytes; 0: 1000000, the Collector's

@@ -39,9 +39,9 @@ func (c Config) validateKafka() error {
 		return fmt.Errorf("encoding %q (want otlp_proto or otlp_json)", k.Encoding)
 	}
 	switch k.Partition {
-	case "", KafkaRoundRobin, KafkaByTraceID:
+	case "", KafkaRoundRobin, KafkaByTraceID, KafkaByResource:
 	default:
-		return fmt.Errorf("partition %q (want round_robin or trace_id)", k.Partition)
+		return fmt.Errorf("partition %q (want round_robin, trace_id or resource)", k.Partition)
 	}
 	switch c.Compression {
 	case "", "none", "gzip", "snappy", "lz4", "zstd":

@@ -50,7 +50,7 @@ func TestKafkaDest(t *testing.T) {
 	f("name=k,protocol=kafka,brokers=a:1,topic=a/b", `topic "a/b": holds '/'`)
 	f("name=k,protocol=kafka,brokers=a:1,traces-topic=..", `traces-topic "..": not a topic name`)
 	f("name=k,protocol=kafka,brokers=a:1,encoding=avro", `encoding "avro" (want otlp_proto or otlp_json)`)
-	f("name=k,protocol=kafka,brokers=a:1,partition=service", `partition "service" (want round_robin or trace_id)`)
+	f("name=k,protocol=kafka,brokers=a:1,partition=service", `partition "service" (want round_robin, trace_id or resource)`)
 	f("name=k,protocol=kafka,brokers=a:1,compression=brotli", `compression "brotli"`)
 	f("name=k,protocol=kafka,brokers=a:1,max-message-bytes=100", "max-message-bytes 100 outside 1KiB..1GiB")
 	f("name=k,protocol=kafka,brokers=a:1,sasl-mechanism=plain", "sasl-mechanism=plain needs sasl-username and sasl-password-file")

@@ -393,6 +393,12 @@ func nonZero(key []byte) []byte {
 	return nil
 }
 
+// ResourceKey is the hash Split gives entry, the body of a resource entry, under key
+// (SplitResource: its attributes' bytes; SplitService: its service.name), so that another
+// partitioner of resource entries agrees with a balanced destination's. Safe for concurrent
+// use.
+func ResourceKey(entry []byte, key SplitKey) (uint64, error) { return resourceKey(entry, key) }
+
 // resourceKey hashes the resource of a resource entry: for SplitService the value of its
 // service.name attribute, otherwise its attributes, field by field in the order they come.
 func resourceKey(entry []byte, key SplitKey) (uint64, error) {

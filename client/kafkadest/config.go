@@ -24,6 +24,9 @@ type Config struct {
 	JSON bool
 	// ByTraceID sends spans one record per trace, keyed by the trace id (partition=trace_id).
 	ByTraceID bool
+	// ByResource sends records of one resource each, keyed by a hash of its attributes
+	// (partition=resource).
+	ByResource bool
 	// Compression of record batches: "", gzip, snappy, lz4 or zstd (compression).
 	Compression string
 	// MaxMessageBytes bounds a record batch (max-message-bytes).
@@ -56,6 +59,7 @@ func FromDest(c client.Config) (Config, error) {
 		Topics:          [fastpath.NumSignals]string{fastpath.Traces: topics[0], fastpath.Metrics: topics[1], fastpath.Logs: topics[2]},
 		JSON:            k.Encoding == client.KafkaOTLPJSON,
 		ByTraceID:       k.Partition == client.KafkaByTraceID,
+		ByResource:      k.Partition == client.KafkaByResource,
 		Compression:     c.Compression,
 		MaxMessageBytes: k.MaxMessage(),
 		QueueBytes:      c.QueueBytes,

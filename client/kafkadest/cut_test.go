@@ -151,3 +151,8 @@ func TestByTrace(t *testing.T) {
 		}
 	}
 }
+
+// noOwner is the owner of a batch built outside a pipeline.
+type noOwner struct{}
+
+func (noOwner) BatchDone(bool) {}

@@ -173,7 +173,7 @@ func (d *Dest) producerOpts() ([]kgo.Opt, error) {
 		// Read when the producer first meets a partition, which the sender holds back until
 		// the topics' max.message.bytes are known (limit.go).
 		kgo.ProducerBatchMaxBytesFn(d.batchMaxBytes),
-		kgo.RecordPartitioner(partitioner(cfg.ByTraceID)),
+		kgo.RecordPartitioner(partitioner(cfg.ByTraceID || cfg.ByResource)),
 		// kgo refuses a delivery timeout below a second.
 		kgo.RecordDeliveryTimeout(max(cfg.DeliveryTimeout, time.Second)),
 	}

@@ -1,11 +1,14 @@
 package kafkadest
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
@@ -47,7 +50,10 @@ type send struct {
 	cut   cutter
 	limit int // the largest record batch the records were cut for
 	tr    byTrace
-	json  []byte // otlp_json values
+	// With partition=resource, each run's key: the hex of its resource's hash, in rkeyBuf.
+	rkeys   []span
+	rkeyBuf []byte
+	json    []byte // otlp_json values
 }
 
 type sendState uint8
@@ -123,6 +129,10 @@ func (s *send) build() error {
 				return err
 			}
 		}
+	} else if d.cfg.ByResource {
+		if err := s.byResource(payload); err != nil {
+			return err
+		}
 	} else if err := s.cut.cut(payload, -1); err != nil {
 		return err
 	}
@@ -172,11 +182,62 @@ func (s *send) buildJSON(topic string) error {
 	return nil
 }
 
+// byResource cuts each run of consecutive resource entries of one resource (by the hash a
+// balanced destination's balance=resource gives it) on its own, keyed by the hash in hex.
+func (s *send) byResource(payload []byte) error {
+	s.rkeys, s.rkeyBuf = s.rkeys[:0], s.rkeyBuf[:0]
+	runFrom, runTo, runKey := -1, -1, uint64(0)
+	flush := func() error {
+		if runFrom < 0 {
+			return nil
+		}
+		var raw [8]byte
+		binary.BigEndian.PutUint64(raw[:], runKey)
+		from := len(s.rkeyBuf)
+		s.rkeyBuf = hex.AppendEncode(s.rkeyBuf, raw[:])
+		s.rkeys = append(s.rkeys, span{from: int32(from), to: int32(len(s.rkeyBuf))})
+		err := s.cut.cut(payload[runFrom:runTo], len(s.rkeys)-1)
+		runFrom = -1
+		return err
+	}
+	it := fastpath.NewTopLevel(payload)
+	for {
+		f, ok := it.Next()
+		if !ok {
+			break
+		}
+		if f.Num != fEntry || f.Type != protowire.BytesType {
+			return errNotEntries
+		}
+		k, err := fastpath.ResourceKey(payload[f.Value:f.End], fastpath.SplitResource)
+		if err != nil {
+			return err
+		}
+		if runFrom >= 0 && k != runKey {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if runFrom < 0 {
+			runFrom, runKey = f.Tag, k
+		}
+		runTo = f.End
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
+
 // key is piece i's record key, nil for none.
 func (s *send) key(i int) []byte {
 	k := s.cut.pieces[i].key
 	if k < 0 {
 		return nil
+	}
+	if s.d.cfg.ByResource {
+		r := s.rkeys[k]
+		return s.rkeyBuf[r.from:r.to:r.to]
 	}
 	t := s.tr.reqs[k].key
 	return s.tr.keys[t.from:t.to:t.to]

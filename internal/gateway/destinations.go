@@ -72,7 +72,7 @@ func (g *Gateway) upstream(c client.Config) (*member, error) {
 			return nil, fmt.Errorf("destination %q: %w", c.Name, err)
 		}
 		g.log.Info("destination", "name", c.Name, "protocol", c.Protocol, "brokers", c.Kafka.Brokers,
-			"topics", c.Kafka.Topics(), "trace_id", kc.ByTraceID)
+			"topics", c.Kafka.Topics(), "partition", c.Kafka.Partition)
 		return m, nil
 	}
 	if c.Resolver != "" {

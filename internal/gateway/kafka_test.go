@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -34,6 +36,9 @@ import (
 	_ "github.com/otlpgate/otlpgate/internal/protoreg"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	"github.com/otlpgate/otlpgate/spool"
 )
 
@@ -506,5 +511,71 @@ func TestKafkaDestinationTopicMaxMessageBytes(t *testing.T) {
 	}
 	if n := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka") - dropped; n != 0 {
 		t.Errorf("%v items dropped", n)
+	}
+}
+
+// With partition=resource each resource's spans land in one partition, in records of that
+// resource alone keyed alike, whichever request and batch brought them.
+func TestKafkaDestinationByResource(t *testing.T) {
+	kc := startKafka(t)
+	cfg := testConfig()
+	cfg.Destinations = []client.Config{kafkaDest(t, kc, "partition=resource")}
+	g := startGateway(t, cfg)
+	conn, err := grpc.NewClient(g.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	services := []string{"cart", "checkout", "payment", "search", "ads"}
+	id := uint64(0)
+	for range 10 {
+		req := &coltracev1.ExportTraceServiceRequest{}
+		for _, svc := range services {
+			ss := &tracev1.ScopeSpans{}
+			for range 3 {
+				id++
+				ss.Spans = append(ss.Spans, &tracev1.Span{TraceId: bytes.Repeat([]byte{byte(id)}, 16), SpanId: binary.BigEndian.AppendUint64(nil, id), Name: "op"})
+			}
+			req.ResourceSpans = append(req.ResourceSpans, &tracev1.ResourceSpans{ScopeSpans: []*tracev1.ScopeSpans{ss},
+				Resource: &resourcev1.Resource{Attributes: []*commonv1.KeyValue{{Key: "service.name",
+					Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: svc}}}}}})
+		}
+		if _, err := coltracev1.NewTraceServiceClient(conn).Export(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	recs := readSpans(t, kc, "otlp_spans", int(id))
+	if got := spanIDsOf(recs); len(got) != int(id) {
+		t.Errorf("%d distinct spans in Kafka, want %d", len(got), id)
+	}
+	keyOf, partOf := map[string]string{}, map[string]int32{}
+	for _, r := range recs {
+		rss := r.traces.ResourceSpans()
+		for i := range rss.Len() {
+			v, _ := rss.At(i).Resource().Attributes().Get("service.name")
+			svc := v.Str()
+			if k, ok := keyOf[svc]; ok && k != r.key {
+				t.Errorf("resource %s in records keyed %q and %q", svc, k, r.key)
+			}
+			if p, ok := partOf[svc]; ok && p != r.partition {
+				t.Errorf("resource %s in partitions %d and %d", svc, p, r.partition)
+			}
+			keyOf[svc], partOf[svc] = r.key, r.partition
+		}
+		if rss.Len() != 1 && r.key != "" {
+			for i := 1; i < rss.Len(); i++ {
+				a, _ := rss.At(0).Resource().Attributes().Get("service.name")
+				b, _ := rss.At(i).Resource().Attributes().Get("service.name")
+				if a.Str() != b.Str() {
+					t.Errorf("a record keyed %q holds resources %s and %s", r.key, a.Str(), b.Str())
+				}
+			}
+		}
+	}
+	if len(keyOf) != len(services) {
+		t.Errorf("%d resources in Kafka, want %d", len(keyOf), len(services))
 	}
 }
