@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
 // usageHeader opens -help, and the answer to an argument that is not a flag.
@@ -25,6 +27,14 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	}
 	g := &cfg.grpc
 	fs.StringVar(&g.Listen, "grpc.listen", g.Listen, "OTLP/gRPC intake address; empty turns it off")
+	fs.Func("grpc.transport", fmt.Sprintf("HTTP/2 transport of the OTLP/gRPC intake: grpc-go, or otlpgate, otlpgate's own, which serves the three v1 Export methods (h2c with prior knowledge, no TLS yet: refused with -grpc.tls.*) and answers every other method, the otlpgate.otep.v1 services included, UNIMPLEMENTED; HTTP/2 errors of its clients are counted in otlpgate_grpc_h2_errors_total (default %s)", g.Transport), func(s string) error {
+		switch s {
+		case grpcserver.TransportGRPCGo, grpcserver.TransportOwn:
+			g.Transport = s
+			return nil
+		}
+		return fmt.Errorf("%q is not %s or %s", s, grpcserver.TransportGRPCGo, grpcserver.TransportOwn)
+	})
 	fs.Var(intSize{&g.MaxRecvMsgSize}, "grpc.max-recv-msg-size", "largest request accepted; larger ones get RESOURCE_EXHAUSTED")
 	fs.Func("grpc.max-concurrent-streams", fmt.Sprintf("HTTP/2 streams per connection (default %d)", g.MaxConcurrentStreams), func(s string) error {
 		_, err := fmt.Sscan(s, &g.MaxConcurrentStreams)

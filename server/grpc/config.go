@@ -16,6 +16,11 @@ import (
 type Config struct {
 	// Listen address (-grpc.listen, default 127.0.0.1:4317); empty turns the intake off.
 	Listen string
+	// Transport is the HTTP/2 transport that serves the listener (-grpc.transport, default
+	// grpc-go): TransportGRPCGo, or TransportOwn, otlpgate's own, which serves the v1 Export
+	// methods only (h2c with prior knowledge; no TLS yet, the OTEP services answered
+	// UNIMPLEMENTED). Empty is grpc-go.
+	Transport string
 	// MaxRecvMsgSize caps one request (-grpc.max-recv-msg-size, default 16MiB); larger requests
 	// are refused by gRPC with RESOURCE_EXHAUSTED.
 	MaxRecvMsgSize int
@@ -146,6 +151,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:                "127.0.0.1:4317",
+		Transport:             TransportGRPCGo,
 		MaxRecvMsgSize:        16 << 20,
 		MaxConcurrentStreams:  1024,
 		MaxConnections:        4096,
@@ -184,6 +190,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: bad listen address %q: %w", c.Listen, err)
 	}
 	switch {
+	case c.Transport != "" && c.Transport != TransportGRPCGo && c.Transport != TransportOwn:
+		return fmt.Errorf("grpc: transport %q is not %s or %s", c.Transport, TransportGRPCGo, TransportOwn)
+	case c.Transport == TransportOwn && (c.TLSCert != "" || c.TLSClientCA != ""):
+		return errors.New("grpc: -grpc.transport=otlpgate does not serve TLS yet: drop -grpc.tls.* or use -grpc.transport=grpc-go")
 	case c.MaxRecvMsgSize <= 0:
 		return errors.New("grpc: max receive message size must be positive")
 	case c.PassThrough != "" && c.PassThrough != codec.Gzip && c.PassThrough != codec.Zstd:

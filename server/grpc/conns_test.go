@@ -53,7 +53,7 @@ func TestConnectionsPerPeer(t *testing.T) {
 	e := start(t, testPipelineConfig(), sc, nil)
 	addr := e.srv.Addr().String()
 	before := testutil.ToFloat64(refusedPerPeer)
-	var cs []*h2
+	var cs []*rawH2
 	for range 4 {
 		cs = append(cs, dialH2(t, addr, "127.0.0.2", nil, 1<<20))
 	}

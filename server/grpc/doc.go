@@ -26,6 +26,14 @@
 // (a stream's once), in place: grpc-go's own metadata map is found through the key it files
 // it under, learnt once at start (tenant.go), so that reading a known tenant allocates nothing.
 //
+// With -grpc.transport=otlpgate the listener is served by otlpgate's own HTTP/2 transport on
+// internal/h2 instead (h2server.go, h2conn.go, h2stream.go, h2answer.go): h2c with prior
+// knowledge, the three v1 Export methods only (any other, the OTEP services included, is
+// answered UNIMPLEMENTED), no TLS yet. One goroutine per connection reads, decodes, admits a
+// unary call on the spot through the same steps as the grpc-go handlers (authorizeMeta,
+// originMeta, admitV1, v1Error) and writes the answers of one read in one write, from frames
+// built once; with -ack=upstream a goroutine per call waits for the upstream and answers.
+//
 // Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
 // accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames
 // (watch.go) that times and sizes unfinished messages, enforced by one sweep goroutine per

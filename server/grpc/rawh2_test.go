@@ -12,9 +12,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// h2 is a bare HTTP/2 client for the tests that need to misbehave below gRPC: withhold window,
+// rawH2 is a bare HTTP/2 client for the tests that need to misbehave below gRPC: withhold window,
 // leave a message unfinished, connect from another loopback address.
-type h2 struct {
+type rawH2 struct {
 	conn   net.Conn
 	mu     sync.Mutex
 	fr     *http2.Framer
@@ -27,7 +27,7 @@ type h2 struct {
 
 // dialH2 connects from local (empty: any) to addr, over TLS when tc is set, and grants the
 // server streamWindow bytes of window per stream for its answers.
-func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint32) *h2 {
+func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint32) *rawH2 {
 	t.Helper()
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	if local != "" {
@@ -45,7 +45,7 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &h2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024)}
+	c := &rawH2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024)}
 	c.fr = http2.NewFramer(conn, conn)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	conn.Write([]byte(http2.ClientPreface))
@@ -84,7 +84,7 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 }
 
 // open starts a stream of method and returns its id.
-func (c *h2) open(t *testing.T, method string) uint32 {
+func (c *rawH2) open(t *testing.T, method string) uint32 {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -104,7 +104,7 @@ func (c *h2) open(t *testing.T, method string) uint32 {
 }
 
 // data sends b on stream id as one DATA frame (at most 16 KiB, within the initial window).
-func (c *h2) data(t *testing.T, id uint32, b []byte) {
+func (c *rawH2) data(t *testing.T, id uint32, b []byte) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -115,7 +115,7 @@ func (c *h2) data(t *testing.T, id uint32, b []byte) {
 
 // waitWindow waits (boundedly) until the server granted each of ids window: their handlers
 // began reading messages larger than the initial window.
-func (c *h2) waitWindow(t *testing.T, ids ...uint32) {
+func (c *rawH2) waitWindow(t *testing.T, ids ...uint32) {
 	t.Helper()
 	want := map[uint32]bool{}
 	for _, id := range ids {
@@ -133,7 +133,7 @@ func (c *h2) waitWindow(t *testing.T, ids ...uint32) {
 }
 
 // waitClosed waits (boundedly) for the server to close the connection.
-func (c *h2) waitClosed(t *testing.T, within time.Duration) {
+func (c *rawH2) waitClosed(t *testing.T, within time.Duration) {
 	t.Helper()
 	select {
 	case <-c.closed:
@@ -142,7 +142,7 @@ func (c *h2) waitClosed(t *testing.T, within time.Duration) {
 	}
 }
 
-func (c *h2) isClosed() bool {
+func (c *rawH2) isClosed() bool {
 	select {
 	case <-c.closed:
 		return true

@@ -29,8 +29,15 @@ import (
 )
 
 // The official OpenTelemetry Go SDK exporters send traces, metrics and logs to otlpgate over
-// OTLP/gRPC; exactly their data is found in the file destination.
+// OTLP/gRPC; exactly their data is found in the file destination. On either transport, with
+// the traces gzip-compressed on otlpgate's own.
 func TestSDKExportersToFile(t *testing.T) {
+	for _, tr := range []string{grpcserver.TransportGRPCGo, grpcserver.TransportOwn} {
+		t.Run(tr, func(t *testing.T) { testSDKExportersToFile(t, tr) })
+	}
+}
+
+func testSDKExportersToFile(t *testing.T, transport string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -45,7 +52,9 @@ func TestSDKExportersToFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := grpcserver.New(grpcserver.DefaultConfig(), p, log)
+	scfg := grpcserver.DefaultConfig()
+	scfg.Transport = transport
+	srv, err := grpcserver.New(scfg, p, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +67,12 @@ func TestSDKExportersToFile(t *testing.T) {
 	res := resource.NewSchemaless(attribute.String("service.name", "sdk-test"))
 
 	// Traces.
-	texp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure())
+	topts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure()}
+	mopts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(addr), otlpmetricgrpc.WithInsecure()}
+	if transport == grpcserver.TransportOwn {
+		topts = append(topts, otlptracegrpc.WithCompressor("gzip"))
+	}
+	texp, err := otlptracegrpc.New(ctx, topts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +87,7 @@ func TestSDKExportersToFile(t *testing.T) {
 	}
 
 	// Metrics.
-	mexp, err := otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpoint(addr), otlpmetricgrpc.WithInsecure())
+	mexp, err := otlpmetricgrpc.New(ctx, mopts...)
 	if err != nil {
 		t.Fatal(err)
 	}

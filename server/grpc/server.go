@@ -46,6 +46,7 @@ type Server struct {
 	drain       chan struct{}  // closed when draining is set: idle streams end
 	loops       sync.WaitGroup // stream loops (otep.go), which may outlive their handler briefly
 	served      chan struct{}
+	h2          h2Server // -grpc.transport=otlpgate (h2server.go)
 }
 
 // New builds the server for cfg in front of p: a pipeline.Pipeline, or with a spool the
@@ -63,6 +64,11 @@ func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.token = tok
+	if cfg.Transport == TransportOwn {
+		if err := s.h2.init(&s.cfg); err != nil {
+			return nil, err
+		}
+	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(answerCodec{inner: codec.New(nil)}),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
@@ -142,6 +148,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	ln = &listener{Listener: inner, cs: s.conns}
 	s.ln.Store(&ln)
 	go s.conns.sweep()
+	if s.cfg.Transport == TransportOwn {
+		go func() {
+			defer close(s.served)
+			defer func() { close(s.conns.stop); <-s.conns.done }()
+			s.serveH2(ln)
+		}()
+		s.log.Info("grpc intake listening", "addr", ln.Addr().String(), "transport", TransportOwn)
+		return nil
+	}
 	go func() {
 		defer close(s.served)
 		defer func() { close(s.conns.stop); <-s.conns.done }()
@@ -178,6 +193,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.draining.Swap(true) {
 		close(s.drain)
 	}
+	if s.cfg.Transport == TransportOwn {
+		err := s.shutdownH2(ctx)
+		s.gs.Stop() // only the stream workers New started run on it
+		s.stopOnce.Do(func() { close(s.stopSweep) })
+		s.sweeping.Wait()
+		return err
+	}
 	stopped := make(chan struct{})
 	go func() {
 		s.gs.GracefulStop()
@@ -198,12 +220,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// authorize checks the bearer token when one is configured.
+// authorize checks the bearer token of a grpc-go call when one is configured.
 func (s *Server) authorize(ctx context.Context) error {
+	return s.authorizeMeta(mdMeta(incomingMD(ctx)))
+}
+
+// authorizeMeta checks the bearer token in a call's headers m when one is configured.
+func (s *Server) authorizeMeta(m callMeta) error {
 	if s.token == "" {
 		return nil
 	}
-	if checkToken(ctx, s.token) {
+	if checkToken(m, s.token) {
 		return nil
 	}
 	return errUnauthenticated

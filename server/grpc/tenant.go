@@ -101,30 +101,35 @@ func retryDelayMs(d time.Duration) uint64 {
 // (-intake.max-tenants-per-peer). A header sent several times counts with its first value. A
 // known tenant costs no allocation.
 func (s *Server) origin(ctx context.Context) (pipeline.Origin, error) {
-	o := pipeline.Origin{Peer: peerAddr(ctx)}
-	t, err := s.tenant(ctx, o.Peer)
+	return s.originMeta(mdMeta(incomingMD(ctx)), peerAddr(ctx))
+}
+
+// originMeta is origin for a call with the headers m from the client address peer, the step
+// both transports take.
+func (s *Server) originMeta(m callMeta, peer netip.Addr) (pipeline.Origin, error) {
+	o := pipeline.Origin{Peer: peer}
+	t, err := s.tenant(m, peer)
 	o.Tenant = t
 	return o, err
 }
 
-// tenant is origin's tenant, for a call from the client address peer.
-func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*tenant.Tenant, error) {
+// tenant is origin's tenant, for a call with the headers m from the client address peer.
+func (s *Server) tenant(m callMeta, peer netip.Addr) (*tenant.Tenant, error) {
 	ts := s.cfg.Tenants
 	if ts == nil {
 		return nil, nil
 	}
-	md := incomingMD(ctx)
 	var k tenant.Key
 	var t *tenant.Tenant
 	var err error
 	if ts.Bound() {
 		for _, h := range ts.Headers() {
-			ts.AddClaimString(&k, first(md[h]))
+			ts.AddClaimString(&k, firstValue(m, h))
 		}
-		t, err = ts.LookupCredentialString(first(md["authorization"]), &k)
+		t, err = ts.LookupCredentialString(firstValue(m, "authorization"), &k)
 	} else {
 		for _, h := range ts.Headers() {
-			ts.AddString(&k, first(md[h]))
+			ts.AddString(&k, firstValue(m, h))
 		}
 		t, err = ts.LookupFrom(&k, peer)
 	}
@@ -143,14 +148,6 @@ func (s *Server) tenant(ctx context.Context, peer netip.Addr) (*tenant.Tenant, e
 		return nil, errTenantClaim
 	}
 	return nil, errBadTenant
-}
-
-// first is the first of a header's values, "" for none.
-func first(vs []string) string {
-	if len(vs) == 0 {
-		return ""
-	}
-	return vs[0]
 }
 
 // peerAddr is the call's client address, invalid when it has none (a unix socket); an IPv4

@@ -91,64 +91,83 @@ func (s *Server) v1Export(sig fastpath.Signal) grpc.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
-		r := received(from, sig, raw)
-		// req is read below only when admission refused it, which leaves it in place.
-		req := r.Body
-		var b *pipeline.Batch
-		var reason admission.Reason
-		var rejected int64
-		var msg string
-		sc, err := s.scan(kindV1, sig, req, fastpath.LayoutV1)
-		items := max(sc.Items, 0)
-		if err == nil {
-			b, reason = s.admitScanned(kindV1, r, sc)
-		} else {
-			// A request whose top level holds together may carry a few malformed resource
-			// entries: keep the good ones and say which part was dropped. It is counted once
-			// that is known: received with the items kept, or refused as invalid.
-			b, items, rejected, msg, reason = s.admitValidEntries(from, sig, req)
-		}
-		var wait time.Duration
-		if reason == admission.Throttled {
-			wait = admission.TenantDelay(from.Tenant, req, max(sc.Items, 0))
-		}
+		v := s.admitV1(received(from, sig, raw))
 		// Admission copied what it kept: the receive buffer and the reservation are free
 		// before -ack=upstream waits for the upstream.
 		raw.Release()
 		hold.Release()
-		if reason == admission.Accepted {
-			reason = ctr.await(ctx, kindV1, sig, b, items)
+		if v.reason == admission.Accepted {
+			v.reason = ctr.await(ctx, kindV1, sig, v.b, v.items)
 		}
-		switch reason {
-		case admission.Accepted:
-			return v1Response(sig, rejected, msg), nil
-		case admission.Invalid:
-			return nil, status.Error(codes.InvalidArgument, "malformed OTLP request")
-		case admission.Full, admission.SpoolFull, admission.SpoolIO:
-			if s.overloaded() {
-				ctr.overload[kindV1].Inc()
-			}
-			return nil, s.unavailable(msgOverloaded)
-		case admission.TooLarge:
-			// Not retryable: without RetryInfo, RESOURCE_EXHAUSTED tells OTLP clients to drop it.
-			return nil, status.Error(codes.ResourceExhausted, "request larger than the whole queue (-queue.max-bytes)")
-		case admission.Closed:
-			return nil, status.Error(codes.Unavailable, "otlpgate is shutting down")
-		case admission.Upstream:
-			return nil, s.unavailable(msgUpstream)
-		case admission.Throttled:
-			return nil, throttled(wait)
-		case admission.Unserved:
-			// UNIMPLEMENTED, as a server that does not serve a signal answers: OTLP exporters
-			// do not retry it, and a retry would meet the same configuration.
-			return nil, status.Error(codes.Unimplemented, admission.MsgUnserved)
-		case admission.Busy:
-			// The intake limiter had no room for what processing writes: as any of its
-			// refusals, retried after its wait.
-			return nil, s.busy()
-		default:
-			return nil, status.FromContextError(ctx.Err()).Err()
+		if v.reason == admission.Accepted {
+			return v1Response(sig, v.rejected, v.msg), nil
 		}
+		return nil, s.v1Error(ctx, v.reason, v.wait)
+	}
+}
+
+// v1Verdict is what admission decided for one v1 request.
+type v1Verdict struct {
+	b        *pipeline.Batch // the batch to await (-ack=upstream), when accepted
+	items    int             // the items admitted
+	rejected int64           // the items of malformed entries dropped (partial success)
+	msg      string          // the partial success's message; empty: a full success
+	reason   admission.Reason
+	wait     time.Duration // the delay a Throttled request is told
+}
+
+// admitV1 is the step both transports take once a v1 request r (Origin and Body set, and
+// what it arrived as: Wire, Encoding, Own) was received: scan it and admit it, or, when its
+// scan fails, admit its valid resource entries. r.Body must not be read after it returns.
+func (s *Server) admitV1(r pipeline.Request) (v v1Verdict) {
+	// req is read below only when admission refused it, which leaves it in place.
+	req := r.Body
+	sc, err := s.scan(kindV1, r.Signal, req, fastpath.LayoutV1)
+	v.items = max(sc.Items, 0)
+	if err == nil {
+		v.b, v.reason = s.admitScanned(kindV1, r, sc)
+	} else {
+		// A request whose top level holds together may carry a few malformed resource
+		// entries: keep the good ones and say which part was dropped. It is counted once
+		// that is known: received with the items kept, or refused as invalid.
+		v.b, v.items, v.rejected, v.msg, v.reason = s.admitValidEntries(r.Origin, r.Signal, req)
+	}
+	if v.reason == admission.Throttled {
+		v.wait = admission.TenantDelay(r.Origin.Tenant, req, max(sc.Items, 0))
+	}
+	return v
+}
+
+// v1Error is the status a v1 call ends with when its request was not accepted for reason;
+// wait is the delay of a Throttled one. Both transports answer with it.
+func (s *Server) v1Error(ctx context.Context, reason admission.Reason, wait time.Duration) error {
+	switch reason {
+	case admission.Invalid:
+		return status.Error(codes.InvalidArgument, "malformed OTLP request")
+	case admission.Full, admission.SpoolFull, admission.SpoolIO:
+		if s.overloaded() {
+			ctr.overload[kindV1].Inc()
+		}
+		return s.unavailable(msgOverloaded)
+	case admission.TooLarge:
+		// Not retryable: without RetryInfo, RESOURCE_EXHAUSTED tells OTLP clients to drop it.
+		return status.Error(codes.ResourceExhausted, "request larger than the whole queue (-queue.max-bytes)")
+	case admission.Closed:
+		return status.Error(codes.Unavailable, "otlpgate is shutting down")
+	case admission.Upstream:
+		return s.unavailable(msgUpstream)
+	case admission.Throttled:
+		return throttled(wait)
+	case admission.Unserved:
+		// UNIMPLEMENTED, as a server that does not serve a signal answers: OTLP exporters
+		// do not retry it, and a retry would meet the same configuration.
+		return status.Error(codes.Unimplemented, admission.MsgUnserved)
+	case admission.Busy:
+		// The intake limiter had no room for what processing writes: as any of its
+		// refusals, retried after its wait.
+		return s.busy()
+	default:
+		return status.FromContextError(ctx.Err()).Err()
 	}
 }
 

@@ -1,0 +1,636 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"golang.org/x/net/http2"
+
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/h2"
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// h2Conn is one connection of otlpgate's own transport (-grpc.transport=otlpgate), served by
+// one goroutine (serve): it reads large chunks into a pooled buffer, parses the frames in
+// place, decodes each header block with its h2.Decoder, collects a call's DATA into the
+// call's message buffer, admits a unary call's request on the same goroutine once it is
+// whole, and writes the answers of one read in one write.
+//
+// Invariants:
+//
+//  1. Only serve reads the connection, parses, decodes and changes the receive side (the
+//     header block being assembled, receive windows, lastID).
+//  2. mu guards the write side and the streams: out (frames not yet written), the send
+//     windows, the stream table and the shutdown state. serve holds it while it handles a
+//     read, not while it waits in Read; an -ack=upstream call's waiter takes it to answer.
+//  3. A stream is in streams from its HEADERS until both ends closed it (the client's
+//     END_STREAM or RST_STREAM, and the answer's END_STREAM or the server's RST_STREAM);
+//     then it returns to free, with its buffers given back.
+type h2Conn struct {
+	s    *Server
+	nc   net.Conn
+	peer netip.Addr
+	acct *admission.Account // the connection's intake limiter account; nil without a limiter
+	dec  *h2.Decoder
+	meta fieldMeta
+
+	ctx    context.Context // ends with the connection: -ack=upstream waiters stop
+	cancel context.CancelFunc
+	async  sync.WaitGroup // -ack=upstream waiters
+
+	// Receive side (serve only).
+	rbuf     *[]byte
+	maxFrame uint32 // the SETTINGS_MAX_FRAME_SIZE advertised
+	settings bool   // the client's first SETTINGS arrived
+	lastID   uint32 // the highest stream id the client opened
+	recvConn int64  // the connection's receive window left
+	unacked  int64  // connection window consumed and not yet given back
+	hdrID    uint32 // the stream whose header block is being assembled; 0: none
+	hdrEnd   bool   // that HEADERS frame had END_STREAM
+	hdrBuf   []byte // the block so far (bounded: maxBlock)
+	maxBlock int
+	resets   [16]uint32 // streams reset recently, whose late frames are ignored (RFC 9113 §5.4.2)
+	resetN   int
+	src      bytes.Reader // a compressed message, for its decompressor
+
+	mu struct {
+		sync.Mutex
+		out       *[]byte
+		sendConn  int64 // the client's connection window for our DATA
+		initWin   int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+		streams   []*h2Stream
+		free      []*h2Stream
+		goingAway bool   // phase one of the shutdown GOAWAY was sent
+		final     bool   // the last GOAWAY was sent: no stream above goawayID is served
+		goawayID  uint32 // its last stream id
+		closed    bool
+	}
+}
+
+var (
+	h2Errors = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_h2_errors_total",
+		Help: "HTTP/2 errors of clients of -grpc.transport=otlpgate, by scope: connection (ended with a GOAWAY carrying the error code), stream (reset with RST_STREAM).",
+	}, []string{"scope"})
+	h2ConnErrors   = h2Errors.WithLabelValues("connection")
+	h2StreamErrors = h2Errors.WithLabelValues("stream")
+)
+
+// drainPing is the PING sent with the first GOAWAY of a shutdown; its ACK says the client saw
+// the GOAWAY, and every stream it opened before is known (RFC 9113 §6.8).
+var drainPing = [8]byte{'o', 't', 'l', 'p', 'g', 'a', 't', 'e'}
+
+// errConnDone ends serve quietly: the connection closed or was closed.
+var errConnDone = errors.New("grpc: connection done")
+
+func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
+	c := &h2Conn{s: s, nc: nc}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		c.peer = a.AddrPort().Addr().Unmap()
+	} else if a, ok := nc.RemoteAddr().(*connAddr); ok {
+		if t, ok := a.Addr.(*net.TCPAddr); ok {
+			c.peer = t.AddrPort().Addr().Unmap()
+		}
+		c.acct = a.c.acct
+	}
+	c.dec = h2.NewDecoder(s.h2.decCfg)
+	c.maxFrame = s.h2.maxFrame
+	c.maxBlock = s.h2.maxBlock
+	c.recvConn = int64(s.cfg.InitialConnWindowSize)
+	c.mu.sendConn = 65535
+	c.mu.initWin = 65535
+	return c
+}
+
+// serve runs the connection until it ends. It runs on the connection's own goroutine.
+func (c *h2Conn) serve() {
+	c.rbuf = pool.GetBytes(c.s.h2.readSize)
+	c.hdrBuf = make([]byte, 0, 4<<10)
+	c.mu.out = pool.GetBytes(64 << 10)
+	defer c.close()
+
+	// The preface and the client's SETTINGS within -grpc.handshake-timeout.
+	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
+	c.mu.Lock()
+	out := appendSettings(*c.mu.out, false,
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.s.cfg.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(c.s.cfg.InitialWindowSize)},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: c.maxFrame},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.s.h2.decCfg.MaxHeaderListSize},
+	)
+	if inc := int64(c.s.cfg.InitialConnWindowSize) - 65535; inc > 0 {
+		out = appendWindowUpdate(out, 0, uint32(inc))
+	}
+	*c.mu.out = out
+	err := c.flushLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return
+	}
+	buf := (*c.rbuf)[:cap(*c.rbuf)]
+	start, end := 0, 0
+	preface := true
+	for {
+		n, rerr := c.nc.Read(buf[end:])
+		end += n
+		if preface {
+			if end < len(h2.ClientPreface) {
+				if rerr != nil {
+					return
+				}
+				if string(buf[:end]) != h2.ClientPreface[:end] {
+					return // not HTTP/2 prior knowledge: nothing to answer in its protocol
+				}
+				continue
+			}
+			if string(buf[:len(h2.ClientPreface)]) != h2.ClientPreface {
+				return
+			}
+			start, preface = len(h2.ClientPreface), false
+		}
+		c.mu.Lock()
+		used, err := c.handle(buf[start:end])
+		if err == nil {
+			err = c.afterReadLocked()
+		}
+		if err != nil {
+			c.failLocked(err)
+			c.mu.Unlock()
+			return
+		}
+		ferr := c.flushLocked()
+		done := c.mu.final && len(c.mu.streams) == 0
+		c.mu.Unlock()
+		if ferr != nil || done {
+			return
+		}
+		start += used
+		// The unread part of a frame moves to the front: at most one frame's bytes.
+		if start == end {
+			start, end = 0, 0
+		} else if end == len(buf) || len(buf)-end < h2.FrameHeaderLen {
+			end = copy(buf, buf[start:end])
+			start = 0
+		}
+		if rerr != nil {
+			return
+		}
+	}
+}
+
+// afterReadLocked gives back, once per read, the connection window the read consumed.
+func (c *h2Conn) afterReadLocked() error {
+	if c.unacked > 0 && (c.unacked >= int64(c.s.cfg.InitialConnWindowSize)/4 || c.recvConn < int64(c.maxFrame)*4) {
+		*c.mu.out = appendWindowUpdate(*c.mu.out, 0, uint32(c.unacked))
+		c.recvConn += c.unacked
+		c.unacked = 0
+	}
+	return nil
+}
+
+// handle handles the whole frames at the start of b and returns how many bytes they span.
+func (c *h2Conn) handle(b []byte) (int, error) {
+	off := 0
+	for {
+		f, n, err := h2.NextFrame(b[off:], c.maxFrame)
+		if err != nil {
+			return off, err
+		}
+		if n == 0 {
+			return off, nil
+		}
+		off += n
+		if err := c.frame(f); err != nil {
+			return off, err
+		}
+	}
+}
+
+// frame handles one frame. A connection error ends the connection; a stream error resets the
+// frame's stream and is handled here.
+func (c *h2Conn) frame(f h2.Frame) error {
+	if !c.settings {
+		// RFC 9113 §3.4: the preface's SETTINGS frame comes first.
+		if f.Type != http2.FrameSettings || f.Has(http2.FlagSettingsAck) {
+			return errPrefaceSettings
+		}
+	}
+	if c.hdrID != 0 && (f.Type != http2.FrameContinuation || f.StreamID != c.hdrID) {
+		return errHeaderBlockBroken // §6.10: nothing may come between a block's frames
+	}
+	var err error
+	switch f.Type {
+	case http2.FrameData:
+		err = c.onData(f)
+	case http2.FrameHeaders:
+		err = c.onHeaders(f)
+	case http2.FrameContinuation:
+		err = c.onContinuation(f)
+	case http2.FramePriority:
+		_, err = f.Priority()
+	case http2.FrameRSTStream:
+		err = c.onRSTStream(f)
+	case http2.FrameSettings:
+		err = c.onSettings(f)
+	case http2.FramePing:
+		err = c.onPing(f)
+	case http2.FrameGoAway:
+		_, err = f.GoAway()
+	case http2.FrameWindowUpdate:
+		err = c.onWindowUpdate(f)
+	case http2.FramePushPromise:
+		err = f.PushPromise()
+	default:
+		// §4.1, §5.5: unknown types are ignored.
+	}
+	var he *h2.Error
+	if err != nil && errors.As(err, &he) && he.Stream {
+		c.resetLocked(f.StreamID, he.Code)
+		return nil
+	}
+	return err
+}
+
+var (
+	errPrefaceSettings   = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "the client preface is not followed by SETTINGS"}
+	errHeaderBlockBroken = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "a frame within a header block"}
+	errContinuation      = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "CONTINUATION without a header block"}
+	errBlockTooLarge     = &h2.Error{Code: http2.ErrCodeEnhanceYourCalm, Reason: "header block exceeds its bound"}
+	errStreamID          = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "stream id not above every earlier one, or even"}
+	errIdleStream        = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "frame on an idle stream"}
+	errClosedStream      = &h2.Error{Code: http2.ErrCodeStreamClosed, Reason: "frame on a closed stream"}
+	errConnFlow          = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "connection receive window exceeded"}
+	errSendWindow        = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "send window above 2^31-1"}
+	errStreamClosedSt    = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "frame on a half-closed stream"}
+	errStreamFlow        = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream receive window exceeded"}
+	errStreamSendWindow  = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
+	errMalformed         = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
+	errRefused           = &h2.Error{Code: http2.ErrCodeRefusedStream, Stream: true, Reason: "MAX_CONCURRENT_STREAMS reached"}
+)
+
+// stream returns the open stream id, nil when it is not open.
+func (c *h2Conn) stream(id uint32) *h2Stream {
+	for _, st := range c.mu.streams {
+		if st.id == id {
+			return st
+		}
+	}
+	return nil
+}
+
+// recentlyReset reports whether the server reset stream id lately: its frames in flight are
+// ignored.
+func (c *h2Conn) recentlyReset(id uint32) bool {
+	for _, r := range c.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownStream is the error of a frame of type t on a stream that is not open: idle (never
+// opened) is a connection error, closed is STREAM_CLOSED (RFC 9113 §5.1); nil for a stream
+// reset lately, whose frame is ignored.
+func (c *h2Conn) unknownStream(id uint32) error {
+	switch {
+	case id > c.lastID:
+		return errIdleStream
+	case c.recentlyReset(id):
+		return nil
+	}
+	return errClosedStream
+}
+
+func (c *h2Conn) onData(f h2.Frame) error {
+	d, err := f.Data()
+	if err != nil {
+		return err
+	}
+	// Flow control counts every DATA frame, whatever becomes of it (§6.9).
+	c.recvConn -= int64(d.FlowLen)
+	if c.recvConn < 0 {
+		return errConnFlow
+	}
+	c.unacked += int64(d.FlowLen)
+	st := c.stream(d.StreamID)
+	if st == nil || st.remoteDone {
+		if st != nil {
+			return errStreamClosedSt
+		}
+		return c.unknownStream(d.StreamID)
+	}
+	st.recvWin -= int64(d.FlowLen)
+	if st.recvWin < 0 {
+		return errStreamFlow
+	}
+	st.unacked += int64(d.FlowLen)
+	// Set before the data is taken in: an answer it causes (a refusal) then knows whether
+	// the client is done, and forgets the stream rather than reset it.
+	st.remoteDone = d.EndStream
+	if err := st.data(c, d.Data); err != nil {
+		return err
+	}
+	if st.answered {
+		return nil
+	}
+	if d.EndStream {
+		return c.endRemote(st)
+	}
+	// The stream's window comes back as its message is taken in.
+	if !st.answered && st.unacked >= int64(c.s.cfg.InitialWindowSize)/4 {
+		*c.mu.out = appendWindowUpdate(*c.mu.out, st.id, uint32(st.unacked))
+		st.recvWin += st.unacked
+		st.unacked = 0
+	}
+	return nil
+}
+
+func (c *h2Conn) onHeaders(f h2.Frame) error {
+	h, err := f.Headers()
+	if err != nil {
+		var he *h2.Error
+		if errors.As(err, &he) && he.Stream {
+			// The block must still be decoded to keep the table in step: a self-dependent
+			// stream is the only stream error here, and its fragment is intact.
+			if _, derr := c.dec.Decode(h.Fragment); derr != nil && !isStreamErr(derr) {
+				return derr
+			}
+			if h.StreamID > c.lastID {
+				c.lastID = h.StreamID
+			}
+		}
+		return err
+	}
+	c.hdrID, c.hdrEnd = h.StreamID, h.EndStream
+	c.hdrBuf = append(c.hdrBuf[:0], h.Fragment...)
+	if len(c.hdrBuf) > c.maxBlock {
+		return errBlockTooLarge
+	}
+	if h.EndHeaders {
+		return c.headerBlock()
+	}
+	return nil
+}
+
+func (c *h2Conn) onContinuation(f h2.Frame) error {
+	if c.hdrID == 0 {
+		return errContinuation
+	}
+	ct, err := f.Continuation()
+	if err != nil {
+		return err
+	}
+	if len(c.hdrBuf)+len(ct.Fragment) > c.maxBlock {
+		return errBlockTooLarge // the CONTINUATION flood: the block is bounded, then the connection ends
+	}
+	c.hdrBuf = append(c.hdrBuf, ct.Fragment...)
+	if ct.EndHeaders {
+		return c.headerBlock()
+	}
+	return nil
+}
+
+func isStreamErr(err error) bool {
+	var he *h2.Error
+	return errors.As(err, &he) && he.Stream
+}
+
+// headerBlock handles a whole header block: a new call's headers, or a call's trailers.
+func (c *h2Conn) headerBlock() error {
+	id, end := c.hdrID, c.hdrEnd
+	c.hdrID = 0
+	fields, derr := c.dec.Decode(c.hdrBuf)
+	if derr != nil && !isStreamErr(derr) {
+		return derr // COMPRESSION_ERROR: the tables are out of step
+	}
+	if st := c.stream(id); st != nil {
+		// Trailers: they end the stream and carry no pseudo-fields (§8.1).
+		if st.remoteDone {
+			return errStreamClosedSt
+		}
+		if derr != nil {
+			return derr
+		}
+		if !end || hasPseudo(fields) {
+			return errMalformed
+		}
+		return c.endRemote(st)
+	}
+	switch {
+	case id%2 == 0:
+		return errStreamID
+	case id <= c.lastID:
+		if c.recentlyReset(id) {
+			return nil
+		}
+		return errClosedStream
+	}
+	c.lastID = id
+	if derr != nil {
+		return derr
+	}
+	if c.mu.final && id > c.mu.goawayID {
+		return errRefused // after the last GOAWAY: the client retries it elsewhere
+	}
+	if len(c.mu.streams) >= int(c.s.cfg.MaxConcurrentStreams) {
+		return errRefused
+	}
+	st := c.newStream(id)
+	st.remoteDone = end
+	if err := st.open(c, fields); err != nil {
+		return err // reset, and so forgotten, by frame
+	}
+	if st.answered {
+		return nil // refused, and so closed or reset
+	}
+	if end {
+		return c.endRemote(st)
+	}
+	return nil
+}
+
+func hasPseudo(fields []h2.Field) bool {
+	for _, f := range fields {
+		if f.Name[0] == ':' {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *h2Conn) onRSTStream(f h2.Frame) error {
+	r, err := f.RSTStream()
+	if err != nil {
+		return err
+	}
+	st := c.stream(r.StreamID)
+	if st == nil {
+		if r.StreamID > c.lastID {
+			return errIdleStream
+		}
+		return nil
+	}
+	st.remoteDone, st.localDone = true, true
+	c.dropStream(st)
+	return nil
+}
+
+func (c *h2Conn) onSettings(f h2.Frame) error {
+	s, err := f.Settings(false)
+	if err != nil {
+		return err
+	}
+	c.settings = true
+	if s.Ack {
+		return nil
+	}
+	for i := range s.Len() {
+		p := s.At(i)
+		if p.ID != http2.SettingInitialWindowSize {
+			continue
+		}
+		// §6.9.2: the change applies to every open stream's send window.
+		delta := int64(p.Val) - c.mu.initWin
+		c.mu.initWin = int64(p.Val)
+		for _, st := range c.mu.streams {
+			st.sendWin += delta
+			if st.sendWin > h2.MaxWindow {
+				return errSendWindow
+			}
+		}
+	}
+	*c.mu.out = appendSettings(*c.mu.out, true)
+	c.flushParkedLocked()
+	return nil
+}
+
+func (c *h2Conn) onPing(f h2.Frame) error {
+	p, err := f.Ping()
+	if err != nil {
+		return err
+	}
+	if !p.Ack {
+		*c.mu.out = appendPing(*c.mu.out, true, p.Data)
+		return nil
+	}
+	if p.Data == drainPing && c.mu.goingAway && !c.mu.final {
+		// The client saw the first GOAWAY: every stream it opened is known now.
+		c.mu.final, c.mu.goawayID = true, c.lastID
+		*c.mu.out = appendGoAway(*c.mu.out, c.lastID, http2.ErrCodeNo, "")
+	}
+	return nil
+}
+
+func (c *h2Conn) onWindowUpdate(f h2.Frame) error {
+	w, err := f.WindowUpdate()
+	if err != nil {
+		return err
+	}
+	if w.StreamID == 0 {
+		c.mu.sendConn += int64(w.Increment)
+		if c.mu.sendConn > h2.MaxWindow {
+			return errSendWindow
+		}
+		c.flushParkedLocked()
+		return nil
+	}
+	st := c.stream(w.StreamID)
+	if st == nil {
+		if w.StreamID > c.lastID {
+			return errIdleStream
+		}
+		return nil // §6.9: a closed stream's update is ignored
+	}
+	st.sendWin += int64(w.Increment)
+	if st.sendWin > h2.MaxWindow {
+		return errStreamSendWindow
+	}
+	c.flushParkedLocked()
+	return nil
+}
+
+// resetLocked resets stream id with code: the stream, if open, ends and is forgotten; its
+// late frames are ignored.
+func (c *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
+	if code != http2.ErrCodeNo {
+		h2StreamErrors.Inc()
+	}
+	*c.mu.out = appendRSTStream(*c.mu.out, id, code)
+	c.resets[c.resetN%len(c.resets)] = id
+	c.resetN++
+	if st := c.stream(id); st != nil {
+		st.remoteDone, st.localDone = true, true
+		c.dropStream(st)
+	}
+}
+
+// failLocked ends the connection for err: a GOAWAY with its code when it is an HTTP/2 error.
+func (c *h2Conn) failLocked(err error) {
+	var he *h2.Error
+	if errors.As(err, &he) {
+		*c.mu.out = appendGoAway(*c.mu.out, c.lastID, he.Code, he.Reason)
+		h2ConnErrors.Inc()
+		c.flushLocked()
+	}
+}
+
+// flushLocked writes what is waiting in out.
+func (c *h2Conn) flushLocked() error {
+	out := *c.mu.out
+	if len(out) == 0 || c.mu.closed {
+		return nil
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.RecvTimeout))
+	_, err := c.nc.Write(out)
+	*c.mu.out = out[:0]
+	if err != nil {
+		c.mu.closed = true
+		return errConnDone
+	}
+	return nil
+}
+
+// close ends the connection and gives back what it holds, once every waiter returned.
+func (c *h2Conn) close() {
+	c.cancel()
+	c.nc.Close()
+	c.async.Wait()
+	c.mu.Lock()
+	c.mu.closed = true
+	for len(c.mu.streams) > 0 {
+		st := c.mu.streams[0]
+		st.remoteDone, st.localDone = true, true
+		c.dropStream(st)
+	}
+	pool.PutBytes(c.mu.out)
+	c.mu.out = nil
+	c.mu.Unlock()
+	pool.PutBytes(c.rbuf)
+	c.rbuf = nil
+	c.s.h2.remove(c)
+}
+
+// goAway starts the shutdown of the connection: a GOAWAY that admits every stream (2^31-1)
+// and a PING, whose ACK sends the last GOAWAY with the last stream id seen (RFC 9113 §6.8).
+// Safe for concurrent use.
+func (c *h2Conn) goAway() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.goingAway || c.mu.closed {
+		return
+	}
+	c.mu.goingAway = true
+	*c.mu.out = appendGoAway(*c.mu.out, h2.MaxWindow, http2.ErrCodeNo, "")
+	*c.mu.out = appendPing(*c.mu.out, false, drainPing)
+	c.flushLocked()
+}

@@ -1,0 +1,153 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/otlpgate/otlpgate/internal/h2"
+)
+
+// The transports of the gRPC intake (-grpc.transport).
+const (
+	// TransportGRPCGo serves every method on grpc-go (the default).
+	TransportGRPCGo = "grpc-go"
+	// TransportOwn serves the three v1 Export methods on otlpgate's own HTTP/2 transport
+	// (internal/h2), h2c with prior knowledge; any other method is answered UNIMPLEMENTED.
+	TransportOwn = "otlpgate"
+)
+
+// h2Server is the part of the Server that runs otlpgate's own transport: its bounds, worked
+// out once, and its connections.
+type h2Server struct {
+	decCfg   h2.Config
+	maxFrame uint32 // the SETTINGS_MAX_FRAME_SIZE advertised
+	maxBlock int    // the bound of one header block as sent (HEADERS and its CONTINUATIONs)
+	readSize int    // the read buffer of a connection
+	wg       sync.WaitGroup
+	mu       struct {
+		sync.Mutex
+		conns map[*h2Conn]struct{}
+		stop  bool
+	}
+}
+
+// h2Keep are the fields the transport reads of a call's headers: a gRPC server's, those that
+// make a request malformed (RFC 9113 §8.2.2, §8.3), the bearer token, and the tenant headers.
+var h2Keep = []string{
+	":method", ":scheme", ":path", ":status", "content-type", "te", "grpc-encoding", "grpc-timeout",
+	"content-length", "authorization", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+}
+
+func (h *h2Server) init(cfg *Config) error {
+	keep := append([]string(nil), h2Keep...)
+	if cfg.Tenants != nil {
+	next:
+		for _, n := range cfg.Tenants.Headers() {
+			for _, k := range keep {
+				if k == n {
+					continue next
+				}
+			}
+			keep = append(keep, n)
+		}
+	}
+	h.decCfg = h2.Config{
+		HeaderTableSize:   4096,
+		MaxHeaderListSize: uint32(min(cfg.MaxHeaderBytes, 1<<20)),
+		Keep:              keep,
+		MaxKeptFields:     64,
+	}
+	if err := h.decCfg.Validate(); err != nil {
+		return fmt.Errorf("grpc: -grpc.transport=otlpgate: %w", err)
+	}
+	// Frames up to a quarter of the read buffer: a read holds several.
+	h.maxFrame = uint32(min(max(cfg.ReadBufferSize/4, h2.DefaultMaxFrameSize), h2.MaxFrameSizeLimit))
+	h.readSize = max(cfg.ReadBufferSize, 2*(int(h.maxFrame)+h2.FrameHeaderLen))
+	// A block as sent is rarely longer than the list it decodes to; Huffman coding can make a
+	// string up to 30 bits an octet.
+	h.maxBlock = 4*int(h.decCfg.MaxHeaderListSize) + 1<<10
+	h.mu.conns = map[*h2Conn]struct{}{}
+	return nil
+}
+
+// add registers c, false once the server stopped.
+func (h *h2Server) add(c *h2Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.stop {
+		return false
+	}
+	h.mu.conns[c] = struct{}{}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *h2Server) remove(c *h2Conn) {
+	h.mu.Lock()
+	delete(h.mu.conns, c)
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// each calls f for every open connection.
+func (h *h2Server) each(f func(*h2Conn)) {
+	h.mu.Lock()
+	cs := make([]*h2Conn, 0, len(h.mu.conns))
+	for c := range h.mu.conns {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		f(c)
+	}
+}
+
+// serveH2 accepts connections on ln for the own transport, each served on its goroutine,
+// until ln closes; it returns once every connection ended.
+func (s *Server) serveH2(ln net.Listener) {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			break
+		}
+		delay = 0
+		c := s.newH2Conn(nc)
+		if !s.h2.add(c) {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+	s.h2.mu.Lock()
+	s.h2.mu.stop = true
+	s.h2.mu.Unlock()
+	s.h2.wg.Wait()
+}
+
+// shutdownH2 is Shutdown for the own transport: no new connections, a two-phase GOAWAY on
+// every open one, which closes once its calls are answered; those still open when ctx ends
+// are closed.
+func (s *Server) shutdownH2(ctx context.Context) error {
+	(*s.ln.Load()).Close()
+	s.h2.each((*h2Conn).goAway)
+	var err error
+	select {
+	case <-s.served:
+	case <-ctx.Done():
+		s.h2.each(func(c *h2Conn) { c.nc.Close() })
+		<-s.served
+		err = fmt.Errorf("grpc: calls still open when the shutdown deadline passed were cut: %w", ctx.Err())
+	}
+	return err
+}

@@ -1,0 +1,559 @@
+package grpcserver
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/status"
+
+	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/h2"
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// h2Stream is one call of an h2Conn: a unary v1 Export, from its HEADERS to its answer. It
+// belongs to its connection's mu (h2Conn invariant 2) and is recycled through the
+// connection's free list.
+type h2Stream struct {
+	id   uint32
+	gen  uint32 // bumped when the stream is recycled: a late waiter finds it changed
+	sig  fastpath.Signal
+	enc  string // the grpc-encoding of the message, "" for none
+	from pipeline.Origin
+
+	remoteDone bool // the client's END_STREAM (or a reset) came
+	localDone  bool // the answer's END_STREAM (or a reset) went out
+	answered   bool // the answer was decided: later DATA is counted and dropped
+	waiting    bool // an -ack=upstream waiter owns the answer
+
+	recvWin, unacked int64 // the stream's receive window left, and what was taken in and not given back
+	sendWin          int64 // the client's window for the answer's DATA
+
+	pre        [5]byte // the gRPC message prefix as it arrives
+	preN       int
+	msgLen     int // the message's length from its prefix; -1 before
+	compressed bool
+	msg        *[]byte // the message as received (pooled)
+	plain      *[]byte // its decompressed form (pooled)
+	hold       admission.Hold
+	dataLen    int64 // DATA bytes received, for content-length
+	contentLen int64 // the content-length header, -1 when absent
+	timeout    time.Duration
+
+	parked []byte // the answer's DATA payload, waiting for the client's window
+	isPark bool
+}
+
+// newStream takes a stream from the free list (or makes one) for id, registered as open.
+func (c *h2Conn) newStream(id uint32) *h2Stream {
+	var st *h2Stream
+	if n := len(c.mu.free); n > 0 {
+		st = c.mu.free[n-1]
+		c.mu.free = c.mu.free[:n-1]
+	} else {
+		st = &h2Stream{}
+	}
+	gen, parked := st.gen, st.parked[:0]
+	*st = h2Stream{id: id, gen: gen, parked: parked, msgLen: -1, contentLen: -1,
+		recvWin: int64(c.s.cfg.InitialWindowSize), sendWin: c.mu.initWin}
+	c.mu.streams = append(c.mu.streams, st)
+	return st
+}
+
+// dropStream forgets st and recycles it, giving back what it holds.
+func (c *h2Conn) dropStream(st *h2Stream) {
+	for i, o := range c.mu.streams {
+		if o == st {
+			last := len(c.mu.streams) - 1
+			c.mu.streams[i] = c.mu.streams[last]
+			c.mu.streams[last] = nil
+			c.mu.streams = c.mu.streams[:last]
+			break
+		}
+	}
+	st.release()
+	st.gen++
+	st.id = 0
+	st.from = pipeline.Origin{}
+	if len(c.mu.free) < maxFreeStreams {
+		c.mu.free = append(c.mu.free, st)
+	}
+}
+
+// maxFreeStreams bounds the streams a connection keeps for reuse.
+const maxFreeStreams = 64
+
+// release gives back the stream's buffers and reservation.
+func (st *h2Stream) release() {
+	st.hold.Release()
+	if st.msg != nil {
+		pool.PutBytes(st.msg)
+		st.msg = nil
+	}
+	if st.plain != nil {
+		pool.PutBytes(st.plain)
+		st.plain = nil
+	}
+}
+
+// The v1 services' paths, and the errors of a call this transport does not serve, in
+// grpc-go's words where it has them.
+var (
+	h2Paths = [fastpath.NumSignals]string{
+		fastpath.Traces:  "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+		fastpath.Metrics: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+		fastpath.Logs:    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+	}
+	errOTEPTransport = status.Error(codes.Unimplemented, "the otlpgate.otep.v1 services are served by -grpc.transport=grpc-go only")
+	errUnaryExtra    = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
+	errNoMessage     = status.Error(codes.Internal, "grpc: the call ended before its request message did")
+	errCompressFlag  = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+)
+
+// open checks a new call's headers, authorizes it and reads its tenant; an error it returns
+// resets the stream; a refusal of the call is answered here.
+func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
+	// Values stay views of the decoder's buffer: compared in place, never converted to
+	// strings that would escape (a conversion only for the words of an error).
+	var method, path, ctype, enc []byte
+	var nMethod, nScheme, nPath int
+	for _, f := range fields {
+		switch f.Name {
+		case ":method":
+			nMethod++
+			method = f.Value
+		case ":scheme":
+			nScheme++
+		case ":path":
+			nPath++
+			path = f.Value
+		case ":status", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return errMalformed // §8.2.2, §8.3: a response field or a connection-specific one
+		case "te":
+			if string(f.Value) != "trailers" {
+				return errMalformed
+			}
+		case "content-type":
+			ctype = f.Value
+		case "grpc-encoding":
+			enc = f.Value
+		case "content-length":
+			n, ok := parseDecimal(f.Value)
+			if !ok {
+				return errMalformed
+			}
+			st.contentLen = n
+		case "grpc-timeout":
+			st.timeout = parseGRPCTimeout(f.Value)
+		}
+	}
+	// §8.3.1: exactly one of each request pseudo-field, and a path.
+	if nMethod != 1 || nScheme != 1 || nPath != 1 || len(path) == 0 {
+		return errMalformed
+	}
+	if string(method) != http.MethodPost {
+		return errMalformed // grpc-go resets such a stream with PROTOCOL_ERROR too
+	}
+	if !isGRPCContentType(ctype) {
+		c.answerError(st, status.Errorf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype), http.StatusUnsupportedMediaType)
+		return nil
+	}
+	sig, ok := fastpath.Signal(0), false
+	for i, p := range h2Paths {
+		if p == string(path) {
+			sig, ok = fastpath.Signal(i), true
+			break
+		}
+	}
+	if !ok {
+		c.answerError(st, unimplemented(string(path)), http.StatusOK)
+		return nil
+	}
+	st.sig = sig
+	switch string(enc) {
+	case "", "identity":
+		st.enc = ""
+	case codec.Gzip:
+		st.enc = codec.Gzip
+	case codec.Zstd:
+		st.enc = codec.Zstd
+	default:
+		c.answerError(st, status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", enc), http.StatusOK)
+		return nil
+	}
+	c.meta.fields = fields
+	err := c.s.authorizeMeta(&c.meta)
+	var from pipeline.Origin
+	if err == nil {
+		from, err = c.s.originMeta(&c.meta, c.peer)
+	}
+	c.meta.fields = nil
+	if err != nil {
+		c.answerError(st, err, http.StatusOK)
+		return nil
+	}
+	st.from = from
+	return nil
+}
+
+// parseDecimal reads a content-length value.
+func parseDecimal(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// unimplemented is grpc-go's answer to a method it does not serve.
+func unimplemented(path string) error {
+	if strings.HasPrefix(path, "/otlpgate.otep.v1.") {
+		return errOTEPTransport
+	}
+	p := path[1:]
+	i := strings.LastIndexByte(p, '/')
+	if path[0] != '/' || i < 0 {
+		return status.Errorf(codes.Unimplemented, "malformed method name: %q", path)
+	}
+	svc, m := p[:i], p[i+1:]
+	for _, k := range h2Paths {
+		if strings.HasPrefix(k[1:], svc+"/") {
+			return status.Errorf(codes.Unimplemented, "unknown method %v for service %v", m, svc)
+		}
+	}
+	return status.Errorf(codes.Unimplemented, "unknown service %v", svc)
+}
+
+// isGRPCContentType reports whether ct is application/grpc, with a subtype or parameters.
+func isGRPCContentType(ct []byte) bool {
+	const base = "application/grpc"
+	if len(ct) < len(base) || !strings.EqualFold(string(ct[:len(base)]), base) {
+		return false
+	}
+	return len(ct) == len(base) || ct[len(base)] == '+' || ct[len(base)] == ';'
+}
+
+// parseGRPCTimeout reads a grpc-timeout value (1 to 8 digits and a unit); 0 when malformed.
+func parseGRPCTimeout(v []byte) time.Duration {
+	if len(v) < 2 || len(v) > 9 {
+		return 0
+	}
+	var n int64
+	for _, c := range v[:len(v)-1] {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0
+	}
+	return time.Duration(n) * unit
+}
+
+// data takes in a DATA frame's bytes: the message prefix, then the message.
+func (st *h2Stream) data(c *h2Conn, b []byte) error {
+	st.dataLen += int64(len(b))
+	if st.contentLen >= 0 && st.dataLen > st.contentLen {
+		return errMalformed // §8.1.1
+	}
+	for len(b) > 0 && !st.answered {
+		if st.msgLen < 0 {
+			n := copy(st.pre[st.preN:], b)
+			st.preN += n
+			b = b[n:]
+			if st.preN < len(st.pre) {
+				return nil
+			}
+			st.prefix(c)
+			continue
+		}
+		if st.msg == nil || len(*st.msg) == st.msgLen {
+			c.answerError(st, errUnaryExtra, http.StatusOK)
+			return nil
+		}
+		n := min(len(b), st.msgLen-len(*st.msg))
+		*st.msg = append(*st.msg, b[:n]...)
+		b = b[n:]
+	}
+	return nil
+}
+
+// prefix handles a complete 5-byte message prefix: the message's bounds, and its reservation
+// from the intake limiter.
+func (st *h2Stream) prefix(c *h2Conn) {
+	s := c.s
+	n := binary.BigEndian.Uint32(st.pre[1:])
+	switch {
+	case st.pre[0] > 1:
+		c.answerError(st, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", st.pre[0]), http.StatusOK)
+		return
+	case int64(n) > int64(s.cfg.MaxRecvMsgSize):
+		c.answerError(st, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxRecvMsgSize), http.StatusOK)
+		return
+	case st.pre[0] == 1 && st.enc == "":
+		c.answerError(st, errCompressFlag, http.StatusOK)
+		return
+	}
+	st.compressed = st.pre[0] == 1
+	// The reservation is the message's own length, known now, not the largest: taken without
+	// waiting (the reader serves every stream of the connection), and refused as grpc-go's
+	// path refuses a call the limiter has no room for.
+	if !c.take(&st.hold, int64(n)) {
+		c.answerError(st, s.busy(), http.StatusOK)
+		return
+	}
+	st.msgLen = int(n)
+	st.msg = pool.GetBytes(int(n))
+}
+
+// closedCh is closed: a reservation taken with it does not wait.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// take reserves n bytes of the intake limiter for a message of the connection.
+func (c *h2Conn) take(h *admission.Hold, n int64) bool {
+	if c.acct != nil {
+		return c.s.adm.TakeFrom(h, c.acct, n, closedCh)
+	}
+	return c.s.adm.Take(h, admission.IntakeGRPC, n, closedCh)
+}
+
+// endRemote handles the client's END_STREAM: a whole request is admitted and answered.
+func (c *h2Conn) endRemote(st *h2Stream) error {
+	st.remoteDone = true
+	if st.answered {
+		if st.localDone {
+			c.dropStream(st)
+		}
+		return nil
+	}
+	if st.contentLen >= 0 && st.dataLen != st.contentLen {
+		return errMalformed
+	}
+	if st.msg == nil || len(*st.msg) < st.msgLen {
+		c.answerError(st, errNoMessage, http.StatusOK)
+		return nil
+	}
+	c.admit(st)
+	return nil
+}
+
+// admit admits the stream's request and answers it, on the reader; with -ack=upstream a
+// waiter answers once the upstream did.
+func (c *h2Conn) admit(st *h2Stream) {
+	s := c.s
+	st.answered = true
+	r := pipeline.Request{Signal: st.sig, Origin: st.from, Body: *st.msg}
+	if st.compressed {
+		plain, err := c.decompress(st)
+		if err != nil {
+			st.answered = false
+			c.answerError(st, err, http.StatusOK)
+			return
+		}
+		r.Body = plain
+		if st.enc == s.cfg.PassThrough {
+			r.Wire, r.Encoding = *st.msg, wireEncoding(st.enc)
+		}
+	} else {
+		r.Own = st.msg
+	}
+	v := s.admitV1(r)
+	st.release()
+	if v.reason == admission.Accepted && v.b != nil {
+		c.await(st, v)
+		return
+	}
+	c.answerVerdict(st, v)
+}
+
+func wireEncoding(enc string) pipeline.Encoding {
+	if enc == codec.Gzip {
+		return pipeline.EncodingGzip
+	}
+	return pipeline.EncodingZstd
+}
+
+// await waits, on a goroutine of its own, for the upstream's answer of an admitted request
+// (-ack=upstream) and answers the call then.
+func (c *h2Conn) await(st *h2Stream, v v1Verdict) {
+	st.waiting = true
+	gen, sig := st.gen, st.sig
+	ctx, cancel := c.ctx, func() {}
+	if st.timeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, st.timeout)
+	}
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		defer cancel()
+		v.reason = ctr.await(ctx, kindV1, sig, v.b, v.items)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.mu.closed || st.gen != gen {
+			return // reset by the client, or the connection ended
+		}
+		st.waiting = false
+		c.answerVerdict(st, v)
+		c.flushLocked()
+		if c.mu.final && len(c.mu.streams) == 0 {
+			c.nc.Close()
+		}
+	}()
+}
+
+// decompress inflates the stream's message with the registered decompressor of its encoding
+// (the one grpc-go's path uses, drawing on the inflate budget), at most
+// -grpc.max-recv-msg-size bytes.
+func (c *h2Conn) decompress(st *h2Stream) ([]byte, error) {
+	limit := c.s.cfg.MaxRecvMsgSize
+	comp := encoding.GetCompressor(st.enc)
+	if comp == nil {
+		return nil, status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", st.enc)
+	}
+	c.src.Reset(*st.msg)
+	defer c.src.Reset(nil)
+	r, err := comp.Decompress(&c.src)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	if cl, ok := r.(io.Closer); ok {
+		defer cl.Close()
+	}
+	st.plain = pool.GetBytes(min(max(len(*st.msg)*8, 4<<10), limit+1))
+	out := (*st.plain)[:0]
+	for {
+		if len(out) == cap(out) {
+			if len(out) > limit {
+				break
+			}
+			nb := pool.GetBytes(min(2*cap(out), limit+1))
+			*nb = append((*nb)[:0], out...)
+			pool.PutBytes(st.plain)
+			st.plain, out = nb, *nb
+		}
+		n, err := r.Read(out[len(out):min(cap(out), limit+1)])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, codec.ErrInflateBudget) || codec.IsInflateBudget(err) {
+				return nil, c.s.busy()
+			}
+			return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+		}
+		if len(out) > limit {
+			break
+		}
+	}
+	*st.plain = out
+	if len(out) > limit {
+		return nil, status.Errorf(codes.ResourceExhausted, "grpc: message after decompression larger than max (%d vs. %d)", len(out), limit)
+	}
+	return out, nil
+}
+
+// answerVerdict answers the call as admission decided.
+func (c *h2Conn) answerVerdict(st *h2Stream, v v1Verdict) {
+	if v.reason != admission.Accepted {
+		st.answered = false
+		c.answerError(st, c.s.v1Error(c.ctx, v.reason, v.wait), http.StatusOK)
+		return
+	}
+	st.answered = true
+	out := h2RespHeaders.Append(*c.mu.out, st.id)
+	p := append(st.parked[:0], 0, 0, 0, 0, 0)
+	if v.msg != "" {
+		if m, ok := v1Response(st.sig, v.rejected, v.msg).(interface{ MarshalVT() ([]byte, error) }); ok {
+			if b, err := m.MarshalVT(); err == nil {
+				binary.BigEndian.PutUint32(p[1:], uint32(len(b)))
+				p = append(p, b...)
+			}
+		}
+	}
+	st.parked = p
+	*c.mu.out = out
+	st.isPark = true
+	c.sendParkedLocked(st)
+}
+
+// sendParkedLocked sends the stream's answer DATA and trailers when the client's windows
+// allow; otherwise the answer waits for a WINDOW_UPDATE or SETTINGS. It reports whether it
+// went out.
+func (c *h2Conn) sendParkedLocked(st *h2Stream) bool {
+	need := int64(len(st.parked))
+	if need > c.mu.sendConn || need > st.sendWin {
+		return false
+	}
+	c.mu.sendConn -= need
+	st.sendWin -= need
+	out := appendDataFrame(*c.mu.out, st.id, false, st.parked)
+	*c.mu.out = h2TrailersOK.Append(out, st.id)
+	st.isPark = false
+	st.localDone = true
+	c.finishLocked(st)
+	return true
+}
+
+// flushParkedLocked sends the parked answers the windows now allow.
+func (c *h2Conn) flushParkedLocked() {
+	for i := 0; i < len(c.mu.streams); {
+		st := c.mu.streams[i]
+		if st.isPark && c.sendParkedLocked(st) && c.stream(st.id) == nil {
+			continue // dropped: another took its place at i
+		}
+		i++
+	}
+}
+
+// answerError answers the call with err as trailers-only, with :status httpStatus.
+func (c *h2Conn) answerError(st *h2Stream, err error, httpStatus int) {
+	if st.answered && st.localDone {
+		return
+	}
+	st.answered, st.localDone = true, true
+	*c.mu.out = trailersOnlyFrame(err, httpStatus).Append(*c.mu.out, st.id)
+	c.finishLocked(st)
+}
+
+// finishLocked closes a stream whose answer went out: forgotten if the client is done too,
+// else reset with NO_ERROR, as grpc-go does, so that the client stops sending its message.
+func (c *h2Conn) finishLocked(st *h2Stream) {
+	if !st.remoteDone {
+		c.resetLocked(st.id, http2.ErrCodeNo)
+		return
+	}
+	c.dropStream(st)
+}
