@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -578,4 +579,65 @@ func TestKafkaDestinationByResource(t *testing.T) {
 	if len(keyOf) != len(services) {
 		t.Errorf("%d resources in Kafka, want %d", len(keyOf), len(services))
 	}
+}
+
+// A shutdown while the brokers refuse every produce request: without a spool what they never
+// acknowledged is reported lost (a *LossError); with the spool it stays there and the next
+// start delivers it once they take produce requests again, every span once at least.
+func TestKafkaDestinationShutdownWhileBrokersDown(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		kc := startKafka(t)
+		restore, refused := refuseProduce(kc)
+		defer restore()
+		cfg := testConfig()
+		cfg.ShutdownTimeout = time.Second
+		cfg.Destinations = []client.Config{kafkaDest(t, kc, "")}
+		g := startGateway(t, cfg)
+		for i, err := range exportIDs(t, g, 21, 22) {
+			if err != nil {
+				t.Fatalf("span %d: %v", 21+i, err)
+			}
+		}
+		eventually(t, func() string { return "no produce request was refused" }, func() bool { return refused.Load() > 0 })
+		err := g.Shutdown(context.Background())
+		var lost *LossError
+		if !errors.As(err, &lost) || len(lost.Errs) == 0 {
+			t.Fatalf("Shutdown returned %v, want a *LossError", err)
+		}
+	})
+	t.Run("spool", func(t *testing.T) {
+		kc := startKafka(t)
+		restore, refused := refuseProduce(kc)
+		defer restore()
+		cfg := testConfig()
+		cfg.ShutdownTimeout = time.Second
+		cfg.Spool = spool.DefaultConfig()
+		cfg.Spool.Dir = t.TempDir()
+		cfg.Spool.Sync = spool.SyncNone
+		d := kafkaDest(t, kc, "")
+		d.RetryMaxElapsed = 0
+		cfg.Destinations = []client.Config{d}
+		g := startGateway(t, cfg)
+		ids := []uint64{31, 32, 33}
+		for i, err := range exportIDs(t, g, ids...) {
+			if err != nil {
+				t.Fatalf("span %d: %v", ids[i], err)
+			}
+		}
+		eventually(t, func() string { return "no produce request was refused" }, func() bool { return refused.Load() > 0 })
+		if err := g.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown with the spool: %v, want nothing lost", err)
+		}
+		restore()
+		g = startGateway(t, cfg)
+		got := spanIDsOf(readSpans(t, kc, "otlp_spans", len(ids)))
+		if err := g.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		for _, id := range ids {
+			if n := got[fmt.Sprintf("%016x", id)]; n < 1 {
+				t.Errorf("span %d is not in Kafka after the restart", id)
+			}
+		}
+	})
 }
