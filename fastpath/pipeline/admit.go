@@ -117,8 +117,8 @@ type Prepared struct {
 	st      fastpath.Stripped // what the processing stripped, counted once the request is admitted
 	proc    Processor
 	tally   Tally
-	out     charged        // the processed body, pooled and charged; empty without a processor
-	route   *routeSplitter // its entries by route (Config.Router); nil without routes
+	out     charged // the processed body, pooled and charged; empty without a processor
+	route   *Pieces // its entries by route (Config.Router); nil without routes
 	// rs is the router route was split by, held until Release (Routing); nil without one.
 	rs *routeSet
 	// own is the caller's pooled buffer holding Req, offered for a fresh batch to adopt
@@ -315,7 +315,7 @@ func (pr *preparing) process() (bool, error) {
 	return false, nil
 }
 
-// routes splits the request by route (Config.Router, route.go). A request no destination
+// routes splits the request by route (Config.Router's Split, into Pieces, route.go). A request no destination
 // takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
 // counted now.
 func (pr *preparing) routes() (bool, error) {
@@ -333,18 +333,19 @@ func (pr *preparing) routes() (bool, error) {
 	if rt == nil {
 		return false, nil
 	}
-	s, err := splitRoutes(rt, pr.budget, cand, served, r.Sig, r.Req, r.Items, r.Layout)
-	if err != nil {
+	s := NewPieces(pr.budget)
+	if err := rt.Split(s, r.Sig, r.Req, r.Items, r.Layout, cand&served); err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[r.Sig][why].Add(float64(r.Items))
 		}
+		s.Release()
 		r.rs.release()
 		r.rs = nil
 		return false, err
 	}
 	r.route = s
-	r.Items = max(r.Items-s.lost, 0)
-	if s.n == 0 && s.unrouted > 0 {
+	r.Items = max(r.Items-s.Lost, 0)
+	if s.N == 0 && s.Unrouted > 0 {
 		s.commit(r.Sig)
 		if r.proc != nil {
 			r.proc.Commit(r.Sig, r.tally)
@@ -432,7 +433,7 @@ func (r *Prepared) Release() {
 		r.Req = nil
 	}
 	if r.route != nil {
-		r.route.release()
+		r.route.Release()
 		r.route = nil
 	}
 	r.rs.release()

@@ -69,14 +69,15 @@
 //
 // # Routes by resource attribute
 //
-// Config.Router, with a -dest's match=resource, says which destinations take each resource
-// entry (process.Router implements it). Prepare groups a request's entries by route
-// (route.go): a request whose entries go one way is admitted as it came; a mixed one is copied,
-// entry by entry and never below the Resource, into one piece per route, and each piece joins
+// Config.Router, with a -dest's match=resource, groups a request's entries by the
+// destinations that take each (process.Router implements it, beside its rules: Prepare hands
+// it the request, and it fills Pieces, route.go): a request whose entries go one way is
+// admitted as it came; a mixed one is copied, entry by entry and never below the Resource,
+// into one piece per route, and each piece joins
 // the open batch of its tenant and route (openset.go), which seal hands only to that route's
 // destinations. The budget is charged for the whole request and the pieces join their batches
 // under one lock: a request is admitted whole or not at all. With a spool the routed entries
-// are one record, and each feeder keeps its destination's entries of it (FilterRoute).
+// are one record, and each feeder keeps its destination's entries of it (Router.Filter).
 //
 // The router numbers the destinations by position in their set, so it goes with the set
 // (routing.go): SetDestinationsRoutes swaps both, and a request split by one set's router

@@ -38,11 +38,11 @@ func TestRoutesZeroAlloc(t *testing.T) {
 	rec := slices.Clone(mixed)
 	allocs = testing.AllocsPerRun(1000, func() {
 		copy(rec, mixed)
-		if _, _, err := FilterRoute(cfg.Router, ^uint64(0), fastpath.Traces, 1, rec, 25); err != nil {
+		if _, _, err := cfg.Router.Filter(fastpath.Traces, rec, 25, 1, ^uint64(0)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if allocs != 0 {
-		t.Fatalf("FilterRoute: %v allocations per run, want 0", allocs)
+		t.Fatalf("Router.Filter: %v allocations per run, want 0", allocs)
 	}
 }

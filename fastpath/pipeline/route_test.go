@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
@@ -106,119 +104,6 @@ func services(t testing.TB, sig fastpath.Signal, b []byte) (names []string, item
 		items = ld.LogRecordCount()
 	}
 	return names, items
-}
-
-// pieces returns the split's pieces by route: their services and items.
-type gotPiece struct {
-	route    uint64
-	services []string
-	items    int
-}
-
-func splitPieces(t *testing.T, s *routeSplitter, sig fastpath.Signal) []gotPiece {
-	t.Helper()
-	var out []gotPiece
-	for j := range s.n {
-		pc := s.pieces[j]
-		names, items := services(t, sig, (*s.buf)[pc.start:pc.end])
-		if items != pc.items {
-			t.Errorf("piece %b holds %d items, counted %d", pc.route, items, pc.items)
-		}
-		out = append(out, gotPiece{pc.route, names, pc.items})
-	}
-	return out
-}
-
-// Every signal's request is split into one piece per route, in the order of the routes'
-// first entries, each piece the request's entries of its route in their order, whole (pdata
-// reads them back with every item), and counted.
-func TestSplitRoutesSignals(t *testing.T) {
-	rt := newRouter(t, "resource:service.name=checkout", "")
-	for _, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics, fastpath.Logs} {
-		req := routedRequest(t, sig, 3, "cart", "checkout", "payments", "checkout")
-		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, req, 12, fastpath.LayoutV1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := splitPieces(t, s, sig)
-		want := []gotPiece{{0b10, []string{"cart", "payments"}, 6}, {0b01, []string{"checkout", "checkout"}, 6}}
-		if s.one || len(got) != 2 || !samePiece(got[0], want[0]) || !samePiece(got[1], want[1]) {
-			t.Errorf("%v: pieces %+v, want %+v", sig, got, want)
-		}
-		s.release()
-	}
-}
-
-func samePiece(a, b gotPiece) bool {
-	return a.route == b.route && a.items == b.items && slices.Equal(a.services, b.services)
-}
-
-// A request whose entries all go one way is not copied; an empty request has no piece and
-// nothing unrouted; a request of unrouted entries only has no piece and counts what it left.
-func TestSplitRoutesOneWay(t *testing.T) {
-	rt := newRouter(t, "resource:service.name=checkout|cart", "")
-	for _, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics, fastpath.Logs} {
-		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, routedRequest(t, sig, 2, "checkout", "cart"), 4, fastpath.LayoutV1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !s.one || s.n != 1 || s.buf != nil || s.pieces[0].route != 0b01 {
-			t.Errorf("%v: one way: %+v", sig, s)
-		}
-		s.release()
-		s, err = splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, nil, 0, fastpath.LayoutV1)
-		if err != nil || !s.one || s.n != 0 || s.unrouted != 0 {
-			t.Errorf("%v: empty request: %+v, %v", sig, s, err)
-		}
-		s.release()
-	}
-	only := newRouter(t, "resource:service.name=checkout")
-	s, err := splitRoutes(only, nil, ^uint64(0), ^uint64(0), fastpath.Metrics, routedRequest(t, fastpath.Metrics, 3, "cart", "payments"), 6, fastpath.LayoutV1)
-	if err != nil || s.n != 0 || s.unrouted != 2 || s.lost != 6 {
-		t.Errorf("unrouted: %+v, %v", s, err)
-	}
-	s.release()
-}
-
-// The encodings the top-level walk accepts: the OTEP layout (id at field 1, entries at field
-// 2), top-level fields that are not entries (stripped, counted), a multi-byte tag and a length
-// written in more bytes than it needs. A piece copies each entry's length as it came, under a
-// v1 tag, and pdata reads it back.
-func TestSplitRoutesEncodings(t *testing.T) {
-	rt := newRouter(t, "resource:service.name=checkout", "")
-	co := routedRequest(t, fastpath.Logs, 1, "checkout")
-	cart := routedRequest(t, fastpath.Logs, 2, "cart")
-	// Non-minimal: tag of field 2 in two bytes, length in three.
-	long := func(num protowire.Number, e []byte) []byte {
-		_, _, n := protowire.ConsumeTag(e)
-		l, m := protowire.ConsumeVarint(e[n:])
-		b := []byte{byte(num)<<3 | 2 | 0x80, 0x00}
-		b = append(b, byte(l)|0x80, byte(l>>7)|0x80, byte(l>>14))
-		return append(b, e[n+m:]...)
-	}
-	var otep []byte
-	otep = protowire.AppendTag(otep, 1, protowire.VarintType)
-	otep = protowire.AppendVarint(otep, 42)
-	otep = append(otep, long(2, co)...)
-	otep = append(otep, 0x3a, 0x01, 'x') // field 7: stripped
-	otep = protowire.AppendTag(otep, 2, protowire.BytesType)
-	otep = protowire.AppendBytes(otep, cart[2:]) // cart's entry: its one-byte tag and length off
-	s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), fastpath.Logs, otep, 3, fastpath.LayoutOTEP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := splitPieces(t, s, fastpath.Logs)
-	if len(got) != 2 || !samePiece(got[0], gotPiece{0b01, []string{"checkout"}, 1}) || !samePiece(got[1], gotPiece{0b10, []string{"cart"}, 2}) {
-		t.Errorf("pieces %+v", got)
-	}
-	if s.st != (fastpath.Stripped{Fields: 1, Bytes: 3}) {
-		t.Errorf("stripped %+v", s.st)
-	}
-	s.release()
-	// A malformed top level refuses the request.
-	if _, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), fastpath.Logs, append(slices.Clone(co), 0x0a, 0x7f), 1, fastpath.LayoutV1); err == nil {
-		t.Error("a truncated entry was split")
-	}
 }
 
 // The pipeline hands each destination exactly the entries it takes, in batches of its route;
@@ -368,89 +253,4 @@ func TestPipelineRoutesWithTenants(t *testing.T) {
 			t.Errorf("%s got %q, want %q", c.r.name, names, c.want)
 		}
 	}
-}
-
-// A spooled record is filtered for each destination: it keeps the entries its destination
-// takes, with their items, in order; all of them when it takes every one.
-func TestFilterRoute(t *testing.T) {
-	rt := newRouter(t, "resource:service.name=checkout", "")
-	rec := routedRequest(t, fastpath.Metrics, 2, "checkout", "cart", "checkout")
-	for _, c := range []struct {
-		dest  int
-		want  []string
-		items int
-	}{{0, []string{"checkout", "checkout"}, 4}, {1, []string{"cart"}, 2}} {
-		out, items, err := FilterRoute(rt, ^uint64(0), fastpath.Metrics, c.dest, slices.Clone(rec), 6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, n := services(t, fastpath.Metrics, out)
-		if !slices.Equal(names, c.want) || n != c.items || items != c.items {
-			t.Errorf("dest %d: %q, %d items (said %d)", c.dest, names, n, items)
-		}
-	}
-	all := routedRequest(t, fastpath.Metrics, 2, "cart", "payments")
-	out, items, err := FilterRoute(rt, ^uint64(0), fastpath.Metrics, 1, slices.Clone(all), 4)
-	if err != nil || !bytes.Equal(out, all) || items != 4 {
-		t.Errorf("every entry kept: %d bytes of %d, %d items, %v", len(out), len(all), items, err)
-	}
-	out, _, err = FilterRoute(rt, ^uint64(0), fastpath.Metrics, 0, slices.Clone(all), 4)
-	if err != nil || len(out) != 0 {
-		t.Errorf("no entry kept: %d bytes, %v", len(out), err)
-	}
-}
-
-// FuzzSplitRoutes: any bytes either refuse or split into pieces whose every entry routes to
-// its piece's route, together holding each routed entry of the request once, in order within
-// its route.
-func FuzzSplitRoutes(f *testing.F) {
-	rt := newRouter(f, "resource:service.name=checkout", "resource:service.name=cart|pay*", "")
-	for _, sig := range []fastpath.Signal{fastpath.Traces, fastpath.Metrics, fastpath.Logs} {
-		f.Add(uint8(sig), routedRequest(f, sig, 2, "checkout", "cart", "search", "payments"))
-		f.Add(uint8(sig), routedRequest(f, sig, 1, "checkout"))
-	}
-	f.Add(uint8(0), []byte{0x0a, 0x00, 0x12, 0x01, 0x00})
-	f.Fuzz(func(t *testing.T, sigByte uint8, req []byte) {
-		sig := fastpath.Signal(sigByte % uint8(fastpath.NumSignals))
-		s, err := splitRoutes(rt, nil, ^uint64(0), ^uint64(0), sig, req, 0, fastpath.LayoutV1)
-		if err != nil {
-			return
-		}
-		defer s.release()
-		// The request's entries by route, in order.
-		want := map[uint64][]string{}
-		it := fastpath.NewTopLevel(req)
-		for fl, ok := it.Next(); ok; fl, ok = it.Next() {
-			if fl.Num != 1 {
-				continue
-			}
-			route, err := rt.Route(sig, req[fl.Value:fl.End], rt.All())
-			if err != nil {
-				t.Fatalf("split, but routing an entry fails: %v", err)
-			}
-			if route != 0 {
-				want[route] = append(want[route], string(req[fl.Value:fl.End]))
-			}
-		}
-		if s.one {
-			if len(want) > 1 {
-				t.Fatalf("one way, but the entries go %d ways", len(want))
-			}
-			return
-		}
-		if s.n != len(want) {
-			t.Fatalf("%d pieces for %d routes", s.n, len(want))
-		}
-		for j := range s.n {
-			pc := s.pieces[j]
-			var got []string
-			it := fastpath.NewTopLevel((*s.buf)[pc.start:pc.end])
-			for fl, ok := it.Next(); ok; fl, ok = it.Next() {
-				got = append(got, string((*s.buf)[pc.start+fl.Value:pc.start+fl.End]))
-			}
-			if it.Err() != nil || !slices.Equal(got, want[pc.route]) {
-				t.Fatalf("piece %b: %d entries (%v), want %d", pc.route, len(got), it.Err(), len(want[pc.route]))
-			}
-		}
-	})
 }

@@ -26,8 +26,11 @@
 // warm.
 //
 // Router reads a Resource's attributes with -drop's rules for a -dest's match=resource
-// (route.go): fastpath asks it which destinations take each entry (pipeline.Config.Router)
-// and splits a request whose entries go different ways.
+// (route.go), and is the route splitter too (split.go), so that which entries go where has one
+// home: the pipeline hands it a request (pipeline.Config.Router), and it groups the request's
+// entries by the destinations that take them into pipeline.Pieces, which the pipeline
+// enqueues; a spool feeder hands it a record, and it keeps the entries of the feeder's
+// destination (Filter).
 //
 // It imports fastpath (the signals), fastpath/pipeline (the contracts it implements, Processor
 // and Router, and the Tally the steps fill, whose slots signal.go names), pool/ and proto/ of

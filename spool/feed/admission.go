@@ -155,7 +155,7 @@ func (a *Admission) admit(budget pipeline.Budget, req *pipeline.Request) error {
 		buf := pool.GetBytes(len(r.Req))
 		defer pool.PutBytes(buf)
 		// With routes (-dest match=resource) the record holds the entries some destination
-		// takes, and each feeder keeps those of its own destination (FilterRoute): one record,
+		// takes, and each feeder keeps those of its own destination (Router.Filter): one record,
 		// so a request is spooled whole or not at all, however its entries are routed.
 		if *buf, st, err = r.AppendEntries((*buf)[:0]); err != nil {
 			return err

@@ -18,7 +18,7 @@
 // With routes by resource attribute (Config.Router, a -dest's match=resource) admission
 // spools the entries some destination takes as one record, so that a request is spooled whole
 // or not at all however its entries are routed; each Feeder keeps, of every record, the
-// entries its destination takes (pipeline.FilterRoute, in place in the batch's buffer) and
+// entries its destination takes (pipeline.Router.Filter, in place in the batch's buffer) and
 // finishes a record of which it takes none unread. A reload of the destinations gives the
 // admission the new router (SetDestinationsRouter, which returns once every request split by
 // the old one is spooled) and each feeder its new Route from Spool.Written on: a record goes

@@ -435,7 +435,7 @@ func (f *Feeder) filterRoute() bool {
 		return true
 	}
 	buf, before := r.buf, r.before
-	rec, items, err := pipeline.FilterRoute(rt, r.route.Tenants.Mask(r.t), fastpath.Signal(r.e.Signal), r.route.Tenants.Dest, (*buf)[before:], int(r.e.Items))
+	rec, items, err := rt.Filter(fastpath.Signal(r.e.Signal), (*buf)[before:], int(r.e.Items), r.route.Tenants.Dest, r.route.Tenants.Mask(r.t))
 	switch {
 	case err != nil:
 		f.log.Error("dropping a spooled record", "err", err)
