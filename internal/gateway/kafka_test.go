@@ -641,3 +641,52 @@ func TestKafkaDestinationShutdownWhileBrokersDown(t *testing.T) {
 		}
 	})
 }
+
+// A topic that does not exist yet costs nothing acknowledged: its records are produced again
+// after the backoff, the status shows the brokers' answer, and they are delivered once the
+// topic is created.
+func TestKafkaDestinationTopicCreatedLater(t *testing.T) {
+	kc := startKafka(t)
+	cfg := testConfig()
+	cfg.Spool = spool.DefaultConfig()
+	cfg.Spool.Dir = t.TempDir()
+	cfg.Spool.Sync = spool.SyncNone
+	d := kafkaDest(t, kc, "traces-topic=later")
+	d.RetryMaxElapsed = 0
+	cfg.Destinations = []client.Config{d}
+	g := startGateway(t, cfg)
+	for i, err := range exportIDs(t, g, 41, 42) {
+		if err != nil {
+			t.Fatalf("span %d: %v", 41+i, err)
+		}
+	}
+	eventually(t, func() string {
+		_, b := get(t, g, "/status.json")
+		return "the status does not show the unknown topic: " + b
+	}, func() bool {
+		_, body := get(t, g, "/status.json")
+		return strings.Contains(body, `"last_error": "produce to later: UNKNOWN_TOPIC_OR_PARTITION`)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "later", kafkaPartitions, 3
+	req.Topics = append(req.Topics, ct)
+	resp, err := req.RequestWith(context.Background(), cl)
+	cl.Close()
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("cannot create the topic: %v %+v", err, resp)
+	}
+	got := spanIDsOf(readSpans(t, kc, "later", 2))
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for _, id := range []uint64{41, 42} {
+		if n := got[fmt.Sprintf("%016x", id)]; n < 1 {
+			t.Errorf("span %d is not in Kafka", id)
+		}
+	}
+}
