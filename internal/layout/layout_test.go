@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	"client/filedest":           {"fastpath", "fastpath/pipeline", "proto/", "pool", "client"},
 	"client/kafkadest":          {"fastpath", "fastpath/pipeline", "pool", "client", "client/filedest"},
 	"server/admin":              {},
-	"server/grpc":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
+	"server/grpc":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize", "internal/h2"},
 	"server/http":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/kafka":              {"fastpath", "fastpath/pipeline", "codec/kafkacompress", "proto/", "pool", "internal/admission", "internal/credfile", "internal/bytesize"},
 	"server/uds":                {"codec/ocdaemon", "fastpath", "fastpath/pipeline", "proto/", "pool", "internal/admission"},

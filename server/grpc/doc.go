@@ -15,7 +15,8 @@
 //
 // It imports fastpath/, codec/, pool/, proto/, internal/credfile, internal/bytesize and
 // internal/admission (the intake limiter; refusal reasons, overload episodes and the limiter's
-// hold, shared with the HTTP intake); never client/, spool/ or cmd/.
+// hold, shared with the HTTP intake) and internal/h2 (the wire of its own HTTP/2 transport,
+// -grpc.transport=otlpgate); never client/, spool/ or cmd/.
 // gRPC runs each call on its own goroutine; a stream's requests are read, admitted and answered on a loop goroutine of
 // the stream's own, so that its handler's goroutine can end it at shutdown or at its max age
 // while it waits for a request (drain.go); in -ack=upstream mode up to -grpc.stream.window waiter
