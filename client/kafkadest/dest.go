@@ -234,7 +234,12 @@ func (h brokerHooks) OnBrokerWrite(meta kgo.BrokerMetadata, _ int16, _ int, _, _
 }
 
 // brokerFailed records a broker's failure as the last error, and logs the first of an outage.
+// A failure while the destination has nothing on its way is left out: brokers close idle
+// connections (connections.max.idle.ms), which reads as an error and costs nothing.
 func (d *Dest) brokerFailed(meta kgo.BrokerMetadata, err error) {
+	if d.sending.Load() == 0 {
+		return
+	}
 	d.setLastError(fmt.Sprintf("broker %s:%d: %v", meta.Host, meta.Port, err))
 	if !d.failing.Swap(true) {
 		d.log.Error("kafka destination cannot reach a broker; the producer retries", "destination", d.cfg.Name, "broker", fmt.Sprintf("%s:%d", meta.Host, meta.Port), "err", err)
@@ -588,6 +593,8 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-drained:
+		d.cancel()
+		d.cl.Close()
 	case <-ctx.Done():
 		d.cancel() // ends the question of the topics' limits too
 		d.mu.Lock()
@@ -599,13 +606,11 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 			t.Stop()
 			d.end(s, client.DropShutdownRetry, false)
 		}
-		// The records of abandoned sends come back as the producer closes.
-		d.cancel()
-		// Close fails the records kgo still holds; their sends end as losses.
+		// Close fails the records kgo still holds, those of abandoned sends too; their sends
+		// end as losses.
 		d.cl.Close()
 		<-drained
 	}
-	d.cl.Close()
 	d.unhold()
 	if n := d.lost.Load(); n > 0 {
 		return fmt.Errorf("kafkadest: %d items not acknowledged by the brokers before the shutdown deadline", n)
