@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
+	logsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/logs/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -115,7 +118,7 @@ func TestByTrace(t *testing.T) {
 	req := traceRequest(t, 3, 2, 20, 7, 5)
 	want := spanIDs(t, req)
 	var b byTrace
-	if err := b.split(req); err != nil {
+	if err := b.split(fastpath.Traces, req); err != nil {
 		t.Fatal(err)
 	}
 	if len(b.reqs) != 7 {
@@ -156,3 +159,56 @@ func TestByTrace(t *testing.T) {
 type noOwner struct{}
 
 func (noOwner) BatchDone(bool) {}
+
+// Log records are regrouped by their trace id as spans are; those without one make one request
+// without a key.
+func TestByTraceLogs(t *testing.T) {
+	req := &collogsv1.ExportLogsServiceRequest{}
+	for r := range 2 {
+		sl := &logsv1.ScopeLogs{Scope: &commonv1.InstrumentationScope{Name: "scope"}}
+		for i := range 12 {
+			lr := &logsv1.LogRecord{TimeUnixNano: uint64(100*r + i + 1), Body: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: "line"}}}
+			if i%4 != 0 { // every fourth record has no trace
+				lr.TraceId = bytes.Repeat([]byte{byte(i % 4)}, 16)
+			}
+			sl.LogRecords = append(sl.LogRecords, lr)
+		}
+		req.ResourceLogs = append(req.ResourceLogs, &logsv1.ResourceLogs{ScopeLogs: []*logsv1.ScopeLogs{sl}})
+	}
+	raw, err := req.MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b byTrace
+	if err := b.split(fastpath.Logs, raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.reqs) != 4 {
+		t.Fatalf("%d requests, want 3 traces and one without", len(b.reqs))
+	}
+	seen := map[int64]bool{}
+	for _, tr := range b.reqs {
+		key := string(b.keys[tr.key.from:tr.key.to])
+		ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(b.out[tr.req.from:tr.req.to])
+		if err != nil {
+			t.Fatalf("the Collector's decoder refuses a request: %v", err)
+		}
+		for _, rl := range ld.ResourceLogs().All() {
+			for _, sl := range rl.ScopeLogs().All() {
+				for _, lr := range sl.LogRecords().All() {
+					want := ""
+					if id := lr.TraceID(); !id.IsEmpty() {
+						want = id.String()
+					}
+					if key != want {
+						t.Errorf("a record of trace %q in the request keyed %q", want, key)
+					}
+					seen[lr.Timestamp().AsTime().UnixNano()] = true
+				}
+			}
+		}
+	}
+	if len(seen) != 24 {
+		t.Errorf("%d log records, want 24", len(seen))
+	}
+}

@@ -116,8 +116,8 @@ func (s *send) build() error {
 	}
 	s.cut.reset(b.Signal, limit)
 	payload := b.Payload.Bytes()
-	if d.cfg.ByTraceID && b.Signal == fastpath.Traces {
-		if err := s.tr.split(payload); err != nil {
+	if d.cfg.ByTraceID && b.Signal != fastpath.Metrics {
+		if err := s.tr.split(b.Signal, payload); err != nil {
 			return err
 		}
 		for i, t := range s.tr.reqs {

@@ -10,28 +10,33 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 )
 
-// fSpanTraceID is Span.trace_id.
-const fSpanTraceID = 1
+// The trace_id of the items regrouped: Span.trace_id, LogRecord.trace_id.
+const (
+	fSpanTraceID = 1
+	fLogTraceID  = 9
+)
 
-// byTrace regroups the spans of a request by trace, without decoding them: each trace becomes
-// one request holding its spans under copies of their resource and scope headers (every field
-// of the entry but its scope entries, of the scope entry but its spans), the spans of a trace
-// in the order the batch had them. This is what the Collector's partition_traces_by_id sends,
-// one message per trace keyed by its trace id in lower-case hex, so that a trace's spans land
-// in one partition whoever produced them; what differs is only where the header fields sit
-// relative to the spans, which protobuf does not keep.
+// byTrace regroups the spans (or log records) of a request by trace, without decoding them:
+// each trace becomes one request holding its items under copies of their resource and scope
+// headers (every field of the entry but its scope entries, of the scope entry but its items),
+// the items of a trace in the order the batch had them. This is what the Collector's
+// partition_traces_by_id (partition_logs_by_trace_id) sends, one message per trace keyed by
+// its trace id in lower-case hex, so that a trace's items land in one partition whoever
+// produced them; what differs is only where the header fields sit relative to the items,
+// which protobuf does not keep. Items without a trace id make one request without a key.
 //
 // A byTrace is reused across batches and allocates nothing once its slices fit. Not safe for
 // concurrent use.
 type byTrace struct {
-	hdrs  []byte    // the headers of every resource and scope entry, one after another
-	res   []span    // each resource entry's header in hdrs
-	scope []span    // each scope entry's header in hdrs
-	items []traceOf // every span
-	order []int32   // items, sorted by trace id and, within a trace, by position
-	out   []byte    // the requests, one per trace
-	keys  []byte    // each trace's key
-	reqs  []traced
+	idField protowire.Number // the items' trace_id field
+	hdrs    []byte           // the headers of every resource and scope entry, one after another
+	res     []span           // each resource entry's header in hdrs
+	scope   []span           // each scope entry's header in hdrs
+	items   []traceOf        // every span
+	order   []int32          // items, sorted by trace id and, within a trace, by position
+	out     []byte           // the requests, one per trace
+	keys    []byte           // each trace's key
+	reqs    []traced
 }
 
 // span is a range of a buffer.
@@ -47,8 +52,13 @@ type traceOf struct {
 // traced is one trace's request in out and its key in keys (from == to: no key).
 type traced struct{ req, key span }
 
-// split regroups req, a trace request; the result is in b.reqs, valid until the next call.
-func (b *byTrace) split(req []byte) error {
+// split regroups req, a request of sig (traces or logs); the result is in b.reqs, valid until
+// the next call.
+func (b *byTrace) split(sig fastpath.Signal, req []byte) error {
+	b.idField = fSpanTraceID
+	if sig == fastpath.Logs {
+		b.idField = fLogTraceID
+	}
 	b.hdrs, b.res, b.scope, b.items = b.hdrs[:0], b.res[:0], b.scope[:0], b.items[:0]
 	b.out, b.keys, b.reqs = b.out[:0], b.keys[:0], b.reqs[:0]
 	it := fastpath.NewTopLevel(req)
@@ -153,7 +163,7 @@ func (b *byTrace) scopeEntry(scope []byte, res int32) error {
 		if f.Type != protowire.BytesType {
 			return fastpath.ErrWireType
 		}
-		id, err := traceID(scope[f.Value:f.End])
+		id, err := traceID(scope[f.Value:f.End], b.idField)
 		if err != nil {
 			return err
 		}
@@ -167,9 +177,9 @@ func (b *byTrace) scopeEntry(scope []byte, res int32) error {
 	return nil
 }
 
-// traceID is the trace_id of a span, nil when it has none or an all-zero one (the Collector's
-// key is then empty: no key).
-func traceID(s []byte) ([]byte, error) {
+// traceID is the trace_id (field idField) of a span or log record, nil when it has none or an
+// all-zero one (the Collector's key is then empty: no key).
+func traceID(s []byte, idField protowire.Number) ([]byte, error) {
 	var id []byte
 	it := fastpath.NewTopLevel(s)
 	for {
@@ -177,7 +187,7 @@ func traceID(s []byte) ([]byte, error) {
 		if !ok {
 			break
 		}
-		if f.Num == fSpanTraceID && f.Type == protowire.BytesType {
+		if f.Num == idField && f.Type == protowire.BytesType {
 			id = s[f.Value:f.End] // the last one counts, as for any protobuf reader
 		}
 	}
