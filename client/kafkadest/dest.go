@@ -174,6 +174,11 @@ func (d *Dest) producerOpts() ([]kgo.Opt, error) {
 		// the topics' max.message.bytes are known (limit.go).
 		kgo.ProducerBatchMaxBytesFn(d.batchMaxBytes),
 		kgo.RecordPartitioner(partitioner(cfg.ByTraceID || cfg.ByResource)),
+		// The pipeline has batched already (-batch.*): a record waiting for more in the
+		// producer (kgo's default linger, 10ms) is latency for nothing, and an -ack=upstream
+		// client waits it out on every request. Records that come while a request is in
+		// flight still share the next one.
+		kgo.ProducerLinger(0),
 		// kgo refuses a delivery timeout below a second.
 		kgo.RecordDeliveryTimeout(max(cfg.DeliveryTimeout, time.Second)),
 	}
