@@ -143,7 +143,7 @@ type Prepared struct {
 //  4. a request that arrived compressed (req.Wire) in an encoding every destination that takes
 //     its tenant sends (encs; nil: none does), with nothing below to rewrite it, keeps its
 //     bytes as received, and the preparation ends there; else it goes the plain way, the
-//     reason counted once it is answered as admitted (CountFallback);
+//     reason counted once it is answered as admitted (countFallback);
 //  5. no larger than QueueMaxBytes (else ErrTooLarge, counted as too_large);
 //  6. cfg.Processor's steps on each resource entry, with req.Origin.Peer as the client
 //     address, whose errors refuse it whole. What they write past the request's own size (and
@@ -171,7 +171,7 @@ func Prepare(cfg *Config, budget Budget, encs *Encodings, req *Request) (Prepare
 		}
 	}
 	if pr.r.dropped && pr.r.fellBack {
-		CountFallback(pr.r.why, pr.r.plain)
+		countFallback(pr.r.why, pr.r.plain)
 	}
 	return pr.r, nil
 }
@@ -416,7 +416,7 @@ func (r *Prepared) Admitted(st fastpath.Stripped) {
 		passRequestsC[1].Inc()
 		passBytesC[1].Add(float64(len(r.Wire)))
 	case r.fellBack:
-		CountFallback(r.why, r.plain)
+		countFallback(r.why, r.plain)
 	}
 }
 

@@ -57,7 +57,7 @@ const (
 	FallbackProcessor                    // a processing step may rewrite it (-resource.*, -drop, -sample.traces)
 	FallbackDestinations                 // some destination that takes it does not send its encoding as is
 	FallbackFields                       // it has top-level fields the batch strips
-	FallbackSpool                        // an admitter that keeps no compressed request; none in otlpgate since the spool keeps them
+	FallbackSpool                        // an admitter that keeps no compressed request: none since the spool keeps them, the label kept for dashboards
 	FallbackRoutes                       // a destination's match=resource may split it
 	numFallbacks
 )
@@ -93,9 +93,9 @@ var (
 	}()
 )
 
-// CountFallback counts a compressed request of plain decompressed bytes admitted plain for
+// countFallback counts a compressed request of plain decompressed bytes admitted plain for
 // reason f. Safe for concurrent use.
-func CountFallback(f Fallback, plain int) {
+func countFallback(f Fallback, plain int) {
 	passFallbackC[f].Inc()
 	passRequestsC[0].Inc()
 	passBytesC[0].Add(float64(plain))

@@ -191,7 +191,7 @@ func (p *Pipeline) prepareEnqueue(budget Budget, req *Request, wait bool) (*Batc
 			// would compress it again, so it goes the plain way.
 			plain := Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}
 			if b, err = p.admit(budget, &plain, wait); err == nil {
-				CountFallback(FallbackDestinations, len(plain.Body))
+				countFallback(FallbackDestinations, len(plain.Body))
 			}
 		}
 		return b, err

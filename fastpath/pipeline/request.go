@@ -9,7 +9,7 @@ import "github.com/otlpgate/otlpgate/fastpath"
 // through compressed): a new property of a request is a field here, read where admission
 // needs it, not a method on every admitter and a case in every intake.
 //
-// It is passed by value: a few words, copied rather than pointed to, so that handing a
+// It is passed by value: a dozen words, copied rather than pointed to, so that handing a
 // request to an admitter behind an interface allocates nothing. The slices it holds are the
 // caller's, read only during the call (Own aside: see there).
 type Request struct {
