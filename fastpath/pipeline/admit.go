@@ -158,33 +158,30 @@ type Prepared struct {
 // as admitted, and the steps' tally is committed now. Safe for concurrent use; req's bytes are
 // only read until Release, req.Own not at all (adopt.go).
 func Prepare(cfg *Config, budget Budget, encs *Encodings, req *Request) (Prepared, error) {
-	pr := preparing{cfg: cfg, budget: budget, encs: encs, req: *req}
-	pr.r = Prepared{Sig: req.Signal, Req: req.Body, Items: req.Items, Layout: req.Layout, Tenant: req.Origin.Tenant}
+	in := prepareIn{cfg: cfg, budget: budget, encs: encs}
+	r := Prepared{Sig: req.Signal, Req: req.Body, Items: req.Items, Layout: req.Layout, Tenant: req.Origin.Tenant}
 	for _, step := range prepareSteps {
-		end, err := pr.run(step)
+		end, err := r.run(step, &in, req)
 		if err != nil {
-			pr.r.Release()
+			r.Release()
 			return Prepared{}, err
 		}
 		if end {
 			break
 		}
 	}
-	if pr.r.dropped && pr.r.fellBack {
-		countFallback(pr.r.why, pr.r.plain)
+	if r.dropped && r.fellBack {
+		countFallback(r.why, r.plain)
 	}
-	return pr.r, nil
+	return r, nil
 }
 
-// preparing is a request on its way through Prepare's steps: what they read, and the plan r
-// they build. It holds a copy of the request, not the caller's pointer: what the steps hand on
-// from the plan would otherwise take the caller's Request to the heap with it.
-type preparing struct {
+// prepareIn is what Prepare's steps read besides the request. The request is a parameter of
+// its own: held in here, it would go to the heap with whatever a step hands on from here.
+type prepareIn struct {
 	cfg    *Config
 	budget Budget
 	encs   *Encodings
-	req    Request
-	r      Prepared
 }
 
 // prepareStep names a step of Prepare.
@@ -206,49 +203,51 @@ const (
 // here (and a case of run): it then holds for every intake and both admitters.
 var prepareSteps = [...]prepareStep{stepSignal, stepTenant, stepServed, stepPassThrough, stepSize, stepProcess, stepRoutes}
 
-// run runs one step. A switch rather than a table of functions: a call through a function
-// value would make the plan escape to the heap, and every request allocate.
-func (pr *preparing) run(step prepareStep) (end bool, err error) {
+// run runs one step of Prepare on the plan r of req. A switch rather than a table of
+// functions: a call through a function value would make the plan and the request escape to
+// the heap, and every request allocate.
+func (r *Prepared) run(step prepareStep, in *prepareIn, req *Request) (end bool, err error) {
 	switch step {
 	case stepSignal:
-		return pr.signal()
+		return r.knownSignal()
 	case stepTenant:
-		return pr.tenant()
+		return r.routedTenant(in)
 	case stepServed:
-		return pr.served()
+		return r.served(in)
 	case stepPassThrough:
-		return pr.passThrough()
+		return r.passThrough(in, req)
 	case stepSize:
-		return pr.size()
+		return r.fits(in)
 	case stepProcess:
-		return pr.process()
+		return r.process(in, req)
 	case stepRoutes:
-		return pr.routes()
+		return r.routes(in)
 	}
 	panic("BUG: pipeline: unknown preparation step")
 }
 
-// signal refuses a signal the pipeline does not know.
-func (pr *preparing) signal() (bool, error) {
-	if pr.r.Sig >= fastpath.NumSignals {
+// knownSignal refuses a signal the pipeline does not know.
+func (r *Prepared) knownSignal() (bool, error) {
+	if r.Sig >= fastpath.NumSignals {
 		return false, errBadSignal
 	}
 	return false, nil
 }
 
-// tenant resolves the default tenant and refuses one no destination takes (match-header).
-func (pr *preparing) tenant() (bool, error) {
-	if pr.r.Tenant == nil && pr.cfg.Tenants != nil {
-		pr.r.Tenant = pr.cfg.Tenants.Default()
+// routedTenant resolves the default tenant and refuses one no destination takes
+// (match-header).
+func (r *Prepared) routedTenant(in *prepareIn) (bool, error) {
+	if r.Tenant == nil && in.cfg.Tenants != nil {
+		r.Tenant = in.cfg.Tenants.Default()
 	}
 	// The intakes that read headers refuse such a tenant in Lookup already.
-	return false, pr.r.Tenant.CheckRouted()
+	return false, r.Tenant.CheckRouted()
 }
 
 // served refuses, and counts, a request of a signal no destination of its tenant takes (-dest
 // signals=): seal must never be handed a batch no destination takes.
-func (pr *preparing) served() (bool, error) {
-	if unserved(pr.cfg, pr.r.Tenant, pr.r.Sig, pr.r.Items) {
+func (r *Prepared) served(in *prepareIn) (bool, error) {
+	if unserved(in.cfg, r.Tenant, r.Sig, r.Items) {
 		return false, ErrUnserved
 	}
 	return false, nil
@@ -256,20 +255,19 @@ func (pr *preparing) served() (bool, error) {
 
 // passThrough keeps a compressed request as it arrived when nothing would change it, and
 // decides why not otherwise (passesTo).
-func (pr *preparing) passThrough() (bool, error) {
-	req, r := &pr.req, &pr.r
+func (r *Prepared) passThrough(in *prepareIn, req *Request) (bool, error) {
 	if req.Encoding == EncodingNone {
 		return false, nil
 	}
 	var dest Encoding
-	if pr.encs != nil {
-		dest = pr.encs.Of(r.Tenant)
+	if in.encs != nil {
+		dest = in.encs.Of(r.Tenant)
 	}
-	if why, ok := passesTo(pr.cfg, dest, r.Sig, req.Body, req.Encoding); !ok {
+	if why, ok := passesTo(in.cfg, dest, r.Sig, req.Body, req.Encoding); !ok {
 		r.fellBack, r.why, r.plain = true, why, len(req.Body)
 		return false, nil
 	}
-	if int64(len(req.Wire)) > pr.cfg.QueueMaxBytes || int64(len(req.Body)) > pr.cfg.QueueMaxBytes {
+	if int64(len(req.Wire)) > in.cfg.QueueMaxBytes || int64(len(req.Body)) > in.cfg.QueueMaxBytes {
 		refusedItemsC[r.Sig][RefusedTooLarge].Add(float64(r.Items))
 		return false, ErrTooLarge
 	}
@@ -277,10 +275,10 @@ func (pr *preparing) passThrough() (bool, error) {
 	return true, nil
 }
 
-// size refuses, and counts, a request larger than the whole queue.
-func (pr *preparing) size() (bool, error) {
-	if int64(len(pr.r.Req)) > pr.cfg.QueueMaxBytes {
-		refusedItemsC[pr.r.Sig][RefusedTooLarge].Add(float64(pr.r.Items))
+// fits refuses, and counts, a request larger than the whole queue.
+func (r *Prepared) fits(in *prepareIn) (bool, error) {
+	if int64(len(r.Req)) > in.cfg.QueueMaxBytes {
+		refusedItemsC[r.Sig][RefusedTooLarge].Add(float64(r.Items))
 		return false, ErrTooLarge
 	}
 	return false, nil
@@ -288,14 +286,14 @@ func (pr *preparing) size() (bool, error) {
 
 // process runs the processing steps in force on every entry (process.go): the plan's Req is
 // then their output. A request they leave without entries is Dropped, its tally committed.
-func (pr *preparing) process() (bool, error) {
-	proc := pr.cfg.processor()
+func (r *Prepared) process(in *prepareIn, req *Request) (bool, error) {
+	proc := in.cfg.processor()
 	if proc == nil {
 		return false, nil
 	}
-	r, sig, n := &pr.r, pr.r.Sig, len(pr.r.Req)
-	r.out = charged{b: pr.budget, max: int(min(pr.cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(n + proc.Slack(sig, n) + maxEntryHeader)}
-	left, st, tally, err := processEntries(proc, &r.out, sig, r.Req, r.Items, r.Layout, pr.req.Origin.Peer)
+	sig, n := r.Sig, len(r.Req)
+	r.out = charged{b: in.budget, max: int(min(in.cfg.QueueMaxBytes, math.MaxInt)), free: pool.Cap(n + proc.Slack(sig, n) + maxEntryHeader)}
+	left, st, tally, err := processEntries(proc, &r.out, sig, r.Req, r.Items, r.Layout, req.Origin.Peer)
 	if err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[sig][why].Add(float64(r.Items))
@@ -315,11 +313,11 @@ func (pr *preparing) process() (bool, error) {
 	return false, nil
 }
 
-// routes splits the request by route (Config.Router's Split, into Pieces, route.go). A request no destination
-// takes any entry of is Dropped: answered as admitted, its tally and its unrouted entries
-// counted now.
-func (pr *preparing) routes() (bool, error) {
-	cfg, r := pr.cfg, &pr.r
+// routes splits the request by route (Config.Router's Split, into Pieces, route.go). A
+// request no destination takes any entry of is Dropped: answered as admitted, its tally and
+// its unrouted entries counted now.
+func (r *Prepared) routes(in *prepareIn) (bool, error) {
+	cfg := in.cfg
 	rt, cand, served := cfg.Router, r.Tenant.RouteMask(), cfg.Served.of(r.Sig)
 	if cfg.Routing != nil {
 		// The router, the tenant routes and the signals of one set of destinations, held
@@ -333,7 +331,7 @@ func (pr *preparing) routes() (bool, error) {
 	if rt == nil {
 		return false, nil
 	}
-	s := NewPieces(pr.budget)
+	s := NewPieces(in.budget)
 	if err := rt.Split(s, r.Sig, r.Req, r.Items, r.Layout, cand&served); err != nil {
 		if why, ok := budgetRefusal(err); ok {
 			refusedItemsC[r.Sig][why].Add(float64(r.Items))
