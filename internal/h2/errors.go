@@ -97,4 +97,7 @@ var (
 	ErrHeaderListTooLarge = streamErr(http2.ErrCodeProtocol, "header list exceeds SETTINGS_MAX_HEADER_LIST_SIZE")
 	// More fields of the kept names than Config.MaxKeptFields.
 	ErrTooManyFields = streamErr(http2.ErrCodeProtocol, "too many fields of the kept names")
+	// RFC 9113 §8.2.1, §8.3 (Config.Request): a name in upper case, a pseudo-field a request
+	// does not have, or one after a regular field.
+	ErrMalformedFields = streamErr(http2.ErrCodeProtocol, "malformed request field names")
 )

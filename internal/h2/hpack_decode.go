@@ -20,6 +20,12 @@ type Config struct {
 	// MaxKeptFields is how many fields of the kept names one block may carry; more are refused
 	// with ErrTooManyFields.
 	MaxKeptFields int
+	// Request checks every field name of a block as a request's must be (RFC 9113 §8.2.1,
+	// §8.3): in lower case, pseudo-fields only those a request has (:method, :scheme,
+	// :authority, :path, :protocol) and before every other field; a block that breaks a rule
+	// is refused with ErrMalformedFields, for its stream. Names the decoder does not keep are
+	// checked as they pass, never copied but to decode a Huffman-coded one.
+	Request bool
 }
 
 // GRPCServerKeep are the fields a gRPC server reads from a call's headers.
@@ -100,11 +106,15 @@ type Decoder struct {
 	out        []byte
 	fields     []Field
 
+	request bool // Config.Request
+
 	// The block being decoded.
-	list    uint64 // its header list size so far
-	over    bool   // list passed maxList: nothing more is kept
-	tooMany bool
-	started bool // a field was decoded: size updates are no longer allowed
+	list      uint64 // its header list size so far
+	over      bool   // list passed maxList: nothing more is kept
+	tooMany   bool
+	started   bool // a field was decoded: size updates are no longer allowed
+	regular   bool // a field that is not a pseudo-field was decoded (Request)
+	malformed bool // a name broke a rule of Config.Request
 }
 
 // NewDecoder makes a decoder for c, which must be valid.
@@ -116,6 +126,7 @@ func NewDecoder(c Config) *Decoder {
 		keep:    append([]string(nil), c.Keep...),
 		table:   newDynTable(c.HeaderTableSize),
 		maxList: uint64(c.MaxHeaderListSize),
+		request: c.Request,
 		out:     make([]byte, 0, c.MaxHeaderListSize),
 		fields:  make([]Field, 0, c.MaxKeptFields),
 	}
@@ -159,6 +170,7 @@ func (d *Decoder) Decode(block []byte) ([]Field, error) {
 	d.out = d.out[:0]
 	d.fields = d.fields[:0]
 	d.list, d.over, d.tooMany, d.started = 0, false, false, false
+	d.regular, d.malformed = false, false
 	p := block
 	var err error
 	for len(p) > 0 {
@@ -182,8 +194,35 @@ func (d *Decoder) Decode(block []byte) ([]Field, error) {
 		return nil, ErrHeaderListTooLarge
 	case d.tooMany:
 		return nil, ErrTooManyFields
+	case d.malformed:
+		return nil, ErrMalformedFields
 	}
 	return d.fields, nil
+}
+
+// checkName holds a field's name to the rules of Config.Request.
+func (d *Decoder) checkName(name []byte) { checkName(d, name) }
+
+func checkName[T string | []byte](d *Decoder, name T) {
+	if !d.request || d.malformed {
+		return
+	}
+	if len(name) > 0 && name[0] == ':' {
+		switch string(name) {
+		case ":method", ":scheme", ":authority", ":path", ":protocol":
+			d.malformed = d.regular
+		default:
+			d.malformed = true
+		}
+		return
+	}
+	d.regular = true
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; 'A' <= c && c <= 'Z' {
+			d.malformed = true
+			return
+		}
+	}
 }
 
 // readString reads a string literal's header and returns its coded bytes (§5.2).
@@ -243,13 +282,15 @@ func (d *Decoder) indexed(p []byte) ([]byte, error) {
 	case idx <= staticLen:
 		e := &staticTable[idx]
 		keep := d.staticKeep[idx]
+		checkName(d, e.name)
 		if d.count(uint64(len(e.name)), uint64(len(e.value))) && keep >= 0 {
 			start := len(d.out)
 			d.out = append(d.out, e.value...)
 			d.emit(keep, start, false)
 		}
 	case int(idx-staticLen-1) < d.table.n:
-		e, _, value := d.table.at(int(idx - staticLen - 1))
+		e, name, value := d.table.at(int(idx - staticLen - 1))
+		d.checkName(name)
 		// The size is the table's record of the entry: counted before a byte is copied, so
 		// that an entry repeated many times is refused when the sum passes the bound.
 		if d.count(uint64(e.nameLen), uint64(e.valLen)) && e.keep >= 0 {
@@ -303,12 +344,14 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		p = rest
 		if !huff && !indexing {
 			nameLen, keep = len(s), d.match(s) // read in place
+			d.checkName(s)
 			break
 		}
-		// Decoded into the scratch buffer: whole for an entry to insert, else only as far
-		// as the longest kept name (a longer one is not kept, and only measured).
+		// Decoded into the scratch buffer: whole for an entry to insert or a name to check,
+		// else only as far as the longest kept name (a longer one is not kept, and only
+		// measured).
 		dst := scr[:min(len(scr), d.maxKeepLen)]
-		if indexing {
+		if indexing || d.request {
 			dst = scr
 		}
 		if nameLen, err = decodeString(dst, huff, s); err != nil {
@@ -316,10 +359,14 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		}
 		if nameLen <= len(dst) {
 			keep = d.match(dst[:nameLen])
+			d.checkName(dst[:nameLen])
+		} else if d.request {
+			d.malformed = true // a name longer than the table: no request has one
 		}
 	case nameIdx <= staticLen:
 		e := &staticTable[nameIdx]
 		nameLen, keep = len(e.name), d.staticKeep[nameIdx]
+		checkName(d, e.name)
 		if indexing {
 			copy(scr, e.name)
 		}
@@ -327,6 +374,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		// Copied before the insertion below may evict the entry it names (§4.4).
 		e, name, _ := d.table.at(int(nameIdx - staticLen - 1))
 		nameLen, keep = int(e.nameLen), e.keep
+		d.checkName(name)
 		if indexing {
 			copy(scr, name)
 		}

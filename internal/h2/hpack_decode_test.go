@@ -238,3 +238,56 @@ func TestHPACKFieldsNotKeptAreNotCopied(t *testing.T) {
 		t.Fatalf("header list size %d, want %d", d.list, want)
 	}
 }
+
+// With Config.Request a block whose names break a request's rules is refused for its stream
+// (RFC 9113 §8.2.1, §8.3), whether a name is sent literally, Huffman-coded, or named by an
+// entry of either table, and whether the decoder keeps it or not; the table stays in step.
+func TestHPACKRequestFieldNames(t *testing.T) {
+	req := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/p"}, {Name: ":authority", Value: "a"}, {Name: "content-type", Value: "application/grpc"}}
+	cases := []struct {
+		name  string
+		extra []hpack.HeaderField
+		front bool // extra goes before the request's fields
+		want  error
+	}{
+		{"valid", []hpack.HeaderField{{Name: "x-tenant", Value: "t"}}, false, nil},
+		{"upper case", []hpack.HeaderField{{Name: "X-Tenant", Value: "t"}}, false, ErrMalformedFields},
+		{"upper case never indexed", []hpack.HeaderField{{Name: "X-Tenant", Value: "t", Sensitive: true}}, false, ErrMalformedFields},
+		{"unknown pseudo", []hpack.HeaderField{{Name: ":foo", Value: "t"}}, true, ErrMalformedFields},
+		{"response pseudo", []hpack.HeaderField{{Name: ":status", Value: "200"}}, true, ErrMalformedFields},
+		{"pseudo after regular", []hpack.HeaderField{{Name: "x-a", Value: "b"}, {Name: ":path", Value: "/q"}}, false, ErrMalformedFields},
+		{"protocol", []hpack.HeaderField{{Name: ":protocol", Value: "websocket"}}, true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Request = true
+			d := NewDecoder(c)
+			var buf bytes.Buffer
+			enc := hpack.NewEncoder(&buf)
+			fields := append(append([]hpack.HeaderField(nil), req...), tc.extra...)
+			if tc.front {
+				fields = append(append([]hpack.HeaderField(nil), tc.extra...), req...)
+			}
+			// Twice: literally first, then (x/net indexed them) by the dynamic table.
+			for round := range 2 {
+				buf.Reset()
+				for _, f := range fields {
+					enc.WriteField(f)
+				}
+				if _, err := d.Decode(buf.Bytes()); err != tc.want {
+					t.Fatalf("round %d: %v, want %v", round, err, tc.want)
+				}
+			}
+			// The connection goes on: a valid request decodes.
+			buf.Reset()
+			for _, f := range req {
+				enc.WriteField(f)
+			}
+			if _, err := d.Decode(buf.Bytes()); err != nil {
+				t.Fatalf("next block: %v", err)
+			}
+		})
+	}
+}

@@ -103,11 +103,12 @@ func h2specRun(t *testing.T, bin, addr, timeout string, ids ...string) []h2specC
 	return cases
 }
 
-// readKnownFailures reads testdata/h2spec-grpc-go.txt: the h2spec tests the gRPC listener is
-// known to fail, one id per line ("#" starts a comment).
-func readKnownFailures(t *testing.T) map[string]bool {
+// readKnownFailures reads file (testdata/h2spec-grpc-go.txt, testdata/h2spec-otlpgate.txt):
+// the h2spec tests the gRPC listener is known to fail on a transport, one id per line ("#"
+// starts a comment).
+func readKnownFailures(t *testing.T, file string) map[string]bool {
 	t.Helper()
-	f, err := os.Open("testdata/h2spec-grpc-go.txt")
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +128,22 @@ func readKnownFailures(t *testing.T) map[string]bool {
 }
 
 // The OTLP/gRPC listener's HTTP/2 conformance, by h2spec (every generic and RFC 7540 test, with
-// HPACK's): the tests it fails are exactly those listed in testdata/h2spec-grpc-go.txt, the ones
-// grpc-go's transport is known to fail (docs/intakes/otlp-grpc.md says why). A new failure fails
-// the test; so does a listed test that passes now, so that the list stays true.
+// HPACK's), on each transport: the tests it fails are exactly those listed in
+// testdata/h2spec-grpc-go.txt, the ones grpc-go's transport is known to fail, and in
+// testdata/h2spec-otlpgate.txt, those otlpgate's own fails (docs/intakes/otlp-grpc.md says
+// why). A new failure fails the test; so does a listed test that passes now, so that the list
+// stays true.
 func TestH2Spec(t *testing.T) {
 	bin := h2specBinary(t)
-	g := startGate(t)
-	known := readKnownFailures(t)
+	for _, tr := range []string{"grpc-go", "otlpgate"} {
+		t.Run(tr, func(t *testing.T) { testH2Spec(t, bin, tr) })
+	}
+}
+
+func testH2Spec(t *testing.T, bin, transport string) {
+	g := startGate(t, "-grpc.transport="+transport)
+	list := "testdata/h2spec-" + transport + ".txt"
+	known := readKnownFailures(t, list)
 	cases := h2specRun(t, bin, g.GRPC, "2")
 	if len(cases) < 140 {
 		t.Fatalf("h2spec ran %d tests, want its 145", len(cases))
@@ -161,7 +171,7 @@ func TestH2Spec(t *testing.T) {
 		again := h2specRun(t, bin, g.GRPC, "5", unexpected...)
 		for _, c := range again {
 			if c.failed != "" {
-				t.Errorf("%s (%s) fails: %s", c.id, c.name, c.failed)
+				t.Errorf("%s\t# %s fails: %s", c.id, c.name, c.failed)
 			} else {
 				passed++
 			}
@@ -172,12 +182,12 @@ func TestH2Spec(t *testing.T) {
 	for _, id := range fixed {
 		a, b := h2specRun(t, bin, g.GRPC, "2", id), h2specRun(t, bin, g.GRPC, "2", id)
 		if len(a) == 1 && len(b) == 1 && a[0].failed == "" && b[0].failed == "" {
-			t.Errorf("%s (%s) passes now: take it off testdata/h2spec-grpc-go.txt", id, a[0].name)
+			t.Errorf("%s (%s) passes now: take it off %s", id, a[0].name, list)
 		}
 	}
 	for id := range known {
 		if !seen[id] {
-			t.Errorf("testdata/h2spec-grpc-go.txt lists %s, which h2spec does not have", id)
+			t.Errorf("%s lists %s, which h2spec does not have", list, id)
 		}
 	}
 	g.alive(t)

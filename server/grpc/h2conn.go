@@ -63,15 +63,16 @@ type h2Conn struct {
 
 	mu struct {
 		sync.Mutex
-		out       *[]byte
-		sendConn  int64 // the client's connection window for our DATA
-		initWin   int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-		streams   []*h2Stream
-		free      []*h2Stream
-		goingAway bool   // phase one of the shutdown GOAWAY was sent
-		final     bool   // the last GOAWAY was sent: no stream above goawayID is served
-		goawayID  uint32 // its last stream id
-		closed    bool
+		out          *[]byte
+		sendConn     int64  // the client's connection window for our DATA
+		initWin      int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+		peerMaxFrame uint32 // the client's SETTINGS_MAX_FRAME_SIZE
+		streams      []*h2Stream
+		free         []*h2Stream
+		goingAway    bool   // phase one of the shutdown GOAWAY was sent
+		final        bool   // the last GOAWAY was sent: no stream above goawayID is served
+		goawayID     uint32 // its last stream id
+		closed       bool
 	}
 }
 
@@ -108,6 +109,7 @@ func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
 	c.recvConn = int64(s.cfg.InitialConnWindowSize)
 	c.mu.sendConn = 65535
 	c.mu.initWin = 65535
+	c.mu.peerMaxFrame = h2.DefaultMaxFrameSize
 	return c
 }
 
@@ -252,8 +254,9 @@ func (c *h2Conn) frame(f h2.Frame) error {
 	default:
 		// §4.1, §5.5: unknown types are ignored.
 	}
-	var he *h2.Error
-	if err != nil && errors.As(err, &he) && he.Stream {
+	// A type assertion, not errors.As: every error here is one of h2's or this file's
+	// values, and errors.As would move its target to the heap on every frame.
+	if he, ok := err.(*h2.Error); ok && he.Stream {
 		c.resetLocked(f.StreamID, he.Code)
 		return nil
 	}
@@ -358,8 +361,7 @@ func (c *h2Conn) onData(f h2.Frame) error {
 func (c *h2Conn) onHeaders(f h2.Frame) error {
 	h, err := f.Headers()
 	if err != nil {
-		var he *h2.Error
-		if errors.As(err, &he) && he.Stream {
+		if isStreamErr(err) {
 			// The block must still be decoded to keep the table in step: a self-dependent
 			// stream is the only stream error here, and its fragment is intact.
 			if _, derr := c.dec.Decode(h.Fragment); derr != nil && !isStreamErr(derr) {
@@ -401,8 +403,8 @@ func (c *h2Conn) onContinuation(f h2.Frame) error {
 }
 
 func isStreamErr(err error) bool {
-	var he *h2.Error
-	return errors.As(err, &he) && he.Stream
+	he, ok := err.(*h2.Error)
+	return ok && he.Stream
 }
 
 // headerBlock handles a whole header block: a new call's headers, or a call's trailers.
@@ -496,6 +498,9 @@ func (c *h2Conn) onSettings(f h2.Frame) error {
 	}
 	for i := range s.Len() {
 		p := s.At(i)
+		if p.ID == http2.SettingMaxFrameSize {
+			c.mu.peerMaxFrame = p.Val
+		}
 		if p.ID != http2.SettingInitialWindowSize {
 			continue
 		}
@@ -576,8 +581,7 @@ func (c *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
 
 // failLocked ends the connection for err: a GOAWAY with its code when it is an HTTP/2 error.
 func (c *h2Conn) failLocked(err error) {
-	var he *h2.Error
-	if errors.As(err, &he) {
+	if he, ok := err.(*h2.Error); ok {
 		*c.mu.out = appendGoAway(*c.mu.out, c.lastID, he.Code, he.Reason)
 		h2ConnErrors.Inc()
 		c.flushLocked()

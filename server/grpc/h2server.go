@@ -60,12 +60,15 @@ func (h *h2Server) init(cfg *Config) error {
 		MaxHeaderListSize: uint32(min(cfg.MaxHeaderBytes, 1<<20)),
 		Keep:              keep,
 		MaxKeptFields:     64,
+		Request:           true,
 	}
 	if err := h.decCfg.Validate(); err != nil {
 		return fmt.Errorf("grpc: -grpc.transport=otlpgate: %w", err)
 	}
-	// Frames up to a quarter of the read buffer: a read holds several.
-	h.maxFrame = uint32(min(max(cfg.ReadBufferSize/4, h2.DefaultMaxFrameSize), h2.MaxFrameSizeLimit))
+	// The least frame size, 16 KiB, advertised as such: the clients that matter (grpc-go's,
+	// the SDKs on it) write no larger frames whatever a server allows, and a read of the
+	// buffer takes in many.
+	h.maxFrame = h2.DefaultMaxFrameSize
 	h.readSize = max(cfg.ReadBufferSize, 2*(int(h.maxFrame)+h2.FrameHeaderLen))
 	// A block as sent is rarely longer than the list it decodes to; Huffman coding can make a
 	// string up to 30 bits an octet.

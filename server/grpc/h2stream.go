@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -51,8 +52,11 @@ type h2Stream struct {
 	contentLen int64 // the content-length header, -1 when absent
 	timeout    time.Duration
 
-	parked []byte // the answer's DATA payload, waiting for the client's window
-	isPark bool
+	parked   []byte           // the answer's DATA payload
+	sent     int              // the part of parked sent
+	trailers *h2.HeadersFrame // what follows parked; nil: its last DATA frame ends the stream
+	isPark   bool             // parked is not all sent: it waits for the client's window
+	resetEnd bool             // reset the stream (NO_ERROR) once answered, if the client is not done
 }
 
 // newStream takes a stream from the free list (or makes one) for id, registered as open.
@@ -162,12 +166,14 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	if nMethod != 1 || nScheme != 1 || nPath != 1 || len(path) == 0 {
 		return errMalformed
 	}
+	if !isGRPCContentType(ctype) {
+		// Checked before the method, as grpc-go does; answered with a body besides the
+		// status, for whoever sent it (curl, a browser, h2spec's GET).
+		c.answerNotGRPC(st, ctype)
+		return nil
+	}
 	if string(method) != http.MethodPost {
 		return errMalformed // grpc-go resets such a stream with PROTOCOL_ERROR too
-	}
-	if !isGRPCContentType(ctype) {
-		c.answerError(st, status.Errorf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype), http.StatusUnsupportedMediaType)
-		return nil
 	}
 	sig, ok := fastpath.Signal(0), false
 	for i, p := range h2Paths {
@@ -320,6 +326,7 @@ func (st *h2Stream) prefix(c *h2Conn) {
 		c.answerError(st, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", st.pre[0]), http.StatusOK)
 		return
 	case int64(n) > int64(s.cfg.MaxRecvMsgSize):
+		st.resetEnd = true // the rest of the message is not wanted
 		c.answerError(st, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxRecvMsgSize), http.StatusOK)
 		return
 	case st.pre[0] == 1 && st.enc == "":
@@ -331,6 +338,7 @@ func (st *h2Stream) prefix(c *h2Conn) {
 	// waiting (the reader serves every stream of the connection), and refused as grpc-go's
 	// path refuses a call the limiter has no room for.
 	if !c.take(&st.hold, int64(n)) {
+		st.resetEnd = true
 		c.answerError(st, s.busy(), http.StatusOK)
 		return
 	}
@@ -352,14 +360,14 @@ func (c *h2Conn) take(h *admission.Hold, n int64) bool {
 // endRemote handles the client's END_STREAM: a whole request is admitted and answered.
 func (c *h2Conn) endRemote(st *h2Stream) error {
 	st.remoteDone = true
+	if st.contentLen >= 0 && st.dataLen != st.contentLen {
+		return errMalformed // §8.1.1
+	}
 	if st.answered {
 		if st.localDone {
 			c.dropStream(st)
 		}
 		return nil
-	}
-	if st.contentLen >= 0 && st.dataLen != st.contentLen {
-		return errMalformed
 	}
 	if st.msg == nil || len(*st.msg) < st.msgLen {
 		c.answerError(st, errNoMessage, http.StatusOK)
@@ -493,7 +501,7 @@ func (c *h2Conn) answerVerdict(st *h2Stream, v v1Verdict) {
 		return
 	}
 	st.answered = true
-	out := h2RespHeaders.Append(*c.mu.out, st.id)
+	*c.mu.out = h2RespHeaders.Append(*c.mu.out, st.id)
 	p := append(st.parked[:0], 0, 0, 0, 0, 0)
 	if v.msg != "" {
 		if m, ok := v1Response(st.sig, v.rejected, v.msg).(interface{ MarshalVT() ([]byte, error) }); ok {
@@ -503,24 +511,50 @@ func (c *h2Conn) answerVerdict(st *h2Stream, v v1Verdict) {
 			}
 		}
 	}
-	st.parked = p
-	*c.mu.out = out
-	st.isPark = true
+	c.sendLocked(st, p, h2TrailersOK)
+}
+
+// answerNotGRPC answers a request that is not gRPC (its content-type) with 415, grpc-go's
+// status fields, and the reason as a text body.
+func (c *h2Conn) answerNotGRPC(st *h2Stream, ctype []byte) {
+	st.answered = true
+	msg := fmt.Sprintf("invalid gRPC request content-type %q", ctype)
+	f := mustHeadersFrame(false, h2.HeaderField{Name: ":status", Value: "415"},
+		h2.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"},
+		h2.HeaderField{Name: "grpc-status", Value: "3"},
+		h2.HeaderField{Name: "grpc-message", Value: encodeGRPCMessage(msg)})
+	*c.mu.out = f.Append(*c.mu.out, st.id)
+	c.sendLocked(st, append(append(st.parked[:0], msg...), '\n'), nil)
+}
+
+// sendLocked sends payload as the answer's DATA, then trailers (nil: the last DATA frame ends
+// the stream), as far as the client's windows allow; the rest waits for its WINDOW_UPDATE or
+// SETTINGS (flushParkedLocked). payload must be st.parked's storage.
+func (c *h2Conn) sendLocked(st *h2Stream, payload []byte, trailers *h2.HeadersFrame) {
+	st.parked, st.sent, st.trailers, st.isPark = payload, 0, trailers, true
 	c.sendParkedLocked(st)
 }
 
-// sendParkedLocked sends the stream's answer DATA and trailers when the client's windows
-// allow; otherwise the answer waits for a WINDOW_UPDATE or SETTINGS. It reports whether it
-// went out.
+// sendParkedLocked sends what the windows allow of the stream's answer, and reports whether
+// all of it went out (the stream is then closed on its side).
 func (c *h2Conn) sendParkedLocked(st *h2Stream) bool {
-	need := int64(len(st.parked))
-	if need > c.mu.sendConn || need > st.sendWin {
-		return false
+	out := *c.mu.out
+	for st.sent < len(st.parked) {
+		n := min(int64(len(st.parked)-st.sent), c.mu.sendConn, st.sendWin, int64(c.mu.peerMaxFrame))
+		if n <= 0 {
+			*c.mu.out = out
+			return false
+		}
+		end := st.sent + int(n)
+		out = appendDataFrame(out, st.id, end == len(st.parked) && st.trailers == nil, st.parked[st.sent:end])
+		c.mu.sendConn -= n
+		st.sendWin -= n
+		st.sent = end
 	}
-	c.mu.sendConn -= need
-	st.sendWin -= need
-	out := appendDataFrame(*c.mu.out, st.id, false, st.parked)
-	*c.mu.out = h2TrailersOK.Append(out, st.id)
+	if st.trailers != nil {
+		out = st.trailers.Append(out, st.id)
+	}
+	*c.mu.out = out
 	st.isPark = false
 	st.localDone = true
 	c.finishLocked(st)
@@ -548,12 +582,15 @@ func (c *h2Conn) answerError(st *h2Stream, err error, httpStatus int) {
 	c.finishLocked(st)
 }
 
-// finishLocked closes a stream whose answer went out: forgotten if the client is done too,
-// else reset with NO_ERROR, as grpc-go does, so that the client stops sending its message.
+// finishLocked closes a stream whose answer went out: forgotten if the client is done too;
+// else reset with NO_ERROR when the rest of its message is not wanted (resetEnd, as grpc-go
+// resets a stream whose message is too large), or left half-closed (local) until the client
+// ends it, its later DATA counted and dropped, its trailers still checked (RFC 9113 §8.1).
 func (c *h2Conn) finishLocked(st *h2Stream) {
-	if !st.remoteDone {
+	switch {
+	case st.remoteDone:
+		c.dropStream(st)
+	case st.resetEnd:
 		c.resetLocked(st.id, http2.ErrCodeNo)
-		return
 	}
-	c.dropStream(st)
 }
