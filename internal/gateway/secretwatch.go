@@ -65,7 +65,7 @@ func (g *Gateway) secretFiles() []string {
 // after that reloads. A change that cannot be applied (a file emptied) is reported by the
 // reload once, and not retried at every poll.
 func (g *Gateway) pollSecrets() {
-	last := map[string]fileState{}
+	last, next := map[string]fileState{}, map[string]fileState{}
 	for _, p := range g.secretFiles() {
 		last[p] = readState(p)
 	}
@@ -81,7 +81,11 @@ func (g *Gateway) pollSecrets() {
 			case <-t.C:
 			}
 			paths := g.secretFiles()
-			next := make(map[string]fileState, len(paths))
+			if len(paths) == 0 && len(last) == 0 {
+				continue // nothing to read: a poll allocates nothing
+			}
+			// The two maps take turns, so that a poll that finds no change allocates no map.
+			clear(next)
 			var changed []string
 			for _, p := range paths {
 				st := readState(p)
@@ -90,7 +94,7 @@ func (g *Gateway) pollSecrets() {
 					changed = append(changed, p)
 				}
 			}
-			last = next
+			last, next = next, last
 			if len(changed) == 0 {
 				continue
 			}
