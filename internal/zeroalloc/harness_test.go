@@ -32,6 +32,7 @@ import (
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
@@ -362,10 +363,18 @@ func startGate(t *testing.T, dc client.Config, tenants bool) *gate {
 		cfg.Tenants.Headers = []string{"x-scope-orgid"}
 	}
 	cfg.ShutdownTimeout = waitFor
-	gw, err := gateway.New(cfg, slog.New(slog.DiscardHandler))
+	// Warnings and errors only (a broken stream, a re-send), shown when the test fails: a
+	// healthy run logs none of them, so the measured rounds see no logging.
+	logs := &testkit.LockedBuffer{}
+	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("otlpgate's warnings and errors:\n%s", logs.Tail(8192))
+		}
+	})
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
