@@ -334,7 +334,6 @@ func (d *Dest) start(b *pipeline.Batch) {
 	s.d, s.b, s.signal, s.took, s.state = d, b, b.Signal, time.Now(), sendProducing
 	d.active.Add(1)
 	d.sending.Add(1)
-	d.arm(s)
 	if err := s.build(); err != nil {
 		d.failed[failInvalid].Inc()
 		d.setLastError(fmt.Sprintf("cannot cut a %s batch into records: %v", b.Signal, err))
@@ -346,6 +345,8 @@ func (d *Dest) start(b *pipeline.Batch) {
 		d.end(s, client.DropTooLarge, true) // every item was too large
 		return
 	}
+	// Armed once the send is built: its timer may give the batch up from here on.
+	d.arm(s)
 	d.produce(s, s.recs)
 }
 
@@ -461,7 +462,7 @@ func (d *Dest) arm(s *send) {
 	d.mu.Lock()
 	gen := s.gen
 	d.mu.Unlock()
-	s.timer = time.AfterFunc(d.cfg.RetryMaxElapsed, func() { d.expire(s, gen) })
+	s.timer = time.AfterFunc(max(d.cfg.RetryMaxElapsed-time.Since(s.took), 0), func() { d.expire(s, gen) })
 }
 
 // expire gives up s's batch at retry-max-elapsed. One waiting for a retry ends at once. One
