@@ -30,6 +30,9 @@ import (
 // tens of MiB.
 const grpcOverhead = 64 << 20
 
+// grpcTransports are the values of -grpc.transport the attacks that apply to both run against.
+var grpcTransports = []string{"grpc-go", "otlpgate"}
+
 // grpcSlack is how many goroutines an attack may leave beyond those of otlpgate at rest with
 // the well-behaved client: the attacker's connection (gRPC's reader, writer and keepalive) and
 // calls still ending when they are counted.
@@ -300,11 +303,17 @@ func grpcPartialMessage(c *grpcRaw, method string, msgLen, sendLen int) error {
 // the accept backlog. Here one address opens 100 connections that send the HTTP/2 preface
 // and nothing more, against -grpc.max-connections=64: -grpc.max-connections-per-peer=16 closes
 // 84 as soon as they are accepted, a new client from another address is served meanwhile, and
-// -grpc.max-connection-idle=1s closes the 16 that stayed.
+// -grpc.max-connection-idle=1s closes the 16 that stayed. On either transport.
 func TestGRPCIdleConnectionsBounded(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCIdleConnectionsBounded(t, tr) })
+	}
+}
+
+func testGRPCIdleConnectionsBounded(t *testing.T, transport string) {
 	const attempts, perPeer = 100, 16
 	g := startGate(t, "-intake.wait=1s", "-grpc.max-connections=64", "-grpc.max-connections-per-peer=16",
-		"-grpc.max-connection-idle=1s")
+		"-grpc.max-connection-idle=1s", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	var cs []*grpcRaw
 	for range attempts {
@@ -361,9 +370,16 @@ func grpcFreshExport(g *gate, timeout time.Duration) error {
 
 // Rapid reset (CVE-2023-44487) held up in the review: 2.44 M HEADERS + RST_STREAM pairs in
 // 20 s left RSS at 47 MiB. It must keep holding: here for up to 2 s (or 300,000 pairs) on one
-// connection, each stream an OTLP v1 Export cancelled as soon as opened.
+// connection, each stream an OTLP v1 Export cancelled as soon as opened. On either transport:
+// otlpgate's own spends no goroutine on a stream, and recycles each stream's state.
 func TestGRPCRapidResetHolds(t *testing.T) {
-	g := startGate(t, "-intake.wait=1s")
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCRapidResetHolds(t, tr) })
+	}
+}
+
+func testGRPCRapidResetHolds(t *testing.T, transport string) {
+	g := startGate(t, "-intake.wait=1s", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(40), streamWindow: -1})
 	deadline := time.Now().Add(2 * time.Second)
@@ -393,9 +409,16 @@ func TestGRPCRapidResetHolds(t *testing.T) {
 // CONTINUATION floods (CVE-2024-27316) held up too: a header block that never ends is cut off
 // once it passes -grpc.max-header-bytes, and the connection closed. Here: HEADERS without
 // END_HEADERS, then 16 KiB CONTINUATION frames of indexed fields, until the server closes the
-// connection (or 64 MiB were sent).
+// connection (or 64 MiB were sent). On either transport: otlpgate's own bounds the block as
+// sent (four times -grpc.max-header-bytes) and ends the connection with ENHANCE_YOUR_CALM.
 func TestGRPCContinuationFloodHolds(t *testing.T) {
-	g := startGate(t, "-intake.wait=1s")
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCContinuationFloodHolds(t, tr) })
+	}
+}
+
+func testGRPCContinuationFloodHolds(t *testing.T, transport string) {
+	g := startGate(t, "-intake.wait=1s", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(41), streamWindow: -1})
 	frag := bytes.Repeat([]byte{0x82}, 16<<10) // indexed :method GET, 42 bytes decoded each

@@ -57,6 +57,9 @@ type h2Conn struct {
 	hdrEnd   bool   // that HEADERS frame had END_STREAM
 	hdrBuf   []byte // the block so far (bounded: maxBlock)
 	maxBlock int
+	deadline int        // the read deadline set: deadlineHandshake, deadlineIdle or deadlineNone
+	lastPing time.Time  // the client's last PING (not an ACK)
+	strikes  int        // PINGs sooner than -grpc.keepalive.min-time after the one before; under mu, as an answer resets it
 	resets   [16]uint32 // streams reset recently, whose late frames are ignored (RFC 9113 §5.4.2)
 	resetN   int
 	src      bytes.Reader // a compressed message, for its decompressor
@@ -170,11 +173,13 @@ func (c *h2Conn) serve() {
 			return
 		}
 		ferr := c.flushLocked()
-		done := c.mu.final && len(c.mu.streams) == 0
+		idle := len(c.mu.streams) == 0
+		done := c.mu.final && idle
 		c.mu.Unlock()
 		if ferr != nil || done {
 			return
 		}
+		c.idleDeadline(idle)
 		start += used
 		// The unread part of a frame moves to the front: at most one frame's bytes.
 		if start == end {
@@ -184,9 +189,45 @@ func (c *h2Conn) serve() {
 			start = 0
 		}
 		if rerr != nil {
+			if c.deadline == deadlineIdle {
+				// -grpc.max-connection-idle passed without a call: say so, as grpc-go does.
+				c.mu.Lock()
+				*c.mu.out = appendGoAway(*c.mu.out, c.lastID, http2.ErrCodeNo, "max_idle")
+				c.flushLocked()
+				c.mu.Unlock()
+			}
 			return
 		}
 	}
+}
+
+// The read deadlines of a connection: -grpc.handshake-timeout until the client's preface and
+// SETTINGS came, then -grpc.max-connection-idle while it has no call open (so that an idle
+// client holds a connection slot no longer), none while it has.
+const (
+	deadlineHandshake = iota
+	deadlineIdle
+	deadlineNone
+)
+
+// idleDeadline sets the read deadline the connection's state asks for. serve only.
+func (c *h2Conn) idleDeadline(idle bool) {
+	if !c.settings {
+		return // the handshake deadline holds
+	}
+	want := deadlineNone
+	if idle && c.s.cfg.MaxConnectionIdle > 0 {
+		want = deadlineIdle
+	}
+	if want == c.deadline {
+		return
+	}
+	c.deadline = want
+	if want == deadlineIdle {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.MaxConnectionIdle))
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
 }
 
 // afterReadLocked gives back, once per read, the connection window the read consumed.
@@ -278,7 +319,13 @@ var (
 	errStreamSendWindow  = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
 	errMalformed         = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
 	errRefused           = &h2.Error{Code: http2.ErrCodeRefusedStream, Stream: true, Reason: "MAX_CONCURRENT_STREAMS reached"}
+	// grpc-go's keepalive enforcement, in its words: a client that pings more often than
+	// -grpc.keepalive.min-time, more than maxPingStrikes times between two answers.
+	errTooManyPings = &h2.Error{Code: http2.ErrCodeEnhanceYourCalm, Reason: "too_many_pings"}
 )
+
+// maxPingStrikes is how many early PINGs a connection is forgiven, as grpc-go forgives them.
+const maxPingStrikes = 2
 
 // stream returns the open stream id, nil when it is not open.
 func (c *h2Conn) stream(id uint32) *h2Stream {
@@ -525,6 +572,17 @@ func (c *h2Conn) onPing(f h2.Frame) error {
 		return err
 	}
 	if !p.Ack {
+		// The ping flood (CVE-2019-9512) is bounded by grpc-go's rule: a PING sooner than
+		// -grpc.keepalive.min-time after the last is a strike, and the third ends the
+		// connection; an answer sent forgives them (resetStrikes).
+		now := time.Now()
+		if !c.lastPing.IsZero() && now.Sub(c.lastPing) < c.s.cfg.KeepaliveMinTime {
+			c.strikes++
+			if c.strikes > maxPingStrikes {
+				return errTooManyPings
+			}
+		}
+		c.lastPing = now
 		*c.mu.out = appendPing(*c.mu.out, true, p.Data)
 		return nil
 	}

@@ -3,11 +3,15 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/codec"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/h2"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
@@ -129,5 +134,195 @@ func TestTransportsAnswerAlike(t *testing.T) {
 			}
 			t.Logf("%v %q, response %x, %d bytes delivered", got[1].st.Code(), got[1].st.Message(), got[1].resp, len(got[1].bytes))
 		})
+	}
+}
+
+// h2Client is a bare client of the own transport: x/net's framer, for the tests that follow
+// one connection's frames.
+type h2Client struct {
+	conn net.Conn
+	fr   *http2.Framer
+}
+
+func dialH2Client(t *testing.T, addr string) *h2Client {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &h2Client{conn: conn, fr: http2.NewFramer(conn, conn)}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	conn.Write([]byte(http2.ClientPreface))
+	c.fr.WriteSettings()
+	return c
+}
+
+// call opens stream id with a v1 traces Export and sends msg, ending the stream when end.
+func (c *h2Client) call(t *testing.T, id uint32, msg []byte, end bool) {
+	t.Helper()
+	block := h2.AppendHeaderBlock(nil, h2.GRPCRequestHeaders("http", "otlpgate", tracesPath, "", "test")...)
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.fr.WriteData(id, end, msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next returns the next frame that is not SETTINGS or WINDOW_UPDATE, acknowledging SETTINGS.
+func (c *h2Client) next(t *testing.T) http2.Frame {
+	t.Helper()
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.fr.WriteSettingsAck()
+			}
+			continue
+		case *http2.WindowUpdateFrame:
+			continue
+		}
+		return f
+	}
+}
+
+func grpcMessage(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body))), body...)
+}
+
+// Shutdown on the own transport is RFC 9113's graceful GOAWAY: a first GOAWAY that admits
+// every stream, with a PING; once the client acknowledged it, a GOAWAY with the last stream
+// it opened; a call in progress is still admitted and answered, and the connection closes
+// once it was; Shutdown then returns without error.
+func TestH2ShutdownTwoPhaseGoAway(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	body := traceBody(t, 3, 5)
+	msg := grpcMessage(body)
+	c.call(t, 1, msg[:10], false) // a call whose message is half sent
+	c.fr.WritePing(false, [8]byte{1})
+	for f := c.next(t); ; f = c.next(t) {
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			break // the server read the call
+		}
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shut <- e.srv.Shutdown(ctx)
+	}()
+	ga, ok := c.next(t).(*http2.GoAwayFrame)
+	if !ok || ga.LastStreamID != 1<<31-1 || ga.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("first frame of the shutdown: %v", ga)
+	}
+	p, ok := c.next(t).(*http2.PingFrame)
+	if !ok || p.IsAck() {
+		t.Fatalf("after the first GOAWAY: %v, want a PING", p)
+	}
+	c.fr.WritePing(true, p.Data)
+	ga, ok = c.next(t).(*http2.GoAwayFrame)
+	if !ok || ga.LastStreamID != 1 || ga.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("second GOAWAY: %v", ga)
+	}
+	// The call in progress goes on: its message ends, and it is answered.
+	if err := c.fr.WriteData(1, true, msg[10:]); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	for status == "" {
+		if h, ok := c.next(t).(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+			status = h.PseudoValue("status") + " " + h.Fields[len(h.Fields)-1].Name + "=" + h.Fields[len(h.Fields)-1].Value
+		}
+	}
+	if status != "200 grpc-status=0" && status != " grpc-status=0" {
+		t.Fatalf("answer %q", status)
+	}
+	if _, err := c.fr.ReadFrame(); err == nil {
+		t.Fatal("the connection stays open after its last call")
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	e.p.Flush()
+	if batches, _ := totals(e.rec); !bytes.Equal(bytes.Join(batches, nil), body) {
+		t.Fatal("the call's request did not reach the destination")
+	}
+}
+
+// A connection keeps serving past -grpc.handshake-timeout (which bounds only its preface), and
+// one without a call is closed with GOAWAY "max_idle" after -grpc.max-connection-idle.
+func TestH2ConnectionDeadlines(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	sc.HandshakeTimeout = 100 * time.Millisecond
+	sc.MaxConnectionIdle = 0
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	msg := grpcMessage(traceBody(t, 3, 1))
+	c.call(t, 1, msg, true)
+	time.Sleep(3 * sc.HandshakeTimeout) // the scenario: the time passes
+	c.call(t, 3, msg, true)
+	ended := 0
+	for ended < 2 {
+		switch f := c.next(t).(type) {
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				ended++
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v after the handshake timeout", f.ErrCode)
+		}
+	}
+
+	sc.MaxConnectionIdle = 200 * time.Millisecond
+	e = start(t, testPipelineConfig(), sc, nil)
+	c = dialH2Client(t, e.srv.Addr().String())
+	c.call(t, 1, msg, true)
+	for {
+		f := c.next(t)
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			if string(ga.DebugData()) != "max_idle" || ga.LastStreamID != 1 {
+				t.Fatalf("GOAWAY %v %q", ga, ga.DebugData())
+			}
+			break
+		}
+	}
+}
+
+// A client that pings more often than -grpc.keepalive.min-time is told "too_many_pings" with
+// ENHANCE_YOUR_CALM on its third early PING, as grpc-go tells it: a PING flood costs at most
+// three answers.
+func TestH2PingFloodEnds(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	for i := range 1000 {
+		if c.fr.WritePing(false, [8]byte{byte(i)}) != nil {
+			break
+		}
+	}
+	acks := 0
+	for {
+		switch f := c.next(t).(type) {
+		case *http2.PingFrame:
+			acks++
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeEnhanceYourCalm || string(f.DebugData()) != "too_many_pings" || acks != 3 {
+				t.Fatalf("GOAWAY %v %q after %d acks", f.ErrCode, f.DebugData(), acks)
+			}
+			return
+		default:
+			t.Fatalf("frame %v", f)
+		}
 	}
 }

@@ -531,6 +531,7 @@ func (c *h2Conn) answerNotGRPC(st *h2Stream, ctype []byte) {
 // the stream), as far as the client's windows allow; the rest waits for its WINDOW_UPDATE or
 // SETTINGS (flushParkedLocked). payload must be st.parked's storage.
 func (c *h2Conn) sendLocked(st *h2Stream, payload []byte, trailers *h2.HeadersFrame) {
+	c.strikes = 0 // an answer forgives early PINGs, as grpc-go's data does
 	st.parked, st.sent, st.trailers, st.isPark = payload, 0, trailers, true
 	c.sendParkedLocked(st)
 }
@@ -578,6 +579,7 @@ func (c *h2Conn) answerError(st *h2Stream, err error, httpStatus int) {
 		return
 	}
 	st.answered, st.localDone = true, true
+	c.strikes = 0
 	*c.mu.out = trailersOnlyFrame(err, httpStatus).Append(*c.mu.out, st.id)
 	c.finishLocked(st)
 }
