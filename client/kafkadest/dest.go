@@ -61,10 +61,14 @@ var failNames = [numFails]string{"retryable", "too_large", "invalid"}
 //  1. held is the bytes of every batch taken and not finished: queued, being produced,
 //     waiting for a retry; sending counts the sends past the queue whose records the
 //     producer has not all handed back.
-//  2. A batch is finished exactly once, by finish, after every record of its last attempt
-//     was answered (settle) or, at the shutdown deadline, while it waits for a retry.
-//  3. A send waiting for a retry is in mu.waiting until resend or Shutdown takes it out;
-//     whoever takes it out owns it.
+//  2. A batch is finished exactly once (finishBatch): after every record of its last attempt
+//     was answered (settle), at the shutdown deadline while it waits for a retry, or at
+//     retry-max-elapsed (expire), while the producer may still hold its records.
+//  3. A send is put back exactly once (release), after its batch was finished and the
+//     producer handed back every record: by settle, or by expire when settle came while it
+//     was finishing the batch (sendAbandoning, returned).
+//  4. A send waiting for a retry is in mu.waiting until resend, expire or Shutdown takes it
+//     out; whoever takes it out owns it.
 type Dest struct {
 	cfg     Config
 	log     *slog.Logger
@@ -400,13 +404,19 @@ func (d *Dest) settle(s *send) {
 	// Every record of the attempt has answered: nothing else touches s's records until it is
 	// produced again, so they need no lock from here.
 	d.mu.Lock()
-	abandoned := s.state == sendAbandoned
-	s.state = sendSettling // retry-max-elapsed leaves it to settle from here
-	d.mu.Unlock()
-	if abandoned {
+	switch s.state {
+	case sendAbandoning:
+		// expire is finishing the batch; it puts s back when done.
+		s.returned = true
+		d.mu.Unlock()
+		return
+	case sendAbandoned:
+		d.mu.Unlock()
 		d.release(s) // its batch was given up at retry-max-elapsed; the records are back
 		return
 	}
+	s.state = sendSettling // retry-max-elapsed leaves it to settle from here
+	d.mu.Unlock()
 	if len(s.retry) == 0 {
 		if d.failing.Swap(false) {
 			d.log.Warn("kafka destination delivers again", "destination", d.cfg.Name)
@@ -487,12 +497,19 @@ func (d *Dest) expire(s *send, gen uint64) {
 		d.end(s, client.DropRetryExhausted, false)
 		return
 	case sendProducing:
-		s.state = sendAbandoned
+		s.state = sendAbandoning
 		s.gen++
-		d.mu.Unlock()
 		s.keep = s.b.Payload.Retain()
-		d.finishBatch(s, client.DropRetryExhausted, false)
+		d.mu.Unlock()
 		d.setLastError(fmt.Sprintf("%d records of a %s batch unacknowledged after retry-max-elapsed %v", len(s.recs), d.cfg.Topics[s.signal], d.cfg.RetryMaxElapsed))
+		d.finishBatch(s, client.DropRetryExhausted, false)
+		d.mu.Lock()
+		back := s.returned // the producer handed every record back meanwhile
+		s.state = sendAbandoned
+		d.mu.Unlock()
+		if back {
+			d.release(s)
+		}
 		return
 	}
 	d.mu.Unlock()

@@ -42,10 +42,11 @@ type send struct {
 	// Under d.mu: where the send is (producing, waiting for a retry, given up while the
 	// producer holds its records) and its generation, which a retry-max-elapsed timer made for
 	// an earlier batch of the pooled send does not match.
-	state sendState
-	gen   uint64
-	timer *time.Timer
-	keep  *pool.Payload // the payload's reference an abandoned send keeps for its records
+	state    sendState
+	returned bool // every record answered while abandoning: expire puts s back
+	gen      uint64
+	timer    *time.Timer
+	keep     *pool.Payload // the payload's reference an abandoned send keeps for its records
 
 	cut   cutter
 	limit int // the largest record batch the records were cut for
@@ -62,6 +63,7 @@ const (
 	sendProducing sendState = iota
 	sendSettling
 	sendWaiting
+	sendAbandoning // expire is finishing the batch
 	sendAbandoned
 )
 
@@ -90,7 +92,7 @@ func putSend(s *send) {
 	clear(s.again)
 	clear(s.retry)
 	s.recs, s.again, s.retry = s.recs[:0], s.again[:0], s.retry[:0]
-	s.d, s.b, s.err, s.refused, s.attempts, s.state = nil, nil, nil, 0, 0, sendProducing
+	s.d, s.b, s.err, s.refused, s.attempts, s.state, s.returned = nil, nil, nil, 0, 0, sendProducing, false
 	for i := range s.cut.pieces {
 		s.cut.pieces[i].src = nil
 	}
