@@ -72,7 +72,8 @@ type h2Conn struct {
 		peerMaxFrame uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 		streams      []*h2Stream
 		free         []*h2Stream
-		goingAway    bool   // phase one of the shutdown GOAWAY was sent
+		started      bool   // the server's SETTINGS were written: frames may follow
+		goingAway    bool   // phase one of the shutdown GOAWAY was sent (or, before started, is due)
 		final        bool   // the last GOAWAY was sent: no stream above goawayID is served
 		goawayID     uint32 // its last stream id
 		closed       bool
@@ -113,6 +114,7 @@ func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
 	c.mu.sendConn = 65535
 	c.mu.initWin = 65535
 	c.mu.peerMaxFrame = h2.DefaultMaxFrameSize
+	c.mu.out = pool.GetBytes(64 << 10)
 	return c
 }
 
@@ -120,7 +122,6 @@ func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
 func (c *h2Conn) serve() {
 	c.rbuf = pool.GetBytes(c.s.h2.readSize)
 	c.hdrBuf = make([]byte, 0, 4<<10)
-	c.mu.out = pool.GetBytes(64 << 10)
 	defer c.close()
 
 	// The preface and the client's SETTINGS within -grpc.handshake-timeout.
@@ -136,6 +137,10 @@ func (c *h2Conn) serve() {
 		out = appendWindowUpdate(out, 0, uint32(inc))
 	}
 	*c.mu.out = out
+	c.mu.started = true
+	if c.mu.goingAway {
+		c.appendGoAwayLocked() // the shutdown began before the server's preface went out
+	}
 	err := c.flushLocked()
 	c.mu.Unlock()
 	if err != nil {
@@ -682,6 +687,14 @@ func (c *h2Conn) close() {
 	c.s.h2.remove(c)
 }
 
+// discard closes a connection that was never served, giving back its buffer.
+func (c *h2Conn) discard() {
+	c.cancel()
+	c.nc.Close()
+	pool.PutBytes(c.mu.out)
+	c.mu.out = nil
+}
+
 // goAway starts the shutdown of the connection: a GOAWAY that admits every stream (2^31-1)
 // and a PING, whose ACK sends the last GOAWAY with the last stream id seen (RFC 9113 §6.8).
 // Safe for concurrent use.
@@ -692,7 +705,15 @@ func (c *h2Conn) goAway() {
 		return
 	}
 	c.mu.goingAway = true
+	if !c.mu.started {
+		return // serve sends it after its SETTINGS, which come first (RFC 9113 §3.4)
+	}
+	c.appendGoAwayLocked()
+	c.flushLocked()
+}
+
+// appendGoAwayLocked appends the first GOAWAY of a shutdown and its PING.
+func (c *h2Conn) appendGoAwayLocked() {
 	*c.mu.out = appendGoAway(*c.mu.out, h2.MaxWindow, http2.ErrCodeNo, "")
 	*c.mu.out = appendPing(*c.mu.out, false, drainPing)
-	c.flushLocked()
 }

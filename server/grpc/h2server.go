@@ -127,7 +127,7 @@ func (s *Server) serveH2(ln net.Listener) {
 		delay = 0
 		c := s.newH2Conn(nc)
 		if !s.h2.add(c) {
-			nc.Close()
+			c.discard()
 			continue
 		}
 		go c.serve()
@@ -143,6 +143,11 @@ func (s *Server) serveH2(ln net.Listener) {
 // are closed.
 func (s *Server) shutdownH2(ctx context.Context) error {
 	(*s.ln.Load()).Close()
+	// No connection joins after this (one accepted meanwhile is closed), so every one is
+	// told by the loop below.
+	s.h2.mu.Lock()
+	s.h2.mu.stop = true
+	s.h2.mu.Unlock()
 	s.h2.each((*h2Conn).goAway)
 	var err error
 	select {

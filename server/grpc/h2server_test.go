@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,11 +23,34 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otlpgate/otlpgate/codec"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/h2"
+	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 )
+
+// withTenants is a case's setup with a tenant table of x-scope-orgid (and the credentials
+// creds, -auth.tenants-file, when set), in both the pipeline and the server.
+func withTenants(creds []tenant.Credential) func(*testing.T, *pipeline.Config, *Config) *testkit.Recorder {
+	return func(t *testing.T, pc *pipeline.Config, sc *Config) *testkit.Recorder {
+		ts, err := tenant.NewTable(tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if creds != nil {
+			if err := ts.SetCredentials(creds); err != nil {
+				t.Fatal(err)
+			}
+			sc.AuthTokenFile = "" // the tenants file authenticates
+		}
+		pc.Tenants, sc.Tenants = ts, ts
+		return nil
+	}
+}
 
 // transports are the values of -grpc.transport, for tests that run on both.
 var transports = []string{TransportGRPCGo, TransportOwn}
@@ -48,52 +76,54 @@ func TestTransportsAnswerAlike(t *testing.T) {
 		name string
 		cfg  func(*Config)
 		call func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error
+		// setup, when set, configures the pipeline too, and may give the destination.
+		setup func(t *testing.T, pc *pipeline.Config, sc *Config) *testkit.Recorder
 	}{
 		{"valid", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp)
-		}},
+		}, nil},
 		{"empty", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(nil).raw(), resp)
-		}},
+		}, nil},
 		{"gzip", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp, grpc.UseCompressor(codec.Gzip))
-		}},
+		}, nil},
 		{"too-large-inflated", func(c *Config) { c.MaxRecvMsgSize = 64 << 10 }, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(bytes.Repeat(body, 200)).raw(), resp, grpc.UseCompressor(codec.Gzip))
-		}},
+		}, nil},
 		{"zstd", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(large).raw(), resp, grpc.UseCompressor(codec.Zstd))
-		}},
+		}, nil},
 		{"large", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(large).raw(), resp)
-		}},
+		}, nil},
 		{"metrics-typed", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			_, err := colmetricsv1.NewMetricsServiceClient(e.conn).Export(bearer, &colmetricsv1.ExportMetricsServiceRequest{})
 			return err
-		}},
+		}, nil},
 		{"garbage", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes([]byte{0x0a, 0x50, 0x01}).raw(), resp)
-		}},
+		}, nil},
 		{"partial", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			bad := append(traceBody(t, 6, 2), 0x0a, 0x06, 0x12, 0x04, 0x12, 0x02, 0x0a, 0x05)
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(bad).raw(), resp)
-		}},
+		}, nil},
 		{"no-token", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(context.Background(), tracesPath, rawBytes(body).raw(), resp)
-		}},
+		}, nil},
 		{"wrong-token", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer wrong")
 			return e.raw.Invoke(ctx, tracesPath, rawBytes(body).raw(), resp)
-		}},
+		}, nil},
 		{"too-large", func(c *Config) { c.MaxRecvMsgSize = 1 << 10 }, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(large).raw(), resp)
-		}},
+		}, nil},
 		{"unknown-service", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, "/no.such.Service/Export", rawBytes(body).raw(), resp)
-		}},
+		}, nil},
 		{"unknown-method", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, "/opentelemetry.proto.collector.trace.v1.TraceService/Import", rawBytes(body).raw(), resp)
-		}},
+		}, nil},
 		{"busy", func(c *Config) {
 			c.Limiter = admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
 			c.MaxRecvMsgSize = 4 << 20
@@ -102,6 +132,43 @@ func TestTransportsAnswerAlike(t *testing.T) {
 			}
 		}, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
 			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp)
+		}, nil},
+		{"tenant", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(metadata.AppendToOutgoingContext(bearer, "X-Scope-OrgID", "acme"), tracesPath, rawBytes(body).raw(), resp)
+		}, withTenants(nil)},
+		{"tenant-default", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp)
+		}, withTenants(nil)},
+		{"tenant-bad-value", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(metadata.AppendToOutgoingContext(bearer, "x-scope-orgid", strings.Repeat("x", 300)), tracesPath, rawBytes(body).raw(), resp)
+		}, withTenants(nil)},
+		{"tenant-credential", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tok-beta")
+			return e.raw.Invoke(ctx, tracesPath, rawBytes(body).raw(), resp)
+		}, withTenants([]tenant.Credential{{Token: "tok-beta", Values: []string{"beta"}}})},
+		{"tenant-credential-claim", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tok-beta", "x-scope-orgid", "acme")
+			return e.raw.Invoke(ctx, tracesPath, rawBytes(body).raw(), resp)
+		}, withTenants([]tenant.Credential{{Token: "tok-beta", Values: []string{"beta"}}})},
+		{"ack-upstream", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp)
+		}, func(t *testing.T, pc *pipeline.Config, sc *Config) *testkit.Recorder {
+			pc.Ack, pc.Eager = pipeline.AckUpstream, true
+			return nil
+		}},
+		{"ack-upstream-failed", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(bearer, tracesPath, rawBytes(body).raw(), resp)
+		}, func(t *testing.T, pc *pipeline.Config, sc *Config) *testkit.Recorder {
+			pc.Ack, pc.Eager = pipeline.AckUpstream, true
+			rec := testkit.NewRecorder("recorder")
+			rec.SetFail(true)
+			return rec
+		}},
+		{"queue-full", nil, func(t *testing.T, e *env, resp *coltracev1.ExportTraceServiceResponse) error {
+			return e.raw.Invoke(bearer, tracesPath, rawBytes(large).raw(), resp)
+		}, func(t *testing.T, pc *pipeline.Config, sc *Config) *testkit.Recorder {
+			pc.QueueMaxBytes, pc.BatchMaxBytes = 64<<10, 64<<10
+			return nil
 		}},
 	}
 	for _, tc := range cases {
@@ -114,13 +181,19 @@ func TestTransportsAnswerAlike(t *testing.T) {
 				if tc.cfg != nil {
 					tc.cfg(&sc)
 				}
-				e := start(t, testPipelineConfig(), sc, nil)
+				pc := testPipelineConfig()
+				var rec *testkit.Recorder
+				if tc.setup != nil {
+					rec = tc.setup(t, &pc, &sc)
+				}
+				e := start(t, pc, sc, rec)
 				var resp coltracev1.ExportTraceServiceResponse
 				got[i].st = status.Convert(tc.call(t, e, &resp))
 				got[i].resp, _ = resp.MarshalVT()
 				e.p.Flush()
-				batches, _ := totals(e.rec)
-				got[i].bytes = bytes.Join(batches, nil)
+				for _, g := range e.rec.Received() {
+					got[i].bytes = append(append(got[i].bytes, g.Tenant+":"...), g.Body...)
+				}
 			}
 			if !proto.Equal(got[0].st.Proto(), got[1].st.Proto()) {
 				t.Fatalf("grpc-go answered %v %q %v, otlpgate %v %q %v", got[0].st.Code(), got[0].st.Message(), got[0].st.Details(),
@@ -324,5 +397,124 @@ func TestH2PingFloodEnds(t *testing.T) {
 		default:
 			t.Fatalf("frame %v", f)
 		}
+	}
+}
+
+// Unary calls in a steady flow from several goroutines when shutdown comes: every call
+// answered OK reached the destination exactly once, the calls after it are refused, and
+// Shutdown returns without error once the calls in progress were answered. On both
+// transports.
+func TestShutdownUnderUnaryLoad(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			sc := DefaultConfig()
+			sc.Transport = tr
+			e := start(t, testPipelineConfig(), sc, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const callers, maxCalls = 8, 5_000
+			var (
+				mu       sync.Mutex
+				answered = map[uint64]bool{}
+				next     atomic.Uint64
+				wg       sync.WaitGroup
+				shut     = make(chan error, 1)
+				once     sync.Once
+			)
+			client := coltracev1.NewTraceServiceClient(e.conn)
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						id := next.Add(1)
+						if id > maxCalls {
+							return
+						}
+						gen := otlpgen.New(id) // the trace id of call id ends in id
+						req := gen.Spans(otlpgen.Shape{Spans: 1, Attrs: 1})
+						binary.BigEndian.PutUint64(req.ResourceSpans[0].ScopeSpans[0].Spans[0].TraceId[8:], id)
+						if _, err := client.Export(ctx, req); err != nil {
+							return // refused once the server shuts down
+						}
+						mu.Lock()
+						answered[id] = true
+						if len(answered) == 200 {
+							once.Do(func() { go func() { shut <- e.srv.Shutdown(ctx) }() })
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if err := <-shut; err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			e.p.Flush()
+			delivered := map[uint64]int{}
+			for _, g := range e.rec.Received() {
+				var req coltracev1.ExportTraceServiceRequest
+				if err := req.UnmarshalVT(g.Body); err != nil {
+					t.Fatal(err)
+				}
+				for _, rs := range req.ResourceSpans {
+					for _, ss := range rs.ScopeSpans {
+						for _, sp := range ss.Spans {
+							delivered[binary.BigEndian.Uint64(sp.TraceId[8:])]++
+						}
+					}
+				}
+			}
+			for id := range answered {
+				if delivered[id] != 1 {
+					t.Errorf("call %d answered OK, delivered %d times", id, delivered[id])
+				}
+			}
+			if len(answered) >= maxCalls {
+				t.Fatalf("every call was answered: the shutdown refused none")
+			}
+			t.Logf("%d answered, %d delivered", len(answered), len(delivered))
+		})
+	}
+}
+
+// A connection the shutdown reaches before its goroutine wrote the server's preface still
+// sends SETTINGS first (RFC 9113 §3.4), then the shutdown's GOAWAY and PING.
+func TestH2GoAwayBeforePreface(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{&testkit.Discard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s, err := New(sc, p, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.gs.Stop()
+	mc := newMemConn()
+	c := s.newH2Conn(mc)
+	if !s.h2.add(c) {
+		t.Fatal("not added")
+	}
+	c.goAway()
+	done := make(chan struct{})
+	go func() { defer close(done); c.serve() }()
+	<-mc.wrote
+	fr := http2.NewFramer(nil, bytes.NewReader(mc.last))
+	var types []http2.FrameType
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		types = append(types, f.Header().Type)
+	}
+	mc.Close()
+	<-done
+	want := []http2.FrameType{http2.FrameSettings, http2.FrameWindowUpdate, http2.FrameGoAway, http2.FramePing}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("first write %v, want %v", types, want)
 	}
 }
