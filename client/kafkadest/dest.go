@@ -376,9 +376,9 @@ func (d *Dest) onRecord(r *kgo.Record, err error) {
 		}
 		switch {
 		case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
-			s.refused = client.DropTooLarge
+			s.refused, s.refusal = true, client.DropTooLarge
 		case permanent(err):
-			s.refused = client.DropRejected
+			s.refused, s.refusal = true, client.DropRejected
 		}
 		s.mu.Unlock()
 	}
@@ -425,19 +425,19 @@ func (d *Dest) settle(s *send) {
 		return
 	}
 	topic := s.retry[0].Topic
-	if s.refused != 0 {
+	if s.refused {
 		reason := failInvalid
-		if s.refused == client.DropTooLarge {
+		if s.refusal == client.DropTooLarge {
 			reason = failTooLarge
 		}
 		d.failed[reason].Add(float64(len(s.retry)))
 		d.setLastError(fmt.Sprintf("produce to %s: %v", topic, s.err))
-		if s.refused == client.DropTooLarge {
+		if s.refusal == client.DropTooLarge {
 			d.log.Error("kafka destination drops a batch: the brokers refuse its records as too large; the topic's max.message.bytes was lowered below what the destination read at start: restart otlpgate, or lower max-message-bytes", "destination", d.cfg.Name, "topic", topic, "err", s.err)
 		} else {
 			d.log.Warn("kafka destination drops a batch the brokers refused", "destination", d.cfg.Name, "topic", topic, "err", s.err)
 		}
-		d.end(s, s.refused, true)
+		d.end(s, s.refusal, true)
 		return
 	}
 	d.failed[failRetryable].Add(float64(len(s.retry)))
@@ -538,7 +538,7 @@ func (d *Dest) resend(s *send) {
 	d.mu.Unlock()
 	s.again = append(s.again[:0], s.retry...)
 	clear(s.retry)
-	s.retry, s.err, s.refused = s.retry[:0], nil, 0
+	s.retry, s.err, s.refused = s.retry[:0], nil, false
 	for _, r := range s.again {
 		// What the producer set on the failed attempt goes; the partitioner picks again.
 		*r = kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Context: s}
@@ -559,8 +559,9 @@ func (d *Dest) end(s *send, reason client.DropReason, rejected bool) {
 	d.release(s)
 }
 
-// finishBatch finishes s's batch: delivered with reason 0, else dropped for reason (rejected:
-// the brokers refused it for good) or, at shutdown, returned to the spool when it keeps it.
+// finishBatch finishes s's batch: delivered with reason 0 and not rejected (DropRejected is
+// 0 too, and always comes with rejected), else dropped for reason (rejected: the brokers
+// refused it for good) or, at shutdown, returned to the spool when it keeps it.
 func (d *Dest) finishBatch(s *send, reason client.DropReason, rejected bool) {
 	b := s.b
 	s.b = nil

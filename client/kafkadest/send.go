@@ -37,7 +37,8 @@ type send struct {
 	mu      sync.Mutex // the promise runs on kgo's goroutine; settle reads these after the last answer
 	retry   []*kgo.Record
 	err     error
-	refused client.DropReason // nonzero: a record was refused for good
+	refused bool              // a record was refused for good
+	refusal client.DropReason // why: too_large or rejected
 
 	// Under d.mu: where the send is (producing, waiting for a retry, given up while the
 	// producer holds its records) and its generation, which a retry-max-elapsed timer made for
@@ -92,7 +93,7 @@ func putSend(s *send) {
 	clear(s.again)
 	clear(s.retry)
 	s.recs, s.again, s.retry = s.recs[:0], s.again[:0], s.retry[:0]
-	s.d, s.b, s.err, s.refused, s.attempts, s.state, s.returned = nil, nil, nil, 0, 0, sendProducing, false
+	s.d, s.b, s.err, s.refused, s.attempts, s.state, s.returned = nil, nil, nil, false, 0, sendProducing, false
 	for i := range s.cut.pieces {
 		s.cut.pieces[i].src = nil
 	}
