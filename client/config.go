@@ -130,6 +130,10 @@ type Config struct {
 	// Mode is ModeStream or ModeUnary (mode, default unary; ParseDest makes it stream for
 	// protocol=otep). v1 and http have no streaming service.
 	Mode string
+	// Transport is the gRPC transport of a v1 unary destination (transport):
+	// TransportGRPCGo (the default, also for "") or TransportOtlpgate, otlpgate's own HTTP/2
+	// client (h2conn.go), which for now speaks h2c to a v1 upstream in unary mode only.
+	Transport string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
 	Streams int
 	// Window is how many requests one stream may have unacknowledged (window, default 64).
@@ -345,6 +349,7 @@ func DefaultConfig() Config {
 	return Config{
 		Protocol:              ProtocolV1,
 		Mode:                  ModeUnary,
+		Transport:             TransportGRPCGo,
 		Streams:               2,
 		Window:                64,
 		Concurrency:           8,
@@ -434,6 +439,9 @@ func (c Config) validate() error {
 	case ModeStream, ModeUnary:
 	default:
 		return fmt.Errorf("mode %q (want stream or unary)", c.Mode)
+	}
+	if err := c.validateTransport(); err != nil {
+		return err
 	}
 	switch c.Compression {
 	case "", "none", "gzip", "zstd", "snappy":
@@ -651,6 +659,42 @@ func (c Config) validateFile() error {
 		return errors.New("protocol file writes to path: endpoint, resolver and endpoints are for the upstreams")
 	case c.QueueBytes <= 0:
 		return errors.New("queue bytes must be positive")
+	}
+	return nil
+}
+
+// The gRPC transports of a destination (Config.Transport).
+const (
+	TransportGRPCGo   = "grpc-go"
+	TransportOtlpgate = "otlpgate"
+)
+
+// h2 reports whether the destination calls its upstream with otlpgate's own transport.
+func (c Config) h2() bool { return c.Transport == TransportOtlpgate }
+
+// validateTransport refuses what the own transport does not do yet, by name, rather than
+// falling back to grpc-go behind the operator's back.
+func (c Config) validateTransport() error {
+	switch c.Transport {
+	case "", TransportGRPCGo:
+		return nil
+	case TransportOtlpgate:
+	default:
+		return fmt.Errorf("transport %q (want grpc-go or otlpgate)", c.Transport)
+	}
+	switch {
+	case c.Protocol != ProtocolV1:
+		return fmt.Errorf("transport=otlpgate speaks protocol v1 only for now, not %s: use transport=grpc-go", c.Protocol)
+	case c.Mode != ModeUnary:
+		return errors.New("transport=otlpgate has no stream mode yet: use mode=unary or transport=grpc-go")
+	case !c.TLS.Insecure:
+		return errors.New("transport=otlpgate speaks plaintext HTTP/2 (h2c) only for now: use tls=false or transport=grpc-go")
+	case c.Compression != "" && c.Compression != "none":
+		return fmt.Errorf("transport=otlpgate does not compress yet (compression=%s): use transport=grpc-go", c.Compression)
+	case len(c.ForwardHeaders) > 0:
+		return errors.New("transport=otlpgate does not send forward-headers yet: use transport=grpc-go")
+	case strings.Contains(c.Endpoint, ":///"):
+		return fmt.Errorf("transport=otlpgate dials host:port, not the gRPC target %q: use transport=grpc-go", c.Endpoint)
 	}
 	return nil
 }

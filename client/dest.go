@@ -41,6 +41,7 @@ type Dest struct {
 	m       *destMetrics
 	conn    *grpc.ClientConn // nil for ProtocolHTTP
 	http    *httpSender      // ProtocolHTTP only
+	h2      *h2Transport     // transport=otlpgate only
 	methods [fastpath.NumSignals]string
 	// streamOpts and unaryOpts are the call options: streams wait for the connection to be
 	// ready (a lane has nothing else to do), unary calls fail fast and back off.
@@ -135,7 +136,7 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		if hs, err = newHTTPSender(cfg); err != nil {
 			return nil, err
 		}
-	} else {
+	} else if !cfg.h2() {
 		if md, err = outgoingMD(cfg); err != nil {
 			return nil, err
 		}
@@ -210,6 +211,12 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		d.methods = [fastpath.NumSignals]string{otepv1.UnaryExporter_ExportTraces_FullMethodName,
 			otepv1.UnaryExporter_ExportMetrics_FullMethodName, otepv1.UnaryExporter_ExportLogs_FullMethodName}
 	}
+	if cfg.h2() {
+		if d.h2, err = newH2Transport(&d.cfg, d.methods); err != nil {
+			return nil, err
+		}
+		d.secrets = secretsOf(cfg, d.h2.secrets())
+	}
 	senders := cfg.Concurrency
 	if cfg.stream() {
 		senders = cfg.Streams
@@ -270,6 +277,10 @@ func (d *Dest) Start() {
 			d.wg.Add(1)
 			if d.http != nil {
 				go newHTTPWorker(d, sig).run()
+				continue
+			}
+			if d.h2 != nil {
+				go newH2Worker(d, sig).run()
 				continue
 			}
 			go newWorker(d, sig).run()
@@ -661,6 +672,9 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.cancel()
 	if d.http != nil {
 		d.http.abort() // fasthttp calls take no context: break their connections instead
+	}
+	if d.h2 != nil {
+		d.h2.abort() // workers waiting for a stream slot or window wake up and fail
 	}
 	d.wg.Wait()
 	if d.conn != nil {

@@ -71,7 +71,7 @@ func TestDestKeyDefaults(t *testing.T) {
 // default changes it.
 func TestDestKeysSet(t *testing.T) {
 	sample := map[string]string{
-		"name": "a", "endpoint": "h:1", "spool-id": "old", "protocol": "otep", "path": "/p", "mode": "stream",
+		"name": "a", "endpoint": "h:1", "spool-id": "old", "protocol": "otep", "path": "/p", "mode": "stream", "transport": "otlpgate",
 		"streams": "3", "window": "5", "max-in-flight": "7", "concurrency": "2", "compression": "gzip",
 		"traces-path": "/t", "metrics-path": "/m", "logs-path": "/l", "queue-bytes": "1MiB",
 		"ack-timeout": "1s", "retry-initial": "1s", "retry-max": "2s", "retry-max-elapsed": "3s",

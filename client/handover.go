@@ -53,6 +53,9 @@ func (d *Dest) Handover(ctx context.Context, take func(b *pipeline.Batch, sent b
 	if d.http != nil {
 		d.http.abort() // as Shutdown: fasthttp calls take no context
 	}
+	if d.h2 != nil {
+		d.h2.abort()
+	}
 	d.wg.Wait()
 	if d.conn != nil { // nil for ProtocolHTTP
 		d.conn.Close()
@@ -109,6 +112,9 @@ func (d *Dest) health() (acked uint64, outstanding int64) {
 // connected reports whether the connection is up, asking it to connect when it is idle: an
 // ejected backend is probed this way before it is admitted again. Safe for concurrent use.
 func (d *Dest) connected() bool {
+	if d.h2 != nil {
+		return d.h2.connected()
+	}
 	s := d.conn.GetState()
 	if s == connectivity.Idle {
 		d.conn.Connect()

@@ -157,25 +157,40 @@ func (w *worker) call(r *request) {
 	d.sending.Add(-1)
 
 	if err == nil || tooLarge {
-		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 		if tooLarge {
+			d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 			w.reply.Release()
 			d.unreadableAnswer(r, status.Convert(err).Message())
 			return
 		}
 		if f != nil {
+			d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 			if w.resp.Id != r.id {
 				d.m.unknownAcks.Inc() // one call, one answer: it is ours whatever id it names
 			}
 			d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 			return
 		}
-		d.partial(r, w.reply.Bytes())
+		d.unaryAnswered(r, w.reply.Bytes())
 		w.reply.Release()
-		d.deliver(r)
 		return
 	}
 	w.reply.Release()
+	d.unaryFailed(r, err, timedOut)
+}
+
+// unaryAnswered finishes r, whose v1 Export call succeeded with reply (the ExportResponse's
+// bytes, read for its partial success), whichever transport made the call.
+func (d *Dest) unaryAnswered(r *request, reply []byte) {
+	d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+	d.partial(r, reply)
+	d.deliver(r)
+}
+
+// unaryFailed decides what becomes of r, whose unary call failed with err (a gRPC status, or
+// a transport error), or whose answer did not come within the ack timeout: one set of rules
+// for every transport, so that grpc-go and otlpgate's own treat an upstream alike.
+func (d *Dest) unaryFailed(r *request, err error, timedOut bool) {
 	if timedOut {
 		d.noteError(errAckTimeout)
 	} else {

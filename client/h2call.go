@@ -1,0 +1,441 @@
+package client
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"golang.org/x/net/http2"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/h2"
+)
+
+// The unary v1 calls of transport=otlpgate: a worker per call slot, as with grpc-go
+// (unary.go), writing its call on the destination's current h2Conn and waiting for the
+// reader to complete it. Results go through the same rules as grpc-go's calls
+// (unaryAnswered, unaryFailed); what grpc-go reports as a status, this transport makes the
+// same status of (the HTTP status, grpc-status, grpc-message, grpc-status-details-bin).
+
+// h2Transport holds a destination's connection: one at a time, replaced when it broke or the
+// server sent GOAWAY (the old one finishes its calls and closes).
+type h2Transport struct {
+	cfg     *Config
+	headers [fastpath.NumSignals]*h2.HeadersFrame // a call's HEADERS per signal, built once
+	extra   []h2.HeaderField                      // the configured headers and authorization
+
+	mu struct {
+		sync.Mutex
+		cur    *h2Conn
+		all    map[*h2Conn]struct{} // every connection whose reader runs
+		closed bool
+	}
+	readers sync.WaitGroup
+}
+
+var errH2Stopped = errors.New("client: destination stopping")
+
+// newH2Transport builds the HEADERS frames of the three Export calls: the configured headers
+// and the bearer token (read now, as grpc-go's metadata is) sorted, so that the frames are the
+// same every run.
+func newH2Transport(cfg *Config, methods [fastpath.NumSignals]string) (*h2Transport, error) {
+	var extra []h2.HeaderField
+	for k, v := range cfg.Headers {
+		extra = append(extra, h2.HeaderField{Name: k, Value: v})
+	}
+	slices.SortFunc(extra, func(a, b h2.HeaderField) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	auth, err := cfg.authorization()
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
+		extra = append(extra, h2.HeaderField{Name: "authorization", Value: auth})
+	}
+	t := &h2Transport{cfg: cfg, extra: extra}
+	t.mu.all = map[*h2Conn]struct{}{}
+	for sig, m := range methods {
+		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders("http", cfg.Endpoint, m, "", "otlpgate", extra...)...)
+		if err != nil {
+			return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
+		}
+		t.headers[sig] = f
+	}
+	return t, nil
+}
+
+// secrets are the header values LastError and the log lines redact.
+func (t *h2Transport) secrets() []string {
+	var out []string
+	for _, f := range t.extra {
+		out = append(out, f.Value)
+	}
+	return out
+}
+
+// get returns the connection to send on, dialling when there is none that takes new calls.
+// Workers wait for one dial together. Safe for concurrent use.
+func (t *h2Transport) get() (*h2Conn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return nil, errH2Stopped
+	}
+	if c := t.mu.cur; c != nil && c.usable() {
+		return c, nil
+	}
+	t.mu.cur = nil
+	c, err := dialH2(t.cfg.Endpoint, t.cfg, min(20*time.Second, t.cfg.AckTimeout))
+	if err != nil {
+		return nil, err
+	}
+	t.mu.cur = c
+	t.mu.all[c] = struct{}{}
+	t.readers.Add(1)
+	go func() {
+		defer t.readers.Done()
+		c.readLoop()
+		t.mu.Lock()
+		delete(t.mu.all, c)
+		t.mu.Unlock()
+	}()
+	return c, nil
+}
+
+// connected reports whether a connection is up (a Fleet's probe of an ejected backend).
+func (t *h2Transport) connected() bool {
+	t.mu.Lock()
+	c := t.mu.cur
+	t.mu.Unlock()
+	if c != nil && c.usable() {
+		return true
+	}
+	_, err := t.get()
+	return err == nil
+}
+
+// abort closes every connection, failing their calls, and waits for their readers; nothing
+// dials after it. Safe for concurrent use.
+func (t *h2Transport) abort() {
+	t.mu.Lock()
+	t.mu.closed = true
+	conns := make([]*h2Conn, 0, len(t.mu.all))
+	for c := range t.mu.all {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.fail(errH2Stopped)
+	}
+	t.readers.Wait()
+}
+
+// h2Stream is one call's stream, reused by its worker for every call. The reader fills its
+// answer fields while it is open; the worker reads them after the done token.
+type h2Stream struct {
+	id     uint32
+	window int64 // send window, under the connection's mu
+	open   bool  // in the connection's streams, under its mu
+	recvd  uint32
+	done   chan struct{}
+
+	// The answer.
+	err        error // the call ended without an answer (connection, RST_STREAM, GOAWAY)
+	refused    bool  // the server did not process it: it may go again at once
+	httpStatus int   // 0 until :status came
+	grpcCT     bool
+	grpcStatus int // -1 until grpc-status came
+	msg        []byte
+	details    []byte
+	resp       []byte
+	over       bool // the answer passed max-recv-msg-size
+
+	// The request's wire: frame headers and the vector written with writev.
+	hbuf   []byte
+	prefix [5]byte
+	fhdrs  []byte
+	vec    [][]byte
+	wv     net.Buffers // vec, consumed by WriteTo
+}
+
+func newH2Stream() *h2Stream {
+	return &h2Stream{
+		done:  make(chan struct{}, 1),
+		fhdrs: make([]byte, 0, h2MaxFramesPerCall*h2.FrameHeaderLen),
+		vec:   make([][]byte, 0, 3*h2MaxFramesPerCall),
+	}
+}
+
+// reset readies the stream for a call; under the connection's mu.
+func (st *h2Stream) reset() {
+	st.err, st.refused, st.over, st.grpcCT = nil, false, false, false
+	st.httpStatus, st.grpcStatus, st.recvd = 0, -1, 0
+	st.msg, st.details, st.resp = st.msg[:0], st.details[:0], st.resp[:0]
+}
+
+// finish completes the call; called once per call, by whoever removed it from the open streams.
+func (st *h2Stream) finish(err error, refused bool) {
+	st.err, st.refused, st.open = err, refused, false
+	st.done <- struct{}{}
+}
+
+// takeFields reads a header block of the answer (on the reader).
+func (st *h2Stream) takeFields(fields []h2.Field) {
+	for _, f := range fields {
+		switch f.Keep {
+		case keepStatus:
+			n, _ := strconv.Atoi(string(f.Value)) // no allocation: the conversion does not escape
+			st.httpStatus = n
+		case keepContentType:
+			v := f.Value
+			st.grpcCT = len(v) >= 16 && string(v[:16]) == "application/grpc" && (len(v) == 16 || v[16] == '+' || v[16] == ';')
+		case keepGRPCStatus:
+			n, err := strconv.Atoi(string(f.Value))
+			if err != nil || n < 0 {
+				n = int(codes.Unknown)
+			}
+			st.grpcStatus = n
+		case keepGRPCMessage:
+			st.msg = append(st.msg[:0], f.Value...)
+		case keepGRPCDetails:
+			st.details = append(st.details[:0], f.Value...)
+		}
+	}
+}
+
+// take appends answer bytes (on the reader), up to the gRPC prefix and limit.
+func (st *h2Stream) take(b []byte, limit int) {
+	if st.over || len(st.resp)+len(b) > limit+5 {
+		st.over = true
+		return
+	}
+	st.resp = append(st.resp, b...)
+}
+
+// result reads the answer as grpc-go would: the reply's bytes, or the call's status as an
+// error; tooLarge when the answer was over max-recv-msg-size. Runs on the worker after done.
+func (st *h2Stream) result() (reply []byte, err error) {
+	switch {
+	case st.err != nil:
+		if _, ok := status.FromError(st.err); ok {
+			return nil, st.err
+		}
+		return nil, status.Error(codes.Unavailable, st.err.Error())
+	case st.httpStatus == 0:
+		return nil, status.Error(codes.Internal, "malformed header: missing HTTP status")
+	case st.httpStatus != 200:
+		return nil, status.Errorf(httpStatusCode(st.httpStatus), "unexpected HTTP status code received from server: %d", st.httpStatus)
+	case !st.grpcCT:
+		return nil, status.Error(codes.Internal, "transport: received unexpected content-type")
+	case st.grpcStatus < 0:
+		return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
+	case st.grpcStatus != 0:
+		return nil, st.statusError()
+	case st.over:
+		return nil, errH2AnswerTooLarge
+	case len(st.resp) == 0:
+		return nil, nil // no message: an empty ExportResponse is no partial success
+	case len(st.resp) < 5 || int(binary.BigEndian.Uint32(st.resp[1:])) != len(st.resp)-5:
+		return nil, status.Error(codes.Internal, "the upstream's answer is not one gRPC message")
+	case st.resp[0] != 0:
+		return nil, status.Error(codes.Internal, "the upstream compressed its answer, which the call did not accept")
+	}
+	return st.resp[5:], nil
+}
+
+var errH2AnswerTooLarge = errors.New("client: answer over max-recv-msg-size")
+
+// statusError is the status of a failed call, with its details when the server sent them.
+func (st *h2Stream) statusError() error {
+	msg, err := url.PathUnescape(string(st.msg)) // grpc-message is percent-encoded
+	if err != nil {
+		msg = string(st.msg)
+	}
+	if len(st.details) > 0 {
+		raw, err := base64.RawStdEncoding.DecodeString(string(trimPad(st.details)))
+		p := &spb.Status{}
+		if err == nil && proto.Unmarshal(raw, p) == nil && p.Code == int32(st.grpcStatus) {
+			return status.FromProto(p).Err()
+		}
+	}
+	return status.Error(codes.Code(st.grpcStatus), msg)
+}
+
+func trimPad(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == '=' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// httpStatusCode maps an HTTP status of an answer without grpc-status as grpc-go does.
+func httpStatusCode(s int) codes.Code {
+	switch s {
+	case 400:
+		return codes.Internal
+	case 401:
+		return codes.Unauthenticated
+	case 403:
+		return codes.PermissionDenied
+	case 404:
+		return codes.Unimplemented
+	case 429, 502, 503, 504:
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// rstError is the status of a call the server reset, as grpc-go maps the codes.
+func rstError(code http2.ErrCode) error {
+	c := codes.Internal
+	switch code {
+	case http2.ErrCodeRefusedStream:
+		c = codes.Unavailable
+	case http2.ErrCodeCancel:
+		c = codes.Canceled
+	case http2.ErrCodeEnhanceYourCalm:
+		c = codes.ResourceExhausted
+	case http2.ErrCodeInadequateSecurity:
+		c = codes.PermissionDenied
+	}
+	return status.Errorf(c, "stream terminated by RST_STREAM with error code: %v", code)
+}
+
+// open starts a call on the connection: a stream slot (waiting while MAX_CONCURRENT_STREAMS
+// are open), an id, and its HEADERS. false: the connection takes no new stream (GOAWAY, or it
+// ended); the call did not start.
+func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame) bool {
+	c.mu.Lock()
+	for !c.mu.goaway && c.mu.reserved >= c.mu.maxStreams {
+		c.mu.cond.Wait()
+	}
+	if c.mu.goaway {
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.reserved++
+	c.mu.Unlock()
+
+	c.wmu.Lock()
+	c.mu.Lock()
+	if c.mu.goaway || c.mu.nextID > h2.MaxWindow-2 {
+		c.mu.reserved--
+		c.mu.goaway = true // stream ids ran out: the next call dials
+		c.mu.cond.Broadcast()
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return false
+	}
+	st.reset()
+	st.id, st.window, st.open = c.mu.nextID, c.mu.initWindow, true
+	c.mu.nextID += 2
+	c.mu.streams = append(c.mu.streams, st)
+	c.mu.Unlock()
+	st.hbuf = hf.Append(st.hbuf[:0], st.id)
+	_, err := c.nc.Write(st.hbuf)
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err) // completes st
+	}
+	return true
+}
+
+// writeData sends the gRPC message (the 5-byte prefix, then payload) in DATA frames that fit
+// the stream's and the connection's windows and the server's MAX_FRAME_SIZE, END_STREAM on the
+// last; each round of frames the windows allow goes in one writev, the payload's bytes
+// straight from the batch. It stops early when the stream ended (the server answered before
+// the whole request came, reset it, or the connection broke).
+func (c *h2Conn) writeData(st *h2Stream, payload []byte) {
+	st.prefix[0] = 0
+	binary.BigEndian.PutUint32(st.prefix[1:], uint32(len(payload)))
+	total := 5 + len(payload)
+	for sent := 0; sent < total; {
+		c.mu.Lock()
+		for st.open && (st.window <= 0 || c.mu.connWindow <= 0) {
+			c.mu.cond.Wait()
+		}
+		if !st.open {
+			c.mu.Unlock()
+			return
+		}
+		frame := c.mu.maxFrame
+		n := min(total-sent, int(min(st.window, c.mu.connWindow)), frame*h2MaxFramesPerCall)
+		st.window -= int64(n)
+		c.mu.connWindow -= int64(n)
+		c.mu.Unlock()
+
+		st.fhdrs, st.vec = st.fhdrs[:0], st.vec[:0]
+		for off := sent; off < sent+n; {
+			l := min(frame, sent+n-off)
+			var flags http2.Flags
+			if off+l == total {
+				flags = http2.FlagDataEndStream
+			}
+			h := len(st.fhdrs)
+			st.fhdrs = h2.AppendFrameHeader(st.fhdrs, h2.FrameHeader{Length: uint32(l), Type: http2.FrameData, Flags: flags, StreamID: st.id})
+			st.vec = append(st.vec, st.fhdrs[h:])
+			st.vec = appendSpan(st.vec, st.prefix[:], payload, off, off+l)
+			off += l
+		}
+		st.wv = st.vec
+		c.wmu.Lock()
+		_, err := st.wv.WriteTo(c.nc)
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		sent += n
+	}
+}
+
+// appendSpan appends the bytes [from, to) of the message prefix+payload to vec, as slices of
+// them.
+func appendSpan(vec [][]byte, prefix, payload []byte, from, to int) [][]byte {
+	if from < len(prefix) {
+		vec = append(vec, prefix[from:min(to, len(prefix))])
+		from = len(prefix)
+	}
+	if to > from {
+		vec = append(vec, payload[from-len(prefix):to-len(prefix)])
+	}
+	return vec
+}
+
+// cancel gives up on a call that is still open: RST_STREAM(CANCEL). It reports whether the
+// call was still open; if not, its done token is on the way.
+func (c *h2Conn) cancel(st *h2Stream) bool {
+	if !c.reset(st, http2.ErrCodeCancel) {
+		return false
+	}
+	c.closeIfDrained()
+	return true
+}
+
+// closeIfDrained closes a connection that takes no new streams once its last one ended.
+func (c *h2Conn) closeIfDrained() {
+	c.mu.Lock()
+	drained := c.mu.goaway && len(c.mu.streams) == 0
+	c.mu.Unlock()
+	if drained {
+		c.nc.Close()
+	}
+}
