@@ -692,50 +692,58 @@ func TestKafkaDestinationTopicCreatedLater(t *testing.T) {
 	}
 }
 
-// Records the brokers refuse for good (INVALID_RECORD) cost their batch, counted as rejected,
-// and the -ack=upstream client is told; they are not produced again for ever, and what comes
-// after is delivered.
+// Records the brokers refuse for good (INVALID_RECORD; MESSAGE_TOO_LARGE, a topic whose
+// max.message.bytes was lowered while otlpgate ran) cost their batch, counted by reason, and
+// the -ack=upstream client is told; they are not produced again for ever, and what comes after
+// is delivered.
 func TestKafkaDestinationRejected(t *testing.T) {
-	kc := startKafka(t)
-	var rejected atomic.Int64
-	kc.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
+	for _, tc := range []struct {
+		code   int16
+		reason string
+	}{{kerr.InvalidRecord.Code, "rejected"}, {kerr.MessageTooLarge.Code, "too_large"}} {
+		t.Run(tc.reason, func(t *testing.T) {
+			kc := startKafka(t)
+			var refused atomic.Int64
+			kc.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				req := kreq.(*kmsg.ProduceRequest)
+				resp := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewProduceResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewProduceResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, tc.code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				refused.Add(1)
+				return resp, nil, true // handled once: the next produce request is taken
+			})
+			before := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka", "reason", tc.reason)
+			cfg := testConfig()
+			cfg.Pipeline.Ack = pipeline.AckUpstream
+			cfg.Destinations = []client.Config{kafkaDest(t, kc, "")}
+			g := startGateway(t, cfg)
+			if err := exportIDs(t, g, 51)[0]; err == nil {
+				t.Fatal("span 51, refused by the brokers, was acknowledged to its client")
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		rejected.Add(1)
-		return resp, nil, true // handled once: the next produce request is taken
-	})
-	before := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka", "reason", "rejected")
-	cfg := testConfig()
-	cfg.Pipeline.Ack = pipeline.AckUpstream
-	cfg.Destinations = []client.Config{kafkaDest(t, kc, "")}
-	g := startGateway(t, cfg)
-	if err := exportIDs(t, g, 51)[0]; err == nil {
-		t.Fatal("span 51, refused by the brokers, was acknowledged to its client")
-	}
-	if rejected.Load() != 1 {
-		t.Fatalf("%d produce requests refused, want 1", rejected.Load())
-	}
-	if n := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka", "reason", "rejected") - before; n != 1 {
-		t.Errorf("%v items dropped as rejected, want 1", n)
-	}
-	if err := exportIDs(t, g, 52)[0]; err != nil {
-		t.Fatalf("span 52: %v", err)
-	}
-	if err := g.Shutdown(context.Background()); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	got := spanIDsOf(readSpans(t, kc, "otlp_spans", 1))
-	if got[fmt.Sprintf("%016x", 52)] != 1 || got[fmt.Sprintf("%016x", 51)] != 0 {
-		t.Errorf("spans in Kafka %v, want 52 alone", got)
+			if refused.Load() != 1 {
+				t.Fatalf("%d produce requests refused, want 1", refused.Load())
+			}
+			if n := testkit.Counter(t, "otlpgate_client_dropped_items_total", "destination", "kafka", "reason", tc.reason) - before; n != 1 {
+				t.Errorf("%v items dropped as %s, want 1", n, tc.reason)
+			}
+			if err := exportIDs(t, g, 52)[0]; err != nil {
+				t.Fatalf("span 52: %v", err)
+			}
+			if err := g.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			got := spanIDsOf(readSpans(t, kc, "otlp_spans", 1))
+			if got[fmt.Sprintf("%016x", 52)] != 1 || got[fmt.Sprintf("%016x", 51)] != 0 {
+				t.Errorf("spans in Kafka %v, want 52 alone", got)
+			}
+		})
 	}
 }
