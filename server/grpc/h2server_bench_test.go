@@ -21,12 +21,14 @@ import (
 // that a request's whole path on the server (read, decode, admit, answer, write) runs on the
 // connection's own goroutine with nothing of a socket's in it.
 type memConn struct {
-	in     chan []byte
-	cur    []byte
-	wrote  chan struct{}
-	last   []byte
-	closed chan struct{}
-	once   sync.Once
+	in      chan []byte
+	cur     []byte
+	wrote   chan struct{}
+	last    []byte
+	log     []byte // every byte written, when keepLog
+	keepLog bool
+	closed  chan struct{}
+	once    sync.Once
 }
 
 func newMemConn() *memConn {
@@ -50,6 +52,9 @@ func (c *memConn) Read(p []byte) (int, error) {
 
 func (c *memConn) Write(p []byte) (int, error) {
 	c.last = append(c.last[:0], p...)
+	if c.keepLog {
+		c.log = append(c.log, p...)
+	}
 	select {
 	case c.wrote <- struct{}{}:
 	case <-c.closed:

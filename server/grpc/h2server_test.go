@@ -239,8 +239,14 @@ func (c *h2Client) call(t *testing.T, id uint32, msg []byte, end bool) {
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.fr.WriteData(id, end, msg); err != nil {
-		t.Fatal(err)
+	for {
+		n := min(len(msg), h2.DefaultMaxFrameSize)
+		if err := c.fr.WriteData(id, end && n == len(msg), msg[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if msg = msg[n:]; len(msg) == 0 {
+			return
+		}
 	}
 }
 
@@ -516,5 +522,76 @@ func TestH2GoAwayBeforePreface(t *testing.T) {
 	want := []http2.FrameType{http2.FrameSettings, http2.FrameWindowUpdate, http2.FrameGoAway, http2.FramePing}
 	if fmt.Sprint(types) != fmt.Sprint(want) {
 		t.Fatalf("first write %v, want %v", types, want)
+	}
+}
+
+// The own transport honours the client's windows for its answers: with
+// SETTINGS_INITIAL_WINDOW_SIZE 0 a call's answer sends its headers and waits, and its DATA
+// and trailers follow the client's WINDOW_UPDATE.
+func TestH2AnswerWaitsForWindow(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c.call(t, 1, grpcMessage(traceBody(t, 1, 1)), true)
+	c.fr.WritePing(false, [8]byte{9})
+	var seen []string
+	for {
+		f := c.next(t)
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			break
+		}
+		seen = append(seen, f.Header().Type.String())
+	}
+	if fmt.Sprint(seen) != "[HEADERS]" {
+		t.Fatalf("before the window: %v, want the headers only", seen)
+	}
+	c.fr.WriteWindowUpdate(1, 5)
+	d, ok := c.next(t).(*http2.DataFrame)
+	if !ok || !bytes.Equal(d.Data(), []byte{0, 0, 0, 0, 0}) {
+		t.Fatalf("after the window: %v", d)
+	}
+	if h, ok := c.next(t).(*http2.MetaHeadersFrame); !ok || !h.StreamEnded() || h.Fields[0].Value != "0" {
+		t.Fatalf("trailers: %v", h)
+	}
+}
+
+// What a call holds is given back however it ends: the intake limiter's reservation and the
+// message buffer of a call reset by its client in the middle of its message, or cut off with
+// its connection.
+func TestH2AbandonedCallsReleaseReservations(t *testing.T) {
+	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 64 << 20, MaxDecodes: 2, Wait: time.Second})
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	sc.Limiter = lim
+	e := start(t, testPipelineConfig(), sc, nil)
+	msg := grpcMessage(traceBody(t, 1, 2000))
+	held := func(within time.Duration, want int64) bool {
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			if lim.Bytes() == want {
+				return true
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return false
+	}
+	c := dialH2Client(t, e.srv.Addr().String())
+	c.call(t, 1, msg[:len(msg)/2], false)
+	if !held(10*time.Second, int64(len(msg)-5)) {
+		t.Fatalf("limiter holds %d, want the message's %d", lim.Bytes(), len(msg)-5)
+	}
+	c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	if !held(10*time.Second, 0) {
+		t.Fatalf("limiter holds %d after the reset", lim.Bytes())
+	}
+	c.call(t, 3, msg[:len(msg)/2], false)
+	if !held(10*time.Second, int64(len(msg)-5)) {
+		t.Fatalf("limiter holds %d, want the message's %d", lim.Bytes(), len(msg)-5)
+	}
+	c.conn.Close()
+	if !held(10*time.Second, 0) {
+		t.Fatalf("limiter holds %d after the connection closed", lim.Bytes())
 	}
 }
