@@ -3,8 +3,11 @@
 package kafkadest
 
 import (
+	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/pool"
@@ -49,5 +52,56 @@ func TestBuildAllocs(t *testing.T) {
 				t.Errorf("%.1f allocations per batch", n)
 			}
 		})
+	}
+}
+
+// The brokers' answers to a batch's records, each acknowledged, and the end of the batch
+// (counted delivered, finished, its send and records put back) allocate nothing in
+// otlpgate's code either: with TestBuildAllocs this is every step a batch takes in the
+// destination but kgo's own.
+func TestAnswerAllocs(t *testing.T) {
+	req := traceRequest(t, 4, 2, 50, 20, 40)
+	d := &Dest{cfg: Config{Name: "alloc-answer", MaxMessageBytes: 4 << 10, ByTraceID: true, Topics: [fastpath.NumSignals]string{"t", "m", "l"}},
+		cuts: cutEntries.WithLabelValues("alloc-answer"), acked: ackedRecords.WithLabelValues("alloc-answer"),
+		counts: client.NewCounts("alloc-answer"), log: slog.New(slog.DiscardHandler)}
+	for r := range d.failed {
+		d.failed[r] = failedRecords.WithLabelValues("alloc-answer", failNames[r])
+	}
+	for i := range d.limits {
+		d.limits[i].Store(4 << 10)
+	}
+	d.mu.waiting = map[*send]*time.Timer{}
+	finished := 0
+	d.finish = func(_ *pipeline.Batch, delivered, _ bool) {
+		if delivered {
+			finished++
+		}
+	}
+	pl := pool.NewPayload(len(req))
+	*pl.Buf() = append((*pl.Buf())[:0], req...)
+	b := pipeline.NewBatch(fastpath.Traces, 400, pl, noOwner{})
+	defer b.Done(true)
+	run := func() {
+		s := getSend()
+		s.d, s.b, s.signal = d, b, b.Signal
+		d.active.Add(1)
+		d.sending.Add(1)
+		d.held.Add(int64(b.Len()))
+		if err := s.build(); err != nil {
+			t.Fatal(err)
+		}
+		s.pending.Store(int32(len(s.recs)))
+		for _, r := range s.recs {
+			d.onRecord(r, nil)
+		}
+	}
+	for range 10 {
+		run()
+	}
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Errorf("%.1f allocations per batch", n)
+	}
+	if finished != 111 || d.held.Load() != 0 || d.sending.Load() != 0 {
+		t.Errorf("%d batches delivered, want 111; held %d bytes and %d sends", finished, d.held.Load(), d.sending.Load())
 	}
 }
