@@ -1,50 +1,20 @@
 package deploy
 
 import (
-	"debug/buildinfo"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // helmBinary returns bin/tools/helm when it is the helm the Makefile pins (HELM_VERSION), built
-// by `make helm` from its Go module. Without it the test skips, saying how to build it; in CI
-// (CI=true) it fails, so that CI never passes by skipping (.ci/run builds it).
+// by `make helm` from its Go module (testkit.PinnedTool: skipped without it, failed in CI).
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	mk, err := os.ReadFile("../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^HELM_VERSION\s*:=\s*(\S+)`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("the Makefile pins no HELM_VERSION")
-	}
-	want := string(m[1])
-	p, err := filepath.Abs("../bin/tools/helm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := buildinfo.ReadFile(p)
-	var why string
-	switch {
-	case err != nil:
-		why = err.Error()
-	case info.Main.Path != "helm.sh/helm/v3" || info.Main.Version != want:
-		why = fmt.Sprintf("%s is %s %s", p, info.Main.Path, info.Main.Version)
-	default:
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("helm %s is not built (%s); .ci/run builds it with make helm", want, why)
-	}
-	t.Skipf("helm %s is not built (%s): run make helm (once; a few minutes)", want, why)
-	return ""
+	return testkit.PinnedTool(t, "..", "helm", "HELM_VERSION", "helm.sh/helm/v3", "helm")
 }
 
 const chart = "helm/otlpgate"

@@ -2,51 +2,24 @@ package hostile
 
 import (
 	"bufio"
-	"debug/buildinfo"
 	"encoding/xml"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
-// h2specBinary returns bin/tools/h2spec when it is the h2spec the Makefile pins (H2SPEC_VERSION),
-// built by `make h2spec-tool` from tools/h2spec/go.mod. Without it the test skips, saying how to
-// build it; in CI (CI=true) it fails, so that CI never passes by skipping (.ci/run builds it).
+// h2specBinary returns bin/tools/h2spec when it is the h2spec the Makefile pins
+// (H2SPEC_VERSION), built by `make h2spec-tool` from tools/h2spec/go.mod (testkit.PinnedTool:
+// skipped without it, failed in CI).
 func h2specBinary(t *testing.T) string {
 	t.Helper()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^H2SPEC_VERSION\s*:=\s*(\S+)`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("the Makefile pins no H2SPEC_VERSION")
-	}
-	want := string(m[1])
-	p, err := filepath.Abs("../../bin/tools/h2spec")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := buildinfo.ReadFile(p)
-	var why string
-	switch {
-	case err != nil:
-		why = err.Error()
-	case info.Main.Path != "github.com/summerwind/h2spec" || info.Main.Version != want:
-		why = fmt.Sprintf("%s is %s %s", p, info.Main.Path, info.Main.Version)
-	default:
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("h2spec %s is not built (%s); .ci/run builds it with make h2spec-tool", want, why)
-	}
-	t.Skipf("h2spec %s is not built (%s): run make h2spec-tool (once; a few seconds)", want, why)
-	return ""
+	return testkit.PinnedTool(t, "../..", "h2spec", "H2SPEC_VERSION", "github.com/summerwind/h2spec", "h2spec-tool")
 }
 
 // h2specCase is one test of an h2spec run: its id (what h2spec takes on its command line to run

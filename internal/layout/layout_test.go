@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"internal/admission":        {"fastpath", "fastpath/pipeline", "fastpath/tenant", "pool"},
 	"spool":                     {"pool"},
 	"spool/feed":                {"fastpath", "fastpath/pipeline", "fastpath/tenant", "spool", "pool"},
-	"client":                    {"fastpath", "fastpath/pipeline", "fastpath/tenant", "fastpath/process", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize"},
+	"client":                    {"fastpath", "fastpath/pipeline", "fastpath/tenant", "fastpath/process", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize", "internal/h2"},
 	"client/filedest":           {"fastpath", "fastpath/pipeline", "proto/", "pool", "client"},
 	"client/kafkadest":          {"fastpath", "fastpath/pipeline", "pool", "client", "client/filedest"},
 	"server/admin":              {},
