@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -438,4 +439,45 @@ func testGRPCContinuationFloodHolds(t *testing.T, transport string) {
 		t.Errorf("connection still open after %d bytes of one header block", sent)
 	}
 	grpcCheck(t, g, w, grpcOverhead, base+grpcSlack, time.Second)
+}
+
+// Control-frame floods (CVE-2019-9512, CVE-2019-9515) on either transport. A client that pings
+// without pause is told too_many_pings and closed (-grpc.keepalive.min-time, 10s: the third
+// early PING); one that sends SETTINGS frames without pause and never reads their
+// acknowledgements is held back by its own connection once the server's writes to it block,
+// and costs no more than that connection's buffers. The well-behaved client is served
+// throughout.
+func TestGRPCControlFloodsHold(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCControlFloodsHold(t, tr) })
+	}
+}
+
+func testGRPCControlFloodsHold(t *testing.T, transport string) {
+	g := startGate(t, "-intake.wait=1s", "-grpc.transport="+transport)
+	w, base := grpcWitness(t, g)
+	pinger := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(42), streamWindow: -1})
+	for i := 0; i < 100_000 && !pinger.isClosed(); i++ {
+		if pinger.write(func() error { return pinger.fr.WritePing(false, [8]byte{byte(i)}) }) != nil {
+			break
+		}
+	}
+	if !grpcWaitFor(10*time.Second, pinger.isClosed) || pinger.goaways.Load() == 0 {
+		t.Errorf("the pinging connection was not ended with a GOAWAY (closed %v, %d GOAWAYs)", pinger.isClosed(), pinger.goaways.Load())
+	}
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(grpcPeer(43))}}
+	conn, err := d.Dial("tcp", g.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	flood := []byte(http2.ClientPreface)
+	for range 1 << 16 {
+		flood = append(flood, 0, 0, 0, byte(http2.FrameSettings), 0, 0, 0, 0, 0) // an empty SETTINGS
+	}
+	conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	sent, _ := conn.Write(flood) // it stops when the server stops reading
+	t.Logf("SETTINGS flood: %d of %d bytes taken", sent, len(flood))
+	// Bound: the overhead, plus the flooding connection's read and write buffers.
+	grpcCheck(t, g, w, grpcOverhead+4<<20, base+grpcSlack, time.Second)
 }
