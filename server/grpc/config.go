@@ -194,6 +194,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: transport %q is not %s or %s", c.Transport, TransportGRPCGo, TransportOwn)
 	case c.Transport == TransportOwn && (c.TLSCert != "" || c.TLSClientCA != ""):
 		return errors.New("grpc: -grpc.transport=otlpgate does not serve TLS yet: drop -grpc.tls.* or use -grpc.transport=grpc-go")
+	case c.Transport == TransportOwn && c.otepStreamsSet():
+		return errors.New("grpc: -grpc.stream.* configure the OTEP streams, which -grpc.transport=otlpgate does not serve (their calls are answered UNIMPLEMENTED): leave them at their defaults or use -grpc.transport=grpc-go")
 	case c.MaxRecvMsgSize <= 0:
 		return errors.New("grpc: max receive message size must be positive")
 	case c.PassThrough != "" && c.PassThrough != codec.Gzip && c.PassThrough != codec.Zstd:
@@ -240,6 +242,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: max receive message size %d exceeds the inflate budget %d (-intake.inflate-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxInflateBytes())
 	}
 	return nil
+}
+
+// otepStreamsSet reports whether a setting of the OTEP streams differs from its default: one
+// set on purpose, which the own transport would ignore.
+func (c *Config) otepStreamsSet() bool {
+	d := DefaultConfig()
+	return c.StreamMaxAge != d.StreamMaxAge || c.StreamMaxRequests != d.StreamMaxRequests || c.StreamWindow != d.StreamWindow ||
+		c.StreamMaxUnsent != d.StreamMaxUnsent || c.StreamAnswerTimeout != d.StreamAnswerTimeout
 }
 
 // connRecvBytes is MaxConnRecvBytes with its default applied.

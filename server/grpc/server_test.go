@@ -478,6 +478,9 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.MaxConnRecvBytes = -1 },
 		func(c *Config) { c.StreamMaxUnsent = 0 },
 		func(c *Config) { c.StreamAnswerTimeout = 0 },
+		func(c *Config) { c.Transport = "h2o" },
+		func(c *Config) { c.Transport, c.TLSCert, c.TLSKey = TransportOwn, "cert", "key" },
+		func(c *Config) { c.Transport, c.StreamMaxAge = TransportOwn, time.Minute },
 	} {
 		c := DefaultConfig()
 		mut(&c)
