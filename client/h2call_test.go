@@ -1,13 +1,21 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/strictsink"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // h2Config is a v1 unary destination on otlpgate's own transport.
@@ -134,5 +142,206 @@ func TestH2TransportValidate(t *testing.T) {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// transports runs f for a v1 unary destination on each gRPC transport: the own one must
+// treat an upstream exactly as grpc-go does.
+func transports(t *testing.T, f func(t *testing.T, transport string)) {
+	for _, tr := range []string{TransportGRPCGo, TransportOtlpgate} {
+		t.Run(tr, func(t *testing.T) { f(t, tr) })
+	}
+}
+
+// Statuses of v1 calls, each decided as grpc-go's are: INVALID_ARGUMENT and RESOURCE_EXHAUSTED
+// without RetryInfo are rejected (counted), UNAVAILABLE is retried after the backoff,
+// UNAVAILABLE with RetryInfo pauses the destination for its delay and is sent again; every
+// other batch is delivered once, and partial successes are counted.
+func TestH2ResultCodes(t *testing.T) {
+	transports(t, func(t *testing.T, transport string) {
+		u := newUpstream(t)
+		u.v1Rejected = 1
+		seen := map[string]int{}
+		var throttledAt, resentAt time.Time
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			u.mu.Lock()
+			seen[g.tag]++
+			k := seen[g.tag]
+			if g.tag == "b3" && k == 1 {
+				throttledAt = time.Now()
+			} else if g.tag == "b3" {
+				resentAt = time.Now()
+			}
+			u.mu.Unlock()
+			switch {
+			case g.tag == "b1":
+				return 0, status.Error(codes.InvalidArgument, "bad")
+			case g.tag == "b2" && k == 1:
+				return 0, status.Error(codes.Unavailable, "blip")
+			case g.tag == "b3" && k == 1:
+				return 0, throttleErr(300 * time.Millisecond)
+			case g.tag == "b4":
+				return 0, status.Error(codes.ResourceExhausted, "too big, no RetryInfo")
+			}
+			return 0, nil
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
+		cfg.Transport = transport
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 6, 1, 10)
+		if got, want := f.waitAll(), []bool{true, false, true, true, false, true}; !slices.Equal(got, want) {
+			t.Fatalf("delivered %v, want %v", got, want)
+		}
+		want := map[string]int{"b0": 1, "b1": 1, "b2": 2, "b3": 2, "b4": 1, "b5": 1}
+		if c := count(u.tags()); !mapsEqual(c, want) {
+			t.Errorf("calls per batch %v, want %v", c, want)
+		}
+		for _, g := range u.received() {
+			if !bytes.Equal(g.body, f.body(g.tag)) {
+				t.Errorf("%s: body differs", g.tag)
+			}
+		}
+		if r, x, th := value(d.m.retried[RetryFailed]), value(d.m.dropped[DropRejected]), value(d.m.throttles); r != 1 || x != 2 || th != 1 {
+			t.Errorf("retried %d, rejected %d, throttles %d; want 1, 2, 1", r, x, th)
+		}
+		if gap := resentAt.Sub(throttledAt); gap < 300*time.Millisecond {
+			t.Errorf("the throttled batch went again after %v, before the RetryInfo delay of 300ms", gap)
+		}
+		if v := value(d.m.partialRejected); v != 4 {
+			t.Errorf("partially rejected %d, want 4 (one per delivered batch)", v)
+		}
+	})
+}
+
+// An upstream that takes a call and never answers: the call is given up after ack-timeout and
+// retried after the backoff, as with grpc-go, and nothing is dropped.
+func TestH2AckTimeout(t *testing.T) {
+	transports(t, func(t *testing.T, transport string) {
+		u := newUpstream(t)
+		release := make(chan struct{})
+		defer close(release)
+		var calls atomic.Int32
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			if g.tag == "b1" && calls.Add(1) == 1 {
+				<-release // the first call is never answered in time
+			}
+			return 0, nil
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
+		cfg.Transport = transport
+		cfg.AckTimeout = time.Second
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 3, 1, 10)
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		if c := count(u.tags()); c["b0"] != 1 || c["b1"] != 2 || c["b2"] != 1 {
+			t.Errorf("calls per batch %v, want b1 twice, the others once", c)
+		}
+		if r, a := value(d.m.retried[RetryAckTimeout]), value(d.m.ackTimeouts); r != 1 || a != 1 {
+			t.Errorf("retried after a timeout %d, ack timeouts %d; want 1, 1", r, a)
+		}
+		if n := dropsOf(d); n != 0 {
+			t.Errorf("%d requests dropped", n)
+		}
+	})
+}
+
+// A large batch crosses many DATA frames and many rounds of window: the upstream advertises
+// grpc-go's least windows (64KiB per stream and connection) and the default MAX_FRAME_SIZE of
+// 16KiB, and gets every byte of each batch, from several calls at once, exactly once.
+func TestH2SmallWindows(t *testing.T) {
+	u := newUpstream(t, grpc.InitialWindowSize(64<<10), grpc.InitialConnWindowSize(64<<10))
+	cfg := unaryConfig(t, u.addr, ProtocolV1, 3)
+	cfg.Transport = TransportOtlpgate
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 6, 200, 5000) // about 1MiB each
+	if got := f.waitAll(); !allTrue(got) {
+		t.Fatalf("delivered %v, want all", got)
+	}
+	if c := count(u.tags()); len(c) != 6 || len(u.tags()) != 6 {
+		t.Errorf("calls per batch %v, want b0..b5 once each", c)
+	}
+	for _, g := range u.received() {
+		if len(g.body) < 900<<10 || !bytes.Equal(g.body, f.body(g.tag)) {
+			t.Errorf("%s: body of %d bytes differs from the %d sent", g.tag, len(g.body), len(f.body(g.tag)))
+		}
+	}
+}
+
+// The upstream stops gracefully (grpc-go's GracefulStop: GOAWAY, then it finishes the calls it
+// has) while calls are in flight, and a new server takes the address: the calls the old one
+// kept are answered there, every later one goes on a new connection to the new one, and each
+// batch arrives exactly once, nothing dropped.
+func TestH2GoAwayMidTraffic(t *testing.T) {
+	transports(t, func(t *testing.T, transport string) {
+		const held = 3
+		u := newUpstream(t)
+		hold := make(chan struct{})
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			<-hold
+			return 0, nil
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, held+2) // two workers free for the calls after GOAWAY
+		cfg.Transport = transport
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, held, 1, 10)
+		u.waitUntil("the calls in flight", func() bool { return u.inCall == held })
+
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			u.srv.GracefulStop()
+		}()
+		next := &upstream{t: t, addr: u.addr, changed: make(chan struct{})}
+		next.serve(listenAgain(t, u.addr))
+		t.Cleanup(next.stop)
+		f.send(held, 20, 1, 10)
+		next.waitUntil("calls at the new server", func() bool { return len(next.got) > 0 })
+		close(hold)
+		<-stopped
+
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		tags := append(u.tags(), next.tags()...)
+		slices.Sort(tags)
+		want := tagList(0, held+20-1)
+		slices.Sort(want)
+		if !slices.Equal(tags, want) {
+			t.Errorf("the upstreams got %v, want %v once each", tags, want)
+		}
+		t.Logf("sent again on a new connection: %d", value(d.m.resent))
+		if n := dropsOf(d); n != 0 {
+			t.Errorf("%d requests dropped", n)
+		}
+	})
+}
+
+// A server that sends GOAWAY naming a lower stream than a call it received (it did not and
+// will not process that one): the call goes again at once on a new connection, counted as
+// sent again, and each batch is answered exactly once.
+func TestH2GoAwayAboveLastStreamResent(t *testing.T) {
+	u := newRawUpstream(t, true, 2)
+	cfg := unaryConfig(t, u.addr(), ProtocolV1, 2)
+	cfg.Transport = TransportOtlpgate
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	if got := f.waitAll(); !allTrue(got) {
+		t.Fatalf("delivered %v, want all", got)
+	}
+	if got := u.tags(); !mapsEqual(got, map[string]int{"b0": 1, "b1": 1}) {
+		t.Errorf("answered %v, want b0 and b1 once each", got)
+	}
+	if r, c, x := value(d.m.resent), u.conns(), value(d.m.retried[RetryFailed]); r != 1 || c != 2 || x != 0 {
+		t.Errorf("sent again %d, connections %d, retried after a backoff %d; want 1, 2, 0", r, c, x)
+	}
+	if n := dropsOf(d); n != 0 {
+		t.Errorf("%d requests dropped", n)
 	}
 }
