@@ -689,8 +689,6 @@ func (c Config) validateTransport() error {
 		return errors.New("transport=otlpgate has no stream mode yet: use mode=unary or transport=grpc-go")
 	case !c.TLS.Insecure:
 		return errors.New("transport=otlpgate speaks plaintext HTTP/2 (h2c) only for now: use tls=false or transport=grpc-go")
-	case c.Compression != "" && c.Compression != "none":
-		return fmt.Errorf("transport=otlpgate does not compress yet (compression=%s): use transport=grpc-go", c.Compression)
 	case len(c.ForwardHeaders) > 0:
 		return errors.New("transport=otlpgate does not send forward-headers yet: use transport=grpc-go")
 	case strings.Contains(c.Endpoint, ":///"):

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -73,7 +76,7 @@ func newH2Transport(cfg *Config, methods [fastpath.NumSignals]string) (*h2Transp
 	t := &h2Transport{cfg: cfg, extra: extra}
 	t.mu.all = map[*h2Conn]struct{}{}
 	for sig, m := range methods {
-		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders("http", cfg.Endpoint, m, "", "otlpgate", extra...)...)
+		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders("http", cfg.Endpoint, m, cfg.compressor(), "otlpgate", extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
 		}
@@ -166,7 +169,8 @@ type h2Stream struct {
 	msg        []byte
 	details    []byte
 	resp       []byte
-	over       bool // the answer passed max-recv-msg-size
+	plain      []byte // resp decompressed
+	over       bool   // the answer passed max-recv-msg-size
 
 	// The request's wire: frame headers and the vector written with writev.
 	hbuf   []byte
@@ -232,7 +236,7 @@ func (st *h2Stream) take(b []byte, limit int) {
 
 // result reads the answer as grpc-go would: the reply's bytes, or the call's status as an
 // error; tooLarge when the answer was over max-recv-msg-size. Runs on the worker after done.
-func (st *h2Stream) result() (reply []byte, err error) {
+func (st *h2Stream) result(comp encoding.Compressor, limit int) (reply []byte, err error) {
 	switch {
 	case st.err != nil:
 		if _, ok := status.FromError(st.err); ok {
@@ -255,10 +259,41 @@ func (st *h2Stream) result() (reply []byte, err error) {
 		return nil, nil // no message: an empty ExportResponse is no partial success
 	case len(st.resp) < 5 || int(binary.BigEndian.Uint32(st.resp[1:])) != len(st.resp)-5:
 		return nil, status.Error(codes.Internal, "the upstream's answer is not one gRPC message")
+	case st.resp[0] == 1:
+		return st.inflate(comp, limit)
 	case st.resp[0] != 0:
-		return nil, status.Error(codes.Internal, "the upstream compressed its answer, which the call did not accept")
+		return nil, status.Error(codes.Internal, "the upstream's answer has a bad compressed flag")
 	}
 	return st.resp[5:], nil
+}
+
+// inflate decompresses a compressed answer (a grpc-go server answers in the encoding of the
+// request) into the stream's buffer, up to limit bytes.
+func (st *h2Stream) inflate(comp encoding.Compressor, limit int) ([]byte, error) {
+	if comp == nil {
+		return nil, status.Error(codes.Internal, "the upstream compressed its answer, which the call did not accept")
+	}
+	zr, err := comp.Decompress(bytes.NewReader(st.resp[5:]))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
+	}
+	st.plain = st.plain[:0]
+	for {
+		if len(st.plain) == cap(st.plain) {
+			st.plain = append(st.plain, 0)[:len(st.plain)]
+		}
+		n, err := zr.Read(st.plain[len(st.plain):cap(st.plain)])
+		st.plain = st.plain[:len(st.plain)+n]
+		if len(st.plain) > limit {
+			return nil, errH2AnswerTooLarge
+		}
+		if err == io.EOF {
+			return st.plain, nil
+		}
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
+		}
+	}
 }
 
 var errH2AnswerTooLarge = errors.New("client: answer over max-recv-msg-size")
@@ -363,8 +398,11 @@ func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame) bool {
 // last; each round of frames the windows allow goes in one writev, the payload's bytes
 // straight from the batch. It stops early when the stream ended (the server answered before
 // the whole request came, reset it, or the connection broke).
-func (c *h2Conn) writeData(st *h2Stream, payload []byte) {
+func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
 	st.prefix[0] = 0
+	if compressed {
+		st.prefix[0] = 1
+	}
 	binary.BigEndian.PutUint32(st.prefix[1:], uint32(len(payload)))
 	total := 5 + len(payload)
 	for sent := 0; sent < total; {

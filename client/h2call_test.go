@@ -126,7 +126,7 @@ func TestH2TransportValidate(t *testing.T) {
 		{"protocol=otep,mode=stream,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
 		{"protocol=otep,mode=unary,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
 		{"protocol=v1,transport=otlpgate,tls=true", "transport=otlpgate speaks plaintext HTTP/2 (h2c) only for now: use tls=false or transport=grpc-go"},
-		{"protocol=v1,transport=otlpgate,compression=gzip", "transport=otlpgate does not compress yet (compression=gzip): use transport=grpc-go"},
+		{"protocol=v1,transport=otlpgate,compression=gzip", ""},
 		{"protocol=v1,transport=otlpgate,forward-headers=x-tenant", "transport=otlpgate does not send forward-headers yet: use transport=grpc-go"},
 	} {
 		t.Run(c.dest, func(t *testing.T) {
@@ -343,5 +343,46 @@ func TestH2GoAwayAboveLastStreamResent(t *testing.T) {
 	}
 	if n := dropsOf(d); n != 0 {
 		t.Errorf("%d requests dropped", n)
+	}
+}
+
+// Compressed calls (gzip, zstd): the strict upstream decodes exactly what was sent, and every
+// call carries its grpc-encoding; the answers, which grpc-go compresses the same way, are read
+// (their partial successes counted).
+func TestH2Compression(t *testing.T) {
+	for _, enc := range []string{"gzip", "zstd"} {
+		t.Run(enc, func(t *testing.T) {
+			s := startStrict(t)
+			cfg := h2Config(t, s.Addr())
+			cfg.Compression = enc
+			d := startDest(t, cfg)
+			f := newFeeder(t, d)
+			checkExact(t, f, s, sendThreeSignals(f, 10, 500))
+
+			u := newUpstream(t)
+			u.v1Rejected = 1
+			cfg = h2Config(t, u.addr)
+			cfg.Compression = enc
+			d = startDest(t, cfg)
+			f = newFeeder(t, d)
+			f.send(0, 5, 2, 300)
+			if got := f.waitAll(); !allTrue(got) {
+				t.Fatalf("delivered %v, want all", got)
+			}
+			for _, g := range u.received() {
+				if !bytes.Equal(g.body, f.body(g.tag)) {
+					t.Errorf("%s: body differs", g.tag)
+				}
+			}
+			u.mu.Lock()
+			encs := slices.Clone(u.compressed)
+			u.mu.Unlock()
+			if len(encs) != 5 || slices.ContainsFunc(encs, func(e string) bool { return e != enc }) {
+				t.Errorf("grpc-encoding of the calls %v, want %s five times", encs, enc)
+			}
+			if v := value(d.m.partialRejected); v != 5 {
+				t.Errorf("partially rejected %d, want 5 (read from compressed answers)", v)
+			}
+		})
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/pool"
 )
 
 // h2Worker is a unary sender of transport=otlpgate, for one signal: Concurrency of them per
@@ -17,6 +20,8 @@ type h2Worker struct {
 	timer *time.Timer // waits in next and waitPause
 	ack   *time.Timer // the ack timeout of the call under way
 	st    *h2Stream
+	comp  encoding.Compressor // nil: messages go as they are
+	out   bufWriter           // the compressed message of the call under way
 }
 
 // h2MaxRefused bounds how often one attempt goes again at once because the server did not
@@ -25,7 +30,11 @@ type h2Worker struct {
 const h2MaxRefused = 8
 
 func newH2Worker(d *Dest, sig fastpath.Signal) *h2Worker {
-	return &h2Worker{d: d, sig: sig, timer: stoppedTimer(), ack: stoppedTimer(), st: newH2Stream()}
+	w := &h2Worker{d: d, sig: sig, timer: stoppedTimer(), ack: stoppedTimer(), st: newH2Stream()}
+	if c := d.cfg.compressor(); c != "" {
+		w.comp = encoding.GetCompressor(c) // newDest checked it is registered
+	}
+	return w
 }
 
 func (w *h2Worker) run() {
@@ -68,9 +77,10 @@ func (w *h2Worker) call(r *request) {
 		err      error
 		timedOut bool
 	)
-	for refused := 0; ; refused++ {
+	msg, compressed, cerr := w.message(r)
+	for refused := 0; cerr == nil; refused++ {
 		var again bool
-		reply, err, timedOut, again = w.attempt(r)
+		reply, err, timedOut, again = w.attempt(r, msg, compressed)
 		if !again {
 			break
 		}
@@ -80,8 +90,11 @@ func (w *h2Worker) call(r *request) {
 		}
 		d.m.resent.Inc() // the server said it did not process it: no duplicate, but counted
 	}
+	w.out.release()
 	d.sending.Add(-1)
 	switch {
+	case cerr != nil:
+		d.drop(r, DropInvalid) // a compressor that fails on a batch fails on it every time
 	case err == errH2AnswerTooLarge:
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 		d.unreadableAnswer(r, "the answer's DATA")
@@ -95,7 +108,7 @@ func (w *h2Worker) call(r *request) {
 // attempt makes one call of r on the current connection. again: the server did not process
 // it (GOAWAY, REFUSED_STREAM) or the connection took no new stream, so it may go again at once
 // on another.
-func (w *h2Worker) attempt(r *request) (reply []byte, err error, timedOut, again bool) {
+func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byte, err error, timedOut, again bool) {
 	d, st := w.d, w.st
 	c, err := d.h2.get()
 	if err != nil {
@@ -107,7 +120,7 @@ func (w *h2Worker) attempt(r *request) (reply []byte, err error, timedOut, again
 	if !c.open(st, d.h2.headers[r.sig]) {
 		return nil, nil, false, true
 	}
-	c.writeData(st, r.b.Payload.Bytes())
+	c.writeData(st, msg, compressed)
 	r.sentAt = nanotime()
 	w.ack.Reset(d.cfg.AckTimeout)
 	select {
@@ -132,6 +145,32 @@ func (w *h2Worker) attempt(r *request) (reply []byte, err error, timedOut, again
 	if st.refused {
 		return nil, nil, false, true
 	}
-	reply, err = st.result()
+	reply, err = st.result(w.comp, d.cfg.MaxRecvMsgSize)
 	return reply, err, false, false
+}
+
+// message is the gRPC message of r: the batch's bytes, compressed into the worker's pooled
+// buffer when the destination compresses, or as they are when the batch arrived compressed the
+// way the destination sends (pass-through). Valid until w.out.release.
+func (w *h2Worker) message(r *request) (msg []byte, compressed bool, err error) {
+	body := r.b.Payload.Bytes()
+	if w.comp == nil {
+		return body, false, nil
+	}
+	if r.b.Encoding != pipeline.EncodingNone {
+		return body, true, nil
+	}
+	w.out.b = pool.GetBytes(len(body) + len(body)/64 + 1024)
+	zw, err := w.comp.Compress(&w.out)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := zw.Write(body); err != nil {
+		zw.Close()
+		return nil, false, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, false, err
+	}
+	return *w.out.b, true, nil
 }
