@@ -42,6 +42,8 @@ type h2Conn struct {
 	dec  *h2.Decoder
 	meta fieldMeta
 
+	ageTimer, graceTimer *time.Timer // -grpc.max-connection-age and its grace; nil when off
+
 	ctx    context.Context // ends with the connection: -ack=upstream waiters stop
 	cancel context.CancelFunc
 	async  sync.WaitGroup // -ack=upstream waiters
@@ -123,6 +125,14 @@ func (c *h2Conn) serve() {
 	c.rbuf = pool.GetBytes(c.s.h2.readSize)
 	c.hdrBuf = make([]byte, 0, 4<<10)
 	defer c.close()
+	// -grpc.max-connection-age: the shutdown's two GOAWAYs, so that the client moves to a new
+	// connection, and after -grpc.max-connection-age-grace the connection closes, calls or not.
+	if age := c.s.cfg.MaxConnectionAge; age > 0 {
+		c.ageTimer = time.AfterFunc(age, c.goAway)
+		if grace := c.s.cfg.MaxConnectionAgeGrace; grace > 0 {
+			c.graceTimer = time.AfterFunc(age+grace, func() { c.nc.Close() })
+		}
+	}
 
 	// The preface and the client's SETTINGS within -grpc.handshake-timeout.
 	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
@@ -669,6 +679,12 @@ func (c *h2Conn) flushLocked() error {
 
 // close ends the connection and gives back what it holds, once every waiter returned.
 func (c *h2Conn) close() {
+	if c.ageTimer != nil {
+		c.ageTimer.Stop()
+	}
+	if c.graceTimer != nil {
+		c.graceTimer.Stop()
+	}
 	c.cancel()
 	c.nc.Close()
 	c.async.Wait()

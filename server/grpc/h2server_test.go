@@ -595,3 +595,39 @@ func TestH2AbandonedCallsReleaseReservations(t *testing.T) {
 		t.Fatalf("limiter holds %d after the connection closed", lim.Bytes())
 	}
 }
+
+// -grpc.max-connection-age ends a connection as a shutdown does, with the two GOAWAYs, so that
+// the client moves to a new one; a call in progress is answered first.
+func TestH2MaxConnectionAge(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	sc.MaxConnectionAge = 200 * time.Millisecond
+	sc.MaxConnectionAgeGrace = time.Minute
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	msg := grpcMessage(traceBody(t, 3, 1))
+	c.call(t, 1, msg[:3], false)
+	ga, ok := c.next(t).(*http2.GoAwayFrame)
+	if !ok || ga.LastStreamID != 1<<31-1 {
+		t.Fatalf("at the age: %v", ga)
+	}
+	p, ok := c.next(t).(*http2.PingFrame)
+	if !ok || p.IsAck() {
+		t.Fatalf("after the first GOAWAY: %v", p)
+	}
+	c.fr.WritePing(true, p.Data)
+	if ga, ok := c.next(t).(*http2.GoAwayFrame); !ok || ga.LastStreamID != 1 {
+		t.Fatalf("second GOAWAY: %v", ga)
+	}
+	if err := c.fr.WriteData(1, true, msg[3:]); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if h, ok := c.next(t).(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+			break
+		}
+	}
+	if _, err := c.fr.ReadFrame(); err == nil {
+		t.Fatal("the connection stays open after its last call")
+	}
+}
