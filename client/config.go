@@ -132,7 +132,7 @@ type Config struct {
 	Mode string
 	// Transport is the gRPC transport of a v1 unary destination (transport):
 	// TransportGRPCGo (the default, also for "") or TransportOtlpgate, otlpgate's own HTTP/2
-	// client (h2conn.go), which for now speaks h2c to a v1 upstream in unary mode only.
+	// client (h2conn.go), which for now speaks to a v1 upstream in unary mode only.
 	Transport string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
 	Streams int
@@ -687,8 +687,6 @@ func (c Config) validateTransport() error {
 		return fmt.Errorf("transport=otlpgate speaks protocol v1 only for now, not %s: use transport=grpc-go", c.Protocol)
 	case c.Mode != ModeUnary:
 		return errors.New("transport=otlpgate has no stream mode yet: use mode=unary or transport=grpc-go")
-	case !c.TLS.Insecure:
-		return errors.New("transport=otlpgate speaks plaintext HTTP/2 (h2c) only for now: use tls=false or transport=grpc-go")
 	case len(c.ForwardHeaders) > 0:
 		return errors.New("transport=otlpgate does not send forward-headers yet: use transport=grpc-go")
 	case strings.Contains(c.Endpoint, ":///"):

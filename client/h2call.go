@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -35,6 +36,7 @@ import (
 // server sent GOAWAY (the old one finishes its calls and closes).
 type h2Transport struct {
 	cfg     *Config
+	tls     *tls.Config                           // nil: h2c
 	headers [fastpath.NumSignals]*h2.HeadersFrame // a call's HEADERS per signal, built once
 	extra   []h2.HeaderField                      // the configured headers and authorization
 
@@ -75,8 +77,19 @@ func newH2Transport(cfg *Config, methods [fastpath.NumSignals]string) (*h2Transp
 	}
 	t := &h2Transport{cfg: cfg, extra: extra}
 	t.mu.all = map[*h2Conn]struct{}{}
+	scheme := "http"
+	if !cfg.TLS.Insecure {
+		if t.tls, err = tlsConfig(cfg.TLS); err != nil {
+			return nil, err
+		}
+		t.tls.NextProtos = []string{"h2"}
+		if t.tls.ServerName == "" {
+			t.tls.ServerName, _, _ = net.SplitHostPort(cfg.Endpoint)
+		}
+		scheme = "https"
+	}
 	for sig, m := range methods {
-		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders("http", cfg.Endpoint, m, cfg.compressor(), "otlpgate", extra...)...)
+		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders(scheme, cfg.Endpoint, m, cfg.compressor(), "otlpgate", extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
 		}
@@ -106,7 +119,7 @@ func (t *h2Transport) get() (*h2Conn, error) {
 		return c, nil
 	}
 	t.mu.cur = nil
-	c, err := dialH2(t.cfg.Endpoint, t.cfg, min(20*time.Second, t.cfg.AckTimeout))
+	c, err := dialH2(t.cfg.Endpoint, t.cfg, t.tls, min(20*time.Second, t.cfg.AckTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -433,9 +446,20 @@ func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
 			st.vec = appendSpan(st.vec, st.prefix[:], payload, off, off+l)
 			off += l
 		}
-		st.wv = st.vec
 		c.wmu.Lock()
-		_, err := st.wv.WriteTo(c.nc)
+		var err error
+		if c.tls {
+			// tls.Conn writes each buffer of a vector as its own record: gather them, since
+			// the encryption copies the bytes anyway.
+			c.wbuf = c.wbuf[:0]
+			for _, b := range st.vec {
+				c.wbuf = append(c.wbuf, b...)
+			}
+			_, err = c.nc.Write(c.wbuf)
+		} else {
+			st.wv = st.vec
+			_, err = st.wv.WriteTo(c.nc)
+		}
 		c.wmu.Unlock()
 		if err != nil {
 			c.fail(err)

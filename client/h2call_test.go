@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -125,7 +128,7 @@ func TestH2TransportValidate(t *testing.T) {
 		{"protocol=v1,transport=quic", `transport "quic" (want grpc-go or otlpgate)`},
 		{"protocol=otep,mode=stream,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
 		{"protocol=otep,mode=unary,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
-		{"protocol=v1,transport=otlpgate,tls=true", "transport=otlpgate speaks plaintext HTTP/2 (h2c) only for now: use tls=false or transport=grpc-go"},
+		{"protocol=v1,transport=otlpgate,tls=true", ""},
 		{"protocol=v1,transport=otlpgate,compression=gzip", ""},
 		{"protocol=v1,transport=otlpgate,forward-headers=x-tenant", "transport=otlpgate does not send forward-headers yet: use transport=grpc-go"},
 	} {
@@ -384,5 +387,61 @@ func TestH2Compression(t *testing.T) {
 				t.Errorf("partially rejected %d, want 5 (read from compressed answers)", v)
 			}
 		})
+	}
+}
+
+// TLS with ALPN h2, a client certificate and a bearer token, to a grpc-go upstream that
+// requires the certificate: calls are delivered with the token; without the certificate the
+// handshake fails, the batch is retried until its budget ends, and the upstream sees nothing.
+func TestH2TLS(t *testing.T) {
+	c := newCerts(t)
+	creds := credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{c.server}, ClientCAs: c.pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	})
+	u := newUpstream(t, grpc.Creds(creds))
+	var auth []string
+	u.srvCtxHook = func(md metadata.MD) {
+		u.mu.Lock()
+		auth = append(auth, strings.Join(md.Get("authorization"), ","))
+		u.mu.Unlock()
+	}
+	base := testConfig(t, "")
+	spec := "name=" + base.Name + ",endpoint=" + u.addr + ",protocol=v1,mode=unary,concurrency=1,transport=otlpgate" +
+		",tls-ca=" + c.caFile + ",tls-cert=" + c.clientCert + ",tls-key=" + c.clientKey +
+		",tls-server-name=gateway.test,bearer-token-file=" + c.tokenF
+	cfg, err := ParseDest(spec, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	f.send(0, 2, 1, 10)
+	if ok := f.waitAll(); !allTrue(ok) {
+		t.Fatalf("delivered %v", ok)
+	}
+	u.mu.Lock()
+	if len(auth) != 2 || auth[0] != "Bearer s3cret" || auth[1] != "Bearer s3cret" {
+		t.Errorf("authorization metadata %q", auth)
+	}
+	u.mu.Unlock()
+	for _, g := range u.received() {
+		if !bytes.Equal(g.body, f.body(g.tag)) {
+			t.Errorf("%s: body differs", g.tag)
+		}
+	}
+
+	noCert := cfg
+	noCert.Name += "_nocert"
+	noCert.TLS.CertFile, noCert.TLS.KeyFile = "", ""
+	noCert.RetryMaxElapsed = 200 * time.Millisecond
+	d2 := startDest(t, noCert)
+	f2 := newFeeder(t, d2)
+	f2.send(10, 1, 1, 10)
+	if f2.wait(0) {
+		t.Error("delivered without a client certificate")
+	}
+	if n := len(u.received()); n != 2 {
+		t.Errorf("upstream received %d requests, want the 2 sent with a certificate", n)
 	}
 }

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,6 +41,7 @@ import (
 type h2Conn struct {
 	nc  net.Conn
 	cfg *Config
+	tls bool // nc is a *tls.Conn: DATA is gathered into wbuf, one record per round, not writev
 
 	wmu  sync.Mutex // serialises writes to nc
 	wbuf []byte     // control frames, built and written under wmu
@@ -101,12 +104,27 @@ var (
 // dialH2 connects to addr and opens the HTTP/2 connection: the preface, our SETTINGS and the
 // connection window. It does not wait for the server's SETTINGS: until they come, RFC 9113's
 // defaults apply (§6.5.2), which every server must accept.
-func dialH2(addr string, cfg *Config, timeout time.Duration) (*h2Conn, error) {
+func dialH2(addr string, cfg *Config, tc *tls.Config, timeout time.Duration) (*h2Conn, error) {
 	nc, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cannot dial %s: %w", addr, err)
 	}
+	if tc != nil {
+		tlsConn := tls.Client(nc, tc)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := tlsConn.HandshakeContext(ctx)
+		cancel()
+		if err == nil && tlsConn.ConnectionState().NegotiatedProtocol != "h2" {
+			err = errors.New("the server did not agree to HTTP/2 (ALPN h2)")
+		}
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		nc = tlsConn
+	}
 	c := &h2Conn{
+		tls:  tc != nil,
 		nc:   nc,
 		cfg:  cfg,
 		done: make(chan struct{}),
