@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,11 @@ type h2Conn struct {
 	meta fieldMeta
 
 	ageTimer, graceTimer *time.Timer // -grpc.max-connection-age and its grace; nil when off
+	// Server keepalive (-grpc.keepalive.time, -grpc.keepalive.timeout): lastRead is when serve
+	// last read bytes (unix ns); kaTimer's callback (keepalive) owns kaSentAt.
+	lastRead atomic.Int64
+	kaTimer  *time.Timer
+	kaSentAt int64
 
 	ctx    context.Context // ends with the connection: -ack=upstream waiters stop
 	cancel context.CancelFunc
@@ -87,8 +93,12 @@ var (
 		Name: "otlpgate_grpc_h2_errors_total",
 		Help: "HTTP/2 errors of clients of -grpc.transport=otlpgate, by scope: connection (ended with a GOAWAY carrying the error code), stream (reset with RST_STREAM).",
 	}, []string{"scope"})
-	h2ConnErrors   = h2Errors.WithLabelValues("connection")
-	h2StreamErrors = h2Errors.WithLabelValues("stream")
+	h2ConnErrors    = h2Errors.WithLabelValues("connection")
+	h2StreamErrors  = h2Errors.WithLabelValues("stream")
+	keepaliveCloses = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_keepalive_closed_connections_total",
+		Help: "Connections of -grpc.transport=otlpgate closed because nothing came within -grpc.keepalive.timeout of the server's keepalive PING (sent after -grpc.keepalive.time without a byte).",
+	})
 )
 
 // drainPing is the PING sent with the first GOAWAY of a shutdown; its ACK says the client saw
@@ -125,6 +135,10 @@ func (c *h2Conn) serve() {
 	c.rbuf = pool.GetBytes(c.s.h2.readSize)
 	c.hdrBuf = make([]byte, 0, 4<<10)
 	defer c.close()
+	c.lastRead.Store(time.Now().UnixNano())
+	if c.s.cfg.KeepaliveTime > 0 {
+		c.kaTimer = time.AfterFunc(c.s.cfg.KeepaliveTime, c.keepalive)
+	}
 	// -grpc.max-connection-age: the shutdown's two GOAWAYs, so that the client moves to a new
 	// connection, and after -grpc.max-connection-age-grace the connection closes, calls or not.
 	if age := c.s.cfg.MaxConnectionAge; age > 0 {
@@ -162,6 +176,9 @@ func (c *h2Conn) serve() {
 	for {
 		n, rerr := c.nc.Read(buf[end:])
 		end += n
+		if n > 0 && c.kaTimer != nil {
+			c.lastRead.Store(time.Now().UnixNano())
+		}
 		if preface {
 			if end < len(h2.ClientPreface) {
 				if rerr != nil {
@@ -679,6 +696,9 @@ func (c *h2Conn) flushLocked() error {
 
 // close ends the connection and gives back what it holds, once every waiter returned.
 func (c *h2Conn) close() {
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
 	if c.ageTimer != nil {
 		c.ageTimer.Stop()
 	}
@@ -701,6 +721,44 @@ func (c *h2Conn) close() {
 	pool.PutBytes(c.rbuf)
 	c.rbuf = nil
 	c.s.h2.remove(c)
+}
+
+// keepalivePing is the PING of the server's keepalive.
+var keepalivePing = [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'i', 'v'}
+
+// keepalive runs on kaTimer: after -grpc.keepalive.time without a byte from the client it
+// sends a PING, and closes the connection when nothing is read within -grpc.keepalive.timeout
+// of it, as grpc-go's server does, so that a client gone without a word (a host that died, a
+// path that broke) holds nothing for long.
+func (c *h2Conn) keepalive() {
+	if c.ctx.Err() != nil {
+		return // the connection ended (close stops the timer, but a run may have begun)
+	}
+	ka, timeout := c.s.cfg.KeepaliveTime, c.s.cfg.KeepaliveTimeout
+	now := time.Now().UnixNano()
+	last := c.lastRead.Load()
+	if c.kaSentAt != 0 {
+		if last < c.kaSentAt {
+			keepaliveCloses.Inc()
+			c.nc.Close() // serve's read fails, and the connection ends
+			return
+		}
+		c.kaSentAt = 0
+	}
+	if idle := time.Duration(now - last); idle < ka {
+		c.kaTimer.Reset(ka - idle)
+		return
+	}
+	c.mu.Lock()
+	if c.mu.closed || !c.mu.started {
+		c.mu.Unlock()
+		return
+	}
+	*c.mu.out = appendPing(*c.mu.out, false, keepalivePing)
+	c.flushLocked()
+	c.mu.Unlock()
+	c.kaSentAt = now
+	c.kaTimer.Reset(timeout)
 }
 
 // discard closes a connection that was never served, giving back its buffer.

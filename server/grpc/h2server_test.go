@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -629,5 +630,47 @@ func TestH2MaxConnectionAge(t *testing.T) {
 	}
 	if _, err := c.fr.ReadFrame(); err == nil {
 		t.Fatal("the connection stays open after its last call")
+	}
+}
+
+// After -grpc.keepalive.time without a byte from the client the own transport sends a PING; a
+// client that answers keeps its connection, one that stays silent past
+// -grpc.keepalive.timeout loses it, counted in otlpgate_grpc_keepalive_closed_connections_total.
+func TestH2KeepalivePing(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	sc.KeepaliveTime, sc.KeepaliveTimeout = 100*time.Millisecond, 200*time.Millisecond
+	e := start(t, testPipelineConfig(), sc, nil)
+	before := testutil.ToFloat64(keepaliveCloses)
+	silent := dialH2Client(t, e.srv.Addr().String())
+	if p, ok := silent.next(t).(*http2.PingFrame); !ok || p.IsAck() {
+		t.Fatalf("keepalive: %v", p)
+	}
+	for {
+		if _, err := silent.fr.ReadFrame(); err != nil {
+			break // closed
+		}
+	}
+	if got := testutil.ToFloat64(keepaliveCloses) - before; got != 1 {
+		t.Fatalf("otlpgate_grpc_keepalive_closed_connections_total rose by %v, want 1", got)
+	}
+	alive := dialH2Client(t, e.srv.Addr().String())
+	for range 3 { // answered each time: the connection stays
+		p, ok := alive.next(t).(*http2.PingFrame)
+		if !ok || p.IsAck() {
+			t.Fatalf("keepalive: %v", p)
+		}
+		alive.fr.WritePing(true, p.Data)
+	}
+	alive.call(t, 1, grpcMessage(traceBody(t, 1, 1)), true)
+	for {
+		switch f := alive.next(t).(type) {
+		case *http2.PingFrame:
+			alive.fr.WritePing(true, f.Data)
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				return
+			}
+		}
 	}
 }
