@@ -18,7 +18,7 @@ type Config struct {
 	Listen string
 	// Transport is the HTTP/2 transport that serves the listener (-grpc.transport, default
 	// grpc-go): TransportGRPCGo, or TransportOwn, otlpgate's own, which serves the v1 Export
-	// methods only (h2c with prior knowledge; no TLS yet, the OTEP services answered
+	// methods only (h2c with prior knowledge, or TLS with ALPN h2; the OTEP services answered
 	// UNIMPLEMENTED). Empty is grpc-go.
 	Transport string
 	// MaxRecvMsgSize caps one request (-grpc.max-recv-msg-size, default 16MiB); larger requests
@@ -192,8 +192,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Transport != "" && c.Transport != TransportGRPCGo && c.Transport != TransportOwn:
 		return fmt.Errorf("grpc: transport %q is not %s or %s", c.Transport, TransportGRPCGo, TransportOwn)
-	case c.Transport == TransportOwn && (c.TLSCert != "" || c.TLSClientCA != ""):
-		return errors.New("grpc: -grpc.transport=otlpgate does not serve TLS yet: drop -grpc.tls.* or use -grpc.transport=grpc-go")
 	case c.Transport == TransportOwn && c.otepStreamsSet():
 		return errors.New("grpc: -grpc.stream.* configure the OTEP streams, which -grpc.transport=otlpgate does not serve (their calls are answered UNIMPLEMENTED): leave them at their defaults or use -grpc.transport=grpc-go")
 	case c.MaxRecvMsgSize <= 0:

@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -37,7 +38,8 @@ import (
 //     then it returns to free, with its buffers given back.
 type h2Conn struct {
 	s    *Server
-	nc   net.Conn
+	raw  net.Conn // the accepted connection: closing it ends everything; safe from any goroutine
+	nc   net.Conn // what serve reads and writes: raw, or the TLS connection over it (set by serve before its first write)
 	peer netip.Addr
 	acct *admission.Account // the connection's intake limiter account; nil without a limiter
 	dec  *h2.Decoder
@@ -109,7 +111,7 @@ var drainPing = [8]byte{'o', 't', 'l', 'p', 'g', 'a', 't', 'e'}
 var errConnDone = errors.New("grpc: connection done")
 
 func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
-	c := &h2Conn{s: s, nc: nc}
+	c := &h2Conn{s: s, raw: nc, nc: nc}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		c.peer = a.AddrPort().Addr().Unmap()
@@ -132,9 +134,12 @@ func (s *Server) newH2Conn(nc net.Conn) *h2Conn {
 
 // serve runs the connection until it ends. It runs on the connection's own goroutine.
 func (c *h2Conn) serve() {
+	defer c.close()
+	if c.s.h2.tls != nil && !c.handshake() {
+		return
+	}
 	c.rbuf = pool.GetBytes(c.s.h2.readSize)
 	c.hdrBuf = make([]byte, 0, 4<<10)
-	defer c.close()
 	c.lastRead.Store(time.Now().UnixNano())
 	if c.s.cfg.KeepaliveTime > 0 {
 		c.kaTimer = time.AfterFunc(c.s.cfg.KeepaliveTime, c.keepalive)
@@ -144,7 +149,7 @@ func (c *h2Conn) serve() {
 	if age := c.s.cfg.MaxConnectionAge; age > 0 {
 		c.ageTimer = time.AfterFunc(age, c.goAway)
 		if grace := c.s.cfg.MaxConnectionAgeGrace; grace > 0 {
-			c.graceTimer = time.AfterFunc(age+grace, func() { c.nc.Close() })
+			c.graceTimer = time.AfterFunc(age+grace, func() { c.raw.Close() })
 		}
 	}
 
@@ -260,6 +265,27 @@ func (c *h2Conn) idleDeadline(idle bool) {
 		return
 	}
 	c.nc.SetReadDeadline(time.Time{})
+}
+
+// handshake runs the TLS handshake within -grpc.handshake-timeout and reports whether the
+// client negotiated h2 (ALPN), as every gRPC client does. The frame watch of the accepted
+// connection moves above TLS, where the frames are (as watchedCreds does for grpc-go).
+func (c *h2Conn) handshake() bool {
+	cc, watched := c.raw.(*conn)
+	if watched {
+		cc.plain = false // before the first byte: what crosses raw is not HTTP/2 in clear
+	}
+	t := tls.Server(c.raw, c.s.h2.tls)
+	t.SetDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
+	if err := t.HandshakeContext(c.ctx); err != nil || t.ConnectionState().NegotiatedProtocol != "h2" {
+		return false
+	}
+	t.SetDeadline(time.Time{})
+	c.nc = t
+	if watched {
+		c.nc = &tlsConn{Conn: t, c: cc}
+	}
+	return true
 }
 
 // afterReadLocked gives back, once per read, the connection window the read consumed.
@@ -706,7 +732,7 @@ func (c *h2Conn) close() {
 		c.graceTimer.Stop()
 	}
 	c.cancel()
-	c.nc.Close()
+	c.raw.Close() // not the TLS connection's Close, which may wait to write its close_notify
 	c.async.Wait()
 	c.mu.Lock()
 	c.mu.closed = true
@@ -740,7 +766,7 @@ func (c *h2Conn) keepalive() {
 	if c.kaSentAt != 0 {
 		if last < c.kaSentAt {
 			keepaliveCloses.Inc()
-			c.nc.Close() // serve's read fails, and the connection ends
+			c.raw.Close() // serve's read fails, and the connection ends
 			return
 		}
 		c.kaSentAt = 0
@@ -764,7 +790,7 @@ func (c *h2Conn) keepalive() {
 // discard closes a connection that was never served, giving back its buffer.
 func (c *h2Conn) discard() {
 	c.cancel()
-	c.nc.Close()
+	c.raw.Close()
 	pool.PutBytes(c.mu.out)
 	c.mu.out = nil
 }

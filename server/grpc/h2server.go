@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,9 +25,10 @@ const (
 // out once, and its connections.
 type h2Server struct {
 	decCfg   h2.Config
-	maxFrame uint32 // the SETTINGS_MAX_FRAME_SIZE advertised
-	maxBlock int    // the bound of one header block as sent (HEADERS and its CONTINUATIONs)
-	readSize int    // the read buffer of a connection
+	maxFrame uint32      // the SETTINGS_MAX_FRAME_SIZE advertised
+	maxBlock int         // the bound of one header block as sent (HEADERS and its CONTINUATIONs)
+	readSize int         // the read buffer of a connection
+	tls      *tls.Config // nil: h2c with prior knowledge
 	wg       sync.WaitGroup
 	mu       struct {
 		sync.Mutex
@@ -42,7 +44,11 @@ var h2Keep = []string{
 	"content-length", "authorization", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
 }
 
-func (h *h2Server) init(cfg *Config) error {
+func (h *h2Server) init(cfg *Config, tc *tls.Config) error {
+	if tc != nil {
+		h.tls = tc.Clone()
+		h.tls.NextProtos = []string{"h2"}
+	}
 	keep := append([]string(nil), h2Keep...)
 	if cfg.Tenants != nil {
 	next:
@@ -153,7 +159,7 @@ func (s *Server) shutdownH2(ctx context.Context) error {
 	select {
 	case <-s.served:
 	case <-ctx.Done():
-		s.h2.each(func(c *h2Conn) { c.nc.Close() })
+		s.h2.each(func(c *h2Conn) { c.raw.Close() })
 		<-s.served
 		err = fmt.Errorf("grpc: calls still open when the shutdown deadline passed were cut: %w", ctx.Err())
 	}

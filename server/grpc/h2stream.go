@@ -436,7 +436,7 @@ func (c *h2Conn) await(st *h2Stream, v v1Verdict) {
 		c.answerVerdict(st, v)
 		c.flushLocked()
 		if c.mu.final && len(c.mu.streams) == 0 {
-			c.nc.Close()
+			c.raw.Close()
 		}
 	}()
 }

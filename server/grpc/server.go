@@ -65,7 +65,7 @@ func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
 	}
 	s.token = tok
 	if cfg.Transport == TransportOwn {
-		if err := s.h2.init(&s.cfg); err != nil {
+		if err := s.h2.init(&s.cfg, tc); err != nil {
 			return nil, err
 		}
 	}

@@ -479,7 +479,6 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.StreamMaxUnsent = 0 },
 		func(c *Config) { c.StreamAnswerTimeout = 0 },
 		func(c *Config) { c.Transport = "h2o" },
-		func(c *Config) { c.Transport, c.TLSCert, c.TLSKey = TransportOwn, "cert", "key" },
 		func(c *Config) { c.Transport, c.StreamMaxAge = TransportOwn, time.Minute },
 	} {
 		c := DefaultConfig()

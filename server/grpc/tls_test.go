@@ -22,6 +22,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -126,7 +127,8 @@ func startTLS(t *testing.T, sc Config) string {
 	return ln.Addr().String()
 }
 
-// call makes one OTEP unary call over TLS with the given client configuration.
+// call makes one OTEP unary call over TLS with the given client configuration; on the own
+// transport, which serves v1 only, a v1 Export.
 func call(t *testing.T, addr string, tc *tls.Config) error {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
@@ -136,6 +138,10 @@ func call(t *testing.T, addr string, tc *tls.Config) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if tlsTransport == TransportOwn {
+		_, err := coltracev1.NewTraceServiceClient(conn).Export(ctx, &coltracev1.ExportTraceServiceRequest{})
+		return err
+	}
 	resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(ctx, &otepv1.TraceExportRequest{Id: 5})
 	if err == nil && resp.Id != 5 {
 		t.Fatalf("answer carries id %d", resp.Id)
@@ -143,9 +149,24 @@ func call(t *testing.T, addr string, tc *tls.Config) error {
 	return err
 }
 
+// tlsTransport is the transport TestTLSAndMutualTLS runs on, for call.
+var tlsTransport string
+
+// TLS and mutual TLS on both transports (ALPN h2 on otlpgate's own).
 func TestTLSAndMutualTLS(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			tlsTransport = tr
+			defer func() { tlsTransport = "" }()
+			testTLSAndMutualTLS(t, tr)
+		})
+	}
+}
+
+func testTLSAndMutualTLS(t *testing.T, transport string) {
 	p := newPKI(t)
 	sc := DefaultConfig()
+	sc.Transport = transport
 	sc.TLSCert, sc.TLSKey = p.certFile, p.keyFile
 	addr := startTLS(t, sc)
 	if err := call(t, addr, &tls.Config{RootCAs: p.caPool}); err != nil {
