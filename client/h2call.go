@@ -208,9 +208,10 @@ func (st *h2Stream) reset() {
 	st.msg, st.details, st.resp = st.msg[:0], st.details[:0], st.resp[:0]
 }
 
-// finish completes the call; called once per call, by whoever removed it from the open streams.
+// finish completes the call; called once per call, by whoever removed it from the open streams
+// (which cleared open under the connection's mu).
 func (st *h2Stream) finish(err error, refused bool) {
-	st.err, st.refused, st.open = err, refused, false
+	st.err, st.refused = err, refused
 	st.done <- struct{}{}
 }
 

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -444,4 +447,96 @@ func TestH2TLS(t *testing.T) {
 	if n := len(u.received()); n != 2 {
 		t.Errorf("upstream received %d requests, want the 2 sent with a certificate", n)
 	}
+}
+
+// An upstream that goes silent altogether (it takes the connection and bytes and never writes
+// a frame, no SETTINGS, no PING answer): the keepalive ping goes unanswered and the
+// connection is closed, failing its open call as UNAVAILABLE, retryable, without waiting for
+// the call's ack timeout.
+func TestH2KeepaliveClosesSilentConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c) // reads everything, answers nothing
+	}()
+	cfg := h2Config(t, ln.Addr().String())
+	// Below what Validate allows (10s), which only bounds the operator's setting.
+	cfg.KeepaliveTime, cfg.KeepaliveTimeout = 50*time.Millisecond, 50*time.Millisecond
+	tr, err := newH2Transport(&cfg, [fastpath.NumSignals]string{"/a/A", "/b/B", "/c/C"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.abort()
+	c, err := tr.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newH2Stream()
+	if !c.open(st, tr.headers[fastpath.Traces]) {
+		t.Fatal("the connection took no stream")
+	}
+	c.writeData(st, traceBody("k", 1, 10), false)
+	<-st.done // no ack timeout here: only the keepalive can end the call
+	_, err = st.result(nil, cfg.MaxRecvMsgSize)
+	if v, _ := classify(err, false); v != verdictRetry || status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "keepalive") {
+		t.Fatalf("the call ended with %v, want UNAVAILABLE from the keepalive, retryable", err)
+	}
+	if c.usable() {
+		t.Error("the connection is still used for new calls")
+	}
+}
+
+// The upstream crashes with calls in flight and comes back on the same address: the calls
+// fail as UNAVAILABLE, are retried after the backoff on a new connection, and every batch is
+// delivered; the upstream saw each twice (the first attempt reached it).
+func TestH2UpstreamRestart(t *testing.T) {
+	transports(t, func(t *testing.T, transport string) {
+		const n = 2
+		u := newUpstream(t)
+		hold := make(chan struct{})
+		defer close(hold)
+		var mu sync.Mutex
+		seen := map[string]int{}
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			mu.Lock()
+			seen[g.tag]++
+			first := seen[g.tag] == 1
+			mu.Unlock()
+			if first {
+				<-hold // answered never: the server goes away first
+			}
+			return 0, nil
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, n)
+		cfg.Transport = transport
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, n, 1, 10)
+		u.waitUntil("the calls in flight", func() bool { return u.inCall == n })
+		u.restart()
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		if c := count(u.tags()); !mapsEqual(c, map[string]int{"b0": 2, "b1": 2}) {
+			t.Errorf("calls per batch %v, want b0 and b1 twice", c)
+		}
+		if r := value(d.m.retried[RetryFailed]); r != n {
+			t.Errorf("retried %d, want %d", r, n)
+		}
+		if x := dropsOf(d); x != 0 {
+			t.Errorf("%d requests dropped", x)
+		}
+	})
 }

@@ -237,6 +237,7 @@ func (c *h2Conn) fail(err error) {
 	c.mu.streams = c.mu.streams[:0]
 	c.mu.cond.Broadcast()
 	for _, st := range streams {
+		st.open = false
 		st.finish(err, false)
 	}
 	c.mu.Unlock()
@@ -445,6 +446,7 @@ func (c *h2Conn) remove(id uint32) *h2Stream {
 func (c *h2Conn) removeLocked(id uint32) *h2Stream {
 	for i, st := range c.mu.streams {
 		if st.id == id {
+			st.open = false
 			last := len(c.mu.streams) - 1
 			c.mu.streams[i] = c.mu.streams[last]
 			c.mu.streams[last] = nil
@@ -466,8 +468,13 @@ func (c *h2Conn) headers(id uint32, block []byte, end bool) error {
 			return err // the HPACK context is lost: the connection is
 		}
 	}
+	// The stream's fields are written under mu: a worker that gives up on its call removes
+	// the stream under mu and may reuse it at once.
 	c.mu.Lock()
 	st := c.findLocked(id)
+	if st != nil && err == nil {
+		st.takeFields(fields)
+	}
 	c.mu.Unlock()
 	if st == nil {
 		return nil // a stream the worker gave up on (RST_STREAM sent): its answer is dropped
@@ -478,7 +485,6 @@ func (c *h2Conn) headers(id uint32, block []byte, end bool) error {
 		}
 		return c.drained()
 	}
-	st.takeFields(fields)
 	if end {
 		return c.end(id)
 	}
@@ -516,17 +522,21 @@ func (c *h2Conn) data(d h2.Data) error {
 			return err
 		}
 	}
+	var inc uint32
 	c.mu.Lock()
 	st := c.findLocked(d.StreamID)
+	if st != nil { // under mu, as in headers
+		st.take(d.Data, c.cfg.MaxRecvMsgSize)
+		st.recvd += d.FlowLen
+		if !d.EndStream && st.recvd >= uint32(c.cfg.InitialWindowSize)/2 {
+			inc, st.recvd = st.recvd, 0
+		}
+	}
 	c.mu.Unlock()
 	if st == nil {
 		return nil
 	}
-	st.take(d.Data, c.cfg.MaxRecvMsgSize)
-	st.recvd += d.FlowLen
-	if !d.EndStream && st.recvd >= uint32(c.cfg.InitialWindowSize)/2 {
-		inc := st.recvd
-		st.recvd = 0
+	if inc > 0 {
 		if err := c.writeControl(func(b []byte) []byte { return appendWindowUpdate(b, d.StreamID, inc) }); err != nil {
 			return err
 		}
@@ -547,6 +557,7 @@ func (c *h2Conn) goAway(last uint32) error {
 	for _, st := range c.mu.streams {
 		if st.id > last {
 			c.mu.reserved--
+			st.open = false
 			st.finish(errH2GoAway, true)
 			continue
 		}
