@@ -687,8 +687,6 @@ func (c Config) validateTransport() error {
 		return fmt.Errorf("transport=otlpgate speaks protocol v1 only for now, not %s: use transport=grpc-go", c.Protocol)
 	case c.Mode != ModeUnary:
 		return errors.New("transport=otlpgate has no stream mode yet: use mode=unary or transport=grpc-go")
-	case len(c.ForwardHeaders) > 0:
-		return errors.New("transport=otlpgate does not send forward-headers yet: use transport=grpc-go")
 	case strings.Contains(c.Endpoint, ":///"):
 		return fmt.Errorf("transport=otlpgate dials host:port, not the gRPC target %q: use transport=grpc-go", c.Endpoint)
 	}

@@ -63,42 +63,45 @@ func (f *feeder) admitTenant(ts *tenant.Table, tag string, vals ...string) {
 // forward-headers sends each batch's own tenant values on its unary gRPC call, next to the
 // destination's fixed headers; an empty value and a header not named are not sent.
 func TestForwardHeadersUnaryGRPC(t *testing.T) {
-	u := newUpstream(t)
-	type call struct{ org, region, env string }
-	var calls []call
-	get := func(md metadata.MD, k string) string {
-		if v := md.Get(k); len(v) > 0 {
-			return strings.Join(v, ",")
+	transports(t, func(t *testing.T, transport string) {
+		u := newUpstream(t)
+		type call struct{ org, region, env string }
+		var calls []call
+		get := func(md metadata.MD, k string) string {
+			if v := md.Get(k); len(v) > 0 {
+				return strings.Join(v, ",")
+			}
+			return "<none>"
 		}
-		return "<none>"
-	}
-	u.srvCtxHook = func(md metadata.MD) {
+		u.srvCtxHook = func(md metadata.MD) {
+			u.mu.Lock()
+			calls = append(calls, call{get(md, "x-scope-orgid"), get(md, "x-region"), get(md, "x-env")})
+			u.mu.Unlock()
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
+		cfg.Headers = map[string]string{"x-env": "prod"}
+		cfg.ForwardHeaders = []string{"x-scope-orgid"}
+		cfg.Transport = transport
+		d := startDest(t, cfg)
+		f, ts := tenantFeeder(t, d)
+		f.admitTenant(ts, "a1", "acme", "eu")
+		f.admitTenant(ts, "b1", "beta", "us")
+		f.admitTenant(ts, "d1", "", "")
+		f.admitTenant(ts, "a2", "acme", "us")
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered %v", ok)
+		}
+		got := u.tags()
 		u.mu.Lock()
-		calls = append(calls, call{get(md, "x-scope-orgid"), get(md, "x-region"), get(md, "x-env")})
-		u.mu.Unlock()
-	}
-	cfg := unaryConfig(t, u.addr, ProtocolV1, 1)
-	cfg.Headers = map[string]string{"x-env": "prod"}
-	cfg.ForwardHeaders = []string{"x-scope-orgid"}
-	d := startDest(t, cfg)
-	f, ts := tenantFeeder(t, d)
-	f.admitTenant(ts, "a1", "acme", "eu")
-	f.admitTenant(ts, "b1", "beta", "us")
-	f.admitTenant(ts, "d1", "", "")
-	f.admitTenant(ts, "a2", "acme", "us")
-	if ok := f.waitAll(); !allTrue(ok) {
-		t.Fatalf("delivered %v", ok)
-	}
-	got := u.tags()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(calls) != 4 || !slices.Equal(got, []string{"a1", "b1", "d1", "a2"}) {
-		t.Fatalf("calls %v for tags %v", calls, got)
-	}
-	want := []call{{"acme", "<none>", "prod"}, {"beta", "<none>", "prod"}, {"<none>", "<none>", "prod"}, {"acme", "<none>", "prod"}}
-	if !slices.Equal(calls, want) {
-		t.Fatalf("metadata %v, want %v", calls, want)
-	}
+		defer u.mu.Unlock()
+		if len(calls) != 4 || !slices.Equal(got, []string{"a1", "b1", "d1", "a2"}) {
+			t.Fatalf("calls %v for tags %v", calls, got)
+		}
+		want := []call{{"acme", "<none>", "prod"}, {"beta", "<none>", "prod"}, {"<none>", "<none>", "prod"}, {"acme", "<none>", "prod"}}
+		if !slices.Equal(calls, want) {
+			t.Fatalf("metadata %v, want %v", calls, want)
+		}
+	})
 }
 
 // The same over OTLP/HTTP: a request reused from batch to batch carries each batch's values,

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/h2"
 )
 
@@ -39,6 +40,15 @@ type h2Transport struct {
 	tls     *tls.Config                           // nil: h2c
 	headers [fastpath.NumSignals]*h2.HeadersFrame // a call's HEADERS per signal, built once
 	extra   []h2.HeaderField                      // the configured headers and authorization
+	scheme  string
+	methods [fastpath.NumSignals]string
+
+	// tenants are the HEADERS frames of the tenants whose forward-headers values a call
+	// carries, by tenant id (forward.go: the same life as the grpc-go path's contexts).
+	tenants struct {
+		sync.RWMutex
+		m map[uint32]tenantFrames
+	}
 
 	mu struct {
 		sync.Mutex
@@ -88,14 +98,60 @@ func newH2Transport(cfg *Config, methods [fastpath.NumSignals]string) (*h2Transp
 		}
 		scheme = "https"
 	}
-	for sig, m := range methods {
-		f, err := h2.NewHeadersFrame(false, h2.GRPCRequestHeaders(scheme, cfg.Endpoint, m, cfg.compressor(), "otlpgate", extra...)...)
-		if err != nil {
-			return nil, fmt.Errorf("client: destination %q: %w", cfg.Name, err)
-		}
-		t.headers[sig] = f
+	t.scheme, t.methods = scheme, methods
+	if t.headers, err = t.build(extra); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// build makes the HEADERS frames of the three calls with the fields extra.
+func (t *h2Transport) build(extra []h2.HeaderField) (fs [fastpath.NumSignals]*h2.HeadersFrame, err error) {
+	for sig, m := range t.methods {
+		fs[sig], err = h2.NewHeadersFrame(false, h2.GRPCRequestHeaders(t.scheme, t.cfg.Endpoint, m, t.cfg.compressor(), "otlpgate", extra...)...)
+		if err != nil {
+			return fs, fmt.Errorf("client: destination %q: %w", t.cfg.Name, err)
+		}
+	}
+	return fs, nil
+}
+
+// tenantFrames are the HEADERS frames of one tenant's calls.
+type tenantFrames struct {
+	t  *tenant.Tenant
+	fs [fastpath.NumSignals]*h2.HeadersFrame
+}
+
+// frame is the HEADERS frame of a call of sig carrying tn's batch: the destination's, with
+// tn's values of the forward-headers when it has any. A known tenant costs a map lookup; its
+// frames are built the first time it sends. Safe for concurrent use.
+func (t *h2Transport) frame(sig fastpath.Signal, tn *tenant.Tenant) (*h2.HeadersFrame, error) {
+	if tn == nil || len(t.cfg.ForwardHeaders) == 0 {
+		return t.headers[sig], nil
+	}
+	t.tenants.RLock()
+	c := t.tenants.m[tn.ID()]
+	t.tenants.RUnlock()
+	if c.t == tn {
+		return c.fs[sig], nil
+	}
+	extra := slices.Clone(t.extra)
+	for _, h := range t.cfg.ForwardHeaders {
+		if v, _ := tn.Value(h); v != "" {
+			extra = append(extra, h2.HeaderField{Name: h, Value: v})
+		}
+	}
+	fs, err := t.build(extra)
+	if err != nil {
+		return nil, err // values too long for one frame: the batch cannot be sent
+	}
+	t.tenants.Lock()
+	if t.tenants.m == nil {
+		t.tenants.m = map[uint32]tenantFrames{}
+	}
+	t.tenants.m[tn.ID()] = tenantFrames{tn, fs}
+	t.tenants.Unlock()
+	return fs[sig], nil
 }
 
 // secrets are the header values LastError and the log lines redact.

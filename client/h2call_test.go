@@ -133,7 +133,7 @@ func TestH2TransportValidate(t *testing.T) {
 		{"protocol=otep,mode=unary,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
 		{"protocol=v1,transport=otlpgate,tls=true", ""},
 		{"protocol=v1,transport=otlpgate,compression=gzip", ""},
-		{"protocol=v1,transport=otlpgate,forward-headers=x-tenant", "transport=otlpgate does not send forward-headers yet: use transport=grpc-go"},
+		{"protocol=v1,transport=otlpgate,forward-headers=x-tenant", ""},
 	} {
 		t.Run(c.dest, func(t *testing.T) {
 			cfg, err := ParseDest("name=x,endpoint=127.0.0.1:4317,"+c.dest, DefaultConfig())

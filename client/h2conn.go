@@ -589,9 +589,3 @@ func (c *h2Conn) reset(st *h2Stream, code http2.ErrCode) bool {
 	})
 	return true
 }
-
-// close ends the connection and waits for its reader.
-func (c *h2Conn) close() {
-	c.fail(errH2Closed)
-	<-c.done
-}

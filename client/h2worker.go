@@ -80,7 +80,7 @@ func (w *h2Worker) call(r *request) {
 	msg, compressed, cerr := w.message(r)
 	for refused := 0; cerr == nil; refused++ {
 		var again bool
-		reply, err, timedOut, again = w.attempt(r, msg, compressed)
+		reply, timedOut, again, err = w.attempt(r, msg, compressed)
 		if !again {
 			break
 		}
@@ -108,17 +108,21 @@ func (w *h2Worker) call(r *request) {
 // attempt makes one call of r on the current connection. again: the server did not process
 // it (GOAWAY, REFUSED_STREAM) or the connection took no new stream, so it may go again at once
 // on another.
-func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byte, err error, timedOut, again bool) {
+func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byte, timedOut, again bool, err error) {
 	d, st := w.d, w.st
 	c, err := d.h2.get()
 	if err != nil {
 		if err == errH2Stopped {
-			return nil, status.Error(codes.Canceled, err.Error()), false, false
+			return nil, false, false, status.Error(codes.Canceled, err.Error())
 		}
-		return nil, status.Error(codes.Unavailable, err.Error()), false, false
+		return nil, false, false, status.Error(codes.Unavailable, err.Error())
 	}
-	if !c.open(st, d.h2.headers[r.sig]) {
-		return nil, nil, false, true
+	hf, err := d.h2.frame(r.sig, r.b.Tenant)
+	if err != nil {
+		return nil, false, false, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if !c.open(st, hf) {
+		return nil, false, true, nil
 	}
 	c.writeData(st, msg, compressed)
 	r.sentAt = nanotime()
@@ -134,19 +138,19 @@ func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byt
 	case <-d.ctx.Done():
 		if c.cancel(st) {
 			w.ack.Stop()
-			return nil, status.Error(codes.Canceled, "client: destination stopping"), false, false
+			return nil, false, false, status.Error(codes.Canceled, "client: destination stopping")
 		}
 		<-st.done
 	}
 	w.ack.Stop()
 	if timedOut {
-		return nil, status.Error(codes.DeadlineExceeded, errAckTimeout.Error()), true, false
+		return nil, true, false, status.Error(codes.DeadlineExceeded, errAckTimeout.Error())
 	}
 	if st.refused {
-		return nil, nil, false, true
+		return nil, false, true, nil
 	}
 	reply, err = st.result(w.comp, d.cfg.MaxRecvMsgSize)
-	return reply, err, false, false
+	return reply, false, false, err
 }
 
 // message is the gRPC message of r: the batch's bytes, compressed into the worker's pooled
