@@ -27,7 +27,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	}
 	g := &cfg.grpc
 	fs.StringVar(&g.Listen, "grpc.listen", g.Listen, "OTLP/gRPC intake address; empty turns it off")
-	fs.Func("grpc.transport", fmt.Sprintf("HTTP/2 transport of the OTLP/gRPC intake: grpc-go, or otlpgate, otlpgate's own, which serves the three v1 Export methods (h2c with prior knowledge, or TLS with ALPN h2 under -grpc.tls.*) and answers every other method, the otlpgate.otep.v1 services included, UNIMPLEMENTED (-grpc.stream.* are refused with it); HTTP/2 errors of its clients are counted in otlpgate_grpc_h2_errors_total (default %s)", g.Transport), func(s string) error {
+	fs.Func("grpc.transport", fmt.Sprintf("HTTP/2 transport of the OTLP/gRPC intake: grpc-go, or otlpgate, otlpgate's own, which serves the three v1 Export methods and the OTEP UnaryExporter (h2c with prior knowledge, or TLS with ALPN h2 under -grpc.tls.*) and answers every other method, the OTEP StreamExporter included, UNIMPLEMENTED (-grpc.stream.* are refused with it); HTTP/2 errors of its clients are counted in otlpgate_grpc_h2_errors_total (default %s)", g.Transport), func(s string) error {
 		switch s {
 		case grpcserver.TransportGRPCGo, grpcserver.TransportOwn:
 			g.Transport = s

@@ -24,8 +24,8 @@ import (
 )
 
 // The binary with -grpc.transport=otlpgate: the OpenTelemetry Go SDK's gRPC trace exporter,
-// gzip-compressed, delivers its spans into the file destination exactly; an OTEP call is
-// answered UNIMPLEMENTED; SIGTERM ends the process cleanly with the exporter's connection still
+// gzip-compressed, delivers its spans into the file destination exactly; an OTEP unary call is
+// answered Success, an OTEP stream UNIMPLEMENTED; SIGTERM ends the process cleanly with the exporter's connection still
 // open (the transport's two GOAWAYs).
 func TestBinaryOwnGRPCTransport(t *testing.T) {
 	bin := buildBinary(t)
@@ -69,9 +69,15 @@ func TestBinaryOwnGRPCTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = otepv1.NewUnaryExporterClient(conn).ExportTraces(ctx, &otepv1.TraceExportRequest{Id: 1})
+	if resp, err := otepv1.NewUnaryExporterClient(conn).ExportTraces(ctx, &otepv1.TraceExportRequest{Id: 1}); err != nil || resp.Id != 1 || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("OTEP unary call: %v, %v", resp, err)
+	}
+	stream, err := otepv1.NewStreamExporterClient(conn).ExportTraces(ctx)
+	if err == nil {
+		_, err = stream.Recv()
+	}
 	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "-grpc.transport=grpc-go") {
-		t.Fatalf("OTEP call: %v", err)
+		t.Fatalf("OTEP stream: %v", err)
 	}
 
 	// SIGTERM while the exporter's connection is open.

@@ -18,8 +18,8 @@ type Config struct {
 	Listen string
 	// Transport is the HTTP/2 transport that serves the listener (-grpc.transport, default
 	// grpc-go): TransportGRPCGo, or TransportOwn, otlpgate's own, which serves the v1 Export
-	// methods only (h2c with prior knowledge, or TLS with ALPN h2; the OTEP services answered
-	// UNIMPLEMENTED). Empty is grpc-go.
+	// methods and the OTEP UnaryExporter (h2c with prior knowledge, or TLS with ALPN h2; the
+	// OTEP StreamExporter answered UNIMPLEMENTED). Empty is grpc-go.
 	Transport string
 	// MaxRecvMsgSize caps one request (-grpc.max-recv-msg-size, default 16MiB); larger requests
 	// are refused by gRPC with RESOURCE_EXHAUSTED.

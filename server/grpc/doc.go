@@ -29,11 +29,11 @@
 //
 // With -grpc.transport=otlpgate the listener is served by otlpgate's own HTTP/2 transport on
 // internal/h2 instead (h2server.go, h2conn.go, h2stream.go, h2answer.go): h2c with prior
-// knowledge or TLS with ALPN h2, the three v1 Export methods only (any other, the OTEP
-// services included, is answered UNIMPLEMENTED). One goroutine per connection (its TLS
+// knowledge or TLS with ALPN h2, the three v1 Export methods and the OTEP UnaryExporter only
+// (any other, the OTEP StreamExporter included, is answered UNIMPLEMENTED). One goroutine per connection (its TLS
 // handshake too) reads, decodes, admits a
 // unary call on the spot through the same steps as the grpc-go handlers (authorizeMeta,
-// originMeta, admitV1, v1Error) and writes the answers of one read in one write, from frames
+// originMeta, admitV1, v1Error, admitOTEPUnary, otepUnaryAnswer) and writes the answers of one read in one write, from frames
 // built once; with -ack=upstream a goroutine per call waits for the upstream and answers.
 // Timers (time.AfterFunc) of each connection run its keepalive and -grpc.max-connection-age.
 //

@@ -16,8 +16,9 @@ import (
 const (
 	// TransportGRPCGo serves every method on grpc-go (the default).
 	TransportGRPCGo = "grpc-go"
-	// TransportOwn serves the three v1 Export methods on otlpgate's own HTTP/2 transport
-	// (internal/h2), h2c with prior knowledge; any other method is answered UNIMPLEMENTED.
+	// TransportOwn serves the three v1 Export methods and the OTEP UnaryExporter on
+	// otlpgate's own HTTP/2 transport (internal/h2); any other method is answered
+	// UNIMPLEMENTED.
 	TransportOwn = "otlpgate"
 )
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,7 @@ import (
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // withTenants is a case's setup with a tenant table of x-scope-orgid (and the credentials
@@ -672,5 +674,74 @@ func TestH2KeepalivePing(t *testing.T) {
 				return
 			}
 		}
+	}
+}
+
+// An OTEP unary call answers the same on both transports: its id and result code (and
+// retry_delay_ms), and the same bytes at the destination; the OTEP stream service is
+// UNIMPLEMENTED on the own transport.
+func TestOTEPUnaryAnswersAlike(t *testing.T) {
+	body := traceBody(t, 5, 4)
+	const path = "/otlpgate.otep.v1.UnaryExporter/ExportTraces"
+	cases := []struct {
+		name  string
+		req   []byte
+		setup func(pc *pipeline.Config, sc *Config) *testkit.Recorder
+	}{
+		{"valid", otepReq(t, 7, body), nil},
+		{"empty", otepReq(t, 8, nil), nil},
+		{"invalid", append(otepReq(t, 9, nil), 0x12, 0x50, 0x01), nil},
+		{"busy", otepReq(t, 10, body), func(pc *pipeline.Config, sc *Config) *testkit.Recorder {
+			sc.Limiter = admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
+			sc.MaxRecvMsgSize = 4 << 20
+			if !sc.Limiter.AcquireBytes(admission.IntakeGRPC, 4<<20, nil) {
+				panic("cannot fill the limiter")
+			}
+			return nil
+		}},
+		{"ack-upstream-failed", otepReq(t, 11, body), func(pc *pipeline.Config, sc *Config) *testkit.Recorder {
+			pc.Ack, pc.Eager = pipeline.AckUpstream, true
+			rec := testkit.NewRecorder("recorder")
+			rec.SetFail(true)
+			return rec
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var resps [2]*otepv1.ExportResponse
+			var sts [2]*status.Status
+			var delivered [2][]byte
+			for i, tr := range transports {
+				sc := DefaultConfig()
+				sc.Transport = tr
+				pc := testPipelineConfig()
+				var rec *testkit.Recorder
+				if tc.setup != nil {
+					rec = tc.setup(&pc, &sc)
+				}
+				e := start(t, pc, sc, rec)
+				resps[i] = &otepv1.ExportResponse{}
+				sts[i] = status.Convert(e.raw.Invoke(context.Background(), path, rawBytes(tc.req).raw(), resps[i]))
+				e.p.Flush()
+				for _, g := range e.rec.Received() {
+					delivered[i] = append(delivered[i], g.Body...)
+				}
+			}
+			if !proto.Equal(resps[0], resps[1]) || !proto.Equal(sts[0].Proto(), sts[1].Proto()) {
+				t.Fatalf("grpc-go answered %v %v, otlpgate %v %v", resps[0], sts[0], resps[1], sts[1])
+			}
+			if !bytes.Equal(delivered[0], delivered[1]) {
+				t.Fatalf("destination: grpc-go %d bytes, otlpgate %d", len(delivered[0]), len(delivered[1]))
+			}
+			t.Logf("%v %v, %d bytes delivered", resps[1], sts[1].Code(), len(delivered[1]))
+		})
+	}
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	e := start(t, testPipelineConfig(), sc, nil)
+	s := e.rawStream(t, context.Background())
+	sendRaw(t, s, otepReq(t, 1, body))
+	if _, err := recvResp(t, s); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("OTEP stream on the own transport: %v", err)
 	}
 }

@@ -30,6 +30,7 @@ type h2Stream struct {
 	id   uint32
 	gen  uint32 // bumped when the stream is recycled: a late waiter finds it changed
 	sig  fastpath.Signal
+	otep bool   // an OTEP unary call (otlpgate.otep.v1.UnaryExporter); else a v1 Export
 	enc  string // the grpc-encoding of the message, "" for none
 	from pipeline.Origin
 
@@ -119,7 +120,12 @@ var (
 		fastpath.Metrics: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
 		fastpath.Logs:    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
 	}
-	errOTEPTransport = status.Error(codes.Unimplemented, "the otlpgate.otep.v1 services are served by -grpc.transport=grpc-go only")
+	h2OTEPPaths = [fastpath.NumSignals]string{
+		fastpath.Traces:  "/otlpgate.otep.v1.UnaryExporter/ExportTraces",
+		fastpath.Metrics: "/otlpgate.otep.v1.UnaryExporter/ExportMetrics",
+		fastpath.Logs:    "/otlpgate.otep.v1.UnaryExporter/ExportLogs",
+	}
+	errOTEPTransport = status.Error(codes.Unimplemented, "the otlpgate.otep.v1.StreamExporter service is served by -grpc.transport=grpc-go only")
 	errUnaryExtra    = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
 	errNoMessage     = status.Error(codes.Internal, "grpc: the call ended before its request message did")
 	errCompressFlag  = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
@@ -182,6 +188,12 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 			break
 		}
 	}
+	for i, p := range h2OTEPPaths {
+		if !ok && p == string(path) {
+			sig, ok, st.otep = fastpath.Signal(i), true, true
+			break
+		}
+	}
 	if !ok {
 		c.answerError(st, unimplemented(string(path)), http.StatusOK)
 		return nil
@@ -230,7 +242,7 @@ func parseDecimal(v []byte) (int64, bool) {
 
 // unimplemented is grpc-go's answer to a method it does not serve.
 func unimplemented(path string) error {
-	if strings.HasPrefix(path, "/otlpgate.otep.v1.") {
+	if strings.HasPrefix(path, "/otlpgate.otep.v1.StreamExporter/") {
 		return errOTEPTransport
 	}
 	p := path[1:]
@@ -397,13 +409,60 @@ func (c *h2Conn) admit(st *h2Stream) {
 	} else {
 		r.Own = st.msg
 	}
+	if st.otep {
+		v := s.admitOTEPUnary(st.from, st.sig, r.Body)
+		st.release()
+		if v.reason == admission.Accepted && v.b != nil {
+			c.awaitOTEP(st, v)
+			return
+		}
+		c.answerOTEP(st, v)
+		return
+	}
 	v := s.admitV1(r)
 	st.release()
 	if v.reason == admission.Accepted && v.b != nil {
-		c.await(st, v)
+		c.awaitV1(st, v)
 		return
 	}
 	c.answerVerdict(st, v)
+}
+
+// awaitV1 and awaitOTEP hand an admitted request's answer to a waiter (await). They are
+// functions of their own so that the closures, and the verdicts they capture, are made only
+// on this path: captured in admit, a verdict would move to the heap on every call.
+func (c *h2Conn) awaitV1(st *h2Stream, v v1Verdict) {
+	c.await(st, v.b, v.items, kindV1, func(reason admission.Reason) {
+		v.reason = reason
+		c.answerVerdict(st, v)
+	})
+}
+
+func (c *h2Conn) awaitOTEP(st *h2Stream, v otepVerdict) {
+	c.await(st, v.b, v.items, kindOTEPUnary, func(reason admission.Reason) {
+		v.reason = reason
+		c.answerOTEP(st, v)
+	})
+}
+
+// answerOTEP answers an OTEP unary call as admission decided: its ExportResponse, or the
+// status that ends it under sustained overload.
+func (c *h2Conn) answerOTEP(st *h2Stream, v otepVerdict) {
+	resp, err := c.s.otepUnaryAnswer(v)
+	if err != nil {
+		st.answered = false
+		c.answerError(st, err, http.StatusOK)
+		return
+	}
+	st.answered = true
+	*c.mu.out = h2RespHeaders.Append(*c.mu.out, st.id)
+	n := resp.SizeVT()
+	p := append(st.parked[:0], 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	p = append(p, make([]byte, n)...)
+	if _, err := resp.MarshalToSizedBufferVT(p[5:]); err != nil {
+		panic("BUG: grpc: an OTEP answer does not marshal: " + err.Error())
+	}
+	c.sendLocked(st, p, h2TrailersOK)
 }
 
 func wireEncoding(enc string) pipeline.Encoding {
@@ -415,7 +474,7 @@ func wireEncoding(enc string) pipeline.Encoding {
 
 // await waits, on a goroutine of its own, for the upstream's answer of an admitted request
 // (-ack=upstream) and answers the call then.
-func (c *h2Conn) await(st *h2Stream, v v1Verdict) {
+func (c *h2Conn) await(st *h2Stream, b *pipeline.Batch, items int, k kind, answer func(admission.Reason)) {
 	st.waiting = true
 	gen, sig := st.gen, st.sig
 	ctx, cancel := c.ctx, func() {}
@@ -426,14 +485,14 @@ func (c *h2Conn) await(st *h2Stream, v v1Verdict) {
 	go func() {
 		defer c.async.Done()
 		defer cancel()
-		v.reason = ctr.await(ctx, kindV1, sig, v.b, v.items)
+		reason := ctr.await(ctx, k, sig, b, items)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.mu.closed || st.gen != gen {
 			return // reset by the client, or the connection ended
 		}
 		st.waiting = false
-		c.answerVerdict(st, v)
+		answer(reason)
 		c.flushLocked()
 		if c.mu.final && len(c.mu.streams) == 0 {
 			c.raw.Close()

@@ -73,23 +73,44 @@ func (s *Server) otepUnary(sig fastpath.Signal) grpc.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
-		sc, b, reason, id, delay := s.admitOTEP(kindOTEPUnary, from, sig, raw.Bytes())
+		v := s.admitOTEPUnary(from, sig, raw.Bytes())
 		// Admission copied the request: free the receive buffer and the reservation before
 		// -ack=upstream waits for the upstream.
 		raw.Release()
 		hold.Release()
-		if reason == admission.Accepted {
-			reason = ctr.await(ctx, kindOTEPUnary, sig, b, max(sc.Items, 0))
+		if v.reason == admission.Accepted {
+			v.reason = ctr.await(ctx, kindOTEPUnary, sig, v.b, v.items)
 		}
-		if reason == admission.Busy {
-			delay = retryDelayMs(s.adm.BusyDelay())
-		}
-		if reason.Backpressure() && s.overloaded() {
-			ctr.overload[kindOTEPUnary].Inc()
-			return nil, s.unavailable(msgOverloaded)
-		}
-		return &otepv1.ExportResponse{Id: id, ResultCode: resultOf(reason), RetryDelayMs: delay}, nil
+		return s.otepUnaryAnswer(v)
 	}
+}
+
+// otepVerdict is what admission decided for one OTEP unary request.
+type otepVerdict struct {
+	b         *pipeline.Batch // the batch to await (-ack=upstream), when accepted
+	items     int
+	reason    admission.Reason
+	id, delay uint64 // the answer's id and retry_delay_ms
+}
+
+// admitOTEPUnary is the step both transports take once an OTEP unary request req was
+// received from o: scan and admit it.
+func (s *Server) admitOTEPUnary(o pipeline.Origin, sig fastpath.Signal, req []byte) otepVerdict {
+	sc, b, reason, id, delay := s.admitOTEP(kindOTEPUnary, o, sig, req)
+	return otepVerdict{b: b, items: max(sc.Items, 0), reason: reason, id: id, delay: delay}
+}
+
+// otepUnaryAnswer is the answer of an OTEP unary call once admission (and, with -ack=upstream,
+// the upstream) decided: a result code, or UNAVAILABLE with RetryInfo under sustained overload.
+func (s *Server) otepUnaryAnswer(v otepVerdict) (*otepv1.ExportResponse, error) {
+	if v.reason == admission.Busy {
+		v.delay = retryDelayMs(s.adm.BusyDelay())
+	}
+	if v.reason.Backpressure() && s.overloaded() {
+		ctr.overload[kindOTEPUnary].Inc()
+		return nil, s.unavailable(msgOverloaded)
+	}
+	return &otepv1.ExportResponse{Id: v.id, ResultCode: resultOf(v.reason), RetryDelayMs: v.delay}, nil
 }
 
 // otepStream handles otlpgate.otep.v1.StreamExporter for one signal.
