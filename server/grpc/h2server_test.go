@@ -745,3 +745,56 @@ func TestOTEPUnaryAnswersAlike(t *testing.T) {
 		t.Fatalf("OTEP stream on the own transport: %v", err)
 	}
 }
+
+// The HPACK bomb: a client names the newest entry of its dynamic table ten thousand times in
+// one block (10 KB on the wire, hundreds of KB decoded, past -grpc.max-header-bytes). The own
+// transport counts the list before it copies, resets that stream, keeps its table in step
+// (the block's other fields were inserted), and serves the next call on the connection.
+func TestH2HeaderListBombRefused(t *testing.T) {
+	sc := DefaultConfig()
+	sc.Transport = TransportOwn
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2Client(t, e.srv.Addr().String())
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	req := func(extra ...hpack.HeaderField) []byte {
+		hb.Reset()
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: tracesPath}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+			enc.WriteField(f)
+		}
+		for _, f := range extra {
+			enc.WriteField(f)
+		}
+		return append([]byte(nil), hb.Bytes()...)
+	}
+	msg := grpcMessage(traceBody(t, 1, 1))
+	send := func(id uint32, block []byte) {
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.fr.WriteData(id, true, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, req(hpack.HeaderField{Name: "x-big", Value: strings.Repeat("b", 4000)})) // inserts the entry
+	bomb := append(req(), bytes.Repeat([]byte{0xbe}, 10000)...)                      // index 62: x-big
+	send(3, bomb)
+	send(5, req())
+	ended := map[uint32]string{}
+	for len(ended) < 3 {
+		switch f := c.next(t).(type) {
+		case *http2.RSTStreamFrame:
+			ended[f.StreamID] = "rst " + f.ErrCode.String()
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				ended[f.StreamID] = "grpc-status " + f.Fields[len(f.Fields)-1].Value
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v: the connection was not kept", f.ErrCode)
+		}
+	}
+	if ended[1] != "grpc-status 0" || ended[3] != "rst PROTOCOL_ERROR" || ended[5] != "grpc-status 0" {
+		t.Fatalf("streams ended %v", ended)
+	}
+}
