@@ -175,11 +175,11 @@ func (t *h2Transport) get() (*h2Conn, error) {
 		return c, nil
 	}
 	t.mu.cur = nil
-	c, err := dialH2(t.cfg.Endpoint, t.cfg, t.tls, min(20*time.Second, t.cfg.AckTimeout))
+	timeout := min(20*time.Second, t.cfg.AckTimeout)
+	c, err := dialH2(t.cfg.Endpoint, t.cfg, t.tls, timeout)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.cur = c
 	t.mu.all[c] = struct{}{}
 	t.readers.Add(1)
 	go func() {
@@ -189,6 +189,19 @@ func (t *h2Transport) get() (*h2Conn, error) {
 		delete(t.mu.all, c)
 		t.mu.Unlock()
 	}()
+	// As grpc-go's client, no call before the server's SETTINGS: its MAX_CONCURRENT_STREAMS
+	// would otherwise be learnt from the streams it refuses.
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
+	select {
+	case <-c.settled:
+	case <-c.done:
+		return nil, fmt.Errorf("connection to %s ended before the server's SETTINGS: %w", t.cfg.Endpoint, c.cause())
+	case <-wait.C:
+		c.fail(errors.New("no SETTINGS from the server"))
+		return nil, fmt.Errorf("no HTTP/2 SETTINGS from %s within %v", t.cfg.Endpoint, timeout)
+	}
+	t.mu.cur = c
 	return c, nil
 }
 

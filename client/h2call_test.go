@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -487,11 +488,13 @@ func TestH2KeepaliveClosesSilentConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.abort()
-	c, err := tr.get()
+	// Dialled by hand: the transport waits for the server's SETTINGS, which never come.
+	c, err := dialH2(cfg.Endpoint, &cfg, nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	go c.readLoop()
+	defer func() { <-c.done }()
 	st := newH2Stream()
 	if !c.open(st, tr.headers[fastpath.Traces]) {
 		t.Fatal("the connection took no stream")
@@ -548,4 +551,38 @@ func TestH2UpstreamRestart(t *testing.T) {
 			t.Errorf("%d requests dropped", x)
 		}
 	})
+}
+
+// RST_STREAM ends a call with its code, as grpc-go maps them: REFUSED_STREAM (the server did
+// not process it) sends it again at once, counted; INTERNAL_ERROR is INTERNAL, which a unary
+// call does not retry (classify); CANCEL is CANCELLED, retried after the backoff.
+func TestH2RSTStream(t *testing.T) {
+	for _, c := range []struct {
+		code                     http2.ErrCode
+		delivered                bool
+		resent, retried, dropped int
+		answered                 map[string]int
+	}{
+		{http2.ErrCodeRefusedStream, true, 1, 0, 0, map[string]int{"b0": 1}},
+		{http2.ErrCodeInternal, false, 0, 0, 1, map[string]int{}},
+		{http2.ErrCodeCancel, true, 0, 1, 0, map[string]int{"b0": 1}},
+	} {
+		t.Run(c.code.String(), func(t *testing.T) {
+			u := newRawUpstreamReset(t, true, 0, c.code)
+			cfg := unaryConfig(t, u.addr(), ProtocolV1, 1)
+			cfg.Transport = TransportOtlpgate
+			d := startDest(t, cfg)
+			f := newFeeder(t, d)
+			f.send(0, 1, 1, 10)
+			if got := f.wait(0); got != c.delivered {
+				t.Fatalf("delivered %v, want %v", got, c.delivered)
+			}
+			if got := u.tags(); !mapsEqual(got, c.answered) {
+				t.Errorf("answered %v, want %v", got, c.answered)
+			}
+			if r, x, dr := value(d.m.resent), value(d.m.retried[RetryFailed]), dropsOf(d); r != c.resent || x != c.retried || dr != c.dropped {
+				t.Errorf("sent again %d, retried %d, dropped %d; want %d, %d, %d", r, x, dr, c.resent, c.retried, c.dropped)
+			}
+		})
+	}
 }

@@ -68,10 +68,12 @@ type h2Conn struct {
 	blockEnd  bool   // the block's HEADERS frame had END_STREAM
 	recvd     uint32 // DATA bytes taken since the last connection WINDOW_UPDATE
 	lastRead  atomic.Int64
-	pingSent  atomic.Int64 // nanotime of the keepalive PING not yet answered, 0 if none
-	keepalive *time.Timer
+	pingSent  atomic.Int64               // nanotime of the keepalive PING not yet answered, 0 if none
+	keepalive atomic.Pointer[time.Timer] // set once, after dialH2 made it: the tick may run first
 
-	done chan struct{} // closed when the reader returned
+	done        chan struct{} // closed when the reader returned
+	settled     chan struct{} // closed when the server's first SETTINGS came
+	gotSettings bool          // the reader's: settled is closed
 }
 
 // The own client's advertised settings. The connection window is opened to the destination's
@@ -124,10 +126,11 @@ func dialH2(addr string, cfg *Config, tc *tls.Config, timeout time.Duration) (*h
 		nc = tlsConn
 	}
 	c := &h2Conn{
-		tls:  tc != nil,
-		nc:   nc,
-		cfg:  cfg,
-		done: make(chan struct{}),
+		tls:     tc != nil,
+		nc:      nc,
+		cfg:     cfg,
+		done:    make(chan struct{}),
+		settled: make(chan struct{}),
 		dec: h2.NewDecoder(h2.Config{HeaderTableSize: 4096, MaxHeaderListSize: h2MaxHeaderList,
 			Keep: h2ClientKeep, MaxKeptFields: 16}),
 		rbuf: make([]byte, 0, max(cfg.ReadBufferSize, 2*(h2.FrameHeaderLen+h2OurMaxFrame))),
@@ -154,7 +157,7 @@ func dialH2(addr string, cfg *Config, tc *tls.Config, timeout time.Duration) (*h
 	}
 	c.lastRead.Store(nanotime())
 	if cfg.KeepaliveTime > 0 {
-		c.keepalive = time.AfterFunc(cfg.KeepaliveTime, c.keepaliveTick)
+		c.keepalive.Store(time.AfterFunc(cfg.KeepaliveTime, c.keepaliveTick))
 	}
 	return c, nil
 }
@@ -222,7 +225,9 @@ func (c *h2Conn) keepaliveTick() {
 	default:
 		c.pingSent.Store(0)
 	}
-	c.keepalive.Reset(next)
+	if t := c.keepalive.Load(); t != nil {
+		t.Reset(next)
+	}
 }
 
 // fail ends the connection: every open call is completed as failed (retryable) and nc closed,
@@ -249,8 +254,8 @@ func (c *h2Conn) readLoop() {
 	defer close(c.done)
 	err := c.read()
 	c.fail(err)
-	if c.keepalive != nil {
-		c.keepalive.Stop()
+	if t := c.keepalive.Load(); t != nil {
+		t.Stop()
 	}
 }
 
@@ -305,6 +310,10 @@ func (c *h2Conn) frame(f h2.Frame) error {
 		}
 		if err := c.settings(s); err != nil {
 			return err
+		}
+		if !c.gotSettings {
+			c.gotSettings = true
+			close(c.settled)
 		}
 		return c.writeControl(func(b []byte) []byte {
 			return h2.AppendFrameHeader(b, h2.FrameHeader{Type: http2.FrameSettings, Flags: http2.FlagSettingsAck})
@@ -588,4 +597,11 @@ func (c *h2Conn) reset(st *h2Stream, code http2.ErrCode) bool {
 		return binary.BigEndian.AppendUint32(b, uint32(code))
 	})
 	return true
+}
+
+// cause is why the connection ended, nil while it runs.
+func (c *h2Conn) cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
 }

@@ -24,6 +24,8 @@ type rawUpstream struct {
 	// send GOAWAY naming the lowest of their ids as the last it processes, answer that one only
 	// and close.
 	goAwayAt int
+	// resetFirst, when set, answers the first request with RST_STREAM of that code instead.
+	resetFirst http2.ErrCode
 
 	mu struct {
 		sync.Mutex
@@ -31,16 +33,21 @@ type rawUpstream struct {
 		bodies   map[string]int // tags of the answered requests (keep)
 		keep     bool
 		answered int
+		resets   int
 	}
 }
 
 func newRawUpstream(t testing.TB, keep bool, goAwayAt int) *rawUpstream {
+	return newRawUpstreamReset(t, keep, goAwayAt, 0)
+}
+
+func newRawUpstreamReset(t testing.TB, keep bool, goAwayAt int, resetFirst http2.ErrCode) *rawUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUpstream{t: t, ln: ln, goAwayAt: goAwayAt}
+	u := &rawUpstream{t: t, ln: ln, goAwayAt: goAwayAt, resetFirst: resetFirst}
 	u.mu.keep = keep
 	u.mu.bodies = map[string]int{}
 	u.wg.Add(1)
@@ -176,6 +183,11 @@ func (u *rawUpstream) serve(c net.Conn, goAway bool) {
 					c.Write(out)
 					return
 				}
+				if u.resetFirst != 0 && u.takeReset() {
+					out = h2.AppendFrameHeader(out, h2.FrameHeader{Length: 4, Type: http2.FrameRSTStream, StreamID: r.id})
+					out = binary.BigEndian.AppendUint32(out, uint32(u.resetFirst))
+					continue
+				}
 				out = u.answer(out, r)
 			}
 		}
@@ -220,4 +232,12 @@ func (u *rawUpstream) conns() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.mu.conns
+}
+
+// takeReset reports whether this request is the one to reset.
+func (u *rawUpstream) takeReset() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.mu.resets++
+	return u.mu.resets == 1
 }

@@ -190,34 +190,38 @@ func TestUnaryAckTimeout(t *testing.T) {
 // The ack timeout of a unary call runs from when the transport took the request: calls that
 // first wait for a stream the server allows (HTTP/2 max concurrent streams 1, five workers, each
 // call answered after 400ms) are not timed out for that wait, though the last one finishes 2s
-// after it began, past the 1.5s ack timeout.
+// after it began, past the 1.5s ack timeout. On both gRPC transports: the own one honours the
+// server's SETTINGS_MAX_CONCURRENT_STREAMS by making calls wait for a free stream.
 func TestUnaryAckTimeoutStartsAtSend(t *testing.T) {
-	const calls = 5
-	u := newUpstream(t, grpc.MaxConcurrentStreams(1))
-	u.onUnary = func(g received) (otepv1.ResultCode, error) {
-		time.Sleep(400 * time.Millisecond)
-		return otepv1.ResultCode_Success, nil
-	}
-	cfg := unaryConfig(t, u.addr, ProtocolV1, calls)
-	cfg.AckTimeout = 1500 * time.Millisecond
-	d := startDest(t, cfg)
-	f := newFeeder(t, d)
-	f.send(0, calls, 1, 10)
-	if got := f.waitAll(); !allTrue(got) {
-		t.Fatalf("delivered %v, want all", got)
-	}
-	if c := count(u.tags()); len(c) != calls || len(u.tags()) != calls {
-		t.Errorf("calls per batch %v, want one each", c)
-	}
-	u.mu.Lock()
-	most := u.maxInCall
-	u.mu.Unlock()
-	if most != 1 {
-		t.Errorf("%d calls at once at the upstream, want 1 (the others waited for a stream)", most)
-	}
-	if a, r := value(d.m.ackTimeouts)+value(d.m.dropped[DropAckTimeout]), value(d.m.retried[RetryFailed]); a != 0 || r != 0 {
-		t.Errorf("ack timeouts %d, retried %d; want 0, 0", a, r)
-	}
+	transports(t, func(t *testing.T, transport string) {
+		const calls = 5
+		u := newUpstream(t, grpc.MaxConcurrentStreams(1))
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			time.Sleep(400 * time.Millisecond)
+			return otepv1.ResultCode_Success, nil
+		}
+		cfg := unaryConfig(t, u.addr, ProtocolV1, calls)
+		cfg.AckTimeout = 1500 * time.Millisecond
+		cfg.Transport = transport
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, calls, 1, 10)
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want all", got)
+		}
+		if c := count(u.tags()); len(c) != calls || len(u.tags()) != calls {
+			t.Errorf("calls per batch %v, want one each", c)
+		}
+		u.mu.Lock()
+		most := u.maxInCall
+		u.mu.Unlock()
+		if most != 1 {
+			t.Errorf("%d calls at once at the upstream, want 1 (the others waited for a stream)", most)
+		}
+		if a, r := value(d.m.ackTimeouts)+value(d.m.dropped[DropAckTimeout]), value(d.m.retried[RetryFailed]); a != 0 || r != 0 {
+			t.Errorf("ack timeouts %d, retried %d; want 0, 0", a, r)
+		}
+	})
 }
 
 func mapsEqual(a, b map[string]int) bool {
