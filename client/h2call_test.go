@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -584,5 +585,43 @@ func TestH2RSTStream(t *testing.T) {
 				t.Errorf("sent again %d, retried %d, dropped %d; want %d, %d, %d", r, x, dr, c.resent, c.retried, c.dropped)
 			}
 		})
+	}
+}
+
+// A balanced destination (resolver=static) on the own transport: each backend of the fleet is
+// a destination with its own connection, traces stay whole on one gateway, every span the SDK
+// saw acknowledged arrives once.
+func TestH2Fleet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+	defer cancel()
+	a := newArrivals()
+	var addrs []string
+	var gws []*fleetGateway
+	for i := range 3 {
+		g := startFleetGateway(t, fmt.Sprint("gw", i), a)
+		gws = append(gws, g)
+		addrs = append(addrs, g.addr)
+	}
+	cfg := fleetConfig(t, "fleet_h2")
+	cfg.Protocol, cfg.Mode, cfg.Transport, cfg.Concurrency = ProtocolV1, ModeUnary, TransportOtlpgate, 2
+	cfg.Resolver, cfg.Endpoints = ResolverStatic, addrs
+	e := startFleetEdge(t, cfg)
+	s := newSDK(t, ctx, e.addr)
+	for range 4 {
+		s.emit(t, ctx, "run", 50, 5)
+	}
+	if err := s.tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stop(t)
+	stopAll(gws...)
+	if dups := a.check(t, s, 1000, "run"); dups != 0 {
+		t.Errorf("%d duplicates without any failure", dups)
+	}
+	per := a.gatewaysOf("run")
+	for i := range 3 {
+		if per[fmt.Sprint("gw", i)] == 0 {
+			t.Errorf("gw%d got no trace: %v", i, per)
+		}
 	}
 }
