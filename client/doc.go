@@ -85,6 +85,14 @@
 // Retry-After throttles, anything else rejects). The body is the payload's own bytes, or a
 // pooled compressed copy.
 //
+// # The own gRPC client
+//
+// Transport "otlpgate" (v1, unary) replaces grpc-go's ClientConn with one HTTP/2 connection
+// per destination built on internal/h2 (h2conn.go: the reader, windows, SETTINGS, PING,
+// GOAWAY; h2call.go: streams, HEADERS frames per signal and tenant, DATA by writev from the
+// batch's bytes; h2worker.go: the workers). A call's result goes through the same
+// unaryAnswered and unaryFailed as a grpc-go call, from the same statuses.
+//
 // # Tenants
 //
 // A batch carries its tenant (-intake.headers). forward-headers sends the tenant's values with
