@@ -1,6 +1,7 @@
 // Package h2 is the wire of otlpgate's own HTTP/2 gRPC transport: frames parsed in place over
-// the bytes a connection read, and HPACK (RFC 7541) header compression. It is the base of the transport that is to replace grpc-go's for
-// the methods otlpgate serves and calls; nothing in the proxy uses it yet.
+// the bytes a connection read, and HPACK (RFC 7541) header compression. The OTLP/gRPC intake
+// serves on it with -grpc.transport=otlpgate (server/grpc's h2*.go) and a destination calls its
+// upstream on it with transport=otlpgate (client's h2*.go); grpc-go stays the default of both.
 //
 // Frames. NextFrame splits a frame off a byte slice without copying; the typed views (Data,
 // Headers, Settings, ...) check what RFC 9113 asks of one frame and return views of the same
