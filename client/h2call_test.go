@@ -332,7 +332,7 @@ func TestH2GoAwayMidTraffic(t *testing.T) {
 			t.Errorf("the upstreams got %v, want %v once each", tags, want)
 		}
 		t.Logf("at the old server %d, at the new one %d, sent again on a new connection %d",
-			len(u.tags()), len(next.tags()), value(d.m.resent))
+			len(u.tags()), len(next.tags()), value(d.m.unprocessed))
 		if n := dropsOf(d); n != 0 {
 			t.Errorf("%d requests dropped", n)
 		}
@@ -355,8 +355,8 @@ func TestH2GoAwayAboveLastStreamResent(t *testing.T) {
 	if got := u.tags(); !mapsEqual(got, map[string]int{"b0": 1, "b1": 1}) {
 		t.Errorf("answered %v, want b0 and b1 once each", got)
 	}
-	if r, c, x := value(d.m.resent), u.conns(), value(d.m.retried[RetryFailed]); r != 1 || c != 2 || x != 0 {
-		t.Errorf("sent again %d, connections %d, retried after a backoff %d; want 1, 2, 0", r, c, x)
+	if r, c, x := value(d.m.unprocessed), u.conns(), value(d.m.retried[RetryFailed]); r != 1 || c != 2 || x != 0 || value(d.m.resent) != 0 {
+		t.Errorf("sent again unprocessed %d (as possible duplicates %v), connections %d, retried after a backoff %d; want 1 (0), 2, 0", r, value(d.m.resent), c, x)
 	}
 	if n := dropsOf(d); n != 0 {
 		t.Errorf("%d requests dropped", n)
@@ -581,7 +581,7 @@ func TestH2RSTStream(t *testing.T) {
 			if got := u.tags(); !mapsEqual(got, c.answered) {
 				t.Errorf("answered %v, want %v", got, c.answered)
 			}
-			if r, x, dr := value(d.m.resent), value(d.m.retried[RetryFailed]), dropsOf(d); r != c.resent || x != c.retried || dr != c.dropped {
+			if r, x, dr := value(d.m.unprocessed), value(d.m.retried[RetryFailed]), dropsOf(d); r != c.resent || x != c.retried || dr != c.dropped {
 				t.Errorf("sent again %d, retried %d, dropped %d; want %d, %d, %d", r, x, dr, c.resent, c.retried, c.dropped)
 			}
 		})

@@ -88,7 +88,7 @@ func (w *h2Worker) call(r *request) {
 			err = status.Error(codes.Unavailable, "client: the upstream refused the call on every connection")
 			break
 		}
-		d.m.resent.Inc() // the server said it did not process it: no duplicate, but counted
+		d.m.unprocessed.Inc() // the server said it did not process it: no duplicate
 	}
 	w.out.release()
 	d.sending.Add(-1)

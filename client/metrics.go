@@ -32,6 +32,10 @@ var (
 		Name: "otlpgate_client_resent_requests_total",
 		Help: "Requests sent again at once because the stream they were pending on ended without answering them, or their answer was later than ack-timeout; the upstream may have them twice (possible duplicates).",
 	}, []string{"destination", "backend"})
+	unprocessedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "otlpgate_client_unprocessed_requests_total",
+		Help: "Calls of transport=otlpgate that the upstream said it did not process (a GOAWAY whose last stream id is below the call's, REFUSED_STREAM), sent again at once on another connection: the upstream has them once (unlike otlpgate_client_resent_requests_total).",
+	}, []string{"destination", "backend"})
 	ackTimeouts = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_ack_timeouts_total",
 		Help: "Requests whose answer was later than ack-timeout. Each is sent again (stream mode: at once, on a new stream when its stream answered nothing, counted in otlpgate_client_resent_requests_total; unary and http: after a backoff, counted in otlpgate_client_retried_requests_total{reason=\"ack_timeout\"}) unless its retry budget ran out (dropped, retry_exhausted) or retry-on-reconnect=false (dropped, ack_timeout).",
@@ -196,6 +200,7 @@ type destMetrics struct {
 	partialRejected          prometheus.Counter
 	impossiblePartial        prometheus.Counter
 	unreadableAnswers        prometheus.Counter
+	unprocessed              prometheus.Counter
 	inFlight                 prometheus.Collector // this destination's sent, unanswered requests alone, for tests
 	queueBytes               prometheus.Collector // this destination's held bytes alone, for tests
 	ackLatency               prometheus.Observer
@@ -229,6 +234,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 	m.returnedRequests = returnedRequests.WithLabelValues(name, backend)
 	m.returnedItems = returnedItems.WithLabelValues(name, backend)
 	m.unreadableAnswers = unreadableAnswers.WithLabelValues(name, backend)
+	m.unprocessed = unprocessedRequests.WithLabelValues(name, backend)
 	m.impossiblePartial = impossiblePartial.WithLabelValues(name, backend)
 	for i := range m.retried {
 		m.retried[i] = retriedRequests.WithLabelValues(name, backend, RetryReason(i).String())
@@ -249,7 +255,7 @@ func newDestMetrics(name, backend string) *destMetrics {
 func forgetBackend(name, backend string) {
 	l := prometheus.Labels{"destination": name, "backend": backend}
 	for _, v := range []*prometheus.CounterVec{sentRequests, sentBytes, ackedRequests, ackedItems, retriedRequests,
-		resentRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
+		resentRequests, unprocessedRequests, ackTimeouts, droppedRequests, droppedItems, partialRejected, throttles, streamsOpened, streamsEnded,
 		unknownAcks, handedOver, unreadableAnswers, impossiblePartial, returnedRequests, returnedItems} {
 		v.DeletePartialMatch(l)
 	}
