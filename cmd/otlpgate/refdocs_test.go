@@ -105,7 +105,12 @@ func configurationPage(t *testing.T) []byte {
 		for _, f := range fl {
 			_, usage := flag.UnquoteUsage(f)
 			def := f.DefValue
-			if def == "" {
+			if m := funcDefault.FindStringSubmatch(usage); def == "" && m != nil {
+				// A flag set by a function (fs.Func) has no default of its own: its usage
+				// ends with it.
+				def = m[1]
+			}
+			if def == "" || def == "empty" {
 				def = "(empty)"
 			}
 			fmt.Fprintf(&b, "| `-%s` | `%s` | %s |\n", f.Name, cell(def), cell(usage))
@@ -113,6 +118,9 @@ func configurationPage(t *testing.T) []byte {
 	}
 	return b.Bytes()
 }
+
+// funcDefault is the "(default X)" a function flag's usage ends with.
+var funcDefault = regexp.MustCompile(`\(default ([^()]+)\)$`)
 
 // configFileSection describes the config file (-config, configfile.go) in
 // docs/configuration.md.
