@@ -544,6 +544,9 @@ func (c *h2Conn) headerBlock() error {
 	}
 	c.lastID = id
 	if derr != nil {
+		if derr == h2.ErrHeaderListTooLarge {
+			headerTooLarge.Inc() // as grpc-go's transport counts it (watch.go)
+		}
 		return derr
 	}
 	if c.mu.final && id > c.mu.goawayID {

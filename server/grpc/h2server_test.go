@@ -777,6 +777,7 @@ func TestH2HeaderListBombRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	refusedBefore := testutil.ToFloat64(headerTooLarge)
 	send(1, req(hpack.HeaderField{Name: "x-big", Value: strings.Repeat("b", 4000)})) // inserts the entry
 	bomb := append(req(), bytes.Repeat([]byte{0xbe}, 10000)...)                      // index 62: x-big
 	send(3, bomb)
@@ -796,5 +797,9 @@ func TestH2HeaderListBombRefused(t *testing.T) {
 	}
 	if ended[1] != "grpc-status 0" || ended[3] != "rst PROTOCOL_ERROR" || ended[5] != "grpc-status 0" {
 		t.Fatalf("streams ended %v", ended)
+	}
+	// Counted as on grpc-go's transport.
+	if got := testutil.ToFloat64(headerTooLarge) - refusedBefore; got != 1 {
+		t.Errorf("otlpgate_grpc_refused_streams_total{reason=\"header_too_large\"} counted %v, want 1", got)
 	}
 }
