@@ -95,6 +95,9 @@ h2spec-tool: ## build the pinned h2spec (H2SPEC_VERSION, tools/h2spec/go.mod) in
 		cd tools/h2spec && $(GO) build -ldflags='-s -w' -o $(CURDIR)/$(H2SPEC) github.com/summerwind/h2spec/cmd/h2spec; \
 	fi
 
+interop-deps: ## the pinned grpc-js peer of internal/interop's tests (npm ci; needs node and npm); .ci/run also installs Debian's python3-grpcio and nghttp2-client
+	cd internal/interop/testdata/node && npm ci --no-audit --no-fund
+
 h2spec: h2spec-tool ## HTTP/2 conformance of the OTLP/gRPC listener: h2spec's 145 tests, against the known failures
 	$(GO) test -count=1 -v -run '^TestH2Spec$$' ./internal/hostile
 

@@ -1,0 +1,17 @@
+// Package interop is otlpgate's interoperability matrix: the real otlpgate binary, on each of
+// its gRPC transports (-grpc.transport=grpc-go|otlpgate on the intake, transport=grpc-go|otlpgate
+// on a destination), against gRPC implementations other than the one it is built with:
+//
+//   - grpc-js (npm @grpc/grpc-js, pinned in testdata/node/package-lock.json) as a client of the
+//     intake and as the upstream of a destination;
+//   - Python grpcio (Debian's python3-grpcio, the C-core) both ways;
+//   - h2load (Debian's nghttp2-client) driving unary Export calls at the intake.
+//
+// Each test asserts the exact spans, metrics and log records that came out the other side,
+// with gzip and TLS where the peer speaks them and messages large enough to cross many frames
+// and flow-control windows. nginx and HAProxy in front of the intake are internal/l7lb's.
+//
+// Without a peer the tests skip, saying what to install (make interop-deps); under CI=true
+// they fail instead, since .ci/run installs every peer. The package has no code outside its
+// tests. It builds cmd/otlpgate once per run (TestMain) and starts it as a child on loopback.
+package interop

@@ -1,0 +1,200 @@
+// The grpc-js peer of otlpgate's interop tests (internal/interop). Run with one JSON argument:
+//
+//   node peer.js '{"mode":"client","target":"127.0.0.1:4317","calls":[...]}'
+//     sends each call in order on one channel and prints one JSON line per call:
+//     {"call":i,"ok":true} or {"call":i,"ok":false,"code":N,"details":"..."}; exits 1 if any failed.
+//     A call is {"signal":"traces","first":F,"count":N,"pad":P} (N spans whose span ids are
+//     F..F+N-1 big-endian, each with a string attribute of P bytes), {"signal":"metrics",
+//     "names":[...]} (one gauge per name) or {"signal":"logs","bodies":[...]}.
+//     Options: "ca" (a PEM file: TLS, trusting it), "compression" ("gzip", "deflate" or none).
+//
+//   node peer.js '{"mode":"server"}'
+//     serves the three OTLP v1 Export services on 127.0.0.1 (TLS with "cert" and "key"), prints
+//     {"listening":"127.0.0.1:PORT"} once bound, then {"signal":"traces","encoding":"gzip"} for
+//     each request's headers and {"signal":"traces","ids":["<span id hex>",...]} for each
+//     request as it decoded it (metric names for metrics, log bodies for logs), and answers
+//     each with an empty response. It stops on SIGTERM, or when stdin closes. Options: "cert"
+//     and "key" (PEM files: TLS), "shrink" and "goaway" (see watchStreams).
+//
+// The messages are encoded and decoded by protobufjs from the repository's proto/ files, through
+// @grpc/proto-loader: a second implementation of OTLP's encoding next to otlpgate's.
+'use strict';
+
+const path = require('path');
+const fs = require('fs');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+
+const protoRoot = path.resolve(__dirname, '../../../../proto');
+const files = {
+  traces: 'opentelemetry/proto/collector/trace/v1/trace_service.proto',
+  metrics: 'opentelemetry/proto/collector/metrics/v1/metrics_service.proto',
+  logs: 'opentelemetry/proto/collector/logs/v1/logs_service.proto',
+};
+const services = {
+  traces: ['opentelemetry', 'proto', 'collector', 'trace', 'v1', 'TraceService'],
+  metrics: ['opentelemetry', 'proto', 'collector', 'metrics', 'v1', 'MetricsService'],
+  logs: ['opentelemetry', 'proto', 'collector', 'logs', 'v1', 'LogsService'],
+};
+
+const defs = protoLoader.loadSync(Object.values(files), {
+  keepCase: true, longs: String, enums: String, defaults: false, oneofs: true, includeDirs: [protoRoot],
+});
+const pkg = grpc.loadPackageDefinition(defs);
+const service = (signal) => services[signal].reduce((o, k) => o[k], pkg);
+
+const maxMsg = 64 << 20;
+const opts = JSON.parse(process.argv[2] || '{}');
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+
+function spanID(n) {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64BE(BigInt(n));
+  return b;
+}
+
+function request(c) {
+  switch (c.signal) {
+    case 'traces': {
+      const spans = [];
+      for (let i = 0; i < c.count; i++) {
+        const id = c.first + i;
+        spans.push({
+          trace_id: Buffer.concat([Buffer.alloc(8), spanID(id)]), span_id: spanID(id), name: 'grpc-js-' + id,
+          kind: 'SPAN_KIND_CLIENT', start_time_unix_nano: '1700000000000000000', end_time_unix_nano: '1700000000000001000',
+          attributes: [{ key: 'pad', value: { string_value: 'x'.repeat(c.pad || 0) } }],
+        });
+      }
+      return {
+        resource_spans: [{
+          resource: { attributes: [{ key: 'service.name', value: { string_value: 'grpc-js' } }] },
+          scope_spans: [{ scope: { name: 'interop' }, spans }],
+        }],
+      };
+    }
+    case 'metrics':
+      return {
+        resource_metrics: [{
+          resource: { attributes: [{ key: 'service.name', value: { string_value: 'grpc-js' } }] },
+          scope_metrics: [{
+            metrics: c.names.map((name, i) => ({
+              name, gauge: { data_points: [{ time_unix_nano: '1700000000000000000', as_int: String(i + 1) }] },
+            })),
+          }],
+        }],
+      };
+    case 'logs':
+      return {
+        resource_logs: [{
+          scope_logs: [{
+            log_records: c.bodies.map((b) => ({ time_unix_nano: '1700000000000000000', body: { string_value: b } })),
+          }],
+        }],
+      };
+  }
+  throw new Error('unknown signal ' + c.signal);
+}
+
+async function client() {
+  const creds = opts.ca ? grpc.credentials.createSsl(fs.readFileSync(opts.ca)) : grpc.credentials.createInsecure();
+  const alg = { deflate: 1, gzip: 2 }[opts.compression] || 0;
+  const chanOpts = { 'grpc.max_send_message_length': maxMsg, 'grpc.max_receive_message_length': maxMsg, 'grpc.default_compression_algorithm': alg };
+  const clients = {};
+  let failed = false;
+  for (const [i, c] of opts.calls.entries()) {
+    const Svc = service(c.signal);
+    clients[c.signal] = clients[c.signal] || new Svc(opts.target, creds, chanOpts);
+    const res = await new Promise((resolve) => {
+      clients[c.signal].Export(request(c), { deadline: Date.now() + 20000 }, (err) => resolve(err));
+    });
+    if (res) {
+      failed = true;
+      out({ call: i, ok: false, code: res.code, details: res.details });
+    } else {
+      out({ call: i, ok: true });
+    }
+  }
+  for (const c of Object.values(clients)) c.close();
+  process.exitCode = failed ? 1 : 0;
+}
+
+// watchStreams reports the grpc-encoding of every request stream the server's HTTP/2 sessions
+// open (grpc-js keeps it from the handlers), and applies the session options of opts: shrink
+// (after the first stream of a session, a SETTINGS lowering INITIAL_WINDOW_SIZE to that many
+// bytes while the stream's message is still arriving) and goaway (after that many streams of a
+// session, a GOAWAY whose last stream id is the latest one, then the session's end once its
+// streams are done).
+function watchStreams() {
+  const http2 = require('http2');
+  const paths = {};
+  for (const [signal, parts] of Object.entries(services)) paths['/' + parts.join('.') + '/Export'] = signal;
+  for (const create of ['createServer', 'createSecureServer']) {
+    const orig = http2[create];
+    http2[create] = function (...args) {
+      const s = orig.apply(this, args);
+      s.on('session', (session) => {
+        let streams = 0;
+        session.on('stream', (stream, headers) => {
+          streams++;
+          out({ signal: paths[headers[':path']] || headers[':path'], encoding: headers['grpc-encoding'] || 'identity' });
+          if (opts.shrink && streams === 1) session.settings({ initialWindowSize: opts.shrink });
+          if (opts.goaway && streams === opts.goaway) {
+            out({ goaway: stream.id });
+            session.goaway(http2.constants.NGHTTP2_NO_ERROR, stream.id);
+          }
+        });
+      });
+      return s;
+    };
+  }
+}
+
+function server() {
+  watchStreams();
+  const srv = new grpc.Server({ 'grpc.max_receive_message_length': maxMsg });
+  for (const signal of Object.keys(services)) {
+    srv.addService(service(signal).service, {
+      Export: (call, cb) => {
+        const req = call.request;
+        const line = { signal };
+        const ids = [];
+        if (signal === 'traces') {
+          for (const rs of req.resource_spans || []) for (const ss of rs.scope_spans || []) for (const sp of ss.spans || []) ids.push(Buffer.from(sp.span_id).toString('hex'));
+        } else if (signal === 'metrics') {
+          for (const rm of req.resource_metrics || []) for (const sm of rm.scope_metrics || []) for (const m of sm.metrics || []) ids.push(m.name);
+        } else {
+          for (const rl of req.resource_logs || []) for (const sl of rl.scope_logs || []) for (const r of sl.log_records || []) ids.push(r.body.string_value);
+        }
+        line.ids = ids;
+        out(line);
+        cb(null, {});
+      },
+    });
+  }
+  const creds = opts.cert
+    ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: fs.readFileSync(opts.cert), private_key: fs.readFileSync(opts.key) }], false)
+    : grpc.ServerCredentials.createInsecure();
+  srv.bindAsync('127.0.0.1:0', creds, (err, port) => {
+    if (err) {
+      process.stderr.write(String(err) + '\n');
+      process.exit(1);
+    }
+    out({ listening: '127.0.0.1:' + port });
+  });
+  const stop = () => srv.tryShutdown(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  process.stdin.on('end', stop);
+  process.stdin.resume();
+}
+
+if (opts.mode === 'client') {
+  client().catch((e) => {
+    process.stderr.write(String(e && e.stack || e) + '\n');
+    process.exit(2);
+  });
+} else if (opts.mode === 'server') {
+  server();
+} else {
+  process.stderr.write('mode must be client or server\n');
+  process.exit(2);
+}
