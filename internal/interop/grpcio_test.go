@@ -1,0 +1,90 @@
+package interop
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
+	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
+	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+)
+
+// debianPython is Debian's interpreter, where python3-grpcio and python3-protobuf install: a
+// python3 earlier on PATH (pyenv, a virtualenv) may lack them.
+const debianPython = "/usr/bin/python3"
+
+var (
+	descOnce sync.Once
+	descPath string
+	descErr  error
+)
+
+// descriptorSet writes, once per run, the FileDescriptorSet of the three OTLP collector
+// services and everything they import, dependencies first, as otlpgate's generated code holds
+// it: the Python peer builds its message classes from it.
+func descriptorSet(t testing.TB) string {
+	t.Helper()
+	descOnce.Do(func() {
+		var set descriptorpb.FileDescriptorSet
+		seen := map[string]bool{}
+		var add func(fd protoreflect.FileDescriptor)
+		add = func(fd protoreflect.FileDescriptor) {
+			if seen[fd.Path()] {
+				return
+			}
+			seen[fd.Path()] = true
+			for i := range fd.Imports().Len() {
+				add(fd.Imports().Get(i).FileDescriptor)
+			}
+			set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
+		}
+		add(coltracev1.File_opentelemetry_proto_collector_trace_v1_trace_service_proto)
+		add(colmetricsv1.File_opentelemetry_proto_collector_metrics_v1_metrics_service_proto)
+		add(collogsv1.File_opentelemetry_proto_collector_logs_v1_logs_service_proto)
+		b, err := proto.Marshal(&set)
+		if err != nil {
+			descErr = err
+			return
+		}
+		descPath = filepath.Join(filepath.Dir(otlpgateBin), "otlp.binpb")
+		descErr = os.WriteFile(descPath, b, 0o644)
+	})
+	if descErr != nil {
+		t.Fatal(descErr)
+	}
+	return descPath
+}
+
+var grpcio = peer{
+	name: "grpcio",
+	available: func(t testing.TB) {
+		if err := exec.Command(debianPython, "-c", "import grpc, google.protobuf").Run(); err != nil {
+			need(t, debianPython+" cannot import grpc and google.protobuf (apt-get install python3-grpcio python3-protobuf)")
+		}
+	},
+	command: func(t testing.TB, opts map[string]any) (string, []string) {
+		opts["descriptors"] = descriptorSet(t)
+		return debianPython, []string{filepath.Join("testdata", "python", "peer.py"), jsonArg(t, opts)}
+	},
+	// grpcio compresses with gzip and deflate; the C-core has no zstd.
+	compressions: []string{"gzip"},
+}
+
+// Python grpcio clients (the C-core, messages built by python3-protobuf from otlpgate's
+// descriptors) export every signal to otlpgate's intake on both transports, plain and TLS,
+// identity and gzip, one message of about 4 MiB: the Collector's decoder upstream gets exactly
+// their spans, metrics and records, each once.
+func TestGRPCIOClient(t *testing.T) { testPeerClients(t, grpcio) }
+
+// A Python grpcio server is the upstream of a destination on both transports, plain and TLS,
+// identity and gzip: it decodes exactly what was sent to otlpgate, each item once, the batch of
+// about 4 MiB included.
+func TestGRPCIOServer(t *testing.T) { testPeerServers(t, grpcio) }

@@ -1,0 +1,156 @@
+"""The Python grpcio peer of otlpgate's interop tests (internal/interop).
+
+Run with Debian's /usr/bin/python3 (python3-grpcio, the gRPC C-core, and python3-protobuf) and
+one JSON argument, the options of testdata/node/peer.js, with "descriptors" added: a file
+holding a FileDescriptorSet of the OTLP protos, dependencies first, which the test writes from
+otlpgate's generated code. The message classes are built from it at run time, so that no
+generated Python is needed; grpcio's generic calls and handlers carry their bytes.
+
+  client: sends each call in order, prints {"call":i,"ok":true} or {"call":i,"ok":false,
+          "code":N,"details":"..."} per call, exits 1 if any failed.
+  server: serves the three OTLP v1 Export services on 127.0.0.1, prints {"listening":...},
+          then {"signal":...,"ids":[...]} per request as it decoded it (span ids in hex,
+          metric names, log bodies), answers each with an empty response, and stops when
+          stdin closes.
+"""
+
+import json
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+opts = json.loads(sys.argv[1])
+_out_lock = threading.Lock()
+
+
+def out(obj):
+    with _out_lock:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def message_classes(path):
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:
+        pool.Add(fd)
+    get = getattr(message_factory, "GetMessageClass", None)
+    factory = None if get else message_factory.MessageFactory(pool)
+
+    def cls(name):
+        d = pool.FindMessageTypeByName(name)
+        return get(d) if get else factory.GetPrototype(d)
+
+    return cls
+
+
+cls = message_classes(opts["descriptors"])
+SIGNALS = {
+    "traces": ("opentelemetry.proto.collector.trace.v1.TraceService", "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"),
+    "metrics": ("opentelemetry.proto.collector.metrics.v1.MetricsService", "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest"),
+    "logs": ("opentelemetry.proto.collector.logs.v1.LogsService", "opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest"),
+}
+REQUEST = {s: cls(m) for s, (_, m) in SIGNALS.items()}
+MAX_MSG = 64 << 20
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MSG), ("grpc.max_receive_message_length", MAX_MSG)]
+
+
+def request(c):
+    req = REQUEST[c["signal"]]()
+    if c["signal"] == "traces":
+        rs = req.resource_spans.add()
+        rs.resource.attributes.add(key="service.name").value.string_value = "grpcio"
+        ss = rs.scope_spans.add()
+        ss.scope.name = "interop"
+        for i in range(c["count"]):
+            sid = (c["first"] + i).to_bytes(8, "big")
+            sp = ss.spans.add(trace_id=bytes(8) + sid, span_id=sid, name="grpcio-%d" % (c["first"] + i),
+                              start_time_unix_nano=1700000000000000000, end_time_unix_nano=1700000000000001000)
+            sp.attributes.add(key="pad").value.string_value = "z" * c.get("pad", 0)
+    elif c["signal"] == "metrics":
+        sm = req.resource_metrics.add().scope_metrics.add()
+        for i, name in enumerate(c["names"]):
+            m = sm.metrics.add(name=name)
+            m.gauge.data_points.add(time_unix_nano=1700000000000000000, as_int=i + 1)
+    else:
+        sl = req.resource_logs.add().scope_logs.add()
+        for body in c["bodies"]:
+            sl.log_records.add(time_unix_nano=1700000000000000000).body.string_value = body
+    return req
+
+
+def client():
+    if opts.get("ca"):
+        with open(opts["ca"], "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        channel = grpc.secure_channel(opts["target"], creds, options=CHANNEL_OPTIONS)
+    else:
+        channel = grpc.insecure_channel(opts["target"], options=CHANNEL_OPTIONS)
+    compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(opts.get("compression"), grpc.Compression.NoCompression)
+    failed = False
+    for i, c in enumerate(opts["calls"]):
+        export = channel.unary_unary("/%s/Export" % SIGNALS[c["signal"]][0],
+                                     request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=lambda b: b)
+        try:
+            export(request(c), timeout=20, compression=compression)
+            out({"call": i, "ok": True})
+        except grpc.RpcError as e:
+            failed = True
+            out({"call": i, "ok": False, "code": e.code().value[0], "details": e.details()})
+    channel.close()
+    sys.exit(1 if failed else 0)
+
+
+def handler(signal):
+    def export(req, context):
+        ids = []
+        if signal == "traces":
+            for rs in req.resource_spans:
+                for ss in rs.scope_spans:
+                    ids.extend(sp.span_id.hex() for sp in ss.spans)
+        elif signal == "metrics":
+            for rm in req.resource_metrics:
+                for sm in rm.scope_metrics:
+                    ids.extend(m.name for m in sm.metrics)
+        else:
+            for rl in req.resource_logs:
+                for sl in rl.scope_logs:
+                    ids.extend(r.body.string_value for r in sl.log_records)
+        out({"signal": signal, "ids": ids})
+        return b""
+
+    return grpc.unary_unary_rpc_method_handler(export, request_deserializer=REQUEST[signal].FromString,
+                                               response_serializer=lambda b: b)
+
+
+def server():
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CHANNEL_OPTIONS)
+    for signal, (service, _) in SIGNALS.items():
+        srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler(signal)}),))
+    if opts.get("cert"):
+        with open(opts["cert"], "rb") as f:
+            cert = f.read()
+        with open(opts["key"], "rb") as f:
+            key = f.read()
+        port = srv.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, cert)]))
+    else:
+        port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    out({"listening": "127.0.0.1:%d" % port})
+    sys.stdin.read()
+    srv.stop(0)
+
+
+if opts.get("mode") == "client":
+    client()
+elif opts.get("mode") == "server":
+    server()
+else:
+    sys.stderr.write("mode must be client or server\n")
+    sys.exit(2)
