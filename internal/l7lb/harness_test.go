@@ -56,10 +56,22 @@ func gatewayConfig() gw.Config {
 
 func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 	t.Helper()
+	return startGatewayOn(t, name, maxAge, "")
+}
+
+// startGatewayOn is startGateway with its intake on the gRPC transport transport
+// (-grpc.transport; "" for the default).
+func startGatewayOn(t *testing.T, name string, maxAge time.Duration, transport string) *gateway {
+	t.Helper()
 	g := &gateway{rec: testkit.NewRecorder(name)}
 	cfg := gatewayConfig()
 	cfg.GRPC.Listen = "127.0.0.1:0"
-	cfg.GRPC.StreamMaxAge = maxAge
+	if transport != "" && transport != "grpc-go" {
+		// The own transport serves no OTEP streams and refuses their settings.
+		cfg.GRPC.Transport = transport
+	} else {
+		cfg.GRPC.StreamMaxAge = maxAge
+	}
 	cfg.Extra = []pipeline.Destination{g.rec}
 	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
