@@ -1,10 +1,12 @@
 package interop
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // nodeDir holds the grpc-js peer and its pinned modules (npm ci, make interop-deps).
@@ -38,3 +40,66 @@ func TestGRPCJSClient(t *testing.T) { testPeerClients(t, grpcJS) }
 // once, the large batch of about 4 MiB included, and every request in the destination's
 // grpc-encoding.
 func TestGRPCJSServer(t *testing.T) { testPeerServers(t, grpcJS) }
+
+// A grpc-js upstream whose HTTP/2 session lowers SETTINGS_INITIAL_WINDOW_SIZE to 4 KiB as the
+// first call of a connection arrives, the 4 MiB batch being that call: the stream's window
+// goes below zero under the bytes already sent, and otlpgate's destination, on each
+// transport, must wait for the peer's WINDOW_UPDATEs and send the rest in 4 KiB steps. The
+// peer decodes exactly what was sent, each item once.
+func TestGRPCJSServerShrinksWindow(t *testing.T) {
+	grpcJS.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			srv, g := startPeerUpstream(t, grpcJS, map[string]any{"mode": "server", "shrink": 4096},
+				"name=peer,protocol=v1,retry-initial=20ms,transport="+tr)
+			calls := []call{{Signal: "traces", First: 100, Count: 400, Pad: 10 << 10}}
+			sendToGate(t, g.GRPC, calls)
+			calls2 := plan("shrink-"+tr, 1, false)
+			sendToGate(t, g.GRPC, calls2)
+			var w want
+			w.add(calls)
+			w.add(calls2)
+			checkPeer(t, srv, w, "identity")
+		})
+	}
+}
+
+// A grpc-js upstream that sends GOAWAY on each connection as its second call arrives, naming
+// that call's stream as the last it processes, while otlpgate's destination (four calls in
+// flight, on each transport) has more calls open or opening on it: the calls above the last
+// stream id (ignored, or reset with REFUSED_STREAM when they crossed the GOAWAY) were not
+// processed and must go again on a new connection, the others be answered on the old one. The peer decodes exactly what was sent, each item once: nothing lost,
+// nothing twice.
+func TestGRPCJSServerGoAway(t *testing.T) {
+	grpcJS.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			srv, g := startPeerUpstream(t, grpcJS, map[string]any{"mode": "server", "goaway": 2},
+				"name=peer,protocol=v1,retry-initial=20ms,concurrency=4,transport="+tr)
+			var w want
+			for i := range 10 {
+				calls := plan(fmt.Sprintf("goaway-%s-%d", tr, i), uint64(1+i*1000), false)
+				sendToGate(t, g.GRPC, calls)
+				w.add(calls)
+				time.Sleep(20 * time.Millisecond) // past -batch.max-age: more calls, more connections
+			}
+			checkPeer(t, srv, w, "identity")
+			goaways, refused := 0, 0
+			for _, l := range srv.lines() {
+				if l.GoAway != 0 {
+					goaways++
+				}
+				if l.Refused != 0 {
+					refused++
+				}
+			}
+			t.Logf("%s: %d GOAWAYs, %d streams refused after them, %v calls sent again as unprocessed", tr, goaways, refused,
+				g.metric(t, "otlpgate_client_unprocessed_requests_total"))
+			if goaways < 2 {
+				t.Errorf("the peer sent %d GOAWAYs; the test needs calls on at least two connections", goaways)
+			}
+		})
+	}
+}

@@ -350,9 +350,7 @@ func testPeerServers(t *testing.T, p peer) {
 						opts["cert"], opts["key"] = cert, key
 						dest += ",tls-ca=" + cert
 					}
-					name, argv := p.command(t, opts)
-					srv := startPeerServer(t, name, argv...)
-					g := startGate(t, "-batch.max-bytes", "8MiB", "-dest", dest+",endpoint="+srv.Addr)
+					srv, g := startPeerUpstream(t, p, opts, dest)
 					calls := plan(fmt.Sprintf("%s-%s-%v-%s", p.name, tr, tls, comp), 1, true)
 					sendToGate(t, g.GRPC, calls)
 					var w want
@@ -362,6 +360,15 @@ func testPeerServers(t *testing.T, p peer) {
 			}
 		}
 	}
+}
+
+// startPeerUpstream starts the peer as a server with opts and an otlpgate whose destination
+// dest (without its endpoint) sends to it, with batches of up to 8 MiB.
+func startPeerUpstream(t *testing.T, p peer, opts map[string]any, dest string) (*peerServer, *gate) {
+	t.Helper()
+	name, argv := p.command(t, opts)
+	srv := startPeerServer(t, name, argv...)
+	return srv, startGate(t, "-batch.max-bytes", "8MiB", "-dest", dest+",endpoint="+srv.Addr)
 }
 
 // jsonArg is opts as one command-line argument.

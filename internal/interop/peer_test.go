@@ -31,6 +31,11 @@ type peerLine struct {
 	Signal   string   `json:"signal"`
 	Encoding string   `json:"encoding"`
 	IDs      []string `json:"ids"`
+
+	// A server's GOAWAY (peer.js with "goaway"): the last stream id it named.
+	GoAway int `json:"goaway"`
+	// A stream a server reset with REFUSED_STREAM, above its GOAWAY's last stream id.
+	Refused int `json:"refused"`
 }
 
 // peerServer is a peer running as an upstream of otlpgate.

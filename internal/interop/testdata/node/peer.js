@@ -120,30 +120,47 @@ async function client() {
 
 // watchStreams reports the grpc-encoding of every request stream the server's HTTP/2 sessions
 // open (grpc-js keeps it from the handlers), and applies the session options of opts: shrink
-// (after the first stream of a session, a SETTINGS lowering INITIAL_WINDOW_SIZE to that many
-// bytes while the stream's message is still arriving) and goaway (after that many streams of a
-// session, a GOAWAY whose last stream id is the latest one, then the session's end once its
-// streams are done).
+// (as the first stream of a session arrives, a SETTINGS lowering INITIAL_WINDOW_SIZE to that
+// many bytes while the stream's message is still arriving) and goaway (as the goaway-th stream
+// of a session arrives, a GOAWAY naming it the last stream processed). It sits between node's
+// HTTP/2 server and grpc-js: a stream above a GOAWAY's last stream id that nghttp2 still took
+// in (its HEADERS read before the GOAWAY was written) is reset with REFUSED_STREAM, unseen by
+// grpc-js, so that the peer never processes a stream its GOAWAY said it would not.
 function watchStreams() {
   const http2 = require('http2');
   const paths = {};
   for (const [signal, parts] of Object.entries(services)) paths['/' + parts.join('.') + '/Export'] = signal;
+  const sessions = new WeakMap();
   for (const create of ['createServer', 'createSecureServer']) {
     const orig = http2[create];
     http2[create] = function (...args) {
       const s = orig.apply(this, args);
-      s.on('session', (session) => {
-        let streams = 0;
-        session.on('stream', (stream, headers) => {
-          streams++;
-          out({ signal: paths[headers[':path']] || headers[':path'], encoding: headers['grpc-encoding'] || 'identity' });
-          if (opts.shrink && streams === 1) session.settings({ initialWindowSize: opts.shrink });
-          if (opts.goaway && streams === opts.goaway) {
-            out({ goaway: stream.id });
-            session.goaway(http2.constants.NGHTTP2_NO_ERROR, stream.id);
-          }
-        });
-      });
+      const emit = s.emit;
+      s.emit = function (event, ...rest) {
+        if (event !== 'stream') return emit.call(this, event, ...rest);
+        const [stream, headers] = rest;
+        const session = stream.session;
+        let st = sessions.get(session);
+        if (!st) {
+          st = { streams: 0, last: 0 };
+          sessions.set(session, st);
+        }
+        if (st.last && stream.id > st.last) {
+          out({ refused: stream.id });
+          stream.on('error', () => {});
+          stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+          return true;
+        }
+        st.streams++;
+        out({ signal: paths[headers[':path']] || headers[':path'], encoding: headers['grpc-encoding'] || 'identity' });
+        if (opts.shrink && st.streams === 1) session.settings({ initialWindowSize: opts.shrink });
+        if (opts.goaway && st.streams === opts.goaway) {
+          st.last = stream.id;
+          out({ goaway: stream.id });
+          session.goaway(http2.constants.NGHTTP2_NO_ERROR, stream.id);
+        }
+        return emit.call(this, event, ...rest);
+      };
       return s;
     };
   }
