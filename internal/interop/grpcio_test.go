@@ -1,17 +1,20 @@
 package interop
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/otlpgate/otlpgate/internal/faultproxy"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -84,7 +87,47 @@ var grpcio = peer{
 // their spans, metrics and records, each once.
 func TestGRPCIOClient(t *testing.T) { testPeerClients(t, grpcio) }
 
+// Python grpcio clients make calls of every signal for about a second to an intake, on each
+// transport, that sends GOAWAY to connections older than 150ms: every call succeeds, the
+// C-core dials again after each GOAWAY, and exactly what it sent arrives, each item once.
+func TestGRPCIOClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcio) }
+
 // A Python grpcio server is the upstream of a destination on both transports, plain and TLS,
 // identity and gzip: it decodes exactly what was sent to otlpgate, each item once, the batch of
 // about 4 MiB included.
 func TestGRPCIOServer(t *testing.T) { testPeerServers(t, grpcio) }
+
+// A Python grpcio upstream whose C-core sends GOAWAY to every connection older than 150ms
+// (grpc.max_connection_age_ms) while otlpgate's destination, on each transport, delivers 15
+// rounds of every signal 20ms apart: the destination dials again after each GOAWAY (a proxy
+// in between counts its connections) and the peer decodes exactly what was sent, each item
+// once.
+func TestGRPCIOServerGoAway(t *testing.T) {
+	grpcio.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			name, argv := grpcio.command(t, map[string]any{"mode": "server", "max_age_ms": 150})
+			srv := startPeerServer(t, name, argv...)
+			px, err := faultproxy.New(srv.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { px.Close() })
+			g := startGate(t, "-dest", "name=peer,protocol=v1,retry-initial=20ms,concurrency=4,transport="+tr+",endpoint="+px.Addr())
+			var w want
+			for i := range 15 {
+				calls := plan(fmt.Sprintf("age-%s-%d", tr, i), uint64(1+i*100), false)
+				sendToGate(t, g.GRPC, calls)
+				w.add(calls)
+				time.Sleep(20 * time.Millisecond)
+			}
+			checkPeer(t, srv, w, "")
+			t.Logf("grpcio upstream, destination on %s: %d connections, %v calls sent again as unprocessed", tr, px.Accepted(),
+				g.metric(t, "otlpgate_client_unprocessed_requests_total"))
+			if px.Accepted() < 2 {
+				t.Errorf("the destination used %d connections; with GOAWAY every 150ms it should have dialled again", px.Accepted())
+			}
+		})
+	}
+}

@@ -35,6 +35,11 @@ var grpcJS = peer{
 // and records, each once.
 func TestGRPCJSClient(t *testing.T) { testPeerClients(t, grpcJS) }
 
+// grpc-js clients make calls of every signal for about a second to an intake, on each
+// transport, that sends GOAWAY to connections older than 150ms: every call succeeds, the
+// client dials again after each GOAWAY, and exactly what it sent arrives, each item once.
+func TestGRPCJSClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcJS) }
+
 // A grpc-js server is the upstream of a destination on both transports, plain and TLS,
 // identity and gzip: it decodes exactly the spans, metrics and records sent to otlpgate, each
 // once, the large batch of about 4 MiB included, and every request in the destination's

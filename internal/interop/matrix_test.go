@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/faultproxy"
 	"github.com/otlpgate/otlpgate/internal/strictsink"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
@@ -180,8 +181,9 @@ func sinkLogs(s *strictsink.Sink) []string {
 }
 
 // testPeerClients is the peer as a client of otlpgate's intake on each transport, plain and
-// TLS, sending every signal without compression, in each of its compressions, and a large
-// message; a strict upstream (the Collector's decoder) must receive exactly what it sent.
+// TLS (with the smallest flow-control windows), sending every signal without compression, in
+// each of its compressions, and a large message; a strict upstream (the Collector's decoder)
+// must receive exactly what it sent.
 func testPeerClients(t *testing.T, p peer) {
 	p.available(t)
 	for _, tr := range transports {
@@ -197,7 +199,11 @@ func testPeerClients(t *testing.T, p peer) {
 				opts := map[string]any{"mode": "client"}
 				if tls {
 					cert, key := testkit.SelfSigned(t, t.TempDir())
-					args = append(args, "-grpc.tls.cert", cert, "-grpc.tls.key", key)
+					// With TLS, the smallest windows the intake allows (64 KiB a stream and a
+					// connection, against 1 MiB and 8 MiB by default): the large message waits
+					// for the intake's WINDOW_UPDATEs 64 times.
+					args = append(args, "-grpc.tls.cert", cert, "-grpc.tls.key", key,
+						"-grpc.http2.stream-window", "64KiB", "-grpc.http2.conn-window", "64KiB")
 					opts["ca"] = cert
 				}
 				g := startGate(t, args...)
@@ -235,6 +241,53 @@ func testPeerClients(t *testing.T, p peer) {
 				}
 			})
 		}
+	}
+}
+
+// testPeerClientsGoAway is the peer as a client of otlpgate's intake on each transport, which
+// sends GOAWAY to every connection older than 150ms (-grpc.max-connection-age) while the peer
+// makes 15 rounds of calls of every signal 20ms apart: every call succeeds, the peer dials
+// again after each GOAWAY (a proxy in between counts its connections), and the strict upstream
+// gets exactly what was sent, each item once.
+func testPeerClientsGoAway(t *testing.T, p peer) {
+	p.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			sink, err := strictsink.Start("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sink.Close)
+			g := startGate(t, "-grpc.transport", tr, "-grpc.max-connection-age", "150ms", "-grpc.max-connection-age-grace", "10s",
+				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
+			px, err := faultproxy.New(g.GRPC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { px.Close() })
+			var calls []call
+			for i := range 15 {
+				calls = append(calls, plan(fmt.Sprintf("%s-age-%s-%d", p.name, tr, i), uint64(1+i*100), false)...)
+			}
+			name, argv := p.command(t, map[string]any{"mode": "client", "target": px.Addr(), "gap": 20, "calls": calls})
+			lines, err := runPeerClient(t, name, argv...)
+			if err != nil || len(lines) != len(calls) {
+				t.Fatalf("%s client: %v, %d of %d calls", p.name, err, len(lines), len(calls))
+			}
+			for _, l := range lines {
+				if !l.OK {
+					t.Errorf("%s client: call %d failed: code %d %s", p.name, *l.Call, l.Code, l.Details)
+				}
+			}
+			var w want
+			w.add(calls)
+			checkSink(t, sink, w)
+			t.Logf("%s client, intake on %s: %d calls on %d connections", p.name, tr, len(calls), px.Accepted())
+			if px.Accepted() < 2 {
+				t.Errorf("the peer used %d connections; with GOAWAY every 150ms it should have dialled again", px.Accepted())
+			}
+		})
 	}
 }
 
@@ -289,7 +342,7 @@ func sendToGate(t *testing.T, addr string, calls []call) {
 }
 
 // checkPeer fails the test unless the peer server decoded exactly w (every span once), and
-// every request it got came in encoding.
+// every request it got came in encoding (where the peer reports encodings).
 func checkPeer(t *testing.T, srv *peerServer, w want, encoding string) {
 	t.Helper()
 	wantSpans := map[string]int{}

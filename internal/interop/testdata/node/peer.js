@@ -6,7 +6,8 @@
 //     A call is {"signal":"traces","first":F,"count":N,"pad":P} (N spans whose span ids are
 //     F..F+N-1 big-endian, each with a string attribute of P bytes), {"signal":"metrics",
 //     "names":[...]} (one gauge per name) or {"signal":"logs","bodies":[...]}.
-//     Options: "ca" (a PEM file: TLS, trusting it), "compression" ("gzip", "deflate" or none).
+//     Options: "ca" (a PEM file: TLS, trusting it), "compression" ("gzip", "deflate" or none),
+//     "gap" (milliseconds to wait between calls).
 //
 //   node peer.js '{"mode":"server"}'
 //     serves the three OTLP v1 Export services on 127.0.0.1 (TLS with "cert" and "key"), prints
@@ -102,6 +103,7 @@ async function client() {
   const clients = {};
   let failed = false;
   for (const [i, c] of opts.calls.entries()) {
+    if (i > 0 && opts.gap) await new Promise((r) => setTimeout(r, opts.gap));
     const Svc = service(c.signal);
     clients[c.signal] = clients[c.signal] || new Svc(opts.target, creds, chanOpts);
     const res = await new Promise((resolve) => {

@@ -11,12 +11,13 @@ generated Python is needed; grpcio's generic calls and handlers carry their byte
   server: serves the three OTLP v1 Export services on 127.0.0.1, prints {"listening":...},
           then {"signal":...,"ids":[...]} per request as it decoded it (span ids in hex,
           metric names, log bodies), answers each with an empty response, and stops when
-          stdin closes.
+          stdin closes. With "max_age_ms", the C-core sends GOAWAY to connections that old.
 """
 
 import json
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -94,6 +95,8 @@ def client():
     compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(opts.get("compression"), grpc.Compression.NoCompression)
     failed = False
     for i, c in enumerate(opts["calls"]):
+        if i > 0 and opts.get("gap"):
+            time.sleep(opts["gap"] / 1000)
         export = channel.unary_unary("/%s/Export" % SIGNALS[c["signal"]][0],
                                      request_serializer=lambda m: m.SerializeToString(),
                                      response_deserializer=lambda b: b)
@@ -130,7 +133,12 @@ def handler(signal):
 
 
 def server():
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CHANNEL_OPTIONS)
+    options = list(CHANNEL_OPTIONS)
+    if opts.get("max_age_ms"):
+        # The C-core's own GOAWAY: connections older than this are sent one, and closed once
+        # the grace has passed.
+        options += [("grpc.max_connection_age_ms", opts["max_age_ms"]), ("grpc.max_connection_age_grace_ms", 10000)]
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
     for signal, (service, _) in SIGNALS.items():
         srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler(signal)}),))
     if opts.get("cert"):
