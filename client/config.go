@@ -130,9 +130,9 @@ type Config struct {
 	// Mode is ModeStream or ModeUnary (mode, default unary; ParseDest makes it stream for
 	// protocol=otep). v1 and http have no streaming service.
 	Mode string
-	// Transport is the gRPC transport of a v1 unary destination (transport):
+	// Transport is the gRPC transport of a v1 or otep destination (transport):
 	// TransportGRPCGo (the default, also for "") or TransportOtlpgate, otlpgate's own HTTP/2
-	// client (h2conn.go), which for now speaks to a v1 upstream in unary mode only.
+	// client (h2conn.go): v1 and OTEP unary calls, OTEP streams (h2stream.go).
 	Transport string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
 	Streams int
@@ -683,10 +683,8 @@ func (c Config) validateTransport() error {
 		return fmt.Errorf("transport %q (want grpc-go or otlpgate)", c.Transport)
 	}
 	switch {
-	case c.Protocol != ProtocolV1:
-		return fmt.Errorf("transport=otlpgate speaks protocol v1 only for now, not %s: use transport=grpc-go", c.Protocol)
-	case c.Mode != ModeUnary:
-		return errors.New("transport=otlpgate has no stream mode yet: use mode=unary or transport=grpc-go")
+	case c.Protocol != ProtocolV1 && c.Protocol != ProtocolOTEP:
+		return fmt.Errorf("transport=otlpgate is a gRPC transport (protocol v1 or otep), not for protocol %s", c.Protocol)
 	case strings.Contains(c.Endpoint, ":///"):
 		return fmt.Errorf("transport=otlpgate dials host:port, not the gRPC target %q: use transport=grpc-go", c.Endpoint)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -241,6 +242,11 @@ type h2Stream struct {
 	open   bool  // in the connection's streams, under its mu
 	recvd  uint32
 	done   chan struct{}
+	// bidi: a stream of many messages both ways (OTEP StreamExporter, h2stream.go): resp
+	// gathers the answers' bytes as they come, more wakes the receiver when some came, and
+	// recvd counts what the stream's window is owed.
+	bidi bool
+	more chan struct{}
 
 	// The answer.
 	err        error // the call ended without an answer (connection, RST_STREAM, GOAWAY)
@@ -257,6 +263,7 @@ type h2Stream struct {
 	// The request's wire: frame headers and the vector written with writev.
 	hbuf   []byte
 	prefix [5]byte
+	segs   [][]byte // the message's segments (writeData)
 	fhdrs  []byte
 	vec    [][]byte
 	wv     net.Buffers // vec, consumed by WriteTo
@@ -320,22 +327,10 @@ func (st *h2Stream) take(b []byte, limit int) {
 // result reads the answer as grpc-go would: the reply's bytes, or the call's status as an
 // error; tooLarge when the answer was over max-recv-msg-size. Runs on the worker after done.
 func (st *h2Stream) result(comp encoding.Compressor, limit int) (reply []byte, err error) {
+	if err := st.callStatus(); err != nil {
+		return nil, err
+	}
 	switch {
-	case st.err != nil:
-		if _, ok := status.FromError(st.err); ok {
-			return nil, st.err
-		}
-		return nil, status.Error(codes.Unavailable, st.err.Error())
-	case st.httpStatus == 0:
-		return nil, status.Error(codes.Internal, "malformed header: missing HTTP status")
-	case st.httpStatus != 200:
-		return nil, status.Errorf(httpStatusCode(st.httpStatus), "unexpected HTTP status code received from server: %d", st.httpStatus)
-	case !st.grpcCT:
-		return nil, status.Error(codes.Internal, "transport: received unexpected content-type")
-	case st.grpcStatus < 0:
-		return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
-	case st.grpcStatus != 0:
-		return nil, st.statusError()
 	case st.over:
 		return nil, errH2AnswerTooLarge
 	case len(st.resp) == 0:
@@ -350,31 +345,61 @@ func (st *h2Stream) result(comp encoding.Compressor, limit int) (reply []byte, e
 	return st.resp[5:], nil
 }
 
+// callStatus is how the call ended as grpc-go would report it: nil for grpc-status 0, else
+// the status (or the transport's error as UNAVAILABLE). Runs after done.
+func (st *h2Stream) callStatus() error {
+	switch {
+	case st.err != nil:
+		if _, ok := status.FromError(st.err); ok {
+			return st.err
+		}
+		return status.Error(codes.Unavailable, st.err.Error())
+	case st.httpStatus == 0:
+		return status.Error(codes.Internal, "malformed header: missing HTTP status")
+	case st.httpStatus != 200:
+		return status.Errorf(httpStatusCode(st.httpStatus), "unexpected HTTP status code received from server: %d", st.httpStatus)
+	case !st.grpcCT:
+		return status.Error(codes.Internal, "transport: received unexpected content-type")
+	case st.grpcStatus < 0:
+		return status.Error(codes.Internal, "server closed the stream without sending trailers")
+	case st.grpcStatus != 0:
+		return st.statusError()
+	}
+	return nil
+}
+
 // inflate decompresses a compressed answer (a grpc-go server answers in the encoding of the
 // request) into the stream's buffer, up to limit bytes.
-func (st *h2Stream) inflate(comp encoding.Compressor, limit int) ([]byte, error) {
+func (st *h2Stream) inflate(comp encoding.Compressor, limit int) (out []byte, err error) {
+	st.plain, out, err = inflateInto(st.plain, st.resp[5:], comp, limit)
+	return out, err
+}
+
+// inflateInto decompresses msg into buf (grown as needed, returned for reuse), up to limit
+// bytes: out is the message, errH2AnswerTooLarge past limit.
+func inflateInto(buf, msg []byte, comp encoding.Compressor, limit int) (keep, out []byte, err error) {
 	if comp == nil {
-		return nil, status.Error(codes.Internal, "the upstream compressed its answer, which the call did not accept")
+		return buf, nil, status.Error(codes.Internal, "the upstream compressed its answer, which the call did not accept")
 	}
-	zr, err := comp.Decompress(bytes.NewReader(st.resp[5:]))
+	zr, err := comp.Decompress(bytes.NewReader(msg))
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
+		return buf, nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
 	}
-	st.plain = st.plain[:0]
+	buf = buf[:0]
 	for {
-		if len(st.plain) == cap(st.plain) {
-			st.plain = append(st.plain, 0)[:len(st.plain)]
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := zr.Read(st.plain[len(st.plain):cap(st.plain)])
-		st.plain = st.plain[:len(st.plain)+n]
-		if len(st.plain) > limit {
-			return nil, errH2AnswerTooLarge
+		n, err := zr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return buf, nil, errH2AnswerTooLarge
 		}
 		if err == io.EOF {
-			return st.plain, nil
+			return buf, buf, nil
 		}
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
+			return buf, nil, status.Errorf(codes.Internal, "cannot decompress the upstream's answer: %v", err)
 		}
 	}
 }
@@ -439,13 +464,15 @@ func rstError(code http2.ErrCode) error {
 
 // open starts a call on the connection: a stream slot (waiting while MAX_CONCURRENT_STREAMS
 // are open), an id, and its HEADERS. false: the connection takes no new stream (GOAWAY, or it
-// ended); the call did not start.
-func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame) bool {
+// ended), or stop was set (nil: never; whoever sets it broadcasts the connection's cond under
+// its mu); the call did not start.
+func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame, stop *atomic.Bool) bool {
+	stopped := func() bool { return stop != nil && stop.Load() }
 	c.mu.Lock()
-	for !c.mu.goaway && c.mu.reserved >= c.mu.maxStreams {
+	for !c.mu.goaway && c.mu.reserved >= c.mu.maxStreams && !stopped() {
 		c.mu.cond.Wait()
 	}
-	if c.mu.goaway {
+	if c.mu.goaway || stopped() {
 		c.mu.Unlock()
 		return false
 	}
@@ -454,9 +481,11 @@ func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame) bool {
 
 	c.wmu.Lock()
 	c.mu.Lock()
-	if c.mu.goaway || c.mu.nextID > h2.MaxWindow-2 {
+	if c.mu.goaway || c.mu.nextID > h2.MaxWindow-2 || stopped() {
 		c.mu.reserved--
-		c.mu.goaway = true // stream ids ran out: the next call dials
+		if !stopped() {
+			c.mu.goaway = true // stream ids ran out: the next call dials
+		}
 		c.mu.cond.Broadcast()
 		c.mu.Unlock()
 		c.wmu.Unlock()
@@ -476,18 +505,32 @@ func (c *h2Conn) open(st *h2Stream, hf *h2.HeadersFrame) bool {
 	return true
 }
 
-// writeData sends the gRPC message (the 5-byte prefix, then payload) in DATA frames that fit
-// the stream's and the connection's windows and the server's MAX_FRAME_SIZE, END_STREAM on the
-// last; each round of frames the windows allow goes in one writev, the payload's bytes
-// straight from the batch. It stops early when the stream ended (the server answered before
-// the whole request came, reset it, or the connection broke).
+// writeData sends the gRPC message (the 5-byte prefix, then payload) as the whole request
+// (END_STREAM on its last frame): writeMsg with the payload as one segment.
 func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
-	st.prefix[0] = 0
+	st.segs = append(st.segs[:0], grpcHead(st.prefix[:], len(payload), compressed), payload)
+	c.writeMsg(st, st.segs, 5+len(payload), true)
+}
+
+// grpcHead writes the gRPC prefix of a message of n bytes into b and returns it.
+func grpcHead(b []byte, n int, compressed bool) []byte {
+	b[0] = 0
 	if compressed {
-		st.prefix[0] = 1
+		b[0] = 1
 	}
-	binary.BigEndian.PutUint32(st.prefix[1:], uint32(len(payload)))
-	total := 5 + len(payload)
+	binary.BigEndian.PutUint32(b[1:5], uint32(n))
+	return b[:5]
+}
+
+// writeMsg sends total bytes, the concatenation of segs (a gRPC message, its prefix
+// included), in DATA frames that fit the stream's and the connection's windows and the
+// server's MAX_FRAME_SIZE, END_STREAM on the last when end is set; each round of frames the
+// windows allow goes in one writev, the segments' bytes straight from where they are (a
+// batch's pooled bytes). A message larger than the windows goes in pieces as they open. It
+// stops early, reporting false, when the stream ended (the server answered before the whole
+// request came, reset it, the call was cancelled or the connection broke).
+func (c *h2Conn) writeMsg(st *h2Stream, segs [][]byte, total int, end bool) bool {
+	seg, segOff := 0, 0 // the cursor in segs: what goes next
 	for sent := 0; sent < total; {
 		c.mu.Lock()
 		for st.open && (st.window <= 0 || c.mu.connWindow <= 0) {
@@ -495,7 +538,7 @@ func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
 		}
 		if !st.open {
 			c.mu.Unlock()
-			return
+			return false
 		}
 		frame := c.mu.maxFrame
 		n := min(total-sent, int(min(st.window, c.mu.connWindow)), frame*h2MaxFramesPerCall)
@@ -507,13 +550,25 @@ func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
 		for off := sent; off < sent+n; {
 			l := min(frame, sent+n-off)
 			var flags http2.Flags
-			if off+l == total {
+			if end && off+l == total {
 				flags = http2.FlagDataEndStream
 			}
 			h := len(st.fhdrs)
 			st.fhdrs = h2.AppendFrameHeader(st.fhdrs, h2.FrameHeader{Length: uint32(l), Type: http2.FrameData, Flags: flags, StreamID: st.id})
 			st.vec = append(st.vec, st.fhdrs[h:])
-			st.vec = appendSpan(st.vec, st.prefix[:], payload, off, off+l)
+			for want := l; want > 0; {
+				b := segs[seg][segOff:]
+				if len(b) > want {
+					st.vec = append(st.vec, b[:want])
+					segOff += want
+					break
+				}
+				if len(b) > 0 {
+					st.vec = append(st.vec, b)
+				}
+				want -= len(b)
+				seg, segOff = seg+1, 0
+			}
 			off += l
 		}
 		c.wmu.Lock()
@@ -533,23 +588,11 @@ func (c *h2Conn) writeData(st *h2Stream, payload []byte, compressed bool) {
 		c.wmu.Unlock()
 		if err != nil {
 			c.fail(err)
-			return
+			return false
 		}
 		sent += n
 	}
-}
-
-// appendSpan appends the bytes [from, to) of the message prefix+payload to vec, as slices of
-// them.
-func appendSpan(vec [][]byte, prefix, payload []byte, from, to int) [][]byte {
-	if from < len(prefix) {
-		vec = append(vec, prefix[from:min(to, len(prefix))])
-		from = len(prefix)
-	}
-	if to > from {
-		vec = append(vec, payload[from-len(prefix):to-len(prefix)])
-	}
-	return vec
+	return true
 }
 
 // cancel gives up on a call that is still open: RST_STREAM(CANCEL). It reports whether the

@@ -125,14 +125,16 @@ func TestH2UnaryThreeSignalsStrict(t *testing.T) {
 	}
 }
 
-// transport=otlpgate refuses, by name, what it does not do yet.
+// transport=otlpgate takes every gRPC destination (v1, OTEP unary and streams) and refuses,
+// by name, the others.
 func TestH2TransportValidate(t *testing.T) {
 	for _, c := range []struct{ dest, want string }{
 		{"protocol=v1,transport=otlpgate", ""},
 		{"protocol=v1,transport=grpc-go", ""},
 		{"protocol=v1,transport=quic", `transport "quic" (want grpc-go or otlpgate)`},
-		{"protocol=otep,mode=stream,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
-		{"protocol=otep,mode=unary,transport=otlpgate", "transport=otlpgate speaks protocol v1 only for now, not otep: use transport=grpc-go"},
+		{"protocol=otep,mode=stream,transport=otlpgate", ""},
+		{"protocol=otep,mode=unary,transport=otlpgate", ""},
+		{"protocol=otep,mode=stream,streams=4,window=8,rebalance-requests=10,transport=otlpgate", ""},
 		{"protocol=v1,transport=otlpgate,tls=true", ""},
 		{"protocol=v1,transport=otlpgate,compression=gzip", ""},
 		{"protocol=v1,transport=otlpgate,forward-headers=x-tenant", ""},
@@ -153,8 +155,8 @@ func TestH2TransportValidate(t *testing.T) {
 	}
 }
 
-// transports runs f for a v1 unary destination on each gRPC transport: the own one must
-// treat an upstream exactly as grpc-go does.
+// transports runs f for a destination on each gRPC transport: the own one must treat an
+// upstream exactly as grpc-go does.
 func transports(t *testing.T, f func(t *testing.T, transport string)) {
 	for _, tr := range []string{TransportGRPCGo, TransportOtlpgate} {
 		t.Run(tr, func(t *testing.T) { f(t, tr) })
@@ -497,7 +499,7 @@ func TestH2KeepaliveClosesSilentConnection(t *testing.T) {
 	go c.readLoop()
 	defer func() { <-c.done }()
 	st := newH2Stream()
-	if !c.open(st, tr.headers[fastpath.Traces]) {
+	if !c.open(st, tr.headers[fastpath.Traces], nil) {
 		t.Fatal("the connection took no stream")
 	}
 	c.writeData(st, traceBody("k", 1, 10), false)

@@ -532,9 +532,20 @@ func (c *h2Conn) data(d h2.Data) error {
 		}
 	}
 	var inc uint32
+	var overflow bool
 	c.mu.Lock()
 	st := c.findLocked(d.StreamID)
-	if st != nil { // under mu, as in headers
+	switch {
+	case st == nil:
+	case st.bidi:
+		// A stream's answers: the receiver takes them as they come and credits the stream's
+		// window for what it took (recvBidi); padding is credited at once. A peer within our
+		// window cannot have sent more than it unanswered.
+		if overflow = len(st.resp)+len(d.Data) > int(c.cfg.InitialWindowSize); !overflow {
+			st.resp = append(st.resp, d.Data...)
+			st.recvd += d.FlowLen - uint32(len(d.Data))
+		}
+	default: // under mu, as in headers
 		st.take(d.Data, c.cfg.MaxRecvMsgSize)
 		st.recvd += d.FlowLen
 		if !d.EndStream && st.recvd >= uint32(c.cfg.InitialWindowSize)/2 {
@@ -544,6 +555,18 @@ func (c *h2Conn) data(d h2.Data) error {
 	c.mu.Unlock()
 	if st == nil {
 		return nil
+	}
+	if overflow {
+		if c.reset(st, http2.ErrCodeFlowControl) {
+			st.finish(status.Error(codes.Internal, "the upstream sent past the stream's flow-control window"), false)
+		}
+		return c.drained()
+	}
+	if st.bidi && len(d.Data) > 0 {
+		select {
+		case st.more <- struct{}{}:
+		default: // the receiver has a wake-up coming
+		}
 	}
 	if inc > 0 {
 		if err := c.writeControl(func(b []byte) []byte { return appendWindowUpdate(b, d.StreamID, inc) }); err != nil {
@@ -587,7 +610,9 @@ func (c *h2Conn) goAway(last uint32) error {
 // it was: if not, the reader completed it and its token is on the way.
 func (c *h2Conn) reset(st *h2Stream, code http2.ErrCode) bool {
 	c.mu.Lock()
-	found := c.removeLocked(st.id) != nil
+	// st.open first: a stream not open on c may carry the id of an earlier stream of another
+	// connection, which on c is someone else's.
+	found := st.open && c.removeLocked(st.id) != nil
 	c.mu.Unlock()
 	if !found {
 		return false

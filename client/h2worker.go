@@ -9,7 +9,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
-	"github.com/otlpgate/otlpgate/pool"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // h2Worker is a unary sender of transport=otlpgate, for one signal: Concurrency of them per
@@ -21,7 +21,8 @@ type h2Worker struct {
 	ack   *time.Timer // the ack timeout of the call under way
 	st    *h2Stream
 	comp  encoding.Compressor // nil: messages go as they are
-	out   bufWriter           // the compressed message of the call under way
+	msg   h2Msg               // the message of the call under way
+	resp  otepv1.ExportResponse
 }
 
 // h2MaxRefused bounds how often one attempt goes again at once because the server did not
@@ -63,7 +64,19 @@ func (w *h2Worker) call(r *request) {
 		d.drop(r, DropInvalid)
 		return
 	}
-	if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
+	var f *frame
+	if d.cfg.Protocol == ProtocolOTEP {
+		var err error
+		if f, err = newFrame(r.id, r.b.Payload); err != nil {
+			d.drop(r, DropInvalid)
+			return
+		}
+		if f.size > d.cfg.MaxSendMsgSize {
+			f.unref()
+			d.drop(r, DropTooLarge)
+			return
+		}
+	} else if r.b.PlainLen() > d.cfg.MaxSendMsgSize {
 		d.drop(r, DropTooLarge)
 		return
 	}
@@ -77,10 +90,10 @@ func (w *h2Worker) call(r *request) {
 		err      error
 		timedOut bool
 	)
-	msg, compressed, cerr := w.message(r)
+	segs, total, cerr := w.message(r, f)
 	for refused := 0; cerr == nil; refused++ {
 		var again bool
-		reply, timedOut, again, err = w.attempt(r, msg, compressed)
+		reply, timedOut, again, err = w.attempt(r, segs, total)
 		if !again {
 			break
 		}
@@ -90,7 +103,10 @@ func (w *h2Worker) call(r *request) {
 		}
 		d.m.unprocessed.Inc() // the server said it did not process it: no duplicate
 	}
-	w.out.release()
+	w.msg.release()
+	if f != nil {
+		f.unref()
+	}
 	d.sending.Add(-1)
 	switch {
 	case cerr != nil:
@@ -98,6 +114,18 @@ func (w *h2Worker) call(r *request) {
 	case err == errH2AnswerTooLarge:
 		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
 		d.unreadableAnswer(r, "the answer's DATA")
+	case err == nil && f != nil:
+		// One call, one answer: it is r's whatever id it names (grpc-go's path, unary.go).
+		w.resp.Reset()
+		if uerr := w.resp.UnmarshalVT(reply); uerr != nil {
+			d.unaryFailed(r, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", uerr), false)
+			return
+		}
+		d.m.ackLatency.Observe(float64(nanotime()-r.sentAt) / 1e9)
+		if w.resp.Id != r.id {
+			d.m.unknownAcks.Inc()
+		}
+		d.result(r, w.resp.ResultCode, w.resp.RetryDelayMs)
 	case err == nil:
 		d.unaryAnswered(r, reply)
 	default:
@@ -108,7 +136,7 @@ func (w *h2Worker) call(r *request) {
 // attempt makes one call of r on the current connection. again: the server did not process
 // it (GOAWAY, REFUSED_STREAM) or the connection took no new stream, so it may go again at once
 // on another.
-func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byte, timedOut, again bool, err error) {
+func (w *h2Worker) attempt(r *request, segs [][]byte, total int) (reply []byte, timedOut, again bool, err error) {
 	d, st := w.d, w.st
 	c, err := d.h2.get()
 	if err != nil {
@@ -121,10 +149,10 @@ func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byt
 	if err != nil {
 		return nil, false, false, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if !c.open(st, hf) {
+	if !c.open(st, hf, nil) {
 		return nil, false, true, nil
 	}
-	c.writeData(st, msg, compressed)
+	c.writeMsg(st, segs, total, true)
 	r.sentAt = nanotime()
 	w.ack.Reset(d.cfg.AckTimeout)
 	select {
@@ -153,28 +181,18 @@ func (w *h2Worker) attempt(r *request, msg []byte, compressed bool) (reply []byt
 	return reply, false, false, err
 }
 
-// message is the gRPC message of r: the batch's bytes, compressed into the worker's pooled
-// buffer when the destination compresses, or as they are when the batch arrived compressed the
-// way the destination sends (pass-through). Valid until w.out.release.
-func (w *h2Worker) message(r *request) (msg []byte, compressed bool, err error) {
+// message is the gRPC message of r as segments: the OTEP request of f when f is set (views
+// of the batch's bytes), else the batch's bytes; compressed when the destination compresses,
+// or as they are when the batch arrived compressed the way the destination sends
+// (pass-through). Valid until w.msg.release.
+func (w *h2Worker) message(r *request, f *frame) (segs [][]byte, total int, err error) {
+	if f != nil {
+		return w.msg.otep(f, w.comp)
+	}
 	body := r.b.Payload.Bytes()
-	if w.comp == nil {
-		return body, false, nil
+	if w.comp != nil && r.b.Encoding != pipeline.EncodingNone {
+		w.msg.segs = append(w.msg.segs[:0], grpcHead(w.msg.head[:5], len(body), true), body)
+		return w.msg.segs, 5 + len(body), nil
 	}
-	if r.b.Encoding != pipeline.EncodingNone {
-		return body, true, nil
-	}
-	w.out.b = pool.GetBytes(len(body) + len(body)/64 + 1024)
-	zw, err := w.comp.Compress(&w.out)
-	if err != nil {
-		return nil, false, err
-	}
-	if _, err := zw.Write(body); err != nil {
-		zw.Close()
-		return nil, false, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, false, err
-	}
-	return *w.out.b, true, nil
+	return w.msg.raw(body, w.comp)
 }

@@ -123,9 +123,19 @@ func (d *Dest) needsProbe(r *request) bool {
 func (d *Dest) probe(sig fastpath.Signal) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AckTimeout)
 	defer cancel()
-	cs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
-	if err != nil {
-		return
+	var cs streamConn
+	if d.h2 != nil {
+		b := newH2Bidi(d)
+		if b.open(ctx, sig) != nil {
+			return
+		}
+		cs = b
+	} else {
+		gs, err := d.conn.NewStream(ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+		if err != nil {
+			return
+		}
+		cs = gs
 	}
 	d.m.streamsOpened.Inc()
 	var req codec.Raw

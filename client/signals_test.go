@@ -149,64 +149,66 @@ func checkOthersDelivered(t *testing.T, f *feeder, d *Dest) {
 // logs batch enqueued behind them is sent and acknowledged. Once the traces are answered they
 // all arrive, in order, each once. Ids follow Enqueue order across signals.
 func TestStreamStalledSignalDoesNotBlockOthers(t *testing.T) {
-	u := newUpstream(t)
-	u.window = 2
-	type held struct {
-		s  *srvStream
-		id uint64
-	}
-	var mu sync.Mutex
-	var stalled []held
-	answerTraces := false
-	u.onStream = func(s *srvStream, g received) error {
-		if signalOf(g.method) == fastpath.Traces {
-			mu.Lock()
-			if !answerTraces {
-				stalled = append(stalled, held{s, g.id})
+	transports(t, func(t *testing.T, tr string) {
+		u := newUpstream(t)
+		u.window = 2
+		type held struct {
+			s  *srvStream
+			id uint64
+		}
+		var mu sync.Mutex
+		var stalled []held
+		answerTraces := false
+		u.onStream = func(s *srvStream, g received) error {
+			if signalOf(g.method) == fastpath.Traces {
+				mu.Lock()
+				if !answerTraces {
+					stalled = append(stalled, held{s, g.id})
+					mu.Unlock()
+					return nil
+				}
 				mu.Unlock()
-				return nil
 			}
-			mu.Unlock()
+			s.ack(g.id, otepv1.ResultCode_Success)
+			return nil
 		}
-		s.ack(g.id, otepv1.ResultCode_Success)
-		return nil
-	}
-	d := startDest(t, streamConfig(t, u.addr, 1, 2))
-	f := newFeeder(t, d)
-	mixedLoad(f)
+		d := startDest(t, streamConfigOn(t, tr, u.addr, 1, 2))
+		f := newFeeder(t, d)
+		mixedLoad(f)
 
-	checkOthersDelivered(t, f, d)
-	u.waitUntil("the window of traces", func() bool {
+		checkOthersDelivered(t, f, d)
+		u.waitUntil("the window of traces", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(stalled) == 2
+		})
+		got := bySignal(t, f, u)
+		want := [3][]string{{"1:t0", "2:t1"}, {"6:m0", "7:m1", "8:m2"}, {"9:l0", "10:l1", "11:l2"}}
+		for sig := range got {
+			if !slices.Equal(got[sig], want[sig]) {
+				t.Errorf("%s while traces stall: received %v, want %v", fastpath.Signal(sig), got[sig], want[sig])
+			}
+		}
+
 		mu.Lock()
-		defer mu.Unlock()
-		return len(stalled) == 2
+		answerTraces = true
+		late := stalled
+		stalled = nil
+		mu.Unlock()
+		for _, h := range late {
+			h.s.ack(h.id, otepv1.ResultCode_Success)
+		}
+		for i := range 5 {
+			if !f.wait(i) {
+				t.Fatalf("trace batch %d not delivered", i)
+			}
+		}
+		got = bySignal(t, f, u)
+		if want := []string{"1:t0", "2:t1", "3:t2", "4:t3", "5:t4"}; !slices.Equal(got[fastpath.Traces], want) {
+			t.Errorf("traces received %v, want %v", got[fastpath.Traces], want)
+		}
+		u.checkViolations()
 	})
-	got := bySignal(t, f, u)
-	want := [3][]string{{"1:t0", "2:t1"}, {"6:m0", "7:m1", "8:m2"}, {"9:l0", "10:l1", "11:l2"}}
-	for sig := range got {
-		if !slices.Equal(got[sig], want[sig]) {
-			t.Errorf("%s while traces stall: received %v, want %v", fastpath.Signal(sig), got[sig], want[sig])
-		}
-	}
-
-	mu.Lock()
-	answerTraces = true
-	late := stalled
-	stalled = nil
-	mu.Unlock()
-	for _, h := range late {
-		h.s.ack(h.id, otepv1.ResultCode_Success)
-	}
-	for i := range 5 {
-		if !f.wait(i) {
-			t.Fatalf("trace batch %d not delivered", i)
-		}
-	}
-	got = bySignal(t, f, u)
-	if want := []string{"1:t0", "2:t1", "3:t2", "4:t3", "5:t4"}; !slices.Equal(got[fastpath.Traces], want) {
-		t.Errorf("traces received %v, want %v", got[fastpath.Traces], want)
-	}
-	u.checkViolations()
 }
 
 // In unary mode a traces call that the upstream does not answer occupies a traces worker only:

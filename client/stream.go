@@ -6,13 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/otlpgate/otlpgate/fastpath"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
-// Stream mode. Each lane is one sender goroutine of one signal: it keeps one stream open, sends
+// Stream mode, on either gRPC transport (grpc-go's ClientStream, or the own one's h2Bidi,
+// h2stream.go). Each lane is one sender goroutine of one signal: it keeps one stream open, sends
 // on it while its window has room, and replaces it when it ends or is due for re-balancing.
 // Every signal has Streams lanes of its own, fed by that signal's queue only (queue.go), so a
 // lane that waits for a full window or a signal's in-flight tokens waits for nothing of
@@ -32,7 +31,8 @@ import (
 type stream struct {
 	d   *Dest
 	sig fastpath.Signal
-	cs  grpc.ClientStream
+	cs  streamConn // grpc-go's stream, or h2 while it carries one
+	h2  *h2Bidi    // transport=otlpgate: the object's own-transport stream, made with it
 	// ctx is done once the stream is over: cancelled by the receiver when it ends. It is the
 	// stream object's for its whole life (callctx.go), begun again at each open, so that a
 	// re-open costs no context; cancel and the open timer (openWait) are made with it, once.
@@ -336,8 +336,10 @@ func (s *stream) halfClose(how int) {
 
 // openStream opens a stream for sig. The call waits for the connection to be ready (streams are
 // opened with WaitForReady), but no longer than wait when wait is positive: past it the attempt
-// fails, so that the lane can give up on requests whose budget ran out. The stream comes with
-// the lane's reference and the receiver's.
+// fails, so that the lane can give up on requests whose budget ran out. On the own transport
+// (h2stream.go) it dials once when no connection takes new streams, and waits for a stream slot
+// the server allows within the same bound. The stream comes with the lane's reference and the
+// receiver's.
 func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, error) {
 	s := d.getStream()
 	select {
@@ -348,7 +350,15 @@ func (d *Dest) openStream(sig fastpath.Signal, wait time.Duration) (*stream, err
 	if wait > 0 {
 		s.openWait.Reset(wait)
 	}
-	cs, err := d.conn.NewStream(s.ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	var cs streamConn
+	var err error
+	if s.h2 != nil {
+		if err = s.h2.open(s.ctx, sig); err == nil {
+			cs = s.h2
+		}
+	} else {
+		cs, err = d.conn.NewStream(s.ctx, &streamDesc, d.methods[sig], d.streamOpts...)
+	}
 	if wait > 0 && !s.openWait.Stop() {
 		// The wait ran out: the stream, if one opened at that instant, is cancelled with it.
 		// The timer's function may still be running: the stream object is not used again.

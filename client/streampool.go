@@ -56,6 +56,9 @@ func (d *Dest) getStream() *stream {
 // newStream makes a stream of d with its context, cancel function and open timer.
 func (d *Dest) newStream() *stream {
 	s := &stream{d: d, slots: make(chan struct{}, d.cfg.Window)}
+	if d.h2 != nil {
+		s.h2 = newH2Bidi(d)
+	}
 	s.over = make(chan struct{}, 1)
 	s.ctx, s.release = newStreamContext(d.ctx)
 	s.cancel = func() {

@@ -22,34 +22,43 @@ func unaryConfig(t testing.TB, addr, protocol string, concurrency int) Config {
 	return c
 }
 
+// unaryConfigOn is unaryConfig on the gRPC transport tr.
+func unaryConfigOn(t testing.TB, tr, addr, protocol string, concurrency int) Config {
+	c := unaryConfig(t, addr, protocol, concurrency)
+	c.Transport = tr
+	return c
+}
+
 // One worker: each call is answered before the next starts, so the upstream sees ids 1..n in
 // order, never two calls at once.
 func TestUnaryOTEPOneInFlight(t *testing.T) {
-	const n = 6
-	u := newUpstream(t)
-	d := startDest(t, unaryConfig(t, u.addr, ProtocolOTEP, 1))
-	f := newFeeder(t, d)
-	f.send(0, n, 3, 1200)
-	if ok := f.waitAll(); !allTrue(ok) {
-		t.Fatalf("delivered %v", ok)
-	}
-	got := u.received()
-	var order []uint64
-	for _, g := range got {
-		order = append(order, g.id)
-		if !strings.HasPrefix(g.method, "/otlpgate.otep.v1.UnaryExporter/ExportTraces") {
-			t.Errorf("method %s", g.method)
+	transports(t, func(t *testing.T, tr string) {
+		const n = 6
+		u := newUpstream(t)
+		d := startDest(t, unaryConfigOn(t, tr, u.addr, ProtocolOTEP, 1))
+		f := newFeeder(t, d)
+		f.send(0, n, 3, 1200)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered %v", ok)
 		}
-	}
-	if !slices.Equal(order, seq(1, n)) {
-		t.Errorf("ids in arrival order %v, want 1..%d", order, n)
-	}
-	checkIDs(t, f, got)
-	u.mu.Lock()
-	if u.maxInCall != 1 {
-		t.Errorf("%d calls in flight at once, want 1", u.maxInCall)
-	}
-	u.mu.Unlock()
+		got := u.received()
+		var order []uint64
+		for _, g := range got {
+			order = append(order, g.id)
+			if !strings.HasPrefix(g.method, "/otlpgate.otep.v1.UnaryExporter/ExportTraces") {
+				t.Errorf("method %s", g.method)
+			}
+		}
+		if !slices.Equal(order, seq(1, n)) {
+			t.Errorf("ids in arrival order %v, want 1..%d", order, n)
+		}
+		checkIDs(t, f, got)
+		u.mu.Lock()
+		if u.maxInCall != 1 {
+			t.Errorf("%d calls in flight at once, want 1", u.maxInCall)
+		}
+		u.mu.Unlock()
+	})
 }
 
 // v1 with three workers and zstd: the upstream holds calls until three are in flight at once,
@@ -112,45 +121,47 @@ func TestUnaryV1Concurrency(t *testing.T) {
 
 // Result codes and statuses of unary calls.
 func TestUnaryResultCodes(t *testing.T) {
-	u := newUpstream(t)
-	seen := map[string]int{}
-	u.onUnary = func(g received) (otepv1.ResultCode, error) {
-		u.mu.Lock()
-		seen[g.tag]++
-		k := seen[g.tag]
-		u.mu.Unlock()
-		switch g.tag {
-		case "b1":
-			return otepv1.ResultCode_FailedNoneRetryable, nil
-		case "b2":
-			if k == 1 {
-				return otepv1.ResultCode_FailedRetryable, nil
+	transports(t, func(t *testing.T, tr string) {
+		u := newUpstream(t)
+		seen := map[string]int{}
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			u.mu.Lock()
+			seen[g.tag]++
+			k := seen[g.tag]
+			u.mu.Unlock()
+			switch g.tag {
+			case "b1":
+				return otepv1.ResultCode_FailedNoneRetryable, nil
+			case "b2":
+				if k == 1 {
+					return otepv1.ResultCode_FailedRetryable, nil
+				}
+			case "b3":
+				return 0, status.Error(codes.InvalidArgument, "bad")
+			case "b4":
+				if k == 1 {
+					return 0, status.Error(codes.Unavailable, "blip")
+				}
+			case "b5":
+				return 0, status.Error(codes.ResourceExhausted, "too big, no RetryInfo")
 			}
-		case "b3":
-			return 0, status.Error(codes.InvalidArgument, "bad")
-		case "b4":
-			if k == 1 {
-				return 0, status.Error(codes.Unavailable, "blip")
-			}
-		case "b5":
-			return 0, status.Error(codes.ResourceExhausted, "too big, no RetryInfo")
+			return otepv1.ResultCode_Success, nil
 		}
-		return otepv1.ResultCode_Success, nil
-	}
-	d := startDest(t, unaryConfig(t, u.addr, ProtocolOTEP, 1))
-	f := newFeeder(t, d)
-	f.send(0, 6, 1, 10)
-	if got, want := f.waitAll(), []bool{true, false, true, false, true, false}; !slices.Equal(got, want) {
-		t.Fatalf("delivered %v, want %v", got, want)
-	}
-	want := map[string]int{"b0": 1, "b1": 1, "b2": 2, "b3": 1, "b4": 2, "b5": 1}
-	if c := count(u.tags()); !mapsEqual(c, want) {
-		t.Errorf("calls per batch %v, want %v", c, want)
-	}
-	checkIDs(t, f, u.received())
-	if r, x := value(d.m.retried[RetryFailed]), value(d.m.dropped[DropRejected]); r != 2 || x != 3 {
-		t.Errorf("retried %d, rejected %d; want 2, 3", r, x)
-	}
+		d := startDest(t, unaryConfigOn(t, tr, u.addr, ProtocolOTEP, 1))
+		f := newFeeder(t, d)
+		f.send(0, 6, 1, 10)
+		if got, want := f.waitAll(), []bool{true, false, true, false, true, false}; !slices.Equal(got, want) {
+			t.Fatalf("delivered %v, want %v", got, want)
+		}
+		want := map[string]int{"b0": 1, "b1": 1, "b2": 2, "b3": 1, "b4": 2, "b5": 1}
+		if c := count(u.tags()); !mapsEqual(c, want) {
+			t.Errorf("calls per batch %v, want %v", c, want)
+		}
+		checkIDs(t, f, u.received())
+		if r, x := value(d.m.retried[RetryFailed]), value(d.m.dropped[DropRejected]); r != 2 || x != 3 {
+			t.Errorf("retried %d, rejected %d; want 2, 3", r, x)
+		}
+	})
 }
 
 // A call not answered within AckTimeout is cancelled and retried after the backoff; the
