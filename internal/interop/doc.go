@@ -8,10 +8,12 @@
 //   - h2load (Debian's nghttp2-client) driving unary Export calls at the intake.
 //
 // Each test asserts the exact spans, metrics and log records that came out the other side,
-// with gzip and TLS where the peer speaks them and messages large enough to cross many frames
-// and flow-control windows. nginx and HAProxy in front of the intake are internal/l7lb's.
+// with gzip (zstd with h2load; neither grpc-js nor grpcio has it) and TLS where the peer speaks
+// them, messages large enough to cross many frames and flow-control windows, a peer that
+// shrinks its window mid-message, and GOAWAY mid-traffic from either side. nginx and HAProxy
+// in front of the intake are internal/l7lb's. docs/intakes/otlp-grpc.md lists the cells.
 //
-// Without a peer the tests skip, saying what to install (make interop-deps); under CI=true
-// they fail instead, since .ci/run installs every peer. The package has no code outside its
+// Without a peer the tests skip, saying what to install (make interop-deps installs the
+// grpc-js modules); under CI=true they fail instead, since .ci/run installs every peer. The package has no code outside its
 // tests. It builds cmd/otlpgate once per run (TestMain) and starts it as a child on loopback.
 package interop

@@ -131,7 +131,7 @@ func (g *gate) metric(t testing.TB, name string, labels ...string) float64 {
 func need(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
-		t.Fatalf("%s; .ci/run installs it (make interop-deps)", why)
+		t.Fatalf("%s; .ci/run installs every peer", why)
 	}
-	t.Skipf("%s: skipping (make interop-deps installs it)", why)
+	t.Skipf("%s: skipping", why)
 }

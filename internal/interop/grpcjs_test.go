@@ -19,7 +19,7 @@ var grpcJS = peer{
 			need(t, "node is not installed (apt-get install nodejs npm)")
 		}
 		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@grpc", "grpc-js", "package.json")); err != nil {
-			need(t, "the grpc-js peer's modules are not installed (npm ci in internal/interop/testdata/node)")
+			need(t, "the grpc-js peer's modules are not installed (make interop-deps: npm ci in internal/interop/testdata/node)")
 		}
 	},
 	command: func(t testing.TB, opts map[string]any) (string, []string) {
