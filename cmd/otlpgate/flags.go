@@ -205,6 +205,27 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.Var(intSize{&k.TelemetryMaxBytes}, "kafka.telemetry-max-bytes", "largest push, compressed or not; larger ones get TELEMETRY_TOO_LARGE")
 	fs.BoolVar(&k.DeltaTemporality, "kafka.delta-temporality", k.DeltaTemporality, "ask clients for delta temporality")
 
+	c := &cfg.consume
+	fs.StringVar(&cfg.consumeBrokers, "kafka.consume.brokers", "", "comma-separated host:port of the Kafka brokers the consumer intake reads OTLP records from as a member of -kafka.consume.group; empty turns it off. A partition's offset is committed only once every record before it was delivered by every destination (or spooled with -spool.dir), so a crash loses nothing and re-reads at most what was in flight (docs/kafka.md)")
+	fs.StringVar(&cfg.consumeTopics, "kafka.consume.topics", "", "comma-separated TOPIC[:SIGNAL[:ENCODING]] the consumer intake reads: SIGNAL traces, metrics or logs (optional for the Collector's default topics otlp_spans, otlp_metrics, otlp_logs), ENCODING otlp_proto or otlp_json, else -kafka.consume.encoding's")
+	fs.StringVar(&c.Group, "kafka.consume.group", c.Group, "consumer group of the consumer intake; members of one group share the partitions (cooperative sticky rebalancing)")
+	fs.StringVar(&cfg.consumeEncoding, "kafka.consume.encoding", cfg.consumeEncoding, "encoding of the records of topics that name none: otlp_proto (an Export*ServiceRequest, the Collector's default) or otlp_json")
+	fs.Var(intSize{&c.MaxRecordBytes}, "kafka.consume.max-record-bytes", "largest record value the consumer intake admits (an otlp_json record's protobuf form: four times it); larger ones are skipped (otlpgate_kafka_consume_skipped_records_total{reason=\"too_large\"})")
+	fs.IntVar(&c.MaxPollRecords, "kafka.consume.max-poll-records", c.MaxPollRecords, "records the consumer intake takes from its client at once")
+	fs.Var(int32Size{&c.FetchMaxBytes}, "kafka.consume.fetch-max-bytes", "bytes one fetch brings from the brokers, and so what the consumer buffers while admission waits")
+	fs.DurationVar(&c.CommitInterval, "kafka.consume.commit-interval", c.CommitInterval, "how often the consumer intake commits the offsets of the records delivered (otlpgate_kafka_consume_commits_total)")
+	fs.DurationVar(&c.RevokeWait, "kafka.consume.revoke-wait", c.RevokeWait, "how long a partition the group takes away waits for its records in flight before its offset is committed; the new owner reads the rest again")
+	fs.DurationVar(&c.SessionTimeout, "kafka.consume.session-timeout", c.SessionTimeout, "consumer group session timeout: a member silent this long loses its partitions")
+	fs.BoolVar(&c.TenantFromHeaders, "kafka.consume.tenant-from-headers", c.TenantFromHeaders, "read a record's tenant from its Kafka headers named by -intake.headers (compared without case), as the network intakes read request headers; without it records are the default tenant's (refused ones: otlpgate_kafka_consume_skipped_records_total{reason=\"tenant\"})")
+	fs.BoolVar(&cfg.consumeTLSOn, "kafka.consume.tls", false, "connect to the brokers over TLS with the system roots (any -kafka.consume.tls.* flag turns TLS on too)")
+	fs.StringVar(&cfg.consumeTLS.CAFile, "kafka.consume.tls.ca", "", "CA file (PEM) the brokers' certificates are checked against instead of the system roots")
+	fs.StringVar(&cfg.consumeTLS.CertFile, "kafka.consume.tls.cert", "", "client certificate file (PEM) for brokers that ask for one")
+	fs.StringVar(&cfg.consumeTLS.KeyFile, "kafka.consume.tls.key", "", "client key file (PEM)")
+	fs.StringVar(&cfg.consumeTLS.ServerName, "kafka.consume.tls.server-name", "", "name checked against the brokers' certificates instead of their host names")
+	fs.StringVar(&c.SASLMechanism, "kafka.consume.sasl.mechanism", "", "SASL mechanism the consumer authenticates with: plain, scram-sha-256 or scram-sha-512 (over TLS unless the network is trusted)")
+	fs.StringVar(&c.SASLUser, "kafka.consume.sasl.username", "", "SASL user name")
+	fs.StringVar(&cfg.consumeSASLPasswordFile, "kafka.consume.sasl.password-file", "", "file holding the SASL password")
+
 	u := &cfg.uds
 	fs.StringVar(&u.Listen, "uds.listen", u.Listen, "OpenCensus daemon unix socket (where OpenCensus PHP looks); empty turns it off")
 	fs.StringVar(&cfg.udsMode, "uds.mode", cfg.udsMode, "permissions of the socket file, octal")

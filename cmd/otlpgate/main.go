@@ -13,16 +13,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/client/filedest"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/process"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/credfile"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/kafkaconsume"
 	"github.com/otlpgate/otlpgate/server/uds"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -43,8 +46,17 @@ type config struct {
 	uds       uds.Config
 	udsMode   string
 	kafkaMets string
-	dests     []string
-	ack       string
+	// The Kafka consumer intake: -kafka.consume.* (kafkaconsume.Config), and the flags read
+	// into it by finishConsumeConfig.
+	consume                 kafkaconsume.Config
+	consumeBrokers          string
+	consumeTopics           string
+	consumeEncoding         string
+	consumeTLS              client.TLS
+	consumeTLSOn            bool
+	consumeSASLPasswordFile string
+	dests                   []string
+	ack                     string
 	// minGapGiven is whether -batch.min-gap was given: its default depends on -ack.
 	minGapGiven bool
 	scanDepth   string
@@ -92,27 +104,30 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		grpc:       grpcserver.DefaultConfig(),
-		http:       httpserver.DefaultConfig(),
-		pipeline:   pipeline.DefaultConfig(),
-		intake:     admission.DefaultLimiterConfig(),
-		file:       filedest.DefaultConfig(),
-		admin:      admin.DefaultConfig(),
-		pprof:      admin.DefaultPprofConfig(),
-		kafka:      kafka.DefaultConfig(),
-		uds:        uds.DefaultConfig(),
-		udsMode:    "0660",
-		kafkaMets:  "*",
-		ack:        "accept",
-		scanDepth:  "full",
-		logLevel:   "info",
-		logFormat:  "text",
-		shutdown:   30 * time.Second,
-		spool:      spool.DefaultConfig(),
-		spoolSync:  spool.DefaultConfig().Sync.String(),
-		spoolFull:  spool.DefaultConfig().Full.String(),
-		sampleMode: "hash_seed",
-		tenants:    tenant.DefaultConfig(),
+		grpc:      grpcserver.DefaultConfig(),
+		http:      httpserver.DefaultConfig(),
+		pipeline:  pipeline.DefaultConfig(),
+		intake:    admission.DefaultLimiterConfig(),
+		file:      filedest.DefaultConfig(),
+		admin:     admin.DefaultConfig(),
+		pprof:     admin.DefaultPprofConfig(),
+		kafka:     kafka.DefaultConfig(),
+		uds:       uds.DefaultConfig(),
+		udsMode:   "0660",
+		kafkaMets: "*",
+		consume:   kafkaconsume.DefaultConfig(),
+
+		consumeEncoding: kafkaconsume.EncodingProto,
+		ack:             "accept",
+		scanDepth:       "full",
+		logLevel:        "info",
+		logFormat:       "text",
+		shutdown:        30 * time.Second,
+		spool:           spool.DefaultConfig(),
+		spoolSync:       spool.DefaultConfig().Sync.String(),
+		spoolFull:       spool.DefaultConfig().Full.String(),
+		sampleMode:      "hash_seed",
+		tenants:         tenant.DefaultConfig(),
 
 		destFilePoll: gw.DefaultConfig().DestFilePoll,
 		secretsPoll:  gw.DefaultConfig().SecretsPoll,
@@ -240,13 +255,46 @@ func finishConfig(cfg *config) error {
 	if err := finishTenantConfig(cfg); err != nil {
 		return err
 	}
+	if err := finishConsumeConfig(cfg); err != nil {
+		return err
+	}
 	cfg.gw = gw.Config{
 		GRPC: cfg.grpc, HTTP: cfg.http, Kafka: cfg.kafka, UDS: cfg.uds, Admin: cfg.admin, Pprof: cfg.pprof,
 		Intake: cfg.intake, Pipeline: cfg.pipeline, Dests: cfg.dests, DestFile: cfg.destFile, DestFilePoll: cfg.destFilePoll, SecretsPoll: cfg.secretsPoll, DestFileMax: cfg.destFileMax, File: cfg.file,
 		Spool: cfg.spool, SpoolGroupReadable: cfg.spoolGroupReadable, ShutdownTimeout: cfg.shutdown,
-		Tenants: cfg.tenants, TenantsFile: cfg.tenantsFile,
+		Tenants: cfg.tenants, TenantsFile: cfg.tenantsFile, KafkaConsume: cfg.consume,
 	}
 	return cfg.gw.Validate()
+}
+
+// finishConsumeConfig reads the -kafka.consume.* flags that are not set directly: brokers,
+// topics, TLS and the SASL password file. Nothing is checked when the consumer is off.
+func finishConsumeConfig(cfg *config) error {
+	c := &cfg.consume
+	c.Brokers = splitList(cfg.consumeBrokers)
+	c.ScanDepth = cfg.grpc.ScanDepth
+	var err error
+	if c.Topics, err = kafkaconsume.ParseTopics(cfg.consumeTopics, cfg.consumeEncoding); err != nil {
+		return err
+	}
+	if !c.On() {
+		return nil
+	}
+	t := cfg.consumeTLS
+	if cfg.consumeTLSOn || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			return errors.New("-kafka.consume.tls.cert and -kafka.consume.tls.key go together")
+		}
+		if c.TLS, err = t.ClientConfig(); err != nil {
+			return fmt.Errorf("-kafka.consume.tls.*: %w", err)
+		}
+	}
+	if cfg.consumeSASLPasswordFile != "" {
+		if c.SASLPassword, err = credfile.Value(cfg.consumeSASLPasswordFile); err != nil {
+			return fmt.Errorf("-kafka.consume.sasl.password-file: %w", err)
+		}
+	}
+	return nil
 }
 
 // finishSpoolConfig reads the -spool.* flags; nothing is checked when the spool is off.

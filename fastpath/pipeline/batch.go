@@ -42,7 +42,7 @@ type Batch struct {
 	failures atomic.Int32
 	rejects  atomic.Int32 // of failures, those whose upstream refused the batch for good (Reject)
 	refs     atomic.Int32
-	finished chan struct{} // AckUpstream only: closed once pending reaches zero
+	finished chan struct{} // AckUpstream, or a request that waits (AdmitDelivered): closed once pending reaches zero
 	set      *destSet      // the destinations it goes to (a pipeline's batch), fixed when it opens
 	route    uint64        // with Config.Router: the destinations of set that take it (route.go)
 	join     *join         // a part of a split batch: finishes the split batch, p is nil
@@ -224,6 +224,32 @@ func (b *Batch) Wait(ctx context.Context) (delivered bool, err error) {
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+}
+
+// Outcome reports, without blocking, whether every destination finished the batch (done), and
+// then whether every one delivered it (delivered) or each that did not was refused for good by
+// its upstream (rejected: sending it again cannot help). Safe for concurrent use; only for
+// batches returned by Pipeline.Admit in AckUpstream mode or by Pipeline.AdmitDelivered, before
+// Unref.
+func (b *Batch) Outcome() (done, delivered, rejected bool) {
+	select {
+	case <-b.finished:
+		f := b.failures.Load()
+		return true, f == 0, f > 0 && b.rejects.Load() == f
+	default:
+		return false, false, false
+	}
+}
+
+// waitedLocked takes a reference for a caller that waits for the batch's end, and makes the
+// channel that end closes when the pipeline's mode did not (AckAccept). Called with the
+// signal's lock held while b is open: whoever seals b takes it out of the open set under that
+// lock, so the channel is there before any destination can finish b.
+func (b *Batch) waitedLocked() {
+	if b.finished == nil {
+		b.finished = make(chan struct{})
+	}
+	b.refs.Add(1)
 }
 
 // Unref drops the reference Pipeline.Admit returned the batch with.

@@ -214,7 +214,7 @@ func (p *Pipeline) enqueueWire(r *Prepared, wait bool) (*Batch, error) {
 	b.plain += len(plain)
 	b.Items += items
 	if wait {
-		b.refs.Add(1)
+		b.waitedLocked()
 	}
 	full := p.fullLocked(sig, b, b.plain)
 	s.mu.Unlock()

@@ -142,6 +142,25 @@ func (p *Pipeline) Consume(req Request) error {
 	return err
 }
 
+// AdmitDelivered admits req.Body as Consume does, charging ConsumeBudget, but returns the batch
+// holding it whatever Config.Ack says, with a reference for the caller, who waits for its end
+// (Batch.Wait, Batch.Outcome) and then calls Unref: the intake that acknowledges its source
+// only once every destination delivered (the Kafka consumer, which commits an offset then)
+// learns it even when the others are answered at acceptance. nil with no error: the processing
+// steps left nothing to deliver. Routes by resource (Config.Router) split a request between
+// batches, which no single batch can answer for: such a request is refused with
+// ErrRoutesUnwaited. Safe for concurrent use.
+func (p *Pipeline) AdmitDelivered(req Request) (*Batch, error) {
+	if p.dests.Load().res != nil {
+		return nil, ErrRoutesUnwaited
+	}
+	return p.admit(p.cfg.ConsumeBudget, &Request{Signal: req.Signal, Origin: req.Origin, Body: req.Body, Items: req.Items}, true)
+}
+
+// ErrRoutesUnwaited is AdmitDelivered's refusal of a request while destinations route by
+// resource (-dest match=): its entries would go in several batches.
+var ErrRoutesUnwaited = errors.New("fastpath: routes by resource split a request that waits for its delivery")
+
 // Serves reports whether sig has a destination now, for the default tenant. It implements
 // Serving. Safe for concurrent use.
 func (p *Pipeline) Serves(sig fastpath.Signal) bool { return Serves(&p.cfg, nil, sig) }
@@ -305,7 +324,7 @@ func (p *Pipeline) enqueue(r *Prepared, wait bool) (*Batch, error) {
 	}
 	b.Items += r.Items
 	if wait {
-		b.refs.Add(1)
+		b.waitedLocked()
 	}
 	full := p.fullLocked(sig, b, len(*buf))
 	if fresh && full != b {

@@ -17,6 +17,7 @@ import (
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/kafkaconsume"
 	"github.com/otlpgate/otlpgate/server/uds"
 	"github.com/otlpgate/otlpgate/spool"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	UDS   uds.Config        // -uds.*
 	Admin admin.Config      // -admin.listen, -status.*
 	Pprof admin.PprofConfig // -pprof.*
+	// KafkaConsume is the Kafka consumer intake (-kafka.consume.*); no Brokers turns it off.
+	// The gateway sets its Tenants.
+	KafkaConsume kafkaconsume.Config
 	// Intake bounds what every intake holds before admission (-intake.*). The gateway builds
 	// one limiter from it and gives it to each intake: their own Limiter fields are ignored.
 	Intake admission.LimiterConfig
@@ -90,6 +94,7 @@ func DefaultConfig() Config {
 		GRPC:            grpcserver.DefaultConfig(),
 		HTTP:            httpserver.DefaultConfig(),
 		Kafka:           kafka.DefaultConfig(),
+		KafkaConsume:    kafkaconsume.DefaultConfig(),
 		UDS:             uds.DefaultConfig(),
 		Admin:           admin.DefaultConfig(),
 		Pprof:           admin.DefaultPprofConfig(),
@@ -126,8 +131,12 @@ func (c Config) Validate() error {
 	if err := c.checkTenants(dests); err != nil {
 		return err
 	}
-	if _, err := c.resourceRoutes(dests); err != nil {
+	routes, err := c.resourceRoutes(dests)
+	if err != nil {
 		return err
+	}
+	if routes != nil && c.KafkaConsume.On() && c.Spool.Dir == "" {
+		return errors.New("-kafka.consume.brokers cannot be combined with match=resource without -spool.dir: a record split between destinations has no single batch whose delivery commits its offset")
 	}
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == pipeline.AckUpstream {
@@ -160,7 +169,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-kafka.max-request-bytes plus a decompression buffer of -kafka.telemetry-max-bytes (%d) exceeds -intake.unauthenticated.max-bytes %d", m, in.MaxBytesFor(admission.IntakeKafka))
 	}
 	return errors.Join(c.GRPC.Validate(), c.HTTP.Validate(), c.Pipeline.Validate(), c.File.Validate(), c.Admin.Validate(), c.Pprof.Validate(),
-		c.Kafka.Validate(), c.UDS.Validate())
+		c.Kafka.Validate(), c.UDS.Validate(), c.KafkaConsume.Validate())
 }
 
 // Warnings lists configurations that work but may surprise; New logs them.

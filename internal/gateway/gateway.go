@@ -21,6 +21,7 @@ import (
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
 	"github.com/otlpgate/otlpgate/server/kafka"
+	"github.com/otlpgate/otlpgate/server/kafkaconsume"
 	"github.com/otlpgate/otlpgate/server/uds"
 	"github.com/otlpgate/otlpgate/spool"
 	"github.com/otlpgate/otlpgate/spool/feed"
@@ -41,6 +42,7 @@ type Gateway struct {
 	gs   *grpcserver.Server
 	hs   *httpserver.Server
 	ks   *kafka.Server
+	kc   *kafkaconsume.Consumer // nil when -kafka.consume.brokers is not given
 	us   *uds.Server
 	adm  *admin.Server
 	prof *admin.Listener
@@ -234,10 +236,23 @@ func (g *Gateway) build() error {
 	if g.us, err = uds.New(cfg.UDS, g.in, log); err != nil {
 		return err
 	}
+	// The consumer commits a record's offset once it is delivered: the pipeline's batch tells
+	// it when, whatever -ack says; with a spool, once the record is spooled.
+	cfg.KafkaConsume.Tenants = cfg.Pipeline.Tenants
+	var consumeIn kafkaconsume.Admitter = g.p
+	if g.sa != nil {
+		consumeIn = spooledConsume{g.sa}
+	}
+	if g.kc, err = kafkaconsume.New(cfg.KafkaConsume, consumeIn, log); err != nil {
+		return err
+	}
 	for _, in := range []struct{ name, addr string }{{"grpc", cfg.GRPC.Listen}, {"http", cfg.HTTP.Listen}, {"kafka", cfg.Kafka.Listen}, {"uds", cfg.UDS.Listen}} {
 		if in.addr != "" {
 			cfg.Admin.Status.Intakes = append(cfg.Admin.Status.Intakes, in.name)
 		}
+	}
+	if g.kc != nil {
+		cfg.Admin.Status.Intakes = append(cfg.Admin.Status.Intakes, "kafka_consume")
 	}
 	if g.adm, err = admin.New(cfg.Admin, log, g.ready); err != nil {
 		return err
@@ -267,6 +282,7 @@ func (g *Gateway) release() {
 	if g.us != nil {
 		g.us.Shutdown(context.Background())
 	}
+	g.kc.Shutdown(context.Background()) // nil-safe; never started here
 	for _, m := range g.dmu.members {
 		if m.feeder != nil {
 			m.feeder.Stop()
@@ -336,8 +352,23 @@ func (g *Gateway) listen(ctx context.Context) error {
 	old := syscall.Umask(0o177)
 	err := g.us.Start(ctx)
 	syscall.Umask(old)
-	return err
+	if err != nil {
+		return err
+	}
+	return g.kc.Start()
 }
+
+// spooledConsume is the spool's admission as the Kafka consumer's: a record is durable once
+// Consume returned, so there is no batch to wait for.
+type spooledConsume struct{ a *feed.Admission }
+
+// AdmitDelivered implements kafkaconsume.Admitter.
+func (s spooledConsume) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error) {
+	return nil, s.a.Consume(req)
+}
+
+// RetryDelay implements kafkaconsume.Admitter.
+func (s spooledConsume) RetryDelay() time.Duration { return s.a.RetryDelay() }
 
 // watchSpool closes failed when the spool fails: acknowledged records may be gone and it takes
 // no more, so the gateway must stop, and say so (Shutdown's LossError).

@@ -63,7 +63,7 @@ func (g *Gateway) shutdown(ctx context.Context) error {
 	defer icancel()
 	intakesDone := make(chan struct{})
 	go sealWhileDraining(g.in, intakesDone)
-	intakes := []intake{g.gs, g.hs, g.ks, g.us}
+	intakes := []intake{g.gs, g.hs, g.ks, g.us, g.kc}
 	ierrs := make(chan error, len(intakes))
 	for _, in := range intakes {
 		go func() { ierrs <- in.Shutdown(ictx) }()

@@ -64,7 +64,7 @@ func seriesKey(b []byte, name string, ls []*dto.LabelPair) []byte {
 	b = append(b, name...)
 	for _, l := range ls {
 		switch l.GetName() {
-		case "destination", "reason", "intake", "api", "outcome", "resource":
+		case "destination", "reason", "intake", "api", "outcome", "resource", "topic", "partition":
 			b = append(append(append(append(b, '|'), l.GetName()...), '='), l.GetValue()...)
 		}
 	}

@@ -79,6 +79,9 @@ type IntakeStatus struct {
 	RefusedPerSec  float64            `json:"refused_per_second"`
 	Refused        map[string]float64 `json:"refused_by_reason"`
 	History        []float64          `json:"items_history"`
+	// Lag is the Kafka consumer's records past the committed offset, by "topic/partition"
+	// of the partitions it holds (otlpgate_kafka_consume_lag); only for kafka_consume.
+	Lag map[string]float64 `json:"lag_by_partition,omitempty"`
 }
 
 // DestinationStatus is one destination's health and traffic.
@@ -263,6 +266,8 @@ func init() {
 		"otlpgate_http_received_requests_total", "otlpgate_http_received_items_total", "otlpgate_http_received_bytes_total", "otlpgate_http_refused_requests_total", "otlpgate_http_rejected_requests_total",
 		"otlpgate_kafka_requests_total", "otlpgate_kafka_exported_points_total", "otlpgate_kafka_export_errors_total",
 		"otlpgate_uds_messages_total", "otlpgate_uds_items_total", "otlpgate_uds_received_bytes_total",
+		"otlpgate_kafka_consume_records_total", "otlpgate_kafka_consume_items_total", "otlpgate_kafka_consume_bytes_total",
+		"otlpgate_kafka_consume_skipped_records_total", "otlpgate_kafka_consume_lag",
 		"otlpgate_intake_refused_total", "otlpgate_intake_bytes_in_flight",
 		"otlpgate_fastpath_queue_bytes", "otlpgate_fastpath_queue_max_bytes", "otlpgate_fastpath_admitted_items_total", "otlpgate_fastpath_refused_items_total",
 		"otlpgate_client_acknowledged_items_total", "otlpgate_client_acknowledged_requests_total", "otlpgate_client_sent_requests_total",
@@ -436,6 +441,16 @@ func (s *sampler) status(now time.Time) Status {
 		for r, v := range last.byLabel("otlpgate_intake_refused_total", "resource", "intake="+in.name) {
 			is.Refused["limiter "+r] += v
 		}
+		if in.lag != "" {
+			for topic := range last.byLabel(in.lag, "topic") {
+				for p, v := range last.byLabel(in.lag, "partition", "topic="+topic) {
+					if is.Lag == nil {
+						is.Lag = map[string]float64{}
+					}
+					is.Lag[topic+"/"+p] = v
+				}
+			}
+		}
 		st.Intakes = append(st.Intakes, is)
 	}
 	var errs map[string]LastError
@@ -516,6 +531,7 @@ type intakeDef struct {
 	requests, items, bytes  string
 	requestsWant, itemsWant []string
 	refused                 []string
+	lag                     string // a gauge of records not yet committed, by topic and partition
 }
 
 var intakeDefs = []intakeDef{
@@ -527,4 +543,6 @@ var intakeDefs = []intakeDef{
 		items: "otlpgate_kafka_exported_points_total", refused: []string{"otlpgate_kafka_export_errors_total"}},
 	{name: "uds", requests: "otlpgate_uds_messages_total", items: "otlpgate_uds_items_total", itemsWant: []string{"outcome=accepted"},
 		bytes: "otlpgate_uds_received_bytes_total"},
+	{name: "kafka_consume", requests: "otlpgate_kafka_consume_records_total", items: "otlpgate_kafka_consume_items_total",
+		bytes: "otlpgate_kafka_consume_bytes_total", refused: []string{"otlpgate_kafka_consume_skipped_records_total"}, lag: "otlpgate_kafka_consume_lag"},
 }

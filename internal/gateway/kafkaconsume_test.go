@@ -1,0 +1,391 @@
+package gateway
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/otlpgate/otlpgate/client"
+	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/server/kafkaconsume"
+)
+
+// consumeConfig is a gateway whose only intake is the Kafka consumer of kc's otlp_spans in
+// group, delivering to u.
+func consumeConfig(kc *kfake.Cluster, group string, u *upstream) Config {
+	cfg := testConfig()
+	cfg.GRPC.Listen, cfg.HTTP.Listen = "", ""
+	cfg.KafkaConsume.Brokers = kc.ListenAddrs()
+	cfg.KafkaConsume.Topics = []kafkaconsume.Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
+	cfg.KafkaConsume.Group = group
+	cfg.KafkaConsume.CommitInterval = 50 * time.Millisecond
+	cfg.KafkaConsume.SessionTimeout = 6 * time.Second
+	cfg.KafkaConsume.RevokeWait = 5 * time.Second
+	cfg.Destinations = []client.Config{destTo("up", u.addr)}
+	return cfg
+}
+
+// produceSpans writes one record per id to topic, each a v1 trace request of that one span,
+// spread over the partitions, and waits until the brokers took every one.
+func produceSpans(t *testing.T, kc *kfake.Cluster, topic string, ids ...uint64) {
+	t.Helper()
+	produceValues(t, kc, topic, func(i int) []byte { return traceBody(t, 0, ids[i]) }, len(ids))
+}
+
+func produceValues(t *testing.T, kc *kfake.Cluster, topic string, value func(i int) []byte, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range n {
+		recs[i] = &kgo.Record{Value: value(i)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// committed is the offsets the brokers hold for group on topic's partitions, and the sum of
+// the partitions' high watermarks: what a member of the group would read from, and the end.
+func committed(t *testing.T, kc *kfake.Cluster, group, topic string) (offsets map[int32]int64, sum, end int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	for p := range int32(kafkaPartitions) {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets = map[int32]int64{}
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if p.Offset > 0 {
+				offsets[p.Partition] = p.Offset
+				sum += p.Offset
+			}
+		}
+	}
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for p := range int32(kafkaPartitions) {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lreq.Topics = append(lreq.Topics, lt)
+	shards := cl.RequestSharded(ctx, lreq)
+	for _, sh := range shards {
+		if sh.Err != nil {
+			t.Fatal(sh.Err)
+		}
+		for _, tp := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range tp.Partitions {
+				end += p.Offset
+			}
+		}
+	}
+	return offsets, sum, end
+}
+
+// idRange is the ids from, from+1, ... of n.
+func idRange(from uint64, n int) []uint64 {
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = from + uint64(i)
+	}
+	return ids
+}
+
+// Spans sent by the OpenTelemetry SDK to one otlpgate, produced to Kafka by its Kafka
+// destination (partitioned by trace id over three brokers and six partitions), are read by a
+// second otlpgate's consumer intake and delivered to its upstream, each span exactly once; the
+// group's committed offsets reach the end of every partition, and the lag falls to zero.
+func TestKafkaConsumeSDKSpans(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	cons := startGateway(t, consumeConfig(kc, "sdk", u))
+
+	prod := testConfig()
+	prod.Destinations = []client.Config{kafkaDest(t, kc, "partition=trace_id")}
+	g := startGateway(t, prod)
+	ended := sdkSpans(t, g, 40, 5)
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ended)) },
+		func() bool { return u.distinct() == len(ended) })
+	for _, s := range ended {
+		id := s.SpanContext().SpanID()
+		if n := u.count(binary.BigEndian.Uint64(id[:])); n != 1 {
+			t.Errorf("span %s arrived %d times", id, n)
+		}
+	}
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "sdk", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	}, func() bool { _, sum, end := committed(t, kc, "sdk", "otlp_spans"); return sum == end && end > 0 })
+	eventually(t, func() string { return fmt.Sprintf("lag %v", cons.kc.Lag()) }, func() bool {
+		for _, ps := range cons.kc.Lag() {
+			for _, l := range ps {
+				if l != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	eventually(t, func() string { _, b := get(t, cons, "/status.json"); return "the status shows no consumer lag: " + b }, func() bool {
+		_, b := get(t, cons, "/status.json")
+		return strings.Contains(b, `"name": "kafka_consume"`) && strings.Contains(b, `"lag_by_partition"`) && strings.Contains(b, `"otlp_spans/0": 0`)
+	})
+	if err := cons.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Records that can never be admitted (not OTLP, a request of another shape, one past
+// -kafka.consume.max-record-bytes) are counted by reason and committed past; the records
+// around them are delivered, and their partitions are not held.
+func TestKafkaConsumePoison(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	cfg := consumeConfig(kc, "poison", u)
+	cfg.KafkaConsume.MaxRecordBytes = 4 << 10
+	undecodable := metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "undecodable")
+	tooLarge := metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "too_large")
+	startGateway(t, cfg)
+	values := [][]byte{
+		traceBody(t, 0, 1),
+		[]byte("not a protobuf message \xff\xff\xff"),
+		traceBody(t, 0, 2),
+		traceBody(t, 8<<10, 3),                     // past max-record-bytes
+		{0x0a, 0x05, 0x0a, 0x03, 0xff, 0xff, 0xff}, // a resource entry whose resource is broken
+		traceBody(t, 0, 4),
+	}
+	produceValues(t, kc, "otlp_spans", func(i int) []byte { return values[i] }, len(values))
+	eventually(t, func() string { return fmt.Sprintf("%d of 3 spans at the upstream", u.distinct()) },
+		func() bool { return u.distinct() == 3 })
+	for _, id := range []uint64{1, 2, 4} {
+		if n := u.count(id); n != 1 {
+			t.Errorf("span %d arrived %d times", id, n)
+		}
+	}
+	if u.count(3) != 0 {
+		t.Error("the record past max-record-bytes was delivered")
+	}
+	eventually(t, func() string {
+		return fmt.Sprintf("skipped undecodable %v too_large %v", metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "undecodable")-undecodable,
+			metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "too_large")-tooLarge)
+	}, func() bool {
+		return metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "undecodable")-undecodable == 2 && metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "too_large")-tooLarge == 1
+	})
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "poison", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "poison", "otlp_spans")
+			return sum == end && end == int64(len(values))
+		})
+}
+
+// While the upstream answers nothing, no offset is committed past what it acknowledged (here:
+// nothing), whatever was admitted; once it answers, every span is delivered and the offsets
+// reach the end.
+func TestKafkaConsumeUpstreamDown(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	u.hold()
+	cfg := consumeConfig(kc, "down", u)
+	startGateway(t, cfg)
+	ids := idRange(100, 60)
+	produceSpans(t, kc, "otlp_spans", ids...)
+	eventually(t, func() string { return "no call waits at the held upstream" }, func() bool { return len(u.heldNow()) > 0 })
+	time.Sleep(300 * time.Millisecond) // several commit intervals pass
+	if off, sum, _ := committed(t, kc, "down", "otlp_spans"); sum != 0 {
+		t.Fatalf("offsets %v committed while the upstream acknowledged nothing", off)
+	}
+	u.release()
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
+		func() bool { return u.distinct() == len(ids) })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "down", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "down", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
+}
+
+// A batch the destination gives up undelivered (its upstream answers nothing within the ack
+// timeout, and the retries run out) rewinds its partition: the record is read again and
+// delivered once the upstream answers, so nothing is lost.
+func TestKafkaConsumeRewind(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	u.hold()
+	cfg := consumeConfig(kc, "rewind", u)
+	d := destTo("up", u.addr)
+	d.AckTimeout, d.RetryMaxElapsed = 200*time.Millisecond, 300*time.Millisecond
+	cfg.Destinations = []client.Config{d}
+	startGateway(t, cfg)
+	before := metricSum(t, "otlpgate_kafka_consume_rewinds_total", "", "")
+	ids := idRange(500, 12)
+	produceSpans(t, kc, "otlp_spans", ids...)
+	eventually(t, func() string { return "no rewind" }, func() bool { return metricSum(t, "otlpgate_kafka_consume_rewinds_total", "", "") > before })
+	u.release()
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
+		func() bool { return u.distinct() == len(ids) })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "rewind", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "rewind", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
+}
+
+// A second otlpgate joining the group mid-run takes some partitions over (a cooperative
+// rebalance): every span produced before, during and after is delivered, none lost, and both
+// members read records.
+func TestKafkaConsumeRebalance(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	a := startGateway(t, consumeConfig(kc, "rebalance", u))
+	produceSpans(t, kc, "otlp_spans", idRange(1000, 300)...)
+	eventually(t, func() string { return fmt.Sprintf("%d of 300", u.distinct()) }, func() bool { return u.distinct() >= 100 })
+	b := startGateway(t, consumeConfig(kc, "rebalance", u))
+	// Records keep coming while b joins, until b has read some.
+	sent := 300
+	for i := 0; len(b.kc.Lag()) == 0; i++ {
+		if i == 300 {
+			t.Fatal("member b read nothing within 300 rounds of records")
+		}
+		produceSpans(t, kc, "otlp_spans", idRange(2000+uint64(sent), 12)...)
+		sent += 12
+		time.Sleep(20 * time.Millisecond)
+	}
+	produceSpans(t, kc, "otlp_spans", idRange(2000+uint64(sent), 300)...)
+	sent += 300
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), sent) },
+		func() bool { return u.distinct() == sent })
+	for _, id := range idRange(1000, 300) {
+		if u.count(id) == 0 {
+			t.Fatalf("span %d lost", id)
+		}
+	}
+	for _, id := range idRange(2300, sent-300) {
+		if u.count(id) == 0 {
+			t.Fatalf("span %d lost", id)
+		}
+	}
+	if len(a.kc.Lag()) == 0 {
+		t.Error("member a holds no partition after the rebalance")
+	}
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "rebalance", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "rebalance", "otlp_spans")
+			return sum == end && end == int64(sent)
+		})
+	t.Logf("%d spans, %d delivered twice or more across the rebalance", sent, u.duplicates())
+	for _, g := range []*Gateway{a, b} {
+		if err := g.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The consumer's flags cannot be combined with routes by resource without a spool.
+func TestKafkaConsumeValidate(t *testing.T) {
+	cfg := testConfig()
+	cfg.KafkaConsume.Brokers = []string{"127.0.0.1:9092"}
+	cfg.KafkaConsume.Topics = []kafkaconsume.Topic{{Name: "otlp_spans"}}
+	d := destTo("up", "127.0.0.1:1")
+	d.Route = nil
+	cfg.Destinations = []client.Config{d}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a plain consumer: %v", err)
+	}
+	cfg.KafkaConsume.Topics = nil
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-kafka.consume.topics") {
+		t.Fatalf("no topics: %v", err)
+	}
+}
+
+// metricSum sums the counter or gauge series of name in the default registry whose label
+// label is value (every series when label is empty).
+func metricSum(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			match := label == ""
+			for _, l := range m.Label {
+				match = match || l.GetName() == label && l.GetValue() == value
+			}
+			if match {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// distinct is how many distinct span ids arrived.
+func (u *upstream) distinct() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.ids)
+}
+
+// duplicates is how many span ids arrived more than once.
+func (u *upstream) duplicates() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, c := range u.ids {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,83 @@
+package kafkaconsume
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/otlpgate/otlpgate/fastpath"
+)
+
+func TestParseTopics(t *testing.T) {
+	f := func(in, enc string, want []Topic, wantErr string) {
+		t.Helper()
+		got, err := ParseTopics(in, enc)
+		if wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), wantErr) {
+				t.Errorf("ParseTopics(%q): error %v, want one with %q", in, err, wantErr)
+			}
+			return
+		}
+		if err != nil {
+			t.Errorf("ParseTopics(%q): %v", in, err)
+			return
+		}
+		if len(got) != len(want) {
+			t.Errorf("ParseTopics(%q) = %v, want %v", in, got, want)
+			return
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("ParseTopics(%q)[%d] = %v, want %v", in, i, got[i], want[i])
+			}
+		}
+	}
+	f("", EncodingProto, nil, "")
+	f("otlp_spans,otlp_metrics, otlp_logs", EncodingProto, []Topic{{"otlp_spans", fastpath.Traces, false}, {"otlp_metrics", fastpath.Metrics, false}, {"otlp_logs", fastpath.Logs, false}}, "")
+	f("otlp_spans", EncodingJSON, []Topic{{"otlp_spans", fastpath.Traces, true}}, "")
+	f("team-a.spans:traces:otlp_json,otlp_logs::otlp_proto", EncodingProto, []Topic{{"team-a.spans", fastpath.Traces, true}, {"otlp_logs", fastpath.Logs, false}}, "")
+	f("my_spans", EncodingProto, nil, "name its signal")
+	f("otlp_spans:spans", EncodingProto, nil, "signal \"spans\"")
+	f("otlp_spans:traces:avro", EncodingProto, nil, "encoding \"avro\"")
+	f("a:traces:otlp_json:x", EncodingProto, nil, "TOPIC[:SIGNAL[:ENCODING]]")
+	f("bad/topic:traces", EncodingProto, nil, "holds")
+	f("otlp_spans", "avro", nil, "-kafka.consume.encoding")
+}
+
+func TestValidate(t *testing.T) {
+	on := func() Config {
+		c := DefaultConfig()
+		c.Brokers = []string{"127.0.0.1:9092"}
+		c.Topics = []Topic{{Name: "otlp_spans"}}
+		return c
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("the default (off): %v", err)
+	}
+	if err := on().Validate(); err != nil {
+		t.Fatalf("brokers and a topic: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"topics without brokers", func(c *Config) { c.Brokers = nil }, "needs -kafka.consume.brokers"},
+		{"no topics", func(c *Config) { c.Topics = nil }, "needs -kafka.consume.topics"},
+		{"broker without port", func(c *Config) { c.Brokers = []string{"kafka"} }, "not host:port"},
+		{"topic twice", func(c *Config) { c.Topics = append(c.Topics, c.Topics[0]) }, "twice"},
+		{"empty group", func(c *Config) { c.Group = "" }, "-kafka.consume.group"},
+		{"tiny records", func(c *Config) { c.MaxRecordBytes = 10 }, "max-record-bytes"},
+		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "commit-interval"},
+		{"sasl without user", func(c *Config) { c.SASLMechanism = SASLPlain }, "needs -kafka.consume.sasl.username"},
+		{"sasl unknown", func(c *Config) { c.SASLMechanism = "gssapi"; c.SASLUser = "u"; c.SASLPassword = "p" }, "gssapi"},
+		{"user without sasl", func(c *Config) { c.SASLUser = "u" }, "needs -kafka.consume.sasl.mechanism"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := on()
+			tc.set(&c)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}

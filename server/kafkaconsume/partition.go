@@ -1,0 +1,118 @@
+package kafkaconsume
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+)
+
+// partition is what the consumer knows of one partition assigned to it. Guarded by the
+// consumer's mu. Invariants:
+//
+//  1. pending[head:] are the records admitted and not yet acknowledged, in offset order; a
+//     record with nothing to wait for is only a ticket when records before it are pending.
+//  2. acked is the offset to commit: every record below it was delivered, made durable or
+//     skipped. It only grows, but for a rewind, which sets it to the first record to read
+//     again, never below committed.
+//  3. committed is the offset last committed to the group; acked >= committed.
+//  4. rewind >= 0 while the partition waits to be read again from rewind: records the poll
+//     loop meets meanwhile are neither admitted nor tracked.
+type partition struct {
+	topic string
+	id    int32
+
+	pending   []ticket
+	head      int
+	acked     int64
+	epoch     int32 // leader epoch of the record before acked, for the commit
+	committed int64
+	hwm       int64 // the brokers' high watermark at the last fetch
+	rewind    int64
+
+	lag prometheus.Gauge
+}
+
+// ticket is one admitted record that waits for its batch.
+type ticket struct {
+	offset int64
+	epoch  int32
+	b      *pipeline.Batch // nil: nothing to wait for (skipped, durable, dropped by processing)
+}
+
+func newPartition(topic string, id int32, first int64) *partition {
+	return &partition{topic: topic, id: id, acked: first, committed: first, rewind: -1, epoch: -1}
+}
+
+// trackLocked follows the record at offset, admitted into b (nil: nothing to wait for).
+func (p *partition) trackLocked(offset int64, epoch int32, b *pipeline.Batch) {
+	if p.rewind >= 0 {
+		// A rewind to an earlier record came while this one was admitted: it is read again.
+		if b != nil {
+			b.Unref()
+		}
+		return
+	}
+	if b == nil && p.head == len(p.pending) {
+		p.acked, p.epoch = offset+1, epoch
+		return
+	}
+	if p.head == len(p.pending) {
+		clear(p.pending)
+		p.pending, p.head = p.pending[:0], 0
+	} else if p.head > 1024 && p.head > len(p.pending)/2 {
+		n := copy(p.pending, p.pending[p.head:])
+		clear(p.pending[n:])
+		p.pending, p.head = p.pending[:n], 0
+	}
+	p.pending = append(p.pending, ticket{offset: offset, epoch: epoch, b: b})
+}
+
+// advanceLocked moves acked past the records whose batches ended, in order, and reports
+// whether records are still pending. A batch that ended undelivered, and not refused for
+// good, sets rewind to its record: the records from there on are read again, and what is
+// pending after it is let go (its outcome no longer matters).
+func (p *partition) advanceLocked() (busy bool) {
+	for p.head < len(p.pending) {
+		t := p.pending[p.head]
+		if t.b != nil {
+			done, delivered, rejected := t.b.Outcome()
+			if !done {
+				return true
+			}
+			t.b.Unref()
+			p.pending[p.head].b = nil
+			if !delivered && !rejected {
+				p.head++
+				p.releaseLocked()
+				p.rewind = t.offset
+				rewinds.Inc()
+				return false
+			}
+			if !delivered {
+				undeliverable.Inc()
+			}
+		}
+		p.acked, p.epoch = t.offset+1, t.epoch
+		p.head++
+	}
+	return false
+}
+
+// releaseLocked lets go of every pending record's batch.
+func (p *partition) releaseLocked() {
+	for i := p.head; i < len(p.pending); i++ {
+		if b := p.pending[i].b; b != nil {
+			b.Unref()
+		}
+	}
+	clear(p.pending)
+	p.pending, p.head = p.pending[:0], 0
+}
+
+// lagLocked is how many records the partition holds past its committed offset.
+func (p *partition) lagLocked() int64 {
+	if p.hwm <= p.committed {
+		return 0
+	}
+	return p.hwm - p.committed
+}
