@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -388,4 +390,37 @@ func (u *upstream) duplicates() int {
 		}
 	}
 	return n
+}
+
+// A broker stops while records are produced and consumed, its partitions and maybe the group's
+// coordinator move to the others, and it comes back on its port, with the leaders shuffled
+// again: every span produced reaches the upstream, and the offsets reach the end.
+func TestKafkaConsumeBrokerRestart(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	startGateway(t, consumeConfig(kc, "restart", u))
+	produceSpans(t, kc, "otlp_spans", idRange(1, 200)...)
+	eventually(t, func() string { return fmt.Sprintf("%d of 200", u.distinct()) }, func() bool { return u.distinct() >= 50 })
+
+	_, port, err := net.SplitHostPort(kc.ListenAddrs()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	if err := kc.RemoveNode(1); err != nil {
+		t.Fatal(err)
+	}
+	produceSpans(t, kc, "otlp_spans", idRange(1001, 200)...)
+	if _, _, err := kc.AddNode(1, p); err != nil {
+		t.Fatal(err)
+	}
+	kc.ShufflePartitionLeaders()
+	produceSpans(t, kc, "otlp_spans", idRange(2001, 200)...)
+	eventually(t, func() string { return fmt.Sprintf("%d of 600 spans at the upstream", u.distinct()) },
+		func() bool { return u.distinct() == 600 })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "restart", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool { _, sum, end := committed(t, kc, "restart", "otlp_spans"); return sum == end && end == 600 })
 }
