@@ -112,26 +112,31 @@ func TestReloadAddsGateway(t *testing.T) {
 }
 
 // Gateways that end streams at -grpc.stream.max-age re-balance an edge that never re-opens by
-// itself: it re-opens each ended stream through the balancer, without loss.
+// itself: it re-opens each ended stream through the balancer, without loss, on either gRPC
+// transport of its destination.
 func TestServerMaxAge(t *testing.T) {
 	for ki, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			gws := []*gateway{startGateway(t, "gw1", period), startGateway(t, "gw2", period)}
-			lb := startBalancer(t, ki, addrs(gws...), Options{})
-			name := destName(t)
-			e := startEdge(t, edgeConfig(name, lb.Addr(), 2, 0))
-			start := time.Now()
-			admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
-			dups := settle(t, admitted, gws...)
-			sh := shares(start, gws...)
-			t.Logf("%s, gateways end streams every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name, period, len(admitted), sh[0], sh[1], dups)
-			for i, s := range sh {
-				if s < 0.2 {
-					t.Errorf("gateway %d took %.2f of the traffic", i+1, s)
+		for _, tr := range transports {
+			t.Run(k.name+"/edge="+tr, func(t *testing.T) {
+				gws := []*gateway{startGateway(t, "gw1", period), startGateway(t, "gw2", period)}
+				lb := startBalancer(t, ki, addrs(gws...), Options{})
+				name := destName(t)
+				cfg := edgeConfig(name, lb.Addr(), 2, 0)
+				cfg.Transport = tr
+				e := startEdge(t, cfg)
+				start := time.Now()
+				admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
+				dups := settle(t, admitted, gws...)
+				sh := shares(start, gws...)
+				t.Logf("%s, gateways end streams every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name+" (edge on "+tr+")", period, len(admitted), sh[0], sh[1], dups)
+				for i, s := range sh {
+					if s < 0.2 {
+						t.Errorf("gateway %d took %.2f of the traffic", i+1, s)
+					}
 				}
-			}
-			checkDups(t, name, dups)
-		})
+				checkDups(t, name, dups)
+			})
+		}
 	}
 }
 
