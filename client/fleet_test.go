@@ -280,38 +280,41 @@ func (a *arrivals) gatewaysOf(phase string) map[string]int {
 // 1,000 traces of 5 spans from the OpenTelemetry SDK, through an edge balancing over three
 // gateways by trace id: every span arrives exactly once, every trace whole on one gateway.
 func TestFleetTracesWholeOnOneGateway(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
-	defer cancel()
-	a := newArrivals()
-	var addrs []string
-	var gws []*fleetGateway
-	for i := range 3 {
-		g := startFleetGateway(t, fmt.Sprint("gw", i), a)
-		gws = append(gws, g)
-		addrs = append(addrs, g.addr)
-	}
-	cfg := fleetConfig(t, "fleet_whole")
-	cfg.Resolver, cfg.Endpoints = ResolverStatic, addrs
-	e := startFleetEdge(t, cfg)
-	s := newSDK(t, ctx, e.addr)
-	for range 10 {
-		s.emit(t, ctx, "run", 100, 5)
-	}
-	if err := s.tp.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.stop(t)
-	stopAll(gws...)
-	if dups := a.check(t, s, 5000, "run"); dups != 0 {
-		t.Errorf("%d duplicates without any failure", dups)
-	}
-	per := a.gatewaysOf("run")
-	for i := range 3 {
-		if n := per[fmt.Sprint("gw", i)]; n < 200 || n > 470 {
-			t.Errorf("gw%d got %d of 1000 traces, want about a third", i, n)
+	transports(t, func(t *testing.T, tr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+		defer cancel()
+		a := newArrivals()
+		var addrs []string
+		var gws []*fleetGateway
+		for i := range 3 {
+			g := startFleetGateway(t, fmt.Sprint("gw", i), a)
+			gws = append(gws, g)
+			addrs = append(addrs, g.addr)
 		}
-	}
-	t.Logf("traces per gateway: %v", per)
+		cfg := fleetConfig(t, "fleet_whole_"+tr)
+		cfg.Transport = tr
+		cfg.Resolver, cfg.Endpoints = ResolverStatic, addrs
+		e := startFleetEdge(t, cfg)
+		s := newSDK(t, ctx, e.addr)
+		for range 10 {
+			s.emit(t, ctx, "run", 100, 5)
+		}
+		if err := s.tp.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.stop(t)
+		stopAll(gws...)
+		if dups := a.check(t, s, 5000, "run"); dups != 0 {
+			t.Errorf("%d duplicates without any failure", dups)
+		}
+		per := a.gatewaysOf("run")
+		for i := range 3 {
+			if n := per[fmt.Sprint("gw", i)]; n < 200 || n > 470 {
+				t.Errorf("gw%d got %d of 1000 traces, want about a third", i, n)
+			}
+		}
+		t.Logf("traces per gateway: %v", per)
+	})
 }
 
 // writeEndpoints replaces the endpoints file atomically, as a deploy tool would.
@@ -386,45 +389,48 @@ func TestFleetFileRemoveAndAdd(t *testing.T) {
 // A gateway killed mid-run is ejected after eject-after; what was queued or pending on it goes
 // to the others, and every acknowledged span arrives.
 func TestFleetEjectsKilledGateway(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
-	defer cancel()
-	a := newArrivals()
-	g := []*fleetGateway{startFleetGateway(t, "A", a), startFleetGateway(t, "B", a), startFleetGateway(t, "C", a)}
-	cfg := fleetConfig(t, "fleet_eject")
-	cfg.Resolver, cfg.Endpoints = ResolverStatic, []string{g[0].addr, g[1].addr, g[2].addr}
-	cfg.EjectAfter = 300 * time.Millisecond
-	e := startFleetEdge(t, cfg)
-	ej0, rr0 := value(e.fleet.m.ejections), value(e.fleet.m.rerouted[rerouteEjected])
-	s := newSDK(t, ctx, e.addr)
+	transports(t, func(t *testing.T, tr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+		defer cancel()
+		a := newArrivals()
+		g := []*fleetGateway{startFleetGateway(t, "A", a), startFleetGateway(t, "B", a), startFleetGateway(t, "C", a)}
+		cfg := fleetConfig(t, "fleet_eject_"+tr)
+		cfg.Transport = tr
+		cfg.Resolver, cfg.Endpoints = ResolverStatic, []string{g[0].addr, g[1].addr, g[2].addr}
+		cfg.EjectAfter = 300 * time.Millisecond
+		e := startFleetEdge(t, cfg)
+		ej0, rr0 := value(e.fleet.m.ejections), value(e.fleet.m.rerouted[rerouteEjected])
+		s := newSDK(t, ctx, e.addr)
 
-	s.emit(t, ctx, "before", 200, 4)
-	g[2].stop(true)
-	s.emit(t, ctx, "during", 200, 4)
-	deadline := time.Now().Add(waitFor)
-	for len(e.fleet.Backends()) != 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := e.fleet.Backends(); len(got) != 2 {
-		t.Fatalf("backends after the kill: %v, want 2", got)
-	}
-	s.emit(t, ctx, "after", 200, 4)
-	if err := s.tp.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.stop(t)
-	stopAll(g...)
-	dups := a.check(t, s, 4*600, "after")
-	if n := a.gatewaysOf("after")["C"]; n != 0 {
-		t.Errorf("%d traces started after the ejection reached the dead gateway", n)
-	}
-	if v := value(e.fleet.m.ejections) - ej0; v != 1 {
-		t.Errorf("%d ejections, want 1", v)
-	}
-	if v := value(e.fleet.m.rerouted[rerouteEjected]) - rr0; v == 0 {
-		t.Error("nothing re-routed from the dead gateway")
-	}
-	t.Logf("re-routed (ejected) items %d, possible duplicates %d, duplicates seen %d",
-		value(e.fleet.m.rerouted[rerouteEjected]), value(e.fleet.m.duplicates), dups)
+		s.emit(t, ctx, "before", 200, 4)
+		g[2].stop(true)
+		s.emit(t, ctx, "during", 200, 4)
+		deadline := time.Now().Add(waitFor)
+		for len(e.fleet.Backends()) != 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := e.fleet.Backends(); len(got) != 2 {
+			t.Fatalf("backends after the kill: %v, want 2", got)
+		}
+		s.emit(t, ctx, "after", 200, 4)
+		if err := s.tp.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.stop(t)
+		stopAll(g...)
+		dups := a.check(t, s, 4*600, "after")
+		if n := a.gatewaysOf("after")["C"]; n != 0 {
+			t.Errorf("%d traces started after the ejection reached the dead gateway", n)
+		}
+		if v := value(e.fleet.m.ejections) - ej0; v != 1 {
+			t.Errorf("%d ejections, want 1", v)
+		}
+		if v := value(e.fleet.m.rerouted[rerouteEjected]) - rr0; v == 0 {
+			t.Error("nothing re-routed from the dead gateway")
+		}
+		t.Logf("re-routed (ejected) items %d, possible duplicates %d, duplicates seen %d",
+			value(e.fleet.m.rerouted[rerouteEjected]), value(e.fleet.m.duplicates), dups)
+	})
 }
 
 // A fleet whose file names no backend holds what it is given, and delivers it all once a
