@@ -243,8 +243,8 @@ type h2Stream struct {
 	recvd  uint32
 	done   chan struct{}
 	// bidi: a stream of many messages both ways (OTEP StreamExporter, h2stream.go): resp
-	// gathers the answers' bytes as they come, more wakes the receiver when some came, and
-	// recvd counts what the stream's window is owed.
+	// gathers the answers' bytes as they come until the receiver takes them out, and more
+	// wakes the receiver when some came.
 	bidi bool
 	more chan struct{}
 

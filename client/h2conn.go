@@ -538,12 +538,17 @@ func (c *h2Conn) data(d h2.Data) error {
 	switch {
 	case st == nil:
 	case st.bidi:
-		// A stream's answers: the receiver takes them as they come and credits the stream's
-		// window for what it took (recvBidi); padding is credited at once. A peer within our
-		// window cannot have sent more than it unanswered.
-		if overflow = len(st.resp)+len(d.Data) > int(c.cfg.InitialWindowSize); !overflow {
+		// A stream's answers, which its receiver takes out as they come (h2Bidi.RecvMsg); the
+		// window is credited as they arrive, as a call's, so that an answer larger than the
+		// window can come whole. What the receiver has not taken is bounded: a window and the
+		// largest answer it reads, which answers to the requests a stream has in flight (a few
+		// bytes each) never come near.
+		if overflow = len(st.resp)+len(d.Data) > int(c.cfg.InitialWindowSize)+5+c.cfg.MaxRecvMsgSize; !overflow {
 			st.resp = append(st.resp, d.Data...)
-			st.recvd += d.FlowLen - uint32(len(d.Data))
+			st.recvd += d.FlowLen
+			if !d.EndStream && st.recvd >= uint32(c.cfg.InitialWindowSize)/2 {
+				inc, st.recvd = st.recvd, 0
+			}
 		}
 	default: // under mu, as in headers
 		st.take(d.Data, c.cfg.MaxRecvMsgSize)
@@ -557,8 +562,8 @@ func (c *h2Conn) data(d h2.Data) error {
 		return nil
 	}
 	if overflow {
-		if c.reset(st, http2.ErrCodeFlowControl) {
-			st.finish(status.Error(codes.Internal, "the upstream sent past the stream's flow-control window"), false)
+		if c.reset(st, http2.ErrCodeEnhanceYourCalm) {
+			st.finish(status.Error(codes.ResourceExhausted, "the upstream sent more answers than the stream reads"), false)
 		}
 		return c.drained()
 	}

@@ -305,18 +305,7 @@ func (b *h2Bidi) RecvMsg(m any) error {
 			if have >= 5+n {
 				b.in = append(b.in[:0], st.resp[:5+n]...)
 				st.resp = st.resp[:copy(st.resp, st.resp[5+n:])]
-				st.recvd += uint32(5 + n)
-				var inc uint32
-				if st.open && st.recvd >= uint32(c.cfg.InitialWindowSize)/2 {
-					inc, st.recvd = st.recvd, 0
-				}
-				id := st.id
 				c.mu.Unlock()
-				if inc > 0 {
-					if err := c.writeControl(func(b []byte) []byte { return appendWindowUpdate(b, id, inc) }); err != nil {
-						c.fail(err)
-					}
-				}
 				if err := b.decode(resp, limit); err != nil {
 					return b.abort(err)
 				}

@@ -225,7 +225,7 @@ type upstream struct {
 	// (v1Message "some" when only v1Rejected is set).
 	v1Rejected int64
 	v1Message  string
-	// answerPad, when set, adds an unknown field of that many bytes to every unary answer.
+	// answerPad, when set, adds an unknown field of that many bytes to every answer.
 	answerPad int
 
 	mu         sync.Mutex
@@ -459,7 +459,9 @@ type srvStream struct {
 func (s *srvStream) ack(id uint64, code otepv1.ResultCode) {
 	s.mu.Lock()
 	delete(s.unacked, id)
-	err := s.ss.SendMsg(&otepv1.ExportResponse{Id: id, ResultCode: code})
+	resp := &otepv1.ExportResponse{Id: id, ResultCode: code}
+	resp.ProtoReflect().SetUnknown(s.u.pad())
+	err := s.ss.SendMsg(resp)
 	s.mu.Unlock()
 	if err == nil {
 		select {

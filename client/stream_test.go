@@ -765,3 +765,29 @@ func TestOversizedBatchTakenWhenEmpty(t *testing.T) {
 		}
 	})
 }
+
+// Answers larger than the client's stream window (200 KiB through 64 KiB windows): each comes
+// in pieces as the client credits what arrived, and every request is acknowledged once.
+func TestStreamAnswersLargerThanWindow(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		const n = 6
+		u := newUpstream(t)
+		u.answerPad = 200 << 10
+		cfg := streamConfigOn(t, tr, u.addr, 1, 4)
+		cfg.InitialWindowSize, cfg.InitialConnWindowSize = 64<<10, 64<<10
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, n, 1, 100)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered %v", ok)
+		}
+		got := u.received()
+		if !slices.Equal(ids(got), seq(1, n)) {
+			t.Fatalf("ids %v, want 1..%d once each", ids(got), n)
+		}
+		checkIDs(t, f, got)
+		if a, r := value(d.m.ackedRequests), value(d.m.resent); a != n || r != 0 {
+			t.Errorf("acknowledged %d, resent %d; want %d, 0", a, r, n)
+		}
+	})
+}
