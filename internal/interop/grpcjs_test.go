@@ -108,3 +108,67 @@ func TestGRPCJSServerGoAway(t *testing.T) {
 		})
 	}
 }
+
+// A grpc-js server of otlpgate's OTEP services (unary, and streams of requests answered by id)
+// is the upstream of a destination with protocol=otep in each mode, on both transports: it
+// decodes exactly what was sent, each item once, the 4 MiB batch included, every request
+// through the OTEP method of the mode.
+func TestGRPCJSServerOTEP(t *testing.T) {
+	grpcJS.available(t)
+	for _, tr := range transports {
+		for _, mode := range []string{"unary", "stream"} {
+			t.Run(tr+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				srv, g := startPeerUpstream(t, grpcJS, map[string]any{"mode": "server"},
+					"name=peer,protocol=otep,mode="+mode+",retry-initial=20ms,transport="+tr)
+				calls := plan(fmt.Sprintf("otep-%s-%s", tr, mode), 1, true)
+				sendToGate(t, g.GRPC, calls)
+				var w want
+				w.add(calls)
+				checkPeer(t, srv, w, "identity")
+				for _, l := range srv.lines() {
+					if l.IDs != nil && l.OTEP != mode {
+						t.Errorf("a %s request came through %q, want OTEP %s", l.Signal, l.OTEP, mode)
+					}
+				}
+			})
+		}
+	}
+}
+
+// OTEP streams to a grpc-js server that sends GOAWAY as each connection's second stream
+// arrives, refusing the streams above it: the destination, on each transport, opens the
+// signals' six streams across new connections, and the peer decodes exactly what was sent
+// over 10 rounds, each item once.
+func TestGRPCJSServerOTEPStreamGoAway(t *testing.T) {
+	grpcJS.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			srv, g := startPeerUpstream(t, grpcJS, map[string]any{"mode": "server", "goaway": 2},
+				"name=peer,protocol=otep,mode=stream,retry-initial=20ms,transport="+tr)
+			var w want
+			for i := range 10 {
+				calls := plan(fmt.Sprintf("otep-goaway-%s-%d", tr, i), uint64(1+i*1000), false)
+				sendToGate(t, g.GRPC, calls)
+				w.add(calls)
+				time.Sleep(20 * time.Millisecond)
+			}
+			checkPeer(t, srv, w, "identity")
+			goaways, refused := 0, 0
+			for _, l := range srv.lines() {
+				if l.GoAway != 0 {
+					goaways++
+				}
+				if l.Refused != 0 {
+					refused++
+				}
+			}
+			t.Logf("%s: %d GOAWAYs, %d streams refused after them, %v requests re-sent", tr, goaways, refused,
+				g.metric(t, "otlpgate_client_resent_requests_total"))
+			if goaways < 2 {
+				t.Errorf("the peer sent %d GOAWAYs; the test needs streams on at least two connections", goaways)
+			}
+		})
+	}
+}

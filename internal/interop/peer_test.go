@@ -31,6 +31,8 @@ type peerLine struct {
 	Signal   string   `json:"signal"`
 	Encoding string   `json:"encoding"`
 	IDs      []string `json:"ids"`
+	// OTEP is "unary" or "stream" for a request of otlpgate's OTEP services, "" for v1.
+	OTEP string `json:"otep"`
 
 	// A server's GOAWAY (peer.js with "goaway"): the last stream id it named.
 	GoAway int `json:"goaway"`

@@ -10,7 +10,8 @@
 //     "gap" (milliseconds to wait between calls).
 //
 //   node peer.js '{"mode":"server"}'
-//     serves the three OTLP v1 Export services on 127.0.0.1 (TLS with "cert" and "key"), prints
+//     serves the three OTLP v1 Export services, and otlpgate's OTEP UnaryExporter and
+//     StreamExporter (each request answered Success with its id, "otep" in its line), on 127.0.0.1 (TLS with "cert" and "key"), prints
 //     {"listening":"127.0.0.1:PORT"} once bound, then {"signal":"traces","encoding":"gzip"} for
 //     each request's headers and {"signal":"traces","ids":["<span id hex>",...]} for each
 //     request as it decoded it (metric names for metrics, log bodies for logs), and answers
@@ -31,7 +32,10 @@ const files = {
   traces: 'opentelemetry/proto/collector/trace/v1/trace_service.proto',
   metrics: 'opentelemetry/proto/collector/metrics/v1/metrics_service.proto',
   logs: 'opentelemetry/proto/collector/logs/v1/logs_service.proto',
+  otep: 'otep/v1/otep.proto',
 };
+// otlpgate's OTEP services: the same signals, each request with an id its answer echoes.
+const otepMethods = { ExportTraces: 'traces', ExportMetrics: 'metrics', ExportLogs: 'logs' };
 const services = {
   traces: ['opentelemetry', 'proto', 'collector', 'trace', 'v1', 'TraceService'],
   metrics: ['opentelemetry', 'proto', 'collector', 'metrics', 'v1', 'MetricsService'],
@@ -132,6 +136,9 @@ function watchStreams() {
   const http2 = require('http2');
   const paths = {};
   for (const [signal, parts] of Object.entries(services)) paths['/' + parts.join('.') + '/Export'] = signal;
+  for (const svc of ['UnaryExporter', 'StreamExporter']) {
+    for (const [m, signal] of Object.entries(otepMethods)) paths['/otlpgate.otep.v1.' + svc + '/' + m] = signal;
+  }
   const sessions = new WeakMap();
   for (const create of ['createServer', 'createSecureServer']) {
     const orig = http2[create];
@@ -168,28 +175,51 @@ function watchStreams() {
   }
 }
 
+// decoded is what a test compares of a request of signal, v1 or OTEP: span ids in hex, metric
+// names or log bodies.
+function decoded(signal, req) {
+  const ids = [];
+  if (signal === 'traces') {
+    for (const rs of req.resource_spans || req.resourceSpans || []) for (const ss of rs.scope_spans || []) for (const sp of ss.spans || []) ids.push(Buffer.from(sp.span_id).toString('hex'));
+  } else if (signal === 'metrics') {
+    for (const rm of req.resource_metrics || req.resourceMetrics || []) for (const sm of rm.scope_metrics || []) for (const m of sm.metrics || []) ids.push(m.name);
+  } else {
+    for (const rl of req.resource_logs || req.resourceLogs || []) for (const sl of rl.scope_logs || []) for (const r of sl.log_records || []) ids.push(r.body.string_value);
+  }
+  return ids;
+}
+
 function server() {
   watchStreams();
   const srv = new grpc.Server({ 'grpc.max_receive_message_length': maxMsg });
   for (const signal of Object.keys(services)) {
     srv.addService(service(signal).service, {
       Export: (call, cb) => {
-        const req = call.request;
-        const line = { signal };
-        const ids = [];
-        if (signal === 'traces') {
-          for (const rs of req.resource_spans || []) for (const ss of rs.scope_spans || []) for (const sp of ss.spans || []) ids.push(Buffer.from(sp.span_id).toString('hex'));
-        } else if (signal === 'metrics') {
-          for (const rm of req.resource_metrics || []) for (const sm of rm.scope_metrics || []) for (const m of sm.metrics || []) ids.push(m.name);
-        } else {
-          for (const rl of req.resource_logs || []) for (const sl of rl.scope_logs || []) for (const r of sl.log_records || []) ids.push(r.body.string_value);
-        }
-        line.ids = ids;
-        out(line);
+        out({ signal, ids: decoded(signal, call.request) });
         cb(null, {});
       },
     });
   }
+  // OTEP, unary and streamed: each request answered Success with its id.
+  const otep = pkg.otlpgate.otep.v1;
+  const unary = {};
+  const streams = {};
+  for (const [m, signal] of Object.entries(otepMethods)) {
+    unary[m] = (call, cb) => {
+      out({ signal, otep: 'unary', ids: decoded(signal, call.request) });
+      cb(null, { id: call.request.id, result_code: 'Success' });
+    };
+    streams[m] = (call) => {
+      call.on('data', (req) => {
+        out({ signal, otep: 'stream', ids: decoded(signal, req) });
+        call.write({ id: req.id, result_code: 'Success' });
+      });
+      call.on('end', () => call.end());
+      call.on('error', () => {});
+    };
+  }
+  srv.addService(otep.UnaryExporter.service, unary);
+  srv.addService(otep.StreamExporter.service, streams);
   const creds = opts.cert
     ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: fs.readFileSync(opts.cert), private_key: fs.readFileSync(opts.key) }], false)
     : grpc.ServerCredentials.createInsecure();
