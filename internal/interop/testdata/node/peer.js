@@ -7,7 +7,8 @@
 //     F..F+N-1 big-endian, each with a string attribute of P bytes), {"signal":"metrics",
 //     "names":[...]} (one gauge per name) or {"signal":"logs","bodies":[...]}.
 //     Options: "ca" (a PEM file: TLS, trusting it), "compression" ("gzip", "deflate" or none),
-//     "gap" (milliseconds to wait between calls).
+//     "gap" (milliseconds to wait between calls), "otep" ("unary" or "stream": the calls go to
+//     otlpgate's OTEP services instead, see clientOTEP).
 //
 //   node peer.js '{"mode":"server"}'
 //     serves the three OTLP v1 Export services, and otlpgate's OTEP UnaryExporter and
@@ -100,10 +101,80 @@ function request(c) {
   throw new Error('unknown signal ' + c.signal);
 }
 
+const otepMethod = { traces: 'ExportTraces', metrics: 'ExportMetrics', logs: 'ExportLogs' };
+
+// otepRequest is the OTEP form of call c: its v1 resource entries under the OTEP field name,
+// with id.
+function otepRequest(c, id) {
+  const r = request(c);
+  return { id: String(id), resourceSpans: r.resource_spans, resourceMetrics: r.resource_metrics, resourceLogs: r.resource_logs };
+}
+
+// clientOTEP sends the calls to otlpgate's OTEP services: with "otep":"unary" one
+// UnaryExporter call each, with "otep":"stream" one StreamExporter stream per signal carrying
+// that signal's calls, their answers matched by id. A call is ok when its answer is Success
+// with its id.
+async function clientOTEP(creds, chanOpts) {
+  const otep = pkg.otlpgate.otep.v1;
+  let failed = false;
+  const report = (i, err, resp) => {
+    if (err) {
+      failed = true;
+      out({ call: i, ok: false, code: err.code, details: err.details });
+    } else if ((resp.result_code || 'Success') !== 'Success' || resp.id !== String(i + 1)) {
+      failed = true;
+      out({ call: i, ok: false, code: -1, details: 'answer ' + JSON.stringify(resp) });
+    } else {
+      out({ call: i, ok: true });
+    }
+  };
+  if (opts.otep === 'unary') {
+    const c = new otep.UnaryExporter(opts.target, creds, chanOpts);
+    for (const [i, call] of opts.calls.entries()) {
+      await new Promise((resolve) => {
+        c[otepMethod[call.signal]](otepRequest(call, i + 1), { deadline: Date.now() + 20000 }, (err, resp) => {
+          report(i, err, resp);
+          resolve();
+        });
+      });
+    }
+    c.close();
+  } else {
+    const c = new otep.StreamExporter(opts.target, creds, chanOpts);
+    for (const signal of Object.keys(otepMethod)) {
+      const mine = [...opts.calls.entries()].filter(([, call]) => call.signal === signal);
+      if (mine.length === 0) continue;
+      await new Promise((resolve) => {
+        const pending = new Set(mine.map(([i]) => i));
+        const st = c[otepMethod[signal]]({ deadline: Date.now() + 20000 });
+        st.on('data', (resp) => {
+          const i = Number(resp.id) - 1;
+          if (pending.delete(i)) report(i, null, resp);
+          if (pending.size === 0) st.end();
+        });
+        st.on('error', (err) => {
+          for (const i of pending) report(i, err);
+          pending.clear();
+          resolve();
+        });
+        st.on('end', () => {
+          for (const i of pending) report(i, { code: -1, details: 'stream ended unanswered' });
+          resolve();
+        });
+        st.on('status', () => {});
+        for (const [i, call] of mine) st.write(otepRequest(call, i + 1));
+      });
+    }
+    c.close();
+  }
+  process.exitCode = failed ? 1 : 0;
+}
+
 async function client() {
   const creds = opts.ca ? grpc.credentials.createSsl(fs.readFileSync(opts.ca)) : grpc.credentials.createInsecure();
   const alg = { deflate: 1, gzip: 2 }[opts.compression] || 0;
   const chanOpts = { 'grpc.max_send_message_length': maxMsg, 'grpc.max_receive_message_length': maxMsg, 'grpc.default_compression_algorithm': alg };
+  if (opts.otep) return clientOTEP(creds, chanOpts);
   const clients = {};
   let failed = false;
   for (const [i, c] of opts.calls.entries()) {
