@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	"github.com/otlpgate/otlpgate/server/kafkaconsume"
 )
 
@@ -423,4 +428,96 @@ func TestKafkaConsumeBrokerRestart(t *testing.T) {
 		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
 	},
 		func() bool { _, sum, end := committed(t, kc, "restart", "otlp_spans"); return sum == end && end == 600 })
+}
+
+// Records an otlpgate produced in OTLP/JSON, and records over SASL (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512) and TLS, are consumed and delivered: every span once. Producer and consumer
+// authenticate with the same settings, the destination's keys and the consumer's flags.
+func TestKafkaConsumeEncodingAndSecurity(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := testkit.SelfSigned(t, dir)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	sasl := func(mech string) func(*kafkaconsume.Config) {
+		return func(c *kafkaconsume.Config) { c.SASLMechanism, c.SASLUser, c.SASLPassword = mech, "otlpgate", "s3cret" }
+	}
+	for _, tc := range []struct {
+		name    string
+		cluster []kfake.Opt
+		keys    string
+		set     func(*kafkaconsume.Config)
+	}{
+		{name: "otlp_json", keys: "encoding=otlp_json,partition=trace_id", set: func(c *kafkaconsume.Config) { c.Topics[0].JSON = true }},
+		{name: "sasl_plain", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", "otlpgate", "s3cret")},
+			keys: "sasl-mechanism=plain,sasl-username=otlpgate,sasl-password-file=" + pw, set: sasl(kafkaconsume.SASLPlain)},
+		{name: "sasl_scram_sha256", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "otlpgate", "s3cret")},
+			keys: "sasl-mechanism=scram-sha-256,sasl-username=otlpgate,sasl-password-file=" + pw, set: sasl(kafkaconsume.SASLScramSHA256)},
+		{name: "sasl_scram_sha512", cluster: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "otlpgate", "s3cret")},
+			keys: "sasl-mechanism=scram-sha-512,sasl-username=otlpgate,sasl-password-file=" + pw, set: sasl(kafkaconsume.SASLScramSHA512)},
+		{name: "tls", cluster: []kfake.Opt{kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})},
+			keys: "tls-ca=" + certFile,
+			set:  func(c *kafkaconsume.Config) { c.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := startKafka(t, tc.cluster...)
+			u := startUpstream(t)
+			ccfg := consumeConfig(kc, tc.name, u)
+			tc.set(&ccfg.KafkaConsume)
+			startGateway(t, ccfg)
+			prod := testConfig()
+			prod.Destinations = []client.Config{kafkaDest(t, kc, tc.keys)}
+			g := startGateway(t, prod)
+			for i, err := range exportIDs(t, g, idRange(1, 30)...) {
+				if err != nil {
+					t.Fatalf("span %d: %v", i+1, err)
+				}
+			}
+			eventually(t, func() string { return fmt.Sprintf("%d of 30 spans at the upstream", u.distinct()) },
+				func() bool { return u.distinct() == 30 })
+			for _, id := range idRange(1, 30) {
+				if n := u.count(id); n != 1 {
+					t.Errorf("span %d arrived %d times", id, n)
+				}
+			}
+		})
+	}
+}
+
+// With -spool.dir a record is committed once it is spooled: the offsets reach the end while the
+// upstream answers nothing, and what was spooled is delivered when it answers.
+func TestKafkaConsumeSpool(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	u.hold()
+	cfg := consumeConfig(kc, "spool", u)
+	cfg.Spool.Dir = t.TempDir()
+	startGateway(t, cfg)
+	ids := idRange(700, 40)
+	produceSpans(t, kc, "otlp_spans", ids...)
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "spool", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "spool", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
+	if n := u.distinct(); n != 0 {
+		t.Fatalf("%d spans delivered while the upstream was held", n)
+	}
+	u.release()
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
+		func() bool { return u.distinct() == len(ids) })
 }
