@@ -672,8 +672,8 @@ const (
 // h2 reports whether the destination calls its upstream with otlpgate's own transport.
 func (c Config) h2() bool { return c.Transport == TransportOtlpgate }
 
-// validateTransport refuses what the own transport does not do yet, by name, rather than
-// falling back to grpc-go behind the operator's back.
+// validateTransport refuses what the own transport does not do, by name, rather than falling
+// back to grpc-go behind the operator's back: protocols other than gRPC's, gRPC targets.
 func (c Config) validateTransport() error {
 	switch c.Transport {
 	case "", TransportGRPCGo:

@@ -87,11 +87,14 @@
 //
 // # The own gRPC client
 //
-// Transport "otlpgate" (v1, unary) replaces grpc-go's ClientConn with one HTTP/2 connection
-// per destination built on internal/h2 (h2conn.go: the reader, windows, SETTINGS, PING,
-// GOAWAY; h2call.go: streams, HEADERS frames per signal and tenant, DATA by writev from the
-// batch's bytes; h2worker.go: the workers). A call's result goes through the same
-// unaryAnswered and unaryFailed as a grpc-go call, from the same statuses.
+// Transport "otlpgate" (v1 and OTEP, unary and streams) replaces grpc-go's ClientConn with one
+// HTTP/2 connection per destination built on internal/h2 (h2conn.go: the reader, windows,
+// SETTINGS, PING, GOAWAY; h2call.go: streams, HEADERS frames per signal and tenant, DATA by
+// writev from the batch's bytes; h2worker.go: the unary workers; h2stream.go: OTEP requests as
+// views of the batch, and the OTEP streams that stand where grpc-go's ClientStream does under
+// the lanes and receivers). A call's result goes through the same unaryAnswered, unaryFailed
+// and result as a grpc-go call, from the same statuses; a stream's end through the same
+// stream.end.
 //
 // # Tenants
 //

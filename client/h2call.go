@@ -28,11 +28,12 @@ import (
 	"github.com/otlpgate/otlpgate/internal/h2"
 )
 
-// The unary v1 calls of transport=otlpgate: a worker per call slot, as with grpc-go
+// The unary calls of transport=otlpgate, v1 and OTEP: a worker per call slot, as with grpc-go
 // (unary.go), writing its call on the destination's current h2Conn and waiting for the
 // reader to complete it. Results go through the same rules as grpc-go's calls
-// (unaryAnswered, unaryFailed); what grpc-go reports as a status, this transport makes the
-// same status of (the HTTP status, grpc-status, grpc-message, grpc-status-details-bin).
+// (unaryAnswered, unaryFailed, result); what grpc-go reports as a status, this transport makes
+// the same status of (the HTTP status, grpc-status, grpc-message, grpc-status-details-bin).
+// OTEP streams are h2stream.go's.
 
 // h2Transport holds a destination's connection: one at a time, replaced when it broke or the
 // server sent GOAWAY (the old one finishes its calls and closes).
