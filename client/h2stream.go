@@ -174,7 +174,9 @@ type h2Bidi struct {
 	cmu       sync.Mutex // c for cancel; the lane writes it at open
 	c         *h2Conn
 
-	msg h2Msg // the lane's
+	// msg builds the messages: the lane's, set by the lane before each send (lane.send), so
+	// that its segment list grows once per lane rather than once per stream object.
+	msg *h2Msg
 
 	// The receiver's.
 	in       []byte // the message being decoded

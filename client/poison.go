@@ -126,6 +126,7 @@ func (d *Dest) probe(sig fastpath.Signal) {
 	var cs streamConn
 	if d.h2 != nil {
 		b := newH2Bidi(d)
+		b.msg = new(h2Msg)
 		if b.open(ctx, sig) != nil {
 			return
 		}

@@ -86,6 +86,7 @@ type lane struct {
 	failures int32 // streams in a row that ended without an answer, or failed to open
 	alone    bool  // the latest send was a suspect's: the next waits until it is answered (poison.go)
 	timer    *time.Timer
+	h2msg    h2Msg // the messages the lane sends on the own transport (h2Bidi.msg)
 }
 
 func (l *lane) run() {
@@ -217,6 +218,9 @@ func (l *lane) send(r *request) {
 		// SendMsg blocks while the stream's flow-control window (or the connection's) is
 		// closed; requests already handed over wait behind the same window meanwhile. The time
 		// is the stream's stall, credited to every request pending on it (Dest.overdue).
+		if s.h2 != nil {
+			s.h2.msg = &l.h2msg
+		}
 		start := nanotime()
 		s.sendStart.Store(start)
 		err := s.cs.SendMsg(f)

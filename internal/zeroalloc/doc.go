@@ -8,7 +8,8 @@
 // the load client's allocations are the harness's; grpc-go's and fasthttp's (the standard
 // library calls they make included) are allowed. Each test also checks that the sink received
 // exactly the spans sent. TestUnaryCallStrictOwnAllocs counts a destination's unary calls one
-// at a time.
+// at a time. The TestGRPCToOwnTransport tests put the destination on otlpgate's own gRPC client
+// (transport=otlpgate), whose allocations, its HTTP/2 included, are otlpgate's own.
 //
 // Nothing imports it. Its test binary runs with runtime.MemProfileRate = 1 and the race
 // detector off (it makes sync.Pool drop items on purpose); servers listen on 127.0.0.1.
