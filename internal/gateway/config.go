@@ -131,12 +131,8 @@ func (c Config) Validate() error {
 	if err := c.checkTenants(dests); err != nil {
 		return err
 	}
-	routes, err := c.resourceRoutes(dests)
-	if err != nil {
+	if _, err := c.resourceRoutes(dests); err != nil {
 		return err
-	}
-	if routes != nil && c.KafkaConsume.On() && c.Spool.Dir == "" {
-		return errors.New("-kafka.consume.brokers cannot be combined with match=resource without -spool.dir: a record split between destinations has no single batch whose delivery commits its offset")
 	}
 	if c.Spool.Dir != "" {
 		if c.Pipeline.Ack == pipeline.AckUpstream {

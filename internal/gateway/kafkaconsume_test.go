@@ -334,7 +334,8 @@ func TestKafkaConsumeRebalance(t *testing.T) {
 	}
 }
 
-// The consumer's flags cannot be combined with routes by resource without a spool.
+// The consumer cannot be combined with routes by resource without a spool (at a start, and at
+// a reload of -dest.file, which checks its routes with the same function).
 func TestKafkaConsumeValidate(t *testing.T) {
 	cfg := testConfig()
 	cfg.KafkaConsume.Brokers = []string{"127.0.0.1:9092"}
@@ -344,6 +345,18 @@ func TestKafkaConsumeValidate(t *testing.T) {
 	cfg.Destinations = []client.Config{d}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("a plain consumer: %v", err)
+	}
+	routed, err := client.ParseDest("name=routed,endpoint=127.0.0.1:1,match=resource:service.name=a", client.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Destinations = append(cfg.Destinations, routed)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "match=resource without -spool.dir") {
+		t.Fatalf("routes without a spool: %v", err)
+	}
+	cfg.Spool.Dir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("routes with a spool: %v", err)
 	}
 	cfg.KafkaConsume.Topics = nil
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-kafka.consume.topics") {
@@ -520,4 +533,37 @@ func TestKafkaConsumeSpool(t *testing.T) {
 	u.release()
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
+}
+
+// While a member waits for room (its upstream answers nothing and its queue is full), a second
+// member joining is not kept waiting: the first gives up the records it could not admit, the
+// group rebalances and the second reads its partitions; once the upstream answers, every span
+// is delivered.
+func TestKafkaConsumeRebalanceUnderBackpressure(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	u.hold()
+	small := func() Config {
+		cfg := consumeConfig(kc, "pressure", u)
+		cfg.Pipeline.QueueMaxBytes, cfg.Pipeline.BatchMaxBytes = 64<<10, 16<<10
+		return cfg
+	}
+	before := metricSum(t, "otlpgate_kafka_consume_backpressure_waits_total", "", "")
+	startGateway(t, small())
+	ids := idRange(1, 120)
+	values := make([][]byte, len(ids))
+	for i, id := range ids {
+		values[i] = traceBody(t, 4<<10, id)
+	}
+	produceValues(t, kc, "otlp_spans", func(i int) []byte { return values[i] }, len(values))
+	eventually(t, func() string { return "the first member never waited for room" }, func() bool {
+		return metricSum(t, "otlpgate_kafka_consume_backpressure_waits_total", "", "") > before
+	})
+	b := startGateway(t, small())
+	eventually(t, func() string { return fmt.Sprintf("the second member holds %v", b.kc.Lag()) }, func() bool { return len(b.kc.Lag()) > 0 })
+	u.release()
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
+		func() bool { return u.distinct() == len(ids) })
+	eventually(t, func() string { off, sum, end := committed(t, kc, "pressure", "otlp_spans"); return fmt.Sprintf("committed %v (%d) of %d", off, sum, end) },
+		func() bool { _, sum, end := committed(t, kc, "pressure", "otlp_spans"); return sum == end && end == int64(len(ids)) })
 }

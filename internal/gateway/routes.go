@@ -36,6 +36,10 @@ func (c Config) resourceRoutes(dests []client.Config) ([][]process.Match, error)
 	switch {
 	case c.Pipeline.Ack == pipeline.AckUpstream:
 		return nil, errors.New("-ack=upstream cannot be combined with match=resource: a split request has no single batch to wait on")
+	case c.KafkaConsume.On() && c.Spool.Dir == "":
+		// Checked here, where a reload of -dest.file checks its routes too: a consumer that
+		// met routes would wait for ever (pipeline.ErrRoutesUnwaited).
+		return nil, errors.New("-kafka.consume.brokers cannot be combined with match=resource without -spool.dir: a record split between destinations has no single batch whose delivery commits its offset")
 	case len(rules) > process.MaxRoutes:
 		return nil, fmt.Errorf("match=resource: %d destinations, at most %d", len(rules), process.MaxRoutes)
 	}

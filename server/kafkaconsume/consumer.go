@@ -40,14 +40,17 @@ type Consumer struct {
 	topics map[string]*Topic
 	cl     *kgo.Client
 
-	pollCtx    context.Context
-	stopPoll   context.CancelFunc
-	wake       atomic.Pointer[context.CancelFunc] // ends the poll under way: a rewind waits for it
-	done       chan struct{}                      // closed when run returns
-	stopCommit chan struct{}
-	commitDone chan struct{}
-	closing    chan struct{} // closed when Shutdown begins: a revoke then waits for nothing
-	shutOnce   sync.Once
+	pollCtx  context.Context
+	stopPoll context.CancelFunc
+	wake     atomic.Pointer[context.CancelFunc] // ends the poll under way: a rewind waits for it
+	// rebalancing is set when the group wants to rebalance while the poll loop holds its
+	// records (kgo's OnPartitionsCallbackBlocked), cleared when it lets the rebalance run.
+	rebalancing atomic.Bool
+	done        chan struct{} // closed when run returns
+	stopCommit  chan struct{}
+	commitDone  chan struct{}
+	closing     chan struct{} // closed when Shutdown begins: a revoke then waits for nothing
+	shutOnce    sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -103,6 +106,7 @@ func (c *Consumer) opts() []kgo.Opt {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.rebalancing.Store(true) }),
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(c.cfg.FetchMaxBytes, int32(c.cfg.MaxRecordBytes)+1<<10)),
@@ -169,20 +173,32 @@ func (c *Consumer) run() {
 			fetchErrors.Inc()
 			c.logLimited("kafka consumer fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 		})
-		stopped := false
+		stopped, yielded := false, false
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if stopped || len(fp.Records) == 0 {
 				return
 			}
 			p := c.partitionOf(fp.Topic, fp.Partition, fp.Records[0].Offset, fp.HighWatermark)
+			if yielded {
+				c.rewindTo(p, fp.Records[0].Offset)
+				return
+			}
 			for _, r := range fp.Records {
-				if !c.handle(p, r) {
+				switch c.handle(p, r) {
+				case handleStopped:
 					stopped = true
+					return
+				case handleYielded:
+					// The rest of this poll is read again after the rebalance, by whichever
+					// member then holds its partitions.
+					yielded = true
+					c.rewindTo(p, r.Offset)
 					return
 				}
 			}
 		})
 		c.applyRewinds()
+		c.rebalancing.Store(false)
 		c.cl.AllowRebalance()
 		if stopped {
 			return
@@ -206,25 +222,37 @@ func (c *Consumer) partitionOf(topic string, id int32, first, hwm int64) *partit
 	return p
 }
 
-// handle admits one record, waiting while the pipeline has no room. It returns false when the
-// consumer stops meanwhile: the record is then not tracked, and is read again after a restart.
-func (c *Consumer) handle(p *partition, r *kgo.Record) bool {
+// What handle did with a record.
+type handled uint8
+
+const (
+	handleDone    handled = iota // admitted, or skipped for good
+	handleStopped                // the consumer stops: not tracked, read again after a restart
+	handleYielded                // a rebalance waits while admission has no room: not tracked
+)
+
+// handle admits one record, waiting while the pipeline has no room. While it waits, a
+// rebalance the group wants (rebalancing) is not kept waiting: handle gives the record up
+// (handleYielded) and the caller rewinds its partition to it, so that the rebalance runs and
+// the record is read again after it. When the consumer stops meanwhile the record is not
+// tracked either, and is read again after a restart.
+func (c *Consumer) handle(p *partition, r *kgo.Record) handled {
 	c.mu.Lock()
 	rewinding := p.rewind >= 0
 	c.mu.Unlock()
 	if rewinding {
-		return true // read again from the rewind's offset
+		return handleDone // read again from the rewind's offset
 	}
 	t := c.topics[r.Topic]
 	recordBytes.Add(float64(len(r.Value)))
 	req, reason, err := c.dec.decode(t, r)
 	if err != nil {
 		c.skip(p, r, reason, err)
-		return true
+		return handleDone
 	}
 	if req.Items == 0 && len(req.Body) == 0 {
 		c.track(p, r, nil) // an empty request: nothing to deliver
-		return true
+		return handleDone
 	}
 	for waited := false; ; {
 		b, err := c.in.AdmitDelivered(req)
@@ -233,7 +261,7 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) bool {
 			recordsC[t.Signal].Inc()
 			itemsC[t.Signal].Add(float64(req.Items))
 			c.track(p, r, b)
-			return true
+			return handleDone
 		case errors.Is(err, pipeline.ErrFull), errors.Is(err, pipeline.ErrRoutesUnwaited):
 			// No room now: poll nothing until there is. The brokers keep the backlog.
 			backpressure.Inc()
@@ -243,20 +271,23 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) bool {
 					c.logLimited("kafka consumer waits: destinations route by resource (match=), which the consumer cannot wait on", "err", err)
 				}
 			}
+			if c.rebalancing.Load() {
+				return handleYielded
+			}
 			if !c.wait(min(c.in.RetryDelay(), 100*time.Millisecond)) {
-				return false
+				return handleStopped
 			}
 		case errors.Is(err, pipeline.ErrClosed):
-			return false
+			return handleStopped
 		case errors.Is(err, pipeline.ErrTooLarge):
 			c.skip(p, r, skipTooLarge, err)
-			return true
+			return handleDone
 		case errors.Is(err, pipeline.ErrUnserved):
 			c.skip(p, r, skipUnserved, err)
-			return true
+			return handleDone
 		default:
 			c.skip(p, r, skipUndecodable, err)
-			return true
+			return handleDone
 		}
 	}
 }
@@ -302,6 +333,15 @@ func (c *Consumer) logLimited(msg string, args ...any) {
 	}
 	c.log.Warn(msg, args...)
 	c.lastLog, c.unlogged = now, 0
+}
+
+// rewindTo makes the partition be read again from offset, the earliest of the rewinds asked.
+func (c *Consumer) rewindTo(p *partition, offset int64) {
+	c.mu.Lock()
+	if p.rewind < 0 || offset < p.rewind {
+		p.rewind = offset
+	}
+	c.mu.Unlock()
 }
 
 // applyRewinds makes the client fetch again from each partition's rewind offset. Called on

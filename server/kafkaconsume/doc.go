@@ -18,7 +18,9 @@
 // counted by reason in otlpgate_kafka_consume_skipped_records_total, logged at most once per
 // interval, and skipped: it never blocks its partition. A record the pipeline has no room for
 // now waits, and the consumer stops polling meanwhile: Kafka holds the backlog, and fetching
-// resumes when the destinations drain (backpressure, never a refusal).
+// resumes when the destinations drain (backpressure, never a refusal). A rebalance the group
+// wants meanwhile is not held: the records of the poll not yet admitted are given up and their
+// partitions rewound to them (handleYielded).
 //
 // The group rebalances cooperatively (cooperative sticky): a partition taken away is first
 // given up to RevokeWait to finish what it has in flight, then its acknowledged offset is
