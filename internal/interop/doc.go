@@ -5,10 +5,12 @@
 //   - grpc-js (npm @grpc/grpc-js, pinned in testdata/node/package-lock.json) as a client of the
 //     intake and as the upstream of a destination;
 //   - Python grpcio (Debian's python3-grpcio, the C-core) both ways;
+//   - the OpenTelemetry Collector's gRPC client and server (configgrpc, as its OTLP exporter and
+//     receiver build them, with pdata's services and its own zstd) both ways;
 //   - h2load (Debian's nghttp2-client) driving unary Export calls at the intake.
 //
 // Each test asserts the exact spans, metrics and log records that came out the other side,
-// with gzip (zstd with h2load; neither grpc-js nor grpcio has it) and TLS where the peer speaks
+// with gzip (zstd with the Collector and h2load; neither grpc-js nor grpcio has it) and TLS where the peer speaks
 // them, messages large enough to cross many frames and flow-control windows, a peer that
 // shrinks its window mid-message, and GOAWAY mid-traffic from either side. nginx and HAProxy
 // in front of the intake are internal/l7lb's. docs/intakes/otlp-grpc.md lists the cells.

@@ -92,9 +92,9 @@ func TestGRPCIOClient(t *testing.T) { testPeerClients(t, grpcio) }
 // C-core dials again after each GOAWAY, and exactly what it sent arrives, each item once.
 func TestGRPCIOClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcio) }
 
-// A Python grpcio server is the upstream of a destination on both transports, plain and TLS,
-// identity and gzip: it decodes exactly what was sent to otlpgate, each item once, the batch of
-// about 4 MiB included.
+// A Python grpcio server is the upstream of a destination on both transports, plain and
+// uncompressed, and TLS with gzip: it decodes exactly what was sent to otlpgate, each item
+// once, the batch of about 4 MiB included.
 func TestGRPCIOServer(t *testing.T) { testPeerServers(t, grpcio) }
 
 // A Python grpcio upstream whose C-core sends GOAWAY to every connection older than 150ms

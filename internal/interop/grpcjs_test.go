@@ -44,10 +44,10 @@ func TestGRPCJSClient(t *testing.T) { testPeerClients(t, grpcJS) }
 // client dials again after each GOAWAY, and exactly what it sent arrives, each item once.
 func TestGRPCJSClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcJS) }
 
-// A grpc-js server is the upstream of a destination on both transports, plain and TLS,
-// identity and gzip: it decodes exactly the spans, metrics and records sent to otlpgate, each
-// once, the large batch of about 4 MiB included, and every request in the destination's
-// grpc-encoding.
+// A grpc-js server is the upstream of a destination on both transports, plain and
+// uncompressed, and TLS with gzip: it decodes exactly the spans, metrics and records sent to
+// otlpgate, each once, the large batch of about 4 MiB included, and every request in the
+// destination's grpc-encoding.
 func TestGRPCJSServer(t *testing.T) { testPeerServers(t, grpcJS) }
 
 // A grpc-js upstream whose HTTP/2 session lowers SETTINGS_INITIAL_WINDOW_SIZE to 4 KiB as the

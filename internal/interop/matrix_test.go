@@ -340,7 +340,7 @@ func sendToGate(t *testing.T, addr string, calls []call) {
 
 // checkPeer fails the test unless the peer server decoded exactly w (every span once), and
 // every request it got came in encoding (where the peer reports encodings).
-func checkPeer(t *testing.T, srv *peerServer, w want, encoding string) {
+func checkPeer(t *testing.T, srv upstream, w want, encoding string) {
 	t.Helper()
 	wantSpans := map[string]int{}
 	for id, n := range w.spans {
@@ -354,20 +354,20 @@ func checkPeer(t *testing.T, srv *peerServer, w want, encoding string) {
 		return m
 	}
 	testkit.WaitFor(t, fmt.Sprintf("%d spans, %d metrics and %d log records at the peer", len(w.spans), len(w.metrics), len(w.logs)), func() bool {
-		s, _ := srv.received("traces")
-		m, _ := srv.received("metrics")
-		l, _ := srv.received("logs")
+		s, _ := received(srv, "traces")
+		m, _ := received(srv, "metrics")
+		l, _ := received(srv, "logs")
 		return len(count(s)) >= len(wantSpans) && len(m) >= len(w.metrics) && len(l) >= len(w.logs)
 	})
-	spans, encS := srv.received("traces")
+	spans, encS := received(srv, "traces")
 	if g := count(spans); !maps.Equal(g, wantSpans) {
 		t.Errorf("spans at the peer: %d distinct of %d received, want %d each once", len(g), len(spans), len(wantSpans))
 	}
-	metrics, encM := srv.received("metrics")
+	metrics, encM := received(srv, "metrics")
 	if g := sorted(metrics); !slices.Equal(g, sorted(w.metrics)) {
 		t.Errorf("metrics at the peer: %v, want %v", g, sorted(w.metrics))
 	}
-	logs, encL := srv.received("logs")
+	logs, encL := received(srv, "logs")
 	if g := sorted(logs); !slices.Equal(g, sorted(w.logs)) {
 		t.Errorf("log records at the peer: %v, want %v", g, sorted(w.logs))
 	}
@@ -381,33 +381,41 @@ func checkPeer(t *testing.T, srv *peerServer, w want, encoding string) {
 }
 
 // testPeerServers is the peer as the upstream of an otlpgate destination on each transport,
-// plain and TLS, without compression and in each compression the peer accepts, with a large
+// plain without compression and TLS in each compression the peer accepts, with a large
 // message: otlpgate's intake gets requests built here and the peer must decode exactly them.
 func testPeerServers(t *testing.T, p peer) {
 	p.available(t)
+	// Plain without compression, and TLS in each compression the peer accepts.
+	type variant struct {
+		tls  bool
+		comp string
+	}
+	variants := []variant{{false, "identity"}}
+	for _, c := range p.compressions {
+		variants = append(variants, variant{true, c})
+	}
 	for _, tr := range transports {
-		for _, tls := range []bool{false, true} {
-			for _, comp := range append([]string{"identity"}, p.compressions...) {
-				t.Run(fmt.Sprintf("%s/tls=%v/%s", tr, tls, comp), func(t *testing.T) {
-					t.Parallel()
-					opts := map[string]any{"mode": "server"}
-					dest := "name=peer,protocol=v1,retry-initial=20ms,transport=" + tr
-					if comp != "identity" {
-						dest += ",compression=" + comp
-					}
-					if tls {
-						cert, key := testkit.SelfSigned(t, t.TempDir())
-						opts["cert"], opts["key"] = cert, key
-						dest += ",tls-ca=" + cert
-					}
-					srv, g := startPeerUpstream(t, p, opts, dest)
-					calls := plan(fmt.Sprintf("%s-%s-%v-%s", p.name, tr, tls, comp), 1, true)
-					sendToGate(t, g.GRPC, calls)
-					var w want
-					w.add(calls)
-					checkPeer(t, srv, w, comp)
-				})
-			}
+		for _, v := range variants {
+			tls, comp := v.tls, v.comp
+			t.Run(fmt.Sprintf("%s/tls=%v/%s", tr, tls, comp), func(t *testing.T) {
+				t.Parallel()
+				opts := map[string]any{"mode": "server"}
+				dest := "name=peer,protocol=v1,retry-initial=20ms,transport=" + tr
+				if comp != "identity" {
+					dest += ",compression=" + comp
+				}
+				if tls {
+					cert, key := testkit.SelfSigned(t, t.TempDir())
+					opts["cert"], opts["key"] = cert, key
+					dest += ",tls-ca=" + cert
+				}
+				srv, g := startPeerUpstream(t, p, opts, dest)
+				calls := plan(fmt.Sprintf("%s-%s-%v-%s", p.name, tr, tls, comp), 1, true)
+				sendToGate(t, g.GRPC, calls)
+				var w want
+				w.add(calls)
+				checkPeer(t, srv, w, comp)
+			})
 		}
 	}
 }

@@ -119,9 +119,12 @@ func (p *peerServer) lines() []peerLine {
 	return append([]peerLine(nil), p.mu.lines...)
 }
 
-// received returns what the peer decoded of signal, in arrival order, and the grpc-encodings of
-// the requests carrying it, where the peer reports them.
-func (p *peerServer) received(signal string) (ids []string, encodings map[string]int) {
+// upstream is a peer running as an upstream of otlpgate, as the lines it reported.
+type upstream interface{ lines() []peerLine }
+
+// received returns what the upstream decoded of signal, in arrival order, and the
+// grpc-encodings of the requests carrying it, where the upstream reports them.
+func received(p upstream, signal string) (ids []string, encodings map[string]int) {
 	encodings = map[string]int{}
 	for _, l := range p.lines() {
 		if l.Signal == signal {
