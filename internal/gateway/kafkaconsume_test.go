@@ -564,6 +564,12 @@ func TestKafkaConsumeRebalanceUnderBackpressure(t *testing.T) {
 	u.release()
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
-	eventually(t, func() string { off, sum, end := committed(t, kc, "pressure", "otlp_spans"); return fmt.Sprintf("committed %v (%d) of %d", off, sum, end) },
-		func() bool { _, sum, end := committed(t, kc, "pressure", "otlp_spans"); return sum == end && end == int64(len(ids)) })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "pressure", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "pressure", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
 }
