@@ -791,3 +791,70 @@ func TestStreamAnswersLargerThanWindow(t *testing.T) {
 		}
 	})
 }
+
+// An upstream that allows one stream at a time (MAX_CONCURRENT_STREAMS 1) while the lane
+// re-opens every three requests: each new stream waits until the server ended the half-closed
+// one before it, and every request is delivered once, three to a stream.
+func TestStreamOneConcurrentStream(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		const n = 10
+		u := newUpstream(t, grpc.MaxConcurrentStreams(1))
+		cfg := streamConfigOn(t, tr, u.addr, 1, 8)
+		cfg.RebalanceRequests = 3
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, n, 1, 100)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered %v", ok)
+		}
+		got := u.received()
+		if !slices.Equal(ids(got), seq(1, n)) {
+			t.Fatalf("ids %v, want 1..%d once each", ids(got), n)
+		}
+		checkIDs(t, f, got)
+		groups := byStream(got)
+		if len(groups) != 4 {
+			t.Fatalf("streams %v, want 4", groups)
+		}
+		for i, g := range groups {
+			if want := seq(uint64(3*i+1), uint64(min(3*i+3, n))); !slices.Equal(g.ids, want) {
+				t.Errorf("stream %d carried %v, want %v", i+1, g.ids, want)
+			}
+		}
+		if r := value(d.m.resent); r != 0 {
+			t.Errorf("resent %d, want 0", r)
+		}
+	})
+}
+
+// One stream at a time, and an upstream that keeps a half-closed stream open after answering
+// everything on it: the lane's next stream waits for the slot until the client ends the old
+// stream itself, idle for the ack timeout, and then carries the rest.
+func TestStreamOneConcurrentStreamKeptOpen(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		const n = 4
+		u := newUpstream(t, grpc.MaxConcurrentStreams(1))
+		u.keepOpen = true
+		cfg := streamConfigOn(t, tr, u.addr, 1, 8)
+		cfg.RebalanceRequests = 2
+		cfg.AckTimeout = 200 * time.Millisecond
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, n, 1, 100)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered %v", ok)
+		}
+		got := u.received()
+		if !slices.Equal(ids(got), seq(1, n)) {
+			t.Fatalf("ids %v, want 1..%d once each", ids(got), n)
+		}
+		checkIDs(t, f, got)
+		if groups := byStream(got); len(groups) != 2 {
+			t.Errorf("streams %v, want 2", groups)
+		}
+		u.waitUntil("the old stream cancelled", func() bool { return len(u.canceled) >= 1 })
+		if r := value(d.m.resent); r != 0 {
+			t.Errorf("resent %d, want 0", r)
+		}
+	})
+}
