@@ -92,6 +92,11 @@ func TestGRPCIOClient(t *testing.T) { testPeerClients(t, grpcio) }
 // C-core dials again after each GOAWAY, and exactly what it sent arrives, each item once.
 func TestGRPCIOClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcio) }
 
+// grpcio clients sending a request over -grpc.max-recv-msg-size, plain and gzip (too large
+// once inflated), get RESOURCE_EXHAUSTED in grpc-go's words from both transports, and the
+// next call on the channel succeeds.
+func TestGRPCIOClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcio) }
+
 // A Python grpcio server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly what was sent to otlpgate, each item
 // once, the batch of about 4 MiB included.

@@ -44,6 +44,11 @@ func TestGRPCJSClient(t *testing.T) { testPeerClients(t, grpcJS) }
 // client dials again after each GOAWAY, and exactly what it sent arrives, each item once.
 func TestGRPCJSClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcJS) }
 
+// grpc-js clients sending a request over -grpc.max-recv-msg-size, plain and gzip (too large
+// once inflated), get RESOURCE_EXHAUSTED in grpc-go's words from both transports, and the
+// next call on the channel succeeds.
+func TestGRPCJSClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcJS) }
+
 // A grpc-js server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly the spans, metrics and records sent to
 // otlpgate, each once, the large batch of about 4 MiB included, and every request in the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -283,6 +284,46 @@ func testPeerClientsGoAway(t *testing.T, p peer) {
 			t.Logf("%s client, intake on %s: %d calls on %d connections", p.name, tr, len(calls), px.Accepted())
 			if px.Accepted() < 2 {
 				t.Errorf("the peer used %d connections; with GOAWAY every 150ms it should have dialled again", px.Accepted())
+			}
+		})
+	}
+}
+
+// testPeerClientsTooLarge is the peer sending the intake, on each transport, a request over
+// -grpc.max-recv-msg-size (1MiB here), as it is on the wire and, gzip-compressed, once
+// inflated, then a small one on the same channel: the first is answered RESOURCE_EXHAUSTED
+// with grpc-go's words (the same on both transports), the second succeeds, and the upstream
+// gets the small request's spans and nothing of the large one.
+func testPeerClientsTooLarge(t *testing.T, p peer) {
+	p.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			sink, err := strictsink.Start("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sink.Close)
+			g := startGate(t, "-grpc.transport", tr, "-grpc.max-recv-msg-size", "1MiB",
+				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
+			var w want
+			for i, comp := range append([]string{"identity"}, p.compressions...) {
+				first := uint64(1 + i*10000)
+				small := []call{{Signal: "traces", First: first + 5000, Count: 2}}
+				calls := append([]call{{Signal: "traces", First: first, Count: 200, Pad: 10 << 10}}, small...)
+				name, argv := p.command(t, map[string]any{"mode": "client", "target": g.GRPC, "calls": calls, "compression": comp})
+				lines, _ := runPeerClient(t, name, argv...)
+				if len(lines) != 2 {
+					t.Fatalf("%s: %d call lines, want 2: %+v", comp, len(lines), lines)
+				}
+				if l := lines[0]; l.OK || l.Code != int(codes.ResourceExhausted) || !strings.Contains(l.Details, "larger than max") {
+					t.Errorf("%s: the 2 MB request was answered ok=%v code %d %q, want RESOURCE_EXHAUSTED (larger than max)", comp, l.OK, l.Code, l.Details)
+				}
+				if !lines[1].OK {
+					t.Errorf("%s: the small request after it failed: code %d %s", comp, lines[1].Code, lines[1].Details)
+				}
+				w.add(small)
+				checkSink(t, sink, w)
 			}
 		})
 	}
