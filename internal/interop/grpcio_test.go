@@ -97,6 +97,11 @@ func TestGRPCIOClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcio) }
 // next call on the channel succeeds.
 func TestGRPCIOClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcio) }
 
+// grpcio clients make 205 calls at once, five of them 4 MiB, against an intake that lets 4
+// streams of a connection open at once, on both transports: every call succeeds and exactly
+// what was sent arrives, each item once.
+func TestGRPCIOClientParallel(t *testing.T) { testPeerClientsParallel(t, grpcio) }
+
 // A Python grpcio server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly what was sent to otlpgate, each item
 // once, the batch of about 4 MiB included.

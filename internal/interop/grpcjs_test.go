@@ -49,6 +49,11 @@ func TestGRPCJSClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcJS) }
 // next call on the channel succeeds.
 func TestGRPCJSClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcJS) }
 
+// grpc-js clients make 205 calls at once, five of them 4 MiB, against an intake that lets 4
+// streams of a connection open at once, on both transports: every call succeeds and exactly
+// what was sent arrives, each item once.
+func TestGRPCJSClientParallel(t *testing.T) { testPeerClientsParallel(t, grpcJS) }
+
 // A grpc-js server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly the spans, metrics and records sent to
 // otlpgate, each once, the large batch of about 4 MiB included, and every request in the

@@ -329,6 +329,43 @@ func testPeerClientsTooLarge(t *testing.T, p peer) {
 	}
 }
 
+// testPeerClientsParallel is the peer making 205 calls at once on one channel (every signal,
+// five of them 4 MiB) to the intake on each transport, which lets 4 streams of a connection
+// open at once (-grpc.max-concurrent-streams): the peer queues the rest within that bound,
+// every call succeeds, and the upstream gets exactly what was sent, each item once.
+func testPeerClientsParallel(t *testing.T, p peer) {
+	p.available(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			sink, err := strictsink.Start("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sink.Close)
+			g := startGate(t, "-grpc.transport", tr, "-grpc.max-concurrent-streams", "4",
+				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
+			var calls []call
+			for i := range 50 {
+				calls = append(calls, plan(fmt.Sprintf("%s-parallel-%s-%d", p.name, tr, i), uint64(1+i*1000), i%10 == 0)...)
+			}
+			name, argv := p.command(t, map[string]any{"mode": "client", "target": g.GRPC, "calls": calls, "parallel": true})
+			lines, err := runPeerClient(t, name, argv...)
+			if err != nil || len(lines) != len(calls) {
+				t.Fatalf("%s client: %v, %d of %d calls answered", p.name, err, len(lines), len(calls))
+			}
+			for _, l := range lines {
+				if !l.OK {
+					t.Errorf("call %d failed: code %d %s", *l.Call, l.Code, l.Details)
+				}
+			}
+			var w want
+			w.add(calls)
+			checkSink(t, sink, w)
+		})
+	}
+}
+
 // sendToGate exports calls to otlpgate's intake at addr with a grpc-go client, as requests
 // built here, each answered before the next.
 func sendToGate(t *testing.T, addr string, calls []call) {

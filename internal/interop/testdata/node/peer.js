@@ -7,7 +7,8 @@
 //     F..F+N-1 big-endian, each with a string attribute of P bytes), {"signal":"metrics",
 //     "names":[...]} (one gauge per name) or {"signal":"logs","bodies":[...]}.
 //     Options: "ca" (a PEM file: TLS, trusting it), "compression" ("gzip", "deflate" or none),
-//     "gap" (milliseconds to wait between calls), "otep" ("unary" or "stream": the calls go to
+//     "gap" (milliseconds to wait between calls), "parallel" (true: every call at once, each
+//     line as its answer comes), "otep" ("unary" or "stream": the calls go to
 //     otlpgate's OTEP services instead, see clientOTEP).
 //
 //   node peer.js '{"mode":"server"}'
@@ -177,8 +178,7 @@ async function client() {
   if (opts.otep) return clientOTEP(creds, chanOpts);
   const clients = {};
   let failed = false;
-  for (const [i, c] of opts.calls.entries()) {
-    if (i > 0 && opts.gap) await new Promise((r) => setTimeout(r, opts.gap));
+  const one = async (i, c) => {
     const Svc = service(c.signal);
     clients[c.signal] = clients[c.signal] || new Svc(opts.target, creds, chanOpts);
     const res = await new Promise((resolve) => {
@@ -189,6 +189,14 @@ async function client() {
       out({ call: i, ok: false, code: res.code, details: res.details });
     } else {
       out({ call: i, ok: true });
+    }
+  };
+  if (opts.parallel) {
+    await Promise.all([...opts.calls.entries()].map(([i, c]) => one(i, c)));
+  } else {
+    for (const [i, c] of opts.calls.entries()) {
+      if (i > 0 && opts.gap) await new Promise((r) => setTimeout(r, opts.gap));
+      await one(i, c);
     }
   }
   for (const c of Object.values(clients)) c.close();

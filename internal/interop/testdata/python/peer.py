@@ -94,18 +94,31 @@ def client():
         channel = grpc.insecure_channel(opts["target"], options=CHANNEL_OPTIONS)
     compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(opts.get("compression"), grpc.Compression.NoCompression)
     failed = False
-    for i, c in enumerate(opts["calls"]):
-        if i > 0 and opts.get("gap"):
-            time.sleep(opts["gap"] / 1000)
-        export = channel.unary_unary("/%s/Export" % SIGNALS[c["signal"]][0],
-                                     request_serializer=lambda m: m.SerializeToString(),
-                                     response_deserializer=lambda b: b)
+
+    def export(c):
+        return channel.unary_unary("/%s/Export" % SIGNALS[c["signal"]][0],
+                                   request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=lambda b: b)
+
+    def report(i, call):
+        nonlocal failed
         try:
-            export(request(c), timeout=20, compression=compression)
+            call()
             out({"call": i, "ok": True})
         except grpc.RpcError as e:
             failed = True
             out({"call": i, "ok": False, "code": e.code().value[0], "details": e.details()})
+
+    if opts.get("parallel"):
+        # Every call at once: the futures are in flight together on the channel.
+        futs = [export(c).future(request(c), timeout=20, compression=compression) for c in opts["calls"]]
+        for i, f in enumerate(futs):
+            report(i, f.result)
+    else:
+        for i, c in enumerate(opts["calls"]):
+            if i > 0 and opts.get("gap"):
+                time.sleep(opts["gap"] / 1000)
+            report(i, lambda: export(c)(request(c), timeout=20, compression=compression))
     channel.close()
     sys.exit(1 if failed else 0)
 
