@@ -86,7 +86,7 @@ func pdataCalls(t *testing.T, conn *grpc.ClientConn, calls []call) {
 }
 
 // The Collector's OTLP exporter's gRPC client (configgrpc, pdata) exports every signal and a
-// 4 MiB request to the intake on both transports: uncompressed, gzip over TLS (configtls),
+// 2 MiB request to the intake on both transports: uncompressed, gzip over TLS (configtls),
 // and zstd with the Collector's own zstd compressor. The strict upstream gets exactly what
 // was sent, each item once, and the intake counts the compressed requests as arriving in
 // their encoding (-grpc.passthrough-encoding set to it).
@@ -262,7 +262,7 @@ func startCollectorServer(t *testing.T) *collectorServer {
 
 // The Collector's OTLP receiver's gRPC server (configgrpc, pdata) is the upstream of a
 // destination on both transports, uncompressed, gzip and zstd (decompressed by the
-// Collector's own zstd): it decodes exactly what was sent, each item once, the 4 MiB batch
+// Collector's own zstd): it decodes exactly what was sent, each item once, the 2 MiB batch
 // included, every request in the destination's grpc-encoding.
 func TestCollectorServer(t *testing.T) {
 	for _, tr := range transports {

@@ -83,7 +83,7 @@ var grpcio = peer{
 
 // Python grpcio clients (the C-core, messages built by python3-protobuf from otlpgate's
 // descriptors) export every signal to otlpgate's intake on both transports, plain and TLS,
-// identity and gzip, one message of about 4 MiB: the Collector's decoder upstream gets exactly
+// identity and gzip, one message of about 2 MiB: the Collector's decoder upstream gets exactly
 // their spans, metrics and records, each once.
 func TestGRPCIOClient(t *testing.T) { testPeerClients(t, grpcio) }
 
@@ -97,14 +97,14 @@ func TestGRPCIOClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcio) }
 // next call on the channel succeeds.
 func TestGRPCIOClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcio) }
 
-// grpcio clients make 205 calls at once, five of them 4 MiB, against an intake that lets 4
+// grpcio clients make 202 calls at once, two of them 2 MiB, against an intake that lets 4
 // streams of a connection open at once, on both transports: every call succeeds and exactly
 // what was sent arrives, each item once.
 func TestGRPCIOClientParallel(t *testing.T) { testPeerClientsParallel(t, grpcio) }
 
 // A Python grpcio server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly what was sent to otlpgate, each item
-// once, the batch of about 4 MiB included.
+// once, the batch of about 2 MiB included.
 func TestGRPCIOServer(t *testing.T) { testPeerServers(t, grpcio) }
 
 // A Python grpcio upstream whose C-core sends GOAWAY to every connection older than 150ms

@@ -35,7 +35,7 @@ var grpcJS = peer{
 
 // grpc-js clients (@grpc/grpc-js with messages encoded by protobufjs) export traces, metrics
 // and logs to otlpgate's intake on both transports, plain and TLS, identity and gzip, one
-// message of about 4 MiB: the Collector's decoder upstream gets exactly their spans, metrics
+// message of about 2 MiB: the Collector's decoder upstream gets exactly their spans, metrics
 // and records, each once.
 func TestGRPCJSClient(t *testing.T) { testPeerClients(t, grpcJS) }
 
@@ -49,19 +49,19 @@ func TestGRPCJSClientGoAway(t *testing.T) { testPeerClientsGoAway(t, grpcJS) }
 // next call on the channel succeeds.
 func TestGRPCJSClientTooLarge(t *testing.T) { testPeerClientsTooLarge(t, grpcJS) }
 
-// grpc-js clients make 205 calls at once, five of them 4 MiB, against an intake that lets 4
+// grpc-js clients make 202 calls at once, two of them 2 MiB, against an intake that lets 4
 // streams of a connection open at once, on both transports: every call succeeds and exactly
 // what was sent arrives, each item once.
 func TestGRPCJSClientParallel(t *testing.T) { testPeerClientsParallel(t, grpcJS) }
 
 // A grpc-js server is the upstream of a destination on both transports, plain and
 // uncompressed, and TLS with gzip: it decodes exactly the spans, metrics and records sent to
-// otlpgate, each once, the large batch of about 4 MiB included, and every request in the
+// otlpgate, each once, the large batch of about 2 MiB included, and every request in the
 // destination's grpc-encoding.
 func TestGRPCJSServer(t *testing.T) { testPeerServers(t, grpcJS) }
 
 // A grpc-js upstream whose HTTP/2 session lowers SETTINGS_INITIAL_WINDOW_SIZE to 4 KiB as the
-// first call of a connection arrives, the 4 MiB batch being that call: the stream's window
+// first call of a connection arrives, the 2 MiB batch being that call: the stream's window
 // goes below zero under the bytes already sent, and otlpgate's destination, on each
 // transport, must wait for the peer's WINDOW_UPDATEs and send the rest in 4 KiB steps. The
 // peer decodes exactly what was sent, each item once.
@@ -72,7 +72,7 @@ func TestGRPCJSServerShrinksWindow(t *testing.T) {
 			t.Parallel()
 			srv, g := startPeerUpstream(t, grpcJS, map[string]any{"mode": "server", "shrink": 4096},
 				"name=peer,protocol=v1,retry-initial=20ms,transport="+tr)
-			calls := []call{{Signal: "traces", First: 100, Count: 400, Pad: 10 << 10}}
+			calls := []call{{Signal: "traces", First: 100, Count: 200, Pad: 10 << 10}}
 			sendToGate(t, g.GRPC, calls)
 			calls2 := plan("shrink-"+tr, 1, false)
 			sendToGate(t, g.GRPC, calls2)
@@ -125,7 +125,7 @@ func TestGRPCJSServerGoAway(t *testing.T) {
 
 // A grpc-js server of otlpgate's OTEP services (unary, and streams of requests answered by id)
 // is the upstream of a destination with protocol=otep in each mode, on both transports: it
-// decodes exactly what was sent, each item once, the 4 MiB batch included, every request
+// decodes exactly what was sent, each item once, the 2 MiB batch included, every request
 // through the OTEP method of the mode.
 func TestGRPCJSServerOTEP(t *testing.T) {
 	grpcJS.available(t)
@@ -188,7 +188,7 @@ func TestGRPCJSServerOTEPStreamGoAway(t *testing.T) {
 }
 
 // grpc-js clients of otlpgate's OTEP services, unary calls and streams of requests answered by
-// id, send every signal and a 4 MiB request to the intake on both transports: each request is
+// id, send every signal and a 2 MiB request to the intake on both transports: each request is
 // answered Success with its id, and the strict upstream gets exactly what was sent.
 func TestGRPCJSClientOTEP(t *testing.T) {
 	grpcJS.available(t)

@@ -78,7 +78,7 @@ func (w *want) add(calls []call) {
 }
 
 // plan is the calls of one run whose ids start at first: every signal, and with large a trace
-// request of about 4 MiB, which crosses about 260 DATA frames of 16 KiB and many stream windows.
+// request of about 2 MiB, which crosses about 130 DATA frames of 16 KiB and many stream windows.
 func plan(tag string, first uint64, large bool) []call {
 	calls := []call{
 		{Signal: "traces", First: first, Count: 5, Pad: 16},
@@ -87,7 +87,7 @@ func plan(tag string, first uint64, large bool) []call {
 		{Signal: "traces", First: first + 5, Count: 3},
 	}
 	if large {
-		calls = append(calls, call{Signal: "traces", First: first + 100, Count: 400, Pad: 10 << 10})
+		calls = append(calls, call{Signal: "traces", First: first + 100, Count: 200, Pad: 10 << 10})
 	}
 	return calls
 }
@@ -202,7 +202,7 @@ func testPeerClients(t *testing.T, p peer) {
 					cert, key := testkit.SelfSigned(t, t.TempDir())
 					// With TLS, the smallest windows the intake allows (64 KiB a stream and a
 					// connection, against 1 MiB and 8 MiB by default): the large message waits
-					// for the intake's WINDOW_UPDATEs 64 times.
+					// for the intake's WINDOW_UPDATEs 32 times.
 					args = append(args, "-grpc.tls.cert", cert, "-grpc.tls.key", key,
 						"-grpc.http2.stream-window", "64KiB", "-grpc.http2.conn-window", "64KiB")
 					opts["ca"] = cert
@@ -329,8 +329,8 @@ func testPeerClientsTooLarge(t *testing.T, p peer) {
 	}
 }
 
-// testPeerClientsParallel is the peer making 205 calls at once on one channel (every signal,
-// five of them 4 MiB) to the intake on each transport, which lets 4 streams of a connection
+// testPeerClientsParallel is the peer making 202 calls at once on one channel (every signal,
+// two of them 2 MiB) to the intake on each transport, which lets 4 streams of a connection
 // open at once (-grpc.max-concurrent-streams): the peer queues the rest within that bound,
 // every call succeeds, and the upstream gets exactly what was sent, each item once.
 func testPeerClientsParallel(t *testing.T, p peer) {
@@ -347,7 +347,7 @@ func testPeerClientsParallel(t *testing.T, p peer) {
 				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
 			var calls []call
 			for i := range 50 {
-				calls = append(calls, plan(fmt.Sprintf("%s-parallel-%s-%d", p.name, tr, i), uint64(1+i*1000), i%10 == 0)...)
+				calls = append(calls, plan(fmt.Sprintf("%s-parallel-%s-%d", p.name, tr, i), uint64(1+i*1000), i%25 == 0)...)
 			}
 			name, argv := p.command(t, map[string]any{"mode": "client", "target": g.GRPC, "calls": calls, "parallel": true})
 			lines, err := runPeerClient(t, name, argv...)
