@@ -27,7 +27,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	}
 	g := &cfg.grpc
 	fs.StringVar(&g.Listen, "grpc.listen", g.Listen, "OTLP/gRPC intake address; empty turns it off")
-	fs.Func("grpc.transport", fmt.Sprintf("HTTP/2 transport of the OTLP/gRPC intake: grpc-go, or otlpgate, otlpgate's own, which serves the three v1 Export methods and the OTEP UnaryExporter (h2c with prior knowledge, or TLS with ALPN h2 under -grpc.tls.*) and answers every other method, the OTEP StreamExporter included, UNIMPLEMENTED (-grpc.stream.* are refused with it); HTTP/2 errors of its clients are counted in otlpgate_grpc_h2_errors_total (default %s)", g.Transport), func(s string) error {
+	fs.Func("grpc.transport", fmt.Sprintf("HTTP/2 transport of the OTLP/gRPC intake: grpc-go, or otlpgate, otlpgate's own, which serves the three v1 Export methods and the OTEP UnaryExporter and StreamExporter (h2c with prior knowledge, or TLS with ALPN h2 under -grpc.tls.*) and answers every other method UNIMPLEMENTED; HTTP/2 errors of its clients are counted in otlpgate_grpc_h2_errors_total (default %s)", g.Transport), func(s string) error {
 		switch s {
 		case grpcserver.TransportGRPCGo, grpcserver.TransportOwn:
 			g.Transport = s
@@ -76,7 +76,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.Int64Var(&g.StreamMaxRequests, "grpc.stream.max-requests", g.StreamMaxRequests, "end an OTEP stream after this many requests (0: never)")
 	fs.IntVar(&g.StreamWindow, "grpc.stream.window", g.StreamWindow, "requests of one stream awaiting upstream acks at once (-ack=upstream)")
 	fs.IntVar(&g.StreamMaxUnsent, "grpc.stream.max-unsent", g.StreamMaxUnsent, "answers of one OTEP stream the client has not taken yet (HTTP/2 window) before the stream stops reading requests (otlpgate_grpc_stream_stalls_total)")
-	fs.DurationVar(&g.StreamAnswerTimeout, "grpc.stream.answer-timeout", g.StreamAnswerTimeout, "how long a stalled OTEP stream waits for the client to take an answer before its connection is closed (otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"})")
+	fs.DurationVar(&g.StreamAnswerTimeout, "grpc.stream.answer-timeout", g.StreamAnswerTimeout, "how long a stalled OTEP stream waits for the client to take an answer before its connection is closed (otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"}); with -grpc.transport=otlpgate only the stream is ended, RESOURCE_EXHAUSTED (otlpgate_grpc_stream_answer_timeouts_total)")
 	fs.DurationVar(&g.OverloadAfter, "grpc.overload-after", g.OverloadAfter, "refusals lasting this long end calls and streams with UNAVAILABLE + RetryInfo (otlpgate_grpc_overload_terminations_total)")
 	fs.StringVar(&cfg.scanDepth, "grpc.scan-depth", cfg.scanDepth, "request validation depth of both network intakes: full refuses each request the OpenTelemetry Collector's decoder would refuse (ids of the wrong length, wrong wire types, ...) and strings that are not UTF-8; resource and top check less: a malformed request they let through joins a batch shared with other clients, and an upstream that validates (a Collector) refuses that whole batch, losing every client's data in it (otlpgate_grpc_refused_requests_total{reason=\"invalid\"}, otlpgate_http_refused_requests_total{reason=\"invalid\"})")
 	fs.StringVar(&g.TLSCert, "grpc.tls.cert", "", "server certificate file (PEM); turns TLS on")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,18 +17,18 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/internal/testkit"
+	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // The binary with -grpc.transport=otlpgate: the OpenTelemetry Go SDK's gRPC trace exporter,
 // gzip-compressed, delivers its spans into the file destination exactly; an OTEP unary call is
-// answered Success, an OTEP stream UNIMPLEMENTED; SIGTERM ends the process cleanly with the exporter's connection still
-// open (the transport's two GOAWAYs).
+// answered Success, an OTEP stream answers each of its requests by id and delivers their spans
+// (the stream left open: SIGTERM ends it after its answers, OK); SIGTERM ends the process
+// cleanly with the exporter's connection still open (the transport's two GOAWAYs).
 func TestBinaryOwnGRPCTransport(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
@@ -73,12 +75,29 @@ func TestBinaryOwnGRPCTransport(t *testing.T) {
 		t.Fatalf("OTEP unary call: %v, %v", resp, err)
 	}
 	stream, err := otepv1.NewStreamExporterClient(conn).ExportTraces(ctx)
-	if err == nil {
-		_, err = stream.Recv()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "-grpc.transport=grpc-go") {
-		t.Fatalf("OTEP stream: %v", err)
+	for id := uint64(7); id <= 9; id++ {
+		sid := [8]byte{7: byte(id)}
+		err := stream.Send(&otepv1.TraceExportRequest{Id: id, ResourceSpans: []*tracev1.ResourceSpans{{
+			ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{TraceId: append(sid[:], sid[:]...), SpanId: sid[:], Name: "stream"}}}},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, hex.EncodeToString(sid[:]))
 	}
+	for id := uint64(7); id <= 9; id++ {
+		if resp, err := stream.Recv(); err != nil || resp.Id != id || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("OTEP stream, request %d: %v, %v", id, resp, err)
+		}
+	}
+	streamEnd := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		streamEnd <- err
+	}()
 
 	// SIGTERM while the exporter's connection is open.
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -89,6 +108,9 @@ func TestBinaryOwnGRPCTransport(t *testing.T) {
 	}
 	if exitErr != nil {
 		t.Fatalf("exit: %v\n%s", exitErr, stderr.String())
+	}
+	if err := <-streamEnd; err != io.EOF {
+		t.Errorf("OTEP stream at shutdown: %v, want its clean end", err)
 	}
 	tp.Shutdown(context.Background())
 	b, err := os.ReadFile(path)
@@ -101,8 +123,8 @@ func TestBinaryOwnGRPCTransport(t *testing.T) {
 			t.Errorf("span %s in the file %d times, want once", id, n)
 		}
 	}
-	if n := strings.Count(all, `"spanId":`); n != 3 {
-		t.Errorf("%d spans in the file, want 3", n)
+	if n := strings.Count(all, `"spanId":`); n != len(ids) {
+		t.Errorf("%d spans in the file, want %d", n, len(ids))
 	}
 	if !strings.Contains(all, `"stringValue":"own-transport"`) {
 		t.Errorf("resource lost: %.300s", all)

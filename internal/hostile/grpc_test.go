@@ -125,22 +125,23 @@ func TestGRPCHeaderListBounded(t *testing.T) {
 // Finding 4: answers a client never takes. The client grants its streams no HTTP/2 window
 // (SETTINGS_INITIAL_WINDOW_SIZE 0), so the server cannot send a byte of an answer, and sends
 // requests as fast as it can. Each stream stops reading once -grpc.stream.max-unsent (64)
-// answers wait, and the connection is closed when none is taken within
-// -grpc.stream.answer-timeout (2 s here). Before the bound, gRPC queued 8,192 answers per
-// stream (its write quota counts 8 bytes for each) in 4 KiB buffers: these 32 streams would
-// have held 1 GiB.
+// answers wait, and when none is taken within -grpc.stream.answer-timeout (2 s here) grpc-go's
+// transport closes the connection, the own transport ends each stream alone
+// (RESOURCE_EXHAUSTED). Before the bound, gRPC queued 8,192 answers per stream (its write
+// quota counts 8 bytes for each) in 4 KiB buffers: these 32 streams would have held 1 GiB.
 func TestGRPCUnreadAnswersBounded(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCUnreadAnswersBounded(t, tr) })
+	}
+}
+
+func testGRPCUnreadAnswersBounded(t *testing.T, transport string) {
 	const streams, perStream = 32, 2000
-	g := startGate(t, "-intake.wait=1s", "-grpc.stream.answer-timeout=2s")
+	g := startGate(t, "-intake.wait=1s", "-grpc.stream.answer-timeout=2s", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(1), streamWindow: 0})
-	grpcFloodAnswers(t, c, streams, perStream, grpcOTEPRequest)
-	if !grpcWaitFor(20*time.Second, c.isClosed) {
-		t.Errorf("connection still open 20 s after its answers stopped being taken")
-	}
-	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="answers_not_taken"`); v != 1 {
-		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"} = %v, want 1", v)
-	}
+	ids := grpcFloodAnswers(t, c, streams, perStream, grpcOTEPRequest)
+	grpcAnswersNotTaken(t, g, c, ids)
 	if v := g.metric(t, "otlpgate_grpc_stream_stalls_total"); v < streams {
 		t.Errorf("otlpgate_grpc_stream_stalls_total = %v, want at least %d", v, streams)
 	}
@@ -156,11 +157,17 @@ func TestGRPCUnreadAnswersBounded(t *testing.T) {
 // their answers to one sender per stream and end: once delivered, the stalled streams hold a
 // handler, a loop and a sender each.
 func TestGRPCUnreadAnswersUpstreamBounded(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCUnreadAnswersUpstreamBounded(t, tr) })
+	}
+}
+
+func testGRPCUnreadAnswersUpstreamBounded(t *testing.T, transport string) {
 	const streams, perStream = 8, 10000
-	g := startGate(t, "-intake.wait=1s", "-ack=upstream", "-grpc.stream.answer-timeout=3s", "-batch.max-bytes=128KiB")
+	g := startGate(t, "-intake.wait=1s", "-ack=upstream", "-grpc.stream.answer-timeout=3s", "-batch.max-bytes=128KiB", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(2), streamWindow: 0})
-	grpcFloodAnswers(t, c, streams, perStream, func(id uint64) []byte { return grpcOTEPSpansRequest(t, id) })
+	ids := grpcFloodAnswers(t, c, streams, perStream, func(id uint64) []byte { return grpcOTEPSpansRequest(t, id) })
 	// While the streams are stalled and before the connection is closed: 3 goroutines a
 	// stream, and those of gRPC's transport (reader, writer, keepalive).
 	time.Sleep(time.Second)
@@ -169,12 +176,7 @@ func TestGRPCUnreadAnswersUpstreamBounded(t *testing.T) {
 			t.Errorf("%d goroutines with %d stalled streams, bound %d", n, streams, maxG)
 		}
 	}
-	if !grpcWaitFor(20*time.Second, c.isClosed) {
-		t.Errorf("connection still open 20 s after its answers stopped being taken")
-	}
-	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="answers_not_taken"`); v != 1 {
-		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"} = %v, want 1", v)
-	}
+	grpcAnswersNotTaken(t, g, c, ids)
 	// Bound: the overhead, plus per stream 64 unsent answers (under 512 bytes each), the
 	// requests it did not read (at most its 1 MiB window) and those admitted and owed an answer
 	// (at most -grpc.stream.window, 256, of about 200 bytes, held twice: request and batch):
@@ -183,10 +185,38 @@ func TestGRPCUnreadAnswersUpstreamBounded(t *testing.T) {
 	grpcCheck(t, g, w, grpcOverhead+streams*(64*512+1<<20+256*2*256)+40*128<<10, base+grpcSlack, time.Second)
 }
 
+// grpcAnswersNotTaken is the end of an attack whose streams' answers are never taken (ids):
+// on grpc-go's transport the connection is closed; on the own transport each stream is ended
+// alone, RESOURCE_EXHAUSTED, and the connection stays open.
+func grpcAnswersNotTaken(t *testing.T, g *gate, c *grpcRaw, ids []uint32) {
+	t.Helper()
+	if !grpcWaitFor(20*time.Second, func() bool {
+		return c.isClosed() || g.metric(t, "otlpgate_grpc_stream_answer_timeouts_total") >= float64(len(ids))
+	}) {
+		t.Errorf("streams and connection still open 20 s after their answers stopped being taken")
+	}
+	if c.isClosed() {
+		if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="answers_not_taken"`); v != 1 {
+			t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"} = %v, want 1", v)
+		}
+		return
+	}
+	if v := g.metric(t, "otlpgate_grpc_stream_answer_timeouts_total"); v != float64(len(ids)) {
+		t.Errorf("otlpgate_grpc_stream_answer_timeouts_total = %v, want %d", v, len(ids))
+	}
+	if e := c.endings(); e["status:/8"] != len(ids) {
+		t.Errorf("stream endings %v, want %d × status:/8 (RESOURCE_EXHAUSTED trailers)", e, len(ids))
+	}
+	if c.sync(5 * time.Second) {
+		return // the connection serves on
+	}
+	t.Errorf("the connection did not answer a PING after its streams ended")
+}
+
 // grpcFloodAnswers opens streams OTEP streams on c and sends perStream requests on each, made
 // by req, round-robin, for as long as the server reads them (up to 10 s): a stream whose window
-// stays shut for a second is left alone.
-func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func(uint64) []byte) {
+// stays shut for a second is left alone. It returns the streams' ids.
+func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func(uint64) []byte) []uint32 {
 	t.Helper()
 	ids := make([]uint32, streams)
 	for i := range ids {
@@ -208,15 +238,16 @@ func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func
 			case errors.Is(err, errNoWindow):
 				shut[i] = true
 			case err != nil:
-				return // the connection closed
+				return ids // the connection closed
 			default:
 				open++
 			}
 		}
 		if open == 0 {
-			return
+			return ids
 		}
 	}
+	return ids
 }
 
 // Finding 7: unfinished messages. gRPC reads a message into memory as its frames come, up to
@@ -227,8 +258,17 @@ func grpcFloodAnswers(t *testing.T, c *grpcRaw, streams, perStream int, req func
 // (4 MiB) beyond each stream's initial window (-grpc.http2.stream-window, 1 MiB: what any
 // client may park without the server reading). A connection that stays under it (one 3.5 MiB
 // message) and one whose call sends headers and no body at all are closed at
-// -grpc.recv-timeout (2 s).
+// -grpc.recv-timeout (2 s). The own transport reserves each stream message's length from the
+// intake limiter when its prefix comes, as it does a unary call's (-intake.max-conn-bytes per
+// connection, -intake.max-bytes in all), so the messages it holds are bounded by the limiter,
+// not by the connection cap: every connection is closed at -grpc.recv-timeout.
 func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCUnfinishedMessagesBounded(t, tr) })
+	}
+}
+
+func testGRPCUnfinishedMessagesBounded(t *testing.T, transport string) {
 	const (
 		maxMsg      = 4 << 20
 		conns, per  = 8, 4
@@ -238,7 +278,7 @@ func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
 		recvTimeout = 2 * time.Second
 	)
 	g := startGate(t, "-intake.wait=1s", "-grpc.max-recv-msg-size=4MiB", "-grpc.max-conn-recv-bytes=4MiB",
-		"-grpc.recv-timeout="+recvTimeout.String())
+		"-grpc.recv-timeout="+recvTimeout.String(), "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	var all []*grpcRaw
 	var wg sync.WaitGroup
@@ -271,11 +311,15 @@ func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
 			t.Errorf("connection %d still open %v after its messages stopped", i, 10*recvTimeout)
 		}
 	}
-	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_bytes"`); v != conns {
-		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_bytes\"} = %v, want %d", v, conns)
+	wantBytes, wantTimeout := float64(conns), 2.0
+	if transport == "otlpgate" {
+		wantBytes, wantTimeout = 0, conns+2
 	}
-	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_timeout"`); v != 2 {
-		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_timeout\"} = %v, want 2", v)
+	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_bytes"`); v != wantBytes {
+		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_bytes\"} = %v, want %v", v, wantBytes)
+	}
+	if v := g.metric(t, "otlpgate_grpc_closed_connections_total", `reason="recv_timeout"`); v != wantTimeout {
+		t.Errorf("otlpgate_grpc_closed_connections_total{reason=\"recv_timeout\"} = %v, want %v", v, wantTimeout)
 	}
 	if v := g.metric(t, "otlpgate_grpc_unfinished_bytes"); v != 0 {
 		t.Errorf("otlpgate_grpc_unfinished_bytes = %v after every connection closed, want 0", v)
@@ -283,8 +327,14 @@ func TestGRPCUnfinishedMessagesBounded(t *testing.T) {
 	// Bound: the overhead, plus per connection its cap, a window per stream and the frames that
 	// crossed the cap (gRPC reads DATA into pooled 16 KiB buffers and does not copy a message
 	// until it is whole; 64 KiB of slack): 10 connections, 80 MiB. Without the cap they held
-	// 119 MiB, and for as long as the attacker liked.
-	grpcCheck(t, g, w, grpcOverhead+(conns+2)*(capPerConn+per*window+64<<10), base+grpcSlack, time.Second)
+	// 119 MiB, and for as long as the attacker liked. The own transport holds what the intake
+	// limiter reserved for the messages (their lengths: 33 × 4 MiB, within -intake.max-bytes),
+	// for -grpc.recv-timeout.
+	bound := int64(grpcOverhead + (conns+2)*(capPerConn+per*window+64<<10))
+	if transport == "otlpgate" {
+		bound = grpcOverhead + (conns*per+1)*maxMsg + (conns+2)*(64<<10)
+	}
+	grpcCheck(t, g, w, bound, base+grpcSlack, time.Second)
 }
 
 // grpcPartialMessage opens a stream of method on c and sends the prefix of a msgLen-byte

@@ -18,8 +18,8 @@ type Config struct {
 	Listen string
 	// Transport is the HTTP/2 transport that serves the listener (-grpc.transport, default
 	// grpc-go): TransportGRPCGo, or TransportOwn, otlpgate's own, which serves the v1 Export
-	// methods and the OTEP UnaryExporter (h2c with prior knowledge, or TLS with ALPN h2; the
-	// OTEP StreamExporter answered UNIMPLEMENTED). Empty is grpc-go.
+	// methods and the OTEP UnaryExporter and StreamExporter (h2c with prior knowledge, or TLS
+	// with ALPN h2). Empty is grpc-go.
 	Transport string
 	// MaxRecvMsgSize caps one request (-grpc.max-recv-msg-size, default 16MiB); larger requests
 	// are refused by gRPC with RESOURCE_EXHAUSTED.
@@ -113,7 +113,9 @@ type Config struct {
 	// otlpgate_grpc_stream_stalls_total. StreamAnswerTimeout is how long it then waits for the
 	// client to take one (-grpc.stream.answer-timeout, default 30s) before the connection is
 	// closed: gRPC frees a stream's unsent answers only with its connection. Counted in
-	// otlpgate_grpc_closed_connections_total{reason="answers_not_taken"}.
+	// otlpgate_grpc_closed_connections_total{reason="answers_not_taken"}. The own transport
+	// (TransportOwn) ends only the stream, RESOURCE_EXHAUSTED, counted in
+	// otlpgate_grpc_stream_answer_timeouts_total.
 	StreamMaxUnsent     int
 	StreamAnswerTimeout time.Duration
 	// OverloadAfter is how long requests must keep being refused for want of queue space before
@@ -192,8 +194,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Transport != "" && c.Transport != TransportGRPCGo && c.Transport != TransportOwn:
 		return fmt.Errorf("grpc: transport %q is not %s or %s", c.Transport, TransportGRPCGo, TransportOwn)
-	case c.Transport == TransportOwn && c.otepStreamsSet():
-		return errors.New("grpc: -grpc.stream.* configure the OTEP streams, which -grpc.transport=otlpgate does not serve (their calls are answered UNIMPLEMENTED): leave them at their defaults or use -grpc.transport=grpc-go")
 	case c.MaxRecvMsgSize <= 0:
 		return errors.New("grpc: max receive message size must be positive")
 	case c.PassThrough != "" && c.PassThrough != codec.Gzip && c.PassThrough != codec.Zstd:
@@ -240,14 +240,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grpc: max receive message size %d exceeds the inflate budget %d (-intake.inflate-bytes)", c.MaxRecvMsgSize, c.Limiter.MaxInflateBytes())
 	}
 	return nil
-}
-
-// otepStreamsSet reports whether a setting of the OTEP streams differs from its default: one
-// set on purpose, which the own transport would ignore.
-func (c *Config) otepStreamsSet() bool {
-	d := DefaultConfig()
-	return c.StreamMaxAge != d.StreamMaxAge || c.StreamMaxRequests != d.StreamMaxRequests || c.StreamWindow != d.StreamWindow ||
-		c.StreamMaxUnsent != d.StreamMaxUnsent || c.StreamAnswerTimeout != d.StreamAnswerTimeout
 }
 
 // connRecvBytes is MaxConnRecvBytes with its default applied.

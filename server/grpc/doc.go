@@ -28,14 +28,16 @@
 // it under, learnt once at start (tenant.go), so that reading a known tenant allocates nothing.
 //
 // With -grpc.transport=otlpgate the listener is served by otlpgate's own HTTP/2 transport on
-// internal/h2 instead (h2server.go, h2conn.go, h2stream.go, h2answer.go): h2c with prior
-// knowledge or TLS with ALPN h2, the three v1 Export methods and the OTEP UnaryExporter only
-// (any other, the OTEP StreamExporter included, is answered UNIMPLEMENTED). One goroutine per connection (its TLS
-// handshake too) reads, decodes, admits a
-// unary call on the spot through the same steps as the grpc-go handlers (authorizeMeta,
-// originMeta, admitV1, v1Error, admitOTEPUnary, otepUnaryAnswer) and writes the answers of one read in one write, from frames
-// built once; with -ack=upstream a goroutine per call waits for the upstream and answers.
-// Timers (time.AfterFunc) of each connection run its keepalive and -grpc.max-connection-age.
+// internal/h2 instead (h2server.go, h2conn.go, h2stream.go, h2otep.go, h2answer.go): h2c
+// with prior knowledge or TLS with ALPN h2, the three v1 Export methods and the OTEP
+// UnaryExporter and StreamExporter (any other method is answered UNIMPLEMENTED). One goroutine
+// per connection (its TLS handshake too) reads, decodes, admits a unary call, or each message
+// of an OTEP stream, on the spot through the same steps as the grpc-go handlers
+// (authorizeMeta, originMeta, admitV1, v1Error, admitOTEPUnary, otepUnaryAnswer, admitOTEP)
+// and writes the answers of one read in one write, from frames built once; with -ack=upstream
+// a goroutine per call (per stream message) waits for the upstream and answers. Timers
+// (time.AfterFunc) of each connection run its keepalive and -grpc.max-connection-age, and of
+// each stream its -grpc.stream.max-age and -grpc.stream.answer-timeout.
 //
 // Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
 // accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames

@@ -30,8 +30,10 @@ func waitDrained(t *testing.T, before float64, n int) {
 
 // An idle stream ends at once at shutdown, with an OK status, after its answers: Shutdown does
 // not wait for the stream's next request (nor for its deadline, a minute here).
-func TestShutdownEndsIdleStreams(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+func TestShutdownEndsIdleStreams(t *testing.T) { onTransports(t, testShutdownEndsIdleStreams) }
+
+func testShutdownEndsIdleStreams(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	before := testutil.ToFloat64(drainedStreams)
@@ -67,11 +69,15 @@ func TestShutdownEndsIdleStreams(t *testing.T) {
 // Under -ack=upstream a stream whose request waits for the upstream is not cut at shutdown: the
 // answer is sent once the upstream answered, and only then does the stream end.
 func TestShutdownAnswersOwedBeforeEnding(t *testing.T) {
+	onTransports(t, testShutdownAnswersOwedBeforeEnding)
+}
+
+func testShutdownAnswersOwedBeforeEnding(t *testing.T, tr string) {
 	pc := testPipelineConfig()
 	pc.Ack = pipeline.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
 	rec := testkit.NewHoldingRecorder("recorder")
-	e := start(t, pc, DefaultConfig(), rec)
+	e := start(t, pc, configFor(tr), rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
@@ -142,7 +148,11 @@ func TestAddrWhileStarting(t *testing.T) {
 // request it answered Success reached the destination, exactly once: the handler and the
 // stream's loop never both act on the stream (drain.go).
 func TestShutdownUnderLoadKeepsEveryAnswer(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+	onTransports(t, testShutdownUnderLoadKeepsEveryAnswer)
+}
+
+func testShutdownUnderLoadKeepsEveryAnswer(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := otepv1.NewStreamExporterClient(e.conn).ExportTraces(ctx)

@@ -37,28 +37,37 @@ const maxGRPCMessage = 4 << 10
 // trailersOnlyFrame is the trailers-only answer of err (a status error; any other as
 // UNKNOWN), with :status httpStatus: grpc-go's fields, in its order.
 func trailersOnlyFrame(err error, httpStatus int) *h2.HeadersFrame {
-	st := status.Convert(err)
-	fields := []h2.HeaderField{
+	return statusFrame(err, []h2.HeaderField{
 		{Name: ":status", Value: strconv.Itoa(httpStatus)},
 		{Name: "content-type", Value: "application/grpc"},
-		{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
-	}
+	})
+}
+
+// trailersFrame is the trailers of err (as trailersOnlyFrame) that end a stream whose headers
+// and messages went out before: the status fields only.
+func trailersFrame(err error) *h2.HeadersFrame {
+	return statusFrame(err, nil)
+}
+
+// statusFrame is a HEADERS frame ending the stream with fields, then err's status fields.
+func statusFrame(err error, fields []h2.HeaderField) *h2.HeadersFrame {
+	st := status.Convert(err)
+	lead := len(fields)
+	fields = append(fields, h2.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
 	if msg := st.Message(); msg != "" {
 		if len(msg) > maxGRPCMessage {
 			msg = msg[:maxGRPCMessage]
 		}
 		fields = append(fields, h2.HeaderField{Name: "grpc-message", Value: encodeGRPCMessage(msg)})
 	}
-	if p := st.Proto(); len(p.Details) > 0 {
+	if p := st.Proto(); len(p.GetDetails()) > 0 {
 		if b, err := proto.Marshal(p); err == nil {
 			fields = append(fields, h2.HeaderField{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
 		}
 	}
 	f, ferr := h2.NewHeadersFrame(true, fields...)
 	if ferr != nil {
-		return mustHeadersFrame(true, h2.HeaderField{Name: ":status", Value: "200"},
-			h2.HeaderField{Name: "content-type", Value: "application/grpc"},
-			h2.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(codes.Internal))})
+		return mustHeadersFrame(true, append(fields[:lead:lead], h2.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(codes.Internal))})...)
 	}
 	return f
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/h2"
 	"github.com/otlpgate/otlpgate/pool"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // h2Conn is one connection of otlpgate's own transport (-grpc.transport=otlpgate), served by
@@ -72,7 +73,8 @@ type h2Conn struct {
 	strikes  int        // PINGs sooner than -grpc.keepalive.min-time after the one before; under mu, as an answer resets it
 	resets   [16]uint32 // streams reset recently, whose late frames are ignored (RFC 9113 §5.4.2)
 	resetN   int
-	src      bytes.Reader // a compressed message, for its decompressor
+	src      bytes.Reader          // a compressed message, for its decompressor
+	resp     otepv1.ExportResponse // an OTEP stream's answer being marshalled (under mu)
 
 	mu struct {
 		sync.Mutex
@@ -441,10 +443,13 @@ func (c *h2Conn) onData(f h2.Frame) error {
 	if st.recvWin < 0 {
 		return errStreamFlow
 	}
-	st.unacked += int64(d.FlowLen)
 	// Set before the data is taken in: an answer it causes (a refusal) then knows whether
 	// the client is done, and forgets the stream rather than reset it.
 	st.remoteDone = d.EndStream
+	if st.os.on && !st.answered {
+		return c.streamData(st, d.Data, int64(d.FlowLen), d.EndStream)
+	}
+	st.unacked += int64(d.FlowLen)
 	if err := st.data(c, d.Data); err != nil {
 		return err
 	}

@@ -18,8 +18,9 @@ import (
 // FuzzH2Conn feeds a connection of the own transport whatever a client may send after its
 // preface, in one read or split in two: the server must not panic nor hang, must give back
 // every reservation, and every byte it writes must be HTTP/2 frames x/net's framer reads.
-// Seeded with a valid call, one split into CONTINUATION frames, a compressed-flag message,
-// and the frames of the h2spec cases that found bugs.
+// Seeded with a valid call, one split into CONTINUATION frames, a compressed-flag message, an
+// OTEP stream's messages within and across frames, and the frames of the h2spec cases that
+// found bugs.
 func FuzzH2Conn(f *testing.F) {
 	body := traceBody(f, 1, 2)
 	msg := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
@@ -44,6 +45,19 @@ func FuzzH2Conn(f *testing.F) {
 	f.Add(append(append(append([]byte(nil), settings...), call(1, true, block)...), appendDataFrame(nil, 1, true, gz)...), 3)
 	f.Add(append(append([]byte(nil), settings...), appendWindowUpdate(nil, 1, 1)...), 0)
 	f.Add(append(append(append([]byte(nil), settings...), call(1, true, block)...), appendRSTStream(nil, 1, http2.ErrCodeCancel)...), 40)
+	// An OTEP stream: two messages in one frame, a third split across frames, then its end.
+	sblock := h2.AppendHeaderBlock(nil, h2.GRPCRequestHeaders("http", "otlpgate", h2StreamPaths[0], "", "fuzz")...)
+	sm := func(id uint64) []byte {
+		req := otepReq(f, id, body)
+		return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(req))), req...)
+	}
+	stream := append(append([]byte(nil), settings...), call(1, true, sblock)...)
+	stream = appendDataFrame(stream, 1, false, append(sm(1), sm(2)...))
+	third := sm(3)
+	stream = appendDataFrame(stream, 1, false, third[:7])
+	stream = appendDataFrame(stream, 1, true, third[7:])
+	f.Add(stream, 60)
+	f.Add(append(append(append([]byte(nil), settings...), call(1, true, sblock)...), appendDataFrame(nil, 1, false, sm(4)[:9])...), 0)
 
 	p, err := pipeline.New(testPipelineConfig(), []pipeline.Destination{&testkit.Discard{}})
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 const (
 	// TransportGRPCGo serves every method on grpc-go (the default).
 	TransportGRPCGo = "grpc-go"
-	// TransportOwn serves the three v1 Export methods and the OTEP UnaryExporter on
-	// otlpgate's own HTTP/2 transport (internal/h2); any other method is answered
-	// UNIMPLEMENTED.
+	// TransportOwn serves the three v1 Export methods and the OTEP UnaryExporter and
+	// StreamExporter on otlpgate's own HTTP/2 transport (internal/h2); any other method is
+	// answered UNIMPLEMENTED.
 	TransportOwn = "otlpgate"
 )
 
@@ -155,7 +155,13 @@ func (s *Server) shutdownH2(ctx context.Context) error {
 	s.h2.mu.Lock()
 	s.h2.mu.stop = true
 	s.h2.mu.Unlock()
-	s.h2.each((*h2Conn).goAway)
+	// Two phases per connection: the GOAWAY that admits every stream and its PING (the last
+	// GOAWAY follows the PING's ACK), and every OTEP stream ended after the answers it owes,
+	// as grpc-go's path ends them (drain.go); the connection closes once its calls are done.
+	s.h2.each(func(c *h2Conn) {
+		c.goAway()
+		c.drainStreams()
+	})
 	var err error
 	select {
 	case <-s.served:

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -735,14 +734,6 @@ func TestOTEPUnaryAnswersAlike(t *testing.T) {
 			}
 			t.Logf("%v %v, %d bytes delivered", resps[1], sts[1].Code(), len(delivered[1]))
 		})
-	}
-	sc := DefaultConfig()
-	sc.Transport = TransportOwn
-	e := start(t, testPipelineConfig(), sc, nil)
-	s := e.rawStream(t, context.Background())
-	sendRaw(t, s, otepReq(t, 1, body))
-	if _, err := recvResp(t, s); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("OTEP stream on the own transport: %v", err)
 	}
 }
 

@@ -23,14 +23,15 @@ import (
 	"github.com/otlpgate/otlpgate/pool"
 )
 
-// h2Stream is one call of an h2Conn: a unary v1 Export, from its HEADERS to its answer. It
-// belongs to its connection's mu (h2Conn invariant 2) and is recycled through the
-// connection's free list.
+// h2Stream is one call of an h2Conn: a unary v1 Export or OTEP UnaryExporter call from its
+// HEADERS to its answer, or an OTEP StreamExporter call (h2otep.go) from its HEADERS to its
+// trailers. It belongs to its connection's mu (h2Conn invariant 2) and is recycled through
+// the connection's free list.
 type h2Stream struct {
 	id   uint32
 	gen  uint32 // bumped when the stream is recycled: a late waiter finds it changed
 	sig  fastpath.Signal
-	otep bool   // an OTEP unary call (otlpgate.otep.v1.UnaryExporter); else a v1 Export
+	otep bool   // an OTEP call (otlpgate.otep.v1.UnaryExporter or StreamExporter); else a v1 Export
 	enc  string // the grpc-encoding of the message, "" for none
 	from pipeline.Origin
 
@@ -58,6 +59,8 @@ type h2Stream struct {
 	trailers *h2.HeadersFrame // what follows parked; nil: its last DATA frame ends the stream
 	isPark   bool             // parked is not all sent: it waits for the client's window
 	resetEnd bool             // reset the stream (NO_ERROR) once answered, if the client is not done
+
+	os otepStream // an OTEP StreamExporter call's state (h2otep.go); os.on for such a call
 }
 
 // newStream takes a stream from the free list (or makes one) for id, registered as open.
@@ -69,9 +72,9 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	} else {
 		st = &h2Stream{}
 	}
-	gen, parked := st.gen, st.parked[:0]
+	gen, parked, os := st.gen, st.parked[:0], st.os.recycled()
 	*st = h2Stream{id: id, gen: gen, parked: parked, msgLen: -1, contentLen: -1,
-		recvWin: int64(c.s.cfg.InitialWindowSize), sendWin: c.mu.initWin}
+		recvWin: int64(c.s.cfg.InitialWindowSize), sendWin: c.mu.initWin, os: os}
 	c.mu.streams = append(c.mu.streams, st)
 	return st
 }
@@ -101,6 +104,14 @@ const maxFreeStreams = 64
 
 // release gives back the stream's buffers and reservation.
 func (st *h2Stream) release() {
+	st.releaseMsg()
+	st.os.release()
+}
+
+// releaseMsg gives back the message's buffers and reservation, and readies the stream for the
+// next message's prefix.
+func (st *h2Stream) releaseMsg() {
+	st.msgLen, st.preN = -1, 0
 	st.hold.Release()
 	if st.msg != nil {
 		pool.PutBytes(st.msg)
@@ -125,10 +136,14 @@ var (
 		fastpath.Metrics: "/otlpgate.otep.v1.UnaryExporter/ExportMetrics",
 		fastpath.Logs:    "/otlpgate.otep.v1.UnaryExporter/ExportLogs",
 	}
-	errOTEPTransport = status.Error(codes.Unimplemented, "the otlpgate.otep.v1.StreamExporter service is served by -grpc.transport=grpc-go only")
-	errUnaryExtra    = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
-	errNoMessage     = status.Error(codes.Internal, "grpc: the call ended before its request message did")
-	errCompressFlag  = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	h2StreamPaths = [fastpath.NumSignals]string{
+		fastpath.Traces:  "/otlpgate.otep.v1.StreamExporter/ExportTraces",
+		fastpath.Metrics: "/otlpgate.otep.v1.StreamExporter/ExportMetrics",
+		fastpath.Logs:    "/otlpgate.otep.v1.StreamExporter/ExportLogs",
+	}
+	errUnaryExtra   = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
+	errNoMessage    = status.Error(codes.Internal, "grpc: the call ended before its request message did")
+	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 )
 
 // open checks a new call's headers, authorizes it and reads its tenant; an error it returns
@@ -194,6 +209,12 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 			break
 		}
 	}
+	for i, p := range h2StreamPaths {
+		if !ok && p == string(path) {
+			sig, ok, st.otep, st.os.on = fastpath.Signal(i), true, true, true
+			break
+		}
+	}
 	if !ok {
 		c.answerError(st, unimplemented(string(path)), http.StatusOK)
 		return nil
@@ -222,6 +243,9 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		return nil
 	}
 	st.from = from
+	if st.os.on {
+		c.openStream(st, fields)
+	}
 	return nil
 }
 
@@ -242,18 +266,17 @@ func parseDecimal(v []byte) (int64, bool) {
 
 // unimplemented is grpc-go's answer to a method it does not serve.
 func unimplemented(path string) error {
-	if strings.HasPrefix(path, "/otlpgate.otep.v1.StreamExporter/") {
-		return errOTEPTransport
-	}
 	p := path[1:]
 	i := strings.LastIndexByte(p, '/')
 	if path[0] != '/' || i < 0 {
 		return status.Errorf(codes.Unimplemented, "malformed method name: %q", path)
 	}
 	svc, m := p[:i], p[i+1:]
-	for _, k := range h2Paths {
-		if strings.HasPrefix(k[1:], svc+"/") {
-			return status.Errorf(codes.Unimplemented, "unknown method %v for service %v", m, svc)
+	for _, ks := range [...]*[fastpath.NumSignals]string{&h2Paths, &h2OTEPPaths, &h2StreamPaths} {
+		for _, k := range ks {
+			if strings.HasPrefix(k[1:], svc+"/") {
+				return status.Errorf(codes.Unimplemented, "unknown method %v for service %v", m, svc)
+			}
 		}
 	}
 	return status.Errorf(codes.Unimplemented, "unknown service %v", svc)
@@ -328,34 +351,40 @@ func (st *h2Stream) data(c *h2Conn, b []byte) error {
 	return nil
 }
 
-// prefix handles a complete 5-byte message prefix: the message's bounds, and its reservation
-// from the intake limiter.
+// prefix handles a complete 5-byte message prefix of a unary call: the message's bounds, and
+// its reservation from the intake limiter.
 func (st *h2Stream) prefix(c *h2Conn) {
+	if unwanted, err := st.checkPrefix(c); err != nil {
+		st.resetEnd = unwanted // the rest of the message is not wanted
+		c.answerError(st, err, http.StatusOK)
+	}
+}
+
+// checkPrefix checks a complete message prefix and reserves the message's bytes from the
+// intake limiter, unary call and stream message alike; on success the message's buffer is
+// ready. An error refuses the message; unwanted says its rest is not read (too large, or no
+// room for it), as grpc-go resets such a stream.
+func (st *h2Stream) checkPrefix(c *h2Conn) (unwanted bool, err error) {
 	s := c.s
 	n := binary.BigEndian.Uint32(st.pre[1:])
 	switch {
 	case st.pre[0] > 1:
-		c.answerError(st, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", st.pre[0]), http.StatusOK)
-		return
+		return false, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", st.pre[0])
 	case int64(n) > int64(s.cfg.MaxRecvMsgSize):
-		st.resetEnd = true // the rest of the message is not wanted
-		c.answerError(st, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxRecvMsgSize), http.StatusOK)
-		return
+		return true, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxRecvMsgSize)
 	case st.pre[0] == 1 && st.enc == "":
-		c.answerError(st, errCompressFlag, http.StatusOK)
-		return
+		return false, errCompressFlag
 	}
 	st.compressed = st.pre[0] == 1
 	// The reservation is the message's own length, known now, not the largest: taken without
 	// waiting (the reader serves every stream of the connection), and refused as grpc-go's
 	// path refuses a call the limiter has no room for.
 	if !c.take(&st.hold, int64(n)) {
-		st.resetEnd = true
-		c.answerError(st, s.busy(), http.StatusOK)
-		return
+		return true, s.busy()
 	}
 	st.msgLen = int(n)
 	st.msg = pool.GetBytes(int(n))
+	return false, nil
 }
 
 // closedCh is closed: a reservation taken with it does not wait.
@@ -372,6 +401,9 @@ func (c *h2Conn) take(h *admission.Hold, n int64) bool {
 // endRemote handles the client's END_STREAM: a whole request is admitted and answered.
 func (c *h2Conn) endRemote(st *h2Stream) error {
 	st.remoteDone = true
+	if st.os.on && !st.answered {
+		return c.streamEnd(st)
+	}
 	if st.contentLen >= 0 && st.dataLen != st.contentLen {
 		return errMalformed // §8.1.1
 	}
@@ -622,10 +654,21 @@ func (c *h2Conn) sendParkedLocked(st *h2Stream) bool {
 }
 
 // flushParkedLocked sends the parked answers the windows now allow.
+// An OTEP stream sends its answers the same way, and reads on (resumeLocked) once fewer of
+// them wait.
 func (c *h2Conn) flushParkedLocked() {
 	for i := 0; i < len(c.mu.streams); {
 		st := c.mu.streams[i]
-		if st.isPark && c.sendParkedLocked(st) && c.stream(st.id) == nil {
+		switch {
+		case st.os.on:
+			if st.isPark {
+				c.sendStreamLocked(st)
+			}
+			c.resumeLocked(st)
+		case st.isPark:
+			c.sendParkedLocked(st)
+		}
+		if i < len(c.mu.streams) && c.mu.streams[i] != st {
 			continue // dropped: another took its place at i
 		}
 		i++

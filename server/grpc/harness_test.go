@@ -135,3 +135,18 @@ func drainEOF(s grpc.ClientStream) (extra int, err error) {
 		extra++
 	}
 }
+
+// onTransports runs f once per transport (-grpc.transport), as a subtest named after it.
+func onTransports(t *testing.T, f func(t *testing.T, tr string)) {
+	t.Helper()
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) { f(t, tr) })
+	}
+}
+
+// configFor is the default config on transport tr.
+func configFor(tr string) Config {
+	c := DefaultConfig()
+	c.Transport = tr
+	return c
+}

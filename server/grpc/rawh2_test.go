@@ -23,6 +23,16 @@ type rawH2 struct {
 	next   uint32
 	closed chan struct{} // closed when the server closed the connection
 	wins   chan uint32   // streams the server granted window to
+	ends   chan h2End    // streams the server ended: trailers (END_STREAM on HEADERS) or RST_STREAM
+	dec    *hpack.Decoder
+}
+
+// h2End is a stream the server ended: its grpc-status (trailers), or the code of its reset.
+type h2End struct {
+	id     uint32
+	status string
+	reset  bool
+	code   http2.ErrCode
 }
 
 // dialH2 connects from local (empty: any) to addr, over TLS when tc is set, and grants the
@@ -45,7 +55,13 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &rawH2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024)}
+	c := &rawH2{conn: conn, next: 1, closed: make(chan struct{}), wins: make(chan uint32, 1024), ends: make(chan h2End, 1024)}
+	var status string
+	c.dec = hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == "grpc-status" {
+			status = f.Value
+		}
+	})
 	c.fr = http2.NewFramer(conn, conn)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	conn.Write([]byte(http2.ClientPreface))
@@ -65,6 +81,20 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 					c.mu.Lock()
 					c.fr.WriteSettingsAck()
 					c.mu.Unlock()
+				}
+			case *http2.HeadersFrame:
+				status = ""
+				c.dec.Write(f.HeaderBlockFragment())
+				if f.StreamEnded() {
+					select {
+					case c.ends <- h2End{id: f.StreamID, status: status}:
+					default:
+					}
+				}
+			case *http2.RSTStreamFrame:
+				select {
+				case c.ends <- h2End{id: f.StreamID, reset: true, code: f.ErrCode}:
+				default:
 				}
 			case *http2.WindowUpdateFrame:
 				if f.StreamID != 0 {
@@ -111,6 +141,28 @@ func (c *rawH2) data(t *testing.T, id uint32, b []byte) {
 	if err := c.fr.WriteData(id, false, b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dataEnd sends b on stream id as one DATA frame that ends the client's side.
+func (c *rawH2) dataEnd(t *testing.T, id uint32, b []byte) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fr.WriteData(id, true, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEnd waits (boundedly) for the next stream the server ends.
+func (c *rawH2) waitEnd(t *testing.T) h2End {
+	t.Helper()
+	select {
+	case e := <-c.ends:
+		return e
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stream ended within 30s")
+	}
+	return h2End{}
 }
 
 // waitWindow waits (boundedly) until the server granted each of ids window: their handlers

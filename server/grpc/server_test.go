@@ -45,8 +45,10 @@ func otepReq(t testing.TB, id uint64, body []byte) []byte {
 
 // The 10,000 pipelined requests of the acceptance test: every id is answered exactly once,
 // with Success, and every span arrives at the destination.
-func TestOTEPStreamPipelined(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+func TestOTEPStreamPipelined(t *testing.T) { onTransports(t, testOTEPStreamPipelined) }
+
+func testOTEPStreamPipelined(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	stream, err := otepv1.NewStreamExporterClient(e.conn).ExportTraces(ctx)
@@ -107,7 +109,11 @@ func TestOTEPStreamPipelined(t *testing.T) {
 }
 
 func TestGarbageAnsweredAndStreamGoesOn(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+	onTransports(t, testGarbageAnsweredAndStreamGoesOn)
+}
+
+func testGarbageAnsweredAndStreamGoesOn(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
@@ -141,8 +147,10 @@ func TestGarbageAnsweredAndStreamGoesOn(t *testing.T) {
 	}
 }
 
-func TestV1Unary(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+func TestV1Unary(t *testing.T) { onTransports(t, testV1Unary) }
+
+func testV1Unary(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	ctx := context.Background()
 	body := traceBody(t, 5, 4)
 	var resp coltracev1.ExportTraceServiceResponse
@@ -188,8 +196,10 @@ func TestV1Unary(t *testing.T) {
 	}
 }
 
-func TestOTEPUnary(t *testing.T) {
-	e := start(t, testPipelineConfig(), DefaultConfig(), nil)
+func TestOTEPUnary(t *testing.T) { onTransports(t, testOTEPUnary) }
+
+func testOTEPUnary(t *testing.T, tr string) {
+	e := start(t, testPipelineConfig(), configFor(tr), nil)
 	c := otepv1.NewUnaryExporterClient(e.conn)
 	rs := otlpgen.New(9).Spans(otlpgen.Small).ResourceSpans
 	resp, err := c.ExportTraces(context.Background(), &otepv1.TraceExportRequest{Id: 1234, ResourceSpans: rs})
@@ -204,11 +214,13 @@ func TestOTEPUnary(t *testing.T) {
 
 // With a destination that does not drain, the intake refuses with backpressure, never holds
 // more than -queue.max-bytes, and delivers everything it accepted once the destination drains.
-func TestBackpressureAndRecovery(t *testing.T) {
+func TestBackpressureAndRecovery(t *testing.T) { onTransports(t, testBackpressureAndRecovery) }
+
+func testBackpressureAndRecovery(t *testing.T, tr string) {
 	pc := testPipelineConfig()
 	pc.QueueMaxBytes = 64 << 10
 	pc.BatchMaxBytes = 16 << 10
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.OverloadAfter = time.Hour // per-request FailedRetryable only, in this part
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
@@ -270,11 +282,13 @@ func retryDelay(st *status.Status) time.Duration {
 	return 0
 }
 
-func TestSustainedOverloadEndsStream(t *testing.T) {
+func TestSustainedOverloadEndsStream(t *testing.T) { onTransports(t, testSustainedOverloadEndsStream) }
+
+func testSustainedOverloadEndsStream(t *testing.T, tr string) {
 	pc := testPipelineConfig()
 	pc.QueueMaxBytes = 8 << 10
 	pc.BatchMaxBytes = 8 << 10
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.OverloadAfter = 0 // the first refusal counts as sustained
 	e := start(t, pc, sc, testkit.NewHoldingRecorder("recorder"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -303,8 +317,10 @@ func TestSustainedOverloadEndsStream(t *testing.T) {
 	t.Fatal("the stream never ended under overload")
 }
 
-func TestStreamMaxRequests(t *testing.T) {
-	sc := DefaultConfig()
+func TestStreamMaxRequests(t *testing.T) { onTransports(t, testStreamMaxRequests) }
+
+func testStreamMaxRequests(t *testing.T, tr string) {
+	sc := configFor(tr)
 	sc.StreamMaxRequests = 100
 	e := start(t, testPipelineConfig(), sc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -343,8 +359,10 @@ func TestStreamMaxRequests(t *testing.T) {
 // whatever their call held (its metadata, up to -grpc.max-header-bytes) until the client sent
 // again, which a hostile one never does. The answered requests are delivered; the end is clean
 // and counted as a re-balance.
-func TestStreamMaxAgeEndsIdleStream(t *testing.T) {
-	sc := DefaultConfig()
+func TestStreamMaxAgeEndsIdleStream(t *testing.T) { onTransports(t, testStreamMaxAgeEndsIdleStream) }
+
+func testStreamMaxAgeEndsIdleStream(t *testing.T, tr string) {
+	sc := configFor(tr)
 	sc.StreamMaxAge = 200 * time.Millisecond
 	e := start(t, testPipelineConfig(), sc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -372,9 +390,13 @@ func TestStreamMaxAgeEndsIdleStream(t *testing.T) {
 // A stream that reaches its age while a request waits for its upstream (-ack=upstream) answers
 // it first, then ends.
 func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
+	onTransports(t, testStreamMaxAgeAnswersAllAccepted)
+}
+
+func testStreamMaxAgeAnswersAllAccepted(t *testing.T, tr string) {
 	pc := testPipelineConfig()
 	pc.Ack = pipeline.AckUpstream
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.StreamMaxAge = 100 * time.Millisecond
 	rec := testkit.NewHoldingRecorder("recorder")
 	e := start(t, pc, sc, rec)
@@ -400,12 +422,14 @@ func TestStreamMaxAgeAnswersAllAccepted(t *testing.T) {
 }
 
 // -ack=upstream: answers wait for the destination and follow the order batches complete in.
-func TestUpstreamAckOutOfOrder(t *testing.T) {
+func TestUpstreamAckOutOfOrder(t *testing.T) { onTransports(t, testUpstreamAckOutOfOrder) }
+
+func testUpstreamAckOutOfOrder(t *testing.T, tr string) {
 	pc := testPipelineConfig()
 	pc.Ack = pipeline.AckUpstream
 	pc.BatchMaxItems = 1 // one request, one batch
 	rec := testkit.NewHoldingRecorder("recorder")
-	e := start(t, pc, DefaultConfig(), rec)
+	e := start(t, pc, configFor(tr), rec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := e.rawStream(t, ctx)
@@ -479,7 +503,6 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.StreamMaxUnsent = 0 },
 		func(c *Config) { c.StreamAnswerTimeout = 0 },
 		func(c *Config) { c.Transport = "h2o" },
-		func(c *Config) { c.Transport, c.StreamMaxAge = TransportOwn, time.Minute },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -487,8 +510,14 @@ func TestValidate(t *testing.T) {
 			t.Errorf("invalid config accepted: %+v", c)
 		}
 	}
-	// The per-connection cap follows a raised message size unless it is set.
+	// The own transport serves OTEP streams: their settings are its too.
 	c := DefaultConfig()
+	c.Transport, c.StreamMaxAge, c.StreamMaxUnsent = TransportOwn, time.Minute, 8
+	if err := c.Validate(); err != nil {
+		t.Errorf("-grpc.stream.* with the own transport: %v", err)
+	}
+	// The per-connection cap follows a raised message size unless it is set.
+	c = DefaultConfig()
 	c.MaxRecvMsgSize = 64 << 20
 	if err := c.Validate(); err != nil || c.connRecvBytes() != 128<<20 {
 		t.Errorf("64MiB messages: %v, per-connection cap %d", err, c.connRecvBytes())
