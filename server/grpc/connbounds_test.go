@@ -165,9 +165,10 @@ func TestConcurrentLargeCallsOnOneConnection(t *testing.T) {
 
 // The same on OTEP streams: four streams of one connection each send 15 MB messages at once,
 // with every bound at its default, through a grpc-go client's generated StreamExporter stubs.
-// Every message is answered by its id, none by closing the connection under the other
-// streams; a message the intake limiter has no room for would end its stream alone with
-// RESOURCE_EXHAUSTED and RetryInfo, and be sent again on a new stream after the delay.
+// Every message is answered Success by its id, none by closing the connection under the other
+// streams (a stream ended with RESOURCE_EXHAUSTED and RetryInfo is opened again after the
+// delay, as a client does; with the default bounds the four fit the connection's share of the
+// intake limiter, 64 MiB, and none is).
 //
 // grpc-go's transport cannot pass it (the subtest is skipped, with the reason): its stream
 // reads a message without a reservation (an idle stream would hold one while it waits for its

@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"encoding/binary"
 	"io"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
@@ -23,7 +25,9 @@ import (
 //
 //  1. A message's prefix reserves its length from the intake limiter (the connection's account
 //     and -intake.max-bytes, as a unary call's does); its bytes are collected into a pooled
-//     buffer as they come, and the stream's window given back as they are taken in.
+//     buffer as they come, and the stream's window given back as they are taken in. A message
+//     the limiter has no room for is read past and answered FailedRetryable with the
+//     limiter's wait, as grpc-go's path answers it once admission refuses it (streamNoRoom).
 //  2. A whole message is scanned and admitted on the reader, and answered with an
 //     ExportResponse carrying its id and result code; the answers of one read leave in the
 //     read's one write. With -ack=upstream a waiter goroutine answers it once its batch is
@@ -38,8 +42,8 @@ import (
 //     answered), with the status grpc-go's path ends it with: OK when the client closed its
 //     side, at -grpc.stream.max-age (at once, an unfinished message dropped unanswered),
 //     after -grpc.stream.max-requests, at shutdown (drainStreams); UNAVAILABLE and RetryInfo
-//     under sustained overload; the receive error (too large, no room in the intake limiter,
-//     a broken message) otherwise. Its trailers go after its last answer, and a client that
+//     under sustained overload; the receive error (too large, a broken message, no room for
+//     a message whose id is not its first field) otherwise. Its trailers go after its last answer, and a client that
 //     did not close its side is reset with NO_ERROR, as grpc-go does.
 type otepStream struct {
 	on      bool  // the call is a StreamExporter stream
@@ -51,7 +55,12 @@ type otepStream struct {
 	eos     bool  // the client's END_STREAM came while bytes waited in the backlog
 	stalled bool  // more than -grpc.stream.max-unsent answers wait: counted once, and timed
 	// ends are where each answer not yet sent ends in the stream's parked bytes.
-	ends    []int
+	ends []int
+	// A message the intake limiter had no room for is read past, not kept: skip bytes of it
+	// are still to come; its first bytes are kept in peek for its id.
+	skip    int
+	peek    [1 + binary.MaxVarintLen64]byte
+	peekN   int
 	backlog *[]byte // bytes that came while reading was stopped (pooled)
 	backOff int     // the part of backlog taken in
 
@@ -269,6 +278,16 @@ func (c *h2Conn) streamWindowLocked(st *h2Stream) {
 func (c *h2Conn) consume(st *h2Stream, data []byte) int {
 	off := 0
 	for off < len(data) && !st.os.ending && !c.blocked(st) {
+		if st.os.skip > 0 {
+			k := min(len(data)-off, st.os.skip)
+			st.os.peekN += copy(st.os.peek[st.os.peekN:], data[off:off+k])
+			st.os.skip -= k
+			off += k
+			if st.os.skip == 0 {
+				c.streamNoRoom(st)
+			}
+			continue
+		}
 		if st.msgLen < 0 {
 			k := copy(st.pre[st.preN:], data[off:])
 			st.preN += k
@@ -277,6 +296,16 @@ func (c *h2Conn) consume(st *h2Stream, data []byte) int {
 				break
 			}
 			if _, err := st.checkPrefix(c); err != nil {
+				if err == errNoRoom && st.msgLen > 0 {
+					// Refused on its own, as grpc-go's path refuses it once read (admission
+					// finds no room): its bytes are read past, and its id answered.
+					st.os.skip, st.os.peekN = st.msgLen, 0
+					st.msgLen, st.preN = -1, 0
+					continue
+				}
+				if err == errNoRoom {
+					err = c.s.busy()
+				}
 				c.endStreamLocked(st, err)
 				break
 			}
@@ -325,12 +354,40 @@ func (c *h2Conn) streamMessage(st *h2Stream) {
 		delay = retryDelayMs(s.adm.BusyDelay())
 	}
 	st.releaseMsg() // admission copied the request
-	st.os.taken++
 	if b != nil {
 		c.awaitStream(st, b, id, max(sc.Items, 0))
 	} else {
 		c.streamAnswerLocked(st, id, resultOf(reason), delay)
 	}
+	c.afterMessage(st, reason)
+}
+
+// streamNoRoom answers a message the intake limiter had no room for, read past: FailedRetryable
+// with the limiter's wait, as grpc-go's path answers it (admission refuses it, Busy). Its id is
+// its first field, as every OTEP client writes it; a message whose id is not there ends the
+// stream with RESOURCE_EXHAUSTED and RetryInfo instead.
+func (c *h2Conn) streamNoRoom(st *h2Stream) {
+	s := c.s
+	ctr.refuse(kindOTEPStream, st.sig, admission.Busy, 0)
+	p := st.os.peek[:st.os.peekN]
+	num, typ, n := protowire.ConsumeTag(p)
+	if n <= 0 || num != 1 || typ != protowire.VarintType {
+		c.endStreamLocked(st, s.busy())
+		return
+	}
+	id, m := protowire.ConsumeVarint(p[n:])
+	if m <= 0 {
+		c.endStreamLocked(st, s.busy())
+		return
+	}
+	c.streamAnswerLocked(st, id, otepv1.ResultCode_FailedRetryable, retryDelayMs(s.adm.BusyDelay()))
+	c.afterMessage(st, admission.Busy)
+}
+
+// afterMessage ends the stream after a message answered for reason, when that is due.
+func (c *h2Conn) afterMessage(st *h2Stream, reason admission.Reason) {
+	s := c.s
+	st.os.taken++
 	switch {
 	case reason.Backpressure() && s.overloaded():
 		ctr.overload[kindOTEPStream].Inc()

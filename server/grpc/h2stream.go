@@ -144,6 +144,8 @@ var (
 	errUnaryExtra   = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
 	errNoMessage    = status.Error(codes.Internal, "grpc: the call ended before its request message did")
 	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	// errNoRoom is checkPrefix's refusal of a message the intake limiter has no room for.
+	errNoRoom = errors.New("grpc: no room in the intake limiter for the message")
 )
 
 // open checks a new call's headers, authorizes it and reads its tenant; an error it returns
@@ -355,6 +357,9 @@ func (st *h2Stream) data(c *h2Conn, b []byte) error {
 // its reservation from the intake limiter.
 func (st *h2Stream) prefix(c *h2Conn) {
 	if unwanted, err := st.checkPrefix(c); err != nil {
+		if err == errNoRoom {
+			err = c.s.busy()
+		}
 		st.resetEnd = unwanted // the rest of the message is not wanted
 		c.answerError(st, err, http.StatusOK)
 	}
@@ -363,7 +368,7 @@ func (st *h2Stream) prefix(c *h2Conn) {
 // checkPrefix checks a complete message prefix and reserves the message's bytes from the
 // intake limiter, unary call and stream message alike; on success the message's buffer is
 // ready. An error refuses the message; unwanted says its rest is not read (too large, or no
-// room for it), as grpc-go resets such a stream.
+// room for it: errNoRoom, with msgLen set), as grpc-go resets such a stream.
 func (st *h2Stream) checkPrefix(c *h2Conn) (unwanted bool, err error) {
 	s := c.s
 	n := binary.BigEndian.Uint32(st.pre[1:])
@@ -380,7 +385,8 @@ func (st *h2Stream) checkPrefix(c *h2Conn) (unwanted bool, err error) {
 	// waiting (the reader serves every stream of the connection), and refused as grpc-go's
 	// path refuses a call the limiter has no room for.
 	if !c.take(&st.hold, int64(n)) {
-		return true, s.busy()
+		st.msgLen = int(n) // the length of what is not read
+		return true, errNoRoom
 	}
 	st.msgLen = int(n)
 	st.msg = pool.GetBytes(int(n))
