@@ -386,7 +386,7 @@ func (c *Consumer) commitLoop() {
 // commit commits the acknowledged offset of every partition (of only, when not nil) that moved
 // past its last commit, and updates the lag.
 func (c *Consumer) commit(ctx context.Context, only map[string][]int32) {
-	offs := map[string]map[int32]kgo.EpochOffset{}
+	var offs map[string]map[int32]kgo.EpochOffset // made when a partition moved: an idle tick allocates nothing
 	rewind := false
 	c.mu.Lock()
 	for k, p := range c.mu.parts {
@@ -396,6 +396,9 @@ func (c *Consumer) commit(ctx context.Context, only map[string][]int32) {
 		p.advanceLocked()
 		rewind = rewind || p.rewind >= 0
 		if p.acked > p.committed {
+			if offs == nil {
+				offs = map[string]map[int32]kgo.EpochOffset{}
+			}
 			if offs[k.topic] == nil {
 				offs[k.topic] = map[int32]kgo.EpochOffset{}
 			}
