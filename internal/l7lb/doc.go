@@ -5,7 +5,8 @@
 // a gateway added by a reload takes its share, and that every admitted span arrives. v1 unary
 // calls cross them too, for each pair of otlpgate's gRPC transports (the edge's destination,
 // the gateways' intake), a reload mid-run included; and OTEP streams of an edge on the own
-// client (transport=otlpgate), re-balanced, reloaded, and reset by nginx's body limit.
+// client (transport=otlpgate), re-balanced, reloaded, and reset by nginx's body limit, and
+// streams ended by gateways on either transport (-grpc.stream.max-age, nginx's body limit).
 //
 // StartNginx and StartHAProxy run the balancers for the tests and for otlpbench's rebalance
 // scenario. Everything listens on 127.0.0.1. Without nginx or haproxy the tests skip with a

@@ -66,11 +66,9 @@ func startGatewayOn(t *testing.T, name string, maxAge time.Duration, transport s
 	g := &gateway{rec: testkit.NewRecorder(name)}
 	cfg := gatewayConfig()
 	cfg.GRPC.Listen = "127.0.0.1:0"
-	if transport != "" && transport != "grpc-go" {
-		// The own transport serves no OTEP streams and refuses their settings.
+	cfg.GRPC.StreamMaxAge = maxAge
+	if transport != "" {
 		cfg.GRPC.Transport = transport
-	} else {
-		cfg.GRPC.StreamMaxAge = maxAge
 	}
 	cfg.Extra = []pipeline.Destination{g.rec}
 	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))

@@ -112,13 +112,14 @@ func TestReloadAddsGateway(t *testing.T) {
 }
 
 // Gateways that end streams at -grpc.stream.max-age re-balance an edge that never re-opens by
-// itself: it re-opens each ended stream through the balancer, without loss, on either gRPC
-// transport of its destination.
+// itself: it re-opens each ended stream through the balancer, without loss, for each pair of
+// gRPC transports (the edge's destination, the gateways' intake).
 func TestServerMaxAge(t *testing.T) {
 	for ki, k := range kinds {
-		for _, tr := range transports {
-			t.Run(k.name+"/edge="+tr, func(t *testing.T) {
-				gws := []*gateway{startGateway(t, "gw1", period), startGateway(t, "gw2", period)}
+		for _, pair := range [][2]string{{"grpc-go", "grpc-go"}, {"otlpgate", "grpc-go"}, {"grpc-go", "otlpgate"}, {"otlpgate", "otlpgate"}} {
+			tr, gwTr := pair[0], pair[1]
+			t.Run(k.name+"/edge="+tr+"/gateways="+gwTr, func(t *testing.T) {
+				gws := []*gateway{startGatewayOn(t, "gw1", period, gwTr), startGatewayOn(t, "gw2", period, gwTr)}
 				lb := startBalancer(t, ki, addrs(gws...), Options{})
 				name := destName(t)
 				cfg := edgeConfig(name, lb.Addr(), 2, 0)
@@ -128,7 +129,7 @@ func TestServerMaxAge(t *testing.T) {
 				admitted := load(t, e, 1, 3*time.Second, time.Millisecond, nil)
 				dups := settle(t, admitted, gws...)
 				sh := shares(start, gws...)
-				t.Logf("%s, gateways end streams every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name+" (edge on "+tr+")", period, len(admitted), sh[0], sh[1], dups)
+				t.Logf("%s, gateways end streams every %v: %d spans, shares %.2f / %.2f, %d duplicates", k.name+" (edge on "+tr+", gateways on "+gwTr+")", period, len(admitted), sh[0], sh[1], dups)
 				for i, s := range sh {
 					if s < 0.2 {
 						t.Errorf("gateway %d took %.2f of the traffic", i+1, s)
@@ -142,46 +143,49 @@ func TestServerMaxAge(t *testing.T) {
 
 // nginx counts a whole gRPC stream as one request body: with its default client_max_body_size
 // (1m) a stream that carries more is reset mid-way and its pending requests are sent again.
-// rebalance-bytes (default 960KiB) re-opens streams before that; with it off, the resets show.
+// rebalance-bytes (default 960KiB) re-opens streams before that; with it off, the resets show,
+// on the gateways' streams too, whichever gRPC transport serves them.
 func TestNginxDefaultBodyLimit(t *testing.T) {
 	pad := strings.Repeat("x", 1024)
 	body := func(id uint64) []byte { return paddedSpanBody(id, pad) }
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("rebalance-bytes=%v", on), func(t *testing.T) {
-			gws := []*gateway{startGateway(t, "gw1", 0), startGateway(t, "gw2", 0)}
-			lb := startBalancer(t, 0, addrs(gws...), Options{Replace: map[string]string{
-				"client_max_body_size 0;": "client_max_body_size 1m;"}})
-			name := destName(t)
-			cfg := edgeConfig(name, lb.Addr(), 1, 0)
-			if !on {
-				cfg.RebalanceBytes = 0
-			}
-			e := startEdge(t, cfg)
-			// 3,000 spans of 1KiB, about 3MiB through one stream: three times nginx's default.
-			var admitted []uint64
-			for id := uint64(1); id <= 3000; id++ {
-				for tries := 0; e.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body(id), Items: 1}) != nil; tries++ {
-					if tries > 1000 {
-						t.Fatalf("span %d not admitted", id)
+	for _, gwTr := range transports {
+		for _, on := range []bool{true, false} {
+			t.Run(fmt.Sprintf("gateways=%s/rebalance-bytes=%v", gwTr, on), func(t *testing.T) {
+				gws := []*gateway{startGatewayOn(t, "gw1", 0, gwTr), startGatewayOn(t, "gw2", 0, gwTr)}
+				lb := startBalancer(t, 0, addrs(gws...), Options{Replace: map[string]string{
+					"client_max_body_size 0;": "client_max_body_size 1m;"}})
+				name := destName(t)
+				cfg := edgeConfig(name, lb.Addr(), 1, 0)
+				if !on {
+					cfg.RebalanceBytes = 0
+				}
+				e := startEdge(t, cfg)
+				// 3,000 spans of 1KiB, about 3MiB through one stream: three times nginx's default.
+				var admitted []uint64
+				for id := uint64(1); id <= 3000; id++ {
+					for tries := 0; e.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body(id), Items: 1}) != nil; tries++ {
+						if tries > 1000 {
+							t.Fatalf("span %d not admitted", id)
+						}
+						time.Sleep(time.Millisecond)
 					}
-					time.Sleep(time.Millisecond)
+					admitted = append(admitted, id)
+					if id%100 == 0 {
+						time.Sleep(5 * time.Millisecond) // spread over many batches and a few seconds
+					}
 				}
-				admitted = append(admitted, id)
-				if id%100 == 0 {
-					time.Sleep(5 * time.Millisecond) // spread over many batches and a few seconds
+				dups := settle(t, admitted, gws...)
+				resent := counter(t, "otlpgate_client_resent_requests_total", "destination", name)
+				byBytes := counter(t, "otlpgate_client_streams_ended_total", "destination", name)
+				t.Logf("gateways on %s, rebalance-bytes on=%v: %d spans of 1KiB, %v requests re-sent, %d duplicates, %v stream ends", gwTr, on, len(admitted), resent, dups, byBytes)
+				if on && (resent != 0 || dups != 0) {
+					t.Errorf("with rebalance-bytes, nginx's default body limit still reset streams: %v re-sent, %d duplicates", resent, dups)
 				}
-			}
-			dups := settle(t, admitted, gws...)
-			resent := counter(t, "otlpgate_client_resent_requests_total", "destination", name)
-			byBytes := counter(t, "otlpgate_client_streams_ended_total", "destination", name)
-			t.Logf("rebalance-bytes on=%v: %d spans of 1KiB, %v requests re-sent, %d duplicates, %v stream ends", on, len(admitted), resent, dups, byBytes)
-			if on && (resent != 0 || dups != 0) {
-				t.Errorf("with rebalance-bytes, nginx's default body limit still reset streams: %v re-sent, %d duplicates", resent, dups)
-			}
-			if !on && resent == 0 {
-				t.Errorf("without rebalance-bytes, no stream was reset: the test no longer shows nginx's limit")
-			}
-			checkDups(t, name, dups)
-		})
+				if !on && resent == 0 {
+					t.Errorf("without rebalance-bytes, no stream was reset: the test no longer shows nginx's limit")
+				}
+				checkDups(t, name, dups)
+			})
+		}
 	}
 }
