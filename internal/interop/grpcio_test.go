@@ -18,6 +18,7 @@ import (
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // debianPython is Debian's interpreter, where python3-grpcio and python3-protobuf install: a
@@ -31,7 +32,7 @@ var (
 )
 
 // descriptorSet writes, once per run, the FileDescriptorSet of the three OTLP collector
-// services and everything they import, dependencies first, as otlpgate's generated code holds
+// services and otlpgate's OTEP services, and everything they import, dependencies first, as otlpgate's generated code holds
 // it: the Python peer builds its message classes from it.
 func descriptorSet(t testing.TB) string {
 	t.Helper()
@@ -52,6 +53,7 @@ func descriptorSet(t testing.TB) string {
 		add(coltracev1.File_opentelemetry_proto_collector_trace_v1_trace_service_proto)
 		add(colmetricsv1.File_opentelemetry_proto_collector_metrics_v1_metrics_service_proto)
 		add(collogsv1.File_opentelemetry_proto_collector_logs_v1_logs_service_proto)
+		add(otepv1.File_otep_v1_otep_proto)
 		b, err := proto.Marshal(&set)
 		if err != nil {
 			descErr = err
@@ -141,3 +143,9 @@ func TestGRPCIOServerGoAway(t *testing.T) {
 		})
 	}
 }
+
+// grpcio clients of otlpgate's OTEP services, unary calls and streams whose requests are all
+// written before their answers are read, send every signal and a 2 MiB request to the intake
+// on both transports: each request is answered Success with its id, and the strict upstream
+// gets exactly what was sent.
+func TestGRPCIOClientOTEP(t *testing.T) { testPeerClientsOTEP(t, grpcio) }

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/otlpgate/otlpgate/internal/strictsink"
 )
 
 // nodeDir holds the grpc-js peer and its pinned modules (npm ci, make interop-deps).
@@ -187,35 +185,6 @@ func TestGRPCJSServerOTEPStreamGoAway(t *testing.T) {
 
 // grpc-js clients of otlpgate's OTEP services, unary calls and streams of requests answered by
 // id (several in flight on a stream), send every signal and a 2 MiB request to the intake on
-// both transports: each request is
-// answered Success with its id, and the strict upstream gets exactly what was sent.
-func TestGRPCJSClientOTEP(t *testing.T) {
-	grpcJS.available(t)
-	for _, tr := range transports {
-		for _, mode := range []string{"unary", "stream"} {
-			t.Run(tr+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				sink, err := strictsink.Start("127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(sink.Close)
-				g := startGate(t, "-grpc.transport", tr, "-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
-				calls := plan(fmt.Sprintf("otep-%s-%s", tr, mode), 1, true)
-				name, argv := grpcJS.command(t, map[string]any{"mode": "client", "target": g.GRPC, "otep": mode, "calls": calls})
-				lines, err := runPeerClient(t, name, argv...)
-				if err != nil || len(lines) != len(calls) {
-					t.Fatalf("grpc-js OTEP %s client: %v, calls %+v", mode, err, lines)
-				}
-				for _, l := range lines {
-					if !l.OK {
-						t.Errorf("call %d: code %d %s", *l.Call, l.Code, l.Details)
-					}
-				}
-				var w want
-				w.add(calls)
-				checkSink(t, sink, w)
-			})
-		}
-	}
-}
+// both transports: each request is answered Success with its id, and the strict upstream gets
+// exactly what was sent.
+func TestGRPCJSClientOTEP(t *testing.T) { testPeerClientsOTEP(t, grpcJS) }

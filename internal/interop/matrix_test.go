@@ -366,6 +366,40 @@ func testPeerClientsParallel(t *testing.T, p peer) {
 	}
 }
 
+// testPeerClientsOTEP is the peer calling otlpgate's OTEP services on the intake of each
+// transport, unary and streamed: every signal and a 2 MiB request, each answered Success with
+// its id, and exactly the sent items at the strict upstream.
+func testPeerClientsOTEP(t *testing.T, p peer) {
+	p.available(t)
+	for _, tr := range transports {
+		for _, mode := range []string{"unary", "stream"} {
+			t.Run(tr+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				sink, err := strictsink.Start("127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(sink.Close)
+				g := startGate(t, "-grpc.transport", tr, "-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
+				calls := plan(fmt.Sprintf("%s-otep-%s-%s", p.name, tr, mode), 1, true)
+				name, argv := p.command(t, map[string]any{"mode": "client", "target": g.GRPC, "otep": mode, "calls": calls})
+				lines, err := runPeerClient(t, name, argv...)
+				if err != nil || len(lines) != len(calls) {
+					t.Fatalf("%s OTEP %s client: %v, calls %+v", p.name, mode, err, lines)
+				}
+				for _, l := range lines {
+					if !l.OK {
+						t.Errorf("call %d: code %d %s", *l.Call, l.Code, l.Details)
+					}
+				}
+				var w want
+				w.add(calls)
+				checkSink(t, sink, w)
+			})
+		}
+	}
+}
+
 // sendToGate exports calls to otlpgate's intake at addr with a grpc-go client, as requests
 // built here, each answered before the next.
 func sendToGate(t *testing.T, addr string, calls []call) {

@@ -85,6 +85,74 @@ def request(c):
     return req
 
 
+OTEP = {
+    "traces": ("ExportTraces", "otlpgate.otep.v1.TraceExportRequest", "resource_spans", "resourceSpans"),
+    "metrics": ("ExportMetrics", "otlpgate.otep.v1.MetricExportRequest", "resource_metrics", "resourceMetrics"),
+    "logs": ("ExportLogs", "otlpgate.otep.v1.LogExportRequest", "resource_logs", "resourceLogs"),
+}
+
+
+def otep_request(c, rid):
+    method, name, v1_field, otep_field = OTEP[c["signal"]]
+    req = cls(name)(id=rid)
+    getattr(req, otep_field).extend(getattr(request(c), v1_field))
+    return req
+
+
+def client_otep(channel):
+    """With "otep":"unary" one UnaryExporter call per call, with "otep":"stream" one
+    StreamExporter stream per signal carrying all its calls before any answer is read; a call
+    is ok when its answer is Success with its id."""
+    response = cls("otlpgate.otep.v1.ExportResponse")
+    failed = False
+
+    def report(i, resp=None, err=None):
+        nonlocal failed
+        if err is not None:
+            failed = True
+            out({"call": i, "ok": False, "code": err.code().value[0], "details": err.details()})
+        elif resp.result_code != 0 or resp.id != i + 1:
+            failed = True
+            out({"call": i, "ok": False, "code": -1, "details": "answer id %d code %d" % (resp.id, resp.result_code)})
+        else:
+            out({"call": i, "ok": True})
+
+    if opts["otep"] == "unary":
+        for i, c in enumerate(opts["calls"]):
+            call = channel.unary_unary("/otlpgate.otep.v1.UnaryExporter/" + OTEP[c["signal"]][0],
+                                       request_serializer=lambda m: m.SerializeToString(),
+                                       response_deserializer=response.FromString)
+            try:
+                report(i, resp=call(otep_request(c, i + 1), timeout=20))
+            except grpc.RpcError as e:
+                report(i, err=e)
+    else:
+        for signal in OTEP:
+            mine = [(i, c) for i, c in enumerate(opts["calls"]) if c["signal"] == signal]
+            if not mine:
+                continue
+            stream = channel.stream_stream("/otlpgate.otep.v1.StreamExporter/" + OTEP[signal][0],
+                                           request_serializer=lambda m: m.SerializeToString(),
+                                           response_deserializer=response.FromString)
+            pending = {i for i, _ in mine}
+            try:
+                for resp in stream(iter([otep_request(c, i + 1) for i, c in mine]), timeout=20):
+                    if resp.id - 1 in pending:
+                        pending.discard(resp.id - 1)
+                        report(resp.id - 1, resp=resp)
+                    if not pending:
+                        break
+            except grpc.RpcError as e:
+                for i in sorted(pending):
+                    report(i, err=e)
+                pending.clear()
+            for i in sorted(pending):
+                failed = True
+                out({"call": i, "ok": False, "code": -1, "details": "stream ended unanswered"})
+    channel.close()
+    sys.exit(1 if failed else 0)
+
+
 def client():
     if opts.get("ca"):
         with open(opts["ca"], "rb") as f:
@@ -92,6 +160,8 @@ def client():
         channel = grpc.secure_channel(opts["target"], creds, options=CHANNEL_OPTIONS)
     else:
         channel = grpc.insecure_channel(opts["target"], options=CHANNEL_OPTIONS)
+    if opts.get("otep"):
+        client_otep(channel)
     compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(opts.get("compression"), grpc.Compression.NoCompression)
     failed = False
 
