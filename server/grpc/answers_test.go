@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/testkit"
+	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
 // A client that grants its stream no window takes no answer. The stream answers
@@ -83,4 +86,68 @@ func testUnsentAnswersStopReading(t *testing.T, tr string) {
 			t.Errorf("ack=%v: %v streams ended for answers not taken, want %v", ack, got, wantTimeouts)
 		}
 	}
+}
+
+// A stream that stopped reading because its client took no answer reads on, from where it
+// stopped, once the client grants window: every request is answered, in order, by its id,
+// and the stream ends cleanly. On both transports.
+func TestStalledStreamReadsOnWhenAnswersTaken(t *testing.T) {
+	onTransports(t, testStalledStreamReadsOnWhenAnswersTaken)
+}
+
+func testStalledStreamReadsOnWhenAnswersTaken(t *testing.T, tr string) {
+	const n = 40
+	sc := configFor(tr)
+	sc.StreamMaxUnsent = 4
+	e := start(t, testPipelineConfig(), sc, nil)
+	read := func() float64 { return testutil.ToFloat64(ctr.reqs[kindOTEPStream][fastpath.Traces]) }
+	before := read()
+	c := dialH2(t, e.srv.Addr().String(), "", nil, 0)
+	id := c.open(t, "/otlpgate.otep.v1.StreamExporter/ExportTraces")
+	body := traceBody(t, 3, 2)
+	for i := range n {
+		req := otepReq(t, uint64(i+1), body)
+		c.data(t, id, grpcMsg(len(req), req))
+	}
+	testkit.WaitFor(t, "the stream to stop reading", func() bool { return read()-before >= 5 })
+	time.Sleep(50 * time.Millisecond) // it stays stopped
+	if got := read() - before; got != 5 {
+		t.Fatalf("the stream read %v requests with no answer taken, want 5", got)
+	}
+	c.grant(t, id, 1<<20)
+	var answers []byte
+	testkit.WaitFor(t, "every answer", func() bool {
+		answers = c.received(id)
+		return countMessages(answers) == n
+	})
+	for want := uint64(1); len(answers) > 0; want++ {
+		m := answers[5 : 5+binary.BigEndian.Uint32(answers[1:5])]
+		answers = answers[5+len(m):]
+		var resp otepv1.ExportResponse
+		if err := resp.UnmarshalVT(m); err != nil || resp.Id != want || resp.ResultCode != otepv1.ResultCode_Success {
+			t.Fatalf("answer %d: %v, %v", want, &resp, err)
+		}
+	}
+	c.dataEnd(t, id, nil)
+	if end := c.waitEnd(t); end.id != id || end.status != "0" {
+		t.Fatalf("stream end %+v, want grpc-status 0", end)
+	}
+	e.p.Flush()
+	if _, items := totals(e.rec); items != 2*n {
+		t.Fatalf("destination got %d spans, want %d", items, 2*n)
+	}
+}
+
+// countMessages counts the whole gRPC messages in b.
+func countMessages(b []byte) int {
+	n := 0
+	for len(b) >= 5 {
+		l := 5 + int(binary.BigEndian.Uint32(b[1:5]))
+		if len(b) < l {
+			break
+		}
+		b = b[l:]
+		n++
+	}
+	return n
 }

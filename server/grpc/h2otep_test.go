@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -216,4 +219,50 @@ func sortedAnswers(answers []byte) []byte {
 		out = protowire.AppendBytes(out, a)
 	}
 	return out
+}
+
+// A stream message the intake limiter has no room for is read past on the own transport and
+// answered FailedRetryable by its id, its first field as OTEP clients write it; one whose id
+// comes later cannot be answered by id, and ends its stream with RESOURCE_EXHAUSTED and
+// RetryInfo. The connection serves on either way, and the refused messages reserve nothing.
+func TestH2StreamNoRoom(t *testing.T) {
+	sc := configFor(TransportOwn)
+	sc.Limiter = admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxConnBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
+	sc.MaxRecvMsgSize = 4 << 20
+	if !sc.Limiter.AcquireBytes(admission.IntakeGRPC, 4<<20, nil) {
+		t.Fatal("cannot fill the limiter")
+	}
+	e := start(t, testPipelineConfig(), sc, nil)
+	c := dialH2(t, e.srv.Addr().String(), "", nil, 1<<20)
+	body := traceBody(t, 3, 2)
+
+	first := c.open(t, streamTracesPath)
+	req := otepReq(t, 5, body)
+	c.data(t, first, grpcMsg(len(req), req))
+	testkit.WaitFor(t, "the answer", func() bool { return countMessages(c.received(first)) == 1 })
+	a := c.received(first)
+	var resp otepv1.ExportResponse
+	if err := resp.UnmarshalVT(a[5:]); err != nil || resp.Id != 5 || resp.ResultCode != otepv1.ResultCode_FailedRetryable || resp.RetryDelayMs != 30 {
+		t.Fatalf("answer %v, %v; want id 5 FailedRetryable after 30 ms", &resp, err)
+	}
+
+	late := c.open(t, streamTracesPath)
+	idLast := protowire.AppendVarint(append(append([]byte(nil), body...), 0x08), 6) // the entries, then the id
+	c.data(t, late, grpcMsg(len(idLast), idLast))
+	if end := c.waitEnd(t); end.id != late || end.status != strconv.Itoa(int(codes.ResourceExhausted)) {
+		t.Fatalf("stream end %+v, want trailers-only RESOURCE_EXHAUSTED", end)
+	}
+	if end := c.waitEnd(t); end.id != late || !end.reset || end.code != http2.ErrCodeNo {
+		t.Fatalf("after the trailers %+v, want RST_STREAM NO_ERROR: the client did not end its side", end)
+	}
+	u := c.open(t, "/no.such.Service/Export")
+	c.dataEnd(t, u, grpcMsg(2, []byte{0x08, 0x63}))
+	if end := c.waitEnd(t); end.id != u || end.status != strconv.Itoa(int(codes.Unimplemented)) {
+		t.Fatalf("a call after the refusals: %+v", end)
+	}
+	// Only the limiter's own filling is held: the refused messages reserved nothing.
+	sc.Limiter.ReleaseBytes(admission.IntakeGRPC, 4<<20)
+	if held := sc.Limiter.Bytes(); held != 0 {
+		t.Fatalf("%d bytes still reserved", held)
+	}
 }

@@ -25,6 +25,10 @@ type rawH2 struct {
 	wins   chan uint32   // streams the server granted window to
 	ends   chan h2End    // streams the server ended: trailers (END_STREAM on HEADERS) or RST_STREAM
 	dec    *hpack.Decoder
+	got    struct {
+		sync.Mutex
+		data map[uint32][]byte // the DATA payloads the server sent, by stream
+	}
 }
 
 // h2End is a stream the server ended: its grpc-status (trailers), or the code of its reset.
@@ -91,6 +95,13 @@ func dialH2(t *testing.T, addr, local string, tc *tls.Config, streamWindow uint3
 					default:
 					}
 				}
+			case *http2.DataFrame:
+				c.got.Lock()
+				if c.got.data == nil {
+					c.got.data = map[uint32][]byte{}
+				}
+				c.got.data[f.StreamID] = append(c.got.data[f.StreamID], f.Data()...)
+				c.got.Unlock()
 			case *http2.RSTStreamFrame:
 				select {
 				case c.ends <- h2End{id: f.StreamID, reset: true, code: f.ErrCode}:
@@ -149,6 +160,23 @@ func (c *rawH2) dataEnd(t *testing.T, id uint32, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.fr.WriteData(id, true, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// received returns the DATA bytes the server sent on stream id so far.
+func (c *rawH2) received(id uint32) []byte {
+	c.got.Lock()
+	defer c.got.Unlock()
+	return append([]byte(nil), c.got.data[id]...)
+}
+
+// grant gives the server n bytes of window on stream id.
+func (c *rawH2) grant(t *testing.T, id, n uint32) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fr.WriteWindowUpdate(id, n); err != nil {
 		t.Fatal(err)
 	}
 }

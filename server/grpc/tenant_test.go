@@ -34,13 +34,19 @@ func startTenants(t *testing.T, max int, routes ...tenant.Match) *env {
 // startTenantsWith starts the server and its pipeline with the tenant table of cfg.
 func startTenantsWith(t *testing.T, cfg tenant.Config) (*env, *tenant.Table) {
 	t.Helper()
+	return startTenantsOn(t, TransportGRPCGo, cfg)
+}
+
+// startTenantsOn is startTenantsWith on transport tr.
+func startTenantsOn(t *testing.T, tr string, cfg tenant.Config) (*env, *tenant.Table) {
+	t.Helper()
 	ts, err := tenant.NewTable(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc := testPipelineConfig()
 	pc.Tenants = ts
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.Tenants = ts
 	return start(t, pc, sc, nil), ts
 }
@@ -234,9 +240,11 @@ func TestTenantRateGRPC(t *testing.T) {
 // table; its next request looks the tenant up again, so the tenant is back in the table (its
 // requests counted and rate-limited under the tenant the table holds), and every request is
 // still in a batch of its own tenant.
-func TestTenantStreamAfterIdle(t *testing.T) {
+func TestTenantStreamAfterIdle(t *testing.T) { onTransports(t, testTenantStreamAfterIdle) }
+
+func testTenantStreamAfterIdle(t *testing.T, tr string) {
 	const idle = 50 * time.Millisecond
-	e, ts := startTenantsWith(t, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
+	e, ts := startTenantsOn(t, tr, tenant.Config{Headers: []string{"x-scope-orgid"}, Max: 10, Idle: idle})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body := traceBody(t, 1, 2)
