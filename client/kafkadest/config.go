@@ -24,8 +24,8 @@ type Config struct {
 	JSON bool
 	// ByTraceID sends spans one record per trace, keyed by the trace id (partition=trace_id).
 	ByTraceID bool
-	// ByResource sends records of one resource each, keyed by a hash of its attributes
-	// (partition=resource).
+	// ByResource sends records of one resource each, keyed by the Collector's hash of its
+	// attributes (partition=resource, reskey.go).
 	ByResource bool
 	// Compression of record batches: "", gzip, snappy, lz4 or zstd (compression).
 	Compression string

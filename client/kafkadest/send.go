@@ -1,8 +1,6 @@
 package kafkadest
 
 import (
-	"encoding/binary"
-	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +50,10 @@ type send struct {
 	cut   cutter
 	limit int // the largest record batch the records were cut for
 	tr    byTrace
-	// With partition=resource, each run's key: the hex of its resource's hash, in rkeyBuf.
+	// With partition=resource, each run's key, its resource's key (reskey.go), in rkeyBuf.
 	rkeys   []span
 	rkeyBuf []byte
+	rk      resourceKeyer
 	json    []byte // otlp_json values
 }
 
@@ -100,8 +99,10 @@ func putSend(s *send) {
 	for i := range s.tr.items {
 		s.tr.items[i] = traceOf{}
 	}
-	if cap(s.cut.buf) > maxKeptScratch || cap(s.tr.out) > maxKeptScratch || cap(s.json) > maxKeptScratch {
-		s.cut, s.tr, s.json = cutter{}, byTrace{}, nil
+	clear(s.rk.kvs[:cap(s.rk.kvs)])
+	if cap(s.cut.buf) > maxKeptScratch || cap(s.tr.out) > maxKeptScratch || cap(s.json) > maxKeptScratch ||
+		cap(s.rk.spelling) > maxKeptScratch {
+		s.cut, s.tr, s.json, s.rk = cutter{}, byTrace{}, nil, resourceKeyer{}
 	}
 	sends.Put(s)
 }
@@ -185,19 +186,17 @@ func (s *send) buildJSON(topic string) error {
 	return nil
 }
 
-// byResource cuts each run of consecutive resource entries of one resource (by the hash a
-// balanced destination's balance=resource gives it) on its own, keyed by the hash in hex.
+// byResource cuts each run of consecutive resource entries with the same resource key (the
+// Collector's, reskey.go) on its own, keyed by those 16 bytes.
 func (s *send) byResource(payload []byte) error {
 	s.rkeys, s.rkeyBuf = s.rkeys[:0], s.rkeyBuf[:0]
-	runFrom, runTo, runKey := -1, -1, uint64(0)
+	runFrom, runTo, runKey := -1, -1, [resourceKeySize]byte{}
 	flush := func() error {
 		if runFrom < 0 {
 			return nil
 		}
-		var raw [8]byte
-		binary.BigEndian.PutUint64(raw[:], runKey)
 		from := len(s.rkeyBuf)
-		s.rkeyBuf = hex.AppendEncode(s.rkeyBuf, raw[:])
+		s.rkeyBuf = append(s.rkeyBuf, runKey[:]...)
 		s.rkeys = append(s.rkeys, span{from: int32(from), to: int32(len(s.rkeyBuf))})
 		err := s.cut.cut(payload[runFrom:runTo], len(s.rkeys)-1)
 		runFrom = -1
@@ -212,7 +211,7 @@ func (s *send) byResource(payload []byte) error {
 		if f.Num != fEntry || f.Type != protowire.BytesType {
 			return errNotEntries
 		}
-		k, err := fastpath.ResourceKey(payload[f.Value:f.End], fastpath.SplitResource)
+		k, err := s.rk.key(payload[f.Value:f.End])
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatautil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -517,7 +518,8 @@ func TestKafkaDestinationTopicMaxMessageBytes(t *testing.T) {
 }
 
 // With partition=resource each resource's spans land in one partition, in records of that
-// resource alone keyed alike, whichever request and batch brought them.
+// resource alone keyed alike, whichever request and batch brought them: the key and the
+// partition a Collector's Kafka exporter gives them.
 func TestKafkaDestinationByResource(t *testing.T) {
 	kc := startKafka(t)
 	cfg := testConfig()
@@ -566,6 +568,14 @@ func TestKafkaDestinationByResource(t *testing.T) {
 				t.Errorf("resource %s in partitions %d and %d", svc, p, r.partition)
 			}
 			keyOf[svc], partOf[svc] = r.key, r.partition
+			// The key is the Collector's partition_*_by_resource_attributes key, computed by its
+			// own code, and the partition the one its exporter's partitioner picks for it.
+			if want := pdatautil.MapHash(rss.At(i).Resource().Attributes()); r.key != string(want[:]) {
+				t.Errorf("resource %s keyed %x; the Collector keys it %x", svc, r.key, want)
+			}
+			if want := saramaPartition(r.key, kafkaPartitions); r.partition != want {
+				t.Errorf("resource %s is in partition %d; the Collector's exporter puts it in %d", svc, r.partition, want)
+			}
 		}
 		if rss.Len() != 1 && r.key != "" {
 			for i := 1; i < rss.Len(); i++ {
