@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
@@ -224,7 +225,8 @@ func sortedAnswers(answers []byte) []byte {
 // A stream message the intake limiter has no room for is read past on the own transport and
 // answered FailedRetryable by its id, its first field as OTEP clients write it; one whose id
 // comes later cannot be answered by id, and ends its stream with RESOURCE_EXHAUSTED and
-// RetryInfo. The connection serves on either way, and the refused messages reserve nothing.
+// RetryInfo. The connection serves on either way, the refused messages reserve nothing, and a
+// message that finds room again is admitted.
 func TestH2StreamNoRoom(t *testing.T) {
 	sc := configFor(TransportOwn)
 	sc.Limiter = admission.NewLimiter(admission.LimiterConfig{MaxBytes: 4 << 20, MaxConnBytes: 4 << 20, MaxDecodes: 2, Wait: 30 * time.Millisecond})
@@ -260,8 +262,18 @@ func TestH2StreamNoRoom(t *testing.T) {
 	if end := c.waitEnd(t); end.id != u || end.status != strconv.Itoa(int(codes.Unimplemented)) {
 		t.Fatalf("a call after the refusals: %+v", end)
 	}
-	// Only the limiter's own filling is held: the refused messages reserved nothing.
+	// Only the limiter's own filling is held: the refused messages reserved nothing, and with
+	// room again the stream's next message is admitted.
 	sc.Limiter.ReleaseBytes(admission.IntakeGRPC, 4<<20)
+	req = otepReq(t, 7, body)
+	c.data(t, first, grpcMsg(len(req), req))
+	testkit.WaitFor(t, "the answer once there is room", func() bool { return countMessages(c.received(first)) == 2 })
+	a = c.received(first)
+	a = a[5+binary.BigEndian.Uint32(a[1:5]):]
+	resp.Reset()
+	if err := resp.UnmarshalVT(a[5:]); err != nil || resp.Id != 7 || resp.ResultCode != otepv1.ResultCode_Success {
+		t.Fatalf("answer %v, %v; want id 7 Success", &resp, err)
+	}
 	if held := sc.Limiter.Bytes(); held != 0 {
 		t.Fatalf("%d bytes still reserved", held)
 	}
