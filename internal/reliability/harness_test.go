@@ -48,6 +48,7 @@ type upstream struct {
 
 	failPct       int           // answer FailedRetryable to this share of requests
 	delay         time.Duration // take this long over each request: a slow upstream
+	hold          chan struct{} // take no request until this is closed (nil: none)
 	throttleEvery int64         // end the stream with UNAVAILABLE + RetryInfo every Nth request
 	throttleFor   time.Duration // the RetryInfo delay
 	silent        atomic.Bool   // read every request and answer none: a server that hangs
@@ -123,6 +124,13 @@ func (u *upstream) ExportTraces(st otepv1.StreamExporter_ExportTracesServer) err
 		if u.silent.Load() {
 			u.unanswered.Add(1)
 			continue // forgotten: as if the server lost it
+		}
+		if u.hold != nil {
+			select {
+			case <-u.hold:
+			case <-st.Context().Done():
+				return st.Context().Err()
+			}
 		}
 		n := u.requests.Add(1)
 		if u.delay > 0 {
@@ -249,6 +257,10 @@ func load(t *testing.T, addr string, n int, pause func(i int)) map[uint64]bool {
 
 // loadFrom is load for ids first..first+n-1; it also returns how many answers were
 // FailedRetryable (backpressure).
+// refusedAll counts the FailedRetryable answers every loadFrom has had, for a test that waits
+// for backpressure while its clients still send.
+var refusedAll atomic.Int64
+
 func loadFrom(t *testing.T, addr string, first, n int, pause func(i int)) (map[uint64]bool, int) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -282,6 +294,7 @@ func loadFrom(t *testing.T, addr string, first, n int, pause func(i int)) (map[u
 				mu.Unlock()
 			case otepv1.ResultCode_FailedRetryable:
 				refused.Add(1)
+				refusedAll.Add(1)
 				retry <- resp.Id
 			}
 			outstanding.Add(-1)

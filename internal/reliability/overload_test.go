@@ -9,14 +9,34 @@ import (
 // Four clients send as fast as they can to an upstream that takes 2 ms per request, far more
 // than it can absorb: otlpgate stays within its queue bound, answers with backpressure
 // (FailedRetryable), and once the load stops delivers everything it accepted.
+//
+// The upstream takes nothing until the first backpressure answer: whether four clients
+// outrun a 2 ms upstream depends on how busy the machine is (on a loaded one otlpgate's
+// batches kept up and the queue never filled), while an upstream that lags from the start
+// makes the queue fill on any machine.
 func TestOverloadTenTimesFasterThanUpstream(t *testing.T) {
 	seen := newSeen()
-	up := startUpstream(t, seen, func(u *upstream) { u.delay = 2 * time.Millisecond })
+	hold := make(chan struct{})
+	up := startUpstream(t, seen, func(u *upstream) { u.delay, u.hold = 2*time.Millisecond, hold })
 	pc := pipelineConfig()
 	pc.QueueMaxBytes = 256 << 10
 	dc := destConfig("slow", up.addr())
 	dc.QueueBytes = pc.QueueMaxBytes // as otlpgate derives it for a single destination
 	g := startGate(t, pc, dc)
+
+	refusedBefore := refusedAll.Load()
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		defer close(hold)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			if refusedAll.Load() > refusedBefore {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	defer func() { <-released }()
 
 	const clients, each = 4, 1500
 	var mu sync.Mutex
