@@ -65,8 +65,10 @@ type gate struct {
 func startGate(t testing.TB, extra ...string) *gate {
 	t.Helper()
 	g := &gate{stderr: &testkit.LockedBuffer{}, exited: make(chan struct{})}
+	// -file.path: a gate started without -dest writes into the test's directory, not the
+	// package's.
 	args := []string{"-grpc.listen", "127.0.0.1:0", "-admin.listen", "127.0.0.1:0", "-http.listen", "",
-		"-uds.listen", "", "-batch.max-age", "10ms"}
+		"-uds.listen", "", "-batch.max-age", "10ms", "-file.path", filepath.Join(t.TempDir(), "otlp.jsonl")}
 	g.cmd = exec.Command(otlpgateBin, append(args, extra...)...)
 	g.cmd.Stderr = g.stderr
 	g.cmd.Stdout = io.Discard
