@@ -21,11 +21,14 @@ const (
 	IntakeKafka
 	IntakeUDS
 	IntakeHTTP
+	// IntakeKafkaConsume is the Kafka consumer intake (-kafka.consume.*), whose OTLP/JSON
+	// records' protobuf form is charged to the shared budget while it is built.
+	IntakeKafkaConsume
 	// NumIntakes is the number of intakes, for arrays indexed by Intake.
 	NumIntakes
 )
 
-var intakeNames = [NumIntakes]string{"grpc", "kafka", "uds", "http"}
+var intakeNames = [NumIntakes]string{"grpc", "kafka", "uds", "http", "kafka_consume"}
 
 // String returns the intake as used in metric labels. Safe for concurrent use.
 func (i Intake) String() string {

@@ -239,6 +239,7 @@ func (g *Gateway) build() error {
 	// The consumer commits a record's offset once it is delivered: the pipeline's batch tells
 	// it when, whatever -ack says; with a spool, once the record is spooled.
 	cfg.KafkaConsume.Tenants = cfg.Pipeline.Tenants
+	cfg.KafkaConsume.Limiter = g.lim
 	var consumeIn kafkaconsume.Admitter = g.p
 	if g.sa != nil {
 		consumeIn = spooledConsume{g.sa}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
+	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
 // Encodings of a record's value.
@@ -41,8 +42,12 @@ type Config struct {
 	// MaxRecordBytes bounds a record's value (-kafka.consume.max-record-bytes, default 16MiB);
 	// a larger one is skipped, counted in
 	// otlpgate_kafka_consume_skipped_records_total{reason="too_large"}. An OTLP/JSON record's
-	// protobuf form is bounded by four times it.
+	// protobuf form is bounded by four times it, and by the intake limiter's budget.
 	MaxRecordBytes int
+	// Limiter is the process-wide intake limiter (-intake.*), nil for none: the protobuf form
+	// of an OTLP/JSON record is charged to it, as the HTTP intake's transcoding output is,
+	// while it is built and admitted.
+	Limiter *admission.Limiter
 	// MaxPollRecords bounds the records taken from the client at once
 	// (-kafka.consume.max-poll-records, default 1000).
 	MaxPollRecords int

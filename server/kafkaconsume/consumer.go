@@ -246,10 +246,28 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) handled {
 	t := c.topics[r.Topic]
 	recordBytes.Add(float64(len(r.Value)))
 	req, reason, err := c.dec.decode(t, r)
+	for waited := false; err == errNoRoom; req, reason, err = c.dec.decode(t, r) {
+		// The intake limiter has no room for an OTLP/JSON record's protobuf form now: wait as
+		// for a pipeline without room.
+		backpressure.Inc()
+		if !waited {
+			waited = true
+			c.logLimited("kafka consumer waits: the intake limiter has no room for an OTLP/JSON record's protobuf form (-intake.max-bytes)", "topic", r.Topic)
+		}
+		if c.rebalancing.Load() {
+			return handleYielded
+		}
+		if !c.wait(min(c.in.RetryDelay(), 100*time.Millisecond)) {
+			return handleStopped
+		}
+	}
 	if err != nil {
 		c.skip(p, r, reason, err)
 		return handleDone
 	}
+	// The request's bytes are read only while it is admitted: an OTLP/JSON record's buffer and
+	// its charge go back once handle returns.
+	defer c.dec.release()
 	if req.Items == 0 && len(req.Body) == 0 {
 		c.track(p, r, nil) // an empty request: nothing to deliver
 		return handleDone

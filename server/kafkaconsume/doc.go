@@ -26,7 +26,8 @@
 // given up to RevokeWait to finish what it has in flight, then its acknowledged offset is
 // committed, so that the new owner re-reads only what was not delivered.
 //
-// It imports fastpath, fastpath/pipeline and fastpath/tenant, and franz-go's kgo; nothing of
+// It imports fastpath, fastpath/pipeline, fastpath/tenant, pool and internal/admission (the
+// intake limiter), and franz-go's kgo; nothing of
 // otlpgate imports it but internal/gateway. Goroutines: one polls and admits (run), one commits
 // every CommitInterval (commitLoop); kgo's own goroutines call the rebalance callbacks, which
 // run between polls (BlockRebalanceOnPoll). Start and Shutdown are called once each.
