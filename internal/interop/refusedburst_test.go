@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net"
 	"os"
 	"testing"
@@ -39,35 +40,9 @@ func TestRefusedStreamsBurst(t *testing.T) {
 			t.Cleanup(sink.Close)
 			g := startGate(t, "-grpc.transport", tr, "-grpc.max-concurrent-streams", "4",
 				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
-			conn, err := net.Dial("tcp", g.GRPC)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(20 * time.Second))
-			fr := http2.NewFramer(conn, conn)
-			if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-				t.Fatal(err)
-			}
-			if err := fr.WriteSettings(); err != nil {
-				t.Fatal(err)
-			}
-			var hb bytes.Buffer
-			enc := hpack.NewEncoder(&hb)
 			const calls = 40
-			for i := range calls {
-				// Encoded in order by one encoder: after the first, the fields are indexes into
-				// the table the server keeps (it decodes a refused stream's block too).
-				hb.Reset()
-				for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-					{Name: ":path", Value: "/opentelemetry.proto.collector.trace.v1.TraceService/Export"}, {Name: ":authority", Value: g.GRPC},
-					{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
-					enc.WriteField(f)
-				}
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(1 + 2*i), BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			conn, fr := rawCalls(t, g.GRPC, calls)
+			defer conn.Close()
 			for i := range calls {
 				body := h2loadRun{encoding: "identity", first: uint64(1 + i), spans: 1}.grpcBody(t)
 				if err := fr.WriteData(uint32(1+2*i), true, body); err != nil {
@@ -120,6 +95,110 @@ func TestRefusedStreamsBurst(t *testing.T) {
 				w.spans[uint64(id+1)/2] = 1
 			}
 			checkSink(t, sink, w)
+		})
+	}
+}
+
+// rawCalls dials addr, writes the client preface and SETTINGS and the HEADERS of n unary
+// trace Export calls on streams 1, 3, 5..., without waiting for anything from the server.
+func rawCalls(t *testing.T, addr string, n int) (net.Conn, *http2.Framer) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fr := http2.NewFramer(conn, conn)
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := range n {
+		// Encoded in order by one encoder: after the first, the fields are indexes into the
+		// table the server keeps (it decodes a refused stream's block too).
+		hb.Reset()
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: "/opentelemetry.proto.collector.trace.v1.TraceService/Export"}, {Name: ":authority", Value: addr},
+			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+			enc.WriteField(f)
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(1 + 2*i), BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn, fr
+}
+
+// 20 calls on one connection whose messages each announce 2 MiB against
+// -grpc.max-recv-msg-size 1MiB, their first DATA frames and then a second one each, as a
+// client multiplexing large exports sends them: every call is refused on its own
+// (RESOURCE_EXHAUSTED, or its stream reset) and the connection lives. The own transport resets
+// each stream at its prefix and then, past 16 resets, takes the second DATA frame of an early
+// one for a frame on a closed stream: GOAWAY STREAM_CLOSED, every other call on the connection
+// lost. Skipped there until fixed (OTLPGATE_KNOWN_BUGS=1 runs it), as TestRefusedStreamsBurst.
+func TestTooLargeMessagesBurst(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			if tr == "otlpgate" && os.Getenv("OTLPGATE_KNOWN_BUGS") == "" {
+				t.Skip("known bug: the own transport ends the connection on DATA of a stream it reset more than 16 resets ago (OTLPGATE_KNOWN_BUGS=1 runs it)")
+			}
+			sink, err := strictsink.Start("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sink.Close)
+			g := startGate(t, "-grpc.transport", tr, "-grpc.max-recv-msg-size", "1MiB",
+				"-dest", "name=up,endpoint="+sink.Addr()+",protocol=v1,retry-initial=20ms")
+			const calls = 20
+			conn, fr := rawCalls(t, g.GRPC, calls)
+			defer conn.Close()
+			chunk := make([]byte, 16000)
+			for i := range calls {
+				if err := fr.WriteData(uint32(1+2*i), false, append(binary.BigEndian.AppendUint32([]byte{0}, 2<<20), chunk...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range calls {
+				if err := fr.WriteData(uint32(1+2*i), false, chunk); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ping := [8]byte{'i', 'n', 't', 'e', 'r', 'o', 'p'}
+			if err := fr.WritePing(false, ping); err != nil {
+				t.Fatal(err)
+			}
+			done, acked := map[uint32]bool{}, false
+			for len(done) < calls || !acked {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("after %d calls refused, the connection ended: %v", len(done), err)
+				}
+				switch f := f.(type) {
+				case *http2.SettingsFrame:
+					if !f.IsAck() {
+						fr.WriteSettingsAck()
+					}
+				case *http2.PingFrame:
+					if !f.IsAck() {
+						fr.WritePing(true, f.Data)
+					} else if f.Data == ping {
+						acked = true
+					}
+				case *http2.HeadersFrame:
+					if f.StreamEnded() {
+						done[f.StreamID] = true
+					}
+				case *http2.RSTStreamFrame:
+					done[f.StreamID] = true
+				case *http2.GoAwayFrame:
+					t.Fatalf("after %d calls refused, GOAWAY %v (last stream %d, %q): the connection ends with the calls on it",
+						len(done), f.ErrCode, f.LastStreamID, f.DebugData())
+				}
+			}
 		})
 	}
 }
