@@ -573,3 +573,77 @@ func TestKafkaConsumeRebalanceUnderBackpressure(t *testing.T) {
 			return sum == end && end == int64(len(ids))
 		})
 }
+
+// With -kafka.consume.tenant-from-headers a record's tenant is the one its Kafka headers name
+// (as a Collector's Kafka exporter writes them with include_metadata_keys), and the
+// destinations' match-header routes send each tenant's spans to its own upstream: acme's
+// records to a, beta's to b, and those of a tenant no route names, or of none, to the
+// destination without a match-header; each span exactly once, at exactly one upstream.
+func TestKafkaConsumeTenantHeaders(t *testing.T) {
+	kc := startKafka(t)
+	a, b, rest := startUpstream(t), startUpstream(t), startUpstream(t)
+	cfg := consumeConfig(kc, "tenants", a)
+	cfg.Tenants.Headers = []string{"x-scope-orgid"}
+	cfg.KafkaConsume.TenantFromHeaders = true
+	cfg.Destinations = nil
+	for _, spec := range []string{destSpec("a", a.addr, "match-header=x-scope-orgid:acme"),
+		destSpec("b", b.addr, "match-header=x-scope-orgid:beta"), destSpec("rest", rest.addr)} {
+		d, err := client.ParseDest(spec, client.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Destinations = append(cfg.Destinations, d)
+	}
+	g := startGateway(t, cfg)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("otlp_spans"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := map[*upstream]map[uint64]int{a: {}, b: {}, rest: {}}
+	var recs []*kgo.Record
+	id := uint64(0)
+	for i := range 60 {
+		id++
+		r := &kgo.Record{Value: traceBody(t, 0, id, id+1000)}
+		to := rest
+		switch i % 4 {
+		case 0:
+			r.Headers, to = []kgo.RecordHeader{{Key: "X-Scope-OrgID", Value: []byte("acme")}}, a
+		case 1:
+			r.Headers, to = []kgo.RecordHeader{{Key: "x-scope-orgid", Value: []byte("beta")}, {Key: "other", Value: []byte("acme")}}, b
+		case 2:
+			r.Headers = []kgo.RecordHeader{{Key: "x-scope-orgid", Value: []byte("gamma")}}
+		}
+		want[to][id], want[to][id+1000] = 1, 1
+		recs = append(recs, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := func() string {
+		var out []string
+		for _, u := range []*upstream{a, b, rest} {
+			u.mu.Lock()
+			out = append(out, fmt.Sprint(u.ids))
+			u.mu.Unlock()
+		}
+		return strings.Join(out, " ")
+	}
+	wanted := fmt.Sprint(want[a]) + " " + fmt.Sprint(want[b]) + " " + fmt.Sprint(want[rest])
+	eventually(t, func() string { return "got " + got() + ", want " + wanted }, func() bool { return got() == wanted })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "tenants", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	}, func() bool { _, sum, end := committed(t, kc, "tenants", "otlp_spans"); return sum == end && end == 60 })
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got() != wanted {
+		t.Fatalf("after shutdown: got %s, want %s", got(), wanted)
+	}
+}
