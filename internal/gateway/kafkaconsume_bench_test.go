@@ -98,6 +98,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 	g.Shutdown(context.Background())
 	b.ReportMetric(float64(b.N)/wall.Seconds(), "records/s")
 	b.ReportMetric(float64(b.N)/cpu.Seconds(), "records/cpu-s")
+	b.ReportMetric(float64(b.N*len(value))/cpu.Seconds()/1e6, "MB/cpu-s")
 	b.ReportMetric(float64(want)/wall.Seconds(), "spans/s")
 	dst := make([]byte, len(value))
 	t0 := time.Now()
