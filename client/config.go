@@ -243,9 +243,9 @@ type Config struct {
 	// reading of its destinations, SIGHUP included), or else once, by New.
 	BearerTokenFile string
 	// ForwardHeaders are tenant headers (of -intake.headers) whose values are sent with each
-	// batch, as gRPC metadata or HTTP headers, taken from the batch's tenant; an empty value
-	// is not sent (forward-headers=NAME|NAME). gRPC sends metadata once per call or stream,
-	// so it needs mode=unary, or protocol=http.
+	// batch, as gRPC metadata, HTTP headers or Kafka record headers, taken from the batch's
+	// tenant; an empty value is not sent (forward-headers=NAME|NAME). gRPC sends metadata once
+	// per call or stream, so it needs mode=unary, or protocol=http or kafka.
 	ForwardHeaders []string
 	// SpoolID names the destination in the spool (spool-id, default Name): its cursor, and so
 	// the records it still owes, go by it. A destination renamed with spool-id set to its old

@@ -177,7 +177,7 @@ var destKeys = []DestKey{
 	}, named: true},
 		Help: "the resources (`ResourceSpans`, `ResourceMetrics`, `ResourceLogs`) whose attribute `KEY` matches; a destination without it takes the resources no destination with a `match` takes; a request whose resources go different ways is split into one piece per set of destinations ([processing.md](processing.md#routing-by-resource-attribute--dest-matchresource))"},
 	{Name: "forward-headers", Default: "none", read: list("`NAME|NAME`", strings.ToLower, func(c *Config) *[]string { return &c.ForwardHeaders }),
-		Help: "with `-intake.headers`: each batch's tenant values of these headers are sent with it (gRPC metadata, HTTP headers); `mode=unary` or `protocol=http` only ([tenants.md](tenants.md))"},
+		Help: "with `-intake.headers`: each batch's tenant values of these headers are sent with it (gRPC metadata, HTTP headers, Kafka record headers); `mode=unary`, `protocol=http` or `protocol=kafka` only ([tenants.md](tenants.md))"},
 
 	{Name: "brokers", Section: DestKeysKafka, Default: "required", read: setter{takes: "`host:port,host:port,...`", sep: ",", set: func(c *Config, v string) error {
 		c.Kafka.Brokers = nil

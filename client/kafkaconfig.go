@@ -18,8 +18,8 @@ func (c Config) validateKafka() error {
 		return errors.New("protocol kafka produces to brokers: endpoint, resolver, endpoints and path are for the other protocols")
 	case c.TracesPath != "" || c.MetricsPath != "" || c.LogsPath != "":
 		return errors.New("signal paths are for protocol http, not kafka: kafka takes traces-topic, metrics-topic and logs-topic")
-	case len(c.Headers) > 0 || c.BearerTokenFile != "" || len(c.ForwardHeaders) > 0:
-		return errors.New("protocol kafka sends no headers: header, header-file, bearer-token-file and forward-headers are for gRPC and HTTP; Kafka authenticates with sasl-*")
+	case len(c.Headers) > 0 || c.BearerTokenFile != "":
+		return errors.New("protocol kafka sends no fixed headers: header, header-file and bearer-token-file are for gRPC and HTTP; Kafka authenticates with sasl-*")
 	case c.Mode == ModeStream:
 		return errors.New("protocol kafka has no mode: the producer pipelines by itself")
 	}
@@ -81,7 +81,7 @@ func (c Config) validateKafka() error {
 	case t.Insecure && (t.CAFile != "" || t.CertFile != "" || t.ServerName != "" || t.InsecureSkipVerify):
 		return errors.New("tls-* options given for a plaintext destination (insecure=true)")
 	}
-	return nil
+	return c.validateForward() // the tenant's values become record headers of each batch
 }
 
 // validTopic reports a Kafka topic name the brokers would refuse: Kafka takes up to 249

@@ -24,6 +24,10 @@ type Config struct {
 	JSON bool
 	// ByTraceID sends spans one record per trace, keyed by the trace id (partition=trace_id).
 	ByTraceID bool
+	// ForwardHeaders are tenant headers whose values, taken from each batch's tenant, every
+	// record of the batch carries as Kafka record headers (forward-headers), for a consumer
+	// that reads the tenant from them (-kafka.consume.tenant-from-headers).
+	ForwardHeaders []string
 	// ByResource sends records of one resource each, keyed by the Collector's hash of its
 	// attributes (partition=resource, reskey.go).
 	ByResource bool
@@ -70,6 +74,7 @@ func FromDest(c client.Config) (Config, error) {
 		SASLMechanism:   k.SASLMechanism,
 		SASLUser:        k.SASLUsername,
 		SASLPassword:    k.Password(),
+		ForwardHeaders:  c.ForwardHeaders,
 	}
 	if kc.Compression == "none" {
 		kc.Compression = ""

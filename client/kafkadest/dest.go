@@ -110,6 +110,12 @@ type Dest struct {
 	stop   chan struct{}  // closed by Shutdown: produce what is queued, then return
 	done   chan struct{}  // closed when the sender returned
 
+	// tenants holds each tenant's record headers (forward-headers), made once per tenant.
+	tenants struct {
+		sync.RWMutex
+		m map[uint32]tenantHeaders
+	}
+
 	// finish ends a batch: Done, or Reject for one the brokers refused for good; tests
 	// replace it to see when it runs.
 	finish func(b *pipeline.Batch, delivered, rejected bool)

@@ -54,7 +54,8 @@ type send struct {
 	rkeys   []span
 	rkeyBuf []byte
 	rk      resourceKeyer
-	json    []byte // otlp_json values
+	json    []byte             // otlp_json values
+	headers []kgo.RecordHeader // the batch's tenant's forward-headers, shared by its records: read only
 }
 
 type sendState uint8
@@ -92,6 +93,7 @@ func putSend(s *send) {
 	clear(s.again)
 	clear(s.retry)
 	s.recs, s.again, s.retry = s.recs[:0], s.again[:0], s.retry[:0]
+	s.headers = nil
 	s.d, s.b, s.err, s.refused, s.attempts, s.state, s.returned = nil, nil, nil, false, 0, sendProducing, false
 	for i := range s.cut.pieces {
 		s.cut.pieces[i].src = nil
@@ -144,6 +146,7 @@ func (s *send) build() error {
 		d.cuts.Add(float64(s.cut.cutItems))
 	}
 	topic := d.cfg.Topics[b.Signal]
+	s.headers = d.headersOf(b.Tenant)
 	if d.cfg.JSON {
 		return s.buildJSON(topic)
 	}
@@ -248,6 +251,6 @@ func (s *send) key(i int) []byte {
 // add appends a record of value to the send.
 func (s *send) add(topic string, key, value []byte) {
 	r := records.Get().(*kgo.Record)
-	r.Topic, r.Key, r.Value, r.Context = topic, key, value, s
+	r.Topic, r.Key, r.Value, r.Context, r.Headers = topic, key, value, s, s.headers
 	s.recs = append(s.recs, r)
 }

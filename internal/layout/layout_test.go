@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	"spool/feed":                {"fastpath", "fastpath/pipeline", "fastpath/tenant", "spool", "pool"},
 	"client":                    {"fastpath", "fastpath/pipeline", "fastpath/tenant", "fastpath/process", "codec", "pool", "proto/", "internal/credfile", "internal/bytesize", "internal/h2"},
 	"client/filedest":           {"fastpath", "fastpath/pipeline", "proto/", "pool", "client"},
-	"client/kafkadest":          {"fastpath", "fastpath/pipeline", "pool", "client", "client/filedest"},
+	"client/kafkadest":          {"fastpath", "fastpath/pipeline", "fastpath/tenant", "pool", "client", "client/filedest"},
 	"server/admin":              {},
 	"server/grpc":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize", "internal/h2"},
 	"server/http":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize"},
