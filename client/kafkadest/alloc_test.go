@@ -10,6 +10,7 @@ import (
 	"github.com/otlpgate/otlpgate/client"
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -22,17 +23,26 @@ func TestBuildAllocs(t *testing.T) {
 		name           string
 		byTrace, byRes bool
 		limit          int
-	}{{"round_robin", false, false, 1 << 20}, {"round_robin_cut", false, false, 4 << 10}, {"trace_id", true, false, 1 << 20},
-		{"trace_id_cut", true, false, 4 << 10}, {"resource", false, true, 1 << 20}, {"resource_cut", false, true, 4 << 10}} {
+		tenant         bool
+	}{{"round_robin", false, false, 1 << 20, false}, {"round_robin_cut", false, false, 4 << 10, false}, {"trace_id", true, false, 1 << 20, false},
+		{"trace_id_cut", true, false, 4 << 10, false}, {"resource", false, true, 1 << 20, false}, {"resource_cut", false, true, 4 << 10, false},
+		{"trace_id_tenant_headers", true, false, 1 << 20, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := traceRequest(t, 4, 2, 50, 20, 40)
 			d := &Dest{cfg: Config{MaxMessageBytes: tc.limit, ByTraceID: tc.byTrace, ByResource: tc.byRes, Topics: [fastpath.NumSignals]string{"t", "m", "l"}}, cuts: cutEntries.WithLabelValues("alloc-test")}
+			var tn *tenant.Tenant
+			if tc.tenant {
+				// A batch's tenant becomes its records' headers (forward-headers), made once per tenant.
+				d.cfg.ForwardHeaders = []string{"x-scope-orgid"}
+				tn = testTenant(t, "acme")
+			}
 			for i := range d.limits {
 				d.limits[i].Store(int64(tc.limit))
 			}
 			pl := pool.NewPayload(len(req))
 			*pl.Buf() = append((*pl.Buf())[:0], req...)
 			b := pipeline.NewBatch(fastpath.Traces, 400, pl, noOwner{})
+			b.Tenant = tn
 			defer b.Done(true)
 			run := func() {
 				s := getSend()
@@ -42,6 +52,9 @@ func TestBuildAllocs(t *testing.T) {
 				}
 				if len(s.recs) == 0 {
 					t.Fatal("no record")
+				}
+				if h := s.recs[0].Headers; tc.tenant && (len(h) != 1 || h[0].Key != "x-scope-orgid" || string(h[0].Value) != "acme") {
+					t.Fatalf("record headers %v, want the tenant's", h)
 				}
 				putSend(s)
 			}
@@ -104,4 +117,22 @@ func TestAnswerAllocs(t *testing.T) {
 	if finished != 111 || d.held.Load() != 0 || d.sending.Load() != 0 {
 		t.Errorf("%d batches delivered, want 111; held %d bytes and %d sends", finished, d.held.Load(), d.sending.Load())
 	}
+}
+
+// testTenant is the tenant whose x-scope-orgid is value, from a table of that one header.
+func testTenant(t *testing.T, value string) *tenant.Tenant {
+	t.Helper()
+	tc := tenant.DefaultConfig()
+	tc.Headers = []string{"x-scope-orgid"}
+	ts, err := tenant.NewTable(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k tenant.Key
+	ts.Add(&k, []byte(value))
+	tn, err := ts.Lookup(&k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
 }
