@@ -68,13 +68,16 @@ type h2Conn struct {
 	hdrEnd   bool   // that HEADERS frame had END_STREAM
 	hdrBuf   []byte // the block so far (bounded: maxBlock)
 	maxBlock int
-	deadline int        // the read deadline set: deadlineHandshake, deadlineIdle or deadlineNone
-	lastPing time.Time  // the client's last PING (not an ACK)
-	strikes  int        // PINGs sooner than -grpc.keepalive.min-time after the one before; under mu, as an answer resets it
-	resets   [16]uint32 // streams reset recently, whose late frames are ignored (RFC 9113 §5.4.2)
-	resetN   int
-	src      bytes.Reader          // a compressed message, for its decompressor
-	resp     otepv1.ExportResponse // an OTEP stream's answer being marshalled (under mu)
+	deadline int       // the read deadline set: deadlineHandshake, deadlineIdle or deadlineNone
+	lastPing time.Time // the client's last PING (not an ACK)
+	strikes  int       // PINGs sooner than -grpc.keepalive.min-time after the one before; under mu, as an answer resets it
+	// resets has a bit for each of the last resetWindow stream ids below lastID that the
+	// server reset: their late frames are ignored (RFC 9113 §5.4.2), however many were reset
+	// (a burst of refused streams, of messages over the limit). A bit stands for one odd id
+	// of the window; opening a stream clears the bits of the ids it passes.
+	resets [resetWindow / 2 / 64]uint64
+	src    bytes.Reader          // a compressed message, for its decompressor
+	resp   otepv1.ExportResponse // an OTEP stream's answer being marshalled (under mu)
 
 	mu struct {
 		sync.Mutex
@@ -375,6 +378,7 @@ var (
 	errConnFlow          = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "connection receive window exceeded"}
 	errSendWindow        = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "send window above 2^31-1"}
 	errStreamClosedSt    = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "frame on a half-closed stream"}
+	errDataClosedSt      = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "DATA on a closed stream"}
 	errStreamFlow        = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream receive window exceeded"}
 	errStreamSendWindow  = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
 	errMalformed         = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
@@ -397,15 +401,43 @@ func (c *h2Conn) stream(id uint32) *h2Stream {
 	return nil
 }
 
+// resetWindow is how far below the highest stream id the client opened a reset is
+// remembered: 2048 ids, the last 1024 streams.
+const resetWindow = 2048
+
+// resetBit is the word and bit of resets that stands for stream id.
+func resetBit(id uint32) (int, uint64) {
+	slot := (id >> 1) % (resetWindow / 2)
+	return int(slot / 64), 1 << (slot % 64)
+}
+
 // recentlyReset reports whether the server reset stream id lately: its frames in flight are
 // ignored.
 func (c *h2Conn) recentlyReset(id uint32) bool {
-	for _, r := range c.resets {
-		if r == id {
-			return true
+	if id > c.lastID || c.lastID-id >= resetWindow {
+		return false
+	}
+	w, b := resetBit(id)
+	return c.resets[w]&b != 0
+}
+
+// openID makes id the highest stream id the client opened, clearing the reset bits of the
+// ids it passes, which stood for streams a window older.
+func (c *h2Conn) openID(id uint32) {
+	if id <= c.lastID {
+		return
+	}
+	if id-c.lastID >= resetWindow {
+		c.resets = [len(c.resets)]uint64{}
+	} else {
+		for x := c.lastID + 1; x <= id; x++ {
+			if x&1 == 1 {
+				w, b := resetBit(x)
+				c.resets[w] &^= b
+			}
 		}
 	}
-	return false
+	c.openID(id)
 }
 
 // unknownStream is the error of a frame of type t on a stream that is not open: idle (never
@@ -437,7 +469,14 @@ func (c *h2Conn) onData(f h2.Frame) error {
 		if st != nil {
 			return errStreamClosedSt
 		}
-		return c.unknownStream(d.StreamID)
+		if err := c.unknownStream(d.StreamID); err != errClosedStream {
+			return err
+		}
+		// DATA on a closed stream is a stream error (§6.1): frames of a stream reset longer
+		// ago than c.resets remembers, or of one the client closed, reach here and must not
+		// end the connection under its other calls. The reset it answers marks the stream,
+		// so its further frames are ignored rather than each answered.
+		return errDataClosedSt
 	}
 	st.recvWin -= int64(d.FlowLen)
 	if st.recvWin < 0 {
@@ -477,9 +516,7 @@ func (c *h2Conn) onHeaders(f h2.Frame) error {
 			if _, derr := c.dec.Decode(h.Fragment); derr != nil && !isStreamErr(derr) {
 				return derr
 			}
-			if h.StreamID > c.lastID {
-				c.lastID = h.StreamID
-			}
+			c.openID(h.StreamID)
 		}
 		return err
 	}
@@ -695,8 +732,10 @@ func (c *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
 		h2StreamErrors.Inc()
 	}
 	*c.mu.out = appendRSTStream(*c.mu.out, id, code)
-	c.resets[c.resetN%len(c.resets)] = id
-	c.resetN++
+	if id <= c.lastID && c.lastID-id < resetWindow {
+		w, b := resetBit(id)
+		c.resets[w] |= b
+	}
 	if st := c.stream(id); st != nil {
 		st.remoteDone, st.localDone = true, true
 		c.dropStream(st)
