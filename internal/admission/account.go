@@ -78,6 +78,24 @@ func (a *Account) Acquire(n int64, done <-chan struct{}) (tick uint64, ok bool) 
 	return tick, true
 }
 
+// TryAcquire is Acquire without waiting and without counting a refusal: for an event loop that
+// tries first and, refused, waits for room elsewhere (with Acquire, which counts). Safe for
+// concurrent use.
+func (a *Account) TryAcquire(n int64) (tick uint64, ok bool) {
+	if !a.own.acquire(n, 0, nil) {
+		return 0, false
+	}
+	if !a.lim.take(a.in, n, 0, nil) {
+		a.own.release(n)
+		return 0, false
+	}
+	a.mu.Lock()
+	tick = a.mu.tick
+	a.mu.held[tick%accountTicks]++
+	a.mu.Unlock()
+	return tick, true
+}
+
 // Release gives back the n bytes of one reservation taken by Acquire at tick. Safe for
 // concurrent use.
 func (a *Account) Release(n int64, tick uint64) {

@@ -233,6 +233,33 @@ func (c *Control) TakeFrom(h *Hold, a *Account, n int64, done <-chan struct{}) b
 	return true
 }
 
+// TryTake is Take without waiting and without counting a refusal, and TryTakeFrom is TakeFrom
+// so: for an event loop that tries first and, refused, waits for room on a goroutine of its own
+// with Take or TakeFrom (which count the refusal, if it comes).
+func (c *Control) TryTake(h *Hold, in Intake, n int64) bool {
+	if c.lim == nil {
+		return true
+	}
+	if !c.lim.take(in, n, 0, nil) {
+		return false
+	}
+	h.lim, h.in, h.n = c.lim, in, h.n+n
+	return true
+}
+
+// TryTakeFrom: see TryTake.
+func (c *Control) TryTakeFrom(h *Hold, a *Account, n int64) bool {
+	if h.n != 0 {
+		panic("BUG: admission: a hold takes from an account once")
+	}
+	tick, ok := a.TryAcquire(n)
+	if !ok {
+		return false
+	}
+	h.acct, h.tick, h.in, h.n = a, tick, a.Intake(), n
+	return true
+}
+
 // Give returns n of the bytes h holds, as when a buffer was replaced by a larger one. An
 // account's reservation is given back whole only.
 func (h *Hold) Give(n int64) {

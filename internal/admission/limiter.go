@@ -369,6 +369,10 @@ func (l *Limiter) AcquireInflate(in Intake, n int64, wait time.Duration, done <-
 // concurrent use.
 func (l *Limiter) InflateWaiting() int { return l.bytes[budgetInflate].waiting() }
 
+// BytesWaiting returns how many reservations of in wait for room in its budget. Safe for
+// concurrent use.
+func (l *Limiter) BytesWaiting(in Intake) int { return l.bytes[budgetOf(in)].waiting() }
+
 // ReleaseInflate gives back n bytes taken by AcquireInflate. Safe for concurrent use.
 func (l *Limiter) ReleaseInflate(n int64) {
 	l.noteTotal(-n) // before the release: see ReleaseBytes

@@ -30,7 +30,9 @@ import (
 // Invariants:
 //
 //  1. Only serve reads the connection, parses, decodes and changes the receive side (the
-//     header block being assembled, receive windows, lastID).
+//     header block being assembled, receive windows, lastID), but for a unary call that
+//     waited for the intake limiter's room: its waiter (waitRoom) gives back the stream's
+//     window held back meanwhile, under mu, as serve holds mu while it handles a read.
 //  2. mu guards the write side and the streams: out (frames not yet written), the send
 //     windows, the stream table and the shutdown state. serve holds it while it handles a
 //     read, not while it waits in Read; an -ack=upstream call's waiter takes it to answer.
@@ -499,7 +501,7 @@ func (c *h2Conn) onData(f h2.Frame) error {
 		return c.endRemote(st)
 	}
 	// The stream's window comes back as its message is taken in.
-	if !st.answered && st.unacked >= int64(c.s.cfg.InitialWindowSize)/4 {
+	if !st.answered && !st.roomWait && st.unacked >= int64(c.s.cfg.InitialWindowSize)/4 {
 		*c.mu.out = appendWindowUpdate(*c.mu.out, st.id, uint32(st.unacked))
 		st.recvWin += st.unacked
 		st.unacked = 0

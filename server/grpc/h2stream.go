@@ -35,10 +35,12 @@ type h2Stream struct {
 	enc  string // the grpc-encoding of the message, "" for none
 	from pipeline.Origin
 
-	remoteDone bool // the client's END_STREAM (or a reset) came
-	localDone  bool // the answer's END_STREAM (or a reset) went out
-	answered   bool // the answer was decided: later DATA is counted and dropped
-	waiting    bool // an -ack=upstream waiter owns the answer
+	remoteDone bool   // the client's END_STREAM (or a reset) came
+	localDone  bool   // the answer's END_STREAM (or a reset) went out
+	answered   bool   // the answer was decided: later DATA is counted and dropped
+	waiting    bool   // an -ack=upstream waiter owns the answer
+	roomWait   bool   // a waiter waits for the intake limiter's room for the message (waitRoom)
+	stopWait   func() // ends that wait early: the stream was reset or answered
 
 	recvWin, unacked int64 // the stream's receive window left, and what was taken in and not given back
 	sendWin          int64 // the client's window for the answer's DATA
@@ -90,12 +92,21 @@ func (c *h2Conn) dropStream(st *h2Stream) {
 			break
 		}
 	}
+	st.endWait()
 	st.release()
 	st.gen++
 	st.id = 0
 	st.from = pipeline.Origin{}
 	if len(c.mu.free) < maxFreeStreams {
 		c.mu.free = append(c.mu.free, st)
+	}
+}
+
+// endWait ends a wait for the intake limiter's room (waitRoom) the stream no longer needs.
+func (st *h2Stream) endWait() {
+	if st.stopWait != nil {
+		st.stopWait()
+		st.stopWait = nil
 	}
 }
 
@@ -146,6 +157,9 @@ var (
 	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 	// errNoRoom is checkPrefix's refusal of a message the intake limiter has no room for.
 	errNoRoom = errors.New("grpc: no room in the intake limiter for the message")
+	// errWaitRoom is checkPrefix's answer for a unary call's message the intake limiter has no
+	// room for yet: the call waits for it (waitRoom).
+	errWaitRoom = errors.New("grpc: waiting for room in the intake limiter for the message")
 )
 
 // open checks a new call's headers, authorizes it and reads its tenant; an error it returns
@@ -357,6 +371,10 @@ func (st *h2Stream) data(c *h2Conn, b []byte) error {
 // its reservation from the intake limiter.
 func (st *h2Stream) prefix(c *h2Conn) {
 	if unwanted, err := st.checkPrefix(c); err != nil {
+		if err == errWaitRoom {
+			c.waitRoom(st)
+			return
+		}
 		if err == errNoRoom {
 			err = c.s.busy()
 		}
@@ -381,12 +399,20 @@ func (st *h2Stream) checkPrefix(c *h2Conn) (unwanted bool, err error) {
 		return false, errCompressFlag
 	}
 	st.compressed = st.pre[0] == 1
-	// The reservation is the message's own length, known now, not the largest: taken without
-	// waiting (the reader serves every stream of the connection), and refused as grpc-go's
-	// path refuses a call the limiter has no room for.
-	if !c.take(&st.hold, int64(n)) {
-		st.msgLen = int(n) // the length of what is not read
-		return true, errNoRoom
+	// The reservation is the message's own length, known now, not the largest, taken without
+	// waiting when there is room (the reader serves every stream of the connection). When
+	// there is none, a unary call waits for it on a goroutine of its own up to -intake.wait,
+	// as grpc-go's path waits, and is refused then (waitRoom); an OTEP stream's message, and
+	// any message without -intake.wait, is refused at once.
+	if !c.tryTake(&st.hold, int64(n)) {
+		if !st.os.on && c.mayWait() {
+			st.msgLen = int(n)
+			return false, errWaitRoom
+		}
+		if !c.take(&st.hold, int64(n), closedCh) {
+			st.msgLen = int(n) // the length of what is not read
+			return true, errNoRoom
+		}
 	}
 	st.msgLen = int(n)
 	st.msg = pool.GetBytes(int(n))
@@ -396,12 +422,93 @@ func (st *h2Stream) checkPrefix(c *h2Conn) (unwanted bool, err error) {
 // closedCh is closed: a reservation taken with it does not wait.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// take reserves n bytes of the intake limiter for a message of the connection.
-func (c *h2Conn) take(h *admission.Hold, n int64) bool {
+// take reserves n bytes of the intake limiter for a message of the connection, waiting up to
+// -intake.wait or until done is closed (closedCh: not at all); a refusal is counted.
+func (c *h2Conn) take(h *admission.Hold, n int64, done <-chan struct{}) bool {
 	if c.acct != nil {
-		return c.s.adm.TakeFrom(h, c.acct, n, closedCh)
+		return c.s.adm.TakeFrom(h, c.acct, n, done)
 	}
-	return c.s.adm.Take(h, admission.IntakeGRPC, n, closedCh)
+	return c.s.adm.Take(h, admission.IntakeGRPC, n, done)
+}
+
+// tryTake is take when there is room now: no wait, and no refusal counted.
+func (c *h2Conn) tryTake(h *admission.Hold, n int64) bool {
+	if c.acct != nil {
+		return c.s.adm.TryTakeFrom(h, c.acct, n)
+	}
+	return c.s.adm.TryTake(h, admission.IntakeGRPC, n)
+}
+
+// mayWait reports whether a message may wait for the intake limiter's room (-intake.wait).
+func (c *h2Conn) mayWait() bool {
+	lim := c.s.adm.Limiter()
+	return lim != nil && lim.Wait() > 0
+}
+
+// waitRoom waits, on a goroutine of its own, up to -intake.wait (or the call's deadline, or
+// the connection's end) for the intake limiter's room for a unary call's message whose prefix
+// found none, as grpc-go's path waits before it reads a call's message, and then lets the
+// message in, or answers the call RESOURCE_EXHAUSTED with RetryInfo and resets the rest of it
+// as the immediate refusal does. While it waits, the message's bytes that arrive are kept,
+// and the stream's window is not given back: the client is held back by flow control, and the
+// call holds at most the stream's window (-grpc.http2.stream-window) unreserved, as on
+// grpc-go's path. Only the busy path comes here: the goroutine and its buffer allocate.
+func (c *h2Conn) waitRoom(st *h2Stream) {
+	st.roomWait = true
+	st.msg = pool.GetBytes(min(st.msgLen, int(c.s.cfg.InitialWindowSize)))
+	gen, n := st.gen, int64(st.msgLen)
+	ctx, cancel := context.WithCancel(c.ctx)
+	if st.timeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, st.timeout)
+	}
+	st.stopWait = cancel
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		defer cancel()
+		var h admission.Hold
+		ok := c.take(&h, n, ctx.Done())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.mu.closed || c.ctx.Err() != nil || st.gen != gen || !st.roomWait || st.answered {
+			if st.gen == gen {
+				st.roomWait, st.stopWait = false, nil
+			}
+			h.Release() // reset by the client, answered meanwhile, or the connection ended
+			return
+		}
+		st.roomWait, st.stopWait = false, nil
+		switch {
+		case !ok:
+			st.resetEnd = true // the rest of the message is not wanted
+			c.answerError(st, c.s.busy(), http.StatusOK)
+		case st.remoteDone:
+			st.hold = h
+			if len(*st.msg) < st.msgLen {
+				c.answerError(st, errNoMessage, http.StatusOK)
+				break
+			}
+			c.admit(st)
+		default:
+			st.hold = h
+			if cap(*st.msg) < st.msgLen {
+				b := pool.GetBytes(st.msgLen)
+				*b = append(*b, *st.msg...)
+				pool.PutBytes(st.msg)
+				st.msg = b
+			}
+			// The window held back while the call waited.
+			if st.unacked > 0 {
+				*c.mu.out = appendWindowUpdate(*c.mu.out, st.id, uint32(st.unacked))
+				st.recvWin += st.unacked
+				st.unacked = 0
+			}
+		}
+		c.flushLocked()
+		if c.mu.final && len(c.mu.streams) == 0 {
+			c.raw.Close()
+		}
+	}()
 }
 
 // endRemote handles the client's END_STREAM: a whole request is admitted and answered.
@@ -418,6 +525,9 @@ func (c *h2Conn) endRemote(st *h2Stream) error {
 			c.dropStream(st)
 		}
 		return nil
+	}
+	if st.roomWait {
+		return nil // the waiter admits the request once it has room (waitRoom)
 	}
 	if st.msg == nil || len(*st.msg) < st.msgLen {
 		c.answerError(st, errNoMessage, http.StatusOK)
@@ -687,6 +797,7 @@ func (c *h2Conn) answerError(st *h2Stream, err error, httpStatus int) {
 		return
 	}
 	st.answered, st.localDone = true, true
+	st.endWait()
 	c.strikes = 0
 	*c.mu.out = trailersOnlyFrame(err, httpStatus).Append(*c.mu.out, st.id)
 	c.finishLocked(st)

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -81,8 +80,12 @@ func inflatingTraces(t *testing.T, size int) []byte {
 // the compressed message: v1 and OTEP unary calls and an OTEP stream are delivered, and the
 // limiter's high-water mark shows both. When the inflate budget is taken, a call waits for its
 // claim without inflating anything (and without answering), then is delivered once the budget
-// has room: it is never answered INTERNAL, which OTLP clients do not retry.
-func TestInflateHoldsIntakeLimiter(t *testing.T) {
+// has room: it is never answered INTERNAL, which OTLP clients do not retry. On both transports;
+// the call's reservation is the largest message on grpc-go's path, the compressed message's
+// own length on the own transport.
+func TestInflateHoldsIntakeLimiter(t *testing.T) { onTransports(t, testInflateHoldsIntakeLimiter) }
+
+func testInflateHoldsIntakeLimiter(t *testing.T, tr string) {
 	const inflated = 12 << 20
 	maxRecv := int64(DefaultConfig().MaxRecvMsgSize)
 	body := inflatingTraces(t, inflated)
@@ -90,7 +93,7 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 	newEnv := func(t *testing.T) (*env, *admission.Limiter) {
 		lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: 64 << 20, InflateMaxBytes: maxRecv, Wait: 30 * time.Millisecond})
 		useInflateLimiter(t, lim)
-		sc := DefaultConfig()
+		sc := configFor(tr)
 		sc.Limiter = lim
 		return start(t, testPipelineConfig(), sc, nil), lim
 	}
@@ -128,8 +131,12 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 		if items != 3 || !bytes.Equal(bytes.Join(got, nil), bytes.Repeat(body, 3)) {
 			t.Fatalf("delivered %d spans (%d bytes), want the 3 inflated requests", items, len(bytes.Join(got, nil)))
 		}
-		if h := lim.HighWaterBytes(); h < maxRecv+maxRecv {
-			t.Fatalf("limiter high water %d, want a call's reservation and its inflate claim (%d each)", h, maxRecv)
+		reservation := maxRecv
+		if tr == TransportOwn {
+			reservation = 1 // at least: the compressed message's length
+		}
+		if h := lim.HighWaterBytes(); h < reservation+maxRecv {
+			t.Fatalf("limiter high water %d, want a call's reservation (%d at least) and its inflate claim (%d)", h, reservation, maxRecv)
 		}
 		if lim.Bytes() != 0 {
 			t.Fatalf("limiter holds %d after the calls", lim.Bytes())
@@ -166,49 +173,38 @@ func TestInflateHoldsIntakeLimiter(t *testing.T) {
 	})
 }
 
-// stall opens n calls of the v1 Export method on conn that send their headers and no message,
-// as a client that stalls does; the calls end with the test.
-func stall(t *testing.T, conn *grpc.ClientConn, n int) []grpc.ClientStream {
+// stall opens, on a connection of its own, n calls of the v1 Export method that send their
+// headers and the prefix of a message of size bytes, and nothing more, as a client that stalls
+// does: grpc-go's path reserves the largest message for such a call as its handler starts,
+// the own transport reserves size bytes at the prefix. The connection ends with the test.
+func stall(t *testing.T, e *env, n int, size uint32) *rawH2 {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	var out []grpc.ClientStream
+	c := dialH2(t, e.srv.Addr().String(), "", nil, 0)
+	pre := []byte{0, byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size)}
 	for range n {
-		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
-			"/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
+		c.data(t, c.open(t, tracesPath), pre)
 	}
-	return out
-}
-
-func dialRaw(t *testing.T, e *env) *grpc.ClientConn {
-	t.Helper()
-	c, err := grpc.NewClient(e.srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec.New(nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// The review's attack: one connection opens 16 calls that send HEADERS and no DATA. Its calls
-// hold at most -intake.max-conn-bytes together (the others are refused, counted as
-// conn_bytes); a well-behaved client on another connection is served throughout; and at
-// -intake.progress-timeout the connection is closed and every byte it held comes back.
+// The review's attack: one connection opens 16 calls that send HEADERS and the prefix of a
+// message of the largest size, and nothing more. Its calls hold at most -intake.max-conn-bytes
+// together (the others are refused, counted as conn_bytes); a well-behaved client on another
+// connection is served throughout; and at -intake.progress-timeout the connection is closed
+// and every byte it held comes back. On both transports.
 func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
+	onTransports(t, testStalledCallsDoNotLockOutOthers)
+}
+
+func testStalledCallsDoNotLockOutOthers(t *testing.T, tr string) {
 	const maxRecv, connCap, budget = 2 << 20, 8 << 20, 32 << 20
 	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: budget, MaxConnBytes: connCap, ProgressTimeout: 400 * time.Millisecond, Wait: 50 * time.Millisecond})
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.MaxRecvMsgSize = maxRecv
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
 	stalledBefore := intakeRefused(t, "grpc", "stalled")
-	attacker := dialRaw(t, e)
-	streams := stall(t, attacker, 16)
+	attacker := stall(t, e, 16, maxRecv)
 	// The stalled calls hold what their connection may (or, without a cap, the whole budget).
 	testkit.WaitFor(t, "the stalled calls to take their reservations", func() bool { return lim.Bytes() >= connCap })
 	if got := lim.Bytes(); got > connCap {
@@ -231,10 +227,20 @@ func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
 		return intakeRefused(t, "grpc", "stalled")-stalledBefore == 1
 	})
 	testkit.WaitFor(t, "the stalled calls' bytes to come back", func() bool { return lim.Bytes() == 0 })
-	for i, s := range streams {
-		if err := s.RecvMsg(&coltracev1.ExportTraceServiceResponse{}); status.Code(err) != codes.Unavailable && status.Code(err) != codes.ResourceExhausted {
-			t.Fatalf("stalled call %d ended with %v, want UNAVAILABLE (connection closed) or RESOURCE_EXHAUSTED (over its connection's cap)", i, err)
+	// The calls over the connection's cap were refused, RESOURCE_EXHAUSTED (with the reset of
+	// the rest of their message); the others ended with the connection.
+	attacker.waitClosed(t, 30*time.Second)
+	refusedCalls := 0
+	for len(attacker.ends) > 0 {
+		if end := <-attacker.ends; !end.reset {
+			if end.status != "8" {
+				t.Fatalf("stalled call %d ended with grpc-status %q, want 8 (RESOURCE_EXHAUSTED, over its connection's cap)", end.id, end.status)
+			}
+			refusedCalls++
 		}
+	}
+	if refusedCalls != 12 {
+		t.Fatalf("%d stalled calls refused over their connection's cap, want the 12 past its 4 reservations", refusedCalls)
 	}
 	// The well-behaved connection, which kept making calls, was never closed.
 	if err := e.raw.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", r.raw(), &coltracev1.ExportTraceServiceResponse{}); err != nil {
@@ -244,17 +250,21 @@ func TestStalledCallsDoNotLockOutOthers(t *testing.T) {
 
 // The same attack spread over 16 connections, one stalled call each, takes the whole budget:
 // the well-behaved client is refused (RESOURCE_EXHAUSTED with RetryInfo) until the progress
-// deadline closes every stalled connection, and then served again.
+// deadline closes every stalled connection, and then served again. On both transports.
 func TestStalledConnectionsClosedAtProgressDeadline(t *testing.T) {
+	onTransports(t, testStalledConnectionsClosedAtProgressDeadline)
+}
+
+func testStalledConnectionsClosedAtProgressDeadline(t *testing.T, tr string) {
 	const maxRecv, budget = 2 << 20, 32 << 20
 	lim := admission.NewLimiter(admission.LimiterConfig{MaxBytes: budget, MaxConnBytes: 8 << 20, ProgressTimeout: 400 * time.Millisecond, Wait: 20 * time.Millisecond})
-	sc := DefaultConfig()
+	sc := configFor(tr)
 	sc.MaxRecvMsgSize = maxRecv
 	sc.Limiter = lim
 	e := start(t, testPipelineConfig(), sc, nil)
 	stalledBefore := intakeRefused(t, "grpc", "stalled")
 	for range 16 {
-		stall(t, dialRaw(t, e), 1)
+		stall(t, e, 1, maxRecv)
 	}
 	testkit.WaitFor(t, "the stalled calls to take the budget", func() bool { return lim.Bytes() == budget })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
