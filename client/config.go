@@ -131,8 +131,10 @@ type Config struct {
 	// protocol=otep). v1 and http have no streaming service.
 	Mode string
 	// Transport is the gRPC transport of a v1 or otep destination (transport):
-	// TransportGRPCGo (the default, also for "") or TransportOtlpgate, otlpgate's own HTTP/2
-	// client (h2conn.go): v1 and OTEP unary calls, OTEP streams (h2stream.go).
+	// TransportOtlpgate, otlpgate's own HTTP/2 (ParseDest's default for a host:port
+	// endpoint), or TransportGRPCGo (DefaultConfig's, also for "", and ParseDest's for a gRPC
+	// target URI such as dns:///name:port). The own client (h2conn.go) makes v1 and OTEP
+	// unary calls and OTEP streams (h2stream.go).
 	Transport string
 	// Streams is how many streams stream mode keeps open per signal (streams, default 2).
 	Streams int

@@ -18,6 +18,7 @@ func TestParseDest(t *testing.T) {
 	}
 	want := base
 	want.Name, want.Endpoint, want.Protocol, want.Mode, want.Streams, want.Window = "gw", "10.0.0.5:4317", "otep", "stream", 4, 64
+	want.Transport = TransportOtlpgate // the default for a host:port endpoint
 	if !configEqual(gw, want) {
 		t.Errorf("gw = %+v", gw)
 	}
@@ -28,6 +29,7 @@ func TestParseDest(t *testing.T) {
 	want = base
 	want.Name, want.Endpoint, want.Protocol, want.Mode, want.Concurrency, want.Compression =
 		"backend", "collector:4317", "v1", "unary", 8, "zstd"
+	want.Transport = TransportOtlpgate
 	if !configEqual(be, want) {
 		t.Errorf("backend = %+v", be)
 	}

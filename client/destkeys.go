@@ -75,7 +75,7 @@ var destKeys = []DestKey{
 		Help: "`protocol=file` only, and required there: the OTLP/JSON lines file ([file destinations](#file-destinations-protocolfile))"},
 	{Name: "mode", Default: "`unary`; `stream` for `otep`", read: text("`unary` or `stream`", func(c *Config) *string { return &c.Mode }),
 		Help: "`stream` (`otep` only): pipelined streams, acks matched by id in any order; `unary`: one call per request"},
-	{Name: "transport", Default: "`grpc-go`", read: text("`grpc-go` or `otlpgate`", func(c *Config) *string { return &c.Transport }),
+	{Name: "transport", Default: "`otlpgate`; `grpc-go` for a `dns:///` target", read: text("`grpc-go` or `otlpgate`", func(c *Config) *string { return &c.Transport }),
 		Help: "the gRPC client of a `v1` or `otep` destination: `grpc-go`, or `otlpgate`, otlpgate's own HTTP/2 transport ([below](#the-own-grpc-client-transportotlpgate)): unary calls and OTEP streams, to a `host:port` endpoint; h2c, or TLS with ALPN `h2`"},
 	{Name: "streams", Default: "`2`", read: integer(func(c *Config) *int { return &c.Streams }),
 		Help: "stream mode: streams per signal"},

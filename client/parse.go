@@ -149,6 +149,14 @@ func (s DestSpec) Apply(base Config) (Config, error) {
 			c.Mode = ModeStream
 		}
 	}
+	if !s.given.Has("transport") && (c.Protocol == ProtocolV1 || c.Protocol == ProtocolOTEP) {
+		// otlpgate's own transport dials host:port; a gRPC target URI (dns:///name:port) is
+		// read by grpc-go's resolvers, so such an endpoint keeps grpc-go.
+		c.Transport = TransportOtlpgate
+		if strings.Contains(c.Endpoint, ":///") {
+			c.Transport = TransportGRPCGo
+		}
+	}
 	if c.Protocol == ProtocolHTTP {
 		// Its endpoint's scheme says whether TLS is on, as an SDK's OTEL_EXPORTER_OTLP_ENDPOINT
 		// does; explicit keys that disagree fail Validate.

@@ -77,8 +77,14 @@ func grpcCheck(t *testing.T, g *gate, w *witness, bound int64, maxG int, wait ti
 // every one is refused with RST_STREAM(FRAME_SIZE_ERROR) and holds nothing; without a bound
 // gRPC accepted 16 MiB per stream and kept it while the stream lived.
 func TestGRPCHeaderListBounded(t *testing.T) {
+	for _, tr := range grpcTransports {
+		t.Run(tr, func(t *testing.T) { testGRPCHeaderListBounded(t, tr) })
+	}
+}
+
+func testGRPCHeaderListBounded(t *testing.T, transport string) {
 	const streams = 24
-	g := startGate(t, "-intake.wait=1s")
+	g := startGate(t, "-intake.wait=1s", "-grpc.transport="+transport)
 	w, base := grpcWitness(t, g)
 	c := grpcDialRaw(t, g.GRPC, grpcRawOptions{local: grpcPeer(0), streamWindow: -1})
 	raw := make([]byte, 3000)

@@ -17,9 +17,9 @@ type Config struct {
 	// Listen address (-grpc.listen, default 127.0.0.1:4317); empty turns the intake off.
 	Listen string
 	// Transport is the HTTP/2 transport that serves the listener (-grpc.transport, default
-	// grpc-go): TransportGRPCGo, or TransportOwn, otlpgate's own, which serves the v1 Export
-	// methods and the OTEP UnaryExporter and StreamExporter (h2c with prior knowledge, or TLS
-	// with ALPN h2). Empty is grpc-go.
+	// otlpgate): TransportOwn, otlpgate's own, which serves the v1 Export methods and the OTEP
+	// UnaryExporter and StreamExporter (h2c with prior knowledge, or TLS with ALPN h2), or
+	// TransportGRPCGo. Empty is grpc-go.
 	Transport string
 	// MaxRecvMsgSize caps one request (-grpc.max-recv-msg-size, default 16MiB); larger requests
 	// are refused by gRPC with RESOURCE_EXHAUSTED.
@@ -153,7 +153,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:                "127.0.0.1:4317",
-		Transport:             TransportGRPCGo,
+		Transport:             TransportOwn,
 		MaxRecvMsgSize:        16 << 20,
 		MaxConcurrentStreams:  1024,
 		MaxConnections:        4096,

@@ -380,11 +380,15 @@ var (
 	errConnFlow          = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "connection receive window exceeded"}
 	errSendWindow        = &h2.Error{Code: http2.ErrCodeFlowControl, Reason: "send window above 2^31-1"}
 	errStreamClosedSt    = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "frame on a half-closed stream"}
-	errDataClosedSt      = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "DATA on a closed stream"}
-	errStreamFlow        = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream receive window exceeded"}
-	errStreamSendWindow  = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
-	errMalformed         = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
-	errRefused           = &h2.Error{Code: http2.ErrCodeRefusedStream, Stream: true, Reason: "MAX_CONCURRENT_STREAMS reached"}
+	// errHeaderListSt resets a stream whose header list passes -grpc.max-header-bytes with
+	// the code grpc-go's server resets it with, so that a client sees one answer whichever
+	// transport serves it.
+	errHeaderListSt     = &h2.Error{Code: http2.ErrCodeFrameSize, Stream: true, Reason: "header list exceeds -grpc.max-header-bytes"}
+	errDataClosedSt     = &h2.Error{Code: http2.ErrCodeStreamClosed, Stream: true, Reason: "DATA on a closed stream"}
+	errStreamFlow       = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream receive window exceeded"}
+	errStreamSendWindow = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
+	errMalformed        = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
+	errRefused          = &h2.Error{Code: http2.ErrCodeRefusedStream, Stream: true, Reason: "MAX_CONCURRENT_STREAMS reached"}
 	// grpc-go's keepalive enforcement, in its words: a client that pings more often than
 	// -grpc.keepalive.min-time, more than maxPingStrikes times between two answers.
 	errTooManyPings = &h2.Error{Code: http2.ErrCodeEnhanceYourCalm, Reason: "too_many_pings"}
@@ -589,7 +593,9 @@ func (c *h2Conn) headerBlock() error {
 	c.lastID = id
 	if derr != nil {
 		if derr == h2.ErrHeaderListTooLarge {
-			headerTooLarge.Inc() // as grpc-go's transport counts it (watch.go)
+			// Counted in otlpgate_grpc_refused_streams_total{reason="header_too_large"} by the
+			// frame watch, which sees the reset go out as it does grpc-go's (watch.go).
+			return errHeaderListSt
 		}
 		return derr
 	}

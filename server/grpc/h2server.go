@@ -14,11 +14,11 @@ import (
 
 // The transports of the gRPC intake (-grpc.transport).
 const (
-	// TransportGRPCGo serves every method on grpc-go (the default).
+	// TransportGRPCGo serves every method on grpc-go.
 	TransportGRPCGo = "grpc-go"
 	// TransportOwn serves the three v1 Export methods and the OTEP UnaryExporter and
 	// StreamExporter on otlpgate's own HTTP/2 transport (internal/h2); any other method is
-	// answered UNIMPLEMENTED.
+	// answered UNIMPLEMENTED. The default.
 	TransportOwn = "otlpgate"
 )
 

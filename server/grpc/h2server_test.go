@@ -786,7 +786,7 @@ func TestH2HeaderListBombRefused(t *testing.T) {
 			t.Fatalf("GOAWAY %v: the connection was not kept", f.ErrCode)
 		}
 	}
-	if ended[1] != "grpc-status 0" || ended[3] != "rst PROTOCOL_ERROR" || ended[5] != "grpc-status 0" {
+	if ended[1] != "grpc-status 0" || ended[3] != "rst FRAME_SIZE_ERROR" || ended[5] != "grpc-status 0" {
 		t.Fatalf("streams ended %v", ended)
 	}
 	// Counted as on grpc-go's transport.
