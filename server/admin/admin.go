@@ -147,30 +147,33 @@ func (s *Server) sample() {
 
 // runSampler samples every Interval until stop is closed. Gathering the metrics is most of
 // what an idle otlpgate spends (with the garbage it leaves): while the values stay the same
-// the sampler gathers less and less often, each interval between repeating the last sample,
-// up to one gather in idleGatherMax; a change, or a view of the status (refresh), brings it
-// back to every interval.
+// the sampler gathers less and less often, up to one gather in idleGatherMax, and sleeps in
+// between: the intervals it slept through are filled in with the last sample by the next
+// gather (take), or by a view of the status, which gathers at once when the values are older
+// than an interval (refresh). A change, or a view, brings it back to every interval.
 func runSampler(sm *sampler, stop <-chan struct{}) {
-	t := time.NewTicker(sm.cfg.Interval)
+	t := time.NewTimer(sm.cfg.Interval)
 	defer t.Stop()
 	sm.take(time.Now())
-	skip, quiet := 0, 0
+	quiet := 0
 	for {
 		select {
 		case <-stop:
 			return
 		case now := <-t.C:
-			if skip > 0 && !sm.viewed.Swap(false) {
-				skip--
-				sm.repeat(now)
-				continue
+			sm.wakes.Add(1)
+			if sm.viewed.Swap(false) {
+				quiet = 0 // someone looks: every interval while they do
 			}
-			if sm.take(now) {
-				quiet = 0
-			} else {
-				quiet++
+			// A view may have gathered within the interval; its sample stands for this one.
+			if sm.stale(now) {
+				if sm.take(now) {
+					quiet = 0
+				} else {
+					quiet++
+				}
 			}
-			skip = idleSkip(quiet, sm.cfg)
+			t.Reset(time.Duration(idleSkip(quiet, sm.cfg)+1) * sm.cfg.Interval)
 		}
 	}
 }
@@ -190,8 +193,9 @@ func idleSkip(quiet int, cfg StatusConfig) int {
 }
 
 // refresh gathers now when the newest values are older than an interval (an idle sampler
-// repeats them), so that a view of the status shows current figures; the sampler then
-// gathers every interval again. Safe for concurrent use.
+// sleeps through intervals), so that a view of the status shows current figures and a chart
+// with a point per interval; the sampler then gathers every interval again. Safe for
+// concurrent use.
 func (s *Server) refresh(now time.Time) {
 	s.sampler.viewed.Store(true)
 	if s.sampler.stale(now) {

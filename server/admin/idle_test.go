@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -18,8 +19,9 @@ func lastValue(sm *sampler, name string) float64 {
 }
 
 // An idle process's sampler gathers the metrics ever less often, at least once in
-// idleGatherMax, while keeping one sample per interval for the charts; a change is seen within
-// idleGatherMax, and a view of the status gathers at once.
+// idleGatherMax, and sleeps in between, while keeping one sample per interval for the charts
+// (filled in by the next gather or view); a change is seen within idleGatherMax, and a view of
+// the status gathers at once.
 func TestSamplerIdleGathersLess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
@@ -40,12 +42,23 @@ func TestSamplerIdleGathersLess(t *testing.T) {
 		if n := gathers.Load(); n > 30 {
 			t.Errorf("%d gathers in %v of idle, want at most 30", n, cfg.Window)
 		}
+		// Woken only to gather: not every interval to repeat the last sample.
+		if n, g := sm.wakes.Load(), gathers.Load(); n != g-1 {
+			t.Errorf("the sampler woke %d times in %v of idle for %d gathers after the first, want one wake a gather", n, cfg.Window, g-1)
+		}
+		// A view fills the intervals slept through: one sample per interval over the window.
+		(&Server{sampler: sm}).refresh(time.Now())
 		sm.mu.Lock()
 		samples := len(sm.mu.ring)
 		sm.mu.Unlock()
 		if want := int(cfg.Window/cfg.Interval) + 1; samples != want {
 			t.Errorf("%d samples over the window, want one per interval: %d", samples, want)
 		}
+		if h := sm.status(time.Now()).Queue.AdmittedHistory; len(h) != int(cfg.Window/cfg.Interval) {
+			t.Errorf("%d points in the chart of the window, want %d", len(h), cfg.Window/cfg.Interval)
+		}
+		time.Sleep(cfg.Window) // let the view's return to every interval back off again
+		synctest.Wait()
 
 		admitted.Add(5)
 		time.Sleep(idleGatherMax + time.Millisecond)
@@ -62,12 +75,13 @@ func TestSamplerIdleGathersLess(t *testing.T) {
 		if v := lastValue(sm, "otlpgate_fastpath_admitted_items_total"); v != 12 || gathers.Load() != before+1 {
 			t.Errorf("a view after idle: admitted %v in the newest sample, %d gathers; want 12 at once, by one gather", v, gathers.Load()-before)
 		}
-		// While someone looks, the sampler gathers every interval.
+		// While someone looks (the page asks every interval), the status is gathered every
+		// interval.
 		before = gathers.Load()
 		for range 5 {
-			(&Server{sampler: sm}).refresh(time.Now())
 			time.Sleep(cfg.Interval)
 			synctest.Wait()
+			(&Server{sampler: sm}).refresh(time.Now())
 		}
 		if d := gathers.Load() - before; d < 5 {
 			t.Errorf("%d gathers over 5 intervals of views, want at least 5", d)
@@ -86,5 +100,36 @@ func TestIdleSkip(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("idleSkip(0..7) = %v, want %v", got, want)
 		}
+	}
+}
+
+// A gather after a long silence (a process stopped for an hour) fills only the window with
+// the last sample, one per interval, and the chart shows no traffic over it.
+func TestSamplerFillsOnlyTheWindow(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	admitted := prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
+	reg.MustRegister(admitted)
+	cfg := DefaultStatusConfig()
+	sm := newSampler(cfg, reg, nil)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	admitted.Add(3)
+	sm.take(t0)
+	sm.take(t0.Add(time.Hour))
+	sm.mu.Lock()
+	ring := slices.Clone(sm.mu.ring)
+	sm.mu.Unlock()
+	if want := int(cfg.Window/cfg.Interval) + 1; len(ring) != want {
+		t.Fatalf("%d samples after an hour's gap, want one per interval of the window: %d", len(ring), want)
+	}
+	for i := 1; i < len(ring); i++ {
+		if d := ring[i].at.Sub(ring[i-1].at); d != cfg.Interval {
+			t.Fatalf("samples %d and %d are %v apart, want %v", i-1, i, d, cfg.Interval)
+		}
+	}
+	if got := ring[len(ring)-1].at; !got.Equal(t0.Add(time.Hour)) {
+		t.Errorf("newest sample at %v, want the gather's time %v", got, t0.Add(time.Hour))
+	}
+	if got := ring[0].sum("otlpgate_fastpath_admitted_items_total"); got != 3 {
+		t.Errorf("the oldest filled sample holds %v admitted, want the last gathered value 3", got)
 	}
 }

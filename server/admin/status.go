@@ -144,8 +144,10 @@ type sampler struct {
 	start   time.Time
 	lastErr func() map[string]LastError
 	current func() []string // nil: every destination with a series is current
-	// viewed is set by a view of the status: the sampler gathers at its next interval.
+	// viewed is set by a view of the status: the sampler goes back to every interval.
 	viewed atomic.Bool
+	// wakes counts the sampler goroutine's wake-ups (runSampler), for the tests.
+	wakes atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -199,6 +201,7 @@ func (s *sampler) take(now time.Time) (changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.build.Unlock() // thinSample writes the sets' thin fields
+	s.fillLocked(now)
 	changed = true
 	if n := len(s.mu.ring); n > 0 && s.mu.ring[n-1].set == set && slices.Equal(s.mu.ring[n-1].vals, sm.vals) {
 		changed = false
@@ -208,21 +211,25 @@ func (s *sampler) take(now time.Time) (changed bool) {
 	return changed
 }
 
-// repeat records the last sample again at now, without gathering: what an idle process
-// samples while its values stay the same (Server.sample). The charts keep one point per
-// interval and the states their clock. Safe for concurrent use.
-func (s *sampler) repeat(now time.Time) {
-	s.build.Lock()
-	defer s.build.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// fillLocked adds the last sample again at every interval after it that now is at least half
+// an interval past: the intervals an idle sampler slept through (runSampler), so that the
+// charts keep one point per interval and the destinations' states their clock. Only the last
+// Window is filled: the ring holds no more. Called with s.mu and s.build held.
+func (s *sampler) fillLocked(now time.Time) {
 	n := len(s.mu.ring)
 	if n == 0 {
 		return
 	}
 	last := s.mu.ring[n-1]
-	// The values are shared, never written: a sample is thinned into new ones.
-	s.appendLocked(sample{at: now, set: last.set, vals: last.vals})
+	step := s.cfg.Interval
+	next := last.at.Add(step)
+	if from := now.Add(-s.cfg.Window); next.Before(from) {
+		next = next.Add(from.Sub(next).Truncate(step))
+	}
+	for ; now.Sub(next) >= step/2; next = next.Add(step) {
+		// The values are shared, never written: a sample is thinned into new ones.
+		s.appendLocked(sample{at: next, set: last.set, vals: last.vals})
+	}
 }
 
 // stale reports whether the values were last gathered before now-Interval (the samples since,
