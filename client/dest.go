@@ -81,6 +81,12 @@ type Dest struct {
 	recvq         chan *stream // idle receivers take their next stream from it (streampool.go)
 	idleReceivers atomic.Int32
 
+	// The ack sweep (stream mode) sleeps while nothing is in the ack table and no stream is
+	// half-closed (sleepSweep); sweeps counts its passes, for the tests.
+	sweepAsleep atomic.Bool
+	sweepWake   chan struct{}
+	sweeps      atomic.Int64
+
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
 	cancel    context.CancelFunc
@@ -149,14 +155,15 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		}
 	}
 	d := &Dest{
-		http:    hs,
-		cfg:     cfg,
-		log:     log.With("destination", cfg.Name),
-		m:       newDestMetrics(cfg.Name, backend),
-		conn:    conn,
-		acks:    newAckTable(ackShardBits),
-		stop:    make(chan struct{}),
-		drained: make(chan struct{}),
+		http:      hs,
+		cfg:       cfg,
+		log:       log.With("destination", cfg.Name),
+		m:         newDestMetrics(cfg.Name, backend),
+		conn:      conn,
+		acks:      newAckTable(ackShardBits),
+		stop:      make(chan struct{}),
+		sweepWake: make(chan struct{}, 1),
+		drained:   make(chan struct{}),
 	}
 	if backend != "" {
 		d.log = d.log.With("backend", backend)

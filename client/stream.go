@@ -203,7 +203,7 @@ func (l *lane) send(r *request) {
 		s.refs.Add(1)                   // the request's, given back by settle
 		s.pend.Add(1)
 		d.sending.Add(1)
-		d.acks.insert(r)
+		d.pending(r)
 		if s.broken.Load() {
 			// The receiver may have swept the table before the insert: take r back unless it
 			// found it (see stream.end). The frame was not marshalled and serves again.
@@ -331,6 +331,7 @@ var errOpenTimeout = errors.New("client: no connection to the upstream within th
 // until the server closes the stream. Called by the lane, the only sender on s.
 func (s *stream) halfClose(how int) {
 	s.half.Store(nanotime())
+	s.d.wakeSweep()
 	s.broken.Store(true)
 	s.d.m.streamsEnded[how].Inc()
 	if err := s.cs.CloseSend(); err != nil {
@@ -488,6 +489,8 @@ func (s *stream) end(err error) {
 // (unanswered), gives up the streams that answered nothing within the ack timeout (their other
 // requests are sent again too, when the receiver sees the stream end), and ends the re-balanced
 // streams that the server leaves open after everything on them was answered or timed out.
+// While there is nothing of that to look at it sleeps (sleepSweep) until the next send or
+// half-close wakes it, so that an idle destination wakes no thread.
 func (d *Dest) sweep() {
 	defer d.wg.Done()
 	tick := min(max(d.cfg.AckTimeout/4, time.Millisecond), time.Second)
@@ -500,6 +503,7 @@ func (d *Dest) sweep() {
 			return
 		case <-t.C:
 		}
+		d.sweeps.Add(1)
 		now := nanotime()
 		cutoff := now - int64(d.cfg.AckTimeout)
 		buf = d.acks.takeIf(func(r *request) bool { return d.overdue(r, now) }, buf[:0])
@@ -526,6 +530,68 @@ func (d *Dest) sweep() {
 			}
 		}
 		d.streams.mu.Unlock()
+		if d.settledSweep() {
+			t.Stop()
+			if !d.sleepSweep() {
+				return
+			}
+			t.Reset(tick)
+		}
+	}
+}
+
+// settledSweep reports whether the sweep has nothing to look at until a request is sent or a
+// stream half-closed: the ack table is empty and no open stream is half-closed. Sweep
+// goroutine only.
+func (d *Dest) settledSweep() bool {
+	if d.acks.len() != 0 {
+		return false
+	}
+	d.streams.mu.Lock()
+	defer d.streams.mu.Unlock()
+	for s := range d.streams.set {
+		if s.half.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sleepSweep waits until wakeSweep and returns true, or returns false when the destination
+// stops. asleep is set before the table and the streams are looked at again: a sender inserts
+// into the table (or stores half) before it reads asleep in wakeSweep, so either this look
+// sees what it did, or that read sees asleep and sends the wake-up. A wake-up left in the
+// channel by a send during the look costs one tick later. Sweep goroutine only.
+func (d *Dest) sleepSweep() bool {
+	d.sweepAsleep.Store(true)
+	if !d.settledSweep() {
+		d.sweepAsleep.Store(false)
+		return true
+	}
+	select {
+	case <-d.stop:
+		return false
+	case <-d.sweepWake:
+		return true
+	}
+}
+
+// pending puts r, about to be sent, in the ack table, and wakes the sweep to watch it. Safe for
+// concurrent use.
+func (d *Dest) pending(r *request) {
+	d.acks.insert(r)
+	d.wakeSweep()
+}
+
+// wakeSweep wakes the sweep if it sleeps: a request went into the ack table or a stream was
+// half-closed. One atomic load when the sweep is awake, as it is under traffic. Safe for
+// concurrent use.
+func (d *Dest) wakeSweep() {
+	if d.sweepAsleep.Load() && d.sweepAsleep.CompareAndSwap(true, false) {
+		select {
+		case d.sweepWake <- struct{}{}:
+		default:
+		}
 	}
 }
 
