@@ -34,7 +34,8 @@ type Config struct {
 	// QueueBytes bounds the batches waiting to be written (-file.queue-bytes, default 64MiB);
 	// past it batches are refused and counted in otlpgate_fastpath_destination_refused_batches_total.
 	QueueBytes int64
-	// SummaryInterval is how often a one-line summary is logged (-file.summary-interval, default 10s; 0 turns it off).
+	// SummaryInterval is how often a one-line summary is logged while batches are written
+	// (-file.summary-interval, default 10s; 0 turns it off); an idle destination logs none.
 	SummaryInterval time.Duration
 	// GroupReadable creates the files 0640 and the directory 0750 instead of 0600 and 0700
 	// (-file.group-readable, default false): the file holds what clients sent.
@@ -127,6 +128,8 @@ type Dest struct {
 	}
 	stop chan struct{} // closed by Shutdown: stop the summary ticker, drain what is queued
 	done chan struct{} // closed when the writer goroutine returned
+
+	summaryTicks atomic.Int64 // the summary ticker's ticks, for the tests
 
 	// finish ends a batch: b.Done, or a recorder in tests, which need to see when it runs.
 	finish func(b *pipeline.Batch, delivered bool)
@@ -275,20 +278,33 @@ func (d *Dest) rotate() {
 	}
 }
 
+// run writes what the queue brings. The summary's ticker runs only while batches come: a tick
+// that finds nothing written since the summary before stops it, and the next batch starts it
+// again, so that an idle file destination wakes no thread and logs nothing.
 func (d *Dest) run() {
 	defer close(d.done)
-	var tick <-chan time.Time
-	if d.cfg.SummaryInterval > 0 {
-		t := time.NewTicker(d.cfg.SummaryInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	var tick <-chan time.Time // nil while the ticker is stopped
+	var summarized int64      // batches written at the last summary
 	for {
 		select {
 		case b := <-d.queue:
 			d.writeBurst(b)
+			if tick == nil && d.cfg.SummaryInterval > 0 {
+				t.Reset(d.cfg.SummaryInterval)
+				tick = t.C
+			}
 		case <-tick:
-			d.summary()
+			d.summaryTicks.Add(1)
+			if n := d.batches[0] + d.batches[1] + d.batches[2]; n != summarized {
+				summarized = n
+				d.summary()
+				continue
+			}
+			t.Stop()
+			tick = nil
 		case <-d.stop:
 			for {
 				select {

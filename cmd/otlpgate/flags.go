@@ -181,7 +181,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.Var(byteSize{&f.MaxBytes}, "file.max-bytes", "rotate the file before it grows past this size")
 	fs.IntVar(&f.MaxBackups, "file.max-backups", f.MaxBackups, "rotated files kept (path.1 is the newest)")
 	fs.Var(byteSize{&f.QueueBytes}, "file.queue-bytes", "batches waiting to be written; past it they are dropped (otlpgate_fastpath_destination_refused_batches_total{destination=\"file\"})")
-	fs.DurationVar(&f.SummaryInterval, "file.summary-interval", f.SummaryInterval, "log a one-line summary this often (0: never)")
+	fs.DurationVar(&f.SummaryInterval, "file.summary-interval", f.SummaryInterval, "log a one-line summary this often while batches are written; an idle file destination logs none (0: never)")
 	fs.BoolVar(&f.GroupReadable, "file.group-readable", f.GroupReadable, "create the file and its rotations 0640 and their directory 0750, so that the group may read them (default false: 0600 and 0700, the owner only, whatever the umask; existing ones keep their mode)")
 
 	k := &cfg.kafka
