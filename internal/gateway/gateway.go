@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,8 @@ type Gateway struct {
 	reloadLost   []error        // what those drains could not deliver (without a spool)
 	stopPoll     chan struct{}  // closed by Shutdown: the pollers of files (pollFile) end
 	pollers      sync.WaitGroup // the pollers of files
+	secretsWake  chan struct{}  // a reload happened: the secrets poller, asleep, looks again
+	secretPolls  atomic.Int64   // the secrets poller's passes, for the tests
 
 	failed    chan struct{} // closed when the spool failed (watchSpool)
 	stopWatch chan struct{}
@@ -119,7 +122,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	log.Info("otlpgate starting", "gomaxprocs", runtime.GOMAXPROCS(0), "go", runtime.Version(),
 		"ack", cfg.Pipeline.Ack.String(), "queue_max_bytes", cfg.Pipeline.QueueMaxBytes)
 	g := &Gateway{cfg: cfg, log: log, failed: make(chan struct{}), stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
-		stopPoll: make(chan struct{})}
+		stopPoll: make(chan struct{}), secretsWake: make(chan struct{}, 1)}
 	g.dmu.parked = map[string]chan struct{}{}
 	g.retireCtx, g.retireCancel = context.WithCancel(context.Background())
 	// One intake limiter bounds what every intake holds before admission, as the queue does
@@ -412,6 +415,7 @@ func (g *Gateway) ReloadWith(dests []string) (applied bool, err error) {
 }
 
 func (g *Gateway) reload(dests []string, replace bool) error {
+	defer g.secretsReloaded()
 	var errs []error
 	// The -dest flags' files are read again too: a header-file's value, a bearer token.
 	secretFile := func(spec string) bool {

@@ -63,7 +63,9 @@ func (g *Gateway) secretFiles() []string {
 // Shutdown, and reloads (Reload) when one of them reads otherwise than at the previous poll.
 // A file that appears in the list (a destination added) is first read as it is: only a change
 // after that reloads. A change that cannot be applied (a file emptied) is reported by the
-// reload once, and not retried at every poll.
+// reload once, and not retried at every poll. While there is no file to read and only a reload
+// can name one (no -dest.file, whose lines may name files at its next read), the poller sleeps
+// until a reload (secretsReloaded), so that a process without secrets wakes no thread for it.
 func (g *Gateway) pollSecrets() {
 	last, next := map[string]fileState{}, map[string]fileState{}
 	for _, p := range g.secretFiles() {
@@ -80,9 +82,24 @@ func (g *Gateway) pollSecrets() {
 				return
 			case <-t.C:
 			}
+			g.secretPolls.Add(1)
 			paths := g.secretFiles()
 			if len(paths) == 0 && len(last) == 0 {
-				continue // nothing to read: a poll allocates nothing
+				if g.cfg.DestFile != "" {
+					continue // nothing to read: a poll allocates nothing
+				}
+				t.Stop()
+				select {
+				case <-g.stopPoll:
+					return
+				case <-g.secretsWake:
+				}
+				t.Reset(g.cfg.SecretsPoll)
+				// What the reload named is read now, as it is: a change after this reloads.
+				for _, p := range g.secretFiles() {
+					last[p] = readState(p)
+				}
+				continue
 			}
 			// The two maps take turns, so that a poll that finds no change allocates no map.
 			clear(next)
@@ -104,4 +121,14 @@ func (g *Gateway) pollSecrets() {
 			_ = g.Reload()
 		}
 	}()
+}
+
+// secretsReloaded wakes the secrets poller if it sleeps: a reload may have named files (a
+// -config's destinations with a bearer-token-file). A wake-up it does not need costs one poll.
+// Safe for concurrent use.
+func (g *Gateway) secretsReloaded() {
+	select {
+	case g.secretsWake <- struct{}{}:
+	default:
+	}
 }
