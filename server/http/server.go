@@ -43,6 +43,12 @@ type Server struct {
 	served chan struct{}
 }
 
+// idleWorkerLife is how long fasthttp keeps a worker goroutine whose connection ended for the
+// next one, and how often it looks for such workers (below). A parked worker lives one to two
+// of it: no longer than a keep-alive connection that sends nothing is kept by default
+// (-http.idle-timeout, 2m).
+const idleWorkerLife = time.Minute
+
 // New builds the server for cfg in front of p: a pipeline.Pipeline, or with a spool the
 // spool's admission. Start listens.
 func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
@@ -78,6 +84,10 @@ func New(cfg Config, p pipeline.Admitter, log *slog.Logger) (*Server, error) {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		MaxRequestBodySize: cfg.MaxRequestBytes,
+		// fasthttp's worker pool looks every MaxIdleWorkerDuration for workers idle that long,
+		// whether a connection is open or not, and cannot be told to sleep: at its default of
+		// 10 s that was an idle process's most frequent wake-up.
+		MaxIdleWorkerDuration: idleWorkerLife,
 		// The handler runs once the headers (and the first few KiB of the body) are in, so that
 		// it takes the body's bytes from the intake limiter before the rest is read, and
 		// refuses a Content-Length over -http.max-request-bytes without reading it.

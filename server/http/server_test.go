@@ -353,3 +353,17 @@ func TestErrorsInRequestEncoding(t *testing.T) {
 		t.Errorf("%q: %v %v", r.body, st, err)
 	}
 }
+
+// fasthttp's worker pool wakes every MaxIdleWorkerDuration to look for idle workers, traffic
+// or not; the intake sets it to a minute (its default, 10 s, was an idle process's most
+// frequent wake-up), no longer than a silent keep-alive connection is kept by default.
+func TestIdleWorkerLife(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.hs.MaxIdleWorkerDuration; got != idleWorkerLife || got < time.Minute || got > cfg.IdleTimeout {
+		t.Errorf("fasthttp's MaxIdleWorkerDuration %v, want idleWorkerLife (%v), from a minute up to -http.idle-timeout (%v)", got, idleWorkerLife, cfg.IdleTimeout)
+	}
+}
