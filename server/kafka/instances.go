@@ -69,16 +69,21 @@ func (in *instance) ttl() time.Duration {
 type registry struct {
 	max      int
 	maxBytes int64
-	mu       struct {
+	// wake gets a token when an instance is created while the sweep sleeps (expire).
+	wake chan struct{}
+	mu   struct {
 		sync.Mutex
 		byID       map[[16]byte]*instance
 		head, tail *instance
 		bytes      int64
+		// sleeping is set by expire when it left the registry empty: the sweep waits on wake
+		// until the next instance is created.
+		sleeping bool
 	}
 }
 
 func newRegistry(max int, maxBytes int64) *registry {
-	r := &registry{max: max, maxBytes: maxBytes}
+	r := &registry{max: max, maxBytes: maxBytes, wake: make(chan struct{}, 1)}
 	r.mu.byID = make(map[[16]byte]*instance)
 	return r
 }
@@ -197,6 +202,13 @@ func (r *registry) createLocked(id [16]byte) *instance {
 		removedEvicted.Inc()
 	}
 	in := &instance{id: id, idStr: idString(id)}
+	if r.mu.sleeping {
+		r.mu.sleeping = false
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 	r.mu.byID[id] = in
 	r.pushFrontLocked(in)
 	instancesCreated.Inc()
@@ -320,8 +332,10 @@ func (r *registry) dropConn(c *conn) {
 }
 
 // expire forgets the instances not heard from within their ttl. The least recently seen are at
-// the tail, but ttls differ by plan, so the whole list is walked. Safe for concurrent use.
-func (r *registry) expire(now time.Time) {
+// the tail, but ttls differ by plan, so the whole list is walked. It reports whether none is
+// left: then the next instance created sends a token on wake, for the sweep to wait on. Safe
+// for concurrent use.
+func (r *registry) expire(now time.Time) (empty bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for in := r.mu.tail; in != nil; {
@@ -332,6 +346,9 @@ func (r *registry) expire(now time.Time) {
 		}
 		in = prev
 	}
+	// Nothing is left to expire until an instance is created, which wakes the sweep (wake).
+	r.mu.sleeping = len(r.mu.byID) == 0
+	return r.mu.sleeping
 }
 
 // len returns the number of instances. Safe for concurrent use.

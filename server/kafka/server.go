@@ -50,6 +50,8 @@ type Server struct {
 	subs    atomic.Pointer[subscriptionSet]
 	// now is the clock of throttling and expiry; tests replace it before Start.
 	now func() time.Time
+	// sweeps counts the instance sweep's passes, for the tests.
+	sweeps atomic.Int64
 
 	advHost string // from cfg.AdvertisedAddress; empty: each connection's local address
 	advPort int32
@@ -308,6 +310,8 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Unlock()
 }
 
+// sweep expires instances every sweepEvery while there are any; with none it sleeps until
+// one is created (registry.expire), so that a Kafka intake no client talks to wakes no thread.
 func (s *Server) sweep() {
 	defer s.wg.Done()
 	t := time.NewTicker(sweepEvery)
@@ -317,7 +321,17 @@ func (s *Server) sweep() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.reg.expire(s.now())
 		}
+		s.sweeps.Add(1)
+		if !s.reg.expire(s.now()) {
+			continue
+		}
+		t.Stop()
+		select {
+		case <-s.stop:
+			return
+		case <-s.reg.wake:
+		}
+		t.Reset(sweepEvery)
 	}
 }
