@@ -10,6 +10,10 @@
 // exactly the spans sent. TestUnaryCallStrictOwnAllocs counts a destination's unary calls one
 // at a time. The TestGRPCToOwnTransport tests put the destination on otlpgate's own gRPC client
 // (transport=otlpgate), whose allocations, its HTTP/2 included, are otlpgate's own.
+// TestOwnTransportLargeZeroAlloc needs no such split: a load on the own client, otlpgate, and a
+// sink on the own server in front of a pipeline that discards, all of it otlpgate's transport
+// at both ends, so the whole process may allocate nothing per large (multi-frame) request, and
+// testing.AllocsPerRun says whether it does.
 //
 // Nothing imports it. Its test binary runs with runtime.MemProfileRate = 1 and the race
 // detector off (it makes sync.Pool drop items on purpose); servers listen on 127.0.0.1.

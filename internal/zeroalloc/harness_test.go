@@ -355,14 +355,27 @@ type gate struct {
 
 func startGate(t *testing.T, dc client.Config, tenants bool) *gate {
 	t.Helper()
+	cfg := defaultGateConfig(dc)
+	if tenants {
+		cfg.Tenants.Headers = []string{"x-scope-orgid"}
+	}
+	return startGateConfig(t, cfg)
+}
+
+// defaultGateConfig is otlpgate's defaults with the gRPC and HTTP intakes on 127.0.0.1, no
+// other listener, and the one destination dc.
+func defaultGateConfig(dc client.Config) gateway.Config {
 	cfg := gateway.DefaultConfig()
 	cfg.GRPC.Listen, cfg.HTTP.Listen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Kafka.Listen, cfg.UDS.Listen, cfg.Admin.Listen = "", "", ""
 	cfg.Destinations = []client.Config{dc}
-	if tenants {
-		cfg.Tenants.Headers = []string{"x-scope-orgid"}
-	}
 	cfg.ShutdownTimeout = waitFor
+	return cfg
+}
+
+// startGateConfig starts otlpgate with cfg.
+func startGateConfig(t *testing.T, cfg gateway.Config) *gate {
+	t.Helper()
 	// Warnings and errors only (a broken stream, a re-send), shown when the test fails: a
 	// healthy run logs none of them, so the measured rounds see no logging.
 	logs := &testkit.LockedBuffer{}
