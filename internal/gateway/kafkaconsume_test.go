@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -647,4 +649,104 @@ func TestKafkaConsumeTenantHeaders(t *testing.T) {
 	if got() != wanted {
 		t.Fatalf("after shutdown: got %s, want %s", got(), wanted)
 	}
+}
+
+// A partition the client stops fetching while the brokers hold records past the consumer's
+// position is logged and counted as stalled once -kafka.consume.stall-timeout passed, and its
+// lag shows the records waiting (before, the lag came from the fetches only and showed none);
+// once the brokers answer the fetches again, every span is delivered and no partition counts as
+// stalled. The brokers hold every fetch request unanswered meanwhile, as a leader that takes
+// requests and serves none.
+func TestKafkaConsumeStalledPartition(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	cfg := consumeConfig(kc, "stall", u)
+	cfg.KafkaConsume.StallTimeout = time.Second
+	logs := &logLines{}
+	stalls := metricSum(t, "otlpgate_kafka_consume_stalls_total", "", "")
+	g, err := New(cfg, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Shutdown(context.Background()) })
+
+	produceSpans(t, kc, "otlp_spans", idRange(1, 60)...)
+	eventually(t, func() string { return fmt.Sprintf("%d of 60 spans at the upstream", u.distinct()) },
+		func() bool { return u.distinct() == 60 })
+	release := make(chan struct{})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	kc.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		kc.SleepControl(func() { <-release })
+		return nil, nil, false // answered as the brokers answer it, once released
+	})
+	produceSpans(t, kc, "otlp_spans", idRange(101, 60)...)
+	lagSum := func() (n int64) {
+		for _, ps := range g.kc.Lag() {
+			for _, l := range ps {
+				n += l
+			}
+		}
+		return n
+	}
+	eventually(t, func() string { return fmt.Sprintf("lag %v while no fetch is answered", g.kc.Lag()) },
+		func() bool { return lagSum() == 60 })
+	eventually(t, func() string { return "no partition counted as stalled" }, func() bool {
+		return metricSum(t, "otlpgate_kafka_consume_stalled_partitions", "", "") == kafkaPartitions &&
+			metricSum(t, "otlpgate_kafka_consume_stalls_total", "", "") == stalls+kafkaPartitions
+	})
+	if n := logs.count("kafka consumer partition stalled: the brokers hold records past its read position"); n != kafkaPartitions {
+		t.Errorf("%d stalled partitions logged, want %d", n, kafkaPartitions)
+	}
+	if n := u.distinct(); n != 60 {
+		t.Fatalf("%d spans at the upstream while no fetch was answered", n)
+	}
+
+	close(release)
+	released = true
+	eventually(t, func() string { return fmt.Sprintf("%d of 120 spans at the upstream", u.distinct()) },
+		func() bool { return u.distinct() == 120 })
+	eventually(t, func() string { return "partitions still counted as stalled" }, func() bool {
+		return metricSum(t, "otlpgate_kafka_consume_stalled_partitions", "", "") == 0
+	})
+	if n := logs.count("kafka consumer reads a stalled partition again"); n != kafkaPartitions {
+		t.Errorf("%d partitions logged as read again, want %d", n, kafkaPartitions)
+	}
+	eventually(t, func() string { return fmt.Sprintf("lag %v", g.kc.Lag()) }, func() bool { return lagSum() == 0 })
+}
+
+// logLines is a slog handler that keeps the messages logged.
+type logLines struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+
+// count is how many messages began with prefix.
+func (l *logLines) count(prefix string) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
 }

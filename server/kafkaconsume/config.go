@@ -76,6 +76,11 @@ type Config struct {
 	// (-kafka.consume.sasl.mechanism), with SASLUser (-kafka.consume.sasl.username) and
 	// SASLPassword (read from -kafka.consume.sasl.password-file).
 	SASLMechanism, SASLUser, SASLPassword string
+	// StallTimeout is how long a partition's read position may stay still, outside waits for
+	// room, while the brokers hold records past it (or its leader does not answer its end
+	// offset), before it is logged and counted in otlpgate_kafka_consume_stalled_partitions
+	// (-kafka.consume.stall-timeout, default 1m). The end offsets are listed every third of it.
+	StallTimeout time.Duration
 	// LogInterval bounds the log lines of skipped records: at most one per interval, with the
 	// count of those not logged (default 10s).
 	LogInterval time.Duration
@@ -99,6 +104,7 @@ func DefaultConfig() Config {
 		CommitInterval: time.Second,
 		RevokeWait:     10 * time.Second,
 		SessionTimeout: 45 * time.Second,
+		StallTimeout:   time.Minute,
 		LogInterval:    10 * time.Second,
 	}
 }
@@ -143,6 +149,8 @@ func (c Config) Validate() error {
 		return errors.New("-kafka.consume.revoke-wait must not be negative")
 	case c.SessionTimeout < time.Second:
 		return errors.New("-kafka.consume.session-timeout must be at least 1s")
+	case c.StallTimeout < time.Second:
+		return errors.New("-kafka.consume.stall-timeout must be at least 1s")
 	case c.LogInterval <= 0:
 		return errors.New("kafkaconsume: log interval must be positive")
 	case c.ScanDepth > fastpath.DepthFull:

@@ -68,6 +68,7 @@ func TestValidate(t *testing.T) {
 		{"empty group", func(c *Config) { c.Group = "" }, "-kafka.consume.group"},
 		{"tiny records", func(c *Config) { c.MaxRecordBytes = 10 }, "max-record-bytes"},
 		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "commit-interval"},
+		{"stall timeout", func(c *Config) { c.StallTimeout = 1e8 /* 100ms */ }, "stall-timeout"},
 		{"sasl without user", func(c *Config) { c.SASLMechanism = SASLPlain }, "needs -kafka.consume.sasl.username"},
 		{"sasl unknown", func(c *Config) { c.SASLMechanism = "gssapi"; c.SASLUser = "u"; c.SASLPassword = "p" }, "gssapi"},
 		{"user without sasl", func(c *Config) { c.SASLUser = "u" }, "needs -kafka.consume.sasl.mechanism"},

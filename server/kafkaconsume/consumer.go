@@ -46,9 +46,11 @@ type Consumer struct {
 	// rebalancing is set when the group wants to rebalance while the poll loop holds its
 	// records (kgo's OnPartitionsCallbackBlocked), cleared when it lets the rebalance run.
 	rebalancing atomic.Bool
+	waitedAt    atomic.Int64  // unix nanoseconds of the poll loop's last wait for room
 	done        chan struct{} // closed when run returns
 	stopCommit  chan struct{}
 	commitDone  chan struct{}
+	watchDone   chan struct{}
 	closing     chan struct{} // closed when Shutdown begins: a revoke then waits for nothing
 	shutOnce    sync.Once
 
@@ -79,7 +81,7 @@ func New(cfg Config, in Admitter, log *slog.Logger) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, in: in, log: log, topics: map[string]*Topic{},
-		done: make(chan struct{}), stopCommit: make(chan struct{}), commitDone: make(chan struct{}), closing: make(chan struct{})}
+		done: make(chan struct{}), stopCommit: make(chan struct{}), commitDone: make(chan struct{}), watchDone: make(chan struct{}), closing: make(chan struct{})}
 	c.mu.parts = map[partKey]*partition{}
 	for i := range cfg.Topics {
 		c.topics[cfg.Topics[i].Name] = &cfg.Topics[i]
@@ -148,6 +150,7 @@ func (c *Consumer) Start() error {
 	c.log.Info("kafka consumer started", "brokers", c.cfg.Brokers, "group", c.cfg.Group, "topics", len(c.cfg.Topics))
 	go c.run()
 	go c.commitLoop()
+	go c.watchLoop()
 	return nil
 }
 
@@ -213,7 +216,7 @@ func (c *Consumer) partitionOf(topic string, id int32, first, hwm int64) *partit
 	k := partKey{topic, id}
 	p := c.mu.parts[k]
 	if p == nil {
-		p = newPartition(topic, id, first)
+		p = newPartition(topic, id, first, time.Now())
 		p.lag = lag.WithLabelValues(topic, strconv.Itoa(int(id)))
 		c.mu.parts[k] = p
 		assigned.Inc()
@@ -310,8 +313,9 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) handled {
 	}
 }
 
-// wait sleeps d, or until Shutdown (false).
+// wait sleeps d, or until Shutdown (false). It is a wait for room: no partition stalls meanwhile.
 func (c *Consumer) wait(d time.Duration) bool {
+	c.waitedAt.Store(time.Now().UnixNano())
 	c.retry.Reset(d)
 	select {
 	case <-c.retry.C:
@@ -378,7 +382,7 @@ func (c *Consumer) applyRewinds() {
 			set[p.topic] = map[int32]kgo.EpochOffset{}
 		}
 		set[p.topic][p.id] = kgo.EpochOffset{Epoch: -1, Offset: p.rewind}
-		p.rewind = -1
+		p.read, p.rewind = p.rewind, -1
 	}
 	c.mu.Unlock()
 	if set != nil {
@@ -517,7 +521,7 @@ func (c *Consumer) drop(parts map[string][]int32) {
 			if p := c.mu.parts[k]; p != nil {
 				p.releaseLocked()
 				delete(c.mu.parts, k)
-				lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
+				forgetStallLocked(p, k)
 				assigned.Dec()
 			}
 		}
@@ -556,6 +560,7 @@ func (c *Consumer) Shutdown(ctx context.Context) error {
 		}
 		close(c.stopCommit)
 		<-c.commitDone
+		<-c.watchDone
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		c.commit(cctx, nil)
 		cancel()
@@ -563,7 +568,7 @@ func (c *Consumer) Shutdown(ctx context.Context) error {
 		c.mu.Lock()
 		for k, p := range c.mu.parts {
 			p.releaseLocked()
-			lag.DeleteLabelValues(k.topic, strconv.Itoa(int(k.id)))
+			forgetStallLocked(p, k)
 			assigned.Dec()
 		}
 		clear(c.mu.parts)

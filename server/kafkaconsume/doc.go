@@ -26,9 +26,16 @@
 // given up to RevokeWait to finish what it has in flight, then its acknowledged offset is
 // committed, so that the new owner re-reads only what was not delivered.
 //
+// A partition whose read position stays still for StallTimeout, outside waits for room, while
+// the brokers hold records past it (or its leader does not answer its end offset) is logged and
+// counted in otlpgate_kafka_consume_stalled_partitions: kgo retries a leader that answers
+// without serving a partition by itself, and says nothing of it to the poll (watch.go). The end
+// offsets that watch lists keep the lag true while the fetches bring nothing.
+//
 // It imports fastpath, fastpath/pipeline, fastpath/tenant, pool and internal/admission (the
 // intake limiter), and franz-go's kgo; nothing of
 // otlpgate imports it but internal/gateway. Goroutines: one polls and admits (run), one commits
-// every CommitInterval (commitLoop); kgo's own goroutines call the rebalance callbacks, which
+// every CommitInterval (commitLoop), one lists the end offsets every third of StallTimeout
+// (watchLoop); kgo's own goroutines call the rebalance callbacks, which
 // run between polls (BlockRebalanceOnPoll). Start and Shutdown are called once each.
 package kafkaconsume

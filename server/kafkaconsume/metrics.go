@@ -59,8 +59,16 @@ var (
 	})
 	lag = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_lag",
-		Help: "Records of a partition assigned to the consumer intake past its committed offset (the brokers' high watermark at the last fetch minus the committed offset).",
+		Help: "Records of a partition assigned to the consumer intake past its committed offset (the brokers' high watermark, from the last fetch or from the end offsets listed every third of -kafka.consume.stall-timeout, minus the committed offset).",
 	}, []string{"topic", "partition"})
+	stalled = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "otlpgate_kafka_consume_stalled_partitions",
+		Help: "Partitions of the consumer intake whose read position has not moved for -kafka.consume.stall-timeout, outside waits for room, while the brokers hold records past it or their leader does not answer its end offset (each logged when it stalls and when it moves again).",
+	})
+	stalls = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_consume_stalls_total",
+		Help: "Times a partition of the consumer intake stalled (see otlpgate_kafka_consume_stalled_partitions).",
+	})
 	assigned = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_partitions",
 		Help: "Partitions the consumer intake holds records of now.",

@@ -1,6 +1,8 @@
 package kafkaconsume
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
@@ -17,6 +19,10 @@ import (
 //  3. committed is the offset last committed to the group; acked >= committed.
 //  4. rewind >= 0 while the partition waits to be read again from rewind: records the poll
 //     loop meets meanwhile are neither admitted nor tracked.
+//  5. read is the offset after the last record the poll loop took (or a rewind's offset);
+//     watchRead and movedAt are read and the time at the watch that last saw it move, and
+//     stalled says whether the partition counts in otlpgate_kafka_consume_stalled_partitions
+//     (watch.go).
 type partition struct {
 	topic string
 	id    int32
@@ -26,8 +32,14 @@ type partition struct {
 	acked     int64
 	epoch     int32 // leader epoch of the record before acked, for the commit
 	committed int64
-	hwm       int64 // the brokers' high watermark at the last fetch
+	hwm       int64 // the brokers' high watermark at the last fetch or listing
 	rewind    int64
+
+	read      int64
+	watchRead int64
+	movedAt   time.Time
+	listedAt  time.Time // when the brokers last answered its end offset
+	stalled   bool
 
 	lag prometheus.Gauge
 }
@@ -39,12 +51,14 @@ type ticket struct {
 	b      *pipeline.Batch // nil: nothing to wait for (skipped, durable, dropped by processing)
 }
 
-func newPartition(topic string, id int32, first int64) *partition {
-	return &partition{topic: topic, id: id, acked: first, committed: first, rewind: -1, epoch: -1}
+func newPartition(topic string, id int32, first int64, now time.Time) *partition {
+	return &partition{topic: topic, id: id, acked: first, committed: first, rewind: -1, epoch: -1,
+		read: first, watchRead: first, movedAt: now}
 }
 
 // trackLocked follows the record at offset, admitted into b (nil: nothing to wait for).
 func (p *partition) trackLocked(offset int64, epoch int32, b *pipeline.Batch) {
+	p.read = offset + 1
 	if p.rewind >= 0 {
 		// A rewind to an earlier record came while this one was admitted: it is read again.
 		if b != nil {

@@ -1,0 +1,127 @@
+package kafkaconsume
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// watchLoop asks the brokers for the end offset of every partition the consumer holds, every
+// StallTimeout/3 until Shutdown, for the lag and to find a partition that stalled.
+//
+// A partition stalls when the client no longer fetches it though records wait there: a leader
+// that answers without serving it (a broker that came back under its old id while a connection
+// to its former self stayed open), a fetch that fails for ever. kgo retries such errors by
+// itself and reports none of them to the poll, and the lag, taken from the fetches, stays where
+// the last fetch left it; so a stall showed nothing before this watch. It runs apart from the
+// commits: a listing can wait on a broker that does not answer.
+func (c *Consumer) watchLoop() {
+	defer close(c.watchDone)
+	every := c.cfg.StallTimeout / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.pollCtx, every)
+			c.watch(ctx, time.Now())
+			cancel()
+		case <-c.stopCommit:
+			return
+		}
+	}
+}
+
+// watch lists the end offsets of the partitions held, updates their lag, and reports the
+// partitions whose read position has not moved for StallTimeout while the brokers hold records
+// past it, or while their leader did not answer their end offset at all. Time spent waiting for
+// room in the pipeline (backpressure) is no stall: the clock of every partition restarts after
+// the last wait.
+func (c *Consumer) watch(ctx context.Context, now time.Time) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	idx := map[string]int{}
+	c.mu.Lock()
+	for k := range c.mu.parts {
+		i, ok := idx[k.topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[k.topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = k.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = k.id, -1 // -1: the end (high watermark)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	c.mu.Unlock()
+	if len(req.Topics) == 0 {
+		return
+	}
+	type listed struct {
+		k   partKey
+		end int64
+	}
+	var ends []listed
+	for _, sh := range c.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			continue // those partitions' leaders did not answer: see below
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Offset >= 0 {
+					ends = append(ends, listed{partKey{t.Topic, p.Partition}, p.Offset})
+				}
+			}
+		}
+	}
+	waited := time.Unix(0, c.waitedAt.Load()) // the poll loop's last wait for room
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range ends {
+		if p := c.mu.parts[e.k]; p != nil {
+			p.hwm = max(p.hwm, e.end)
+			p.listedAt = now
+			p.lag.Set(float64(p.lagLocked()))
+		}
+	}
+	for k, p := range c.mu.parts {
+		if p.read != p.watchRead || waited.After(p.movedAt) {
+			p.watchRead, p.movedAt = p.read, now
+			if p.stalled {
+				p.stalled = false
+				stalled.Dec()
+				c.log.Info("kafka consumer reads a stalled partition again", "topic", k.topic, "partition", k.id, "offset", p.read)
+			}
+			continue
+		}
+		if p.stalled || now.Sub(p.movedAt) < c.cfg.StallTimeout {
+			continue
+		}
+		switch {
+		case p.hwm > p.read:
+			c.log.Warn("kafka consumer partition stalled: the brokers hold records past its read position, and the client has fetched none of them",
+				"topic", k.topic, "partition", k.id, "offset", p.read, "end", p.hwm, "for", now.Sub(p.movedAt).Round(time.Second))
+		case p.listedAt.Before(p.movedAt):
+			c.log.Warn("kafka consumer partition stalled: its leader has not answered its end offset, and the client has fetched nothing of it",
+				"topic", k.topic, "partition", k.id, "offset", p.read, "for", now.Sub(p.movedAt).Round(time.Second))
+		default:
+			continue // read up to the end: idle
+		}
+		p.stalled = true
+		stalled.Inc()
+		stalls.Inc()
+	}
+}
+
+// forgetStallLocked takes a partition whose state is dropped out of the stalled gauge.
+func forgetStallLocked(p *partition, k partKey) {
+	if p.stalled {
+		p.stalled = false
+		stalled.Dec()
+	}
+	lag.DeleteLabelValues(k.topic, strconv.Itoa(int(k.id)))
+}
