@@ -26,6 +26,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/h2"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 )
 
 // The unary calls of transport=otlpgate, v1 and OTEP: a worker per call slot, as with grpc-go
@@ -584,7 +585,7 @@ func (c *h2Conn) writeMsg(st *h2Stream, segs [][]byte, total int, end bool) bool
 			_, err = c.nc.Write(c.wbuf)
 		} else {
 			st.wv = st.vec
-			_, err = st.wv.WriteTo(c.nc)
+			_, err = rawio.WriteBuffers(c.nc, &st.wv)
 		}
 		c.wmu.Unlock()
 		if err != nil {

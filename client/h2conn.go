@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otlpgate/otlpgate/internal/h2"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 )
 
 // h2Conn is one HTTP/2 connection of otlpgate's own gRPC client (transport=otlpgate): h2c with
@@ -111,6 +112,7 @@ func dialH2(addr string, cfg *Config, tc *tls.Config, timeout time.Duration) (*h
 	if err != nil {
 		return nil, fmt.Errorf("cannot dial %s: %w", addr, err)
 	}
+	nc = rawio.Wrap(nc)
 	if tc != nil {
 		tlsConn := tls.Client(nc, tc)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

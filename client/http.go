@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 	"io"
 	"net"
 	"net/http"
@@ -141,7 +142,7 @@ func (s *httpSender) dial(addr string, timeout time.Duration) (net.Conn, error) 
 	if err != nil {
 		return nil, &dialError{err}
 	}
-	tc := &trackedConn{Conn: c, s: s}
+	tc := &trackedConn{Conn: rawio.Wrap(c), s: s}
 	s.conns.Lock()
 	defer s.conns.Unlock()
 	if s.conns.stopped { // abort ran while this dial was under way

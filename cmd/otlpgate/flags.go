@@ -257,5 +257,6 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 	fs.BoolVar(&cfg.check, "check", false, "check the configuration and exit: every flag, -dest and -dest.file, the TLS, token and subscriptions files, without binding a port, dialling an upstream or writing to disk; prints a one-line summary and exits 0, or prints the error and exits 2")
 	fs.StringVar(&cfg.logLevel, "log.level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log.format", cfg.logFormat, "text or json")
+	fs.BoolVar(&cfg.rawIO, "net.raw-syscalls", cfg.rawIO, "read and write the sockets of the OTLP/gRPC, OTLP/HTTP and Kafka telemetry intakes and of the destinations on the own gRPC transport or OTLP/HTTP with system calls the Go scheduler is not told of (they never block: the sockets are non-blocking), which spares a request arriving alone the wake-up of the runtime's monitor thread; false uses the standard calls (docs/benchmarks.md, where the CPU goes at low rates)")
 	fs.DurationVar(&cfg.shutdown, "shutdown.timeout", cfg.shutdown, "bound on the whole shutdown: intakes stop within half of it, destinations drain for the rest; what is left is counted as lost (otlpgate_client_dropped_items_total{reason=~\"shutdown_.*\"}) and the exit status is 3")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/otlpgate/otlpgate/internal/admission"
 	"github.com/otlpgate/otlpgate/internal/credfile"
 	gw "github.com/otlpgate/otlpgate/internal/gateway"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -100,6 +101,8 @@ type config struct {
 	// -config and -config.poll-interval (configfile.go, reload.go).
 	configFile string
 	configPoll time.Duration
+	// rawIO is -net.raw-syscalls (internal/rawio).
+	rawIO bool
 }
 
 func defaultConfig() config {
@@ -122,6 +125,7 @@ func defaultConfig() config {
 		scanDepth:       "full",
 		logLevel:        "info",
 		logFormat:       "text",
+		rawIO:           true,
 		shutdown:        30 * time.Second,
 		spool:           spool.DefaultConfig(),
 		spoolSync:       spool.DefaultConfig().Sync.String(),
@@ -186,6 +190,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		return exitOK
 	}
 	log.Info("otlpgate build", "version", b.version, "commit", b.commit, "go", b.goVersion)
+	rawio.SetEnabled(cfg.rawIO)
 	b.export()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

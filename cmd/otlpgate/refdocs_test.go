@@ -56,7 +56,7 @@ var flagGroups = map[string]string{
 	"kafka": "Kafka KIP-714 intake", "intake": "Intake limiter (every intake)", "auth": "Authentication",
 	"queue": "Queue and batching", "batch": "Queue and batching", "ack": "Queue and batching",
 	"compression": "Queue and batching", "dest": "Destinations", "file": "File destination", "spool": "Spool", "admin": "Operating",
-	"pprof": "Operating", "log": "Operating", "shutdown": "Operating", "status": "Operating",
+	"pprof": "Operating", "log": "Operating", "net": "Operating", "shutdown": "Operating", "status": "Operating",
 	"resource": "Processing", "drop": "Processing", "sample": "Processing",
 	// Tenant flags outside the -tenant.* prefix are named whole.
 	"intake.headers": "Tenants", "intake.headers.default": "Tenants", "intake.max-tenants": "Tenants",

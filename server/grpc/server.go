@@ -22,6 +22,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 )
 
 // Server is the gRPC intake.
@@ -134,7 +135,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// The limiter's account wraps the raw connection, and the frame watch wraps that: the watch
 	// must be the connection the TLS handshake sees (conns.go), and the account is found through
 	// the remote address both pass through.
-	inner := netutil.LimitListener(ln, s.cfg.MaxConnections)
+	inner := netutil.LimitListener(rawio.Listen(ln), s.cfg.MaxConnections)
 	if lim := s.adm.Limiter(); lim != nil {
 		inner = budgetListener{Listener: inner, s: s}
 		if d := lim.ProgressTimeout(); d > 0 {

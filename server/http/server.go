@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 )
 
 // Server is the OTLP/HTTP intake.
@@ -126,7 +127,7 @@ func (s *Server) Start() error {
 
 // Serve serves on ln in the background (tests pass their own listener).
 func (s *Server) Serve(ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	ln = netutil.LimitListener(rawio.Listen(ln), s.cfg.MaxConnections)
 	s.ln.Store(&ln)
 	addr := ln.Addr()
 	if s.tls != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/credfile"
+	"github.com/otlpgate/otlpgate/internal/rawio"
 )
 
 var (
@@ -130,6 +131,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: cannot listen on %s: %w", s.cfg.Listen, err)
 	}
+	ln = rawio.Listen(ln)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
