@@ -736,7 +736,9 @@ func (c *h2Conn) onWindowUpdate(f h2.Frame) error {
 // resetLocked resets stream id with code: the stream, if open, ends and is forgotten; its
 // late frames are ignored.
 func (c *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
-	if code != http2.ErrCodeNo {
+	// CANCEL is the server's own reset of a call whose deadline passed, no error of the
+	// client's.
+	if code != http2.ErrCodeNo && code != http2.ErrCodeCancel {
 		h2StreamErrors.Inc()
 	}
 	*c.mu.out = appendRSTStream(*c.mu.out, id, code)

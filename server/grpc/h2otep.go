@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -42,8 +43,9 @@ import (
 //     answered), with the status grpc-go's path ends it with: OK when the client closed its
 //     side, at -grpc.stream.max-age (at once, an unfinished message dropped unanswered),
 //     after -grpc.stream.max-requests, at shutdown (drainStreams); UNAVAILABLE and RetryInfo
-//     under sustained overload; the receive error (too large, a broken message, no room for
-//     a message whose id is not its first field) otherwise. Its trailers go after its last answer, and a client that
+//     under sustained overload; DEADLINE_EXCEEDED when its grpc-timeout passes
+//     (streamDeadline); the receive error (too large, a broken message, no room for a message
+//     whose id is not its first field) otherwise. Its trailers go after its last answer, and a client that
 //     did not close its side is reset with NO_ERROR, as grpc-go does.
 type otepStream struct {
 	on      bool  // the call is a StreamExporter stream
@@ -66,6 +68,10 @@ type otepStream struct {
 
 	stalledAt, agedAt    time.Time
 	stallTimer, ageTimer *time.Timer // made once per h2Stream, re-armed per use
+	// deadline is when the stream's grpc-timeout passes (zero: it sent none); its timer is
+	// made once per h2Stream, re-armed per use.
+	deadline      time.Time
+	deadlineTimer *time.Timer
 
 	// The stream's kept header fields, for looking its tenant up again (-intake.tenant-idle).
 	meta    fieldMeta
@@ -75,7 +81,7 @@ type otepStream struct {
 // recycled is the state a new stream starts from: what may be reused, nothing else.
 func (os *otepStream) recycled() otepStream {
 	return otepStream{ends: os.ends[:0], stallTimer: os.stallTimer, ageTimer: os.ageTimer,
-		meta: fieldMeta{fields: os.meta.fields[:0]}, metaBuf: os.metaBuf[:0]}
+		deadlineTimer: os.deadlineTimer, meta: fieldMeta{fields: os.meta.fields[:0]}, metaBuf: os.metaBuf[:0]}
 }
 
 // release gives back what the stream holds beyond its message.
@@ -87,7 +93,10 @@ func (os *otepStream) release() {
 	if os.stallTimer != nil {
 		os.stallTimer.Stop()
 	}
-	os.stalled, os.waiters = false, 0
+	if os.deadlineTimer != nil {
+		os.deadlineTimer.Stop()
+	}
+	os.stalled, os.waiters, os.deadline = false, 0, time.Time{}
 }
 
 func (os *otepStream) putBacklog() {
@@ -100,6 +109,10 @@ func (os *otepStream) putBacklog() {
 var (
 	errUnexpectedEOF = status.Error(codes.Internal, io.ErrUnexpectedEOF.Error())
 
+	streamDeadlines = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_grpc_stream_deadlines_total",
+		Help: "OTEP streams of -grpc.transport=otlpgate ended with DEADLINE_EXCEEDED (or reset with CANCEL while answers waited for the client's window) because the grpc-timeout their client sent passed, as grpc-go ends them; answers not yet sent are dropped, their requests the client's to send again.",
+	})
 	streamAnswerTimeouts = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_stream_answer_timeouts_total",
 		Help: "OTEP streams of -grpc.transport=otlpgate ended with RESOURCE_EXHAUSTED because none of their -grpc.stream.max-unsent answers was taken within -grpc.stream.answer-timeout (their requests are the client's to send again); grpc-go's transport closes the connection instead (otlpgate_grpc_closed_connections_total{reason=\"answers_not_taken\"}).",
@@ -117,6 +130,14 @@ func (c *h2Conn) openStream(st *h2Stream, fields []h2.Field) {
 		drainedStreams.Inc()
 		c.endStreamLocked(st, nil)
 		return
+	}
+	if d := st.timeout; d > 0 {
+		st.os.deadline = time.Now().Add(d)
+		if st.os.deadlineTimer == nil {
+			st.os.deadlineTimer = time.AfterFunc(d, func() { c.streamDeadline(st) })
+		} else {
+			st.os.deadlineTimer.Reset(d)
+		}
 	}
 	if age := c.s.cfg.StreamMaxAge; age > 0 {
 		st.os.agedAt = time.Now().Add(age)
@@ -158,6 +179,48 @@ func (c *h2Conn) streamAged(st *h2Stream) {
 	}
 	ctr.rebalanceAge.Inc()
 	c.endStreamLocked(st, nil)
+	c.flushAsyncLocked()
+}
+
+// streamDeadline ends a stream whose grpc-timeout passed, whatever it is doing: reading,
+// waiting for the upstream (-ack=upstream) or for the client's window, or ending after the
+// answers it owes. Its trailers go at once with DEADLINE_EXCEEDED, and a client whose side is
+// still open is reset with NO_ERROR, as grpc-go's handler ends a call whose deadline passed;
+// when answers still wait for the client's window (the trailers cannot pass them) it is reset
+// with CANCEL, as grpc-go's transport resets a call at its deadline. grpc-go does one or the
+// other, whichever of its two timers comes first; this transport always the first it can.
+// What the stream still owed is dropped: an unfinished message, and the answers not sent
+// (their requests were admitted; the client, whose call ended, sends them again). It runs on
+// the stream's timer.
+func (c *h2Conn) streamDeadline(st *h2Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	os := &st.os
+	if c.mu.closed || st.id == 0 || !os.on || os.deadline.IsZero() || time.Now().Before(os.deadline) {
+		return // a late run: the stream ended, or the timer was armed again for the next one
+	}
+	streamDeadlines.Inc()
+	c.s.log.Info("grpc: OTEP stream ended: its grpc-timeout passed",
+		"peer", c.peer, "timeout", st.timeout, "unsent", len(os.ends), "waiting", os.waiters)
+	gen := st.gen
+	if !st.localDone {
+		os.waiters = 0 // a waiter that comes back finds the stream gone (its gen changed)
+		if os.ending {
+			os.endErr = errDeadlineExceeded
+			c.trailersLocked(st)
+		} else {
+			c.endStreamLocked(st, errDeadlineExceeded)
+		}
+	}
+	if st.gen == gen && st.id != 0 {
+		// The trailers wait behind answers the client's window holds back, or went out to a
+		// client whose side stays open for nothing else: either way the stream is over.
+		code := http2.ErrCodeCancel
+		if st.localDone {
+			code = http2.ErrCodeNo
+		}
+		c.resetLocked(st.id, code)
+	}
 	c.flushAsyncLocked()
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -52,9 +53,10 @@ type h2Stream struct {
 	msg        *[]byte // the message as received (pooled)
 	plain      *[]byte // its decompressed form (pooled)
 	hold       admission.Hold
-	dataLen    int64 // DATA bytes received, for content-length
-	contentLen int64 // the content-length header, -1 when absent
-	timeout    time.Duration
+	dataLen    int64         // DATA bytes received, for content-length
+	contentLen int64         // the content-length header, -1 when absent
+	timeout    time.Duration // the call's grpc-timeout
+	timeoutSet bool          // a valid grpc-timeout came, perhaps 0
 
 	parked   []byte           // the answer's DATA payload
 	sent     int              // the part of parked sent
@@ -155,6 +157,9 @@ var (
 	errUnaryExtra   = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
 	errNoMessage    = status.Error(codes.Internal, "grpc: the call ended before its request message did")
 	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	// errDeadlineExceeded refuses a call whose grpc-timeout passed before it began, in
+	// grpc-go's words.
+	errDeadlineExceeded = status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 	// errNoRoom is checkPrefix's refusal of a message the intake limiter has no room for.
 	errNoRoom = errors.New("grpc: no room in the intake limiter for the message")
 	// errWaitRoom is checkPrefix's answer for a unary call's message the intake limiter has no
@@ -196,7 +201,7 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 			}
 			st.contentLen = n
 		case "grpc-timeout":
-			st.timeout = parseGRPCTimeout(f.Value)
+			st.timeout, st.timeoutSet = parseGRPCTimeout(f.Value)
 		}
 	}
 	// §8.3.1: exactly one of each request pseudo-field, and a path.
@@ -211,6 +216,13 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	}
 	if string(method) != http.MethodPost {
 		return errMalformed // grpc-go resets such a stream with PROTOCOL_ERROR too
+	}
+	if st.timeoutSet && st.timeout <= 0 {
+		// A deadline that passed before the call began ("0S"): refused before its method is
+		// looked up, as grpc-go's transport refuses it.
+		st.resetEnd = true
+		c.answerError(st, errDeadlineExceeded, http.StatusOK)
+		return nil
 	}
 	sig, ok := fastpath.Signal(0), false
 	for i, p := range h2Paths {
@@ -307,15 +319,16 @@ func isGRPCContentType(ct []byte) bool {
 	return len(ct) == len(base) || ct[len(base)] == '+' || ct[len(base)] == ';'
 }
 
-// parseGRPCTimeout reads a grpc-timeout value (1 to 8 digits and a unit); 0 when malformed.
-func parseGRPCTimeout(v []byte) time.Duration {
+// parseGRPCTimeout reads a grpc-timeout value (1 to 8 digits and a unit); false when
+// malformed (the call then has no deadline). A value past what a Duration holds is clamped.
+func parseGRPCTimeout(v []byte) (time.Duration, bool) {
 	if len(v) < 2 || len(v) > 9 {
-		return 0
+		return 0, false
 	}
 	var n int64
 	for _, c := range v[:len(v)-1] {
 		if c < '0' || c > '9' {
-			return 0
+			return 0, false
 		}
 		n = n*10 + int64(c-'0')
 	}
@@ -334,9 +347,12 @@ func parseGRPCTimeout(v []byte) time.Duration {
 	case 'n':
 		unit = time.Nanosecond
 	default:
-		return 0
+		return 0, false
 	}
-	return time.Duration(n) * unit
+	if n > math.MaxInt64/int64(unit) {
+		return math.MaxInt64, true
+	}
+	return time.Duration(n) * unit, true
 }
 
 // data takes in a DATA frame's bytes: the message prefix, then the message.
