@@ -52,23 +52,7 @@ func TestNoAllocations(t *testing.T) {
 }
 
 func BenchmarkReadWrite(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		done <- c
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer peer.Close()
-	c := Wrap(<-done)
-	defer c.Close()
+	c, peer := pair(b)
 	msg := pattern(4096, 1)
 	in := make([]byte, len(msg))
 	b.ReportAllocs()

@@ -15,7 +15,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pair returns a raw Conn and the plain socket at its other end, over loopback TCP.
-func pair(t *testing.T) (*Conn, net.Conn) {
+func pair(t testing.TB) (*Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
