@@ -35,7 +35,8 @@
 // wait behind the same closed window (Dest.overdue). A connection that is dead altogether is
 // found by the keepalive pings. A lane whose streams keep breaking before any answer
 // backs off before opening the next one; otherwise a stream re-opens as soon as the connection
-// allows. A stream that ends with INTERNAL may have been ended by the one request on it that
+// allows, and a re-balance never waits (not even one before the stream's first answer, the
+// first stream after an outage taking a backlog). A stream that ends with INTERNAL may have been ended by the one request on it that
 // the upstream cannot decode: its pending requests are sent again one at a time, and one that
 // keeps ending the streams it is alone on is dropped after PoisonAfter of them (poison.go).
 //

@@ -84,9 +84,15 @@ type lane struct {
 	sig      fastpath.Signal
 	cur      *stream
 	failures int32 // streams in a row that ended without an answer, or failed to open
-	alone    bool  // the latest send was a suspect's: the next waits until it is answered (poison.go)
-	timer    *time.Timer
-	h2msg    h2Msg // the messages the lane sends on the own transport (h2Bidi.msg)
+	// rebalanced: the lane let its last stream go to re-balance (by requests, bytes or age),
+	// not because it failed: the next opens at once, whatever failures says. A stream
+	// re-balanced before its first answer (the first one after an outage, taking its first
+	// RebalanceBytes at once) must not make the lane wait out the outage's backoff with the
+	// next request in hand while the other lanes deliver what was queued after it.
+	rebalanced bool
+	alone      bool // the latest send was a suspect's: the next waits until it is answered (poison.go)
+	timer      *time.Timer
+	h2msg      h2Msg // the messages the lane sends on the own transport (h2Bidi.msg)
 }
 
 func (l *lane) run() {
@@ -98,6 +104,7 @@ func (l *lane) run() {
 			// pin its balancer backend until the next burst. The next request opens a new one.
 			l.cur.halfClose(endRebalanceAge)
 			l.drop()
+			l.rebalanced = true
 			continue
 		}
 		if r == nil {
@@ -276,27 +283,34 @@ func (l *lane) stream(r *request, wire int64) *stream {
 		case d.cfg.RebalanceRequests > 0 && s.sent >= d.cfg.RebalanceRequests:
 			s.halfClose(endRebalanceRequests)
 			l.drop()
+			l.rebalanced = true
 		case d.cfg.RebalanceBytes > 0 && s.bytes > 0 && s.bytes+wire > d.cfg.RebalanceBytes:
 			// A balancer that caps a request's body (nginx's client_max_body_size) counts the
 			// whole stream: re-open before this request would take it past the cap. A request
 			// larger than the cap on its own still goes, alone on a fresh stream.
 			s.halfClose(endRebalanceBytes)
 			l.drop()
+			l.rebalanced = true
 		case d.cfg.RebalanceTimeout > 0 && nanotime()-s.opened >= int64(d.cfg.RebalanceTimeout):
 			s.halfClose(endRebalanceAge)
 			l.drop()
+			l.rebalanced = true
 		default:
 			return s
 		}
 	}
 	for {
-		if l.failures > 0 {
+		if l.failures > 0 && !l.rebalanced {
 			// The stream before broke without a single answer (or did not open): do not spin
 			// against an upstream that accepts streams and then fails them.
 			if !d.sleep(l.timer, d.cfg.backoff(l.failures), nil) {
 				return nil
 			}
 		}
+		// A failure from here on is one: a stream that cannot be opened again backs off.
+		// failures is kept: a stream that opened and was let go unanswered is no evidence that
+		// the upstream answers.
+		l.rebalanced = false
 		var wait time.Duration
 		if d.cfg.RetryMaxElapsed > 0 {
 			wait = max(time.Duration(r.taken+int64(d.cfg.RetryMaxElapsed)-nanotime()), time.Millisecond)
@@ -318,9 +332,13 @@ func (l *lane) stream(r *request, wire int64) *stream {
 	}
 }
 
-// drop forgets the lane's current stream and gives back the lane's reference to it.
+// drop forgets the lane's current stream and gives back the lane's reference to it. An answer
+// on it resets the lane's reconnect backoff (a stream let go idle is not looked at again).
 func (l *lane) drop() {
 	s := l.cur
+	if s.acked.Load() {
+		l.failures = 0
+	}
 	l.cur = nil
 	s.unref()
 }

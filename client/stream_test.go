@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/otlpgate/otlpgate/fastpath"
 	otepv1 "github.com/otlpgate/otlpgate/proto/otep/v1"
 )
 
@@ -467,6 +468,65 @@ func TestStreamRebalanceRequests(t *testing.T) {
 		}
 		if v, r := value(d.m.streamsEnded[endRebalanceRequests]), value(d.m.resent); v != 3 || r != 0 {
 			t.Errorf("rebalanced %d, resent %d; want 3, 0", v, r)
+		}
+	})
+}
+
+// A lane that failed to open streams through an outage opens its first stream once the upstream
+// is back; when that stream is re-balanced before its first answer (it took RebalanceBytes of a
+// backlog at once), the next stream opens at once. The lane used to wait out the outage's
+// backoff first (retry-max), the next request in hand, while the other lanes delivered what
+// was queued after it: a spool's oldest records arrived after much newer ones. A stream let go
+// after an answer resets the backoff. The backoff here is an hour: a lane that waits never
+// returns within the test.
+func TestStreamRebalanceAfterOutageOpensAtOnce(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		u := newUpstream(t)
+		cfg := streamConfigOn(t, tr, u.addr, 1, 8)
+		cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
+		cfg.RebalanceRequests = 1
+		d := startDest(t, cfg)
+		const outage = 20 // failed opens
+		l := &lane{d: d, sig: fastpath.Traces, timer: stoppedTimer(), failures: outage}
+		first, err := d.openStream(fastpath.Traces, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.cur = first
+		first.sent = 1 // due for re-balancing, nothing answered yet
+		next := func(what string) *stream {
+			t.Helper()
+			got := make(chan *stream, 1)
+			go func() { got <- l.stream(&request{sig: fastpath.Traces}, 10) }()
+			select {
+			case s := <-got:
+				if s == nil {
+					t.Fatalf("%s: no stream", what)
+				}
+				return s
+			case <-time.After(waitFor):
+				t.Fatalf("%s: the lane waited for its reconnect backoff", what)
+				return nil
+			}
+		}
+		second := next("re-balanced before an answer")
+		if second == first {
+			t.Fatal("the stream due for re-balancing was kept")
+		}
+		if l.failures != outage {
+			t.Errorf("failures %d after a re-balance, want %d kept: an unanswered stream is no sign the upstream answers", l.failures, outage)
+		}
+		// Let go idle (the lane's rebalance age) after an answer: the backoff is reset.
+		second.acked.Store(true)
+		second.halfClose(endRebalanceAge)
+		l.drop()
+		if l.failures != 0 {
+			t.Errorf("failures %d after a stream that was answered, want 0", l.failures)
+		}
+		next("opened after an answered stream")
+		l.drop()
+		if v := value(d.m.streamsEnded[endRebalanceRequests]); v != 1 {
+			t.Errorf("re-balanced by requests %d, want 1", v)
 		}
 	})
 }
