@@ -406,14 +406,16 @@ func vmHWM(t *testing.T, pid int) int64 {
 var errNoProc = errors.New("no /proc")
 
 // A long outage: far more than -queue.max-bytes is spooled while the upstream is down; the
-// heap stays within a bound set by -queue.max-bytes, not by the spool; once the upstream is
-// up everything arrives, oldest first beyond what memory held.
+// heap stays within a bound set by -queue.max-bytes, not by the spool; the destination holds
+// no more than -queue.max-bytes of records (and the batch being built) in memory; once the
+// upstream is up everything arrives, oldest first beyond what memory held.
 func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip(errNoProc)
 	}
 	const (
 		queueMax = 4 << 20
+		batchMax = 256 << 10
 		spooled  = 40 << 20
 		// liveBound is what the process may keep alive: the destination's share of
 		// -queue.max-bytes, the pools' spare buffers and the runtime, gRPC and metrics (10.4
@@ -427,7 +429,7 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	up := testkit.FreeAddr(t) // down until the end; see TestSpoolSurvivesKill9
-	g := spoolGateway(t, bin, dir, up, "-spool.sync", "none", "-queue.max-bytes", "4MiB", "-batch.max-bytes", "256KiB",
+	g := spoolGateway(t, bin, dir, up, "-spool.sync", "none", "-queue.max-bytes", strconv.Itoa(queueMax), "-batch.max-bytes", strconv.Itoa(batchMax),
 		"-spool.segment-bytes", "8MiB")
 	conn, err := grpc.NewClient(g.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -477,19 +479,37 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 		t.Errorf("spool holds %v bytes, want at least %d", onDisk, spooled)
 	}
 
+	// What memory held during the outage: the records the feeder read (each request is one
+	// record, read in append order) before the upstream came up. Nothing finishes while the
+	// upstream is down, so the feeder stays at its share of -queue.max-bytes and the count
+	// stays put until the sink starts.
+	inMemory := int(scrape(t, g.admin, "otlpgate_spool_reads_total", `source="memory"`) +
+		scrape(t, g.admin, "otlpgate_spool_reads_total", `source="disk"`))
+	reqBytes := onDisk / float64(len(reqIDs))
+	// The feeder's share, one batch past it and the batch being built, and a request's
+	// rounding at each end: a feeder that read past its share would exempt more from the
+	// order below, so this is held too.
+	if limit := int((queueMax+2*batchMax)/reqBytes) + 2; inMemory > limit || inMemory == 0 {
+		t.Errorf("the destination held %d records (%.1f MiB) in memory during the outage, want 1..%d (-queue.max-bytes and a batch)",
+			inMemory, float64(inMemory)*reqBytes/(1<<20), limit)
+	}
+
 	u := testkit.StartGRPCSink(t, up)
 	if n := u.WaitSpans(l.ackedIDs()); n > 0 {
 		t.Fatalf("%d of %d spans never arrived", n, len(l.ackedIDs()))
 	}
-	// Oldest first: what memory held during the outage may come in any order, what was on disk
-	// only comes in append order. A request's spans must all arrive before those of any request
+	// Oldest first beyond what memory held: the records the destination held during the outage
+	// may come in any order, and as late as they like (a lane still waiting out its backoff to
+	// reconnect when the upstream came up sends the batch it holds only then, after the other
+	// lane delivered whatever the feeder read meanwhile); a record that was on disk only comes
+	// in append order, give or take what memory holds at a time. So a request the feeder read
+	// after the upstream came up must have all its spans arrive before those of any request
 	// appended more than memWindow requests later.
 	order := u.FirstArrivals()
 	rank := make(map[uint64]int, len(order))
 	for i, id := range order {
 		rank[id] = i
 	}
-	reqBytes := float64(spooled) / float64(len(reqIDs))
 	memWindow := int(2*queueMax/reqBytes) + 1
 	last := make([]int, len(reqIDs)) // latest first arrival among the request's spans
 	for i, ids := range reqIDs {
@@ -498,17 +518,23 @@ func TestSpoolLongOutageBoundedMemory(t *testing.T) {
 		}
 	}
 	late := 0
-	for i := range reqIDs {
+	var lateOnes []string
+	for i := inMemory; i < len(reqIDs); i++ {
 		for j := i + memWindow; j < len(reqIDs) && j < i+memWindow+50; j++ {
 			if rank[reqIDs[j][0]] < last[i] {
-				late++
+				if late++; late <= 5 {
+					lateOnes = append(lateOnes, fmt.Sprintf("%d after %d", i, j))
+				}
 				break
 			}
 		}
 	}
 	if late > 0 {
-		t.Errorf("%d requests arrived after requests appended more than %d requests later", late, memWindow)
+		t.Errorf("%d requests read from the spool after the upstream came up arrived after requests appended more than %d requests later (the first %d of %d were in memory): %s",
+			late, memWindow, inMemory, len(reqIDs), strings.Join(lateOnes, ", "))
 	}
+	t.Logf("%d of %d requests were in memory when the upstream came up; the others arrived in append order within %d requests",
+		inMemory, len(reqIDs), memWindow)
 	g.terminate(t)
 	if g.exitErr != nil {
 		t.Errorf("exit: %v", g.exitErr)
