@@ -6,20 +6,30 @@ package ziptest
 import (
 	"bytes"
 	"compress/gzip"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 )
 
+// gzipWriters keeps the writers Gzip used: a writer's state is over half a megabyte, made and
+// zeroed anew for each member, and a test that compresses thousands of requests (more so in
+// internal/zeroalloc, whose binary records every allocation) spent seconds on it. Reset gives a
+// writer the state NewWriter gives, so the member is the same.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
 // Gzip returns b as one gzip member.
 func Gzip(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
+	w := gzipWriters.Get().(*gzip.Writer)
+	w.Reset(&buf)
 	w.Write(b)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	w.Reset(nil)
+	gzipWriters.Put(w)
 	return buf.Bytes()
 }
 
