@@ -119,6 +119,9 @@ func TestServerMaxAge(t *testing.T) {
 		for _, pair := range [][2]string{{"grpc-go", "grpc-go"}, {"otlpgate", "grpc-go"}, {"grpc-go", "otlpgate"}, {"otlpgate", "otlpgate"}} {
 			tr, gwTr := pair[0], pair[1]
 			t.Run(k.name+"/edge="+tr+"/gateways="+gwTr, func(t *testing.T) {
+				// Each pair runs on gateways, a balancer and an edge of its own, and spends its
+				// seconds waiting between requests: the pairs run side by side.
+				t.Parallel()
 				gws := []*gateway{startGatewayOn(t, "gw1", period, gwTr), startGatewayOn(t, "gw2", period, gwTr)}
 				lb := startBalancer(t, ki, addrs(gws...), Options{})
 				name := destName(t)

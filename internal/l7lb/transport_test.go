@@ -33,6 +33,9 @@ func TestUnaryTransports(t *testing.T) {
 		for _, edgeTr := range transports {
 			for _, gwTr := range transports {
 				t.Run(fmt.Sprintf("%s/edge=%s/gateways=%s", k.name, edgeTr, gwTr), func(t *testing.T) {
+					// Each pair runs on gateways, a balancer and an edge of its own, and spends
+					// its time waiting between requests: the pairs run side by side.
+					t.Parallel()
 					gws := []*gateway{startGatewayOn(t, "gw1", 0, gwTr), startGatewayOn(t, "gw2", 0, gwTr)}
 					lb := startBalancer(t, ki, addrs(gws...), Options{})
 					name := destName(t)
