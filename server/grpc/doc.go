@@ -36,8 +36,9 @@
 // (authorizeMeta, originMeta, admitV1, v1Error, admitOTEPUnary, otepUnaryAnswer, admitOTEP)
 // and writes the answers of one read in one write, from frames built once; with -ack=upstream
 // a goroutine per call (per stream message) waits for the upstream and answers. Timers
-// (time.AfterFunc) of each connection run its keepalive and -grpc.max-connection-age, and of
-// each stream its -grpc.stream.max-age, -grpc.stream.answer-timeout and grpc-timeout.
+// (time.AfterFunc) of each connection run its keepalive and -grpc.max-connection-age, of
+// each OTEP stream its -grpc.stream.max-age and -grpc.stream.answer-timeout, and of each call,
+// unary or stream, its grpc-timeout (h2deadline.go).
 //
 // Beside gRPC's own limits the intake bounds what hostile clients can make it hold: every
 // accepted connection is wrapped (conns.go) for the per-peer cap and a watch of its HTTP/2 frames

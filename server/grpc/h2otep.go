@@ -44,7 +44,7 @@ import (
 //     side, at -grpc.stream.max-age (at once, an unfinished message dropped unanswered),
 //     after -grpc.stream.max-requests, at shutdown (drainStreams); UNAVAILABLE and RetryInfo
 //     under sustained overload; DEADLINE_EXCEEDED when its grpc-timeout passes
-//     (streamDeadline); the receive error (too large, a broken message, no room for a message
+//     (streamDeadlineLocked); the receive error (too large, a broken message, no room for a message
 //     whose id is not its first field) otherwise. Its trailers go after its last answer, and a client that
 //     did not close its side is reset with NO_ERROR, as grpc-go does.
 type otepStream struct {
@@ -68,10 +68,6 @@ type otepStream struct {
 
 	stalledAt, agedAt    time.Time
 	stallTimer, ageTimer *time.Timer // made once per h2Stream, re-armed per use
-	// deadline is when the stream's grpc-timeout passes (zero: it sent none); its timer is
-	// made once per h2Stream, re-armed per use.
-	deadline      time.Time
-	deadlineTimer *time.Timer
 
 	// The stream's kept header fields, for looking its tenant up again (-intake.tenant-idle).
 	meta    fieldMeta
@@ -81,7 +77,7 @@ type otepStream struct {
 // recycled is the state a new stream starts from: what may be reused, nothing else.
 func (os *otepStream) recycled() otepStream {
 	return otepStream{ends: os.ends[:0], stallTimer: os.stallTimer, ageTimer: os.ageTimer,
-		deadlineTimer: os.deadlineTimer, meta: fieldMeta{fields: os.meta.fields[:0]}, metaBuf: os.metaBuf[:0]}
+		meta: fieldMeta{fields: os.meta.fields[:0]}, metaBuf: os.metaBuf[:0]}
 }
 
 // release gives back what the stream holds beyond its message.
@@ -93,10 +89,7 @@ func (os *otepStream) release() {
 	if os.stallTimer != nil {
 		os.stallTimer.Stop()
 	}
-	if os.deadlineTimer != nil {
-		os.deadlineTimer.Stop()
-	}
-	os.stalled, os.waiters, os.deadline = false, 0, time.Time{}
+	os.stalled, os.waiters = false, 0
 }
 
 func (os *otepStream) putBacklog() {
@@ -131,14 +124,7 @@ func (c *h2Conn) openStream(st *h2Stream, fields []h2.Field) {
 		c.endStreamLocked(st, nil)
 		return
 	}
-	if d := st.timeout; d > 0 {
-		st.os.deadline = time.Now().Add(d)
-		if st.os.deadlineTimer == nil {
-			st.os.deadlineTimer = time.AfterFunc(d, func() { c.streamDeadline(st) })
-		} else {
-			st.os.deadlineTimer.Reset(d)
-		}
-	}
+	c.armDeadline(st)
 	if age := c.s.cfg.StreamMaxAge; age > 0 {
 		st.os.agedAt = time.Now().Add(age)
 		if st.os.ageTimer == nil {
@@ -182,23 +168,18 @@ func (c *h2Conn) streamAged(st *h2Stream) {
 	c.flushAsyncLocked()
 }
 
-// streamDeadline ends a stream whose grpc-timeout passed, whatever it is doing: reading,
-// waiting for the upstream (-ack=upstream) or for the client's window, or ending after the
-// answers it owes. Its trailers go at once with DEADLINE_EXCEEDED, and a client whose side is
-// still open is reset with NO_ERROR, as grpc-go's handler ends a call whose deadline passed;
-// when answers still wait for the client's window (the trailers cannot pass them) it is reset
-// with CANCEL, as grpc-go's transport resets a call at its deadline. grpc-go does one or the
-// other, whichever of its two timers comes first; this transport always the first it can.
-// What the stream still owed is dropped: an unfinished message, and the answers not sent
-// (their requests were admitted; the client, whose call ended, sends them again). It runs on
-// the stream's timer.
-func (c *h2Conn) streamDeadline(st *h2Stream) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// streamDeadlineLocked ends a stream whose grpc-timeout passed (deadlinePassed), whatever it
+// is doing: reading, waiting for the upstream (-ack=upstream) or for the client's window, or
+// ending after the answers it owes. Its trailers go at once with DEADLINE_EXCEEDED, and a
+// client whose side is still open is reset with NO_ERROR, as grpc-go's handler ends a call
+// whose deadline passed; when answers still wait for the client's window (the trailers cannot
+// pass them) it is reset with CANCEL, as grpc-go's transport resets a call at its deadline.
+// grpc-go does one or the other, whichever of its two timers comes first; this transport
+// always the first it can. What the stream still owed is dropped: an unfinished message, and
+// the answers not sent (their requests were admitted; the client, whose call ended, sends
+// them again).
+func (c *h2Conn) streamDeadlineLocked(st *h2Stream) {
 	os := &st.os
-	if c.mu.closed || st.id == 0 || !os.on || os.deadline.IsZero() || time.Now().Before(os.deadline) {
-		return // a late run: the stream ended, or the timer was armed again for the next one
-	}
 	streamDeadlines.Inc()
 	c.s.log.Info("grpc: OTEP stream ended: its grpc-timeout passed",
 		"peer", c.peer, "timeout", st.timeout, "unsent", len(os.ends), "waiting", os.waiters)
@@ -221,7 +202,6 @@ func (c *h2Conn) streamDeadline(st *h2Stream) {
 		}
 		c.resetLocked(st.id, code)
 	}
-	c.flushAsyncLocked()
 }
 
 // flushAsyncLocked writes what a goroutine other than serve added to out, and closes a

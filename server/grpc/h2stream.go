@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -57,6 +56,10 @@ type h2Stream struct {
 	contentLen int64         // the content-length header, -1 when absent
 	timeout    time.Duration // the call's grpc-timeout
 	timeoutSet bool          // a valid grpc-timeout came, perhaps 0
+	// deadline is when the call's grpc-timeout passes (zero: it sent none); its timer is made
+	// once per h2Stream, re-armed per call (armDeadline) and stopped when the stream is dropped.
+	deadline      time.Time
+	deadlineTimer *time.Timer
 
 	parked   []byte           // the answer's DATA payload
 	sent     int              // the part of parked sent
@@ -76,9 +79,9 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	} else {
 		st = &h2Stream{}
 	}
-	gen, parked, os := st.gen, st.parked[:0], st.os.recycled()
+	gen, parked, os, dt := st.gen, st.parked[:0], st.os.recycled(), st.deadlineTimer
 	*st = h2Stream{id: id, gen: gen, parked: parked, msgLen: -1, contentLen: -1,
-		recvWin: int64(c.s.cfg.InitialWindowSize), sendWin: c.mu.initWin, os: os}
+		recvWin: int64(c.s.cfg.InitialWindowSize), sendWin: c.mu.initWin, os: os, deadlineTimer: dt}
 	c.mu.streams = append(c.mu.streams, st)
 	return st
 }
@@ -96,6 +99,10 @@ func (c *h2Conn) dropStream(st *h2Stream) {
 	}
 	st.endWait()
 	st.release()
+	if st.deadlineTimer != nil {
+		st.deadlineTimer.Stop()
+	}
+	st.deadline = time.Time{}
 	st.gen++
 	st.id = 0
 	st.from = pipeline.Origin{}
@@ -157,8 +164,8 @@ var (
 	errUnaryExtra   = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
 	errNoMessage    = status.Error(codes.Internal, "grpc: the call ended before its request message did")
 	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
-	// errDeadlineExceeded refuses a call whose grpc-timeout passed before it began, in
-	// grpc-go's words.
+	// errDeadlineExceeded ends a call whose grpc-timeout passed, or refuses one whose
+	// deadline passed before it began, in grpc-go's words.
 	errDeadlineExceeded = status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 	// errNoRoom is checkPrefix's refusal of a message the intake limiter has no room for.
 	errNoRoom = errors.New("grpc: no room in the intake limiter for the message")
@@ -172,7 +179,7 @@ var (
 func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	// Values stay views of the decoder's buffer: compared in place, never converted to
 	// strings that would escape (a conversion only for the words of an error).
-	var method, path, ctype, enc []byte
+	var method, path, ctype, enc, badTimeout []byte
 	var nMethod, nScheme, nPath int
 	for _, f := range fields {
 		switch f.Name {
@@ -202,6 +209,9 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 			st.contentLen = n
 		case "grpc-timeout":
 			st.timeout, st.timeoutSet = parseGRPCTimeout(f.Value)
+			if !st.timeoutSet {
+				badTimeout = f.Value
+			}
 		}
 	}
 	// §8.3.1: exactly one of each request pseudo-field, and a path.
@@ -212,6 +222,13 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		// Checked before the method, as grpc-go does; answered with a body besides the
 		// status, for whoever sent it (curl, a browser, h2spec's GET).
 		c.answerNotGRPC(st, ctype)
+		return nil
+	}
+	if badTimeout != nil {
+		// Refused as grpc-go's transport refuses it, before the method is looked at: 400 and
+		// INTERNAL, and a reset of the rest of the call.
+		st.resetEnd = true
+		c.answerError(st, malformedTimeout(badTimeout), http.StatusBadRequest)
 		return nil
 	}
 	if string(method) != http.MethodPost {
@@ -273,6 +290,8 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	st.from = from
 	if st.os.on {
 		c.openStream(st, fields)
+	} else {
+		c.armDeadline(st)
 	}
 	return nil
 }
@@ -317,42 +336,6 @@ func isGRPCContentType(ct []byte) bool {
 		return false
 	}
 	return len(ct) == len(base) || ct[len(base)] == '+' || ct[len(base)] == ';'
-}
-
-// parseGRPCTimeout reads a grpc-timeout value (1 to 8 digits and a unit); false when
-// malformed (the call then has no deadline). A value past what a Duration holds is clamped.
-func parseGRPCTimeout(v []byte) (time.Duration, bool) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range v[:len(v)-1] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
-		return 0, false
-	}
-	if n > math.MaxInt64/int64(unit) {
-		return math.MaxInt64, true
-	}
-	return time.Duration(n) * unit, true
 }
 
 // data takes in a DATA frame's bytes: the message prefix, then the message.
@@ -473,10 +456,9 @@ func (c *h2Conn) waitRoom(st *h2Stream) {
 	st.roomWait = true
 	st.msg = pool.GetBytes(min(st.msgLen, int(c.s.cfg.InitialWindowSize)))
 	gen, n := st.gen, int64(st.msgLen)
+	// The call's deadline ends the wait too: its timer answers the call (deadlinePassed),
+	// which calls stopWait.
 	ctx, cancel := context.WithCancel(c.ctx)
-	if st.timeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, st.timeout)
-	}
 	st.stopWait = cancel
 	c.async.Add(1)
 	go func() {
@@ -643,7 +625,10 @@ func (c *h2Conn) await(st *h2Stream, b *pipeline.Batch, items int, k kind, answe
 	gen, sig := st.gen, st.sig
 	ctx, cancel := c.ctx, func() {}
 	if st.timeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, st.timeout)
+		// The call's deadline ends the wait: its timer answers the call (deadlinePassed),
+		// which calls stopWait; the request is then counted refused (canceled).
+		ctx, cancel = context.WithCancel(c.ctx)
+		st.stopWait = cancel
 	}
 	c.async.Add(1)
 	go func() {
@@ -653,9 +638,9 @@ func (c *h2Conn) await(st *h2Stream, b *pipeline.Batch, items int, k kind, answe
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.mu.closed || st.gen != gen {
-			return // reset by the client, or the connection ended
+			return // reset by the client, answered at its deadline, or the connection ended
 		}
-		st.waiting = false
+		st.waiting, st.stopWait = false, nil
 		answer(reason)
 		c.flushLocked()
 		if c.mu.final && len(c.mu.streams) == 0 {
@@ -720,7 +705,11 @@ func (c *h2Conn) decompress(st *h2Stream) ([]byte, error) {
 func (c *h2Conn) answerVerdict(st *h2Stream, v v1Verdict) {
 	if v.reason != admission.Accepted {
 		st.answered = false
-		c.answerError(st, c.s.v1Error(c.ctx, v.reason, v.wait), http.StatusOK)
+		err := errDeadlineExceeded // Timeout: the call's deadline ended its wait for the upstream
+		if v.reason != admission.Timeout {
+			err = c.s.v1Error(c.ctx, v.reason, v.wait)
+		}
+		c.answerError(st, err, http.StatusOK)
 		return
 	}
 	st.answered = true
