@@ -66,6 +66,7 @@ type h2Conn struct {
 	lastID   uint32 // the highest stream id the client opened
 	recvConn int64  // the connection's receive window left
 	unacked  int64  // connection window consumed and not yet given back
+	unarmed  bool   // a call of this read has a deadline whose timer is not armed (armDeadlinesLocked)
 	hdrID    uint32 // the stream whose header block is being assembled; 0: none
 	hdrEnd   bool   // that HEADERS frame had END_STREAM
 	hdrBuf   []byte // the block so far (bounded: maxBlock)
@@ -295,8 +296,10 @@ func (c *h2Conn) handshake() bool {
 	return true
 }
 
-// afterReadLocked gives back, once per read, the connection window the read consumed.
+// afterReadLocked gives back, once per read, the connection window the read consumed, and
+// arms the deadline timers of the calls the read opened and left open.
 func (c *h2Conn) afterReadLocked() error {
+	c.armDeadlinesLocked()
 	if c.unacked > 0 && (c.unacked >= int64(c.s.cfg.InitialConnWindowSize)/4 || c.recvConn < int64(c.maxFrame)*4) {
 		*c.mu.out = appendWindowUpdate(*c.mu.out, 0, uint32(c.unacked))
 		c.recvConn += c.unacked

@@ -16,10 +16,14 @@ import (
 // A call's deadline on otlpgate's own transport. The client's grpc-timeout is read with the
 // call's headers (open): a malformed one refuses the call INTERNAL with :status 400, one of
 // zero refuses it DEADLINE_EXCEEDED, as grpc-go's transport refuses them. Otherwise the call
-// is given a timer (armDeadline), made once per h2Stream and re-armed for each call that
-// sends a grpc-timeout, stopped when the stream is dropped. When it fires the call ends
-// whatever it is doing, as grpc-go ends it at its deadline: a unary call's here
-// (unaryDeadlineLocked), an OTEP stream's in h2otep.go (streamDeadlineLocked).
+// has a deadline and a timer, made once per h2Stream, re-armed for each call that sends a
+// grpc-timeout and stopped when the stream is dropped. An OTEP stream's is armed as it opens
+// (armDeadline); a unary call's only once the read its headers came in is handled
+// (armDeadlinesLocked), and only if the call is still open then: most unary calls come whole
+// in one read and are answered in it, and a timer armed and stopped for each would cost more
+// than the rest of the call's bookkeeping. When it fires the call ends whatever it is doing,
+// as grpc-go ends it at its deadline: a unary call's here (unaryDeadlineLocked), an OTEP
+// stream's in h2otep.go (streamDeadlineLocked).
 
 var unaryDeadlines = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "otlpgate_grpc_unary_deadlines_total",
@@ -31,14 +35,41 @@ var (
 	unaryDeadlinesOTEP = unaryDeadlines.WithLabelValues(kindNames[kindOTEPUnary])
 )
 
-// armDeadline starts the timer of a call whose client sent a grpc-timeout; a call without
-// one has no deadline.
+// setDeadline sets the deadline of a call whose client sent a grpc-timeout (a call without
+// one has none); its timer is armed once the read is handled (armDeadlinesLocked).
+func (c *h2Conn) setDeadline(st *h2Stream) {
+	if st.timeout > 0 {
+		st.deadline = time.Now().Add(st.timeout)
+		c.unarmed = true
+	}
+}
+
+// armDeadline sets the deadline of an OTEP stream whose client sent a grpc-timeout, and arms
+// its timer at once.
 func (c *h2Conn) armDeadline(st *h2Stream) {
-	d := st.timeout
-	if d <= 0 {
+	if st.timeout > 0 {
+		st.deadline = time.Now().Add(st.timeout)
+		c.startDeadlineTimer(st, st.timeout)
+	}
+}
+
+// armDeadlinesLocked arms the timers of the calls a read opened with a deadline that are
+// still open once it was handled. serve only, after each read.
+func (c *h2Conn) armDeadlinesLocked() {
+	if !c.unarmed {
 		return
 	}
-	st.deadline = time.Now().Add(d)
+	c.unarmed = false
+	for _, st := range c.mu.streams {
+		if !st.deadline.IsZero() && !st.deadlineArmed {
+			c.startDeadlineTimer(st, time.Until(st.deadline))
+		}
+	}
+}
+
+// startDeadlineTimer arms the stream's timer to fire in d.
+func (c *h2Conn) startDeadlineTimer(st *h2Stream, d time.Duration) {
+	st.deadlineArmed = true
 	if st.deadlineTimer == nil {
 		st.deadlineTimer = time.AfterFunc(d, func() { c.deadlinePassed(st) })
 	} else {

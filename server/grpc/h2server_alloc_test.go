@@ -5,6 +5,8 @@ package grpcserver
 import (
 	"bytes"
 	"testing"
+
+	"github.com/otlpgate/otlpgate/internal/h2"
 )
 
 // A unary v1 call on otlpgate's own transport costs no allocation on the server once warm:
@@ -35,5 +37,30 @@ func TestH2UnaryZeroAlloc(t *testing.T) {
 	h.p.Flush()
 	if items := h.sink.Items(); items != 50*(20+501) {
 		t.Fatalf("destination got %d spans, want %d", items, 50*521)
+	}
+}
+
+// A unary call with a grpc-timeout (OTel SDKs send one with every call) that comes whole in
+// one read is answered in it: its deadline needs no timer, and none is made or armed (a timer
+// armed and stopped per call costs more than the rest of its bookkeeping); the call costs no
+// allocation either.
+func TestH2UnaryDeadlineNoTimer(t *testing.T) {
+	h := newH2Harness(t, traceBody(t, 1, 50), h2.HeaderField{Name: "grpc-timeout", Value: "10S"})
+	for range 20 {
+		h.call()
+	}
+	allocs := testing.AllocsPerRun(200, func() { h.call() })
+	if allocs != 0 {
+		t.Fatalf("%v allocations per call", allocs)
+	}
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if len(h.c.mu.free) == 0 {
+		t.Fatal("no stream recycled")
+	}
+	for _, st := range h.c.mu.free {
+		if st.deadlineTimer != nil || st.deadlineArmed {
+			t.Fatal("a timer was made for a call answered in the read its headers came in")
+		}
 	}
 }

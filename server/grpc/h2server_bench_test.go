@@ -80,13 +80,15 @@ func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 type h2Harness struct {
 	p      *pipeline.Pipeline
 	sink   *testkit.Discard
+	c      *h2Conn // touched by the test only between calls, under its mu
 	mc     *memConn
 	req    []byte // HEADERS and DATA of one call; the stream id written per call
 	dataAt int    // where the DATA frame starts in req
 	next   uint32
 }
 
-func newH2Harness(tb testing.TB, body []byte) *h2Harness {
+// newH2Harness's calls send body, and the extra header fields.
+func newH2Harness(tb testing.TB, body []byte, extra ...h2.HeaderField) *h2Harness {
 	tb.Helper()
 	h := &h2Harness{sink: &testkit.Discard{}, mc: newMemConn(), next: 1}
 	pc := pipeline.DefaultConfig()
@@ -102,6 +104,7 @@ func newH2Harness(tb testing.TB, body []byte) *h2Harness {
 		tb.Fatal(err)
 	}
 	c := s.newH2Conn(h.mc)
+	h.c = c
 	if !s.h2.add(c) {
 		tb.Fatal("not added")
 	}
@@ -118,7 +121,7 @@ func newH2Harness(tb testing.TB, body []byte) *h2Harness {
 	hello = appendWindowUpdate(hello, 0, 8<<20)
 	h.mc.in <- hello
 	<-h.mc.wrote // the ACK
-	block := h2.AppendHeaderBlock(nil, h2.GRPCRequestHeaders("http", "otlpgate", tracesPath, "", "bench")...)
+	block := h2.AppendHeaderBlock(nil, h2.GRPCRequestHeaders("http", "otlpgate", tracesPath, "", "bench", extra...)...)
 	h.req = h2.AppendFrameHeader(nil, h2.FrameHeader{Length: uint32(len(block)), Type: http2.FrameHeaders, Flags: http2.FlagHeadersEndHeaders})
 	h.req = append(h.req, block...)
 	h.dataAt = len(h.req)
@@ -150,14 +153,22 @@ func appendOKAnswer(dst []byte, id uint32) []byte {
 // BenchmarkH2Unary is one unary v1 call of 50 spans on otlpgate's own transport, on the
 // server: read from the connection, decoded, admitted into the pipeline, answered and written
 // (in memory: no socket).
+// With deadline, its client sends a grpc-timeout, as OTel SDKs do (10 s by default).
 func BenchmarkH2Unary(b *testing.B) {
 	body := traceBody(b, 1, 50)
-	h := newH2Harness(b, body)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		h.call()
+	for _, bc := range []struct {
+		name  string
+		extra []h2.HeaderField
+	}{{"plain", nil}, {"deadline", []h2.HeaderField{{Name: "grpc-timeout", Value: "10S"}}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newH2Harness(b, body, bc.extra...)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				h.call()
+			}
+		})
 	}
 }
 

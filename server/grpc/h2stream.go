@@ -57,9 +57,11 @@ type h2Stream struct {
 	timeout    time.Duration // the call's grpc-timeout
 	timeoutSet bool          // a valid grpc-timeout came, perhaps 0
 	// deadline is when the call's grpc-timeout passes (zero: it sent none); its timer is made
-	// once per h2Stream, re-armed per call (armDeadline) and stopped when the stream is dropped.
+	// once per h2Stream, re-armed per call (h2deadline.go) and stopped when the stream is
+	// dropped.
 	deadline      time.Time
 	deadlineTimer *time.Timer
+	deadlineArmed bool
 
 	parked   []byte           // the answer's DATA payload
 	sent     int              // the part of parked sent
@@ -99,8 +101,9 @@ func (c *h2Conn) dropStream(st *h2Stream) {
 	}
 	st.endWait()
 	st.release()
-	if st.deadlineTimer != nil {
+	if st.deadlineArmed {
 		st.deadlineTimer.Stop()
+		st.deadlineArmed = false
 	}
 	st.deadline = time.Time{}
 	st.gen++
@@ -291,7 +294,7 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	if st.os.on {
 		c.openStream(st, fields)
 	} else {
-		c.armDeadline(st)
+		c.setDeadline(st)
 	}
 	return nil
 }
