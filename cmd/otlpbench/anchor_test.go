@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -98,13 +99,29 @@ func TestAnchorOutHTTP(t *testing.T) {
 	}
 }
 
-// buildGate builds otlpgate into a temporary directory, which it returns with the binary's path.
+// builtGate is the otlpgate the tests run, built once for the test binary: each build links
+// anew (seconds, more on a loaded machine), and no test writes to it.
+var builtGate struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	bin  string
+	out  []byte
+	err  error
+}
+
+// buildGate returns a temporary directory of the test's own and the path of the otlpgate
+// binary, built on the first call.
 func buildGate(t *testing.T) (dir, gate string) {
 	t.Helper()
-	dir = t.TempDir()
-	gate = filepath.Join(dir, "otlpgate")
-	if out, err := exec.Command("go", "build", "-o", gate, "../otlpgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	builtGate.once.Do(func() {
+		if builtGate.dir, builtGate.err = os.MkdirTemp("", "otlpgate-otlpbench-"); builtGate.err != nil {
+			return
+		}
+		builtGate.bin = filepath.Join(builtGate.dir, "otlpgate")
+		builtGate.out, builtGate.err = exec.Command("go", "build", "-o", builtGate.bin, "../otlpgate").CombinedOutput()
+	})
+	if builtGate.err != nil {
+		t.Fatalf("go build: %v\n%s", builtGate.err, builtGate.out)
 	}
-	return dir, gate
+	return t.TempDir(), builtGate.bin
 }

@@ -21,7 +21,11 @@ func TestMain(m *testing.M) {
 			os.Exit(0)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtGate.dir != "" {
+		os.RemoveAll(builtGate.dir)
+	}
+	os.Exit(code)
 }
 
 // A tiny appendix run through the command: the delay line in a child process, JSON and charts
