@@ -87,6 +87,15 @@ type Dest struct {
 	sweepWake   chan struct{}
 	sweeps      atomic.Int64
 
+	// A lane that sleeps its reconnect backoff (stream mode) is woken by the first answer any
+	// stream of the destination gets: the upstream answers again, and the batch the lane holds
+	// is older than what the other lanes send meanwhile. backoffWaiting is whether a lane
+	// sleeps, so that an answer costs one atomic load while none does; backoffWake is closed
+	// by that answer (answeredAfterOutage).
+	backoffWaiting atomic.Bool
+	backoffMu      sync.Mutex
+	backoffWake    chan struct{}
+
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
 	cancel    context.CancelFunc

@@ -90,6 +90,9 @@ type lane struct {
 	// RebalanceBytes at once) must not make the lane wait out the outage's backoff with the
 	// next request in hand while the other lanes deliver what was queued after it.
 	rebalanced bool
+	// wokenEarly: an answer on another stream ended the lane's last backoff sleep
+	// (Dest.backoffChan); until one of its own streams is answered, it sleeps its backoff out.
+	wokenEarly bool
 	alone      bool // the latest send was a suspect's: the next waits until it is answered (poison.go)
 	timer      *time.Timer
 	h2msg      h2Msg // the messages the lane sends on the own transport (h2Bidi.msg)
@@ -272,6 +275,7 @@ func (l *lane) stream(r *request, wire int64) *stream {
 	if s := l.cur; s != nil {
 		if s.acked.Load() {
 			l.failures = 0 // the upstream answers: a re-balance or a break re-opens at once
+			l.wokenEarly = false
 		}
 		over := s.broken.Load() || s.ctx.Err() != nil
 		switch {
@@ -303,8 +307,22 @@ func (l *lane) stream(r *request, wire int64) *stream {
 		if l.failures > 0 && !l.rebalanced {
 			// The stream before broke without a single answer (or did not open): do not spin
 			// against an upstream that accepts streams and then fails them.
-			if !d.sleep(l.timer, d.cfg.backoff(l.failures), nil) {
+			// An answer on another stream ends the sleep (the upstream answers again), once per
+			// lane until one of its own streams is answered: a lane whose streams keep breaking
+			// while others are answered must not retry at the pace of their answers.
+			var wake chan struct{}
+			if !l.wokenEarly {
+				wake = d.backoffChan()
+			}
+			if !d.sleep(l.timer, d.cfg.backoff(l.failures), wake) {
 				return nil
+			}
+			if wake != nil {
+				select {
+				case <-wake:
+					l.wokenEarly = true
+				default:
+				}
 			}
 		}
 		// A failure from here on is one: a stream that cannot be opened again backs off.
@@ -332,12 +350,36 @@ func (l *lane) stream(r *request, wire int64) *stream {
 	}
 }
 
+// backoffChan returns the channel the first answer on any of d's streams closes, and marks a
+// lane as sleeping its backoff until then.
+func (d *Dest) backoffChan() chan struct{} {
+	d.backoffMu.Lock()
+	defer d.backoffMu.Unlock()
+	if d.backoffWake == nil {
+		d.backoffWake = make(chan struct{})
+	}
+	d.backoffWaiting.Store(true)
+	return d.backoffWake
+}
+
+// answeredAfterOutage wakes every lane sleeping its reconnect backoff: a stream was answered.
+func (d *Dest) answeredAfterOutage() {
+	d.backoffMu.Lock()
+	defer d.backoffMu.Unlock()
+	if d.backoffWaiting.Load() {
+		d.backoffWaiting.Store(false)
+		close(d.backoffWake)
+		d.backoffWake = nil
+	}
+}
+
 // drop forgets the lane's current stream and gives back the lane's reference to it. An answer
 // on it resets the lane's reconnect backoff (a stream let go idle is not looked at again).
 func (l *lane) drop() {
 	s := l.cur
 	if s.acked.Load() {
 		l.failures = 0
+		l.wokenEarly = false
 	}
 	l.cur = nil
 	s.unref()
@@ -427,6 +469,9 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 		now := nanotime()
 		s.lastAnswer.Store(now)
 		s.acked.Store(true)
+		if d.backoffWaiting.Load() {
+			d.answeredAfterOutage()
+		}
 		if r.sentAt != notSent {
 			d.m.ackLatency.Observe(float64(now-r.sentAt) / 1e9)
 		} else {

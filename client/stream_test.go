@@ -531,6 +531,68 @@ func TestStreamRebalanceAfterOutageOpensAtOnce(t *testing.T) {
 	})
 }
 
+// A lane sleeping its reconnect backoff (an outage's, an hour here) is woken by the first
+// answer another stream of the destination gets, and sends what it holds at once; woken once,
+// it sleeps its next backoff out unless one of its own streams was answered between.
+func TestStreamLaneWokenByAnswerAfterOutage(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		u := newUpstream(t)
+		cfg := streamConfigOn(t, tr, u.addr, 1, 8)
+		cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
+		d := startDest(t, cfg)
+		l := &lane{d: d, sig: fastpath.Traces, timer: stoppedTimer(), failures: 20}
+		got := make(chan *stream, 1)
+		go func() { got <- l.stream(&request{sig: fastpath.Traces}, 10) }()
+		// The lane is asleep once it asked for the wake-up channel.
+		deadline := time.Now().Add(waitFor)
+		for !d.backoffWaiting.Load() {
+			if time.Now().After(deadline) {
+				t.Fatal("the lane never went to sleep")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// The destination's own lanes send a batch, and the upstream answers it.
+		f := newFeeder(t, d)
+		f.send(0, 1, 2, 10)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered: %v", ok)
+		}
+		var s *stream
+		select {
+		case s = <-got:
+			if s == nil {
+				t.Fatal("no stream")
+			}
+		case <-time.After(waitFor):
+			t.Fatal("the lane slept its backoff through an answer")
+		}
+		if !l.wokenEarly || l.failures != 20 {
+			t.Errorf("woken early %v, failures %d: want true and 20 (no answer of its own yet)", l.wokenEarly, l.failures)
+		}
+		// Its stream breaks unanswered: the next sleep is not cut short by others' answers.
+		s.cancel()
+		go func() { got <- l.stream(&request{sig: fastpath.Traces}, 10) }()
+		f.send(1, 1, 2, 10)
+		if ok := f.waitAll(); !allTrue(ok) {
+			t.Fatalf("delivered: %v", ok)
+		}
+		select {
+		case s := <-got:
+			t.Fatalf("a lane woken once was woken again by another stream's answer (%v)", s != nil)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if !slices.Equal(u.tags(), []string{"b0", "b1"}) {
+			t.Errorf("upstream got %v, want b0 and b1", u.tags())
+		}
+		if err := shutdown(t, d, waitFor); err != nil {
+			t.Fatal(err)
+		}
+		if s := <-got; s != nil {
+			t.Error("the lane returned a stream after the destination stopped")
+		}
+	})
+}
+
 // With a rebalance timeout shorter than the time between two sends, every request goes on a
 // stream of its own. Each request is sent once the one before was answered: two sends back to
 // back can fall within a microsecond of each other on a fast core.
