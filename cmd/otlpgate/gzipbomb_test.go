@@ -192,7 +192,7 @@ func TestGzipBombBoundedByIntakeLimiter(t *testing.T) {
 		// (maxReservedBytes in pool/reserve.go): the inflated messages' buffers, given back,
 		// fill it, and they stay resident.
 		reserve = 64 << 20
-		conc   = 16
+		conc    = 16
 	)
 	// rssBound is the peak resident set allowed after the limiter's high water reached high:
 	// what was admitted, as much again in garbage before the collector's next cycle (GOGC=100),
