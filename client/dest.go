@@ -93,8 +93,11 @@ type Dest struct {
 	// sleeps, so that an answer costs one atomic load while none does; backoffWake is closed
 	// by that answer (answeredAfterOutage).
 	backoffWaiting atomic.Bool
-	backoffMu      sync.Mutex
-	backoffWake    chan struct{}
+	// outageDelayed is whether a request waits out an outage's backoff in the retry heap
+	// (retryOutage): the next success releases them (queue.releaseOutage).
+	outageDelayed atomic.Bool
+	backoffMu     sync.Mutex
+	backoffWake   chan struct{}
 
 	ctx       context.Context // carries the outgoing metadata; canceled when stopping
 	tctx      tenantCtxs      // ctx with each tenant's forward-headers (forward.go)
@@ -445,6 +448,9 @@ func (d *Dest) sleep(t *time.Timer, dur time.Duration, wake chan struct{}) bool 
 
 // deliver finishes r as acknowledged by the upstream.
 func (d *Dest) deliver(r *request) {
+	if d.outageDelayed.Load() && d.outageDelayed.CompareAndSwap(true, false) {
+		d.q.releaseOutage(nanotime())
+	}
 	d.m.ackedRequests.Inc()
 	d.m.ackedItem.Add(float64(r.items))
 	d.acked.Add(1)
@@ -592,8 +598,24 @@ func (d *Dest) expired(r *request, delay time.Duration) bool {
 // retry sends r again after the backoff of its attempt, unless that is past RetryMaxElapsed.
 func (d *Dest) retry(r *request, why RetryReason) { d.retryAfter(r, why, 0) }
 
+// retryOutage is retry for a request that failed to reach the upstream (it could not be
+// connected, or reset the connection): the upstream's next success sends it at once instead
+// of after its backoff, once per request.
+func (d *Dest) retryOutage(r *request) {
+	mark := !r.released
+	d.retryMarked(r, RetryFailed, 0, mark) // r is the queue's from here
+	if mark {
+		d.outageDelayed.Store(true)
+	}
+}
+
 // retryAfter is retry that waits at least atLeast.
 func (d *Dest) retryAfter(r *request, why RetryReason, atLeast time.Duration) {
+	d.retryMarked(r, why, atLeast, false)
+}
+
+// retryMarked is retryAfter, r marked as waiting out an outage (retryOutage) or not.
+func (d *Dest) retryMarked(r *request, why RetryReason, atLeast time.Duration, outage bool) {
 	delay := max(d.cfg.backoff(r.attempt), atLeast)
 	if d.expired(r, delay) {
 		d.drop(r, DropRetryExhausted)
@@ -601,6 +623,7 @@ func (d *Dest) retryAfter(r *request, why RetryReason, atLeast time.Duration) {
 	}
 	d.m.retried[why].Inc()
 	r.due = nanotime() + int64(delay)
+	r.outage = outage
 	d.q.pushDelayed(r)
 }
 

@@ -289,7 +289,7 @@ func (w *httpWorker) call(r *request) {
 		d.retry(r, RetryAckTimeout)
 	default: // could not connect, reset, closed before the answer: nothing says it arrived
 		d.noteError(err)
-		d.retry(r, RetryFailed)
+		d.retryOutage(r)
 	}
 	w.resp.Reset()
 }

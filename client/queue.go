@@ -75,6 +75,32 @@ func (q *queue) pushDelayed(r *request) {
 	q.notify(sig) // a waiting sender may need an earlier timer
 }
 
+// releaseOutage makes every delayed request waiting out an outage's backoff (request.outage)
+// due at now, and wakes the senders of their signals: the upstream answers again, and those
+// requests are older than what the senders take meanwhile. Safe for concurrent use.
+func (q *queue) releaseOutage(now int64) {
+	var n [fastpath.NumSignals]int
+	q.mu.Lock()
+	for sig := range q.mu.sig {
+		h := q.mu.sig[sig].delayed
+		for _, r := range h {
+			if r.outage {
+				r.outage, r.released, r.due = false, true, now
+				n[sig]++
+			}
+		}
+		if n[sig] > 0 {
+			h.fix()
+		}
+	}
+	q.mu.Unlock()
+	for sig := range n {
+		for range min(n[sig], cap(q.wake[sig])) {
+			q.notify(fastpath.Signal(sig))
+		}
+	}
+}
+
 // popLocked returns the next request of sig to send, or nil and how long until a delayed one
 // of sig is due (-1: none is).
 func (q *queue) popLocked(sig fastpath.Signal, now int64) (*request, time.Duration) {
@@ -158,6 +184,27 @@ func (h *delayHeap) push(r *request) {
 		}
 		s[p], s[i] = s[i], s[p]
 		i = p
+	}
+}
+
+// fix restores the heap's order after any dues changed.
+func (h delayHeap) fix() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		for j := i; ; {
+			l := 2*j + 1
+			if l >= len(h) {
+				break
+			}
+			m := l
+			if rr := l + 1; rr < len(h) && h[rr].due < h[l].due {
+				m = rr
+			}
+			if h[j].due <= h[m].due {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
 	}
 }
 

@@ -24,10 +24,15 @@ type request struct {
 	// suspectAt is the destination's evidence (Dest.evidence) when the request became a
 	// suspect or last ended a stream alone: a strike counts once that moved (poison.go).
 	suspectAt uint64
-	taken     int64   // monotonic ns at which the destination took the batch: the retry budget starts here
-	sentAt    int64   // monotonic ns at which the latest send was handed to the transport; notSent before
-	due       int64   // monotonic ns at which a delayed retry becomes ready
-	stream    *stream // the stream the latest send went out on (stream mode)
+	taken     int64 // monotonic ns at which the destination took the batch: the retry budget starts here
+	sentAt    int64 // monotonic ns at which the latest send was handed to the transport; notSent before
+	due       int64 // monotonic ns at which a delayed retry becomes ready
+	// outage: its delay is the backoff after a failure to reach the upstream (retryOutage),
+	// which the upstream's next success ends (queue.releaseOutage); released: one did, and
+	// the request sleeps its later backoffs out, so that a request that keeps failing while
+	// others succeed is not sent again at the pace of their successes.
+	outage, released bool
+	stream           *stream // the stream the latest send went out on (stream mode)
 	// stalledAt is its stream's stalled time (stream.stalled) when this request was handed to
 	// the transport: what the stream stalls afterwards is not held against the upstream.
 	stalledAt int64

@@ -211,7 +211,7 @@ func (d *Dest) unaryFailed(r *request, err error, timedOut bool) {
 		d.throttle(delay)
 		d.retryAfterPause(r)
 	case v == verdictRetry:
-		d.retry(r, RetryFailed)
+		d.retryOutage(r)
 	default:
 		d.reject(r, err)
 	}

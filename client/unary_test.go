@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -245,4 +246,74 @@ func mapsEqual(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// A request whose call failed to reach the upstream (UNAVAILABLE) waits out its backoff (an
+// hour here) only until the upstream's next success: then it goes at once, ahead of what comes
+// after. Released once: failing again, it sleeps its backoff out whatever else succeeds.
+func TestUnaryOutageRetryReleasedBySuccess(t *testing.T) {
+	transports(t, func(t *testing.T, tr string) {
+		u := newUpstream(t)
+		var mu sync.Mutex
+		seen := map[string]int{}
+		u.onUnary = func(g received) (otepv1.ResultCode, error) {
+			mu.Lock()
+			seen[g.tag]++
+			n := seen[g.tag]
+			mu.Unlock()
+			if g.tag == "b0" && n == 1 || g.tag == "b2" && n <= 2 {
+				return 0, status.Error(codes.Unavailable, "connection refused, say")
+			}
+			return 0, nil
+		}
+		cfg := unaryConfigOn(t, tr, u.addr, ProtocolV1, 2)
+		cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
+		d := startDest(t, cfg)
+		f := newFeeder(t, d)
+		f.send(0, 1, 1, 10)
+		retried := func(what string, n int) {
+			t.Helper()
+			deadline := time.Now().Add(waitFor)
+			for value(d.m.retried[RetryFailed]) != n {
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out waiting for %s", what)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		retried("b0's first call to fail", 1)
+		f.send(1, 1, 1, 10)
+		if got := f.waitAll(); !allTrue(got) {
+			t.Fatalf("delivered %v, want both", got)
+		}
+		if got := u.tags(); !slices.Equal(got, []string{"b0", "b1", "b0"}) {
+			t.Errorf("calls %v, want b0 (refused), b1, then b0 again, released by b1's success", got)
+		}
+		// b2 fails, is released by b3's success, fails again: its next backoff is slept out.
+		f.send(2, 1, 1, 10)
+		retried("b2's first call to fail", 2)
+		f.send(3, 1, 1, 10)
+		if !f.wait(3) {
+			t.Fatal("b3 not delivered")
+		}
+		retried("b2's second call to fail", 3)
+		f.send(4, 1, 1, 10)
+		if !f.wait(4) {
+			t.Fatal("b4 not delivered")
+		}
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		n := seen["b2"]
+		mu.Unlock()
+		if n != 2 {
+			t.Errorf("b2 called %d times, want 2: released once, then its backoff", n)
+		}
+		if got := u.tags(); !slices.Equal(got, []string{"b0", "b1", "b0", "b2", "b3", "b2", "b4"}) {
+			t.Errorf("calls %v, want b0 b1 b0 b2 b3 b2 b4", got)
+		}
+		// b2 still waits out its hour: the shutdown's deadline drops it, counted.
+		if err := shutdown(t, d, 50*time.Millisecond); err == nil {
+			t.Error("the shutdown left b2 in its backoff without a word")
+		}
+	})
 }
