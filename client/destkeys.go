@@ -100,7 +100,7 @@ var destKeys = []DestKey{
 	{Name: "retry-initial", Default: "`500ms`", read: duration(func(c *Config) *time.Duration { return &c.RetryInitial }),
 		Help: "the first delay of the exponential backoff, with jitter, after a `FailedRetryable` answer or a transport error"},
 	{Name: "retry-max", Default: "`30s`", read: duration(func(c *Config) *time.Duration { return &c.RetryMax }),
-		Help: "the longest backoff delay; a `FailedRetryable` answer's `retry_delay_ms` (an upstream otlpgate's `-tenant.rate`) is a minimum for that request alone"},
+		Help: "the longest backoff delay; a `FailedRetryable` answer's `retry_delay_ms` (an upstream otlpgate's `-tenant.rate`) is a minimum for that request alone. After an outage the destination's first success ends the backoff of what waits for the upstream to come back, once per request: unary calls that failed with a retryable status and no `RetryInfo` (`UNAVAILABLE`, `ABORTED`, a broken connection), `http` requests that could not connect, stream lanes asleep after their streams broke"},
 	{Name: "retry-max-elapsed", Default: "`5m`", read: duration(func(c *Config) *time.Duration { return &c.RetryMaxElapsed }),
 		Help: "how long after the destination took a batch it may still be sent or retried; 0: no limit. Refused with `-spool.dir`, whose destinations retry until the spool is full"},
 	{Name: "rebalance-timeout", Default: "`5m`", read: duration(func(c *Config) *time.Duration { return &c.RebalanceTimeout }),
