@@ -190,21 +190,26 @@ func (h *delayHeap) push(r *request) {
 // fix restores the heap's order after any dues changed.
 func (h delayHeap) fix() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
-		for j := i; ; {
-			l := 2*j + 1
-			if l >= len(h) {
-				break
-			}
-			m := l
-			if rr := l + 1; rr < len(h) && h[rr].due < h[l].due {
-				m = rr
-			}
-			if h[j].due <= h[m].due {
-				break
-			}
-			h[j], h[m] = h[m], h[j]
-			j = m
+		h.down(i)
+	}
+}
+
+// down moves the request at i down to where its due belongs.
+func (h delayHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
 		}
+		m := l
+		if rr := l + 1; rr < len(h) && h[rr].due < h[l].due {
+			m = rr
+		}
+		if h[i].due <= h[m].due {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
 	}
 }
 
@@ -215,21 +220,7 @@ func (h *delayHeap) pop() *request {
 	s[0] = s[last]
 	s[last] = nil
 	s = s[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if rr := l + 1; rr < len(s) && s[rr].due < s[l].due {
-			m = rr
-		}
-		if s[i].due <= s[m].due {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
+	s.down(0)
 	*h = s
 	return r
 }
