@@ -87,11 +87,11 @@ type Dest struct {
 	sweepWake   chan struct{}
 	sweeps      atomic.Int64
 
-	// A lane that sleeps its reconnect backoff (stream mode) is woken by the first answer any
-	// stream of the destination gets: the upstream answers again, and the batch the lane holds
+	// A lane that sleeps its reconnect backoff (stream mode) is woken by the destination's
+	// first success (deliver): the upstream answers again, and the batch the lane holds
 	// is older than what the other lanes send meanwhile. backoffWaiting is whether a lane
-	// sleeps, so that an answer costs one atomic load while none does; backoffWake is closed
-	// by that answer (answeredAfterOutage).
+	// sleeps, so that a success costs one atomic load while none does; backoffWake is closed
+	// by that success (answeredAfterOutage).
 	backoffWaiting atomic.Bool
 	// outageDelayed is whether a request waits out an outage's backoff in the retry heap
 	// (retryOutage): the next success releases them (queue.releaseOutage).
@@ -448,8 +448,12 @@ func (d *Dest) sleep(t *time.Timer, dur time.Duration, wake chan struct{}) bool 
 
 // deliver finishes r as acknowledged by the upstream.
 func (d *Dest) deliver(r *request) {
+	// The upstream answers again: what waits out an outage's backoff goes now.
 	if d.outageDelayed.Load() && d.outageDelayed.CompareAndSwap(true, false) {
 		d.q.releaseOutage(nanotime())
+	}
+	if d.backoffWaiting.Load() {
+		d.answeredAfterOutage()
 	}
 	d.m.ackedRequests.Inc()
 	d.m.ackedItem.Add(float64(r.items))

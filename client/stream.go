@@ -90,7 +90,7 @@ type lane struct {
 	// RebalanceBytes at once) must not make the lane wait out the outage's backoff with the
 	// next request in hand while the other lanes deliver what was queued after it.
 	rebalanced bool
-	// wokenEarly: an answer on another stream ended the lane's last backoff sleep
+	// wokenEarly: a success of the destination ended the lane's last backoff sleep
 	// (Dest.backoffChan); until one of its own streams is answered, it sleeps its backoff out.
 	wokenEarly bool
 	alone      bool // the latest send was a suspect's: the next waits until it is answered (poison.go)
@@ -307,7 +307,7 @@ func (l *lane) stream(r *request, wire int64) *stream {
 		if l.failures > 0 && !l.rebalanced {
 			// The stream before broke without a single answer (or did not open): do not spin
 			// against an upstream that accepts streams and then fails them.
-			// An answer on another stream ends the sleep (the upstream answers again), once per
+			// The destination's next success ends the sleep (the upstream answers again), once per
 			// lane until one of its own streams is answered: a lane whose streams keep breaking
 			// while others are answered must not retry at the pace of their answers.
 			var wake chan struct{}
@@ -350,7 +350,7 @@ func (l *lane) stream(r *request, wire int64) *stream {
 	}
 }
 
-// backoffChan returns the channel the first answer on any of d's streams closes, and marks a
+// backoffChan returns the channel d's next success closes, and marks a
 // lane as sleeping its backoff until then.
 func (d *Dest) backoffChan() chan struct{} {
 	d.backoffMu.Lock()
@@ -362,7 +362,7 @@ func (d *Dest) backoffChan() chan struct{} {
 	return d.backoffWake
 }
 
-// answeredAfterOutage wakes every lane sleeping its reconnect backoff: a stream was answered.
+// answeredAfterOutage wakes every lane sleeping its reconnect backoff: a request succeeded.
 func (d *Dest) answeredAfterOutage() {
 	d.backoffMu.Lock()
 	defer d.backoffMu.Unlock()
@@ -469,9 +469,6 @@ func (s *stream) recv(resp *otepv1.ExportResponse) {
 		now := nanotime()
 		s.lastAnswer.Store(now)
 		s.acked.Store(true)
-		if d.backoffWaiting.Load() {
-			d.answeredAfterOutage()
-		}
 		if r.sentAt != notSent {
 			d.m.ackLatency.Observe(float64(now-r.sentAt) / 1e9)
 		} else {
