@@ -71,11 +71,7 @@ func (a *Account) Acquire(n int64, done <-chan struct{}) (tick uint64, ok bool) 
 		intakeRefusedC[a.in][refusedBytes].Inc()
 		return 0, false
 	}
-	a.mu.Lock()
-	tick = a.mu.tick
-	a.mu.held[tick%accountTicks]++
-	a.mu.Unlock()
-	return tick, true
+	return a.hold(), true
 }
 
 // TryAcquire is Acquire without waiting and without counting a refusal: for an event loop that
@@ -89,11 +85,16 @@ func (a *Account) TryAcquire(n int64) (tick uint64, ok bool) {
 		a.own.release(n)
 		return 0, false
 	}
+	return a.hold(), true
+}
+
+// hold counts one more reservation at the current tick and returns the tick, for Release.
+func (a *Account) hold() uint64 {
 	a.mu.Lock()
-	tick = a.mu.tick
+	defer a.mu.Unlock()
+	tick := a.mu.tick
 	a.mu.held[tick%accountTicks]++
-	a.mu.Unlock()
-	return tick, true
+	return tick
 }
 
 // Release gives back the n bytes of one reservation taken by Acquire at tick. Safe for
