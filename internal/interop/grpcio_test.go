@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/otlpgate/otlpgate/internal/faultproxy"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	collogsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/logs/v1"
 	colmetricsv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/metrics/v1"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
@@ -149,3 +151,88 @@ func TestGRPCIOServerGoAway(t *testing.T) {
 // on both transports: each request is answered Success with its id, and the strict upstream
 // gets exactly what was sent.
 func TestGRPCIOClientOTEP(t *testing.T) { testPeerClientsOTEP(t, grpcio) }
+
+// A Python grpcio server of otlpgate's OTEP services (grpcio's generic handlers, messages
+// from otlpgate's descriptors) is the upstream of a destination with protocol=otep, unary and
+// in stream mode, plain and TLS, on both transports. Its streams hold each request up to
+// 300ms for the next and answer such pairs in reverse order. The peer decodes exactly what
+// was sent, each item once, the 2 MiB batch included, every request through the OTEP method
+// of the mode and with the ids the destination gave, 1 to n, each once; otlpgate counts
+// every request and item acknowledged, none retried, dropped or answered with an unknown id,
+// and in stream mode some of those answers came out of order.
+func TestGRPCIOServerOTEP(t *testing.T) {
+	grpcio.available(t)
+	for _, tr := range transports {
+		for _, mode := range []string{"unary", "stream"} {
+			for _, tls := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/tls=%v", tr, mode, tls), func(t *testing.T) {
+					t.Parallel()
+					opts := map[string]any{"mode": "server", "reorder_ms": 300}
+					// One stream a signal, so that consecutive batches meet on it.
+					dest := "name=peer,protocol=otep,mode=" + mode + ",streams=1,retry-initial=20ms,transport=" + tr
+					if tls {
+						cert, key := testkit.SelfSigned(t, t.TempDir())
+						opts["cert"], opts["key"] = cert, key
+						dest += ",tls-ca=" + cert
+					}
+					srv, g := startPeerUpstream(t, grpcio, opts, dest)
+					calls := plan(fmt.Sprintf("otep-%s-%s-%v", tr, mode, tls), 1, true)
+					sendToGate(t, g.GRPC, calls)
+					var w want
+					w.add(calls)
+					// Rounds of spans, each sealed into a batch of its own (-batch.max-age
+					// 10ms), so that the stream carries requests one after another.
+					for i := range 8 {
+						c := []call{{Signal: "traces", First: uint64(1000 + 10*i), Count: 2}}
+						sendToGate(t, g.GRPC, c)
+						w.add(c)
+						time.Sleep(15 * time.Millisecond)
+					}
+					checkPeer(t, srv, w, "identity")
+					var ids []uint64
+					items, reordered := 0, 0
+					for _, l := range srv.lines() {
+						if l.IDs == nil {
+							continue
+						}
+						if l.OTEP != mode {
+							t.Errorf("a %s request came through %q, want OTEP %s", l.Signal, l.OTEP, mode)
+						}
+						ids = append(ids, l.Request)
+						items += len(l.IDs)
+						if l.Reordered {
+							reordered++
+						}
+					}
+					slices.Sort(ids)
+					for i, id := range ids {
+						if id != uint64(i+1) {
+							t.Errorf("request ids at the peer: %v, want 1 to %d each once", ids, len(ids))
+							break
+						}
+					}
+					dest1 := `destination="peer"`
+					testkit.WaitFor(t, fmt.Sprintf("otlpgate to count %d acknowledged requests", len(ids)), func() bool {
+						return g.metric(t, "otlpgate_client_acknowledged_requests_total", dest1) >= float64(len(ids))
+					})
+					if n := g.metric(t, "otlpgate_client_acknowledged_requests_total", dest1); n != float64(len(ids)) {
+						t.Errorf("otlpgate counted %v requests acknowledged, want %d", n, len(ids))
+					}
+					if n := g.metric(t, "otlpgate_client_acknowledged_items_total", dest1); n != float64(items) {
+						t.Errorf("otlpgate counted %v items acknowledged, want %d", n, items)
+					}
+					for _, m := range []string{"otlpgate_client_unknown_acks_total", "otlpgate_client_retried_requests_total",
+						"otlpgate_client_dropped_requests_total", "otlpgate_client_resent_requests_total"} {
+						if n := g.metric(t, m, dest1); n != 0 {
+							t.Errorf("%s: %v, want 0", m, n)
+						}
+					}
+					t.Logf("grpcio OTEP upstream, %s on %s, tls=%v: %d requests, %d items, %d answered out of order", mode, tr, tls, len(ids), items, reordered)
+					if mode == "stream" && reordered == 0 {
+						t.Errorf("no stream answer came out of order: the test no longer shows otlpgate matching acks by id")
+					}
+				})
+			}
+		}
+	}
+}

@@ -33,6 +33,11 @@ type peerLine struct {
 	IDs      []string `json:"ids"`
 	// OTEP is "unary" or "stream" for a request of otlpgate's OTEP services, "" for v1.
 	OTEP string `json:"otep"`
+	// Request is an OTEP request's id, where the peer reports it (peer.py).
+	Request uint64 `json:"request"`
+	// Reordered: the peer answered this OTEP request before the one that came before it on
+	// its stream.
+	Reordered bool `json:"reordered"`
 
 	// A server's GOAWAY (peer.js with "goaway"): the last stream id it named.
 	GoAway int `json:"goaway"`

@@ -8,13 +8,19 @@ generated Python is needed; grpcio's generic calls and handlers carry their byte
 
   client: sends each call in order, prints {"call":i,"ok":true} or {"call":i,"ok":false,
           "code":N,"details":"..."} per call, exits 1 if any failed.
-  server: serves the three OTLP v1 Export services on 127.0.0.1, prints {"listening":...},
-          then {"signal":...,"ids":[...]} per request as it decoded it (span ids in hex,
-          metric names, log bodies), answers each with an empty response, and stops when
-          stdin closes. With "max_age_ms", the C-core sends GOAWAY to connections that old.
+  server: serves the three OTLP v1 Export services and otlpgate's OTEP UnaryExporter and
+          StreamExporter on 127.0.0.1, prints {"listening":...}, then {"signal":...,"ids":[...]}
+          per request as it decoded it (span ids in hex, metric names, log bodies; for OTEP
+          also "otep" ("unary" or "stream") and "request", its id), answers a v1 request with
+          an empty response and an OTEP one Success with its id, and stops when stdin closes.
+          With "max_age_ms", the C-core sends GOAWAY to connections that old. With
+          "reorder_ms", a stream holds each request up to that long for the next one and
+          answers such a pair in reverse order, printing "reordered":true on the line of the
+          request answered before the earlier one.
 """
 
 import json
+import queue
 import sys
 import threading
 import time
@@ -193,26 +199,90 @@ def client():
     sys.exit(1 if failed else 0)
 
 
+def decoded(signal, entries):
+    """The span ids (hex), metric names or log bodies of a request's resource entries."""
+    ids = []
+    if signal == "traces":
+        for rs in entries:
+            for ss in rs.scope_spans:
+                ids.extend(sp.span_id.hex() for sp in ss.spans)
+    elif signal == "metrics":
+        for rm in entries:
+            for sm in rm.scope_metrics:
+                ids.extend(m.name for m in sm.metrics)
+    else:
+        for rl in entries:
+            for sl in rl.scope_logs:
+                ids.extend(r.body.string_value for r in sl.log_records)
+    return ids
+
+
 def handler(signal):
     def export(req, context):
-        ids = []
-        if signal == "traces":
-            for rs in req.resource_spans:
-                for ss in rs.scope_spans:
-                    ids.extend(sp.span_id.hex() for sp in ss.spans)
-        elif signal == "metrics":
-            for rm in req.resource_metrics:
-                for sm in rm.scope_metrics:
-                    ids.extend(m.name for m in sm.metrics)
-        else:
-            for rl in req.resource_logs:
-                for sl in rl.scope_logs:
-                    ids.extend(r.body.string_value for r in sl.log_records)
-        out({"signal": signal, "ids": ids})
+        out({"signal": signal, "ids": decoded(signal, getattr(req, OTEP[signal][2]))})
         return b""
 
     return grpc.unary_unary_rpc_method_handler(export, request_deserializer=REQUEST[signal].FromString,
                                                response_serializer=lambda b: b)
+
+
+def otep_handlers():
+    """OTEP UnaryExporter and StreamExporter: every request is answered Success with its id."""
+    response = cls("otlpgate.otep.v1.ExportResponse")
+    unary, streams = {}, {}
+    hold = opts.get("reorder_ms", 0) / 1000
+
+    def answer(signal, mode, req, reordered=False):
+        line = {"signal": signal, "otep": mode, "request": req.id, "ids": decoded(signal, getattr(req, OTEP[signal][3]))}
+        if reordered:
+            line["reordered"] = True
+        out(line)
+        return response(id=req.id, result_code=0)
+
+    def unary_method(signal):
+        return lambda req, context: answer(signal, "unary", req)
+
+    def stream_method(signal):
+        def export(requests, context):
+            # A reader of its own, so that a request can be waited for with a bound while
+            # the one before it is held unanswered.
+            q = queue.Queue()
+
+            def read():
+                try:
+                    for req in requests:
+                        q.put(req)
+                except grpc.RpcError:
+                    pass
+                q.put(None)
+
+            threading.Thread(target=read, daemon=True).start()
+            while True:
+                req = q.get()
+                if req is None:
+                    return
+                nxt, ended = None, False
+                if hold:
+                    try:
+                        nxt = q.get(timeout=hold)
+                        ended = nxt is None
+                    except queue.Empty:
+                        pass
+                if nxt is not None:
+                    yield answer(signal, "stream", nxt, reordered=True)
+                yield answer(signal, "stream", req)
+                if ended:
+                    return
+
+        return export
+
+    for signal, (method, name, _, _) in OTEP.items():
+        unary[method] = grpc.unary_unary_rpc_method_handler(unary_method(signal), request_deserializer=cls(name).FromString,
+                                                            response_serializer=lambda m: m.SerializeToString())
+        streams[method] = grpc.stream_stream_rpc_method_handler(stream_method(signal), request_deserializer=cls(name).FromString,
+                                                                response_serializer=lambda m: m.SerializeToString())
+    return (grpc.method_handlers_generic_handler("otlpgate.otep.v1.UnaryExporter", unary),
+            grpc.method_handlers_generic_handler("otlpgate.otep.v1.StreamExporter", streams))
 
 
 def server():
@@ -221,9 +291,12 @@ def server():
         # The C-core's own GOAWAY: connections older than this are sent one, and closed once
         # the grace has passed.
         options += [("grpc.max_connection_age_ms", opts["max_age_ms"]), ("grpc.max_connection_age_grace_ms", 10000)]
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
+    # A stream holds a worker for its life: room for every signal's OTEP streams besides
+    # the unary calls.
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=options)
     for signal, (service, _) in SIGNALS.items():
         srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler(signal)}),))
+    srv.add_generic_rpc_handlers(otep_handlers())
     if opts.get("cert"):
         with open(opts["cert"], "rb") as f:
             cert = f.read()
