@@ -131,7 +131,14 @@ type Options struct {
 	// Replace maps a line of the deployed file to the line used instead (to run with a
 	// balancer's default, for instance).
 	Replace map[string]string
+	// GatewayCA, if set, is a CA file: the balancer speaks TLS with ALPN h2 to the gateways
+	// (nginx grpc_pass grpcs://, HAProxy ssl alpn h2 on each server) and verifies their
+	// certificate for the name localhost against it.
+	GatewayCA string
 }
+
+// gatewayName is the name the balancer verifies the gateways' certificate for.
+const gatewayName = "localhost"
 
 func (o Options) apply(c string) string {
 	for from, to := range o.Replace {
@@ -151,6 +158,7 @@ type nginx struct {
 var (
 	ngxUpstream = regexp.MustCompile(`(?s)(upstream otlpgate_gateways \{\n).*?(\n\s*keepalive )`)
 	ngxListen   = regexp.MustCompile(`listen 127\.0\.0\.1:4317 http2;`)
+	ngxPass     = regexp.MustCompile(`(?m)^(\s*)grpc_pass grpc://otlpgate_gateways;`)
 )
 
 // StartNginx runs nginx with deployDir/nginx/nginx.conf, its listener moved to a free loopback
@@ -194,6 +202,15 @@ func (n *nginx) render(backends []string) error {
 	}
 	c = ngxUpstream.ReplaceAllString(c, "${1}"+strings.Join(lines, "\n")+"${2}")
 	c = ngxListen.ReplaceAllString(c, "listen "+n.listen+" http2;")
+	if ca := n.opts.GatewayCA; ca != "" {
+		if !ngxPass.MatchString(c) {
+			return errors.New("l7lb: deploy/nginx/nginx.conf no longer has the grpc_pass line to turn to TLS")
+		}
+		// grpcs offers ALPN h2; nginx verifies nothing unless told to.
+		c = ngxPass.ReplaceAllString(c, "${1}grpc_pass grpcs://otlpgate_gateways;\n"+
+			"${1}grpc_ssl_verify on;\n${1}grpc_ssl_trusted_certificate "+ca+";\n"+
+			"${1}grpc_ssl_name "+gatewayName+";\n${1}grpc_ssl_server_name on;")
+	}
 	// Two workers whatever the machine: streams spread over processes too.
 	c = strings.Replace(c, "worker_processes auto;", "worker_processes 2;", 1)
 	c = n.opts.apply(c)
@@ -274,8 +291,12 @@ func (h *haproxy) render(backends []string) error {
 		balance = m[1]
 	}
 	be := "backend otlpgate_gateways\n    " + balance + "\n"
+	tls := ""
+	if ca := h.opts.GatewayCA; ca != "" {
+		tls = " ssl verify required ca-file " + ca + " verifyhost " + gatewayName + " sni str(" + gatewayName + ") alpn h2"
+	}
 	for i, b := range backends {
-		be += fmt.Sprintf("    server gw%d %s proto h2\n", i+1, b)
+		be += fmt.Sprintf("    server gw%d %s proto h2%s\n", i+1, b, tls)
 	}
 	c = hapBackend.ReplaceAllLiteralString(c, be)
 	c = hapBind.ReplaceAllString(c, "bind "+h.listen+" proto h2")

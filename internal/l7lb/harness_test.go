@@ -21,6 +21,7 @@ import (
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	commonv1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/common/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
+	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 )
 
 // gnet's worker pool (ants), linked in by the gateway's UDS intake, starts its cleaner
@@ -63,13 +64,21 @@ func startGateway(t *testing.T, name string, maxAge time.Duration) *gateway {
 // (-grpc.transport; "" for the default).
 func startGatewayOn(t *testing.T, name string, maxAge time.Duration, transport string) *gateway {
 	t.Helper()
+	return startGatewayWith(t, name, func(c *grpcserver.Config) {
+		c.StreamMaxAge = maxAge
+		if transport != "" {
+			c.Transport = transport
+		}
+	})
+}
+
+// startGatewayWith is startGateway with its intake's configuration changed by edit.
+func startGatewayWith(t *testing.T, name string, edit func(*grpcserver.Config)) *gateway {
+	t.Helper()
 	g := &gateway{rec: testkit.NewRecorder(name)}
 	cfg := gatewayConfig()
 	cfg.GRPC.Listen = "127.0.0.1:0"
-	cfg.GRPC.StreamMaxAge = maxAge
-	if transport != "" {
-		cfg.GRPC.Transport = transport
-	}
+	edit(&cfg.GRPC)
 	cfg.Extra = []pipeline.Destination{g.rec}
 	gate, err := gw.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -15,9 +15,10 @@ import (
 	"time"
 )
 
-// SelfSigned writes a self-signed certificate for 127.0.0.1, valid for an hour, and its key as
-// PEM files in dir, and returns their paths: enough for a server TLS configuration to load, and
-// for a client to trust with the certificate as its CA.
+// SelfSigned writes a self-signed certificate for 127.0.0.1 and localhost, valid for an hour,
+// and its key as PEM files in dir, and returns their paths: enough for a server TLS
+// configuration to load, and for a client to trust with the certificate as its CA. The name is
+// for clients that verify only DNS names (nginx's grpc_ssl_verify, HAProxy's verifyhost).
 func SelfSigned(t testing.TB, dir string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -28,7 +29,7 @@ func SelfSigned(t testing.TB, dir string) (certFile, keyFile string) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
