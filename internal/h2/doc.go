@@ -29,7 +29,10 @@
 // index bytes, not ten thousand copies: the decompression bomb), and still processed to its
 // end so that the table stays in step with the peer's. It follows RFC 7541 where x/net's
 // decoder does not (a size update after a field is refused even on an empty table; several
-// before the first field are accepted), and is fuzzed against it everywhere else.
+// before the first field are accepted), and is fuzzed against it everywhere else. With
+// Config.Binary it also checks the value of every field named *-bin as grpc-go decodes gRPC
+// binary metadata (ValidBinary, fuzzed against encoding/base64), once per dynamic table entry,
+// and reports the last one that fails (BadBinary) for the caller to refuse the call.
 //
 // HPACK encoding. AppendHeaderBlock encodes fields without touching either end's dynamic
 // table, so a HeadersFrame (a response's headers, its trailers, a call's headers per method)

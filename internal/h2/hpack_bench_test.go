@@ -45,6 +45,42 @@ func BenchmarkHPACKDecodeGRPCCalls(b *testing.B) {
 	}
 }
 
+// BenchmarkHPACKDecodeRequestCalls is BenchmarkHPACKDecodeGRPCCalls with a gRPC server's
+// checks: the names of a request (Config.Request), and with binary the values of binary
+// metadata too (Config.Binary), on the same blocks and on blocks that carry an OpenCensus
+// grpc-trace-bin (trace-bin).
+func BenchmarkHPACKDecodeRequestCalls(b *testing.B) {
+	trace := "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+	withBin := func(tenant string) []hpack.HeaderField {
+		return append(grpcRequest(trace, tenant), hpack.HeaderField{Name: "grpc-trace-bin", Value: "AABhYmNkZWZnaGlqa2xtbm9wAWFiY2RlZmdoAgE"})
+	}
+	for _, bc := range []struct {
+		name   string
+		binary bool
+		blocks [][]byte
+	}{
+		{"request", false, grpcBlocks()},
+		{"binary", true, grpcBlocks()},
+		{"request-trace-bin", false, xnetBlocks(4096, withBin("tenant-a"), withBin("tenant-a"), withBin("tenant-b"))},
+		{"binary-trace-bin", true, xnetBlocks(4096, withBin("tenant-a"), withBin("tenant-a"), withBin("tenant-b"))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := grpcKeepConfig()
+			c.Request, c.Binary = true, bc.binary
+			d := NewDecoder(c)
+			n := 0
+			for _, blk := range bc.blocks {
+				n += len(blk)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				decodeConn(b, d, bc.blocks)
+			}
+		})
+	}
+}
+
 // BenchmarkHPACKDecodeIndexedCall is the common case on a busy connection: a call whose
 // fields are all in the dynamic table.
 func BenchmarkHPACKDecodeIndexedCall(b *testing.B) {

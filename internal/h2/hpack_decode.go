@@ -26,6 +26,11 @@ type Config struct {
 	// is refused with ErrMalformedFields, for its stream. Names the decoder does not keep are
 	// checked as they pass, never copied but to decode a Huffman-coded one.
 	Request bool
+	// Binary checks the value of every field whose name ends in -bin as gRPC binary metadata
+	// (base64, as grpc-go decodes it: ValidBinary), kept or not; Decode still accepts the
+	// block, and BadBinary returns the last field that failed. It needs Request, which has
+	// every name decoded whole.
+	Binary bool
 }
 
 // GRPCServerKeep are the fields a gRPC server reads from a call's headers.
@@ -60,6 +65,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Keep) > maxKeep {
 		return fmt.Errorf("h2: %d kept names, at most %d", len(c.Keep), maxKeep)
+	}
+	if c.Binary && !c.Request {
+		return errors.New("h2: Binary needs Request")
 	}
 	if c.MaxKeptFields < 1 || c.MaxKeptFields > maxKeptFieldsAllowed {
 		return fmt.Errorf("h2: max kept fields %d outside 1..%d", c.MaxKeptFields, maxKeptFieldsAllowed)
@@ -107,6 +115,7 @@ type Decoder struct {
 	fields     []Field
 
 	request bool // Config.Request
+	binary  bool // Config.Binary
 
 	// The block being decoded.
 	list      uint64 // its header list size so far
@@ -115,6 +124,8 @@ type Decoder struct {
 	started   bool // a field was decoded: size updates are no longer allowed
 	regular   bool // a field that is not a pseudo-field was decoded (Request)
 	malformed bool // a name broke a rule of Config.Request
+	bad       BadBinary
+	hasBad    bool // bad is the block's last field with a malformed binary value (Config.Binary)
 }
 
 // NewDecoder makes a decoder for c, which must be valid.
@@ -127,6 +138,7 @@ func NewDecoder(c Config) *Decoder {
 		table:   newDynTable(c.HeaderTableSize),
 		maxList: uint64(c.MaxHeaderListSize),
 		request: c.Request,
+		binary:  c.Binary,
 		out:     make([]byte, 0, c.MaxHeaderListSize),
 		fields:  make([]Field, 0, c.MaxKeptFields),
 	}
@@ -171,6 +183,7 @@ func (d *Decoder) Decode(block []byte) ([]Field, error) {
 	d.fields = d.fields[:0]
 	d.list, d.over, d.tooMany, d.started = 0, false, false, false
 	d.regular, d.malformed = false, false
+	d.bad, d.hasBad = BadBinary{}, false
 	p := block
 	var err error
 	for len(p) > 0 {
@@ -293,10 +306,16 @@ func (d *Decoder) indexed(p []byte) ([]byte, error) {
 		d.checkName(name)
 		// The size is the table's record of the entry: counted before a byte is copied, so
 		// that an entry repeated many times is refused when the sum passes the bound.
-		if d.count(uint64(e.nameLen), uint64(e.valLen)) && e.keep >= 0 {
-			start := len(d.out)
-			d.out = append(d.out, value...)
-			d.emit(e.keep, start, false)
+		if d.count(uint64(e.nameLen), uint64(e.valLen)) {
+			before := len(d.fields)
+			if e.keep >= 0 {
+				start := len(d.out)
+				d.out = append(d.out, value...)
+				d.emit(e.keep, start, false)
+			}
+			if e.bin == binBad {
+				recordBad(d, name, value, before)
+			}
 		}
 	default:
 		return nil, ErrIndex
@@ -333,7 +352,9 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 	scr := d.scratch
 	var (
 		nameLen int
-		keep    int16 = -1
+		keep    int16  = -1
+		bin     bool   // the name ends in -bin, and Config.Binary
+		name    []byte // the name, when bin
 	)
 	switch {
 	case nameIdx == 0:
@@ -345,6 +366,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if !huff && !indexing {
 			nameLen, keep = len(s), d.match(s) // read in place
 			d.checkName(s)
+			bin, name = d.binary && isBinaryName(s), s
 			break
 		}
 		// Decoded into the scratch buffer: whole for an entry to insert or a name to check,
@@ -360,6 +382,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if nameLen <= len(dst) {
 			keep = d.match(dst[:nameLen])
 			d.checkName(dst[:nameLen])
+			bin, name = d.binary && isBinaryName(dst[:nameLen]), dst[:nameLen]
 		} else if d.request {
 			d.malformed = true // a name longer than the table: no request has one
 		}
@@ -372,12 +395,14 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		}
 	case int(nameIdx-staticLen-1) < d.table.n:
 		// Copied before the insertion below may evict the entry it names (§4.4).
-		e, name, _ := d.table.at(int(nameIdx - staticLen - 1))
+		e, n, _ := d.table.at(int(nameIdx - staticLen - 1))
 		nameLen, keep = int(e.nameLen), e.keep
-		d.checkName(name)
+		d.checkName(n)
 		if indexing {
-			copy(scr, name)
+			copy(scr, n)
 		}
+		// Read before the insertion below, which may evict the entry.
+		bin, name = e.bin != binNone, n
 	default:
 		return nil, ErrIndex
 	}
@@ -421,22 +446,54 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			valLen = len(v)
 		}
 	}
-	if d.count(uint64(nameLen), uint64(valLen)) && kept {
+	// A binary value is read where it was decoded, or decoded into d.out's room after the
+	// kept values, within the list bound (a value longer is refused with its block).
+	binFlag := binNone
+	var val []byte
+	if bin {
 		switch {
 		case inScratch:
-			d.out = append(d.out, scr[nameLen:nameLen+valLen]...)
+			val = scr[nameLen : nameLen+valLen]
+		case !huff:
+			val = v
 		case inPlace:
-			d.out = d.out[:start+valLen]
+			val = d.out[start : start+valLen]
 		default:
-			panic("BUG: h2: a kept value within the list bound was not decoded")
+			room := 0
+			if used := d.list + uint64(nameLen) + entryOverhead; used < d.maxList {
+				room = int(d.maxList - used)
+			}
+			if n, _ := huffmanDecode(d.out[start:start+room], v); n <= room {
+				val = d.out[start : start+n]
+			}
 		}
-		d.emit(keep, start, sensitive)
+		binFlag = binValid
+		if val != nil && !ValidBinary(val) {
+			binFlag = binBad
+		}
+	}
+	if d.count(uint64(nameLen), uint64(valLen)) {
+		before := len(d.fields)
+		if kept {
+			switch {
+			case inScratch:
+				d.out = append(d.out, scr[nameLen:nameLen+valLen]...)
+			case inPlace:
+				d.out = d.out[:start+valLen]
+			default:
+				panic("BUG: h2: a kept value within the list bound was not decoded")
+			}
+			d.emit(keep, start, sensitive)
+		}
+		if binFlag == binBad {
+			recordBad(d, name, val, before)
+		}
 	}
 	if indexing {
 		if size := uint64(nameLen) + uint64(valLen); !inScratch || size+entryOverhead > uint64(d.table.max) {
 			d.table.clear() // larger than the table: empties it (§4.4)
 		} else {
-			d.table.add(scr[:size], uint32(nameLen), keep)
+			d.table.add(scr[:size], uint32(nameLen), keep, binFlag)
 		}
 	}
 	return p, nil

@@ -46,8 +46,9 @@ func outcomeOf(err error) outcome {
 }
 
 // reference decodes block with x/net's decoder and applies the bounds of the decoder under test
-// to what it emits: the header list size of every field, the count of kept ones.
-func reference(x *hpack.Decoder, block []byte, keep map[string]bool, maxList uint64) ([]string, outcome, error) {
+// to what it emits: the header list size of every field, the count of kept ones. It returns the
+// last field whose binary value grpc-go would refuse too (badBinaryOf).
+func reference(x *hpack.Decoder, block []byte, keep map[string]bool, maxList uint64) ([]string, string, outcome, error) {
 	var all []hpack.HeaderField
 	x.SetEmitFunc(func(f hpack.HeaderField) { all = append(all, f) })
 	_, err := x.Write(block)
@@ -55,7 +56,7 @@ func reference(x *hpack.Decoder, block []byte, keep map[string]bool, maxList uin
 		err = x.Close()
 	}
 	if err != nil {
-		return nil, compression, err
+		return nil, "", compression, err
 	}
 	var list uint64
 	var kept []string
@@ -67,11 +68,11 @@ func reference(x *hpack.Decoder, block []byte, keep map[string]bool, maxList uin
 	}
 	switch {
 	case list > maxList:
-		return nil, listTooLarge, nil
+		return nil, "", listTooLarge, nil
 	case len(kept) > fuzzMaxKept:
-		return nil, tooManyFields, nil
+		return nil, "", tooManyFields, nil
 	}
-	return kept, accepted, nil
+	return kept, badBinaryOf(all, keep), accepted, nil
 }
 
 // xnetTable reads x/net's dynamic table by decoding each dynamic index until one is refused
@@ -103,14 +104,27 @@ func checkAgainstXNet(t *testing.T, tableSize uint32, maxList uint32, blocks ...
 		t.Fatal(err)
 	}
 	d := NewDecoder(c)
+	// A request's decoder checking binary values, on the same blocks: where it accepts a
+	// block, it finds the field grpc-go's checks find last.
+	c.Request, c.Binary = true, true
+	dr := NewDecoder(c)
 	x := hpack.NewDecoder(tableSize, nil)
 	keep := map[string]bool{}
 	for _, k := range fuzzKeep {
 		keep[k] = true
 	}
 	for i, block := range blocks {
-		want, wantOutcome, xerr := reference(x, block, keep, uint64(maxList))
+		want, wantBad, wantOutcome, xerr := reference(x, block, keep, uint64(maxList))
 		fs, err := d.Decode(block)
+		if _, rerr := dr.Decode(block); rerr == nil && wantOutcome == accepted {
+			gotBad := "none"
+			if b, ok := dr.BadBinary(); ok {
+				gotBad = fmt.Sprintf("%q: %q after %d", b.Name, b.Value, b.Kept)
+			}
+			if gotBad != wantBad {
+				t.Fatalf("block %d %x: bad binary field %s, x/net's fields: %s", i, block, gotBad, wantBad)
+			}
+		}
 		got := outcomeOf(err)
 		// Where RFC 7541 §4.2 and x/net's decoder part, the decoder follows the RFC: a size
 		// update after a field is refused even when x/net lets it through (its table was
@@ -237,6 +251,10 @@ func fuzzSeeds(t testing.TB) []fuzzSeed {
 	// Edge cases: a size update after a field, two before, the EOS symbol, integer bounds.
 	add(4096, 16<<10, [][]byte{{0x82, 0x3f, 0xe1, 0x1f}, {0x20, 0x3f, 0xe1, 0x1f, 0x82}})
 	add(4096, 16<<10, [][]byte{{0x04, 0x84, 0xff, 0xff, 0xff, 0xff}, {0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}})
+	// Binary metadata, valid and not, inserted and then referenced from the table.
+	bin := []hpack.HeaderField{{Name: "grpc-trace-bin", Value: "AABhYmNk"}, {Name: "x-a-bin", Value: "YQ="},
+		{Name: "custom-key", Value: "v"}, {Name: "x-b-bin", Value: "Y", Sensitive: true}, {Name: "x-c-bin", Value: "YQ"}}
+	add(4096, 16<<10, xnetBlocks(4096, append(grpcRequest(trace, "tenant-a"), bin...), bin[:3], bin[2:]))
 	return seeds
 }
 
