@@ -68,6 +68,7 @@ func (h *h2Server) init(cfg *Config, tc *tls.Config) error {
 		Keep:              keep,
 		MaxKeptFields:     64,
 		Request:           true,
+		Binary:            true,
 	}
 	if err := h.decCfg.Validate(); err != nil {
 		return fmt.Errorf("grpc: -grpc.transport=otlpgate: %w", err)

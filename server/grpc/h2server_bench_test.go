@@ -153,13 +153,15 @@ func appendOKAnswer(dst []byte, id uint32) []byte {
 // BenchmarkH2Unary is one unary v1 call of 50 spans on otlpgate's own transport, on the
 // server: read from the connection, decoded, admitted into the pipeline, answered and written
 // (in memory: no socket).
-// With deadline, its client sends a grpc-timeout, as OTel SDKs do (10 s by default).
+// With deadline, its client sends a grpc-timeout, as OTel SDKs do (10 s by default); with
+// binary, an OpenCensus grpc-trace-bin, whose value is checked as grpc-go decodes it.
 func BenchmarkH2Unary(b *testing.B) {
 	body := traceBody(b, 1, 50)
 	for _, bc := range []struct {
 		name  string
 		extra []h2.HeaderField
-	}{{"plain", nil}, {"deadline", []h2.HeaderField{{Name: "grpc-timeout", Value: "10S"}}}} {
+	}{{"plain", nil}, {"deadline", []h2.HeaderField{{Name: "grpc-timeout", Value: "10S"}}},
+		{"binary", []h2.HeaderField{{Name: "grpc-trace-bin", Value: "AABhYmNkZWZnaGlqa2xtbm9wAWFiY2RlZmdoAgE"}}}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newH2Harness(b, body, bc.extra...)
 			b.SetBytes(int64(len(body)))

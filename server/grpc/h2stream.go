@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -184,7 +185,8 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	// strings that would escape (a conversion only for the words of an error).
 	var method, path, ctype, enc, badTimeout []byte
 	var nMethod, nScheme, nPath int
-	for _, f := range fields {
+	timeoutAt := 0 // the place of the last malformed grpc-timeout among fields
+	for i, f := range fields {
 		switch f.Name {
 		case ":method":
 			nMethod++
@@ -213,7 +215,7 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		case "grpc-timeout":
 			st.timeout, st.timeoutSet = parseGRPCTimeout(f.Value)
 			if !st.timeoutSet {
-				badTimeout = f.Value
+				badTimeout, timeoutAt = f.Value, i
 			}
 		}
 	}
@@ -227,11 +229,20 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		c.answerNotGRPC(st, ctype)
 		return nil
 	}
+	// A malformed grpc-timeout, or binary metadata that is not base64 (the decoder checks
+	// every -bin field, h2.Config.Binary), refuses the call as grpc-go's transport refuses
+	// it, before the method is looked at: 400 and INTERNAL in the words of whichever came
+	// last, and a reset of the rest of the call.
+	var headerErr error
 	if badTimeout != nil {
-		// Refused as grpc-go's transport refuses it, before the method is looked at: 400 and
-		// INTERNAL, and a reset of the rest of the call.
+		headerErr = malformedTimeout(badTimeout)
+	}
+	if b, ok := c.dec.BadBinary(); ok && (badTimeout == nil || b.Kept > timeoutAt) {
+		headerErr = malformedBinary(b.Name, b.Value)
+	}
+	if headerErr != nil {
 		st.resetEnd = true
-		c.answerError(st, malformedTimeout(badTimeout), http.StatusBadRequest)
+		c.answerError(st, headerErr, http.StatusBadRequest)
 		return nil
 	}
 	if string(method) != http.MethodPost {
@@ -297,6 +308,19 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		c.setDeadline(st)
 	}
 	return nil
+}
+
+// malformedBinary is the refusal of a call whose binary metadata field name carries value,
+// which is not base64, in the words of grpc-go's transport.
+func malformedBinary(name, value []byte) error {
+	v := string(value)
+	var err error
+	if len(v)%4 == 0 { // grpc-go's decoding: padded when the length allows it
+		_, err = base64.StdEncoding.DecodeString(v)
+	} else {
+		_, err = base64.RawStdEncoding.DecodeString(v)
+	}
+	return status.Errorf(codes.Internal, "malformed binary metadata %q in header %q: %v", v, name, err)
 }
 
 // parseDecimal reads a content-length value.
