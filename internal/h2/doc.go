@@ -32,7 +32,13 @@
 // before the first field are accepted), and is fuzzed against it everywhere else. With
 // Config.Binary it also checks the value of every field named *-bin as grpc-go decodes gRPC
 // binary metadata (ValidBinary, fuzzed against encoding/base64), once per dynamic table entry,
-// and reports the last one that fails (BadBinary) for the caller to refuse the call.
+// and reports the last one that fails (BadBinary) for the caller to refuse the call. With
+// Config.Request it holds every field, kept or not, to what x/net's Framer checks of a request
+// as grpc-go reads it (names of lower-case token characters, values without control
+// characters, pseudo-fields first and only a request's), the value's octets checked as it is
+// read in place or Huffman-decoded, once per dynamic table entry; InvalidEnd tells the caller
+// where the first field that failed ended, for a block whose next frame ends the connection on
+// grpc-go (FuzzHPACKAgainstXNet holds the verdict to x/net's Framer).
 //
 // HPACK encoding. AppendHeaderBlock encodes fields without touching either end's dynamic
 // table, so a HeadersFrame (a response's headers, its trailers, a call's headers per method)

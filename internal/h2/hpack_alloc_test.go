@@ -57,3 +57,27 @@ func TestHPACKBinaryAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per connection's blocks", allocs)
 	}
 }
+
+// Refusing a block for a field's name or value costs no allocation either, the value sent
+// literally, Huffman-coded, or named from the dynamic table.
+func TestHPACKMalformedFieldAllocs(t *testing.T) {
+	c := grpcKeepConfig()
+	c.Request, c.Binary = true, true
+	d := NewDecoder(c)
+	trace := "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+	ctl := append(grpcRequest(trace, "tenant-a"), hpack.HeaderField{Name: "x-a", Value: "0123456789abcdefghijklmnopqrstuvwxyz\n"})
+	name := append(grpcRequest(trace, "tenant-a"), hpack.HeaderField{Name: "x a", Value: "v", Sensitive: true})
+	blocks := xnetBlocks(4096, ctl, ctl, name)
+	allocs := testing.AllocsPerRun(100, func() {
+		d.table.setMax(0)
+		d.table.setMax(d.table.bound)
+		for _, blk := range blocks {
+			if _, err := d.Decode(blk); err != ErrMalformedFields {
+				t.Fatalf("%v", err)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per connection's blocks", allocs)
+	}
+}

@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"testing"
@@ -76,7 +75,6 @@ func literal(kind byte, name, value string, huff bool) []byte {
 func TestHPACKBinaryFields(t *testing.T) {
 	ct := []byte{0x0f, 31 - 15, 16} // content-type (static 31), literal without indexing, kept
 	ct = append(ct, "application/grpc"...)
-	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	type bad struct {
 		name, value string
 		kept        int

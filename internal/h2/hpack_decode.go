@@ -20,11 +20,13 @@ type Config struct {
 	// MaxKeptFields is how many fields of the kept names one block may carry; more are refused
 	// with ErrTooManyFields.
 	MaxKeptFields int
-	// Request checks every field name of a block as a request's must be (RFC 9113 §8.2.1,
-	// §8.3): in lower case, pseudo-fields only those a request has (:method, :scheme,
-	// :authority, :path, :protocol) and before every other field; a block that breaks a rule
-	// is refused with ErrMalformedFields, for its stream. Names the decoder does not keep are
-	// checked as they pass, never copied but to decode a Huffman-coded one.
+	// Request checks every field of a block as a request's must be (RFC 9113 §8.2.1, §8.3),
+	// as far as grpc-go's server holds a client to it (hpack_fieldcheck.go): names of token
+	// characters in lower case, values without control characters, pseudo-fields only those
+	// a request has (:method, :scheme, :authority, :path, :protocol) and before every other
+	// field; a block that breaks a rule is refused with ErrMalformedFields, for its stream
+	// (InvalidEnd tells a caller when the connection must end instead). Fields the decoder
+	// does not keep are checked as they pass, never copied but to decode a Huffman-coded name.
 	Request bool
 	// Binary checks the value of every field whose name ends in -bin as gRPC binary metadata
 	// (base64, as grpc-go decodes it: ValidBinary), kept or not; Decode still accepts the
@@ -118,14 +120,16 @@ type Decoder struct {
 	binary  bool // Config.Binary
 
 	// The block being decoded.
-	list      uint64 // its header list size so far
-	over      bool   // list passed maxList: nothing more is kept
-	tooMany   bool
-	started   bool // a field was decoded: size updates are no longer allowed
-	regular   bool // a field that is not a pseudo-field was decoded (Request)
-	malformed bool // a name broke a rule of Config.Request
-	bad       BadBinary
-	hasBad    bool // bad is the block's last field with a malformed binary value (Config.Binary)
+	list       uint64 // its header list size so far
+	over       bool   // list passed maxList: nothing more is kept
+	tooMany    bool
+	started    bool // a field was decoded: size updates are no longer allowed
+	regular    bool // a field that is not a pseudo-field was decoded (Request)
+	malformed  bool // a field broke a rule of Config.Request
+	invalid    bool // a field broke a rule checked field by field (hpack_fieldcheck.go)
+	invalidEnd int  // where the first such field ended in the block
+	bad        BadBinary
+	hasBad     bool // bad is the block's last field with a malformed binary value (Config.Binary)
 }
 
 // NewDecoder makes a decoder for c, which must be valid.
@@ -182,7 +186,7 @@ func (d *Decoder) Decode(block []byte) ([]Field, error) {
 	d.out = d.out[:0]
 	d.fields = d.fields[:0]
 	d.list, d.over, d.tooMany, d.started = 0, false, false, false
-	d.regular, d.malformed = false, false
+	d.regular, d.malformed, d.invalid, d.invalidEnd = false, false, false, 0
 	d.bad, d.hasBad = BadBinary{}, false
 	p := block
 	var err error
@@ -201,41 +205,20 @@ func (d *Decoder) Decode(block []byte) ([]Field, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d.invalid && d.invalidEnd == 0 {
+			d.invalidEnd = len(block) - len(p)
+		}
 	}
+	// A field found malformed was so before the list passed its bound: checks stop there.
 	switch {
+	case d.malformed:
+		return nil, ErrMalformedFields
 	case d.over:
 		return nil, ErrHeaderListTooLarge
 	case d.tooMany:
 		return nil, ErrTooManyFields
-	case d.malformed:
-		return nil, ErrMalformedFields
 	}
 	return d.fields, nil
-}
-
-// checkName holds a field's name to the rules of Config.Request.
-func (d *Decoder) checkName(name []byte) { checkName(d, name) }
-
-func checkName[T string | []byte](d *Decoder, name T) {
-	if !d.request || d.malformed {
-		return
-	}
-	if len(name) > 0 && name[0] == ':' {
-		switch string(name) {
-		case ":method", ":scheme", ":authority", ":path", ":protocol":
-			d.malformed = d.regular
-		default:
-			d.malformed = true
-		}
-		return
-	}
-	d.regular = true
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; 'A' <= c && c <= 'Z' {
-			d.malformed = true
-			return
-		}
-	}
 }
 
 // readString reads a string literal's header and returns its coded bytes (§5.2).
@@ -261,6 +244,17 @@ func decodeString(dst []byte, huff bool, s []byte) (int, error) {
 	}
 	copy(dst, s)
 	return len(s), nil
+}
+
+// decodeValue decodes a field's value s into dst as decodeString does, and reports whether it
+// holds an octet no value may hold: for a Huffman-coded one as it is decoded, for a literal one
+// ctl, which the caller found.
+func decodeValue(dst []byte, huff bool, s []byte, ctl bool) (int, bool, error) {
+	if huff {
+		return huffmanDecodeValue(dst, s)
+	}
+	copy(dst, s)
+	return len(s), ctl, nil
 }
 
 // count adds a field's size to the block's header list size and reports whether the field may
@@ -304,6 +298,7 @@ func (d *Decoder) indexed(p []byte) ([]byte, error) {
 	case int(idx-staticLen-1) < d.table.n:
 		e, name, value := d.table.at(int(idx - staticLen - 1))
 		d.checkName(name)
+		d.checkValue(e.ctl)
 		// The size is the table's record of the entry: counted before a byte is copied, so
 		// that an entry repeated many times is refused when the sum passes the bound.
 		if d.count(uint64(e.nameLen), uint64(e.valLen)) {
@@ -383,7 +378,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			keep = d.match(dst[:nameLen])
 			d.checkName(dst[:nameLen])
 			bin, name = d.binary && isBinaryName(dst[:nameLen]), dst[:nameLen]
-		} else if d.request {
+		} else if d.request && !d.over {
 			d.malformed = true // a name longer than the table: no request has one
 		}
 	case nameIdx <= staticLen:
@@ -418,9 +413,12 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		inScratch bool // name and value are in scr[:nameLen+valLen]
 		inPlace   bool // the value was decoded into d.out[start:start+valLen]
 	)
+	// ctl: the value holds an octet no value may hold (Config.Request), read as it passes: a
+	// Huffman-coded value as it is decoded, wherever that is, a literal one in place.
+	ctl := !huff && d.request && !validValue(v)
 	start := len(d.out)
 	if indexing && nameLen <= len(scr) {
-		if valLen, err = decodeString(scr[nameLen:], huff, v); err != nil {
+		if valLen, ctl, err = decodeValue(scr[nameLen:], huff, v, ctl); err != nil {
 			return nil, err
 		}
 		decoded, inScratch = true, nameLen+valLen <= len(scr)
@@ -432,14 +430,14 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if used := d.list + uint64(nameLen) + entryOverhead; used < d.maxList {
 			room = int(d.maxList - used)
 		}
-		if valLen, err = decodeString(d.out[start:start+room], huff, v); err != nil {
+		if valLen, ctl, err = decodeValue(d.out[start:start+room], huff, v, ctl); err != nil {
 			return nil, err
 		}
 		decoded, inPlace = true, valLen <= room
 	}
 	if !decoded {
 		if huff {
-			if valLen, err = huffmanDecode(nil, v); err != nil {
+			if valLen, ctl, err = huffmanDecodeValue(nil, v); err != nil {
 				return nil, err
 			}
 		} else {
@@ -472,6 +470,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			binFlag = binBad
 		}
 	}
+	d.checkValue(ctl)
 	if d.count(uint64(nameLen), uint64(valLen)) {
 		before := len(d.fields)
 		if kept {
@@ -493,7 +492,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if size := uint64(nameLen) + uint64(valLen); !inScratch || size+entryOverhead > uint64(d.table.max) {
 			d.table.clear() // larger than the table: empties it (§4.4)
 		} else {
-			d.table.add(scr[:size], uint32(nameLen), keep, binFlag)
+			d.table.add(scr[:size], uint32(nameLen), keep, binFlag, ctl)
 		}
 	}
 	return p, nil

@@ -9,6 +9,7 @@ package h2
 const (
 	huffLeaf  = 1 << 15 // entry: a symbol, its code's bits used at this node in bits 8-11, the symbol in 0-7
 	huffInner = 1 << 14 // entry: the index of the node that reads the next eight bits
+	huffCtl   = 1 << 12 // leaf entry: the symbol is an octet no field value may hold (badValueOctet)
 	huffEOS   = 256
 )
 
@@ -34,8 +35,12 @@ func buildHuffTree() [][256]uint16 {
 		// remaining bits is the symbol.
 		shift := 8 - bits
 		first := int(code<<shift) & 0xff
+		leaf := huffLeaf | uint16(bits)<<8 | uint16(sym)
+		if badValueOctet[sym] {
+			leaf |= huffCtl
+		}
 		for i := range 1 << shift {
-			tree[node][first|i] = huffLeaf | uint16(bits)<<8 | uint16(sym)
+			tree[node][first|i] = leaf
 		}
 	}
 	return tree
@@ -47,8 +52,17 @@ func buildHuffTree() [][256]uint16 {
 // within a bound. It refuses what §5.2 calls decoding errors: a code not in the table, the EOS
 // symbol, padding longer than 7 bits or not the most significant bits of EOS (all ones).
 func huffmanDecode(dst, src []byte) (int, error) {
+	n, _, err := huffmanDecodeValue(dst, src)
+	return n, err
+}
+
+// huffmanDecodeValue is huffmanDecode that also reports whether the string holds an octet no
+// field value may hold (badValueOctet): one OR per symbol, so that a value that is only
+// measured is checked too.
+func huffmanDecodeValue(dst, src []byte) (int, bool, error) {
 	var (
 		n     int
+		seen  uint16 // the leaf entries' bits, ORed
 		node  int
 		cur   uint64 // input bits not yet used, in the low cbits
 		cbits uint
@@ -66,13 +80,14 @@ func huffmanDecode(dst, src []byte) (int, error) {
 					dst[n] = byte(e)
 				}
 				n++
+				seen |= e
 				cbits -= uint(e>>8) & 0xf
 				node, sbits = 0, cbits
 			case e != 0:
 				node = int(e &^ huffInner)
 				cbits -= 8
 			default:
-				return n, ErrHuffman
+				return n, false, ErrHuffman
 			}
 		}
 	}
@@ -81,7 +96,7 @@ func huffmanDecode(dst, src []byte) (int, error) {
 	for cbits > 0 {
 		e := huffTree[node][byte(cur<<(8-cbits))]
 		if e == 0 {
-			return n, ErrHuffman
+			return n, false, ErrHuffman
 		}
 		if e&huffLeaf == 0 || uint(e>>8)&0xf > cbits {
 			break
@@ -90,16 +105,17 @@ func huffmanDecode(dst, src []byte) (int, error) {
 			dst[n] = byte(e)
 		}
 		n++
+		seen |= e
 		cbits -= uint(e>>8) & 0xf
 		node, sbits = 0, cbits
 	}
 	if sbits > 7 {
-		return n, ErrHuffman // an unfinished symbol, or padding longer than 7 bits
+		return n, false, ErrHuffman // an unfinished symbol, or padding longer than 7 bits
 	}
 	if mask := uint64(1)<<cbits - 1; cur&mask != mask {
-		return n, ErrHuffman // padding that is not all ones
+		return n, false, ErrHuffman // padding that is not all ones
 	}
-	return n, nil
+	return n, seen&huffCtl != 0, nil
 }
 
 // huffmanLen is the length of s Huffman-coded.
