@@ -70,6 +70,7 @@ type h2Conn struct {
 	hdrID    uint32 // the stream whose header block is being assembled; 0: none
 	hdrEnd   bool   // that HEADERS frame had END_STREAM
 	hdrBuf   []byte // the block so far (bounded: maxBlock)
+	hdrLast  int    // where the last fragment added to hdrBuf begins
 	maxBlock int
 	deadline int       // the read deadline set: deadlineHandshake, deadlineIdle or deadlineNone
 	lastPing time.Time // the client's last PING (not an ACK)
@@ -391,6 +392,7 @@ var (
 	errStreamFlow       = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream receive window exceeded"}
 	errStreamSendWindow = &h2.Error{Code: http2.ErrCodeFlowControl, Stream: true, Reason: "stream send window above 2^31-1"}
 	errMalformed        = &h2.Error{Code: http2.ErrCodeProtocol, Stream: true, Reason: "malformed request"}
+	errInvalidContinued = &h2.Error{Code: http2.ErrCodeProtocol, Reason: "CONTINUATION after a malformed field"}
 	errRefused          = &h2.Error{Code: http2.ErrCodeRefusedStream, Stream: true, Reason: "MAX_CONCURRENT_STREAMS reached"}
 	// grpc-go's keepalive enforcement, in its words: a client that pings more often than
 	// -grpc.keepalive.min-time, more than maxPingStrikes times between two answers.
@@ -530,7 +532,7 @@ func (c *h2Conn) onHeaders(f h2.Frame) error {
 		return err
 	}
 	c.hdrID, c.hdrEnd = h.StreamID, h.EndStream
-	c.hdrBuf = append(c.hdrBuf[:0], h.Fragment...)
+	c.hdrBuf, c.hdrLast = append(c.hdrBuf[:0], h.Fragment...), 0
 	if len(c.hdrBuf) > c.maxBlock {
 		return errBlockTooLarge
 	}
@@ -551,7 +553,7 @@ func (c *h2Conn) onContinuation(f h2.Frame) error {
 	if len(c.hdrBuf)+len(ct.Fragment) > c.maxBlock {
 		return errBlockTooLarge // the CONTINUATION flood: the block is bounded, then the connection ends
 	}
-	c.hdrBuf = append(c.hdrBuf, ct.Fragment...)
+	c.hdrBuf, c.hdrLast = append(c.hdrBuf, ct.Fragment...), len(c.hdrBuf)
 	if ct.EndHeaders {
 		return c.headerBlock()
 	}
@@ -570,6 +572,11 @@ func (c *h2Conn) headerBlock() error {
 	fields, derr := c.dec.Decode(c.hdrBuf)
 	if derr != nil && !isStreamErr(derr) {
 		return derr // COMPRESSION_ERROR: the tables are out of step
+	}
+	if end, ok := c.dec.InvalidEnd(); derr == h2.ErrMalformedFields && ok && end <= c.hdrLast {
+		// grpc-go's framer ends the connection at a CONTINUATION that follows a field it
+		// refused as it passed (having stopped counting the list's size there).
+		return errInvalidContinued
 	}
 	if st := c.stream(id); st != nil {
 		// Trailers: they end the stream and carry no pseudo-fields (§8.1).

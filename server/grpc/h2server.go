@@ -39,10 +39,11 @@ type h2Server struct {
 }
 
 // h2Keep are the fields the transport reads of a call's headers: a gRPC server's, those that
-// make a request malformed (RFC 9113 §8.2.2, §8.3), the bearer token, and the tenant headers.
+// make a request malformed as grpc-go's server finds it (h2Stream.open), the bearer token,
+// and the tenant headers.
 var h2Keep = []string{
-	":method", ":scheme", ":path", ":status", "content-type", "te", "grpc-encoding", "grpc-timeout",
-	"content-length", "authorization", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+	":method", ":scheme", ":path", ":authority", ":status", "content-type", "te", "grpc-encoding", "grpc-timeout",
+	"content-length", "authorization", "host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
 }
 
 func (h *h2Server) init(cfg *Config, tc *tls.Config) error {

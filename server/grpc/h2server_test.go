@@ -751,7 +751,7 @@ func TestH2HeaderListBombRefused(t *testing.T) {
 	req := func(extra ...hpack.HeaderField) []byte {
 		hb.Reset()
 		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-			{Name: ":path", Value: tracesPath}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+			{Name: ":path", Value: tracesPath}, {Name: ":authority", Value: "otlpgate"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
 			enc.WriteField(f)
 		}
 		for _, f := range extra {

@@ -168,6 +168,7 @@ var (
 	errUnaryExtra   = status.Error(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
 	errNoMessage    = status.Error(codes.Internal, "grpc: the call ended before its request message did")
 	errCompressFlag = status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	errNoAuthority  = status.Error(codes.Internal, "no host or :authority header present")
 	// errDeadlineExceeded ends a call whose grpc-timeout passed, or refuses one whose
 	// deadline passed before it began, in grpc-go's words.
 	errDeadlineExceeded = status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
@@ -184,7 +185,8 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 	// Values stay views of the decoder's buffer: compared in place, never converted to
 	// strings that would escape (a conversion only for the words of an error).
 	var method, path, ctype, enc, badTimeout []byte
-	var nMethod, nScheme, nPath int
+	var nMethod, nScheme, nPath, nAuthority, nStatus, nHost int
+	connSpecific := false
 	timeoutAt := 0 // the place of the last malformed grpc-timeout among fields
 	for i, f := range fields {
 		switch f.Name {
@@ -196,12 +198,16 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		case ":path":
 			nPath++
 			path = f.Value
-		case ":status", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return errMalformed // §8.2.2, §8.3: a response field or a connection-specific one
+		case ":authority":
+			nAuthority++
+		case ":status":
+			nStatus++
+		case "host":
+			nHost++
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			connSpecific = true // §8.2.2
 		case "te":
-			if string(f.Value) != "trailers" {
-				return errMalformed
-			}
+			connSpecific = connSpecific || string(f.Value) != "trailers"
 		case "content-type":
 			ctype = f.Value
 		case "grpc-encoding":
@@ -219,8 +225,23 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 			}
 		}
 	}
-	// §8.3.1: exactly one of each request pseudo-field, and a path.
-	if nMethod != 1 || nScheme != 1 || nPath != 1 || len(path) == 0 {
+	// The checks and their order are grpc-go's: x/net's framer refuses a pseudo-field sent
+	// twice, or a response's with a request's; its transport refuses then (gRPC's A41) a
+	// request with several host fields, one with a connection field, one not gRPC, malformed
+	// metadata, one with no authority, one whose method is not POST. Where grpc-go lets
+	// through what RFC 9113 calls malformed (§8.3.1: a missing or empty pseudo-field; §8.2.2:
+	// te other than trailers, the connection-specific fields but connection), this transport
+	// resets the stream as the RFC asks, in the place of grpc-go's refusal of a connection
+	// field: no gRPC client sends such a request, and h2spec holds the transport to the RFC.
+	if nMethod != 1 || nScheme != 1 || nPath != 1 || len(path) == 0 || nAuthority > 1 || nStatus > 0 {
+		return errMalformed
+	}
+	if nHost > 1 {
+		st.resetEnd = true
+		c.answerError(st, status.Errorf(codes.Internal, "num values of :authority: %v, num values of host: %v, both must only have 1 value as per HTTP/2 spec", nAuthority, nHost), http.StatusBadRequest)
+		return nil
+	}
+	if connSpecific {
 		return errMalformed
 	}
 	if !isGRPCContentType(ctype) {
@@ -245,8 +266,15 @@ func (st *h2Stream) open(c *h2Conn, fields []h2.Field) error {
 		c.answerError(st, headerErr, http.StatusBadRequest)
 		return nil
 	}
+	if nAuthority+nHost == 0 {
+		st.resetEnd = true
+		c.answerError(st, errNoAuthority, http.StatusBadRequest)
+		return nil
+	}
 	if string(method) != http.MethodPost {
-		return errMalformed // grpc-go resets such a stream with PROTOCOL_ERROR too
+		st.resetEnd = true
+		c.answerError(st, status.Errorf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", method), http.StatusMethodNotAllowed)
+		return nil
 	}
 	if st.timeoutSet && st.timeout <= 0 {
 		// A deadline that passed before the call began ("0S"): refused before its method is
@@ -340,9 +368,9 @@ func parseDecimal(v []byte) (int64, bool) {
 
 // unimplemented is grpc-go's answer to a method it does not serve.
 func unimplemented(path string) error {
-	p := path[1:]
+	p, found := strings.CutPrefix(path, "/")
 	i := strings.LastIndexByte(p, '/')
-	if path[0] != '/' || i < 0 {
+	if !found || i < 0 {
 		return status.Errorf(codes.Unimplemented, "malformed method name: %q", path)
 	}
 	svc, m := p[:i], p[i+1:]
