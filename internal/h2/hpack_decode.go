@@ -246,17 +246,6 @@ func decodeString(dst []byte, huff bool, s []byte) (int, error) {
 	return len(s), nil
 }
 
-// decodeValue decodes a field's value s into dst as decodeString does, and reports whether it
-// holds an octet no value may hold: for a Huffman-coded one as it is decoded, for a literal one
-// ctl, which the caller found.
-func decodeValue(dst []byte, huff bool, s []byte, ctl bool) (int, bool, error) {
-	if huff {
-		return huffmanDecodeValue(dst, s)
-	}
-	copy(dst, s)
-	return len(s), ctl, nil
-}
-
 // count adds a field's size to the block's header list size and reports whether the field may
 // still be kept.
 func (d *Decoder) count(nameLen, valLen uint64) bool {
@@ -289,7 +278,7 @@ func (d *Decoder) indexed(p []byte) ([]byte, error) {
 	case idx <= staticLen:
 		e := &staticTable[idx]
 		keep := d.staticKeep[idx]
-		checkName(d, e.name)
+		d.checkName(staticNameKind[idx])
 		if d.count(uint64(len(e.name)), uint64(len(e.value))) && keep >= 0 {
 			start := len(d.out)
 			d.out = append(d.out, e.value...)
@@ -297,7 +286,7 @@ func (d *Decoder) indexed(p []byte) ([]byte, error) {
 		}
 	case int(idx-staticLen-1) < d.table.n:
 		e, name, value := d.table.at(int(idx - staticLen - 1))
-		d.checkName(name)
+		d.checkName(e.kind)
 		d.checkValue(e.ctl)
 		// The size is the table's record of the entry: counted before a byte is copied, so
 		// that an entry repeated many times is refused when the sum passes the bound.
@@ -350,6 +339,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		keep    int16  = -1
 		bin     bool   // the name ends in -bin, and Config.Binary
 		name    []byte // the name, when bin
+		kind    uint8  // nameKindOf the name, with Config.Request
 	)
 	switch {
 	case nameIdx == 0:
@@ -360,7 +350,10 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		p = rest
 		if !huff && !indexing {
 			nameLen, keep = len(s), d.match(s) // read in place
-			d.checkName(s)
+			if d.request {
+				kind = nameKindOf(s)
+				d.checkName(kind)
+			}
 			bin, name = d.binary && isBinaryName(s), s
 			break
 		}
@@ -376,23 +369,26 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		}
 		if nameLen <= len(dst) {
 			keep = d.match(dst[:nameLen])
-			d.checkName(dst[:nameLen])
+			if d.request {
+				kind = nameKindOf(dst[:nameLen])
+				d.checkName(kind)
+			}
 			bin, name = d.binary && isBinaryName(dst[:nameLen]), dst[:nameLen]
 		} else if d.request && !d.over {
 			d.malformed = true // a name longer than the table: no request has one
 		}
 	case nameIdx <= staticLen:
 		e := &staticTable[nameIdx]
-		nameLen, keep = len(e.name), d.staticKeep[nameIdx]
-		checkName(d, e.name)
+		nameLen, keep, kind = len(e.name), d.staticKeep[nameIdx], staticNameKind[nameIdx]
+		d.checkName(kind)
 		if indexing {
 			copy(scr, e.name)
 		}
 	case int(nameIdx-staticLen-1) < d.table.n:
 		// Copied before the insertion below may evict the entry it names (§4.4).
 		e, n, _ := d.table.at(int(nameIdx - staticLen - 1))
-		nameLen, keep = int(e.nameLen), e.keep
-		d.checkName(n)
+		nameLen, keep, kind = int(e.nameLen), e.keep, e.kind
+		d.checkName(kind)
 		if indexing {
 			copy(scr, n)
 		}
@@ -418,7 +414,12 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 	ctl := !huff && d.request && !validValue(v)
 	start := len(d.out)
 	if indexing && nameLen <= len(scr) {
-		if valLen, ctl, err = decodeValue(scr[nameLen:], huff, v, ctl); err != nil {
+		if huff {
+			valLen, ctl, err = huffmanDecodeValue(scr[nameLen:], v)
+		} else {
+			valLen = copy(scr[nameLen:], v)
+		}
+		if err != nil {
 			return nil, err
 		}
 		decoded, inScratch = true, nameLen+valLen <= len(scr)
@@ -430,7 +431,12 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if used := d.list + uint64(nameLen) + entryOverhead; used < d.maxList {
 			room = int(d.maxList - used)
 		}
-		if valLen, ctl, err = decodeValue(d.out[start:start+room], huff, v, ctl); err != nil {
+		if huff {
+			valLen, ctl, err = huffmanDecodeValue(d.out[start:start+room], v)
+		} else {
+			valLen = copy(d.out[start:start+room], v)
+		}
+		if err != nil {
 			return nil, err
 		}
 		decoded, inPlace = true, valLen <= room
@@ -492,7 +498,7 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if size := uint64(nameLen) + uint64(valLen); !inScratch || size+entryOverhead > uint64(d.table.max) {
 			d.table.clear() // larger than the table: empties it (§4.4)
 		} else {
-			d.table.add(scr[:size], uint32(nameLen), keep, binFlag, ctl)
+			d.table.add(scr[:size], uint32(nameLen), keep, binFlag, kind, ctl)
 		}
 	}
 	return p, nil

@@ -46,35 +46,61 @@ func validValue(v []byte) bool {
 	return true
 }
 
-// checkName holds a field's name to the rules of Config.Request.
-func (d *Decoder) checkName(name []byte) { checkName(d, name) }
+// What a name is to Config.Request's checks: worked out once for a name of the static table
+// and for the name of a dynamic table entry, when it is inserted, so that a field named from a
+// table is checked without its name being read again.
+const (
+	nameRegular    uint8 = iota // a regular name of lower-case token characters
+	nameBadRegular              // a regular name that is empty or holds another octet
+	namePseudo                  // a request's pseudo-field
+	nameBadPseudo               // another pseudo-field (a response's, an unknown one)
+)
 
-func checkName[T string | []byte](d *Decoder, name T) {
+// staticNameKind is nameKindOf of each static table entry's name.
+var staticNameKind = func() (k [staticLen + 1]uint8) {
+	for i := 1; i <= staticLen; i++ {
+		k[i] = nameKindOf(staticTable[i].name)
+	}
+	return k
+}()
+
+// nameKindOf classifies name for Config.Request's checks.
+func nameKindOf[T string | []byte](name T) uint8 {
+	if len(name) > 0 && name[0] == ':' {
+		switch string(name) {
+		case ":method", ":scheme", ":authority", ":path", ":protocol":
+			return namePseudo
+		}
+		return nameBadPseudo
+	}
+	if len(name) == 0 {
+		return nameBadRegular
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameOctet[name[i]] {
+			return nameBadRegular
+		}
+	}
+	return nameRegular
+}
+
+// checkName holds a field's name, of kind k (nameKindOf), to the rules of Config.Request.
+func (d *Decoder) checkName(k uint8) {
 	if !d.request || d.invalid || d.over {
 		// Checks stop at the first field the framer refuses as it passes, and where the list
 		// passed its bound: x/net's framer emits no field after either.
 		return
 	}
-	if len(name) > 0 && name[0] == ':' {
-		switch string(name) {
-		case ":method", ":scheme", ":authority", ":path", ":protocol":
-		default:
-			d.malformed = true
-		}
+	switch k {
+	case nameRegular:
+		d.regular = true
+	case nameBadRegular:
+		d.regular = true
+		d.fieldInvalid()
+	default:
+		d.malformed = d.malformed || k == nameBadPseudo
 		if d.regular {
 			d.fieldInvalid()
-		}
-		return
-	}
-	d.regular = true
-	if len(name) == 0 {
-		d.fieldInvalid()
-		return
-	}
-	for i := 0; i < len(name); i++ {
-		if !nameOctet[name[i]] {
-			d.fieldInvalid()
-			return
 		}
 	}
 }

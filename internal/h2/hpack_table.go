@@ -30,6 +30,7 @@ type entry struct {
 	valLen  uint32
 	keep    int16 // the index of the entry's name among the kept names, or -1
 	bin     uint8 // binNone, or whether its binary value decodes (Config.Binary)
+	kind    uint8 // nameKindOf its name (Config.Request)
 	ctl     bool  // its value holds an octet no value may hold (Config.Request)
 }
 
@@ -83,7 +84,7 @@ func (t *dynTable) setMax(max uint32) {
 // (§4.4): it evicts the oldest entries until the new one fits, or empties the table when it is
 // larger than the maximum size. b must not alias the table (the name of an entry the addition
 // evicts is copied before, by the caller).
-func (t *dynTable) add(b []byte, nameLen uint32, keep int16, bin uint8, ctl bool) {
+func (t *dynTable) add(b []byte, nameLen uint32, keep int16, bin, kind uint8, ctl bool) {
 	size := uint64(len(b)) + entryOverhead
 	if size > uint64(t.max) {
 		t.clear()
@@ -99,7 +100,7 @@ func (t *dynTable) add(b []byte, nameLen uint32, keep int16, bin uint8, ctl bool
 	if k >= len(t.ents) {
 		k -= len(t.ents)
 	}
-	t.ents[k] = entry{off: off, nameLen: nameLen, valLen: uint32(len(b)) - nameLen, keep: keep, bin: bin, ctl: ctl}
+	t.ents[k] = entry{off: off, nameLen: nameLen, valLen: uint32(len(b)) - nameLen, keep: keep, bin: bin, kind: kind, ctl: ctl}
 	t.n++
 	t.size += uint32(size)
 }
