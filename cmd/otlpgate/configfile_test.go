@@ -227,7 +227,7 @@ func TestConfigFileDocExample(t *testing.T) {
 	}
 }
 
-// -batch.min-gap defaults to 50ms, and to 1ms with -ack=upstream, where each answer waits for
+// -batch.min-gap defaults to 200ms, and to 1ms with -ack=upstream, where each answer waits for
 // delivery; a gap given on the command line or in the config file is kept with either.
 func TestMinGapDefaultFollowsAck(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "otlpgate.yaml")
@@ -247,7 +247,7 @@ func TestMinGapDefaultFollowsAck(t *testing.T) {
 			t.Errorf("%q: -batch.min-gap %v, want %v", args, got, want)
 		}
 	}
-	f(nil, 50*time.Millisecond)
+	f(nil, 200*time.Millisecond)
 	f([]string{"-ack", "upstream"}, time.Millisecond)
 	f([]string{"-ack", "upstream", "-batch.min-gap", "10ms"}, 10*time.Millisecond)
 	f([]string{"-batch.min-gap", "0"}, 0)

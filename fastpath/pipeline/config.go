@@ -63,14 +63,14 @@ type Config struct {
 	// destinations are busy, and BatchMaxAge bounds the wait instead of setting it.
 	Eager bool
 	// BatchMinGap, with Eager, keeps a signal's batches at least this far apart while requests
-	// keep coming (-batch.min-gap, default DefaultMinGap, 50ms; UpstreamMinGap, 1ms, with
+	// keep coming (-batch.min-gap, default DefaultMinGap, 200ms; UpstreamMinGap, 1ms, with
 	// -ack=upstream unless given; 0 turns it off): a batch that would be sealed
 	// within the gap of the signal's last sealed batch waits, with the requests after it, until
 	// the gap has passed: then the next request seals it at admission (if the destinations are
 	// still idle, else it leaves when they finish what they hold), or, when no request comes, a
-	// timer one gap later. At moderate rates against a quick upstream the destinations are idle
+	// timer a quarter of a gap later. At moderate rates against a quick upstream the destinations are idle
 	// between requests, so Eager alone sends nearly every request on its own; the gap makes them
-	// share upstream requests, for about the gap of added latency (at most twice the gap for a
+	// share upstream requests, for about the gap of added latency (at most 1.25 gaps for a
 	// request followed by silence). A request after a quiet gap leaves at once. With
 	// AckAccept a client is answered at admission, so the gap delays delivery, not the answer;
 	// with AckUpstream the client waits for its batch, hence the shorter default there. A gap
@@ -127,11 +127,14 @@ type Config struct {
 // DefaultMinGap is BatchMinGap's default. At the rates most edge nodes see (50 to 200
 // requests a second) the destinations are idle between requests, so without a gap every
 // request is an upstream call of its own, and each call costs the proxy the wake-ups of a
-// round trip; 50ms makes about 2.5 requests share a call at 50 a second and 10 at 200 a second,
-// for at most 50ms of added delivery latency while requests keep coming (100ms for one
-// followed by silence), a quarter of the Collector's batch processor's 200ms
-// (docs/benchmarks.md, "Batch policies compared").
-const DefaultMinGap = 50 * time.Millisecond
+// round trip (about 300 µs of CPU on an idle runtime, more than the request that caused it);
+// 200ms makes about 10 requests share a call at 50 a second and 40 at 200 a second, for at
+// most 200ms of added delivery latency (BatchMaxAge, 200ms by default, seals a batch that long
+// after its first request whatever the gap), what the Collector's batch processor holds a
+// batch by default (its 200ms timeout).
+// The client's answer does not wait for it (AckAccept). docs/benchmarks.md, "Where the CPU
+// goes at low rates", has the measurements that chose it.
+const DefaultMinGap = 200 * time.Millisecond
 
 // UpstreamMinGap is BatchMinGap's default with AckUpstream, where a client waits for its
 // batch to be delivered: the gap would add to every answer.

@@ -385,12 +385,13 @@ func (p *Pipeline) pastGapLocked(sig fastpath.Signal) bool {
 		return true
 	}
 	if !s.mu.armed {
-		// The timer is the fallback for a quiet signal, set one gap past the gap's end: while
-		// requests keep coming, the first one after the gap seals the batch on its own goroutine
-		// (disarming the timer), so a busy signal's batches cost no timer wake-up of an idle
-		// runtime; a request followed by silence waits at most two gaps.
+		// The timer is the fallback for a quiet signal, set a quarter of a gap past the gap's
+		// end: while requests keep coming at least that often, the first one after the gap
+		// seals the batch on its own goroutine (disarming the timer), so a busy signal's
+		// batches cost no timer wake-up of an idle runtime; a request followed by silence
+		// waits at most 1.25 gaps.
 		s.mu.armed = true
-		s.gap.Reset(time.Duration(wait + gap))
+		s.gap.Reset(time.Duration(wait + gap/4))
 	}
 	return false
 }

@@ -105,7 +105,7 @@ func TestEagerKickSealsEverySignal(t *testing.T) {
 
 // A batch waiting behind one in flight leaves when the destination finishes, but not within
 // BatchMinGap of the signal's last seal: then its gap timer seals it, never before the gap and
-// at most two gaps after the last seal.
+// at most 1.25 gaps after the last seal.
 func TestEagerKickHonoursMinGap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
@@ -126,11 +126,11 @@ func TestEagerKickHonoursMinGap(t *testing.T) {
 		if n := len(r.batches()); n != 1 {
 			t.Fatalf("%d batches just before the gap passed, want the second still held back", n)
 		}
-		time.Sleep(cfg.BatchMinGap + time.Nanosecond)
+		time.Sleep(cfg.BatchMinGap/4 + time.Nanosecond)
 		synctest.Wait()
 		got := r.batches()
 		if len(got) != 2 || got[1].items != 1 || !bytes.Equal(got[1].body, b) {
-			t.Fatalf("batches %+v two gaps after the first seal, want the held request sealed", got)
+			t.Fatalf("batches %+v 1.25 gaps after the first seal, want the held request sealed", got)
 		}
 		r.release(true)
 	})
@@ -272,7 +272,7 @@ func TestEagerConcurrent(t *testing.T) {
 }
 
 // Within the gap a request waits; the first request after the gap seals the batch at admission
-// and disarms the gap timer, so that the timer, set as a fallback one gap past the gap's end,
+// and disarms the gap timer, so that the timer, set as a fallback a quarter of a gap past the gap's end,
 // never seals the next batch early; a request followed by silence leaves with the fallback.
 func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -284,8 +284,8 @@ func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 		a, b, c, d := entry(10, 1), entry(20, 2), entry(30, 3), entry(40, 4)
 		start := time.Now()
 		p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1}) // idle: sealed at once
-		p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1}) // within the gap: held, the fallback armed for 2 gaps after a
-		time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4)
+		p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1}) // within the gap: held, the fallback armed for 1.25 gaps after a
+		time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/8)
 		p.Consume(Request{Signal: fastpath.Traces, Body: c, Items: 1}) // past the gap: seals b and c at admission, disarms the fallback
 		second := time.Now()
 		p.Consume(Request{Signal: fastpath.Traces, Body: d, Items: 1}) // within the new gap: held until its own fallback
@@ -293,14 +293,14 @@ func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 		if len(got) != 2 || !bytes.Equal(got[0].body, a) || !bytes.Equal(got[1].body, concat(b, c)) || got[1].items != 2 {
 			t.Fatalf("batches %+v, want [a] [b c], and d held", got)
 		}
-		// The first fallback, had it stayed armed, would seal d at 2 gaps after a.
-		time.Sleep(time.Until(start.Add(2*cfg.BatchMinGap + time.Millisecond)))
+		// The first fallback, had it stayed armed, would seal d at 1.25 gaps after a.
+		time.Sleep(time.Until(start.Add(cfg.BatchMinGap + cfg.BatchMinGap/4 + time.Millisecond)))
 		synctest.Wait()
 		if n := len(r.batches()); n != 2 {
-			t.Fatalf("%d batches 2 gaps after a: a stale timer sealed d", n)
+			t.Fatalf("%d batches 1.25 gaps after a: a stale timer sealed d", n)
 		}
-		// d's own fallback is due 2 gaps after [b c], not before.
-		time.Sleep(time.Until(second.Add(2*cfg.BatchMinGap - time.Nanosecond)))
+		// d's own fallback is due 1.25 gaps after [b c], not before.
+		time.Sleep(time.Until(second.Add(cfg.BatchMinGap + cfg.BatchMinGap/4 - time.Nanosecond)))
 		synctest.Wait()
 		if n := len(r.batches()); n != 2 {
 			t.Fatalf("%d batches before d's fallback was due, want d still held", n)
@@ -308,7 +308,40 @@ func TestGapSealsWithNextRequestOrFallback(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		if got := r.batches(); len(got) != 3 || !bytes.Equal(got[2].body, d) {
-			t.Fatalf("batches %+v 2 gaps after [b c], want d sealed by its fallback", got)
+			t.Fatalf("batches %+v 1.25 gaps after [b c], want d sealed by its fallback", got)
+		}
+	})
+}
+
+// With the defaults the gap (200ms) equals BatchMaxAge: a request held by the gap leaves at its
+// batch's age at the latest, 200ms after the batch's first request, before the gap's fallback
+// timer (1.25 gaps after the last seal) and whether or not another request comes.
+func TestDefaultGapBoundedByAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		if cfg.BatchMinGap != 200*time.Millisecond || cfg.BatchMaxAge != 200*time.Millisecond {
+			t.Fatalf("defaults gap %v age %v, want both 200ms", cfg.BatchMinGap, cfg.BatchMaxAge)
+		}
+		r := &recorder{name: "r"}
+		p := newTestPipeline(t, cfg, r)
+		a, b := entry(10, 1), entry(20, 2)
+		p.Consume(Request{Signal: fastpath.Traces, Body: a, Items: 1}) // idle: sealed at once
+		time.Sleep(40 * time.Millisecond)
+		opened := time.Now()
+		p.Consume(Request{Signal: fastpath.Traces, Body: b, Items: 1}) // within the gap: held
+		time.Sleep(time.Until(opened.Add(cfg.BatchMaxAge - time.Nanosecond)))
+		synctest.Wait()
+		if n := len(r.batches()); n != 1 {
+			t.Fatalf("%d batches before b's batch reached its age, want b held", n)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		got := r.batches()
+		if len(got) != 2 || !bytes.Equal(got[1].body, b) {
+			t.Fatalf("batches %+v at b's batch's age, want b sealed by its age", got)
+		}
+		if d := time.Since(opened); d != cfg.BatchMaxAge {
+			t.Fatalf("b left %v after it came, want %v", d, cfg.BatchMaxAge)
 		}
 	})
 }

@@ -467,7 +467,8 @@ func TestEagerSealing(t *testing.T) {
 // With BatchMinGap, requests that follow a seal within the gap wait for it and leave together;
 // a request after a quiet gap leaves at once. The destination is never busy here: Eager alone
 // would send every request on its own. Held requests followed by silence leave with the gap
-// timer, set as a fallback one gap past the gap's end: never before the gap, at two gaps.
+// timer, set as a fallback a quarter of a gap past the gap's end: never before 1.25 gaps, at
+// 1.25 gaps.
 func TestMinGapSealing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testConfig()
@@ -486,15 +487,15 @@ func TestMinGapSealing(t *testing.T) {
 		if n := len(r.batches()); n != 1 {
 			t.Fatalf("%d batches, want the four requests within the gap held back", n)
 		}
-		time.Sleep(cfg.BatchMinGap)
+		time.Sleep(cfg.BatchMinGap + cfg.BatchMinGap/4 - time.Nanosecond)
 		synctest.Wait()
 		if n := len(r.batches()); n != 1 {
-			t.Fatalf("%d batches one gap after the first seal, want the held requests still waiting for the fallback", n)
+			t.Fatalf("%d batches just before 1.25 gaps after the first seal, want the held requests still waiting for the fallback", n)
 		}
-		time.Sleep(cfg.BatchMinGap)
+		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		if got := r.batches(); len(got) != 2 || got[1].items != 4 {
-			t.Fatalf("batches %+v two gaps after the first seal, want the four held requests together", got)
+			t.Fatalf("batches %+v 1.25 gaps after the first seal, want the four held requests together", got)
 		}
 		time.Sleep(cfg.BatchMinGap + time.Nanosecond) // quiet for longer than the gap
 		p.Consume(Request{Signal: fastpath.Traces, Body: entry(10, 9), Items: 1})
