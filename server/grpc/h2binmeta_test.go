@@ -93,36 +93,16 @@ func TestMalformedBinaryMetadata(t *testing.T) {
 			want: callEnd{httpStatus: "200", data: grpcMessage(otepOK), st: status.New(codes.OK, ""), reset: noReset}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got [2][]callEnd
-			var delivered [2][]byte
-			for i, tr := range transports {
-				rec := testkit.NewRecorder("recorder")
-				e := start(t, testPipelineConfig(), configFor(tr), rec)
-				c := dialH2Client(t, e.srv.Addr().String())
-				var buf bytes.Buffer
-				enc := hpack.NewEncoder(&buf)
-				id := uint32(1)
-				for range 1 + btoi(tc.twice) {
-					c.openCallIndexed(t, enc, &buf, id, tc.path, len(tc.send) == 0, tc.fields...)
-					if len(tc.send) > 0 {
-						if err := c.fr.WriteData(id, true, tc.send); err != nil {
-							t.Fatal(err)
-						}
+			got, delivered, _ := perTransport(t, 1+btoi(tc.twice), next, served, func(i int, tr string, c *h2Client, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) (callEnd, bool) {
+				c.openCallIndexed(t, enc, buf, id, tc.path, len(tc.send) == 0, tc.fields...)
+				if len(tc.send) > 0 {
+					if err := c.fr.WriteData(id, true, tc.send); err != nil {
+						t.Fatal(err)
 					}
-					// A refusal resets the client's side when it was open at the headers.
-					got[i] = append(got[i], c.readCallEnd(t, id, len(tc.send) > 0 && tc.want.httpStatus == "400"))
-					id += 2
 				}
-				// The connection serves on: the next call is answered.
-				c.call(t, id, grpcMessage(next), true)
-				if a := c.readCallEnd(t, id, false); a.String() != served.String() {
-					t.Fatalf("%s: the call after: %v; want %v", tr, a, served)
-				}
-				e.p.Flush()
-				for _, r := range rec.Received() {
-					delivered[i] = append(delivered[i], r.Body...)
-				}
-			}
+				// A refusal resets the client's side when it was open at the headers.
+				return c.readCallEnd(t, id, len(tc.send) > 0 && tc.want.httpStatus == "400"), true
+			})
 			for i, tr := range transports {
 				for n, g := range got[i] {
 					if g.String() != tc.want.String() {
@@ -144,6 +124,44 @@ func TestMalformedBinaryMetadata(t *testing.T) {
 			}
 		})
 	}
+}
+
+// perTransport sends calls calls, one after the other on one connection, to a fresh server of
+// each transport: call sends the one with stream id id and returns how it ended, or false when
+// it ended the connection (then nothing more is sent on it). On a connection that serves on, a
+// last call, of the message next, must be served as served says. It returns, by transport, how
+// each call ended, the bytes the destination got, and whether the connection ended.
+func perTransport(t *testing.T, calls int, next []byte, served callEnd, call func(i int, tr string, c *h2Client, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) (callEnd, bool)) (got [2][]callEnd, delivered [2][]byte, connEnded [2]bool) {
+	t.Helper()
+	for i, tr := range transports {
+		rec := testkit.NewRecorder("recorder")
+		e := start(t, testPipelineConfig(), configFor(tr), rec)
+		c := dialH2Client(t, e.srv.Addr().String())
+		var buf bytes.Buffer
+		enc := hpack.NewEncoder(&buf)
+		id := uint32(1)
+		for range calls {
+			end, open := call(i, tr, c, enc, &buf, id)
+			if !open {
+				connEnded[i] = true
+				break
+			}
+			got[i] = append(got[i], end)
+			id += 2
+		}
+		if !connEnded[i] {
+			// The connection serves on: the next call is answered.
+			c.call(t, id, grpcMessage(next), true)
+			if a := c.readCallEnd(t, id, false); a.String() != served.String() {
+				t.Fatalf("%s: the call after: %v; want %v", tr, a, served)
+			}
+		}
+		e.p.Flush()
+		for _, r := range rec.Received() {
+			delivered[i] = append(delivered[i], r.Body...)
+		}
+	}
+	return got, delivered, connEnded
 }
 
 func btoi(b bool) int {

@@ -9,8 +9,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // openFields opens stream id with exactly fields, encoded by enc (a field sent before is
@@ -184,48 +182,27 @@ func TestRequestFieldRules(t *testing.T) {
 		{name: "continued-valid", fields: with(hf("x-b", long)), split: []int{10, 20}, twice: true, want: served},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got [2][]callEnd
-			var delivered [2][]byte
 			want := [2]callEnd{tc.want, tc.want}
 			if tc.grpcGo != nil {
 				want[0] = *tc.grpcGo
 			}
-			for i, tr := range transports {
-				rec := testkit.NewRecorder("recorder")
-				e := start(t, testPipelineConfig(), configFor(tr), rec)
-				c := dialH2Client(t, e.srv.Addr().String())
-				var buf bytes.Buffer
-				enc := hpack.NewEncoder(&buf)
-				id := uint32(1)
-				for range 1 + btoi(tc.twice) {
-					c.openFields(t, enc, &buf, id, tc.end, tc.split, tc.fields)
-					if tc.connEnds {
-						goaways := c.readConnEnd(t, id)
-						if want := map[string]string{TransportGRPCGo: "[]", TransportOwn: "[GOAWAY PROTOCOL_ERROR last 0]"}[tr]; fmt.Sprint(goaways) != want {
-							t.Fatalf("%s: the connection ended with %v, want %s", tr, goaways, want)
-						}
-						break
+			got, delivered, _ := perTransport(t, 1+btoi(tc.twice), next, served, func(i int, tr string, c *h2Client, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) (callEnd, bool) {
+				c.openFields(t, enc, buf, id, tc.end, tc.split, tc.fields)
+				if tc.connEnds {
+					goaways := c.readConnEnd(t, id)
+					if want := map[string]string{TransportGRPCGo: "[]", TransportOwn: "[GOAWAY PROTOCOL_ERROR last 0]"}[tr]; fmt.Sprint(goaways) != want {
+						t.Fatalf("%s: the connection ended with %v, want %s", tr, goaways, want)
 					}
-					if !tc.end {
-						if err := c.fr.WriteData(id, true, msg); err != nil {
-							t.Fatal(err)
-						}
-					}
-					// A refusal with trailers resets the client's side, open at the headers.
-					got[i] = append(got[i], c.readCallEnd(t, id, !tc.end && want[i].st != nil && want[i].reset != noReset))
-					id += 2
+					return callEnd{}, false
 				}
-				if !tc.connEnds {
-					c.call(t, id, grpcMessage(next), true)
-					if a := c.readCallEnd(t, id, false); a.String() != served.String() {
-						t.Fatalf("%s: the call after: %v; want %v", tr, a, served)
+				if !tc.end {
+					if err := c.fr.WriteData(id, true, msg); err != nil {
+						t.Fatal(err)
 					}
 				}
-				e.p.Flush()
-				for _, r := range rec.Received() {
-					delivered[i] = append(delivered[i], r.Body...)
-				}
-			}
+				// A refusal with trailers resets the client's side, open at the headers.
+				return c.readCallEnd(t, id, !tc.end && want[i].st != nil && want[i].reset != noReset), true
+			})
 			for i, tr := range transports {
 				for n, g := range got[i] {
 					if g.String() != want[i].String() {
