@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,6 +274,90 @@ func TestHTTPTransportErrorsRetried(t *testing.T) {
 	}
 	if got := value(d2.m.dropped[DropRejected]) + value(d2.m.dropped[DropRetryExhausted]); got != 0 {
 		t.Errorf("%d dropped", got)
+	}
+}
+
+// A request that failed to reach the upstream (its connection refused, or broken before the
+// answer) waits out its backoff (an hour here) only until the destination's next success: then
+// it goes at once, ahead of what came after. Released once: failing again, it sleeps its
+// backoff out whatever else succeeds. One worker, so that the order of the calls is fixed.
+func TestHTTPOutageRetryReleasedBySuccess(t *testing.T) {
+	down := newHTTPUpstream(t, nil)
+	down.stop() // nothing listens: b0's connection is refused
+	cfg := httpConfig(t, down, "concurrency=1")
+	cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
+	d := startDest(t, cfg)
+	f := newFeeder(t, d)
+	retried := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(waitFor)
+		for value(d.m.retried[RetryFailed]) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	f.send(0, 1, 1, 10)
+	retried("b0's connection to be refused", 1)
+	u := listenHTTPAgain(t, down.addr)
+	u.mu.Lock()
+	u.answer = func(h hit, ctx *fasthttp.RequestCtx) {
+		if h.tag == "b2" { // every call of b2 breaks its connection without an answer
+			hijackClose(ctx)
+		}
+	}
+	u.mu.Unlock()
+	f.send(1, 1, 1, 10)
+	if got := f.waitAll(); !allTrue(got) {
+		t.Fatalf("delivered %v, want both", got)
+	}
+	calls := func() []string {
+		var tags []string
+		for _, h := range u.received() {
+			tags = append(tags, h.tag)
+		}
+		return tags
+	}
+	if got := calls(); !slices.Equal(got, []string{"b1", "b0"}) {
+		t.Fatalf("calls %v, want b1, then b0, released by b1's success", got)
+	}
+	// b2's connection breaks; b3's success releases it; it breaks again and is not released
+	// by b4's success: b5, sent after b4 was delivered, goes next, where a released b2 would
+	// have gone first.
+	f.send(2, 1, 1, 10)
+	retried("b2's first call to break", 2)
+	f.send(3, 1, 1, 10)
+	if !f.wait(3) {
+		t.Fatal("b3 not delivered")
+	}
+	retried("b2's second call to break", 3)
+	for i := 4; i <= 5; i++ {
+		f.send(i, 1, 1, 10)
+		if !f.wait(i) {
+			t.Fatalf("b%d not delivered", i)
+		}
+	}
+	if got, want := calls(), []string{"b1", "b0", "b2", "b3", "b2", "b4", "b5"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+	for _, h := range u.received() {
+		if !bytes.Equal(h.body, f.body(h.tag)) {
+			t.Errorf("call %d (%s): body differs from the admitted bytes", h.n, h.tag)
+		}
+	}
+	// b2 still waits out its hour: the shutdown's deadline drops it, counted.
+	if err := shutdown(t, d, 50*time.Millisecond); err == nil {
+		t.Error("the shutdown left b2 in its backoff without a word")
+	}
+	if f.wait(2) {
+		t.Error("b2 delivered")
+	}
+	if got := value(d.m.dropped[DropShutdownRetry]); got != 1 {
+		t.Errorf("dropped waiting for a retry at shutdown %d, want 1 (b2)", got)
+	}
+	if got := value(d.m.retried[RetryFailed]); got != 3 {
+		t.Errorf("retried %d, want 3", got)
 	}
 }
 
