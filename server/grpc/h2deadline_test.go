@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,6 +176,19 @@ func TestOTEPStreamDeadline(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				if tc.window && tr == TransportGRPCGo {
+					// grpc-go's handler and its transport race at the deadline: most often the
+					// transport resets the stream (CANCEL), but the handler's trailers may also be
+					// queued behind the answer the closed window holds, for as long as it stays
+					// closed. Past the deadline the window is given back, which lets such a held
+					// end out and changes nothing for a stream already reset.
+					d, err := time.ParseDuration(strings.TrimSuffix(tc.timeout, "m") + "ms")
+					if err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(d + time.Second)
+					c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 16})
+				}
 				got[i] = c.readStreamEnd(t, 1, true)
 				if tc.hold {
 					rec.SetHold(false)
@@ -207,7 +221,10 @@ func TestOTEPStreamDeadline(t *testing.T) {
 				t.Fatalf("otlpgate: %v; want %v", got[1], tc.want)
 			}
 			cancelled := streamEnd{ids: tc.want.ids, reset: http2.ErrCodeCancel}
-			if g := got[0].String(); g != tc.want.String() && (tc.counted == 0 || g != cancelled.String()) {
+			// With the window closed, grpc-go's held end (above) comes out once it opens: the
+			// answer, then the trailers.
+			held := streamEnd{ids: []uint64{1}, st: exceeded, reset: http2.ErrCodeNo}
+			if g := got[0].String(); g != tc.want.String() && (tc.counted == 0 || g != cancelled.String()) && (!tc.window || g != held.String()) {
 				t.Fatalf("grpc-go: %v; want %v or %v", got[0], tc.want, cancelled)
 			}
 			if !bytes.Equal(delivered[0], delivered[1]) || (len(tc.send) > 0 && tc.counted > 0) != (len(delivered[1]) > 0) {

@@ -260,6 +260,9 @@ type answer struct {
 	id    uint64
 	code  otepv1.ResultCode
 	delay uint64 // retry_delay_ms
+	// drop: not sent, only its slot of the window given back (a wait the stream's deadline
+	// cut short).
+	drop bool
 }
 
 func (s *Server) newStreamState(stream grpc.ServerStream) *streamState {
@@ -304,13 +307,18 @@ func (st *streamState) answer(id uint64, b *pipeline.Batch, reason admission.Rea
 		return *err
 	}
 	if b == nil {
-		st.queue <- answer{id, resultOf(reason), delay} // never blocks: it has room for the window
+		st.queue <- answer{id, resultOf(reason), delay, false} // never blocks: it has room for the window
 		return nil
 	}
 	st.waiters.Add(1)
 	go func() {
 		defer st.waiters.Done()
-		st.queue <- answer{id, resultOf(ctr.await(st.ctx, kindOTEPStream, sig, b, items)), 0}
+		reason := ctr.await(st.ctx, kindOTEPStream, sig, b, items)
+		// A wait the stream's grpc-timeout cut short is not answered: the stream ends with
+		// DEADLINE_EXCEEDED, as on the own transport, whose trailers at the deadline come
+		// before any such answer; sent, it would race grpc-go's own end of the stream.
+		drop := reason == admission.Timeout && errors.Is(st.ctx.Err(), context.DeadlineExceeded)
+		st.queue <- answer{id, resultOf(reason), 0, drop}
 	}()
 	return nil
 }
@@ -327,6 +335,10 @@ func (st *streamState) sendLoop() {
 	defer st.s.loops.Done()
 	defer close(st.sent)
 	for a := range st.queue {
+		if a.drop {
+			<-st.window
+			continue
+		}
 		if err := st.send(a.id, a.code, a.delay); err != nil && st.failed.Load() == nil {
 			st.failed.Store(&err)
 		}
