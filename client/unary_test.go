@@ -250,7 +250,9 @@ func mapsEqual(a, b map[string]int) bool {
 
 // A request whose call failed to reach the upstream (UNAVAILABLE) waits out its backoff (an
 // hour here) only until the upstream's next success: then it goes at once, ahead of what comes
-// after. Released once: failing again, it sleeps its backoff out whatever else succeeds.
+// after. Released once: failing again, it sleeps its backoff out whatever else succeeds. One
+// worker, so that the order of the calls is the proof: a request released (due at once) goes
+// ahead of one sent after it.
 func TestUnaryOutageRetryReleasedBySuccess(t *testing.T) {
 	transports(t, func(t *testing.T, tr string) {
 		u := newUpstream(t)
@@ -266,7 +268,7 @@ func TestUnaryOutageRetryReleasedBySuccess(t *testing.T) {
 			}
 			return 0, nil
 		}
-		cfg := unaryConfigOn(t, tr, u.addr, ProtocolV1, 2)
+		cfg := unaryConfigOn(t, tr, u.addr, ProtocolV1, 1)
 		cfg.RetryInitial, cfg.RetryMax, cfg.RetryMaxElapsed = time.Hour, time.Hour, 0
 		d := startDest(t, cfg)
 		f := newFeeder(t, d)
@@ -301,15 +303,20 @@ func TestUnaryOutageRetryReleasedBySuccess(t *testing.T) {
 		if !f.wait(4) {
 			t.Fatal("b4 not delivered")
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Had b4's success released b2 again, b2 would be due before b5 is sent, and called
+		// ahead of it.
+		f.send(5, 1, 1, 10)
+		if !f.wait(5) {
+			t.Fatal("b5 not delivered")
+		}
 		mu.Lock()
 		n := seen["b2"]
 		mu.Unlock()
 		if n != 2 {
 			t.Errorf("b2 called %d times, want 2: released once, then its backoff", n)
 		}
-		if got := u.tags(); !slices.Equal(got, []string{"b0", "b1", "b0", "b2", "b3", "b2", "b4"}) {
-			t.Errorf("calls %v, want b0 b1 b0 b2 b3 b2 b4", got)
+		if got := u.tags(); !slices.Equal(got, []string{"b0", "b1", "b0", "b2", "b3", "b2", "b4", "b5"}) {
+			t.Errorf("calls %v, want b0 b1 b0 b2 b3 b2 b4 b5", got)
 		}
 		// b2 still waits out its hour: the shutdown's deadline drops it, counted.
 		if err := shutdown(t, d, 50*time.Millisecond); err == nil {
