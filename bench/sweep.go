@@ -41,6 +41,11 @@ type SweepConfig struct {
 	// UDS and Kafka ones too); 0 skips it. The proxies idle at the same time.
 	Idle time.Duration
 	Dir  string // where the children's logs go
+	// Floors are TCP relays measured on the same load as the proxies, AnchorRelay (splice)
+	// and AnchorRelayCopy (read into a buffer, written out): what moving the bytes through a
+	// process costs at each rate, below which no proxy goes. They are not measured idle.
+	Floors []string
+	Bench  string // otlpbench binary, run as `otlpbench relay` for the floors
 }
 
 // SweepPeer is a proxy measured beside otlpgate: a binary that gets PEER_LISTEN,
@@ -93,7 +98,7 @@ func (i SweepIdle) Share() float64 {
 // SweepResult is a whole run.
 type SweepResult struct {
 	Config  SweepConfig
-	Targets []string // otlpgate first, then the peers
+	Targets []string // otlpgate first, then the peers, then the floors
 	Idle    []SweepIdle
 	Cells   []SweepCell
 }
@@ -161,6 +166,14 @@ func batchRate(spans float64, shape otlpgen.Shape) float64 {
 // RunSweep measures idle first, then every shape, intake and rate with each target in turn,
 // so that the cells compared with one another are measured seconds apart.
 func RunSweep(ctx context.Context, cfg SweepConfig, progress io.Writer) (*SweepResult, error) {
+	for _, f := range cfg.Floors {
+		if f != AnchorRelay && f != AnchorRelayCopy {
+			return nil, fmt.Errorf("bench: unknown floor %q (want %s or %s)", f, AnchorRelay, AnchorRelayCopy)
+		}
+		if cfg.Bench == "" {
+			return nil, fmt.Errorf("bench: the %s floor needs the otlpbench binary", f)
+		}
+	}
 	sink, hsink, stop, err := startSinks()
 	if err != nil {
 		return nil, err
@@ -170,8 +183,10 @@ func RunSweep(ctx context.Context, cfg SweepConfig, progress io.Writer) (*SweepR
 	for _, p := range cfg.Peers {
 		res.Targets = append(res.Targets, p.Name)
 	}
+	proxies := slices.Clone(res.Targets)
+	res.Targets = append(res.Targets, cfg.Floors...)
 	if cfg.Idle > 0 {
-		res.Idle = runSweepIdle(ctx, cfg, res.Targets, sink, hsink, progress)
+		res.Idle = runSweepIdle(ctx, cfg, proxies, sink, hsink, progress)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -213,7 +228,7 @@ func RunSweep(ctx context.Context, cfg SweepConfig, progress io.Writer) (*SweepR
 // its own GOMAXPROCS, its logs named sweep-*.
 func sweepAnchorConfig(cfg SweepConfig, target string) AnchorConfig {
 	acfg := AnchorConfig{Gate: cfg.Gate, GateArgs: cfg.GateArgs, Duration: cfg.Duration, Warmup: cfg.Warmup,
-		MaxInFlight: cfg.MaxInFlight, Rounds: 1, Dir: cfg.Dir, OwnProcs: true, LogPrefix: "sweep", Out: cfg.Out}
+		MaxInFlight: cfg.MaxInFlight, Rounds: 1, Dir: cfg.Dir, OwnProcs: true, LogPrefix: "sweep", Out: cfg.Out, Bench: cfg.Bench}
 	for _, p := range cfg.Peers {
 		if p.Name == target {
 			acfg.Peer, acfg.PeerArgs = p.Bin, p.Args

@@ -103,20 +103,22 @@ func TestWriteSweep(t *testing.T) {
 	}
 	r := &SweepResult{
 		Config: SweepConfig{Shapes: []SweepShape{{"small", otlpgen.Small}}, Intakes: []string{"grpc"}, Rates: []float64{5000, 0},
-			Duration: 10 * time.Second, Warmup: 2 * time.Second, MaxInFlight: 8, Idle: time.Minute},
-		Targets: []string{"otlpgate", "otelcol-batch"},
+			Duration: 10 * time.Second, Warmup: 2 * time.Second, MaxInFlight: 8, Idle: time.Minute, Floors: []string{AnchorRelayCopy}},
+		Targets: []string{"otlpgate", "otelcol-batch", AnchorRelayCopy},
 		Idle: []SweepIdle{{Target: "otlpgate", CPU: 30 * time.Millisecond, Wall: time.Minute, Wakeups: 600, Threads: 9, RSS: 20 << 20},
 			{Target: "otelcol-batch", Err: "exited"}},
 		Cells: []SweepCell{
 			cell("otlpgate", "grpc", 5000, 50000, 200*time.Millisecond, 10*time.Second, 1500*time.Microsecond, 4*time.Millisecond, 25),
 			cell("otelcol-batch", "grpc", 5000, 50000, 500*time.Millisecond, 10*time.Second, 201*time.Millisecond, 260*time.Millisecond, 90),
 			cell("otlpgate", "grpc", 0, 4000000, 4*time.Second, 10*time.Second, 800*time.Microsecond, 3*time.Millisecond, 40),
+			cell(AnchorRelayCopy, "grpc", 5000, 50000, 150*time.Millisecond, 10*time.Second, 900*time.Microsecond, 2*time.Millisecond, 9),
 		},
 	}
 	r.Cells = append(r.Cells, SweepCell{AnchorCell: AnchorCell{Target: "otelcol-batch", Intake: "grpc", Err: "bench: 127.0.0.1:1 never listened"}, Shape: "small"})
 	var b bytes.Buffer
 	WriteSweep(&b, r)
-	want := `
+	want := `floor: tcp-relay-copy, a TCP relay from the load to the sink (each byte read into a 256 KiB buffer and written out) on the same load: no proxy that forwards these requests one by one costs less at that rate
+
 | idle, no traffic, 1m0s | CPU | share of a core | wake-ups/s | threads | peak RSS MiB |
 | --- | --- | --- | --- | --- | --- |
 | otlpgate | 30.0 ms | 0.050% | 10.0 | 9 | 20 |
@@ -124,10 +126,10 @@ func TestWriteSweep(t *testing.T) {
 
 small batches (100 spans a request)
 
-| intake | spans/s | otlpgate CPU-µs/span | otelcol-batch (x otlpgate) | otlpgate p50 / p99 ms | otelcol-batch p50 / p99 ms | peak RSS MiB (otlpgate / otelcol-batch) |
-| --- | --- | --- | --- | --- | --- | --- |
-| OTLP/gRPC | 5k | 4.00 | 10.00 (2.5x) | 1.50 / 4.00 | 201.00 / 260.00 | 25 / 90 |
-| OTLP/gRPC | closed | 1.00 (400k/s) | - | 0.80 / 3.00 | - | 40 / - |
+| intake | spans/s | otlpgate CPU-µs/span | otelcol-batch (x otlpgate) | tcp-relay-copy (x otlpgate) | otlpgate p50 / p99 ms | otelcol-batch p50 / p99 ms | tcp-relay-copy p50 / p99 ms | peak RSS MiB (otlpgate / otelcol-batch / tcp-relay-copy) |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| OTLP/gRPC | 5k | 4.00 | 10.00 (2.5x) | 3.00 (0.8x) | 1.50 / 4.00 | 201.00 / 260.00 | 0.90 / 2.00 | 25 / 90 / 9 |
+| OTLP/gRPC | closed | 1.00 (400k/s) | - | - | 0.80 / 3.00 | - | - | 40 / - / - |
 
 otelcol-batch small grpc closed: bench: 127.0.0.1:1 never listened
 

@@ -23,6 +23,13 @@ func WriteSweep(w io.Writer, r *SweepResult) {
 		"a fresh proxy per cell, unpinned, its GOMAXPROCS the runtime's; %s, the Collector as its configuration says; "+
 		"CPU is user+system time of the proxy process per span the sink received; latency is the client's, from when a request was due to its answer\n",
 		cfg.MaxInFlight, cfg.Duration, cfg.Warmup, cfg.MaxInFlight, out)
+	for _, f := range cfg.Floors {
+		how := "splice(2), the bytes never enter the process"
+		if f == AnchorRelayCopy {
+			how = fmt.Sprintf("each byte read into a %d KiB buffer and written out", RelayCopyBuffer>>10)
+		}
+		fmt.Fprintf(w, "floor: %s, a TCP relay from the load to the sink (%s) on the same load: no proxy that forwards these requests one by one costs less at that rate\n", f, how)
+	}
 	if len(r.Idle) > 0 {
 		fmt.Fprintf(w, "\n| idle, no traffic, %v | CPU | share of a core | wake-ups/s | threads | peak RSS MiB |\n| --- | --- | --- | --- | --- | --- |\n", cfg.Idle)
 		for _, i := range r.Idle {

@@ -37,6 +37,8 @@ func sweepCommand(args []string, stdout, stderr io.Writer) error {
 	idle := fs.Duration("idle", 60*time.Second, "how long each proxy is measured with no traffic (0: not)")
 	chart := fs.String("chart", "", "path prefix of the charts (PREFIX-SHAPE.png and .svg), \"\" for none")
 	dir := fs.String("logs", os.TempDir(), "directory for the children's logs")
+	floors := fs.String("floors", bench.AnchorRelayCopy, "TCP relays measured on the same load as the floor, comma-separated: "+
+		bench.AnchorRelayCopy+" (reads each byte into a buffer and writes it out), "+bench.AnchorRelay+" (splice(2)); \"\" for none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +64,19 @@ func sweepCommand(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("sweep: %w", err)
 		}
 		cfg.Shapes = append(cfg.Shapes, bench.SweepShape{Name: name, Shape: s})
+	}
+	if *floors != "" {
+		for f := range strings.SplitSeq(*floors, ",") {
+			if f != bench.AnchorRelay && f != bench.AnchorRelayCopy {
+				return fmt.Errorf("sweep: unknown floor %q (want %s or %s)", f, bench.AnchorRelayCopy, bench.AnchorRelay)
+			}
+			cfg.Floors = append(cfg.Floors, f)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.Bench = self
 	}
 	var err error
 	if cfg.Rates, err = bench.ParseSweepRates(*rates); err != nil {
