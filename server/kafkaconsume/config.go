@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -44,6 +45,17 @@ type Config struct {
 	// otlpgate_kafka_consume_skipped_records_total{reason="too_large"}. An OTLP/JSON record's
 	// protobuf form is bounded by four times it, and by the intake limiter's budget.
 	MaxRecordBytes int
+	// MaxBatchBytes bounds what one fetched record batch decompresses to
+	// (-kafka.consume.max-batch-bytes, default 32MiB). The client decompresses a batch before
+	// any record in it is looked at, so without it a compressed batch of zeros a few KiB on the
+	// wire costs up to the client's own bound, 1GiB, per partition fetched at once. A batch past
+	// it is skipped whole, its records counted in
+	// otlpgate_kafka_consume_skipped_records_total{reason="batch_too_large"}. The default is
+	// twice MaxRecordBytes' default: a batch of one record of the largest size admitted fits
+	// with its framing, and producers' batches of many records are far smaller (1MB in
+	// franz-go and sarama, 16KiB in the Java client by default). It must be at least
+	// MaxRecordBytes.
+	MaxBatchBytes int
 	// Limiter is the process-wide intake limiter (-intake.*), nil for none: the protobuf form
 	// of an OTLP/JSON record is charged to it, as the HTTP intake's transcoding output is,
 	// while it is built and admitted.
@@ -99,6 +111,7 @@ func DefaultConfig() Config {
 		Group:          "otlpgate",
 		ScanDepth:      fastpath.DepthFull,
 		MaxRecordBytes: 16 << 20,
+		MaxBatchBytes:  32 << 20,
 		MaxPollRecords: 1000,
 		FetchMaxBytes:  16 << 20,
 		CommitInterval: time.Second,
@@ -139,6 +152,8 @@ func (c Config) Validate() error {
 		return errors.New("-kafka.consume.group must not be empty")
 	case c.MaxRecordBytes < 1<<10 || c.MaxRecordBytes > 1<<30:
 		return fmt.Errorf("-kafka.consume.max-record-bytes %d outside 1KiB..1GiB", c.MaxRecordBytes)
+	case c.MaxBatchBytes < c.MaxRecordBytes || c.MaxBatchBytes > math.MaxInt32:
+		return fmt.Errorf("-kafka.consume.max-batch-bytes %d outside -kafka.consume.max-record-bytes (%d)..%d", c.MaxBatchBytes, c.MaxRecordBytes, math.MaxInt32)
 	case c.MaxPollRecords < 1:
 		return errors.New("-kafka.consume.max-poll-records must be at least 1")
 	case c.FetchMaxBytes < 1<<10:

@@ -1,6 +1,7 @@
 package kafkaconsume
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -56,6 +57,13 @@ func TestValidate(t *testing.T) {
 	if err := on().Validate(); err != nil {
 		t.Fatalf("brokers and a topic: %v", err)
 	}
+	for _, n := range []int{DefaultConfig().MaxRecordBytes, math.MaxInt32} {
+		c := on()
+		c.MaxBatchBytes = n
+		if err := c.Validate(); err != nil {
+			t.Errorf("-kafka.consume.max-batch-bytes %d: %v", n, err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		set  func(*Config)
@@ -67,6 +75,10 @@ func TestValidate(t *testing.T) {
 		{"topic twice", func(c *Config) { c.Topics = append(c.Topics, c.Topics[0]) }, "twice"},
 		{"empty group", func(c *Config) { c.Group = "" }, "-kafka.consume.group"},
 		{"tiny records", func(c *Config) { c.MaxRecordBytes = 10 }, "max-record-bytes"},
+		{"no batch bound", func(c *Config) { c.MaxBatchBytes = 0 }, "-kafka.consume.max-batch-bytes 0 outside"},
+		{"negative batch bound", func(c *Config) { c.MaxBatchBytes = -1 }, "-kafka.consume.max-batch-bytes -1 outside"},
+		{"batches below records", func(c *Config) { c.MaxBatchBytes = c.MaxRecordBytes - 1 }, "-kafka.consume.max-batch-bytes 16777215 outside"},
+		{"batches past the client's bound", func(c *Config) { c.MaxBatchBytes = math.MaxInt32 + 1 }, "-kafka.consume.max-batch-bytes 2147483648 outside"},
 		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "commit-interval"},
 		{"stall timeout", func(c *Config) { c.StallTimeout = 1e8 /* 100ms */ }, "stall-timeout"},
 		{"sasl without user", func(c *Config) { c.SASLMechanism = SASLPlain }, "needs -kafka.consume.sasl.username"},

@@ -60,6 +60,7 @@ type Consumer struct {
 	}
 
 	// Owned by the poll goroutine.
+	skips    []kgo.ErrDecompressTooLarge // batches skipped in this poll, for applyRewinds
 	dec      decoder
 	retry    *time.Timer
 	lastLog  time.Time
@@ -112,6 +113,8 @@ func (c *Consumer) opts() []kgo.Opt {
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(c.cfg.FetchMaxBytes, int32(c.cfg.MaxRecordBytes)+1<<10)),
+		// Checked before the client decompresses a batch, which is before any record's size.
+		kgo.MaxDecompressBatchBytes(c.cfg.MaxBatchBytes),
 		// A group's first member reads what the topics hold, not only what comes after it
 		// joined: the producers wrote those records for it.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -170,20 +173,30 @@ func (c *Consumer) run() {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
+			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrMaxDecompress) {
+				return // a batch past MaxBatchBytes is skipped below, after the records before it
 			}
 			fetchErrors.Inc()
 			c.logLimited("kafka consumer fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 		})
 		stopped, yielded := false, false
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if stopped || len(fp.Records) == 0 {
+			// A batch past MaxBatchBytes ends what the fetch brought of its partition, which the
+			// client fetches no more until SetOffsets moves it.
+			bomb, _ := errors.AsType[*kgo.ErrDecompressTooLarge](fp.Err)
+			if stopped || len(fp.Records) == 0 && bomb == nil {
 				return
 			}
-			p := c.partitionOf(fp.Topic, fp.Partition, fp.Records[0].Offset, fp.HighWatermark)
+			var first int64
+			if len(fp.Records) > 0 {
+				first = fp.Records[0].Offset
+			} else {
+				first = bomb.Offset
+			}
+			p := c.partitionOf(fp.Topic, fp.Partition, first, fp.HighWatermark)
 			if yielded {
-				c.rewindTo(p, fp.Records[0].Offset)
+				// The rewind's SetOffsets lets the client fetch the batch again, and fail again.
+				c.rewindTo(p, first)
 				return
 			}
 			for _, r := range fp.Records {
@@ -198,6 +211,9 @@ func (c *Consumer) run() {
 					c.rewindTo(p, r.Offset)
 					return
 				}
+			}
+			if bomb != nil {
+				c.skipBatch(p, bomb)
 			}
 		})
 		c.applyRewinds()
@@ -342,6 +358,27 @@ func (c *Consumer) skip(p *partition, r *kgo.Record, reason skipReason, err erro
 	c.track(p, r, nil)
 }
 
+// skipBatch counts and logs a record batch that decompresses past MaxBatchBytes, which the
+// client did not decompress and stopped its partition at, and lets the partition go past it:
+// its offsets are tracked as one skipped record, committed as skipped records are, and
+// applyRewinds moves the client past them. Called on the poll goroutine, after the records
+// before the batch.
+func (c *Consumer) skipBatch(p *partition, e *kgo.ErrDecompressTooLarge) {
+	c.mu.Lock()
+	if p.rewind >= 0 {
+		// The partition is read again from an earlier record: the SetOffsets of the rewind
+		// restarts it, and the batch is met again.
+		c.mu.Unlock()
+		return
+	}
+	p.trackLocked(e.NextOffset-1, e.Epoch, nil)
+	c.mu.Unlock()
+	c.skips = append(c.skips, *e)
+	skippedC[skipBatchTooLarge].Add(float64(e.NextOffset - e.Offset))
+	c.logLimited("kafka record batch skipped: it decompresses past -kafka.consume.max-batch-bytes", "topic", e.Topic, "partition", e.Partition,
+		"offset", e.Offset, "next_offset", e.NextOffset, "records", e.NextOffset-e.Offset, "max_batch_bytes", c.cfg.MaxBatchBytes)
+}
+
 // logLimited logs at most one line per LogInterval, saying how many it left out before it.
 // Called on the poll goroutine only.
 func (c *Consumer) logLimited(msg string, args ...any) {
@@ -366,11 +403,24 @@ func (c *Consumer) rewindTo(p *partition, offset int64) {
 	c.mu.Unlock()
 }
 
-// applyRewinds makes the client fetch again from each partition's rewind offset. Called on
-// the poll goroutine before AllowRebalance, as kgo asks of SetOffsets in a group.
+// applyRewinds makes the client fetch again from each partition's rewind offset, and past
+// each batch skipBatch skipped (unless a rewind of its partition came meanwhile: the batch is
+// read again after the records before it). Called on the poll goroutine before
+// AllowRebalance, as kgo asks of SetOffsets in a group.
 func (c *Consumer) applyRewinds() {
 	var set map[string]map[int32]kgo.EpochOffset
 	c.mu.Lock()
+	if len(c.skips) > 0 {
+		set = map[string]map[int32]kgo.EpochOffset{}
+		for _, e := range c.skips {
+			if set[e.Topic] == nil {
+				set[e.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			set[e.Topic][e.Partition] = kgo.EpochOffset{Epoch: e.Epoch, Offset: e.NextOffset}
+		}
+		clear(c.skips)
+		c.skips = c.skips[:0]
+	}
 	for _, p := range c.mu.parts {
 		if p.rewind < 0 {
 			continue

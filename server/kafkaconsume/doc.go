@@ -16,7 +16,9 @@
 // upstream refused for good is skipped, as sending it again cannot help. A record that can
 // never be admitted (undecodable, too large, a signal or tenant no destination takes) is
 // counted by reason in otlpgate_kafka_consume_skipped_records_total, logged at most once per
-// interval, and skipped: it never blocks its partition. A record the pipeline has no room for
+// interval, and skipped: it never blocks its partition. So is a compressed record batch that
+// would decompress past MaxBatchBytes, which the client stops at without building it
+// (skipBatch; applyRewinds moves the client past it). A record the pipeline has no room for
 // now waits, and the consumer stops polling meanwhile: Kafka holds the backlog, and fetching
 // resumes when the destinations drain (backpressure, never a refusal). A rebalance the group
 // wants meanwhile is not held: the records of the poll not yet admitted are given up and their

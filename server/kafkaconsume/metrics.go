@@ -15,10 +15,14 @@ const (
 	skipTooLarge                      // past -kafka.consume.max-record-bytes or -queue.max-bytes
 	skipUnserved                      // no destination takes its signal (-dest signals=)
 	skipTenant                        // its tenant headers are refused (bad value, too many, no route)
+	// skipBatchTooLarge: its batch decompresses past -kafka.consume.max-batch-bytes. Not
+	// too_large: no record of the batch was read, a batch of small records can hit it, and
+	// the bound to raise is another.
+	skipBatchTooLarge
 	numSkipReasons
 )
 
-var skipNames = [numSkipReasons]string{"undecodable", "too_large", "unserved", "tenant"}
+var skipNames = [numSkipReasons]string{"undecodable", "too_large", "unserved", "tenant", "batch_too_large"}
 
 var (
 	records = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -35,7 +39,7 @@ var (
 	})
 	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_skipped_records_total",
-		Help: "Kafka records the consumer intake skipped because they can never be admitted, by reason (undecodable: not an OTLP request of the topic's signal and encoding; too_large: past -kafka.consume.max-record-bytes or -queue.max-bytes; unserved: no destination takes the signal; tenant: the tenant its headers name is refused). Each is committed with its partition, and logged at most once per 10s.",
+		Help: "Kafka records the consumer intake skipped because they can never be admitted, by reason (undecodable: not an OTLP request of the topic's signal and encoding; too_large: past -kafka.consume.max-record-bytes or -queue.max-bytes; unserved: no destination takes the signal; tenant: the tenant its headers name is refused; batch_too_large: its record batch decompresses past -kafka.consume.max-batch-bytes, each offset of the batch counted, none read). Each is committed with its partition, and logged at most once per 10s.",
 	}, []string{"reason"})
 	backpressure = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_backpressure_waits_total",
