@@ -19,6 +19,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 const waitFor = 15 * time.Second
@@ -43,24 +44,6 @@ func (s *sink) taken() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([][]byte(nil), s.bodies...)
-}
-
-// logBuffer is a log output safe for the consumer's goroutines and the test's.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func eventually(t *testing.T, what func() string, cond func() bool) {
@@ -200,7 +183,7 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 		return d
 	}
 
-	start := func(in Admitter, out *logBuffer) *Consumer {
+	start := func(in Admitter, out *testkit.LockedBuffer) *Consumer {
 		t.Helper()
 		c, err := New(cfg, in, slog.New(slog.NewTextHandler(out, nil)))
 		if err != nil {
@@ -223,7 +206,7 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 	const afterBomb = 1 + bombRecords + 1
 
 	var in sink
-	var logs logBuffer
+	var logs testkit.LockedBuffer
 	c := start(&in, &logs)
 	eventually(t, func() string { return fmt.Sprintf("%d of 2 requests at the sink", len(in.taken())) },
 		func() bool { return len(in.taken()) == 2 })
@@ -263,7 +246,7 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 	// Started again on the group, the consumer reads from past the batch: only what comes
 	// after is delivered, and the batch is neither met nor counted again.
 	var again sink
-	var logsAgain logBuffer
+	var logsAgain testkit.LockedBuffer
 	c = start(&again, &logsAgain)
 	produce(t, kc, [][]byte{third})
 	eventually(t, func() string { return fmt.Sprintf("%d of 1 request at the sink", len(again.taken())) },
