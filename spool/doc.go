@@ -39,8 +39,9 @@
 // readers still deliver what the page cache holds, each record checked by its CRC.
 //
 // Open syncs every segment it inherits (except in SyncNone), so that what a killed process
-// acknowledged and had not synced is durable before this one appends; its directory sync does
-// the same for the cursors that process renamed into place. The last segment is written again
+// acknowledged and had not synced is durable before this one appends; its directory sync, in
+// every mode, does the same for the cursors that process renamed into place and the segments
+// it deleted, whose numbers this process may use again. The last segment is written again
 // from what it reads before its sync: a sync of it may have failed in the killed process, and
 // the kernel reports that once and would take a plain sync of it now as a success.
 //

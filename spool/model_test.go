@@ -205,6 +205,26 @@ read a 0
 `,
 	},
 	{
+		// A start in none mode did not sync the directory it inherited. The process before it
+		// had deleted its finished segments, and then failed to persist the cursors (a failed
+		// sync), so the deletions were in the page cache alone. The start reused segment 1 for
+		// its own record and persisted a cursor on it. A power loss undid the deletions, not
+		// the cursor, and b read again at 1:16 the record it had finished before its last
+		// checkpoint (a random seed of make soak-spool before the fix).
+		name: "NoneStartAfterFailedCheckpoint",
+		script: `
+config sync=always segment=1024 max=8192 full=refuse tail=0 capacity=0 dests=a,b
+append 6 100
+syncfail on
+drain
+restart kill sync=none
+append 1 20
+read b 1
+checkpoint
+restart power dests=a,b
+`,
+	},
+	{
 		// Defect 1 after a power loss in none mode: the reused segment's records were read
 		// from the middle of a frame out of the tail, which trusts its framing: a payload that
 		// was never appended reached the destination (seed 778 before the fix).

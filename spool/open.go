@@ -204,15 +204,17 @@ func (s *Spool) recover(destinations []string) error {
 		}
 	}
 	slices.SortFunc(s.releasedAtOpen, func(a, b Released) int { return strings.Compare(a.Destination, b.Destination) })
-	// The directory is synced whether or not this start changed it: a process killed between
-	// its own changes (a released cursor removed, a segment deleted) and their sync left them
-	// in the page cache, where this start sees them and decides from them, and a power loss
-	// would undo them (a released destination's cursor would come back, and a later start
-	// that lists it again as new would resume it from there, below the tail).
-	if s.cfg.Sync != SyncNone {
-		if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
-			return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
-		}
+	// The directory is synced whether or not this start changed it, in every sync mode: a
+	// process killed between its own changes (a released cursor removed, a segment deleted)
+	// and their sync left them in the page cache, where this start sees them and decides from
+	// them, and a power loss would undo them. A released destination's cursor would come
+	// back, and a later start that lists it again as new would resume it from there, below
+	// the tail. Segments deleted as finished would come back under the numbers this start
+	// reuses for its own, and the cursors it persists, synced in none mode too, would point
+	// into the old records again: a destination would read again what it had finished before
+	// its last checkpoint (TestSpoolModelRegressions/NoneStartAfterFailedCheckpoint).
+	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+		return fmt.Errorf("cannot sync spool dir %s: %w", s.cfg.Dir, err)
 	}
 	// Delete what the known positions already passed, and persist the new cursors now. A full
 	// disk does not stop the start: the deletions need no space, the destinations drain the
