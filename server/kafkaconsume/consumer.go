@@ -107,6 +107,7 @@ func (c *Consumer) opts() []kgo.Opt {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.rebalancing.Store(true) }),
@@ -225,7 +226,8 @@ func (c *Consumer) run() {
 	}
 }
 
-// partitionOf is the state of a partition, made at its first record.
+// partitionOf is the state of a partition, made at its assignment (or here, at its first
+// record, when the assignment was not seen).
 func (c *Consumer) partitionOf(topic string, id int32, first, hwm int64) *partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -235,10 +237,33 @@ func (c *Consumer) partitionOf(topic string, id int32, first, hwm int64) *partit
 		p = newPartition(topic, id, first, time.Now())
 		p.lag = lag.WithLabelValues(topic, strconv.Itoa(int(id)))
 		c.mu.parts[k] = p
-		assigned.Inc()
+		assignedParts.Inc()
 	}
+	p.fetchedLocked(first)
 	p.hwm = hwm
 	return p
+}
+
+// assigned runs when the group gives the consumer partitions (kgo's callback, before their
+// fetches begin): each enters the watch at once, with nothing read yet, so that one whose
+// leader never serves it is reported as stalled though no record of it ever arrived. kgo
+// fetches the committed offsets after this callback; the watch learns them itself.
+func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, ids := range parts {
+		for _, id := range ids {
+			k := partKey{topic, id}
+			if c.mu.parts[k] != nil {
+				continue
+			}
+			p := newAssignedPartition(topic, id, now)
+			p.lag = lag.WithLabelValues(topic, strconv.Itoa(int(id)))
+			c.mu.parts[k] = p
+			assignedParts.Inc()
+		}
+	}
 }
 
 // What handle did with a record.
@@ -572,7 +597,7 @@ func (c *Consumer) drop(parts map[string][]int32) {
 				p.releaseLocked()
 				delete(c.mu.parts, k)
 				forgetStallLocked(p, k)
-				assigned.Dec()
+				assignedParts.Dec()
 			}
 		}
 	}
@@ -619,7 +644,7 @@ func (c *Consumer) Shutdown(ctx context.Context) error {
 		for k, p := range c.mu.parts {
 			p.releaseLocked()
 			forgetStallLocked(p, k)
-			assigned.Dec()
+			assignedParts.Dec()
 		}
 		clear(c.mu.parts)
 		c.mu.Unlock()

@@ -32,7 +32,9 @@
 // the brokers hold records past it (or its leader does not answer its end offset) is logged and
 // counted in otlpgate_kafka_consume_stalled_partitions: kgo retries a leader that answers
 // without serving a partition by itself, and says nothing of it to the poll (watch.go). The end
-// offsets that watch lists keep the lag true while the fetches bring nothing.
+// offsets that watch lists keep the lag true while the fetches bring nothing. A partition
+// enters the watch on its assignment (OnPartitionsAssigned), before its first fetch, at the
+// offset the client starts from (learnStarts).
 //
 // It imports fastpath, fastpath/pipeline, fastpath/tenant, pool and internal/admission (the
 // intake limiter), and franz-go's kgo; nothing of

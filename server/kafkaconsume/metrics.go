@@ -73,9 +73,9 @@ var (
 		Name: "otlpgate_kafka_consume_stalls_total",
 		Help: "Times a partition of the consumer intake stalled (see otlpgate_kafka_consume_stalled_partitions).",
 	})
-	assigned = promauto.NewGauge(prometheus.GaugeOpts{
+	assignedParts = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_partitions",
-		Help: "Partitions the consumer intake holds records of now.",
+		Help: "Partitions assigned to the consumer intake now, from their assignment on, whether or not a record of them was fetched yet.",
 	})
 
 	recordsC, itemsC = bySignal(records), bySignal(items)

@@ -23,6 +23,10 @@ import (
 //     watchRead and movedAt are read and the time at the watch that last saw it move, and
 //     stalled says whether the partition counts in otlpgate_kafka_consume_stalled_partitions
 //     (watch.go).
+//  6. fetched is false from the assignment until the poll loop takes the partition's first
+//     record: nothing read yet. Meanwhile read, acked and committed are the offset the client
+//     starts from (the group's committed offset, or the log start offset without one), or -1
+//     until the watch learned it; once fetched they follow the records as above.
 type partition struct {
 	topic string
 	id    int32
@@ -40,6 +44,7 @@ type partition struct {
 	movedAt   time.Time
 	listedAt  time.Time // when the brokers last answered its end offset
 	stalled   bool
+	fetched   bool
 
 	lag prometheus.Gauge
 }
@@ -53,7 +58,32 @@ type ticket struct {
 
 func newPartition(topic string, id int32, first int64, now time.Time) *partition {
 	return &partition{topic: topic, id: id, acked: first, committed: first, rewind: -1, epoch: -1,
-		read: first, watchRead: first, movedAt: now}
+		read: first, watchRead: first, movedAt: now, fetched: true}
+}
+
+// newAssignedPartition is a partition assigned at now and not fetched yet, whose start the
+// watch has still to learn (startLocked).
+func newAssignedPartition(topic string, id int32, now time.Time) *partition {
+	return &partition{topic: topic, id: id, acked: -1, committed: -1, rewind: -1, epoch: -1,
+		read: -1, watchRead: -1, movedAt: now}
+}
+
+// startLocked sets the offset a partition not fetched yet starts from, once known: its read
+// position until the first record, which the watch compares with the end offset.
+func (p *partition) startLocked(start int64) {
+	if p.fetched || p.read >= 0 {
+		return
+	}
+	p.acked, p.committed, p.read, p.watchRead = start, start, start, start
+}
+
+// fetchedLocked takes the first record a partition made at its assignment fetched, at first.
+func (p *partition) fetchedLocked(first int64) {
+	if p.fetched {
+		return
+	}
+	p.fetched = true
+	p.acked, p.committed, p.read = first, first, first
 }
 
 // trackLocked follows the record at offset, admitted into b (nil: nothing to wait for).
@@ -125,7 +155,7 @@ func (p *partition) releaseLocked() {
 
 // lagLocked is how many records the partition holds past its committed offset.
 func (p *partition) lagLocked() int64 {
-	if p.hwm <= p.committed {
+	if p.committed < 0 || p.hwm <= p.committed { // committed < 0: the start is not known yet
 		return 0
 	}
 	return p.hwm - p.committed

@@ -40,6 +40,7 @@ func (c *Consumer) watchLoop() {
 // room in the pipeline (backpressure) is no stall: the clock of every partition restarts after
 // the last wait.
 func (c *Consumer) watch(ctx context.Context, now time.Time) {
+	c.learnStarts(ctx)
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	idx := map[string]int{}
@@ -102,7 +103,7 @@ func (c *Consumer) watch(ctx context.Context, now time.Time) {
 			continue
 		}
 		switch {
-		case p.hwm > p.read:
+		case p.read >= 0 && p.hwm > p.read: // read < 0: where the client starts is not known yet
 			c.log.Warn("kafka consumer partition stalled: the brokers hold records past its read position, and the client has fetched none of them",
 				"topic", k.topic, "partition", k.id, "offset", p.read, "end", p.hwm, "for", now.Sub(p.movedAt).Round(time.Second))
 		case p.listedAt.Before(p.movedAt):
@@ -114,6 +115,88 @@ func (c *Consumer) watch(ctx context.Context, now time.Time) {
 		p.stalled = true
 		stalled.Inc()
 		stalls.Inc()
+	}
+}
+
+// learnStarts learns where the client starts reading each partition assigned and not fetched
+// yet whose start is not known: the group's committed offset, or without one (or one before
+// the log start, which the client resets from) the log start offset, as
+// ConsumeResetOffset(AtStart) makes the client. That is the read position the watch compares
+// with the end offset until the first record is fetched: a partition that holds records past
+// it and is never served is reported as stalled, one read up to its end is idle. kgo fetches
+// the committed offsets itself after OnPartitionsAssigned; the watch asks the group's
+// coordinator for them again here, apart from the group's callbacks, which would hold the
+// rebalance while a broker does not answer. A partition whose coordinator or leader does not
+// answer stays unknown, and is tried again at the next listing.
+func (c *Consumer) learnStarts(ctx context.Context) {
+	var unknown map[string][]int32
+	c.mu.Lock()
+	for k, p := range c.mu.parts {
+		if !p.fetched && p.read < 0 {
+			if unknown == nil {
+				unknown = map[string][]int32{}
+			}
+			unknown[k.topic] = append(unknown[k.topic], k.id)
+		}
+	}
+	c.mu.Unlock()
+	if unknown == nil {
+		return
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = c.cfg.Group
+	list := kmsg.NewPtrListOffsetsRequest()
+	list.ReplicaID = -1
+	for topic, ids := range unknown {
+		ft := kmsg.NewOffsetFetchRequestTopic()
+		ft.Topic, ft.Partitions = topic, ids
+		fetch.Topics = append(fetch.Topics, ft)
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = topic
+		for _, id := range ids {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition, lp.Timestamp = id, -2 // -2: the log start
+			lt.Partitions = append(lt.Partitions, lp)
+		}
+		list.Topics = append(list.Topics, lt)
+	}
+	committed := map[partKey]int64{}
+	if resp, err := fetch.RequestWith(ctx, c.cl); err == nil && resp.ErrorCode == 0 {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 {
+					committed[partKey{t.Topic, p.Partition}] = p.Offset // -1: none
+				}
+			}
+		}
+	}
+	logStart := map[partKey]int64{}
+	for _, sh := range c.cl.RequestSharded(ctx, list) {
+		if sh.Err != nil {
+			continue
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Offset >= 0 {
+					logStart[partKey{t.Topic, p.Partition}] = p.Offset
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, off := range committed {
+		p := c.mu.parts[k]
+		if p == nil {
+			continue
+		}
+		ls, listed := logStart[k]
+		switch {
+		case off >= 0 && (!listed || off >= ls):
+			p.startLocked(off)
+		case listed:
+			p.startLocked(ls)
+		}
 	}
 }
 
