@@ -24,6 +24,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"lat":     humanLatency,
 	"reasons": reasons,
 	"mul1000": func(v float64) float64 { return math.Round(v * 1000) },
+	"deref":   func(v *float64) float64 { return *v },
 }).Parse(pageHTML))
 
 // page serves the status page: server-rendered, then refreshed from /status.json by the

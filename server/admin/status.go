@@ -82,6 +82,10 @@ type IntakeStatus struct {
 	// Lag is the Kafka consumer's records past the committed offset, by "topic/partition"
 	// of the partitions it holds (otlpgate_kafka_consume_lag); only for kafka_consume.
 	Lag map[string]float64 `json:"lag_by_partition,omitempty"`
+	// StalledPartitions is how many of the Kafka consumer's partitions have not moved for
+	// -kafka.consume.stall-timeout while records wait past them or their leader does not
+	// answer (otlpgate_kafka_consume_stalled_partitions), 0 included; only for kafka_consume.
+	StalledPartitions *float64 `json:"stalled_partitions,omitempty"`
 }
 
 // DestinationStatus is one destination's health and traffic.
@@ -274,7 +278,7 @@ func init() {
 		"otlpgate_kafka_requests_total", "otlpgate_kafka_exported_points_total", "otlpgate_kafka_export_errors_total",
 		"otlpgate_uds_messages_total", "otlpgate_uds_items_total", "otlpgate_uds_received_bytes_total",
 		"otlpgate_kafka_consume_records_total", "otlpgate_kafka_consume_items_total", "otlpgate_kafka_consume_bytes_total",
-		"otlpgate_kafka_consume_skipped_records_total", "otlpgate_kafka_consume_lag",
+		"otlpgate_kafka_consume_skipped_records_total", "otlpgate_kafka_consume_lag", "otlpgate_kafka_consume_stalled_partitions",
 		"otlpgate_intake_refused_total", "otlpgate_intake_bytes_in_flight",
 		"otlpgate_fastpath_queue_bytes", "otlpgate_fastpath_queue_max_bytes", "otlpgate_fastpath_admitted_items_total", "otlpgate_fastpath_refused_items_total",
 		"otlpgate_client_acknowledged_items_total", "otlpgate_client_acknowledged_requests_total", "otlpgate_client_sent_requests_total",
@@ -458,6 +462,10 @@ func (s *sampler) status(now time.Time) Status {
 				}
 			}
 		}
+		if in.stalled != "" && last.has(in.stalled) {
+			n := last.sum(in.stalled)
+			is.StalledPartitions = &n
+		}
 		st.Intakes = append(st.Intakes, is)
 	}
 	var errs map[string]LastError
@@ -539,6 +547,7 @@ type intakeDef struct {
 	requestsWant, itemsWant []string
 	refused                 []string
 	lag                     string // a gauge of records not yet committed, by topic and partition
+	stalled                 string // a gauge of partitions that stalled
 }
 
 var intakeDefs = []intakeDef{
@@ -551,5 +560,6 @@ var intakeDefs = []intakeDef{
 	{name: "uds", requests: "otlpgate_uds_messages_total", items: "otlpgate_uds_items_total", itemsWant: []string{"outcome=accepted"},
 		bytes: "otlpgate_uds_received_bytes_total"},
 	{name: "kafka_consume", requests: "otlpgate_kafka_consume_records_total", items: "otlpgate_kafka_consume_items_total",
-		bytes: "otlpgate_kafka_consume_bytes_total", refused: []string{"otlpgate_kafka_consume_skipped_records_total"}, lag: "otlpgate_kafka_consume_lag"},
+		bytes: "otlpgate_kafka_consume_bytes_total", refused: []string{"otlpgate_kafka_consume_skipped_records_total"}, lag: "otlpgate_kafka_consume_lag",
+		stalled: "otlpgate_kafka_consume_stalled_partitions"},
 }

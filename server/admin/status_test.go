@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +212,70 @@ func TestStatusRemovedDestination(t *testing.T) {
 	if got := names(step(2)); got != "kept:ok" {
 		t.Fatalf("removed and drained: %q", got)
 	}
+}
+
+// The kafka_consume intake shows its lag by partition and how many of its partitions stalled,
+// 0 included, in /status.json and on the page; an intake with no partitions shows neither.
+func TestStatusKafkaConsumeStalledPartitions(t *testing.T) {
+	r := newStatusRig()
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "otlpgate_kafka_consume_records_total"}, []string{"signal"})
+	items := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "otlpgate_kafka_consume_items_total"}, []string{"signal"})
+	lag := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "otlpgate_kafka_consume_lag"}, []string{"topic", "partition"})
+	stalled := prometheus.NewGauge(prometheus.GaugeOpts{Name: "otlpgate_kafka_consume_stalled_partitions"})
+	r.reg.MustRegister(records, items, lag, stalled)
+	s := &Server{log: nilLogger(), sampler: newSampler(DefaultStatusConfig(), r.reg, nil)}
+	r.grpcItems.WithLabelValues("v1", "traces").Add(10)
+	records.WithLabelValues("traces").Add(4)
+	items.WithLabelValues("traces").Add(40)
+	lag.WithLabelValues("otlp_spans", "0").Set(3)
+	lag.WithLabelValues("otlp_spans", "1").Set(0)
+
+	type intake struct {
+		Name    string             `json:"name"`
+		Lag     map[string]float64 `json:"lag_by_partition"`
+		Stalled *float64           `json:"stalled_partitions"`
+	}
+	check := func(wantStalled float64, wantHTML string) {
+		t.Helper()
+		s.sampler.take(time.Now())
+		rec := newRecorder()
+		s.statusJSON(rec, mustRequest("/status.json"))
+		var doc struct {
+			Intakes []intake `json:"intakes"`
+		}
+		if err := json.Unmarshal(rec.body.Bytes(), &doc); err != nil {
+			t.Fatalf("/status.json: %v\n%s", err, rec.body.String())
+		}
+		got := map[string]intake{}
+		for _, in := range doc.Intakes {
+			got[in.Name] = in
+		}
+		if len(got) != 2 {
+			t.Fatalf("intakes %+v, want grpc and kafka_consume", doc.Intakes)
+		}
+		if g := got["grpc"]; g.Lag != nil || g.Stalled != nil {
+			t.Errorf("grpc shows a lag %v or stalled partitions %v", g.Lag, g.Stalled)
+		}
+		kc := got["kafka_consume"]
+		if len(kc.Lag) != 2 || kc.Lag["otlp_spans/0"] != 3 || kc.Lag["otlp_spans/1"] != 0 {
+			t.Errorf("kafka_consume lag %v, want otlp_spans/0: 3, otlp_spans/1: 0", kc.Lag)
+		}
+		if kc.Stalled == nil || *kc.Stalled != wantStalled {
+			t.Errorf("kafka_consume stalled partitions %v, want %v", kc.Stalled, wantStalled)
+		}
+		rec = newRecorder()
+		s.page(rec, mustRequest("/"))
+		body := rec.body.String()
+		if !strings.Contains(body, wantHTML) {
+			t.Errorf("page lacks %q", wantHTML)
+		}
+		if strings.Contains(body, `data-intake-lag="grpc"`) {
+			t.Error("the page shows a lag row for grpc")
+		}
+	}
+	const row = `<tr class="lag" data-intake-lag="kafka_consume"><td colspan="7"><span class="muted">lag by partition (records past the committed offset):</span> otlp_spans/0 3; ` +
+		`<span class="muted">stalled partitions (no progress for the stall timeout while records wait):</span> `
+	check(0, row+"0</td></tr>")
+	stalled.Set(1)
+	check(1, row+`<span class="bad">1</span></td></tr>`)
 }
