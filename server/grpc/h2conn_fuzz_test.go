@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -91,14 +93,26 @@ func FuzzH2Conn(f *testing.F) {
 		}()
 		data := append([]byte(h2.ClientPreface), in...)
 		split = len(h2.ClientPreface) + max(split, 0)%(len(in)+1)
+		stuck := time.NewTimer(10 * time.Second)
+		defer stuck.Stop()
+		hung := func(what string) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%s:\n%s", what, buf[:runtime.Stack(buf, true)])
+		}
 		for _, chunk := range [][]byte{data[:split], data[split:]} {
 			select {
 			case mc.in <- chunk:
 			case <-done:
+			case <-stuck.C:
+				hung("the connection stopped reading for 10s")
 			}
 		}
 		mc.Close()
-		<-done
+		select {
+		case <-done:
+		case <-stuck.C:
+			hung("the connection did not end within 10s")
+		}
 		if s.adm.Limiter() != nil && s.adm.Limiter().Bytes() != 0 {
 			t.Fatalf("%d bytes still reserved", s.adm.Limiter().Bytes())
 		}
