@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // loadHTTP sends the templates as OTLP/HTTP POSTs to /v1/traces: cfg.InFlight workers, each
@@ -99,7 +102,7 @@ func loadHTTP(ctx context.Context, cfg LoadConfig, tmpl []template, pace <-chan 
 					err = hc.Do(req, resp)
 				}
 				if err == nil && resp.StatusCode() != fasthttp.StatusOK {
-					err = fmt.Errorf("bench: HTTP %d: %.200s", resp.StatusCode(), resp.Body())
+					err = fmt.Errorf("bench: HTTP %d: %s", resp.StatusCode(), httpErrorText(resp))
 				}
 				if err != nil {
 					failed.Add(1)
@@ -129,4 +132,17 @@ func retryableHTTP(status int) bool {
 		return true
 	}
 	return false
+}
+
+// httpErrorText is what an OTLP/HTTP error answer says: the message of the google.rpc.Status
+// a protobuf answer carries, else the body as text, at most 200 bytes, quoted.
+func httpErrorText(resp *fasthttp.Response) string {
+	body := resp.Body()
+	if strings.Contains(string(resp.Header.ContentType()), "protobuf") {
+		var st spb.Status
+		if proto.Unmarshal(body, &st) == nil && st.Message != "" {
+			return fmt.Sprintf("%q (status code %d)", st.Message, st.Code)
+		}
+	}
+	return fmt.Sprintf("%.200q", body)
 }

@@ -10,9 +10,11 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	gproto "google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/otlpgate/otlpgate/codec"
@@ -85,7 +87,11 @@ func TestLoadHTTP(t *testing.T) {
 			defer mu.Unlock()
 			switch {
 			case fail:
+				// As otlpgate and the Collector answer: a google.rpc.Status in protobuf.
+				b, _ := gproto.Marshal(&spb.Status{Code: 3, Message: "bad \"batch\""})
+				ctx.Response.Header.SetContentType("application/x-protobuf")
 				ctx.SetStatusCode(400)
+				ctx.SetBody(b)
 			case unavailable > 0:
 				unavailable--
 				if unavailable == 0 {
@@ -130,6 +136,9 @@ func TestLoadHTTP(t *testing.T) {
 		res, err = RunLoad(ctx, cfg)
 		if err == nil || res.Acked != 0 || res.Failed != 5 || res.Retried != 0 {
 			t.Fatalf("%s against 400: %+v, %v", proto, res, err)
+		}
+		if want := `bench: HTTP 400: "bad \"batch\"" (status code 3)`; err.Error() != want {
+			t.Fatalf("%s against 400: error %q, want %q", proto, err, want)
 		}
 		mu.Lock()
 		fail, unavailable, bodies = false, 3, nil
