@@ -417,7 +417,10 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if huff {
 			valLen, ctl, err = huffmanDecodeValue(scr[nameLen:], v)
 		} else {
-			valLen = copy(scr[nameLen:], v)
+			// The whole length, not what fit: a value longer than the scratch is decoded
+			// again below, where the list bound leaves room for it.
+			valLen = len(v)
+			copy(scr[nameLen:], v)
 		}
 		if err != nil {
 			return nil, err

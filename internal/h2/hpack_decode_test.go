@@ -41,6 +41,26 @@ func TestHPACKRepeatedEntryBomb(t *testing.T) {
 	}
 }
 
+// A kept field to index whose entry is larger than the table empties the table and is kept
+// whole, literal or Huffman-coded (a 5,000-byte token at the default 4,096-byte table; before,
+// a literal value was cut to what the decoder's scratch held).
+func TestHPACKIndexedFieldLargerThanTable(t *testing.T) {
+	c := DefaultConfig()
+	c.Keep = append(c.Keep, "authorization")
+	d := NewDecoder(c)
+	token := strings.Repeat("0123456789", 500)
+	// authorization is the static table's entry 23.
+	huffed := append(append(appendInt(nil, 6, 0x40, 23), appendInt(nil, 7, 0x80, uint64(huffmanLen(token)))...), appendHuffman(nil, token)...)
+	for _, b := range [][]byte{literalIndexed("authorization", token), huffed} {
+		if fs, err := d.Decode(append(literalIndexed("x-small", "v"), b...)); err != nil || len(fs) != 1 || string(fs[0].Value) != token {
+			t.Fatalf("%v, %v; want the whole %d-byte token", fieldStrings(fs), err, len(token))
+		}
+		if d.TableSize() != 0 {
+			t.Fatalf("table size %d after an entry larger than the table, want 0", d.TableSize())
+		}
+	}
+}
+
 // A Huffman-coded kept value that expands past the bound is written only as far as the bound.
 func TestHPACKHuffmanValueWithinBound(t *testing.T) {
 	c := DefaultConfig()
