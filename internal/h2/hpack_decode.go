@@ -437,7 +437,8 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 		if huff {
 			valLen, ctl, err = huffmanDecodeValue(d.out[start:start+room], v)
 		} else {
-			valLen = copy(d.out[start:start+room], v)
+			valLen = len(v) // the whole length: longer than room, it is measured, not kept
+			copy(d.out[start:start+room], v)
 		}
 		if err != nil {
 			return nil, err

@@ -61,6 +61,35 @@ func TestHPACKIndexedFieldLargerThanTable(t *testing.T) {
 	}
 }
 
+// A kept literal value is refused with its block once it passes the header list bound, by one
+// byte too, whether sent as it is or Huffman-coded; up to the bound it is kept whole (before,
+// a value sent as it is was cut to the bound and accepted).
+func TestHPACKLiteralValueAtBound(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxHeaderListSize = 100
+	c.Keep = append(c.Keep, "authorization")
+	// authorization (13 bytes, the static table's entry 23) + 32: 55 bytes of value fit.
+	for _, huff := range []bool{false, true} {
+		for _, n := range []int{55, 56, 200} {
+			d := NewDecoder(c)
+			v := strings.Repeat("a", n)
+			b := appendInt(nil, 4, 0x00, 23) // without indexing
+			if huff {
+				b = appendHuffman(appendInt(b, 7, 0x80, uint64(huffmanLen(v))), v)
+			} else {
+				b = append(appendInt(b, 7, 0, uint64(n)), v...)
+			}
+			fs, err := d.Decode(b)
+			switch {
+			case n <= 55 && (err != nil || len(fs) != 1 || string(fs[0].Value) != v):
+				t.Errorf("huffman %v, %d bytes: %v, %v; want it kept whole", huff, n, fieldStrings(fs), err)
+			case n > 55 && (err != ErrHeaderListTooLarge || fs != nil):
+				t.Errorf("huffman %v, %d bytes: %v, %v; want ErrHeaderListTooLarge", huff, n, fieldStrings(fs), err)
+			}
+		}
+	}
+}
+
 // A Huffman-coded kept value that expands past the bound is written only as far as the bound.
 func TestHPACKHuffmanValueWithinBound(t *testing.T) {
 	c := DefaultConfig()

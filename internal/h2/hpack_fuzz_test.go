@@ -261,6 +261,14 @@ func fuzzSeeds(t testing.TB) []fuzzSeed {
 	bomb = append(bomb, appendInt(nil, 7, 0, 3000)...)
 	bomb = append(bomb, bytes.Repeat([]byte{'a'}, 3000)...)
 	add(4096, 16<<10, [][]byte{bomb, bytes.Repeat([]byte{0xbe}, 200)})
+	// Kept values sent as they are (x/net's encoder Huffman-codes what that shortens): one
+	// to index larger than a small table, one without indexing a byte past a list bound of 100.
+	lit := func(first byte, prefix uint, idx uint64, v string) []byte {
+		b := appendInt(nil, prefix, first, idx)
+		return append(appendInt(b, 7, 0, uint64(len(v))), v...)
+	}
+	add(27, 16<<10, [][]byte{lit(0x40, 6, 1, strings.Repeat("0", 23)), {0x82}})
+	add(100, 99, [][]byte{lit(0x00, 4, 23, strings.Repeat("a", 56)), lit(0x00, 4, 23, strings.Repeat("a", 55))})
 	// Edge cases: a size update after a field, two before, the EOS symbol, integer bounds.
 	add(4096, 16<<10, [][]byte{{0x82, 0x3f, 0xe1, 0x1f}, {0x20, 0x3f, 0xe1, 0x1f, 0x82}})
 	add(4096, 16<<10, [][]byte{{0x04, 0x84, 0xff, 0xff, 0xff, 0xff}, {0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}})
