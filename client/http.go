@@ -327,12 +327,13 @@ func (w *httpWorker) answer(r *request, withBody bool) {
 		d.retry(r, RetryFailed)
 	default:
 		d.noteHTTPStatus(code, w.resp.Body())
-		d.drop(r, DropRejected)
 		// The count is in the metric; the log says why, at most once a second, so that an
-		// upstream refusing everything (a wrong token) does not flood it.
+		// upstream refusing everything (a wrong token) does not flood it. The line comes
+		// before the drop is reported, so whoever sees the request fail finds it.
 		if w.s.rejectLog.allow() {
 			d.log.Warn("upstream rejected a batch", "status", code, "message", redactSecrets(statusMessage(w.resp.Body()), d.secrets))
 		}
+		d.drop(r, DropRejected)
 	}
 }
 

@@ -16,17 +16,17 @@ type rejectLog struct {
 
 // reject drops r, which the upstream refused for good with cause (its status, or
 // errRejectedResult), and logs the refusal within the rate limit. Safe for concurrent use.
+// The line is written before the drop is reported, so whoever sees the request fail can also
+// find the line that says why.
 func (d *Dest) reject(r *request, cause error) {
-	sig, items := r.sig, r.items
-	d.drop(r, DropRejected)
 	l := &d.rejects
 	l.requests.Add(1)
-	l.items.Add(int64(items))
-	if !l.line.allow() {
-		return // counted in the next line
+	l.items.Add(int64(r.items))
+	if l.line.allow() {
+		n, m := l.requests.Swap(0), l.items.Swap(0)
+		// requests and items: refused since the line before (this one's included).
+		d.log.Warn("upstream rejected a batch", "signal", r.sig.String(), "message", d.upstreamMessage(cause),
+			"requests", n, "items", m)
 	}
-	n, m := l.requests.Swap(0), l.items.Swap(0)
-	// requests and items: refused since the line before (this one's included).
-	d.log.Warn("upstream rejected a batch", "signal", sig.String(), "message", d.upstreamMessage(cause),
-		"requests", n, "items", m)
+	d.drop(r, DropRejected)
 }
