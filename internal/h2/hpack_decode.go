@@ -420,7 +420,9 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			// The whole length, not what fit: a value longer than the scratch is decoded
 			// again below, where the list bound leaves room for it.
 			valLen = len(v)
-			copy(scr[nameLen:], v)
+			if nameLen+valLen <= len(scr) {
+				copy(scr[nameLen:], v)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -438,7 +440,9 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			valLen, ctl, err = huffmanDecodeValue(d.out[start:start+room], v)
 		} else {
 			valLen = len(v) // the whole length: longer than room, it is measured, not kept
-			copy(d.out[start:start+room], v)
+			if valLen <= room {
+				copy(d.out[start:start+valLen], v)
+			}
 		}
 		if err != nil {
 			return nil, err
