@@ -186,3 +186,28 @@ func TestAckTableSizedOnDemand(t *testing.T) {
 		}
 	}
 }
+
+// Only a stream destination holds acknowledgement slots: a unary one never waits for an ack,
+// and a thousand idle unary destinations would otherwise hold 36 MB of empty slots.
+func TestAckSlotsOnlyForStreams(t *testing.T) {
+	for _, c := range []struct {
+		cfg    Config
+		shards int
+	}{
+		{unaryConfig(t, "127.0.0.1:9", ProtocolV1, 2), 0},
+		{unaryConfig(t, "127.0.0.1:9", ProtocolOTEP, 2), 0},
+		{streamConfig(t, "127.0.0.1:9", 1, 1), 1 << ackShardBits},
+	} {
+		d, err := New(c.cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(d.acks.shards); got != c.shards {
+			t.Errorf("%s %s: %d ack shards, want %d", c.cfg.Protocol, c.cfg.Mode, got, c.shards)
+		}
+		if n := d.acks.len(); n != 0 {
+			t.Errorf("%s %s: %d acks waiting", c.cfg.Protocol, c.cfg.Mode, n)
+		}
+		d.Shutdown(context.Background())
+	}
+}

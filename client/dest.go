@@ -172,10 +172,15 @@ func newDest(cfg Config, backend string, log *slog.Logger) (*Dest, error) {
 		log:       log.With("destination", cfg.Name),
 		m:         newDestMetrics(cfg.Name, backend),
 		conn:      conn,
-		acks:      newAckTable(ackShardBits),
 		stop:      make(chan struct{}),
 		sweepWake: make(chan struct{}, 1),
 		drained:   make(chan struct{}),
+	}
+	// Only streams wait for acknowledgements; a unary destination's table stays empty and
+	// costs nothing (a thousand idle destinations would otherwise hold 36 MB of slots).
+	d.acks = &ackTable{}
+	if cfg.Mode == ModeStream {
+		d.acks = newAckTable(ackShardBits)
 	}
 	if backend != "" {
 		d.log = d.log.With("backend", backend)
