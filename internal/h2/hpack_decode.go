@@ -375,7 +375,25 @@ func (d *Decoder) literal(p []byte, prefix uint, indexing, sensitive bool) ([]by
 			}
 			bin, name = d.binary && isBinaryName(dst[:nameLen]), dst[:nameLen]
 		} else if d.request && !d.over {
-			d.malformed = true // a name longer than the table: no request has one
+			// A name longer than the scratch: no request has one, and it is refused. Its kind
+			// is still read, from its first octet and its octets' flags, as x/net's framer
+			// reads it: one that holds an octet no name may hold is refused as it passes.
+			if huff {
+				var first [1]byte
+				_, seen, _ := huffmanDecodeFlags(first[:], s)
+				switch {
+				case first[0] == ':':
+					kind = nameBadPseudo
+				case seen&huffNoTok != 0:
+					kind = nameBadRegular
+				default:
+					kind = nameRegular
+				}
+			} else {
+				kind = nameKindOf(s)
+			}
+			d.checkName(kind)
+			d.malformed = true
 		}
 	case nameIdx <= staticLen:
 		e := &staticTable[nameIdx]

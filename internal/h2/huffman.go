@@ -10,6 +10,7 @@ const (
 	huffLeaf  = 1 << 15 // entry: a symbol, its code's bits used at this node in bits 8-11, the symbol in 0-7
 	huffInner = 1 << 14 // entry: the index of the node that reads the next eight bits
 	huffCtl   = 1 << 12 // leaf entry: the symbol is an octet no field value may hold (badValueOctet)
+	huffNoTok = 1 << 13 // leaf entry: the symbol is an octet no regular field name may hold (nameOctet)
 	huffEOS   = 256
 )
 
@@ -39,6 +40,9 @@ func buildHuffTree() [][256]uint16 {
 		if badValueOctet[sym] {
 			leaf |= huffCtl
 		}
+		if !nameOctet[sym] {
+			leaf |= huffNoTok
+		}
 		for i := range 1 << shift {
 			tree[node][first|i] = leaf
 		}
@@ -60,6 +64,13 @@ func huffmanDecode(dst, src []byte) (int, error) {
 // field value may hold (badValueOctet): one OR per symbol, so that a value that is only
 // measured is checked too.
 func huffmanDecodeValue(dst, src []byte) (int, bool, error) {
+	n, seen, err := huffmanDecodeFlags(dst, src)
+	return n, seen&huffCtl != 0, err
+}
+
+// huffmanDecodeFlags is huffmanDecode that also returns the leaf entries' flags (huffCtl,
+// huffNoTok) of every symbol decoded, ORed.
+func huffmanDecodeFlags(dst, src []byte) (int, uint16, error) {
 	var (
 		n     int
 		seen  uint16 // the leaf entries' bits, ORed
@@ -87,7 +98,7 @@ func huffmanDecodeValue(dst, src []byte) (int, bool, error) {
 				node = int(e &^ huffInner)
 				cbits -= 8
 			default:
-				return n, false, ErrHuffman
+				return n, 0, ErrHuffman
 			}
 		}
 	}
@@ -96,7 +107,7 @@ func huffmanDecodeValue(dst, src []byte) (int, bool, error) {
 	for cbits > 0 {
 		e := huffTree[node][byte(cur<<(8-cbits))]
 		if e == 0 {
-			return n, false, ErrHuffman
+			return n, 0, ErrHuffman
 		}
 		if e&huffLeaf == 0 || uint(e>>8)&0xf > cbits {
 			break
@@ -110,12 +121,12 @@ func huffmanDecodeValue(dst, src []byte) (int, bool, error) {
 		node, sbits = 0, cbits
 	}
 	if sbits > 7 {
-		return n, false, ErrHuffman // an unfinished symbol, or padding longer than 7 bits
+		return n, 0, ErrHuffman // an unfinished symbol, or padding longer than 7 bits
 	}
 	if mask := uint64(1)<<cbits - 1; cur&mask != mask {
-		return n, false, ErrHuffman // padding that is not all ones
+		return n, 0, ErrHuffman // padding that is not all ones
 	}
-	return n, seen&huffCtl != 0, nil
+	return n, seen, nil
 }
 
 // huffmanLen is the length of s Huffman-coded.
