@@ -248,6 +248,7 @@ func registerFlags(fs *flag.FlagSet, cfg *config) {
 
 	fs.StringVar(&cfg.admin.Listen, "admin.listen", cfg.admin.Listen, "address of /metrics, /healthz, /readyz, /status.json and the status page at /; empty turns it off")
 	fs.DurationVar(&cfg.admin.Status.Interval, "status.interval", cfg.admin.Status.Interval, "how often /status.json and the status page at / sample the metrics")
+	fs.DurationVar(&cfg.admin.Status.Unviewed, "status.unviewed-interval", cfg.admin.Status.Unviewed, "how often the status is sampled while no one views it, held between -status.interval and half of -status.down-after (its charts still get a point per -status.interval, on a line between the gathers around it)")
 	fs.DurationVar(&cfg.admin.Status.Window, "status.window", cfg.admin.Status.Window, "history the status page's charts show")
 	fs.DurationVar(&cfg.admin.Status.DownAfter, "status.down-after", cfg.admin.Status.DownAfter, "a destination that holds data and acknowledged nothing for this long is shown down")
 	fs.StringVar(&cfg.pprof.Listen, "pprof.listen", cfg.pprof.Listen, "loopback address of /debug/pprof/ (the command line is not served: flags may hold secrets); empty, the default, turns it off")

@@ -133,3 +133,82 @@ func TestSamplerFillsOnlyTheWindow(t *testing.T) {
 		t.Errorf("the oldest filled sample holds %v admitted, want the last gathered value 3", got)
 	}
 }
+
+// Under steady traffic that no one views, the sampler gathers every -status.unviewed-interval,
+// not every -status.interval, and the chart still has a point per interval, each the steady
+// rate: the points between two gathers lie on the line between them, not flat then a spike.
+// A view brings it back to every interval.
+func TestSamplerUnviewedGathersLess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		admitted := prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
+		reg.MustRegister(admitted)
+		var gathers atomic.Int64
+		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { gathers.Add(1); return reg.Gather() })
+		cfg := DefaultStatusConfig()
+		sm := newSampler(cfg, g, nil)
+		stop, done, fed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() { runSampler(sm, stop); close(done) }()
+		// One item every 500 ms, a quarter of a period off the gathers: 2 items a second.
+		go func() {
+			defer close(fed)
+			time.Sleep(250 * time.Millisecond)
+			for range 2 * 150 {
+				admitted.Inc()
+				time.Sleep(500 * time.Millisecond)
+			}
+		}()
+		defer func() { close(stop); <-done; <-fed }()
+
+		const span = 2 * time.Minute
+		time.Sleep(span)
+		synctest.Wait()
+		if n, most := gathers.Load(), int64(span/cfg.Unviewed)+1; n > most {
+			t.Errorf("%d gathers in %v of traffic no one viewed, want at most %d (one per %v)", n, span, most, cfg.Unviewed)
+		}
+		sm.mu.Lock()
+		ring := slices.Clone(sm.mu.ring)
+		sm.mu.Unlock()
+		if want := int(span/cfg.Interval) - int(cfg.Unviewed/cfg.Interval) + 1; len(ring) < want {
+			t.Errorf("%d samples in %v, want a point per interval up to the last gather: %d", len(ring), span, want)
+		}
+		for i := 1; i < len(ring); i++ {
+			if d := ring[i].at.Sub(ring[i-1].at); d != cfg.Interval {
+				t.Fatalf("samples %d and %d are %v apart, want %v", i-1, i, d, cfg.Interval)
+			}
+		}
+		h := history(ring, func(x *sample) float64 { return x.sum("otlpgate_fastpath_admitted_items_total") })
+		for i, v := range h {
+			if v != 2 {
+				t.Fatalf("chart point %d of %v: %v items/s, want the steady 2", i, h, v)
+			}
+		}
+		// Viewed (the page asks every interval): every interval again.
+		before := gathers.Load()
+		for range 5 {
+			(&Server{sampler: sm}).refresh(time.Now())
+			time.Sleep(cfg.Interval)
+			synctest.Wait()
+		}
+		if d := gathers.Load() - before; d < 5 {
+			t.Errorf("%d gathers over 5 intervals of views, want at least 5", d)
+		}
+	})
+}
+
+// -status.unviewed-interval is held between -status.interval and half of -status.down-after.
+func TestUnviewedIntervalHeld(t *testing.T) {
+	for _, c := range []struct {
+		cfg  StatusConfig
+		want time.Duration
+	}{
+		{DefaultStatusConfig(), 10 * time.Second},
+		{StatusConfig{Interval: 30 * time.Second, Unviewed: 10 * time.Second, DownAfter: 5 * time.Minute}, 30 * time.Second},
+		{StatusConfig{Interval: 250 * time.Millisecond, Unviewed: 10 * time.Second, DownAfter: 2 * time.Second}, time.Second},
+		{StatusConfig{Interval: 2 * time.Second, Unviewed: 0, DownAfter: time.Minute}, 2 * time.Second},
+	} {
+		if got := c.cfg.unviewed(); got != c.want {
+			t.Errorf("%+v: sampled every %v unviewed, want %v", c.cfg, got, c.want)
+		}
+	}
+}

@@ -14,9 +14,15 @@ import (
 
 // StatusConfig configures /status.json and the status page.
 type StatusConfig struct {
-	// Interval is how often the status is sampled from the registered metrics
-	// (-status.interval, default 2s).
+	// Interval is how often the status is sampled from the registered metrics while someone
+	// views it (-status.interval, default 2s).
 	Interval time.Duration
+	// Unviewed is how often it is sampled while no one does (-status.unviewed-interval,
+	// default 10s; held between Interval and half of DownAfter, so that a destination's state
+	// moves within DownAfter): a gather reads every series otlpgate has, and at low rates one
+	// every 2s was a tenth of the process's CPU. The charts still get a point per Interval,
+	// on a straight line between the two gathers around it.
+	Unviewed time.Duration
 	// Window is how much history the page's charts show (-status.window, default 10m).
 	Window time.Duration
 	// DownAfter marks a destination down when it holds data and has acknowledged nothing for
@@ -27,9 +33,15 @@ type StatusConfig struct {
 	Intakes []string
 }
 
+// unviewed is how often the status is sampled while no one views it: Unviewed, held between
+// Interval and half of DownAfter.
+func (c StatusConfig) unviewed() time.Duration {
+	return max(c.Interval, min(c.Unviewed, c.DownAfter/2))
+}
+
 // DefaultStatusConfig returns the defaults documented on StatusConfig.
 func DefaultStatusConfig() StatusConfig {
-	return StatusConfig{Interval: 2 * time.Second, Window: 10 * time.Minute, DownAfter: time.Minute}
+	return StatusConfig{Interval: 2 * time.Second, Unviewed: 10 * time.Second, Window: 10 * time.Minute, DownAfter: time.Minute}
 }
 
 // Validate reports a configuration that cannot work.
@@ -37,6 +49,8 @@ func (c StatusConfig) Validate() error {
 	switch {
 	case c.Interval < 100*time.Millisecond:
 		return errors.New("status: -status.interval must be at least 100ms")
+	case c.Unviewed < 0:
+		return errors.New("status: -status.unviewed-interval must not be negative")
 	case c.Window < 2*c.Interval:
 		return errors.New("status: -status.window must hold at least two intervals")
 	case c.DownAfter < c.Interval:
@@ -205,7 +219,7 @@ func (s *sampler) take(now time.Time) (changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.build.Unlock() // thinSample writes the sets' thin fields
-	s.fillLocked(now)
+	s.fillLocked(now, &sm)
 	changed = true
 	if n := len(s.mu.ring); n > 0 && s.mu.ring[n-1].set == set && slices.Equal(s.mu.ring[n-1].vals, sm.vals) {
 		changed = false
@@ -215,24 +229,38 @@ func (s *sampler) take(now time.Time) (changed bool) {
 	return changed
 }
 
-// fillLocked adds the last sample again at every interval after it that now is at least half
-// an interval past: the intervals an idle sampler slept through (runSampler), so that the
-// charts keep one point per interval and the destinations' states their clock. Only the last
-// Window is filled: the ring holds no more. Called with s.mu and s.build held.
-func (s *sampler) fillLocked(now time.Time) {
+// fillLocked adds a sample at every interval after the last one that now is at least half an
+// interval past: the intervals the sampler slept through (runSampler), so that the charts keep
+// one point per interval and the destinations' states their clock. Between two gathers of the
+// same series (next, the one being added) each value is on the straight line from the last
+// gather's to next's, so that a counter's rate is spread over the gap instead of shown as a
+// spike after flat points; otherwise (an idle sampler's repeats, or series that changed) the
+// last sample is repeated. Only the last Window is filled: the ring holds no more. Called with
+// s.mu and s.build held.
+func (s *sampler) fillLocked(now time.Time, next *sample) {
 	n := len(s.mu.ring)
 	if n == 0 {
 		return
 	}
 	last := s.mu.ring[n-1]
 	step := s.cfg.Interval
-	next := last.at.Add(step)
-	if from := now.Add(-s.cfg.Window); next.Before(from) {
-		next = next.Add(from.Sub(next).Truncate(step))
+	at := last.at.Add(step)
+	if from := now.Add(-s.cfg.Window); at.Before(from) {
+		at = at.Add(from.Sub(at).Truncate(step))
 	}
-	for ; now.Sub(next) >= step/2; next = next.Add(step) {
-		// The values are shared, never written: a sample is thinned into new ones.
-		s.appendLocked(sample{at: next, set: last.set, vals: last.vals})
+	line := next != nil && next.set == last.set && len(next.vals) == len(last.vals) && now.After(last.at)
+	for ; now.Sub(at) >= step/2; at = at.Add(step) {
+		if !line {
+			// The values are shared, never written: a sample is thinned into new ones.
+			s.appendLocked(sample{at: at, set: last.set, vals: last.vals})
+			continue
+		}
+		f := float64(at.Sub(last.at)) / float64(now.Sub(last.at))
+		vals := make([]float64, len(last.vals))
+		for i, v := range last.vals {
+			vals[i] = v + (next.vals[i]-v)*f
+		}
+		s.appendLocked(sample{at: at, set: last.set, vals: vals})
 	}
 }
 
