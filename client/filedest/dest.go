@@ -117,6 +117,12 @@ type Dest struct {
 	queued atomic.Int64
 	limit  atomic.Int64 // queue bound, QueueBytes until SetQueueBytes
 	counts *client.Counts
+	// held is the bytes of the batches queued or in the burst being written, and writing the
+	// batches in that burst: the destination's otlpgate_client_queue_bytes and
+	// otlpgate_client_in_flight_requests, which the status page reads to show a destination
+	// that holds data and writes none (a stuck disk) as down.
+	held, writing atomic.Int64
+	unhold        func()
 
 	errMu   sync.Mutex
 	lastErr string // the latest failure, for the status page (LastError)
@@ -167,6 +173,7 @@ func newDest(cfg Config, log *slog.Logger, fs fileSystem) (*Dest, error) {
 	if err := d.open(); err != nil {
 		return nil, err
 	}
+	d.unhold = d.counts.Hold(&d.held, &d.writing)
 	go d.run()
 	return d, nil
 }
@@ -206,11 +213,13 @@ func (d *Dest) Enqueue(b *pipeline.Batch) error {
 		return pipeline.ErrFull
 	}
 	d.queued.Add(n)
+	d.held.Add(n)
 	select {
 	case d.queue <- b:
 		return nil
 	default:
 		d.queued.Add(-n)
+		d.held.Add(-n)
 		return pipeline.ErrFull
 	}
 }
@@ -349,6 +358,7 @@ func (d *Dest) add(b *pipeline.Batch) {
 		d.counts.Dropped("encode", b.Items)
 		d.setLastError(fmt.Errorf("cannot encode a %s batch: %w", b.Signal, err))
 		d.log.Warn("file destination cannot encode a batch", "signal", b.Signal.String(), "err", err)
+		d.held.Add(-int64(b.Len()))
 		d.finish(b, false)
 		return
 	}
@@ -364,6 +374,7 @@ func (d *Dest) add(b *pipeline.Batch) {
 	}
 	d.burst = append(d.burst, b)
 	d.ends = append(d.ends, len(d.buf))
+	d.writing.Add(1)
 }
 
 // flush writes the burst with one write and finishes its batches: those whose line reached the
@@ -414,6 +425,8 @@ func (d *Dest) flush() {
 		d.lost = 0
 	}
 	for i, b := range d.burst {
+		d.held.Add(-int64(b.Len()))
+		d.writing.Add(-1)
 		if i < whole {
 			d.batches[b.Signal]++
 			d.items[b.Signal] += int64(b.Items)
@@ -474,6 +487,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 	d.mu.closed = true
 	d.mu.Unlock()
 	close(d.stop)
+	defer d.unhold() // the destination leaves otlpgate_client_queue_bytes
 	select {
 	case <-d.done:
 		return nil
@@ -485,6 +499,7 @@ func (d *Dest) Shutdown(ctx context.Context) error {
 		select {
 		case b := <-d.queue:
 			d.queued.Add(-int64(b.Len()))
+			d.held.Add(-int64(b.Len()))
 			failedItems.WithLabelValues("shutdown").Add(float64(b.Items))
 			d.counts.Dropped(client.DropShutdownQueued.String(), b.Items)
 			lost += b.Items

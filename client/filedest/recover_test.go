@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
@@ -338,4 +339,76 @@ func TestRecoversAfterRenameAndOpenErrors(t *testing.T) {
 			t.Errorf("events %v, want %v", got, want)
 		}
 	})
+}
+
+// destGauge is the value of the client gauge metric (otlpgate_client_queue_bytes,
+// otlpgate_client_in_flight_requests) for the destination name; -1 when it has no series.
+func destGauge(t *testing.T, metric, name string) float64 {
+	t.Helper()
+	fams, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "destination" && l.GetValue() == name {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// What the file destination holds is on the client's gauges, as a network destination's is:
+// while a write hangs on the disk, otlpgate_client_queue_bytes is every byte of the batch being
+// written and of those queued behind it, and otlpgate_client_in_flight_requests the batches
+// of the write; both go back to 0 once they are written, and the series leave with the
+// destination. The status page reads these to show a destination stuck on its disk as down.
+func TestHeldBytesOnTheClientGauges(t *testing.T) {
+	r := newRig(t, 1<<20, 1)
+	gate := make(chan struct{})
+	r.fs.gate, r.fs.entered = gate, make(chan struct{}, 1)
+	size := func(name string) int {
+		req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
+			Spans: []*tracev1.Span{{Name: name, TraceId: []byte{1}, SpanId: []byte{2}}}}}}}}
+		return req.SizeVT()
+	}
+	r.send("t0")
+	select {
+	case <-r.fs.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first write never came")
+	}
+	r.send("t1")
+	r.send("t2")
+	want := float64(size("t0") + size("t1") + size("t2"))
+	deadline := time.Now().Add(30 * time.Second)
+	for destGauge(t, "otlpgate_client_queue_bytes", "file") != want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := destGauge(t, "otlpgate_client_queue_bytes", "file"); got != want {
+		t.Errorf("otlpgate_client_queue_bytes %v while t0's write hangs with t1 and t2 queued, want %v", got, want)
+	}
+	if got := destGauge(t, "otlpgate_client_in_flight_requests", "file"); got != 1 {
+		t.Errorf("otlpgate_client_in_flight_requests %v while t0's write hangs, want 1", got)
+	}
+	close(gate)
+	for destGauge(t, "otlpgate_client_queue_bytes", "file") != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b, n := destGauge(t, "otlpgate_client_queue_bytes", "file"), destGauge(t, "otlpgate_client_in_flight_requests", "file"); b != 0 || n != 0 {
+		t.Errorf("after the writes: %v bytes held, %v in flight, want 0 and 0", b, n)
+	}
+	r.close()
+	if want := []string{"write t0", "done t0 true", "write t1 t2", "done t1 true", "done t2 true"}; !slices.Equal(r.fs.log(), want) {
+		t.Errorf("events %v, want %v", r.fs.log(), want)
+	}
+	if got := destGauge(t, "otlpgate_client_queue_bytes", "file"); got != -1 {
+		t.Errorf("otlpgate_client_queue_bytes{destination=\"file\"} still %v after Shutdown", got)
+	}
 }
