@@ -186,15 +186,36 @@ func (r *rig) close() {
 	r.p = nil
 }
 
+// spanRequest is the request of one span named name that send hands the destination.
+func spanRequest(name string) *coltracev1.ExportTraceServiceRequest {
+	return &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
+		Spans: []*tracev1.Span{{Name: name, TraceId: []byte{1}, SpanId: []byte{2}}}}}}}}
+}
+
 // send hands the destination one batch of one span named name.
 func (r *rig) send(name string) {
 	r.t.Helper()
-	req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
-		Spans: []*tracev1.Span{{Name: name, TraceId: []byte{1}, SpanId: []byte{2}}}}}}}}
-	body, _ := req.MarshalVT()
+	body, _ := spanRequest(name).MarshalVT()
 	if err := r.p.Consume(pipeline.Request{Signal: fastpath.Traces, Body: body, Items: 1}); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// sendHeld sends one batch whose write hangs until release is called, and returns once the
+// write began.
+func (r *rig) sendHeld(name string) (release func()) {
+	r.t.Helper()
+	gate := make(chan struct{})
+	r.fs.mu.Lock()
+	r.fs.gate, r.fs.entered = gate, make(chan struct{}, 1)
+	r.fs.mu.Unlock()
+	r.send(name)
+	select {
+	case <-r.fs.entered:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("the write of %s never came", name)
+	}
+	return func() { close(gate) }
 }
 
 // sendDone sends one batch and waits until the destination finished it. It runs in a synctest
@@ -231,20 +252,13 @@ func failed(reason string) int { return int(testutil.ToFloat64(failedItems.WithL
 // then are they finished, in order.
 func TestDoneOnlyAfterWrite(t *testing.T) {
 	r := newRig(t, 1<<20, 1)
-	gate := make(chan struct{})
-	r.fs.gate, r.fs.entered = gate, make(chan struct{}, 1)
 	r.fs.seeIn = r.path
-	r.send("t0")
-	select {
-	case <-r.fs.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first write never came")
-	}
+	release := r.sendHeld("t0")
 	r.send("t1")
 	r.send("t2")
 	r.send("t3")
 	ev := r.fs.log()
-	close(gate)
+	release()
 	if len(ev) != 0 {
 		t.Fatalf("before the first write returned: %v", ev)
 	}
@@ -371,22 +385,10 @@ func destGauge(t *testing.T, metric, name string) float64 {
 // destination. The status page reads these to show a destination stuck on its disk as down.
 func TestHeldBytesOnTheClientGauges(t *testing.T) {
 	r := newRig(t, 1<<20, 1)
-	gate := make(chan struct{})
-	r.fs.gate, r.fs.entered = gate, make(chan struct{}, 1)
-	size := func(name string) int {
-		req := &coltracev1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{
-			Spans: []*tracev1.Span{{Name: name, TraceId: []byte{1}, SpanId: []byte{2}}}}}}}}
-		return req.SizeVT()
-	}
-	r.send("t0")
-	select {
-	case <-r.fs.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first write never came")
-	}
+	release := r.sendHeld("t0")
 	r.send("t1")
 	r.send("t2")
-	want := float64(size("t0") + size("t1") + size("t2"))
+	want := float64(spanRequest("t0").SizeVT() + spanRequest("t1").SizeVT() + spanRequest("t2").SizeVT())
 	deadline := time.Now().Add(30 * time.Second)
 	for destGauge(t, "otlpgate_client_queue_bytes", "file") != want && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -397,7 +399,7 @@ func TestHeldBytesOnTheClientGauges(t *testing.T) {
 	if got := destGauge(t, "otlpgate_client_in_flight_requests", "file"); got != 1 {
 		t.Errorf("otlpgate_client_in_flight_requests %v while t0's write hangs, want 1", got)
 	}
-	close(gate)
+	release()
 	for destGauge(t, "otlpgate_client_queue_bytes", "file") != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -18,19 +18,25 @@ func lastValue(sm *sampler, name string) float64 {
 	return sm.mu.ring[len(sm.mu.ring)-1].sum(name)
 }
 
+// countingSampler is a sampler of cfg over a registry of one counter, admitted, that counts
+// its gathers.
+func countingSampler(cfg StatusConfig) (sm *sampler, admitted prometheus.Counter, gathers *atomic.Int64) {
+	reg := prometheus.NewRegistry()
+	admitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
+	reg.MustRegister(admitted)
+	gathers = new(atomic.Int64)
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { gathers.Add(1); return reg.Gather() })
+	return newSampler(cfg, g, nil), admitted, gathers
+}
+
 // An idle process's sampler gathers the metrics ever less often, at least once in
 // idleGatherMax, and sleeps in between, while keeping one sample per interval for the charts
 // (filled in by the next gather or view); a change is seen within idleGatherMax, and a view of
 // the status gathers at once.
 func TestSamplerIdleGathersLess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		admitted := prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
-		reg.MustRegister(admitted)
-		var gathers atomic.Int64
-		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { gathers.Add(1); return reg.Gather() })
 		cfg := DefaultStatusConfig()
-		sm := newSampler(cfg, g, nil)
+		sm, admitted, gathers := countingSampler(cfg)
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() { runSampler(sm, stop); close(done) }()
 		defer func() { close(stop); <-done }()
@@ -140,13 +146,8 @@ func TestSamplerFillsOnlyTheWindow(t *testing.T) {
 // A view brings it back to every interval.
 func TestSamplerUnviewedGathersLess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		admitted := prometheus.NewCounter(prometheus.CounterOpts{Name: "otlpgate_fastpath_admitted_items_total", Help: "items"})
-		reg.MustRegister(admitted)
-		var gathers atomic.Int64
-		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { gathers.Add(1); return reg.Gather() })
 		cfg := DefaultStatusConfig()
-		sm := newSampler(cfg, g, nil)
+		sm, admitted, gathers := countingSampler(cfg)
 		stop, done, fed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() { runSampler(sm, stop); close(done) }()
 		// One item every 500 ms, a quarter of a period off the gathers: 2 items a second.
