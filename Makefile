@@ -106,8 +106,10 @@ h2spec: h2spec-tool ## HTTP/2 conformance of the OTLP/gRPC listener: h2spec's 14
 
 test: lint ## gofmt check, go vet, go test -race, then the allocation tests (which -race leaves out)
 	$(GO) test -race -count=1 -timeout 15m ./...
+	OTLPGATE_TEST_UDS_ENGINE=net $(GO) test -race -count=1 -timeout 10m ./server/uds
 	$(GO) test -count=1 -timeout 10m -run "$$(bash .ci/race-free-tests)" ./...
 
+# server/uds runs a second time with its sockets served by -uds.engine=net instead of gnet.
 # The allocation tests are built with !race (the race detector allocates): they run in a second,
 # plain pass, which selects every test of every file whose build constraint requires !race
 # (.ci/race-free-tests reads the constraints, so no such test is left out by its name;

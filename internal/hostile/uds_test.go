@@ -12,9 +12,15 @@ import (
 // 200 measures with 4 MiB descriptions, each in a message of the largest size the socket takes
 // (-uds.max-message-bytes, 4 MiB): before strings were capped, the registry kept them all
 // (836 MiB). Now each definition is refused as too long, and the process holds what one
-// connection reads at a time.
+// connection reads at a time. Both engines of the socket (-uds.engine) are held to it.
 func TestUDSLongDescriptions(t *testing.T) {
-	g := startGate(t)
+	for _, engine := range []string{"gnet", "net"} {
+		t.Run(engine, func(t *testing.T) { testUDSLongDescriptions(t, engine) })
+	}
+}
+
+func testUDSLongDescriptions(t *testing.T, engine string) {
+	g := startGate(t, "-uds.engine", engine)
 	w := watch(t, g, 100*time.Millisecond, 5*time.Second)
 	c, err := net.Dial("unix", g.UDS)
 	if err != nil {

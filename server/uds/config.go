@@ -10,6 +10,12 @@ import (
 	"github.com/otlpgate/otlpgate/internal/admission"
 )
 
+// The engines that serve the socket (Config.Engine).
+const (
+	EngineGNet = "gnet"
+	EngineNet  = "net"
+)
+
 // Config of the OpenCensus daemon intake. Flag names are those cmd/otlpgate defines.
 type Config struct {
 	// Listen is the path of the unix socket (-uds.listen, default /tmp/oc-daemon.sock, where
@@ -23,8 +29,12 @@ type Config struct {
 	// is the group whose members (the PHP workers' user) may connect. A group that does not
 	// exist, or that the process may not give files to, fails Start.
 	Group string
+	// Engine serves the socket (-uds.engine): EngineGNet (the default), gnet's event loops, or
+	// EngineNet, a goroutine per connection on Go's network poller, which costs a fraction of
+	// the event loops' CPU below about a hundred messages a second (docs/intakes/opencensus-php.md).
+	Engine string
 	// Loops is the number of gnet event loops (-uds.loops, default 0: one per GOMAXPROCS).
-	// Connections are spread over them; each connection stays on one.
+	// Connections are spread over them; each connection stays on one. EngineNet has none.
 	Loops int
 	// MaxMessageBytes caps the payload length a header may declare (-uds.max-message-bytes,
 	// default 4MiB). Longer messages are discarded and counted in
@@ -88,6 +98,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:                 "/tmp/oc-daemon.sock",
 		Mode:                   0o660,
+		Engine:                 EngineGNet,
 		Loops:                  0,
 		MaxMessageBytes:        4 << 20,
 		MaxSeries:              2000,
@@ -130,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode&^os.ModePerm != 0 {
 		errs = append(errs, fmt.Errorf("uds: mode %v has bits beyond the permissions", c.Mode))
+	}
+	if c.Engine != EngineGNet && c.Engine != EngineNet {
+		errs = append(errs, fmt.Errorf("uds: engine %q is neither %q nor %q", c.Engine, EngineGNet, EngineNet))
 	}
 	if c.Loops < 0 {
 		errs = append(errs, errors.New("uds: loops must not be negative"))

@@ -2,6 +2,7 @@ package uds
 
 import (
 	"math"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,8 @@ type conn struct {
 	// Timeout state (timeout.go); gc and loop are nil when the server keeps no timeouts.
 	gc   gnet.Conn
 	loop gnet.EventLoop
+	// nc is the connection with EngineNet (netengine.go), nil with gnet.
+	nc *net.UnixConn
 	// closed is set by OnClose; event loop only.
 	closed bool
 	// watchIdx is the connection's index in the watch list, guarded by its lock.

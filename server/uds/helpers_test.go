@@ -34,6 +34,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }
 
+// testEngine serves the sockets of the tests that start a server through start: gnet, or
+// OTLPGATE_TEST_UDS_ENGINE (make test runs the package again with it set to net).
+var testEngine = func() string {
+	if e := os.Getenv("OTLPGATE_TEST_UDS_ENGINE"); e != "" {
+		return e
+	}
+	return EngineGNet
+}()
+
 // testEpoch is the test clock's start, after the captures were made.
 var testEpoch = time.Date(2026, 11, 21, 12, 10, 0, 0, time.UTC)
 
@@ -61,6 +70,7 @@ func start(t testing.TB, edit func(*Config)) *harness {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Listen = socketPath(t)
+	cfg.Engine = testEngine
 	cfg.Loops = 2
 	if edit != nil {
 		edit(&cfg)

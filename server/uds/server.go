@@ -95,6 +95,8 @@ type Server struct {
 		engine   gnet.Engine
 		// runDone is closed when gnet.Run returned.
 		runDone chan struct{}
+		// net serves the socket instead of gnet with EngineNet (netengine.go).
+		net *netEngine
 	}
 }
 
@@ -173,6 +175,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := prepareSocket(ctx, s.path); err != nil {
 		return err
 	}
+	if s.cfg.Engine == EngineNet {
+		ne, err := s.listenNet()
+		if err != nil {
+			return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
+		}
+		s.mu.started, s.mu.net = true, ne
+		s.startBackground()
+		return nil
+	}
 	h := &handler{s: s, booted: make(chan gnet.Engine, 1)}
 	runErr := make(chan error, 1)
 	runDone := make(chan struct{})
@@ -193,15 +204,25 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("uds: cannot listen on %s: %w", s.path, err)
 	}
+	s.startBackground()
+	return nil
+}
+
+// startBackground starts the metric exporter and the timeout sweep once the socket listens.
+// Called with s.mu held.
+func (s *Server) startBackground() {
 	go s.runExporter()
 	if s.sweepEvery > 0 {
 		go s.sweeper()
 	} else {
 		close(s.sweepDone)
 	}
-	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "group", s.cfg.Group, "loops", s.cfg.Loops,
+	loops := s.cfg.Loops
+	if s.cfg.Engine == EngineNet {
+		loops = 0
+	}
+	s.log.Info("listening", "socket", s.path, "mode", s.cfg.Mode, "group", s.cfg.Group, "engine", s.cfg.Engine, "loops", loops,
 		"idle_timeout", s.cfg.IdleTimeout, "read_timeout", s.cfg.ReadTimeout)
-	return nil
 }
 
 // Shutdown stops accepting, closes every connection (a message cut short is counted as
@@ -218,18 +239,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.shutdown = true
 	close(s.sweepStop)
 	<-s.sweepDone
-	// Engine.Stop polls for completion every 500 ms; stopping with a cancelled context only
-	// triggers the shutdown, and runDone tells when gnet.Run has returned.
-	trigger, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := s.mu.engine.Stop(trigger); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("uds: stopping the event loops: %w", err)
-	}
 	var err error
-	select {
-	case <-s.mu.runDone:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if s.mu.net != nil {
+		err = s.mu.net.stop(ctx)
+	} else {
+		// Engine.Stop polls for completion every 500 ms; stopping with a cancelled context
+		// only triggers the shutdown, and runDone tells when gnet.Run has returned.
+		trigger, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.mu.engine.Stop(trigger); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("uds: stopping the event loops: %w", err)
+		}
+		select {
+		case <-s.mu.runDone:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	// Even when the event loops are slow to stop, the exporter flushes what it has and ends.
 	// Its final export is admitted, or tried again while ctx lasts, then counted as dropped.
@@ -286,49 +311,71 @@ type handler struct {
 // accepted: the moment to set the socket file's group and permissions. The group goes first,
 // so the file never grants the new mode to the group it was created with.
 func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
-	if h.s.gid >= 0 {
-		if err := os.Lchown(h.s.path, -1, h.s.gid); err != nil {
-			h.bootErr = fmt.Errorf("cannot give the socket to group %s: %w", h.s.cfg.Group, err)
-			return gnet.Shutdown
-		}
-	}
-	if err := os.Chmod(h.s.path, h.s.cfg.Mode); err != nil {
-		h.bootErr = fmt.Errorf("cannot set mode %v: %w", h.s.cfg.Mode, err)
+	if err := h.s.ownSocket(); err != nil {
+		h.bootErr = err
 		return gnet.Shutdown
 	}
 	h.booted <- eng
 	return gnet.None
 }
 
+// ownSocket gives the socket file its group and permissions, once it listens and before any
+// connection is accepted. The group goes first, so the file never grants the new mode to the
+// group it was created with.
+func (s *Server) ownSocket() error {
+	if s.gid >= 0 {
+		if err := os.Lchown(s.path, -1, s.gid); err != nil {
+			return fmt.Errorf("cannot give the socket to group %s: %w", s.cfg.Group, err)
+		}
+	}
+	if err := os.Chmod(s.path, s.cfg.Mode); err != nil {
+		return fmt.Errorf("cannot set mode %v: %w", s.cfg.Mode, err)
+	}
+	return nil
+}
+
 // OnOpen runs on the connection's event loop.
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	// Loops accept in parallel: claim a slot atomically so the limit holds exactly.
-	for {
-		n := h.s.conns.Load()
-		if n >= int64(h.s.cfg.MaxConnections) {
-			connectionsRejected.Inc()
-			return nil, gnet.Close
-		}
-		if h.s.conns.CompareAndSwap(n, n+1) {
-			break
-		}
+	if !h.s.claimConn() {
+		return nil, gnet.Close
 	}
 	cs := newConn(h.s)
 	if h.s.sweepEvery > 0 {
 		cs.gc, cs.loop = c, c.EventLoop()
-		cs.lastRead.Store(h.s.clk.now())
-		h.s.watch.add(cs)
-		if h.s.sweepAsleep.Load() {
-			// The sweep sleeps, and the clock has stood still since it went to sleep: the
-			// stamp would make the connection as old as the silence. Stamped with the real
-			// time instead, which the sweep then keeps advancing. Read after the add: either
-			// the sweep saw the connection and did not sleep, or this sees it asleep.
-			cs.lastRead.Store(h.s.clk.advance())
-			h.s.wakeSweep()
-		}
+		h.s.watchConn(cs)
 	}
 	c.SetContext(cs)
 	return nil, gnet.None
+}
+
+// claimConn takes a connection slot, or counts the connection rejected when -uds.max-connections
+// are open. Loops accept in parallel: the slot is claimed atomically so the limit holds
+// exactly. Safe for concurrent use.
+func (s *Server) claimConn() bool {
+	for {
+		n := s.conns.Load()
+		if n >= int64(s.cfg.MaxConnections) {
+			connectionsRejected.Inc()
+			return false
+		}
+		if s.conns.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// watchConn starts the timeouts of a new connection (timeout.go).
+func (s *Server) watchConn(cs *conn) {
+	cs.lastRead.Store(s.clk.now())
+	s.watch.add(cs)
+	if s.sweepAsleep.Load() {
+		// The sweep sleeps, and the clock has stood still since it went to sleep: the stamp
+		// would make the connection as old as the silence. Stamped with the real time
+		// instead, which the sweep then keeps advancing. Read after the add: either the sweep
+		// saw the connection and did not sleep, or this sees it asleep.
+		cs.lastRead.Store(s.clk.advance())
+		s.wakeSweep()
+	}
 }
 
 // OnTraffic runs on the connection's event loop. It consumes every buffered byte: what belongs
@@ -351,16 +398,22 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 // OnClose runs on the connection's event loop.
 func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if cs, ok := c.Context().(*conn); ok {
-		cs.closed = true
-		if cs.gc != nil {
-			h.s.watch.remove(cs)
-		}
-		cs.close()
+		h.s.endConn(cs, cs.gc != nil)
 		c.SetContext(nil)
-		h.s.conns.Add(-1)
-		h.s.closed.Add(1)
 	}
 	return gnet.None
+}
+
+// endConn handles the end of a connection, on the goroutine that owns it: a partial message is
+// discarded as truncated, the process attachment and the slot are released.
+func (s *Server) endConn(cs *conn, watched bool) {
+	cs.closed = true
+	if watched {
+		s.watch.remove(cs)
+	}
+	cs.close()
+	s.conns.Add(-1)
+	s.closed.Add(1)
 }
 
 // lookupGroup resolves a group name, or a numeric gid, to a gid that exists.

@@ -12,11 +12,13 @@ import (
 
 // Idle and read timeouts.
 //
-// gnet connections have no deadlines, so the intake keeps its own: the event loop stamps each
+// gnet connections have no deadlines, so the intake keeps its own (with EngineNet too, so that
+// both engines time out alike, and a read costs no timer): the event loop stamps each
 // read (and the first read of a message it cannot finish yet) with a coarse clock, and the
 // sweep goroutine (sweeper) sweeps the open connections a few times per timeout. The sweep only
 // reads atomics; a connection it finds past a deadline is checked again on its own event loop,
-// where its state is exact (the missing bytes may have arrived in between), and closed there.
+// where its state is exact (the missing bytes may have arrived in between), and closed there;
+// with EngineNet the sweep sets a past read deadline, and the connection's goroutine checks.
 // The event loops never read the clock themselves, the sweep advances it, but for the first
 // connection after the sweep slept: with nothing to watch it sleeps instead of ticking.
 
@@ -218,6 +220,12 @@ func (s *Server) sweep() {
 	}
 	w.mu.Unlock()
 	for i, c := range w.due {
+		if c.nc != nil {
+			// EngineNet: the connection's goroutine checks again, woken from its read.
+			c.nc.SetReadDeadline(pastDeadline)
+			w.due[i] = nil
+			continue
+		}
 		if err := c.loop.Execute(context.Background(), (*expiryCheck)(c)); err != nil {
 			// The engine is shutting down and closes every connection anyway.
 			c.checking.Store(false)

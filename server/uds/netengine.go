@@ -1,0 +1,174 @@
+package uds
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/otlpgate/otlpgate/pool"
+)
+
+// EngineNet: the socket served by Go's network poller, a goroutine per connection.
+//
+// gnet's event loops wait for the socket in an epoll_wait system call that holds on to the
+// loop's processor. When a client sends less often than every 10 ms, the runtime's monitor
+// thread takes the processor back while the loop waits, and the loop's return from the call
+// wakes the monitor, which then polls every 20 µs for a millisecond and longer: about sixty
+// thread wake-ups for each message, most of the intake's CPU at 50 messages a second. A
+// goroutine parked in the network poller holds no processor, and a message wakes only it.
+
+// netReadSize is the read buffer of a connection. A message longer than one read is carried
+// by the connection's Splitter, as on gnet.
+const netReadSize = 32 << 10
+
+// pastDeadline is the read deadline that wakes a connection's goroutine at once.
+var pastDeadline = time.Unix(1, 0)
+
+// netEngine accepts on the socket and reads each connection on a goroutine of its own.
+type netEngine struct {
+	s  *Server
+	ln *net.UnixListener
+	wg sync.WaitGroup // the accept loop and the connections' goroutines
+
+	mu struct {
+		sync.Mutex
+		conns   map[*conn]struct{}
+		stopped bool
+	}
+}
+
+// listenNet listens on the socket, gives it its group and mode, and starts accepting. Called
+// with s.mu held.
+func (s *Server) listenNet() (*netEngine, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ownSocket(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	e := &netEngine{s: s, ln: ln}
+	e.mu.conns = map[*conn]struct{}{}
+	e.wg.Add(1)
+	go e.accept()
+	return e, nil
+}
+
+// accept takes connections until the listener closes. Errors other than the close (out of
+// descriptors, say) are logged and waited out, a little longer each time, as net/http does.
+func (e *netEngine) accept() {
+	defer e.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := e.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			e.s.log.Warn("accepting a socket connection failed; trying again", "err", err, "in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if !e.s.claimConn() {
+			nc.Close()
+			continue
+		}
+		cs := newConn(e.s)
+		cs.nc = nc
+		e.mu.Lock()
+		if e.mu.stopped {
+			e.mu.Unlock()
+			nc.Close()
+			e.s.conns.Add(-1)
+			return
+		}
+		e.mu.conns[cs] = struct{}{}
+		e.wg.Add(1)
+		e.mu.Unlock()
+		go e.serve(cs)
+	}
+}
+
+// serve reads cs until its client closes it, its timeout passes or the engine stops, and ends
+// it. It owns cs as an event loop owns a gnet connection.
+func (e *netEngine) serve(cs *conn) {
+	defer e.wg.Done()
+	s := e.s
+	watched := s.sweepEvery > 0
+	if watched {
+		s.watchConn(cs)
+	}
+	buf := pool.GetBytes(netReadSize)
+	defer pool.PutBytes(buf)
+	b := (*buf)[:cap(*buf)]
+	for {
+		n, err := cs.nc.Read(b)
+		if n > 0 {
+			receivedBytes.Add(float64(n))
+			cs.feed(b[:n])
+			if watched {
+				cs.noteRead(s.clk.now())
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if watched && errors.Is(err, os.ErrDeadlineExceeded) && e.goesOn(cs) {
+			continue // the sweep's deadline, and the connection is not past its timeout
+		}
+		break
+	}
+	// Ended before its client can see the close, as gnet's OnClose does.
+	s.endConn(cs, watched)
+	e.mu.Lock()
+	delete(e.mu.conns, cs)
+	e.mu.Unlock()
+	cs.nc.Close()
+}
+
+// goesOn runs when the sweep woke cs's read (timeout.go): it reports true when cs goes on
+// reading, after the deadline is cleared, or counts its timeout and reports false, when cs
+// passed it. The deadline is cleared before checking is, so that a sweep that finds cs past
+// its time again after that sets a deadline this does not clear.
+func (e *netEngine) goesOn(cs *conn) bool {
+	cs.nc.SetReadDeadline(time.Time{})
+	cs.checking.Store(false)
+	switch cs.expired(e.s.clk.now(), e.s.cfg.IdleTimeout, e.s.cfg.ReadTimeout) {
+	case idleTimeout:
+		idleTimeouts.Inc()
+		return false
+	case readTimeout:
+		readTimeouts.Inc()
+		return false
+	}
+	return true
+}
+
+// stop closes the listener (which removes the socket file) and every connection, and waits
+// for their goroutines, or ctx.
+func (e *netEngine) stop(ctx context.Context) error {
+	e.mu.Lock()
+	e.mu.stopped = true
+	e.ln.Close()
+	for cs := range e.mu.conns {
+		cs.nc.Close()
+	}
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
