@@ -151,8 +151,13 @@ func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPoli
 	if err == nil {
 		listen = addrs[0]
 	}
+	// The socket file exists from its bind, a moment before the listen: a connection that
+	// succeeds says it accepts.
 	for err == nil {
-		if _, serr := os.Stat(socket); serr == nil || wctx.Err() != nil {
+		if c, derr := net.Dial("unix", socket); derr == nil || wctx.Err() != nil {
+			if derr == nil {
+				c.Close()
+			}
 			err = wctx.Err()
 			break
 		}

@@ -31,7 +31,7 @@ type Config struct {
 	Group string
 	// Engine serves the socket (-uds.engine): EngineGNet (the default), gnet's event loops, or
 	// EngineNet, a goroutine per connection on Go's network poller, which costs a fraction of
-	// the event loops' CPU below about a hundred messages a second (docs/intakes/opencensus-php.md).
+	// the event loops' CPU below a few hundred messages a second (docs/intakes/opencensus-php.md).
 	Engine string
 	// Loops is the number of gnet event loops (-uds.loops, default 0: one per GOMAXPROCS).
 	// Connections are spread over them; each connection stays on one. EngineNet has none.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/rawio"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -18,7 +19,8 @@ import (
 // thread takes the processor back while the loop waits, and the loop's return from the call
 // wakes the monitor, which then polls every 20 µs for a millisecond and longer: about sixty
 // thread wake-ups for each message, most of the intake's CPU at 50 messages a second. A
-// goroutine parked in the network poller holds no processor, and a message wakes only it.
+// goroutine parked in the network poller holds no processor, and its reads are raw system
+// calls (internal/rawio), so a message wakes only it.
 
 // netReadSize is the read buffer of a connection. A message longer than one read is carried
 // by the connection's Splitter, as on gnet.
@@ -107,8 +109,10 @@ func (e *netEngine) serve(cs *conn) {
 	buf := pool.GetBytes(netReadSize)
 	defer pool.PutBytes(buf)
 	b := (*buf)[:cap(*buf)]
+	// Raw reads, which do not wake the runtime's monitor either (internal/rawio).
+	rd := rawio.Wrap(cs.nc)
 	for {
-		n, err := cs.nc.Read(b)
+		n, err := rd.Read(b)
 		if n > 0 {
 			receivedBytes.Add(float64(n))
 			cs.feed(b[:n])
