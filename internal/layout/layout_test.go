@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	"server/grpc":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize", "internal/h2", "internal/rawio"},
 	"server/http":               {"fastpath", "fastpath/pipeline", "fastpath/tenant", "codec", "pool", "proto/", "internal/admission", "internal/credfile", "internal/bytesize", "internal/rawio"},
 	"server/kafka":              {"fastpath", "fastpath/pipeline", "codec/kafkacompress", "proto/", "pool", "internal/admission", "internal/credfile", "internal/bytesize", "internal/rawio"},
-	"server/uds":                {"codec/ocdaemon", "fastpath", "fastpath/pipeline", "proto/", "pool", "internal/admission"},
+	"server/uds":                {"codec/ocdaemon", "fastpath", "fastpath/pipeline", "proto/", "pool", "internal/admission", "internal/rawio"},
 	"server/kafkaconsume":       {"fastpath", "fastpath/pipeline", "fastpath/tenant", "pool", "internal/admission"},
 	"internal/gateway":          {"fastpath", "fastpath/pipeline", "fastpath/tenant", "fastpath/process", "client", "client/filedest", "client/kafkadest", "codec", "pool", "spool", "spool/feed", "server/admin", "server/grpc", "server/http", "server/kafka", "server/kafkaconsume", "server/uds", "internal/bytesize", "internal/admission", "internal/credfile"},
 	"bench":                     {"*"},

@@ -32,6 +32,6 @@
 //   - Distribution buckets follow OTLP: bucket i holds bounds[i-1] < v <= bounds[i].
 //
 // It imports codec/ocdaemon, fastpath and fastpath/pipeline (the Consumer contract),
-// internal/admission (the intake limiter), pool/ and proto/; it must not import client/, the other
-// servers, cmd/ or bench/.
+// internal/admission (the intake limiter), internal/rawio (the raw reads of -uds.engine=net),
+// pool/ and proto/; it must not import client/, the other servers, cmd/ or bench/.
 package uds
