@@ -49,6 +49,11 @@ type Conn struct {
 	rn    int
 	rerr  syscall.Errno
 	rfunc func(uintptr) bool
+	// ReadPooled's: the pool's two ends, and the buffer taken for the read under way.
+	rget   func() *[]byte
+	rput   func(*[]byte)
+	rpool  *[]byte
+	rpfunc func(uintptr) bool
 
 	wmu    sync.Mutex
 	wbuf   []byte
@@ -81,6 +86,7 @@ func Wrap(nc net.Conn) net.Conn {
 	}
 	c := &Conn{Conn: nc, rc: rc}
 	c.rfunc = c.doRead
+	c.rpfunc = c.doReadPooled
 	c.wfunc = c.doWrite
 	c.wvfunc = c.doWritev
 	return c
@@ -127,6 +133,57 @@ func (c *Conn) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+func (c *Conn) doReadPooled(fd uintptr) bool {
+	for {
+		if c.rpool == nil {
+			c.rpool = c.rget()
+		}
+		r, e := sysRead(fd, (*c.rpool)[:cap(*c.rpool)])
+		switch e {
+		case 0:
+			c.rn = r
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			// Nothing to read: the buffer goes back before the goroutine waits.
+			c.rput(c.rpool)
+			c.rpool = nil
+			return false
+		default:
+			c.rerr = e
+			return true
+		}
+	}
+}
+
+// ReadPooled reads as Read does, into a buffer it takes from get only when the socket has
+// bytes for it, so that a connection waiting for its peer holds no buffer: a read that finds
+// nothing gives the buffer back to put before it waits. It returns the buffer, whose first n
+// bytes were read, when n > 0; the caller puts it back once done with them. On an error or at
+// the peer's end it returns no buffer. get and put are kept for the call only.
+func (c *Conn) ReadPooled(get func() *[]byte, put func(*[]byte)) (*[]byte, int, error) {
+	c.rmu.Lock()
+	c.rget, c.rput, c.rn, c.rerr = get, put, 0, 0
+	err := c.rc.Read(c.rpfunc)
+	b, n, e := c.rpool, c.rn, c.rerr
+	c.rpool, c.rget, c.rput = nil, nil, nil
+	c.rmu.Unlock()
+	if n > 0 && err == nil && e == 0 {
+		return b, n, nil
+	}
+	if b != nil {
+		put(b)
+	}
+	switch {
+	case err != nil:
+		return nil, 0, c.opError("read", err)
+	case e != 0:
+		return nil, 0, c.opError("read", os.NewSyscallError("read", e))
+	}
+	return nil, 0, io.EOF
 }
 
 func (c *Conn) doWrite(fd uintptr) bool {

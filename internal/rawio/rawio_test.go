@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,4 +247,55 @@ func socketPair() (net.Conn, net.Conn, error) {
 		return nil, nil, err
 	}
 	return a, b, nil
+}
+
+// TestReadPooledHoldsNoBufferWhileWaiting: ReadPooled takes a buffer only for bytes that are
+// there, gives it back before it waits, returns it with the bytes, and returns none at the
+// peer's end or past a deadline.
+func TestReadPooledHoldsNoBufferWhileWaiting(t *testing.T) {
+	c, peer := pair(t)
+	var out, gets atomic.Int64
+	get := func() *[]byte {
+		out.Add(1)
+		gets.Add(1)
+		b := make([]byte, 64)
+		return &b
+	}
+	put := func(*[]byte) { out.Add(-1) }
+	type result struct {
+		b   *[]byte
+		n   int
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		b, n, err := c.ReadPooled(get, put)
+		res <- result{b, n, err}
+	}()
+	// The read waits for the peer, holding no buffer.
+	time.Sleep(50 * time.Millisecond)
+	if n := out.Load(); n != 0 {
+		t.Fatalf("%d buffers held while the read waits", n)
+	}
+	if _, err := peer.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.err != nil || r.n != 5 || string((*r.b)[:r.n]) != "hello" || out.Load() != 1 {
+		t.Fatalf("read %d bytes, %v, %d buffers out", r.n, r.err, out.Load())
+	}
+	if gets.Load() < 2 {
+		t.Fatalf("%d buffers taken: the one of the first try was kept through the wait", gets.Load())
+	}
+	put(r.b)
+
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if b, n, err := c.ReadPooled(get, put); b != nil || n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) || out.Load() != 0 {
+		t.Fatalf("past the deadline: %v, %d, %v, %d buffers out", b, n, err, out.Load())
+	}
+	c.SetReadDeadline(time.Time{})
+	peer.Close()
+	if b, n, err := c.ReadPooled(get, put); b != nil || n != 0 || err != io.EOF || out.Load() != 0 {
+		t.Fatalf("at the peer's end: %v, %d, %v, %d buffers out", b, n, err, out.Load())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/otlpgate/otlpgate/internal/rawio"
@@ -22,8 +23,9 @@ import (
 // goroutine parked in the network poller holds no processor, and its reads are raw system
 // calls (internal/rawio), so a message wakes only it.
 
-// netReadSize is the read buffer of a connection. A message longer than one read is carried
-// by the connection's Splitter, as on gnet.
+// netReadSize is the read buffer of a connection, taken from the pool for a read and given
+// back after it. A message longer than one read is carried by the connection's Splitter, as on
+// gnet.
 const netReadSize = 32 << 10
 
 // pastDeadline is the read deadline that wakes a connection's goroutine at once.
@@ -34,6 +36,8 @@ type netEngine struct {
 	s  *Server
 	ln *net.UnixListener
 	wg sync.WaitGroup // the accept loop and the connections' goroutines
+	// buffers counts the read buffers the connections hold (reader): none while they wait.
+	buffers atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -106,20 +110,18 @@ func (e *netEngine) serve(cs *conn) {
 	if watched {
 		s.watchConn(cs)
 	}
-	buf := pool.GetBytes(netReadSize)
-	defer pool.PutBytes(buf)
-	b := (*buf)[:cap(*buf)]
-	// Raw reads, which do not wake the runtime's monitor either (internal/rawio).
-	rd := rawio.Wrap(cs.nc)
+	rd := e.reader(cs)
+	defer rd.close()
 	for {
-		n, err := rd.Read(b)
-		if n > 0 {
-			receivedBytes.Add(float64(n))
-			cs.feed(b[:n])
+		b, err := rd.read()
+		if len(b) > 0 {
+			receivedBytes.Add(float64(len(b)))
+			cs.feed(b)
 			if watched {
 				cs.noteRead(s.clk.now())
 			}
 		}
+		rd.handled()
 		if err == nil {
 			continue
 		}
@@ -134,6 +136,67 @@ func (e *netEngine) serve(cs *conn) {
 	delete(e.mu.conns, cs)
 	e.mu.Unlock()
 	cs.nc.Close()
+}
+
+// netReader reads a connection. With raw system calls (internal/rawio, the default) the
+// buffer of a read is taken from the pool only when the socket has bytes, and given back once
+// they are handled, so that an idle connection holds none; otherwise the connection keeps one
+// buffer for its life.
+type netReader struct {
+	e    *netEngine
+	raw  *rawio.Conn // nil: reads go to nc
+	nc   *net.UnixConn
+	held *[]byte // the buffer of the last raw read, or the connection's own
+	get  func() *[]byte
+	put  func(*[]byte)
+}
+
+func (e *netEngine) reader(cs *conn) *netReader {
+	r := &netReader{e: e, nc: cs.nc}
+	r.raw, _ = rawio.Wrap(cs.nc).(*rawio.Conn)
+	r.get = func() *[]byte {
+		e.buffers.Add(1)
+		return pool.GetBytes(netReadSize)
+	}
+	r.put = func(b *[]byte) {
+		e.buffers.Add(-1)
+		pool.PutBytes(b)
+	}
+	return r
+}
+
+// read returns the bytes of one read, valid until handled is called.
+func (r *netReader) read() ([]byte, error) {
+	if r.raw != nil {
+		b, n, err := r.raw.ReadPooled(r.get, r.put)
+		r.held = b
+		if b == nil {
+			return nil, err
+		}
+		return (*b)[:n], err
+	}
+	if r.held == nil {
+		r.held = r.get()
+	}
+	b := (*r.held)[:cap(*r.held)]
+	n, err := r.nc.Read(b)
+	return b[:n], err
+}
+
+// handled runs once the bytes of a read are handled: a raw read's buffer goes back.
+func (r *netReader) handled() {
+	if r.raw != nil && r.held != nil {
+		r.put(r.held)
+		r.held = nil
+	}
+}
+
+// close gives back the buffer still held.
+func (r *netReader) close() {
+	if r.held != nil {
+		r.put(r.held)
+		r.held = nil
+	}
 }
 
 // goesOn runs when the sweep woke cs's read (timeout.go): it reports true when cs goes on
