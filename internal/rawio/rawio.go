@@ -50,10 +50,9 @@ type Conn struct {
 	rerr  syscall.Errno
 	rfunc func(uintptr) bool
 	// ReadPooled's: the pool's two ends, and the buffer taken for the read under way.
-	rget   func() *[]byte
-	rput   func(*[]byte)
-	rpool  *[]byte
-	rpfunc func(uintptr) bool
+	rget  func() *[]byte
+	rput  func(*[]byte)
+	rpool *[]byte
 
 	wmu    sync.Mutex
 	wbuf   []byte
@@ -86,7 +85,6 @@ func Wrap(nc net.Conn) net.Conn {
 	}
 	c := &Conn{Conn: nc, rc: rc}
 	c.rfunc = c.doRead
-	c.rpfunc = c.doReadPooled
 	c.wfunc = c.doWrite
 	c.wvfunc = c.doWritev
 	return c
@@ -95,9 +93,18 @@ func Wrap(nc net.Conn) net.Conn {
 // Unwrap returns the socket.
 func (c *Conn) Unwrap() net.Conn { return c.Conn }
 
+// doRead reads into rbuf, or with ReadPooled (rget set) into a buffer from the pool, taken
+// for the try and given back when it finds nothing, before the goroutine waits.
 func (c *Conn) doRead(fd uintptr) bool {
 	for {
-		r, e := sysRead(fd, c.rbuf)
+		b := c.rbuf
+		if c.rget != nil {
+			if c.rpool == nil {
+				c.rpool = c.rget()
+			}
+			b = (*c.rpool)[:cap(*c.rpool)]
+		}
+		r, e := sysRead(fd, b)
 		switch e {
 		case 0:
 			c.rn = r
@@ -105,6 +112,10 @@ func (c *Conn) doRead(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if c.rpool != nil {
+				c.rput(c.rpool)
+				c.rpool = nil
+			}
 			return false
 		default:
 			c.rerr = e
@@ -135,30 +146,6 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (c *Conn) doReadPooled(fd uintptr) bool {
-	for {
-		if c.rpool == nil {
-			c.rpool = c.rget()
-		}
-		r, e := sysRead(fd, (*c.rpool)[:cap(*c.rpool)])
-		switch e {
-		case 0:
-			c.rn = r
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			// Nothing to read: the buffer goes back before the goroutine waits.
-			c.rput(c.rpool)
-			c.rpool = nil
-			return false
-		default:
-			c.rerr = e
-			return true
-		}
-	}
-}
-
 // ReadPooled reads as Read does, into a buffer it takes from get only when the socket has
 // bytes for it, so that a connection waiting for its peer holds no buffer: a read that finds
 // nothing gives the buffer back to put before it waits. It returns the buffer, whose first n
@@ -167,7 +154,7 @@ func (c *Conn) doReadPooled(fd uintptr) bool {
 func (c *Conn) ReadPooled(get func() *[]byte, put func(*[]byte)) (*[]byte, int, error) {
 	c.rmu.Lock()
 	c.rget, c.rput, c.rn, c.rerr = get, put, 0, 0
-	err := c.rc.Read(c.rpfunc)
+	err := c.rc.Read(c.rfunc)
 	b, n, e := c.rpool, c.rn, c.rerr
 	c.rpool, c.rget, c.rput = nil, nil, nil
 	c.rmu.Unlock()
