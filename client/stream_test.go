@@ -962,7 +962,11 @@ func TestStreamOneConcurrentStreamKeptOpen(t *testing.T) {
 		u.keepOpen = true
 		cfg := streamConfigOn(t, tr, u.addr, 1, 8)
 		cfg.RebalanceRequests = 2
-		cfg.AckTimeout = 200 * time.Millisecond
+		// The old stream ends after an ack timeout of silence; the requests on the next one
+		// must be answered within one too, and their stream's handler starts only once the
+		// old one's has returned (grpc-go's handler quota): 200 ms was once too little beside
+		// a loaded machine's other tests, and the request went again on a third stream.
+		cfg.AckTimeout = time.Second
 		d := startDest(t, cfg)
 		f := newFeeder(t, d)
 		f.send(0, n, 1, 100)
