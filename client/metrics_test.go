@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 )
 
 // scrapeQueueBytes returns otlpgate_client_queue_bytes for destination name as a scrape sees
@@ -18,26 +18,7 @@ func scrapeQueueBytes(t *testing.T, name string) (float64, int) {
 // summed over its series, and the number of series with that label.
 func scrapeGauge(t *testing.T, metric, name string) (float64, int) {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatalf("scrape failed: %v", err)
-	}
-	var v float64
-	n := 0
-	for _, mf := range mfs {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "destination" && l.GetValue() == name {
-					v += m.GetGauge().GetValue()
-					n++
-				}
-			}
-		}
-	}
-	return v, n
+	return testkit.Gauge(t, metric, "destination", name)
 }
 
 // otlpgate_client_queue_bytes reads each destination's held bytes at scrape time; two live

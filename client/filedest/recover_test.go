@@ -15,11 +15,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/testkit"
 	coltracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/collector/trace/v1"
 	tracev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/trace/v1"
 )
@@ -359,23 +359,11 @@ func TestRecoversAfterRenameAndOpenErrors(t *testing.T) {
 // otlpgate_client_in_flight_requests) for the destination name; -1 when it has no series.
 func destGauge(t *testing.T, metric, name string) float64 {
 	t.Helper()
-	fams, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, n := testkit.Gauge(t, metric, "destination", name)
+	if n == 0 {
+		return -1
 	}
-	for _, f := range fams {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "destination" && l.GetValue() == name {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
+	return v
 }
 
 // What the file destination holds is on the client's gauges, as a network destination's is:

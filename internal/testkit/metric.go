@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Counter reads the counter name from the default registry, as a scrape would: the series
@@ -11,14 +12,29 @@ import (
 // summed; 0 before the first increment.
 func Counter(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
+	sum, _ := scrape(t, "Counter", name, labels, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
+	return sum
+}
+
+// Gauge reads the gauge name from the default registry as Counter reads a counter: the sum of
+// the matching series, and how many there are (0: none, as after the gauge's owner left).
+func Gauge(t testing.TB, name string, labels ...string) (float64, int) {
+	t.Helper()
+	return scrape(t, "Gauge", name, labels, func(m *dto.Metric) float64 { return m.GetGauge().GetValue() })
+}
+
+// scrape gathers the default registry and sums value over the series of name whose labels
+// include every name=value pair of labels, counting them.
+func scrape(t testing.TB, fn, name string, labels []string, value func(*dto.Metric) float64) (float64, int) {
+	t.Helper()
 	if len(labels)%2 != 0 {
-		t.Fatalf("testkit.Counter(%q): labels must come in name, value pairs", name)
+		t.Fatalf("testkit.%s(%q): labels must come in name, value pairs", fn, name)
 	}
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
+	sum, n := 0.0, 0
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -37,8 +53,9 @@ func Counter(t testing.TB, name string, labels ...string) float64 {
 					continue series
 				}
 			}
-			sum += m.GetCounter().GetValue()
+			sum += value(m)
+			n++
 		}
 	}
-	return sum
+	return sum, n
 }
