@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestNoAllocations: a read, a write and a vectored write of a wrapped socket allocate
-// nothing once the connection is open.
+// TestNoAllocations: a read, a pooled read, a write and a vectored write of a wrapped socket
+// allocate nothing once the connection is open.
 func TestNoAllocations(t *testing.T) {
 	c, peer := pair(t)
 	msg := pattern(1000, 5)
@@ -25,6 +25,10 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := make([]byte, len(msg))
+	spare := make([]byte, 64)
+	free := &spare
+	get := func() *[]byte { b := free; free = nil; return b }
+	put := func(b *[]byte) { free = b }
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := c.Write(msg); err != nil {
 			t.Fatal(err)
@@ -44,6 +48,19 @@ func TestNoAllocations(t *testing.T) {
 		}
 		if _, err := io.ReadFull(c, back); err != nil {
 			t.Fatal(err)
+		}
+		// ReadPooled, its buffer from a pool of one: a wait in the poller and the buffer's
+		// round trip through get and put allocate nothing either.
+		if _, err := peer.Write(msg[:7]); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < 7; {
+			pb, n, err := c.ReadPooled(get, put)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+			put(pb)
 		}
 	})
 	if allocs != 0 {

@@ -143,7 +143,6 @@ func (e *netEngine) serve(cs *conn) {
 // they are handled, so that an idle connection holds none; otherwise the connection keeps one
 // buffer for its life.
 type netReader struct {
-	e    *netEngine
 	raw  *rawio.Conn // nil: reads go to nc
 	nc   *net.UnixConn
 	held *[]byte // the buffer of the last raw read, or the connection's own
@@ -152,7 +151,7 @@ type netReader struct {
 }
 
 func (e *netEngine) reader(cs *conn) *netReader {
-	r := &netReader{e: e, nc: cs.nc}
+	r := &netReader{nc: cs.nc}
 	r.raw, _ = rawio.Wrap(cs.nc).(*rawio.Conn)
 	r.get = func() *[]byte {
 		e.buffers.Add(1)
