@@ -119,6 +119,9 @@ const (
 	// maxSocketPath is the longest unix socket path every supported OS accepts (sun_path is
 	// 104 bytes on the BSDs, 108 on Linux, both including the terminating NUL).
 	maxSocketPath = 103
+	// maxListenPath is the longest -uds.listen: the socket is bound under a name two bytes
+	// longer (tempSocketPath) and moved into place once it is ready.
+	maxListenPath = maxSocketPath - 2
 	// minReportingPeriod and maxReportingPeriod bound the export period; the client itself never
 	// sends less than one second.
 	minReportingPeriod = time.Second
@@ -133,8 +136,8 @@ func (c Config) Validate() error {
 		return nil
 	}
 	var errs []error
-	if len(c.Listen) > maxSocketPath {
-		errs = append(errs, fmt.Errorf("uds: socket path %q longer than %d bytes", c.Listen, maxSocketPath))
+	if len(c.Listen) > maxListenPath {
+		errs = append(errs, fmt.Errorf("uds: socket path %q longer than %d bytes", c.Listen, maxListenPath))
 	}
 	if strings.ContainsAny(c.Listen, "?#\x00") {
 		errs = append(errs, fmt.Errorf("uds: socket path %q contains '?', '#' or NUL", c.Listen))

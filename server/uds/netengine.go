@@ -46,15 +46,21 @@ type netEngine struct {
 	}
 }
 
-// listenNet listens on the socket, gives it its group and mode, and starts accepting. Called
-// with s.mu held.
+// listenNet listens on the socket under its temporary name, publishes it and starts
+// accepting. Called with s.mu held.
 func (s *Server) listenNet() (*netEngine, error) {
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.path, Net: "unix"})
+	tmp := tempSocketPath(s.path)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err // what a start that died before its rename left
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ownSocket(); err != nil {
+	ln.SetUnlinkOnClose(false) // the name moves; Shutdown removes the socket (removeSocket)
+	if err := s.publishSocket(); err != nil {
 		ln.Close()
+		os.Remove(tmp)
 		return nil, err
 	}
 	e := &netEngine{s: s, ln: ln}

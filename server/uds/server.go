@@ -97,6 +97,9 @@ type Server struct {
 		runDone chan struct{}
 		// net serves the socket instead of gnet with EngineNet (netengine.go).
 		net *netEngine
+		// placed is the socket file this server moved into place (publishSocket), so that
+		// Shutdown removes it and never a file another process put there since.
+		placed os.FileInfo
 	}
 }
 
@@ -122,8 +125,8 @@ func New(cfg Config, next pipeline.Consumer, log *slog.Logger) (*Server, error) 
 		if err != nil {
 			return nil, fmt.Errorf("uds: socket path %q: %w", cfg.Listen, err)
 		}
-		if len(abs) > maxSocketPath {
-			return nil, fmt.Errorf("uds: socket path %q longer than %d bytes", abs, maxSocketPath)
+		if len(abs) > maxListenPath {
+			return nil, fmt.Errorf("uds: socket path %q longer than %d bytes", abs, maxListenPath)
 		}
 		path = abs
 	}
@@ -160,9 +163,11 @@ func New(cfg Config, next pipeline.Consumer, log *slog.Logger) (*Server, error) 
 }
 
 // Start listens on the socket and returns once connections are accepted; the event loops and
-// the metric exporter then run on their own goroutines until Shutdown. A stale socket file is
-// removed; a socket another process listens on is an error. With an empty Listen it does
-// nothing. Start may be called once; safe for concurrent use with Shutdown.
+// the metric exporter then run on their own goroutines until Shutdown. The socket is bound
+// under a name beside the path, given its group and mode, and listening before it is moved to
+// the path, which a stale socket file is replaced at; a socket another process listens on is an
+// error. With an empty Listen it does nothing. Start may be called once; safe for concurrent
+// use with Shutdown.
 func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Listen == "" {
 		return nil
@@ -189,7 +194,7 @@ func (s *Server) Start(ctx context.Context) error {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
-		runErr <- gnet.Run(h, "unix://"+s.path,
+		runErr <- gnet.Run(h, "unix://"+tempSocketPath(s.path),
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithLoadBalancing(gnet.LeastConnections),
 			gnet.WithLogger(gnetLogger{s.log}),
@@ -256,6 +261,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			err = ctx.Err()
 		}
 	}
+	s.removeSocket()
 	// Even when the event loops are slow to stop, the exporter flushes what it has and ends.
 	// Its final export is admitted, or tried again while ctx lasts, then counted as dropped.
 	close(s.exportStop)
@@ -271,8 +277,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// prepareSocket makes room for the socket: a stale file (nobody accepts on it) is removed, a live
-// one is an error, and anything that is not a socket is left alone.
+// prepareSocket checks that the socket may go to path: nothing is there, or a stale socket file
+// (nobody accepts on it), which publishSocket replaces. A live socket is an error, and anything
+// that is not a socket is left alone.
 func prepareSocket(ctx context.Context, path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -293,11 +300,19 @@ func prepareSocket(ctx context.Context, path string) error {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("uds: cannot tell whether %s is in use: %w", path, err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("uds: cannot remove stale socket %s: %w", path, err)
-	}
 	return nil
 }
+
+// tempSocketPath is the name the socket is bound under until it is ready: hidden, beside path
+// (a rename stays in its directory) and two bytes longer (maxListenPath).
+func tempSocketPath(path string) string {
+	dir, base := filepath.Split(path)
+	return dir + "." + base + "~"
+}
+
+// testBeforePublish, when set by a test, runs once the socket listens under its temporary name
+// with its group and mode, just before it is moved to the path.
+var testBeforePublish func(tmp string)
 
 // handler is the gnet event handler. Its callbacks run on the event loops and never block.
 type handler struct {
@@ -307,11 +322,10 @@ type handler struct {
 	bootErr error
 }
 
-// OnBoot runs on gnet.Run's goroutine once the socket listens and before any connection is
-// accepted: the moment to set the socket file's group and permissions. The group goes first,
-// so the file never grants the new mode to the group it was created with.
+// OnBoot runs on gnet.Run's goroutine once the socket listens under its temporary name and
+// before any connection is accepted, while Start waits holding s.mu: the moment to publish it.
 func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
-	if err := h.s.ownSocket(); err != nil {
+	if err := h.s.publishSocket(); err != nil {
 		h.bootErr = err
 		return gnet.Shutdown
 	}
@@ -319,19 +333,50 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// ownSocket gives the socket file its group and permissions, once it listens and before any
-// connection is accepted. The group goes first, so the file never grants the new mode to the
-// group it was created with.
-func (s *Server) ownSocket() error {
+// publishSocket gives the socket, listening under its temporary name, its group and
+// permissions, and then moves it to the path in one rename: a client finds either no socket (or
+// the stale one it replaces) or one that listens with its final mode, never a file that refuses
+// connections or admits them under the mode it was created with. The group goes first, so the
+// file never grants the new mode to the group it was created with. Called with s.mu held (by
+// Start, which waits while gnet's OnBoot calls it).
+func (s *Server) publishSocket() error {
+	tmp := tempSocketPath(s.path)
 	if s.gid >= 0 {
-		if err := os.Lchown(s.path, -1, s.gid); err != nil {
+		if err := os.Lchown(tmp, -1, s.gid); err != nil {
 			return fmt.Errorf("cannot give the socket to group %s: %w", s.cfg.Group, err)
 		}
 	}
-	if err := os.Chmod(s.path, s.cfg.Mode); err != nil {
+	if err := os.Chmod(tmp, s.cfg.Mode); err != nil {
 		return fmt.Errorf("cannot set mode %v: %w", s.cfg.Mode, err)
 	}
+	if testBeforePublish != nil {
+		testBeforePublish(tmp)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("cannot move the socket into place: %w", err)
+	}
+	fi, err := os.Lstat(s.path)
+	if err != nil {
+		return fmt.Errorf("cannot inspect the socket: %w", err)
+	}
+	s.mu.placed = fi
 	return nil
+}
+
+// removeSocket removes the socket file at Shutdown if it is still the one publishSocket put
+// there. Called with s.mu held.
+func (s *Server) removeSocket() {
+	if s.mu.placed == nil {
+		return
+	}
+	fi, err := os.Lstat(s.path)
+	if err != nil || !os.SameFile(fi, s.mu.placed) {
+		s.log.Warn("the socket file was replaced or removed while serving; leaving the path alone", "socket", s.path)
+		return
+	}
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("cannot remove the socket file", "socket", s.path, "err", err)
+	}
 }
 
 // OnOpen runs on the connection's event loop.

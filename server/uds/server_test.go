@@ -450,6 +450,82 @@ func TestSocketLifecycle(t *testing.T) {
 			t.Fatal("no spans through the replaced socket")
 		}
 	})
+	t.Run("the path shows only a ready socket", func(t *testing.T) {
+		for _, stale := range []bool{false, true} {
+			path := socketPath(t)
+			var staleFile os.FileInfo
+			if stale {
+				ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.SetUnlinkOnClose(false)
+				ln.Close()
+				if staleFile, err = os.Lstat(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran := false
+			testBeforePublish = func(tmp string) {
+				ran = true
+				if fi, err := os.Lstat(tmp); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+					t.Errorf("stale %v: before it is moved, %s is %v (%v), want a socket with mode 0600", stale, tmp, fi, err)
+				}
+				if c, err := net.Dial("unix", tmp); err != nil {
+					t.Errorf("stale %v: not listening before it is moved: %v", stale, err)
+				} else {
+					c.Close()
+				}
+				fi, err := os.Lstat(path)
+				switch {
+				case stale && (err != nil || !os.SameFile(fi, staleFile)):
+					t.Errorf("before the move, the path holds %v (%v), want the stale socket", fi, err)
+				case !stale && !errors.Is(err, os.ErrNotExist):
+					t.Errorf("before the move, the path holds %v (%v), want nothing", fi, err)
+				}
+			}
+			t.Cleanup(func() { testBeforePublish = nil })
+			h := start(t, func(c *Config) { c.Listen, c.Mode = path, 0o600 })
+			testBeforePublish = nil
+			if !ran {
+				t.Fatal("the socket was never published through publishSocket")
+			}
+			if _, err := os.Lstat(tempSocketPath(path)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the temporary name is left: %v", err)
+			}
+			if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 || (stale && os.SameFile(fi, staleFile)) {
+				t.Fatalf("after Start the path holds %v (%v)", fi, err)
+			}
+			// The probe's connection is accepted and closed once the socket is published; replay
+			// waits for the next close.
+			testkit.WaitFor(t, "the probe's close", func() bool { return h.s.closed.Load() >= 1 })
+			h.replay(newStream(1).init().spans("ready").buf, 0)
+			h.shutdown()
+			if got := spanNames(t, h.rec.Received())[1]; len(got) != 1 || got[0] != "ready" {
+				t.Fatalf("spans %v", got)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("socket file after shutdown: %v", err)
+			}
+		}
+	})
+	t.Run("a socket that took the path while serving is left alone", func(t *testing.T) {
+		h := start(t, nil)
+		if err := os.Remove(h.path); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("unix", h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		h.shutdown()
+		if c, err := net.Dial("unix", h.path); err != nil {
+			t.Fatalf("shutdown removed the socket that took its path: %v", err)
+		} else {
+			c.Close()
+		}
+	})
 	t.Run("live socket is an error", func(t *testing.T) {
 		path := socketPath(t)
 		ln, err := net.Listen("unix", path)
