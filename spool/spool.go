@@ -558,6 +558,19 @@ func (s *Spool) Bytes() int64 {
 	return s.mu.bytes
 }
 
+// SealedBytes is Bytes less the segment being written: what deliveries can free. The active
+// segment goes only once it is sealed and every reader finished it, so a writer that waits for
+// the spool to shrink must not count it, or it would wait for its own next append. Safe for
+// concurrent use.
+func (s *Spool) SealedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.active == nil {
+		return s.mu.bytes
+	}
+	return s.mu.bytes - s.mu.off
+}
+
 // Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.
 func (s *Spool) Reader(destination string) *Reader {
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -749,4 +750,81 @@ func (l *logLines) count(prefix string) (n int) {
 		}
 	}
 	return n
+}
+
+// A consumer with a backlog fills only its share of the queue (-kafka.consume.queue-share):
+// behind an upstream that answers nothing, it stops at half of -queue.max-bytes and waits,
+// /readyz stays true, and OTLP/HTTP clients beside it are admitted into the other half, where
+// a consumer that took the whole queue would have them refused with 429. Once the upstream
+// answers, every record and every pushed span arrives exactly once.
+func TestKafkaConsumeLeavesRoomForPushClients(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	u.hold()
+	cfg := consumeConfig(kc, "share", u)
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Pipeline.QueueMaxBytes, cfg.Pipeline.BatchMaxBytes = 256<<10, 16<<10
+	before := metricSum(t, "otlpgate_kafka_consume_backpressure_waits_total", "", "")
+	g := startGateway(t, cfg)
+	ids := idRange(1, 120)
+	produceValues(t, kc, "otlp_spans", func(i int) []byte { return traceBody(t, 4<<10, ids[i]) }, len(ids))
+	eventually(t, func() string { return "the consumer never waited for its share" }, func() bool {
+		return metricSum(t, "otlpgate_kafka_consume_backpressure_waits_total", "", "") > before
+	})
+	share := int64(cfg.KafkaConsume.QueueShare * float64(cfg.Pipeline.QueueMaxBytes))
+	if q := g.Pipeline().QueuedBytes(); q > share || q < share/2 {
+		t.Fatalf("the consumer waits with %d bytes queued, want up to its share, %d", q, share)
+	}
+	if code, body := readyz(t, g); code != http.StatusOK {
+		t.Fatalf("/readyz while the consumer waits for its share = %d %q", code, body)
+	}
+	pushed := idRange(1000, 12) // 12 x 8 KiB: more than the room a consumer at 100% would leave
+	for _, id := range pushed {
+		if code := post(t, g, traceBody(t, 8<<10, id)); code != http.StatusOK {
+			t.Fatalf("POST span %d beside the waiting consumer: status %d (queued %d of %d)", id, code,
+				g.Pipeline().QueuedBytes(), cfg.Pipeline.QueueMaxBytes)
+		}
+	}
+	u.release()
+	want := append(append([]uint64(nil), ids...), pushed...)
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(want)) },
+		func() bool { return u.distinct() == len(want) })
+	for _, id := range want {
+		if n := u.count(id); n != 1 {
+			t.Fatalf("span %d arrived %d times", id, n)
+		}
+	}
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "share", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "share", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
+}
+
+// With a spool the consumer's share is of -spool.max-bytes, and the segment being written is
+// not counted: it is freed only once it is full and every destination finished it, so a
+// consumer that waited for it would wait forever. With the smallest spool the flags allow (two
+// segments), whose half is one segment, a backlog of four segments goes through.
+func TestKafkaConsumeShareOfSmallSpool(t *testing.T) {
+	kc := startKafka(t)
+	u := startUpstream(t)
+	cfg := consumeConfig(kc, "smallspool", u)
+	cfg.Spool.Dir = t.TempDir()
+	cfg.Spool.SegmentBytes, cfg.Spool.MaxBytes = 64<<10, 128<<10
+	startGateway(t, cfg)
+	ids := idRange(2000, 60)
+	produceValues(t, kc, "otlp_spans", func(i int) []byte { return traceBody(t, 4<<10, ids[i]) }, len(ids))
+	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
+		func() bool { return u.distinct() == len(ids) })
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, "smallspool", "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
+	},
+		func() bool {
+			_, sum, end := committed(t, kc, "smallspool", "otlp_spans")
+			return sum == end && end == int64(len(ids))
+		})
 }

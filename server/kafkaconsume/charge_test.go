@@ -31,6 +31,8 @@ func (a *charging) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error)
 
 func (a *charging) RetryDelay() time.Duration { return time.Millisecond }
 
+func (a *charging) Fill() (int64, int64) { return 0, 0 }
+
 // chargedHandler is a consumer of OTLP/JSON records with an intake limiter of 1MiB.
 func chargedHandler(t *testing.T) (*Consumer, *partition, *charging) {
 	t.Helper()

@@ -66,6 +66,14 @@ type Config struct {
 	// FetchMaxBytes bounds what one fetch brings from the brokers, and so what the client
 	// buffers while admission waits (-kafka.consume.fetch-max-bytes, default 16MiB).
 	FetchMaxBytes int32
+	// QueueShare is the share of the queue the consumer fills (-kafka.consume.queue-share,
+	// default 0.5): it admits a record only while what the queue holds (-queue.max-bytes, or
+	// the spool's -spool.max-bytes, less the segment being written), with the record, stays
+	// within this share of its bound, and otherwise waits as for a full queue. Kafka keeps the
+	// backlog; the rest of the queue is kept for the intakes whose clients cannot wait, and
+	// /readyz, which fails at 90%, stays true while the consumer catches up. A record arriving
+	// at an empty queue is admitted whatever its size. In (0, 1].
+	QueueShare float64
 	// CommitInterval is how often the acknowledged offsets are committed
 	// (-kafka.consume.commit-interval, default 1s). What a restart re-reads is at most what
 	// was in flight plus this much.
@@ -114,6 +122,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:  32 << 20,
 		MaxPollRecords: 1000,
 		FetchMaxBytes:  16 << 20,
+		QueueShare:     0.5,
 		CommitInterval: time.Second,
 		RevokeWait:     10 * time.Second,
 		SessionTimeout: 45 * time.Second,
@@ -158,6 +167,8 @@ func (c Config) Validate() error {
 		return errors.New("-kafka.consume.max-poll-records must be at least 1")
 	case c.FetchMaxBytes < 1<<10:
 		return errors.New("-kafka.consume.fetch-max-bytes must be at least 1KiB")
+	case !(c.QueueShare > 0 && c.QueueShare <= 1):
+		return fmt.Errorf("-kafka.consume.queue-share %v outside (0, 1]", c.QueueShare)
 	case c.CommitInterval < 10*time.Millisecond:
 		return errors.New("-kafka.consume.commit-interval must be at least 10ms")
 	case c.RevokeWait < 0:

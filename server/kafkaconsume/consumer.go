@@ -29,6 +29,9 @@ type Admitter interface {
 	AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error)
 	// RetryDelay is how long to wait after ErrFull. Safe for concurrent use.
 	RetryDelay() time.Duration
+	// Fill is what the queue the consumer shares with the other intakes holds, and its
+	// bound (0: none); Config.QueueShare is taken of it. Safe for concurrent use.
+	Fill() (used, limit int64)
 }
 
 // Consumer is the Kafka consumer intake. New builds it, Start joins the group, Shutdown leaves
@@ -317,20 +320,27 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) handled {
 		return handleDone
 	}
 	for waited := false; ; {
-		b, err := c.in.AdmitDelivered(req)
+		var b *pipeline.Batch
+		err := errOverShare
+		if !c.overShare(int64(len(req.Body))) {
+			b, err = c.in.AdmitDelivered(req)
+		}
 		switch {
 		case err == nil:
 			recordsC[t.Signal].Inc()
 			itemsC[t.Signal].Add(float64(req.Items))
 			c.track(p, r, b)
 			return handleDone
-		case errors.Is(err, pipeline.ErrFull), errors.Is(err, pipeline.ErrRoutesUnwaited):
+		case err == errOverShare, errors.Is(err, pipeline.ErrFull), errors.Is(err, pipeline.ErrRoutesUnwaited):
 			// No room now: poll nothing until there is. The brokers keep the backlog.
 			backpressure.Inc()
 			if !waited {
 				waited = true
-				if errors.Is(err, pipeline.ErrRoutesUnwaited) {
+				switch {
+				case errors.Is(err, pipeline.ErrRoutesUnwaited):
 					c.logLimited("kafka consumer waits: destinations route by resource (match=), which the consumer cannot wait on", "err", err)
+				case err == errOverShare:
+					c.logLimited("kafka consumer waits: the queue holds the consumer's share (-kafka.consume.queue-share); the rest is kept for the other intakes", "share", c.cfg.QueueShare)
 				}
 			}
 			if c.rebalancing.Load() {
@@ -352,6 +362,17 @@ func (c *Consumer) handle(p *partition, r *kgo.Record) handled {
 			return handleDone
 		}
 	}
+}
+
+// errOverShare is handle's own refusal of a record that would take the queue past the
+// consumer's share (Config.QueueShare): it waits as for ErrFull.
+var errOverShare = errors.New("kafkaconsume: the queue holds the consumer's share")
+
+// overShare reports whether n more bytes would take the queue past the consumer's share. A
+// queue that holds nothing takes any record, so that one larger than the share still goes.
+func (c *Consumer) overShare(n int64) bool {
+	used, limit := c.in.Fill()
+	return limit > 0 && used > 0 && float64(used+n) > c.cfg.QueueShare*float64(limit)
 }
 
 // wait sleeps d, or until Shutdown (false). It is a wait for room: no partition stalls meanwhile.

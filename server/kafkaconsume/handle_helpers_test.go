@@ -23,6 +23,8 @@ func (d *durable) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error) 
 
 func (d *durable) RetryDelay() time.Duration { return time.Millisecond }
 
+func (d *durable) Fill() (int64, int64) { return 0, 0 }
+
 // handler is a consumer with no client, for driving handle directly.
 func handler(t testing.TB, in Admitter, json bool) (*Consumer, *partition) {
 	t.Helper()

@@ -40,6 +40,8 @@ func (s *sink) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error) {
 
 func (s *sink) RetryDelay() time.Duration { return time.Millisecond }
 
+func (s *sink) Fill() (int64, int64) { return 0, 0 }
+
 func (s *sink) taken() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()

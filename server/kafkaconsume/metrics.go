@@ -43,7 +43,7 @@ var (
 	}, []string{"reason"})
 	backpressure = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_backpressure_waits_total",
-		Help: "Times the consumer intake waited, polling nothing, because the pipeline had no room for a record (-queue.max-bytes, -intake.unauthenticated.max-bytes), or the intake limiter none for an otlp_json record's protobuf form (-intake.max-bytes).",
+		Help: "Times the consumer intake waited, polling nothing, because the queue held its share (-kafka.consume.queue-share), the pipeline had no room for a record (-queue.max-bytes, -intake.unauthenticated.max-bytes), or the intake limiter none for an otlp_json record's protobuf form (-intake.max-bytes).",
 	})
 	rewinds = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_rewinds_total",
