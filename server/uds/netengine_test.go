@@ -4,6 +4,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/otlpgate/otlpgate/internal/rawio"
 	"github.com/otlpgate/otlpgate/internal/testkit"
@@ -25,6 +26,11 @@ func TestNetEngineIdleConnectionsHoldNoBuffers(t *testing.T) {
 	}
 	testkit.WaitFor(t, "every connection accepted", func() bool { return h.s.conns.Load() == n })
 	e := h.s.mu.net
+	// A connection's first read takes a buffer, finds nothing and gives it back before it
+	// waits: a connection just accepted may be in that moment. Once all of them wait, none
+	// holds a buffer, and none takes one while nothing arrives.
+	testkit.WaitFor(t, "the idle connections to hold no buffer", func() bool { return e.buffers.Load() == 0 })
+	time.Sleep(50 * time.Millisecond)
 	if b := e.buffers.Load(); b != 0 {
 		t.Fatalf("%d read buffers held by %d idle connections", b, n)
 	}
