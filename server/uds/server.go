@@ -355,11 +355,13 @@ func (s *Server) publishSocket() error {
 	if err := os.Rename(tmp, s.path); err != nil {
 		return fmt.Errorf("cannot move the socket into place: %w", err)
 	}
-	fi, err := os.Lstat(s.path)
-	if err != nil {
-		return fmt.Errorf("cannot inspect the socket: %w", err)
+	// The socket serves from here on; what it is on disk only tells Shutdown whether the path
+	// is still its own.
+	if fi, err := os.Lstat(s.path); err == nil {
+		s.mu.placed = fi
+	} else {
+		s.log.Warn("cannot inspect the socket file; Shutdown will leave it", "socket", s.path, "err", err)
 	}
-	s.mu.placed = fi
 	return nil
 }
 
