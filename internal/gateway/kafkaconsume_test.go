@@ -124,6 +124,19 @@ func committed(t *testing.T, kc *kfake.Cluster, group, topic string) (offsets ma
 	return offsets, sum, end
 }
 
+// waitCommittedToEnd waits until group's committed offsets on otlp_spans reach the end of every
+// partition, and the partitions hold n records together.
+func waitCommittedToEnd(t *testing.T, kc *kfake.Cluster, group string, n int64) {
+	t.Helper()
+	eventually(t, func() string {
+		off, sum, end := committed(t, kc, group, "otlp_spans")
+		return fmt.Sprintf("committed %v (%d) of %d, want all of %d", off, sum, end, n)
+	}, func() bool {
+		_, sum, end := committed(t, kc, group, "otlp_spans")
+		return sum == end && end == n
+	})
+}
+
 // idRange is the ids from, from+1, ... of n.
 func idRange(from uint64, n int) []uint64 {
 	ids := make([]uint64, n)
@@ -216,14 +229,7 @@ func TestKafkaConsumePoison(t *testing.T) {
 	}, func() bool {
 		return metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "undecodable")-undecodable == 2 && metricSum(t, "otlpgate_kafka_consume_skipped_records_total", "reason", "too_large")-tooLarge == 1
 	})
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "poison", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "poison", "otlp_spans")
-			return sum == end && end == int64(len(values))
-		})
+	waitCommittedToEnd(t, kc, "poison", int64(len(values)))
 }
 
 // While the upstream answers nothing, no offset is committed past what it acknowledged (here:
@@ -245,14 +251,7 @@ func TestKafkaConsumeUpstreamDown(t *testing.T) {
 	u.release()
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "down", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "down", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "down", int64(len(ids)))
 }
 
 // A batch the destination gives up undelivered (its upstream answers nothing within the ack
@@ -274,14 +273,7 @@ func TestKafkaConsumeRewind(t *testing.T) {
 	u.release()
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "rewind", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "rewind", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "rewind", int64(len(ids)))
 }
 
 // A second otlpgate joining the group mid-run takes some partitions over (a cooperative
@@ -321,14 +313,7 @@ func TestKafkaConsumeRebalance(t *testing.T) {
 	if len(a.kc.Lag()) == 0 {
 		t.Error("member a holds no partition after the rebalance")
 	}
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "rebalance", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "rebalance", "otlp_spans")
-			return sum == end && end == int64(sent)
-		})
+	waitCommittedToEnd(t, kc, "rebalance", int64(sent))
 	t.Logf("%d spans, %d delivered twice or more across the rebalance", sent, u.duplicates())
 	for _, g := range []*Gateway{a, b} {
 		if err := g.Shutdown(context.Background()); err != nil {
@@ -440,11 +425,7 @@ func TestKafkaConsumeBrokerRestart(t *testing.T) {
 	produceSpans(t, kc, "otlp_spans", idRange(2001, 200)...)
 	eventually(t, func() string { return fmt.Sprintf("%d of 600 spans at the upstream", u.distinct()) },
 		func() bool { return u.distinct() == 600 })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "restart", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool { _, sum, end := committed(t, kc, "restart", "otlp_spans"); return sum == end && end == 600 })
+	waitCommittedToEnd(t, kc, "restart", 600)
 }
 
 // Records an otlpgate produced in OTLP/JSON, and records over SASL (PLAIN, SCRAM-SHA-256,
@@ -523,14 +504,7 @@ func TestKafkaConsumeSpool(t *testing.T) {
 	startGateway(t, cfg)
 	ids := idRange(700, 40)
 	produceSpans(t, kc, "otlp_spans", ids...)
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "spool", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "spool", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "spool", int64(len(ids)))
 	if n := u.distinct(); n != 0 {
 		t.Fatalf("%d spans delivered while the upstream was held", n)
 	}
@@ -568,14 +542,7 @@ func TestKafkaConsumeRebalanceUnderBackpressure(t *testing.T) {
 	u.release()
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "pressure", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "pressure", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "pressure", int64(len(ids)))
 }
 
 // With -kafka.consume.tenant-from-headers a record's tenant is the one its Kafka headers name
@@ -640,10 +607,7 @@ func TestKafkaConsumeTenantHeaders(t *testing.T) {
 	}
 	wanted := fmt.Sprint(want[a]) + " " + fmt.Sprint(want[b]) + " " + fmt.Sprint(want[rest])
 	eventually(t, func() string { return "got " + got() + ", want " + wanted }, func() bool { return got() == wanted })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "tenants", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	}, func() bool { _, sum, end := committed(t, kc, "tenants", "otlp_spans"); return sum == end && end == 60 })
+	waitCommittedToEnd(t, kc, "tenants", 60)
 	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -794,14 +758,7 @@ func TestKafkaConsumeLeavesRoomForPushClients(t *testing.T) {
 			t.Fatalf("span %d arrived %d times", id, n)
 		}
 	}
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "share", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "share", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "share", int64(len(ids)))
 }
 
 // With a spool the consumer's share is of -spool.max-bytes, and the segment being written is
@@ -819,12 +776,5 @@ func TestKafkaConsumeShareOfSmallSpool(t *testing.T) {
 	produceValues(t, kc, "otlp_spans", func(i int) []byte { return traceBody(t, 4<<10, ids[i]) }, len(ids))
 	eventually(t, func() string { return fmt.Sprintf("%d of %d spans at the upstream", u.distinct(), len(ids)) },
 		func() bool { return u.distinct() == len(ids) })
-	eventually(t, func() string {
-		off, sum, end := committed(t, kc, "smallspool", "otlp_spans")
-		return fmt.Sprintf("committed %v (%d) of %d", off, sum, end)
-	},
-		func() bool {
-			_, sum, end := committed(t, kc, "smallspool", "otlp_spans")
-			return sum == end && end == int64(len(ids))
-		})
+	waitCommittedToEnd(t, kc, "smallspool", int64(len(ids)))
 }
