@@ -798,6 +798,10 @@ const flushHandOut = time.Second
 // QueuedBytes is the admitted bytes not yet finished by every destination. Safe for concurrent use.
 func (p *Pipeline) QueuedBytes() int64 { return p.queued.Load() }
 
+// Fill is the admitted bytes not yet finished by every destination and their bound,
+// Config.QueueMaxBytes: what the Kafka consumer takes its share of. Safe for concurrent use.
+func (p *Pipeline) Fill() (used, limit int64) { return p.queued.Load(), p.cfg.QueueMaxBytes }
+
 // RetryDelay is how long a refused client should wait before trying again: the time the
 // destinations need to drain the current queue at their recent rate, between 100ms and 30s.
 // Safe for concurrent use.

@@ -243,7 +243,7 @@ func (g *Gateway) build() error {
 	// it when, whatever -ack says; with a spool, once the record is spooled.
 	cfg.KafkaConsume.Tenants = cfg.Pipeline.Tenants
 	cfg.KafkaConsume.Limiter = g.lim
-	var consumeIn kafkaconsume.Admitter = pipelineConsume{g.p, cfg.Pipeline.QueueMaxBytes}
+	var consumeIn kafkaconsume.Admitter = g.p
 	if g.sa != nil {
 		consumeIn = spooledConsume{g.sa, g.spool, cfg.Spool.MaxBytes}
 	}
@@ -373,16 +373,6 @@ type spooledConsume struct {
 // Fill implements kafkaconsume.Admitter: with a spool, the spool is the queue, less the segment
 // being written, which no delivery frees before the consumer's own appends fill it.
 func (s spooledConsume) Fill() (used, limit int64) { return s.spool.SealedBytes(), s.max }
-
-// pipelineConsume is the consumer's kafkaconsume.Admitter without a spool: the pipeline, and
-// its queue's bound (-queue.max-bytes) for the consumer's share.
-type pipelineConsume struct {
-	*pipeline.Pipeline
-	max int64
-}
-
-// Fill implements kafkaconsume.Admitter.
-func (p pipelineConsume) Fill() (used, limit int64) { return p.QueuedBytes(), p.max }
 
 // AdmitDelivered implements kafkaconsume.Admitter.
 func (s spooledConsume) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error) {

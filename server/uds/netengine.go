@@ -222,8 +222,8 @@ func (e *netEngine) goesOn(cs *conn) bool {
 	return true
 }
 
-// stop closes the listener (which removes the socket file) and every connection, and waits
-// for their goroutines, or ctx.
+// stop closes the listener and every connection, and waits for their goroutines, or ctx. The
+// socket file stays for Shutdown (removeSocket).
 func (e *netEngine) stop(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.stopped = true
