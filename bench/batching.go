@@ -151,8 +151,8 @@ func withGate(ctx context.Context, cfg BatchingConfig, sink *Sink, pol BatchPoli
 	if err == nil {
 		listen = addrs[0]
 	}
-	// The socket file exists from its bind, a moment before the listen: a connection that
-	// succeeds says it accepts.
+	// A connection that succeeds says the socket accepts (a stale file left by a killed
+	// process would be there too).
 	for err == nil {
 		if c, derr := net.Dial("unix", socket); derr == nil || wctx.Err() != nil {
 			if derr == nil {
