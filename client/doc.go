@@ -114,7 +114,7 @@
 // and a failing sender.
 //
 // It imports fastpath/ (fastpath/process for the rule of a -dest's match=, which Config
-// carries for the gateway's router), codec/, pool/, proto/, internal/credfile (token files) and
-// internal/h2 (the wire of its own HTTP/2 client, transport=otlpgate); never
+// carries for the gateway's router), codec/, pool/, proto/, internal/credfile (token files),
+// internal/statusmetrics (the metrics the status page reads) and internal/h2 (the wire of its own HTTP/2 client, transport=otlpgate); never
 // server/, cmd/ or bench/ (its tests use server/grpc and server/http as real upstreams).
 package client

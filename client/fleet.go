@@ -15,6 +15,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // Why a batch (or part of one) was routed again after it was first given to a backend.
@@ -48,15 +49,15 @@ const (
 var fleetRefusalNames = [numFleetRefusals]string{"queue_full", "shutdown"}
 
 var (
-	fleetBackends = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	fleetBackends = statusmetrics.Auto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "otlpgate_fleet_backends",
 		Help: "Backends a balanced destination sends to: resolved and not ejected.",
 	}, []string{"destination"})
-	fleetEjections = promauto.NewCounterVec(prometheus.CounterOpts{
+	fleetEjections = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fleet_ejections_total",
 		Help: "Backends taken out of the set after failing for eject-after; their data was routed to the others.",
 	}, []string{"destination"})
-	fleetReadmissions = promauto.NewCounterVec(prometheus.CounterOpts{
+	fleetReadmissions = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fleet_readmissions_total",
 		Help: "Ejected backends admitted again once they connected.",
 	}, []string{"destination"})

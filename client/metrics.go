@@ -5,10 +5,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 var (
-	sentRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	sentRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_sent_requests_total",
 		Help: "Requests written to the upstream, every attempt included.",
 	}, []string{"destination", "backend"})
@@ -16,15 +18,15 @@ var (
 		Name: "otlpgate_client_sent_bytes_total",
 		Help: "Payload bytes of the requests written to the upstream, before compression.",
 	}, []string{"destination", "backend"})
-	ackedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	ackedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_acknowledged_requests_total",
 		Help: "Requests the upstream acknowledged with Success (v1: an OK response).",
 	}, []string{"destination", "backend"})
-	ackedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	ackedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_acknowledged_items_total",
 		Help: "Spans, data points and log records the upstream acknowledged with Success.",
 	}, []string{"destination", "backend"})
-	retriedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	retriedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_retried_requests_total",
 		Help: "Requests scheduled to be sent again after a backoff, by reason (failed_retryable, throttled, ack_timeout: a unary call not answered within ack-timeout).",
 	}, []string{"destination", "backend", "reason"})
@@ -44,7 +46,7 @@ var (
 		Name: "otlpgate_client_dropped_requests_total",
 		Help: "Requests given up on, by reason; shutdown_* reasons count what Shutdown could not deliver.",
 	}, []string{"destination", "backend", "reason"})
-	droppedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	droppedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_dropped_items_total",
 		Help: "Spans, data points and log records of the dropped requests, by reason.",
 	}, []string{"destination", "backend", "reason"})
@@ -60,12 +62,12 @@ var (
 		Name: "otlpgate_client_impossible_partial_successes_total",
 		Help: "Partial success answers that reported more items rejected than the request held, or fewer than none; otlpgate_client_partially_rejected_items_total counts the request's items (or none) for each instead.",
 	}, []string{"destination", "backend"})
-	ackLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
+	ackLatency = statusmetrics.Auto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "otlpgate_client_ack_latency_seconds",
 		Help:    "Time from sending a request to reading its answer, any result code.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 17), // 0.5ms .. 33s
 	}, []string{"destination", "backend"})
-	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
+	throttles = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_client_throttles_total",
 		Help: "Times the upstream asked the destination to pause (UNAVAILABLE or RESOURCE_EXHAUSTED with RetryInfo).",
 	}, []string{"destination", "backend"})
@@ -117,7 +119,7 @@ var (
 // one after shutting the first) are summed under it, so a scrape never sees a label set twice.
 var heldBytes = func() *heldCollector {
 	c := &heldCollector{dests: map[*Dest]struct{}{}, others: map[*heldCounts]struct{}{}}
-	prometheus.MustRegister(c)
+	statusmetrics.MustRegister(c)
 	return c
 }()
 

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // How old the oldest unfinished record is: how long the slowest destination has been behind.
@@ -40,7 +41,7 @@ type ageMark struct {
 // The gauge reads the spool opened last, as the other gauges do (spool.go).
 var ageSpool atomic.Pointer[Spool]
 
-var _ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+var _ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 	Name: "otlpgate_spool_oldest_unfinished_age_seconds",
 	Help: "Age of the oldest spooled record that some destination has not finished (delivered or dropped): how far behind the slowest destination is; 0 when every destination caught up. Records recovered at start count from the start.",
 }, func() float64 {

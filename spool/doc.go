@@ -113,7 +113,8 @@
 //
 // # Rules
 //
-// It imports pool/ and the Prometheus client, nothing else of otlpgate. Open starts two
+// It imports pool/, internal/statusmetrics (the gauges the status page reads) and the
+// Prometheus client, nothing else of otlpgate. Open starts two
 // goroutines at most: the committer (SyncAlways) and the housekeeper (interval syncs and
 // checkpoints every CheckpointInterval, and at once when an append finds the spool or the disk
 // full); Close stops them. Append, Checkpoint, Reader and Close are safe for concurrent use; a

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // ErrEmpty is returned by Reader.Next when the reader has caught up with the appends.
@@ -35,7 +37,7 @@ var (
 		Name: "otlpgate_spool_replayed_records_total",
 		Help: "Records a destination read back that were on disk at start-up: each may be a duplicate of one delivered before the restart.",
 	}, []string{"destination"})
-	droppedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+	droppedRecords = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_spool_dropped_records_total",
 		Help: "Spooled records a destination will never deliver, by reason (rejected: the upstream refused them for good; undeliverable; drop_oldest: -spool.full=drop-oldest deleted them before the destination read them, or while it held them unfinished at shutdown; removed: a reload removed the destination and it still owed them past -spool.removed-hold or -spool.removed-hold-bytes; released: a start did not list the destination, which still owed them).",
 	}, []string{"destination", "reason"})

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	"github.com/otlpgate/otlpgate/pool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -36,15 +37,15 @@ var (
 )
 
 var (
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_spool_bytes",
 		Help: "Bytes of all spool segments on disk (bounded by -spool.max-bytes).",
 	}, func() float64 { return float64(curBytes.Load()) })
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_spool_segments",
 		Help: "Spool segment files on disk.",
 	}, func() float64 { return float64(curSegments.Load()) })
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_spool_max_bytes",
 		Help: "The bound of otlpgate_spool_bytes (-spool.max-bytes): alert on their ratio.",
 	}, func() float64 { return float64(curMaxBytes.Load()) })

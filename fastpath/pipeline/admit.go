@@ -10,6 +10,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -52,7 +53,7 @@ const (
 var refusalNames = [numRefusals]string{"queue_full", "too_large", "spool_full", "spool_io", "intake_bytes", "unserved"}
 
 var (
-	admittedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	admittedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_admitted_items_total",
 		Help: "Spans, data points and log records admitted into the pipeline.",
 	}, []string{"signal"})
@@ -60,7 +61,7 @@ var (
 		Name: "otlpgate_fastpath_admitted_bytes_total",
 		Help: "Request bytes admitted into the pipeline.",
 	}, []string{"signal"})
-	refusedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	refusedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_fastpath_refused_items_total",
 		Help: "Items refused at admission, by reason (queue_full: -queue.max-bytes reached; too_large: one request exceeds it, as received or as processing would make it; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes (or -intake.unauthenticated.max-bytes) had no room for what processing writes; unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"signal", "reason"})

@@ -6,7 +6,8 @@
 // end through its owner (BatchOwner). A balanced destination splits a batch by key with
 // Splitter (split.go), over fastpath's byte-level split.
 //
-// It imports fastpath (the wire), fastpath/tenant and pool/ of otlpgate, never server/,
+// It imports fastpath (the wire), fastpath/tenant, pool/ and internal/statusmetrics (the
+// metrics the status page reads) of otlpgate, never server/,
 // client/, spool/, cmd/ or bench/; it does no I/O. Admission runs on the intakes' goroutines; a
 // Pipeline starts one flusher goroutine (sealing by age, the drain rate, the idle sweep of
 // tenants), which Close stops. Types that are shared say so on each method.

@@ -7,14 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 var (
-	queueBytes = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	queueBytes = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_fastpath_queue_bytes",
 		Help: "Bytes admitted and not yet finished by every destination (bounded by -queue.max-bytes).",
 	}, livePipelines.queued)
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_fastpath_queue_max_bytes",
 		Help: "The bound of otlpgate_fastpath_queue_bytes (-queue.max-bytes): alert on their ratio.",
 	}, livePipelines.limit)

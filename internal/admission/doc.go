@@ -17,7 +17,8 @@
 // Control admits through the pipeline.Admitter interface, so the intakes work alike in front
 // of a pipeline.Pipeline and, with a spool, in front of the spool's admission (spool/feed).
 //
-// It imports fastpath, fastpath/pipeline, fastpath/tenant and pool only. Every function runs on
+// It imports fastpath, fastpath/pipeline, fastpath/tenant, pool and internal/statusmetrics
+// (the metrics the status page reads) only. Every function runs on
 // the intake's goroutine (a handler, or an event loop that never waits) and is safe for concurrent
 // use; nothing here allocates on the request path (Limiter.NewAccount allocates, once per
 // connection).

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // Intake names the intake that asks the Limiter, for the refusal counters.
@@ -151,7 +152,7 @@ var (
 	highBytes              atomic.Int64
 	liveBudget             [numBudgets]atomic.Int64
 
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = statusmetrics.Auto.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "otlpgate_intake_bytes_in_flight",
 		Help: "Bytes intakes hold before admission (gRPC calls being received and their messages being inflated, HTTP bodies being read and decompressed, Kafka requests and decompressed pushes, UDS partial messages), bounded by -intake.max-bytes, -intake.unauthenticated.max-bytes and -intake.inflate-bytes together.",
 	}, func() float64 { return float64(liveBytes.Load()) })
@@ -175,7 +176,7 @@ var (
 		Help: "Decodes running before admission, bounded by -intake.max-decodes.",
 	}, func() float64 { return float64(liveDecodes.Load()) })
 
-	intakeRefused = promauto.NewCounterVec(prometheus.CounterOpts{
+	intakeRefused = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_intake_refused_total",
 		Help: "Requests an intake refused, paused or discarded because the intake limiter had no room, and gRPC connections it ended, by intake and resource (bytes: -intake.max-bytes, or -intake.unauthenticated.max-bytes for kafka and uds; decodes: -intake.max-decodes; conn_bytes: -intake.max-conn-bytes; inflate_bytes: -intake.inflate-bytes; stalled: a connection holding bytes received too little for -intake.progress-timeout).",
 	}, []string{"intake", "resource"})

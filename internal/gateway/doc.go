@@ -15,7 +15,8 @@
 // fastpath/tenant for the tenant table, fastpath/process for the router of a -dest's
 // match=resource, client, client/filedest, spool, spool/feed, server/..., codec, pool,
 // internal/bytesize), internal/credfile for the files it reads itself (-auth.tenants-file, the
-// references of -dest.file lines), and nothing of cmd/ or bench/; only cmd/, bench/ and tests
+// references of -dest.file lines), internal/statusmetrics for the registry it gives the status
+// page, and nothing of cmd/ or bench/; only cmd/, bench/ and tests
 // import it. It never exits the process.
 //
 // # Goroutines

@@ -18,6 +18,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/fastpath/tenant"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	"github.com/otlpgate/otlpgate/server/admin"
 	grpcserver "github.com/otlpgate/otlpgate/server/grpc"
 	httpserver "github.com/otlpgate/otlpgate/server/http"
@@ -257,6 +258,9 @@ func (g *Gateway) build() error {
 	}
 	if g.kc != nil {
 		cfg.Admin.Status.Intakes = append(cfg.Admin.Status.Intakes, "kafka_consume")
+	}
+	if cfg.Admin.Status.Gatherer == nil {
+		cfg.Admin.Status.Gatherer = statusmetrics.Registry
 	}
 	if g.adm, err = admin.New(cfg.Admin, log, g.ready); err != nil {
 		return err

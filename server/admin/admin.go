@@ -88,7 +88,11 @@ func New(cfg Config, log *slog.Logger, ready func() error) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{}), stopSample: make(chan struct{}), sampleDone: make(chan struct{})}
-	s.sampler = newSampler(cfg.Status, prometheus.DefaultGatherer, nil)
+	g := cfg.Status.Gatherer
+	if g == nil {
+		g = prometheus.DefaultGatherer
+	}
+	s.sampler = newSampler(cfg.Status, g, nil)
 	if ready != nil {
 		s.ready.Store(&ready)
 	}

@@ -31,6 +31,10 @@ type StatusConfig struct {
 	// Intakes names the intakes that are on (grpc, http, kafka, uds); the others are not shown.
 	// Empty shows every intake whose metrics exist.
 	Intakes []string
+	// Gatherer is what the status is sampled from; nil is prometheus.DefaultGatherer. otlpgate
+	// gives it a registry of the metrics the status reads alone (internal/statusmetrics): a
+	// gather costs per series gathered, and most series of a destination are not read here.
+	Gatherer prometheus.Gatherer
 }
 
 // unviewed is how often the status is sampled while no one views it: Unviewed, held between
@@ -298,6 +302,17 @@ func (s *sampler) appendLocked(sm sample) {
 
 // statusMetrics are the metrics the status reads; the others are skipped while gathering.
 var statusMetrics = map[string]bool{}
+
+// StatusMetricNames returns the names of the metrics the status reads, sorted: what a
+// StatusConfig.Gatherer must hold of otlpgate's metrics for the status to be whole.
+func StatusMetricNames() []string {
+	names := make([]string, 0, len(statusMetrics))
+	for n := range statusMetrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
 func init() {
 	for _, n := range []string{

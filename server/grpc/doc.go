@@ -13,7 +13,8 @@
 // progress (intake.go, connbudget.go). Compressed messages inflate into the limiter's inflate
 // budget through the codec's compressors (InflateBudget).
 //
-// It imports fastpath/, codec/, pool/, proto/, internal/credfile, internal/bytesize and
+// It imports fastpath/, codec/, pool/, proto/, internal/credfile, internal/bytesize,
+// internal/statusmetrics (the metrics the status page reads) and
 // internal/admission (the intake limiter; refusal reasons, overload episodes and the limiter's
 // hold, shared with the HTTP intake) and internal/h2 (the wire of its own HTTP/2 transport,
 // -grpc.transport=otlpgate); never client/, spool/ or cmd/.

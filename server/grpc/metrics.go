@@ -9,6 +9,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // kind is the protocol a request came in by.
@@ -24,19 +25,19 @@ const (
 var kindNames = [numKinds]string{"v1", "otep_unary", "otep_stream"}
 
 var (
-	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_received_requests_total",
 		Help: "Well-formed requests received by the gRPC intake (the status page's request rate), by protocol and signal.",
 	}, []string{"protocol", "signal"})
-	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_received_items_total",
 		Help: "Items in well-formed requests received by the gRPC intake, by protocol and signal.",
 	}, []string{"protocol", "signal"})
-	receivedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedBytes = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_received_bytes_total",
 		Help: "Request bytes received by the gRPC intake, by protocol and signal.",
 	}, []string{"protocol", "signal"})
-	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	refusedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_grpc_refused_requests_total",
 		Help: "Requests not accepted, by protocol, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled, tenant_rate: the tenant was over -tenant.rate; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes had no room for what processing writes; unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"protocol", "signal", "reason"})

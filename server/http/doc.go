@@ -17,8 +17,8 @@
 // transcoded to the same bytes first. Answers are the empty Export*ServiceResponse, a
 // partial_success, or a google.rpc.Status, in the encoding of the request.
 //
-// It imports fastpath/, codec/, pool/, proto/, internal/admission, internal/credfile and
-// internal/bytesize; never client/, spool/ or cmd/.
+// It imports fastpath/, codec/, pool/, proto/, internal/admission, internal/credfile,
+// internal/bytesize and internal/statusmetrics (the metrics the status page reads); never client/, spool/ or cmd/.
 // fasthttp serves each connection on a goroutine of its worker pool, and the handler runs there,
 // one request at a time per connection; in -ack=upstream mode it blocks on the batch.
 package httpserver

@@ -9,6 +9,7 @@ import (
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // format is how a request body is written.
@@ -43,19 +44,19 @@ var rejectNames = [numRejects]string{"not_found", "method_not_allowed", "unsuppo
 	"tenant_refused"}
 
 var (
-	receivedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_received_requests_total",
 		Help: "Well-formed requests received by the OTLP/HTTP intake (the status page's request rate), by encoding and signal.",
 	}, []string{"encoding", "signal"})
-	receivedItems = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedItems = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_received_items_total",
 		Help: "Items in well-formed requests received by the OTLP/HTTP intake, by encoding and signal.",
 	}, []string{"encoding", "signal"})
-	receivedBytes = promauto.NewCounterVec(prometheus.CounterOpts{
+	receivedBytes = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_received_bytes_total",
 		Help: "Request body bytes received by the OTLP/HTTP intake, after decompression, by encoding and signal.",
 	}, []string{"encoding", "signal"})
-	refusedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	refusedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_refused_requests_total",
 		Help: "Requests not accepted, by format, signal and reason (invalid, queue_full, too_large, closed, upstream_failed, canceled, tenant_rate: the tenant was over -tenant.rate; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_bytes: -intake.max-bytes had no room for what processing writes; unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"encoding", "signal", "reason"})
@@ -71,7 +72,7 @@ var (
 		Name: "otlpgate_http_overload_responses_total",
 		Help: "Requests answered 503 with Retry-After after -http.overload-after of sustained refusals (429 before).",
 	})
-	rejectedRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+	rejectedRequests = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_http_rejected_requests_total",
 		Help: "Requests turned away before their body was read, by reason (not_found, method_not_allowed, unsupported_media_type, unsupported_encoding, body_too_large, corrupt_body, unauthenticated, bad_header, cors_refused, intake_busy: the intake limiter, -intake.max-bytes, refused to hold the body; tenant_refused: the tenant headers, -intake.headers, were refused, see otlpgate_tenant_refused_requests_total).",
 	}, []string{"reason"})

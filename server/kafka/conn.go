@@ -17,6 +17,7 @@ import (
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -69,7 +70,7 @@ var (
 	idleTimeouts = timeouts.WithLabelValues("idle")
 	readTimeouts = timeouts.WithLabelValues("read")
 
-	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	requestsTotal = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_requests_total",
 		Help: "Kafka requests answered, by API.",
 	}, []string{"api"})

@@ -6,7 +6,8 @@
 // identity, to a pipeline.Consumer as an OTLP metrics payload.
 //
 // It imports fastpath/, pool/, codec/kafkacompress, internal/admission (the intake limiter),
-// internal/credfile (TLS) and proto/; it must not import client/, other server/ packages, cmd/
+// internal/credfile (TLS), internal/statusmetrics (the metrics the status page reads) and
+// proto/; it must not import client/, other server/ packages, cmd/
 // or bench/.
 //
 // The listener has no authentication of its own: anyone who reaches it may push telemetry.

@@ -11,6 +11,7 @@ import (
 	"github.com/otlpgate/otlpgate/codec/kafkacompress"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	"github.com/otlpgate/otlpgate/pool"
 )
 
@@ -27,7 +28,7 @@ var (
 		Name: "otlpgate_kafka_exported_pushes_total",
 		Help: "Pushes whose metrics were handed to the pipeline.",
 	})
-	exportedPoints = promauto.NewCounter(prometheus.CounterOpts{
+	exportedPoints = statusmetrics.Auto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_exported_points_total",
 		Help: "Data points handed to the pipeline.",
 	})
@@ -35,7 +36,7 @@ var (
 		Name: "otlpgate_kafka_empty_pushes_total",
 		Help: "Accepted pushes with nothing to forward (no metrics, or none subscribed).",
 	})
-	exportErrors = promauto.NewCounterVec(prometheus.CounterOpts{
+	exportErrors = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_export_errors_total",
 		Help: "Pushes rejected, by reason: invalid_instance and after_terminating (INVALID_REQUEST), unsupported_compression, too_large (over -kafka.telemetry-max-bytes compressed or decompressed: TELEMETRY_TOO_LARGE), labels_too_large (the client labels added to every resource entry kept would take the body past twice -kafka.telemetry-max-bytes: TELEMETRY_TOO_LARGE), corrupt_compression and invalid_record (INVALID_RECORD), queue_full, spool_full, spool_io and intake_busy (THROTTLING_QUOTA_EXCEEDED; spool_full: -spool.max-bytes reached; spool_io: the spool could not write; intake_busy: the intake limiter of -intake.unauthenticated.max-bytes and -intake.max-decodes had no room within -intake.wait, or none for what processing writes), queue_too_large (TELEMETRY_TOO_LARGE), unserved (no destination takes metrics, -dest signals=: UNKNOWN_SUBSCRIPTION_ID, and the client is subscribed to no metrics from then on), consume_error (UNKNOWN_SERVER_ERROR).",
 	}, []string{"reason"})

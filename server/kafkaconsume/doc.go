@@ -36,8 +36,8 @@
 // enters the watch on its assignment (OnPartitionsAssigned), before its first fetch, at the
 // offset the client starts from (learnStarts).
 //
-// It imports fastpath, fastpath/pipeline, fastpath/tenant, pool and internal/admission (the
-// intake limiter), and franz-go's kgo; nothing of
+// It imports fastpath, fastpath/pipeline, fastpath/tenant, pool, internal/admission (the
+// intake limiter), internal/statusmetrics (the metrics the status page reads) and franz-go's kgo; nothing of
 // otlpgate imports it but internal/gateway. Goroutines: one polls and admits (run), one commits
 // every CommitInterval (commitLoop), one lists the end offsets every third of StallTimeout
 // (watchLoop); kgo's own goroutines call the rebalance callbacks, which

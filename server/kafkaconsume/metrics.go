@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // Skip reasons, the reason label of otlpgate_kafka_consume_skipped_records_total.
@@ -25,19 +26,19 @@ const (
 var skipNames = [numSkipReasons]string{"undecodable", "too_large", "unserved", "tenant", "batch_too_large"}
 
 var (
-	records = promauto.NewCounterVec(prometheus.CounterOpts{
+	records = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_records_total",
 		Help: "Kafka records the consumer intake read and admitted, by signal (skipped ones are in otlpgate_kafka_consume_skipped_records_total).",
 	}, []string{"signal"})
-	items = promauto.NewCounterVec(prometheus.CounterOpts{
+	items = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_items_total",
 		Help: "Spans, data points and log records in the Kafka records the consumer intake admitted, by signal.",
 	}, []string{"signal"})
-	recordBytes = promauto.NewCounter(prometheus.CounterOpts{
+	recordBytes = statusmetrics.Auto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_bytes_total",
 		Help: "Bytes of the Kafka record values the consumer intake read.",
 	})
-	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
+	skipped = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_skipped_records_total",
 		Help: "Kafka records the consumer intake skipped because they can never be admitted, by reason (undecodable: not an OTLP request of the topic's signal and encoding; too_large: past -kafka.consume.max-record-bytes or -queue.max-bytes; unserved: no destination takes the signal; tenant: the tenant its headers name is refused; batch_too_large: its record batch decompresses past -kafka.consume.max-batch-bytes, each offset of the batch counted, none read). Each is committed with its partition, and logged at most once per 10s.",
 	}, []string{"reason"})
@@ -61,11 +62,11 @@ var (
 		Name: "otlpgate_kafka_consume_fetch_errors_total",
 		Help: "Errors the Kafka client reported while fetching (brokers unreachable, authentication); it retries by itself.",
 	})
-	lag = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	lag = statusmetrics.Auto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_lag",
 		Help: "Records of a partition assigned to the consumer intake past its committed offset (the brokers' high watermark, from the last fetch or from the end offsets listed every third of -kafka.consume.stall-timeout, minus the committed offset).",
 	}, []string{"topic", "partition"})
-	stalled = promauto.NewGauge(prometheus.GaugeOpts{
+	stalled = statusmetrics.Auto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_stalled_partitions",
 		Help: "Partitions of the consumer intake whose read position has not moved for -kafka.consume.stall-timeout, outside waits for room, while the brokers hold records past it or their leader does not answer its end offset (each logged when it stalls and when it moves again).",
 	})

@@ -11,11 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/codec/ocdaemon"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 	resourcev1 "github.com/otlpgate/otlpgate/proto/opentelemetry/proto/resource/v1"
 )
 
 var (
-	messagesVec = promauto.NewCounterVec(prometheus.CounterOpts{
+	messagesVec = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_uds_messages_total",
 		Help: "Complete OpenCensus daemon messages received, by type (discarded ones included).",
 	}, []string{"type"})

@@ -4,11 +4,11 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/admission"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // consumeOutcome indexes what became of a payload handed to the data path.
@@ -29,7 +29,7 @@ const (
 var consumeNames = [numConsumeOutcomes]string{"accepted", "full", "too_large", "error", "spool_full", "spool_io", "intake_bytes", "unserved"}
 
 var (
-	itemsVec = promauto.NewCounterVec(prometheus.CounterOpts{
+	itemsVec = statusmetrics.Auto.NewCounterVec(prometheus.CounterOpts{
 		Name: "otlpgate_uds_items_total",
 		Help: "Spans and metric data points the OpenCensus intake handed to the data path, by signal and outcome (accepted, or dropped as full, too_large, error, spool_full: -spool.max-bytes reached, spool_io: the spool could not write, intake_bytes: -intake.unauthenticated.max-bytes had no room for what processing writes, unserved: no destination takes the signal, -dest signals=).",
 	}, []string{"signal", "outcome"})

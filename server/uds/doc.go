@@ -33,5 +33,6 @@
 //
 // It imports codec/ocdaemon, fastpath and fastpath/pipeline (the Consumer contract),
 // internal/admission (the intake limiter), internal/rawio (the raw reads of -uds.engine=net),
+// internal/statusmetrics (the metrics the status page reads),
 // pool/ and proto/; it must not import client/, the other servers, cmd/ or bench/.
 package uds

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
+	"github.com/otlpgate/otlpgate/internal/statusmetrics"
 )
 
 // liveServers holds every server between New and Shutdown, for the gauges that read their own
@@ -43,7 +44,7 @@ var (
 		Name: "otlpgate_uds_connections_rejected_total",
 		Help: "Client connections closed at once because -uds.max-connections were open.",
 	})
-	receivedBytes = promauto.NewCounter(prometheus.CounterOpts{
+	receivedBytes = statusmetrics.Auto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_uds_received_bytes_total",
 		Help: "Bytes read from OpenCensus client connections.",
 	})
