@@ -29,8 +29,9 @@
 // committed, so that the new owner re-reads only what was not delivered.
 //
 // A partition whose read position stays still for StallTimeout, outside waits for room, while
-// the brokers hold records past it (or its leader does not answer its end offset) is logged and
-// counted in otlpgate_kafka_consume_stalled_partitions: kgo retries a leader that answers
+// the brokers hold records past it (or its leader does not answer its end offset for as long)
+// is logged and counted in otlpgate_kafka_consume_stalled_partitions, until it moves or (a
+// silent leader) its leader answers again with nothing past it: kgo retries a leader that answers
 // without serving a partition by itself, and says nothing of it to the poll (watch.go). The end
 // offsets that watch lists keep the lag true while the fetches bring nothing. A partition
 // enters the watch on its assignment (OnPartitionsAssigned), before its first fetch, at the

@@ -68,7 +68,7 @@ var (
 	}, []string{"topic", "partition"})
 	stalled = statusmetrics.Auto.NewGauge(prometheus.GaugeOpts{
 		Name: "otlpgate_kafka_consume_stalled_partitions",
-		Help: "Partitions of the consumer intake whose read position has not moved for -kafka.consume.stall-timeout, outside waits for room, while the brokers hold records past it or their leader does not answer its end offset (each logged when it stalls and when it moves again).",
+		Help: "Partitions of the consumer intake whose read position has not moved for -kafka.consume.stall-timeout, outside waits for room, while the brokers hold records past it or their leader does not answer its end offset for as long (each logged when it stalls, and when it moves again or its leader answers again with nothing past it).",
 	})
 	stalls = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_stalls_total",

@@ -99,14 +99,31 @@ func (c *Consumer) watch(ctx context.Context, now time.Time) {
 			}
 			continue
 		}
-		if p.stalled || now.Sub(p.movedAt) < c.cfg.StallTimeout {
+		// Why the partition would be stalled now: records wait past its read position, or
+		// its leader has not answered its end offset for the stall timeout; neither is a
+		// partition read up to its end, idle. read < 0: where the client starts is not known
+		// yet.
+		waiting := p.read >= 0 && p.hwm > p.read
+		unanswered := !waiting && now.Sub(p.listedAt) >= c.cfg.StallTimeout
+		if p.stalled {
+			if !waiting && !unanswered {
+				// Stalled because its leader did not answer, which it now does, and nothing
+				// waits: the partition is idle, not stalled.
+				p.stalled = false
+				stalled.Dec()
+				c.log.Info("kafka consumer partition no longer stalled: its leader answers its end offset, and it is read up to the end",
+					"topic", k.topic, "partition", k.id, "offset", p.read, "end", p.hwm)
+			}
+			continue
+		}
+		if now.Sub(p.movedAt) < c.cfg.StallTimeout {
 			continue
 		}
 		switch {
-		case p.read >= 0 && p.hwm > p.read: // read < 0: where the client starts is not known yet
+		case waiting:
 			c.log.Warn("kafka consumer partition stalled: the brokers hold records past its read position, and the client has fetched none of them",
 				"topic", k.topic, "partition", k.id, "offset", p.read, "end", p.hwm, "for", now.Sub(p.movedAt).Round(time.Second))
-		case p.listedAt.Before(p.movedAt):
+		case unanswered:
 			c.log.Warn("kafka consumer partition stalled: its leader has not answered its end offset, and the client has fetched nothing of it",
 				"topic", k.topic, "partition", k.id, "offset", p.read, "for", now.Sub(p.movedAt).Round(time.Second))
 		default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +189,109 @@ func TestConsumeStallOfPartitionNeverFetched(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(stalls) - stallsBefore; got != 1 {
 		t.Errorf("%v stalls counted in all, want 1", got)
+	}
+}
+
+// A partition read up to its end whose leader stops answering its end offset is reported as
+// stalled after the stall timeout (nothing says whether records wait there); once the leader
+// answers again and nothing waits, the partition is idle and leaves the gauge, without a record
+// moving it, and a leader that stops answering once more is reported once more.
+func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "otlp_spans"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	gen := otlpgen.New(12)
+	var values [][]byte
+	for range 2 {
+		b, err := gen.Spans(otlpgen.Shape{Spans: 2, Attrs: 1}).MarshalVT()
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, b)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "otlp_spans", Value: b}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg := DefaultConfig()
+	cfg.Brokers = kc.ListenAddrs()
+	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
+	cfg.Group = "leader-back"
+	cfg.CommitInterval = 20 * time.Millisecond
+	cfg.SessionTimeout = 6 * time.Second
+	cfg.RevokeWait = time.Second
+	cfg.StallTimeout = time.Second
+	if got := testutil.ToFloat64(stalled); got != 0 {
+		t.Fatalf("%v partitions stalled before the consumer started", got)
+	}
+	stallsBefore := testutil.ToFloat64(stalls)
+	var in sink
+	var logs testkit.LockedBuffer
+	c, err := New(cfg, &in, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(context.Background())
+	eventually(t, func() string { return fmt.Sprintf("%d of 2 requests at the sink", len(in.taken())) },
+		func() bool { return len(in.taken()) == 2 })
+	eventually(t, func() string {
+		return fmt.Sprintf("committed offset %d, want 2", committedOffset(t, kc, "leader-back"))
+	},
+		func() bool { return committedOffset(t, kc, "leader-back") == 2 })
+
+	// The leader holds every end-offset listing until released; fetches are answered as before.
+	silence := func() (release func()) {
+		ch := make(chan struct{})
+		kc.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+			select {
+			case <-ch:
+				return nil, nil, false // released: this control is done, the broker answers
+			default:
+			}
+			kc.KeepControl()
+			kc.SleepControl(func() { <-ch })
+			return nil, nil, false
+		})
+		var once sync.Once
+		return func() { once.Do(func() { close(ch) }) }
+	}
+	count := func(msg string) int { return strings.Count(logs.String(), msg) }
+	const stallMsg = "kafka consumer partition stalled: its leader has not answered its end offset"
+	const backMsg = "kafka consumer partition no longer stalled: its leader answers its end offset"
+	for round := 1; round <= 2; round++ {
+		release := silence()
+		eventually(t, func() string { return fmt.Sprintf("round %d: no stall reported; the log:\n%s", round, logs.String()) },
+			func() bool { return testutil.ToFloat64(stalled) == 1 })
+		if n := count(stallMsg); n != round {
+			t.Fatalf("round %d: %d stall lines, want %d; the log:\n%s", round, n, round, logs.String())
+		}
+		release()
+		eventually(t, func() string {
+			return fmt.Sprintf("round %d: the partition is still reported as stalled; the log:\n%s", round, logs.String())
+		},
+			func() bool { return testutil.ToFloat64(stalled) == 0 })
+		if n := count(backMsg); n != round {
+			t.Fatalf("round %d: %d lines of the stall ending, want %d; the log:\n%s", round, n, round, logs.String())
+		}
+	}
+	if got := testutil.ToFloat64(stalls) - stallsBefore; got != 2 {
+		t.Errorf("%v stalls counted, want 2", got)
+	}
+	// No record moved the partition: the sink holds the two records, once each.
+	got := in.taken()
+	if len(got) != 2 || !bytes.Equal(got[0], values[0]) || !bytes.Equal(got[1], values[1]) {
+		t.Errorf("the sink took %d requests, want the 2 records in order", len(got))
 	}
 }
