@@ -178,6 +178,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.mu.started || s.mu.shutdown {
 		return errors.New("uds: Start called twice or after Shutdown")
 	}
+	// Held until the socket is in place (Start returns after publishSocket on either engine).
+	unlock, err := lockSocketDir(ctx, s.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := prepareSocket(ctx, s.path); err != nil {
 		return err
 	}
@@ -303,6 +309,47 @@ func prepareSocket(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// lockSocketDir takes an exclusive flock(2) on the socket's directory for Start's check, bind
+// and rename, and returns its release. Two otlpgates started on one path at once then take
+// turns: the second finds the first's socket live and fails as it does beside any live socket.
+// Without it both could pass the check and bind the same temporary name, the second removing
+// the first's, and the first's rename would move the second's socket to the path while the
+// second failed: a path to a socket nobody serves. A holder is waited for up to
+// socketLockWait (or ctx). A directory this process cannot open (no read permission) is not
+// locked: the race it guards against is rare, and the bind reports a missing directory.
+func lockSocketDir(ctx context.Context, path string) (unlock func(), err error) {
+	dir := filepath.Dir(path)
+	f, err := os.Open(dir)
+	if err != nil {
+		return func() {}, nil
+	}
+	deadline := time.Now().Add(socketLockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing the descriptor releases the lock
+		}
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("uds: cannot lock the socket's directory %s: %w", dir, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("uds: another process has held the lock of %s for %v (an otlpgate starting on a socket there?)", dir, socketLockWait)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("uds: waiting for the lock of %s: %w", dir, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// socketLockWait bounds the wait for another holder of the socket directory's lock: a start
+// holds it for a bind and a rename.
+const socketLockWait = 10 * time.Second
 
 // tempSocketPath is the name the socket is bound under until it is ready: hidden, beside path
 // (a rename stays in its directory) and two bytes longer (maxListenPath).

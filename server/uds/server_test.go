@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -790,5 +791,64 @@ func TestConsumerUnservedCountedAsUnserved(t *testing.T) {
 		if g.Signal != fastpath.Traces {
 			t.Errorf("destination got a %v batch of %d items, want traces only", g.Signal, g.Items)
 		}
+	}
+}
+
+// Two servers started on one path at once (two otlpgates, or a restart racing the old
+// process): the first to lock the socket's directory binds and publishes its socket, and the
+// second, which waited meanwhile, finds that socket live and fails as beside any live socket.
+// The first's socket serves at the path. Without the lock the second bound the same temporary
+// name, removing the first's, and one of them was left with a socket nobody reaches.
+func TestTwoStartsOnOnePath(t *testing.T) {
+	path := socketPath(t)
+	first, second := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	testBeforePublish = func(string) {
+		if calls.Add(1) == 1 {
+			close(first) // the first start is between its bind and its rename
+			<-second
+		}
+	}
+	t.Cleanup(func() { testBeforePublish = nil })
+
+	rec := &testkit.Recorder{}
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.Engine, cfg.Loops = path, testEngine, 2
+	a, err := New(cfg, rec, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, &testkit.Recorder{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aErr := make(chan error, 1)
+	go func() { aErr <- a.Start(context.Background()) }()
+	<-first
+	bErr := make(chan error, 1)
+	go func() { bErr <- b.Start(context.Background()) }()
+	time.Sleep(200 * time.Millisecond) // the second start gets as far as it can
+	close(second)
+	if err := <-aErr; err != nil {
+		t.Fatalf("the first start: %v", err)
+	}
+	t.Cleanup(func() { a.Shutdown(context.Background()) })
+	err = <-bErr
+	if err == nil {
+		b.Shutdown(context.Background())
+		t.Fatal("the second start on the same path succeeded")
+	}
+	if !strings.Contains(err.Error(), "another process is listening") {
+		t.Fatalf("the second start: %v, want the path's socket found live", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d sockets were published, want 1", n)
+	}
+
+	h := &harness{t: t, s: a, rec: rec, path: path}
+	h.replay(newStream(1).init().spans("first").buf, 0)
+	h.shutdown()
+	if got := spanNames(t, rec.Received())[1]; len(got) != 1 || got[0] != "first" {
+		t.Fatalf("spans through the path: %v", got)
 	}
 }
