@@ -845,6 +845,9 @@ func TestTwoStartsOnOnePath(t *testing.T) {
 		t.Errorf("%d sockets were published, want 1", n)
 	}
 
+	// The second start's probe of the live socket was accepted and closed by the first:
+	// replay waits for the close after its own.
+	testkit.WaitFor(t, "the probe's close", func() bool { return a.closed.Load() >= 1 })
 	h := &harness{t: t, s: a, rec: rec, path: path}
 	h.replay(newStream(1).init().spans("first").buf, 0)
 	h.shutdown()
