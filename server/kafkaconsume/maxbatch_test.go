@@ -79,16 +79,23 @@ func produce(t *testing.T, kc *kfake.Cluster, values [][]byte, opts ...kgo.Opt) 
 	}
 }
 
-// committedOffset is the offset group committed for otlp_spans' partition 0, -1 for none.
-func committedOffset(t *testing.T, kc *kfake.Cluster, group string) int64 {
+// clientOf is a client of kc and a context for its requests that ends within waitFor; done
+// closes the client and ends the context.
+func clientOf(t *testing.T, kc *kfake.Cluster) (cl *kgo.Client, ctx context.Context, done func()) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
+	return cl, ctx, func() { cancel(); cl.Close() }
+}
+
+// committedOffset is the offset group committed for otlp_spans' partition 0, -1 for none.
+func committedOffset(t *testing.T, kc *kfake.Cluster, group string) int64 {
+	t.Helper()
+	cl, ctx, done := clientOf(t, kc)
+	defer done()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()

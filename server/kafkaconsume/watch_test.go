@@ -94,27 +94,7 @@ func TestConsumeStallOfPartitionNeverFetched(t *testing.T) {
 		return nil, nil, false
 	})
 
-	cfg := DefaultConfig()
-	cfg.Brokers = kc.ListenAddrs()
-	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
-	cfg.Group = "stall"
-	cfg.CommitInterval = 20 * time.Millisecond
-	cfg.SessionTimeout = 6 * time.Second
-	cfg.RevokeWait = time.Second
-	cfg.StallTimeout = time.Second
-	if got := testutil.ToFloat64(stalled); got != 0 {
-		t.Fatalf("%v partitions stalled before the consumer started", got)
-	}
-	stallsBefore := testutil.ToFloat64(stalls)
-	var in sink
-	var logs testkit.LockedBuffer
-	c, err := New(cfg, &in, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c, in, logs, stallsBefore := startStallWatch(t, kc, "stall")
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -202,13 +182,8 @@ func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
+	cl, ctx, done := clientOf(t, kc)
+	defer done()
 	gen := otlpgen.New(12)
 	var values [][]byte
 	for range 2 {
@@ -222,27 +197,7 @@ func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
 		}
 	}
 
-	cfg := DefaultConfig()
-	cfg.Brokers = kc.ListenAddrs()
-	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
-	cfg.Group = "leader-back"
-	cfg.CommitInterval = 20 * time.Millisecond
-	cfg.SessionTimeout = 6 * time.Second
-	cfg.RevokeWait = time.Second
-	cfg.StallTimeout = time.Second
-	if got := testutil.ToFloat64(stalled); got != 0 {
-		t.Fatalf("%v partitions stalled before the consumer started", got)
-	}
-	stallsBefore := testutil.ToFloat64(stalls)
-	var in sink
-	var logs testkit.LockedBuffer
-	c, err := New(cfg, &in, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c, in, logs, stallsBefore := startStallWatch(t, kc, "leader-back")
 	defer c.Shutdown(context.Background())
 	eventually(t, func() string { return fmt.Sprintf("%d of 2 requests at the sink", len(in.taken())) },
 		func() bool { return len(in.taken()) == 2 })
@@ -294,4 +249,32 @@ func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
 	if len(got) != 2 || !bytes.Equal(got[0], values[0]) || !bytes.Equal(got[1], values[1]) {
 		t.Errorf("the sink took %d requests, want the 2 records in order", len(got))
 	}
+}
+
+// startStallWatch starts a consumer of otlp_spans in group with a one-second stall timeout,
+// its log kept, and returns it with its sink, its log and the stalls counted before it.
+func startStallWatch(t *testing.T, kc *kfake.Cluster, group string) (*Consumer, *sink, *testkit.LockedBuffer, float64) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Brokers = kc.ListenAddrs()
+	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
+	cfg.Group = group
+	cfg.CommitInterval = 20 * time.Millisecond
+	cfg.SessionTimeout = 6 * time.Second
+	cfg.RevokeWait = time.Second
+	cfg.StallTimeout = time.Second
+	if got := testutil.ToFloat64(stalled); got != 0 {
+		t.Fatalf("%v partitions stalled before the consumer started", got)
+	}
+	stallsBefore := testutil.ToFloat64(stalls)
+	in := &sink{}
+	logs := &testkit.LockedBuffer{}
+	c, err := New(cfg, in, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c, in, logs, stallsBefore
 }
