@@ -559,17 +559,17 @@ func (s *Spool) Bytes() int64 {
 	return s.mu.bytes
 }
 
-// SealedBytes is Bytes less the segment being written: what deliveries can free. The active
-// segment goes only once it is sealed and every reader finished it, so a writer that waits for
-// the spool to shrink must not count it, or it would wait for its own next append. Safe for
-// concurrent use.
-func (s *Spool) SealedBytes() int64 {
+// Fill is Bytes less the segment being written (what deliveries can free), and MaxBytes. The
+// active segment goes only once it is sealed and every reader finished it, so a writer that
+// waits for the spool to shrink must not count it, or it would wait for its own next append:
+// the Kafka consumer takes its share of this. Safe for concurrent use.
+func (s *Spool) Fill() (sealed, limit int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.active == nil {
-		return s.mu.bytes
+		return s.mu.bytes, s.cfg.MaxBytes
 	}
-	return s.mu.bytes - s.mu.off
+	return s.mu.bytes - s.mu.off, s.cfg.MaxBytes
 }
 
 // Reader returns the reader of a destination listed at Open, or nil. Safe for concurrent use.

@@ -246,7 +246,7 @@ func (g *Gateway) build() error {
 	cfg.KafkaConsume.Limiter = g.lim
 	var consumeIn kafkaconsume.Admitter = g.p
 	if g.sa != nil {
-		consumeIn = spooledConsume{g.sa, g.spool, cfg.Spool.MaxBytes}
+		consumeIn = spooledConsume{g.sa, g.spool}
 	}
 	if g.kc, err = kafkaconsume.New(cfg.KafkaConsume, consumeIn, log); err != nil {
 		return err
@@ -371,12 +371,11 @@ func (g *Gateway) listen(ctx context.Context) error {
 type spooledConsume struct {
 	a     *feed.Admission
 	spool *spool.Spool
-	max   int64 // -spool.max-bytes
 }
 
 // Fill implements kafkaconsume.Admitter: with a spool, the spool is the queue, less the segment
 // being written, which no delivery frees before the consumer's own appends fill it.
-func (s spooledConsume) Fill() (used, limit int64) { return s.spool.SealedBytes(), s.max }
+func (s spooledConsume) Fill() (used, limit int64) { return s.spool.Fill() }
 
 // AdmitDelivered implements kafkaconsume.Admitter.
 func (s spooledConsume) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error) {
