@@ -179,7 +179,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("uds: Start called twice or after Shutdown")
 	}
 	// Held until the socket is in place (Start returns after publishSocket on either engine).
-	unlock, err := lockSocketDir(ctx, s.path)
+	unlock, err := lockSocketDir(ctx, s.path, s.log)
 	if err != nil {
 		return err
 	}
@@ -317,11 +317,15 @@ func prepareSocket(ctx context.Context, path string) error {
 // the first's, and the first's rename would move the second's socket to the path while the
 // second failed: a path to a socket nobody serves. A holder is waited for up to
 // socketLockWait (or ctx). A directory this process cannot open (no read permission) is not
-// locked: the race it guards against is rare, and the bind reports a missing directory.
-func lockSocketDir(ctx context.Context, path string) (unlock func(), err error) {
+// locked, and the log says so: the race it guards against is rare, and the bind reports a
+// missing directory.
+func lockSocketDir(ctx context.Context, path string, log *slog.Logger) (unlock func(), err error) {
 	dir := filepath.Dir(path)
 	f, err := os.Open(dir)
 	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("cannot open the socket's directory to lock it; starting without the lock, so a second otlpgate starting on the same socket at the same moment could race this one", "dir", dir, "err", err)
+		}
 		return func() {}, nil
 	}
 	deadline := time.Now().Add(socketLockWait)
