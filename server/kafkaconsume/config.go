@@ -56,6 +56,15 @@ type Config struct {
 	// franz-go and sarama, 16KiB in the Java client by default). It must be at least
 	// MaxRecordBytes.
 	MaxBatchBytes int
+	// MaxBufferedBytes bounds what fetched records take decompressed inside the Kafka client
+	// before the poll loop takes them (-kafka.consume.max-buffered-bytes, default 128MiB):
+	// MaxBatchBytes bounds one batch, but a fetch can carry thousands of small compressed
+	// batches each just under it. A compressed batch met while the client holds this much is
+	// put off, not skipped: the client fetches it again once the poll loop took what it holds
+	// (otlpgate_kafka_consume_deferred_batches_total). The client can pass it by one batch per
+	// broker it reads from at once; a batch is never put off while the client holds nothing,
+	// so a bound below MaxBatchBytes reads one batch at a time. At least 1KiB.
+	MaxBufferedBytes int
 	// Limiter is the process-wide intake limiter (-intake.*), nil for none: the protobuf form
 	// of an OTLP/JSON record is charged to it, as the HTTP intake's transcoding output is,
 	// while it is built and admitted.
@@ -116,18 +125,19 @@ type Topic struct {
 // DefaultConfig returns the defaults documented on Config: the consumer off.
 func DefaultConfig() Config {
 	return Config{
-		Group:          "otlpgate",
-		ScanDepth:      fastpath.DepthFull,
-		MaxRecordBytes: 16 << 20,
-		MaxBatchBytes:  32 << 20,
-		MaxPollRecords: 1000,
-		FetchMaxBytes:  16 << 20,
-		QueueShare:     0.5,
-		CommitInterval: time.Second,
-		RevokeWait:     10 * time.Second,
-		SessionTimeout: 45 * time.Second,
-		StallTimeout:   time.Minute,
-		LogInterval:    10 * time.Second,
+		Group:            "otlpgate",
+		ScanDepth:        fastpath.DepthFull,
+		MaxRecordBytes:   16 << 20,
+		MaxBatchBytes:    32 << 20,
+		MaxPollRecords:   1000,
+		MaxBufferedBytes: 128 << 20,
+		FetchMaxBytes:    16 << 20,
+		QueueShare:       0.5,
+		CommitInterval:   time.Second,
+		RevokeWait:       10 * time.Second,
+		SessionTimeout:   45 * time.Second,
+		StallTimeout:     time.Minute,
+		LogInterval:      10 * time.Second,
 	}
 }
 
@@ -163,6 +173,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-kafka.consume.max-record-bytes %d outside 1KiB..1GiB", c.MaxRecordBytes)
 	case c.MaxBatchBytes < c.MaxRecordBytes || c.MaxBatchBytes > math.MaxInt32:
 		return fmt.Errorf("-kafka.consume.max-batch-bytes %d outside -kafka.consume.max-record-bytes (%d)..%d", c.MaxBatchBytes, c.MaxRecordBytes, math.MaxInt32)
+	case c.MaxBufferedBytes < 1<<10:
+		return errors.New("-kafka.consume.max-buffered-bytes must be at least 1KiB")
 	case c.MaxPollRecords < 1:
 		return errors.New("-kafka.consume.max-poll-records must be at least 1")
 	case c.FetchMaxBytes < 1<<10:

@@ -79,6 +79,7 @@ func TestValidate(t *testing.T) {
 		{"negative batch bound", func(c *Config) { c.MaxBatchBytes = -1 }, "-kafka.consume.max-batch-bytes -1 outside"},
 		{"batches below records", func(c *Config) { c.MaxBatchBytes = c.MaxRecordBytes - 1 }, "-kafka.consume.max-batch-bytes 16777215 outside"},
 		{"batches past the client's bound", func(c *Config) { c.MaxBatchBytes = math.MaxInt32 + 1 }, "-kafka.consume.max-batch-bytes 2147483648 outside"},
+		{"tiny buffered bound", func(c *Config) { c.MaxBufferedBytes = 100 }, "-kafka.consume.max-buffered-bytes must be at least 1KiB"},
 		{"no queue share", func(c *Config) { c.QueueShare = 0 }, "-kafka.consume.queue-share 0 outside"},
 		{"queue share past the queue", func(c *Config) { c.QueueShare = 1.5 }, "-kafka.consume.queue-share 1.5 outside"},
 		{"queue share not a number", func(c *Config) { c.QueueShare = math.NaN() }, "-kafka.consume.queue-share NaN outside"},

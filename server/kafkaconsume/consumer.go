@@ -42,6 +42,7 @@ type Consumer struct {
 	log    *slog.Logger
 	topics map[string]*Topic
 	cl     *kgo.Client
+	budget *fetchBudget // the client's decompressor: -kafka.consume.max-buffered-bytes
 
 	pollCtx  context.Context
 	stopPoll context.CancelFunc
@@ -68,6 +69,10 @@ type Consumer struct {
 	retry    *time.Timer
 	lastLog  time.Time
 	unlogged int
+	// The budget's count of batches put off at the last poll, and at the last line logged of
+	// them, and when that was.
+	deferredPoll, deferredSeen int64
+	deferredLog                time.Time
 }
 
 type partKey struct {
@@ -117,8 +122,11 @@ func (c *Consumer) opts() []kgo.Opt {
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(c.cfg.FetchMaxBytes, int32(c.cfg.MaxRecordBytes)+1<<10)),
-		// Checked before the client decompresses a batch, which is before any record's size.
+		// Checked before the client decompresses a batch, which is before any record's size;
+		// the budget's decompressor is the client's own, bounded the same.
 		kgo.MaxDecompressBatchBytes(c.cfg.MaxBatchBytes),
+		kgo.WithDecompressor(c.budget),
+		kgo.WithHooks(c.budget),
 		// A group's first member reads what the topics hold, not only what comes after it
 		// joined: the producers wrote those records for it.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -148,11 +156,17 @@ func (c *Consumer) Start() error {
 	if c == nil {
 		return nil
 	}
+	b, err := newFetchBudget(int64(c.cfg.MaxBufferedBytes), c.cfg.MaxBatchBytes)
+	if err != nil {
+		return err
+	}
+	c.budget = b
 	cl, err := kgo.NewClient(c.opts()...)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
 	c.cl = cl
+	b.cl.Store(cl)
 	c.pollCtx, c.stopPoll = context.WithCancel(context.Background())
 	c.log.Info("kafka consumer started", "brokers", c.cfg.Brokers, "group", c.cfg.Group, "topics", len(c.cfg.Topics))
 	go c.run()
@@ -176,10 +190,15 @@ func (c *Consumer) run() {
 			c.cl.AllowRebalance()
 			return
 		}
+		deferredOnly := fs.NumRecords() == 0
 		fs.EachError(func(topic string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrMaxDecompress) {
 				return // a batch past MaxBatchBytes is skipped below, after the records before it
 			}
+			if errors.Is(err, errDeferred) {
+				return // counted by the budget; the client fetches the batch again
+			}
+			deferredOnly = false
 			fetchErrors.Inc()
 			c.logLimited("kafka consumer fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 		})
@@ -226,8 +245,39 @@ func (c *Consumer) run() {
 		if stopped {
 			return
 		}
+		c.noteDeferred(deferredOnly)
 	}
 }
+
+// noteDeferred logs, at most once per LogInterval, that batches were put off since the last
+// line because the client held -kafka.consume.max-buffered-bytes; and when the poll brought
+// nothing else (what the client holds is still being read from a broker), it waits a little
+// before the next, so that the client does not fetch the batches put off again and again.
+func (c *Consumer) noteDeferred(only bool) {
+	n := c.budget.deferred.Load()
+	if n == c.deferredPoll {
+		return
+	}
+	c.deferredPoll = n
+	if now := time.Now(); now.Sub(c.deferredLog) >= c.cfg.LogInterval {
+		// Info, and a line of its own: nothing is lost, and a warning of a skipped record
+		// must not wait for this one's interval.
+		c.log.Info("kafka record batches put off: the client holds -kafka.consume.max-buffered-bytes of fetched records; they are fetched again once the consumer took those",
+			"batches", n-c.deferredSeen, "max_buffered_bytes", c.cfg.MaxBufferedBytes)
+		c.deferredSeen, c.deferredLog = n, now
+	}
+	if only {
+		t := time.NewTimer(deferPause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.pollCtx.Done():
+		}
+	}
+}
+
+// deferPause is how long the poll loop waits after a poll that brought only batches put off.
+const deferPause = 10 * time.Millisecond
 
 // partitionOf is the state of a partition, made at its assignment (or here, at its first
 // record, when the assignment was not seen).

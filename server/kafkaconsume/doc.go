@@ -18,7 +18,10 @@
 // counted by reason in otlpgate_kafka_consume_skipped_records_total, logged at most once per
 // interval, and skipped: it never blocks its partition. So is a compressed record batch that
 // would decompress past MaxBatchBytes, which the client stops at without building it
-// (skipBatch; applyRewinds moves the client past it). A record the pipeline has no room for
+// (skipBatch; applyRewinds moves the client past it). Batches within that bound are decompressed
+// only while the client holds less than MaxBufferedBytes of fetched records (fetchBudget, the
+// client's decompressor): past it a batch is put off and fetched again, never skipped. A record
+// the pipeline has no room for
 // now waits, and the consumer stops polling meanwhile: Kafka holds the backlog, and fetching
 // resumes when the destinations drain (backpressure, never a refusal). A rebalance the group
 // wants meanwhile is not held: the records of the poll not yet admitted are given up and their

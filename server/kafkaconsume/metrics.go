@@ -58,6 +58,10 @@ var (
 		Name: "otlpgate_kafka_consume_commits_total",
 		Help: "Offset commits of the consumer intake, by outcome (ok, error).",
 	}, []string{"outcome"})
+	deferredBatches = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "otlpgate_kafka_consume_deferred_batches_total",
+		Help: "Compressed Kafka record batches the consumer's client did not decompress when fetched because it held -kafka.consume.max-buffered-bytes of fetched records not yet taken; each is fetched again once they are, nothing is skipped.",
+	})
 	fetchErrors = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "otlpgate_kafka_consume_fetch_errors_total",
 		Help: "Errors the Kafka client reported while fetching (brokers unreachable, authentication); it retries by itself.",
