@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -58,6 +59,63 @@ func equivalenceSeeds(tb testing.TB) [][]byte {
 	}
 	for _, s := range []string{"Grüße ✓ 日本語 🚀", "bad \xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "abcdefg\xc3"} {
 		seeds = append(seeds, utf8Request(s))
+	}
+	return append(seeds, attributeSeeds()...)
+}
+
+// attributeSeeds are requests whose attributes sit on and around the edges of the walkers'
+// fast path for a short key with a short string or a small int (fastpath/internal/gen's
+// shortString): the shortest and longest KeyValue it takes and one byte past, ints of one to
+// four bytes and negative, the other AnyValue members, text outside ASCII in key or value, a
+// second member after the value, and KeyValues in kvlists nested up to and past MaxNesting;
+// in spans, resources, events, log records and data points. TestScanEquivalenceMutations
+// replaces each byte of each and cuts each at every length.
+func attributeSeeds() [][]byte {
+	str := func(k, v string) []byte { return msg(1, msg(1, []byte(k)), msg(2, msg(1, []byte(v)))) }
+	num := func(k string, n uint64) []byte { return msg(1, msg(1, []byte(k)), msg(2, varintField(3, n))) }
+	attrs := cat(
+		str("", ""), str(strings.Repeat("k", 30), strings.Repeat("v", 30)), str(strings.Repeat("k", 30), strings.Repeat("v", 31)),
+		str("é", "v"), str("k", "é"), str("http.route", "/api/v1/orders/{orderId}"),
+		num("a", 0), num("b", 127), num("c", 128), num("d", 16383), num("e", 16384), num("f", 1<<21), num("g", 1<<63),
+		num(strings.Repeat("k", 58), 1<<20), num(strings.Repeat("k", 59), 1<<20),
+		msg(1, msg(1, []byte("bool")), msg(2, varintField(2, 1))),
+		msg(1, msg(1, []byte("double")), msg(2, fixed64Field(4, 1))),
+		msg(1, msg(1, []byte("bytes")), msg(2, msg(7, []byte{0xff}))),
+		msg(1, msg(1, []byte("two")), msg(2, msg(1, []byte("s")), varintField(3, 1))),
+		msg(1, msg(1, []byte("extra")), msg(2, msg(1, []byte("s"))), varintField(3, 1)),
+	)
+	// Each attribute's field number differs by message: retag the list for each.
+	retag := func(num protowire.Number) []byte {
+		var out []byte
+		for rest := attrs; len(rest) > 0; {
+			_, _, n := protowire.ConsumeTag(rest)
+			v, m := protowire.ConsumeBytes(rest[n:])
+			out = protowire.AppendBytes(protowire.AppendTag(out, num, protowire.BytesType), v)
+			rest = rest[n+m:]
+		}
+		return out
+	}
+	seeds := [][]byte{
+		spanWith(retag(9)),                                        // span attributes
+		msg(1, msg(1, retag(1)), msg(2, msg(2))),                  // resource attributes
+		spanWith(msg(11, retag(3))),                               // event attributes
+		msg(1, msg(2, msg(2, retag(6)))),                          // log record attributes
+		metricsWith(msg(5, msg(1, retag(7), fixed64Field(4, 1)))), // gauge data point attributes
+	}
+	// A string attribute inside kvlists nested ever deeper, up to and past the cap, under no,
+	// one and two arrays, so that some KeyValue sits just below the cap (a kvlist adds three
+	// levels, an array two).
+	for arrays := range 3 {
+		for levels := range fastpath.MaxNesting/3 + 2 {
+			v := msg(1, []byte("leaf"))
+			for range levels {
+				v = msg(6, msg(1, msg(1, []byte("k")), msg(2, v))) // kvlist_value.values: a KeyValue
+			}
+			for range arrays {
+				v = msg(5, msg(1, v)) // array_value.values
+			}
+			seeds = append(seeds, msg(1, msg(2, msg(2, msg(5, v)))))
+		}
 	}
 	return seeds
 }

@@ -352,6 +352,23 @@ func fullAnyValue(b []byte, i, nest int, am *asciiMap) error {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -954,6 +971,23 @@ func fullKeyValueList(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -1708,6 +1742,23 @@ func fullInstrumentationScope(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -2240,6 +2291,23 @@ func fullResource(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -2783,6 +2851,23 @@ func fullResourceSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -3296,6 +3381,23 @@ func fullScopeSpans(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -3674,6 +3776,23 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -4016,6 +4135,23 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -4254,6 +4390,23 @@ func fullSpan(b []byte, i, nest int, am *asciiMap) error {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -4740,6 +4893,23 @@ func fullSpanEvent(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -5142,6 +5312,23 @@ func fullSpanLink(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -5617,6 +5804,23 @@ func fullResourceMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -6130,6 +6334,23 @@ func fullScopeMetrics(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -6594,6 +6815,23 @@ func fullMetric(b []byte, i, nest int, am *asciiMap) (int, error) {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -7249,6 +7487,23 @@ func fullGauge(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -7663,6 +7918,23 @@ func fullSum(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -8181,6 +8453,23 @@ func fullSummary(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -8493,6 +8782,23 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -8675,6 +8981,23 @@ func fullNumberDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -9139,6 +9462,23 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -9314,6 +9654,23 @@ func fullHistogramDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -9756,6 +10113,23 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -10288,6 +10662,23 @@ func fullExponentialHistogramDataPoint(b []byte, i, nest int, am *asciiMap) erro
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -10765,6 +11156,23 @@ func fullSummaryDataPoint(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -11235,6 +11643,23 @@ func fullExemplar(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++
@@ -11613,6 +12038,23 @@ func fullResourceLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -12126,6 +12568,23 @@ func fullScopeLogs(b []byte, i, nest int, am *asciiMap) (int, error) {
 			}
 			// KeyValue, written out here
 			b2, i2 := b1[:e], s
+			// A short key with a short string or a small int: taken whole when its text is ASCII
+			// (the general walk below checks any other shape).
+			if n := len(b2) - i2; n >= 6 && n <= 66 && nest+1+1 < MaxNesting && b2[i2] == 0xa {
+				p := i2 + 2 + int(b2[i2+1])
+				if s, e := i2+2, len(b2); p+4 <= e && b2[p] == 0x12 && int(b2[p+1]) == e-p-2 {
+					t := 0
+					if b2[p+2] == 0xa && int(b2[p+3]) == e-p-4 {
+						t = e // the key, the value's framing and the string
+					} else if b2[p+2] == 0x18 && e-p <= 6 && b2[e-1] < 0x80 && (e-p < 5 || b2[p+3] >= 0x80) && (e-p < 6 || b2[p+4] >= 0x80) {
+						t = p + 3 // the key and the value's framing; the varint is whole
+					}
+					if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+						(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+						i2 = e
+					}
+				}
+			}
 			// The fields in the order writers send them; the loop below takes the rest.
 			if i2 < len(b2) && b2[i2] == 0xa { // key
 				i2++
@@ -12755,6 +13214,23 @@ func fullLogRecord(b []byte, i, nest int, am *asciiMap) error {
 		}
 		// KeyValue, written out here
 		b1, i1 := b[:e], s
+		// A short key with a short string or a small int: taken whole when its text is ASCII
+		// (the general walk below checks any other shape).
+		if n := len(b1) - i1; n >= 6 && n <= 66 && nest+1 < MaxNesting && b1[i1] == 0xa {
+			p := i1 + 2 + int(b1[i1+1])
+			if s, e := i1+2, len(b1); p+4 <= e && b1[p] == 0x12 && int(b1[p+1]) == e-p-2 {
+				t := 0
+				if b1[p+2] == 0xa && int(b1[p+3]) == e-p-4 {
+					t = e // the key, the value's framing and the string
+				} else if b1[p+2] == 0x18 && e-p <= 6 && b1[e-1] < 0x80 && (e-p < 5 || b1[p+3] >= 0x80) && (e-p < 6 || b1[p+4] >= 0x80) {
+					t = p + 3 // the key and the value's framing; the varint is whole
+				}
+				if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&
+					(am.bits[k/64]>>(k%64)|am.bits[k/64+1]<<1<<(63-k%64))<<(64-uint(t-s)) == 0 {
+					i1 = e
+				}
+			}
+		}
 		// The fields in the order writers send them; the loop below takes the rest.
 		if i1 < len(b1) && b1[i1] == 0xa { // key
 			i1++

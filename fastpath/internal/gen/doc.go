@@ -20,6 +20,13 @@
 // KeyValue) up to MaxInline levels, saving a call per attribute; the switch loop, off the
 // common path, calls their walkers instead, which keeps the code from doubling at each level.
 //
+// A KeyValue written out so has a fast path before its in-order part (shortString): a short
+// key with a short string or a small int value and nothing else, all its text ASCII, is taken
+// whole with one test of the entry's ASCII map, where the walk field by field tests the key
+// and the string apart and looks for every other member of AnyValue in turn. Anything else
+// (a long string, text outside ASCII, another member, a field after the value) finds the fast
+// path's tests false and goes through the walk as before, which decides alone what is refused.
+//
 // It imports proto/ (the OTLP descriptors that name messages and fields) and nothing else of
 // otlpgate; only fastpath/internal/walkgen imports it. It runs on the caller's goroutine, at
 // generation time only.

@@ -456,6 +456,9 @@ func (g *generator) message(m int, f Field, c *ctx, lvl int, nest string, inOrde
 	case c.full && inOrder && g.inlinable(m, f.Msg, lvl):
 		g.p("// %s, written out here", child.Name)
 		g.p("%s, %s := %s[:e], s", v("b", lvl+1), v("i", lvl+1), b)
+		if child.Name == "KeyValue" {
+			g.shortString(f.Msg, lvl+1, childNest)
+		}
 		g.body(f.Msg, c, lvl+1, childNest)
 		if f.Item {
 			g.count(f, "1")
@@ -503,4 +506,56 @@ func (g *generator) count(f Field, n string) {
 	g.p("oneofTag, oneofItems = %#x, 0", tag(f.Num, 2))
 	g.p("}")
 	g.p("oneofItems += %s", n)
+}
+
+// shortString writes the fast path of a KeyValue written out in b<lvl>[i<lvl>:]: a short key
+// and a short string value or a small int value (a varint of up to 3 bytes), nothing else,
+// the commonest attributes of OTLP. One test of the entry's ASCII map covers the key, the
+// value's framing (tags and one-byte lengths, all below 0x80) and a string together, where
+// the general walk tests key and string apart and looks for each other member of AnyValue in
+// turn. When it holds, the KeyValue is taken whole and the general walk that follows finds
+// nothing left; when it does not (another shape, a long string, text outside ASCII, the map's
+// window elsewhere), the general walk checks everything as before. nest is the KeyValue's
+// nesting level: its AnyValue, one deeper, must be within MaxNesting as the general walk
+// requires.
+func (g *generator) shortString(kv, lvl int, nest string) {
+	key, value := g.fieldNamed(kv, "key", String), g.fieldNamed(kv, "value", Message)
+	str, num := g.fieldNamed(value.Msg, "string_value", String), g.fieldNamed(value.Msg, "int_value", Varint)
+	for _, f := range []Field{key, value, str, num} {
+		if f.Num >= 16 {
+			panic("BUG: gen: a field of the KeyValue fast path has a tag of two bytes")
+		}
+	}
+	b, i := v("b", lvl), v("i", lvl)
+	// p is where the value's tag is, past the key's tag, length byte and bytes; t where the
+	// bytes the ASCII test covers end. n <= 66 keeps every length a single byte and the test
+	// within one 64-bit read.
+	g.p("// A short key with a short string or a small int: taken whole when its text is ASCII")
+	g.p("// (the general walk below checks any other shape).")
+	g.p("if n := len(%s) - %s; n >= 6 && n <= 66 && %s < MaxNesting && %s[%s] == %#x {", b, i, nest, b, i, tag(key.Num, 2))
+	g.p("p := %s + 2 + int(%s[%s+1])", i, b, i)
+	g.p("if s, e := %s+2, len(%s); p+4 <= e && %s[p] == %#x && int(%s[p+1]) == e-p-2 {", i, b, b, tag(value.Num, 2), b)
+	g.p("t := 0")
+	g.p("if %s[p+2] == %#x && int(%s[p+3]) == e-p-4 {", b, tag(str.Num, 2), b)
+	g.p("t = e // the key, the value's framing and the string")
+	g.p("} else if %s[p+2] == %#x && e-p <= 6 && %s[e-1] < 0x80 && (e-p < 5 || %s[p+3] >= 0x80) && (e-p < 6 || %s[p+4] >= 0x80) {",
+		b, tag(num.Num, 0), b, b, b)
+	g.p("t = p + 3 // the key and the value's framing; the varint is whole")
+	g.p("}")
+	g.p("if k := uint(s - am.base); t > 0 && t <= am.end && k < asciiWindow &&")
+	g.p("(am.bits[k/64]>>(k%%64)|am.bits[k/64+1]<<1<<(63-k%%64))<<(64-uint(t-s)) == 0 {")
+	g.p("%s = e", i)
+	g.p("}")
+	g.p("}")
+	g.p("}")
+}
+
+// fieldNamed is the field of message m named name, which must be of kind k.
+func (g *generator) fieldNamed(m int, name string, k Kind) Field {
+	for _, f := range g.s.Msgs[m].Fields {
+		if f.Name == name && f.Kind == k {
+			return f
+		}
+	}
+	panic(fmt.Sprintf("BUG: gen: %s has no field %s of kind %d", g.s.Msgs[m].Name, name, k))
 }
