@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/fastpath/pipeline"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -88,17 +86,11 @@ func TestConsumeBufferedBytesBound(t *testing.T) {
 	cancel()
 	cl.Close()
 
-	cfg := DefaultConfig()
-	cfg.Brokers = kc.ListenAddrs()
-	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
-	cfg.Group = "budget"
+	cfg := kfakeConfig(kc, "budget")
 	cfg.MaxRecordBytes = 2 << 20
 	cfg.MaxBatchBytes = 2 << 20
 	cfg.MaxBufferedBytes = 3 << 20
 	cfg.MaxPollRecords = 1
-	cfg.CommitInterval = 20 * time.Millisecond
-	cfg.SessionTimeout = 6 * time.Second
-	cfg.RevokeWait = time.Second
 
 	deferredBefore := testutil.ToFloat64(deferredBatches)
 	skippedBefore := 0.0
@@ -109,13 +101,7 @@ func TestConsumeBufferedBytesBound(t *testing.T) {
 
 	in := &gatedSink{open: make(chan struct{}), entered: make(chan struct{})}
 	var logs testkit.LockedBuffer
-	c, err := New(cfg, in, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := startConsumer(t, cfg, in, &logs)
 	select {
 	case <-in.entered:
 	case <-time.After(waitFor):

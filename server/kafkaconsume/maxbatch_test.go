@@ -91,6 +91,32 @@ func clientOf(t *testing.T, kc *kfake.Cluster) (cl *kgo.Client, ctx context.Cont
 	return cl, ctx, func() { cancel(); cl.Close() }
 }
 
+// kfakeConfig is a consumer of otlp_spans (traces) on kc as a member of group, committing,
+// joining and giving partitions up as quickly as a test wants.
+func kfakeConfig(kc *kfake.Cluster, group string) Config {
+	cfg := DefaultConfig()
+	cfg.Brokers = kc.ListenAddrs()
+	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
+	cfg.Group = group
+	cfg.CommitInterval = 20 * time.Millisecond
+	cfg.SessionTimeout = 6 * time.Second
+	cfg.RevokeWait = time.Second
+	return cfg
+}
+
+// startConsumer makes a consumer of cfg admitting into in and logging into logs, and starts it.
+func startConsumer(t *testing.T, cfg Config, in Admitter, logs *testkit.LockedBuffer) *Consumer {
+	t.Helper()
+	c, err := New(cfg, in, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // committedOffset is the offset group committed for otlp_spans' partition 0, -1 for none.
 func committedOffset(t *testing.T, kc *kfake.Cluster, group string) int64 {
 	t.Helper()
@@ -167,15 +193,9 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 		kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(time.Second), kgo.ProducerBatchMaxBytes(1<<20))
 	produce(t, kc, [][]byte{second})
 
-	cfg := DefaultConfig()
-	cfg.Brokers = kc.ListenAddrs()
-	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
-	cfg.Group = "bomb"
+	cfg := kfakeConfig(kc, "bomb")
 	cfg.MaxRecordBytes = 64 << 10
 	cfg.MaxBatchBytes = 64 << 10
-	cfg.CommitInterval = 20 * time.Millisecond
-	cfg.SessionTimeout = 6 * time.Second
-	cfg.RevokeWait = time.Second
 	cfg.LogInterval = time.Millisecond // a fetch error logged before cannot hide the batch's line
 
 	skippedBefore := map[string]float64{}
@@ -192,17 +212,6 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 		return d
 	}
 
-	start := func(in Admitter, out *testkit.LockedBuffer) *Consumer {
-		t.Helper()
-		c, err := New(cfg, in, slog.New(slog.NewTextHandler(out, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	stop := func(c *Consumer) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -216,7 +225,7 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 
 	var in sink
 	var logs testkit.LockedBuffer
-	c := start(&in, &logs)
+	c := startConsumer(t, cfg, &in, &logs)
 	eventually(t, func() string { return fmt.Sprintf("%d of 2 requests at the sink", len(in.taken())) },
 		func() bool { return len(in.taken()) == 2 })
 	eventually(t, func() string {
@@ -256,7 +265,7 @@ func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
 	// after is delivered, and the batch is neither met nor counted again.
 	var again sink
 	var logsAgain testkit.LockedBuffer
-	c = start(&again, &logsAgain)
+	c = startConsumer(t, cfg, &again, &logsAgain)
 	produce(t, kc, [][]byte{third})
 	eventually(t, func() string { return fmt.Sprintf("%d of 1 request at the sink", len(again.taken())) },
 		func() bool { return len(again.taken()) == 1 })

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/otlpgate/otlpgate/fastpath"
 	"github.com/otlpgate/otlpgate/internal/otlpgen"
 	"github.com/otlpgate/otlpgate/internal/testkit"
 )
@@ -255,13 +253,7 @@ func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
 // its log kept, and returns it with its sink, its log and the stalls counted before it.
 func startStallWatch(t *testing.T, kc *kfake.Cluster, group string) (*Consumer, *sink, *testkit.LockedBuffer, float64) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Brokers = kc.ListenAddrs()
-	cfg.Topics = []Topic{{Name: "otlp_spans", Signal: fastpath.Traces}}
-	cfg.Group = group
-	cfg.CommitInterval = 20 * time.Millisecond
-	cfg.SessionTimeout = 6 * time.Second
-	cfg.RevokeWait = time.Second
+	cfg := kfakeConfig(kc, group)
 	cfg.StallTimeout = time.Second
 	if got := testutil.ToFloat64(stalled); got != 0 {
 		t.Fatalf("%v partitions stalled before the consumer started", got)
@@ -269,12 +261,5 @@ func startStallWatch(t *testing.T, kc *kfake.Cluster, group string) (*Consumer, 
 	stallsBefore := testutil.ToFloat64(stalls)
 	in := &sink{}
 	logs := &testkit.LockedBuffer{}
-	c, err := New(cfg, in, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return c, in, logs, stallsBefore
+	return startConsumer(t, cfg, in, logs), in, logs, stallsBefore
 }
