@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -58,11 +57,7 @@ func blobRequest(t *testing.T, id byte, n int) []byte {
 // first batch is put off whole (the error path). Once the consumer goes on, every record is
 // delivered byte for byte, in order per partition, and none is skipped.
 func TestConsumeBufferedBytesBound(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "otlp_spans"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc := newCluster(t, 2)
 
 	const perPartition, blob = 12, 1 << 20
 	want := map[int32][][]byte{}

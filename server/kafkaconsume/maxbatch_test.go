@@ -91,6 +91,18 @@ func clientOf(t *testing.T, kc *kfake.Cluster) (cl *kgo.Client, ctx context.Cont
 	return cl, ctx, func() { cancel(); cl.Close() }
 }
 
+// newCluster is a kfake cluster of one broker holding otlp_spans with that many partitions,
+// closed when the test ends.
+func newCluster(t *testing.T, partitions int32) *kfake.Cluster {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "otlp_spans"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return kc
+}
+
 // kfakeConfig is a consumer of otlp_spans (traces) on kc as a member of group, committing,
 // joining and giving partitions up as quickly as a test wants.
 func kfakeConfig(kc *kfake.Cluster, group string) Config {
@@ -165,11 +177,7 @@ func spanIDs(t *testing.T, body []byte) []string {
 // and commits past it, so the records after it are delivered, and a consumer started again
 // on the group neither meets the batch again nor delivers anything twice.
 func TestConsumeBatchPastMaxBatchBytes(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "otlp_spans"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc := newCluster(t, 1)
 
 	gen := otlpgen.New(7)
 	good := func() []byte {

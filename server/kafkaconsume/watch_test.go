@@ -27,11 +27,7 @@ import (
 // the leader serves the fetches, the records past the commit are delivered, and the partition
 // is reported as read again.
 func TestConsumeStallOfPartitionNeverFetched(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "otlp_spans"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc := newCluster(t, 2)
 
 	// Partition 0 holds 5 records, the group committed 2 of them; partition 1 holds 2, both
 	// committed.
@@ -175,11 +171,7 @@ func TestConsumeStallOfPartitionNeverFetched(t *testing.T) {
 // answers again and nothing waits, the partition is idle and leaves the gauge, without a record
 // moving it, and a leader that stops answering once more is reported once more.
 func TestConsumeStallEndsWhenTheLeaderAnswersAgain(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "otlp_spans"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc := newCluster(t, 1)
 	cl, ctx, done := clientOf(t, kc)
 	defer done()
 	gen := otlpgen.New(12)
