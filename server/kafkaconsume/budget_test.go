@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -30,6 +33,28 @@ func (s *gatedSink) AdmitDelivered(req pipeline.Request) (*pipeline.Batch, error
 	s.waiting.Do(func() { close(s.entered) })
 	<-s.open
 	return s.sink.AdmitDelivered(req)
+}
+
+// batchProducer is a zstd producer to otlp_spans on kc: produce writes value to partition p as
+// a batch of its own, waiting until the broker took it; done closes the producer.
+func batchProducer(t *testing.T, kc *kfake.Cluster) (produce func(p int32, value []byte), done func()) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("otlp_spans"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		kgo.ProducerBatchMaxBytes(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	return func(p int32, value []byte) {
+			t.Helper()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: value}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			cancel()
+			cl.Close()
+		}
 }
 
 // blobRequest is an OTLP trace request of one span whose attribute holds n bytes of one
@@ -61,25 +86,15 @@ func TestConsumeBufferedBytesBound(t *testing.T) {
 
 	const perPartition, blob = 12, 1 << 20
 	want := map[int32][][]byte{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("otlp_spans"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
-		kgo.ProducerBatchMaxBytes(4<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	produce, done := batchProducer(t, kc)
 	for i := range perPartition {
 		for p := range int32(2) {
 			v := blobRequest(t, byte(i*2+int(p)), blob)
-			// One record a call: each its own batch.
-			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: v}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
+			produce(p, v)
 			want[p] = append(want[p], v)
 		}
 	}
-	cancel()
-	cl.Close()
+	done()
 
 	cfg := kfakeConfig(kc, "budget")
 	cfg.MaxRecordBytes = 2 << 20
@@ -123,7 +138,7 @@ func TestConsumeBufferedBytesBound(t *testing.T) {
 	total := 2 * perPartition
 	eventually(t, func() string { return fmt.Sprintf("%d of %d requests at the sink", len(in.taken()), total) },
 		func() bool { return len(in.taken()) == total })
-	ctx, cancel = context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -230,5 +245,100 @@ func TestFetchBudgetHeld(t *testing.T) {
 	small := &fetchBudget{max: 1 << 10, inner: inner, reading: map[int32]brokerReading{}}
 	if _, err := small.Decompress(make([]byte, 8<<10), kgo.CodecGzip); err != nil {
 		t.Fatalf("a batch past the bound with nothing held: %v", err)
+	}
+}
+
+// bufferedWatch follows what the client holds of fetched records from its own hooks, record by
+// record as they are buffered and taken, and keeps the most it held.
+type bufferedWatch struct {
+	now, most atomic.Int64
+}
+
+func heldBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+func (w *bufferedWatch) OnFetchRecordBuffered(r *kgo.Record) {
+	n := w.now.Add(heldBytes(r))
+	for m := w.most.Load(); n > m && !w.most.CompareAndSwap(m, n); m = w.most.Load() {
+	}
+}
+
+func (w *bufferedWatch) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) { w.now.Add(-heldBytes(r)) }
+
+// A hostile producer beside a well-behaved one: partition 0 gets 40 zstd batches of 1MiB of
+// zeros each (a few hundred bytes on the wire, under every per-batch and per-record bound,
+// and not OTLP), partition 1 ten OTLP requests. The consumer runs freely; record by record
+// (the client's own hooks), its client never holds more than -kafka.consume.max-buffered-bytes
+// and one batch (without the budget it held the 40MiB of zeros of one fetch at once). Every request of
+// partition 1 is delivered in order, each record of zeros is skipped as undecodable, and
+// both partitions are committed to their ends.
+func TestConsumeBufferedBytesHostileBeside(t *testing.T) {
+	kc := newCluster(t, 2)
+	const bombs, goods, zeros = 40, 10, 1 << 20
+	produce, done := batchProducer(t, kc)
+	var want [][]byte
+	for i := range bombs {
+		produce(0, make([]byte, zeros))
+		if i%4 == 0 {
+			v := blobRequest(t, byte(i), 100)
+			produce(1, v)
+			want = append(want, v)
+		}
+	}
+	done()
+	if len(want) != goods {
+		t.Fatalf("produced %d good records, want %d", len(want), goods)
+	}
+
+	cfg := kfakeConfig(kc, "hostile")
+	cfg.MaxRecordBytes = 2 << 20
+	cfg.MaxBatchBytes = 2 << 20
+	cfg.MaxBufferedBytes = 3 << 20
+	undecodableBefore := testutil.ToFloat64(skippedC[skipUndecodable])
+
+	var in sink
+	var logs testkit.LockedBuffer
+	var watch bufferedWatch
+	c, err := New(cfg, &in, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.extraOpts = []kgo.Opt{kgo.WithHooks(&watch)}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string {
+		return fmt.Sprintf("%d of %d requests at the sink, %v of %d records of zeros skipped", len(in.taken()), goods,
+			testutil.ToFloat64(skippedC[skipUndecodable])-undecodableBefore, bombs)
+	}, func() bool {
+		return len(in.taken()) == goods && testutil.ToFloat64(skippedC[skipUndecodable])-undecodableBefore == bombs
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if most, bound := watch.most.Load(), int64(cfg.MaxBufferedBytes+cfg.MaxBatchBytes); most > bound || most < zeros {
+		t.Errorf("the client held up to %d bytes of fetched records, want 1MiB..%d", most, bound)
+	}
+	got := in.taken()
+	if len(got) != goods {
+		t.Fatalf("the sink took %d requests, want %d", len(got), goods)
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Errorf("request %d at the sink (spans %v) is not record %d of partition 1 (spans %v)", i, spanIDs(t, got[i]), i, spanIDs(t, want[i]))
+		}
+	}
+	for p, end := range map[int32]int64{0: bombs, 1: goods} {
+		if o := committedOffsetOf(t, kc, "hostile", p); o != end {
+			t.Errorf("partition %d committed at %d, want %d", p, o, end)
+		}
 	}
 }

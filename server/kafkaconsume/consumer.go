@@ -43,6 +43,8 @@ type Consumer struct {
 	topics map[string]*Topic
 	cl     *kgo.Client
 	budget *fetchBudget // the client's decompressor: -kafka.consume.max-buffered-bytes
+	// extraOpts are more options for the client: tests add hooks that watch it.
+	extraOpts []kgo.Opt
 
 	pollCtx  context.Context
 	stopPoll context.CancelFunc
@@ -147,7 +149,7 @@ func (c *Consumer) opts() []kgo.Opt {
 	if m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
-	return opts
+	return append(opts, c.extraOpts...)
 }
 
 // Start makes the client and starts polling; the group is joined in the background, and the

@@ -132,12 +132,18 @@ func startConsumer(t *testing.T, cfg Config, in Admitter, logs *testkit.LockedBu
 // committedOffset is the offset group committed for otlp_spans' partition 0, -1 for none.
 func committedOffset(t *testing.T, kc *kfake.Cluster, group string) int64 {
 	t.Helper()
+	return committedOffsetOf(t, kc, group, 0)
+}
+
+// committedOffsetOf is the offset group committed for otlp_spans' partition id, -1 for none.
+func committedOffsetOf(t *testing.T, kc *kfake.Cluster, group string, id int32) int64 {
+	t.Helper()
 	cl, ctx, done := clientOf(t, kc)
 	defer done()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic, rt.Partitions = "otlp_spans", []int32{0}
+	rt.Topic, rt.Partitions = "otlp_spans", []int32{id}
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
@@ -145,7 +151,7 @@ func committedOffset(t *testing.T, kc *kfake.Cluster, group string) int64 {
 	}
 	for _, tp := range resp.Topics {
 		for _, p := range tp.Partitions {
-			if p.Partition == 0 {
+			if p.Partition == id {
 				return p.Offset
 			}
 		}
