@@ -342,3 +342,37 @@ func TestConsumeBufferedBytesHostileBeside(t *testing.T) {
 		}
 	}
 }
+
+// The budget's decompressor, taken from a probe client (newFetchBudget), reads what franz-go's
+// producers write in each codec and is bounded: a batch past -kafka.consume.max-batch-bytes is
+// kgo's ErrMaxDecompress, which the client turns into ErrDecompressTooLarge (the skip of
+// TestConsumeBatchPastMaxBatchBytes). Were the probe to give kgo's unbounded default, the
+// second case would decompress.
+func TestBatchDecompressorCodecs(t *testing.T) {
+	b, err := newFetchBudget(1<<20, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits := blobRequest(t, 1, 32<<10)
+	past := make([]byte, 64<<10+1)
+	for _, codec := range []kgo.CompressionCodec{kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		comp, err := kgo.DefaultCompressor(codec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			in      []byte
+			tooMuch bool
+		}{{fits, false}, {past, true}} {
+			var buf bytes.Buffer
+			z, typ := comp.Compress(&buf, tc.in)
+			out, err := b.Decompress(z, typ)
+			switch {
+			case tc.tooMuch && !errors.Is(err, kgo.ErrMaxDecompress):
+				t.Errorf("codec %d, %d bytes past the 64KiB bound: %v, want ErrMaxDecompress", typ, len(tc.in), err)
+			case !tc.tooMuch && (err != nil || !bytes.Equal(out, tc.in)):
+				t.Errorf("codec %d, %d bytes: %d bytes back, %v", typ, len(tc.in), len(out), err)
+			}
+		}
+	}
+}
