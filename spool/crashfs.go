@@ -424,8 +424,10 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	var full error
 	if c := f.fs.mu.capacity; c > 0 {
 		// A real disk writes what fits and then reports ENOSPC, leaving a short write behind.
+		// Writing again what a file already holds takes no new space, even on a disk that
+		// holds more than its capacity (one shrunk under its files).
 		free := c - f.fs.usedLocked()
-		if grow := off + int64(len(p)) - int64(len(f.n.data)); grow > free {
+		if grow := off + int64(len(p)) - int64(len(f.n.data)); grow > 0 && grow > free {
 			fit := max(int64(len(f.n.data))+max(free, 0)-off, 0)
 			p = p[:min(fit, int64(len(p)))]
 			full = &os.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}

@@ -40,6 +40,16 @@ func TestCrashFSCapacity(t *testing.T) {
 	if _, err := b.WriteAt([]byte{1}, 40); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
 	}
+	// A disk that shrinks below what its files hold (the model's capacity operation) still
+	// lets a file be written again in place; only growing fails.
+	fs.SetCapacity(70)
+	if n, err := b.WriteAt(make([]byte, 40), 0); n != 40 || err != nil {
+		t.Fatalf("overwrite on a disk past its capacity: %d, %v", n, err)
+	}
+	if n, err := b.WriteAt(make([]byte, 2), 39); n != 1 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write growing a file on a disk past its capacity: %d, %v; want 1, ENOSPC", n, err)
+	}
+	fs.SetCapacity(100)
 
 	// Truncate gives back.
 	if err := b.Truncate(10); err != nil {

@@ -147,6 +147,23 @@ var modelRegressions = []struct {
 	fixed *bool
 }{
 	{
+		// A start after a kill, on a disk holding more than its capacity (it shrank under the
+		// spool's files), writes the killed process's last segment again in place to sync what
+		// it left unsynced. CrashFS refused that write as if it grew the file, so the sync was
+		// skipped as for a full disk, and a power loss an interval later took records the
+		// killed process had acknowledged. Writing a file's own bytes again takes no space, on
+		// CrashFS as on a disk that allocates in place.
+		name: "InheritedSegmentSyncedOnADiskPastItsCapacity",
+		script: `
+config sync=interval segment=1024 max=3072 full=refuse tail=4096 capacity=0 dests=a,c
+append 8 400
+capacity 2533
+restart kill
+tick
+restart power dests=a,b
+`,
+	},
+	{
 		// A destination removed with a backlog pinned the spool for good: every later append
 		// was refused though the destination left configured had caught up. Held past
 		// -spool.removed-hold, it is released and what it owed counted as removed; brought
