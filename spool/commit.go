@@ -192,8 +192,10 @@ func (s *Spool) housekeeper() {
 			return
 		case <-syncc:
 			_ = s.sync()
+			s.syncInheritedPending()
 		case <-ck.C:
 			_ = s.Checkpoint()
+			s.syncInheritedPending()
 		case <-s.housec:
 			_ = s.Checkpoint()
 		}

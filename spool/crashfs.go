@@ -29,7 +29,8 @@ var ErrCrashed = errors.New("spool: simulated crash")
 // the namespace, or removed but still open, as on a real disk) counts against it, a write that
 // would pass it writes what fits and fails with syscall.ENOSPC (matchable with errors.Is, like a
 // real short write), and Remove, Truncate and Create over an existing file give space back.
-// Creations, renames and directory entries take no space.
+// Creations, renames and directory entries take no space. SetCopyOnWrite makes writing a file's
+// own bytes again need room as well.
 //
 // Fault hooks simulate a failing disk: WriteErr and SyncErr, when set, are returned by WriteAt
 // and Sync of segment and cursor files instead of doing anything. A Sync failed by SyncErr
@@ -53,6 +54,7 @@ type CrashFS struct {
 		syncErr  error
 		syncs    int
 		capacity int64 // 0: unlimited
+		cow      bool  // SetCopyOnWrite
 	}
 	// SyncHook runs at the start of every file Sync; set it before use.
 	SyncHook func()
@@ -151,6 +153,15 @@ func (fs *CrashFS) SetSyncErr(err error) {
 func (fs *CrashFS) SetCapacity(bytes int64) {
 	fs.mu.Lock()
 	fs.mu.capacity = bytes
+	fs.mu.Unlock()
+}
+
+// SetCopyOnWrite makes the disk write nothing in place, as btrfs, ZFS or a thin volume: a write
+// needs free room for every byte it writes, so on a full disk, or one holding more than its
+// capacity, writing a file's own bytes again fails with ENOSPC too.
+func (fs *CrashFS) SetCopyOnWrite(on bool) {
+	fs.mu.Lock()
+	fs.mu.cow = on
 	fs.mu.Unlock()
 }
 
@@ -430,6 +441,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		if grow := off + int64(len(p)) - int64(len(f.n.data)); grow > 0 && grow > free {
 			fit := max(int64(len(f.n.data))+max(free, 0)-off, 0)
 			p = p[:min(fit, int64(len(p)))]
+			full = &os.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}
+		} else if f.fs.mu.cow && int64(len(p)) > free {
+			p = p[:max(free, 0)]
 			full = &os.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}
 		}
 	}

@@ -124,6 +124,7 @@ func abandon(s *Spool) {
 	s.mu.Unlock()
 	close(s.done)
 	s.wg.Wait()
+	s.forgetInherited()
 	for _, r := range s.releaseFiles() {
 		r.close()
 	}

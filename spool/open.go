@@ -28,7 +28,18 @@ var (
 		Name: "otlpgate_spool_truncated_bytes_total",
 		Help: "Bytes of torn records cut from the tail of the last segment at start-up (writes a crash interrupted; never acknowledged in -spool.sync=always).",
 	})
+	unsyncedInherited = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "otlpgate_spool_unsynced_inherited_segments",
+		Help: "Segments an earlier process left unsynced (it was killed) that a full disk kept this start from making durable: until they are, a power loss may take records that process acknowledged. Tried again at every sync interval and checkpoint.",
+	})
 )
+
+// inheritedSync is a segment an earlier process left unsynced that syncInherited could not make
+// durable for want of room: its first rewrite bytes are to be written again before the sync.
+type inheritedSync struct {
+	seq     uint64
+	rewrite int64
+}
 
 // Open opens or creates the spool in cfg.Dir over fs (OSFS{} in production) for the given
 // destinations, recovering from whatever a crash left: a torn tail is truncated, bad records in
@@ -65,6 +76,7 @@ func Open(cfg Config, fs FS, destinations []string) (*Spool, error) {
 		s.unlock = unlock
 	}
 	if err := s.recover(destinations); err != nil {
+		s.forgetInherited()
 		s.release()
 		return nil, err
 	}
@@ -263,7 +275,7 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 	}
 	g := &segment{seq: seq, size: size, sealed: true, countedTo: headerSize}
 	if !last {
-		return g, s.syncInherited(f, name, 0)
+		return g, s.syncInherited(f, seq, 0)
 	}
 	res := scanSegment(f, size, nil)
 	corruptRecords.Add(float64(res.corruptRecords))
@@ -280,7 +292,7 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 		}
 		g.size = res.end
 	}
-	return g, s.syncInherited(f, name, g.size)
+	return g, s.syncInherited(f, seq, g.size)
 }
 
 // syncInherited makes durable what an earlier process left of a segment in the page cache. A
@@ -300,20 +312,82 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 // (commit.go), so that a sealed segment's bytes were all synced by the process that wrote
 // them, or by none (-spool.sync=none), whose syncs never failed.
 //
-// A full disk does not stop the start (it must come up to drain); the sync is counted as
-// failed. Any other failure is a disk the spool cannot trust, and Open fails.
-func (s *Spool) syncInherited(f File, name string, rewrite int64) error {
+// A full disk does not stop the start (it must come up to drain): writing a segment again
+// needs room on a file system that does not write in place (btrfs, ZFS, a thin volume), and so
+// may its sync. The segment is then logged, counted in
+// otlpgate_spool_unsynced_inherited_segments and tried again at every sync interval and
+// checkpoint until it is durable or deleted (syncInheritedPending). Any other failure is a disk
+// the spool cannot trust, and Open fails.
+func (s *Spool) syncInherited(f File, seq uint64, rewrite int64) error {
 	if s.cfg.Sync == SyncNone {
 		return nil
 	}
+	name := s.path(segmentName(seq))
 	err := rewriteFile(f, rewrite)
 	if err == nil {
 		err = timedSync(f)
 	}
-	if err != nil && !diskFull(err) {
+	switch {
+	case err == nil:
+	case diskFull(err):
+		s.mu.inherited = append(s.mu.inherited, inheritedSync{seq: seq, rewrite: rewrite})
+		unsyncedInherited.Inc()
+		s.cfg.logger().Warn("spool: the disk is full, so records an earlier process left unsynced cannot be made durable yet; a power loss before they are may take them; tried again at every sync interval",
+			"segment", name, "err", err)
+	default:
 		return fmt.Errorf("cannot make spool segment %s durable: %w", name, err)
 	}
 	return nil
+}
+
+// forgetInherited takes the segments still waiting for syncInheritedPending out of the gauge,
+// as the spool ends.
+func (s *Spool) forgetInherited() {
+	s.mu.Lock()
+	n := len(s.mu.inherited)
+	s.mu.inherited = nil
+	s.mu.Unlock()
+	unsyncedInherited.Sub(float64(n))
+}
+
+// syncInheritedPending tries again to make durable the segments syncInherited found no room
+// for. A segment deleted meanwhile (every destination finished it) needs it no more; one that
+// still fails waits for the next try. Housekeeper only.
+func (s *Spool) syncInheritedPending() {
+	s.mu.Lock()
+	pending := slices.Clone(s.mu.inherited)
+	s.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	var done []uint64
+	for _, p := range pending {
+		if !s.hasSegment(p.seq) {
+			done = append(done, p.seq)
+			continue
+		}
+		name := s.path(segmentName(p.seq))
+		f, err := s.fs.Open(name, true)
+		if err != nil {
+			continue // deleted since, or not to be opened now: the next try sees which
+		}
+		err = rewriteFile(f, p.rewrite)
+		if err == nil {
+			err = timedSync(f)
+		}
+		_ = f.Close()
+		if err == nil {
+			s.cfg.logger().Info("spool: records an earlier process left unsynced are durable now", "segment", name)
+			done = append(done, p.seq)
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.mu.inherited = slices.DeleteFunc(s.mu.inherited, func(p inheritedSync) bool { return slices.Contains(done, p.seq) })
+	s.mu.Unlock()
+	unsyncedInherited.Sub(float64(len(done)))
 }
 
 // rewriteFile writes the first n bytes of f again, as it reads them.

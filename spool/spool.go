@@ -124,6 +124,9 @@ type Spool struct {
 		// are in the tail and not yet written (SyncAlways only): the next commit writes them.
 		unflushed int64
 		ages      []ageMark // when records were appended, sparse (age.go)
+		// inherited: segments an earlier process left unsynced that a full disk kept Open
+		// from making durable (syncInherited); the housekeeper tries them again.
+		inherited []inheritedSync
 	}
 	wbuf *[]byte // frame being written; guarded by mu
 
@@ -475,7 +478,9 @@ func (s *Spool) Close() error {
 	var err error
 	if s.cfg.Sync != SyncNone {
 		err = s.sync()
+		s.syncInheritedPending()
 	}
+	s.forgetInherited()
 	if cerr := s.Checkpoint(); err == nil {
 		err = cerr
 	}
