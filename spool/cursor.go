@@ -170,7 +170,18 @@ func (s *Spool) Checkpoint() error {
 	//  6. An Append that finds the spool full frees the same way (reclaim), without waiting
 	//     for this: it deletes by positions in memory too, and persists nothing.
 	err = errors.Join(err, s.freeFinished(readers))
+	err = errors.Join(err, s.persistCursors(readers))
+	if err != nil {
+		checkpointErrors.Inc()
+	}
+	return err
+}
 
+// persistCursors writes the cursor of each reader whose position, or Away, moved since its
+// last one, atomically (a temporary file renamed over, the directory synced). Called with ckMu
+// held.
+func (s *Spool) persistCursors(readers []*Reader) error {
+	var err error
 	type move struct {
 		r        *Reader
 		p, until Pos
@@ -198,7 +209,6 @@ func (s *Spool) Checkpoint() error {
 	if len(renamed) > 0 {
 		if derr := s.fs.SyncDir(s.cfg.Dir); derr != nil {
 			// The renames may not survive a crash: the old positions stand.
-			checkpointErrors.Inc()
 			return errors.Join(err, derr)
 		}
 	}
@@ -208,9 +218,6 @@ func (s *Spool) Checkpoint() error {
 			m.r.unanchored = false
 			s.unanchored.Add(-1)
 		}
-	}
-	if err != nil {
-		checkpointErrors.Inc()
 	}
 	return err
 }

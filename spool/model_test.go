@@ -147,6 +147,23 @@ var modelRegressions = []struct {
 	fixed *bool
 }{
 	{
+		// A destination removed (Away) and brought back by AddReader kept, until the next
+		// checkpoint, a cursor on disk that said where it went away. A power loss (or a kill)
+		// before that checkpoint, then a start without it, released it counting only what it
+		// owed before it went away: the four records appended after it came back, its own,
+		// were dropped uncounted. AddReader writes its cursor at once now.
+		name: "BackDestinationReleasedCountsWhatItOwedSinceBack",
+		script: `
+config sync=always segment=1024 max=4096 full=refuse tail=1048576 capacity=0 dests=a
+append 2 100
+away a
+drain
+addreader a
+append 4 20
+restart power dests=b
+`,
+	},
+	{
 		// A start after a kill, on a disk holding more than its capacity (it shrank under the
 		// spool's files), writes the killed process's last segment again in place to sync what
 		// it left unsynced. CrashFS refused that write as if it grew the file, so the sync was

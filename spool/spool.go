@@ -521,6 +521,17 @@ func (s *Spool) AddReader(destination string) (*Reader, error) {
 		// A removed destination back before its hold ended: from now on it is here again, and
 		// no checkpoint can release it between this and the caller's Back.
 		r.Back()
+		if r.persistedUntil != 0 {
+			// Its cursor on disk still says where it went away, and a start that does not
+			// list it would count as released only what it owed before that: the records
+			// appended since it came back, which are its own, would be dropped uncounted.
+			// The cursor is written now rather than at the next checkpoint.
+			if err := s.persistCursors([]*Reader{r}); err != nil {
+				checkpointErrors.Inc()
+				s.cfg.logger().Warn("spool: the cursor of a destination back from removal could not be written; until the next checkpoint writes it, a start without that destination would count too few of its records as released",
+					"destination", destination, "err", err)
+			}
+		}
 		return r, nil
 	}
 	// Every record appended from here on lies at or after at.
