@@ -66,16 +66,24 @@ func parseCursorName(name string) (string, bool) {
 }
 
 func encodeCursor(p, until Pos) []byte {
+	if until != 0 {
+		return encodeCursorUntil(p, until)
+	}
+	b := make([]byte, 0, cursorSize)
+	b = append(b, cursorMagic...)
+	b = binary.LittleEndian.AppendUint32(b, cursorVersion)
+	b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// encodeCursorUntil encodes a version 2 cursor; until 0 says the destination is not away, as a
+// version 1 cursor does (clearAwayInPlace writes one so, at the length of the one it replaces).
+func encodeCursorUntil(p, until Pos) []byte {
 	b := make([]byte, 0, cursorSizeUntil)
 	b = append(b, cursorMagic...)
-	if until == 0 {
-		b = binary.LittleEndian.AppendUint32(b, cursorVersion)
-		b = binary.LittleEndian.AppendUint64(b, uint64(p))
-	} else {
-		b = binary.LittleEndian.AppendUint32(b, cursorVersionUntil)
-		b = binary.LittleEndian.AppendUint64(b, uint64(p))
-		b = binary.LittleEndian.AppendUint64(b, uint64(until))
-	}
+	b = binary.LittleEndian.AppendUint32(b, cursorVersionUntil)
+	b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	b = binary.LittleEndian.AppendUint64(b, uint64(until))
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -120,6 +128,28 @@ func (s *Spool) writeCursorTmp(dest string, p, until Pos) error {
 	}
 	if err != nil {
 		_ = s.fs.Remove(tmp)
+	}
+	return err
+}
+
+// clearAwayInPlace writes dest's cursor again in its own file, at p and without the Away mark
+// it carries, for a checkpoint that found no room for the temporary file: a cursor that kept
+// the mark of a destination since back would have a start that releases it count only what it
+// owed before it went away, and drop what it owed since uncounted. Both cursors are version 2
+// and of one length, so the write takes no room on a disk that writes in place; a crash in the
+// middle of it leaves a cursor whose checksum fails, which the spool takes as bad (the spool
+// replayed to it whole, or its release counted as unknown and logged), never as a position.
+func (s *Spool) clearAwayInPlace(dest string, p Pos) error {
+	f, err := s.fs.Open(s.path(cursorName(dest)), true)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(encodeCursorUntil(p, 0), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
@@ -193,6 +223,12 @@ func (s *Spool) persistCursors(readers []*Reader) error {
 			continue
 		}
 		if werr := s.writeCursorTmp(r.name, p, until); werr != nil {
+			if diskFull(werr) && until == 0 && r.persistedUntil != 0 {
+				if ierr := s.clearAwayInPlace(r.name, p); ierr == nil {
+					r.persisted, r.persistedUntil = p, 0
+					continue
+				}
+			}
 			err = errors.Join(err, werr)
 			continue
 		}

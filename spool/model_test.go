@@ -147,6 +147,24 @@ var modelRegressions = []struct {
 	fixed *bool
 }{
 	{
+		// A destination away at a clean stop and listed by the next start is back, and owed
+		// what was appended while it was away; that start's checkpoint could not write its
+		// cursor without the Away mark on a full disk. Killed, then started without it, the
+		// spool released it counting only what it owed before it went away. A checkpoint with
+		// no room for its temporary file now clears the mark in the cursor's own file.
+		name: "BackAtStartOnAFullDiskReleasedCountsAllItOwed",
+		script: `
+config sync=none segment=1024 max=8192 full=refuse tail=0 capacity=0 dests=a,c
+append 1 20
+capacity 2717
+away c
+checkpoint
+append 8 400
+restart clean
+restart kill dests=a sync=interval
+`,
+	},
+	{
 		// A destination removed (Away) and brought back by AddReader kept, until the next
 		// checkpoint, a cursor on disk that said where it went away. A power loss (or a kill)
 		// before that checkpoint, then a start without it, released it counting only what it
