@@ -23,17 +23,8 @@ func TestInheritedSyncWaitsForRoom(t *testing.T) {
 			name = "control"
 		}
 		t.Run(name, func(t *testing.T) {
-			fs := NewCrashFS()
-			cfg := testConfig(SyncInterval)
+			fs, cfg, base := killedOnAFullDisk(t)
 			s := mustOpen(t, cfg, fs, "a")
-			appendN(t, s, 0, 20) // 8 a segment: the last one holds 16..19, unsynced
-			abandon(s)
-			fs.killProcess()
-
-			fs.SetCopyOnWrite(true)
-			fs.SetCapacity(fs.Used())
-			base := testutil.ToFloat64(unsyncedInherited)
-			s = mustOpen(t, cfg, fs, "a")
 			if got := testutil.ToFloat64(unsyncedInherited) - base; got != 1 {
 				t.Fatalf("unsynced inherited segments after a start on a full disk: %v, want 1", got)
 			}
@@ -78,16 +69,8 @@ func TestInheritedSyncWaitsForRoom(t *testing.T) {
 // TestInheritedSyncForgottenOnceDeleted: a segment waiting for room that every destination
 // finished, and a checkpoint deleted, is no longer tried or counted.
 func TestInheritedSyncForgottenOnceDeleted(t *testing.T) {
-	fs := NewCrashFS()
-	cfg := testConfig(SyncInterval)
+	fs, cfg, base := killedOnAFullDisk(t)
 	s := mustOpen(t, cfg, fs, "a")
-	appendN(t, s, 0, 20)
-	abandon(s)
-	fs.killProcess()
-	fs.SetCopyOnWrite(true)
-	fs.SetCapacity(fs.Used())
-	base := testutil.ToFloat64(unsyncedInherited)
-	s = mustOpen(t, cfg, fs, "a")
 	defer s.Close()
 	if got := testutil.ToFloat64(unsyncedInherited) - base; got != 1 {
 		t.Fatalf("unsynced inherited segments: %v, want 1", got)
@@ -105,4 +88,20 @@ func TestInheritedSyncForgottenOnceDeleted(t *testing.T) {
 	if got := testutil.ToFloat64(unsyncedInherited) - base; got != 0 {
 		t.Fatalf("unsynced inherited segments after the segment was deleted: %v, want 0", got)
 	}
+}
+
+// killedOnAFullDisk is a spool in interval mode killed with records 0..19 appended, 8 a
+// segment, so that the last segment (16..19) is unsynced, left on a copy-on-write disk with no
+// room; it returns the unsynced inherited segments gauge as it was then.
+func killedOnAFullDisk(t *testing.T) (*CrashFS, Config, float64) {
+	t.Helper()
+	fs := NewCrashFS()
+	cfg := testConfig(SyncInterval)
+	s := mustOpen(t, cfg, fs, "a")
+	appendN(t, s, 0, 20)
+	abandon(s)
+	fs.killProcess()
+	fs.SetCopyOnWrite(true)
+	fs.SetCapacity(fs.Used())
+	return fs, cfg, testutil.ToFloat64(unsyncedInherited)
 }
