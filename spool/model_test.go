@@ -147,6 +147,23 @@ var modelRegressions = []struct {
 	fixed *bool
 }{
 	{
+		// A process in interval mode whose sync failed at its Close left its last segment with
+		// bytes the kernel took as written; the next start, in none mode, synced nothing and
+		// created segments after it, so the start after that, in interval mode, synced it as a
+		// sealed segment without writing it again, and a power loss left a record's place
+		// zeroed: a corrupt record. A start in none mode now writes its last segment again.
+		name: "NoneStartAfterFailedIntervalSyncRewritesItsLastSegment",
+		script: `
+config sync=interval segment=1024 max=2048 full=refuse tail=1048576 capacity=5121 dests=b,c
+drain
+syncfail on
+restart clean sync=none
+append 7 400
+restart clean sync=interval
+restart power
+`,
+	},
+	{
 		// A destination away at a clean stop and listed by the next start is back, and owed
 		// what was appended while it was away; that start's checkpoint could not write its
 		// cursor without the Away mark on a full disk. Killed, then started without it, the

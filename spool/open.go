@@ -310,7 +310,8 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 // unwritten: a failed sync of the active segment in interval mode fails the spool, which
 // appends nothing more, and in always mode the segment is cut back to its last good sync
 // (commit.go), so that a sealed segment's bytes were all synced by the process that wrote
-// them, or by none (-spool.sync=none), whose syncs never failed.
+// them, or by none (-spool.sync=none), whose syncs never failed; a start in none mode, which
+// seals the segment it inherits last without syncing it, writes it again too (below).
 //
 // A full disk does not stop the start (it must come up to drain): writing a segment again
 // needs room on a file system that does not write in place (btrfs, ZFS, a thin volume), and so
@@ -320,6 +321,13 @@ func (s *Spool) recoverSegment(seq uint64, last bool) (*segment, error) {
 // the spool cannot trust, and Open fails.
 func (s *Spool) syncInherited(f File, seq uint64, rewrite int64) error {
 	if s.cfg.Sync == SyncNone {
+		// No sync, but the last segment is written again all the same: a process in interval
+		// mode whose sync failed left it with bytes the kernel took as written, and the
+		// segments this process creates make it a sealed one, which a later start in interval
+		// or always mode syncs without writing it again. Rewritten here, the kernel writes it
+		// back in its own time, and that sync finds nothing missing. Best effort: this mode
+		// promises nothing after a crash.
+		_ = rewriteFile(f, rewrite)
 		return nil
 	}
 	name := s.path(segmentName(seq))
