@@ -331,10 +331,7 @@ func (s *Spool) syncInherited(f File, seq uint64, rewrite int64) error {
 		return nil
 	}
 	name := s.path(segmentName(seq))
-	err := rewriteFile(f, rewrite)
-	if err == nil {
-		err = timedSync(f)
-	}
+	err := rewriteAndSync(f, rewrite)
 	switch {
 	case err == nil:
 	case diskFull(err):
@@ -379,10 +376,7 @@ func (s *Spool) syncInheritedPending() {
 		if err != nil {
 			continue // deleted since, or not to be opened now: the next try sees which
 		}
-		err = rewriteFile(f, p.rewrite)
-		if err == nil {
-			err = timedSync(f)
-		}
+		err = rewriteAndSync(f, p.rewrite)
 		_ = f.Close()
 		if err == nil {
 			s.cfg.logger().Info("spool: records an earlier process left unsynced are durable now", "segment", name)
@@ -396,6 +390,15 @@ func (s *Spool) syncInheritedPending() {
 	s.mu.inherited = slices.DeleteFunc(s.mu.inherited, func(p inheritedSync) bool { return slices.Contains(done, p.seq) })
 	s.mu.Unlock()
 	unsyncedInherited.Sub(float64(len(done)))
+}
+
+// rewriteAndSync writes the first n bytes of f again and syncs f: what syncInherited does to a
+// segment, and syncInheritedPending again to one it found no room for.
+func rewriteAndSync(f File, n int64) error {
+	if err := rewriteFile(f, n); err != nil {
+		return err
+	}
+	return timedSync(f)
 }
 
 // rewriteFile writes the first n bytes of f again, as it reads them.
